@@ -1,0 +1,239 @@
+package pgmsg
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+	"github.com/pgmsg/pgmsg/internal/notifier"
+	"github.com/pgmsg/pgmsg/pgmsgmigrate"
+)
+
+// Defaults for Config fields left zero.
+const (
+	SchemaDefault          = pgmsgmigrate.SchemaDefault
+	ClaimLeaseDefault      = 30 * time.Second
+	PollIntervalDefault    = time.Second
+	MetadataMaxAgeDefault  = 5 * time.Second
+	ClaimMaxRecordsDefault = 100
+)
+
+// Config configures a Client. The zero value is valid: every field
+// documents its default.
+type Config struct {
+	// Schema pgmsg was migrated into. Default "pgmsg".
+	Schema string
+	// ClaimLease is how long a claim stays with its member before its records
+	// are delivered again, measured on the database clock. Default 30s.
+	ClaimLease time.Duration
+	// PollInterval is how often an idle consumer polls when no notification
+	// wakes it. Polling is the correctness path; notifications only make
+	// delivery faster. Default 1s.
+	PollInterval time.Duration
+	// MetadataMaxAge is how long the client trusts its cached partition count
+	// of a topic when choosing partitions. Default 5s.
+	MetadataMaxAge time.Duration
+	// DisableNotify turns off LISTEN/NOTIFY wake-ups (consumers only poll),
+	// for poolers such as PgBouncer in transaction mode. Default false.
+	DisableNotify bool
+	// Logger receives warnings such as a lost notification connection.
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) withDefaults() *Config {
+	out := Config{}
+	if c != nil {
+		out = *c
+	}
+	if out.Schema == "" {
+		out.Schema = SchemaDefault
+	}
+	if out.ClaimLease == 0 {
+		out.ClaimLease = ClaimLeaseDefault
+	}
+	if out.PollInterval == 0 {
+		out.PollInterval = PollIntervalDefault
+	}
+	if out.MetadataMaxAge == 0 {
+		out.MetadataMaxAge = MetadataMaxAgeDefault
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return &out
+}
+
+func (c *Config) validate() error {
+	if err := pgmsgmigrate.ValidateSchema(c.Schema); err != nil {
+		return fmt.Errorf("pgmsg: Config.Schema: %w", err)
+	}
+	if c.ClaimLease < 0 {
+		return fmt.Errorf("pgmsg: Config.ClaimLease must not be negative, got %s", c.ClaimLease)
+	}
+	if c.PollInterval < 0 {
+		return fmt.Errorf("pgmsg: Config.PollInterval must not be negative, got %s", c.PollInterval)
+	}
+	if c.MetadataMaxAge < 0 {
+		return fmt.Errorf("pgmsg: Config.MetadataMaxAge must not be negative, got %s", c.MetadataMaxAge)
+	}
+	return nil
+}
+
+// Client is pgmsg's entry point: publish, consume and administer topics
+// over a pgx pool that the caller owns. It is safe for concurrent use.
+type Client struct {
+	pool    *pgxpool.Pool
+	config  *Config
+	queries *dbsqlc.Queries
+	rewrite *schemaRewriter
+
+	metaMu sync.Mutex
+	meta   map[string]topicMeta
+
+	notifyOnce sync.Once
+	notifier   *notifier.Notifier
+}
+
+type topicMeta struct {
+	partitions     int
+	maxRecordBytes int
+	fetched        time.Time
+}
+
+// NewClient returns a Client using pool. config may be nil for defaults.
+// The schema must have been migrated (pgmsgmigrate or `pgmsg migrate up`).
+func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("pgmsg: NewClient: pool is nil")
+	}
+	cfg := config.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Client{
+		pool:    pool,
+		config:  cfg,
+		queries: dbsqlc.New(),
+		rewrite: newSchemaRewriter(cfg.Schema),
+		meta:    map[string]topicMeta{},
+	}, nil
+}
+
+// Pool returns the pool the client uses.
+func (c *Client) Pool() *pgxpool.Pool { return c.pool }
+
+// Schema returns the schema the client works in.
+func (c *Client) Schema() string { return c.config.Schema }
+
+// Close stops the client's background notification listener, if started.
+// It does not close the pool.
+func (c *Client) Close() {
+	if c.notifier != nil {
+		c.notifier.Close()
+	}
+}
+
+// DBTX is what every Xxx/XxxTx pair runs on: a pool, a connection or a
+// pgx.Tx.
+type DBTX = dbsqlc.DBTX
+
+// db wraps exec so that queries written for schema "pgmsg" run in the
+// configured schema.
+func (c *Client) db(exec DBTX) DBTX {
+	if c.rewrite == nil {
+		return exec
+	}
+	return rewritingDB{exec: exec, r: c.rewrite}
+}
+
+// schemaRewriter turns the schema qualifier "pgmsg." of the generated
+// queries into the configured schema. The queries only call pgmsg's SQL
+// functions, so the qualifier is the only place "pgmsg." appears.
+type schemaRewriter struct {
+	to    string
+	cache sync.Map // string -> string
+}
+
+func newSchemaRewriter(schema string) *schemaRewriter {
+	if schema == SchemaDefault {
+		return nil
+	}
+	return &schemaRewriter{to: pgx.Identifier{schema}.Sanitize() + "."}
+}
+
+func (r *schemaRewriter) sql(q string) string {
+	if v, ok := r.cache.Load(q); ok {
+		return v.(string)
+	}
+	out := strings.ReplaceAll(q, "pgmsg.", r.to)
+	r.cache.Store(q, out)
+	return out
+}
+
+type rewritingDB struct {
+	exec DBTX
+	r    *schemaRewriter
+}
+
+func (d rewritingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return d.exec.Exec(ctx, d.r.sql(sql), args...)
+}
+
+func (d rewritingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return d.exec.Query(ctx, d.r.sql(sql), args...)
+}
+
+func (d rewritingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return d.exec.QueryRow(ctx, d.r.sql(sql), args...)
+}
+
+// topicMeta returns the cached partition count and record limit of a topic,
+// refreshing it when older than MetadataMaxAge (or when refresh is set).
+func (c *Client) topicMeta(ctx context.Context, exec DBTX, topic string, refresh bool) (topicMeta, error) {
+	c.metaMu.Lock()
+	m, ok := c.meta[topic]
+	c.metaMu.Unlock()
+	if ok && !refresh && time.Since(m.fetched) < c.config.MetadataMaxAge {
+		return m, nil
+	}
+	row, err := c.queries.TopicGetByName(ctx, c.db(exec), topic)
+	if err != nil {
+		if err == pgx.ErrNoRows {
+			return topicMeta{}, newError(ErrUnknownTopic, "unknown topic %q", topic)
+		}
+		return topicMeta{}, mapError(err)
+	}
+	m = topicMeta{partitions: int(row.Partitions), maxRecordBytes: int(row.MaxRecordBytes), fetched: time.Now()}
+	c.metaMu.Lock()
+	c.meta[topic] = m
+	c.metaMu.Unlock()
+	return m, nil
+}
+
+func (c *Client) forgetTopic(topic string) {
+	c.metaMu.Lock()
+	delete(c.meta, topic)
+	c.metaMu.Unlock()
+}
+
+// wakeups subscribes to publish notifications for topic. The channel also
+// fires when the listener reconnects (notifications may have been lost).
+// It returns a nil channel when notifications are disabled.
+func (c *Client) wakeups(topic string) (<-chan struct{}, func()) {
+	if c.config.DisableNotify {
+		return nil, func() {}
+	}
+	c.notifyOnce.Do(func() {
+		c.notifier = notifier.New(c.pool.Config().ConnConfig, c.config.Schema+"_log", c.config.Logger)
+	})
+	return c.notifier.Subscribe(topic)
+}

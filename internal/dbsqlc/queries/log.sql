@@ -1,0 +1,61 @@
+-- name: TopicCreate :one
+SELECT name::text, partitions::integer, segment_records::bigint, max_record_bytes::integer, config::jsonb, created_at::timestamptz
+FROM pgmsg.topic_create(@name::text, @partitions::integer, @config::jsonb);
+
+-- name: TopicAddPartitions :one
+SELECT name::text, partitions::integer, segment_records::bigint, max_record_bytes::integer, config::jsonb, created_at::timestamptz
+FROM pgmsg.topic_add_partitions(@name::text, @partitions::integer);
+
+-- name: TopicDelete :exec
+SELECT pgmsg.topic_delete(@name::text);
+
+-- name: TopicList :many
+SELECT name::text, partitions::integer, segment_records::bigint, max_record_bytes::integer, config::jsonb, created_at::timestamptz
+FROM pgmsg.topic_list();
+
+-- name: TopicGetByName :one
+-- The producer's metadata cache: a primary-key read.
+SELECT name, partitions, max_record_bytes FROM pgmsg.topic WHERE name = @name::text;
+
+-- name: TopicDescribe :many
+SELECT partition::integer, start_offset::bigint, next_offset::bigint, records::bigint, segments::integer, approx_bytes::bigint
+FROM pgmsg.topic_describe(@name::text);
+
+-- name: RecordPublish :many
+SELECT partition::integer, base_offset::bigint, record_count::integer, "timestamp"::timestamptz
+FROM pgmsg.publish(@topic::text, @values::bytea[], @keys::bytea[], @headers::jsonb[],
+                            @timestamps::timestamptz[], sqlc.narg(partition)::integer);
+
+-- name: RecordFetch :many
+SELECT partition::integer, "offset"::bigint, "timestamp"::timestamptz, key::bytea, value::bytea, headers::jsonb
+FROM pgmsg.fetch(@topic::text, @partition::integer, @from_offset::bigint, @max_records::integer);
+
+-- name: GroupCreate :one
+SELECT pgmsg.group_create(@topic::text, @group_name::text, @start::text);
+
+-- name: GroupClaim :many
+SELECT partition::integer, claim_epoch::bigint, claim_expires_at::timestamptz, "offset"::bigint, "timestamp"::timestamptz, key::bytea, value::bytea, headers::jsonb
+FROM pgmsg.claim(@topic::text, @group_name::text, @max_records::integer, @lease::interval,
+                          sqlc.narg(partition)::integer, sqlc.narg(max_bytes)::bigint, @start::text,
+                          sqlc.narg(member)::text);
+
+-- name: GroupCommit :one
+SELECT pgmsg.commit(@topic::text, @group_name::text, @partition::integer, @claim_epoch::bigint,
+                    sqlc.narg(next_offset)::bigint);
+
+-- name: GroupRelease :exec
+SELECT pgmsg.release(@topic::text, @group_name::text, @partition::integer, @claim_epoch::bigint);
+
+-- name: GroupExtend :one
+SELECT pgmsg.extend(@topic::text, @group_name::text, @partition::integer, @claim_epoch::bigint, @lease::interval);
+
+-- name: GroupReset :many
+SELECT partition::integer, next_offset::bigint
+FROM pgmsg.group_reset(@topic::text, @group_name::text, @to_position::text, sqlc.narg(partition)::integer);
+
+-- name: GroupDelete :one
+SELECT pgmsg.group_delete(@topic::text, @group_name::text);
+
+-- name: GroupList :many
+SELECT topic::text, group_name::text, partition::integer, next_offset::bigint, end_offset::bigint, lag::bigint, claim_epoch::bigint, coalesce(claim_owner, '')::text AS claim_owner, claim_expires_at::timestamptz, committed_at::timestamptz
+FROM pgmsg.group_list(sqlc.narg(topic)::text, sqlc.narg(group_name)::text);

@@ -1,0 +1,255 @@
+package pgmsg
+
+import (
+	"context"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+)
+
+var pgxTxReadOnly = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+
+// PublishOpts are per-call options of Publish; nil means defaults.
+type PublishOpts struct {
+	// ManualPartition publishes each record to its Record.Partition instead
+	// of choosing by key. Default false.
+	ManualPartition bool
+}
+
+// partitionBatch is the records of one call bound for one partition.
+type partitionBatch struct {
+	topic     string
+	partition int32
+	records   []*Record
+}
+
+// Publish appends records (each naming its Topic) atomically: all of them
+// are committed, or none is and no offset is consumed. On success each
+// record's Partition, Offset and Timestamp are set. A record's partition is
+// Record.Partition under ManualPartition, else the Kafka-compatible hash of
+// its key, else one random partition of its topic shared by all unkeyed
+// records of the call.
+func (c *Client) Publish(ctx context.Context, records []*Record, opts *PublishOpts) error {
+	batches, err := c.planPublish(ctx, c.pool, records, opts)
+	if err != nil {
+		return err
+	}
+	if len(batches) == 1 {
+		// One partition: one statement in autocommit, one round trip.
+		return c.sendBatch(ctx, c.pool, batches[0])
+	}
+	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return c.sendBatches(ctx, tx, batches) })
+}
+
+// PublishTx is Publish inside the caller's transaction: the transactional
+// outbox. The records become visible if and only if tx commits. Until then
+// tx holds the row lock of each partition written, so other publishers to
+// those partitions wait: keep such transactions short.
+func (c *Client) PublishTx(ctx context.Context, tx pgx.Tx, records []*Record, opts *PublishOpts) error {
+	batches, err := c.planPublish(ctx, tx, records, opts)
+	if err != nil {
+		return err
+	}
+	return c.sendBatches(ctx, tx, batches)
+}
+
+// planPublish validates records and groups them by (topic, partition), in
+// the lock order every publisher uses: topic name, then partition.
+func (c *Client) planPublish(ctx context.Context, exec DBTX, records []*Record, opts *PublishOpts) ([]*partitionBatch, error) {
+	if len(records) == 0 {
+		return nil, newError(ErrEmptyBatch, "empty batch: publish needs at least one record")
+	}
+	manual := opts != nil && opts.ManualPartition
+	type tp struct {
+		topic     string
+		partition int32
+	}
+	groups := map[tp]*partitionBatch{}
+	spread := map[string]int32{}
+	for _, r := range records {
+		if r == nil {
+			return nil, newError(ErrInvalidArgument, "nil record")
+		}
+		if err := ValidateName("topic", r.Topic); err != nil {
+			return nil, err
+		}
+		meta, err := c.topicMeta(ctx, exec, r.Topic, false)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkSize(r, meta); err != nil {
+			return nil, err
+		}
+		p, err := c.choosePartition(r, meta, manual, func() int32 {
+			if s, ok := spread[r.Topic]; ok {
+				return s
+			}
+			s := rand.Int32N(int32(meta.partitions))
+			spread[r.Topic] = s
+			return s
+		})
+		if err != nil {
+			return nil, err
+		}
+		k := tp{r.Topic, p}
+		g := groups[k]
+		if g == nil {
+			g = &partitionBatch{topic: r.Topic, partition: p}
+			groups[k] = g
+		}
+		g.records = append(g.records, r)
+	}
+	out := make([]*partitionBatch, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].topic != out[j].topic {
+			return out[i].topic < out[j].topic
+		}
+		return out[i].partition < out[j].partition
+	})
+	return out, nil
+}
+
+func checkSize(r *Record, meta topicMeta) error {
+	// A lower bound of what the SQL API measures (key + value + headers as
+	// jsonb text); the SQL check stays authoritative.
+	if n := len(r.Key) + len(r.Value); n > meta.maxRecordBytes {
+		return newError(ErrRecordTooLarge, "record of %d bytes is larger than topic %q's max_record_bytes (%d)", n, r.Topic, meta.maxRecordBytes)
+	}
+	return nil
+}
+
+func (c *Client) choosePartition(r *Record, meta topicMeta, manual bool, spread func() int32) (int32, error) {
+	switch {
+	case manual:
+		if r.Partition < 0 || int(r.Partition) >= meta.partitions {
+			return 0, newError(ErrPartitionOutOfRange, "partition %d out of range: topic %q has %d partitions", r.Partition, r.Topic, meta.partitions)
+		}
+		return r.Partition, nil
+	case r.Key != nil:
+		return PartitionForKey(r.Key, meta.partitions), nil
+	default:
+		return spread(), nil
+	}
+}
+
+func publishParams(b *partitionBatch) (dbsqlc.RecordPublishParams, error) {
+	params := dbsqlc.RecordPublishParams{
+		Topic:     b.topic,
+		Values:    make([][]byte, len(b.records)),
+		Partition: pgtype.Int4{Int32: b.partition, Valid: true},
+	}
+	for i, r := range b.records {
+		params.Values[i] = r.Value
+		if r.Key != nil {
+			if params.Keys == nil {
+				params.Keys = make([][]byte, len(b.records))
+			}
+			params.Keys[i] = r.Key
+		}
+		if len(r.Headers) > 0 {
+			if params.Headers == nil {
+				params.Headers = make([][]byte, len(b.records))
+			}
+			h, err := encodeHeaders(r.Headers)
+			if err != nil {
+				return params, err
+			}
+			params.Headers[i] = h
+		}
+		if !r.Timestamp.IsZero() {
+			if params.Timestamps == nil {
+				params.Timestamps = make([]pgtype.Timestamptz, len(b.records))
+			}
+			params.Timestamps[i] = pgtype.Timestamptz{Time: r.Timestamp, Valid: true}
+		}
+	}
+	return params, nil
+}
+
+func applyPublishResult(b *partitionBatch, rows []*dbsqlc.RecordPublishRow) {
+	for _, row := range rows {
+		for i, r := range b.records {
+			r.Partition = row.Partition
+			r.Offset = row.BaseOffset + int64(i)
+			if r.Timestamp.IsZero() {
+				r.Timestamp = row.Timestamp.Time
+			}
+		}
+	}
+}
+
+func (c *Client) sendBatch(ctx context.Context, exec DBTX, b *partitionBatch) error {
+	params, err := publishParams(b)
+	if err != nil {
+		return err
+	}
+	rows, err := c.queries.RecordPublish(ctx, c.db(exec), params)
+	if err != nil {
+		return c.publishError(b.topic, err)
+	}
+	applyPublishResult(b, rows)
+	return nil
+}
+
+// sendBatches sends every partition's batch in one round trip (pipelined)
+// inside tx.
+func (c *Client) sendBatches(ctx context.Context, tx pgx.Tx, batches []*partitionBatch) error {
+	if len(batches) == 1 {
+		return c.sendBatch(ctx, tx, batches[0])
+	}
+	var pb pgx.Batch
+	sql := c.publishSQL()
+	for _, b := range batches {
+		params, err := publishParams(b)
+		if err != nil {
+			return err
+		}
+		pb.Queue(sql, params.Topic, params.Values, params.Keys, params.Headers, params.Timestamps, params.Partition)
+	}
+	results := tx.SendBatch(ctx, &pb)
+	for _, b := range batches {
+		rows, err := results.Query()
+		if err != nil {
+			results.Close()
+			return c.publishError(b.topic, err)
+		}
+		var out []*dbsqlc.RecordPublishRow
+		for rows.Next() {
+			var r dbsqlc.RecordPublishRow
+			if err := rows.Scan(&r.Partition, &r.BaseOffset, &r.RecordCount, &r.Timestamp); err != nil {
+				rows.Close()
+				results.Close()
+				return err
+			}
+			out = append(out, &r)
+		}
+		if err := rows.Err(); err != nil {
+			results.Close()
+			return c.publishError(b.topic, err)
+		}
+		applyPublishResult(b, out)
+	}
+	return results.Close()
+}
+
+func (c *Client) publishSQL() string {
+	if c.rewrite == nil {
+		return dbsqlc.RecordPublishSQL
+	}
+	return c.rewrite.sql(dbsqlc.RecordPublishSQL)
+}
+
+func (c *Client) publishError(topic string, err error) error {
+	err = mapError(err)
+	if ErrorCode(err) == sentinelToCode[ErrPartitionOutOfRange] || ErrorCode(err) == sentinelToCode[ErrUnknownTopic] {
+		c.forgetTopic(topic)
+	}
+	return err
+}

@@ -1,0 +1,213 @@
+package pgmsg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+)
+
+// Limits of topic settings.
+const (
+	PartitionsMin         = 1
+	PartitionsMax         = 1024
+	SegmentRecordsDefault = 1 << 20
+	SegmentRecordsMin     = 16
+	MaxRecordBytesDefault = 1 << 20
+)
+
+// TopicConfig is a topic's settings. Zero fields take their defaults.
+type TopicConfig struct {
+	// Partitions, 1..1024. Default 1.
+	Partitions int `json:"partitions"`
+	// SegmentRecords is how many offsets one segment (one range partition of
+	// the record table) holds; retention drops whole segments. Default 1Mi.
+	SegmentRecords int64 `json:"segment_records,omitempty"`
+	// MaxRecordBytes caps key + value + headers of one record. Default 1 MiB.
+	MaxRecordBytes int `json:"max_record_bytes,omitempty"`
+	// Settings holds further settings (retention and cleanup policy are read
+	// by later features); stored as given.
+	Settings map[string]any `json:"settings,omitempty"`
+}
+
+// Topic describes a topic.
+type Topic struct {
+	Name           string         `json:"name"`
+	Partitions     int            `json:"partitions"`
+	SegmentRecords int64          `json:"segment_records"`
+	MaxRecordBytes int            `json:"max_record_bytes"`
+	Settings       map[string]any `json:"settings"`
+	CreatedAt      time.Time      `json:"created_at"`
+}
+
+// PartitionInfo describes one partition of a topic.
+type PartitionInfo struct {
+	Partition int32 `json:"partition"`
+	// StartOffset is the lowest offset still stored.
+	StartOffset int64 `json:"start_offset"`
+	// NextOffset is the offset the next record will get (the end offset).
+	NextOffset int64 `json:"next_offset"`
+	Records    int64 `json:"records"`
+	Segments   int   `json:"segments"`
+	// ApproxBytes is the on-disk size of the partition's segments, indexes included.
+	ApproxBytes int64 `json:"approx_bytes"`
+}
+
+// TopicDescription is a topic and its partitions.
+type TopicDescription struct {
+	Topic
+	PartitionInfo []PartitionInfo `json:"partition_info"`
+}
+
+// ValidateName returns ErrInvalidName unless name is 1-200 letters, digits,
+// '.', '_' or '-' (topic and group names).
+func ValidateName(kind, name string) error {
+	if len(name) < 1 || len(name) > 200 {
+		return newError(ErrInvalidName, "invalid %s name %q: use 1-200 letters, digits, '.', '_' or '-'", kind, truncate(name, 60))
+	}
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
+			return newError(ErrInvalidName, "invalid %s name %q: use 1-200 letters, digits, '.', '_' or '-'", kind, truncate(name, 60))
+		}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// CreateTopic creates a topic. It fails with ErrTopicExists, ErrInvalidName
+// or ErrInvalidArgument.
+func (c *Client) CreateTopic(ctx context.Context, name string, cfg TopicConfig) (*Topic, error) {
+	return c.CreateTopicTx(ctx, c.pool, name, cfg)
+}
+
+// CreateTopicTx is CreateTopic on exec (typically a pgx.Tx).
+func (c *Client) CreateTopicTx(ctx context.Context, exec DBTX, name string, cfg TopicConfig) (*Topic, error) {
+	if err := ValidateName("topic", name); err != nil {
+		return nil, err
+	}
+	if cfg.Partitions == 0 {
+		cfg.Partitions = 1
+	}
+	if cfg.Partitions < PartitionsMin || cfg.Partitions > PartitionsMax {
+		return nil, newError(ErrInvalidArgument, "partitions must be between %d and %d, got %d", PartitionsMin, PartitionsMax, cfg.Partitions)
+	}
+	settings := map[string]any{}
+	for k, v := range cfg.Settings {
+		settings[k] = v
+	}
+	if cfg.SegmentRecords != 0 {
+		settings["segment_records"] = cfg.SegmentRecords
+	}
+	if cfg.MaxRecordBytes != 0 {
+		settings["max_record_bytes"] = cfg.MaxRecordBytes
+	}
+	raw, err := json.Marshal(settings)
+	if err != nil {
+		return nil, newError(ErrInvalidArgument, "topic settings are not JSON: %v", err)
+	}
+	row, err := c.queries.TopicCreate(ctx, c.db(exec), dbsqlc.TopicCreateParams{Name: name, Partitions: int32(cfg.Partitions), Config: raw})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	return topicFromRow(row.Name, row.Partitions, row.SegmentRecords, row.MaxRecordBytes, row.Config, row.CreatedAt.Time)
+}
+
+func topicFromRow(name string, partitions int32, seg int64, maxBytes int32, config []byte, created time.Time) (*Topic, error) {
+	t := &Topic{Name: name, Partitions: int(partitions), SegmentRecords: seg, MaxRecordBytes: int(maxBytes), CreatedAt: created}
+	if err := json.Unmarshal(config, &t.Settings); err != nil {
+		return nil, fmt.Errorf("pgmsg: decode topic settings: %w", err)
+	}
+	return t, nil
+}
+
+// ListTopics returns every topic, by name.
+func (c *Client) ListTopics(ctx context.Context) ([]*Topic, error) {
+	rows, err := c.queries.TopicList(ctx, c.db(c.pool))
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]*Topic, 0, len(rows))
+	for _, r := range rows {
+		t, err := topicFromRow(r.Name, r.Partitions, r.SegmentRecords, r.MaxRecordBytes, r.Config, r.CreatedAt.Time)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// DescribeTopic returns a topic with per-partition offsets, record counts
+// and sizes. It fails with ErrUnknownTopic.
+func (c *Client) DescribeTopic(ctx context.Context, name string) (*TopicDescription, error) {
+	var desc *TopicDescription
+	err := c.readOnly(ctx, func(exec DBTX) error {
+		topics, err := c.queries.TopicList(ctx, c.db(exec))
+		if err != nil {
+			return mapError(err)
+		}
+		for _, r := range topics {
+			if r.Name == name {
+				t, err := topicFromRow(r.Name, r.Partitions, r.SegmentRecords, r.MaxRecordBytes, r.Config, r.CreatedAt.Time)
+				if err != nil {
+					return err
+				}
+				desc = &TopicDescription{Topic: *t}
+			}
+		}
+		rows, err := c.queries.TopicDescribe(ctx, c.db(exec), name)
+		if err != nil {
+			return mapError(err)
+		}
+		for _, r := range rows {
+			desc.PartitionInfo = append(desc.PartitionInfo, PartitionInfo{
+				Partition: r.Partition, StartOffset: r.StartOffset, NextOffset: r.NextOffset,
+				Records: r.Records, Segments: int(r.Segments), ApproxBytes: r.ApproxBytes,
+			})
+		}
+		return nil
+	})
+	return desc, err
+}
+
+// AddPartitions grows a topic to partitions partitions. Existing groups
+// read the new partitions from their start. Keys may map to different
+// partitions afterwards, as in Kafka.
+func (c *Client) AddPartitions(ctx context.Context, name string, partitions int) (*Topic, error) {
+	row, err := c.queries.TopicAddPartitions(ctx, c.db(c.pool), dbsqlc.TopicAddPartitionsParams{Name: name, Partitions: int32(partitions)})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	c.forgetTopic(name)
+	return topicFromRow(row.Name, row.Partitions, row.SegmentRecords, row.MaxRecordBytes, row.Config, row.CreatedAt.Time)
+}
+
+// DeleteTopic drops a topic with its records and groups. It fails with
+// ErrUnknownTopic.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	defer c.forgetTopic(name)
+	return mapError(c.queries.TopicDelete(ctx, c.db(c.pool), name))
+}
+
+// readOnly runs fn in a repeatable-read, read-only transaction, so that
+// several reads see one snapshot.
+func (c *Client) readOnly(ctx context.Context, fn func(exec DBTX) error) error {
+	tx, err := c.pool.BeginTx(ctx, pgxTxReadOnly)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
