@@ -1,0 +1,36 @@
+# Every target here is run by CI (.ci/run calls `make ci`).
+GO ?= go
+export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
+
+.PHONY: ci test test-race vet fmt-check generate check-generated build race-repeat
+
+ci: fmt-check vet check-generated test-race
+
+build:
+	$(GO) build ./...
+
+# The full test suite, against a throwaway PostgreSQL started from the
+# machine's binaries (or PGMSG_TEST_DATABASE_URL / DATABASE_URL when set).
+test:
+	$(GO) test -count=1 ./...
+
+test-race:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# The log's concurrency tests, 20 times in a row under -race (issue 2's bar).
+race-repeat:
+	$(GO) test -race -count=20 -timeout 30m -run 'Concurrent|InOrder|Exclusive|ConnectionKilled|ManyCallers' .
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# Regenerate internal/dbsqlc (schema rendered from the migrations, then sqlc).
+generate:
+	cd internal/dbsqlc && $(GO) generate ./...
+
+# Fails when the committed generated code is stale.
+check-generated: generate
+	@git diff --exit-code -- internal/dbsqlc || (echo "internal/dbsqlc is stale: run make generate and commit"; exit 1)

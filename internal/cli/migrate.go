@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgmsg/pgmsg/pgmsgmigrate"
+)
+
+func init() { register(newMigrate) }
+
+func newMigrate(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Install, upgrade or remove pgmsg's schema",
+		Long: `Migrations are embedded in the binary and versioned. Any number of processes
+may run "migrate up" at once: an advisory lock lets one apply them.`,
+	}
+	migrator := func(cmd *cobra.Command) (*pgmsgmigrate.Migrator, func(), error) {
+		pool, err := g.pool(cmd.Context())
+		if err != nil {
+			return nil, nil, err
+		}
+		m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: g.schema})
+		if err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		return m, pool.Close, nil
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:     "up",
+		Short:   "Apply every pending migration",
+		Example: "  pgmsg migrate up --database-url postgres://localhost/app",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, done, err := migrator(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := m.Up(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return g.reportVersions("applied", res)
+		},
+	})
+	var steps int
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Revert migrations (all by default): this drops pgmsg's tables and their data",
+		Example: `  pgmsg migrate down --steps 1
+  pgmsg migrate down            # removes pgmsg entirely`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if steps < 0 {
+				return fmt.Errorf("--steps must not be negative")
+			}
+			m, done, err := migrator(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := m.Down(cmd.Context(), steps)
+			if err != nil {
+				return err
+			}
+			return g.reportVersions("reverted", res)
+		},
+	}
+	down.Flags().IntVar(&steps, "steps", 0, "number of versions to revert (0: all)")
+	cmd.AddCommand(down)
+	cmd.AddCommand(&cobra.Command{
+		Use:   "status",
+		Short: "List migrations and whether they are applied",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, done, err := migrator(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			st, err := m.Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			if js {
+				return g.printJSON(st)
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "VERSION\tNAME\tAPPLIED AT")
+			for _, v := range st {
+				at := "pending"
+				if v.AppliedAt != nil {
+					at = v.AppliedAt.UTC().Format("2006-01-02T15:04:05Z")
+				}
+				fmt.Fprintf(w, "%03d\t%s\t%s\n", v.Version, v.Name, at)
+			}
+			return w.Flush()
+		},
+	})
+	return cmd
+}
+
+func (g *globals) reportVersions(verb string, res *pgmsgmigrate.Result) error {
+	js, err := g.jsonOutput()
+	if err != nil {
+		return err
+	}
+	if js {
+		return g.printJSON(map[string]any{verb: res.Versions, "schema": g.schema})
+	}
+	if len(res.Versions) == 0 {
+		fmt.Fprintf(g.stdout, "schema %s: nothing to do\n", g.schema)
+		return nil
+	}
+	vs := ""
+	for i, v := range res.Versions {
+		if i > 0 {
+			vs += ", "
+		}
+		vs += strconv.Itoa(v)
+	}
+	fmt.Fprintf(g.stdout, "schema %s: %s %s\n", g.schema, verb, vs)
+	return nil
+}

@@ -1,0 +1,158 @@
+// Package cli implements the pgmsg command line. It uses the public pgmsg
+// API exactly as an application would.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/pgmsgmigrate"
+)
+
+// Version is set at build time with -ldflags "-X github.com/pgmsg/pgmsg/internal/cli.Version=...".
+var Version = "0.1.0-dev"
+
+// globals are the flags every command takes.
+type globals struct {
+	databaseURL string
+	schema      string
+	output      string
+	stdin       io.Reader
+	stdout      io.Writer
+	stderr      io.Writer
+}
+
+// Main runs the CLI with args and returns the exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := newRoot(g)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "pgmsg: error:", oneLine(err))
+		return 1
+	}
+	return 0
+}
+
+func oneLine(err error) string {
+	var e *pgmsg.Error
+	if errors.As(err, &e) {
+		return fmt.Sprintf("%s [%s]", e.Message, e.Code)
+	}
+	return err.Error()
+}
+
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "pgmsg",
+		Short: "Kafka-style logs and job queues on PostgreSQL",
+		Long: `pgmsg gives teams that run PostgreSQL durable, ordered, replayable event
+streams with consumer groups, and a job queue, without running a broker.
+
+The database comes from --database-url, else DATABASE_URL, else the standard
+PG* variables (PGHOST, PGPORT, PGUSER, PGDATABASE, ...).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.databaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL, else PG* variables)")
+	pf.StringVar(&g.schema, "schema", envOr("PGMSG_SCHEMA", pgmsg.SchemaDefault), "schema pgmsg lives in ($PGMSG_SCHEMA)")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	for _, add := range commands {
+		root.AddCommand(add(g))
+	}
+	return root
+}
+
+// commands lists the constructors of the top-level commands; each command
+// file registers its own in init.
+var commands []func(g *globals) *cobra.Command
+
+func register(f func(g *globals) *cobra.Command) { commands = append(commands, f) }
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// resolveURL returns the database URL: flag, DATABASE_URL, or "" (PG* variables).
+func (g *globals) resolveURL() string {
+	if g.databaseURL != "" {
+		return g.databaseURL
+	}
+	return os.Getenv("DATABASE_URL")
+}
+
+// pool connects to the database.
+func (g *globals) pool(ctx context.Context) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(g.resolveURL())
+	if err != nil {
+		return nil, fmt.Errorf("invalid database URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cannot connect to PostgreSQL at %s: %w", cfg.ConnConfig.Host, err)
+	}
+	return pool, nil
+}
+
+// client connects and checks the schema is migrated.
+func (g *globals) client(ctx context.Context) (*pgmsg.Client, func(), error) {
+	pool, err := g.pool(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: g.schema})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	if err := m.RequireCurrent(ctx); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	c, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: g.schema})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); pool.Close() }, nil
+}
+
+// printJSON writes v as indented JSON.
+func (g *globals) printJSON(v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (g *globals) jsonOutput() (bool, error) {
+	switch g.output {
+	case "json":
+		return true, nil
+	case "table", "":
+		return false, nil
+	}
+	return false, fmt.Errorf("invalid --output %q: use table or json", g.output)
+}
