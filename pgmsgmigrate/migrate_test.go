@@ -1,0 +1,117 @@
+package pgmsgmigrate_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/pgmsgmigrate"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func newPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), pgtest.URL(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Eight processes' worth of migrators run Up at once on a new schema: all
+// succeed, each version is applied exactly once.
+func TestConcurrentUp(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := newPool(t)
+	schema := fmt.Sprintf("pgmsg_mig_%d", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+
+	var wg sync.WaitGroup
+	applied := make([][]int, 8)
+	errs := make([]error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			res, err := m.Up(ctx)
+			errs[i] = err
+			if res != nil {
+				applied[i] = res.Versions
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for i := range 8 {
+		require.NoError(t, errs[i])
+		total += len(applied[i])
+	}
+	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
+	require.NoError(t, err)
+	st, err := m.Status(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(st), total, "each version applied exactly once")
+	require.NoError(t, m.RequireCurrent(ctx))
+}
+
+// Down reverts everything (the schema disappears), Up brings it back, and
+// status reports pending versions in between.
+func TestDownUpRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	schema := fmt.Sprintf("pgmsg_rt_%d", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
+	require.NoError(t, err)
+
+	require.ErrorIs(t, m.RequireCurrent(ctx), pgmsgmigrate.ErrNotMigrated)
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "SELECT "+schema+".topic_create('t', 2)")
+	require.NoError(t, err)
+
+	res, err := m.Down(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, res.Versions, 1)
+	require.ErrorIs(t, m.RequireCurrent(ctx), pgmsgmigrate.ErrNotMigrated)
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+
+	res, err = m.Down(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, pgmsgmigrate.Latest(), len(res.Versions))
+	var exists bool
+	require.NoError(t, pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists))
+	require.False(t, exists, "down to zero drops the schema")
+	res, err = m.Up(ctx)
+	require.NoError(t, err)
+	require.Equal(t, pgmsgmigrate.Latest(), len(res.Versions))
+	res, err = m.Up(ctx)
+	require.NoError(t, err)
+	require.Empty(t, res.Versions, "a second up has nothing to do")
+}
+
+func TestInvalidSchema(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "1abc", `a"b`, "a;b", "with space", "x234567890123456789012345678901234567890123456789"} {
+		if s == "" {
+			continue // empty means the default
+		}
+		_, err := pgmsgmigrate.New(nil, &pgmsgmigrate.Opts{Schema: s})
+		require.Error(t, err, "schema %q", s)
+	}
+}
