@@ -225,15 +225,16 @@ func (c *Client) forgetTopic(topic string) {
 	c.metaMu.Unlock()
 }
 
-// wakeups subscribes to publish notifications for topic. The channel also
-// fires when the listener reconnects (notifications may have been lost).
-// It returns a nil channel when notifications are disabled.
-func (c *Client) wakeups(topic string) (<-chan struct{}, func()) {
+// wakeups subscribes to publish notifications for keys (topic names, or
+// "queue:"+name for queues). The channel also fires when the listener
+// reconnects (notifications may have been lost). It returns a nil channel
+// when notifications are disabled.
+func (c *Client) wakeups(keys ...string) (<-chan struct{}, func()) {
 	if c.config.DisableNotify {
 		return nil, func() {}
 	}
 	c.notifyOnce.Do(func() {
 		c.notifier = notifier.New(c.pool.Config().ConnConfig, c.config.Schema+"_log", c.config.Logger)
 	})
-	return c.notifier.Subscribe(topic)
+	return c.notifier.Subscribe(keys...)
 }

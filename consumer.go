@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,6 +42,10 @@ type ClaimOpts struct {
 	Start string
 	// Member names the claimant in group listings. Optional.
 	Member string
+	// RequireOwner restricts the claim to partitions the group's membership
+	// assigned to Member (ErrNotMember if Member is not in the group,
+	// ErrNotAssigned for a Partition it does not own). Consumer sets it.
+	RequireOwner bool
 }
 
 // Claim is a leased, contiguous range of one partition's records for one
@@ -105,6 +113,7 @@ func (c *Client) ClaimTx(ctx context.Context, exec DBTX, topic, group string, op
 	if o.Member != "" {
 		params.Member = pgtype.Text{String: o.Member, Valid: true}
 	}
+	params.RequireOwner = o.RequireOwner
 	rows, err := c.queries.GroupClaim(ctx, c.db(exec), params)
 	if err != nil {
 		return nil, mapError(err)
@@ -177,34 +186,89 @@ func (c *Client) Extend(ctx context.Context, cl *Claim, lease time.Duration) err
 	return nil
 }
 
+// Consumer defaults.
+const (
+	HeartbeatIntervalDefault = time.Second
+	SessionTimeoutDefault    = 10 * time.Second
+)
+
 // ConsumerOpts configure a Consumer; nil means defaults.
 type ConsumerOpts struct {
-	// Claim options used for every claim.
+	// Claim options used for every claim (Partition, Member and
+	// RequireOwner are set by the consumer).
 	Claim ClaimOpts
 	// PollInterval overrides Config.PollInterval for this consumer.
 	PollInterval time.Duration
+	// MemberID names this member of the group. Default: host-pid-random.
+	MemberID string
+	// Partitions assigns partitions by hand: the consumer claims only these
+	// (of every topic) and takes no part in group balancing. Default: none,
+	// partitions are assigned automatically.
+	Partitions []int32
+	// HeartbeatInterval is how often the member heartbeats. Default 1s.
+	HeartbeatInterval time.Duration
+	// SessionTimeout is how long the group waits for a heartbeat before it
+	// declares the member dead and moves its partitions (database clock).
+	// Default 10s.
+	SessionTimeout time.Duration
+	// OnAssigned is called with partitions newly assigned to this member.
+	OnAssigned func(topic string, partitions []int32)
+	// OnRevoked is called with partitions being moved to another member:
+	// finish (commit) what is in flight for them; no new claims are made.
+	OnRevoked func(topic string, partitions []int32)
+	// OnLost is called with partitions this member lost without a
+	// hand-over: its session expired (it was paused or cut off). Their
+	// in-flight claims are fenced: commits fail with ErrClaimNotHeld.
+	OnLost func(topic string, partitions []int32)
 }
 
-// Consumer reads one topic as one member of a group: it waits for records
+// Consumer reads topics as one member of a group: it waits for records
 // (woken by notifications, polling as the fallback), claims them and hands
-// them to a handler. Several consumers of a group share its partitions:
-// each claim goes to one of them.
+// them to a handler.
+//
+// By default it joins the group's membership: partitions are spread evenly
+// over live members, stick to their member across rebalances, and move
+// when a member leaves (Close) or stops heartbeating; see
+// docs/architecture.md for the protocol. With ConsumerOpts.Partitions it
+// reads those partitions only and takes no part in balancing.
 type Consumer struct {
-	client *Client
-	topic  string
-	group  string
-	opts   ConsumerOpts
-	wake   <-chan struct{}
-	stop   func()
+	client   *Client
+	topics   []string
+	group    string
+	opts     ConsumerOpts
+	memberID string
+	wake     <-chan struct{}
+	stopWake func()
+
+	startOnce sync.Once
+	startErr  error
+	cancel    context.CancelFunc
+	done      chan struct{}
+	hbNow     chan struct{}
+
+	mu     sync.Mutex
+	owned  map[string]map[int32]bool // member mode: claimable partitions per topic
+	lastOK map[string]time.Time
+	next   int
 }
 
-// NewConsumer returns a Consumer of topic for group. Close it when done.
+// NewConsumer returns a member of group reading topic. Close it when done.
 func (c *Client) NewConsumer(topic, group string, opts *ConsumerOpts) (*Consumer, error) {
-	if err := ValidateName("topic", topic); err != nil {
-		return nil, err
-	}
+	return c.NewGroupConsumer(group, []string{topic}, opts)
+}
+
+// NewGroupConsumer returns a member of group reading several topics.
+func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerOpts) (*Consumer, error) {
 	if err := ValidateName("group", group); err != nil {
 		return nil, err
+	}
+	if len(topics) == 0 {
+		return nil, newError(ErrInvalidArgument, "a consumer needs at least one topic")
+	}
+	for _, t := range topics {
+		if err := ValidateName("topic", t); err != nil {
+			return nil, err
+		}
 	}
 	o := ConsumerOpts{}
 	if opts != nil {
@@ -213,14 +277,225 @@ func (c *Client) NewConsumer(topic, group string, opts *ConsumerOpts) (*Consumer
 	if o.PollInterval == 0 {
 		o.PollInterval = c.config.PollInterval
 	}
-	wake, stop := c.wakeups(topic)
-	return &Consumer{client: c, topic: topic, group: group, opts: o, wake: wake, stop: stop}, nil
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = HeartbeatIntervalDefault
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = SessionTimeoutDefault
+	}
+	if o.PollInterval < 0 || o.HeartbeatInterval < 0 || o.SessionTimeout < 0 {
+		return nil, newError(ErrInvalidArgument, "poll interval, heartbeat interval and session timeout must not be negative")
+	}
+	if o.MemberID == "" {
+		host, _ := os.Hostname()
+		o.MemberID = fmt.Sprintf("%s-%d-%08x", sanitizeMember(host), os.Getpid(), rand.Uint32())
+	}
+	if err := ValidateName("member", o.MemberID); err != nil {
+		return nil, err
+	}
+	for _, p := range o.Partitions {
+		if p < 0 {
+			return nil, newError(ErrPartitionOutOfRange, "partition %d out of range", p)
+		}
+	}
+	wake, stop := c.wakeups(topics...)
+	return &Consumer{client: c, topics: append([]string(nil), topics...), group: group, opts: o,
+		memberID: o.MemberID, wake: wake, stopWake: stop, hbNow: make(chan struct{}, 1),
+		owned: map[string]map[int32]bool{}, lastOK: map[string]time.Time{}}, nil
 }
 
-// Close ends the consumer's notification subscription.
-func (cn *Consumer) Close() { cn.stop() }
+func sanitizeMember(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
+			b[i] = '-'
+		}
+	}
+	if len(b) == 0 {
+		return "member"
+	}
+	return truncate(string(b), 100)
+}
 
-// wait blocks until a notification for the topic, the poll interval, or ctx.
+// MemberID is this consumer's member id in the group.
+func (cn *Consumer) MemberID() string { return cn.memberID }
+
+func (cn *Consumer) manual() bool { return len(cn.opts.Partitions) > 0 }
+
+// Assignment returns the partitions this member may claim now, per topic
+// (the manual partitions, or the current automatic assignment).
+func (cn *Consumer) Assignment() map[string][]int32 {
+	out := map[string][]int32{}
+	if cn.manual() {
+		for _, t := range cn.topics {
+			out[t] = append([]int32(nil), cn.opts.Partitions...)
+		}
+		return out
+	}
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	for t, ps := range cn.owned {
+		for p := range ps {
+			out[t] = append(out[t], p)
+		}
+		sort.Slice(out[t], func(i, j int) bool { return out[t][i] < out[t][j] })
+	}
+	return out
+}
+
+// start joins the group (first heartbeat, synchronously) and starts the
+// heartbeat loop. Manual consumers only create the group.
+func (cn *Consumer) start(ctx context.Context) error {
+	cn.startOnce.Do(func() {
+		if cn.manual() {
+			for _, t := range cn.topics {
+				start := cn.opts.Claim.Start
+				if start == "" {
+					start = PositionEarliest
+				}
+				if _, err := cn.client.CreateGroup(ctx, t, cn.group, start); err != nil {
+					cn.startErr = err
+					return
+				}
+			}
+			return
+		}
+		for _, t := range cn.topics {
+			if err := cn.heartbeat(ctx, t); err != nil {
+				cn.startErr = err
+				return
+			}
+		}
+		hbCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		cn.cancel = cancel
+		cn.done = make(chan struct{})
+		go cn.heartbeatLoop(hbCtx)
+	})
+	return cn.startErr
+}
+
+func (cn *Consumer) heartbeatLoop(ctx context.Context) {
+	defer close(cn.done)
+	t := time.NewTicker(cn.opts.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-cn.hbNow:
+		}
+		for _, topic := range cn.topics {
+			if err := cn.heartbeat(ctx, topic); err != nil && ctx.Err() == nil {
+				cn.client.config.Logger.Warn("pgmsg: consumer heartbeat failed", "topic", topic, "group", cn.group,
+					"member", cn.memberID, "error", err)
+			}
+		}
+	}
+}
+
+// heartbeat keeps the membership for one topic alive, applies the
+// assignment it returns and runs the callbacks.
+func (cn *Consumer) heartbeat(ctx context.Context, topic string) error {
+	start := cn.opts.Claim.Start
+	if start == "" {
+		start = PositionEarliest
+	}
+	hbCtx, cancel := context.WithTimeout(ctx, max(cn.opts.SessionTimeout/2, time.Second))
+	row, err := cn.client.queries.GroupHeartbeat(hbCtx, cn.client.db(cn.client.pool), dbsqlc.GroupHeartbeatParams{
+		Topic: topic, GroupName: cn.group, Member: cn.memberID,
+		SessionTimeout: pgtype.Interval{Microseconds: cn.opts.SessionTimeout.Microseconds(), Valid: true},
+		Start:          start,
+	})
+	cancel()
+	cn.mu.Lock()
+	prev := cn.owned[topic]
+	if err != nil {
+		// Without a heartbeat for a whole session the group has moved our
+		// partitions: stop claiming them.
+		var lost []int32
+		if len(prev) > 0 && time.Since(cn.lastOK[topic]) > cn.opts.SessionTimeout {
+			lost = keys(prev)
+			delete(cn.owned, topic)
+		}
+		cn.mu.Unlock()
+		if len(lost) > 0 && cn.opts.OnLost != nil {
+			cn.opts.OnLost(topic, lost)
+		}
+		return mapError(err)
+	}
+	cn.lastOK[topic] = time.Now()
+	var lost []int32
+	if row.Joined && len(prev) > 0 {
+		lost = keys(prev)
+		prev = nil
+	}
+	cur := map[int32]bool{}
+	for i, p := range row.Partitions {
+		if !row.Revoking[i] {
+			cur[p] = true
+		}
+	}
+	var assigned, revoked []int32
+	for p := range cur {
+		if !prev[p] {
+			assigned = append(assigned, p)
+		}
+	}
+	for p := range prev {
+		if !cur[p] {
+			revoked = append(revoked, p)
+		}
+	}
+	cn.owned[topic] = cur
+	cn.mu.Unlock()
+	sortInt32(lost)
+	sortInt32(assigned)
+	sortInt32(revoked)
+	if len(lost) > 0 && cn.opts.OnLost != nil {
+		cn.opts.OnLost(topic, lost)
+	}
+	if len(revoked) > 0 && cn.opts.OnRevoked != nil {
+		cn.opts.OnRevoked(topic, revoked)
+	}
+	if len(assigned) > 0 && cn.opts.OnAssigned != nil {
+		cn.opts.OnAssigned(topic, assigned)
+	}
+	return nil
+}
+
+func keys(m map[int32]bool) []int32 {
+	out := make([]int32, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func sortInt32(s []int32) { sort.Slice(s, func(i, j int) bool { return s[i] < s[j] }) }
+
+// Close leaves the group (its partitions move to the other members at
+// once) and stops heartbeats and notifications. Call it after Run returns.
+func (cn *Consumer) Close() {
+	cn.stopWake()
+	if cn.cancel == nil {
+		return
+	}
+	cn.cancel()
+	<-cn.done
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, t := range cn.topics {
+		_, err := cn.client.queries.GroupLeave(ctx, cn.client.db(cn.client.pool), dbsqlc.GroupLeaveParams{
+			Topic: t, GroupName: cn.group, Member: cn.memberID})
+		if err != nil {
+			cn.client.config.Logger.Warn("pgmsg: consumer could not leave the group; its partitions move after the session timeout",
+				"topic", t, "group", cn.group, "member", cn.memberID, "error", err)
+		}
+	}
+}
+
+// wait blocks until a notification for a topic, the poll interval, or ctx.
 func (cn *Consumer) wait(ctx context.Context) error {
 	t := time.NewTimer(cn.opts.PollInterval)
 	defer t.Stop()
@@ -233,10 +508,58 @@ func (cn *Consumer) wait(ctx context.Context) error {
 	return nil
 }
 
+// claimOnce tries each topic (and, manually, each partition) once, in
+// rotation, and returns the first claim.
+func (cn *Consumer) claimOnce(ctx context.Context) (*Claim, error) {
+	cn.mu.Lock()
+	start := cn.next
+	cn.next++
+	cn.mu.Unlock()
+	for i := range cn.topics {
+		topic := cn.topics[(start+i)%len(cn.topics)]
+		opts := cn.opts.Claim
+		opts.Member = cn.memberID
+		if cn.manual() {
+			for j := range cn.opts.Partitions {
+				p := cn.opts.Partitions[(start+j)%len(cn.opts.Partitions)]
+				opts.Partition = &p
+				cl, err := cn.client.Claim(ctx, topic, cn.group, &opts)
+				if err != nil || cl != nil {
+					return cl, err
+				}
+			}
+			continue
+		}
+		cn.mu.Lock()
+		n := len(cn.owned[topic])
+		cn.mu.Unlock()
+		if n == 0 {
+			continue
+		}
+		opts.RequireOwner = true
+		cl, err := cn.client.Claim(ctx, topic, cn.group, &opts)
+		if errors.Is(err, ErrNotMember) {
+			// Our session expired: rejoin at the next heartbeat.
+			select {
+			case cn.hbNow <- struct{}{}:
+			default:
+			}
+			continue
+		}
+		if err != nil || cl != nil {
+			return cl, err
+		}
+	}
+	return nil, nil
+}
+
 // Poll blocks until it has claimed records (or ctx ends).
 func (cn *Consumer) Poll(ctx context.Context) (*Claim, error) {
+	if err := cn.start(ctx); err != nil {
+		return nil, err
+	}
 	for {
-		cl, err := cn.client.Claim(ctx, cn.topic, cn.group, &cn.opts.Claim)
+		cl, err := cn.claimOnce(ctx)
 		if err != nil || cl != nil {
 			return cl, err
 		}
@@ -247,16 +570,19 @@ func (cn *Consumer) Poll(ctx context.Context) (*Claim, error) {
 }
 
 // Run claims records and calls handler with each claim until ctx ends.
-// A claim is committed when handler returns nil and released (delivered
-// again) when it returns an error. Run returns ctx's error, or the first
-// error that is not a handler error or a lost claim.
+// While handler runs, the claim's lease is extended; if the claim is lost
+// anyway (fenced), handler's ctx is cancelled. A claim is committed when
+// handler returns nil and released (delivered again) when it returns an
+// error. Run returns ctx's error, or the first error that is not a handler
+// error or a lost claim.
 func (cn *Consumer) Run(ctx context.Context, handler func(ctx context.Context, cl *Claim) error) error {
 	for {
 		cl, err := cn.Poll(ctx)
 		if err != nil {
 			return err
 		}
-		if herr := handler(ctx, cl); herr != nil {
+		herr := cn.handle(ctx, cl, handler)
+		if herr != nil {
 			if err := cn.client.Release(context.WithoutCancel(ctx), cl); err != nil && !isLostClaim(err) {
 				return err
 			}
@@ -266,6 +592,39 @@ func (cn *Consumer) Run(ctx context.Context, handler func(ctx context.Context, c
 			return err
 		}
 	}
+}
+
+// handle runs handler while extending the claim every third of its lease.
+func (cn *Consumer) handle(ctx context.Context, cl *Claim, handler func(ctx context.Context, cl *Claim) error) error {
+	lease := cn.opts.Claim.Lease
+	if lease == 0 {
+		lease = cn.client.config.ClaimLease
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if err := cn.client.Extend(hctx, cl, lease); err != nil && isLostClaim(err) {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	err := handler(hctx, cl)
+	close(stop)
+	wg.Wait()
+	return err
 }
 
 func isLostClaim(err error) bool {
@@ -284,10 +643,11 @@ const processTxLease = 24 * time.Hour
 // handler's error (after rolling back) when it fails.
 func (cn *Consumer) ProcessTx(ctx context.Context, handler func(ctx context.Context, tx pgx.Tx, cl *Claim) error) (bool, error) {
 	processed := false
+	if err := cn.start(ctx); err != nil {
+		return false, err
+	}
 	err := pgx.BeginFunc(ctx, cn.client.pool, func(tx pgx.Tx) error {
-		opts := cn.opts.Claim
-		opts.Lease = processTxLease
-		cl, err := cn.client.ClaimTx(ctx, tx, cn.topic, cn.group, &opts)
+		cl, err := cn.claimOnceTx(ctx, tx)
 		if err != nil || cl == nil {
 			return err
 		}
@@ -301,6 +661,33 @@ func (cn *Consumer) ProcessTx(ctx context.Context, handler func(ctx context.Cont
 		return false, err
 	}
 	return processed, nil
+}
+
+// claimOnceTx is claimOnce inside tx, with the long in-transaction lease.
+func (cn *Consumer) claimOnceTx(ctx context.Context, tx pgx.Tx) (*Claim, error) {
+	for i, topic := range cn.topics {
+		_ = i
+		opts := cn.opts.Claim
+		opts.Lease = processTxLease
+		opts.Member = cn.memberID
+		if cn.manual() {
+			for _, p := range cn.opts.Partitions {
+				p := p
+				opts.Partition = &p
+				cl, err := cn.client.ClaimTx(ctx, tx, topic, cn.group, &opts)
+				if err != nil || cl != nil {
+					return cl, err
+				}
+			}
+			continue
+		}
+		opts.RequireOwner = true
+		cl, err := cn.client.ClaimTx(ctx, tx, topic, cn.group, &opts)
+		if err != nil || cl != nil {
+			return cl, err
+		}
+	}
+	return nil, nil
 }
 
 // RunTx calls ProcessTx until ctx ends, waiting for records when there are

@@ -44,6 +44,12 @@ var (
 	// ErrInvalidOffset is returned for a negative offset, an unparseable
 	// position or a commit offset outside the claim (PM011).
 	ErrInvalidOffset = errors.New("invalid offset")
+	// ErrNotAssigned is returned when a group member claims a partition that
+	// is not assigned to it (PM012): another member owns it now.
+	ErrNotAssigned = errors.New("partition not assigned to member")
+	// ErrNotMember is returned when a member claims after leaving the group
+	// or after its session expired (PM013); it must heartbeat to rejoin.
+	ErrNotMember = errors.New("not a member of the group")
 	// ErrClosed is returned by a Producer or Consumer used after Close.
 	ErrClosed = errors.New("closed")
 )
@@ -60,6 +66,8 @@ var codeToSentinel = map[string]error{
 	"PM009": ErrClaimNotHeld,
 	"PM010": ErrEmptyBatch,
 	"PM011": ErrInvalidOffset,
+	"PM012": ErrNotAssigned,
+	"PM013": ErrNotMember,
 }
 
 var sentinelToCode = func() map[error]string {

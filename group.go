@@ -25,6 +25,65 @@ type GroupPartition struct {
 	ClaimOwner     string     `json:"claim_owner,omitempty"`
 	ClaimExpiresAt *time.Time `json:"claim_expires_at,omitempty"`
 	CommittedAt    *time.Time `json:"committed_at,omitempty"`
+	// Owner is the member the partition is assigned to ("" when unassigned
+	// or when the group is read without membership); OwnerEpoch is the
+	// assignment's generation.
+	Owner      string `json:"owner,omitempty"`
+	OwnerEpoch int64  `json:"owner_epoch"`
+}
+
+// GroupMember is a member of a consumer group (see Consumer).
+type GroupMember struct {
+	MemberID       string        `json:"member_id"`
+	JoinedAt       time.Time     `json:"joined_at"`
+	HeartbeatAt    time.Time     `json:"heartbeat_at"`
+	SessionTimeout time.Duration `json:"session_timeout"`
+	// Alive is false once the session timed out; the next heartbeat of any
+	// member removes it.
+	Alive      bool    `json:"alive"`
+	Partitions []int32 `json:"partitions"`
+}
+
+// GroupDescription is a group's members and per-partition state with lag.
+type GroupDescription struct {
+	Topic      string           `json:"topic"`
+	Group      string           `json:"group"`
+	Members    []GroupMember    `json:"members"`
+	Partitions []GroupPartition `json:"partitions"`
+}
+
+// DescribeGroup returns group's members, their partitions and last
+// heartbeats, and each partition's cursor, owner and lag. It fails with
+// ErrUnknownGroup when the group does not exist on topic.
+func (c *Client) DescribeGroup(ctx context.Context, topic, group string) (*GroupDescription, error) {
+	d := &GroupDescription{Topic: topic, Group: group}
+	err := c.readOnly(ctx, func(exec DBTX) error {
+		parts, err := c.listGroups(ctx, exec, topic, group)
+		if err != nil {
+			return err
+		}
+		if len(parts) == 0 {
+			if _, err := c.topicMeta(ctx, exec, topic, true); err != nil {
+				return err
+			}
+			return newError(ErrUnknownGroup, "unknown group %q on topic %q", group, topic)
+		}
+		d.Partitions = parts
+		rows, err := c.queries.GroupMembers(ctx, c.db(exec), dbsqlc.GroupMembersParams{Topic: topic, GroupName: group})
+		if err != nil {
+			return mapError(err)
+		}
+		for _, r := range rows {
+			d.Members = append(d.Members, GroupMember{MemberID: r.MemberID, JoinedAt: r.JoinedAt.Time,
+				HeartbeatAt: r.HeartbeatAt.Time, SessionTimeout: time.Duration(r.SessionTimeout.Microseconds) * time.Microsecond,
+				Alive: r.Alive, Partitions: r.Partitions})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // CreateGroup creates group on topic with its cursors at start
@@ -70,6 +129,10 @@ func (c *Client) DeleteGroup(ctx context.Context, topic, group string) (bool, er
 // ListGroups returns every group's partitions with lag, optionally only for
 // one topic and/or group ("" for all).
 func (c *Client) ListGroups(ctx context.Context, topic, group string) ([]GroupPartition, error) {
+	return c.listGroups(ctx, c.pool, topic, group)
+}
+
+func (c *Client) listGroups(ctx context.Context, exec DBTX, topic, group string) ([]GroupPartition, error) {
 	params := dbsqlc.GroupListParams{}
 	if topic != "" {
 		params.Topic = pgtype.Text{String: topic, Valid: true}
@@ -77,14 +140,15 @@ func (c *Client) ListGroups(ctx context.Context, topic, group string) ([]GroupPa
 	if group != "" {
 		params.GroupName = pgtype.Text{String: group, Valid: true}
 	}
-	rows, err := c.queries.GroupList(ctx, c.db(c.pool), params)
+	rows, err := c.queries.GroupList(ctx, c.db(exec), params)
 	if err != nil {
 		return nil, mapError(err)
 	}
 	out := make([]GroupPartition, len(rows))
 	for i, r := range rows {
 		gp := GroupPartition{Topic: r.Topic, Group: r.GroupName, Partition: r.Partition, NextOffset: r.NextOffset,
-			EndOffset: r.EndOffset, Lag: r.Lag, ClaimEpoch: r.ClaimEpoch, ClaimOwner: r.ClaimOwner}
+			EndOffset: r.EndOffset, Lag: r.Lag, ClaimEpoch: r.ClaimEpoch, ClaimOwner: r.ClaimOwner,
+			Owner: r.Owner, OwnerEpoch: r.OwnerEpoch}
 		if r.ClaimExpiresAt.Valid {
 			t := r.ClaimExpiresAt.Time
 			gp.ClaimExpiresAt = &t

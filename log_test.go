@@ -425,10 +425,10 @@ func TestProcessTxRollbackKeepsCursor(t *testing.T) {
 func TestMurmur2MatchesKafka(t *testing.T) {
 	t.Parallel()
 	vectors := map[string]int32{
-		"21":                       -973932308,
-		"foobar":                   -790332482,
-		"a-little-bit-long-string": -985981536,
-		"a-little-bit-longer-string":                       -1486304829,
+		"21":                         -973932308,
+		"foobar":                     -790332482,
+		"a-little-bit-long-string":   -985981536,
+		"a-little-bit-longer-string": -1486304829,
 		"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
 		"abc": 479470107,
 	}

@@ -40,12 +40,12 @@ type Producer struct {
 	client *Client
 	cfg    ProducerConfig
 
-	mu       sync.Mutex
-	closed   bool
-	parts    map[topicPartition]*partBatcher
-	sticky   map[string]int32
-	senders  int        // running sender goroutines, guarded by mu
-	idle     *sync.Cond // signalled (with mu) when senders drops to 0
+	mu      sync.Mutex
+	closed  bool
+	parts   map[topicPartition]*partBatcher
+	sticky  map[string]int32
+	senders int        // running sender goroutines, guarded by mu
+	idle    *sync.Cond // signalled (with mu) when senders drops to 0
 }
 
 type topicPartition struct {

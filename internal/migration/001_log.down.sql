@@ -1,7 +1,7 @@
 -- pgmsg 001 down: removes the log. Dropping the topic tables drops every
 -- segment with them; records are not kept.
 DROP TABLE IF EXISTS {{schema}}.record CASCADE;
-DROP TABLE IF EXISTS {{schema}}.group_cursor, {{schema}}.consumer_group, {{schema}}.segment,
+DROP TABLE IF EXISTS {{schema}}.group_member, {{schema}}.group_cursor, {{schema}}.consumer_group, {{schema}}.segment,
                      {{schema}}.topic_partition, {{schema}}.topic CASCADE;
 DO $$
 DECLARE
@@ -14,7 +14,8 @@ BEGIN
                                  '_partitions_add', 'topic_add_partitions', 'topic_delete', 'topic_list',
                                  'topic_describe', '_append', 'publish', '_position', 'group_create', 'claim',
                                  '_held', 'commit', 'release', 'extend', 'group_reset', 'group_delete',
-                                 'group_list', 'fetch')
+                                 'group_list', 'fetch', '_rebalance', 'group_heartbeat',
+                                 'group_leave', 'group_members')
     LOOP
         EXECUTE format('DROP FUNCTION %s', f);
     END LOOP;

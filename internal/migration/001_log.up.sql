@@ -81,9 +81,30 @@ CREATE TABLE {{schema}}.group_cursor (
     claim_owner      text,
     claimed_at       timestamptz,
     committed_at     timestamptz,
+    -- Membership (group_heartbeat): the member the partition is assigned
+    -- to, the assignment's generation, and the member it is being handed to
+    -- once the owner's live claim ends.
+    owner            text,
+    owner_epoch      bigint NOT NULL DEFAULT 0,
+    next_owner       text,
+    owned_at         timestamptz,
     PRIMARY KEY (topic_id, group_name, partition),
     FOREIGN KEY (topic_id, group_name) REFERENCES {{schema}}.consumer_group ON DELETE CASCADE
 ) WITH (fillfactor = 50);
+
+-- Live members of a group (group_heartbeat). A member whose last heartbeat
+-- is older than its session timeout (database clock) is dead: the next
+-- heartbeat of any member removes it and reassigns its partitions.
+CREATE TABLE {{schema}}.group_member (
+    topic_id        integer     NOT NULL,
+    group_name      text        NOT NULL,
+    member_id       text        NOT NULL,
+    joined_at       timestamptz NOT NULL,
+    heartbeat_at    timestamptz NOT NULL,
+    session_timeout interval    NOT NULL,
+    PRIMARY KEY (topic_id, group_name, member_id),
+    FOREIGN KEY (topic_id, group_name) REFERENCES {{schema}}.consumer_group ON DELETE CASCADE
+);
 
 -- ---------------------------------------------------------------------------
 -- Errors. Every error pgmsg raises has SQLSTATE class PM; the Go library maps
@@ -489,7 +510,7 @@ END $$;
 CREATE FUNCTION {{schema}}.claim(p_topic text, p_group text, p_max_records integer DEFAULT 100,
                                  p_lease interval DEFAULT '30 seconds', p_partition integer DEFAULT NULL,
                                  p_max_bytes bigint DEFAULT NULL, p_start text DEFAULT 'earliest',
-                                 p_member text DEFAULT NULL)
+                                 p_member text DEFAULT NULL, p_require_owner boolean DEFAULT false)
 RETURNS TABLE (partition integer, claim_epoch bigint, claim_expires_at timestamptz, "offset" bigint,
                "timestamp" timestamptz, key bytea, value bytea, headers jsonb)
 LANGUAGE plpgsql
@@ -519,12 +540,28 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group) THEN
         PERFORM {{schema}}.group_create(p_topic, p_group, p_start);
     END IF;
+    IF p_require_owner THEN
+        -- Membership mode: only partitions assigned to p_member and not being
+        -- handed over. A member the group declared dead must rejoin first.
+        IF NOT EXISTS (SELECT 1 FROM {{schema}}.group_member m WHERE m.topic_id = t.topic_id
+                       AND m.group_name = p_group AND m.member_id = p_member) THEN
+            PERFORM {{schema}}._raise('PM013', format('member %s is not in group %s (left, or its session expired): heartbeat to rejoin',
+                                                      left(quote_literal(coalesce(p_member, '')), 210), quote_literal(p_group)));
+        END IF;
+        IF p_partition IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM {{schema}}.group_cursor c WHERE c.topic_id = t.topic_id AND c.group_name = p_group
+               AND c.partition = p_partition AND c.owner = p_member AND c.next_owner IS NULL) THEN
+            PERFORM {{schema}}._raise('PM012', format('partition %s of topic %s is not assigned to member %s',
+                                                      p_partition, quote_literal(t.name), left(quote_literal(p_member), 210)));
+        END IF;
+    END IF;
 
     SELECT c.partition, c.next_offset, c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
     FROM {{schema}}.group_cursor c
     JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
     WHERE c.topic_id = t.topic_id AND c.group_name = p_group
       AND (p_partition IS NULL OR c.partition = p_partition)
+      AND (NOT p_require_owner OR (c.owner = p_member AND c.next_owner IS NULL))
       AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts)
       AND tp.next_offset > c.next_offset
     ORDER BY c.claimed_at NULLS FIRST, c.partition
@@ -686,13 +723,13 @@ END $$;
 CREATE FUNCTION {{schema}}.group_list(p_topic text DEFAULT NULL, p_group text DEFAULT NULL)
 RETURNS TABLE (topic text, group_name text, partition integer, next_offset bigint, end_offset bigint,
                lag bigint, claim_epoch bigint, claim_owner text, claim_expires_at timestamptz,
-               committed_at timestamptz)
+               committed_at timestamptz, owner text, owner_epoch bigint)
 LANGUAGE sql STABLE AS $$
     SELECT t.name, c.group_name, c.partition, c.next_offset, tp.next_offset,
            greatest(tp.next_offset - c.next_offset, 0), c.claim_epoch,
            CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_owner END,
            CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_expires_at END,
-           c.committed_at
+           c.committed_at, c.owner, c.owner_epoch
     FROM {{schema}}.group_cursor c
     JOIN {{schema}}.topic t ON t.topic_id = c.topic_id
     JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
@@ -722,4 +759,199 @@ BEGIN
     WHERE r.topic_id = t.topic_id AND r.partition = p_partition
       AND r."offset" >= p_from AND r."offset" < p_from + greatest(p_max_records, 0)
     ORDER BY r."offset";
+END $$;
+
+-- ---------------------------------------------------------------------------
+-- Group membership: automatic, sticky partition assignment (docs/architecture.md)
+-- ---------------------------------------------------------------------------
+
+-- _rebalance recomputes a group's assignment. The caller holds the
+-- consumer_group row lock, so rebalances of one group never interleave.
+-- Steps: remove dead members (ending their live claims, which fences their
+-- late commits); spread partitions evenly (sizes differ by at most one,
+-- members already owning more get the larger share); keep each member's
+-- lowest partitions up to its share; hand the rest out. An unowned
+-- partition moves at once; a partition taken from a live member is marked
+-- next_owner and moves when that member's live claim ends (it may commit
+-- it), so two members never process a partition at the same time.
+CREATE FUNCTION {{schema}}._rebalance(p_topic_id integer, p_group text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    now_ts   timestamptz := clock_timestamp();
+    members  text[];
+    n_mem    integer;
+    n_parts  integer;
+    base     integer;
+    extra    integer;
+    quota    integer;
+    owned    integer[];
+    free     integer[] := '{}';
+    takers   text[] := '{}';
+    needs    integer[] := '{}';
+    i        integer;
+    k        integer;
+    j        integer := 1;
+BEGIN
+    WITH dead AS (
+        DELETE FROM {{schema}}.group_member m
+         WHERE m.topic_id = p_topic_id AND m.group_name = p_group
+           AND m.heartbeat_at + m.session_timeout < now_ts
+        RETURNING m.member_id
+    )
+    UPDATE {{schema}}.group_cursor c
+       SET claim_epoch = c.claim_epoch + 1, claim_start = NULL, claim_end = NULL,
+           claim_expires_at = NULL, claim_owner = NULL
+     WHERE c.topic_id = p_topic_id AND c.group_name = p_group
+       AND c.claim_expires_at > now_ts AND c.claim_owner IN (SELECT member_id FROM dead);
+
+    -- Partitions of members that are gone become unowned.
+    UPDATE {{schema}}.group_cursor c SET owner = NULL, next_owner = NULL
+     WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.owner IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM {{schema}}.group_member m WHERE m.topic_id = p_topic_id
+                       AND m.group_name = p_group AND m.member_id = c.owner);
+
+    SELECT array_agg(s.member_id ORDER BY s.cnt DESC, s.member_id) INTO members FROM (
+        SELECT m.member_id, (SELECT count(*) FROM {{schema}}.group_cursor c WHERE c.topic_id = p_topic_id
+                             AND c.group_name = p_group AND c.owner = m.member_id) AS cnt
+        FROM {{schema}}.group_member m WHERE m.topic_id = p_topic_id AND m.group_name = p_group) s;
+    n_mem := coalesce(cardinality(members), 0);
+    IF n_mem = 0 THEN
+        RETURN;
+    END IF;
+    SELECT count(*) INTO n_parts FROM {{schema}}.group_cursor c WHERE c.topic_id = p_topic_id AND c.group_name = p_group;
+    base := n_parts / n_mem;
+    extra := n_parts % n_mem;
+
+    FOR i IN 1 .. n_mem LOOP
+        quota := base + CASE WHEN i <= extra THEN 1 ELSE 0 END;
+        SELECT coalesce(array_agg(c.partition ORDER BY c.partition), '{}') INTO owned
+        FROM {{schema}}.group_cursor c WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.owner = members[i];
+        IF cardinality(owned) > quota THEN
+            free := free || owned[quota + 1 :];
+        ELSIF cardinality(owned) < quota THEN
+            takers := takers || members[i];
+            needs := needs || (quota - cardinality(owned));
+        END IF;
+    END LOOP;
+    free := (SELECT coalesce(array_agg(c.partition ORDER BY c.partition), '{}') FROM {{schema}}.group_cursor c
+             WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.owner IS NULL) || free;
+
+    -- Hand-overs are recomputed from scratch each time.
+    UPDATE {{schema}}.group_cursor c SET next_owner = NULL
+     WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.next_owner IS NOT NULL
+       AND c.partition <> ALL (free);
+    FOR i IN 1 .. coalesce(cardinality(takers), 0) LOOP
+        FOR k IN 1 .. needs[i] LOOP
+            UPDATE {{schema}}.group_cursor c
+               SET owner       = CASE WHEN c.owner IS NULL THEN takers[i] ELSE c.owner END,
+                   owner_epoch = CASE WHEN c.owner IS NULL THEN c.owner_epoch + 1 ELSE c.owner_epoch END,
+                   owned_at    = CASE WHEN c.owner IS NULL THEN now_ts ELSE c.owned_at END,
+                   next_owner  = CASE WHEN c.owner IS NULL THEN NULL ELSE takers[i] END
+             WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.partition = free[j]
+               AND (c.owner IS NULL OR c.next_owner IS DISTINCT FROM takers[i]);
+            j := j + 1;
+        END LOOP;
+    END LOOP;
+
+    -- A hand-over completes once the old owner holds no live claim.
+    UPDATE {{schema}}.group_cursor c
+       SET owner = c.next_owner, next_owner = NULL, owner_epoch = c.owner_epoch + 1, owned_at = now_ts
+     WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.next_owner IS NOT NULL
+       AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts);
+END $$;
+
+-- group_heartbeat joins p_member to the group (created at p_start if new)
+-- or keeps it alive, rebalances, and returns the member's assignment:
+-- partitions it owns with their generation (owner_epoch) and whether each
+-- is being handed over (revoking: finish the live claim, claim no more).
+-- joined is true when the member was not in the group before this call
+-- (first join, or its session had expired: its old partitions are lost).
+CREATE FUNCTION {{schema}}.group_heartbeat(p_topic text, p_group text, p_member text,
+                                           p_session_timeout interval DEFAULT '10 seconds',
+                                           p_start text DEFAULT 'earliest')
+RETURNS TABLE (joined boolean, partitions integer[], owner_epochs bigint[], revoking boolean[])
+LANGUAGE plpgsql AS $$
+DECLARE
+    t        {{schema}}.topic := {{schema}}._topic(p_topic);
+    v_joined boolean;
+BEGIN
+    PERFORM {{schema}}._check_name('member', p_member);
+    IF p_session_timeout IS NULL OR p_session_timeout <= interval '0' THEN
+        PERFORM {{schema}}._raise('PM004', 'session timeout must be positive');
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group) THEN
+        PERFORM {{schema}}.group_create(p_topic, p_group, p_start);
+    END IF;
+    PERFORM 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group FOR UPDATE;
+    UPDATE {{schema}}.group_member m SET heartbeat_at = clock_timestamp(), session_timeout = p_session_timeout
+     WHERE m.topic_id = t.topic_id AND m.group_name = p_group AND m.member_id = p_member
+       AND m.heartbeat_at + m.session_timeout >= clock_timestamp();
+    v_joined := NOT FOUND;
+    IF v_joined THEN
+        -- New, or dead and not yet removed: (re)join with a clean slate.
+        DELETE FROM {{schema}}.group_member m
+         WHERE m.topic_id = t.topic_id AND m.group_name = p_group AND m.member_id = p_member;
+        UPDATE {{schema}}.group_cursor c
+           SET claim_epoch = c.claim_epoch + 1, claim_start = NULL, claim_end = NULL,
+               claim_expires_at = NULL, claim_owner = NULL
+         WHERE c.topic_id = t.topic_id AND c.group_name = p_group
+           AND c.claim_expires_at > clock_timestamp() AND c.claim_owner = p_member;
+        UPDATE {{schema}}.group_cursor c SET owner = NULL, next_owner = NULL
+         WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND (c.owner = p_member OR c.next_owner = p_member);
+        INSERT INTO {{schema}}.group_member (topic_id, group_name, member_id, joined_at, heartbeat_at, session_timeout)
+        VALUES (t.topic_id, p_group, p_member, clock_timestamp(), clock_timestamp(), p_session_timeout);
+    END IF;
+    PERFORM {{schema}}._rebalance(t.topic_id, p_group);
+    RETURN QUERY
+    SELECT v_joined,
+           coalesce(array_agg(c.partition ORDER BY c.partition), '{}'),
+           coalesce(array_agg(c.owner_epoch ORDER BY c.partition), '{}'),
+           coalesce(array_agg(c.next_owner IS NOT NULL ORDER BY c.partition), '{}')
+    FROM {{schema}}.group_cursor c
+    WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.owner = p_member;
+END $$;
+
+-- group_leave removes a member at once: its live claims end (their commits
+-- are fenced) and its partitions are reassigned without waiting for the
+-- session timeout. Returns false if it was not a member.
+CREATE FUNCTION {{schema}}.group_leave(p_topic text, p_group text, p_member text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    t       {{schema}}.topic := {{schema}}._topic(p_topic);
+    v_found boolean;
+BEGIN
+    PERFORM 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    DELETE FROM {{schema}}.group_member m
+     WHERE m.topic_id = t.topic_id AND m.group_name = p_group AND m.member_id = p_member;
+    v_found := FOUND;
+    UPDATE {{schema}}.group_cursor c
+       SET claim_epoch = c.claim_epoch + 1, claim_start = NULL, claim_end = NULL,
+           claim_expires_at = NULL, claim_owner = NULL
+     WHERE c.topic_id = t.topic_id AND c.group_name = p_group
+       AND c.claim_expires_at > clock_timestamp() AND c.claim_owner = p_member;
+    PERFORM {{schema}}._rebalance(t.topic_id, p_group);
+    RETURN v_found;
+END $$;
+
+-- group_members lists a group's members with their partitions and whether
+-- their session is still alive (database clock).
+CREATE FUNCTION {{schema}}.group_members(p_topic text, p_group text)
+RETURNS TABLE (member_id text, joined_at timestamptz, heartbeat_at timestamptz, session_timeout interval,
+               alive boolean, partitions integer[])
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    t {{schema}}.topic := {{schema}}._topic(p_topic);
+BEGIN
+    RETURN QUERY
+    SELECT m.member_id, m.joined_at, m.heartbeat_at, m.session_timeout,
+           m.heartbeat_at + m.session_timeout >= clock_timestamp(),
+           coalesce((SELECT array_agg(c.partition ORDER BY c.partition) FROM {{schema}}.group_cursor c
+                     WHERE c.topic_id = m.topic_id AND c.group_name = m.group_name AND c.owner = m.member_id), '{}')
+    FROM {{schema}}.group_member m
+    WHERE m.topic_id = t.topic_id AND m.group_name = p_group
+    ORDER BY m.member_id;
 END $$;

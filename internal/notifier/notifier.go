@@ -44,21 +44,25 @@ func New(connConfig *pgx.ConnConfig, channel string, logger *slog.Logger) *Notif
 	return n
 }
 
-// Subscribe returns a channel that receives (coalesced) wake-ups for key
-// and a function that ends the subscription.
-func (n *Notifier) Subscribe(key string) (<-chan struct{}, func()) {
+// Subscribe returns a channel that receives (coalesced) wake-ups for any
+// of keys and a function that ends the subscription.
+func (n *Notifier) Subscribe(keys ...string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	n.mu.Lock()
-	if n.subs[key] == nil {
-		n.subs[key] = map[chan struct{}]struct{}{}
+	for _, key := range keys {
+		if n.subs[key] == nil {
+			n.subs[key] = map[chan struct{}]struct{}{}
+		}
+		n.subs[key][ch] = struct{}{}
 	}
-	n.subs[key][ch] = struct{}{}
 	n.mu.Unlock()
 	return ch, func() {
 		n.mu.Lock()
-		delete(n.subs[key], ch)
-		if len(n.subs[key]) == 0 {
-			delete(n.subs, key)
+		for _, key := range keys {
+			delete(n.subs[key], ch)
+			if len(n.subs[key]) == 0 {
+				delete(n.subs, key)
+			}
 		}
 		n.mu.Unlock()
 	}

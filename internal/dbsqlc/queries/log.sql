@@ -37,7 +37,7 @@ SELECT pgmsg.group_create(@topic::text, @group_name::text, @start::text);
 SELECT partition::integer, claim_epoch::bigint, claim_expires_at::timestamptz, "offset"::bigint, "timestamp"::timestamptz, key::bytea, value::bytea, headers::jsonb
 FROM pgmsg.claim(@topic::text, @group_name::text, @max_records::integer, @lease::interval,
                           sqlc.narg(partition)::integer, sqlc.narg(max_bytes)::bigint, @start::text,
-                          sqlc.narg(member)::text);
+                          sqlc.narg(member)::text, @require_owner::boolean);
 
 -- name: GroupCommit :one
 SELECT pgmsg.commit(@topic::text, @group_name::text, @partition::integer, @claim_epoch::bigint,
@@ -57,5 +57,17 @@ FROM pgmsg.group_reset(@topic::text, @group_name::text, @to_position::text, sqlc
 SELECT pgmsg.group_delete(@topic::text, @group_name::text);
 
 -- name: GroupList :many
-SELECT topic::text, group_name::text, partition::integer, next_offset::bigint, end_offset::bigint, lag::bigint, claim_epoch::bigint, coalesce(claim_owner, '')::text AS claim_owner, claim_expires_at::timestamptz, committed_at::timestamptz
+SELECT topic::text, group_name::text, partition::integer, next_offset::bigint, end_offset::bigint, lag::bigint, claim_epoch::bigint, coalesce(claim_owner, '')::text AS claim_owner, claim_expires_at::timestamptz, committed_at::timestamptz, coalesce(owner, '')::text AS owner, owner_epoch::bigint
 FROM pgmsg.group_list(sqlc.narg(topic)::text, sqlc.narg(group_name)::text);
+
+-- name: GroupHeartbeat :one
+SELECT joined::boolean, partitions::integer[], owner_epochs::bigint[], revoking::boolean[]
+FROM pgmsg.group_heartbeat(@topic::text, @group_name::text, @member::text, @session_timeout::interval, @start::text);
+
+-- name: GroupLeave :one
+SELECT pgmsg.group_leave(@topic::text, @group_name::text, @member::text);
+
+-- name: GroupMembers :many
+SELECT member_id::text, joined_at::timestamptz, heartbeat_at::timestamptz, session_timeout::interval,
+       alive::boolean, partitions::integer[]
+FROM pgmsg.group_members(@topic::text, @group_name::text);
