@@ -2,6 +2,7 @@ package pgmsg
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -98,6 +99,7 @@ type Client struct {
 
 	metaMu sync.Mutex
 	meta   map[string]topicMeta
+	leader bool // maintenance leader, guarded by metaMu
 
 	notifyOnce sync.Once
 	notifier   *notifier.Notifier
@@ -106,8 +108,15 @@ type Client struct {
 type topicMeta struct {
 	partitions     int
 	maxRecordBytes int
-	fetched        time.Time
+	// backpressureWait is how long a publish waits for a lagging group
+	// before failing with ErrBackpressure (topic backpressure_timeout_ms).
+	backpressureWait time.Duration
+	fetched          time.Time
 }
+
+// BackpressureTimeoutDefault is how long publishes wait on a topic's
+// max_lag_records before failing, unless its backpressure_timeout_ms says.
+const BackpressureTimeoutDefault = 5 * time.Second
 
 // NewClient returns a Client using pool. config may be nil for defaults.
 // The schema must have been migrated (pgmsgmigrate or `pgmsg migrate up`).
@@ -212,7 +221,14 @@ func (c *Client) topicMeta(ctx context.Context, exec DBTX, topic string, refresh
 		}
 		return topicMeta{}, mapError(err)
 	}
-	m = topicMeta{partitions: int(row.Partitions), maxRecordBytes: int(row.MaxRecordBytes), fetched: time.Now()}
+	m = topicMeta{partitions: int(row.Partitions), maxRecordBytes: int(row.MaxRecordBytes),
+		backpressureWait: BackpressureTimeoutDefault, fetched: time.Now()}
+	var settings struct {
+		BackpressureTimeoutMs *int64 `json:"backpressure_timeout_ms"`
+	}
+	if json.Unmarshal(row.Config, &settings) == nil && settings.BackpressureTimeoutMs != nil && *settings.BackpressureTimeoutMs >= 0 {
+		m.backpressureWait = time.Duration(*settings.BackpressureTimeoutMs) * time.Millisecond
+	}
 	c.metaMu.Lock()
 	c.meta[topic] = m
 	c.metaMu.Unlock()

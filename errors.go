@@ -50,6 +50,11 @@ var (
 	// ErrNotMember is returned when a member claims after leaving the group
 	// or after its session expired (PM013); it must heartbeat to rejoin.
 	ErrNotMember = errors.New("not a member of the group")
+	// ErrBackpressure is returned by publishes to a topic whose
+	// max_lag_records is exceeded by its slowest group (PM014), after
+	// waiting up to the topic's backpressure_timeout_ms (default 5000; 0
+	// fails at once) for the group to catch up. Nothing was written.
+	ErrBackpressure = errors.New("backpressure")
 	// ErrClosed is returned by a Producer or Consumer used after Close.
 	ErrClosed = errors.New("closed")
 )
@@ -68,6 +73,7 @@ var codeToSentinel = map[string]error{
 	"PM011": ErrInvalidOffset,
 	"PM012": ErrNotAssigned,
 	"PM013": ErrNotMember,
+	"PM014": ErrBackpressure,
 }
 
 var sentinelToCode = func() map[error]string {
@@ -143,6 +149,9 @@ func mapError(err error) error {
 // if tried again unchanged: connection loss, serialization failures,
 // deadlocks and lock or statement timeouts. Input errors are never retryable.
 func IsRetryable(err error) bool {
+	if errors.Is(err, ErrBackpressure) {
+		return true
+	}
 	if err == nil || ErrorCode(err) != "" {
 		return false
 	}

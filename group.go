@@ -30,6 +30,9 @@ type GroupPartition struct {
 	// assignment's generation.
 	Owner      string `json:"owner,omitempty"`
 	OwnerEpoch int64  `json:"owner_epoch"`
+	// Skipped counts records this group never read because retention's
+	// hard limit dropped them first.
+	Skipped int64 `json:"skipped"`
 }
 
 // GroupMember is a member of a consumer group (see Consumer).
@@ -148,7 +151,7 @@ func (c *Client) listGroups(ctx context.Context, exec DBTX, topic, group string)
 	for i, r := range rows {
 		gp := GroupPartition{Topic: r.Topic, Group: r.GroupName, Partition: r.Partition, NextOffset: r.NextOffset,
 			EndOffset: r.EndOffset, Lag: r.Lag, ClaimEpoch: r.ClaimEpoch, ClaimOwner: r.ClaimOwner,
-			Owner: r.Owner, OwnerEpoch: r.OwnerEpoch}
+			Owner: r.Owner, OwnerEpoch: r.OwnerEpoch, Skipped: r.Skipped}
 		if r.ClaimExpiresAt.Valid {
 			t := r.ClaimExpiresAt.Time
 			gp.ClaimExpiresAt = &t

@@ -246,7 +246,8 @@ func (p *Producer) sender(b *partBatcher) {
 			recs[i] = pr.rec
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
-		err := p.client.sendBatch(ctx, p.client.pool, &partitionBatch{topic: b.tp.topic, partition: b.tp.partition, records: recs})
+		pb := &partitionBatch{topic: b.tp.topic, partition: b.tp.partition, records: recs}
+		err := p.client.withBackpressure(ctx, pb.topic, func() error { return p.client.sendBatch(ctx, p.client.pool, pb) })
 		cancel()
 		for _, pr := range batch {
 			pr.promise(pr.rec, err)

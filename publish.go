@@ -2,8 +2,10 @@ package pgmsg
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sort"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -38,11 +40,39 @@ func (c *Client) Publish(ctx context.Context, records []*Record, opts *PublishOp
 	if err != nil {
 		return err
 	}
-	if len(batches) == 1 {
-		// One partition: one statement in autocommit, one round trip.
-		return c.sendBatch(ctx, c.pool, batches[0])
+	return c.withBackpressure(ctx, batches[0].topic, func() error {
+		if len(batches) == 1 {
+			// One partition: one statement in autocommit, one round trip.
+			return c.sendBatch(ctx, c.pool, batches[0])
+		}
+		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return c.sendBatches(ctx, tx, batches) })
+	})
+}
+
+// withBackpressure runs publish, retrying while it fails with
+// ErrBackpressure, for up to the topic's backpressure wait. (PublishTx
+// does not retry: the caller's transaction is aborted by the error.)
+func (c *Client) withBackpressure(ctx context.Context, topic string, publish func() error) error {
+	err := publish()
+	if !errors.Is(err, ErrBackpressure) {
+		return err
 	}
-	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return c.sendBatches(ctx, tx, batches) })
+	meta, merr := c.topicMeta(ctx, c.pool, topic, false)
+	if merr != nil || meta.backpressureWait <= 0 {
+		return err
+	}
+	deadline := time.Now().Add(meta.backpressureWait)
+	wait := 10 * time.Millisecond
+	for errors.Is(err, ErrBackpressure) && time.Now().Add(wait).Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 250*time.Millisecond)
+		err = publish()
+	}
+	return err
 }
 
 // PublishTx is Publish inside the caller's transaction: the transactional

@@ -191,6 +191,25 @@ func (c *Client) AddPartitions(ctx context.Context, name string, partitions int)
 	return topicFromRow(row.Name, row.Partitions, row.SegmentRecords, row.MaxRecordBytes, row.Config, row.CreatedAt.Time)
 }
 
+// SetTopicSettings changes a topic's settings: each key is set to its value,
+// and a key with a nil value is removed. Settings read by pgmsg:
+// segment_records, max_record_bytes, retention_ms, retention_bytes,
+// retention_records, hard_limit_ms, hard_limit_bytes, hard_limit_records,
+// group_ttl_ms, cleanup_policy ("delete", "compact"), delete_retention_ms,
+// max_lag_records, backpressure_timeout_ms (docs/operations.md).
+func (c *Client) SetTopicSettings(ctx context.Context, name string, settings map[string]any) (*Topic, error) {
+	raw, err := json.Marshal(settings)
+	if err != nil {
+		return nil, newError(ErrInvalidArgument, "topic settings are not JSON: %v", err)
+	}
+	row, err := c.queries.TopicConfigure(ctx, c.db(c.pool), dbsqlc.TopicConfigureParams{Name: name, Settings: raw})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	c.forgetTopic(name)
+	return topicFromRow(row.Name, row.Partitions, row.SegmentRecords, row.MaxRecordBytes, row.Config, row.CreatedAt.Time)
+}
+
 // DeleteTopic drops a topic with its records and groups. It fails with
 // ErrUnknownTopic.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {

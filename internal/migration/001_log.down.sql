@@ -12,9 +12,9 @@ BEGIN
                AND p.proname IN ('_raise', 'valid_name', '_check_name', '_topic', '_mul32', 'murmur2',
                                  'partition_for_key', '_segment_create', '_segment_ensure', 'topic_create',
                                  '_partitions_add', 'topic_add_partitions', 'topic_delete', 'topic_list',
-                                 'topic_describe', '_append', 'publish', '_position', 'group_create', 'claim',
+                                 'topic_describe', 'topic_configure', '_append', 'publish', '_position', 'group_create', 'claim',
                                  '_held', 'commit', 'release', 'extend', 'group_reset', 'group_delete',
-                                 'group_list', 'fetch', '_rebalance', 'group_heartbeat',
+                                 'group_list', 'fetch', '_rebalance', 'group_heartbeat', '_backpressure',
                                  'group_leave', 'group_members')
     LOOP
         EXECUTE format('DROP FUNCTION %s', f);

@@ -28,6 +28,7 @@ CREATE TABLE {{schema}}.topic_partition (
     next_offset  bigint  NOT NULL DEFAULT 0,   -- offset the next record gets
     start_offset bigint  NOT NULL DEFAULT 0,   -- lowest offset still stored
     segment_end  bigint  NOT NULL DEFAULT 0,   -- exclusive end of created segments
+    compacted_to bigint  NOT NULL DEFAULT 0,   -- next_offset when compaction last ran
     PRIMARY KEY (topic_id, partition)
 ) WITH (fillfactor = 50);
 
@@ -88,6 +89,9 @@ CREATE TABLE {{schema}}.group_cursor (
     owner_epoch      bigint NOT NULL DEFAULT 0,
     next_owner       text,
     owned_at         timestamptz,
+    -- Records this group never read because retention's hard limit dropped
+    -- them first (never silent: also logged in maintenance_event).
+    skipped          bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (topic_id, group_name, partition),
     FOREIGN KEY (topic_id, group_name) REFERENCES {{schema}}.consumer_group ON DELETE CASCADE
 ) WITH (fillfactor = 50);
@@ -316,6 +320,37 @@ BEGIN
     RETURN t;
 END $$;
 
+-- topic_configure changes a topic's settings: each key of p_settings is
+-- set, and a key whose value is JSON null is removed. segment_records
+-- (applies to segments created from now on) and max_record_bytes are
+-- validated as in topic_create.
+CREATE FUNCTION {{schema}}.topic_configure(p_name text, p_settings jsonb)
+RETURNS {{schema}}.topic LANGUAGE plpgsql AS $$
+DECLARE
+    t    {{schema}}.topic := {{schema}}._topic(p_name);
+    seg  bigint;
+    maxb integer;
+BEGIN
+    IF p_settings IS NULL OR jsonb_typeof(p_settings) <> 'object' THEN
+        PERFORM {{schema}}._raise('PM004', 'topic settings must be a JSON object');
+    END IF;
+    BEGIN
+        seg  := coalesce((p_settings->>'segment_records')::bigint, t.segment_records);
+        maxb := coalesce((p_settings->>'max_record_bytes')::integer, t.max_record_bytes);
+    EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+        PERFORM {{schema}}._raise('PM004', 'segment_records and max_record_bytes must be integers');
+    END;
+    IF seg < 16 OR maxb < 1 THEN
+        PERFORM {{schema}}._raise('PM004', 'segment_records must be >= 16 and max_record_bytes >= 1');
+    END IF;
+    UPDATE {{schema}}.topic SET
+        segment_records = seg, max_record_bytes = maxb,
+        config = jsonb_strip_nulls(config || (p_settings - 'segment_records' - 'max_record_bytes'))
+    WHERE topic_id = t.topic_id
+    RETURNING * INTO t;
+    RETURN t;
+END $$;
+
 -- topic_delete drops a topic, its records (whole tables, no DELETE) and its groups.
 CREATE FUNCTION {{schema}}.topic_delete(p_name text) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -359,6 +394,36 @@ END $$;
 -- Publish
 -- ---------------------------------------------------------------------------
 
+-- _backpressure raises PM014 when publishing p_n more records would put the
+-- partition more than the topic's max_lag_records ahead of its slowest
+-- group. Only topics with the setting pay for the check (primary-key reads
+-- of the group cursors). Expired groups are deleted by maintenance and stop
+-- counting then.
+CREATE FUNCTION {{schema}}._backpressure(t {{schema}}.topic, p_partition integer, p_n integer)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    max_lag bigint;
+    tip     bigint;
+    slowest bigint;
+    grp     text;
+BEGIN
+    BEGIN
+        max_lag := (t.config->>'max_lag_records')::bigint;
+    EXCEPTION WHEN OTHERS THEN
+        RETURN;
+    END;
+    SELECT tp.next_offset INTO tip FROM {{schema}}.topic_partition tp
+     WHERE tp.topic_id = t.topic_id AND tp.partition = p_partition;
+    SELECT c.next_offset, c.group_name INTO slowest, grp FROM {{schema}}.group_cursor c
+     WHERE c.topic_id = t.topic_id AND c.partition = p_partition
+     ORDER BY c.next_offset LIMIT 1;
+    IF slowest IS NOT NULL AND tip + p_n - slowest > max_lag THEN
+        PERFORM {{schema}}._raise('PM014', format(
+            'backpressure: topic %s partition %s would be %s records ahead of group %s (max_lag_records %s)',
+            quote_literal(t.name), p_partition, tip + p_n - slowest, quote_literal(grp), max_lag));
+    END IF;
+END $$;
+
 -- _append reserves offsets on one partition and inserts the batch, in the
 -- caller's transaction. The counter UPDATE takes the partition's row lock,
 -- held until commit: that is what orders commits by offset. It is the only
@@ -372,6 +437,9 @@ DECLARE
     base    bigint;
     seg_end bigint;
 BEGIN
+    IF t.config ? 'max_lag_records' THEN
+        PERFORM {{schema}}._backpressure(t, p_partition, n);
+    END IF;
     UPDATE {{schema}}.topic_partition c
        SET next_offset = c.next_offset + n
      WHERE c.topic_id = t.topic_id AND c.partition = p_partition
@@ -524,6 +592,7 @@ DECLARE
     c_epoch bigint;
     tip     bigint;
     v_last  bigint;
+    v_bytes bigint;
     expires timestamptz;
     n       bigint;
 BEGIN
@@ -572,31 +641,43 @@ BEGIN
     END IF;
 
     expires := now_ts + p_lease;
-    v_last := least(tip - 1, c_next + p_max_records - 1);
-    IF p_max_bytes IS NOT NULL THEN
-        -- Stop before the record that would take the claim past p_max_bytes,
-        -- but always hand out at least one record.
-        SELECT coalesce(max(s.o), c_next) INTO v_last FROM (
-            SELECT r."offset" AS o,
-                   sum(coalesce(octet_length(r.value), 0) + coalesce(octet_length(r.key), 0))
-                       OVER (ORDER BY r."offset") AS cum
-            FROM {{schema}}.record r
-            WHERE r.topic_id = t.topic_id AND r.partition = c_part
-              AND r."offset" BETWEEN c_next AND v_last
-        ) s WHERE s.cum <= p_max_bytes;
-    END IF;
+    LOOP
+        v_last := least(tip - 1, c_next + p_max_records - 1);
+        IF p_max_bytes IS NOT NULL THEN
+            -- Stop before the record that would take the claim past
+            -- p_max_bytes, but always hand out at least one record.
+            SELECT max(s.o) INTO v_bytes FROM (
+                SELECT r."offset" AS o, row_number() OVER (ORDER BY r."offset") AS rn,
+                       sum(coalesce(octet_length(r.value), 0) + coalesce(octet_length(r.key), 0))
+                           OVER (ORDER BY r."offset") AS cum
+                FROM {{schema}}.record r
+                WHERE r.topic_id = t.topic_id AND r.partition = c_part
+                  AND r."offset" BETWEEN c_next AND v_last
+            ) s WHERE s.cum <= p_max_bytes OR s.rn = 1;
+            v_last := coalesce(v_bytes, v_last);
+        END IF;
 
-    RETURN QUERY
-    SELECT r.partition, c_epoch + 1, expires, r."offset", r."timestamp", r.key, r.value, r.headers
-    FROM {{schema}}.record r
-    WHERE r.topic_id = t.topic_id AND r.partition = c_part
-      AND r."offset" BETWEEN c_next AND v_last
-    ORDER BY r."offset";
-    GET DIAGNOSTICS n = ROW_COUNT;
+        RETURN QUERY
+        SELECT r.partition, c_epoch + 1, expires, r."offset", r."timestamp", r.key, r.value, r.headers
+        FROM {{schema}}.record r
+        WHERE r.topic_id = t.topic_id AND r.partition = c_part
+          AND r."offset" BETWEEN c_next AND v_last
+        ORDER BY r."offset";
+        GET DIAGNOSTICS n = ROW_COUNT;
+        EXIT WHEN n > 0;
+        -- Compaction removed every record of the range: nothing to deliver,
+        -- so the cursor moves past it (offsets of a compacted topic have gaps).
+        UPDATE {{schema}}.group_cursor c SET next_offset = v_last + 1
+         WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.partition = c_part;
+        c_next := v_last + 1;
+        IF c_next >= tip THEN
+            RETURN;
+        END IF;
+    END LOOP;
 
     UPDATE {{schema}}.group_cursor c
        SET claim_epoch = c.claim_epoch + 1, claim_start = c_next,
-           claim_end = c_next + n - 1, claim_expires_at = expires,
+           claim_end = v_last, claim_expires_at = expires,
            claim_owner = p_member, claimed_at = now_ts
      WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.partition = c_part;
 END $$;
@@ -723,13 +804,13 @@ END $$;
 CREATE FUNCTION {{schema}}.group_list(p_topic text DEFAULT NULL, p_group text DEFAULT NULL)
 RETURNS TABLE (topic text, group_name text, partition integer, next_offset bigint, end_offset bigint,
                lag bigint, claim_epoch bigint, claim_owner text, claim_expires_at timestamptz,
-               committed_at timestamptz, owner text, owner_epoch bigint)
+               committed_at timestamptz, owner text, owner_epoch bigint, skipped bigint)
 LANGUAGE sql STABLE AS $$
     SELECT t.name, c.group_name, c.partition, c.next_offset, tp.next_offset,
            greatest(tp.next_offset - c.next_offset, 0), c.claim_epoch,
            CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_owner END,
            CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_expires_at END,
-           c.committed_at, c.owner, c.owner_epoch
+           c.committed_at, c.owner, c.owner_epoch, c.skipped
     FROM {{schema}}.group_cursor c
     JOIN {{schema}}.topic t ON t.topic_id = c.topic_id
     JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition

@@ -6,6 +6,10 @@ FROM pgmsg.topic_create(@name::text, @partitions::integer, @config::jsonb);
 SELECT name::text, partitions::integer, segment_records::bigint, max_record_bytes::integer, config::jsonb, created_at::timestamptz
 FROM pgmsg.topic_add_partitions(@name::text, @partitions::integer);
 
+-- name: TopicConfigure :one
+SELECT name::text, partitions::integer, segment_records::bigint, max_record_bytes::integer, config::jsonb, created_at::timestamptz
+FROM pgmsg.topic_configure(@name::text, @settings::jsonb);
+
 -- name: TopicDelete :exec
 SELECT pgmsg.topic_delete(@name::text);
 
@@ -15,7 +19,7 @@ FROM pgmsg.topic_list();
 
 -- name: TopicGetByName :one
 -- The producer's metadata cache: a primary-key read.
-SELECT name, partitions, max_record_bytes FROM pgmsg.topic WHERE name = @name::text;
+SELECT name, partitions, max_record_bytes, config FROM pgmsg.topic WHERE name = @name::text;
 
 -- name: TopicDescribe :many
 SELECT partition::integer, start_offset::bigint, next_offset::bigint, records::bigint, segments::integer, approx_bytes::bigint
@@ -57,7 +61,7 @@ FROM pgmsg.group_reset(@topic::text, @group_name::text, @to_position::text, sqlc
 SELECT pgmsg.group_delete(@topic::text, @group_name::text);
 
 -- name: GroupList :many
-SELECT topic::text, group_name::text, partition::integer, next_offset::bigint, end_offset::bigint, lag::bigint, claim_epoch::bigint, coalesce(claim_owner, '')::text AS claim_owner, claim_expires_at::timestamptz, committed_at::timestamptz, coalesce(owner, '')::text AS owner, owner_epoch::bigint
+SELECT topic::text, group_name::text, partition::integer, next_offset::bigint, end_offset::bigint, lag::bigint, claim_epoch::bigint, coalesce(claim_owner, '')::text AS claim_owner, claim_expires_at::timestamptz, committed_at::timestamptz, coalesce(owner, '')::text AS owner, owner_epoch::bigint, skipped::bigint
 FROM pgmsg.group_list(sqlc.narg(topic)::text, sqlc.narg(group_name)::text);
 
 -- name: GroupHeartbeat :one
