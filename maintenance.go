@@ -123,6 +123,11 @@ func init() {
 		}
 		return int64(len(rows)), mapError(err)
 	}})
+	registerMaintenanceTask(MaintenanceTask{Name: "log.events_prune", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
+		n, err := c.queries.MaintenanceEventsPrune(ctx, c.db(c.pool), dbsqlc.MaintenanceEventsPruneParams{
+			Older: pgtype.Interval{Days: 30, Valid: true}, MaxEvents: 10000})
+		return n, mapError(err)
+	}})
 	registerMaintenanceTask(MaintenanceTask{Name: "log.compaction", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
 		rows, err := c.queries.CompactRun(ctx, c.db(c.pool), int32(cfg.Batch))
 		var removed int64

@@ -1,3 +1,6 @@
+DROP FUNCTION IF EXISTS {{schema}}.group_metrics();
+DROP FUNCTION IF EXISTS {{schema}}.topic_metrics();
+DROP FUNCTION IF EXISTS {{schema}}.maintenance_events_prune(interval, integer);
 DROP FUNCTION IF EXISTS {{schema}}.maintenance_events(integer, text);
 DROP FUNCTION IF EXISTS {{schema}}.segments_ensure();
 DROP FUNCTION IF EXISTS {{schema}}.compact_run(integer);

@@ -254,3 +254,48 @@ LANGUAGE sql STABLE AS $$
     WHERE p_kind IS NULL OR e.kind = p_kind
     ORDER BY e.event_id DESC LIMIT p_limit
 $$;
+
+-- maintenance_events_prune deletes up to p_max events older than p_older.
+CREATE FUNCTION {{schema}}.maintenance_events_prune(p_older interval DEFAULT '30 days', p_max integer DEFAULT 10000)
+RETURNS bigint LANGUAGE sql AS $$
+    WITH gone AS (
+        DELETE FROM {{schema}}.maintenance_event e
+        WHERE e.event_id IN (SELECT e2.event_id FROM {{schema}}.maintenance_event e2
+                             WHERE e2.at < clock_timestamp() - p_older ORDER BY e2.event_id LIMIT p_max)
+        RETURNING 1
+    )
+    SELECT count(*) FROM gone
+$$;
+
+-- topic_metrics: per partition, the end and start offsets, segments and
+-- on-disk bytes. Cheap: catalog sizes and primary-key rows only.
+CREATE FUNCTION {{schema}}.topic_metrics()
+RETURNS TABLE (topic text, partition integer, start_offset bigint, end_offset bigint, segments integer, bytes bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT t.name, tp.partition, tp.start_offset, tp.next_offset, count(s.relname)::integer,
+           coalesce(sum({{schema}}._segment_bytes(s.relname)), 0)::bigint
+    FROM {{schema}}.topic_partition tp
+    JOIN {{schema}}.topic t ON t.topic_id = tp.topic_id
+    LEFT JOIN {{schema}}.segment s ON s.topic_id = tp.topic_id AND s.partition = tp.partition
+    GROUP BY t.name, tp.partition, tp.start_offset, tp.next_offset
+    ORDER BY t.name, tp.partition
+$$;
+
+-- group_metrics: per group and partition, the cursor, lag (end - cursor),
+-- records skipped by hard retention, and the timestamp of the oldest
+-- unconsumed record (one index probe each; NULL when caught up).
+CREATE FUNCTION {{schema}}.group_metrics()
+RETURNS TABLE (topic text, group_name text, partition integer, next_offset bigint, lag bigint, skipped bigint,
+               oldest_unconsumed_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT t.name, c.group_name, c.partition, c.next_offset, greatest(tp.next_offset - c.next_offset, 0), c.skipped,
+           CASE WHEN tp.next_offset > c.next_offset THEN
+               (SELECT r."timestamp" FROM {{schema}}.record r
+                 WHERE r.topic_id = c.topic_id AND r.partition = c.partition AND r."offset" >= c.next_offset
+                 ORDER BY r."offset" LIMIT 1)
+           END
+    FROM {{schema}}.group_cursor c
+    JOIN {{schema}}.topic t ON t.topic_id = c.topic_id
+    JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+    ORDER BY t.name, c.group_name, c.partition
+$$;

@@ -17,3 +17,15 @@ SELECT pgmsg.segments_ensure();
 SELECT event_id::bigint, at::timestamptz, kind::text, topic::text, coalesce(group_name, '')::text AS group_name,
        coalesce(partition, -1)::integer AS partition, detail::jsonb
 FROM pgmsg.maintenance_events(@max_events::integer, sqlc.narg(kind)::text);
+
+-- name: MaintenanceEventsPrune :one
+SELECT pgmsg.maintenance_events_prune(@older::interval, @max_events::integer);
+
+-- name: TopicMetrics :many
+SELECT topic::text, partition::integer, start_offset::bigint, end_offset::bigint, segments::integer, bytes::bigint
+FROM pgmsg.topic_metrics();
+
+-- name: GroupMetrics :many
+SELECT topic::text, group_name::text, partition::integer, next_offset::bigint, lag::bigint, skipped::bigint,
+       oldest_unconsumed_at::timestamptz
+FROM pgmsg.group_metrics();
