@@ -607,7 +607,7 @@ func (cn *Consumer) handle(ctx context.Context, cl *Claim, handler func(ctx cont
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(lease / 3)
+		t := time.NewTicker(max(lease/3, 10*time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
@@ -665,8 +665,7 @@ func (cn *Consumer) ProcessTx(ctx context.Context, handler func(ctx context.Cont
 
 // claimOnceTx is claimOnce inside tx, with the long in-transaction lease.
 func (cn *Consumer) claimOnceTx(ctx context.Context, tx pgx.Tx) (*Claim, error) {
-	for i, topic := range cn.topics {
-		_ = i
+	for _, topic := range cn.topics {
 		opts := cn.opts.Claim
 		opts.Lease = processTxLease
 		opts.Member = cn.memberID
