@@ -242,7 +242,7 @@ type Consumer struct {
 
 	startOnce sync.Once
 	startErr  error
-	cancel    context.CancelFunc
+	cancel    func() // stops the heartbeat loop
 	done      chan struct{}
 	hbNow     chan struct{}
 
@@ -366,27 +366,30 @@ func (cn *Consumer) start(ctx context.Context) error {
 				return
 			}
 		}
-		hbCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		cn.cancel = cancel
+		// The loop's context is never cancelled mid-heartbeat: Close stops it
+		// between heartbeats, so no heartbeat can still commit on the server
+		// after the member has left (a cancelled query may).
+		stop := make(chan struct{})
+		cn.cancel = func() { close(stop) }
 		cn.done = make(chan struct{})
-		go cn.heartbeatLoop(hbCtx)
+		go cn.heartbeatLoop(context.WithoutCancel(ctx), stop)
 	})
 	return cn.startErr
 }
 
-func (cn *Consumer) heartbeatLoop(ctx context.Context) {
+func (cn *Consumer) heartbeatLoop(ctx context.Context, stop <-chan struct{}) {
 	defer close(cn.done)
 	t := time.NewTicker(cn.opts.HeartbeatInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			return
 		case <-t.C:
 		case <-cn.hbNow:
 		}
 		for _, topic := range cn.topics {
-			if err := cn.heartbeat(ctx, topic); err != nil && ctx.Err() == nil {
+			if err := cn.heartbeat(ctx, topic); err != nil {
 				cn.client.config.Logger.Warn("pgmsg: consumer heartbeat failed", "topic", topic, "group", cn.group,
 					"member", cn.memberID, "error", err)
 			}
