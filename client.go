@@ -254,3 +254,22 @@ func (c *Client) wakeups(keys ...string) (<-chan struct{}, func()) {
 	})
 	return c.notifier.Subscribe(keys...)
 }
+
+// RecordWakeups returns a channel that receives a signal (coalesced: at most
+// one pending) when records are published to any of topics, or when the
+// notification listener reconnects, and a function that ends the
+// subscription. Subscribe before checking for records, then wait, to never
+// miss a publish. The channel is nil (never fires) when
+// Config.DisableNotify is set: always wait with a timeout as well.
+func (c *Client) RecordWakeups(topics ...string) (<-chan struct{}, func()) {
+	return c.wakeups(topics...)
+}
+
+// JobWakeups is RecordWakeups for jobs enqueued (or made available) on queues.
+func (c *Client) JobWakeups(queues ...string) (<-chan struct{}, func()) {
+	keys := make([]string, len(queues))
+	for i, q := range queues {
+		keys[i] = "queue:" + q
+	}
+	return c.wakeups(keys...)
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,10 +52,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 func oneLine(err error) string {
 	var e *pgmsg.Error
+	msg := err.Error()
 	if errors.As(err, &e) {
-		return fmt.Sprintf("%s [%s]", e.Message, e.Code)
+		msg = fmt.Sprintf("%s [%s]", e.Message, e.Code)
 	}
-	return err.Error()
+	// Some errors (pgx's connection errors) span lines: keep one.
+	return strings.Join(strings.Fields(msg), " ")
 }
 
 func newRoot(g *globals) *cobra.Command {

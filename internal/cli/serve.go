@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/httpapi"
+	"github.com/pgmsg/pgmsg/pgmsgmigrate"
+)
+
+func init() { register(newServe) }
+
+// ListenDefault is where `pgmsg serve` listens without --listen.
+const ListenDefault = "127.0.0.1:8080"
+
+// serveOpts are the flags of serve.
+type serveOpts struct {
+	listen          string
+	maxConns        int32
+	maxBodyBytes    int64
+	maxRecords      int
+	maxWait         time.Duration
+	shutdownTimeout time.Duration
+	tokenCacheTTL   time.Duration
+	insecureNoAuth  bool
+	maintenance     bool
+	// ready, if set, receives the address once listening (tests).
+	ready func(addr string)
+}
+
+func newServe(g *globals) *cobra.Command {
+	var o serveOpts
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the HTTP/JSON API (publish, consume, queue, admin) with token auth",
+		Long: `serve runs pgmsg's HTTP API: POST /v1/pubsub/publish, GET /v1/pubsub/consume
+(long-poll), commit/extend/release, queue enqueue/claim/ack, topic, group and
+queue admin, /healthz, /readyz and /metrics. docs/openapi.yaml describes it.
+
+Every request needs "Authorization: Bearer TOKEN" (pgmsg token create).
+--insecure-no-auth admits everyone as admin, and is refused unless --listen is
+a loopback address. SIGTERM or Ctrl-C stops accepting, ends long polls and
+waits up to --shutdown-timeout for requests in flight.
+
+Environment: DATABASE_URL, PGMSG_LISTEN, PGMSG_MAX_CONNS.`,
+		Example: `  pgmsg token create app --scope 'publish:*' --scope 'consume:*'
+  pgmsg serve --listen 0.0.0.0:8080 --max-conns 20
+  pgmsg serve --insecure-no-auth          # local development only`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.serve(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", envOr("PGMSG_LISTEN", ListenDefault), "address to listen on ($PGMSG_LISTEN)")
+	maxConns, _ := strconv.Atoi(envOr("PGMSG_MAX_CONNS", "0"))
+	f.Int32Var(&o.maxConns, "max-conns", int32(maxConns), "database pool size (default: pgx's, max(4, CPUs)) ($PGMSG_MAX_CONNS)")
+	f.Int64Var(&o.maxBodyBytes, "max-body-bytes", httpapi.MaxBodyBytesDefault, "largest request body; larger get 413")
+	f.IntVar(&o.maxRecords, "max-records", httpapi.MaxRecordsDefault, "most records per publish, consume or claim")
+	f.DurationVar(&o.maxWait, "max-wait", httpapi.MaxWaitDefault, "longest long-poll wait a request may ask for")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", httpapi.ShutdownTimeoutDefault, "how long to wait for in-flight requests on shutdown")
+	f.DurationVar(&o.tokenCacheTTL, "token-cache-ttl", httpapi.TokenCacheTTLDefault, "how long a verified token is trusted (revocations take this long); negative disables")
+	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without tokens, everyone admin (loopback --listen only)")
+	f.BoolVar(&o.maintenance, "maintenance", true, "take part in maintenance leader election (retention, group expiry, compaction, job rescue)")
+	return cmd
+}
+
+// serve connects, checks the schema and serves until ctx ends.
+func (g *globals) serve(ctx context.Context, o serveOpts) error {
+	if o.insecureNoAuth && !httpapi.IsLoopback(o.listen) {
+		return fmt.Errorf("--insecure-no-auth is refused on %s: it would give anyone who can reach it admin rights; listen on 127.0.0.1 or create tokens with pgmsg token create", o.listen)
+	}
+	if o.maxConns < 0 {
+		return fmt.Errorf("--max-conns must not be negative, got %d", o.maxConns)
+	}
+	cfg, err := pgxpool.ParseConfig(g.resolveURL())
+	if err != nil {
+		return fmt.Errorf("invalid database URL: %w", err)
+	}
+	if o.maxConns > 0 {
+		cfg.MaxConns = o.maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := pool.Ping(ctx); err != nil {
+		return fmt.Errorf("cannot connect to PostgreSQL at %s: %w", cfg.ConnConfig.Host, err)
+	}
+	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: g.schema})
+	if err != nil {
+		return err
+	}
+	if err := m.RequireCurrent(ctx); err != nil {
+		return err
+	}
+	client, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: g.schema})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	logger := slog.New(slog.NewTextHandler(g.stderr, nil))
+	srv, err := httpapi.New(httpapi.Config{
+		Client: client, MaxBodyBytes: o.maxBodyBytes, MaxRecords: o.maxRecords, MaxWait: o.maxWait,
+		InsecureNoAuth: o.insecureNoAuth, TokenCacheTTL: o.tokenCacheTTL, ShutdownTimeout: o.shutdownTimeout, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %w", o.listen, err)
+	}
+	addr := ln.Addr().String()
+	auth := "bearer tokens required (pgmsg token create)"
+	if o.insecureNoAuth {
+		auth = "INSECURE: no auth, every request is admin"
+	}
+	fmt.Fprintf(g.stdout, "pgmsg serving HTTP on http://%s (schema %s; %s); Ctrl-C to stop\n", addr, g.schema, auth)
+	if o.ready != nil {
+		o.ready(addr)
+	}
+	if o.maintenance {
+		// One elected leader among all serve processes runs maintenance;
+		// the others stand by. It stops with the server.
+		mctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = client.RunMaintenance(mctx, &pgmsg.MaintenanceConfig{OnRun: srv.ObserveMaintenance})
+		}()
+		defer func() { stop(); <-done }()
+	}
+	if err := srv.Run(ctx, ln); err != nil {
+		return err
+	}
+	fmt.Fprintln(g.stdout, "pgmsg: server stopped")
+	return nil
+}
