@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/httpapi"
 	"github.com/pgmsg/pgmsg/internal/pgcluster"
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
@@ -27,6 +28,8 @@ func devDataDirDefault() string {
 func newDev(g *globals) *cobra.Command {
 	var dataDir string
 	var port int
+	var noServe bool
+	var listen string
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run pgmsg on a local PostgreSQL it starts itself, and demonstrate a topic",
@@ -35,9 +38,19 @@ func newDev(g *globals) *cobra.Command {
 Without --database-url or DATABASE_URL it starts its own PostgreSQL from the
 machine's binaries in --data-dir (kept between runs) on a free loopback port.
 It then migrates, creates the topic "demo" (3 partitions), publishes keyed
-records, and consumes them with two independent groups, printing each step.`,
+records, and consumes them with two independent groups, printing each step.
+
+Then it serves the HTTP API on --listen (127.0.0.1:8080) WITHOUT auth, as
+"pgmsg serve --insecure-no-auth" would, until Ctrl-C; --no-serve exits after
+the demo instead. In another terminal, with the URL dev prints:
+
+  curl -s localhost:8080/v1/pubsub/publish -H 'Content-Type: application/json' \
+       -d '{"topic":"demo","records":[{"key":"alice","value":{"hello":"world"}}]}'
+  curl -s 'localhost:8080/v1/pubsub/consume?topic=demo&group=curl&wait=5s'
+  DATABASE_URL=<printed URL> pgmsg group list demo`,
 		Example: `  go run ./cmd/pgmsg dev
-  pgmsg dev --database-url postgres://localhost/app`,
+  pgmsg dev --no-serve
+  pgmsg dev --database-url postgres://localhost/app --listen 127.0.0.1:9090`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -57,9 +70,17 @@ records, and consumes them with two independent groups, printing each step.`,
 				g.databaseURL = cl.URL
 				fmt.Fprintf(g.stdout, "PostgreSQL ready at %s\n", cl.URL)
 			}
-			return runDemo(ctx, g)
+			if err := runDemo(ctx, g); err != nil {
+				return err
+			}
+			if noServe {
+				return nil
+			}
+			return serveDev(ctx, g, listen)
 		},
 	}
+	cmd.Flags().BoolVar(&noServe, "no-serve", false, "exit after the demo instead of serving HTTP")
+	cmd.Flags().StringVar(&listen, "listen", ListenDefault, "where to serve HTTP (loopback only: there is no auth)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", devDataDirDefault(), "data directory of the local PostgreSQL")
 	cmd.Flags().IntVar(&port, "port", 0, "port of the local PostgreSQL (default: a free port)")
 	return cmd
@@ -139,4 +160,31 @@ func runDemo(ctx context.Context, g *globals) error {
 		fmt.Fprintf(g.stdout, "  %-7s partition %d: cursor %d of %d (lag %d)\n", l.Group, l.Partition, l.NextOffset, l.EndOffset, l.Lag)
 	}
 	return nil
+}
+
+// serveDev serves the HTTP API without auth after the demo, printing how to
+// try it.
+func serveDev(ctx context.Context, g *globals, listen string) error {
+	url := g.resolveURL()
+	fmt.Fprintf(g.stdout, `
+Serving the HTTP API without auth (development only). Try, in another terminal:
+
+  curl -s http://%[1]s/v1/pubsub/publish -H 'Content-Type: application/json' \
+       -d '{"topic":"demo","records":[{"key":"alice","value":{"hello":"world"}}]}'
+  curl -s 'http://%[1]s/v1/pubsub/consume?topic=demo&group=curl&wait=5s'
+  curl -s http://%[1]s/v1/queue/enqueue -H 'Content-Type: application/json' \
+       -d '{"queue":"emails","jobs":[{"payload":{"to":"a@example.com"}}]}'
+  curl -s 'http://%[1]s/v1/queue/claim?queue=emails&wait=5s'
+
+and with the CLI:
+
+  export DATABASE_URL='%[2]s'
+  echo 'alice:hi' | pgmsg publish demo --key-separator :
+  pgmsg consume demo --group cli
+  pgmsg group list demo
+
+`, listen, url)
+	return g.serve(ctx, serveOpts{listen: listen, insecureNoAuth: true, maxBodyBytes: httpapi.MaxBodyBytesDefault,
+		maxRecords: httpapi.MaxRecordsDefault, maxWait: httpapi.MaxWaitDefault, shutdownTimeout: httpapi.ShutdownTimeoutDefault,
+		tokenCacheTTL: httpapi.TokenCacheTTLDefault})
 }

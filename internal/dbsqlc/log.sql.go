@@ -15,18 +15,19 @@ const groupClaim = `-- name: GroupClaim :many
 SELECT partition::integer, claim_epoch::bigint, claim_expires_at::timestamptz, "offset"::bigint, "timestamp"::timestamptz, key::bytea, value::bytea, headers::jsonb
 FROM pgmsg.claim($1::text, $2::text, $3::integer, $4::interval,
                           $5::integer, $6::bigint, $7::text,
-                          $8::text)
+                          $8::text, $9::boolean)
 `
 
 type GroupClaimParams struct {
-	Topic      string
-	GroupName  string
-	MaxRecords int32
-	Lease      pgtype.Interval
-	Partition  pgtype.Int4
-	MaxBytes   pgtype.Int8
-	Start      string
-	Member     pgtype.Text
+	Topic        string
+	GroupName    string
+	MaxRecords   int32
+	Lease        pgtype.Interval
+	Partition    pgtype.Int4
+	MaxBytes     pgtype.Int8
+	Start        string
+	Member       pgtype.Text
+	RequireOwner bool
 }
 
 type GroupClaimRow struct {
@@ -50,6 +51,7 @@ func (q *Queries) GroupClaim(ctx context.Context, db DBTX, arg GroupClaimParams)
 		arg.MaxBytes,
 		arg.Start,
 		arg.Member,
+		arg.RequireOwner,
 	)
 	if err != nil {
 		return nil, err
@@ -162,8 +164,63 @@ func (q *Queries) GroupExtend(ctx context.Context, db DBTX, arg GroupExtendParam
 	return extend, err
 }
 
+const groupHeartbeat = `-- name: GroupHeartbeat :one
+SELECT joined::boolean, partitions::integer[], owner_epochs::bigint[], revoking::boolean[]
+FROM pgmsg.group_heartbeat($1::text, $2::text, $3::text, $4::interval, $5::text)
+`
+
+type GroupHeartbeatParams struct {
+	Topic          string
+	GroupName      string
+	Member         string
+	SessionTimeout pgtype.Interval
+	Start          string
+}
+
+type GroupHeartbeatRow struct {
+	Joined      bool
+	Partitions  []int32
+	OwnerEpochs []int64
+	Revoking    []bool
+}
+
+func (q *Queries) GroupHeartbeat(ctx context.Context, db DBTX, arg GroupHeartbeatParams) (*GroupHeartbeatRow, error) {
+	row := db.QueryRow(ctx, groupHeartbeat,
+		arg.Topic,
+		arg.GroupName,
+		arg.Member,
+		arg.SessionTimeout,
+		arg.Start,
+	)
+	var i GroupHeartbeatRow
+	err := row.Scan(
+		&i.Joined,
+		&i.Partitions,
+		&i.OwnerEpochs,
+		&i.Revoking,
+	)
+	return &i, err
+}
+
+const groupLeave = `-- name: GroupLeave :one
+SELECT pgmsg.group_leave($1::text, $2::text, $3::text)
+`
+
+type GroupLeaveParams struct {
+	Topic     string
+	GroupName string
+	Member    string
+}
+
+func (q *Queries) GroupLeave(ctx context.Context, db DBTX, arg GroupLeaveParams) (bool, error) {
+	row := db.QueryRow(ctx, groupLeave, arg.Topic, arg.GroupName, arg.Member)
+	var group_leave bool
+	err := row.Scan(&group_leave)
+	return group_leave, err
+}
+
 const groupList = `-- name: GroupList :many
-SELECT topic::text, group_name::text, partition::integer, next_offset::bigint, end_offset::bigint, lag::bigint, claim_epoch::bigint, coalesce(claim_owner, '')::text AS claim_owner, claim_expires_at::timestamptz, committed_at::timestamptz
+SELECT topic::text, group_name::text, partition::integer, next_offset::bigint, end_offset::bigint, lag::bigint, claim_epoch::bigint, coalesce(claim_owner, '')::text AS claim_owner, claim_expires_at::timestamptz, committed_at::timestamptz, coalesce(owner, '')::text AS owner, owner_epoch::bigint, skipped::bigint
 FROM pgmsg.group_list($1::text, $2::text)
 `
 
@@ -183,6 +240,9 @@ type GroupListRow struct {
 	ClaimOwner     string
 	ClaimExpiresAt pgtype.Timestamptz
 	CommittedAt    pgtype.Timestamptz
+	Owner          string
+	OwnerEpoch     int64
+	Skipped        int64
 }
 
 func (q *Queries) GroupList(ctx context.Context, db DBTX, arg GroupListParams) ([]*GroupListRow, error) {
@@ -205,6 +265,56 @@ func (q *Queries) GroupList(ctx context.Context, db DBTX, arg GroupListParams) (
 			&i.ClaimOwner,
 			&i.ClaimExpiresAt,
 			&i.CommittedAt,
+			&i.Owner,
+			&i.OwnerEpoch,
+			&i.Skipped,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const groupMembers = `-- name: GroupMembers :many
+SELECT member_id::text, joined_at::timestamptz, heartbeat_at::timestamptz, session_timeout::interval,
+       alive::boolean, partitions::integer[]
+FROM pgmsg.group_members($1::text, $2::text)
+`
+
+type GroupMembersParams struct {
+	Topic     string
+	GroupName string
+}
+
+type GroupMembersRow struct {
+	MemberID       string
+	JoinedAt       pgtype.Timestamptz
+	HeartbeatAt    pgtype.Timestamptz
+	SessionTimeout pgtype.Interval
+	Alive          bool
+	Partitions     []int32
+}
+
+func (q *Queries) GroupMembers(ctx context.Context, db DBTX, arg GroupMembersParams) ([]*GroupMembersRow, error) {
+	rows, err := db.Query(ctx, groupMembers, arg.Topic, arg.GroupName)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*GroupMembersRow
+	for rows.Next() {
+		var i GroupMembersRow
+		if err := rows.Scan(
+			&i.MemberID,
+			&i.JoinedAt,
+			&i.HeartbeatAt,
+			&i.SessionTimeout,
+			&i.Alive,
+			&i.Partitions,
 		); err != nil {
 			return nil, err
 		}
@@ -419,6 +529,39 @@ func (q *Queries) TopicAddPartitions(ctx context.Context, db DBTX, arg TopicAddP
 	return &i, err
 }
 
+const topicConfigure = `-- name: TopicConfigure :one
+SELECT name::text, partitions::integer, segment_records::bigint, max_record_bytes::integer, config::jsonb, created_at::timestamptz
+FROM pgmsg.topic_configure($1::text, $2::jsonb)
+`
+
+type TopicConfigureParams struct {
+	Name     string
+	Settings []byte
+}
+
+type TopicConfigureRow struct {
+	Name           string
+	Partitions     int32
+	SegmentRecords int64
+	MaxRecordBytes int32
+	Config         []byte
+	CreatedAt      pgtype.Timestamptz
+}
+
+func (q *Queries) TopicConfigure(ctx context.Context, db DBTX, arg TopicConfigureParams) (*TopicConfigureRow, error) {
+	row := db.QueryRow(ctx, topicConfigure, arg.Name, arg.Settings)
+	var i TopicConfigureRow
+	err := row.Scan(
+		&i.Name,
+		&i.Partitions,
+		&i.SegmentRecords,
+		&i.MaxRecordBytes,
+		&i.Config,
+		&i.CreatedAt,
+	)
+	return &i, err
+}
+
 const topicCreate = `-- name: TopicCreate :one
 SELECT name::text, partitions::integer, segment_records::bigint, max_record_bytes::integer, config::jsonb, created_at::timestamptz
 FROM pgmsg.topic_create($1::text, $2::integer, $3::jsonb)
@@ -504,20 +647,26 @@ func (q *Queries) TopicDescribe(ctx context.Context, db DBTX, name string) ([]*T
 }
 
 const topicGetByName = `-- name: TopicGetByName :one
-SELECT name, partitions, max_record_bytes FROM pgmsg.topic WHERE name = $1::text
+SELECT name, partitions, max_record_bytes, config FROM pgmsg.topic WHERE name = $1::text
 `
 
 type TopicGetByNameRow struct {
 	Name           string
 	Partitions     int32
 	MaxRecordBytes int32
+	Config         []byte
 }
 
 // The producer's metadata cache: a primary-key read.
 func (q *Queries) TopicGetByName(ctx context.Context, db DBTX, name string) (*TopicGetByNameRow, error) {
 	row := db.QueryRow(ctx, topicGetByName, name)
 	var i TopicGetByNameRow
-	err := row.Scan(&i.Name, &i.Partitions, &i.MaxRecordBytes)
+	err := row.Scan(
+		&i.Name,
+		&i.Partitions,
+		&i.MaxRecordBytes,
+		&i.Config,
+	)
 	return &i, err
 }
 

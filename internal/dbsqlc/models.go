@@ -27,6 +27,78 @@ type PgmsgGroupCursor struct {
 	ClaimOwner     pgtype.Text
 	ClaimedAt      pgtype.Timestamptz
 	CommittedAt    pgtype.Timestamptz
+	Owner          pgtype.Text
+	OwnerEpoch     int64
+	NextOwner      pgtype.Text
+	OwnedAt        pgtype.Timestamptz
+	Skipped        int64
+}
+
+type PgmsgGroupMember struct {
+	TopicID        int32
+	GroupName      string
+	MemberID       string
+	JoinedAt       pgtype.Timestamptz
+	HeartbeatAt    pgtype.Timestamptz
+	SessionTimeout pgtype.Interval
+}
+
+type PgmsgJob struct {
+	ID             int64
+	QueueID        int32
+	State          string
+	Priority       int16
+	Attempt        int32
+	MaxAttempts    int32
+	LeaseToken     int64
+	RunAt          pgtype.Timestamptz
+	EnqueuedAt     pgtype.Timestamptz
+	AttemptedAt    pgtype.Timestamptz
+	LeaseExpiresAt pgtype.Timestamptz
+	FinalizedAt    pgtype.Timestamptz
+	Worker         pgtype.Text
+	Kind           pgtype.Text
+	UniqueKey      pgtype.Text
+	Errors         []byte
+	Payload        []byte
+}
+
+type PgmsgJobArchive struct {
+	ID          int64
+	QueueID     int32
+	Status      string
+	Priority    int16
+	Attempt     int32
+	MaxAttempts int32
+	EnqueuedAt  pgtype.Timestamptz
+	AttemptedAt pgtype.Timestamptz
+	FinishedAt  pgtype.Timestamptz
+	Kind        pgtype.Text
+	UniqueKey   pgtype.Text
+	Errors      []byte
+	Payload     []byte
+}
+
+type PgmsgMaintenanceEvent struct {
+	EventID   int64
+	At        pgtype.Timestamptz
+	Kind      string
+	Topic     string
+	GroupName pgtype.Text
+	Partition pgtype.Int4
+	Detail    []byte
+}
+
+type PgmsgQueue struct {
+	QueueID          int32
+	Name             string
+	MaxAttempts      int32
+	Lease            pgtype.Interval
+	RetryBackoff     pgtype.Interval
+	RetryBackoffMax  pgtype.Interval
+	ArchiveRetention pgtype.Interval
+	MaxPayloadBytes  int32
+	CreatedAt        pgtype.Timestamptz
 }
 
 type PgmsgRecord struct {
@@ -48,6 +120,18 @@ type PgmsgSegment struct {
 	CreatedAt   pgtype.Timestamptz
 }
 
+type PgmsgToken struct {
+	TokenID    int64
+	Name       string
+	TokenHash  []byte
+	Prefix     string
+	Scopes     []string
+	CreatedAt  pgtype.Timestamptz
+	ExpiresAt  pgtype.Timestamptz
+	RevokedAt  pgtype.Timestamptz
+	LastUsedAt pgtype.Timestamptz
+}
+
 type PgmsgTopic struct {
 	TopicID        int32
 	Name           string
@@ -64,4 +148,5 @@ type PgmsgTopicPartition struct {
 	NextOffset  int64
 	StartOffset int64
 	SegmentEnd  int64
+	CompactedTo int64
 }

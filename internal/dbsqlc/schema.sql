@@ -32,6 +32,7 @@ CREATE TABLE "pgmsg".topic_partition (
     next_offset  bigint  NOT NULL DEFAULT 0,   -- offset the next record gets
     start_offset bigint  NOT NULL DEFAULT 0,   -- lowest offset still stored
     segment_end  bigint  NOT NULL DEFAULT 0,   -- exclusive end of created segments
+    compacted_to bigint  NOT NULL DEFAULT 0,   -- next_offset when compaction last ran
     PRIMARY KEY (topic_id, partition)
 ) WITH (fillfactor = 50);
 
@@ -85,9 +86,33 @@ CREATE TABLE "pgmsg".group_cursor (
     claim_owner      text,
     claimed_at       timestamptz,
     committed_at     timestamptz,
+    -- Membership (group_heartbeat): the member the partition is assigned
+    -- to, the assignment's generation, and the member it is being handed to
+    -- once the owner's live claim ends.
+    owner            text,
+    owner_epoch      bigint NOT NULL DEFAULT 0,
+    next_owner       text,
+    owned_at         timestamptz,
+    -- Records this group never read because retention's hard limit dropped
+    -- them first (never silent: also logged in maintenance_event).
+    skipped          bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (topic_id, group_name, partition),
     FOREIGN KEY (topic_id, group_name) REFERENCES "pgmsg".consumer_group ON DELETE CASCADE
 ) WITH (fillfactor = 50);
+
+-- Live members of a group (group_heartbeat). A member whose last heartbeat
+-- is older than its session timeout (database clock) is dead: the next
+-- heartbeat of any member removes it and reassigns its partitions.
+CREATE TABLE "pgmsg".group_member (
+    topic_id        integer     NOT NULL,
+    group_name      text        NOT NULL,
+    member_id       text        NOT NULL,
+    joined_at       timestamptz NOT NULL,
+    heartbeat_at    timestamptz NOT NULL,
+    session_timeout interval    NOT NULL,
+    PRIMARY KEY (topic_id, group_name, member_id),
+    FOREIGN KEY (topic_id, group_name) REFERENCES "pgmsg".consumer_group ON DELETE CASCADE
+);
 
 -- ---------------------------------------------------------------------------
 -- Errors. Every error pgmsg raises has SQLSTATE class PM; the Go library maps
@@ -299,6 +324,37 @@ BEGIN
     RETURN t;
 END $$;
 
+-- topic_configure changes a topic's settings: each key of p_settings is
+-- set, and a key whose value is JSON null is removed. segment_records
+-- (applies to segments created from now on) and max_record_bytes are
+-- validated as in topic_create.
+CREATE FUNCTION "pgmsg".topic_configure(p_name text, p_settings jsonb)
+RETURNS "pgmsg".topic LANGUAGE plpgsql AS $$
+DECLARE
+    t    "pgmsg".topic := "pgmsg"._topic(p_name);
+    seg  bigint;
+    maxb integer;
+BEGIN
+    IF p_settings IS NULL OR jsonb_typeof(p_settings) <> 'object' THEN
+        PERFORM "pgmsg"._raise('PM004', 'topic settings must be a JSON object');
+    END IF;
+    BEGIN
+        seg  := coalesce((p_settings->>'segment_records')::bigint, t.segment_records);
+        maxb := coalesce((p_settings->>'max_record_bytes')::integer, t.max_record_bytes);
+    EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+        PERFORM "pgmsg"._raise('PM004', 'segment_records and max_record_bytes must be integers');
+    END;
+    IF seg < 16 OR maxb < 1 THEN
+        PERFORM "pgmsg"._raise('PM004', 'segment_records must be >= 16 and max_record_bytes >= 1');
+    END IF;
+    UPDATE "pgmsg".topic SET
+        segment_records = seg, max_record_bytes = maxb,
+        config = jsonb_strip_nulls(config || (p_settings - 'segment_records' - 'max_record_bytes'))
+    WHERE topic_id = t.topic_id
+    RETURNING * INTO t;
+    RETURN t;
+END $$;
+
 -- topic_delete drops a topic, its records (whole tables, no DELETE) and its groups.
 CREATE FUNCTION "pgmsg".topic_delete(p_name text) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -342,6 +398,36 @@ END $$;
 -- Publish
 -- ---------------------------------------------------------------------------
 
+-- _backpressure raises PM014 when publishing p_n more records would put the
+-- partition more than the topic's max_lag_records ahead of its slowest
+-- group. Only topics with the setting pay for the check (primary-key reads
+-- of the group cursors). Expired groups are deleted by maintenance and stop
+-- counting then.
+CREATE FUNCTION "pgmsg"._backpressure(t "pgmsg".topic, p_partition integer, p_n integer)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    max_lag bigint;
+    tip     bigint;
+    slowest bigint;
+    grp     text;
+BEGIN
+    BEGIN
+        max_lag := (t.config->>'max_lag_records')::bigint;
+    EXCEPTION WHEN OTHERS THEN
+        RETURN;
+    END;
+    SELECT tp.next_offset INTO tip FROM "pgmsg".topic_partition tp
+     WHERE tp.topic_id = t.topic_id AND tp.partition = p_partition;
+    SELECT c.next_offset, c.group_name INTO slowest, grp FROM "pgmsg".group_cursor c
+     WHERE c.topic_id = t.topic_id AND c.partition = p_partition
+     ORDER BY c.next_offset LIMIT 1;
+    IF slowest IS NOT NULL AND tip + p_n - slowest > max_lag THEN
+        PERFORM "pgmsg"._raise('PM014', format(
+            'backpressure: topic %s partition %s would be %s records ahead of group %s (max_lag_records %s)',
+            quote_literal(t.name), p_partition, tip + p_n - slowest, quote_literal(grp), max_lag));
+    END IF;
+END $$;
+
 -- _append reserves offsets on one partition and inserts the batch, in the
 -- caller's transaction. The counter UPDATE takes the partition's row lock,
 -- held until commit: that is what orders commits by offset. It is the only
@@ -355,6 +441,9 @@ DECLARE
     base    bigint;
     seg_end bigint;
 BEGIN
+    IF t.config ? 'max_lag_records' THEN
+        PERFORM "pgmsg"._backpressure(t, p_partition, n);
+    END IF;
     UPDATE "pgmsg".topic_partition c
        SET next_offset = c.next_offset + n
      WHERE c.topic_id = t.topic_id AND c.partition = p_partition
@@ -493,7 +582,7 @@ END $$;
 CREATE FUNCTION "pgmsg".claim(p_topic text, p_group text, p_max_records integer DEFAULT 100,
                                  p_lease interval DEFAULT '30 seconds', p_partition integer DEFAULT NULL,
                                  p_max_bytes bigint DEFAULT NULL, p_start text DEFAULT 'earliest',
-                                 p_member text DEFAULT NULL)
+                                 p_member text DEFAULT NULL, p_require_owner boolean DEFAULT false)
 RETURNS TABLE (partition integer, claim_epoch bigint, claim_expires_at timestamptz, "offset" bigint,
                "timestamp" timestamptz, key bytea, value bytea, headers jsonb)
 LANGUAGE plpgsql
@@ -507,6 +596,7 @@ DECLARE
     c_epoch bigint;
     tip     bigint;
     v_last  bigint;
+    v_bytes bigint;
     expires timestamptz;
     n       bigint;
 BEGIN
@@ -523,12 +613,28 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM "pgmsg".consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group) THEN
         PERFORM "pgmsg".group_create(p_topic, p_group, p_start);
     END IF;
+    IF p_require_owner THEN
+        -- Membership mode: only partitions assigned to p_member and not being
+        -- handed over. A member the group declared dead must rejoin first.
+        IF NOT EXISTS (SELECT 1 FROM "pgmsg".group_member m WHERE m.topic_id = t.topic_id
+                       AND m.group_name = p_group AND m.member_id = p_member) THEN
+            PERFORM "pgmsg"._raise('PM013', format('member %s is not in group %s (left, or its session expired): heartbeat to rejoin',
+                                                      left(quote_literal(coalesce(p_member, '')), 210), quote_literal(p_group)));
+        END IF;
+        IF p_partition IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM "pgmsg".group_cursor c WHERE c.topic_id = t.topic_id AND c.group_name = p_group
+               AND c.partition = p_partition AND c.owner = p_member AND c.next_owner IS NULL) THEN
+            PERFORM "pgmsg"._raise('PM012', format('partition %s of topic %s is not assigned to member %s',
+                                                      p_partition, quote_literal(t.name), left(quote_literal(p_member), 210)));
+        END IF;
+    END IF;
 
     SELECT c.partition, c.next_offset, c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
     FROM "pgmsg".group_cursor c
     JOIN "pgmsg".topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
     WHERE c.topic_id = t.topic_id AND c.group_name = p_group
       AND (p_partition IS NULL OR c.partition = p_partition)
+      AND (NOT p_require_owner OR (c.owner = p_member AND c.next_owner IS NULL))
       AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts)
       AND tp.next_offset > c.next_offset
     ORDER BY c.claimed_at NULLS FIRST, c.partition
@@ -539,31 +645,43 @@ BEGIN
     END IF;
 
     expires := now_ts + p_lease;
-    v_last := least(tip - 1, c_next + p_max_records - 1);
-    IF p_max_bytes IS NOT NULL THEN
-        -- Stop before the record that would take the claim past p_max_bytes,
-        -- but always hand out at least one record.
-        SELECT coalesce(max(s.o), c_next) INTO v_last FROM (
-            SELECT r."offset" AS o,
-                   sum(coalesce(octet_length(r.value), 0) + coalesce(octet_length(r.key), 0))
-                       OVER (ORDER BY r."offset") AS cum
-            FROM "pgmsg".record r
-            WHERE r.topic_id = t.topic_id AND r.partition = c_part
-              AND r."offset" BETWEEN c_next AND v_last
-        ) s WHERE s.cum <= p_max_bytes;
-    END IF;
+    LOOP
+        v_last := least(tip - 1, c_next + p_max_records - 1);
+        IF p_max_bytes IS NOT NULL THEN
+            -- Stop before the record that would take the claim past
+            -- p_max_bytes, but always hand out at least one record.
+            SELECT max(s.o) INTO v_bytes FROM (
+                SELECT r."offset" AS o, row_number() OVER (ORDER BY r."offset") AS rn,
+                       sum(coalesce(octet_length(r.value), 0) + coalesce(octet_length(r.key), 0))
+                           OVER (ORDER BY r."offset") AS cum
+                FROM "pgmsg".record r
+                WHERE r.topic_id = t.topic_id AND r.partition = c_part
+                  AND r."offset" BETWEEN c_next AND v_last
+            ) s WHERE s.cum <= p_max_bytes OR s.rn = 1;
+            v_last := coalesce(v_bytes, v_last);
+        END IF;
 
-    RETURN QUERY
-    SELECT r.partition, c_epoch + 1, expires, r."offset", r."timestamp", r.key, r.value, r.headers
-    FROM "pgmsg".record r
-    WHERE r.topic_id = t.topic_id AND r.partition = c_part
-      AND r."offset" BETWEEN c_next AND v_last
-    ORDER BY r."offset";
-    GET DIAGNOSTICS n = ROW_COUNT;
+        RETURN QUERY
+        SELECT r.partition, c_epoch + 1, expires, r."offset", r."timestamp", r.key, r.value, r.headers
+        FROM "pgmsg".record r
+        WHERE r.topic_id = t.topic_id AND r.partition = c_part
+          AND r."offset" BETWEEN c_next AND v_last
+        ORDER BY r."offset";
+        GET DIAGNOSTICS n = ROW_COUNT;
+        EXIT WHEN n > 0;
+        -- Compaction removed every record of the range: nothing to deliver,
+        -- so the cursor moves past it (offsets of a compacted topic have gaps).
+        UPDATE "pgmsg".group_cursor c SET next_offset = v_last + 1
+         WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.partition = c_part;
+        c_next := v_last + 1;
+        IF c_next >= tip THEN
+            RETURN;
+        END IF;
+    END LOOP;
 
     UPDATE "pgmsg".group_cursor c
        SET claim_epoch = c.claim_epoch + 1, claim_start = c_next,
-           claim_end = c_next + n - 1, claim_expires_at = expires,
+           claim_end = v_last, claim_expires_at = expires,
            claim_owner = p_member, claimed_at = now_ts
      WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.partition = c_part;
 END $$;
@@ -690,13 +808,13 @@ END $$;
 CREATE FUNCTION "pgmsg".group_list(p_topic text DEFAULT NULL, p_group text DEFAULT NULL)
 RETURNS TABLE (topic text, group_name text, partition integer, next_offset bigint, end_offset bigint,
                lag bigint, claim_epoch bigint, claim_owner text, claim_expires_at timestamptz,
-               committed_at timestamptz)
+               committed_at timestamptz, owner text, owner_epoch bigint, skipped bigint)
 LANGUAGE sql STABLE AS $$
     SELECT t.name, c.group_name, c.partition, c.next_offset, tp.next_offset,
            greatest(tp.next_offset - c.next_offset, 0), c.claim_epoch,
            CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_owner END,
            CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_expires_at END,
-           c.committed_at
+           c.committed_at, c.owner, c.owner_epoch, c.skipped
     FROM "pgmsg".group_cursor c
     JOIN "pgmsg".topic t ON t.topic_id = c.topic_id
     JOIN "pgmsg".topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
@@ -727,4 +845,1523 @@ BEGIN
       AND r."offset" >= p_from AND r."offset" < p_from + greatest(p_max_records, 0)
     ORDER BY r."offset";
 END $$;
+
+-- ---------------------------------------------------------------------------
+-- Group membership: automatic, sticky partition assignment (docs/architecture.md)
+-- ---------------------------------------------------------------------------
+
+-- _rebalance recomputes a group's assignment. The caller holds the
+-- consumer_group row lock, so rebalances of one group never interleave.
+-- Steps: remove dead members (ending their live claims, which fences their
+-- late commits); spread partitions evenly (sizes differ by at most one,
+-- members already owning more get the larger share); keep each member's
+-- lowest partitions up to its share; hand the rest out. An unowned
+-- partition moves at once; a partition taken from a live member is marked
+-- next_owner and moves when that member's live claim ends (it may commit
+-- it), so two members never process a partition at the same time.
+CREATE FUNCTION "pgmsg"._rebalance(p_topic_id integer, p_group text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    now_ts   timestamptz := clock_timestamp();
+    members  text[];
+    n_mem    integer;
+    n_parts  integer;
+    base     integer;
+    extra    integer;
+    quota    integer;
+    owned    integer[];
+    free     integer[] := '{}';
+    takers   text[] := '{}';
+    needs    integer[] := '{}';
+    i        integer;
+    k        integer;
+    j        integer := 1;
+BEGIN
+    WITH dead AS (
+        DELETE FROM "pgmsg".group_member m
+         WHERE m.topic_id = p_topic_id AND m.group_name = p_group
+           AND m.heartbeat_at + m.session_timeout < now_ts
+        RETURNING m.member_id
+    )
+    UPDATE "pgmsg".group_cursor c
+       SET claim_epoch = c.claim_epoch + 1, claim_start = NULL, claim_end = NULL,
+           claim_expires_at = NULL, claim_owner = NULL
+     WHERE c.topic_id = p_topic_id AND c.group_name = p_group
+       AND c.claim_expires_at > now_ts AND c.claim_owner IN (SELECT member_id FROM dead);
+
+    -- Partitions of members that are gone become unowned.
+    UPDATE "pgmsg".group_cursor c SET owner = NULL, next_owner = NULL
+     WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.owner IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM "pgmsg".group_member m WHERE m.topic_id = p_topic_id
+                       AND m.group_name = p_group AND m.member_id = c.owner);
+
+    SELECT array_agg(s.member_id ORDER BY s.cnt DESC, s.member_id) INTO members FROM (
+        SELECT m.member_id, (SELECT count(*) FROM "pgmsg".group_cursor c WHERE c.topic_id = p_topic_id
+                             AND c.group_name = p_group AND c.owner = m.member_id) AS cnt
+        FROM "pgmsg".group_member m WHERE m.topic_id = p_topic_id AND m.group_name = p_group) s;
+    n_mem := coalesce(cardinality(members), 0);
+    IF n_mem = 0 THEN
+        RETURN;
+    END IF;
+    SELECT count(*) INTO n_parts FROM "pgmsg".group_cursor c WHERE c.topic_id = p_topic_id AND c.group_name = p_group;
+    base := n_parts / n_mem;
+    extra := n_parts % n_mem;
+
+    FOR i IN 1 .. n_mem LOOP
+        quota := base + CASE WHEN i <= extra THEN 1 ELSE 0 END;
+        SELECT coalesce(array_agg(c.partition ORDER BY c.partition), '{}') INTO owned
+        FROM "pgmsg".group_cursor c WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.owner = members[i];
+        IF cardinality(owned) > quota THEN
+            free := free || owned[quota + 1 :];
+        ELSIF cardinality(owned) < quota THEN
+            takers := takers || members[i];
+            needs := needs || (quota - cardinality(owned));
+        END IF;
+    END LOOP;
+    free := (SELECT coalesce(array_agg(c.partition ORDER BY c.partition), '{}') FROM "pgmsg".group_cursor c
+             WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.owner IS NULL) || free;
+
+    -- Hand-overs are recomputed from scratch each time.
+    UPDATE "pgmsg".group_cursor c SET next_owner = NULL
+     WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.next_owner IS NOT NULL
+       AND c.partition <> ALL (free);
+    FOR i IN 1 .. coalesce(cardinality(takers), 0) LOOP
+        FOR k IN 1 .. needs[i] LOOP
+            UPDATE "pgmsg".group_cursor c
+               SET owner       = CASE WHEN c.owner IS NULL THEN takers[i] ELSE c.owner END,
+                   owner_epoch = CASE WHEN c.owner IS NULL THEN c.owner_epoch + 1 ELSE c.owner_epoch END,
+                   owned_at    = CASE WHEN c.owner IS NULL THEN now_ts ELSE c.owned_at END,
+                   next_owner  = CASE WHEN c.owner IS NULL THEN NULL ELSE takers[i] END
+             WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.partition = free[j]
+               AND (c.owner IS NULL OR c.next_owner IS DISTINCT FROM takers[i]);
+            j := j + 1;
+        END LOOP;
+    END LOOP;
+
+    -- A hand-over completes once the old owner holds no live claim.
+    UPDATE "pgmsg".group_cursor c
+       SET owner = c.next_owner, next_owner = NULL, owner_epoch = c.owner_epoch + 1, owned_at = now_ts
+     WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.next_owner IS NOT NULL
+       AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts);
+END $$;
+
+-- group_heartbeat joins p_member to the group (created at p_start if new)
+-- or keeps it alive, rebalances, and returns the member's assignment:
+-- partitions it owns with their generation (owner_epoch) and whether each
+-- is being handed over (revoking: finish the live claim, claim no more).
+-- joined is true when the member was not in the group before this call
+-- (first join, or its session had expired: its old partitions are lost).
+CREATE FUNCTION "pgmsg".group_heartbeat(p_topic text, p_group text, p_member text,
+                                           p_session_timeout interval DEFAULT '10 seconds',
+                                           p_start text DEFAULT 'earliest')
+RETURNS TABLE (joined boolean, partitions integer[], owner_epochs bigint[], revoking boolean[])
+LANGUAGE plpgsql AS $$
+DECLARE
+    t        "pgmsg".topic := "pgmsg"._topic(p_topic);
+    v_joined boolean;
+BEGIN
+    PERFORM "pgmsg"._check_name('member', p_member);
+    IF p_session_timeout IS NULL OR p_session_timeout <= interval '0' THEN
+        PERFORM "pgmsg"._raise('PM004', 'session timeout must be positive');
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM "pgmsg".consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group) THEN
+        PERFORM "pgmsg".group_create(p_topic, p_group, p_start);
+    END IF;
+    PERFORM 1 FROM "pgmsg".consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group FOR UPDATE;
+    UPDATE "pgmsg".group_member m SET heartbeat_at = clock_timestamp(), session_timeout = p_session_timeout
+     WHERE m.topic_id = t.topic_id AND m.group_name = p_group AND m.member_id = p_member
+       AND m.heartbeat_at + m.session_timeout >= clock_timestamp();
+    v_joined := NOT FOUND;
+    IF v_joined THEN
+        -- New, or dead and not yet removed: (re)join with a clean slate.
+        DELETE FROM "pgmsg".group_member m
+         WHERE m.topic_id = t.topic_id AND m.group_name = p_group AND m.member_id = p_member;
+        UPDATE "pgmsg".group_cursor c
+           SET claim_epoch = c.claim_epoch + 1, claim_start = NULL, claim_end = NULL,
+               claim_expires_at = NULL, claim_owner = NULL
+         WHERE c.topic_id = t.topic_id AND c.group_name = p_group
+           AND c.claim_expires_at > clock_timestamp() AND c.claim_owner = p_member;
+        UPDATE "pgmsg".group_cursor c SET owner = NULL, next_owner = NULL
+         WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND (c.owner = p_member OR c.next_owner = p_member);
+        INSERT INTO "pgmsg".group_member (topic_id, group_name, member_id, joined_at, heartbeat_at, session_timeout)
+        VALUES (t.topic_id, p_group, p_member, clock_timestamp(), clock_timestamp(), p_session_timeout);
+    END IF;
+    PERFORM "pgmsg"._rebalance(t.topic_id, p_group);
+    RETURN QUERY
+    SELECT v_joined,
+           coalesce(array_agg(c.partition ORDER BY c.partition), '{}'),
+           coalesce(array_agg(c.owner_epoch ORDER BY c.partition), '{}'),
+           coalesce(array_agg(c.next_owner IS NOT NULL ORDER BY c.partition), '{}')
+    FROM "pgmsg".group_cursor c
+    WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.owner = p_member;
+END $$;
+
+-- group_leave removes a member at once: its live claims end (their commits
+-- are fenced) and its partitions are reassigned without waiting for the
+-- session timeout. Returns false if it was not a member.
+CREATE FUNCTION "pgmsg".group_leave(p_topic text, p_group text, p_member text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    t       "pgmsg".topic := "pgmsg"._topic(p_topic);
+    v_found boolean;
+BEGIN
+    PERFORM 1 FROM "pgmsg".consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    DELETE FROM "pgmsg".group_member m
+     WHERE m.topic_id = t.topic_id AND m.group_name = p_group AND m.member_id = p_member;
+    v_found := FOUND;
+    UPDATE "pgmsg".group_cursor c
+       SET claim_epoch = c.claim_epoch + 1, claim_start = NULL, claim_end = NULL,
+           claim_expires_at = NULL, claim_owner = NULL
+     WHERE c.topic_id = t.topic_id AND c.group_name = p_group
+       AND c.claim_expires_at > clock_timestamp() AND c.claim_owner = p_member;
+    PERFORM "pgmsg"._rebalance(t.topic_id, p_group);
+    RETURN v_found;
+END $$;
+
+-- group_members lists a group's members with their partitions and whether
+-- their session is still alive (database clock).
+CREATE FUNCTION "pgmsg".group_members(p_topic text, p_group text)
+RETURNS TABLE (member_id text, joined_at timestamptz, heartbeat_at timestamptz, session_timeout interval,
+               alive boolean, partitions integer[])
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    t "pgmsg".topic := "pgmsg"._topic(p_topic);
+BEGIN
+    RETURN QUERY
+    SELECT m.member_id, m.joined_at, m.heartbeat_at, m.session_timeout,
+           m.heartbeat_at + m.session_timeout >= clock_timestamp(),
+           coalesce((SELECT array_agg(c.partition ORDER BY c.partition) FROM "pgmsg".group_cursor c
+                     WHERE c.topic_id = m.topic_id AND c.group_name = m.group_name AND c.owner = m.member_id), '{}')
+    FROM "pgmsg".group_member m
+    WHERE m.topic_id = t.topic_id AND m.group_name = p_group
+    ORDER BY m.member_id;
+END $$;
+
+-- pgmsg 002: the job queue (queues, jobs, dead-letter, archive).
+--
+-- Templated like 001: "pgmsg" is the quoted schema name and 'pgmsg'
+-- the schema name as a string literal.
+--
+-- Life of a job (job.state):
+--
+--   available / scheduled / retrying  -- waiting; claimable once run_at <= now
+--        | job_claim (attempt + 1, lease_token + 1)
+--   running                            -- leased to one worker until lease_expires_at
+--        | job_complete  -> job_archive (status completed)
+--        | job_fail      -> retrying (backoff) or dead (after max_attempts)
+--        | job_snooze    -> scheduled (attempt not counted)
+--        | lease expiry  -> available again (rescue; the attempt counts)
+--   dead                               -- dead-letter: dead_requeue / dead_purge
+--   any state | job_cancel -> job_archive (status cancelled)
+--
+-- "scheduled" and "retrying" only say why a waiting job waits; all three
+-- waiting states become claimable when run_at passes, without any update.
+
+CREATE TABLE "pgmsg".queue (
+    queue_id          integer     GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name              text        NOT NULL UNIQUE,
+    -- Attempts a job gets unless it sets its own.
+    max_attempts      integer     NOT NULL DEFAULT 25 CHECK (max_attempts >= 1),
+    -- Visibility timeout: how long a claim holds a job unless extended.
+    lease             interval    NOT NULL DEFAULT '30 seconds' CHECK (lease > interval '0'),
+    -- Retry n waits retry_backoff * 2^(n-1), at most retry_backoff_max, +-10% jitter.
+    retry_backoff     interval    NOT NULL DEFAULT '1 second' CHECK (retry_backoff >= interval '0'),
+    retry_backoff_max interval    NOT NULL DEFAULT '1 hour' CHECK (retry_backoff_max >= interval '0'),
+    -- How long archived (completed or cancelled) jobs are kept by archive_prune.
+    archive_retention interval    NOT NULL DEFAULT '7 days' CHECK (archive_retention >= interval '0'),
+    -- Largest payload accepted, in bytes.
+    max_payload_bytes integer     NOT NULL DEFAULT 1048576 CHECK (max_payload_bytes > 0),
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT queue_name_valid CHECK (name ~ '^[A-Za-z0-9._-]{1,200}$')
+);
+
+-- Job ids come from one sequence shared by the job and archive tables, so an
+-- id names one job for its whole life. enqueue_many takes ids ahead of the
+-- insert to report each input row's job, duplicates included.
+CREATE SEQUENCE "pgmsg".job_id_seq;
+
+-- Live jobs: waiting, running and dead. Completed and cancelled jobs move to
+-- job_archive, so this table stays as small as the backlog. No foreign key to
+-- queue: a key check on every insert would take a KEY SHARE lock on the
+-- queue's row, which concurrent enqueuers turn into multixact churn.
+-- Every job is updated a few times (claim, fail, snooze, extend): fillfactor
+-- leaves room so the new row version usually lands on the same page, and
+-- aggressive autovacuum settings keep the dead versions of a busy queue few.
+CREATE TABLE "pgmsg".job (
+    id               bigint      PRIMARY KEY DEFAULT nextval('"pgmsg".job_id_seq'),
+    queue_id         integer     NOT NULL,
+    state            text        NOT NULL,
+    priority         smallint    NOT NULL DEFAULT 0,
+    attempt          integer     NOT NULL DEFAULT 0,
+    max_attempts     integer     NOT NULL CHECK (max_attempts >= 1),
+    -- Fencing token: incremented by every claim. Complete, fail, snooze and
+    -- extend present it, so a worker whose lease was rescued (and the job
+    -- claimed again) changes nothing.
+    lease_token      bigint      NOT NULL DEFAULT 0,
+    run_at           timestamptz NOT NULL,
+    enqueued_at      timestamptz NOT NULL,
+    attempted_at     timestamptz,
+    lease_expires_at timestamptz,
+    finalized_at     timestamptz,             -- when it went dead
+    worker           text,                    -- who holds it (job_claim's p_worker)
+    kind             text,
+    unique_key       text,
+    errors           jsonb,                   -- [{attempt, at, error}], oldest first
+    payload          bytea,
+    CONSTRAINT job_state_valid CHECK (state IN ('available', 'scheduled', 'retrying', 'running', 'dead'))
+) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05);
+
+-- The claim path: exactly the claim order, and only waiting jobs, so the index
+-- holds the backlog and nothing else. A claim reads the first entries of its
+-- queue whose run_at has passed; future jobs of a higher priority are the
+-- only entries it skips.
+--   Limit -> LockRows -> Index Scan using job_claim (queue_id = $1, Filter: run_at <= now)
+CREATE INDEX job_claim ON "pgmsg".job (queue_id, priority DESC, run_at, id)
+    WHERE state IN ('available', 'scheduled', 'retrying');
+
+-- Rescue finds expired leases through this small index (running jobs only);
+-- job_claim probes it once per call.
+CREATE INDEX job_lease ON "pgmsg".job (queue_id, lease_expires_at) WHERE state = 'running';
+
+-- Dead-letter listing and stats.
+CREATE INDEX job_dead ON "pgmsg".job (queue_id, id) WHERE state = 'dead';
+
+-- Unique keys: at most one live (not dead) job per (queue, key).
+CREATE UNIQUE INDEX job_unique_key ON "pgmsg".job (queue_id, unique_key)
+    WHERE unique_key IS NOT NULL AND state <> 'dead';
+
+-- Finished jobs. Insert-only until archive_prune deletes by age.
+CREATE TABLE "pgmsg".job_archive (
+    id           bigint      PRIMARY KEY,
+    queue_id     integer     NOT NULL,
+    status       text        NOT NULL CHECK (status IN ('completed', 'cancelled')),
+    priority     smallint    NOT NULL,
+    attempt      integer     NOT NULL,
+    max_attempts integer     NOT NULL,
+    enqueued_at  timestamptz NOT NULL,
+    attempted_at timestamptz,
+    finished_at  timestamptz NOT NULL,
+    kind         text,
+    unique_key   text,
+    errors       jsonb,
+    payload      bytea
+);
+
+-- Pruning by age and throughput (archived in the last minute) per queue.
+CREATE INDEX job_archive_finished ON "pgmsg".job_archive (queue_id, finished_at);
+
+-- ---------------------------------------------------------------------------
+-- Queues
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION "pgmsg"._queue(p_name text) RETURNS "pgmsg".queue
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    q "pgmsg".queue;
+BEGIN
+    SELECT * INTO q FROM "pgmsg".queue WHERE name = p_name;
+    IF NOT FOUND THEN
+        PERFORM "pgmsg"._raise('PM101', format('unknown queue %s', left(quote_literal(coalesce(p_name, '')), 210)));
+    END IF;
+    RETURN q;
+END $$;
+
+CREATE FUNCTION "pgmsg"._queue_check(q "pgmsg".queue) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF q.max_attempts IS NULL OR q.max_attempts < 1 THEN
+        PERFORM "pgmsg"._raise('PM105', format('max_attempts must be at least 1, got %s', coalesce(q.max_attempts::text, 'NULL')));
+    END IF;
+    IF q.lease IS NULL OR q.lease <= interval '0' THEN
+        PERFORM "pgmsg"._raise('PM004', 'lease must be positive');
+    END IF;
+    IF q.retry_backoff IS NULL OR q.retry_backoff < interval '0' OR q.retry_backoff_max IS NULL
+       OR q.retry_backoff_max < interval '0' THEN
+        PERFORM "pgmsg"._raise('PM004', 'retry_backoff and retry_backoff_max must not be negative');
+    END IF;
+    IF q.archive_retention IS NULL OR q.archive_retention < interval '0' THEN
+        PERFORM "pgmsg"._raise('PM004', 'archive_retention must not be negative');
+    END IF;
+    IF q.max_payload_bytes IS NULL OR q.max_payload_bytes < 1 THEN
+        PERFORM "pgmsg"._raise('PM004', 'max_payload_bytes must be at least 1');
+    END IF;
+END $$;
+
+-- queue_create creates a queue. Settings left NULL take the defaults of the
+-- queue table (max_attempts 25, lease 30s, retry_backoff 1s, retry_backoff_max
+-- 1h, archive_retention 7 days, max_payload_bytes 1 MiB). With
+-- p_if_not_exists an existing queue is returned unchanged; otherwise an
+-- existing name fails with PM102.
+CREATE FUNCTION "pgmsg".queue_create(p_name text, p_max_attempts integer DEFAULT NULL,
+                                        p_lease interval DEFAULT NULL, p_retry_backoff interval DEFAULT NULL,
+                                        p_retry_backoff_max interval DEFAULT NULL,
+                                        p_archive_retention interval DEFAULT NULL,
+                                        p_max_payload_bytes integer DEFAULT NULL,
+                                        p_if_not_exists boolean DEFAULT false)
+RETURNS "pgmsg".queue LANGUAGE plpgsql AS $$
+DECLARE
+    q "pgmsg".queue;
+BEGIN
+    PERFORM "pgmsg"._check_name('queue', p_name);
+    SELECT * INTO q FROM "pgmsg".queue WHERE name = p_name;
+    IF FOUND THEN
+        IF p_if_not_exists THEN
+            RETURN q;
+        END IF;
+        PERFORM "pgmsg"._raise('PM102', format('queue %s already exists', quote_literal(p_name)));
+    END IF;
+    q.name := p_name;
+    q.max_attempts := coalesce(p_max_attempts, 25);
+    q.lease := coalesce(p_lease, interval '30 seconds');
+    q.retry_backoff := coalesce(p_retry_backoff, interval '1 second');
+    q.retry_backoff_max := coalesce(p_retry_backoff_max, interval '1 hour');
+    q.archive_retention := coalesce(p_archive_retention, interval '7 days');
+    q.max_payload_bytes := coalesce(p_max_payload_bytes, 1048576);
+    PERFORM "pgmsg"._queue_check(q);
+    INSERT INTO "pgmsg".queue (name, max_attempts, lease, retry_backoff, retry_backoff_max,
+                                  archive_retention, max_payload_bytes)
+    VALUES (q.name, q.max_attempts, q.lease, q.retry_backoff, q.retry_backoff_max,
+            q.archive_retention, q.max_payload_bytes)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING * INTO q;
+    IF NOT FOUND THEN
+        -- A concurrent creator won.
+        IF p_if_not_exists THEN
+            RETURN "pgmsg"._queue(p_name);
+        END IF;
+        PERFORM "pgmsg"._raise('PM102', format('queue %s already exists', quote_literal(p_name)));
+    END IF;
+    RETURN q;
+END $$;
+
+-- queue_update changes the settings given (non-NULL) of a queue. Jobs already
+-- enqueued keep their max_attempts; the other settings apply at once.
+CREATE FUNCTION "pgmsg".queue_update(p_name text, p_max_attempts integer DEFAULT NULL,
+                                        p_lease interval DEFAULT NULL, p_retry_backoff interval DEFAULT NULL,
+                                        p_retry_backoff_max interval DEFAULT NULL,
+                                        p_archive_retention interval DEFAULT NULL,
+                                        p_max_payload_bytes integer DEFAULT NULL)
+RETURNS "pgmsg".queue LANGUAGE plpgsql AS $$
+DECLARE
+    q "pgmsg".queue := "pgmsg"._queue(p_name);
+BEGIN
+    q.max_attempts := coalesce(p_max_attempts, q.max_attempts);
+    q.lease := coalesce(p_lease, q.lease);
+    q.retry_backoff := coalesce(p_retry_backoff, q.retry_backoff);
+    q.retry_backoff_max := coalesce(p_retry_backoff_max, q.retry_backoff_max);
+    q.archive_retention := coalesce(p_archive_retention, q.archive_retention);
+    q.max_payload_bytes := coalesce(p_max_payload_bytes, q.max_payload_bytes);
+    PERFORM "pgmsg"._queue_check(q);
+    UPDATE "pgmsg".queue u
+       SET max_attempts = q.max_attempts, lease = q.lease, retry_backoff = q.retry_backoff,
+           retry_backoff_max = q.retry_backoff_max, archive_retention = q.archive_retention,
+           max_payload_bytes = q.max_payload_bytes
+     WHERE u.queue_id = q.queue_id
+    RETURNING * INTO q;
+    RETURN q;
+END $$;
+
+-- queue_delete removes a queue with its jobs and archive. A queue that still
+-- has live jobs (waiting, running or dead) fails with PM108 unless p_force.
+CREATE FUNCTION "pgmsg".queue_delete(p_name text, p_force boolean DEFAULT false)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    q "pgmsg".queue := "pgmsg"._queue(p_name);
+BEGIN
+    PERFORM 1 FROM "pgmsg".queue WHERE queue_id = q.queue_id FOR UPDATE;
+    IF NOT p_force AND EXISTS (SELECT 1 FROM "pgmsg".job j WHERE j.queue_id = q.queue_id) THEN
+        PERFORM "pgmsg"._raise('PM108', format('queue %s still has jobs: complete, cancel or purge them, or force', quote_literal(q.name)));
+    END IF;
+    DELETE FROM "pgmsg".job j WHERE j.queue_id = q.queue_id;
+    DELETE FROM "pgmsg".job_archive a WHERE a.queue_id = q.queue_id;
+    DELETE FROM "pgmsg".queue WHERE queue_id = q.queue_id;
+END $$;
+
+CREATE FUNCTION "pgmsg".queue_list() RETURNS SETOF "pgmsg".queue
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM "pgmsg".queue ORDER BY name
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Enqueue
+-- ---------------------------------------------------------------------------
+
+-- enqueue_many inserts a batch of jobs into a queue, in the caller's
+-- transaction, and returns one row per input in input order: the job's id,
+-- whether it was a duplicate (an existing live job with the same unique key,
+-- whose id, state and run_at are returned instead), its state and run_at.
+-- Arrays are parallel to p_payloads; the others may be NULL or shorter
+-- (missing entries are NULL: defaults). Per job: priority (higher first,
+-- -32768..32767, default 0), run_at or delay (not both; default now),
+-- max_attempts (default the queue's), unique key. The queue is created with
+-- default settings if it does not exist, unless p_create_queue is false
+-- (then PM101). Bad input fails the whole batch, writing nothing.
+CREATE FUNCTION "pgmsg".enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL,
+                                        p_priorities integer[] DEFAULT NULL,
+                                        p_run_ats timestamptz[] DEFAULT NULL, p_delays interval[] DEFAULT NULL,
+                                        p_max_attempts integer[] DEFAULT NULL, p_unique_keys text[] DEFAULT NULL,
+                                        p_create_queue boolean DEFAULT true)
+RETURNS TABLE (id bigint, duplicate boolean, state text, run_at timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    q          "pgmsg".queue;
+    n          integer := coalesce(cardinality(p_payloads), 0);
+    now_ts     timestamptz := clock_timestamp();
+    too_big    boolean;
+    bad_delay  boolean;
+    bad_att    boolean;
+    bad_prio   boolean;
+    both_times boolean;
+    has_keys   boolean;
+    wake       boolean;
+    ids        bigint[];
+    r          record;
+    found_id   bigint;
+BEGIN
+    IF p_create_queue THEN
+        SELECT * INTO q FROM "pgmsg".queue WHERE name = p_queue;
+        IF NOT FOUND THEN
+            q := "pgmsg".queue_create(p_queue, p_if_not_exists => true);
+        END IF;
+    ELSE
+        q := "pgmsg"._queue(p_queue);
+    END IF;
+    IF n = 0 THEN
+        PERFORM "pgmsg"._raise('PM010', 'empty batch: enqueue needs at least one job');
+    END IF;
+    IF coalesce(cardinality(p_kinds), 0) > n OR coalesce(cardinality(p_priorities), 0) > n
+       OR coalesce(cardinality(p_run_ats), 0) > n OR coalesce(cardinality(p_delays), 0) > n
+       OR coalesce(cardinality(p_max_attempts), 0) > n OR coalesce(cardinality(p_unique_keys), 0) > n THEN
+        PERFORM "pgmsg"._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts and unique_keys must not be longer than payloads');
+    END IF;
+    SELECT coalesce(bool_or(octet_length(u.p) > q.max_payload_bytes), false),
+           coalesce(bool_or(u.d < interval '0'), false),
+           coalesce(bool_or(u.m < 1), false),
+           coalesce(bool_or(u.pr NOT BETWEEN -32768 AND 32767), false),
+           coalesce(bool_or(u.ra IS NOT NULL AND u.d IS NOT NULL), false),
+           coalesce(bool_or(u.k IS NOT NULL), false),
+           coalesce(bool_or(coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) <= now_ts), false)
+      INTO too_big, bad_delay, bad_att, bad_prio, both_times, has_keys, wake
+      FROM unnest(p_payloads, p_delays, p_max_attempts, p_priorities, p_run_ats, p_unique_keys)
+           AS u(p, d, m, pr, ra, k);
+    IF too_big THEN
+        PERFORM "pgmsg"._raise('PM103', format('payload larger than the queue''s max_payload_bytes (%s)', q.max_payload_bytes));
+    END IF;
+    IF bad_delay THEN
+        PERFORM "pgmsg"._raise('PM104', 'delay must not be negative');
+    END IF;
+    IF bad_att THEN
+        PERFORM "pgmsg"._raise('PM105', 'max_attempts must be at least 1');
+    END IF;
+    IF bad_prio THEN
+        PERFORM "pgmsg"._raise('PM004', 'priority must be between -32768 and 32767');
+    END IF;
+    IF both_times THEN
+        PERFORM "pgmsg"._raise('PM004', 'give a job a run_at or a delay, not both');
+    END IF;
+
+    IF NOT has_keys THEN
+        -- Fast path: ids come from the sequence in input order (nextval is
+        -- increasing within a statement), so ORDER BY id is input order.
+        RETURN QUERY
+        WITH ins AS (
+            INSERT INTO "pgmsg".job AS j (queue_id, state, priority, max_attempts, run_at, enqueued_at, kind, payload)
+            SELECT q.queue_id,
+                   CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
+                   coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.p
+            FROM unnest(p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts)
+                 WITH ORDINALITY AS u(p, kd, pr, ra, d, m, ord)
+            CROSS JOIN LATERAL (SELECT coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) AS at) t
+            ORDER BY u.ord
+            RETURNING j.id, j.state, j.run_at
+        )
+        SELECT ins.id, false, ins.state, ins.run_at FROM ins ORDER BY ins.id;
+    ELSE
+        -- Unique keys: take the ids first so that each input row can be
+        -- matched to its job whether it was inserted or found. ON CONFLICT DO
+        -- NOTHING waits for a concurrent inserter of the same key and then
+        -- skips; the lookup below is a new statement and sees its row.
+        ids := ARRAY(SELECT nextval('"pgmsg".job_id_seq') FROM generate_series(1, n));
+        INSERT INTO "pgmsg".job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind,
+                                         unique_key, payload)
+        SELECT u.id, q.queue_id,
+               CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
+               coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k, u.p
+        FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_unique_keys)
+             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, ord)
+        CROSS JOIN LATERAL (SELECT coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) AS at) t
+        -- Key order: concurrent batches take the unique index's locks in one
+        -- order and cannot deadlock on each other.
+        ORDER BY u.k, u.ord
+        ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING;
+
+        -- A row skipped for a key whose job finished (was archived) before
+        -- this lookup has neither its own job nor a live one: insert it again.
+        FOR r IN
+            SELECT u.id AS id, u.ord AS ord
+            FROM unnest(ids, p_unique_keys) WITH ORDINALITY AS u(id, k, ord)
+            WHERE NOT EXISTS (SELECT 1 FROM "pgmsg".job x WHERE x.id = u.id)
+              AND NOT EXISTS (SELECT 1 FROM "pgmsg".job x WHERE x.queue_id = q.queue_id AND x.unique_key = u.k
+                                                              AND x.state <> 'dead')
+        LOOP
+            LOOP
+                INSERT INTO "pgmsg".job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at,
+                                                 kind, unique_key, payload)
+                SELECT r.id, q.queue_id,
+                       CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
+                       coalesce(p_priorities[r.ord], 0), coalesce(p_max_attempts[r.ord], q.max_attempts),
+                       t.at, now_ts, p_kinds[r.ord], p_unique_keys[r.ord], p_payloads[r.ord]
+                FROM (SELECT coalesce(p_run_ats[r.ord], now_ts + coalesce(p_delays[r.ord], interval '0')) AS at) t
+                ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING
+                RETURNING j.id INTO found_id;
+                EXIT WHEN found_id IS NOT NULL;
+                SELECT x.id INTO found_id FROM "pgmsg".job x
+                WHERE x.queue_id = q.queue_id AND x.unique_key = p_unique_keys[r.ord] AND x.state <> 'dead';
+                EXIT WHEN found_id IS NOT NULL;
+            END LOOP;
+        END LOOP;
+
+        RETURN QUERY
+        SELECT coalesce(own.id, live.id), own.id IS NULL, coalesce(own.state, live.state),
+               coalesce(own.run_at, live.run_at)
+        FROM unnest(ids, p_unique_keys) WITH ORDINALITY AS u(id, k, ord)
+        LEFT JOIN "pgmsg".job own ON own.id = u.id
+        LEFT JOIN LATERAL (
+            SELECT x.id, x.state, x.run_at FROM "pgmsg".job x
+            WHERE own.id IS NULL AND x.queue_id = q.queue_id AND x.unique_key = u.k AND x.state <> 'dead'
+        ) live ON true
+        ORDER BY u.ord;
+    END IF;
+
+    -- A wake-up for idle workers; polling stays the correctness path.
+    IF wake THEN
+        PERFORM pg_notify('pgmsg' || '_log', 'queue:' || q.name);
+    END IF;
+END $$;
+
+-- enqueue inserts one job; see enqueue_many.
+CREATE FUNCTION "pgmsg".enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL,
+                                   p_priority integer DEFAULT 0, p_run_at timestamptz DEFAULT NULL,
+                                   p_delay interval DEFAULT NULL, p_max_attempts integer DEFAULT NULL,
+                                   p_unique_key text DEFAULT NULL, p_create_queue boolean DEFAULT true)
+RETURNS TABLE (id bigint, duplicate boolean, state text, run_at timestamptz)
+LANGUAGE sql AS $$
+    SELECT * FROM "pgmsg".enqueue_many(p_queue, ARRAY[p_payload], ARRAY[p_kind], ARRAY[p_priority],
+                                          ARRAY[p_run_at], ARRAY[p_delay], ARRAY[p_max_attempts],
+                                          ARRAY[p_unique_key], p_create_queue)
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Claim, rescue
+-- ---------------------------------------------------------------------------
+
+-- _rescue makes up to p_limit jobs of a queue whose lease expired claimable
+-- again (their attempt counted; a job out of attempts goes dead), recording
+-- the expiry in the job's errors. Rows locked by someone else are skipped.
+CREATE FUNCTION "pgmsg"._rescue(p_queue_id integer, p_now timestamptz, p_limit integer)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    WITH r AS (
+        SELECT j.id FROM "pgmsg".job j
+        WHERE j.queue_id = p_queue_id AND j.state = 'running' AND j.lease_expires_at <= p_now
+        ORDER BY j.lease_expires_at
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE "pgmsg".job j
+       SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'available' END,
+           finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN p_now END,
+           run_at = p_now, lease_expires_at = NULL, worker = NULL,
+           errors = coalesce(j.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+               'attempt', j.attempt, 'at', p_now,
+               'error', format('lease expired at %s (worker %s stopped without completing the job)',
+                               j.lease_expires_at, coalesce(j.worker, 'unnamed'))))
+      FROM r
+     WHERE j.id = r.id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+
+-- job_rescue rescues up to p_limit expired leases of one queue (or of every
+-- queue) and returns how many. job_claim already does this for its queue;
+-- this is for maintenance and psql.
+CREATE FUNCTION "pgmsg".job_rescue(p_queue text DEFAULT NULL, p_limit integer DEFAULT 1000)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+    total  integer := 0;
+    qid    integer;
+BEGIN
+    FOR qid IN SELECT q.queue_id FROM "pgmsg".queue q WHERE p_queue IS NULL OR q.name = p_queue LOOP
+        total := total + "pgmsg"._rescue(qid, now_ts, p_limit);
+    END LOOP;
+    IF p_queue IS NOT NULL AND NOT FOUND THEN
+        PERFORM "pgmsg"._queue(p_queue);
+    END IF;
+    RETURN total;
+END $$;
+
+-- job_claim leases up to p_limit claimable jobs of a queue to the caller, in
+-- one statement: highest priority first, then oldest run_at, then oldest id.
+-- Each claimed job is 'running', its attempt counted and its lease_token
+-- incremented; the lease lasts p_lease (default the queue's) on the
+-- database clock. Rows other claimers hold are skipped (SKIP LOCKED), so
+-- claimers never wait on each other. Expired leases of the queue are rescued
+-- first. Returns no rows when nothing is claimable.
+CREATE FUNCTION "pgmsg".job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL,
+                                     p_worker text DEFAULT NULL)
+RETURNS TABLE (id bigint, queue text, kind text, payload bytea, priority integer, attempt integer,
+               max_attempts integer, lease_token bigint, lease_expires_at timestamptz, run_at timestamptz,
+               enqueued_at timestamptz, attempted_at timestamptz, unique_key text, errors jsonb)
+LANGUAGE plpgsql
+-- Pin the plan to the ordered scan of job_claim. Right after a burst of
+-- enqueues the statistics still say the queue is nearly empty, and the
+-- planner would pick a bitmap scan of the whole backlog plus a sort (150 ms
+-- for 28k jobs instead of well under 1 ms).
+SET enable_bitmapscan = off SET enable_seqscan = off AS $$
+#variable_conflict use_column
+DECLARE
+    q       "pgmsg".queue := "pgmsg"._queue(p_queue);
+    now_ts  timestamptz := clock_timestamp();
+    expires timestamptz;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        PERFORM "pgmsg"._raise('PM004', 'limit must be at least 1');
+    END IF;
+    IF p_lease IS NOT NULL AND p_lease <= interval '0' THEN
+        PERFORM "pgmsg"._raise('PM004', 'lease must be positive');
+    END IF;
+    expires := now_ts + coalesce(p_lease, q.lease);
+    -- One probe of the small job_lease index.
+    IF EXISTS (SELECT 1 FROM "pgmsg".job j
+               WHERE j.queue_id = q.queue_id AND j.state = 'running' AND j.lease_expires_at <= now_ts) THEN
+        PERFORM "pgmsg"._rescue(q.queue_id, now_ts, 1000);
+    END IF;
+    RETURN QUERY
+    WITH c AS (
+        SELECT j.id FROM "pgmsg".job j
+        WHERE j.queue_id = q.queue_id AND j.state IN ('available', 'scheduled', 'retrying')
+          AND j.run_at <= now_ts
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    ), u AS (
+        UPDATE "pgmsg".job j
+           SET state = 'running', attempt = j.attempt + 1, lease_token = j.lease_token + 1,
+               lease_expires_at = expires, attempted_at = now_ts, worker = p_worker
+          FROM c
+         WHERE j.id = c.id
+        RETURNING j.id, j.kind, j.payload, j.priority, j.attempt, j.max_attempts, j.lease_token,
+                  j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.unique_key, j.errors
+    )
+    SELECT u.id, q.name, u.kind, u.payload, u.priority::integer, u.attempt, u.max_attempts, u.lease_token,
+           u.lease_expires_at, u.run_at, u.enqueued_at, u.attempted_at, u.unique_key, u.errors
+    FROM u
+    ORDER BY u.priority DESC, u.run_at, u.id;
+END $$;
+
+-- ---------------------------------------------------------------------------
+-- Finishing a claimed job. Every call presents (id, lease_token): it applies
+-- only if the job is still 'running' under that token, i.e. still held by
+-- that claim. A lease that expired but was not yet rescued is still held.
+-- ---------------------------------------------------------------------------
+
+-- _not_held raises the error for a job the caller does not hold: PM107 if
+-- no such job exists anywhere, else PM106 naming its current state.
+CREATE FUNCTION "pgmsg"._not_held(p_id bigint, p_token bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    st  text;
+    tok bigint;
+BEGIN
+    SELECT j.state, j.lease_token INTO st, tok FROM "pgmsg".job j WHERE j.id = p_id;
+    IF NOT FOUND THEN
+        SELECT a.status INTO st FROM "pgmsg".job_archive a WHERE a.id = p_id;
+        IF NOT FOUND THEN
+            PERFORM "pgmsg"._raise('PM107', format('unknown job %s', coalesce(p_id::text, 'NULL')));
+        END IF;
+        PERFORM "pgmsg"._raise('PM106', format('job %s is not held by lease %s: it is archived (%s)', p_id, p_token, st));
+    END IF;
+    PERFORM "pgmsg"._raise('PM106', format('job %s is not held by lease %s: it is %s under lease %s',
+                                              p_id, p_token, st, tok));
+END $$;
+
+-- job_complete_many archives (status completed) every job of the arrays
+-- still held under its token, in one statement, and returns their ids. Jobs
+-- not held are left as they are and simply not returned.
+CREATE FUNCTION "pgmsg".job_complete_many(p_ids bigint[], p_tokens bigint[])
+RETURNS TABLE (id bigint) LANGUAGE sql AS $$
+    WITH d AS (
+        DELETE FROM "pgmsg".job j
+        USING unnest(p_ids, p_tokens) AS u(id, token)
+        WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+        RETURNING j.*
+    ), a AS (
+        INSERT INTO "pgmsg".job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
+                                            attempted_at, finished_at, kind, unique_key, errors, payload)
+        SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
+               d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.payload
+        FROM d
+        RETURNING job_archive.id
+    )
+    SELECT a.id FROM a
+$$;
+
+-- job_complete archives one held job; PM106/PM107 if not held.
+CREATE FUNCTION "pgmsg".job_complete(p_id bigint, p_lease_token bigint)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM "pgmsg".job_complete_many(ARRAY[p_id], ARRAY[p_lease_token]);
+    IF NOT FOUND THEN
+        PERFORM "pgmsg"._not_held(p_id, p_lease_token);
+    END IF;
+END $$;
+
+-- _backoff: retry_backoff * 2^(attempt-1), capped at retry_backoff_max, then
+-- +-10% jitter so that jobs failing together do not retry together.
+CREATE FUNCTION "pgmsg"._backoff(p_base interval, p_max interval, p_attempt integer)
+RETURNS interval LANGUAGE sql VOLATILE AS $$
+    SELECT make_interval(secs => least(extract(epoch FROM p_max)::double precision,
+                                       extract(epoch FROM p_base)::double precision
+                                           * power(2::double precision, least(greatest(p_attempt - 1, 0), 60)))
+                                 * (0.9 + 0.2 * random()))
+$$;
+
+-- job_fail records p_error for the held attempt and either schedules a
+-- retry ('retrying', after p_retry_in or else the queue's backoff) or, when
+-- the job is out of attempts or p_dead is set, moves it to the dead-letter
+-- state ('dead'). Returns the job's new state and run_at.
+CREATE FUNCTION "pgmsg".job_fail(p_id bigint, p_lease_token bigint, p_error text,
+                                    p_retry_in interval DEFAULT NULL, p_dead boolean DEFAULT false)
+RETURNS TABLE (state text, run_at timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    j      "pgmsg".job;
+    q      "pgmsg".queue;
+    now_ts timestamptz := clock_timestamp();
+    dead   boolean;
+BEGIN
+    IF p_retry_in IS NOT NULL AND p_retry_in < interval '0' THEN
+        PERFORM "pgmsg"._raise('PM104', 'retry delay must not be negative');
+    END IF;
+    SELECT * INTO j FROM "pgmsg".job x WHERE x.id = p_id AND x.lease_token = p_lease_token AND x.state = 'running'
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM "pgmsg"._not_held(p_id, p_lease_token);
+    END IF;
+    SELECT * INTO q FROM "pgmsg".queue x WHERE x.queue_id = j.queue_id;
+    dead := coalesce(p_dead, false) OR j.attempt >= j.max_attempts;
+    RETURN QUERY
+    UPDATE "pgmsg".job x
+       SET state = CASE WHEN dead THEN 'dead' ELSE 'retrying' END,
+           run_at = CASE WHEN dead THEN x.run_at
+                         ELSE now_ts + coalesce(p_retry_in, "pgmsg"._backoff(q.retry_backoff, q.retry_backoff_max, j.attempt)) END,
+           finalized_at = CASE WHEN dead THEN now_ts END,
+           lease_expires_at = NULL, worker = NULL,
+           errors = coalesce(x.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+               'attempt', j.attempt, 'at', now_ts, 'error', left(coalesce(p_error, ''), 10000)))
+     WHERE x.id = p_id
+    RETURNING x.state, x.run_at;
+END $$;
+
+-- job_snooze puts a held job back to wait p_delay (0: claimable at once, a
+-- release) without counting the attempt. Returns the new run_at.
+CREATE FUNCTION "pgmsg".job_snooze(p_id bigint, p_lease_token bigint, p_delay interval DEFAULT '0')
+RETURNS timestamptz LANGUAGE plpgsql AS $$
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+    v_run  timestamptz;
+    v_q    integer;
+BEGIN
+    IF p_delay IS NULL OR p_delay < interval '0' THEN
+        PERFORM "pgmsg"._raise('PM104', 'snooze delay must not be negative');
+    END IF;
+    UPDATE "pgmsg".job j
+       SET state = CASE WHEN p_delay > interval '0' THEN 'scheduled' ELSE 'available' END,
+           attempt = j.attempt - 1, run_at = now_ts + p_delay, lease_expires_at = NULL, worker = NULL
+     WHERE j.id = p_id AND j.lease_token = p_lease_token AND j.state = 'running'
+    RETURNING j.run_at, j.queue_id INTO v_run, v_q;
+    IF NOT FOUND THEN
+        PERFORM "pgmsg"._not_held(p_id, p_lease_token);
+    END IF;
+    IF p_delay = interval '0' THEN
+        PERFORM pg_notify('pgmsg' || '_log', 'queue:' || (SELECT q.name FROM "pgmsg".queue q WHERE q.queue_id = v_q));
+    END IF;
+    RETURN v_run;
+END $$;
+
+-- job_extend_many pushes the lease of every held job of the arrays to now +
+-- p_lease (default its queue's lease) and returns those extended with their
+-- new expiry; jobs not held are not returned. The worker pool's heartbeat.
+CREATE FUNCTION "pgmsg".job_extend_many(p_ids bigint[], p_tokens bigint[], p_lease interval DEFAULT NULL)
+RETURNS TABLE (id bigint, lease_expires_at timestamptz) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+BEGIN
+    IF p_lease IS NOT NULL AND p_lease <= interval '0' THEN
+        PERFORM "pgmsg"._raise('PM004', 'lease must be positive');
+    END IF;
+    RETURN QUERY
+    UPDATE "pgmsg".job j
+       SET lease_expires_at = now_ts + coalesce(p_lease, q.lease)
+      FROM unnest(p_ids, p_tokens) AS u(id, token), "pgmsg".queue q
+     WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running' AND q.queue_id = j.queue_id
+    RETURNING j.id, j.lease_expires_at;
+END $$;
+
+-- job_extend extends one held job's lease; PM106/PM107 if not held.
+CREATE FUNCTION "pgmsg".job_extend(p_id bigint, p_lease_token bigint, p_lease interval DEFAULT NULL)
+RETURNS timestamptz LANGUAGE plpgsql AS $$
+DECLARE
+    expires timestamptz;
+BEGIN
+    SELECT e.lease_expires_at INTO expires FROM "pgmsg".job_extend_many(ARRAY[p_id], ARRAY[p_lease_token], p_lease) e;
+    IF NOT FOUND THEN
+        PERFORM "pgmsg"._not_held(p_id, p_lease_token);
+    END IF;
+    RETURN expires;
+END $$;
+
+-- job_cancel archives a job (status cancelled) whatever its state: waiting,
+-- running (the worker's completion is then rejected) or dead. Returns false
+-- if the job had already finished (is archived); PM107 if it never existed.
+CREATE FUNCTION "pgmsg".job_cancel(p_id bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    WITH d AS (
+        DELETE FROM "pgmsg".job j WHERE j.id = p_id RETURNING j.*
+    )
+    INSERT INTO "pgmsg".job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
+                                        attempted_at, finished_at, kind, unique_key, errors, payload)
+    SELECT d.id, d.queue_id, 'cancelled', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
+           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.payload
+    FROM d;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    IF EXISTS (SELECT 1 FROM "pgmsg".job_archive a WHERE a.id = p_id) THEN
+        RETURN false;
+    END IF;
+    PERFORM "pgmsg"._raise('PM107', format('unknown job %s', coalesce(p_id::text, 'NULL')));
+    RETURN false;
+END $$;
+
+-- ---------------------------------------------------------------------------
+-- Inspection, dead-letter tools
+-- ---------------------------------------------------------------------------
+
+-- job_get returns one job wherever it is: live (state available, scheduled,
+-- retrying, running or dead) or archived (state completed or cancelled).
+-- PM107 if there is no such job.
+CREATE FUNCTION "pgmsg".job_get(p_id bigint)
+RETURNS TABLE (id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer,
+               max_attempts integer, lease_token bigint, lease_expires_at timestamptz, run_at timestamptz,
+               enqueued_at timestamptz, attempted_at timestamptz, finished_at timestamptz, worker text,
+               unique_key text, errors jsonb)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT j.id, q.name, j.state, j.kind, j.payload, j.priority::integer, j.attempt, j.max_attempts, j.lease_token,
+           j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors
+    FROM "pgmsg".job j JOIN "pgmsg".queue q ON q.queue_id = j.queue_id
+    WHERE j.id = p_id
+    UNION ALL
+    SELECT a.id, q.name, a.status, a.kind, a.payload, a.priority::integer, a.attempt, a.max_attempts, NULL::bigint,
+           NULL::timestamptz, NULL::timestamptz, a.enqueued_at, a.attempted_at, a.finished_at, NULL::text,
+           a.unique_key, a.errors
+    FROM "pgmsg".job_archive a JOIN "pgmsg".queue q ON q.queue_id = a.queue_id
+    WHERE a.id = p_id;
+    IF NOT FOUND THEN
+        PERFORM "pgmsg"._raise('PM107', format('unknown job %s', coalesce(p_id::text, 'NULL')));
+    END IF;
+END $$;
+
+-- dead_list pages through a queue's dead jobs by id (after p_after_id),
+-- optionally only those of one kind.
+CREATE FUNCTION "pgmsg".dead_list(p_queue text, p_kind text DEFAULT NULL, p_limit integer DEFAULT 100,
+                                     p_after_id bigint DEFAULT 0)
+RETURNS TABLE (id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer,
+               max_attempts integer, lease_token bigint, lease_expires_at timestamptz, run_at timestamptz,
+               enqueued_at timestamptz, attempted_at timestamptz, finished_at timestamptz, worker text,
+               unique_key text, errors jsonb)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    q "pgmsg".queue := "pgmsg"._queue(p_queue);
+BEGIN
+    RETURN QUERY
+    SELECT j.id, q.name, j.state, j.kind, j.payload, j.priority::integer, j.attempt, j.max_attempts, j.lease_token,
+           j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors
+    FROM "pgmsg".job j
+    WHERE j.queue_id = q.queue_id AND j.state = 'dead' AND j.id > coalesce(p_after_id, 0)
+      AND (p_kind IS NULL OR j.kind = p_kind)
+    ORDER BY j.id
+    LIMIT greatest(coalesce(p_limit, 100), 0);
+END $$;
+
+-- dead_requeue makes dead jobs of a queue available again with their
+-- attempts reset (their error history is kept): the jobs in p_ids, or all
+-- dead jobs (of p_kind, if given) when p_ids is NULL, at most p_limit per
+-- call. A dead job whose unique key is now taken by a live job stays dead.
+-- Returns how many were requeued.
+CREATE FUNCTION "pgmsg".dead_requeue(p_queue text, p_ids bigint[] DEFAULT NULL, p_kind text DEFAULT NULL,
+                                        p_limit integer DEFAULT 10000)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    q      "pgmsg".queue := "pgmsg"._queue(p_queue);
+    now_ts timestamptz := clock_timestamp();
+    n      integer;
+BEGIN
+    WITH r AS (
+        SELECT j.id FROM "pgmsg".job j
+        WHERE j.queue_id = q.queue_id AND j.state = 'dead'
+          AND (p_ids IS NULL OR j.id = ANY (p_ids))
+          AND (p_kind IS NULL OR j.kind = p_kind)
+          AND (j.unique_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM "pgmsg".job l
+                WHERE l.queue_id = j.queue_id AND l.unique_key = j.unique_key AND l.state <> 'dead'))
+        ORDER BY j.id
+        LIMIT greatest(coalesce(p_limit, 10000), 0)
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE "pgmsg".job j
+       SET state = 'available', attempt = 0, run_at = now_ts, finalized_at = NULL
+      FROM r
+     WHERE j.id = r.id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM pg_notify('pgmsg' || '_log', 'queue:' || q.name);
+    END IF;
+    RETURN n;
+END $$;
+
+-- dead_purge deletes dead jobs of a queue for good: those in p_ids, or all
+-- (of p_kind; dead for longer than p_older_than) when p_ids is NULL, at most
+-- p_limit per call so it never holds many locks. Returns how many.
+CREATE FUNCTION "pgmsg".dead_purge(p_queue text, p_ids bigint[] DEFAULT NULL, p_kind text DEFAULT NULL,
+                                      p_older_than interval DEFAULT NULL, p_limit integer DEFAULT 10000)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    q "pgmsg".queue := "pgmsg"._queue(p_queue);
+    n integer;
+BEGIN
+    DELETE FROM "pgmsg".job j
+    WHERE j.id IN (
+        SELECT x.id FROM "pgmsg".job x
+        WHERE x.queue_id = q.queue_id AND x.state = 'dead'
+          AND (p_ids IS NULL OR x.id = ANY (p_ids))
+          AND (p_kind IS NULL OR x.kind = p_kind)
+          AND (p_older_than IS NULL OR x.finalized_at < clock_timestamp() - p_older_than)
+        ORDER BY x.id
+        LIMIT greatest(coalesce(p_limit, 10000), 0)
+        FOR UPDATE SKIP LOCKED);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+
+-- archive_prune deletes at most p_limit archived jobs finished longer ago
+-- than p_older_than (default: each queue's archive_retention), of one queue
+-- or of all, and returns how many. Call it until it returns less than
+-- p_limit: each call is one short transaction, so pruning never holds long
+-- locks or a long snapshot.
+--   Index Scan using job_archive_finished (queue_id = $1 AND finished_at < $2)
+CREATE FUNCTION "pgmsg".archive_prune(p_queue text DEFAULT NULL, p_older_than interval DEFAULT NULL,
+                                         p_limit integer DEFAULT 1000)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+    left_n integer := greatest(coalesce(p_limit, 1000), 0);
+    n      integer;
+    total  integer := 0;
+    q      "pgmsg".queue;
+BEGIN
+    IF p_older_than IS NOT NULL AND p_older_than < interval '0' THEN
+        PERFORM "pgmsg"._raise('PM004', 'older_than must not be negative');
+    END IF;
+    IF p_queue IS NOT NULL THEN
+        PERFORM "pgmsg"._queue(p_queue);
+    END IF;
+    FOR q IN SELECT * FROM "pgmsg".queue x WHERE p_queue IS NULL OR x.name = p_queue ORDER BY x.queue_id LOOP
+        EXIT WHEN left_n = 0;
+        DELETE FROM "pgmsg".job_archive a
+        WHERE a.ctid = ANY (ARRAY(
+            SELECT x.ctid FROM "pgmsg".job_archive x
+            WHERE x.queue_id = q.queue_id AND x.finished_at < now_ts - coalesce(p_older_than, q.archive_retention)
+            ORDER BY x.finished_at
+            LIMIT left_n));
+        GET DIAGNOSTICS n = ROW_COUNT;
+        total := total + n;
+        left_n := left_n - n;
+    END LOOP;
+    RETURN total;
+END $$;
+
+-- queue_stats: per queue (one or all) the live jobs by state, the archive
+-- size, the age of the oldest claimable job and the jobs archived in the
+-- last minute (throughput). Each count reads one partial index of its state,
+-- so the cost follows the size of that state, never of the whole table;
+-- available/scheduled/retrying share one scan of the backlog (job_claim).
+CREATE FUNCTION "pgmsg".queue_stats(p_queue text DEFAULT NULL)
+RETURNS TABLE (queue text, available bigint, scheduled bigint, running bigint, retrying bigint, dead bigint,
+               archived bigint, oldest_available_seconds double precision, archived_last_minute bigint)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+BEGIN
+    IF p_queue IS NOT NULL THEN
+        PERFORM "pgmsg"._queue(p_queue);
+    END IF;
+    RETURN QUERY
+    SELECT q.name, w.available, w.scheduled, r.running, w.retrying, d.dead, a.archived,
+           coalesce(extract(epoch FROM now_ts - w.oldest)::double precision, 0), m.recent
+    FROM "pgmsg".queue q
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE j.run_at <= now_ts) AS available,
+               count(*) FILTER (WHERE j.run_at > now_ts AND j.state <> 'retrying') AS scheduled,
+               count(*) FILTER (WHERE j.run_at > now_ts AND j.state = 'retrying') AS retrying,
+               min(j.run_at) FILTER (WHERE j.run_at <= now_ts) AS oldest
+        FROM "pgmsg".job j
+        WHERE j.queue_id = q.queue_id AND j.state IN ('available', 'scheduled', 'retrying')) w
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS running FROM "pgmsg".job j WHERE j.queue_id = q.queue_id AND j.state = 'running') r
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS dead FROM "pgmsg".job j WHERE j.queue_id = q.queue_id AND j.state = 'dead') d
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS archived FROM "pgmsg".job_archive x WHERE x.queue_id = q.queue_id) a
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS recent FROM "pgmsg".job_archive x
+        WHERE x.queue_id = q.queue_id AND x.finished_at > now_ts - interval '1 minute') m
+    WHERE p_queue IS NULL OR q.name = p_queue
+    ORDER BY q.name;
+END $$;
+
+-- pgmsg 003: bearer tokens for the HTTP server (`pgmsg serve`).
+--
+-- A token is a random secret shown once at creation; only its SHA-256 is
+-- stored, so a database dump reveals no usable token. Each token has scopes:
+--   publish:PATTERN  consume:PATTERN   (topics)
+--   enqueue:PATTERN  claim:PATTERN     (queues)
+--   admin                              (everything, including admin endpoints)
+-- PATTERN is a name in which '*' matches any run of characters ("orders.*",
+-- "*"). "pgmsg" and 'pgmsg' are templated as in 001_log.up.sql.
+
+CREATE TABLE "pgmsg".token (
+    token_id     bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name         text        NOT NULL,
+    -- sha256 of the whole secret ("pgm_..."): the lookup key of every request.
+    token_hash   bytea       NOT NULL UNIQUE CHECK (octet_length(token_hash) = 32),
+    -- The first characters of the secret, to recognise a token in listings.
+    prefix       text        NOT NULL,
+    scopes       text[]      NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    expires_at   timestamptz,
+    revoked_at   timestamptz,
+    last_used_at timestamptz,
+    CONSTRAINT token_name_valid CHECK (name ~ '^[A-Za-z0-9._-]{1,200}$')
+);
+
+-- A name identifies one live token; a revoked token's name may be reused.
+CREATE UNIQUE INDEX token_name_live ON "pgmsg".token (name) WHERE revoked_at IS NULL;
+
+-- _check_scopes raises PM004 unless every scope is admin or KIND:PATTERN.
+CREATE FUNCTION "pgmsg"._check_scopes(p_scopes text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    s text;
+BEGIN
+    IF p_scopes IS NULL OR cardinality(p_scopes) = 0 THEN
+        PERFORM "pgmsg"._raise('PM004', 'a token needs at least one scope');
+    END IF;
+    FOREACH s IN ARRAY p_scopes LOOP
+        IF s IS NULL OR NOT (s = 'admin' OR s ~ '^(publish|consume|enqueue|claim):[A-Za-z0-9._*-]{1,200}$') THEN
+            PERFORM "pgmsg"._raise('PM004', format(
+                'invalid scope %s: use admin or publish|consume|enqueue|claim:PATTERN (letters, digits, ".", "_", "-", "*")',
+                left(quote_literal(coalesce(s, 'NULL')), 80)));
+        END IF;
+    END LOOP;
+END $$;
+
+-- token_create stores a token given the sha256 of its secret (the secret
+-- itself never reaches the database). Fails with PM003 for a bad name, PM004
+-- for bad scopes and PMA03 when a live token has the name already.
+CREATE FUNCTION "pgmsg".token_create(p_name text, p_token_hash bytea, p_prefix text, p_scopes text[],
+                                        p_expires_at timestamptz DEFAULT NULL)
+RETURNS "pgmsg".token LANGUAGE plpgsql AS $$
+DECLARE
+    tok "pgmsg".token;
+BEGIN
+    PERFORM "pgmsg"._check_name('token', p_name);
+    PERFORM "pgmsg"._check_scopes(p_scopes);
+    IF p_token_hash IS NULL OR octet_length(p_token_hash) <> 32 THEN
+        PERFORM "pgmsg"._raise('PM004', 'token hash must be 32 bytes (sha256)');
+    END IF;
+    IF p_expires_at IS NOT NULL AND p_expires_at <= now() THEN
+        PERFORM "pgmsg"._raise('PM004', 'token expiry must be in the future');
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtext('pgmsg' || '.token.' || p_name));
+    IF EXISTS (SELECT 1 FROM "pgmsg".token t WHERE t.name = p_name AND t.revoked_at IS NULL) THEN
+        PERFORM "pgmsg"._raise('PMA03', format('token %s already exists', quote_literal(p_name)));
+    END IF;
+    INSERT INTO "pgmsg".token (name, token_hash, prefix, scopes, expires_at)
+    VALUES (p_name, p_token_hash, coalesce(p_prefix, ''), p_scopes, p_expires_at)
+    RETURNING * INTO tok;
+    RETURN tok;
+END $$;
+
+-- token_list returns every token, revoked ones too (never the hashes).
+CREATE FUNCTION "pgmsg".token_list()
+RETURNS TABLE (token_id bigint, name text, prefix text, scopes text[], created_at timestamptz,
+               expires_at timestamptz, revoked_at timestamptz, last_used_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT t.token_id, t.name, t.prefix, t.scopes, t.created_at, t.expires_at, t.revoked_at, t.last_used_at
+    FROM "pgmsg".token t ORDER BY t.token_id
+$$;
+
+-- token_revoke revokes a live token by id; PMA01 if there is none.
+CREATE FUNCTION "pgmsg".token_revoke(p_token_id bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE "pgmsg".token SET revoked_at = now() WHERE token_id = p_token_id AND revoked_at IS NULL;
+    IF NOT FOUND THEN
+        PERFORM "pgmsg"._raise('PMA01', format('unknown token %s (or already revoked)', coalesce(p_token_id::text, 'NULL')));
+    END IF;
+END $$;
+
+-- token_verify returns the live (not revoked, not expired) token with this
+-- hash, or no row. It records last use at most once a minute per token, so
+-- verifying is a primary-key read and only rarely a write.
+CREATE FUNCTION "pgmsg".token_verify(p_token_hash bytea)
+RETURNS TABLE (token_id bigint, name text, prefix text, scopes text[], created_at timestamptz,
+               expires_at timestamptz, revoked_at timestamptz, last_used_at timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    tok "pgmsg".token;
+BEGIN
+    SELECT * INTO tok FROM "pgmsg".token t
+    WHERE t.token_hash = p_token_hash AND t.revoked_at IS NULL
+      AND (t.expires_at IS NULL OR t.expires_at > now());
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF tok.last_used_at IS NULL OR tok.last_used_at < now() - interval '1 minute' THEN
+        UPDATE "pgmsg".token t SET last_used_at = now() WHERE t.token_id = tok.token_id;
+        tok.last_used_at := now();
+    END IF;
+    RETURN QUERY SELECT tok.token_id, tok.name, tok.prefix, tok.scopes, tok.created_at,
+                        tok.expires_at, tok.revoked_at, tok.last_used_at;
+END $$;
+
+-- pgmsg 004: operating the log — retention by dropping segments, group
+-- expiry, compaction, and the event log that makes each of them visible.
+-- Run by the maintenance leader (Client.RunMaintenance, `pgmsg maintenance`).
+
+CREATE TABLE "pgmsg".maintenance_event (
+    event_id   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at         timestamptz NOT NULL DEFAULT clock_timestamp(),
+    kind       text        NOT NULL,   -- retention_drop, retention_skip, group_expired, compacted
+    topic      text        NOT NULL,
+    group_name text,
+    partition  integer,
+    detail     jsonb       NOT NULL DEFAULT '{}'
+);
+
+-- _setting reads a numeric topic setting; NULL when absent or not a number.
+CREATE FUNCTION "pgmsg"._setting(p_config jsonb, p_key text) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN (p_config->>p_key)::bigint;
+EXCEPTION WHEN OTHERS THEN
+    RETURN NULL;
+END $$;
+
+-- _segment_bytes: on-disk size of one segment (heap, index, TOAST).
+CREATE FUNCTION "pgmsg"._segment_bytes(p_relname text) RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT pg_total_relation_size(format('%I.%I', 'pgmsg', p_relname)::regclass)
+$$;
+
+-- retention_run drops at most p_max_segments segments, oldest first, and
+-- returns what it dropped. Per topic settings (all optional):
+--   retention_ms / retention_bytes / retention_records  soft limits: the
+--     oldest closed segment of a partition is dropped once one is exceeded
+--     (its newest record is older than retention_ms; or the partition keeps
+--     at least retention_bytes / retention_records without it) AND every
+--     group of the topic has committed past it;
+--   hard_limit_ms / hard_limit_bytes / hard_limit_records  caps: when one
+--     is exceeded the segment goes even if a group has not read it; such
+--     groups jump to the segment's end and their skipped count grows.
+-- Dropping is DROP TABLE: no DELETE, no dead tuples, no vacuum work. Each
+-- drop runs under a savepoint with lock_timeout 500ms: a segment whose
+-- lock is busy (a long transaction reading it) is left for the next run.
+CREATE FUNCTION "pgmsg".retention_run(p_max_segments integer DEFAULT 16)
+RETURNS TABLE (topic text, partition integer, start_offset bigint, end_offset bigint, reason text, skipped bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    seg      record;
+    n        integer := 0;
+    tip      bigint;
+    slowest  bigint;
+    last_ts  timestamptz;
+    p_bytes  bigint;
+    s_bytes  bigint;
+    soft     boolean;
+    hard     boolean;
+    why      text;
+    v_skip   bigint;
+BEGIN
+    PERFORM set_config('lock_timeout', '500ms', true);
+    FOR seg IN
+        SELECT s.topic_id, s.partition, s.start_offset, s.end_offset, s.relname, t.name, t.config
+        FROM "pgmsg".segment s
+        JOIN "pgmsg".topic t ON t.topic_id = s.topic_id
+        JOIN "pgmsg".topic_partition tp ON tp.topic_id = s.topic_id AND tp.partition = s.partition
+        WHERE s.start_offset = tp.start_offset AND s.end_offset <= tp.next_offset
+          AND t.config ?| ARRAY['retention_ms', 'retention_bytes', 'retention_records',
+                                'hard_limit_ms', 'hard_limit_bytes', 'hard_limit_records']
+        ORDER BY s.created_at, s.topic_id, s.partition
+    LOOP
+        EXIT WHEN n >= p_max_segments;
+        SELECT tp.next_offset INTO tip FROM "pgmsg".topic_partition tp
+         WHERE tp.topic_id = seg.topic_id AND tp.partition = seg.partition;
+        -- Newest record of the segment: an index probe, not a scan.
+        SELECT r."timestamp" INTO last_ts FROM "pgmsg".record r
+         WHERE r.topic_id = seg.topic_id AND r.partition = seg.partition
+           AND r."offset" >= seg.start_offset AND r."offset" < seg.end_offset
+         ORDER BY r."offset" DESC LIMIT 1;
+        s_bytes := "pgmsg"._segment_bytes(seg.relname);
+        SELECT coalesce(sum("pgmsg"._segment_bytes(s2.relname)), 0) INTO p_bytes FROM "pgmsg".segment s2
+         WHERE s2.topic_id = seg.topic_id AND s2.partition = seg.partition;
+
+        hard := (last_ts IS NOT NULL AND last_ts < clock_timestamp() - make_interval(secs => "pgmsg"._setting(seg.config, 'hard_limit_ms') / 1000.0))
+             OR p_bytes > "pgmsg"._setting(seg.config, 'hard_limit_bytes')
+             OR tip - seg.start_offset > "pgmsg"._setting(seg.config, 'hard_limit_records');
+        soft := (last_ts IS NULL OR last_ts < clock_timestamp() - make_interval(secs => "pgmsg"._setting(seg.config, 'retention_ms') / 1000.0))
+                 AND seg.config ? 'retention_ms'
+             OR p_bytes - s_bytes >= "pgmsg"._setting(seg.config, 'retention_bytes')
+             OR tip - seg.end_offset >= "pgmsg"._setting(seg.config, 'retention_records');
+        hard := coalesce(hard, false);
+        soft := coalesce(soft, false);
+        CONTINUE WHEN NOT hard AND NOT soft;
+
+        SELECT min(c.next_offset) INTO slowest FROM "pgmsg".group_cursor c
+         WHERE c.topic_id = seg.topic_id AND c.partition = seg.partition;
+        IF NOT hard AND slowest IS NOT NULL AND slowest < seg.end_offset THEN
+            CONTINUE;  -- pinned by a group that has not read it yet
+        END IF;
+        why := CASE WHEN hard THEN 'hard_limit' ELSE 'retention' END;
+
+        BEGIN
+            v_skip := 0;
+            IF hard THEN
+                WITH moved AS (
+                    UPDATE "pgmsg".group_cursor c
+                       SET skipped = c.skipped + (seg.end_offset - c.next_offset),
+                           next_offset = seg.end_offset,
+                           claim_epoch = c.claim_epoch + CASE WHEN c.claim_expires_at IS NOT NULL THEN 1 ELSE 0 END,
+                           claim_start = NULL, claim_end = NULL, claim_expires_at = NULL, claim_owner = NULL
+                     WHERE c.topic_id = seg.topic_id AND c.partition = seg.partition
+                       AND c.next_offset < seg.end_offset
+                    RETURNING c.group_name, c.skipped
+                ), ev AS (
+                    INSERT INTO "pgmsg".maintenance_event (kind, topic, group_name, partition, detail)
+                    SELECT 'retention_skip', seg.name, m.group_name, seg.partition,
+                           jsonb_build_object('segment_start', seg.start_offset, 'segment_end', seg.end_offset,
+                                              'skipped_total', m.skipped)
+                    FROM moved m
+                    RETURNING 1
+                )
+                SELECT count(*) INTO v_skip FROM ev;
+            END IF;
+            EXECUTE format('DROP TABLE %I.%I', 'pgmsg', seg.relname);
+            DELETE FROM "pgmsg".segment s
+             WHERE s.topic_id = seg.topic_id AND s.partition = seg.partition AND s.start_offset = seg.start_offset;
+            UPDATE "pgmsg".topic_partition tp SET start_offset = seg.end_offset
+             WHERE tp.topic_id = seg.topic_id AND tp.partition = seg.partition;
+            INSERT INTO "pgmsg".maintenance_event (kind, topic, partition, detail)
+            VALUES ('retention_drop', seg.name, seg.partition,
+                    jsonb_build_object('segment_start', seg.start_offset, 'segment_end', seg.end_offset,
+                                       'bytes', s_bytes, 'reason', why, 'groups_skipped', v_skip));
+            n := n + 1;
+            topic := seg.name; partition := seg.partition; start_offset := seg.start_offset;
+            end_offset := seg.end_offset; reason := why; skipped := v_skip;
+            RETURN NEXT;
+        EXCEPTION WHEN lock_not_available THEN
+            -- Busy: try again next run.
+            NULL;
+        END;
+    END LOOP;
+END $$;
+
+-- group_expire deletes up to p_max groups that have had no commit, no live
+-- member and no creation for longer than their topic's group_ttl_ms (or
+-- p_default_ttl), so that abandoned groups stop pinning retention and
+-- backpressure. Each expiry is logged in maintenance_event.
+CREATE FUNCTION "pgmsg".group_expire(p_default_ttl interval DEFAULT '7 days', p_max integer DEFAULT 100)
+RETURNS TABLE (topic text, group_name text, last_active timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH idle AS (
+        SELECT g.topic_id, g.group_name, t.name,
+               greatest(g.created_at, g.last_commit_at,
+                        (SELECT max(m.heartbeat_at) FROM "pgmsg".group_member m
+                          WHERE m.topic_id = g.topic_id AND m.group_name = g.group_name)) AS last_active,
+               coalesce(make_interval(secs => "pgmsg"._setting(t.config, 'group_ttl_ms') / 1000.0), p_default_ttl) AS ttl
+        FROM "pgmsg".consumer_group g JOIN "pgmsg".topic t ON t.topic_id = g.topic_id
+    ), gone AS (
+        DELETE FROM "pgmsg".consumer_group g USING (
+            SELECT i.topic_id, i.group_name, i.name, i.last_active FROM idle i
+            WHERE i.last_active < clock_timestamp() - i.ttl
+            ORDER BY i.last_active LIMIT p_max
+        ) x
+        WHERE g.topic_id = x.topic_id AND g.group_name = x.group_name
+        RETURNING x.name, x.group_name, x.last_active
+    ), ev AS (
+        INSERT INTO "pgmsg".maintenance_event (kind, topic, group_name, detail)
+        SELECT 'group_expired', gone.name, gone.group_name, jsonb_build_object('last_active', gone.last_active)
+        FROM gone RETURNING topic, group_name, (detail->>'last_active')::timestamptz
+    )
+    SELECT * FROM ev;
+END $$;
+
+-- compact_run compacts up to p_max_partitions partitions of topics whose
+-- cleanup_policy contains 'compact' and that received records since their
+-- last compaction. In the closed segments (all but the one being written)
+-- it keeps the newest record of each key and deletes the older ones, and
+-- deletes tombstones (NULL value) that are the newest for their key once
+-- older than the topic's delete_retention_ms (default 1 day). Unkeyed
+-- records are kept. Offsets of kept records never change: consumers of a
+-- compacted topic see gaps (claim skips them). This is the one place pgmsg
+-- DELETEs records; autovacuum reclaims the space.
+CREATE FUNCTION "pgmsg".compact_run(p_max_partitions integer DEFAULT 4)
+RETURNS TABLE (topic text, partition integer, closed_end bigint, removed bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    tp        record;
+    v_closed  bigint;
+    v_removed bigint;
+    tomb_ms   bigint;
+BEGIN
+    FOR tp IN
+        SELECT p.topic_id, p.partition, p.next_offset, t.name, t.config
+        FROM "pgmsg".topic_partition p JOIN "pgmsg".topic t ON t.topic_id = p.topic_id
+        WHERE t.config->>'cleanup_policy' LIKE '%compact%' AND p.next_offset > p.compacted_to
+        ORDER BY p.compacted_to - p.next_offset
+        LIMIT p_max_partitions
+        FOR UPDATE OF p SKIP LOCKED
+    LOOP
+        SELECT max(s.start_offset) INTO v_closed FROM "pgmsg".segment s
+         WHERE s.topic_id = tp.topic_id AND s.partition = tp.partition AND s.start_offset < tp.next_offset;
+        tomb_ms := coalesce("pgmsg"._setting(tp.config, 'delete_retention_ms'), 86400000);
+        WITH latest AS (
+            SELECT r.key, max(r."offset") AS o FROM "pgmsg".record r
+            WHERE r.topic_id = tp.topic_id AND r.partition = tp.partition AND r.key IS NOT NULL
+            GROUP BY r.key
+        ), del AS (
+            DELETE FROM "pgmsg".record r USING latest l
+            WHERE r.topic_id = tp.topic_id AND r.partition = tp.partition AND r."offset" < coalesce(v_closed, 0)
+              AND r.key = l.key
+              AND (r."offset" < l.o
+                   OR (r.value IS NULL AND r."timestamp" < clock_timestamp() - make_interval(secs => tomb_ms / 1000.0)))
+            RETURNING 1
+        )
+        SELECT count(*) INTO v_removed FROM del;
+        UPDATE "pgmsg".topic_partition p SET compacted_to = tp.next_offset
+         WHERE p.topic_id = tp.topic_id AND p.partition = tp.partition;
+        INSERT INTO "pgmsg".maintenance_event (kind, topic, partition, detail)
+        VALUES ('compacted', tp.name, tp.partition, jsonb_build_object('closed_end', v_closed, 'removed', v_removed));
+        topic := tp.name; partition := tp.partition; closed_end := coalesce(v_closed, 0); removed := v_removed;
+        RETURN NEXT;
+    END LOOP;
+END $$;
+
+-- segments_ensure creates missing segments ahead of need for every
+-- partition (publishers also do it on the way); partitions whose counter
+-- row is busy are skipped.
+CREATE FUNCTION "pgmsg".segments_ensure() RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    p record;
+    n integer := 0;
+BEGIN
+    FOR p IN
+        SELECT tp.topic_id, tp.partition, tp.next_offset, tp.segment_end, t.segment_records
+        FROM "pgmsg".topic_partition tp JOIN "pgmsg".topic t ON t.topic_id = tp.topic_id
+        WHERE tp.segment_end < tp.next_offset + t.segment_records / 4
+        FOR UPDATE OF tp SKIP LOCKED
+    LOOP
+        PERFORM "pgmsg"._segment_ensure(p.topic_id, p.partition, p.segment_end, p.segment_records, p.next_offset);
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END $$;
+
+-- maintenance_events lists the newest events first.
+CREATE FUNCTION "pgmsg".maintenance_events(p_limit integer DEFAULT 100, p_kind text DEFAULT NULL)
+RETURNS SETOF "pgmsg".maintenance_event
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM "pgmsg".maintenance_event e
+    WHERE p_kind IS NULL OR e.kind = p_kind
+    ORDER BY e.event_id DESC LIMIT p_limit
+$$;
+
+-- maintenance_events_prune deletes up to p_max events older than p_older.
+CREATE FUNCTION "pgmsg".maintenance_events_prune(p_older interval DEFAULT '30 days', p_max integer DEFAULT 10000)
+RETURNS bigint LANGUAGE sql AS $$
+    WITH gone AS (
+        DELETE FROM "pgmsg".maintenance_event e
+        WHERE e.event_id IN (SELECT e2.event_id FROM "pgmsg".maintenance_event e2
+                             WHERE e2.at < clock_timestamp() - p_older ORDER BY e2.event_id LIMIT p_max)
+        RETURNING 1
+    )
+    SELECT count(*) FROM gone
+$$;
+
+-- topic_metrics: per partition, the end and start offsets, segments and
+-- on-disk bytes. Cheap: catalog sizes and primary-key rows only.
+CREATE FUNCTION "pgmsg".topic_metrics()
+RETURNS TABLE (topic text, partition integer, start_offset bigint, end_offset bigint, segments integer, bytes bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT t.name, tp.partition, tp.start_offset, tp.next_offset, count(s.relname)::integer,
+           coalesce(sum("pgmsg"._segment_bytes(s.relname)), 0)::bigint
+    FROM "pgmsg".topic_partition tp
+    JOIN "pgmsg".topic t ON t.topic_id = tp.topic_id
+    LEFT JOIN "pgmsg".segment s ON s.topic_id = tp.topic_id AND s.partition = tp.partition
+    GROUP BY t.name, tp.partition, tp.start_offset, tp.next_offset
+    ORDER BY t.name, tp.partition
+$$;
+
+-- group_metrics: per group and partition, the cursor, lag (end - cursor),
+-- records skipped by hard retention, and the timestamp of the oldest
+-- unconsumed record (one index probe each; NULL when caught up).
+CREATE FUNCTION "pgmsg".group_metrics()
+RETURNS TABLE (topic text, group_name text, partition integer, next_offset bigint, lag bigint, skipped bigint,
+               oldest_unconsumed_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT t.name, c.group_name, c.partition, c.next_offset, greatest(tp.next_offset - c.next_offset, 0), c.skipped,
+           CASE WHEN tp.next_offset > c.next_offset THEN
+               (SELECT r."timestamp" FROM "pgmsg".record r
+                 WHERE r.topic_id = c.topic_id AND r.partition = c.partition AND r."offset" >= c.next_offset
+                 ORDER BY r."offset" LIMIT 1)
+           END
+    FROM "pgmsg".group_cursor c
+    JOIN "pgmsg".topic t ON t.topic_id = c.topic_id
+    JOIN "pgmsg".topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+    ORDER BY t.name, c.group_name, c.partition
+$$;
 

@@ -1,0 +1,269 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+func init() { register(newGroup) }
+
+func newGroup(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "group",
+		Short: "List consumer groups with their lag, reset or delete them",
+		Long: `A consumer group keeps one cursor per partition of a topic: the next offset it
+reads. Lag is how many records are past the cursor. Groups are created by their
+first consume.`,
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:     "list [TOPIC]",
+		Aliases: []string{"ls"},
+		Short:   "List groups with their cursor and lag per partition",
+		Example: `  pgmsg group list
+  pgmsg group list orders -o json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			topic := ""
+			if len(args) == 1 {
+				topic = args[0]
+			}
+			return g.listGroups(cmd, topic)
+		},
+	})
+	var describeTopic string
+	describe := &cobra.Command{
+		Use:   "describe GROUP",
+		Short: "Show a group's members, cursors, owners, lag and live claims on each topic it reads",
+		Example: `  pgmsg group describe billing
+  pgmsg group describe billing --topic orders -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.describeGroup(cmd, describeTopic, args[0])
+		},
+	}
+	describe.Flags().StringVar(&describeTopic, "topic", "", "only this topic")
+	cmd.AddCommand(describe)
+
+	var to string
+	var partition int32
+	reset := &cobra.Command{
+		Use:   "reset GROUP TOPIC --to earliest|latest|OFFSET|TIMESTAMP",
+		Short: "Move a group's cursors (replay or skip); live claims end",
+		Example: `  pgmsg group reset billing orders --to earliest
+  pgmsg group reset billing orders --to 2026-01-02T15:04:05Z
+  pgmsg group reset billing orders --to 42 --partition 0`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if to == "" {
+				return errors.New("--to is required: earliest, latest, an offset or an RFC 3339 timestamp")
+			}
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			var p *int32
+			if cmd.Flags().Changed("partition") {
+				p = &partition
+			}
+			gs, err := c.ResetGroup(cmd.Context(), args[1], args[0], to, p)
+			if err != nil {
+				return err
+			}
+			if js {
+				return g.printJSON(gs)
+			}
+			fmt.Fprintf(g.stdout, "reset group %q on %q to %s:\n", args[0], args[1], to)
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "PARTITION\tCURSOR")
+			for _, gp := range gs {
+				fmt.Fprintf(w, "%d\t%d\n", gp.Partition, gp.NextOffset)
+			}
+			return w.Flush()
+		},
+	}
+	reset.Flags().StringVar(&to, "to", "", "earliest, latest, an offset or an RFC 3339 timestamp")
+	reset.Flags().Int32Var(&partition, "partition", 0, "reset only this partition")
+	cmd.AddCommand(reset)
+
+	cmd.AddCommand(&cobra.Command{
+		Use:     "delete GROUP TOPIC",
+		Aliases: []string{"rm"},
+		Short:   "Delete a group's cursors on a topic",
+		Example: "  pgmsg group delete billing orders",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			ok, err := c.DeleteGroup(cmd.Context(), args[1], args[0])
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("unknown group %q on topic %q", args[0], args[1])
+			}
+			if js {
+				return g.printJSON(map[string]any{"deleted": args[0], "topic": args[1]})
+			}
+			fmt.Fprintf(g.stdout, "deleted group %q on %q\n", args[0], args[1])
+			return nil
+		},
+	})
+	return cmd
+}
+
+func (g *globals) listGroups(cmd *cobra.Command, topic string) error {
+	js, err := g.jsonOutput()
+	if err != nil {
+		return err
+	}
+	c, done, err := g.client(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer done()
+	if topic != "" {
+		if _, err := c.DescribeTopic(cmd.Context(), topic); err != nil {
+			return err
+		}
+	}
+	gs, err := c.ListGroups(cmd.Context(), topic, "")
+	if err != nil {
+		return err
+	}
+	if js {
+		if gs == nil {
+			gs = []pgmsg.GroupPartition{}
+		}
+		return g.printJSON(gs)
+	}
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tGROUP\tPARTITION\tCURSOR\tEND\tLAG")
+	total := map[[2]string]int64{}
+	var order [][2]string
+	for _, gp := range gs {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\n", gp.Topic, gp.Group, gp.Partition, gp.NextOffset, gp.EndOffset, gp.Lag)
+		k := [2]string{gp.Topic, gp.Group}
+		if _, ok := total[k]; !ok {
+			order = append(order, k)
+		}
+		total[k] += gp.Lag
+	}
+	if len(gs) == 0 {
+		fmt.Fprintln(w, "(no groups)")
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(order) > 1 || (len(order) == 1 && len(gs) > 1) {
+		fmt.Fprintln(g.stdout)
+		w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "TOPIC\tGROUP\tTOTAL LAG")
+		for _, k := range order {
+			fmt.Fprintf(w, "%s\t%s\t%d\n", k[0], k[1], total[k])
+		}
+		return w.Flush()
+	}
+	return nil
+}
+
+func (g *globals) describeGroup(cmd *cobra.Command, topic, group string) error {
+	js, err := g.jsonOutput()
+	if err != nil {
+		return err
+	}
+	c, done, err := g.client(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer done()
+	var topics []string
+	if topic != "" {
+		topics = []string{topic}
+	} else {
+		gs, err := c.ListGroups(cmd.Context(), "", group)
+		if err != nil {
+			return err
+		}
+		for _, gp := range gs {
+			if len(topics) == 0 || topics[len(topics)-1] != gp.Topic {
+				topics = append(topics, gp.Topic)
+			}
+		}
+		if len(topics) == 0 {
+			return fmt.Errorf("unknown group %q: it has not read any topic (see pgmsg group list)", group)
+		}
+	}
+	var descs []*pgmsg.GroupDescription
+	for _, t := range topics {
+		d, err := c.DescribeGroup(cmd.Context(), t, group)
+		if err != nil {
+			return err
+		}
+		descs = append(descs, d)
+	}
+	if js {
+		return g.printJSON(descs)
+	}
+	for i, d := range descs {
+		if i > 0 {
+			fmt.Fprintln(g.stdout)
+		}
+		fmt.Fprintf(g.stdout, "group %s on topic %s: %d members\n", d.Group, d.Topic, len(d.Members))
+		w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		if len(d.Members) > 0 {
+			fmt.Fprintln(w, "MEMBER\tALIVE\tPARTITIONS\tLAST HEARTBEAT")
+			for _, m := range d.Members {
+				fmt.Fprintf(w, "%s\t%t\t%v\t%s\n", m.MemberID, m.Alive, m.Partitions, fmtTime(&m.HeartbeatAt))
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		}
+		fmt.Fprintln(w, "PARTITION\tCURSOR\tEND\tLAG\tOWNER\tCLAIMED BY\tCLAIM EXPIRES\tLAST COMMIT")
+		for _, gp := range d.Partitions {
+			claimer := gp.ClaimOwner
+			if claimer == "" && gp.ClaimExpiresAt != nil {
+				claimer = "(anonymous)"
+			}
+			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", gp.Partition, gp.NextOffset, gp.EndOffset, gp.Lag,
+				dash(gp.Owner), dash(claimer), fmtTime(gp.ClaimExpiresAt), fmtTime(gp.CommittedAt))
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05Z")
+}

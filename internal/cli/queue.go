@@ -1,0 +1,364 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/httpapi"
+)
+
+func init() { register(newQueue) }
+
+func newQueue(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "queue",
+		Short: "Enqueue jobs, work them, and inspect queues and their dead-letter jobs",
+		Long: `A queue hands each job to one worker; failed jobs retry with backoff and,
+out of attempts, go to the dead-letter state with their error history.
+Queues are created by their first enqueue.`,
+	}
+	cmd.AddCommand(newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g))
+	return cmd
+}
+
+func newQueueEnqueue(g *globals) *cobra.Command {
+	var p pgmsg.EnqueueParams
+	cmd := &cobra.Command{
+		Use:   "enqueue QUEUE [PAYLOAD]",
+		Short: "Enqueue a job with PAYLOAD, or one job per line of stdin",
+		Example: `  pgmsg queue enqueue emails '{"to":"a@example.com"}'
+  pgmsg queue enqueue emails '{"to":"b@example.com"}' --delay 10m --priority 5
+  pgmsg queue enqueue reports '{"day":"2026-01-01"}' --unique-key report-2026-01-01
+  cat jobs.jsonl | pgmsg queue enqueue emails`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			var params []pgmsg.EnqueueParams
+			if len(args) == 2 {
+				p.Payload = []byte(args[1])
+				params = append(params, p)
+			} else {
+				sc := bufio.NewScanner(g.stdin)
+				sc.Buffer(make([]byte, 64<<10), 64<<20)
+				for sc.Scan() {
+					q := p
+					q.Payload = []byte(sc.Text())
+					params = append(params, q)
+				}
+				if err := sc.Err(); err != nil {
+					return fmt.Errorf("reading stdin: %w", err)
+				}
+				if len(params) == 0 {
+					return errors.New("no payload: give it as an argument or one per line on stdin")
+				}
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := c.EnqueueMany(cmd.Context(), args[0], params, nil)
+			if err != nil {
+				return err
+			}
+			if js {
+				return g.printJSON(res)
+			}
+			for _, r := range res {
+				switch {
+				case r.Duplicate:
+					fmt.Fprintf(g.stdout, "job %d already queued with that unique key (%s); nothing added\n", r.ID, r.State)
+				case r.State == pgmsg.JobStateScheduled:
+					fmt.Fprintf(g.stdout, "enqueued job %d on %q, runs at %s\n", r.ID, args[0], r.RunAt.UTC().Format(time.RFC3339))
+				default:
+					fmt.Fprintf(g.stdout, "enqueued job %d on %q\n", r.ID, args[0])
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&p.Kind, "kind", "", "job kind, for handlers to dispatch on")
+	f.DurationVar(&p.Delay, "delay", 0, "run no earlier than this from now, e.g. 10m")
+	f.IntVar(&p.Priority, "priority", 0, "higher runs first (-32768..32767)")
+	f.StringVar(&p.UniqueKey, "unique-key", "", "skip the job if a live job of the queue has this key")
+	f.IntVar(&p.MaxAttempts, "max-attempts", 0, "attempts before dead-letter (default: the queue's)")
+	return cmd
+}
+
+// consoleJob is how work prints a job: one JSON object per line.
+type consoleJob struct {
+	ID       int64           `json:"id"`
+	Queue    string          `json:"queue"`
+	Kind     string          `json:"kind,omitempty"`
+	Attempt  int             `json:"attempt"`
+	Payload  json.RawMessage `json:"payload"`
+	Encoding string          `json:"payload_encoding,omitempty"`
+	Enqueued string          `json:"enqueued_at"`
+}
+
+// workPollInterval is how often `queue work --follow` checks for jobs when
+// no notification wakes it.
+const workPollInterval = pgmsg.PollIntervalDefault
+
+func newQueueWork(g *globals) *cobra.Command {
+	var max int
+	var follow bool
+	var encoding string
+	cmd := &cobra.Command{
+		Use:   "work QUEUE",
+		Short: "Claim jobs, print each as a JSON line and complete it",
+		Long: `work claims jobs of QUEUE, prints each as one JSON line
+{"id","queue","kind","attempt","payload","enqueued_at"} and completes it once
+printed: a terminal worker for trying things out and for draining a queue into
+another tool. Without --follow it stops when no job is claimable.`,
+		Example: `  pgmsg queue work emails
+  pgmsg queue work emails --follow --max 100 | jq .payload`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if max < 0 {
+				return fmt.Errorf("--max must not be negative, got %d", max)
+			}
+			ctx := cmd.Context()
+			c, done, err := g.client(ctx)
+			if err != nil {
+				return err
+			}
+			defer done()
+			queue := args[0]
+			// --follow waits for enqueue notifications, subscribed before
+			// the first claim so that none is missed, and checks again every
+			// second anyway (lost notifications, delayed and retried jobs
+			// becoming due).
+			var wake <-chan struct{}
+			if follow {
+				var unsubscribe func()
+				wake, unsubscribe = c.JobWakeups(queue)
+				defer unsubscribe()
+			}
+			enc := json.NewEncoder(g.stdout)
+			worked := 0
+			for max == 0 || worked < max {
+				n := 100
+				if max > 0 {
+					n = min(n, max-worked)
+				}
+				jobs, err := c.ClaimJobs(ctx, queue, &pgmsg.ClaimJobsOpts{Max: n, Worker: "pgmsg-cli"})
+				if err != nil {
+					if follow && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				if len(jobs) == 0 {
+					if !follow {
+						break
+					}
+					t := time.NewTimer(workPollInterval)
+					select {
+					case <-ctx.Done():
+						t.Stop()
+						return nil
+					case <-wake:
+					case <-t.C:
+					}
+					t.Stop()
+					continue
+				}
+				for _, j := range jobs {
+					jj := httpapi.EncodeJob(j, encoding)
+					out := consoleJob{ID: j.ID, Queue: j.Queue, Kind: j.Kind, Attempt: j.Attempt, Payload: jj.Payload,
+						Enqueued: j.EnqueuedAt.UTC().Format("2006-01-02T15:04:05.000000Z07:00")}
+					if jj.PayloadEncoding == httpapi.EncodingBase64 && encoding != httpapi.EncodingBase64 {
+						out.Encoding = jj.PayloadEncoding
+					}
+					if err := enc.Encode(out); err != nil {
+						return err
+					}
+				}
+				res, err := c.CompleteMany(context.WithoutCancel(ctx), jobs)
+				if err != nil {
+					return fmt.Errorf("jobs printed but not completed (they will run again): %w", err)
+				}
+				if len(res.NotHeld) > 0 {
+					fmt.Fprintf(g.stderr, "pgmsg: %d jobs were no longer held when completed (lease expired): %v\n", len(res.NotHeld), res.NotHeld)
+				}
+				worked += len(jobs)
+			}
+			if worked == 0 && !follow {
+				fmt.Fprintf(g.stderr, "pgmsg: no claimable jobs on %q\n", queue)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVarP(&max, "max", "n", 0, "stop after N jobs (0: no limit)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep waiting for new jobs until Ctrl-C")
+	cmd.Flags().StringVar(&encoding, "encoding", httpapi.EncodingAuto, "payload format: auto, json, text or base64")
+	return cmd
+}
+
+func newQueueStats(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stats [QUEUE]",
+		Short: "Job counts by state, per queue",
+		Example: `  pgmsg queue stats
+  pgmsg queue stats emails -o json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			var st []*pgmsg.QueueStats
+			if len(args) == 1 {
+				one, err := c.QueueStats(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				st = []*pgmsg.QueueStats{one}
+			} else if st, err = c.AllQueueStats(cmd.Context()); err != nil {
+				return err
+			}
+			if js {
+				if st == nil {
+					st = []*pgmsg.QueueStats{}
+				}
+				return g.printJSON(st)
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "QUEUE\tAVAILABLE\tSCHEDULED\tRUNNING\tRETRYING\tDEAD\tARCHIVED\tOLDEST WAITING")
+			for _, s := range st {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", s.Queue, s.Available, s.Scheduled, s.Running, s.Retrying,
+					s.Dead, s.Archived, s.OldestAvailableAge.Round(time.Second))
+			}
+			if len(st) == 0 {
+				fmt.Fprintln(w, "(no queues)")
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func newQueueDead(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dead",
+		Short: "List, requeue or purge dead-letter jobs",
+	}
+	var limit int
+	list := &cobra.Command{
+		Use:     "list QUEUE",
+		Short:   "List dead jobs with their last error",
+		Example: "  pgmsg queue dead list emails -o json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			if _, err := c.QueueStats(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			jobs, err := c.ListDeadJobs(cmd.Context(), args[0], &pgmsg.DeadJobsOpts{Limit: limit})
+			if err != nil {
+				return err
+			}
+			if js {
+				out := make([]httpapi.JobJSON, len(jobs))
+				for i, j := range jobs {
+					out[i] = httpapi.EncodeJob(j, httpapi.EncodingAuto)
+				}
+				return g.printJSON(out)
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tKIND\tATTEMPTS\tDIED\tLAST ERROR")
+			for _, j := range jobs {
+				last := "-"
+				if len(j.Errors) > 0 {
+					last = j.Errors[len(j.Errors)-1].Error
+				}
+				fmt.Fprintf(w, "%d\t%s\t%d/%d\t%s\t%s\n", j.ID, dash(j.Kind), j.Attempt, j.MaxAttempts, fmtTime(j.FinishedAt), last)
+			}
+			if len(jobs) == 0 {
+				fmt.Fprintln(w, "(no dead jobs)")
+			}
+			return w.Flush()
+		},
+	}
+	list.Flags().IntVar(&limit, "limit", 100, "most jobs to list")
+	cmd.AddCommand(list)
+
+	for _, verb := range []string{"requeue", "purge"} {
+		var ids []int64
+		var kind string
+		var olderThan time.Duration
+		short := "Make dead jobs available again, attempts reset (all, or --id ...)"
+		example := "  pgmsg queue dead requeue emails\n  pgmsg queue dead requeue emails --id 42 --id 43"
+		if verb == "purge" {
+			short = "Delete dead jobs for good (all, --id ..., or --older-than)"
+			example = "  pgmsg queue dead purge emails --older-than 720h\n  pgmsg queue dead purge emails --id 42"
+		}
+		c := &cobra.Command{
+			Use:     verb + " QUEUE",
+			Short:   short,
+			Example: example,
+			Args:    cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				js, err := g.jsonOutput()
+				if err != nil {
+					return err
+				}
+				c, done, err := g.client(cmd.Context())
+				if err != nil {
+					return err
+				}
+				defer done()
+				if _, err := c.QueueStats(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				opts := &pgmsg.DeadJobsOpts{IDs: ids, Kind: kind, OlderThan: olderThan}
+				var n int64
+				if verb == "requeue" {
+					n, err = c.RequeueDeadJobs(cmd.Context(), args[0], opts)
+				} else {
+					n, err = c.PurgeDeadJobs(cmd.Context(), args[0], opts)
+				}
+				if err != nil {
+					return err
+				}
+				if js {
+					return g.printJSON(map[string]any{"queue": args[0], verb + "d": n})
+				}
+				fmt.Fprintf(g.stdout, "%sd %s of %q\n", verb, plural(int(n), "dead job"), args[0])
+				return nil
+			},
+		}
+		c.Flags().Int64SliceVar(&ids, "id", nil, "only these job ids (repeatable)")
+		c.Flags().StringVar(&kind, "kind", "", "only jobs of this kind")
+		if verb == "purge" {
+			c.Flags().DurationVar(&olderThan, "older-than", 0, "only jobs dead for longer than this")
+		}
+		cmd.AddCommand(c)
+	}
+	return cmd
+}

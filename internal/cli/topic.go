@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+func init() { register(newTopic) }
+
+func newTopic(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "topic",
+		Short: "Create, list, describe and delete topics",
+		Long: `A topic is a named log split into partitions. Records with the same key go to
+the same partition (Kafka's partitioner), and each partition keeps its records
+in offset order for every consumer group to read at its own pace.`,
+	}
+	var cfg pgmsg.TopicConfig
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a topic",
+		Example: `  pgmsg topic create orders --partitions 6
+  pgmsg topic create audit --max-record-bytes 65536`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			t, err := c.CreateTopic(cmd.Context(), args[0], cfg)
+			if err != nil {
+				return err
+			}
+			if js, err := g.jsonOutput(); err != nil || js {
+				return g.orJSON(err, t)
+			}
+			fmt.Fprintf(g.stdout, "created topic %q with %s\n", t.Name, plural(t.Partitions, "partition"))
+			return nil
+		},
+	}
+	create.Flags().IntVarP(&cfg.Partitions, "partitions", "p", 1, "number of partitions (1-1024)")
+	create.Flags().Int64Var(&cfg.SegmentRecords, "segment-records", 0, "records per segment (default 1048576)")
+	create.Flags().IntVar(&cfg.MaxRecordBytes, "max-record-bytes", 0, "largest key+value+headers of a record (default 1 MiB)")
+	cmd.AddCommand(create)
+
+	cmd.AddCommand(&cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List topics",
+		Example: "  pgmsg topic list -o json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			ts, err := c.ListTopics(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if js, err := g.jsonOutput(); err != nil || js {
+				if ts == nil {
+					ts = []*pgmsg.Topic{}
+				}
+				return g.orJSON(err, ts)
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "TOPIC\tPARTITIONS\tMAX RECORD BYTES\tCREATED")
+			for _, t := range ts {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", t.Name, t.Partitions, t.MaxRecordBytes, t.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"))
+			}
+			return w.Flush()
+		},
+	})
+
+	cmd.AddCommand(&cobra.Command{
+		Use:     "describe NAME",
+		Short:   "Show a topic's partitions: offsets, record counts and sizes",
+		Example: "  pgmsg topic describe orders",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			d, err := c.DescribeTopic(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if js, err := g.jsonOutput(); err != nil || js {
+				return g.orJSON(err, d)
+			}
+			fmt.Fprintf(g.stdout, "topic %s: %d partitions, max record %d bytes, segment %d records\n",
+				d.Name, d.Partitions, d.MaxRecordBytes, d.SegmentRecords)
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "PARTITION\tSTART OFFSET\tNEXT OFFSET\tRECORDS\tSEGMENTS")
+			for _, p := range d.PartitionInfo {
+				fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\n", p.Partition, p.StartOffset, p.NextOffset, p.Records, p.Segments)
+			}
+			return w.Flush()
+		},
+	})
+
+	cmd.AddCommand(&cobra.Command{
+		Use:     "delete NAME",
+		Aliases: []string{"rm"},
+		Short:   "Delete a topic with its records and consumer groups",
+		Example: "  pgmsg topic delete orders",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := c.DeleteTopic(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			if js, err := g.jsonOutput(); err != nil || js {
+				return g.orJSON(err, map[string]any{"deleted": args[0]})
+			}
+			fmt.Fprintf(g.stdout, "deleted topic %q\n", args[0])
+			return nil
+		},
+	})
+	return cmd
+}
+
+// orJSON returns err if set, else prints v as JSON.
+func (g *globals) orJSON(err error, v any) error {
+	if err != nil {
+		return err
+	}
+	return g.printJSON(v)
+}
+
+// plural formats n things: "1 partition", "3 partitions".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}

@@ -1,0 +1,111 @@
+-- Queue queries: each calls one SQL function of docs/sql-api-queue.md.
+-- Intervals are returned as microseconds (bigint) for time.Duration.
+
+-- name: QueueCreate :one
+SELECT name::text, max_attempts::integer,
+       (extract(epoch FROM lease) * 1000000)::bigint AS lease_us,
+       (extract(epoch FROM retry_backoff) * 1000000)::bigint AS retry_backoff_us,
+       (extract(epoch FROM retry_backoff_max) * 1000000)::bigint AS retry_backoff_max_us,
+       (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
+       max_payload_bytes::integer, created_at::timestamptz
+FROM pgmsg.queue_create(@name::text, sqlc.narg(max_attempts)::integer, sqlc.narg(lease)::interval,
+                        sqlc.narg(retry_backoff)::interval, sqlc.narg(retry_backoff_max)::interval,
+                        sqlc.narg(archive_retention)::interval, sqlc.narg(max_payload_bytes)::integer,
+                        @if_not_exists::boolean);
+
+-- name: QueueUpdate :one
+SELECT name::text, max_attempts::integer,
+       (extract(epoch FROM lease) * 1000000)::bigint AS lease_us,
+       (extract(epoch FROM retry_backoff) * 1000000)::bigint AS retry_backoff_us,
+       (extract(epoch FROM retry_backoff_max) * 1000000)::bigint AS retry_backoff_max_us,
+       (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
+       max_payload_bytes::integer, created_at::timestamptz
+FROM pgmsg.queue_update(@name::text, sqlc.narg(max_attempts)::integer, sqlc.narg(lease)::interval,
+                        sqlc.narg(retry_backoff)::interval, sqlc.narg(retry_backoff_max)::interval,
+                        sqlc.narg(archive_retention)::interval, sqlc.narg(max_payload_bytes)::integer);
+
+-- name: QueueList :many
+SELECT name::text, max_attempts::integer,
+       (extract(epoch FROM lease) * 1000000)::bigint AS lease_us,
+       (extract(epoch FROM retry_backoff) * 1000000)::bigint AS retry_backoff_us,
+       (extract(epoch FROM retry_backoff_max) * 1000000)::bigint AS retry_backoff_max_us,
+       (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
+       max_payload_bytes::integer, created_at::timestamptz
+FROM pgmsg.queue_list();
+
+-- name: QueueDelete :exec
+SELECT pgmsg.queue_delete(@name::text, @force::boolean);
+
+-- name: QueueStats :many
+SELECT queue::text, available::bigint, scheduled::bigint, running::bigint, retrying::bigint, dead::bigint,
+       archived::bigint, oldest_available_seconds::double precision, archived_last_minute::bigint
+FROM pgmsg.queue_stats(sqlc.narg(queue)::text);
+
+-- name: JobEnqueueMany :many
+-- Go sends "" for no kind or unique key and 0 for the queue's max attempts.
+SELECT id::bigint, duplicate::boolean, state::text, run_at::timestamptz
+FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], array_replace(@kinds::text[], '', NULL),
+                        @priorities::integer[], @run_ats::timestamptz[], @delays::interval[],
+                        array_replace(@max_attempts::integer[], 0, NULL),
+                        array_replace(@unique_keys::text[], '', NULL), @create_queue::boolean);
+
+-- name: JobClaim :many
+-- One statement: UPDATE ... FROM (SELECT ... ORDER BY priority DESC, run_at,
+-- id LIMIT n FOR UPDATE SKIP LOCKED) RETURNING, over the job_claim index.
+SELECT id::bigint, queue::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
+       attempt::integer, max_attempts::integer, lease_token::bigint, lease_expires_at::timestamptz,
+       run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
+       coalesce(unique_key, '')::text AS unique_key, errors::jsonb
+FROM pgmsg.job_claim(@queue::text, @max_jobs::integer, sqlc.narg(lease)::interval, sqlc.narg(worker)::text);
+
+-- name: JobCompleteMany :many
+SELECT id::bigint FROM pgmsg.job_complete_many(@ids::bigint[], @lease_tokens::bigint[]);
+
+-- name: JobComplete :exec
+SELECT pgmsg.job_complete(@id::bigint, @lease_token::bigint);
+
+-- name: JobFail :one
+SELECT state::text, run_at::timestamptz
+FROM pgmsg.job_fail(@id::bigint, @lease_token::bigint, @error::text, sqlc.narg(retry_in)::interval, @dead::boolean);
+
+-- name: JobSnooze :one
+SELECT pgmsg.job_snooze(@id::bigint, @lease_token::bigint, @delay::interval)::timestamptz AS run_at;
+
+-- name: JobExtendMany :many
+SELECT id::bigint, lease_expires_at::timestamptz
+FROM pgmsg.job_extend_many(@ids::bigint[], @lease_tokens::bigint[], sqlc.narg(lease)::interval);
+
+-- name: JobExtend :one
+SELECT pgmsg.job_extend(@id::bigint, @lease_token::bigint, sqlc.narg(lease)::interval)::timestamptz AS lease_expires_at;
+
+-- name: JobCancel :one
+SELECT pgmsg.job_cancel(@id::bigint)::boolean AS cancelled;
+
+-- name: JobRescue :one
+SELECT pgmsg.job_rescue(sqlc.narg(queue)::text, @max_jobs::integer)::integer AS rescued;
+
+-- name: JobGet :one
+SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
+       attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
+       lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
+       finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
+       errors::jsonb
+FROM pgmsg.job_get(@id::bigint);
+
+-- name: DeadList :many
+SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
+       attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
+       lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
+       finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
+       errors::jsonb
+FROM pgmsg.dead_list(@queue::text, sqlc.narg(kind)::text, @max_jobs::integer, @after_id::bigint);
+
+-- name: DeadRequeue :one
+SELECT pgmsg.dead_requeue(@queue::text, sqlc.narg(ids)::bigint[], sqlc.narg(kind)::text, @max_jobs::integer)::integer AS requeued;
+
+-- name: DeadPurge :one
+SELECT pgmsg.dead_purge(@queue::text, sqlc.narg(ids)::bigint[], sqlc.narg(kind)::text,
+                        sqlc.narg(older_than)::interval, @max_jobs::integer)::integer AS purged;
+
+-- name: ArchivePrune :one
+SELECT pgmsg.archive_prune(sqlc.narg(queue)::text, sqlc.narg(older_than)::interval, @max_jobs::integer)::integer AS pruned;

@@ -1,0 +1,158 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// Errors of the HTTP layer itself (the library's sentinels cover the rest).
+var (
+	errMalformedJSON    = errors.New("malformed JSON")
+	errInvalidParameter = errors.New("invalid parameter")
+	errBodyTooLarge     = errors.New("body too large")
+	errTooManyRecords   = errors.New("too many records")
+	errLimitExceeded    = errors.New("limit exceeded")
+	errUnauthorized     = errors.New("unauthorized")
+	errInvalidToken     = errors.New("invalid token")
+	errForbidden        = errors.New("forbidden")
+	errNotFound         = errors.New("not found")
+	errMethodNotAllowed = errors.New("method not allowed")
+	errUnsupportedMedia = errors.New("unsupported media type")
+	errUnavailable      = errors.New("unavailable")
+	errShuttingDown     = errors.New("shutting down")
+)
+
+// errorStatus is the one table mapping every error the API returns to an
+// HTTP status and a stable code. The first entry the error matches with
+// errors.Is wins; anything unmatched is a 500 "internal". docs/http-api.md
+// lists the same table.
+var errorStatus = []struct {
+	err    error
+	status int
+	code   string
+}{
+	// Request shape and limits.
+	{errMalformedJSON, http.StatusBadRequest, "malformed_json"},
+	{errInvalidParameter, http.StatusBadRequest, "invalid_parameter"},
+	{errLimitExceeded, http.StatusBadRequest, "limit_exceeded"},
+	{errBodyTooLarge, http.StatusRequestEntityTooLarge, "body_too_large"},
+	{errTooManyRecords, http.StatusRequestEntityTooLarge, "too_many_records"},
+	{errUnsupportedMedia, http.StatusUnsupportedMediaType, "unsupported_media_type"},
+	// Auth.
+	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{errInvalidToken, http.StatusUnauthorized, "invalid_token"},
+	{pgmsg.ErrInvalidToken, http.StatusUnauthorized, "invalid_token"},
+	{errForbidden, http.StatusForbidden, "forbidden"},
+	// Routing.
+	{errNotFound, http.StatusNotFound, "not_found"},
+	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
+	// The library's sentinels.
+	{pgmsg.ErrUnknownTopic, http.StatusNotFound, "unknown_topic"},
+	{pgmsg.ErrUnknownGroup, http.StatusNotFound, "unknown_group"},
+	{pgmsg.ErrUnknownToken, http.StatusNotFound, "unknown_token"},
+	{pgmsg.ErrTopicExists, http.StatusConflict, "topic_exists"},
+	{pgmsg.ErrTokenExists, http.StatusConflict, "token_exists"},
+	{pgmsg.ErrInvalidName, http.StatusBadRequest, "invalid_name"},
+	{pgmsg.ErrInvalidArgument, http.StatusBadRequest, "invalid_argument"},
+	{pgmsg.ErrPartitionOutOfRange, http.StatusBadRequest, "partition_out_of_range"},
+	{pgmsg.ErrEmptyBatch, http.StatusBadRequest, "empty_batch"},
+	{pgmsg.ErrInvalidOffset, http.StatusBadRequest, "invalid_offset"},
+	{pgmsg.ErrRecordTooLarge, http.StatusRequestEntityTooLarge, "record_too_large"},
+	{pgmsg.ErrClaimExpired, http.StatusConflict, "claim_expired"},
+	{pgmsg.ErrClaimNotHeld, http.StatusConflict, "claim_not_held"},
+	{pgmsg.ErrNotAssigned, http.StatusConflict, "not_assigned"},
+	{pgmsg.ErrNotMember, http.StatusConflict, "not_member"},
+	{pgmsg.ErrUnknownQueue, http.StatusNotFound, "unknown_queue"},
+	{pgmsg.ErrUnknownJob, http.StatusNotFound, "unknown_job"},
+	{pgmsg.ErrQueueExists, http.StatusConflict, "queue_exists"},
+	{pgmsg.ErrJobNotHeld, http.StatusConflict, "job_not_held"},
+	{pgmsg.ErrQueueNotEmpty, http.StatusConflict, "queue_not_empty"},
+	{pgmsg.ErrPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},
+	{pgmsg.ErrInvalidDelay, http.StatusBadRequest, "invalid_delay"},
+	{pgmsg.ErrInvalidMaxAttempts, http.StatusBadRequest, "invalid_max_attempts"},
+	// The topic's slowest group is too far behind (max_lag_records).
+	{pgmsg.ErrBackpressure, http.StatusTooManyRequests, "backpressure"},
+	// Availability.
+	{errShuttingDown, http.StatusServiceUnavailable, "shutting_down"},
+	{errUnavailable, http.StatusServiceUnavailable, "unavailable"},
+	{context.DeadlineExceeded, http.StatusServiceUnavailable, "unavailable"},
+	{context.Canceled, http.StatusServiceUnavailable, "unavailable"},
+}
+
+// apiError is an HTTP-layer error with its message.
+type apiError struct {
+	kind error
+	msg  string
+}
+
+func (e *apiError) Error() string { return e.msg }
+func (e *apiError) Unwrap() error { return e.kind }
+
+func newAPIError(kind error, format string, args ...any) error {
+	return &apiError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// ErrorBody is the body of every error response.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is a stable code and a message for people.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// errorFor returns the status, code and message of err.
+func errorFor(err error) (int, string, string) {
+	msg := err.Error()
+	var pe *pgmsg.Error
+	if errors.As(err, &pe) {
+		msg = pe.Message
+	}
+	for _, e := range errorStatus {
+		if errors.Is(err, e.err) {
+			if e.status == http.StatusServiceUnavailable && e.err != errShuttingDown && e.err != errUnavailable {
+				msg = "the request was canceled or timed out"
+			}
+			return e.status, e.code, msg
+		}
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
+		// A data exception (such as a NUL byte in a text value) is the
+		// request's fault; validation should have caught it first.
+		return http.StatusBadRequest, "invalid_argument", "invalid argument: " + pgErr.Message
+	}
+	if pgmsg.IsRetryable(err) {
+		return http.StatusServiceUnavailable, "unavailable", "the database is unavailable; retry later"
+	}
+	return http.StatusInternalServerError, "internal", "internal error"
+}
+
+// writeError writes err as the stable error body, logging unexpected ones.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code, msg := errorFor(err)
+	switch {
+	case r.Context().Err() != nil:
+		// The client went away (or gave up on a long poll): nothing to log.
+	case status == http.StatusServiceUnavailable:
+		s.logger.Warn("pgmsg: http request unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
+	case status >= 500:
+		s.logger.Error("pgmsg: http request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="pgmsg"`)
+	}
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
+}

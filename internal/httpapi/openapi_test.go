@@ -1,0 +1,74 @@
+package httpapi
+
+import (
+	"os"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// TestOpenAPIMatchesRoutes checks that docs/openapi.yaml documents exactly
+// the server's routes, each with a unique operationId, and that public
+// routes (no token) are the ones the document marks security: [].
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../docs/openapi.yaml")
+	require.NoError(t, err)
+	var doc struct {
+		OpenAPI string                          `yaml:"openapi"`
+		Paths   map[string]map[string]yaml.Node `yaml:"paths"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	require.True(t, strings.HasPrefix(doc.OpenAPI, "3."))
+
+	documented := map[string]bool{}
+	public := map[string]bool{}
+	ids := map[string]string{}
+	for path, item := range doc.Paths {
+		for method, node := range item {
+			if method == "parameters" {
+				continue
+			}
+			var op map[string]yaml.Node
+			require.NoError(t, node.Decode(&op), "%s %s", method, path)
+			key := strings.ToUpper(method) + " " + path
+			documented[key] = true
+			var id string
+			if n, ok := op["operationId"]; ok {
+				id = n.Value
+			}
+			require.NotEmpty(t, id, "%s has no operationId", key)
+			require.Empty(t, ids[id], "operationId %s of %s is also %s", id, key, ids[id])
+			ids[id] = key
+			if sec, ok := op["security"]; ok && len(sec.Content) == 0 {
+				public[key] = true
+			}
+			_, hasResponses := op["responses"]
+			require.True(t, hasResponses, "%s has no responses", key)
+		}
+	}
+
+	srv, err := New(Config{Client: &pgmsg.Client{}})
+	require.NoError(t, err)
+	served := map[string]bool{}
+	for _, rt := range srv.Routes() {
+		key := rt.Method + " " + rt.Pattern
+		served[key] = true
+		require.Equal(t, rt.Scope == "", public[key], "%s: public in the server iff security: [] in the document", key)
+	}
+	require.Equal(t, sortedKeys(served), sortedKeys(documented))
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

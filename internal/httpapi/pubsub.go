@@ -1,0 +1,341 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+func (s *Server) pubsubRoutes() []Route {
+	return []Route{
+		{Method: http.MethodPost, Pattern: "/v1/pubsub/publish", Scope: pgmsg.ScopePublish, handler: s.publish},
+		{Method: http.MethodGet, Pattern: "/v1/pubsub/consume", Scope: pgmsg.ScopeConsume, handler: s.consume},
+		{Method: http.MethodPost, Pattern: "/v1/pubsub/commit", Scope: pgmsg.ScopeConsume, handler: s.commit},
+		{Method: http.MethodPost, Pattern: "/v1/pubsub/extend", Scope: pgmsg.ScopeConsume, handler: s.extend},
+		{Method: http.MethodPost, Pattern: "/v1/pubsub/release", Scope: pgmsg.ScopeConsume, handler: s.release},
+		// The seeds' paths.
+		{Method: http.MethodPost, Pattern: "/pubsub/publish", Alias: "/v1/pubsub/publish", Scope: pgmsg.ScopePublish, handler: s.publish},
+		{Method: http.MethodGet, Pattern: "/pubsub/consume", Alias: "/v1/pubsub/consume", Scope: pgmsg.ScopeConsume, handler: s.consume},
+	}
+}
+
+// PublishRequest is the body of POST /v1/pubsub/publish.
+type PublishRequest struct {
+	Topic string `json:"topic"`
+	// Encoding of every record's value: json (default), text or base64.
+	Encoding string `json:"encoding,omitempty"`
+	// KeyEncoding of keys and header values: text (default) or base64.
+	KeyEncoding string          `json:"key_encoding,omitempty"`
+	Records     []PublishRecord `json:"records"`
+}
+
+// PublishRecord is one record to publish.
+type PublishRecord struct {
+	Key     *string           `json:"key,omitempty"`
+	Value   json.RawMessage   `json:"value,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	// Partition publishes to this partition instead of choosing by key. If
+	// one record has it, every record of the request must.
+	Partition *int32     `json:"partition,omitempty"`
+	Timestamp *time.Time `json:"timestamp,omitempty"`
+}
+
+// PublishResponse lists where each record landed, in request order.
+type PublishResponse struct {
+	Topic   string            `json:"topic"`
+	Records []PublishedRecord `json:"records"`
+}
+
+// PublishedRecord is one published record's position.
+type PublishedRecord struct {
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// publish appends records to a topic atomically: all or none.
+func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
+	var req PublishRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Topic == "" {
+		return newAPIError(errInvalidParameter, "field \"topic\" is required")
+	}
+	if err := authorize(r, pgmsg.ScopePublish, req.Topic); err != nil {
+		return err
+	}
+	if len(req.Records) == 0 {
+		return pgmsg.ErrEmptyBatch
+	}
+	if len(req.Records) > s.cfg.MaxRecords {
+		return newAPIError(errTooManyRecords, "%d records is more than the server's limit of %d per request", len(req.Records), s.cfg.MaxRecords)
+	}
+	recs := make([]*pgmsg.Record, len(req.Records))
+	manual := req.Records[0].Partition != nil
+	for i, in := range req.Records {
+		if (in.Partition != nil) != manual {
+			return newAPIError(errInvalidParameter, "records[%d]: either every record names a partition or none does", i)
+		}
+		rec := &pgmsg.Record{Topic: req.Topic}
+		var err error
+		if rec.Value, err = decodeValue(in.Value, req.Encoding, fmt.Sprintf("records[%d].value", i)); err != nil {
+			return err
+		}
+		if in.Key != nil {
+			if rec.Key, err = decodeText(*in.Key, req.KeyEncoding, fmt.Sprintf("records[%d].key", i)); err != nil {
+				return err
+			}
+		}
+		if len(in.Headers) > 0 {
+			rec.Headers = make(map[string][]byte, len(in.Headers))
+			for k, v := range in.Headers {
+				if rec.Headers[k], err = decodeText(v, req.KeyEncoding, fmt.Sprintf("records[%d].headers[%q]", i, k)); err != nil {
+					return err
+				}
+			}
+		}
+		if in.Partition != nil {
+			rec.Partition = *in.Partition
+		}
+		if in.Timestamp != nil {
+			rec.Timestamp = *in.Timestamp
+		}
+		recs[i] = rec
+	}
+	if err := s.client.Publish(r.Context(), recs, &pgmsg.PublishOpts{ManualPartition: manual}); err != nil {
+		return err
+	}
+	s.metrics.published.WithLabelValues(req.Topic).Add(float64(len(recs)))
+	resp := PublishResponse{Topic: req.Topic, Records: make([]PublishedRecord, len(recs))}
+	for i, rec := range recs {
+		resp.Records[i] = PublishedRecord{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp}
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// ClaimJSON identifies a claim: present it to commit, extend or release.
+type ClaimJSON struct {
+	Topic     string    `json:"topic"`
+	Group     string    `json:"group"`
+	Partition int32     `json:"partition"`
+	Epoch     int64     `json:"epoch"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// StartOffset and NextOffset bound the claimed records [start, next).
+	StartOffset int64 `json:"start_offset"`
+	NextOffset  int64 `json:"next_offset"`
+	// Committed is true when the request asked for auto_commit.
+	Committed bool `json:"committed"`
+}
+
+// ConsumeResponse is the answer of GET /v1/pubsub/consume. Claim is null
+// and Records empty when nothing arrived within the wait.
+type ConsumeResponse struct {
+	Claim   *ClaimJSON   `json:"claim"`
+	Records []RecordJSON `json:"records"`
+}
+
+// consume claims the group's next records of the topic, long-polling up to
+// wait for some to arrive.
+func (s *Server) consume(w http.ResponseWriter, r *http.Request) error {
+	q := params{r.URL.Query()}
+	topic, err := q.required("topic")
+	if err != nil {
+		return err
+	}
+	group, err := q.required("group")
+	if err != nil {
+		return err
+	}
+	if err := validNames("topic", topic, "group", group); err != nil {
+		return err
+	}
+	if err := authorize(r, pgmsg.ScopeConsume, topic); err != nil {
+		return err
+	}
+	opts := pgmsg.ClaimOpts{Start: q.Get("start"), Member: q.Get("member")}
+	if opts.MaxRecords, err = q.int("max_records", min(ConsumeMaxRecordsDefault, s.cfg.MaxRecords)); err != nil {
+		return err
+	}
+	if opts.MaxRecords < 1 {
+		return newAPIError(errInvalidParameter, "max_records must be at least 1, got %d", opts.MaxRecords)
+	}
+	if opts.MaxRecords > s.cfg.MaxRecords {
+		return newAPIError(errLimitExceeded, "max_records %d is more than the server's limit of %d", opts.MaxRecords, s.cfg.MaxRecords)
+	}
+	if opts.Lease, err = q.duration("lease", 0); err != nil {
+		return err
+	}
+	if opts.Partition, err = q.optInt32("partition"); err != nil {
+		return err
+	}
+	wait, err := q.duration("wait", 0)
+	if err != nil {
+		return err
+	}
+	if wait > s.cfg.MaxWait {
+		return newAPIError(errLimitExceeded, "wait %s is longer than the server's limit of %s", wait, s.cfg.MaxWait)
+	}
+	autoCommit, err := q.bool("auto_commit")
+	if err != nil {
+		return err
+	}
+	enc := q.Get("encoding")
+	if enc == "" {
+		enc = EncodingAuto
+	}
+	if err := validOutputEncoding(enc); err != nil {
+		return err
+	}
+
+	cl, err := s.claimWaiting(r.Context(), topic, group, &opts, wait)
+	if err != nil {
+		return err
+	}
+	resp := ConsumeResponse{Records: []RecordJSON{}}
+	if cl != nil {
+		if autoCommit {
+			if err := s.client.Commit(context.WithoutCancel(r.Context()), cl); err != nil {
+				return err
+			}
+		}
+		s.metrics.consumed.WithLabelValues(topic, group).Add(float64(len(cl.Records)))
+		resp.Claim = &ClaimJSON{Topic: topic, Group: group, Partition: cl.Partition, Epoch: cl.Epoch, ExpiresAt: cl.ExpiresAt,
+			StartOffset: cl.Records[0].Offset, NextOffset: cl.NextOffset(), Committed: autoCommit}
+		for _, rec := range cl.Records {
+			resp.Records = append(resp.Records, EncodeRecord(rec, enc))
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// claimWaiting claims at once, or when there is nothing and wait > 0,
+// waits for a publish notification (polling every PollInterval as the
+// fallback) until wait passes, the client goes away or the server drains.
+//
+// Each try is one Claim: without opts.Partition, pgmsg's claim() picks, in
+// one statement, the least recently claimed partition with unread records
+// and no live claim, however many partitions the topic has. HTTP consumers
+// are stateless, so they claim without group membership and take no part
+// in balancing. (A group should be read either over HTTP or by member-mode
+// Consumers, not both: see docs/http-api.md.)
+func (s *Server) claimWaiting(ctx context.Context, topic, group string, opts *pgmsg.ClaimOpts, wait time.Duration) (*pgmsg.Claim, error) {
+	var cl *pgmsg.Claim
+	err := s.longPoll(ctx, wait, func() (<-chan struct{}, func()) { return s.client.RecordWakeups(topic) },
+		func() (bool, error) {
+			var err error
+			cl, err = s.client.Claim(ctx, topic, group, opts)
+			return cl != nil, err
+		})
+	return cl, err
+}
+
+// partitions returns topic's partition count.
+func (s *Server) partitions(ctx context.Context, topic string) (int, error) {
+	ts, err := s.client.ListTopics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range ts {
+		if t.Name == topic {
+			return t.Partitions, nil
+		}
+	}
+	return 0, newAPIError(pgmsg.ErrUnknownTopic, "unknown topic %q", topic)
+}
+
+func (s *Server) draining() bool { return s.stopCtx.Err() != nil }
+
+// ClaimRequest identifies a claim in commit, extend and release.
+type ClaimRequest struct {
+	Topic     string `json:"topic"`
+	Group     string `json:"group"`
+	Partition *int32 `json:"partition"`
+	Epoch     *int64 `json:"epoch"`
+	// NextOffset (commit only) commits part of the claim: the cursor moves
+	// to it and later records are delivered again.
+	NextOffset *int64 `json:"next_offset,omitempty"`
+	// Lease (extend only): how long from now. Default 30s.
+	Lease *Duration `json:"lease,omitempty"`
+}
+
+func (s *Server) claimRequest(w http.ResponseWriter, r *http.Request) (*ClaimRequest, *pgmsg.Claim, error) {
+	var req ClaimRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case req.Topic == "":
+		return nil, nil, newAPIError(errInvalidParameter, "field \"topic\" is required")
+	case req.Group == "":
+		return nil, nil, newAPIError(errInvalidParameter, "field \"group\" is required")
+	case req.Partition == nil:
+		return nil, nil, newAPIError(errInvalidParameter, "field \"partition\" is required")
+	case req.Epoch == nil:
+		return nil, nil, newAPIError(errInvalidParameter, "field \"epoch\" is required")
+	}
+	if err := validNames("topic", req.Topic, "group", req.Group); err != nil {
+		return nil, nil, err
+	}
+	if err := authorize(r, pgmsg.ScopeConsume, req.Topic); err != nil {
+		return nil, nil, err
+	}
+	return &req, &pgmsg.Claim{Topic: req.Topic, Group: req.Group, Partition: *req.Partition, Epoch: *req.Epoch}, nil
+}
+
+// commit advances the group past a claim (or to next_offset within it).
+func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
+	req, cl, err := s.claimRequest(w, r)
+	if err != nil {
+		return err
+	}
+	if req.Lease != nil {
+		return newAPIError(errInvalidParameter, "field \"lease\" is for extend, not commit")
+	}
+	if req.NextOffset != nil {
+		err = s.client.CommitOffset(r.Context(), cl, *req.NextOffset)
+	} else {
+		err = s.client.Commit(r.Context(), cl)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"committed": true})
+	return nil
+}
+
+// extend keeps a claim longer.
+func (s *Server) extend(w http.ResponseWriter, r *http.Request) error {
+	req, cl, err := s.claimRequest(w, r)
+	if err != nil {
+		return err
+	}
+	lease := pgmsg.ClaimLeaseDefault
+	if req.Lease != nil {
+		lease = time.Duration(*req.Lease)
+	}
+	if err := s.client.Extend(r.Context(), cl, lease); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"expires_at": cl.ExpiresAt})
+	return nil
+}
+
+// release gives a claim up: its records are delivered again at once.
+func (s *Server) release(w http.ResponseWriter, r *http.Request) error {
+	_, cl, err := s.claimRequest(w, r)
+	if err != nil {
+		return err
+	}
+	if err := s.client.Release(r.Context(), cl); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"released": true})
+	return nil
+}

@@ -1,0 +1,402 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+func (s *Server) queueRoutes() []Route {
+	return []Route{
+		{Method: http.MethodPost, Pattern: "/v1/queue/enqueue", Scope: pgmsg.ScopeEnqueue, handler: s.enqueue},
+		{Method: http.MethodGet, Pattern: "/v1/queue/claim", Scope: pgmsg.ScopeClaim, handler: s.claimJobs},
+		{Method: http.MethodPost, Pattern: "/v1/queue/ack", Scope: pgmsg.ScopeClaim, handler: s.ackJob},
+		{Method: http.MethodPost, Pattern: "/v1/queue/fail", Scope: pgmsg.ScopeClaim, handler: s.failJob},
+		{Method: http.MethodPost, Pattern: "/v1/queue/extend", Scope: pgmsg.ScopeClaim, handler: s.extendJob},
+		{Method: http.MethodGet, Pattern: "/v1/queues", Scope: pgmsg.ScopeAdmin, handler: s.listQueueStats},
+		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}", Scope: pgmsg.ScopeAdmin, handler: s.queueStats},
+		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/dead", Scope: pgmsg.ScopeAdmin, handler: s.listDead},
+		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/dead/requeue", Scope: pgmsg.ScopeAdmin, handler: s.requeueDead},
+		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/dead/purge", Scope: pgmsg.ScopeAdmin, handler: s.purgeDead},
+		// The seeds' paths.
+		{Method: http.MethodPost, Pattern: "/queue/enqueue", Alias: "/v1/queue/enqueue", Scope: pgmsg.ScopeEnqueue, handler: s.enqueue},
+		{Method: http.MethodGet, Pattern: "/queue/claim", Alias: "/v1/queue/claim", Scope: pgmsg.ScopeClaim, handler: s.claimJobs},
+	}
+}
+
+// EnqueueRequest is the body of POST /v1/queue/enqueue.
+type EnqueueRequest struct {
+	Queue string `json:"queue"`
+	// Encoding of every payload: json (default), text or base64.
+	Encoding string       `json:"encoding,omitempty"`
+	Jobs     []EnqueueJob `json:"jobs"`
+}
+
+// EnqueueJob is one job to enqueue.
+type EnqueueJob struct {
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	Kind        string          `json:"kind,omitempty"`
+	Priority    int             `json:"priority,omitempty"`
+	Delay       *Duration       `json:"delay,omitempty"`
+	RunAt       *time.Time      `json:"run_at,omitempty"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+	UniqueKey   string          `json:"unique_key,omitempty"`
+}
+
+func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
+	var req EnqueueRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Queue == "" {
+		return newAPIError(errInvalidParameter, "field \"queue\" is required")
+	}
+	if err := authorize(r, pgmsg.ScopeEnqueue, req.Queue); err != nil {
+		return err
+	}
+	if len(req.Jobs) == 0 {
+		return pgmsg.ErrEmptyBatch
+	}
+	if len(req.Jobs) > s.cfg.MaxRecords {
+		return newAPIError(errTooManyRecords, "%d jobs is more than the server's limit of %d per request", len(req.Jobs), s.cfg.MaxRecords)
+	}
+	params := make([]pgmsg.EnqueueParams, len(req.Jobs))
+	for i, j := range req.Jobs {
+		p, err := decodeValue(j.Payload, req.Encoding, fmt.Sprintf("jobs[%d].payload", i))
+		if err != nil {
+			return err
+		}
+		params[i] = pgmsg.EnqueueParams{Payload: p, Kind: j.Kind, Priority: j.Priority, MaxAttempts: j.MaxAttempts, UniqueKey: j.UniqueKey}
+		if j.Delay != nil {
+			params[i].Delay = time.Duration(*j.Delay)
+		}
+		if j.RunAt != nil {
+			params[i].RunAt = *j.RunAt
+		}
+	}
+	res, err := s.client.EnqueueMany(r.Context(), req.Queue, params, nil)
+	if err != nil {
+		return err
+	}
+	s.metrics.enqueued.WithLabelValues(req.Queue).Add(float64(len(res)))
+	writeJSON(w, http.StatusOK, map[string]any{"queue": req.Queue, "jobs": res})
+	return nil
+}
+
+// JobJSON is a claimed or listed job; Payload is encoded as
+// PayloadEncoding says (like record values).
+type JobJSON struct {
+	ID              int64            `json:"id"`
+	Queue           string           `json:"queue"`
+	State           pgmsg.JobState   `json:"state"`
+	Kind            string           `json:"kind,omitempty"`
+	Payload         json.RawMessage  `json:"payload"`
+	PayloadEncoding string           `json:"payload_encoding"`
+	Priority        int              `json:"priority"`
+	Attempt         int              `json:"attempt"`
+	MaxAttempts     int              `json:"max_attempts"`
+	LeaseToken      int64            `json:"lease_token,omitempty"`
+	LeaseExpiresAt  *time.Time       `json:"lease_expires_at,omitempty"`
+	RunAt           *time.Time       `json:"run_at,omitempty"`
+	EnqueuedAt      time.Time        `json:"enqueued_at"`
+	FinishedAt      *time.Time       `json:"finished_at,omitempty"`
+	UniqueKey       string           `json:"unique_key,omitempty"`
+	Errors          []pgmsg.JobError `json:"errors,omitempty"`
+}
+
+// EncodeJob renders a job with its payload in enc (auto, json, text, base64).
+func EncodeJob(j *pgmsg.Job, enc string) JobJSON {
+	out := JobJSON{ID: j.ID, Queue: j.Queue, State: j.State, Kind: j.Kind, Priority: j.Priority, Attempt: j.Attempt,
+		MaxAttempts: j.MaxAttempts, LeaseToken: j.LeaseToken, LeaseExpiresAt: j.LeaseExpiresAt, RunAt: j.RunAt,
+		EnqueuedAt: j.EnqueuedAt, FinishedAt: j.FinishedAt, UniqueKey: j.UniqueKey, Errors: j.Errors}
+	out.Payload, out.PayloadEncoding = encodeValue(j.Payload, enc)
+	return out
+}
+
+func (s *Server) claimJobs(w http.ResponseWriter, r *http.Request) error {
+	q := params{r.URL.Query()}
+	queue, err := q.required("queue")
+	if err != nil {
+		return err
+	}
+	if err := validNames("queue", queue); err != nil {
+		return err
+	}
+	if err := authorize(r, pgmsg.ScopeClaim, queue); err != nil {
+		return err
+	}
+	opts := pgmsg.ClaimJobsOpts{Worker: q.Get("worker")}
+	if opts.Max, err = q.int("max", 1); err != nil {
+		return err
+	}
+	if opts.Max < 1 {
+		return newAPIError(errInvalidParameter, "max must be at least 1, got %d", opts.Max)
+	}
+	if opts.Max > s.cfg.MaxRecords {
+		return newAPIError(errLimitExceeded, "max %d is more than the server's limit of %d", opts.Max, s.cfg.MaxRecords)
+	}
+	if opts.Lease, err = q.duration("lease", 0); err != nil {
+		return err
+	}
+	wait, err := q.duration("wait", 0)
+	if err != nil {
+		return err
+	}
+	if wait > s.cfg.MaxWait {
+		return newAPIError(errLimitExceeded, "wait %s is longer than the server's limit of %s", wait, s.cfg.MaxWait)
+	}
+	enc := q.Get("encoding")
+	if enc == "" {
+		enc = EncodingAuto
+	}
+	if err := validOutputEncoding(enc); err != nil {
+		return err
+	}
+	jobs, err := s.claimJobsWaiting(r.Context(), queue, &opts, wait)
+	if err != nil {
+		return err
+	}
+	s.metrics.claimed.WithLabelValues(queue).Add(float64(len(jobs)))
+	out := make([]JobJSON, len(jobs))
+	for i, j := range jobs {
+		out[i] = EncodeJob(j, enc)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": out})
+	return nil
+}
+
+// claimJobsWaiting claims, and when nothing is claimable and wait > 0,
+// waits for an enqueue notification (polling every PollInterval as the
+// fallback, which also picks up delayed and retried jobs as they become
+// due) until wait passes, the client goes away or the server drains.
+func (s *Server) claimJobsWaiting(ctx context.Context, queue string, opts *pgmsg.ClaimJobsOpts, wait time.Duration) ([]*pgmsg.Job, error) {
+	var jobs []*pgmsg.Job
+	err := s.longPoll(ctx, wait, func() (<-chan struct{}, func()) { return s.client.JobWakeups(queue) },
+		func() (bool, error) {
+			var err error
+			jobs, err = s.client.ClaimJobs(ctx, queue, opts)
+			return len(jobs) > 0, err
+		})
+	return jobs, err
+}
+
+// JobRequest identifies a claimed job in ack, fail and extend.
+type JobRequest struct {
+	// Queue of the job: the token's claim scope is checked against it.
+	Queue      string `json:"queue"`
+	ID         *int64 `json:"id"`
+	LeaseToken *int64 `json:"lease_token"`
+	// Error (fail only) is recorded in the job's error history.
+	Error string `json:"error,omitempty"`
+	// RetryIn (fail only) overrides the queue's backoff.
+	RetryIn *Duration `json:"retry_in,omitempty"`
+	// Dead (fail only) sends the job to dead-letter without retrying.
+	Dead bool `json:"dead,omitempty"`
+	// Lease (extend only): how long from now; default the queue's lease.
+	Lease *Duration `json:"lease,omitempty"`
+}
+
+func (s *Server) jobRequest(w http.ResponseWriter, r *http.Request) (*JobRequest, *pgmsg.Job, error) {
+	var req JobRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case req.Queue == "":
+		return nil, nil, newAPIError(errInvalidParameter, "field \"queue\" is required")
+	case req.ID == nil:
+		return nil, nil, newAPIError(errInvalidParameter, "field \"id\" is required")
+	case req.LeaseToken == nil:
+		return nil, nil, newAPIError(errInvalidParameter, "field \"lease_token\" is required")
+	}
+	if err := validNames("queue", req.Queue); err != nil {
+		return nil, nil, err
+	}
+	if err := authorize(r, pgmsg.ScopeClaim, req.Queue); err != nil {
+		return nil, nil, err
+	}
+	// A token limited to some queues may only finish their jobs.
+	if tok, _ := r.Context().Value(tokenKey{}).(*pgmsg.Token); tok != nil && !tok.Allows(pgmsg.ScopeClaim, "*") {
+		j, err := s.client.GetJob(r.Context(), *req.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if j.Queue != req.Queue {
+			return nil, nil, newAPIError(errForbidden, "job %d is not in queue %q", *req.ID, req.Queue)
+		}
+	}
+	return &req, &pgmsg.Job{ID: *req.ID, Queue: req.Queue, LeaseToken: *req.LeaseToken}, nil
+}
+
+func (s *Server) ackJob(w http.ResponseWriter, r *http.Request) error {
+	_, job, err := s.jobRequest(w, r)
+	if err != nil {
+		return err
+	}
+	if err := s.client.Complete(r.Context(), job); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": job.ID, "state": pgmsg.JobStateCompleted})
+	return nil
+}
+
+func (s *Server) failJob(w http.ResponseWriter, r *http.Request) error {
+	req, job, err := s.jobRequest(w, r)
+	if err != nil {
+		return err
+	}
+	opts := &pgmsg.FailOpts{Dead: req.Dead}
+	if req.RetryIn != nil {
+		opts.RetryIn = time.Duration(*req.RetryIn)
+	}
+	msg := req.Error
+	if msg == "" {
+		msg = "failed (no error given)"
+	}
+	res, err := s.client.Fail(r.Context(), job, errors.New(msg), opts)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": job.ID, "state": res.State, "run_at": res.RunAt})
+	return nil
+}
+
+func (s *Server) extendJob(w http.ResponseWriter, r *http.Request) error {
+	req, job, err := s.jobRequest(w, r)
+	if err != nil {
+		return err
+	}
+	var lease time.Duration
+	if req.Lease != nil {
+		lease = time.Duration(*req.Lease)
+	}
+	if err := s.client.ExtendJob(r.Context(), job, lease); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": job.ID, "lease_expires_at": job.LeaseExpiresAt})
+	return nil
+}
+
+func (s *Server) listQueueStats(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.client.AllQueueStats(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queues": st})
+	return nil
+}
+
+func (s *Server) queueStats(w http.ResponseWriter, r *http.Request) error {
+	if err := validNames("queue", r.PathValue("queue")); err != nil {
+		return err
+	}
+	st, err := s.client.QueueStats(r.Context(), r.PathValue("queue"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
+	if err := validNames("queue", r.PathValue("queue")); err != nil {
+		return err
+	}
+	q := params{r.URL.Query()}
+	queue := r.PathValue("queue")
+	if _, err := s.client.QueueStats(r.Context(), queue); err != nil {
+		return err
+	}
+	limit, err := q.int("limit", 100)
+	if err != nil {
+		return err
+	}
+	if limit < 1 || limit > s.cfg.MaxRecords {
+		return newAPIError(errLimitExceeded, "limit must be between 1 and %d, got %d", s.cfg.MaxRecords, limit)
+	}
+	after, err := q.int("after_id", 0)
+	if err != nil {
+		return err
+	}
+	enc := q.Get("encoding")
+	if enc == "" {
+		enc = EncodingAuto
+	}
+	if err := validOutputEncoding(enc); err != nil {
+		return err
+	}
+	jobs, err := s.client.ListDeadJobs(r.Context(), queue, &pgmsg.DeadJobsOpts{Kind: q.Get("kind"), Limit: limit, AfterID: int64(after)})
+	if err != nil {
+		return err
+	}
+	out := make([]JobJSON, len(jobs))
+	for i, j := range jobs {
+		out[i] = EncodeJob(j, enc)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": out})
+	return nil
+}
+
+// DeadJobsRequest selects dead jobs to requeue or purge: the ids given, or
+// all (of kind) when none is.
+type DeadJobsRequest struct {
+	IDs  []int64 `json:"ids,omitempty"`
+	Kind string  `json:"kind,omitempty"`
+	// OlderThan (purge only): only jobs dead for longer.
+	OlderThan *Duration `json:"older_than,omitempty"`
+}
+
+func (s *Server) deadRequest(w http.ResponseWriter, r *http.Request) (string, *pgmsg.DeadJobsOpts, error) {
+	var req DeadJobsRequest
+	if r.ContentLength != 0 {
+		if err := s.decodeBody(w, r, &req); err != nil {
+			return "", nil, err
+		}
+	}
+	queue := r.PathValue("queue")
+	if err := validNames("queue", queue); err != nil {
+		return "", nil, err
+	}
+	if _, err := s.client.QueueStats(r.Context(), queue); err != nil {
+		return "", nil, err
+	}
+	opts := &pgmsg.DeadJobsOpts{IDs: req.IDs, Kind: req.Kind}
+	if req.OlderThan != nil {
+		opts.OlderThan = time.Duration(*req.OlderThan)
+	}
+	return queue, opts, nil
+}
+
+func (s *Server) requeueDead(w http.ResponseWriter, r *http.Request) error {
+	queue, opts, err := s.deadRequest(w, r)
+	if err != nil {
+		return err
+	}
+	if opts.OlderThan != 0 {
+		return newAPIError(errInvalidParameter, "field \"older_than\" is for purge, not requeue")
+	}
+	n, err := s.client.RequeueDeadJobs(r.Context(), queue, opts)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "requeued": n})
+	return nil
+}
+
+func (s *Server) purgeDead(w http.ResponseWriter, r *http.Request) error {
+	queue, opts, err := s.deadRequest(w, r)
+	if err != nil {
+		return err
+	}
+	n, err := s.client.PurgeDeadJobs(r.Context(), queue, opts)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "purged": n})
+	return nil
+}

@@ -1,0 +1,269 @@
+// Package httpapi is pgmsg's HTTP/JSON API (`pgmsg serve`): publish and
+// long-poll consume with explicit commits, enqueue and claim jobs, and
+// admin endpoints for topics, groups and queues, behind bearer-token auth,
+// request limits and Prometheus metrics.
+//
+// It uses the public pgmsg API exactly as an application would. Each
+// resource has its own file; errors.go is the one error -> status table.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// Defaults and limits of Config fields left zero.
+const (
+	MaxBodyBytesDefault    = 8 << 20
+	MaxRecordsDefault      = 1000
+	MaxWaitDefault         = 30 * time.Second
+	TokenCacheTTLDefault   = 2 * time.Second
+	ShutdownTimeoutDefault = 30 * time.Second
+	// ConsumeMaxRecordsDefault is max_records of a consume or claim that
+	// does not say.
+	ConsumeMaxRecordsDefault = 100
+	// PollIntervalDefault is how often a waiting consume or claim checks
+	// again when no notification wakes it.
+	PollIntervalDefault = pgmsg.PollIntervalDefault
+)
+
+// Config configures a Server. Client is required; every other field
+// documents its default.
+type Config struct {
+	// Client the server works through. Required.
+	Client *pgmsg.Client
+	// MaxBodyBytes caps a request body; larger bodies get 413
+	// body_too_large and nothing is written. Default 8 MiB.
+	MaxBodyBytes int64
+	// MaxRecords caps the records of a publish (413 too_many_records) and
+	// max_records of a consume or claim (400 limit_exceeded). Default 1000.
+	MaxRecords int
+	// MaxWait caps the long-poll wait of consume and claim (400
+	// limit_exceeded beyond it). Default 30s.
+	MaxWait time.Duration
+	// PollInterval is how often a waiting consume or claim checks again
+	// when no notification (LISTEN/NOTIFY) wakes it: the fallback for lost
+	// notifications, pgmsg.Config.DisableNotify, and jobs whose delay or
+	// retry backoff runs out. Default 1s.
+	PollInterval time.Duration
+	// InsecureNoAuth serves every request without a token, as admin. For
+	// local development only: the CLI refuses it unless the listen address
+	// is loopback. Default false.
+	InsecureNoAuth bool
+	// TokenCacheTTL is how long a verified token is trusted before it is
+	// checked against the database again, so a revocation takes effect
+	// within it. Negative disables the cache. Default 2s.
+	TokenCacheTTL time.Duration
+	// ShutdownTimeout bounds how long Run waits for in-flight requests
+	// after its context ends. Default 30s.
+	ShutdownTimeout time.Duration
+	// Logger for request failures. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API. It is an http.Handler.
+type Server struct {
+	cfg     Config
+	client  *pgmsg.Client
+	logger  *slog.Logger
+	mux     *http.ServeMux
+	routes  []Route
+	metrics *metrics
+	tokens  *tokenCache
+
+	// stopCtx ends when the server drains (Drain).
+	stopCtx context.Context
+	stop    context.CancelFunc
+
+	// testHookWaiting, if set (by tests, before serving), is called each
+	// time a long poll starts to wait for a wake-up.
+	testHookWaiting func()
+}
+
+// Route is one endpoint: what the OpenAPI document must describe.
+type Route struct {
+	Method string
+	// Pattern is the path with {name} wildcards, as in OpenAPI.
+	Pattern string
+	// Alias names the /v1 route this one is a documented alias of.
+	Alias string
+	// Scope is what the caller needs: "" (nothing), pgmsg.ScopeAdmin, or a
+	// scope kind checked against the topic or queue named by the request.
+	Scope   string
+	handler func(w http.ResponseWriter, r *http.Request) error
+}
+
+// New returns a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("httpapi: Config.Client is required")
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = MaxBodyBytesDefault
+	}
+	if cfg.MaxRecords == 0 {
+		cfg.MaxRecords = MaxRecordsDefault
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = MaxWaitDefault
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = PollIntervalDefault
+	}
+	if cfg.TokenCacheTTL == 0 {
+		cfg.TokenCacheTTL = TokenCacheTTLDefault
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = ShutdownTimeoutDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	switch {
+	case cfg.MaxBodyBytes < 0:
+		return nil, fmt.Errorf("httpapi: Config.MaxBodyBytes must not be negative, got %d", cfg.MaxBodyBytes)
+	case cfg.MaxRecords < 0:
+		return nil, fmt.Errorf("httpapi: Config.MaxRecords must not be negative, got %d", cfg.MaxRecords)
+	case cfg.MaxWait < 0:
+		return nil, fmt.Errorf("httpapi: Config.MaxWait must not be negative, got %s", cfg.MaxWait)
+	case cfg.PollInterval < 0:
+		return nil, fmt.Errorf("httpapi: Config.PollInterval must not be negative, got %s", cfg.PollInterval)
+	}
+	s := &Server{
+		cfg: cfg, client: cfg.Client, logger: cfg.Logger, mux: http.NewServeMux(),
+		metrics: newMetrics(cfg.Client), tokens: newTokenCache(cfg.TokenCacheTTL),
+	}
+	s.stopCtx, s.stop = context.WithCancel(context.Background())
+	s.routes = s.routeTable()
+	s.register()
+	return s, nil
+}
+
+// routeTable lists every endpoint. Resource files add theirs.
+func (s *Server) routeTable() []Route {
+	var rs []Route
+	rs = append(rs, s.healthRoutes()...)
+	rs = append(rs, s.pubsubRoutes()...)
+	rs = append(rs, s.topicRoutes()...)
+	rs = append(rs, s.groupRoutes()...)
+	rs = append(rs, s.queueRoutes()...)
+	return rs
+}
+
+// Routes returns every endpoint the server answers.
+func (s *Server) Routes() []Route {
+	return append([]Route(nil), s.routes...)
+}
+
+func (s *Server) register() {
+	methods := map[string][]string{}
+	for _, rt := range s.routes {
+		rt := rt
+		methods[rt.Pattern] = append(methods[rt.Pattern], rt.Method)
+		s.mux.Handle(rt.Method+" "+rt.Pattern, s.instrument(rt.Pattern, s.wrap(rt)))
+	}
+	// JSON 405s for known paths, JSON 404 for everything else.
+	for pattern, ms := range methods {
+		sort.Strings(ms)
+		allow := strings.Join(ms, ", ")
+		s.mux.Handle(pattern, s.instrument(pattern, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			s.writeError(w, r, newAPIError(errMethodNotAllowed, "method %s not allowed on %s: use %s", r.Method, r.URL.Path, allow))
+		}))
+	}
+	s.mux.Handle("/", s.instrument("unmatched", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, newAPIError(errNotFound, "no endpoint %s %s: see /v1 in docs/openapi.yaml", r.Method, r.URL.Path))
+	}))
+}
+
+// wrap authenticates (unless the route is public), checks an admin scope,
+// and turns a handler's error into the error body.
+func (s *Server) wrap(rt Route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if rt.Scope != "" {
+			tok, err := s.authenticate(r)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			if rt.Scope == pgmsg.ScopeAdmin && !tok.Allows(pgmsg.ScopeAdmin, "") {
+				s.writeError(w, r, newAPIError(errForbidden, "token %q lacks the admin scope", tok.Name))
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok))
+		}
+		if err := rt.handler(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	}
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Drain makes waiting long polls return at once (with what they have) and
+// new long polls not wait: call it before http.Server.Shutdown so that
+// shutdown does not wait out every poll. Run calls it.
+func (s *Server) Drain() { s.stop() }
+
+// Run serves on ln until ctx ends, then shuts down gracefully: it stops
+// accepting, ends long polls, and waits up to ShutdownTimeout for
+// in-flight requests to finish.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		// Long polls hold the response for up to MaxWait.
+		WriteTimeout: s.cfg.MaxWait + 2*time.Minute,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.Drain()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// IsLoopback reports whether a listen address (host:port) only accepts
+// connections from this machine.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}

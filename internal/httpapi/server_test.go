@@ -1,0 +1,393 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+func TestAdminEndpoints(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	res := tb.do(t, http.MethodPost, "/v1/topics", tb.admin, `{"name":"orders","partitions":2}`)
+	require.Equal(t, http.StatusCreated, res.status, string(res.body))
+	res = tb.do(t, http.MethodPost, "/v1/topics", tb.admin, `{"name":"orders","partitions":2}`)
+	require.Equal(t, http.StatusConflict, res.status)
+	require.Equal(t, "topic_exists", res.errorCode(t))
+	res = tb.do(t, http.MethodPost, "/v1/topics", tb.admin, `{"name":"x","partitions":5000}`)
+	require.Equal(t, "invalid_argument", res.errorCode(t))
+
+	res = tb.do(t, http.MethodGet, "/v1/topics", tb.admin, nil)
+	var tl struct{ Topics []pgmsg.Topic }
+	res.json(t, &tl)
+	require.Len(t, tl.Topics, 1)
+	require.Equal(t, 2, tl.Topics[0].Partitions)
+
+	_, code := httpDriver{t: t, tb: tb, token: tb.admin}.publish("orders", keyed(5))
+	require.Empty(t, code)
+	res = tb.do(t, http.MethodGet, "/v1/topics/orders", tb.admin, nil)
+	var desc pgmsg.TopicDescription
+	res.json(t, &desc)
+	require.Len(t, desc.PartitionInfo, 2)
+	require.Equal(t, int64(5), desc.PartitionInfo[0].Records+desc.PartitionInfo[1].Records)
+	require.Equal(t, "unknown_topic", tb.do(t, http.MethodGet, "/v1/topics/nope", tb.admin, nil).errorCode(t))
+
+	// Groups: two groups, one consumes everything; lag shows the other.
+	res = tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=orders&group=fast&max_records=100&auto_commit=true", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status)
+	res = tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=orders&group=fast&max_records=100&auto_commit=true", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status)
+	_, err := tb.client.CreateGroup(tb.ctx, "orders", "slow", pgmsg.PositionEarliest)
+	require.NoError(t, err)
+	res = tb.do(t, http.MethodGet, "/v1/topics/orders/groups", tb.admin, nil)
+	var gl struct{ Groups []pgmsg.GroupPartition }
+	res.json(t, &gl)
+	lag := map[string]int64{}
+	for _, g := range gl.Groups {
+		lag[g.Group] += g.Lag
+	}
+	require.Equal(t, map[string]int64{"fast": 0, "slow": 5}, lag)
+	res = tb.do(t, http.MethodGet, "/v1/groups?group=slow", tb.admin, nil)
+	res.json(t, &gl)
+	require.Len(t, gl.Groups, 2)
+
+	res = tb.do(t, http.MethodGet, "/v1/topics/orders/groups/slow", tb.admin, nil)
+	var gd pgmsg.GroupDescription
+	res.json(t, &gd)
+	require.Len(t, gd.Partitions, 2)
+	require.Equal(t, "unknown_group", tb.do(t, http.MethodGet, "/v1/topics/orders/groups/nope", tb.admin, nil).errorCode(t))
+
+	res = tb.do(t, http.MethodPost, "/v1/topics/orders/groups/fast/reset", tb.admin, ResetGroupRequest{To: "earliest"})
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	gs, err := tb.client.ListGroups(tb.ctx, "orders", "fast")
+	require.NoError(t, err)
+	require.Equal(t, int64(5), gs[0].Lag+gs[1].Lag)
+	require.Equal(t, "invalid_offset", tb.do(t, http.MethodPost, "/v1/topics/orders/groups/fast/reset", tb.admin, ResetGroupRequest{To: "not-a-time"}).errorCode(t))
+	require.Equal(t, "invalid_parameter", tb.do(t, http.MethodPost, "/v1/topics/orders/groups/fast/reset", tb.admin, `{}`).errorCode(t))
+
+	require.Equal(t, http.StatusNoContent, tb.do(t, http.MethodDelete, "/v1/topics/orders/groups/slow", tb.admin, nil).status)
+	require.Equal(t, "unknown_group", tb.do(t, http.MethodDelete, "/v1/topics/orders/groups/slow", tb.admin, nil).errorCode(t))
+	require.Equal(t, http.StatusNoContent, tb.do(t, http.MethodDelete, "/v1/topics/orders", tb.admin, nil).status)
+	require.Equal(t, "unknown_topic", tb.do(t, http.MethodDelete, "/v1/topics/orders", tb.admin, nil).errorCode(t))
+
+	// Queues: stats, dead list, purge.
+	_, err = tb.client.Enqueue(tb.ctx, "emails", pgmsg.EnqueueParams{Payload: []byte(`{"to":"a@b"}`), MaxAttempts: 1}, nil)
+	require.NoError(t, err)
+	jobs, err := tb.client.ClaimJobs(tb.ctx, "emails", nil)
+	require.NoError(t, err)
+	_, err = tb.client.Fail(tb.ctx, jobs[0], errors.New("boom"), nil)
+	require.NoError(t, err)
+	res = tb.do(t, http.MethodGet, "/v1/queues/emails", tb.admin, nil)
+	var st pgmsg.QueueStats
+	res.json(t, &st)
+	require.Equal(t, int64(1), st.Dead)
+	res = tb.do(t, http.MethodGet, "/v1/queues", tb.admin, nil)
+	require.Contains(t, string(res.body), `"queue":"emails"`)
+	res = tb.do(t, http.MethodGet, "/v1/queues/emails/dead", tb.admin, nil)
+	var dl struct{ Jobs []JobJSON }
+	res.json(t, &dl)
+	require.Len(t, dl.Jobs, 1)
+	require.JSONEq(t, `{"to":"a@b"}`, string(dl.Jobs[0].Payload))
+	require.Equal(t, "boom", dl.Jobs[0].Errors[0].Error)
+	res = tb.do(t, http.MethodPost, "/v1/queues/emails/dead/purge", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	require.JSONEq(t, `1`, string(mustField(t, res.body, "purged")))
+	require.Equal(t, "unknown_queue", tb.do(t, http.MethodGet, "/v1/queues/nope/dead", tb.admin, nil).errorCode(t))
+}
+
+func TestJobLifecycleHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	res := tb.do(t, http.MethodPost, "/queue/enqueue", tb.admin, `{"queue":"q","jobs":[{"payload":{"n":1},"kind":"email"}]}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	res = tb.do(t, http.MethodGet, "/queue/claim?queue=q&lease=1m&worker=w1", tb.admin, nil)
+	var body struct{ Jobs []JobJSON }
+	res.json(t, &body)
+	require.Len(t, body.Jobs, 1)
+	j := body.Jobs[0]
+	require.Equal(t, "email", j.Kind)
+	require.Equal(t, EncodingJSON, j.PayloadEncoding)
+	before := *j.LeaseExpiresAt
+	res = tb.do(t, http.MethodPost, "/v1/queue/extend", tb.admin, map[string]any{"queue": "q", "id": j.ID, "lease_token": j.LeaseToken, "lease": "10m"})
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	var ext struct {
+		LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	}
+	res.json(t, &ext)
+	require.True(t, ext.LeaseExpiresAt.After(before))
+	res = tb.do(t, http.MethodPost, "/v1/queue/fail", tb.admin, map[string]any{"queue": "q", "id": j.ID, "lease_token": j.LeaseToken, "error": "later", "retry_in": 3600})
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	require.Contains(t, string(res.body), `"state":"retrying"`)
+	res = tb.do(t, http.MethodPost, "/v1/queue/ack", tb.admin, map[string]any{"queue": "q", "id": j.ID, "lease_token": j.LeaseToken})
+	require.Equal(t, "job_not_held", res.errorCode(t))
+	res = tb.do(t, http.MethodPost, "/v1/queue/ack", tb.admin, map[string]any{"queue": "q", "id": j.ID})
+	require.Equal(t, "invalid_parameter", res.errorCode(t))
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "t", 1)
+	require.Equal(t, http.StatusOK, tb.do(t, http.MethodPost, "/v1/pubsub/publish", tb.admin, publishBody("t", "a", "b")).status)
+	require.Equal(t, http.StatusOK, tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=t&group=g&auto_commit=1", tb.admin, nil).status)
+	require.Equal(t, http.StatusOK, tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, `{"queue":"q","jobs":[{"payload":1}]}`).status)
+	require.Equal(t, http.StatusOK, tb.do(t, http.MethodGet, "/v1/queue/claim?queue=q", tb.admin, nil).status)
+	tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=t", tb.admin, nil)
+	res := tb.do(t, http.MethodGet, "/metrics", "", nil)
+	require.Equal(t, http.StatusOK, res.status)
+	body := string(res.body)
+	for _, want := range []string{
+		`pgmsg_http_requests_total{method="POST",route="/v1/pubsub/publish",status="200"} 1`,
+		`pgmsg_http_requests_total{method="GET",route="/v1/pubsub/consume",status="400"} 1`,
+		`pgmsg_http_request_duration_seconds_count{method="GET",route="/v1/pubsub/consume",status="200"} 1`,
+		`pgmsg_published_records_total{topic="t"} 2`,
+		`pgmsg_consumed_records_total{group="g",topic="t"} 2`,
+		`pgmsg_enqueued_jobs_total{queue="q"} 1`,
+		`pgmsg_claimed_jobs_total{queue="q"} 1`,
+		`pgmsg_group_lag_records{group="g",partition="0",topic="t"} 0`,
+		`pgmsg_partition_end_offset{partition="0",topic="t"} 2`,
+	} {
+		require.Contains(t, body, want)
+	}
+}
+
+func TestReadyzNotMigrated(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.Pool.Exec(tb.ctx, `DELETE FROM "`+tb.Schema+`".pgmsg_migration WHERE version = 3`)
+	require.NoError(t, err)
+	res := tb.do(t, http.MethodGet, "/readyz", "", nil)
+	require.Equal(t, http.StatusServiceUnavailable, res.status)
+	require.Equal(t, "unavailable", res.errorCode(t))
+	require.Equal(t, http.StatusOK, tb.do(t, http.MethodGet, "/healthz", "", nil).status)
+}
+
+func TestInsecureNoAuth(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, &Config{InsecureNoAuth: true})
+	tb.topic(t, "t", 1)
+	require.Equal(t, http.StatusOK, tb.do(t, http.MethodPost, "/v1/pubsub/publish", "", publishBody("t", "a")).status)
+	require.Equal(t, http.StatusOK, tb.do(t, http.MethodGet, "/v1/topics", "", nil).status)
+	require.True(t, IsLoopback("127.0.0.1:8080"))
+	require.True(t, IsLoopback("[::1]:8080"))
+	require.True(t, IsLoopback("localhost:0"))
+	require.False(t, IsLoopback("0.0.0.0:8080"))
+	require.False(t, IsLoopback(":8080"))
+	require.False(t, IsLoopback("10.0.0.1:8080"))
+}
+
+// TestGracefulShutdown: when Run's context ends, a waiting long poll
+// returns at once (empty), an in-flight request completes, and Run returns.
+func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "t", 1)
+	srv, err := New(Config{Client: tb.client})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(tb.ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- srv.Run(ctx, ln) }()
+	url := "http://" + ln.Addr().String()
+
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	polled := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(tb.ctx, http.MethodGet, url+"/v1/pubsub/consume?topic=t&group=g&wait=25s", nil)
+		req.Header.Set("Authorization", "Bearer "+tb.admin)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			polled <- result{err: err}
+			return
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		polled <- result{status: res.StatusCode, body: string(b)}
+	}()
+	// Wait until the poll is in flight: the group exists once its first
+	// claim ran (the claim creates it).
+	require.Eventually(t, func() bool {
+		gs, err := tb.client.ListGroups(tb.ctx, "t", "g")
+		return err == nil && len(gs) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	start := time.Now()
+	cancel()
+	select {
+	case res := <-polled:
+		require.NoError(t, res.err)
+		require.Equal(t, http.StatusOK, res.status)
+		require.True(t, strings.Contains(res.body, `"claim":null`), res.body)
+	case <-tb.ctx.Done():
+		t.Fatal("long poll not ended by shutdown")
+	}
+	require.NoError(t, <-ran)
+	require.Less(t, time.Since(start), 20*time.Second)
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// waitingServer returns a server with cfg whose long polls signal on the
+// returned channel when they start to wait (after a try found nothing).
+func waitingServer(t *testing.T, cfg Config) (*Server, <-chan struct{}) {
+	t.Helper()
+	srv, err := New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(srv.Drain)
+	waiting := make(chan struct{}, 1)
+	srv.testHookWaiting = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	return srv, waiting
+}
+
+// listening waits until client's notification listener is connected (its
+// first wake-up follows LISTEN), so that a wake-up seen later comes from a
+// notification, not from the listener (re)connecting.
+func listening(t *testing.T, wakeups func() (<-chan struct{}, func())) {
+	t.Helper()
+	ch, stop := wakeups()
+	defer stop()
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatal("notification listener not connected")
+	}
+}
+
+// serveAsync serves one request on srv in the background.
+func serveAsync(srv *Server, r *http.Request) <-chan *httptest.ResponseRecorder {
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, r)
+		done <- w
+	}()
+	return done
+}
+
+// TestLongPollWokenByNotify: with polling effectively off (1h fallback), a
+// consume waiting on a topic of many partitions answers when a record is
+// published to one of them, so the wake-up came from LISTEN/NOTIFY and the
+// claim found the record's partition.
+func TestLongPollWokenByNotify(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "t", 8)
+	srv, waiting := waitingServer(t, Config{Client: tb.client, PollInterval: time.Hour})
+	listening(t, func() (<-chan struct{}, func()) { return tb.client.RecordWakeups("t") })
+
+	done := serveAsync(srv, httpRequest(tb, http.MethodGet, "/v1/pubsub/consume?topic=t&group=g&wait=25s"))
+	select {
+	case <-waiting:
+	case w := <-done:
+		t.Fatalf("consume answered before anything was published: %d %s", w.Code, w.Body)
+	}
+	start := time.Now()
+	require.NoError(t, tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "t", Partition: 5, Value: []byte(`"woken"`)}},
+		&pgmsg.PublishOpts{ManualPartition: true}))
+	select {
+	case w := <-done:
+		require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+		var cr ConsumeResponse
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &cr))
+		require.Len(t, cr.Records, 1)
+		require.Equal(t, `"woken"`, string(cr.Records[0].Value))
+		require.NotNil(t, cr.Claim)
+		require.EqualValues(t, 5, cr.Claim.Partition)
+		t.Logf("woken %s after the publish", time.Since(start))
+	case <-time.After(20 * time.Second):
+		t.Fatal("long poll not woken")
+	}
+}
+
+// TestQueueClaimWokenByNotify: with polling effectively off (1h fallback),
+// a waiting job claim answers when a job is enqueued: woken by the
+// enqueue's notification, long before any fallback poll.
+func TestQueueClaimWokenByNotify(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateQueue(tb.ctx, "q", pgmsg.QueueConfig{})
+	require.NoError(t, err)
+	srv, waiting := waitingServer(t, Config{Client: tb.client, PollInterval: time.Hour})
+	listening(t, func() (<-chan struct{}, func()) { return tb.client.JobWakeups("q") })
+
+	done := serveAsync(srv, httpRequest(tb, http.MethodGet, "/v1/queue/claim?queue=q&wait=25s"))
+	select {
+	case <-waiting:
+	case w := <-done:
+		t.Fatalf("claim answered before anything was enqueued: %d %s", w.Code, w.Body)
+	}
+	start := time.Now()
+	_, err = tb.client.Enqueue(tb.ctx, "q", pgmsg.EnqueueParams{Payload: []byte(`"woken"`)}, nil)
+	require.NoError(t, err)
+	select {
+	case w := <-done:
+		require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+		var out struct {
+			Jobs []JobJSON `json:"jobs"`
+		}
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &out))
+		require.Len(t, out.Jobs, 1)
+		require.Equal(t, `"woken"`, string(out.Jobs[0].Payload))
+		t.Logf("woken %s after the enqueue", time.Since(start))
+	case <-time.After(20 * time.Second):
+		t.Fatal("claim long poll not woken by the enqueue")
+	}
+}
+
+// TestQueueClaimFallbackPoll: without notifications (DisableNotify), a
+// waiting claim still finds an enqueued job by polling.
+func TestQueueClaimFallbackPoll(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	quiet, err := pgmsg.NewClient(tb.Pool, &pgmsg.Config{Schema: tb.Schema, DisableNotify: true})
+	require.NoError(t, err)
+	t.Cleanup(quiet.Close)
+	_, err = tb.client.CreateQueue(tb.ctx, "q", pgmsg.QueueConfig{})
+	require.NoError(t, err)
+	srv, waiting := waitingServer(t, Config{Client: quiet, PollInterval: 50 * time.Millisecond})
+
+	done := serveAsync(srv, httpRequest(tb, http.MethodGet, "/v1/queue/claim?queue=q&wait=25s"))
+	select {
+	case <-waiting:
+	case w := <-done:
+		t.Fatalf("claim answered before anything was enqueued: %d %s", w.Code, w.Body)
+	}
+	_, err = tb.client.Enqueue(tb.ctx, "q", pgmsg.EnqueueParams{Payload: []byte(`"polled"`)}, nil)
+	require.NoError(t, err)
+	select {
+	case w := <-done:
+		require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+		var out struct {
+			Jobs []JobJSON `json:"jobs"`
+		}
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &out))
+		require.Len(t, out.Jobs, 1)
+	case <-time.After(20 * time.Second):
+		t.Fatal("claim long poll never polled")
+	}
+}
+
+func httpRequest(tb *testBundle, method, path string) *http.Request {
+	r := httptest.NewRequestWithContext(tb.ctx, method, "http://x"+path, nil)
+	r.Header.Set("Authorization", "Bearer "+tb.admin)
+	return r
+}

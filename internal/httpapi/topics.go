@@ -1,0 +1,70 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+func (s *Server) topicRoutes() []Route {
+	return []Route{
+		{Method: http.MethodGet, Pattern: "/v1/topics", Scope: pgmsg.ScopeAdmin, handler: s.listTopics},
+		{Method: http.MethodPost, Pattern: "/v1/topics", Scope: pgmsg.ScopeAdmin, handler: s.createTopic},
+		{Method: http.MethodGet, Pattern: "/v1/topics/{topic}", Scope: pgmsg.ScopeAdmin, handler: s.describeTopic},
+		{Method: http.MethodDelete, Pattern: "/v1/topics/{topic}", Scope: pgmsg.ScopeAdmin, handler: s.deleteTopic},
+	}
+}
+
+// CreateTopicRequest is the body of POST /v1/topics.
+type CreateTopicRequest struct {
+	Name string `json:"name"`
+	pgmsg.TopicConfig
+}
+
+func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) error {
+	topics, err := s.client.ListTopics(r.Context())
+	if err != nil {
+		return err
+	}
+	if topics == nil {
+		topics = []*pgmsg.Topic{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"topics": topics})
+	return nil
+}
+
+func (s *Server) createTopic(w http.ResponseWriter, r *http.Request) error {
+	var req CreateTopicRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	t, err := s.client.CreateTopic(r.Context(), req.Name, req.TopicConfig)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, t)
+	return nil
+}
+
+func (s *Server) describeTopic(w http.ResponseWriter, r *http.Request) error {
+	if err := validNames("topic", r.PathValue("topic")); err != nil {
+		return err
+	}
+	d, err := s.client.DescribeTopic(r.Context(), r.PathValue("topic"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) error {
+	if err := validNames("topic", r.PathValue("topic")); err != nil {
+		return err
+	}
+	if err := s.client.DeleteTopic(r.Context(), r.PathValue("topic")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

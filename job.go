@@ -1,0 +1,466 @@
+package pgmsg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+)
+
+// JobState is where a job is in its life.
+type JobState string
+
+// Job states. Available, scheduled and retrying jobs wait (and are claimable
+// once their RunAt passes); running jobs are held by a worker; dead jobs ran
+// out of attempts. Completed and cancelled jobs are in the archive.
+const (
+	JobStateAvailable JobState = "available"
+	JobStateScheduled JobState = "scheduled"
+	JobStateRetrying  JobState = "retrying"
+	JobStateRunning   JobState = "running"
+	JobStateDead      JobState = "dead"
+	JobStateCompleted JobState = "completed"
+	JobStateCancelled JobState = "cancelled"
+)
+
+// JobClaimMaxDefault is how many jobs ClaimJobs claims by default.
+const JobClaimMaxDefault = 1
+
+// Job is a job as claimed by a worker or read by GetJob.
+type Job struct {
+	ID    int64    `json:"id"`
+	Queue string   `json:"queue"`
+	State JobState `json:"state"`
+	// Kind is the job's optional type name, for routing in handlers.
+	Kind    string `json:"kind,omitempty"`
+	Payload []byte `json:"payload"`
+	// Priority: higher runs first.
+	Priority int `json:"priority"`
+	// Attempt counts the claims of the job that were not snoozed, this one
+	// included (1 on the first run).
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"max_attempts"`
+	// LeaseToken identifies the claim that holds a running job: Complete,
+	// Fail, Snooze and ExtendJob present it, and fail with ErrJobNotHeld
+	// once another claim took over.
+	LeaseToken     int64      `json:"lease_token,omitempty"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+	RunAt          *time.Time `json:"run_at,omitempty"`
+	EnqueuedAt     time.Time  `json:"enqueued_at"`
+	AttemptedAt    *time.Time `json:"attempted_at,omitempty"`
+	// FinishedAt is when the job was archived or went dead.
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Worker     string     `json:"worker,omitempty"`
+	UniqueKey  string     `json:"unique_key,omitempty"`
+	// Errors is the error history, oldest first.
+	Errors []JobError `json:"errors,omitempty"`
+}
+
+// UnmarshalPayload decodes a JSON payload into v.
+func (j *Job) UnmarshalPayload(v any) error {
+	return json.Unmarshal(j.Payload, v)
+}
+
+// JobError is one failed attempt of a job.
+type JobError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
+}
+
+func jobTime(t pgtype.Timestamptz) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	v := t.Time
+	return &v
+}
+
+func jobErrors(raw []byte) ([]JobError, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var out []JobError
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("pgmsg: decode job errors: %w", err)
+	}
+	return out, nil
+}
+
+func jobFromGetRow(r *dbsqlc.JobGetRow) (*Job, error) {
+	errs, err := jobErrors(r.Errors)
+	if err != nil {
+		return nil, err
+	}
+	return &Job{
+		ID: r.ID, Queue: r.Queue, State: JobState(r.State), Kind: r.Kind, Payload: r.Payload,
+		Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
+		LeaseToken: r.LeaseToken, LeaseExpiresAt: jobTime(r.LeaseExpiresAt), RunAt: jobTime(r.RunAt),
+		EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: jobTime(r.AttemptedAt), FinishedAt: jobTime(r.FinishedAt),
+		Worker: r.Worker, UniqueKey: r.UniqueKey, Errors: errs,
+	}, nil
+}
+
+// EnqueueParams is one job to enqueue.
+type EnqueueParams struct {
+	// Payload is the job's data, opaque to pgmsg (JSONPayload encodes JSON).
+	// At most the queue's MaxPayloadBytes.
+	Payload []byte
+	// Kind is an optional type name for handlers to dispatch on.
+	Kind string
+	// Priority orders claims: higher first, -32768..32767. Default 0.
+	Priority int
+	// RunAt is when the job becomes claimable (client clock). Default now.
+	// Give RunAt or Delay, not both.
+	RunAt time.Time
+	// Delay makes the job claimable this long after the enqueue, on the
+	// database clock. Must not be negative. Default 0.
+	Delay time.Duration
+	// MaxAttempts overrides the queue's MaxAttempts for this job (>= 1).
+	// Default 0: the queue's.
+	MaxAttempts int
+	// UniqueKey, if set, makes the job unique among the queue's live
+	// (waiting or running) jobs: enqueueing another job with the same key
+	// while one is live is a no-op that reports the existing job
+	// (EnqueueResult.Duplicate).
+	UniqueKey string
+}
+
+// JSONPayload encodes v as JSON for EnqueueParams.Payload.
+func JSONPayload(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, newError(ErrInvalidArgument, "payload is not JSON: %v", err)
+	}
+	return b, nil
+}
+
+// EnqueueOpts are options of an enqueue call; nil means defaults.
+type EnqueueOpts struct {
+	// DisableCreateQueue makes an enqueue to a queue that does not exist
+	// fail with ErrUnknownQueue. Default false: the queue is created with
+	// default settings.
+	DisableCreateQueue bool
+}
+
+// EnqueueResult is what an enqueue did with one job.
+type EnqueueResult struct {
+	// ID of the job: the new job, or the existing one for a duplicate.
+	ID int64 `json:"id"`
+	// Duplicate reports that a live job with the same UniqueKey existed;
+	// nothing was inserted and ID, State and RunAt are that job's.
+	Duplicate bool      `json:"duplicate"`
+	State     JobState  `json:"state"`
+	RunAt     time.Time `json:"run_at"`
+}
+
+// Enqueue adds one job to queue. See EnqueueManyTx.
+func (c *Client) Enqueue(ctx context.Context, queue string, params EnqueueParams, opts *EnqueueOpts) (*EnqueueResult, error) {
+	return c.EnqueueTx(ctx, c.pool, queue, params, opts)
+}
+
+// EnqueueTx is Enqueue on exec: inside a transaction the job exists iff the
+// transaction commits.
+func (c *Client) EnqueueTx(ctx context.Context, exec DBTX, queue string, params EnqueueParams, opts *EnqueueOpts) (*EnqueueResult, error) {
+	res, err := c.EnqueueManyTx(ctx, exec, queue, []EnqueueParams{params}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// EnqueueMany adds jobs to queue in one statement. See EnqueueManyTx.
+func (c *Client) EnqueueMany(ctx context.Context, queue string, params []EnqueueParams, opts *EnqueueOpts) ([]*EnqueueResult, error) {
+	return c.EnqueueManyTx(ctx, c.pool, queue, params, opts)
+}
+
+// EnqueueManyTx adds jobs to queue in one statement on exec and returns one
+// result per job, in order. Bad input fails the whole batch and writes
+// nothing: ErrEmptyBatch, ErrUnknownQueue (with DisableCreateQueue),
+// ErrPayloadTooLarge, ErrInvalidDelay, ErrInvalidMaxAttempts,
+// ErrInvalidArgument (priority out of range, RunAt and Delay both set).
+// Idle workers of the queue are woken when the transaction commits.
+func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, params []EnqueueParams, opts *EnqueueOpts) ([]*EnqueueResult, error) {
+	if err := ValidateName("queue", queue); err != nil {
+		return nil, err
+	}
+	if len(params) == 0 {
+		return nil, newError(ErrEmptyBatch, "empty batch: enqueue needs at least one job")
+	}
+	n := len(params)
+	arg := dbsqlc.JobEnqueueManyParams{
+		Queue: queue, Payloads: make([][]byte, n), Kinds: make([]string, n), Priorities: make([]int32, n),
+		RunAts: make([]pgtype.Timestamptz, n), Delays: make([]pgtype.Interval, n), MaxAttempts: make([]int32, n),
+		UniqueKeys: make([]string, n), CreateQueue: opts == nil || !opts.DisableCreateQueue,
+	}
+	for i, p := range params {
+		switch {
+		case p.Delay < 0:
+			return nil, newError(ErrInvalidDelay, "job %d: delay must not be negative, got %s", i, p.Delay)
+		case p.MaxAttempts < 0:
+			return nil, newError(ErrInvalidMaxAttempts, "job %d: max attempts must be at least 1, got %d", i, p.MaxAttempts)
+		case p.Priority < JobPriorityMin || p.Priority > JobPriorityMax:
+			return nil, newError(ErrInvalidArgument, "job %d: priority must be between %d and %d, got %d", i, JobPriorityMin, JobPriorityMax, p.Priority)
+		case !p.RunAt.IsZero() && p.Delay != 0:
+			return nil, newError(ErrInvalidArgument, "job %d: give RunAt or Delay, not both", i)
+		}
+		arg.Payloads[i] = p.Payload
+		if arg.Payloads[i] == nil {
+			arg.Payloads[i] = []byte{}
+		}
+		arg.Kinds[i] = p.Kind
+		arg.Priorities[i] = int32(p.Priority)
+		if !p.RunAt.IsZero() {
+			arg.RunAts[i] = pgtype.Timestamptz{Time: p.RunAt, Valid: true}
+		}
+		if p.Delay > 0 {
+			arg.Delays[i] = jobInterval(p.Delay)
+		}
+		arg.MaxAttempts[i] = int32(min(p.MaxAttempts, 1<<30))
+		arg.UniqueKeys[i] = p.UniqueKey
+	}
+	rows, err := c.queries.JobEnqueueMany(ctx, c.db(exec), arg)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	if len(rows) != n {
+		return nil, fmt.Errorf("pgmsg: enqueue returned %d results for %d jobs", len(rows), n)
+	}
+	out := make([]*EnqueueResult, n)
+	for i, r := range rows {
+		out[i] = &EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, State: JobState(r.State), RunAt: r.RunAt.Time}
+	}
+	return out, nil
+}
+
+// ClaimJobsOpts are options of ClaimJobs; nil means defaults.
+type ClaimJobsOpts struct {
+	// Max is the most jobs to claim. Default 1.
+	Max int
+	// Lease overrides the queue's Lease for these jobs.
+	Lease time.Duration
+	// Worker names the claimant (shown by GetJob). Optional.
+	Worker string
+}
+
+// ClaimJobs leases up to opts.Max claimable jobs of queue to the caller in
+// one statement, highest priority first, then oldest RunAt. Each job is
+// running under a new LeaseToken until its lease expires; finish it with
+// Complete, Fail or Snooze, and ExtendJob it if it runs long. Claimers never
+// wait on one another. It returns no jobs (and no error) when none is
+// claimable, and fails with ErrUnknownQueue.
+func (c *Client) ClaimJobs(ctx context.Context, queue string, opts *ClaimJobsOpts) ([]*Job, error) {
+	return c.ClaimJobsTx(ctx, c.pool, queue, opts)
+}
+
+// ClaimJobsTx is ClaimJobs on exec. Inside a transaction the claim is only
+// visible once it commits; other claimers skip the jobs meanwhile.
+func (c *Client) ClaimJobsTx(ctx context.Context, exec DBTX, queue string, opts *ClaimJobsOpts) ([]*Job, error) {
+	o := ClaimJobsOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Max == 0 {
+		o.Max = JobClaimMaxDefault
+	}
+	if o.Max < 0 || o.Lease < 0 {
+		return nil, newError(ErrInvalidArgument, "max must be at least 1 and lease must not be negative")
+	}
+	rows, err := c.queries.JobClaim(ctx, c.db(exec), dbsqlc.JobClaimParams{
+		Queue: queue, MaxJobs: int32(min(o.Max, 1<<30)), Lease: jobOptInterval(o.Lease), Worker: jobOptText(o.Worker),
+	})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]*Job, len(rows))
+	for i, r := range rows {
+		errs, err := jobErrors(r.Errors)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = &Job{
+			ID: r.ID, Queue: r.Queue, State: JobStateRunning, Kind: r.Kind, Payload: r.Payload,
+			Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
+			LeaseToken: r.LeaseToken, LeaseExpiresAt: jobTime(r.LeaseExpiresAt), RunAt: jobTime(r.RunAt),
+			EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: jobTime(r.AttemptedAt), Worker: o.Worker,
+			UniqueKey: r.UniqueKey, Errors: errs,
+		}
+	}
+	return out, nil
+}
+
+// Complete archives a job the caller holds (status completed). It fails
+// with ErrJobNotHeld, writing nothing, when the claim no longer holds the
+// job (for example its lease expired and the job was rescued), and with
+// ErrUnknownJob.
+func (c *Client) Complete(ctx context.Context, job *Job) error {
+	return c.CompleteTx(ctx, c.pool, job)
+}
+
+// CompleteTx is Complete on exec: complete the job in the same transaction
+// as the handler's own writes, so both commit or neither does.
+func (c *Client) CompleteTx(ctx context.Context, exec DBTX, job *Job) error {
+	return mapError(c.queries.JobComplete(ctx, c.db(exec), dbsqlc.JobCompleteParams{ID: job.ID, LeaseToken: job.LeaseToken}))
+}
+
+// CompleteManyResult says which jobs of a CompleteMany were archived.
+type CompleteManyResult struct {
+	// Completed holds the ids of the jobs archived.
+	Completed []int64
+	// NotHeld holds the ids of the jobs the caller no longer held; they were
+	// left as they are.
+	NotHeld []int64
+}
+
+// CompleteMany archives many held jobs in one statement. Jobs no longer
+// held are left as they are and reported in NotHeld.
+func (c *Client) CompleteMany(ctx context.Context, jobs []*Job) (*CompleteManyResult, error) {
+	return c.CompleteManyTx(ctx, c.pool, jobs)
+}
+
+// CompleteManyTx is CompleteMany on exec.
+func (c *Client) CompleteManyTx(ctx context.Context, exec DBTX, jobs []*Job) (*CompleteManyResult, error) {
+	ids, tokens := make([]int64, len(jobs)), make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i], tokens[i] = j.ID, j.LeaseToken
+	}
+	return c.completeMany(ctx, exec, ids, tokens)
+}
+
+func (c *Client) completeMany(ctx context.Context, exec DBTX, ids, tokens []int64) (*CompleteManyResult, error) {
+	res := &CompleteManyResult{}
+	if len(ids) == 0 {
+		return res, nil
+	}
+	done, err := c.queries.JobCompleteMany(ctx, c.db(exec), dbsqlc.JobCompleteManyParams{Ids: ids, LeaseTokens: tokens})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	res.Completed = done
+	if len(done) < len(ids) {
+		slices.Sort(done)
+		for _, id := range ids {
+			if _, ok := slices.BinarySearch(done, id); !ok {
+				res.NotHeld = append(res.NotHeld, id)
+			}
+		}
+	}
+	return res, nil
+}
+
+// FailOpts are options of Fail; nil means defaults.
+type FailOpts struct {
+	// RetryIn overrides the queue's backoff for this retry. Default 0: the
+	// queue's backoff.
+	RetryIn time.Duration
+	// Dead sends the job to the dead-letter state at once, without retrying
+	// (for errors that no retry will fix).
+	Dead bool
+}
+
+// FailResult is a failed job's new state: JobStateRetrying with the RunAt of
+// the retry, or JobStateDead.
+type FailResult struct {
+	State JobState
+	RunAt time.Time
+}
+
+// Fail records jobErr as the error of the held attempt and schedules a
+// retry after the queue's backoff (retry n waits RetryBackoff * 2^(n-1),
+// capped, +-10% jitter), or moves the job to the dead-letter state when it
+// is out of attempts. It fails with ErrJobNotHeld or ErrInvalidDelay,
+// writing nothing.
+func (c *Client) Fail(ctx context.Context, job *Job, jobErr error, opts *FailOpts) (*FailResult, error) {
+	return c.FailTx(ctx, c.pool, job, jobErr, opts)
+}
+
+// FailTx is Fail on exec.
+func (c *Client) FailTx(ctx context.Context, exec DBTX, job *Job, jobErr error, opts *FailOpts) (*FailResult, error) {
+	o := FailOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.RetryIn < 0 {
+		return nil, newError(ErrInvalidDelay, "retry delay must not be negative, got %s", o.RetryIn)
+	}
+	msg := "unknown error"
+	if jobErr != nil {
+		msg = jobErr.Error()
+	}
+	arg := dbsqlc.JobFailParams{ID: job.ID, LeaseToken: job.LeaseToken, Error: msg, Dead: o.Dead}
+	if o.RetryIn > 0 {
+		arg.RetryIn = jobInterval(o.RetryIn)
+	}
+	row, err := c.queries.JobFail(ctx, c.db(exec), arg)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	return &FailResult{State: JobState(row.State), RunAt: row.RunAt.Time}, nil
+}
+
+// Snooze puts a held job back to wait delay (0: claimable at once, which
+// releases it) without counting the attempt, and returns its new RunAt. It
+// fails with ErrJobNotHeld or ErrInvalidDelay.
+func (c *Client) Snooze(ctx context.Context, job *Job, delay time.Duration) (time.Time, error) {
+	return c.SnoozeTx(ctx, c.pool, job, delay)
+}
+
+// SnoozeTx is Snooze on exec.
+func (c *Client) SnoozeTx(ctx context.Context, exec DBTX, job *Job, delay time.Duration) (time.Time, error) {
+	if delay < 0 {
+		return time.Time{}, newError(ErrInvalidDelay, "snooze delay must not be negative, got %s", delay)
+	}
+	at, err := c.queries.JobSnooze(ctx, c.db(exec), dbsqlc.JobSnoozeParams{ID: job.ID, LeaseToken: job.LeaseToken, Delay: jobInterval(delay)})
+	if err != nil {
+		return time.Time{}, mapError(err)
+	}
+	return at.Time, nil
+}
+
+// ExtendJob pushes a held job's lease to lease from now (database clock;
+// 0: the queue's Lease), a heartbeat for long jobs. It fails with
+// ErrJobNotHeld.
+func (c *Client) ExtendJob(ctx context.Context, job *Job, lease time.Duration) error {
+	return c.ExtendJobTx(ctx, c.pool, job, lease)
+}
+
+// ExtendJobTx is ExtendJob on exec.
+func (c *Client) ExtendJobTx(ctx context.Context, exec DBTX, job *Job, lease time.Duration) error {
+	if lease < 0 {
+		return newError(ErrInvalidArgument, "lease must not be negative, got %s", lease)
+	}
+	exp, err := c.queries.JobExtend(ctx, c.db(exec), dbsqlc.JobExtendParams{ID: job.ID, LeaseToken: job.LeaseToken, Lease: jobOptInterval(lease)})
+	if err != nil {
+		return mapError(err)
+	}
+	job.LeaseExpiresAt = jobTime(exp)
+	return nil
+}
+
+// CancelJob archives a job (status cancelled) whatever its state; a worker
+// running it then gets ErrJobNotHeld when it finishes. It returns false if
+// the job had already finished, and fails with ErrUnknownJob.
+func (c *Client) CancelJob(ctx context.Context, id int64) (bool, error) {
+	return c.CancelJobTx(ctx, c.pool, id)
+}
+
+// CancelJobTx is CancelJob on exec.
+func (c *Client) CancelJobTx(ctx context.Context, exec DBTX, id int64) (bool, error) {
+	ok, err := c.queries.JobCancel(ctx, c.db(exec), id)
+	return ok, mapError(err)
+}
+
+// GetJob returns a job wherever it is: live or archived. It fails with
+// ErrUnknownJob.
+func (c *Client) GetJob(ctx context.Context, id int64) (*Job, error) {
+	row, err := c.queries.JobGet(ctx, c.db(c.pool), id)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	return jobFromGetRow(row)
+}

@@ -1,0 +1,396 @@
+package pgmsg
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+)
+
+// Defaults of queue settings (QueueConfig fields left zero), as the SQL API
+// applies them.
+const (
+	QueueMaxAttemptsDefault      = 25
+	QueueLeaseDefault            = 30 * time.Second
+	QueueRetryBackoffDefault     = time.Second
+	QueueRetryBackoffMaxDefault  = time.Hour
+	QueueArchiveRetentionDefault = 7 * 24 * time.Hour
+	QueueMaxPayloadBytesDefault  = 1 << 20
+	// JobPriorityMin and JobPriorityMax bound EnqueueParams.Priority.
+	JobPriorityMin = -32768
+	JobPriorityMax = 32767
+	// ArchivePruneBatchDefault is how many archived jobs one pruning
+	// statement deletes at most.
+	ArchivePruneBatchDefault = 1000
+)
+
+// QueueConfig is a queue's settings. Zero fields take their defaults (on
+// CreateQueue) or stay unchanged (on UpdateQueue).
+type QueueConfig struct {
+	// MaxAttempts a job gets unless it sets its own; after the last failed
+	// attempt the job is dead. Default 25.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Lease is the visibility timeout: how long a claim holds a job before it
+	// may be rescued, unless extended. Measured on the database clock.
+	// Default 30s.
+	Lease time.Duration `json:"lease,omitempty"`
+	// RetryBackoff is the wait before the first retry; retry n waits
+	// RetryBackoff * 2^(n-1), at most RetryBackoffMax, with +-10% jitter.
+	// Default 1s.
+	RetryBackoff time.Duration `json:"retry_backoff,omitempty"`
+	// RetryBackoffMax caps the retry wait. Default 1h.
+	RetryBackoffMax time.Duration `json:"retry_backoff_max,omitempty"`
+	// ArchiveRetention is how long completed and cancelled jobs stay in the
+	// archive before PruneArchive deletes them. Default 7 days.
+	ArchiveRetention time.Duration `json:"archive_retention,omitempty"`
+	// MaxPayloadBytes is the largest payload Enqueue accepts. Default 1 MiB.
+	MaxPayloadBytes int `json:"max_payload_bytes,omitempty"`
+}
+
+// Queue is a queue and its settings (every field filled in).
+type Queue struct {
+	Name string `json:"name"`
+	QueueConfig
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// QueueStats counts a queue's jobs by state. Computing them reads the
+// partial index of each state, so the cost follows the size of the states,
+// not of the table; calling it every few seconds is fine.
+type QueueStats struct {
+	Queue string `json:"queue"`
+	// Available jobs can be claimed now (run_at has passed).
+	Available int64 `json:"available"`
+	// Scheduled jobs wait for a future run_at (enqueued with a delay, or snoozed).
+	Scheduled int64 `json:"scheduled"`
+	// Running jobs are held by a worker.
+	Running int64 `json:"running"`
+	// Retrying jobs failed and wait for their retry.
+	Retrying int64 `json:"retrying"`
+	// Dead jobs ran out of attempts (dead-letter).
+	Dead int64 `json:"dead"`
+	// Archived jobs completed or were cancelled and are not yet pruned.
+	Archived int64 `json:"archived"`
+	// OldestAvailableAge is how long the oldest available job has waited
+	// since its run_at (0 when none is available).
+	OldestAvailableAge time.Duration `json:"oldest_available_age"`
+	// ArchivedLastMinute counts jobs archived in the last minute.
+	ArchivedLastMinute int64 `json:"archived_last_minute"`
+	// Throughput is ArchivedLastMinute per second.
+	Throughput float64 `json:"throughput"`
+}
+
+func jobInterval(d time.Duration) pgtype.Interval {
+	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
+}
+
+func jobOptInterval(d time.Duration) pgtype.Interval {
+	if d == 0 {
+		return pgtype.Interval{}
+	}
+	return jobInterval(d)
+}
+
+func jobOptInt4(v int) pgtype.Int4 {
+	if v == 0 {
+		return pgtype.Int4{}
+	}
+	return pgtype.Int4{Int32: int32(v), Valid: true}
+}
+
+func jobOptText(s string) pgtype.Text {
+	if s == "" {
+		return pgtype.Text{}
+	}
+	return pgtype.Text{String: s, Valid: true}
+}
+
+func queueFromRow(name string, maxAttempts int32, leaseUs, backoffUs, backoffMaxUs, retentionUs int64,
+	maxPayload int32, created pgtype.Timestamptz) *Queue {
+	return &Queue{Name: name, QueueConfig: QueueConfig{
+		MaxAttempts:      int(maxAttempts),
+		Lease:            time.Duration(leaseUs) * time.Microsecond,
+		RetryBackoff:     time.Duration(backoffUs) * time.Microsecond,
+		RetryBackoffMax:  time.Duration(backoffMaxUs) * time.Microsecond,
+		ArchiveRetention: time.Duration(retentionUs) * time.Microsecond,
+		MaxPayloadBytes:  int(maxPayload),
+	}, CreatedAt: created.Time}
+}
+
+func (cfg QueueConfig) validate() error {
+	if cfg.MaxAttempts < 0 {
+		return newError(ErrInvalidMaxAttempts, "max attempts must be at least 1, got %d", cfg.MaxAttempts)
+	}
+	if cfg.Lease < 0 || cfg.RetryBackoff < 0 || cfg.RetryBackoffMax < 0 || cfg.ArchiveRetention < 0 || cfg.MaxPayloadBytes < 0 {
+		return newError(ErrInvalidArgument, "queue durations and max payload bytes must not be negative")
+	}
+	if cfg.Lease > 0 && cfg.Lease < time.Microsecond {
+		return newError(ErrInvalidArgument, "lease must be at least 1µs, got %s", cfg.Lease)
+	}
+	return nil
+}
+
+// CreateQueue creates a queue with cfg's settings (zero fields: defaults).
+// It fails with ErrQueueExists, ErrInvalidName, ErrInvalidMaxAttempts or
+// ErrInvalidArgument. Queues are also created on demand, with default
+// settings, by the first Enqueue to them and by Work.
+func (c *Client) CreateQueue(ctx context.Context, name string, cfg QueueConfig) (*Queue, error) {
+	return c.CreateQueueTx(ctx, c.pool, name, cfg)
+}
+
+// CreateQueueTx is CreateQueue on exec.
+func (c *Client) CreateQueueTx(ctx context.Context, exec DBTX, name string, cfg QueueConfig) (*Queue, error) {
+	return c.createQueue(ctx, exec, name, cfg, false)
+}
+
+// EnsureQueue returns the queue, creating it with cfg's settings if it does
+// not exist. An existing queue's settings are left as they are.
+func (c *Client) EnsureQueue(ctx context.Context, name string, cfg QueueConfig) (*Queue, error) {
+	return c.createQueue(ctx, c.pool, name, cfg, true)
+}
+
+func (c *Client) createQueue(ctx context.Context, exec DBTX, name string, cfg QueueConfig, ifNotExists bool) (*Queue, error) {
+	if err := ValidateName("queue", name); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	row, err := c.queries.QueueCreate(ctx, c.db(exec), dbsqlc.QueueCreateParams{
+		Name: name, MaxAttempts: jobOptInt4(cfg.MaxAttempts), Lease: jobOptInterval(cfg.Lease),
+		RetryBackoff: jobOptInterval(cfg.RetryBackoff), RetryBackoffMax: jobOptInterval(cfg.RetryBackoffMax),
+		ArchiveRetention: jobOptInterval(cfg.ArchiveRetention), MaxPayloadBytes: jobOptInt4(cfg.MaxPayloadBytes),
+		IfNotExists: ifNotExists,
+	})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	return queueFromRow(row.Name, row.MaxAttempts, row.LeaseUs, row.RetryBackoffUs, row.RetryBackoffMaxUs,
+		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.CreatedAt), nil
+}
+
+// UpdateQueue changes the non-zero settings of cfg. Jobs already enqueued
+// keep their max attempts; the other settings apply at once. It fails with
+// ErrUnknownQueue.
+func (c *Client) UpdateQueue(ctx context.Context, name string, cfg QueueConfig) (*Queue, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	row, err := c.queries.QueueUpdate(ctx, c.db(c.pool), dbsqlc.QueueUpdateParams{
+		Name: name, MaxAttempts: jobOptInt4(cfg.MaxAttempts), Lease: jobOptInterval(cfg.Lease),
+		RetryBackoff: jobOptInterval(cfg.RetryBackoff), RetryBackoffMax: jobOptInterval(cfg.RetryBackoffMax),
+		ArchiveRetention: jobOptInterval(cfg.ArchiveRetention), MaxPayloadBytes: jobOptInt4(cfg.MaxPayloadBytes),
+	})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	return queueFromRow(row.Name, row.MaxAttempts, row.LeaseUs, row.RetryBackoffUs, row.RetryBackoffMaxUs,
+		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.CreatedAt), nil
+}
+
+// ListQueues returns every queue, by name.
+func (c *Client) ListQueues(ctx context.Context) ([]*Queue, error) {
+	rows, err := c.queries.QueueList(ctx, c.db(c.pool))
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]*Queue, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, queueFromRow(r.Name, r.MaxAttempts, r.LeaseUs, r.RetryBackoffUs, r.RetryBackoffMaxUs,
+			r.ArchiveRetentionUs, r.MaxPayloadBytes, r.CreatedAt))
+	}
+	return out, nil
+}
+
+// DeleteQueue removes a queue with its archive. A queue with live jobs
+// (waiting, running or dead) fails with ErrQueueNotEmpty unless force, which
+// deletes them too.
+func (c *Client) DeleteQueue(ctx context.Context, name string, force bool) error {
+	return mapError(c.queries.QueueDelete(ctx, c.db(c.pool), dbsqlc.QueueDeleteParams{Name: name, Force: force}))
+}
+
+// QueueStats returns the job counts of one queue. It fails with
+// ErrUnknownQueue.
+func (c *Client) QueueStats(ctx context.Context, queue string) (*QueueStats, error) {
+	all, err := c.queueStats(ctx, jobOptText(queue))
+	if err != nil {
+		return nil, err
+	}
+	if len(all) == 0 {
+		return nil, newError(ErrUnknownQueue, "unknown queue %q", queue)
+	}
+	return all[0], nil
+}
+
+// AllQueueStats returns the job counts of every queue, by name.
+func (c *Client) AllQueueStats(ctx context.Context) ([]*QueueStats, error) {
+	return c.queueStats(ctx, pgtype.Text{})
+}
+
+func (c *Client) queueStats(ctx context.Context, queue pgtype.Text) ([]*QueueStats, error) {
+	rows, err := c.queries.QueueStats(ctx, c.db(c.pool), queue)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]*QueueStats, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, &QueueStats{
+			Queue: r.Queue, Available: r.Available, Scheduled: r.Scheduled, Running: r.Running,
+			Retrying: r.Retrying, Dead: r.Dead, Archived: r.Archived,
+			OldestAvailableAge: time.Duration(r.OldestAvailableSeconds * float64(time.Second)),
+			ArchivedLastMinute: r.ArchivedLastMinute, Throughput: float64(r.ArchivedLastMinute) / 60,
+		})
+	}
+	return out, nil
+}
+
+// PruneArchiveOpts are options of PruneArchive; nil means defaults.
+type PruneArchiveOpts struct {
+	// OlderThan overrides the queues' ArchiveRetention. Default: each
+	// queue's own retention.
+	OlderThan time.Duration
+	// BatchSize is the most jobs one statement deletes. Default 1000.
+	BatchSize int
+}
+
+// PruneArchive deletes archived jobs older than the retention from queue
+// (every queue when queue is ""), in statements of at most BatchSize jobs,
+// each its own short transaction, until none is left or ctx ends. It
+// returns how many it deleted.
+func (c *Client) PruneArchive(ctx context.Context, queue string, opts *PruneArchiveOpts) (int64, error) {
+	o := PruneArchiveOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = ArchivePruneBatchDefault
+	}
+	if o.BatchSize < 0 || o.OlderThan < 0 {
+		return 0, newError(ErrInvalidArgument, "batch size and older than must not be negative")
+	}
+	params := dbsqlc.ArchivePruneParams{Queue: jobOptText(queue), OlderThan: jobOptInterval(o.OlderThan),
+		MaxJobs: int32(min(o.BatchSize, 1<<30))}
+	var total int64
+	for {
+		n, err := c.queries.ArchivePrune(ctx, c.db(c.pool), params)
+		if err != nil {
+			return total, mapError(err)
+		}
+		total += int64(n)
+		if int(n) < o.BatchSize {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
+
+// RescueJobs makes jobs of queue (every queue when "") whose lease expired
+// claimable again, counting the attempt (a job out of attempts goes dead),
+// and returns how many. Claims do this for their queue already; this is for
+// maintenance.
+func (c *Client) RescueJobs(ctx context.Context, queue string) (int, error) {
+	n, err := c.queries.JobRescue(ctx, c.db(c.pool), dbsqlc.JobRescueParams{Queue: jobOptText(queue), MaxJobs: 100000})
+	return int(n), mapError(err)
+}
+
+// DeadJobsOpts filter ListDeadJobs, RequeueDeadJobs and PurgeDeadJobs; nil
+// means all dead jobs of the queue.
+type DeadJobsOpts struct {
+	// IDs restricts the call to these jobs (RequeueDeadJobs, PurgeDeadJobs).
+	IDs []int64
+	// Kind restricts the call to jobs of this kind.
+	Kind string
+	// OlderThan restricts PurgeDeadJobs to jobs dead for longer than this.
+	OlderThan time.Duration
+	// Limit caps the jobs of one call: ListDeadJobs default 100; requeue and
+	// purge default 10000 per statement (they loop until done).
+	Limit int
+	// AfterID pages ListDeadJobs: only jobs with a larger id.
+	AfterID int64
+}
+
+// ListDeadJobs returns dead jobs of queue by id, with their error history.
+func (c *Client) ListDeadJobs(ctx context.Context, queue string, opts *DeadJobsOpts) ([]*Job, error) {
+	o := DeadJobsOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Limit <= 0 {
+		o.Limit = 100
+	}
+	rows, err := c.queries.DeadList(ctx, c.db(c.pool), dbsqlc.DeadListParams{
+		Queue: queue, Kind: jobOptText(o.Kind), MaxJobs: int32(min(o.Limit, 1<<30)), AfterID: o.AfterID,
+	})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]*Job, 0, len(rows))
+	for _, r := range rows {
+		j, err := jobFromGetRow((*dbsqlc.JobGetRow)(r))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// RequeueDeadJobs makes dead jobs of queue available again with their
+// attempts reset (their error history is kept): those in opts.IDs, or all
+// (of opts.Kind) when IDs is empty. A dead job whose unique key is taken by
+// a live job stays dead. It returns how many were requeued.
+func (c *Client) RequeueDeadJobs(ctx context.Context, queue string, opts *DeadJobsOpts) (int64, error) {
+	o := DeadJobsOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	batch := o.Limit
+	if batch <= 0 {
+		batch = 10000
+	}
+	var total int64
+	for {
+		n, err := c.queries.DeadRequeue(ctx, c.db(c.pool), dbsqlc.DeadRequeueParams{
+			Queue: queue, Ids: o.IDs, Kind: jobOptText(o.Kind), MaxJobs: int32(min(batch, 1<<30)),
+		})
+		if err != nil {
+			return total, mapError(err)
+		}
+		total += int64(n)
+		if int(n) < batch || o.Limit > 0 {
+			return total, nil
+		}
+	}
+}
+
+// PurgeDeadJobs deletes dead jobs of queue for good: those in opts.IDs, or
+// all (of opts.Kind, dead longer than opts.OlderThan) when IDs is empty. It
+// returns how many.
+func (c *Client) PurgeDeadJobs(ctx context.Context, queue string, opts *DeadJobsOpts) (int64, error) {
+	o := DeadJobsOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	batch := o.Limit
+	if batch <= 0 {
+		batch = 10000
+	}
+	var total int64
+	for {
+		n, err := c.queries.DeadPurge(ctx, c.db(c.pool), dbsqlc.DeadPurgeParams{
+			Queue: queue, Ids: o.IDs, Kind: jobOptText(o.Kind), OlderThan: jobOptInterval(o.OlderThan),
+			MaxJobs: int32(min(batch, 1<<30)),
+		})
+		if err != nil {
+			return total, mapError(err)
+		}
+		total += int64(n)
+		if int(n) < batch || o.Limit > 0 {
+			return total, nil
+		}
+	}
+}

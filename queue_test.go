@@ -1,0 +1,840 @@
+package pgmsg_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// sqlAPI renders a statement for the test's schema: {s} is the schema.
+func (tb *testBundle) sqlAPI(q string) string {
+	return strings.ReplaceAll(q, "{s}", pgx.Identifier{tb.Schema}.Sanitize())
+}
+
+func (tb *testBundle) queue(t *testing.T, name string, cfg pgmsg.QueueConfig) *pgmsg.Queue {
+	t.Helper()
+	q, err := tb.client.CreateQueue(tb.ctx, name, cfg)
+	require.NoError(t, err)
+	return q
+}
+
+func (tb *testBundle) enqueueN(t *testing.T, queue string, n int, mk func(i int) pgmsg.EnqueueParams) []int64 {
+	t.Helper()
+	var ids []int64
+	for start := 0; start < n; start += 500 {
+		var ps []pgmsg.EnqueueParams
+		for i := start; i < min(n, start+500); i++ {
+			p := pgmsg.EnqueueParams{Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+			if mk != nil {
+				p = mk(i)
+			}
+			ps = append(ps, p)
+		}
+		res, err := tb.client.EnqueueMany(tb.ctx, queue, ps, nil)
+		require.NoError(t, err)
+		for _, r := range res {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
+func (tb *testBundle) stats(t *testing.T, queue string) *pgmsg.QueueStats {
+	t.Helper()
+	s, err := tb.client.QueueStats(tb.ctx, queue)
+	require.NoError(t, err)
+	return s
+}
+
+// claimWithin claims one job, retrying until one is claimable or d passes.
+func (tb *testBundle) claimWithin(t *testing.T, queue string, d time.Duration, opts *pgmsg.ClaimJobsOpts) *pgmsg.Job {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		jobs, err := tb.client.ClaimJobs(tb.ctx, queue, opts)
+		require.NoError(t, err)
+		if len(jobs) > 0 {
+			return jobs[0]
+		}
+		require.True(t, time.Now().Before(deadline), "no job of %s claimable within %s", queue, d)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func requireCode(t *testing.T, err error, sentinel error, code string) {
+	t.Helper()
+	require.Error(t, err)
+	require.ErrorIs(t, err, sentinel)
+	require.Equal(t, code, pgmsg.ErrorCode(err))
+}
+
+func TestQueueCreateUpdateList(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	q := b.queue(t, "emails", pgmsg.QueueConfig{MaxAttempts: 5, Lease: 2 * time.Second})
+	require.Equal(t, 5, q.MaxAttempts)
+	require.Equal(t, 2*time.Second, q.Lease)
+	require.Equal(t, pgmsg.QueueRetryBackoffDefault, q.RetryBackoff)
+	require.Equal(t, pgmsg.QueueRetryBackoffMaxDefault, q.RetryBackoffMax)
+	require.Equal(t, pgmsg.QueueArchiveRetentionDefault, q.ArchiveRetention)
+	require.Equal(t, pgmsg.QueueMaxPayloadBytesDefault, q.MaxPayloadBytes)
+
+	_, err := b.client.CreateQueue(b.ctx, "emails", pgmsg.QueueConfig{})
+	requireCode(t, err, pgmsg.ErrQueueExists, "PM102")
+	_, err = b.client.CreateQueue(b.ctx, "bad name!", pgmsg.QueueConfig{})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidName)
+	_, err = b.client.CreateQueue(b.ctx, "neg", pgmsg.QueueConfig{MaxAttempts: -1})
+	requireCode(t, err, pgmsg.ErrInvalidMaxAttempts, "PM105")
+
+	same, err := b.client.EnsureQueue(b.ctx, "emails", pgmsg.QueueConfig{MaxAttempts: 9})
+	require.NoError(t, err)
+	require.Equal(t, 5, same.MaxAttempts, "EnsureQueue leaves an existing queue alone")
+
+	up, err := b.client.UpdateQueue(b.ctx, "emails", pgmsg.QueueConfig{RetryBackoff: 250 * time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, 250*time.Millisecond, up.RetryBackoff)
+	require.Equal(t, 5, up.MaxAttempts)
+	_, err = b.client.UpdateQueue(b.ctx, "nope", pgmsg.QueueConfig{MaxAttempts: 2})
+	requireCode(t, err, pgmsg.ErrUnknownQueue, "PM101")
+
+	b.queue(t, "alpha", pgmsg.QueueConfig{})
+	qs, err := b.client.ListQueues(b.ctx)
+	require.NoError(t, err)
+	require.Len(t, qs, 2)
+	require.Equal(t, "alpha", qs[0].Name)
+
+	b.enqueueN(t, "alpha", 1, nil)
+	requireCode(t, b.client.DeleteQueue(b.ctx, "alpha", false), pgmsg.ErrQueueNotEmpty, "PM108")
+	require.NoError(t, b.client.DeleteQueue(b.ctx, "alpha", true))
+	_, err = b.client.QueueStats(b.ctx, "alpha")
+	requireCode(t, err, pgmsg.ErrUnknownQueue, "PM101")
+}
+
+func TestQueueEnqueueBadInputWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := b.ctx
+	// Unknown queue with auto-create off: nothing is created.
+	_, err := b.client.Enqueue(ctx, "ghost", pgmsg.EnqueueParams{Payload: []byte("x")}, &pgmsg.EnqueueOpts{DisableCreateQueue: true})
+	requireCode(t, err, pgmsg.ErrUnknownQueue, "PM101")
+	qs, err := b.client.ListQueues(ctx)
+	require.NoError(t, err)
+	require.Empty(t, qs)
+
+	b.queue(t, "small", pgmsg.QueueConfig{MaxPayloadBytes: 8})
+	good := pgmsg.EnqueueParams{Payload: []byte("ok")}
+	for name, tc := range map[string]struct {
+		p        pgmsg.EnqueueParams
+		sentinel error
+		code     string
+	}{
+		"oversize":          {pgmsg.EnqueueParams{Payload: []byte("123456789")}, pgmsg.ErrPayloadTooLarge, "PM103"},
+		"negative delay":    {pgmsg.EnqueueParams{Delay: -time.Second}, pgmsg.ErrInvalidDelay, "PM104"},
+		"max attempts < 1":  {pgmsg.EnqueueParams{MaxAttempts: -1}, pgmsg.ErrInvalidMaxAttempts, "PM105"},
+		"priority range":    {pgmsg.EnqueueParams{Priority: 40000}, pgmsg.ErrInvalidArgument, "PM004"},
+		"run_at with delay": {pgmsg.EnqueueParams{RunAt: time.Now(), Delay: time.Second}, pgmsg.ErrInvalidArgument, "PM004"},
+	} {
+		// The bad job is the second of a batch: the first is not written either.
+		_, err := b.client.EnqueueMany(ctx, "small", []pgmsg.EnqueueParams{good, tc.p}, nil)
+		require.ErrorIs(t, err, tc.sentinel, name)
+		require.Equal(t, tc.code, pgmsg.ErrorCode(err), name)
+	}
+	_, err = b.client.EnqueueMany(ctx, "small", nil, nil)
+	require.ErrorIs(t, err, pgmsg.ErrEmptyBatch)
+
+	// The SQL API checks the same (the Go checks above never reach it).
+	for sql, code := range map[string]string{
+		`SELECT * FROM {s}.enqueue('small', 'ok', p_delay => '-1 second')`:                               "PM104",
+		`SELECT * FROM {s}.enqueue('small', 'ok', p_max_attempts => 0)`:                                  "PM105",
+		`SELECT * FROM {s}.enqueue('small', 'far too large')`:                                            "PM103",
+		`SELECT * FROM {s}.enqueue('ghost', 'ok', p_create_queue => false)`:                              "PM101",
+		`SELECT * FROM {s}.enqueue_many('small', ARRAY['a','b']::bytea[], p_max_attempts => ARRAY[1,0])`: "PM105",
+	} {
+		_, err := b.Pool.Exec(ctx, b.sqlAPI(sql))
+		var pgErr *pgconn.PgError
+		require.True(t, errors.As(err, &pgErr), sql)
+		require.Equal(t, code, pgErr.Code, sql)
+	}
+	s := b.stats(t, "small")
+	require.Zero(t, s.Available+s.Scheduled+s.Running+s.Retrying+s.Dead+s.Archived)
+	qs, err = b.client.ListQueues(ctx)
+	require.NoError(t, err)
+	require.Len(t, qs, 1)
+}
+
+func TestJobEnqueueTxRollsBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	tx, err := b.Pool.Begin(b.ctx)
+	require.NoError(t, err)
+	res, err := b.client.EnqueueTx(b.ctx, tx, "q", pgmsg.EnqueueParams{Payload: []byte("a")}, nil)
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(b.ctx))
+	_, err = b.client.GetJob(b.ctx, res.ID)
+	requireCode(t, err, pgmsg.ErrUnknownJob, "PM107")
+
+	tx, err = b.Pool.Begin(b.ctx)
+	require.NoError(t, err)
+	res, err = b.client.EnqueueTx(b.ctx, tx, "q", pgmsg.EnqueueParams{Payload: []byte("b")}, nil)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(b.ctx))
+	j, err := b.client.GetJob(b.ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateAvailable, j.State)
+	require.Equal(t, []byte("b"), j.Payload)
+}
+
+func TestJobClaimPriorityThenRunAt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	base := time.Now().Add(-time.Hour)
+	// kind names the expected claim position.
+	in := []pgmsg.EnqueueParams{
+		{Kind: "4", Priority: 0, RunAt: base.Add(2 * time.Second)},
+		{Kind: "2", Priority: 5, RunAt: base.Add(3 * time.Second)},
+		{Kind: "3", Priority: 0, RunAt: base.Add(1 * time.Second)},
+		{Kind: "1", Priority: 5, RunAt: base},
+		{Kind: "6", Priority: -3, RunAt: base},
+		{Kind: "5", Priority: 0, RunAt: base.Add(2 * time.Second)}, // same run_at as "4": id order
+		{Kind: "late", Priority: 100, Delay: time.Hour},            // highest priority, but not due
+	}
+	_, err := b.client.EnqueueMany(b.ctx, "q", in, nil)
+	require.NoError(t, err)
+	for want := 1; want <= 6; want++ {
+		jobs, err := b.client.ClaimJobs(b.ctx, "q", nil)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		require.Equal(t, fmt.Sprint(want), jobs[0].Kind)
+		require.Equal(t, 1, jobs[0].Attempt)
+	}
+	jobs, err := b.client.ClaimJobs(b.ctx, "q", &pgmsg.ClaimJobsOpts{Max: 10})
+	require.NoError(t, err)
+	require.Empty(t, jobs, "a scheduled job is not claimed early")
+
+	// A batch claim returns the same order.
+	_, err = b.client.EnqueueMany(b.ctx, "q", in[:6], nil)
+	require.NoError(t, err)
+	jobs, err = b.client.ClaimJobs(b.ctx, "q", &pgmsg.ClaimJobsOpts{Max: 10})
+	require.NoError(t, err)
+	require.Len(t, jobs, 6)
+	for i, j := range jobs {
+		require.Equal(t, fmt.Sprint(i+1), j.Kind)
+	}
+	_, err = b.client.ClaimJobs(b.ctx, "nope", nil)
+	requireCode(t, err, pgmsg.ErrUnknownQueue, "PM101")
+}
+
+func TestJobScheduledNotClaimedEarly(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	res, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{Delay: 400 * time.Millisecond}, nil)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateScheduled, res.State)
+	require.Equal(t, int64(1), b.stats(t, "q").Scheduled)
+	j := b.claimWithin(t, "q", 5*time.Second, nil)
+	require.Equal(t, res.ID, j.ID)
+	require.False(t, j.AttemptedAt.Before(res.RunAt), "claimed at %s before run_at %s", j.AttemptedAt, res.RunAt)
+}
+
+func TestJobRetryBackoffThenDead(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	const base = 60 * time.Millisecond
+	b.queue(t, "q", pgmsg.QueueConfig{RetryBackoff: base, RetryBackoffMax: 150 * time.Millisecond})
+	res, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{Kind: "flaky", MaxAttempts: 4}, nil)
+	require.NoError(t, err)
+	// Backoff doubles per attempt and is capped: 60ms, 120ms, 150ms (+-10%).
+	wantDelay := []time.Duration{base, 2 * base, 150 * time.Millisecond}
+	var retryAt time.Time
+	for attempt := 1; attempt <= 4; attempt++ {
+		j := b.claimWithin(t, "q", 5*time.Second, nil)
+		require.Equal(t, res.ID, j.ID)
+		require.False(t, j.AttemptedAt.Before(retryAt), "retry claimed at %s before its run_at %s", j.AttemptedAt, retryAt)
+		require.Equal(t, attempt, j.Attempt)
+		require.Len(t, j.Errors, attempt-1)
+		fr, err := b.client.Fail(b.ctx, j, fmt.Errorf("boom %d", attempt), nil)
+		require.NoError(t, err)
+		got, err := b.client.GetJob(b.ctx, j.ID)
+		require.NoError(t, err)
+		require.Len(t, got.Errors, attempt)
+		last := got.Errors[attempt-1]
+		require.Equal(t, attempt, last.Attempt)
+		require.Equal(t, fmt.Sprintf("boom %d", attempt), last.Error)
+		if attempt < 4 {
+			require.Equal(t, pgmsg.JobStateRetrying, fr.State)
+			delay := fr.RunAt.Sub(last.At)
+			want := wantDelay[attempt-1]
+			require.GreaterOrEqual(t, delay, want*9/10-time.Millisecond, "attempt %d", attempt)
+			require.LessOrEqual(t, delay, want*11/10+time.Millisecond, "attempt %d", attempt)
+			retryAt = fr.RunAt
+		} else {
+			require.Equal(t, pgmsg.JobStateDead, fr.State)
+			require.Equal(t, pgmsg.JobStateDead, got.State)
+			require.NotNil(t, got.FinishedAt)
+		}
+	}
+	s := b.stats(t, "q")
+	require.Equal(t, int64(1), s.Dead)
+	require.Zero(t, s.Available+s.Retrying+s.Running)
+	none, err := b.client.ClaimJobs(b.ctx, "q", nil)
+	require.NoError(t, err)
+	require.Empty(t, none, "dead jobs are never claimed")
+
+	// An explicit dead failure skips the remaining attempts.
+	_, err = b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{}, nil)
+	require.NoError(t, err)
+	j := b.claimWithin(t, "q", time.Second, nil)
+	fr, err := b.client.Fail(b.ctx, j, errors.New("bad input"), &pgmsg.FailOpts{Dead: true})
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateDead, fr.State)
+}
+
+func TestJobUniqueKeyDedupes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	first, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{UniqueKey: "user-1", Payload: []byte("a")}, nil)
+	require.NoError(t, err)
+	require.False(t, first.Duplicate)
+	again, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{UniqueKey: "user-1", Payload: []byte("b")}, nil)
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+	require.Equal(t, first.ID, again.ID)
+
+	// Within one batch, and mixed with new keys and unkeyed jobs.
+	res, err := b.client.EnqueueMany(b.ctx, "q", []pgmsg.EnqueueParams{
+		{UniqueKey: "user-2"}, {UniqueKey: "user-1"}, {}, {UniqueKey: "user-2"},
+	}, nil)
+	require.NoError(t, err)
+	require.False(t, res[0].Duplicate)
+	require.True(t, res[1].Duplicate)
+	require.Equal(t, first.ID, res[1].ID)
+	require.False(t, res[2].Duplicate)
+	require.True(t, res[3].Duplicate)
+	require.Equal(t, res[0].ID, res[3].ID)
+	require.Equal(t, int64(3), b.stats(t, "q").Available)
+
+	// Concurrent enqueues of one key: exactly one job.
+	const racers = 16
+	var wg sync.WaitGroup
+	ids := make([]int64, racers)
+	dups := make([]bool, racers)
+	errs := make([]error, racers)
+	start := make(chan struct{})
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{UniqueKey: "race"}, nil)
+			errs[i] = err
+			if err == nil {
+				ids[i], dups[i] = r.ID, r.Duplicate
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	created := 0
+	for i := range racers {
+		require.NoError(t, errs[i])
+		require.Equal(t, ids[0], ids[i])
+		if !dups[i] {
+			created++
+		}
+	}
+	require.Equal(t, 1, created)
+
+	// Once the job finishes (archived), or dies, the key is free again.
+	j, err := b.client.ClaimJobs(b.ctx, "q", &pgmsg.ClaimJobsOpts{Max: 10})
+	require.NoError(t, err)
+	for _, job := range j {
+		if job.UniqueKey == "user-1" {
+			require.NoError(t, b.client.Complete(b.ctx, job))
+		}
+		if job.UniqueKey == "user-2" {
+			_, err := b.client.Fail(b.ctx, job, errors.New("x"), &pgmsg.FailOpts{Dead: true})
+			require.NoError(t, err)
+		}
+	}
+	for _, key := range []string{"user-1", "user-2"} {
+		r, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{UniqueKey: key}, nil)
+		require.NoError(t, err)
+		require.False(t, r.Duplicate, key)
+	}
+	// The dead user-2 cannot be requeued while the new one is live.
+	n, err := b.client.RequeueDeadJobs(b.ctx, "q", nil)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func TestJobLateCompletionAfterRescueIsRejected(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	res, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{}, nil)
+	require.NoError(t, err)
+	old, err := b.client.ClaimJobs(b.ctx, "q", &pgmsg.ClaimJobsOpts{Lease: 300 * time.Millisecond, Worker: "old"})
+	require.NoError(t, err)
+	require.Len(t, old, 1)
+
+	// Once the lease expires the next claim rescues the job and takes it.
+	cur := b.claimWithin(t, "q", 5*time.Second, &pgmsg.ClaimJobsOpts{Lease: time.Minute, Worker: "new"})
+	require.Equal(t, res.ID, cur.ID)
+	require.Equal(t, 2, cur.Attempt, "the rescued attempt counts")
+	require.Greater(t, cur.LeaseToken, old[0].LeaseToken)
+	require.Len(t, cur.Errors, 1)
+	require.Contains(t, cur.Errors[0].Error, "lease expired")
+
+	// Every late call of the old holder is rejected and changes nothing.
+	requireCode(t, b.client.Complete(b.ctx, old[0]), pgmsg.ErrJobNotHeld, "PM106")
+	_, err = b.client.Fail(b.ctx, old[0], errors.New("late"), nil)
+	requireCode(t, err, pgmsg.ErrJobNotHeld, "PM106")
+	_, err = b.client.Snooze(b.ctx, old[0], 0)
+	requireCode(t, err, pgmsg.ErrJobNotHeld, "PM106")
+	requireCode(t, b.client.ExtendJob(b.ctx, old[0], time.Minute), pgmsg.ErrJobNotHeld, "PM106")
+	cm, err := b.client.CompleteMany(b.ctx, []*pgmsg.Job{old[0]})
+	require.NoError(t, err)
+	require.Equal(t, []int64{res.ID}, cm.NotHeld)
+	require.Empty(t, cm.Completed)
+
+	got, err := b.client.GetJob(b.ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateRunning, got.State)
+	require.Equal(t, cur.LeaseToken, got.LeaseToken)
+	require.Equal(t, "new", got.Worker)
+	require.Len(t, got.Errors, 1)
+
+	require.NoError(t, b.client.Complete(b.ctx, cur))
+	got, err = b.client.GetJob(b.ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateCompleted, got.State)
+	require.Equal(t, 2, got.Attempt)
+	// After archiving, a second completion is still "not held".
+	requireCode(t, b.client.Complete(b.ctx, cur), pgmsg.ErrJobNotHeld, "PM106")
+	requireCode(t, b.client.Complete(b.ctx, &pgmsg.Job{ID: 1 << 40, LeaseToken: 1}), pgmsg.ErrUnknownJob, "PM107")
+}
+
+func TestJobRescueOutOfAttemptsGoesDead(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	res, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{MaxAttempts: 1}, nil)
+	require.NoError(t, err)
+	_, err = b.client.ClaimJobs(b.ctx, "q", &pgmsg.ClaimJobsOpts{Lease: 100 * time.Millisecond})
+	require.NoError(t, err)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := b.client.RescueJobs(b.ctx, "q")
+		require.NoError(t, err)
+		if n == 1 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline))
+		time.Sleep(20 * time.Millisecond)
+	}
+	got, err := b.client.GetJob(b.ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateDead, got.State)
+	require.Len(t, got.Errors, 1)
+}
+
+func TestJobSnoozeExtendCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	res, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{}, nil)
+	require.NoError(t, err)
+
+	j := b.claimWithin(t, "q", time.Second, nil)
+	_, err = b.client.Snooze(b.ctx, j, -time.Second)
+	requireCode(t, err, pgmsg.ErrInvalidDelay, "PM104")
+	at, err := b.client.Snooze(b.ctx, j, time.Hour)
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(time.Hour), at, time.Minute)
+	got, err := b.client.GetJob(b.ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateScheduled, got.State)
+	require.Zero(t, got.Attempt, "a snooze does not count an attempt")
+
+	// Snooze 0 releases: claimable at once, same attempt number again.
+	_, err = b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{Kind: "rel"}, nil)
+	require.NoError(t, err)
+	j = b.claimWithin(t, "q", time.Second, nil)
+	_, err = b.client.Snooze(b.ctx, j, 0)
+	require.NoError(t, err)
+	j2 := b.claimWithin(t, "q", time.Second, &pgmsg.ClaimJobsOpts{Lease: 200 * time.Millisecond})
+	require.Equal(t, j.ID, j2.ID)
+	require.Equal(t, 1, j2.Attempt)
+
+	// Extending keeps a lease past its original expiry.
+	before := *j2.LeaseExpiresAt
+	require.NoError(t, b.client.ExtendJob(b.ctx, j2, time.Minute))
+	require.True(t, j2.LeaseExpiresAt.After(before.Add(30*time.Second)))
+	time.Sleep(300 * time.Millisecond) // past the original 200ms lease
+	n, err := b.client.RescueJobs(b.ctx, "q")
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.NoError(t, b.client.Complete(b.ctx, j2))
+
+	// Cancel archives a job in any state; its holder's completion is rejected.
+	_, err = b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{Kind: "c"}, nil)
+	require.NoError(t, err)
+	j3 := b.claimWithin(t, "q", time.Second, nil)
+	ok, err := b.client.CancelJob(b.ctx, j3.ID)
+	require.NoError(t, err)
+	require.True(t, ok)
+	requireCode(t, b.client.Complete(b.ctx, j3), pgmsg.ErrJobNotHeld, "PM106")
+	ok, err = b.client.CancelJob(b.ctx, j3.ID)
+	require.NoError(t, err)
+	require.False(t, ok)
+	got, err = b.client.GetJob(b.ctx, j3.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateCancelled, got.State)
+	ok, err = b.client.CancelJob(b.ctx, res.ID) // the snoozed one
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = b.client.CancelJob(b.ctx, 1<<40)
+	requireCode(t, err, pgmsg.ErrUnknownJob, "PM107")
+}
+
+func TestJobCompleteManyPartial(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	b.enqueueN(t, "q", 5, nil)
+	jobs, err := b.client.ClaimJobs(b.ctx, "q", &pgmsg.ClaimJobsOpts{Max: 5})
+	require.NoError(t, err)
+	require.Len(t, jobs, 5)
+	_, err = b.client.CancelJob(b.ctx, jobs[1].ID)
+	require.NoError(t, err)
+	stale := *jobs[3]
+	stale.LeaseToken--
+	res, err := b.client.CompleteMany(b.ctx, []*pgmsg.Job{jobs[0], jobs[1], jobs[2], &stale, jobs[4]})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []int64{jobs[0].ID, jobs[2].ID, jobs[4].ID}, res.Completed)
+	require.ElementsMatch(t, []int64{jobs[1].ID, jobs[3].ID}, res.NotHeld)
+	s := b.stats(t, "q")
+	require.Equal(t, int64(1), s.Running)
+	require.Equal(t, int64(4), s.Archived)
+	require.Equal(t, int64(4), s.ArchivedLastMinute)
+}
+
+func TestQueueDeadLetterTools(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{MaxAttempts: 1})
+	b.enqueueN(t, "q", 6, func(i int) pgmsg.EnqueueParams {
+		return pgmsg.EnqueueParams{Kind: []string{"email", "sms"}[i%2], Payload: []byte{byte(i)}}
+	})
+	jobs, err := b.client.ClaimJobs(b.ctx, "q", &pgmsg.ClaimJobsOpts{Max: 6})
+	require.NoError(t, err)
+	for _, j := range jobs {
+		fr, err := b.client.Fail(b.ctx, j, fmt.Errorf("fail %s", j.Kind), nil)
+		require.NoError(t, err)
+		require.Equal(t, pgmsg.JobStateDead, fr.State)
+	}
+	dead, err := b.client.ListDeadJobs(b.ctx, "q", nil)
+	require.NoError(t, err)
+	require.Len(t, dead, 6)
+	require.Equal(t, "fail "+dead[0].Kind, dead[0].Errors[0].Error)
+	page, err := b.client.ListDeadJobs(b.ctx, "q", &pgmsg.DeadJobsOpts{Kind: "sms", Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, page, 2)
+	page2, err := b.client.ListDeadJobs(b.ctx, "q", &pgmsg.DeadJobsOpts{Kind: "sms", AfterID: page[1].ID})
+	require.NoError(t, err)
+	require.Len(t, page2, 1)
+
+	// Requeue one, then all of a kind.
+	n, err := b.client.RequeueDeadJobs(b.ctx, "q", &pgmsg.DeadJobsOpts{IDs: []int64{dead[0].ID}})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	got, err := b.client.GetJob(b.ctx, dead[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateAvailable, got.State)
+	require.Zero(t, got.Attempt)
+	require.Len(t, got.Errors, 1, "the error history is kept")
+	n, err = b.client.RequeueDeadJobs(b.ctx, "q", &pgmsg.DeadJobsOpts{Kind: "sms"})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
+	s := b.stats(t, "q")
+	require.Equal(t, int64(4), s.Available)
+	require.Equal(t, int64(2), s.Dead)
+
+	// A requeued job runs again.
+	j := b.claimWithin(t, "q", time.Second, &pgmsg.ClaimJobsOpts{})
+	require.Equal(t, 1, j.Attempt)
+
+	n, err = b.client.PurgeDeadJobs(b.ctx, "q", &pgmsg.DeadJobsOpts{Kind: "email"})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n)
+	require.Zero(t, b.stats(t, "q").Dead)
+	_, err = b.client.ListDeadJobs(b.ctx, "nope", nil)
+	requireCode(t, err, pgmsg.ErrUnknownQueue, "PM101")
+}
+
+func TestQueueArchivePruneInBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	b.queue(t, "keep", pgmsg.QueueConfig{})
+	b.enqueueN(t, "q", 25, nil)
+	b.enqueueN(t, "keep", 3, nil)
+	for _, q := range []string{"q", "keep"} {
+		jobs, err := b.client.ClaimJobs(b.ctx, q, &pgmsg.ClaimJobsOpts{Max: 100})
+		require.NoError(t, err)
+		_, err = b.client.CompleteMany(b.ctx, jobs)
+		require.NoError(t, err)
+	}
+	// Within the default 7-day retention nothing goes.
+	n, err := b.client.PruneArchive(b.ctx, "", nil)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	_, err = b.client.UpdateQueue(b.ctx, "q", pgmsg.QueueConfig{ArchiveRetention: time.Millisecond})
+	require.NoError(t, err)
+	time.Sleep(5 * time.Millisecond)
+	n, err = b.client.PruneArchive(b.ctx, "", &pgmsg.PruneArchiveOpts{BatchSize: 4})
+	require.NoError(t, err)
+	require.Equal(t, int64(25), n)
+	require.Zero(t, b.stats(t, "q").Archived)
+	require.Equal(t, int64(3), b.stats(t, "keep").Archived)
+	// One SQL call deletes at most its limit.
+	_, err = b.client.UpdateQueue(b.ctx, "keep", pgmsg.QueueConfig{ArchiveRetention: time.Millisecond})
+	require.NoError(t, err)
+	time.Sleep(5 * time.Millisecond)
+	var deleted int
+	require.NoError(t, b.Pool.QueryRow(b.ctx, b.sqlAPI(`SELECT {s}.archive_prune('keep', p_limit => 2)`)).Scan(&deleted))
+	require.Equal(t, 2, deleted)
+}
+
+func TestQueueStatsByState(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{RetryBackoff: time.Hour})
+	b.enqueueN(t, "q", 10, nil)
+	_, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{Delay: time.Hour}, nil)
+	require.NoError(t, err)
+	jobs, err := b.client.ClaimJobs(b.ctx, "q", &pgmsg.ClaimJobsOpts{Max: 4})
+	require.NoError(t, err)
+	require.NoError(t, b.client.Complete(b.ctx, jobs[0]))
+	_, err = b.client.Fail(b.ctx, jobs[1], errors.New("x"), nil)
+	require.NoError(t, err)
+	_, err = b.client.Fail(b.ctx, jobs[2], errors.New("x"), &pgmsg.FailOpts{Dead: true})
+	require.NoError(t, err)
+	s := b.stats(t, "q")
+	require.Equal(t, pgmsg.QueueStats{
+		Queue: "q", Available: 6, Scheduled: 1, Running: 1, Retrying: 1, Dead: 1, Archived: 1,
+		OldestAvailableAge: s.OldestAvailableAge, ArchivedLastMinute: 1, Throughput: 1.0 / 60,
+	}, *s)
+	require.Greater(t, s.OldestAvailableAge, time.Duration(0))
+	all, err := b.client.AllQueueStats(b.ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+}
+
+// TestQueueSQLAPI drives a job's whole life with SQL only, as psql would.
+func TestQueueSQLAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := b.ctx
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := b.Pool.Exec(ctx, b.sqlAPI(sql), args...)
+		require.NoError(t, err, sql)
+	}
+	exec(`SELECT * FROM {s}.queue_create('emails', p_max_attempts => 2, p_retry_backoff => '10 milliseconds')`)
+	var id int64
+	var dup bool
+	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(
+		`SELECT id, duplicate FROM {s}.enqueue('emails', '{"to":"ada@example.com"}', p_kind => 'welcome')`)).Scan(&id, &dup))
+	require.False(t, dup)
+
+	var cid, token int64
+	var payload []byte
+	var attempt int
+	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(
+		`SELECT id, lease_token, payload, attempt FROM {s}.job_claim('emails', 10, '1 minute', 'psql')`)).Scan(&cid, &token, &payload, &attempt))
+	require.Equal(t, id, cid)
+	require.JSONEq(t, `{"to":"ada@example.com"}`, string(payload))
+	require.Equal(t, 1, attempt)
+
+	var state string
+	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT state FROM {s}.job_fail($1, $2, 'smtp down')`), id, token).Scan(&state))
+	require.Equal(t, "retrying", state)
+	_, err := b.Pool.Exec(ctx, b.sqlAPI(`SELECT {s}.job_complete($1, $2)`), id, token)
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr))
+	require.Equal(t, "PM106", pgErr.Code)
+
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT id, lease_token, attempt FROM {s}.job_claim('emails')`)).Scan(&cid, &token, &attempt)
+		if err == nil {
+			break
+		}
+		require.ErrorIs(t, err, pgx.ErrNoRows)
+		require.True(t, time.Now().Before(deadline))
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Equal(t, 2, attempt)
+	exec(`SELECT {s}.job_extend($1, $2, '5 minutes')`, id, token)
+	exec(`SELECT {s}.job_complete($1, $2)`, id, token)
+	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT state FROM {s}.job_get($1)`), id).Scan(&state))
+	require.Equal(t, "completed", state)
+	var archived int64
+	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT archived FROM {s}.queue_stats('emails')`)).Scan(&archived))
+	require.Equal(t, int64(1), archived)
+}
+
+// TestJobClaimRaceExactlyOnce races raw claimers over a backlog: every job
+// is claimed and archived exactly once.
+func TestJobClaimRaceExactlyOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	const jobs = 2000
+	ids := b.enqueueN(t, "q", jobs, nil)
+	const racers = 8
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, racers)
+	for r := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				claimed, err := b.client.ClaimJobs(b.ctx, "q", &pgmsg.ClaimJobsOpts{Max: 1 + r*7, Worker: fmt.Sprint(r)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(claimed) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, j := range claimed {
+					seen[j.ID]++
+				}
+				mu.Unlock()
+				res, err := b.client.CompleteMany(b.ctx, claimed)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(res.NotHeld) > 0 {
+					errs <- fmt.Errorf("not held: %v", res.NotHeld)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Len(t, seen, jobs)
+	for _, id := range ids {
+		require.Equal(t, 1, seen[id], "job %d", id)
+	}
+	s := b.stats(t, "q")
+	require.Equal(t, int64(jobs), s.Archived)
+	require.Zero(t, s.Available+s.Running)
+}
+
+// TestJobCompleteTxCommitsWithHandlerWrites: the completion and the
+// handler's own writes commit or roll back together.
+func TestJobCompleteTxCommitsWithHandlerWrites(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	_, err := b.Pool.Exec(b.ctx, b.sqlAPI(`CREATE TABLE {s}.effects (job_id bigint PRIMARY KEY)`))
+	require.NoError(t, err)
+	res, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{}, nil)
+	require.NoError(t, err)
+	j := b.claimWithin(t, "q", time.Second, nil)
+
+	for _, commit := range []bool{false, true} {
+		tx, err := b.Pool.Begin(b.ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(b.ctx, b.sqlAPI(`INSERT INTO {s}.effects VALUES ($1)`), j.ID)
+		require.NoError(t, err)
+		require.NoError(t, b.client.CompleteTx(b.ctx, tx, j))
+		if commit {
+			require.NoError(t, tx.Commit(b.ctx))
+		} else {
+			require.NoError(t, tx.Rollback(b.ctx))
+		}
+		got, err := b.client.GetJob(b.ctx, res.ID)
+		require.NoError(t, err)
+		var effects int
+		require.NoError(t, b.Pool.QueryRow(b.ctx, b.sqlAPI(`SELECT count(*) FROM {s}.effects`)).Scan(&effects))
+		if commit {
+			require.Equal(t, pgmsg.JobStateCompleted, got.State)
+			require.Equal(t, 1, effects)
+		} else {
+			require.Equal(t, pgmsg.JobStateRunning, got.State, "rolled back: still held")
+			require.Zero(t, effects)
+		}
+	}
+}
+
+// TestJobUniqueBatchesDoNotDeadlock enqueues batches with the same keys in
+// opposite orders concurrently.
+func TestJobUniqueBatchesDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	const rounds, racers = 10, 6
+	for r := range rounds {
+		keys := []string{fmt.Sprint("a", r), fmt.Sprint("b", r), fmt.Sprint("c", r)}
+		var wg sync.WaitGroup
+		errs := make([]error, racers)
+		results := make([][]*pgmsg.EnqueueResult, racers)
+		for i := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ps := make([]pgmsg.EnqueueParams, len(keys))
+				for k := range keys {
+					key := keys[k]
+					if i%2 == 1 {
+						key = keys[len(keys)-1-k]
+					}
+					ps[k] = pgmsg.EnqueueParams{UniqueKey: key, Kind: key}
+				}
+				results[i], errs[i] = b.client.EnqueueMany(b.ctx, "q", ps, nil)
+			}()
+		}
+		wg.Wait()
+		idOf := map[string]int64{}
+		for i := range racers {
+			require.NoError(t, errs[i])
+			for k, res := range results[i] {
+				key := keys[k]
+				if i%2 == 1 {
+					key = keys[len(keys)-1-k]
+				}
+				if id, ok := idOf[key]; ok {
+					require.Equal(t, id, res.ID, "key %s", key)
+				}
+				idOf[key] = res.ID
+			}
+		}
+		require.Len(t, idOf, len(keys))
+	}
+	require.Equal(t, int64(rounds*3), b.stats(t, "q").Available)
+}

@@ -1,0 +1,208 @@
+package pgmsg
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+)
+
+// Token errors, registered with their codes like the sentinels of errors.go.
+var (
+	// ErrUnknownToken is returned by RevokeToken when no live token has the
+	// id (PMA01).
+	ErrUnknownToken = errors.New("unknown token")
+	// ErrInvalidToken is returned by VerifyToken for a secret that is
+	// malformed, unknown, revoked or expired (PMA02). It does not say which.
+	ErrInvalidToken = errors.New("invalid token")
+	// ErrTokenExists is returned by CreateToken when a live token has the
+	// name already (PMA03).
+	ErrTokenExists = errors.New("token already exists")
+)
+
+func init() {
+	registerCode("PMA01", ErrUnknownToken)
+	registerCode("PMA02", ErrInvalidToken)
+	registerCode("PMA03", ErrTokenExists)
+}
+
+// Scope kinds. A scope is ScopeAdmin or "KIND:PATTERN", where PATTERN is a
+// topic or queue name in which '*' matches any run of characters.
+const (
+	ScopeAdmin   = "admin"
+	ScopePublish = "publish" // publish to matching topics
+	ScopeConsume = "consume" // consume from, commit and extend claims on matching topics
+	ScopeEnqueue = "enqueue" // enqueue into matching queues
+	ScopeClaim   = "claim"   // claim, complete, fail and extend jobs of matching queues
+)
+
+// tokenPrefix starts every secret, so that a leaked token is recognisable.
+const tokenPrefix = "pgm_"
+
+// Token describes an API token of the HTTP server. The secret is only
+// returned once, by CreateToken.
+type Token struct {
+	ID     int64    `json:"id"`
+	Name   string   `json:"name"`
+	Prefix string   `json:"prefix"`
+	Scopes []string `json:"scopes"`
+	// CreatedAt, ExpiresAt (nil: never), RevokedAt (nil: live) and
+	// LastUsedAt (nil: never; updated at most once a minute).
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+}
+
+// CreateTokenOpts are options of CreateToken; nil means defaults.
+type CreateTokenOpts struct {
+	// ExpiresAt ends the token's validity. Default: never.
+	ExpiresAt time.Time
+}
+
+// ValidateScope returns ErrInvalidArgument unless scope is ScopeAdmin or
+// KIND:PATTERN with KIND one of publish, consume, enqueue, claim.
+func ValidateScope(scope string) error {
+	if scope == ScopeAdmin {
+		return nil
+	}
+	kind, pattern, ok := strings.Cut(scope, ":")
+	if ok {
+		switch kind {
+		case ScopePublish, ScopeConsume, ScopeEnqueue, ScopeClaim:
+			if ValidateName("pattern", strings.ReplaceAll(pattern, "*", "x")) == nil {
+				return nil
+			}
+		}
+	}
+	return newError(ErrInvalidArgument, "invalid scope %q: use admin or publish|consume|enqueue|claim:PATTERN, e.g. publish:orders.*", truncate(scope, 80))
+}
+
+// Allows reports whether the token's scopes permit kind (ScopePublish ...)
+// on name, a topic or queue. An admin token allows everything; kind
+// ScopeAdmin is only allowed to admin tokens.
+func (t *Token) Allows(kind, name string) bool {
+	for _, s := range t.Scopes {
+		if s == ScopeAdmin {
+			return true
+		}
+		k, pattern, ok := strings.Cut(s, ":")
+		if ok && k == kind && kind != ScopeAdmin && MatchPattern(pattern, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// MatchPattern reports whether name matches pattern, in which '*' matches
+// any run of characters (including none) and every other byte itself.
+func MatchPattern(pattern, name string) bool {
+	star := strings.IndexByte(pattern, '*')
+	if star < 0 {
+		return pattern == name
+	}
+	if !strings.HasPrefix(name, pattern[:star]) {
+		return false
+	}
+	rest := pattern[star+1:]
+	name = name[star:]
+	for i := 0; i <= len(name); i++ {
+		if MatchPattern(rest, name[i:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// HashToken returns the SHA-256 of a secret, the form tokens are stored
+// and looked up in (SQL: token_verify(sha256(convert_to(secret, 'UTF8')))).
+func HashToken(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// CreateToken creates an API token with scopes and returns its secret,
+// which is not stored and cannot be shown again, with its description. It
+// fails with ErrInvalidName, ErrInvalidArgument (a bad scope) or
+// ErrTokenExists.
+func (c *Client) CreateToken(ctx context.Context, name string, scopes []string, opts *CreateTokenOpts) (string, *Token, error) {
+	if err := ValidateName("token", name); err != nil {
+		return "", nil, err
+	}
+	if len(scopes) == 0 {
+		return "", nil, newError(ErrInvalidArgument, "a token needs at least one scope, e.g. admin or publish:orders")
+	}
+	for _, s := range scopes {
+		if err := ValidateScope(s); err != nil {
+			return "", nil, err
+		}
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", nil, err
+	}
+	secret := tokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	params := dbsqlc.TokenCreateParams{Name: name, TokenHash: HashToken(secret), Prefix: secret[:len(tokenPrefix)+6], Scopes: scopes}
+	if opts != nil && !opts.ExpiresAt.IsZero() {
+		params.ExpiresAt = pgtype.Timestamptz{Time: opts.ExpiresAt, Valid: true}
+	}
+	row, err := c.queries.TokenCreate(ctx, c.db(c.pool), params)
+	if err != nil {
+		return "", nil, mapError(err)
+	}
+	tok := &Token{ID: row.TokenID, Name: row.Name, Prefix: row.Prefix, Scopes: row.Scopes, CreatedAt: row.CreatedAt.Time,
+		ExpiresAt: tokenTime(row.ExpiresAt)}
+	return secret, tok, nil
+}
+
+// ListTokens returns every token, revoked and expired ones included, by id.
+func (c *Client) ListTokens(ctx context.Context) ([]*Token, error) {
+	rows, err := c.queries.TokenList(ctx, c.db(c.pool))
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]*Token, len(rows))
+	for i, r := range rows {
+		out[i] = &Token{ID: r.TokenID, Name: r.Name, Prefix: r.Prefix, Scopes: r.Scopes, CreatedAt: r.CreatedAt.Time,
+			ExpiresAt: tokenTime(r.ExpiresAt), RevokedAt: tokenTime(r.RevokedAt), LastUsedAt: tokenTime(r.LastUsedAt)}
+	}
+	return out, nil
+}
+
+// RevokeToken revokes a live token at once. It fails with ErrUnknownToken.
+func (c *Client) RevokeToken(ctx context.Context, id int64) error {
+	return mapError(c.queries.TokenRevoke(ctx, c.db(c.pool), id))
+}
+
+// VerifyToken returns the live token whose secret this is, or
+// ErrInvalidToken.
+func (c *Client) VerifyToken(ctx context.Context, secret string) (*Token, error) {
+	if !strings.HasPrefix(secret, tokenPrefix) || len(secret) > 200 {
+		return nil, newError(ErrInvalidToken, "invalid token")
+	}
+	rows, err := c.queries.TokenVerify(ctx, c.db(c.pool), HashToken(secret))
+	if err != nil {
+		return nil, mapError(err)
+	}
+	if len(rows) == 0 {
+		return nil, newError(ErrInvalidToken, "invalid token: unknown, revoked or expired")
+	}
+	r := rows[0]
+	return &Token{ID: r.TokenID, Name: r.Name, Prefix: r.Prefix, Scopes: r.Scopes, CreatedAt: r.CreatedAt.Time,
+		ExpiresAt: tokenTime(r.ExpiresAt), RevokedAt: tokenTime(r.RevokedAt), LastUsedAt: tokenTime(r.LastUsedAt)}, nil
+}
+
+func tokenTime(t pgtype.Timestamptz) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	v := t.Time
+	return &v
+}

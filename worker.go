@@ -1,0 +1,479 @@
+package pgmsg
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+)
+
+// Defaults of WorkerOpts fields left zero.
+const (
+	WorkerConcurrencyDefault    = 10
+	WorkerClaimBatchMax         = 100
+	WorkerCompleteLingerDefault = 2 * time.Millisecond
+	WorkerCompleteBatchDefault  = 500
+	WorkerShutdownDefault       = 30 * time.Second
+)
+
+// JobHandler processes one job. Returning nil completes the job (archived);
+// returning an error fails the attempt (retry with backoff, or dead-letter
+// after the last attempt), except for the errors of JobSnooze and
+// JobDiscard. A panic fails the attempt. The handler should return when ctx
+// ends: ctx is cancelled when the worker shuts down past its grace period
+// (the job is then released, not failed) and when the job is lost (its
+// lease was rescued, or it was cancelled).
+type JobHandler func(ctx context.Context, job *Job) error
+
+type snoozeError struct{ delay time.Duration }
+
+func (e *snoozeError) Error() string { return fmt.Sprintf("snooze %s", e.delay) }
+
+// JobSnooze returns an error that makes the worker snooze the job for
+// delay (0: release it at once) instead of failing it; the attempt does not
+// count.
+func JobSnooze(delay time.Duration) error { return &snoozeError{delay: max(delay, 0)} }
+
+type discardError struct{ err error }
+
+func (e *discardError) Error() string { return e.err.Error() }
+func (e *discardError) Unwrap() error { return e.err }
+
+// JobDiscard wraps err so that the worker sends the job to the dead-letter
+// state at once, without further retries: for errors no retry can fix.
+func JobDiscard(err error) error {
+	if err == nil {
+		err = errors.New("discarded")
+	}
+	return &discardError{err: err}
+}
+
+// claimTimeout bounds one claim statement of a worker.
+const claimTimeout = 30 * time.Second
+
+// errWorkerShutdown is the cause of handler contexts cancelled at the end of
+// the shutdown grace period.
+var errWorkerShutdown = errors.New("pgmsg: worker shut down")
+
+// WorkerOpts configure a Worker; nil means defaults.
+type WorkerOpts struct {
+	// Concurrency is how many handlers run at once. Default 10.
+	Concurrency int
+	// Lease overrides the queue's Lease for the worker's claims. The worker
+	// extends the leases of running jobs every Lease/3, so handlers may run
+	// longer than the lease. Default: the queue's.
+	Lease time.Duration
+	// ClaimBatch caps the jobs of one claim; the worker never claims more
+	// than it has free handler slots. Default min(Concurrency, 100).
+	ClaimBatch int
+	// PollInterval is how often an idle worker polls when no notification
+	// wakes it. Default Config.PollInterval.
+	PollInterval time.Duration
+	// CompleteLinger is how long finished jobs are collected before being
+	// archived in one statement. Under load completions also batch up while
+	// the previous statement runs. Default 2ms.
+	CompleteLinger time.Duration
+	// CompleteBatch caps the jobs of one completion statement. Default 500.
+	CompleteBatch int
+	// ShutdownTimeout is how long running handlers may go on after the
+	// worker's context ends; then their contexts are cancelled and the jobs
+	// still running are released (claimable at once, attempt not counted).
+	// Default 30s.
+	ShutdownTimeout time.Duration
+	// Name identifies the worker on its claims (Job.Worker). Default
+	// host-pid-random.
+	Name string
+}
+
+// Worker runs a JobHandler over one queue with a pool of goroutines. Create
+// it with NewWorker and start it with Run.
+type Worker struct {
+	client  *Client
+	queue   string
+	handler JobHandler
+	opts    WorkerOpts
+
+	mu       sync.Mutex
+	inflight map[int64]*inflightJob
+	freed    chan struct{}
+	wg       sync.WaitGroup
+}
+
+type inflightJob struct {
+	job    *Job
+	cancel context.CancelCauseFunc
+}
+
+// Work runs handler over queue's jobs with concurrency handlers at once
+// until ctx ends, then shuts down gracefully (see WorkerOpts) and returns
+// ctx's error. The queue is created with default settings if it does not
+// exist. It is NewWorker(queue, handler, &WorkerOpts{Concurrency:
+// concurrency}).Run(ctx).
+func (c *Client) Work(ctx context.Context, queue string, handler JobHandler, concurrency int) error {
+	w, err := c.NewWorker(queue, handler, &WorkerOpts{Concurrency: concurrency})
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
+// NewWorker returns a Worker for queue. It fails with ErrInvalidName or
+// ErrInvalidArgument.
+func (c *Client) NewWorker(queue string, handler JobHandler, opts *WorkerOpts) (*Worker, error) {
+	if err := ValidateName("queue", queue); err != nil {
+		return nil, err
+	}
+	if handler == nil {
+		return nil, newError(ErrInvalidArgument, "worker handler is nil")
+	}
+	o := WorkerOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Concurrency < 0 || o.Lease < 0 || o.ClaimBatch < 0 || o.PollInterval < 0 || o.CompleteLinger < 0 ||
+		o.CompleteBatch < 0 || o.ShutdownTimeout < 0 {
+		return nil, newError(ErrInvalidArgument, "worker options must not be negative")
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = WorkerConcurrencyDefault
+	}
+	if o.ClaimBatch == 0 {
+		o.ClaimBatch = min(o.Concurrency, WorkerClaimBatchMax)
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = c.config.PollInterval
+	}
+	if o.CompleteLinger == 0 {
+		o.CompleteLinger = WorkerCompleteLingerDefault
+	}
+	if o.CompleteBatch == 0 {
+		o.CompleteBatch = WorkerCompleteBatchDefault
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = WorkerShutdownDefault
+	}
+	if o.Name == "" {
+		host, _ := os.Hostname()
+		var rnd [3]byte
+		_, _ = rand.Read(rnd[:])
+		o.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(rnd[:]))
+	}
+	return &Worker{client: c, queue: queue, handler: handler, opts: o,
+		inflight: map[int64]*inflightJob{}, freed: make(chan struct{}, 1)}, nil
+}
+
+// Run claims and handles jobs until ctx ends (call it once per Worker), then stops claiming, lets
+// running handlers finish (up to ShutdownTimeout, after which their jobs are
+// released), archives every completed job and returns ctx's error. Database
+// errors while claiming are logged and retried; Run returns early only if
+// the queue is deleted (ErrUnknownQueue).
+func (w *Worker) Run(ctx context.Context) error {
+	c := w.client
+	q, err := c.EnsureQueue(ctx, w.queue, QueueConfig{})
+	if err != nil {
+		return err
+	}
+	lease := w.opts.Lease
+	if lease == 0 {
+		lease = q.Lease
+	}
+	wake, unsubscribe := c.wakeups("queue:" + w.queue)
+	defer unsubscribe()
+
+	// Handlers run under their own context so that the worker's ctx ending
+	// starts a graceful shutdown rather than aborting them.
+	handlerCtx, cancelHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelHandlers(nil)
+	bg := context.WithoutCancel(ctx)
+
+	completions := make(chan *Job, w.opts.CompleteBatch)
+	completerDone := make(chan struct{})
+	go func() {
+		defer close(completerDone)
+		w.completer(bg, completions)
+	}()
+	stopHeartbeat := make(chan struct{})
+	heartbeatDone := make(chan struct{})
+	go func() {
+		defer close(heartbeatDone)
+		w.heartbeat(bg, lease, stopHeartbeat)
+	}()
+
+	runErr := w.fetch(ctx, handlerCtx, wake, completions)
+
+	// Shutdown: wait for handlers, then cancel the stragglers (they release
+	// their jobs), then archive what completed and stop the heartbeat.
+	handlersDone := make(chan struct{})
+	go func() {
+		w.wg.Wait()
+		close(handlersDone)
+	}()
+	grace := time.NewTimer(w.opts.ShutdownTimeout)
+	select {
+	case <-handlersDone:
+	case <-grace.C:
+		cancelHandlers(errWorkerShutdown)
+		<-handlersDone
+	}
+	grace.Stop()
+	close(completions)
+	<-completerDone
+	close(stopHeartbeat)
+	<-heartbeatDone
+	if runErr != nil {
+		return runErr
+	}
+	return ctx.Err()
+}
+
+func (w *Worker) free() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.opts.Concurrency - len(w.inflight)
+}
+
+// fetch claims jobs while there are free handler slots, and waits for a
+// notification or the poll interval when the queue is drained.
+func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, completions chan<- *Job) error {
+	c := w.client
+	poll := time.NewTimer(w.opts.PollInterval)
+	defer poll.Stop()
+	wait := func() {
+		if !poll.Stop() {
+			select {
+			case <-poll.C:
+			default:
+			}
+		}
+		poll.Reset(w.opts.PollInterval)
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-poll.C:
+		}
+	}
+	for ctx.Err() == nil {
+		free := w.free()
+		if free <= 0 {
+			select {
+			case <-ctx.Done():
+			case <-w.freed:
+			}
+			continue
+		}
+		n := min(free, w.opts.ClaimBatch)
+		// The claim is not cancelled with ctx: a claim cancelled in flight
+		// may still commit, and its jobs would sit unhandled until their
+		// leases expired. Jobs claimed as ctx ends are handled as in-flight.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+		jobs, err := c.ClaimJobs(cctx, w.queue, &ClaimJobsOpts{Max: n, Lease: w.opts.Lease, Worker: w.opts.Name})
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, ErrUnknownQueue) {
+				return err
+			}
+			c.config.Logger.Warn("pgmsg: worker claim failed; retrying", "queue", w.queue, "error", err)
+			wait()
+			continue
+		}
+		for _, j := range jobs {
+			w.start(handlerCtx, j, completions)
+		}
+		if len(jobs) < n {
+			wait()
+		}
+	}
+	return nil
+}
+
+func (w *Worker) start(handlerCtx context.Context, job *Job, completions chan<- *Job) {
+	jctx, cancel := context.WithCancelCause(handlerCtx)
+	w.mu.Lock()
+	w.inflight[job.ID] = &inflightJob{job: job, cancel: cancel}
+	w.mu.Unlock()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		err := w.call(jctx, job)
+		w.mu.Lock()
+		delete(w.inflight, job.ID)
+		w.mu.Unlock()
+		cause := context.Cause(jctx)
+		cancel(nil)
+		select {
+		case w.freed <- struct{}{}:
+		default:
+		}
+		w.finish(context.WithoutCancel(handlerCtx), job, err, cause, completions)
+	}()
+}
+
+func (w *Worker) call(ctx context.Context, job *Job) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return w.handler(ctx, job)
+}
+
+// finish applies a handler's outcome. Completions are batched; the rare
+// outcomes (fail, snooze, release) are one statement each.
+func (w *Worker) finish(ctx context.Context, job *Job, err error, cause error, completions chan<- *Job) {
+	c := w.client
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var snooze *snoozeError
+	var discard *discardError
+	var opErr error
+	switch {
+	case err == nil:
+		completions <- job
+		return
+	case errors.Is(cause, ErrJobNotHeld):
+		return // lost to a rescue or cancel: nothing of ours to write
+	case errors.Is(cause, errWorkerShutdown):
+		_, opErr = c.Snooze(ctx, job, 0)
+	case errors.As(err, &snooze):
+		_, opErr = c.Snooze(ctx, job, snooze.delay)
+	case errors.As(err, &discard):
+		_, opErr = c.Fail(ctx, job, discard.err, &FailOpts{Dead: true})
+	default:
+		_, opErr = c.Fail(ctx, job, err, nil)
+	}
+	if opErr != nil {
+		c.config.Logger.Warn("pgmsg: worker could not record a job's outcome; it will be rescued when its lease expires",
+			"queue", w.queue, "job", job.ID, "error", opErr)
+	}
+}
+
+// completer archives finished jobs in batches: it collects them for
+// CompleteLinger (or until CompleteBatch), then completes them in one
+// statement. It returns when completions is closed and drained.
+func (w *Worker) completer(ctx context.Context, completions <-chan *Job) {
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	batch := make([]*Job, 0, w.opts.CompleteBatch)
+	for {
+		j, ok := <-completions
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], j)
+		linger.Reset(w.opts.CompleteLinger)
+		open := true
+	collect:
+		for len(batch) < w.opts.CompleteBatch {
+			select {
+			case j, ok := <-completions:
+				if !ok {
+					open = false
+					break collect
+				}
+				batch = append(batch, j)
+			case <-linger.C:
+				break collect
+			}
+		}
+		if !linger.Stop() {
+			select {
+			case <-linger.C:
+			default:
+			}
+		}
+		w.flush(ctx, batch)
+		if !open {
+			return
+		}
+	}
+}
+
+func (w *Worker) flush(ctx context.Context, batch []*Job) {
+	c := w.client
+	slices.SortFunc(batch, func(a, b *Job) int { return cmp.Compare(a.ID, b.ID) })
+	ids, tokens := make([]int64, len(batch)), make([]int64, len(batch))
+	for i, j := range batch {
+		ids[i], tokens[i] = j.ID, j.LeaseToken
+	}
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		res, err := c.completeMany(fctx, c.pool, ids, tokens)
+		cancel()
+		if err == nil {
+			if len(res.NotHeld) > 0 {
+				c.config.Logger.Warn("pgmsg: jobs finished after losing their lease were not completed (another attempt runs or ran them)",
+					"queue", w.queue, "jobs", res.NotHeld)
+			}
+			return
+		}
+		if attempt >= 5 || !IsRetryable(err) {
+			c.config.Logger.Warn("pgmsg: could not complete jobs; they will be rescued when their leases expire",
+				"queue", w.queue, "jobs", ids, "error", err)
+			return
+		}
+		time.Sleep(backoff)
+		backoff *= 2
+	}
+}
+
+// heartbeat extends the leases of running jobs every lease/3 in one
+// statement, and cancels the handlers of jobs found lost.
+func (w *Worker) heartbeat(ctx context.Context, lease time.Duration, stop <-chan struct{}) {
+	c := w.client
+	t := time.NewTicker(max(lease/3, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		ids := make([]int64, 0, len(w.inflight))
+		tokens := make([]int64, 0, len(w.inflight))
+		for _, f := range w.inflight {
+			ids = append(ids, f.job.ID)
+			tokens = append(tokens, f.job.LeaseToken)
+		}
+		w.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		hctx, cancel := context.WithTimeout(ctx, max(lease/3, time.Second))
+		rows, err := c.queries.JobExtendMany(hctx, c.db(c.pool), dbsqlc.JobExtendManyParams{
+			Ids: ids, LeaseTokens: tokens, Lease: jobOptInterval(w.opts.Lease),
+		})
+		cancel()
+		if err != nil {
+			c.config.Logger.Warn("pgmsg: worker could not extend job leases", "queue", w.queue, "error", mapError(err))
+			continue
+		}
+		kept := make(map[int64]time.Time, len(rows))
+		for _, r := range rows {
+			kept[r.ID] = r.LeaseExpiresAt.Time
+		}
+		w.mu.Lock()
+		for i, id := range ids {
+			f, ok := w.inflight[id]
+			if !ok || f.job.LeaseToken != tokens[i] {
+				continue
+			}
+			if _, ok := kept[id]; !ok {
+				f.cancel(newError(ErrJobNotHeld, "job %d lost its lease", id))
+			}
+		}
+		w.mu.Unlock()
+	}
+}

@@ -1,0 +1,361 @@
+package pgmsg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// runWorker starts a worker and returns a stop function that cancels it and
+// returns Run's error.
+func (tb *testBundle) runWorker(t *testing.T, queue string, h pgmsg.JobHandler, opts *pgmsg.WorkerOpts) func() error {
+	t.Helper()
+	w, err := tb.client.NewWorker(queue, h, opts)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(tb.ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-done
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestWorkerRaceCompletesEachJobOnce runs several worker pools over one
+// backlog: every job is handled once, completed once and archived once.
+func TestWorkerRaceCompletesEachJobOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	const jobs = 3000
+	ids := b.enqueueN(t, "q", jobs, nil)
+	var handled sync.Map
+	var total atomic.Int64
+	h := func(ctx context.Context, j *pgmsg.Job) error {
+		n, _ := handled.LoadOrStore(j.ID, new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
+		total.Add(1)
+		return nil
+	}
+	var stops []func() error
+	for i := range 4 {
+		stops = append(stops, b.runWorker(t, "q", h, &pgmsg.WorkerOpts{Concurrency: 4 + 4*i, Name: fmt.Sprint("w", i)}))
+	}
+	waitFor(t, 30*time.Second, "all jobs archived", func() bool { return b.stats(t, "q").Archived == jobs })
+	for _, stop := range stops {
+		require.ErrorIs(t, stop(), context.Canceled)
+	}
+	require.Equal(t, int64(jobs), total.Load())
+	for _, id := range ids {
+		n, ok := handled.Load(id)
+		require.True(t, ok, "job %d never handled", id)
+		require.Equal(t, int32(1), n.(*atomic.Int32).Load(), "job %d", id)
+	}
+	s := b.stats(t, "q")
+	require.Equal(t, int64(jobs), s.Archived)
+	require.Zero(t, s.Available+s.Running+s.Retrying+s.Dead+s.Scheduled)
+}
+
+// TestWorkerRescuesJobOfKilledWorker: a worker claims a job and dies without
+// a word; once the lease expires another worker completes it.
+func TestWorkerRescuesJobOfKilledWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{Lease: time.Second})
+	res, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{Payload: []byte("x")}, nil)
+	require.NoError(t, err)
+	// The "killed" worker: it claimed, and will never heartbeat or finish.
+	dead, err := b.client.ClaimJobs(b.ctx, "q", &pgmsg.ClaimJobsOpts{Worker: "killed"})
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+
+	got := make(chan *pgmsg.Job, 1)
+	stop := b.runWorker(t, "q", func(ctx context.Context, j *pgmsg.Job) error {
+		got <- j
+		return nil
+	}, &pgmsg.WorkerOpts{Concurrency: 2, PollInterval: 50 * time.Millisecond, Name: "rescuer"})
+	select {
+	case j := <-got:
+		require.Equal(t, res.ID, j.ID)
+		require.Equal(t, 2, j.Attempt)
+		require.Len(t, j.Errors, 1)
+		require.Contains(t, j.Errors[0].Error, "killed")
+	case <-time.After(10 * time.Second):
+		t.Fatal("job not rescued")
+	}
+	waitFor(t, 10*time.Second, "job archived", func() bool { return b.stats(t, "q").Archived == 1 })
+	require.ErrorIs(t, stop(), context.Canceled)
+	requireCode(t, b.client.Complete(b.ctx, dead[0]), pgmsg.ErrJobNotHeld, "PM106")
+}
+
+// TestWorkerRetriesThenDeadLetters: a handler that always fails gets
+// max attempts tries, then the job is dead with every error recorded.
+func TestWorkerRetriesThenDeadLetters(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{MaxAttempts: 3, RetryBackoff: 20 * time.Millisecond})
+	res, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{}, nil)
+	require.NoError(t, err)
+	var calls atomic.Int32
+	b.runWorker(t, "q", func(ctx context.Context, j *pgmsg.Job) error {
+		calls.Add(1)
+		if j.Attempt == 2 {
+			panic("attempt two panics")
+		}
+		return fmt.Errorf("attempt %d failed", j.Attempt)
+	}, &pgmsg.WorkerOpts{PollInterval: 20 * time.Millisecond})
+	waitFor(t, 10*time.Second, "job dead", func() bool { return b.stats(t, "q").Dead == 1 })
+	require.Equal(t, int32(3), calls.Load())
+	j, err := b.client.GetJob(b.ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateDead, j.State)
+	require.Len(t, j.Errors, 3)
+	require.Equal(t, "attempt 1 failed", j.Errors[0].Error)
+	require.Contains(t, j.Errors[1].Error, "panic: attempt two panics")
+	require.Equal(t, "attempt 3 failed", j.Errors[2].Error)
+}
+
+func TestWorkerSnoozeAndDiscard(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	snoozeRes, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{Kind: "snooze"}, nil)
+	require.NoError(t, err)
+	discardRes, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{Kind: "discard"}, nil)
+	require.NoError(t, err)
+	var snoozed atomic.Int32
+	b.runWorker(t, "q", func(ctx context.Context, j *pgmsg.Job) error {
+		switch j.Kind {
+		case "snooze":
+			if snoozed.Add(1) == 1 {
+				return pgmsg.JobSnooze(50 * time.Millisecond)
+			}
+			return nil
+		default:
+			return pgmsg.JobDiscard(errors.New("unfixable"))
+		}
+	}, &pgmsg.WorkerOpts{PollInterval: 20 * time.Millisecond})
+	waitFor(t, 10*time.Second, "snoozed job archived", func() bool {
+		j, err := b.client.GetJob(b.ctx, snoozeRes.ID)
+		require.NoError(t, err)
+		return j.State == pgmsg.JobStateCompleted
+	})
+	j, err := b.client.GetJob(b.ctx, snoozeRes.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, j.Attempt, "the snoozed attempt does not count")
+	waitFor(t, 10*time.Second, "discarded job dead", func() bool {
+		j, err = b.client.GetJob(b.ctx, discardRes.ID)
+		require.NoError(t, err)
+		return j.State == pgmsg.JobStateDead
+	})
+	require.Equal(t, 1, j.Attempt)
+	require.Equal(t, "unfixable", j.Errors[0].Error)
+}
+
+// TestWorkerExtendsLeaseOfLongJob: a handler that runs for several leases
+// keeps its job; nobody else can claim it meanwhile.
+func TestWorkerExtendsLeaseOfLongJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{Lease: time.Second})
+	res, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{}, nil)
+	require.NoError(t, err)
+	started := make(chan struct{})
+	release := make(chan struct{})
+	b.runWorker(t, "q", func(ctx context.Context, j *pgmsg.Job) error {
+		close(started)
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, &pgmsg.WorkerOpts{Concurrency: 1})
+	<-started
+	// For two and a half leases, a competing claimer gets nothing.
+	deadline := time.Now().Add(2500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		jobs, err := b.client.ClaimJobs(b.ctx, "q", nil)
+		require.NoError(t, err)
+		require.Empty(t, jobs)
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(release)
+	waitFor(t, 10*time.Second, "job archived", func() bool { return b.stats(t, "q").Archived == 1 })
+	j, err := b.client.GetJob(b.ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, j.Attempt)
+	require.Empty(t, j.Errors)
+}
+
+// TestWorkerCancelsHandlerOfLostJob: when a running job is cancelled, the
+// heartbeat finds it lost and cancels the handler's context.
+func TestWorkerCancelsHandlerOfLostJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{Lease: 300 * time.Millisecond})
+	res, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{}, nil)
+	require.NoError(t, err)
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	b.runWorker(t, "q", func(ctx context.Context, j *pgmsg.Job) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	}, &pgmsg.WorkerOpts{Concurrency: 1})
+	<-started
+	_, err = b.client.CancelJob(b.ctx, res.ID)
+	require.NoError(t, err)
+	select {
+	case err := <-cause:
+		require.ErrorIs(t, err, pgmsg.ErrJobNotHeld)
+	case <-time.After(5 * time.Second):
+		t.Fatal("handler not cancelled")
+	}
+	j, err := b.client.GetJob(b.ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateCancelled, j.State)
+}
+
+// TestWorkerGracefulShutdownLosesNothing stops workers in the middle of a
+// backlog: every job claimed was finished and completed; nothing is left
+// running; a second worker then completes the rest, each job once.
+func TestWorkerGracefulShutdownLosesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	const jobs = 300
+	ids := b.enqueueN(t, "q", jobs, nil)
+	var mu sync.Mutex
+	handled := map[int64]int{}
+	h := func(ctx context.Context, j *pgmsg.Job) error {
+		time.Sleep(10 * time.Millisecond) // simulated work
+		mu.Lock()
+		handled[j.ID]++
+		mu.Unlock()
+		return nil
+	}
+	stop := b.runWorker(t, "q", h, &pgmsg.WorkerOpts{Concurrency: 8})
+	waitFor(t, 10*time.Second, "some jobs done", func() bool { return b.stats(t, "q").Archived >= 50 })
+	require.ErrorIs(t, stop(), context.Canceled)
+	s := b.stats(t, "q")
+	require.Less(t, s.Archived, int64(jobs), "stopped mid-backlog")
+	require.Zero(t, s.Running, "graceful shutdown leaves nothing running")
+	mu.Lock()
+	require.Equal(t, int64(len(handled)), s.Archived, "every handled job is archived")
+	mu.Unlock()
+	require.Equal(t, int64(jobs), s.Archived+s.Available)
+
+	stop2 := b.runWorker(t, "q", h, &pgmsg.WorkerOpts{Concurrency: 8})
+	waitFor(t, 10*time.Second, "all jobs done", func() bool { return b.stats(t, "q").Archived == jobs })
+	require.ErrorIs(t, stop2(), context.Canceled)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		require.Equal(t, 1, handled[id], "job %d", id)
+	}
+}
+
+// TestWorkerShutdownTimeoutReleasesJobs: handlers still running after the
+// grace period are cancelled and their jobs released, attempt not counted.
+func TestWorkerShutdownTimeoutReleasesJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	ids := b.enqueueN(t, "q", 3, nil)
+	var started sync.WaitGroup
+	started.Add(3)
+	stop := b.runWorker(t, "q", func(ctx context.Context, j *pgmsg.Job) error {
+		started.Done()
+		<-ctx.Done()
+		return ctx.Err()
+	}, &pgmsg.WorkerOpts{Concurrency: 3, ShutdownTimeout: 100 * time.Millisecond})
+	started.Wait()
+	require.Equal(t, int64(3), b.stats(t, "q").Running)
+	require.ErrorIs(t, stop(), context.Canceled)
+	s := b.stats(t, "q")
+	require.Equal(t, int64(3), s.Available)
+	require.Zero(t, s.Running+s.Retrying)
+	for _, id := range ids {
+		j, err := b.client.GetJob(b.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, pgmsg.JobStateAvailable, j.State)
+		require.Zero(t, j.Attempt)
+	}
+}
+
+// TestWorkerWakesOnNotify: an idle worker with a long poll interval picks up
+// a new job at once, woken by LISTEN/NOTIFY.
+func TestWorkerWakesOnNotify(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	got := make(chan time.Time, 4)
+	b.runWorker(t, "q", func(ctx context.Context, j *pgmsg.Job) error {
+		got <- time.Now()
+		return nil
+	}, &pgmsg.WorkerOpts{PollInterval: time.Minute})
+	// The listener may not be up yet: enqueue until one is handled, then
+	// once more while the worker idles.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{}, nil)
+		require.NoError(t, err)
+		select {
+		case <-got:
+		case <-time.After(500 * time.Millisecond):
+			require.True(t, time.Now().Before(deadline), "worker never woke")
+			continue
+		}
+		break
+	}
+	waitFor(t, 10*time.Second, "idle", func() bool { return b.stats(t, "q").Available == 0 })
+	sent := time.Now()
+	_, err := b.client.Enqueue(b.ctx, "q", pgmsg.EnqueueParams{}, nil)
+	require.NoError(t, err)
+	select {
+	case at := <-got:
+		require.Less(t, at.Sub(sent), 5*time.Second)
+	case <-time.After(10 * time.Second):
+		t.Fatal("notification did not wake the worker")
+	}
+}
+
+func TestWorkerBadOptions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	_, err := b.client.NewWorker("q", nil, nil)
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+	_, err = b.client.NewWorker("bad name", func(context.Context, *pgmsg.Job) error { return nil }, nil)
+	require.ErrorIs(t, err, pgmsg.ErrInvalidName)
+	_, err = b.client.NewWorker("q", func(context.Context, *pgmsg.Job) error { return nil }, &pgmsg.WorkerOpts{Concurrency: -1})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+}
