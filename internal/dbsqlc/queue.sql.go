@@ -554,7 +554,7 @@ type QueueCreateRow struct {
 	CreatedAt          pgtype.Timestamptz
 }
 
-// Queue queries: each calls one SQL function of docs/sql-api-queue.md.
+// Queue queries: each calls one SQL function of docs/sql-api.md (Job queue).
 // Intervals are returned as microseconds (bigint) for time.Duration.
 func (q *Queries) QueueCreate(ctx context.Context, db DBTX, arg QueueCreateParams) (*QueueCreateRow, error) {
 	row := db.QueryRow(ctx, queueCreate,

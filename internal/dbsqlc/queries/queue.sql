@@ -1,4 +1,4 @@
--- Queue queries: each calls one SQL function of docs/sql-api-queue.md.
+-- Queue queries: each calls one SQL function of docs/sql-api.md (Job queue).
 -- Intervals are returned as microseconds (bigint) for time.Duration.
 
 -- name: QueueCreate :one
