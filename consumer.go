@@ -576,25 +576,51 @@ func (cn *Consumer) Poll(ctx context.Context) (*Claim, error) {
 // While handler runs, the claim's lease is extended; if the claim is lost
 // anyway (fenced), handler's ctx is cancelled. A claim is committed when
 // handler returns nil and released (delivered again) when it returns an
-// error. Run returns ctx's error, or the first error that is not a handler
-// error or a lost claim.
+// error. Transient database errors (IsRetryable: lost connections,
+// deadlocks, timeouts) are logged and retried with backoff. Run returns
+// ctx's error, or the first error that is neither transient, a handler
+// error nor a lost claim.
 func (cn *Consumer) Run(ctx context.Context, handler func(ctx context.Context, cl *Claim) error) error {
+	backoff := 0 * time.Millisecond
 	for {
-		cl, err := cn.Poll(ctx)
-		if err != nil {
-			return err
-		}
-		herr := cn.handle(ctx, cl, handler)
-		if herr != nil {
-			if err := cn.client.Release(context.WithoutCancel(ctx), cl); err != nil && !isLostClaim(err) {
-				return err
-			}
+		err := cn.runOnce(ctx, handler)
+		if err == nil {
+			backoff = 0
 			continue
 		}
-		if err := cn.client.Commit(context.WithoutCancel(ctx), cl); err != nil && !isLostClaim(err) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !IsRetryable(err) {
 			return err
 		}
+		backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+		cn.client.config.Logger.Warn("pgmsg: consumer retrying after a transient error", "group", cn.group,
+			"member", cn.memberID, "backoff", backoff, "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
 	}
+}
+
+// runOnce polls one claim, handles it and commits or releases it.
+func (cn *Consumer) runOnce(ctx context.Context, handler func(ctx context.Context, cl *Claim) error) error {
+	cl, err := cn.Poll(ctx)
+	if err != nil {
+		return err
+	}
+	if herr := cn.handle(ctx, cl, handler); herr != nil {
+		if err := cn.client.Release(context.WithoutCancel(ctx), cl); err != nil && !isLostClaim(err) {
+			return err
+		}
+		return nil
+	}
+	if err := cn.client.Commit(context.WithoutCancel(ctx), cl); err != nil && !isLostClaim(err) {
+		return err
+	}
+	return nil
 }
 
 // handle runs handler while extending the claim every third of its lease.

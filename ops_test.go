@@ -79,8 +79,11 @@ func TestRetentionDropsOnlyWhatEveryGroupRead(t *testing.T) {
 	res, err = tb.client.MaintainOnce(tb.ctx, &pgmsg.MaintenanceConfig{GroupTTL: time.Hour})
 	require.NoError(t, err)
 	require.Zero(t, res.GroupsExpired)
-	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`UPDATE %q.consumer_group SET created_at = now() - interval '2 hours',
-		last_commit_at = now() - interval '2 hours' WHERE group_name = 'slow'`, tb.Schema))
+	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`UPDATE %q.consumer_group SET created_at = now() - interval '2 hours'
+		WHERE group_name = 'slow'`, tb.Schema))
+	require.NoError(t, err)
+	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`UPDATE %q.group_cursor SET committed_at = now() - interval '2 hours'
+		WHERE group_name = 'slow'`, tb.Schema))
 	require.NoError(t, err)
 	res, err = tb.client.MaintainOnce(tb.ctx, &pgmsg.MaintenanceConfig{GroupTTL: time.Hour})
 	require.NoError(t, err)

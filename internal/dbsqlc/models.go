@@ -9,10 +9,9 @@ import (
 )
 
 type PgmsgConsumerGroup struct {
-	TopicID      int32
-	GroupName    string
-	CreatedAt    pgtype.Timestamptz
-	LastCommitAt pgtype.Timestamptz
+	TopicID   int32
+	GroupName string
+	CreatedAt pgtype.Timestamptz
 }
 
 type PgmsgGroupCursor struct {

@@ -66,7 +66,6 @@ CREATE TABLE "pgmsg".consumer_group (
     topic_id       integer     NOT NULL REFERENCES "pgmsg".topic ON DELETE CASCADE,
     group_name     text        NOT NULL,
     created_at     timestamptz NOT NULL DEFAULT now(),
-    last_commit_at timestamptz,
     PRIMARY KEY (topic_id, group_name),
     CONSTRAINT consumer_group_name_valid CHECK (group_name ~ '^[A-Za-z0-9._-]{1,200}$')
 );
@@ -731,9 +730,6 @@ BEGIN
        SET next_offset = v_next, claim_start = NULL, claim_end = NULL, claim_expires_at = NULL,
            claim_owner = NULL, committed_at = clock_timestamp()
      WHERE c.topic_id = cur.topic_id AND c.group_name = cur.group_name AND c.partition = cur.partition;
-    UPDATE "pgmsg".consumer_group g SET last_commit_at = clock_timestamp()
-     WHERE g.topic_id = cur.topic_id AND g.group_name = cur.group_name
-       AND (g.last_commit_at IS NULL OR g.last_commit_at < clock_timestamp() - interval '1 second');
     RETURN v_next;
 END $$;
 
@@ -2217,7 +2213,9 @@ BEGIN
     RETURN QUERY
     WITH idle AS (
         SELECT g.topic_id, g.group_name, t.name,
-               greatest(g.created_at, g.last_commit_at,
+               greatest(g.created_at,
+                        (SELECT max(c.committed_at) FROM "pgmsg".group_cursor c
+                          WHERE c.topic_id = g.topic_id AND c.group_name = g.group_name),
                         (SELECT max(m.heartbeat_at) FROM "pgmsg".group_member m
                           WHERE m.topic_id = g.topic_id AND m.group_name = g.group_name)) AS last_active,
                coalesce(make_interval(secs => "pgmsg"._setting(t.config, 'group_ttl_ms') / 1000.0), p_default_ttl) AS ttl

@@ -62,7 +62,6 @@ CREATE TABLE {{schema}}.consumer_group (
     topic_id       integer     NOT NULL REFERENCES {{schema}}.topic ON DELETE CASCADE,
     group_name     text        NOT NULL,
     created_at     timestamptz NOT NULL DEFAULT now(),
-    last_commit_at timestamptz,
     PRIMARY KEY (topic_id, group_name),
     CONSTRAINT consumer_group_name_valid CHECK (group_name ~ '^[A-Za-z0-9._-]{1,200}$')
 );
@@ -727,9 +726,6 @@ BEGIN
        SET next_offset = v_next, claim_start = NULL, claim_end = NULL, claim_expires_at = NULL,
            claim_owner = NULL, committed_at = clock_timestamp()
      WHERE c.topic_id = cur.topic_id AND c.group_name = cur.group_name AND c.partition = cur.partition;
-    UPDATE {{schema}}.consumer_group g SET last_commit_at = clock_timestamp()
-     WHERE g.topic_id = cur.topic_id AND g.group_name = cur.group_name
-       AND (g.last_commit_at IS NULL OR g.last_commit_at < clock_timestamp() - interval '1 second');
     RETURN v_next;
 END $$;
 

@@ -152,7 +152,9 @@ BEGIN
     RETURN QUERY
     WITH idle AS (
         SELECT g.topic_id, g.group_name, t.name,
-               greatest(g.created_at, g.last_commit_at,
+               greatest(g.created_at,
+                        (SELECT max(c.committed_at) FROM {{schema}}.group_cursor c
+                          WHERE c.topic_id = g.topic_id AND c.group_name = g.group_name),
                         (SELECT max(m.heartbeat_at) FROM {{schema}}.group_member m
                           WHERE m.topic_id = g.topic_id AND m.group_name = g.group_name)) AS last_active,
                coalesce(make_interval(secs => {{schema}}._setting(t.config, 'group_ttl_ms') / 1000.0), p_default_ttl) AS ttl
