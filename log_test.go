@@ -869,3 +869,36 @@ func TestSchemaIsolation(t *testing.T) {
 	_, err = pgmsg.NewClient(a.Pool, &pgmsg.Config{Schema: `bad"schema`})
 	require.Error(t, err)
 }
+
+// Many publishers cross segment boundaries of tiny segments at once: every
+// publish succeeds (segments are created ahead, two segments of headroom)
+// and offsets stay gapless. Regression test: with less headroom, inserts
+// right after another session attached a segment failed with "no
+// partition of relation found for row".
+func TestPublishIntoFreshSegmentsConcurrently(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateTopic(tb.ctx, "fresh", pgmsg.TopicConfig{Partitions: 4, SegmentRecords: 16})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var failures atomic.Int64
+	for w := 0; w < 24; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				var recs []*pgmsg.Record
+				for j := 0; j < 1+(w+i)%7; j++ {
+					recs = append(recs, &pgmsg.Record{Topic: "fresh", Partition: int32((w + i) % 4), Value: []byte("x")})
+				}
+				if err := tb.client.Publish(tb.ctx, recs, &pgmsg.PublishOpts{ManualPartition: true}); err != nil {
+					failures.Add(1)
+					t.Errorf("publish: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Zero(t, failures.Load())
+	requireGapless(t, readAll(t, tb, "fresh", 4))
+}

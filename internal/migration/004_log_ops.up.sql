@@ -239,7 +239,7 @@ BEGIN
     FOR p IN
         SELECT tp.topic_id, tp.partition, tp.next_offset, tp.segment_end, t.segment_records
         FROM {{schema}}.topic_partition tp JOIN {{schema}}.topic t ON t.topic_id = tp.topic_id
-        WHERE tp.segment_end < tp.next_offset + t.segment_records / 4
+        WHERE tp.segment_end < tp.next_offset + 2 * t.segment_records
         FOR UPDATE OF tp SKIP LOCKED
     LOOP
         PERFORM {{schema}}._segment_ensure(p.topic_id, p.partition, p.segment_end, p.segment_records, p.next_offset);
