@@ -4,7 +4,7 @@ export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
 .PHONY: ci test test-race vet fmt-check generate check-generated build race-repeat
 
-ci: fmt-check vet check-generated test-race
+ci: fmt-check vet check-generated test-race bench-smoke
 
 build:
 	$(GO) build ./...
@@ -34,3 +34,5 @@ generate:
 # Fails when the committed generated code is stale.
 check-generated: generate
 	@git diff --exit-code -- internal/dbsqlc || (echo "internal/dbsqlc is stale: run make generate and commit"; exit 1)
+
+include bench.mk

@@ -1,0 +1,67 @@
+# Benchmarks (issue 7). Included from the Makefile.
+#
+# Every figure in docs/benchmarks.md comes from `make bench-docs`, which
+# writes one JSON summary per scenario into docs/benchmarks/ and redraws
+# docs/benchmarks/chart.svg from them. Each scenario runs pgmsg and its
+# baselines side by side, alternating, BENCH_ROUNDS times, and reports
+# medians. Without BENCH_DATABASE_URL each scenario starts its own
+# throwaway PostgreSQL (default settings) from the machine's binaries.
+
+BENCH_DATABASE_URL ?=
+BENCH_ROUNDS ?= 3
+BENCH_DURATION ?= 10s
+BENCH_OUT ?= docs/benchmarks
+BENCH_PGMSG = $(GO) run ./cmd/pgmsg $(if $(BENCH_DATABASE_URL),--database-url '$(BENCH_DATABASE_URL)') --schema pgmsg_bench bench
+BENCH_PEERS = cd bench/peers && $(GO) run . $(if $(BENCH_DATABASE_URL),--database-url '$(BENCH_DATABASE_URL)') --schema pgmsg_bench
+BENCH_COMMON = --duration $(BENCH_DURATION) --rounds $(BENCH_ROUNDS) --json
+
+.PHONY: bench-smoke bench-go bench-docs bench-chart bench-pubsub bench-queue bench-peers-tidy
+
+# A few seconds of each mode, with the seed baseline and River, failing on
+# any error or on a run that measured nothing. CI runs it.
+bench-smoke:
+	$(GO) run ./cmd/pgmsg --schema pgmsg_bench_smoke bench pubsub --duration 2s --warmup 500ms \
+		--producers 4 --batch 10 --groups 2 --claim-batch 100 --baseline seed --strict
+	$(GO) run ./cmd/pgmsg --schema pgmsg_bench_smoke bench pubsub --duration 2s --warmup 500ms \
+		--producers 8 --batch 1 --baseline seed --strict
+	$(GO) run ./cmd/pgmsg --schema pgmsg_bench_smoke bench queue --duration 2s --warmup 500ms \
+		--workers 4 --jobs 2000 --baseline seed --strict
+	cd bench/peers && $(GO) run . --schema pgmsg_bench_smoke --impl river --duration 2s --warmup 500ms \
+		--workers 100 --jobs 2000 --strict
+	$(GO) test -run '^$$' -bench . -benchtime 3x .
+
+# The Go benchmarks of the hot paths (publish, producer, claim+commit).
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 .
+
+bench-pubsub:
+	@mkdir -p $(BENCH_OUT)
+	# Single-record publishes from 64 concurrent callers (the batching Producer).
+	$(BENCH_PGMSG) pubsub $(BENCH_COMMON) --producers 64 --batch 1 --partitions 4 --baseline seed > $(BENCH_OUT)/pubsub-batch1.json
+	$(BENCH_PGMSG) pubsub $(BENCH_COMMON) --producers 8 --batch 100 --partitions 4 --baseline seed > $(BENCH_OUT)/pubsub-batch100.json
+	# Bulk publish against the seeds' SQL and raw COPY into a bare table.
+	$(BENCH_PGMSG) pubsub $(BENCH_COMMON) --producers 8 --batch 1000 --partitions 4 --baseline seed,copy > $(BENCH_OUT)/pubsub-batch1000.json
+	# Mixed: 4 producers x batch 100, 5 groups reading, unthrottled.
+	$(BENCH_PGMSG) pubsub $(BENCH_COMMON) --producers 4 --batch 100 --partitions 4 --groups 5 --claim-batch 1000 --baseline seed > $(BENCH_OUT)/pubsub-mixed.json
+	# Mixed, writes throttled to 5,000/s.
+	$(BENCH_PGMSG) pubsub $(BENCH_COMMON) --producers 4 --batch 10 --partitions 4 --groups 5 --claim-batch 1000 --rate 5000 --baseline seed > $(BENCH_OUT)/pubsub-mixed-5k.json
+	# Consume only: 5 groups read a prefilled topic.
+	$(BENCH_PGMSG) pubsub $(BENCH_COMMON) --producers 0 --prefill 400000 --partitions 4 --groups 5 --claim-batch 1000 --baseline seed > $(BENCH_OUT)/pubsub-consume.json
+
+bench-queue:
+	@mkdir -p $(BENCH_OUT)
+	# 16 workers: the seeds' SQL at its best worker count, River and pgmsg alike.
+	$(BENCH_PEERS) $(BENCH_COMMON) --impl pgmsg --baseline seed,river --workers 16 --jobs 150000 > $(abspath $(BENCH_OUT))/queue-16.json
+	# Latency: an empty queue fed 100 jobs/s during the run (e2e = enqueue to completion; River at 16 workers tops out near 160 jobs/s).
+	$(BENCH_PEERS) $(BENCH_COMMON) --impl pgmsg --baseline seed,river --workers 16 --jobs 0 --rate 100 > $(abspath $(BENCH_OUT))/queue-latency.json
+	# 2000 workers: River's own benchmark setting (the seeds' SQL needs one connection per worker, so it cannot run here).
+	$(BENCH_PEERS) $(BENCH_COMMON) --impl pgmsg --baseline river --workers 2000 --jobs 200000 > $(abspath $(BENCH_OUT))/queue-2000.json
+
+bench-chart:
+	$(GO) run ./internal/bench/chart -o $(BENCH_OUT)/chart.svg $(BENCH_OUT)/*.json
+
+bench-docs: bench-pubsub bench-queue bench-chart
+
+# bench/peers pins River; after pgmsg's own dependencies change, refresh its go.sum.
+bench-peers-tidy:
+	cd bench/peers && $(GO) mod tidy

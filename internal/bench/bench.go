@@ -1,0 +1,212 @@
+// Package bench is the load generator behind `pgmsg bench`: it drives the
+// log (pubsub mode) and the queue (queue mode) through the public pgmsg API
+// and, with the same settings, the seeds' SQL verbatim (the baseline every
+// figure in docs/benchmarks.md is compared with), printing a live progress
+// line and a JSON summary.
+//
+// Every run works in objects it creates itself (a topic or queue with a
+// random name, or a fresh schema for the seeds' tables) and drops them at
+// the end.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Impl names what a run measures.
+const (
+	ImplPgmsg = "pgmsg"
+	ImplSeed  = "seed"  // the seeds' SQL, verbatim
+	ImplCopy  = "copy"  // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
+	ImplRiver = "river" // River, from bench/peers
+)
+
+// Env is what every run needs: a database and where to report.
+type Env struct {
+	// URL of the database; each run opens its own pool on it.
+	URL string
+	// Schema pgmsg is migrated into (created, migrated and dropped again
+	// when it does not exist).
+	Schema string
+	// Force allows running against a schema that holds other pgmsg data.
+	Force bool
+	// Progress receives the live progress line (nil: none).
+	Progress io.Writer
+	// ProgressTTY rewrites the progress line in place instead of printing
+	// one line per interval.
+	ProgressTTY bool
+	// Interval between progress lines. Default 1s.
+	Interval time.Duration
+}
+
+func (e *Env) interval() time.Duration {
+	if e.Interval <= 0 {
+		return time.Second
+	}
+	return e.Interval
+}
+
+// newPool opens a pool of maxConns connections. pgx's defaults are what we
+// want: extended protocol, statements prepared and cached per connection,
+// binary formats.
+func newPool(ctx context.Context, url string, maxConns int, searchPath string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("bench: invalid database URL: %w", err)
+	}
+	cfg.MaxConns = int32(maxConns)
+	cfg.MinConns = 0
+	if searchPath != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = searchPath
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "pgmsg-bench"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// payloads makes n incompressible payloads of size bytes (at least 8: the
+// first 8 bytes carry the send time, see stamp).
+func payloads(n, size int) [][]byte {
+	size = max(size, 8)
+	out := make([][]byte, n)
+	buf := make([]byte, n*size)
+	_, _ = rand.Read(buf)
+	for i := range out {
+		out[i] = buf[i*size : (i+1)*size : (i+1)*size]
+	}
+	return out
+}
+
+// stamp writes t into the first 8 bytes of p; sentAt reads it back. The
+// end-to-end latency of a record is its receive time minus this stamp: the
+// client and the clock are the same on both ends.
+func stamp(p []byte, t time.Time) { binary.BigEndian.PutUint64(p, uint64(t.UnixNano())) }
+
+func sentAt(p []byte) time.Time {
+	if len(p) < 8 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(p)))
+}
+
+// window tells whether measurements count yet (after the warm-up) and how
+// long the measured part lasted.
+type window struct {
+	start    time.Time // when load starts
+	measured time.Time // end of warm-up
+	end      time.Time // planned end
+}
+
+func newWindow(warmup, duration time.Duration) window {
+	now := time.Now()
+	return window{start: now, measured: now.Add(warmup), end: now.Add(warmup + duration)}
+}
+
+func (w window) counts(t time.Time) bool { return !t.Before(w.measured) }
+
+// elapsed is the measured time up to t.
+func (w window) elapsed(t time.Time) time.Duration {
+	if t.After(w.end) {
+		t = w.end
+	}
+	return max(t.Sub(w.measured), 0)
+}
+
+// counter is a measured-window counter.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) add(w window, n int) {
+	if w.counts(time.Now()) {
+		c.n.Add(int64(n))
+	}
+}
+
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
+
+func rate(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return round(float64(n)/d.Seconds(), 1)
+}
+
+// ratio returns a/b rounded, or 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return round(a/b, 2)
+}
+
+func human(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e4:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	default:
+		return fmt.Sprintf("%.0f", v)
+	}
+}
+
+// pacer spaces calls to reach perSec calls per second (0: no pacing).
+type pacer struct {
+	interval time.Duration
+	next     time.Time
+}
+
+func newPacer(perSec float64) *pacer {
+	if perSec <= 0 {
+		return &pacer{}
+	}
+	return &pacer{interval: time.Duration(float64(time.Second) / perSec), next: time.Now()}
+}
+
+// wait sleeps until the next slot. A caller that fell behind by more than
+// a second does not burst to catch up.
+func (p *pacer) wait(ctx context.Context) error {
+	if p.interval == 0 {
+		return ctx.Err()
+	}
+	now := time.Now()
+	if p.next.Before(now.Add(-time.Second)) {
+		p.next = now
+	}
+	if d := p.next.Sub(now); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	p.next = p.next.Add(p.interval)
+	return ctx.Err()
+}

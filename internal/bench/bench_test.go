@@ -1,0 +1,121 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestHistQuantiles(t *testing.T) {
+	t.Parallel()
+	h := newHist()
+	for i := 1; i <= 10000; i++ {
+		h.add(time.Duration(i) * time.Microsecond) // 1 µs .. 10 ms, uniform
+	}
+	require.Equal(t, uint64(10000), h.count())
+	require.InDelta(t, 5.0, h.quantileMS(0.5), 5.0*0.02)
+	require.InDelta(t, 9.9, h.quantileMS(0.99), 9.9*0.02)
+	require.InDelta(t, 10.0, h.quantileMS(1), 0.001)
+	require.Zero(t, newHist().quantileMS(0.99))
+
+	// Every bucket's upper bound maps back to the bucket.
+	for i := 0; i < 128+40*histSub; i++ {
+		require.Equal(t, i, histIndex(histValue(i)), "bucket %d", i)
+	}
+}
+
+func TestSummarizeMediansAndRatios(t *testing.T) {
+	t.Parallel()
+	runs := [][]any{
+		{&PubSubResult{Impl: "pgmsg", WritesPerSec: 100}, &PubSubResult{Impl: "pgmsg", WritesPerSec: 300}, &PubSubResult{Impl: "pgmsg", WritesPerSec: 200}},
+		{&PubSubResult{Impl: "seed", WritesPerSec: 10}, &PubSubResult{Impl: "seed", WritesPerSec: 100}, &PubSubResult{Impl: "seed", WritesPerSec: 40}},
+	}
+	s := Summarize(&ServerInfo{Version: "15"}, runs)
+	require.Equal(t, 200.0, s["writes_per_sec"])
+	require.Equal(t, "pgmsg", s["impl"])
+	base := s["baseline"].([]map[string]any)
+	require.Equal(t, 40.0, base[0]["writes_per_sec"])
+	// Per-round ratios 10, 3, 5: the median is 5.
+	require.Equal(t, 5.0, s["vs_seed"].(map[string]float64)["writes_per_sec"])
+	require.Len(t, s["rounds"], 2)
+
+	var out strings.Builder
+	PrintSummary(&out, s)
+	require.Contains(t, out.String(), "pgmsg vs seed: writes_per_sec 5.00x")
+	require.NoError(t, Check(s))
+
+	runs[1] = []any{&PubSubResult{Impl: "seed", Errors: 2, FirstError: "boom"}}
+	runs[0] = runs[0][:1]
+	require.ErrorContains(t, Check(Summarize(nil, runs)), "boom")
+}
+
+func TestEnsureSchemaRefusesOtherData(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, nil)
+	ctx := context.Background()
+
+	// An empty pgmsg schema is fine, and is not dropped (it was not ours).
+	g, err := ensureSchema(ctx, b.Pool, b.Schema, false)
+	require.NoError(t, err)
+	require.False(t, g.created)
+
+	c, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema})
+	require.NoError(t, err)
+	_, err = c.CreateTopic(ctx, "orders", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	_, err = ensureSchema(ctx, b.Pool, b.Schema, false)
+	require.ErrorContains(t, err, "holds other pgmsg data (1 topics)")
+	_, err = ensureSchema(ctx, b.Pool, b.Schema, true)
+	require.NoError(t, err)
+
+	// A schema that does not exist is created and dropped again.
+	fresh := b.Schema + "_b"
+	g, err = ensureSchema(ctx, b.Pool, fresh, false)
+	require.NoError(t, err)
+	require.True(t, g.created)
+	g.release(ctx)
+	var exists bool
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, fresh).Scan(&exists))
+	require.False(t, exists)
+}
+
+// TestRunSmoke runs each implementation for a moment: the figures must
+// be non-zero and the run must clean up after itself.
+func TestRunSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the database")
+	}
+	b := pgtest.Schema(t, nil)
+	ctx := context.Background()
+	env := &Env{URL: b.URL, Schema: b.Schema + "_run"}
+	for _, impl := range []string{ImplPgmsg, ImplSeed} {
+		// Members join a group through heartbeats before they read: give
+		// them a warm-up second.
+		r, err := RunPubSub(ctx, env, impl, PubSubOptions{Duration: 2 * time.Second, Warmup: time.Second,
+			Producers: 2, Batch: 10, Groups: 1, ClaimBatch: 50, Partitions: 2})
+		require.NoError(t, err, impl)
+		require.Zero(t, r.Errors, r.FirstError)
+		require.Positive(t, r.WritesPerSec, impl)
+		require.Positive(t, r.ReadsPerSec, impl)
+		q, err := RunQueue(ctx, env, impl, QueueOptions{Duration: 700 * time.Millisecond, Warmup: 100 * time.Millisecond,
+			Workers: 2, Jobs: 300})
+		require.NoError(t, err, impl)
+		require.Zero(t, q.Errors, q.FirstError)
+		require.Positive(t, q.JobsPerSec, impl)
+	}
+	r, err := RunPubSub(ctx, env, ImplCopy, PubSubOptions{Duration: 300 * time.Millisecond, Warmup: 1, Producers: 1, Batch: 100})
+	require.NoError(t, err)
+	require.Positive(t, r.WritesPerSec)
+
+	var left int
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, env.Schema).Scan(&left))
+	require.Zero(t, left, "the schema the runs created was left behind")
+}

@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// pgmsgPubSub drives the log through the public API, as an application
+// would: Client.Publish for batches, the batching Producer for single
+// records, one Consumer per partition and group.
+type pgmsgPubSub struct {
+	env   *Env
+	o     PubSubOptions
+	pool  *pgxpool.Pool
+	guard *schemaGuard
+	c     *pgmsg.Client
+	prod  *pgmsg.Producer
+	topic string
+}
+
+func (d *pgmsgPubSub) setup(ctx context.Context) error {
+	var err error
+	if d.pool, err = newPool(ctx, d.env.URL, d.o.poolSize(), ""); err != nil {
+		return err
+	}
+	if d.guard, err = ensureSchema(ctx, d.pool, d.env.Schema, d.env.Force); err != nil {
+		return err
+	}
+	if d.c, err = pgmsg.NewClient(d.pool, &pgmsg.Config{Schema: d.env.Schema, PollInterval: d.o.Poll}); err != nil {
+		return err
+	}
+	d.topic = "bench-" + randomSuffix()
+	if _, err := d.c.CreateTopic(ctx, d.topic, pgmsg.TopicConfig{Partitions: d.o.Partitions}); err != nil {
+		d.topic = ""
+		return err
+	}
+	for g := 0; g < d.o.Groups; g++ {
+		if _, err := d.c.CreateGroup(ctx, d.topic, groupName(g), pgmsg.PositionEarliest); err != nil {
+			return err
+		}
+	}
+	if d.o.Batch == 1 {
+		if d.prod, err = d.c.NewProducer(nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func groupName(g int) string { return fmt.Sprintf("bench-g%d", g) }
+
+func (d *pgmsgPubSub) publish(ctx context.Context, vals [][]byte) error {
+	if d.prod != nil {
+		recs := make([]*pgmsg.Record, len(vals))
+		for i, v := range vals {
+			recs[i] = &pgmsg.Record{Topic: d.topic, Value: v}
+		}
+		return d.prod.ProduceSync(ctx, recs...)
+	}
+	recs := make([]*pgmsg.Record, len(vals))
+	for i, v := range vals {
+		recs[i] = &pgmsg.Record{Topic: d.topic, Value: v}
+	}
+	return d.c.Publish(ctx, recs, nil)
+}
+
+func (d *pgmsgPubSub) consumers(g int, got func(vals [][]byte)) []func(ctx context.Context) error {
+	loops := make([]func(ctx context.Context) error, d.o.Partitions)
+	for i := range loops {
+		loops[i] = func(ctx context.Context) error {
+			cn, err := d.c.NewConsumer(d.topic, groupName(g), &pgmsg.ConsumerOpts{
+				Claim:        pgmsg.ClaimOpts{MaxRecords: d.o.ClaimBatch, Member: fmt.Sprintf("bench-%d", i)},
+				PollInterval: d.o.Poll,
+			})
+			if err != nil {
+				return err
+			}
+			defer cn.Close()
+			vals := make([][]byte, 0, d.o.ClaimBatch)
+			return cn.Run(ctx, func(_ context.Context, cl *pgmsg.Claim) error {
+				vals = vals[:0]
+				for _, r := range cl.Records {
+					vals = append(vals, r.Value)
+				}
+				got(vals)
+				return nil
+			})
+		}
+	}
+	return loops
+}
+
+func (d *pgmsgPubSub) lag(ctx context.Context) (int64, error) {
+	if d.o.Groups == 0 {
+		return 0, nil
+	}
+	gs, err := d.c.ListGroups(ctx, d.topic, "")
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, g := range gs {
+		n += g.Lag
+	}
+	return n, nil
+}
+
+func (d *pgmsgPubSub) teardown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if d.prod != nil {
+		_ = d.prod.Close(ctx)
+	}
+	if d.c != nil {
+		if d.topic != "" {
+			_ = d.c.DeleteTopic(ctx, d.topic)
+		}
+		d.c.Close()
+	}
+	if d.guard != nil {
+		d.guard.release(ctx)
+	}
+	if d.pool != nil {
+		d.pool.Close()
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+func init() {
+	RegisterQueue(ImplPgmsg, func(env *Env, o QueueOptions) QueueDriver { return &pgmsgQueue{env: env, o: o} })
+}
+
+// pgmsgQueue drives the queue through the public API: EnqueueMany, and a
+// Worker with o.Workers handlers (it claims and completes in batches).
+type pgmsgQueue struct {
+	env   *Env
+	o     QueueOptions
+	pool  *pgxpool.Pool
+	guard *schemaGuard
+	c     *pgmsg.Client
+	queue string
+}
+
+func (d *pgmsgQueue) Setup(ctx context.Context) error {
+	var err error
+	if d.pool, err = newPool(ctx, d.env.URL, min(d.o.Workers+4, 64), ""); err != nil {
+		return err
+	}
+	if d.guard, err = ensureSchema(ctx, d.pool, d.env.Schema, d.env.Force); err != nil {
+		return err
+	}
+	if d.c, err = pgmsg.NewClient(d.pool, &pgmsg.Config{Schema: d.env.Schema, PollInterval: 10 * time.Millisecond}); err != nil {
+		return err
+	}
+	name := "bench-" + randomSuffix()
+	if _, err := d.c.CreateQueue(ctx, name, pgmsg.QueueConfig{}); err != nil {
+		return err
+	}
+	d.queue = name
+	return nil
+}
+
+func (d *pgmsgQueue) params(vals [][]byte) []pgmsg.EnqueueParams {
+	ps := make([]pgmsg.EnqueueParams, len(vals))
+	for i, v := range vals {
+		ps[i] = pgmsg.EnqueueParams{Payload: v}
+	}
+	return ps
+}
+
+func (d *pgmsgQueue) Prefill(ctx context.Context, vals [][]byte) error {
+	_, err := d.c.EnqueueMany(ctx, d.queue, d.params(vals), &pgmsg.EnqueueOpts{DisableCreateQueue: true})
+	return err
+}
+
+func (d *pgmsgQueue) Enqueue(ctx context.Context, vals [][]byte) error {
+	_, err := d.c.EnqueueMany(ctx, d.queue, d.params(vals), &pgmsg.EnqueueOpts{DisableCreateQueue: true})
+	return err
+}
+
+// Work runs one Worker. Jobs are counted when their handler returns: the
+// worker archives them in batches right after (CompleteLinger, 2ms by
+// default), and the public API has no completion hook.
+func (d *pgmsgQueue) Work(ctx context.Context, workers int, done func([][]byte)) error {
+	w, err := d.c.NewWorker(d.queue, func(_ context.Context, job *pgmsg.Job) error {
+		done([][]byte{job.Payload})
+		return nil
+	}, &pgmsg.WorkerOpts{Concurrency: workers, ShutdownTimeout: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	err = w.Run(ctx)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
+}
+
+func (d *pgmsgQueue) Remaining(ctx context.Context) (int64, error) {
+	st, err := d.c.QueueStats(ctx, d.queue)
+	if err != nil {
+		return 0, err
+	}
+	return st.Available + st.Scheduled + st.Running + st.Retrying, nil
+}
+
+func (d *pgmsgQueue) Teardown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if d.c != nil {
+		if d.queue != "" {
+			_ = d.c.DeleteQueue(ctx, d.queue, true)
+		}
+		d.c.Close()
+	}
+	if d.guard != nil {
+		d.guard.release(ctx)
+	}
+	if d.pool != nil {
+		d.pool.Close()
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// PubSubOptions are the settings of a pubsub run; the same settings drive
+// every implementation compared.
+type PubSubOptions struct {
+	// Duration of the measured window. Default 10s.
+	Duration time.Duration
+	// Warmup runs the load before measuring. Default 1s.
+	Warmup time.Duration
+	// Payload bytes per record (at least 8). Default 1024.
+	Payload int
+	// Partitions of the topic. Default 4.
+	Partitions int
+	// Producers publishing concurrently. Default 8.
+	Producers int
+	// Batch records per publish call. 1 means single-record calls through
+	// pgmsg's batching Producer (the seeds' SQL then publishes one record
+	// per statement). Default 100.
+	Batch int
+	// Groups consuming concurrently; each group runs one consumer per
+	// partition. Default 0 (publish only).
+	Groups int
+	// ClaimBatch is the most records one claim returns. Default 1000.
+	ClaimBatch int
+	// Rate caps writes per second across all producers; 0 means as fast as
+	// possible.
+	Rate float64
+	// Prefill publishes this many records before the run (untimed), for
+	// consume-only runs (Producers 0). Default 0.
+	Prefill int
+	// Poll is how long an idle consumer waits before claiming again.
+	// pgmsg consumers are also woken by notifications. Default 10ms.
+	Poll time.Duration
+}
+
+func (o *PubSubOptions) defaults() {
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Warmup < 0 {
+		o.Warmup = 0
+	}
+	if o.Payload <= 0 {
+		o.Payload = 1024
+	}
+	o.Payload = max(o.Payload, 8)
+	if o.Partitions <= 0 {
+		o.Partitions = 4
+	}
+	if o.Producers < 0 || (o.Producers == 0 && o.Prefill == 0) {
+		o.Producers = 8
+	}
+	if o.Batch <= 0 {
+		o.Batch = 100
+	}
+	if o.ClaimBatch <= 0 {
+		o.ClaimBatch = 1000
+	}
+	if o.Poll <= 0 {
+		o.Poll = 10 * time.Millisecond
+	}
+}
+
+// PubSubResult is the summary of one pubsub run.
+type PubSubResult struct {
+	Mode         string  `json:"mode"`
+	Impl         string  `json:"impl"`
+	DurationS    float64 `json:"duration_s"`
+	Payload      int     `json:"payload"`
+	Partitions   int     `json:"partitions"`
+	Producers    int     `json:"producers"`
+	Batch        int     `json:"batch"`
+	Groups       int     `json:"groups"`
+	ClaimBatch   int     `json:"claim_batch"`
+	Rate         float64 `json:"rate"`
+	Prefill      int     `json:"prefill,omitempty"`
+	Writes       int64   `json:"writes"`
+	Reads        int64   `json:"reads"`
+	WritesPerSec float64 `json:"writes_per_sec"`
+	ReadsPerSec  float64 `json:"reads_per_sec"`
+	PublishP50MS float64 `json:"publish_p50_ms"`
+	PublishP99MS float64 `json:"publish_p99_ms"`
+	E2EP50MS     float64 `json:"e2e_p50_ms"`
+	E2EP99MS     float64 `json:"e2e_p99_ms"`
+	FinalLag     int64   `json:"final_lag"`
+	Errors       int64   `json:"errors"`
+	FirstError   string  `json:"first_error,omitempty"`
+}
+
+// pubsubDriver is one implementation under test.
+type pubsubDriver interface {
+	// maxConns is the pool size it needs.
+	setup(ctx context.Context) error
+	// publish appends vals (one call, one batch) and returns when they are
+	// committed.
+	publish(ctx context.Context, vals [][]byte) error
+	// consumers returns the loops of group g; each calls got for every
+	// batch of records it received, until ctx ends.
+	consumers(g int, got func(vals [][]byte)) []func(ctx context.Context) error
+	// lag is the records published and not yet committed by a group,
+	// summed over groups and partitions.
+	lag(ctx context.Context) (int64, error)
+	teardown(ctx context.Context) error
+}
+
+// poolSize is the connections a pubsub run opens: one per producer and
+// per consumer, plus a few for setup and notifications. Every
+// implementation gets the same.
+func (o *PubSubOptions) poolSize() int { return o.Producers + o.Groups*o.Partitions + 4 }
+
+// RunPubSub runs one pubsub benchmark of impl.
+func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*PubSubResult, error) {
+	o.defaults()
+	var d pubsubDriver
+	switch impl {
+	case ImplPgmsg:
+		d = &pgmsgPubSub{env: env, o: o}
+	case ImplSeed:
+		d = &seedPubSub{env: env, o: o}
+	case ImplCopy:
+		if o.Groups > 0 {
+			return nil, fmt.Errorf("bench: the copy baseline only publishes: use --groups 0")
+		}
+		d = &copyPubSub{env: env, o: o}
+	default:
+		return nil, fmt.Errorf("bench: unknown pubsub implementation %q (want pgmsg, seed or copy)", impl)
+	}
+	if err := d.setup(ctx); err != nil {
+		_ = d.teardown(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	defer func() { _ = d.teardown(context.WithoutCancel(ctx)) }()
+
+	if o.Prefill > 0 {
+		if env.Progress != nil {
+			fmt.Fprintf(env.Progress, "%-12s prefilling %d records ...\n", impl, o.Prefill)
+		}
+		vals := payloads(min(o.Prefill, 1000), o.Payload)
+		now := time.Now()
+		for _, v := range vals {
+			stamp(v, now)
+		}
+		for left := o.Prefill; left > 0; left -= len(vals) {
+			if err := d.publish(ctx, vals[:min(left, len(vals))]); err != nil {
+				return nil, fmt.Errorf("bench: prefill: %w", err)
+			}
+		}
+	}
+	win := newWindow(o.Warmup, o.Duration)
+	st := newStats(win)
+	runCtx, cancel := context.WithDeadline(ctx, win.end)
+	defer cancel()
+	// A consume-only run ends when every group has read the prefill.
+	var drained time.Time
+	var drainOnce sync.Once
+	drainAt := int64(o.Groups) * int64(o.Prefill)
+
+	var wg sync.WaitGroup
+	for g := 0; g < o.Groups; g++ {
+		got := func(vals [][]byte) {
+			now := time.Now()
+			e2e := make([]time.Duration, len(vals))
+			for i, v := range vals {
+				from := sentAt(v)
+				if from.Before(win.start) {
+					from = win.start // prefilled: waiting since the start
+				}
+				e2e[i] = now.Sub(from)
+			}
+			st.read(len(vals), e2e)
+			if o.Producers == 0 && st.readsAll.Load() >= drainAt {
+				drainOnce.Do(func() { drained = now; cancel() })
+			}
+		}
+		for _, loop := range d.consumers(g, got) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// A consumer that fails is counted and started again after
+				// a moment, as an application's supervisor would.
+				for {
+					err := loop(runCtx)
+					if runCtx.Err() != nil {
+						return
+					}
+					st.fail(err)
+					select {
+					case <-runCtx.Done():
+						return
+					case <-time.After(100 * time.Millisecond):
+					}
+				}
+			}()
+		}
+	}
+	perProducer := o.Rate / float64(o.Producers) / float64(o.Batch) // calls per second
+	for i := 0; i < o.Producers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vals := payloads(o.Batch, o.Payload)
+			p := newPacer(perProducer)
+			for p.wait(runCtx) == nil {
+				t0 := time.Now()
+				for _, v := range vals {
+					stamp(v, t0)
+				}
+				err := d.publish(runCtx, vals)
+				if err != nil {
+					if runCtx.Err() != nil {
+						return
+					}
+					st.fail(err)
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				st.wrote(len(vals), time.Since(t0))
+			}
+		}()
+	}
+
+	progCtx, stopProg := context.WithCancel(runCtx)
+	progDone := make(chan struct{})
+	go func() {
+		defer close(progDone)
+		st.runProgress(progCtx, env, impl, func(el time.Duration, dw, dr int64, iv time.Duration, pub, e2e *hist) string {
+			lag := int64(o.Groups)*st.writesAll.Load() - st.readsAll.Load()
+			s := fmt.Sprintf("%4s  write %7s/s  pub p50 %6.1fms p99 %6.1fms", el, human(perSec(dw, iv)), pub.quantileMS(0.5), pub.quantileMS(0.99))
+			if o.Groups > 0 {
+				s += fmt.Sprintf("  read %7s/s  lag %7d  e2e p50 %6.1fms p99 %6.1fms", human(perSec(dr, iv)), max(lag, 0), e2e.quantileMS(0.5), e2e.quantileMS(0.99))
+			}
+			if n := st.errors.Load(); n > 0 {
+				s += fmt.Sprintf("  errors %d", n)
+			}
+			return s
+		})
+	}()
+	wg.Wait()
+	stopProg()
+	<-progDone
+	endProgress(env)
+	end := time.Now()
+	if !drained.IsZero() {
+		end = drained
+	}
+	st.fold(end)
+	lag, err := d.lag(context.WithoutCancel(ctx))
+	if err != nil {
+		st.fail(fmt.Errorf("final lag: %w", err))
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	el := win.elapsed(end)
+	r := &PubSubResult{
+		Mode: "pubsub", Impl: impl, DurationS: round(el.Seconds(), 2), Payload: o.Payload,
+		Partitions: o.Partitions, Producers: o.Producers, Batch: o.Batch, Groups: o.Groups,
+		ClaimBatch: o.ClaimBatch, Rate: o.Rate, Prefill: o.Prefill,
+		Writes: st.writes.n.Load(), Reads: st.reads.n.Load(),
+		PublishP50MS: round(st.pubTotal.quantileMS(0.5), 2), PublishP99MS: round(st.pubTotal.quantileMS(0.99), 2),
+		E2EP50MS: round(st.e2eTotal.quantileMS(0.5), 2), E2EP99MS: round(st.e2eTotal.quantileMS(0.99), 2),
+		FinalLag: lag, Errors: st.errors.Load(), FirstError: st.firstError(),
+	}
+	r.WritesPerSec = rate(r.Writes, el)
+	r.ReadsPerSec = rate(r.Reads, el)
+	return r, nil
+}
+
+// spread picks the partition of an unkeyed batch, as pgmsg does.
+func spread(partitions int) int32 { return rand.Int32N(int32(partitions)) }

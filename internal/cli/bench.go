@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgmsg/pgmsg/internal/bench"
+)
+
+func init() { register(newBench) }
+
+// benchFlags are the flags both bench modes take.
+type benchFlags struct {
+	duration   time.Duration
+	warmup     time.Duration
+	payload    int
+	json       bool
+	baseline   []string
+	impl       string
+	force      bool
+	pgSettings []string
+	cpuProfile string
+	rounds     int
+	strict     bool
+}
+
+func (f *benchFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured duration of each run")
+	fl.DurationVar(&f.warmup, "warmup", time.Second, "load before measuring (not counted)")
+	fl.IntVar(&f.payload, "payload", 1024, "payload bytes per record or job (incompressible)")
+	fl.BoolVar(&f.json, "json", false, "print a machine-readable JSON summary on stdout")
+	fl.StringSliceVar(&f.baseline, "baseline", nil, "also run these baselines with the same settings, side by side: seed (the seeds' SQL verbatim), copy (pubsub only: raw COPY into a bare table)")
+	fl.StringVar(&f.impl, "impl", bench.ImplPgmsg, "what to measure: pgmsg, seed or copy")
+	fl.BoolVar(&f.force, "force", false, "run even if the schema holds other pgmsg data (only the bench's own topic or queue is created and dropped)")
+	fl.IntVar(&f.rounds, "rounds", 1, "run pgmsg and the baselines this many times, alternating, and report each figure's median (the machine's noise hits both sides alike)")
+	fl.BoolVar(&f.strict, "strict", false, "exit with an error when a run had errors or measured nothing (for CI smoke runs)")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (go tool pprof)")
+	fl.StringArrayVar(&f.pgSettings, "pg-setting", nil, "name=value server setting for the throwaway PostgreSQL started when no database URL is given (repeatable)")
+}
+
+func newBench(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure publish, consume and queue throughput and latency",
+		Long: `bench loads a database with pgmsg and prints a live progress line (rate,
+lag, latency) on stderr and, with --json, a summary on stdout.
+
+--baseline seed runs the seeds' SQL verbatim with the same settings right
+after, so that one run shows the difference; the summary then holds the
+baseline's figures and the ratios. Each run creates and drops its own topic,
+queue or scratch schema, and bench refuses a schema that holds other pgmsg
+data unless --force.
+
+Without --database-url or DATABASE_URL it starts a throwaway PostgreSQL from
+the machine's binaries (default settings; --pg-setting to change them).`,
+	}
+	cmd.AddCommand(newBenchPubSub(g), newBenchQueue(g))
+	return cmd
+}
+
+func newBenchPubSub(g *globals) *cobra.Command {
+	var f benchFlags
+	var o bench.PubSubOptions
+	cmd := &cobra.Command{
+		Use:   "pubsub",
+		Short: "Publish and consume a topic: producers, partitions, consumer groups",
+		Example: `  pgmsg bench pubsub --producers 64 --batch 1 --baseline seed
+  pgmsg bench pubsub --producers 4 --batch 100 --groups 5 --claim-batch 1000 --baseline seed --json
+  pgmsg bench pubsub --producers 8 --batch 1000 --baseline copy --duration 15s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Duration, o.Warmup, o.Payload = f.duration, f.warmup, f.payload
+			return runBench(cmd.Context(), g, &f, func(ctx context.Context, env *bench.Env, impl string) (any, error) {
+				return bench.RunPubSub(ctx, env, impl, o)
+			})
+		},
+	}
+	f.add(cmd)
+	fl := cmd.Flags()
+	fl.IntVar(&o.Partitions, "partitions", 4, "partitions of the topic")
+	fl.IntVar(&o.Producers, "producers", 8, "concurrent publishers")
+	fl.IntVar(&o.Batch, "batch", 100, "records per publish call (1: single-record calls through the batching Producer)")
+	fl.IntVar(&o.Groups, "groups", 0, "consumer groups reading concurrently (one consumer per partition each)")
+	fl.IntVar(&o.ClaimBatch, "claim-batch", 1000, "most records per claim")
+	fl.Float64Var(&o.Rate, "rate", 0, "cap on writes per second across producers (0: unthrottled)")
+	fl.IntVar(&o.Prefill, "prefill", 0, "records published before the run (untimed); with --producers 0 the run measures consumption alone")
+	fl.DurationVar(&o.Poll, "poll", 10*time.Millisecond, "wait of an idle consumer before it polls again")
+	return cmd
+}
+
+func newBenchQueue(g *globals) *cobra.Command {
+	var f benchFlags
+	var o bench.QueueOptions
+	cmd := &cobra.Command{
+		Use:     "queue",
+		Short:   "Work a prefilled queue with concurrent workers",
+		Example: `  pgmsg bench queue --workers 16 --jobs 200000 --baseline seed --json`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Duration, o.Warmup, o.Payload = f.duration, f.warmup, f.payload
+			return runBench(cmd.Context(), g, &f, func(ctx context.Context, env *bench.Env, impl string) (any, error) {
+				return bench.RunQueue(ctx, env, impl, o)
+			})
+		},
+	}
+	f.add(cmd)
+	fl := cmd.Flags()
+	fl.IntVar(&o.Workers, "workers", 16, "concurrent workers")
+	fl.IntVar(&o.Jobs, "jobs", 100000, "jobs enqueued before the run (the run ends early when they are done)")
+	fl.Float64Var(&o.Rate, "rate", 0, "jobs per second enqueued during the run (0: none)")
+	return cmd
+}
+
+// runBench runs impl and the baselines one after the other on the same
+// database and prints the summary.
+func runBench(ctx context.Context, g *globals, f *benchFlags, run bench.RunFunc) error {
+	sess := bench.Session{URL: g.resolveURL(), Schema: g.schema, Force: f.force, Progress: g.stderr,
+		ProgressTTY: isTerminal(g.stderr), Rounds: f.rounds, CPUProfile: f.cpuProfile}
+	if len(f.pgSettings) > 0 {
+		sess.PGSettings = map[string]string{}
+		for _, s := range f.pgSettings {
+			k, v, ok := strings.Cut(s, "=")
+			if !ok {
+				return fmt.Errorf("invalid --pg-setting %q: use name=value", s)
+			}
+			sess.PGSettings[k] = v
+		}
+	}
+	summary, err := bench.Compare(ctx, sess, append([]string{f.impl}, f.baseline...), run)
+	if err != nil {
+		return err
+	}
+	if f.json || g.output == "json" {
+		err = g.printJSON(summary)
+	} else {
+		bench.PrintSummary(g.stdout, summary)
+	}
+	if err == nil && f.strict {
+		err = bench.Check(summary)
+	}
+	return err
+}
+
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
