@@ -103,6 +103,14 @@ type Client struct {
 
 	notifyOnce sync.Once
 	notifier   *notifier.Notifier
+
+	// Post-commit wake-ups (notifyAfterCommit): topics waiting to be
+	// notified, and the goroutine that sends them.
+	sendMu      sync.Mutex
+	sendPending map[string]struct{}
+	sendKick    chan struct{}
+	sendStop    chan struct{}
+	sendDone    chan struct{}
 }
 
 type topicMeta struct {
@@ -143,11 +151,74 @@ func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 // Schema returns the schema the client works in.
 func (c *Client) Schema() string { return c.config.Schema }
 
-// Close stops the client's background notification listener, if started.
-// It does not close the pool.
+// Close stops the client's background goroutines (notification listener
+// and sender), if started. It does not close the pool.
 func (c *Client) Close() {
 	if c.notifier != nil {
 		c.notifier.Close()
+	}
+	c.sendMu.Lock()
+	stop, done := c.sendStop, c.sendDone
+	c.sendStop = nil
+	c.sendMu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+}
+
+// notifyAfterCommit wakes consumers of topic after a publish committed
+// outside the caller's transaction. Notifying inside the publishing
+// transaction would make its commit take PostgreSQL's cluster-wide notify
+// lock through the WAL flush, serialising the commits of all publishers;
+// here a single goroutine sends the pending topics in one statement, at
+// most one in flight. A notification lost because the process dies is
+// only a later wake-up: consumers poll.
+func (c *Client) notifyAfterCommit(topic string) {
+	if c.config.DisableNotify {
+		return
+	}
+	c.sendMu.Lock()
+	if c.sendPending == nil {
+		c.sendPending = map[string]struct{}{}
+		c.sendKick = make(chan struct{}, 1)
+		c.sendStop = make(chan struct{})
+		c.sendDone = make(chan struct{})
+		go c.sendNotifications(c.sendStop, c.sendDone)
+	}
+	c.sendPending[topic] = struct{}{}
+	c.sendMu.Unlock()
+	select {
+	case c.sendKick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Client) sendNotifications(stop, done chan struct{}) {
+	defer close(done)
+	channel := c.config.Schema + "_log"
+	for {
+		select {
+		case <-stop:
+			return
+		case <-c.sendKick:
+		}
+		c.sendMu.Lock()
+		topics := make([]string, 0, len(c.sendPending))
+		for t := range c.sendPending {
+			topics = append(topics, t)
+		}
+		clear(c.sendPending)
+		c.sendMu.Unlock()
+		if len(topics) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := c.pool.Exec(ctx, "SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t", channel, topics)
+		cancel()
+		if err != nil {
+			c.config.Logger.Debug("pgmsg: publish notification not sent; consumers will poll", "error", err)
+		}
 	}
 }
 

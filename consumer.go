@@ -70,13 +70,19 @@ func (cl *Claim) NextOffset() int64 {
 // same round trip. It returns nil, nil when there is nothing to read (and
 // then writes nothing). The group is created on first use at opts.Start.
 func (c *Client) Claim(ctx context.Context, topic, group string, opts *ClaimOpts) (*Claim, error) {
-	return c.ClaimTx(ctx, c.pool, topic, group, opts)
+	// Standalone: the claim commits by itself, without waiting for its WAL
+	// flush (a lease lost in a crash is only a redelivery).
+	return c.claim(ctx, c.pool, topic, group, opts, true)
 }
 
 // ClaimTx is Claim on exec. Inside a transaction, the claim only exists
 // once the transaction commits, and other claimers skip the partition
 // meanwhile: see Consumer.ProcessTx.
 func (c *Client) ClaimTx(ctx context.Context, exec DBTX, topic, group string, opts *ClaimOpts) (*Claim, error) {
+	return c.claim(ctx, exec, topic, group, opts, false)
+}
+
+func (c *Client) claim(ctx context.Context, exec DBTX, topic, group string, opts *ClaimOpts, async bool) (*Claim, error) {
 	if err := ValidateName("topic", topic); err != nil {
 		return nil, err
 	}
@@ -114,6 +120,7 @@ func (c *Client) ClaimTx(ctx context.Context, exec DBTX, topic, group string, op
 		params.Member = pgtype.Text{String: o.Member, Valid: true}
 	}
 	params.RequireOwner = o.RequireOwner
+	params.Async = async
 	rows, err := c.queries.GroupClaim(ctx, c.db(exec), params)
 	if err != nil {
 		return nil, mapError(err)

@@ -247,8 +247,11 @@ func (p *Producer) sender(b *partBatcher) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
 		pb := &partitionBatch{topic: b.tp.topic, partition: b.tp.partition, records: recs}
-		err := p.client.withBackpressure(ctx, pb.topic, func() error { return p.client.sendBatch(ctx, p.client.pool, pb) })
+		err := p.client.withBackpressure(ctx, pb.topic, func() error { return p.client.sendBatch(ctx, p.client.pool, pb, false) })
 		cancel()
+		if err == nil {
+			p.client.notifyAfterCommit(pb.topic)
+		}
 		for _, pr := range batch {
 			pr.promise(pr.rec, err)
 		}

@@ -40,13 +40,19 @@ func (c *Client) Publish(ctx context.Context, records []*Record, opts *PublishOp
 	if err != nil {
 		return err
 	}
-	return c.withBackpressure(ctx, batches[0].topic, func() error {
+	err = c.withBackpressure(ctx, batches[0].topic, func() error {
 		if len(batches) == 1 {
 			// One partition: one statement in autocommit, one round trip.
-			return c.sendBatch(ctx, c.pool, batches[0])
+			return c.sendBatch(ctx, c.pool, batches[0], false)
 		}
-		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return c.sendBatches(ctx, tx, batches) })
+		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return c.sendBatches(ctx, tx, batches, false) })
 	})
+	if err == nil {
+		for _, b := range batches {
+			c.notifyAfterCommit(b.topic)
+		}
+	}
+	return err
 }
 
 // withBackpressure runs publish, retrying while it fails with
@@ -84,7 +90,8 @@ func (c *Client) PublishTx(ctx context.Context, tx pgx.Tx, records []*Record, op
 	if err != nil {
 		return err
 	}
-	return c.sendBatches(ctx, tx, batches)
+	// Notified inside tx: the notification is delivered iff tx commits.
+	return c.sendBatches(ctx, tx, batches, true)
 }
 
 // planPublish validates records and groups them by (topic, partition), in
@@ -215,11 +222,15 @@ func applyPublishResult(b *partitionBatch, rows []*dbsqlc.RecordPublishRow) {
 	}
 }
 
-func (c *Client) sendBatch(ctx context.Context, exec DBTX, b *partitionBatch) error {
+// sendBatch publishes one partition's batch. notify sends the wake-up
+// inside the statement's transaction; callers that commit on their own
+// pass false and call notifyAfterCommit.
+func (c *Client) sendBatch(ctx context.Context, exec DBTX, b *partitionBatch, notify bool) error {
 	params, err := publishParams(b)
 	if err != nil {
 		return err
 	}
+	params.Notify = notify
 	rows, err := c.queries.RecordPublish(ctx, c.db(exec), params)
 	if err != nil {
 		return c.publishError(b.topic, err)
@@ -230,9 +241,9 @@ func (c *Client) sendBatch(ctx context.Context, exec DBTX, b *partitionBatch) er
 
 // sendBatches sends every partition's batch in one round trip (pipelined)
 // inside tx.
-func (c *Client) sendBatches(ctx context.Context, tx pgx.Tx, batches []*partitionBatch) error {
+func (c *Client) sendBatches(ctx context.Context, tx pgx.Tx, batches []*partitionBatch, notify bool) error {
 	if len(batches) == 1 {
-		return c.sendBatch(ctx, tx, batches[0])
+		return c.sendBatch(ctx, tx, batches[0], notify)
 	}
 	var pb pgx.Batch
 	sql := c.publishSQL()
@@ -241,7 +252,7 @@ func (c *Client) sendBatches(ctx context.Context, tx pgx.Tx, batches []*partitio
 		if err != nil {
 			return err
 		}
-		pb.Queue(sql, params.Topic, params.Values, params.Keys, params.Headers, params.Timestamps, params.Partition)
+		pb.Queue(sql, params.Topic, params.Values, params.Keys, params.Headers, params.Timestamps, params.Partition, notify)
 	}
 	results := tx.SendBatch(ctx, &pb)
 	for _, b := range batches {

@@ -15,7 +15,7 @@ const groupClaim = `-- name: GroupClaim :many
 SELECT partition::integer, claim_epoch::bigint, claim_expires_at::timestamptz, "offset"::bigint, "timestamp"::timestamptz, key::bytea, value::bytea, headers::jsonb
 FROM pgmsg.claim($1::text, $2::text, $3::integer, $4::interval,
                           $5::integer, $6::bigint, $7::text,
-                          $8::text, $9::boolean)
+                          $8::text, $9::boolean, $10::boolean)
 `
 
 type GroupClaimParams struct {
@@ -28,6 +28,7 @@ type GroupClaimParams struct {
 	Start        string
 	Member       pgtype.Text
 	RequireOwner bool
+	Async        bool
 }
 
 type GroupClaimRow struct {
@@ -52,6 +53,7 @@ func (q *Queries) GroupClaim(ctx context.Context, db DBTX, arg GroupClaimParams)
 		arg.Start,
 		arg.Member,
 		arg.RequireOwner,
+		arg.Async,
 	)
 	if err != nil {
 		return nil, err
@@ -445,7 +447,7 @@ func (q *Queries) RecordFetch(ctx context.Context, db DBTX, arg RecordFetchParam
 const recordPublish = `-- name: RecordPublish :many
 SELECT partition::integer, base_offset::bigint, record_count::integer, "timestamp"::timestamptz
 FROM pgmsg.publish($1::text, $2::bytea[], $3::bytea[], $4::jsonb[],
-                            $5::timestamptz[], $6::integer)
+                            $5::timestamptz[], $6::integer, $7::boolean)
 `
 
 type RecordPublishParams struct {
@@ -455,6 +457,7 @@ type RecordPublishParams struct {
 	Headers    [][]byte
 	Timestamps []pgtype.Timestamptz
 	Partition  pgtype.Int4
+	Notify     bool
 }
 
 type RecordPublishRow struct {
@@ -472,6 +475,7 @@ func (q *Queries) RecordPublish(ctx context.Context, db DBTX, arg RecordPublishP
 		arg.Headers,
 		arg.Timestamps,
 		arg.Partition,
+		arg.Notify,
 	)
 	if err != nil {
 		return nil, err

@@ -466,7 +466,7 @@ END $$;
 -- concurrent multi-partition publishes cannot deadlock.
 CREATE FUNCTION {{schema}}.publish(p_topic text, p_values bytea[], p_keys bytea[] DEFAULT NULL,
                                    p_headers jsonb[] DEFAULT NULL, p_timestamps timestamptz[] DEFAULT NULL,
-                                   p_partition integer DEFAULT NULL)
+                                   p_partition integer DEFAULT NULL, p_notify boolean DEFAULT true)
 RETURNS TABLE (partition integer, base_offset bigint, record_count integer, "timestamp" timestamptz)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -510,7 +510,13 @@ BEGIN
         END LOOP;
     END IF;
     -- A wake-up for idle consumers; polling stays the correctness path.
-    PERFORM pg_notify({{schema_lit}} || '_log', t.name);
+    -- PostgreSQL serialises the commits of all transactions that notified
+    -- (one cluster-wide lock held through the commit's WAL flush), so the
+    -- Go client passes p_notify => false and notifies after commit,
+    -- coalesced, outside the publishing transaction.
+    IF p_notify THEN
+        PERFORM pg_notify({{schema_lit}} || '_log', t.name);
+    END IF;
 END $$;
 
 -- ---------------------------------------------------------------------------
@@ -582,7 +588,8 @@ END $$;
 CREATE FUNCTION {{schema}}.claim(p_topic text, p_group text, p_max_records integer DEFAULT 100,
                                  p_lease interval DEFAULT '30 seconds', p_partition integer DEFAULT NULL,
                                  p_max_bytes bigint DEFAULT NULL, p_start text DEFAULT 'earliest',
-                                 p_member text DEFAULT NULL, p_require_owner boolean DEFAULT false)
+                                 p_member text DEFAULT NULL, p_require_owner boolean DEFAULT false,
+                                 p_async boolean DEFAULT false)
 RETURNS TABLE (partition integer, claim_epoch bigint, claim_expires_at timestamptz, "offset" bigint,
                "timestamp" timestamptz, key bytea, value bytea, headers jsonb)
 LANGUAGE plpgsql
@@ -612,6 +619,14 @@ BEGIN
     END IF;
     IF NOT EXISTS (SELECT 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group) THEN
         PERFORM {{schema}}.group_create(p_topic, p_group, p_start);
+    ELSIF p_async THEN
+        -- A claim is only a lease: if a crash loses it, its records are
+        -- delivered again, which at-least-once allows, so a standalone claim
+        -- need not wait for its WAL flush. Never when this call created the
+        -- group (its start position must be durable) and never inside a
+        -- caller's transaction (the caller does not pass p_async then).
+        -- Commits of the cursor stay synchronous.
+        PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
     IF p_require_owner THEN
         -- Membership mode: only partitions assigned to p_member and not being

@@ -28,7 +28,7 @@ FROM pgmsg.topic_describe(@name::text);
 -- name: RecordPublish :many
 SELECT partition::integer, base_offset::bigint, record_count::integer, "timestamp"::timestamptz
 FROM pgmsg.publish(@topic::text, @values::bytea[], @keys::bytea[], @headers::jsonb[],
-                            @timestamps::timestamptz[], sqlc.narg(partition)::integer);
+                            @timestamps::timestamptz[], sqlc.narg(partition)::integer, @notify::boolean);
 
 -- name: RecordFetch :many
 SELECT partition::integer, "offset"::bigint, "timestamp"::timestamptz, key::bytea, value::bytea, headers::jsonb
@@ -41,7 +41,7 @@ SELECT pgmsg.group_create(@topic::text, @group_name::text, @start::text);
 SELECT partition::integer, claim_epoch::bigint, claim_expires_at::timestamptz, "offset"::bigint, "timestamp"::timestamptz, key::bytea, value::bytea, headers::jsonb
 FROM pgmsg.claim(@topic::text, @group_name::text, @max_records::integer, @lease::interval,
                           sqlc.narg(partition)::integer, sqlc.narg(max_bytes)::bigint, @start::text,
-                          sqlc.narg(member)::text, @require_owner::boolean);
+                          sqlc.narg(member)::text, @require_owner::boolean, @async::boolean);
 
 -- name: GroupCommit :one
 SELECT pgmsg.commit(@topic::text, @group_name::text, @partition::integer, @claim_epoch::bigint,
