@@ -255,12 +255,18 @@ type ClaimJobsOpts struct {
 // wait on one another. It returns no jobs (and no error) when none is
 // claimable, and fails with ErrUnknownQueue.
 func (c *Client) ClaimJobs(ctx context.Context, queue string, opts *ClaimJobsOpts) ([]*Job, error) {
-	return c.ClaimJobsTx(ctx, c.pool, queue, opts)
+	// Standalone: the claim need not wait for its WAL flush (a lease lost
+	// in a crash only makes the job claimable again).
+	return c.claimJobs(ctx, c.pool, queue, opts, true)
 }
 
 // ClaimJobsTx is ClaimJobs on exec. Inside a transaction the claim is only
 // visible once it commits; other claimers skip the jobs meanwhile.
 func (c *Client) ClaimJobsTx(ctx context.Context, exec DBTX, queue string, opts *ClaimJobsOpts) ([]*Job, error) {
+	return c.claimJobs(ctx, exec, queue, opts, false)
+}
+
+func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *ClaimJobsOpts, async bool) ([]*Job, error) {
 	o := ClaimJobsOpts{}
 	if opts != nil {
 		o = *opts
@@ -273,6 +279,7 @@ func (c *Client) ClaimJobsTx(ctx context.Context, exec DBTX, queue string, opts 
 	}
 	rows, err := c.queries.JobClaim(ctx, c.db(exec), dbsqlc.JobClaimParams{
 		Queue: queue, MaxJobs: int32(min(o.Max, 1<<30)), Lease: jobOptInterval(o.Lease), Worker: jobOptText(o.Worker),
+		Async: async,
 	})
 	if err != nil {
 		return nil, mapError(err)

@@ -260,6 +260,14 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 		case <-poll.C:
 		}
 	}
+	// Claim in batches: with only a few slots free, wait (briefly) for more
+	// to free up rather than claiming a job or two per statement. Measured
+	// in the benchmark work: at 16 workers claims averaged 8 jobs and
+	// job_claim took 60% of sampled server time.
+	threshold := max(1, min(w.opts.ClaimBatch, w.opts.Concurrency)/2)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	defer linger.Stop()
 	for ctx.Err() == nil {
 		free := w.free()
 		if free <= 0 {
@@ -268,6 +276,20 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 			case <-w.freed:
 			}
 			continue
+		}
+		if free < threshold {
+			linger.Reset(2 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				continue
+			case <-w.freed:
+				if w.free() < threshold {
+					continue
+				}
+			case <-linger.C:
+			}
+			linger.Stop()
+			free = w.free()
 		}
 		n := min(free, w.opts.ClaimBatch)
 		// The claim is not cancelled with ctx: a claim cancelled in flight
