@@ -3,6 +3,7 @@ package pgmsg
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -104,10 +105,12 @@ type Client struct {
 	notifyOnce sync.Once
 	notifier   *notifier.Notifier
 
-	// Post-commit wake-ups (notifyAfterCommit): topics waiting to be
-	// notified, and the goroutine that sends them.
+	// Post-commit work (afterCommit): topics waiting to be notified,
+	// partitions whose segments ahead run low, and the goroutine that
+	// handles them.
 	sendMu      sync.Mutex
 	sendPending map[string]struct{}
+	segPending  map[topicPartition]struct{}
 	sendKick    chan struct{}
 	sendStop    chan struct{}
 	sendDone    chan struct{}
@@ -167,26 +170,38 @@ func (c *Client) Close() {
 	}
 }
 
-// notifyAfterCommit wakes consumers of topic after a publish committed
-// outside the caller's transaction. Notifying inside the publishing
-// transaction would make its commit take PostgreSQL's cluster-wide notify
-// lock through the WAL flush, serialising the commits of all publishers;
-// here a single goroutine sends the pending topics in one statement, at
-// most one in flight. A notification lost because the process dies is
-// only a later wake-up: consumers poll.
-func (c *Client) notifyAfterCommit(topic string) {
-	if c.config.DisableNotify {
+// afterCommit queues the work that follows a committed publish of b, done
+// by one goroutine per client outside any publishing transaction:
+//
+//   - notify (when asked): wake consumers of the topic. Notifying inside
+//     the publishing transaction would make its commit take PostgreSQL's
+//     cluster-wide notify lock through the WAL flush, serialising the
+//     commits of all publishers. Pending topics go out in one statement,
+//     at most one in flight; a notification lost because the process dies
+//     is only a later wake-up (consumers poll).
+//   - segment_ensure for a partition whose segments ahead run low, in its
+//     own transaction (creating segments inside publishing transactions
+//     can deadlock multi-partition publishes).
+func (c *Client) afterCommit(b *partitionBatch, notify bool) {
+	notify = notify && !c.config.DisableNotify
+	if !notify && !b.segmentsLow {
 		return
 	}
 	c.sendMu.Lock()
 	if c.sendPending == nil {
 		c.sendPending = map[string]struct{}{}
+		c.segPending = map[topicPartition]struct{}{}
 		c.sendKick = make(chan struct{}, 1)
 		c.sendStop = make(chan struct{})
 		c.sendDone = make(chan struct{})
 		go c.sendNotifications(c.sendStop, c.sendDone)
 	}
-	c.sendPending[topic] = struct{}{}
+	if notify {
+		c.sendPending[b.topic] = struct{}{}
+	}
+	if b.segmentsLow {
+		c.segPending[topicPartition{b.topic, b.partition}] = struct{}{}
+	}
 	c.sendMu.Unlock()
 	select {
 	case c.sendKick <- struct{}{}:
@@ -209,15 +224,49 @@ func (c *Client) sendNotifications(stop, done chan struct{}) {
 			topics = append(topics, t)
 		}
 		clear(c.sendPending)
-		c.sendMu.Unlock()
-		if len(topics) == 0 {
-			continue
+		segs := make([]topicPartition, 0, len(c.segPending))
+		for tp := range c.segPending {
+			segs = append(segs, tp)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := c.pool.Exec(ctx, "SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t", channel, topics)
-		cancel()
-		if err != nil {
-			c.config.Logger.Debug("pgmsg: publish notification not sent; consumers will poll", "error", err)
+		clear(c.segPending)
+		c.sendMu.Unlock()
+		if len(topics) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := c.pool.Exec(ctx, "SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t", channel, topics)
+			cancel()
+			if err != nil {
+				c.config.Logger.Debug("pgmsg: publish notification not sent; consumers will poll", "error", err)
+			}
+		}
+		busy := false
+		for _, tp := range segs {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			n, err := c.queries.SegmentEnsure(ctx, c.db(c.pool), dbsqlc.SegmentEnsureParams{Topic: tp.topic, Partition: tp.partition})
+			cancel()
+			switch {
+			case errors.Is(mapError(err), ErrUnknownTopic), errors.Is(mapError(err), ErrPartitionOutOfRange):
+				// The topic was deleted meanwhile: nothing to do.
+			case err != nil:
+				c.config.Logger.Warn("pgmsg: creating segments ahead failed; publishers create them when needed",
+					"topic", tp.topic, "partition", tp.partition, "error", err)
+			case n < 0:
+				// A publisher holds the partition's counter row: try again.
+				busy = true
+				c.sendMu.Lock()
+				c.segPending[tp] = struct{}{}
+				c.sendMu.Unlock()
+			}
+		}
+		if busy {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			select {
+			case c.sendKick <- struct{}{}:
+			default:
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package pgmsg
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -161,7 +162,7 @@ func IsRetryable(err error) bool {
 		case "40001", "40P01", "55P03", "57014", "57P01", "57P02", "57P03", "53300":
 			return true
 		}
-		return pgErr.Code[:2] == "08"
+		return strings.HasPrefix(pgErr.Code, "08")
 	}
 	if errors.Is(err, pgx.ErrTxClosed) {
 		return false

@@ -75,7 +75,11 @@ func TestPublishConcurrentWithRollbacksIsGapless(t *testing.T) {
 				}
 				tx, err := tb.Pool.Begin(tb.ctx)
 				require.NoError(t, err)
-				require.NoError(t, tb.client.PublishTx(tb.ctx, tx, recs, nil))
+				if err := tb.client.PublishTx(tb.ctx, tx, recs, nil); err != nil {
+					_ = tx.Rollback(tb.ctx)
+					t.Errorf("publish: %v", err)
+					return
+				}
 				if rng.IntN(3) == 0 {
 					require.NoError(t, tx.Rollback(tb.ctx))
 					continue

@@ -250,7 +250,7 @@ func (p *Producer) sender(b *partBatcher) {
 		err := p.client.withBackpressure(ctx, pb.topic, func() error { return p.client.sendBatch(ctx, p.client.pool, pb, false) })
 		cancel()
 		if err == nil {
-			p.client.notifyAfterCommit(pb.topic)
+			p.client.afterCommit(pb, true)
 		}
 		for _, pr := range batch {
 			pr.promise(pr.rec, err)

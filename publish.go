@@ -5,9 +5,11 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
@@ -27,6 +29,9 @@ type partitionBatch struct {
 	topic     string
 	partition int32
 	records   []*Record
+	// segmentsLow is set by the publish when the partition's segments ahead
+	// run low: create more after commit (afterCommit).
+	segmentsLow bool
 }
 
 // Publish appends records (each naming its Topic) atomically: all of them
@@ -49,17 +54,36 @@ func (c *Client) Publish(ctx context.Context, records []*Record, opts *PublishOp
 	})
 	if err == nil {
 		for _, b := range batches {
-			c.notifyAfterCommit(b.topic)
+			c.afterCommit(b, true)
 		}
 	}
 	return err
 }
 
-// withBackpressure runs publish, retrying while it fails with
-// ErrBackpressure, for up to the topic's backpressure wait. (PublishTx
+// isRoutingRace reports the error PostgreSQL raises, rarely, when an
+// insert runs right after another session attached the segment it needs:
+// "no partition of relation record_N found for row" (check_violation on the
+// topic's table). The segment exists; the same statement succeeds when run
+// again. See TestPublishIntoFreshSegmentsConcurrently.
+func isRoutingRace(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.HasPrefix(pgErr.TableName, "record_")
+}
+
+// withBackpressure runs publish (a whole transaction of the client's own),
+// retrying while it fails with ErrBackpressure, for up to the topic's
+// backpressure wait, and a few times on a segment routing race. (PublishTx
 // does not retry: the caller's transaction is aborted by the error.)
 func (c *Client) withBackpressure(ctx context.Context, topic string, publish func() error) error {
 	err := publish()
+	for i := 0; i < 5 && isRoutingRace(err); i++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(i+1) * 5 * time.Millisecond):
+		}
+		err = publish()
+	}
 	if !errors.Is(err, ErrBackpressure) {
 		return err
 	}
@@ -91,7 +115,15 @@ func (c *Client) PublishTx(ctx context.Context, tx pgx.Tx, records []*Record, op
 		return err
 	}
 	// Notified inside tx: the notification is delivered iff tx commits.
-	return c.sendBatches(ctx, tx, batches, true)
+	if err := c.sendBatches(ctx, tx, batches, true); err != nil {
+		return err
+	}
+	// Segments are created ahead by another transaction (it waits for tx
+	// to release the counter row), never inside the caller's.
+	for _, b := range batches {
+		c.afterCommit(b, false)
+	}
+	return nil
 }
 
 // planPublish validates records and groups them by (topic, partition), in
@@ -212,6 +244,7 @@ func publishParams(b *partitionBatch) (dbsqlc.RecordPublishParams, error) {
 
 func applyPublishResult(b *partitionBatch, rows []*dbsqlc.RecordPublishRow) {
 	for _, row := range rows {
+		b.segmentsLow = b.segmentsLow || row.SegmentsLow
 		for i, r := range b.records {
 			r.Partition = row.Partition
 			r.Offset = row.BaseOffset + int64(i)
@@ -264,7 +297,7 @@ func (c *Client) sendBatches(ctx context.Context, tx pgx.Tx, batches []*partitio
 		var out []*dbsqlc.RecordPublishRow
 		for rows.Next() {
 			var r dbsqlc.RecordPublishRow
-			if err := rows.Scan(&r.Partition, &r.BaseOffset, &r.RecordCount, &r.Timestamp); err != nil {
+			if err := rows.Scan(&r.Partition, &r.BaseOffset, &r.RecordCount, &r.Timestamp, &r.SegmentsLow); err != nil {
 				rows.Close()
 				results.Close()
 				return err

@@ -104,21 +104,30 @@ func (t *Token) Allows(kind, name string) bool {
 // MatchPattern reports whether name matches pattern, in which '*' matches
 // any run of characters (including none) and every other byte itself.
 func MatchPattern(pattern, name string) bool {
-	star := strings.IndexByte(pattern, '*')
-	if star < 0 {
-		return pattern == name
-	}
-	if !strings.HasPrefix(name, pattern[:star]) {
-		return false
-	}
-	rest := pattern[star+1:]
-	name = name[star:]
-	for i := 0; i <= len(name); i++ {
-		if MatchPattern(rest, name[i:]) {
-			return true
+	// Iterative glob match: on a mismatch, backtrack only to the last '*'
+	// (linear in len(pattern)*len(name) at worst, never exponential).
+	p, n := 0, 0
+	star, mark := -1, 0
+	for n < len(name) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, n
+			p++
+		case p < len(pattern) && pattern[p] == name[n]:
+			p++
+			n++
+		case star >= 0:
+			p = star + 1
+			mark++
+			n = mark
+		default:
+			return false
 		}
 	}
-	return false
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
 }
 
 // HashToken returns the SHA-256 of a secret, the form tokens are stored

@@ -445,7 +445,7 @@ func (q *Queries) RecordFetch(ctx context.Context, db DBTX, arg RecordFetchParam
 }
 
 const recordPublish = `-- name: RecordPublish :many
-SELECT partition::integer, base_offset::bigint, record_count::integer, "timestamp"::timestamptz
+SELECT partition::integer, base_offset::bigint, record_count::integer, "timestamp"::timestamptz, segments_low::boolean
 FROM pgmsg.publish($1::text, $2::bytea[], $3::bytea[], $4::jsonb[],
                             $5::timestamptz[], $6::integer, $7::boolean)
 `
@@ -465,6 +465,7 @@ type RecordPublishRow struct {
 	BaseOffset  int64
 	RecordCount int32
 	Timestamp   pgtype.Timestamptz
+	SegmentsLow bool
 }
 
 func (q *Queries) RecordPublish(ctx context.Context, db DBTX, arg RecordPublishParams) ([]*RecordPublishRow, error) {
@@ -489,6 +490,7 @@ func (q *Queries) RecordPublish(ctx context.Context, db DBTX, arg RecordPublishP
 			&i.BaseOffset,
 			&i.RecordCount,
 			&i.Timestamp,
+			&i.SegmentsLow,
 		); err != nil {
 			return nil, err
 		}
@@ -498,6 +500,22 @@ func (q *Queries) RecordPublish(ctx context.Context, db DBTX, arg RecordPublishP
 		return nil, err
 	}
 	return items, nil
+}
+
+const segmentEnsure = `-- name: SegmentEnsure :one
+SELECT pgmsg.segment_ensure($1::text, $2::integer)
+`
+
+type SegmentEnsureParams struct {
+	Topic     string
+	Partition int32
+}
+
+func (q *Queries) SegmentEnsure(ctx context.Context, db DBTX, arg SegmentEnsureParams) (int32, error) {
+	row := db.QueryRow(ctx, segmentEnsure, arg.Topic, arg.Partition)
+	var segment_ensure int32
+	err := row.Scan(&segment_ensure)
+	return segment_ensure, err
 }
 
 const topicAddPartitions = `-- name: TopicAddPartitions :one

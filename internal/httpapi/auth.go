@@ -48,6 +48,15 @@ func (s *Server) authenticate(r *http.Request) (*pgmsg.Token, error) {
 // authorize returns 403 forbidden unless the request's token allows kind on
 // name (a topic or queue).
 func authorize(r *http.Request, kind, name string) error {
+	// Validate first: a name is at most 200 characters of a small alphabet
+	// by the time it reaches pattern matching.
+	label := "topic"
+	if kind == pgmsg.ScopeEnqueue || kind == pgmsg.ScopeClaim {
+		label = "queue"
+	}
+	if err := pgmsg.ValidateName(label, name); err != nil {
+		return err
+	}
 	tok, _ := r.Context().Value(tokenKey{}).(*pgmsg.Token)
 	if tok == nil {
 		return newAPIError(errUnauthorized, "missing bearer token")

@@ -14,7 +14,7 @@ BEGIN
                                  '_partitions_add', 'topic_add_partitions', 'topic_delete', 'topic_list',
                                  'topic_describe', 'topic_configure', '_append', 'publish', '_position', 'group_create', 'claim',
                                  '_held', 'commit', 'release', 'extend', 'group_reset', 'group_delete',
-                                 'group_list', 'fetch', '_rebalance', 'group_heartbeat', '_backpressure',
+                                 'group_list', 'fetch', '_rebalance', 'group_heartbeat', '_backpressure', 'segment_ensure', '_segment_lock',
                                  'group_leave', 'group_members')
     LOOP
         EXECUTE format('DROP FUNCTION %s', f);

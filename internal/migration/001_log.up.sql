@@ -201,13 +201,24 @@ $$;
 -- Segments
 -- ---------------------------------------------------------------------------
 
+-- _segment_lock takes the lock segment creation needs on the topic's
+-- table, so that callers can take it before any counter row.
+CREATE FUNCTION {{schema}}._segment_lock(p_topic_id integer) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    EXECUTE format('LOCK TABLE %I.%I IN SHARE UPDATE EXCLUSIVE MODE', {{schema_lit}}, 'record_' || p_topic_id);
+END $$;
+
 -- _segment_create creates and attaches the segment [p_lo, p_hi) of one
 -- partition. CREATE + ATTACH takes SHARE UPDATE EXCLUSIVE on the topic's
 -- table (CREATE ... PARTITION OF would take ACCESS EXCLUSIVE and block every
 -- reader and writer of the topic). Identifiers are built from integers only
 -- and still go through %I.
 CREATE FUNCTION {{schema}}._segment_create(p_topic_id integer, p_partition integer, p_lo bigint, p_hi bigint)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql
+-- Runs as the schema owner: an application role needs no CREATE privilege
+-- and no ownership of the topic's table to publish.
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     rel text := format('record_%s_p%s_%s', p_topic_id, p_partition, p_lo);
 BEGIN
@@ -230,7 +241,7 @@ END $$;
 -- other session inserts into a segment in the moments after its attach.
 CREATE FUNCTION {{schema}}._segment_ensure(p_topic_id integer, p_partition integer, p_segment_end bigint,
                                            p_segment_records bigint, p_needed bigint)
-RETURNS bigint LANGUAGE plpgsql AS $$
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     seg_end bigint := p_segment_end;
 BEGIN
@@ -433,12 +444,12 @@ END $$;
 -- held until commit: that is what orders commits by offset. It is the only
 -- lock a publisher waits on.
 CREATE FUNCTION {{schema}}._append(t {{schema}}.topic, p_partition integer, p_values bytea[], p_keys bytea[],
-                                   p_headers jsonb[], p_timestamps timestamptz[], p_now timestamptz)
-RETURNS bigint LANGUAGE plpgsql
+                                   p_headers jsonb[], p_timestamps timestamptz[], p_now timestamptz,
+                                   OUT base bigint, OUT segments_low boolean)
+LANGUAGE plpgsql
 SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     n       integer := cardinality(p_values);
-    base    bigint;
     seg_end bigint;
 BEGIN
     IF t.config ? 'max_lag_records' THEN
@@ -448,13 +459,58 @@ BEGIN
        SET next_offset = c.next_offset + n
      WHERE c.topic_id = t.topic_id AND c.partition = p_partition
     RETURNING c.next_offset - n, c.segment_end INTO base, seg_end;
-    IF base + n > seg_end - 2 * t.segment_records THEN
+    IF base + n > seg_end THEN
+        -- Fallback: the batch needs a segment that does not exist yet, so
+        -- create it here. Normally segments are created ahead, outside
+        -- publishing transactions (segment_ensure, called by the client
+        -- after a publish that reports segments_low, and by maintenance):
+        -- creating them here takes the topic table's SHARE UPDATE EXCLUSIVE
+        -- lock while holding counter rows, which can deadlock with another
+        -- multi-partition publish doing the same.
         PERFORM {{schema}}._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
     END IF;
+    segments_low := base + n > seg_end - 2 * t.segment_records;
     INSERT INTO {{schema}}.record (topic_id, partition, "offset", "timestamp", key, value, headers)
     SELECT t.topic_id, p_partition, base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h
     FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord);
-    RETURN base;
+END $$;
+
+-- segment_ensure creates the segments of one partition ahead of need (two
+-- segments of headroom), in its own transaction: lock order is the topic
+-- table's SHARE UPDATE EXCLUSIVE lock first, then the counter row, so it
+-- cannot deadlock with publishers. Returns the segments created, or -1
+-- when a publisher holds the counter row (try again later). The Go
+-- client calls it after a publish reports segments_low; maintenance calls
+-- segments_ensure() for all partitions.
+CREATE FUNCTION {{schema}}.segment_ensure(p_topic text, p_partition integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    t       {{schema}}.topic := {{schema}}._topic(p_topic);
+    tp      {{schema}}.topic_partition;
+    seg_end bigint;
+BEGIN
+    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
+        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
+                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
+    END IF;
+    -- This is background work: give way rather than wait. A short
+    -- lock_timeout makes it the one that yields when DDL on the topic
+    -- (topic_delete) queues behind its lock; busy means try again later.
+    PERFORM set_config('lock_timeout', '200ms', true);
+    BEGIN
+        PERFORM {{schema}}._segment_lock(t.topic_id);
+        -- Never wait for a publisher's counter row (it may be held by a
+        -- long transaction that itself waits for segment creation).
+        SELECT * INTO tp FROM {{schema}}.topic_partition c
+         WHERE c.topic_id = t.topic_id AND c.partition = p_partition FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN -1;
+        END IF;
+        seg_end := {{schema}}._segment_ensure(t.topic_id, p_partition, tp.segment_end, t.segment_records, tp.next_offset);
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN -1;
+    END;
+    RETURN ((seg_end - tp.segment_end) / t.segment_records)::integer;
 END $$;
 
 -- publish appends a batch of records to a topic in the caller's transaction
@@ -467,7 +523,8 @@ END $$;
 CREATE FUNCTION {{schema}}.publish(p_topic text, p_values bytea[], p_keys bytea[] DEFAULT NULL,
                                    p_headers jsonb[] DEFAULT NULL, p_timestamps timestamptz[] DEFAULT NULL,
                                    p_partition integer DEFAULT NULL, p_notify boolean DEFAULT true)
-RETURNS TABLE (partition integer, base_offset bigint, record_count integer, "timestamp" timestamptz)
+RETURNS TABLE (partition integer, base_offset bigint, record_count integer, "timestamp" timestamptz,
+               segments_low boolean)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -495,7 +552,8 @@ BEGIN
     END IF;
 
     IF p_partition IS NOT NULL THEN
-        RETURN QUERY SELECT p_partition, {{schema}}._append(t, p_partition, p_values, p_keys, p_headers, p_timestamps, now_ts), n, now_ts;
+        RETURN QUERY SELECT p_partition, a.base, n, now_ts, a.segments_low
+                     FROM {{schema}}._append(t, p_partition, p_values, p_keys, p_headers, p_timestamps, now_ts) a;
     ELSE
         spread := floor(random() * t.partitions)::integer;
         FOR part IN
@@ -505,8 +563,8 @@ BEGIN
             FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord)
             GROUP BY 1 ORDER BY 1
         LOOP
-            RETURN QUERY SELECT part.p, {{schema}}._append(t, part.p, part.vs, part.ks, part.hs, part.tss, now_ts),
-                                cardinality(part.vs), now_ts;
+            RETURN QUERY SELECT part.p, a.base, cardinality(part.vs), now_ts, a.segments_low
+                         FROM {{schema}}._append(t, part.p, part.vs, part.ks, part.hs, part.tss, now_ts) a;
         END LOOP;
     END IF;
     -- A wake-up for idle consumers; polling stays the correctness path.
@@ -539,7 +597,11 @@ BEGIN
     ELSIF p_spec = 'latest' THEN
         RETURN tp.next_offset;
     ELSIF p_spec ~ '^-?[0-9]{1,19}$' THEN
-        o := p_spec::bigint;
+        BEGIN
+            o := p_spec::bigint;
+        EXCEPTION WHEN numeric_value_out_of_range THEN
+            PERFORM {{schema}}._raise('PM011', format('offset %s out of range', p_spec));
+        END;
         IF o < 0 THEN
             PERFORM {{schema}}._raise('PM011', format('offset must not be negative, got %s', o));
         END IF;

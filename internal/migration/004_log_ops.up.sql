@@ -236,14 +236,28 @@ DECLARE
     p record;
     n integer := 0;
 BEGIN
+    -- Same lock order as segment_ensure: the topic table, then the counter
+    -- row (skipped when a publisher holds it); a busy topic table is left
+    -- for the next run.
+    PERFORM set_config('lock_timeout', '200ms', true);
     FOR p IN
-        SELECT tp.topic_id, tp.partition, tp.next_offset, tp.segment_end, t.segment_records
-        FROM {{schema}}.topic_partition tp JOIN {{schema}}.topic t ON t.topic_id = tp.topic_id
+        SELECT tp.topic_id, tp.partition FROM {{schema}}.topic_partition tp
+        JOIN {{schema}}.topic t ON t.topic_id = tp.topic_id
         WHERE tp.segment_end < tp.next_offset + 2 * t.segment_records
-        FOR UPDATE OF tp SKIP LOCKED
+        ORDER BY tp.topic_id, tp.partition
     LOOP
-        PERFORM {{schema}}._segment_ensure(p.topic_id, p.partition, p.segment_end, p.segment_records, p.next_offset);
-        n := n + 1;
+        BEGIN
+            PERFORM {{schema}}._segment_lock(p.topic_id);
+            PERFORM {{schema}}._segment_ensure(tp.topic_id, tp.partition, tp.segment_end, t.segment_records, tp.next_offset)
+            FROM {{schema}}.topic_partition tp JOIN {{schema}}.topic t ON t.topic_id = tp.topic_id
+            WHERE tp.topic_id = p.topic_id AND tp.partition = p.partition
+            FOR UPDATE OF tp SKIP LOCKED;
+            IF FOUND THEN
+                n := n + 1;
+            END IF;
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;
+        END;
     END LOOP;
     RETURN n;
 END $$;

@@ -122,7 +122,21 @@ func Schema(tb testing.TB, opts *Opts) *Bundle {
 		tb.Fatalf("pgtest: migrate %s: %v", schema, err)
 	}
 	tb.Cleanup(func() {
-		pool.Close()
+		// A connection still acquired here was leaked by the test or the
+		// code under test; pool.Close would wait for it forever.
+		if n := pool.Stat().AcquiredConns(); n > 0 {
+			tb.Errorf("pgtest: %d connection(s) of schema %s still acquired at the end of the test (leaked)", n, schema)
+		}
+		closed := make(chan struct{})
+		go func() {
+			pool.Close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			tb.Errorf("pgtest: closing the pool of schema %s timed out (leaked connection)", schema)
+		}
 		admin, err := pgxpool.New(ctx, base)
 		if err != nil {
 			tb.Errorf("pgtest: drop schema: %v", err)

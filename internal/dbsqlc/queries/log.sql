@@ -26,7 +26,7 @@ SELECT partition::integer, start_offset::bigint, next_offset::bigint, records::b
 FROM pgmsg.topic_describe(@name::text);
 
 -- name: RecordPublish :many
-SELECT partition::integer, base_offset::bigint, record_count::integer, "timestamp"::timestamptz
+SELECT partition::integer, base_offset::bigint, record_count::integer, "timestamp"::timestamptz, segments_low::boolean
 FROM pgmsg.publish(@topic::text, @values::bytea[], @keys::bytea[], @headers::jsonb[],
                             @timestamps::timestamptz[], sqlc.narg(partition)::integer, @notify::boolean);
 
@@ -75,3 +75,6 @@ SELECT pgmsg.group_leave(@topic::text, @group_name::text, @member::text);
 SELECT member_id::text, joined_at::timestamptz, heartbeat_at::timestamptz, session_timeout::interval,
        alive::boolean, partitions::integer[]
 FROM pgmsg.group_members(@topic::text, @group_name::text);
+
+-- name: SegmentEnsure :one
+SELECT pgmsg.segment_ensure(@topic::text, @partition::integer);
