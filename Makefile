@@ -2,9 +2,9 @@
 GO ?= go
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: ci test test-race vet fmt-check generate check-generated build race-repeat
+.PHONY: ci test test-race vet fmt-check generate check-generated build race-repeat fuzz-smoke-ci
 
-ci: fmt-check vet check-generated test-race bench-smoke
+ci: fmt-check vet check-generated test-race bench-smoke soak-smoke fuzz-smoke-ci
 
 build:
 	$(GO) build ./...
@@ -35,4 +35,9 @@ generate:
 check-generated: generate
 	@git diff --exit-code -- internal/dbsqlc || (echo "internal/dbsqlc is stale: run make generate and commit"; exit 1)
 
+# A short pass of every fuzz target (the full fuzz-smoke uses 10s each).
+fuzz-smoke-ci:
+	$(MAKE) fuzz-smoke FUZZTIME=3s
+
 include bench.mk
+include chaos.mk

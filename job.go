@@ -255,18 +255,16 @@ type ClaimJobsOpts struct {
 // wait on one another. It returns no jobs (and no error) when none is
 // claimable, and fails with ErrUnknownQueue.
 func (c *Client) ClaimJobs(ctx context.Context, queue string, opts *ClaimJobsOpts) ([]*Job, error) {
-	// Standalone: the claim need not wait for its WAL flush (a lease lost
-	// in a crash only makes the job claimable again).
-	return c.claimJobs(ctx, c.pool, queue, opts, true)
+	return c.claimJobs(ctx, c.pool, queue, opts)
 }
 
 // ClaimJobsTx is ClaimJobs on exec. Inside a transaction the claim is only
 // visible once it commits; other claimers skip the jobs meanwhile.
 func (c *Client) ClaimJobsTx(ctx context.Context, exec DBTX, queue string, opts *ClaimJobsOpts) ([]*Job, error) {
-	return c.claimJobs(ctx, exec, queue, opts, false)
+	return c.claimJobs(ctx, exec, queue, opts)
 }
 
-func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *ClaimJobsOpts, async bool) ([]*Job, error) {
+func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *ClaimJobsOpts) ([]*Job, error) {
 	o := ClaimJobsOpts{}
 	if opts != nil {
 		o = *opts
@@ -279,7 +277,6 @@ func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *C
 	}
 	rows, err := c.queries.JobClaim(ctx, c.db(exec), dbsqlc.JobClaimParams{
 		Queue: queue, MaxJobs: int32(min(o.Max, 1<<30)), Lease: jobOptInterval(o.Lease), Worker: jobOptText(o.Worker),
-		Async: async,
 	})
 	if err != nil {
 		return nil, mapError(err)

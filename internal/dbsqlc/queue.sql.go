@@ -172,7 +172,7 @@ SELECT id::bigint, queue::text, coalesce(kind, '')::text AS kind, payload::bytea
        attempt::integer, max_attempts::integer, lease_token::bigint, lease_expires_at::timestamptz,
        run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        coalesce(unique_key, '')::text AS unique_key, errors::jsonb
-FROM pgmsg.job_claim($1::text, $2::integer, $3::interval, $4::text, $5::boolean)
+FROM pgmsg.job_claim($1::text, $2::integer, $3::interval, $4::text)
 `
 
 type JobClaimParams struct {
@@ -180,7 +180,6 @@ type JobClaimParams struct {
 	MaxJobs int32
 	Lease   pgtype.Interval
 	Worker  pgtype.Text
-	Async   bool
 }
 
 type JobClaimRow struct {
@@ -208,7 +207,6 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 		arg.MaxJobs,
 		arg.Lease,
 		arg.Worker,
-		arg.Async,
 	)
 	if err != nil {
 		return nil, err

@@ -726,6 +726,11 @@ BEGIN
     END IF;
 
     expires := now_ts + p_lease;
+    -- The claim's epoch is its fencing token. It is at least the claim
+    -- time in microseconds, not just the previous epoch + 1: an async
+    -- claim lost in a crash must not have its epoch handed out again, or
+    -- the lost claim's holder could commit over the next claim.
+    c_epoch := greatest(c_epoch + 1, (extract(epoch FROM now_ts) * 1000000)::bigint);
     LOOP
         v_last := least(tip - 1, c_next + p_max_records - 1);
         IF p_max_bytes IS NOT NULL THEN
@@ -743,7 +748,7 @@ BEGIN
         END IF;
 
         RETURN QUERY
-        SELECT r.partition, c_epoch + 1, expires, r."offset", r."timestamp", r.key, r.value, r.headers
+        SELECT r.partition, c_epoch, expires, r."offset", r."timestamp", r.key, r.value, r.headers
         FROM "pgmsg".record r
         WHERE r.topic_id = t.topic_id AND r.partition = c_part
           AND r."offset" BETWEEN c_next AND v_last
@@ -761,7 +766,7 @@ BEGIN
     END LOOP;
 
     UPDATE "pgmsg".group_cursor c
-       SET claim_epoch = c.claim_epoch + 1, claim_start = c_next,
+       SET claim_epoch = c_epoch, claim_start = c_next,
            claim_end = v_last, claim_expires_at = expires,
            claim_owner = p_member, claimed_at = now_ts
      WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.partition = c_part;
@@ -1594,7 +1599,7 @@ END $$;
 -- claimers never wait on each other. Expired leases of the queue are rescued
 -- first. Returns no rows when nothing is claimable.
 CREATE FUNCTION "pgmsg".job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL,
-                                     p_worker text DEFAULT NULL, p_async boolean DEFAULT false)
+                                     p_worker text DEFAULT NULL)
 RETURNS TABLE (id bigint, queue text, kind text, payload bytea, priority integer, attempt integer,
                max_attempts integer, lease_token bigint, lease_expires_at timestamptz, run_at timestamptz,
                enqueued_at timestamptz, attempted_at timestamptz, unique_key text, errors jsonb)
@@ -1617,13 +1622,6 @@ BEGIN
         PERFORM "pgmsg"._raise('PM004', 'lease must be positive');
     END IF;
     expires := now_ts + coalesce(p_lease, q.lease);
-    IF p_async THEN
-        -- A claim that is its own transaction is a lease: if a crash loses
-        -- it, the job is claimable again (and its late completion is
-        -- rejected by the lease token), so it need not wait for its WAL
-        -- flush. Completions stay synchronous.
-        PERFORM set_config('synchronous_commit', 'off', true);
-    END IF;
     -- One probe of the small job_lease index.
     IF EXISTS (SELECT 1 FROM "pgmsg".job j
                WHERE j.queue_id = q.queue_id AND j.state = 'running' AND j.lease_expires_at <= now_ts) THEN

@@ -722,6 +722,11 @@ BEGIN
     END IF;
 
     expires := now_ts + p_lease;
+    -- The claim's epoch is its fencing token. It is at least the claim
+    -- time in microseconds, not just the previous epoch + 1: an async
+    -- claim lost in a crash must not have its epoch handed out again, or
+    -- the lost claim's holder could commit over the next claim.
+    c_epoch := greatest(c_epoch + 1, (extract(epoch FROM now_ts) * 1000000)::bigint);
     LOOP
         v_last := least(tip - 1, c_next + p_max_records - 1);
         IF p_max_bytes IS NOT NULL THEN
@@ -739,7 +744,7 @@ BEGIN
         END IF;
 
         RETURN QUERY
-        SELECT r.partition, c_epoch + 1, expires, r."offset", r."timestamp", r.key, r.value, r.headers
+        SELECT r.partition, c_epoch, expires, r."offset", r."timestamp", r.key, r.value, r.headers
         FROM {{schema}}.record r
         WHERE r.topic_id = t.topic_id AND r.partition = c_part
           AND r."offset" BETWEEN c_next AND v_last
@@ -757,7 +762,7 @@ BEGIN
     END LOOP;
 
     UPDATE {{schema}}.group_cursor c
-       SET claim_epoch = c.claim_epoch + 1, claim_start = c_next,
+       SET claim_epoch = c_epoch, claim_start = c_next,
            claim_end = v_last, claim_expires_at = expires,
            claim_owner = p_member, claimed_at = now_ts
      WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.partition = c_part;

@@ -473,7 +473,7 @@ END $$;
 -- claimers never wait on each other. Expired leases of the queue are rescued
 -- first. Returns no rows when nothing is claimable.
 CREATE FUNCTION {{schema}}.job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL,
-                                     p_worker text DEFAULT NULL, p_async boolean DEFAULT false)
+                                     p_worker text DEFAULT NULL)
 RETURNS TABLE (id bigint, queue text, kind text, payload bytea, priority integer, attempt integer,
                max_attempts integer, lease_token bigint, lease_expires_at timestamptz, run_at timestamptz,
                enqueued_at timestamptz, attempted_at timestamptz, unique_key text, errors jsonb)
@@ -496,13 +496,6 @@ BEGIN
         PERFORM {{schema}}._raise('PM004', 'lease must be positive');
     END IF;
     expires := now_ts + coalesce(p_lease, q.lease);
-    IF p_async THEN
-        -- A claim that is its own transaction is a lease: if a crash loses
-        -- it, the job is claimable again (and its late completion is
-        -- rejected by the lease token), so it need not wait for its WAL
-        -- flush. Completions stay synchronous.
-        PERFORM set_config('synchronous_commit', 'off', true);
-    END IF;
     -- One probe of the small job_lease index.
     IF EXISTS (SELECT 1 FROM {{schema}}.job j
                WHERE j.queue_id = q.queue_id AND j.state = 'running' AND j.lease_expires_at <= now_ts) THEN

@@ -1,0 +1,48 @@
+# Reliability targets (issue 8). Include from the Makefile (`include chaos.mk`)
+# or run directly: make -f chaos.mk chaos-smoke
+#
+#   chaos        long fault-injection run (CHAOS_DURATION of faults, default 5m)
+#   chaos-smoke  the bounded run (~1 min) that `go test ./...` also runs
+#   soak         SOAK_DURATION (default 10m) at 70% of the measured max rate
+#   soak-smoke   the 1-minute soak
+#   fuzz-smoke   every fuzz target for FUZZTIME (default 10s) each
+#
+# Every run starts its own PostgreSQL from the machine's binaries (as root
+# it runs as user postgres). See docs/reliability.md for the figures.
+
+GO ?= go
+CHAOS_DURATION ?= 5m
+CHAOS_RATE ?= 300
+SOAK_DURATION ?= 10m
+FUZZTIME ?= 10s
+# Fuzz targets that need a database take a few seconds to start one per
+# fuzz worker; one worker keeps that cost (and the load) down.
+FUZZ_PARALLEL ?= 1
+
+FUZZ_ROOT := FuzzValidateName FuzzHeaders FuzzPosition FuzzIsRetryable FuzzMatchPattern
+FUZZ_HTTP := FuzzParseDuration FuzzDecodeValue FuzzRequest FuzzAuthorization
+
+.PHONY: chaos chaos-smoke soak soak-smoke fuzz-smoke
+
+chaos:
+	PGMSG_CHAOS_DURATION=$(CHAOS_DURATION) PGMSG_CHAOS_RATE=$(CHAOS_RATE) \
+		$(GO) test -count=1 -timeout 90m -run 'TestChaosLong' -v ./test/chaos
+
+chaos-smoke:
+	$(GO) test -count=1 -timeout 15m -run 'TestChaosSmoke|TestChecker' -v ./test/chaos
+
+soak:
+	PGMSG_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -timeout 60m -run 'TestSoak' -v ./test/chaos
+
+soak-smoke:
+	PGMSG_SOAK_DURATION=1m $(GO) test -count=1 -timeout 20m -run 'TestSoak' -v ./test/chaos
+
+fuzz-smoke:
+	@set -e; for t in $(FUZZ_ROOT); do \
+		echo "fuzz $$t ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel $(FUZZ_PARALLEL) . ; \
+	done; \
+	for t in $(FUZZ_HTTP); do \
+		echo "fuzz $$t ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel $(FUZZ_PARALLEL) ./internal/httpapi ; \
+	done

@@ -1,0 +1,144 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgmsg/pgmsg/internal/pgcluster"
+)
+
+func requireServerBinaries(t *testing.T) {
+	t.Helper()
+	if _, err := pgcluster.FindBinaries(); err != nil {
+		t.Skipf("chaos: %v", err)
+	}
+}
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}
+
+// TestChaosSmoke is the bounded chaos run of the normal test command: about
+// a minute of faults of every kind against a small load, then the drain
+// and the invariant check. PGMSG_CHAOS_SMOKE_DURATION changes its length.
+func TestChaosSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: skipped in -short mode")
+	}
+	requireServerBinaries(t)
+	runChaos(t, Options{
+		Duration:       envDuration(t, "PGMSG_CHAOS_SMOKE_DURATION", 45*time.Second),
+		FaultMin:       1500 * time.Millisecond,
+		FaultMax:       3 * time.Second,
+		XminHold:       15 * time.Second,
+		Producers:      1,
+		AsyncProducers: 1,
+		Consumers:      2,
+		TxConsumers:    1,
+		Enqueuers:      1,
+		Workers:        2,
+		HTTPProducers:  1,
+		HTTPConsumers:  1,
+		Rate:           100,
+	})
+}
+
+// TestChaosLong is `make chaos`: PGMSG_CHAOS_DURATION of faults (skipped
+// when unset) against a heavier load.
+func TestChaosLong(t *testing.T) {
+	d := envDuration(t, "PGMSG_CHAOS_DURATION", 0)
+	if d == 0 {
+		t.Skip("set PGMSG_CHAOS_DURATION (e.g. 5m) to run the long chaos test")
+	}
+	requireServerBinaries(t)
+	runChaos(t, Options{
+		Duration:       d,
+		FaultMin:       2 * time.Second,
+		FaultMax:       5 * time.Second,
+		XminHold:       d / 3,
+		Producers:      2,
+		AsyncProducers: 1,
+		Consumers:      3,
+		TxConsumers:    2,
+		Enqueuers:      1,
+		Workers:        3,
+		HTTPProducers:  1,
+		HTTPConsumers:  2,
+		Rate:           envInt(t, "PGMSG_CHAOS_RATE", 300),
+		SegmentRecords: 4096,
+		DrainTimeout:   3 * time.Minute,
+	})
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var n int
+	if _, err := fmt.Sscan(v, &n); err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return n
+}
+
+func runChaos(t *testing.T, o Options) {
+	o.Logf = t.Logf
+	o.Keep = os.Getenv("PGMSG_CHAOS_KEEP") != ""
+	ctx, cancel := context.WithTimeout(context.Background(), o.Duration+10*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("chaos harness: %v", err)
+	}
+	summary := FormatResult(res)
+	t.Log("\n" + summary)
+	if path := os.Getenv("PGMSG_CHAOS_REPORT"); path != "" {
+		if err := os.WriteFile(path, []byte(summary), 0o644); err != nil {
+			t.Errorf("write report: %v", err)
+		}
+	}
+	if !res.Report.OK() {
+		t.Errorf("invariants violated (work directory %s):\n%s", res.Dir, strings.Join(res.Report.Violations, "\n"))
+	}
+	for _, u := range res.Unplanned {
+		t.Errorf("unplanned: %s", u)
+	}
+}
+
+// FormatResult renders a run as text: the fault table, then the checker's
+// summary.
+func FormatResult(res *Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "run took %s; pgmsg serve restarted %d times after exiting on its own (database down at start)\n",
+		res.Elapsed.Round(time.Second), res.ServeRestarts)
+	fmt.Fprintf(&b, "%-22s %8s %14s %14s %16s\n", "fault", "injected", "recovery p50", "recovery max", "failed pubs (stored)")
+	kinds := make([]string, 0, len(res.Faults))
+	total := 0
+	for k, s := range res.Faults {
+		kinds = append(kinds, k)
+		total += s.Injected
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		s := res.Faults[k]
+		fmt.Fprintf(&b, "%-22s %8d %14s %14s %10d (%d)\n", k, s.Injected, s.RecoveryMedian.Round(time.Millisecond),
+			s.RecoveryMax.Round(time.Millisecond), s.InFlightFailed, s.InFlightStored)
+	}
+	fmt.Fprintf(&b, "%-22s %8d\n", "total", total)
+	b.WriteString(res.Report.Summary())
+	return b.String()
+}

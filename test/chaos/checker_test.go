@@ -1,0 +1,143 @@
+package chaos
+
+import (
+	"testing"
+)
+
+// A small consistent history: two records on partition 0, group g read
+// them in one claim and committed; one job enqueued and completed.
+func goodHistory() ([]Event, *DBState) {
+	ev := []Event{
+		{K: "pub", T: 1, ID: "a", P: 0, O: 0},
+		{K: "pub", T: 2, ID: "b", P: 0, O: 1},
+		{K: "recv", T: 3, G: "g", M: "m1", P: 0, O: 0, E: 1, ID: "a"},
+		{K: "recv", T: 3, G: "g", M: "m1", P: 0, O: 1, E: 1, ID: "b"},
+		{K: "commit", T: 5, G: "g", M: "m1", P: 0, E: 1, From: 0, To: 1, Sent: 4},
+		{K: "enq", T: 1, JID: 7, UID: "j"},
+		{K: "jrun", T: 2, JID: 7, Tok: 1, M: "w"},
+		{K: "jdone", T: 4, JID: 7, Tok: 1, M: "w", Sent: 3},
+	}
+	db := &DBState{
+		Partitions: map[int32][2]int64{0: {0, 2}},
+		Log:        map[int32]map[int64]string{0: {0: "a", 1: "b"}},
+		Cursors:    map[string]map[int32]int64{"g": {0: 2}},
+		Effects:    map[string]map[int32]map[int64][]string{},
+		Jobs:       map[int64]JobRow{},
+		Archive:    map[int64]string{7: "completed"},
+	}
+	return ev, db
+}
+
+func TestCheckerAcceptsConsistentHistory(t *testing.T) {
+	ev, db := goodHistory()
+	if r := Check(ev, db, nil); !r.OK() {
+		t.Fatalf("violations on a consistent history:\n%s", r.Summary())
+	}
+}
+
+// Each case breaks one invariant; the checker must name it.
+func TestCheckerCatchesViolations(t *testing.T) {
+	cases := []struct {
+		name   string
+		want   string
+		break_ func(ev []Event, db *DBState) []Event
+	}{
+		{"acknowledged publish lost", "pub-lost", func(ev []Event, db *DBState) []Event {
+			return append(ev, Event{K: "pub", T: 9, ID: "c", P: 0, O: 2})
+		}},
+		{"offset gap", "offset-gap", func(ev []Event, db *DBState) []Event {
+			db.Partitions[0] = [2]int64{0, 3}
+			return ev
+		}},
+		{"record stored twice", "log-duplicate", func(ev []Event, db *DBState) []Event {
+			db.Log[0][2] = "a"
+			db.Partitions[0] = [2]int64{0, 3}
+			db.Cursors["g"][0] = 3
+			return append(ev, Event{K: "recv", T: 6, G: "g", M: "m1", P: 0, O: 2, E: 2, ID: "a"})
+		}},
+		{"record never published", "log-phantom", func(ev []Event, db *DBState) []Event {
+			db.Log[0][2] = "zzz"
+			db.Partitions[0] = [2]int64{0, 3}
+			return ev
+		}},
+		{"out of order delivery", "order", func(ev []Event, db *DBState) []Event {
+			ev[2], ev[3] = ev[3], ev[2]
+			return ev
+		}},
+		{"committed record redelivered", "redelivered-committed", func(ev []Event, db *DBState) []Event {
+			return append(ev, Event{K: "recv", T: 6, G: "g", M: "m2", P: 0, O: 1, E: 2, ID: "b"})
+		}},
+		{"overlapping accepted commits", "overlapping-commits", func(ev []Event, db *DBState) []Event {
+			return append(ev, Event{K: "commit", T: 6, G: "g", M: "m2", P: 0, E: 2, From: 1, To: 1, Sent: 6})
+		}},
+		{"later claim handed out before an accepted commit", "concurrent-claims", func(ev []Event, db *DBState) []Event {
+			db.Log[0][2] = "c"
+			db.Partitions[0] = [2]int64{0, 3}
+			db.Cursors["g"][0] = 3
+			return append(ev, Event{K: "pub", T: 1, ID: "c", P: 0, O: 2},
+				Event{K: "recv", T: 3, G: "g", M: "m2", P: 0, O: 2, E: 2, ID: "c"})
+		}},
+		{"group not drained", "not-drained", func(ev []Event, db *DBState) []Event {
+			db.Cursors["g"][0] = 1
+			return ev
+		}},
+		{"offset skipped", "never-delivered", func(ev []Event, db *DBState) []Event {
+			return ev[:2:2]
+		}},
+		{"job lost", "job-lost", func(ev []Event, db *DBState) []Event {
+			delete(db.Archive, 7)
+			return ev
+		}},
+		{"job completed twice", "job-completed-twice", func(ev []Event, db *DBState) []Event {
+			return append(ev, Event{K: "jdone", T: 6, JID: 7, Tok: 2, M: "w2", Sent: 5})
+		}},
+		{"job still waiting", "job-unfinished", func(ev []Event, db *DBState) []Event {
+			delete(db.Archive, 7)
+			db.Jobs[7] = JobRow{State: "available"}
+			return ev
+		}},
+		{"job re-claimed before its accepted completion", "job-concurrent", func(ev []Event, db *DBState) []Event {
+			return append(ev, Event{K: "jrun", T: 2, JID: 7, Tok: 2, M: "w2"})
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ev, db := goodHistory()
+			ev = c.break_(ev, db)
+			r := Check(ev, db, nil)
+			if r.ViolationCounts()[c.want] == 0 {
+				t.Fatalf("want a %s violation, got:\n%s", c.want, r.Summary())
+			}
+		})
+	}
+}
+
+// A publish attempted by a process killed before the answer may or may
+// not be stored: both are fine.
+func TestCheckerAllowsUnacknowledgedStored(t *testing.T) {
+	ev, db := goodHistory()
+	db.Log[0][2] = "c"
+	db.Partitions[0] = [2]int64{0, 3}
+	db.Cursors["g"][0] = 3
+	ev = append(ev, Event{K: "pubtry", T: 1, IDs: []string{"c", "d"}},
+		Event{K: "recv", T: 6, G: "g", M: "m1", P: 0, O: 2, E: 2, ID: "c"})
+	r := Check(ev, db, nil)
+	if !r.OK() || r.PubUnknown != 2 || r.PubUnknownStored != 1 {
+		t.Fatalf("want no violation, 2 unknown, 1 stored:\n%s", r.Summary())
+	}
+}
+
+func TestCheckerEffects(t *testing.T) {
+	ev, db := goodHistory()
+	db.Cursors["t"] = map[int32]int64{0: 2}
+	db.Effects["t"] = map[int32]map[int64][]string{0: {0: {"a"}, 1: {"b", "b"}}}
+	r := Check(ev, db, []string{"t"})
+	if r.ViolationCounts()["effect-duplicate"] != 1 || r.Groups["t"].EffectDups != 1 {
+		t.Fatalf("want one effect duplicate:\n%s", r.Summary())
+	}
+	db.Effects["t"][0][1] = nil
+	r = Check(ev, db, []string{"t"})
+	if r.ViolationCounts()["effect-missing"] != 1 {
+		t.Fatalf("want a missing effect:\n%s", r.Summary())
+	}
+}

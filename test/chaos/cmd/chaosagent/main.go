@@ -1,0 +1,482 @@
+// Command chaosagent is one worker process of the chaos harness
+// (test/chaos): a producer, a group consumer, an enqueuer or a queue worker
+// that runs against pgmsg until SIGTERM and appends what it was told by the
+// database to a history file, one JSON object per line. The harness kills,
+// pauses and restarts these processes while it breaks PostgreSQL and the
+// network, then checks the histories against the database.
+//
+// Only acknowledgements are recorded as facts ("pub", "commit", "enq",
+// "jdone"); an operation whose outcome is unknown (connection cut, server
+// crash) is recorded as such ("puberr", "commiterr", ...) and the checker
+// treats it as may-or-may-not have happened. Each line is written with one
+// write(2), so kill -9 loses at most the events not yet written, never a
+// half-written fact that looks complete.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+var (
+	flagURL      = flag.String("url", "", "PostgreSQL URL (through the harness's proxy)")
+	flagRole     = flag.String("role", "", "producer | aproducer | consumer | txconsumer | enqueuer | worker | hproducer | hconsumer")
+	flagName     = flag.String("name", "", "unique name of this incarnation (ids are prefixed with it)")
+	flagOut      = flag.String("out", "", "history file (appended)")
+	flagTopic    = flag.String("topic", "chaos", "topic")
+	flagGroup    = flag.String("group", "g-run", "consumer group")
+	flagQueue    = flag.String("queue", "chaos", "queue")
+	flagRate     = flag.Int("rate", 200, "records or jobs per second (producers, enqueuer)")
+	flagBatch    = flag.Int("batch", 10, "records or jobs per call")
+	flagLease    = flag.Duration("lease", 2*time.Second, "claim / job lease")
+	flagWork     = flag.Duration("work", 20*time.Millisecond, "max simulated work per claim or job")
+	flagPoison   = flag.Float64("poison", 0.02, "fraction of jobs that always fail (end in dead-letter)")
+	flagFlaky    = flag.Float64("flaky", 0.05, "probability that one attempt of a job fails")
+	flagRelease  = flag.Float64("release", 0.02, "probability that a consumer releases a claim instead of committing")
+	flagStmtTO   = flag.Duration("statement-timeout", 5*time.Second, "statement_timeout of the agent's sessions")
+	flagLockTO   = flag.Duration("lock-timeout", time.Second, "lock_timeout of the agent's sessions")
+	flagPoll     = flag.Duration("poll", 200*time.Millisecond, "consumer poll interval")
+	flagNoNotify = flag.Bool("no-notify", false, "disable LISTEN/NOTIFY wake-ups")
+	flagSession  = flag.Duration("session", 3*time.Second, "consumer group session timeout (member mode)")
+	flagHTTP     = flag.String("http", "", "base URL of `pgmsg serve` (hproducer, hconsumer)")
+)
+
+// history appends events to the history file, one line per write(2).
+type history struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (h *history) write(evs ...map[string]any) {
+	if len(evs) == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	var buf []byte
+	for _, ev := range evs {
+		if _, ok := ev["t"]; !ok {
+			ev["t"] = now
+		}
+		b, _ := json.Marshal(ev)
+		buf = append(buf, b...)
+		buf = append(buf, '\n')
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, err := h.f.Write(buf); err != nil {
+		fmt.Fprintln(os.Stderr, "chaosagent: write history:", err)
+		os.Exit(3)
+	}
+}
+
+func main() {
+	flag.Parse()
+	if *flagURL == "" || *flagRole == "" || *flagName == "" || *flagOut == "" {
+		fmt.Fprintln(os.Stderr, "chaosagent: -url, -role, -name and -out are required")
+		os.Exit(2)
+	}
+	f, err := os.OpenFile(*flagOut, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaosagent:", err)
+		os.Exit(2)
+	}
+	h := &history{f: f}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	cfg, err := pgxpool.ParseConfig(*flagURL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaosagent:", err)
+		os.Exit(2)
+	}
+	cfg.MaxConns = 4
+	cfg.ConnConfig.ConnectTimeout = 3 * time.Second
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(flagStmtTO.Milliseconds())
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprint(flagLockTO.Milliseconds())
+	cfg.ConnConfig.RuntimeParams["application_name"] = "chaosagent " + *flagName
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaosagent:", err)
+		os.Exit(2)
+	}
+	defer pool.Close()
+	client, err := pgmsg.NewClient(pool, &pgmsg.Config{
+		ClaimLease: *flagLease, PollInterval: *flagPoll, DisableNotify: *flagNoNotify,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaosagent:", err)
+		os.Exit(2)
+	}
+	defer client.Close()
+
+	h.write(map[string]any{"k": "start", "role": *flagRole, "name": *flagName, "pid": os.Getpid()})
+	a := &agent{ctx: ctx, c: client, pool: pool, h: h}
+	switch *flagRole {
+	case "producer":
+		a.produce()
+	case "aproducer":
+		a.produceAsync()
+	case "consumer":
+		a.consume()
+	case "txconsumer":
+		a.consumeTx()
+	case "enqueuer":
+		a.enqueue()
+	case "worker":
+		a.work()
+	case "hproducer":
+		a.produceHTTP()
+	case "hconsumer":
+		a.consumeHTTP()
+	default:
+		fmt.Fprintln(os.Stderr, "chaosagent: unknown role", *flagRole)
+		os.Exit(2)
+	}
+	h.write(map[string]any{"k": "stop", "name": *flagName})
+}
+
+type agent struct {
+	ctx  context.Context
+	c    *pgmsg.Client
+	pool *pgxpool.Pool
+	h    *history
+	seq  int
+}
+
+func (a *agent) nextID() string {
+	a.seq++
+	return fmt.Sprintf("%s-%d", *flagName, a.seq)
+}
+
+func errCode(err error) string {
+	if c := pgmsg.ErrorCode(err); c != "" {
+		return c
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return "io"
+}
+
+// pause sleeps d or until the agent is told to stop; false when stopping.
+func (a *agent) pause(d time.Duration) bool {
+	select {
+	case <-a.ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// ticker paces calls to rate items per second in batches of batch.
+func interval() time.Duration {
+	return time.Duration(float64(time.Second) * float64(*flagBatch) / float64(max(*flagRate, 1)))
+}
+
+type payload struct {
+	ID     string `json:"id"`
+	Poison bool   `json:"poison,omitempty"`
+}
+
+// produce publishes batches with Client.Publish (one transaction per call).
+// Half of the batches are keyed (spread by hash), half unkeyed.
+func (a *agent) produce() {
+	tick := time.NewTicker(interval())
+	defer tick.Stop()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		recs := make([]*pgmsg.Record, *flagBatch)
+		keyed := rand.IntN(2) == 0
+		for i := range recs {
+			id := a.nextID()
+			v, _ := json.Marshal(payload{ID: id})
+			recs[i] = &pgmsg.Record{Topic: *flagTopic, Value: v}
+			if keyed {
+				recs[i].Key = []byte(id)
+			}
+		}
+		tried := make([]string, len(recs))
+		for i, r := range recs {
+			tried[i] = idOf(r.Value)
+		}
+		// Written before the call: a process killed mid-publish leaves
+		// records the checker must know were attempted.
+		a.h.write(map[string]any{"k": "pubtry", "ids": tried})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := a.c.Publish(ctx, recs, nil)
+		cancel()
+		if err != nil {
+			ids := make([]string, len(recs))
+			for i, r := range recs {
+				ids[i] = idOf(r.Value)
+			}
+			a.h.write(map[string]any{"k": "puberr", "ids": ids, "code": errCode(err), "err": err.Error()})
+			a.pause(100 * time.Millisecond)
+			continue
+		}
+		evs := make([]map[string]any, len(recs))
+		for i, r := range recs {
+			evs[i] = map[string]any{"k": "pub", "id": idOf(r.Value), "p": r.Partition, "o": r.Offset}
+		}
+		a.h.write(evs...)
+	}
+}
+
+// produceAsync publishes through a Producer (client-side batching), one
+// promise per record.
+func (a *agent) produceAsync() {
+	p, err := a.c.NewProducer(&pgmsg.ProducerConfig{Linger: 5 * time.Millisecond, RequestTimeout: 10 * time.Second})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaosagent:", err)
+		os.Exit(2)
+	}
+	defer p.Close(context.Background())
+	tick := time.NewTicker(interval())
+	defer tick.Stop()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ids := make([]string, *flagBatch)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("%s-%d", *flagName, a.seq+1+i)
+		}
+		a.h.write(map[string]any{"k": "pubtry", "ids": ids})
+		for range *flagBatch {
+			id := a.nextID()
+			v, _ := json.Marshal(payload{ID: id})
+			rec := &pgmsg.Record{Topic: *flagTopic, Value: v}
+			if rand.IntN(2) == 0 {
+				rec.Key = []byte(id)
+			}
+			p.Produce(a.ctx, rec, func(r *pgmsg.Record, err error) {
+				if err != nil {
+					a.h.write(map[string]any{"k": "puberr", "ids": []string{id}, "code": errCode(err), "err": err.Error()})
+					return
+				}
+				a.h.write(map[string]any{"k": "pub", "id": id, "p": r.Partition, "o": r.Offset})
+			})
+		}
+	}
+}
+
+func idOf(v []byte) string {
+	var p payload
+	_ = json.Unmarshal(v, &p)
+	return p.ID
+}
+
+// consume claims with Consumer.Poll (notifications + polling), "works",
+// and commits; now and then it releases instead. Every received record and
+// every commit outcome is recorded with the claim's epoch.
+func (a *agent) consume() {
+	cn, err := a.c.NewConsumer(*flagTopic, *flagGroup, &pgmsg.ConsumerOpts{
+		Claim:    pgmsg.ClaimOpts{MaxRecords: 50, Lease: *flagLease, Member: *flagName},
+		MemberID: *flagName, SessionTimeout: *flagSession, HeartbeatInterval: *flagSession / 6,
+		OnLost: func(topic string, parts []int32) {
+			a.h.write(map[string]any{"k": "lost", "g": *flagGroup, "m": *flagName, "parts": parts})
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaosagent:", err)
+		os.Exit(2)
+	}
+	defer cn.Close()
+	for {
+		cl, err := cn.Poll(a.ctx)
+		if a.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			a.h.write(map[string]any{"k": "claimerr", "g": *flagGroup, "code": errCode(err), "err": err.Error()})
+			a.pause(100 * time.Millisecond)
+			continue
+		}
+		a.recordClaim(cl)
+		a.pause(time.Duration(rand.Int64N(int64(*flagWork) + 1)))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		sent := time.Now().UnixNano()
+		if rand.Float64() < *flagRelease {
+			err = a.c.Release(ctx, cl)
+			cancel()
+			a.h.write(map[string]any{"k": "release", "g": *flagGroup, "m": *flagName, "p": cl.Partition, "e": cl.Epoch, "ok": err == nil})
+			continue
+		}
+		err = a.c.Commit(ctx, cl)
+		cancel()
+		ev := map[string]any{"g": *flagGroup, "m": *flagName, "p": cl.Partition, "e": cl.Epoch,
+			"from": cl.Records[0].Offset, "to": cl.Records[len(cl.Records)-1].Offset, "sent": sent}
+		if err != nil {
+			ev["k"], ev["code"], ev["err"] = "commiterr", errCode(err), err.Error()
+		} else {
+			ev["k"] = "commit"
+		}
+		a.h.write(ev)
+	}
+}
+
+func (a *agent) recordClaim(cl *pgmsg.Claim) {
+	now := time.Now().UnixNano()
+	evs := make([]map[string]any, len(cl.Records))
+	for i, r := range cl.Records {
+		evs[i] = map[string]any{"k": "recv", "g": cl.Group, "m": *flagName, "p": r.Partition, "o": r.Offset,
+			"e": cl.Epoch, "id": idOf(r.Value), "t": now}
+	}
+	a.h.write(evs...)
+}
+
+// consumeTx runs Consumer.ProcessTx: the handler writes one effect row per
+// record (table chaos_effect) in the transaction that commits the cursor,
+// so the effects must hold every offset exactly once. Only committed
+// transactions are recorded.
+func (a *agent) consumeTx() {
+	cn, err := a.c.NewConsumer(*flagTopic, *flagGroup, &pgmsg.ConsumerOpts{
+		Claim:    pgmsg.ClaimOpts{MaxRecords: 50, Member: *flagName},
+		MemberID: *flagName, SessionTimeout: *flagSession, HeartbeatInterval: *flagSession / 6,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaosagent:", err)
+		os.Exit(2)
+	}
+	defer cn.Close()
+	for a.ctx.Err() == nil {
+		var got *pgmsg.Claim
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		sent := time.Now().UnixNano()
+		ok, err := cn.ProcessTx(ctx, func(ctx context.Context, tx pgx.Tx, cl *pgmsg.Claim) error {
+			got = cl
+			offs := make([]int64, len(cl.Records))
+			ids := make([]string, len(cl.Records))
+			for i, r := range cl.Records {
+				offs[i], ids[i] = r.Offset, idOf(r.Value)
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO public.chaos_effect (grp, partition, "offset", id)
+				SELECT $1, $2, o, i FROM unnest($3::bigint[], $4::text[]) AS u(o, i)`, cl.Group, cl.Partition, offs, ids)
+			if err == nil {
+				time.Sleep(time.Duration(rand.Int64N(int64(*flagWork) + 1)))
+			}
+			return err
+		})
+		cancel()
+		switch {
+		case err != nil:
+			a.h.write(map[string]any{"k": "commiterr", "g": *flagGroup, "m": *flagName, "tx": true, "code": errCode(err), "err": err.Error()})
+			a.pause(100 * time.Millisecond)
+		case !ok:
+			a.pause(*flagPoll)
+		default:
+			a.recordClaim(got)
+			a.h.write(map[string]any{"k": "commit", "g": *flagGroup, "m": *flagName, "p": got.Partition, "e": got.Epoch,
+				"from": got.Records[0].Offset, "to": got.Records[len(got.Records)-1].Offset, "sent": sent, "tx": true})
+		}
+	}
+}
+
+// enqueue adds jobs with EnqueueMany; a few are poison (always fail).
+func (a *agent) enqueue() {
+	tick := time.NewTicker(interval())
+	defer tick.Stop()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		params := make([]pgmsg.EnqueueParams, *flagBatch)
+		uids := make([]string, len(params))
+		poison := make([]bool, len(params))
+		for i := range params {
+			uids[i] = a.nextID()
+			poison[i] = rand.Float64() < *flagPoison
+			b, _ := json.Marshal(payload{ID: uids[i], Poison: poison[i]})
+			params[i] = pgmsg.EnqueueParams{Payload: b, Kind: "chaos", MaxAttempts: 3}
+		}
+		a.h.write(map[string]any{"k": "enqtry", "uids": uids})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := a.c.EnqueueMany(ctx, *flagQueue, params, nil)
+		cancel()
+		if err != nil {
+			a.h.write(map[string]any{"k": "enqerr", "uids": uids, "code": errCode(err), "err": err.Error()})
+			a.pause(100 * time.Millisecond)
+			continue
+		}
+		evs := make([]map[string]any, len(res))
+		for i, r := range res {
+			evs[i] = map[string]any{"k": "enq", "jid": r.ID, "uid": uids[i], "poison": poison[i]}
+		}
+		a.h.write(evs...)
+	}
+}
+
+// work claims jobs, "works", and completes them; flaky attempts and poison
+// jobs fail (poison ones until they are dead).
+func (a *agent) work() {
+	for a.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		jobs, err := a.c.ClaimJobs(ctx, *flagQueue, &pgmsg.ClaimJobsOpts{Max: 10, Lease: *flagLease, Worker: *flagName})
+		cancel()
+		if err != nil {
+			a.h.write(map[string]any{"k": "jclaimerr", "code": errCode(err), "err": err.Error()})
+			a.pause(100 * time.Millisecond)
+			continue
+		}
+		if len(jobs) == 0 {
+			a.pause(*flagPoll)
+			continue
+		}
+		evs := make([]map[string]any, len(jobs))
+		for i, j := range jobs {
+			evs[i] = map[string]any{"k": "jrun", "jid": j.ID, "tok": j.LeaseToken, "att": j.Attempt, "m": *flagName}
+		}
+		a.h.write(evs...)
+		a.pause(time.Duration(rand.Int64N(int64(*flagWork) + 1)))
+		for _, j := range jobs {
+			var p payload
+			_ = json.Unmarshal(j.Payload, &p)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if p.Poison || rand.Float64() < *flagFlaky {
+				res, err := a.c.Fail(ctx, j, fmt.Errorf("chaos: attempt %d failed (poison=%v)", j.Attempt, p.Poison),
+					&pgmsg.FailOpts{RetryIn: 50 * time.Millisecond})
+				ev := map[string]any{"k": "jfail", "jid": j.ID, "tok": j.LeaseToken, "m": *flagName}
+				if err != nil {
+					ev["k"], ev["code"], ev["err"] = "jfailerr", errCode(err), err.Error()
+				} else {
+					ev["state"] = string(res.State)
+				}
+				a.h.write(ev)
+			} else {
+				sent := time.Now().UnixNano()
+				err := a.c.Complete(ctx, j)
+				ev := map[string]any{"k": "jdone", "jid": j.ID, "tok": j.LeaseToken, "m": *flagName, "sent": sent}
+				if err != nil {
+					ev["k"], ev["code"], ev["err"] = "jdoneerr", errCode(err), err.Error()
+				}
+				a.h.write(ev)
+			}
+			cancel()
+		}
+	}
+}

@@ -1,0 +1,919 @@
+// Package chaos is pgmsg's fault-injection harness. It starts its own
+// PostgreSQL (internal/pgcluster), puts a TCP proxy in front of it, runs
+// producers, group consumers, an enqueuer and queue workers as separate OS
+// processes (test/chaos/cmd/chaosagent), and while they run it injects
+// faults at random times: kill -9 of agents, SIGSTOP past the lease then
+// SIGCONT, PostgreSQL crashes (SIGKILL of the whole server, immediate
+// shutdown) and fast restarts, connections cut or stalled by the proxy, row
+// locks held past the agents' lock and statement timeouts, and a
+// transaction pinning the xmin horizon. Then it lets the consumers and
+// workers drain, stops everything and checks the invariants (checker.go)
+// over the agents' histories and the final database state.
+//
+// TestChaosSmoke runs a bounded version in the normal test command;
+// PGMSG_CHAOS_DURATION=5m go test -run TestChaosLong ./test/chaos (make
+// chaos) runs the long one.
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/pgcluster"
+	"github.com/pgmsg/pgmsg/pgmsgmigrate"
+)
+
+// Fault kinds.
+const (
+	FaultKillProducer = "kill9_producer"
+	FaultKillConsumer = "kill9_consumer"
+	FaultKillWorker   = "kill9_worker"
+	FaultPauseMember  = "sigstop_consumer"
+	FaultPauseWorker  = "sigstop_worker"
+	FaultPGKill       = "pg_crash_sigkill"
+	FaultPGImmediate  = "pg_restart_immediate"
+	FaultPGFast       = "pg_restart_fast"
+	FaultProxyCut     = "net_cut"
+	FaultProxyStall   = "net_stall"
+	FaultLockHold     = "lock_hold_timeouts"
+	FaultXminHold     = "xmin_horizon_hold"
+	FaultKillServe    = "kill9_pgmsg_serve"
+)
+
+// AllFaults are the kinds injected by default, in rotation.
+var AllFaults = []string{
+	FaultKillProducer, FaultKillConsumer, FaultKillWorker, FaultPauseMember, FaultPauseWorker,
+	FaultPGKill, FaultPGImmediate, FaultPGFast, FaultProxyCut, FaultProxyStall, FaultLockHold, FaultKillServe,
+}
+
+// Options size a run.
+type Options struct {
+	Duration       time.Duration // faults are injected for this long
+	FaultMin       time.Duration // pause between faults, drawn from [FaultMin, FaultMax]
+	FaultMax       time.Duration
+	Faults         []string // default AllFaults
+	XminHold       time.Duration
+	DrainTimeout   time.Duration
+	Producers      int // sync Publish producers
+	AsyncProducers int // Producer (batching) producers
+	Consumers      int // Claim/Commit members of group g-run
+	TxConsumers    int // ProcessTx members of group g-tx
+	Enqueuers      int
+	Workers        int
+	// HTTPProducers and HTTPConsumers (group g-http) go through one
+	// `pgmsg serve` process, started when either is non-zero.
+	HTTPProducers  int
+	HTTPConsumers  int
+	Rate           int // records (and jobs) per second per producer / enqueuer
+	Partitions     int
+	SegmentRecords int64
+	Lease          time.Duration // claim and job lease
+	Keep           bool          // keep the work directory even on success
+	Logf           func(format string, args ...any)
+}
+
+func (o *Options) defaults() {
+	if o.Duration == 0 {
+		o.Duration = 40 * time.Second
+	}
+	if o.FaultMin == 0 {
+		o.FaultMin = 2 * time.Second
+	}
+	if o.FaultMax == 0 {
+		o.FaultMax = 4 * time.Second
+	}
+	if len(o.Faults) == 0 {
+		o.Faults = AllFaults
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = 90 * time.Second
+	}
+	if o.Rate == 0 {
+		o.Rate = 200
+	}
+	if o.Partitions == 0 {
+		o.Partitions = 4
+	}
+	if o.SegmentRecords == 0 {
+		o.SegmentRecords = 256
+	}
+	if o.Lease == 0 {
+		o.Lease = 2 * time.Second
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+}
+
+const (
+	topicName = "chaos"
+	queueName = "chaos"
+	groupRun  = "g-run"
+	groupTx   = "g-tx"
+	groupHTTP = "g-http"
+	// sessionTimeout of the consumers' group membership (the agents' default).
+	sessionTimeout = 3 * time.Second
+)
+
+// Result is a run's outcome.
+type Result struct {
+	Dir       string
+	Report    *Report
+	Faults    map[string]*FaultStats
+	Unplanned []string // agents that exited without being killed
+	// ServeRestarts counts `pgmsg serve` exits the harness did not cause
+	// (it refuses to start while PostgreSQL is down); each was restarted.
+	ServeRestarts int
+	Elapsed       time.Duration
+}
+
+// FaultStats are the figures of one fault kind.
+type FaultStats struct {
+	Injected int
+	// Recovery: from the end of the fault (server accepting again, process
+	// restarted, SIGCONT, traffic flowing) until every path made progress
+	// again: an acknowledged publish, a job completion, and an accepted
+	// commit on every partition of every group (so a partition stuck behind
+	// a dead member until its session expires counts). Median and max over
+	// the faults of this kind.
+	RecoveryMedian time.Duration
+	RecoveryMax    time.Duration
+	// InFlightFailed counts publishes whose call failed or whose outcome was
+	// unknown while the fault lasted (up to its recovery), and
+	// InFlightStored how many of those records were nevertheless committed.
+	InFlightFailed int
+	InFlightStored int
+	recoveries     []time.Duration
+}
+
+type slot struct {
+	role string
+	idx  int
+	inc  int
+	args []string
+	cmd  *exec.Cmd
+	done chan struct{}
+	// killed is set when the harness killed or stopped it on purpose.
+	killed bool
+}
+
+// Harness owns the server, the proxy and the agents of one run.
+type Harness struct {
+	o        Options
+	dir      string
+	bin      string
+	pgmsgBin string
+	httpAddr string
+	stopping bool
+	// serveExits counts `pgmsg serve` exits the harness did not cause
+	// (it refuses to start while PostgreSQL is down); it is restarted.
+	serveExits int
+	hist       string
+	cluster    *pgcluster.Cluster
+	pgMu       sync.Mutex
+	proxy      *Proxy
+	admin      *pgxpool.Pool
+	url        string
+
+	mu        sync.Mutex
+	slots     []*slot
+	unplanned []string
+	faultLog  *os.File
+}
+
+// Run performs one complete chaos run and returns its result. err is about
+// the harness itself; invariant violations are in Result.Report.
+func Run(ctx context.Context, o Options) (res *Result, err error) {
+	o.defaults()
+	start := time.Now()
+	h := &Harness{o: o}
+	if h.dir, err = os.MkdirTemp("", "pgmsg-chaos-"); err != nil {
+		return nil, err
+	}
+	// The server runs as user postgres when we are root: let it in.
+	if err := os.Chmod(h.dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer func() {
+		h.shutdown()
+		if err == nil && res != nil && res.Report.OK() && len(res.Unplanned) == 0 && !o.Keep {
+			os.RemoveAll(h.dir)
+		} else {
+			o.Logf("chaos: work directory kept: %s", h.dir)
+		}
+	}()
+	h.hist = filepath.Join(h.dir, "history")
+	for _, d := range []string{h.hist, filepath.Join(h.dir, "logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := h.build(ctx); err != nil {
+		return nil, err
+	}
+	if err := h.startServer(ctx); err != nil {
+		return nil, err
+	}
+	if err := h.setup(ctx); err != nil {
+		return nil, err
+	}
+	if h.faultLog, err = os.Create(filepath.Join(h.hist, "faults.jsonl")); err != nil {
+		return nil, err
+	}
+	h.startAgents()
+	o.Logf("chaos: agents running against %s (proxy %s); injecting faults for %s", h.cluster.Describe(), h.proxy.Addr(), o.Duration)
+
+	var bg sync.WaitGroup
+	if o.XminHold > 0 {
+		bg.Add(1)
+		go func() { defer bg.Done(); h.holdXmin(ctx, o.XminHold) }()
+	}
+	h.injectFaults(ctx)
+	bg.Wait()
+
+	o.Logf("chaos: faults done; draining")
+	if err := h.drain(ctx); err != nil {
+		o.Logf("chaos: drain: %v", err)
+	}
+	h.stopAll(nil)
+
+	db, err := h.readState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	events, torn, err := ReadHistory(h.hist)
+	if err != nil {
+		return nil, err
+	}
+	rep := Check(events, db, []string{groupTx})
+	rep.TornLines = torn
+	res = &Result{Dir: h.dir, Report: rep, Faults: faultStats(events, db), Elapsed: time.Since(start)}
+	h.mu.Lock()
+	res.Unplanned = append(res.Unplanned, h.unplanned...)
+	res.ServeRestarts = h.serveExits
+	h.mu.Unlock()
+	b, _ := json.MarshalIndent(res, "", "  ")
+	_ = os.WriteFile(filepath.Join(h.dir, "result.json"), b, 0o644)
+	return res, nil
+}
+
+func (h *Harness) build(ctx context.Context) error {
+	h.bin = filepath.Join(h.dir, "chaosagent")
+	_, self, _, _ := runtime.Caller(0)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", h.bin, "./cmd/chaosagent")
+	cmd.Dir = filepath.Dir(self)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("chaos: build agent: %w\n%s", err, out)
+	}
+	if h.o.HTTPProducers+h.o.HTTPConsumers == 0 {
+		return nil
+	}
+	h.pgmsgBin = filepath.Join(h.dir, "pgmsg")
+	cmd = exec.CommandContext(ctx, "go", "build", "-o", h.pgmsgBin, "../../cmd/pgmsg")
+	cmd.Dir = filepath.Dir(self)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("chaos: build pgmsg: %w\n%s", err, out)
+	}
+	return nil
+}
+
+var serverSettings = map[string]string{
+	// The faults crash processes, not the machine: the OS keeps every
+	// write(2) across a PostgreSQL crash, so fsync can be off. Commits stay
+	// synchronous (synchronous_commit on), or an acknowledged commit could
+	// be lost by a server crash and the checker would rightly complain.
+	"fsync": "off", "full_page_writes": "off",
+	"log_min_messages": "warning", "log_checkpoints": "off",
+}
+
+func (h *Harness) startServer(ctx context.Context) error {
+	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(h.dir, "pgdata"), Settings: serverSettings})
+	if err != nil {
+		return err
+	}
+	h.cluster = c
+	if h.proxy, err = NewProxy(fmt.Sprintf("127.0.0.1:%d", c.Port)); err != nil {
+		return err
+	}
+	h.url = fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", h.proxy.Addr())
+	cfg, err := pgxpool.ParseConfig(c.URL)
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = 4
+	h.admin, err = pgxpool.NewWithConfig(ctx, cfg)
+	return err
+}
+
+func (h *Harness) setup(ctx context.Context) error {
+	m, err := pgmsgmigrate.New(h.admin, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := m.Up(ctx); err != nil {
+		return err
+	}
+	client, err := pgmsg.NewClient(h.admin, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := client.CreateTopic(ctx, topicName, pgmsg.TopicConfig{Partitions: h.o.Partitions, SegmentRecords: h.o.SegmentRecords}); err != nil {
+		return err
+	}
+	for _, g := range []string{groupRun, groupTx, groupHTTP} {
+		if _, err := client.CreateGroup(ctx, topicName, g, pgmsg.PositionEarliest); err != nil {
+			return err
+		}
+	}
+	if _, err := client.CreateQueue(ctx, queueName, pgmsg.QueueConfig{
+		MaxAttempts: 3, Lease: h.o.Lease, RetryBackoff: 50 * time.Millisecond, RetryBackoffMax: time.Second,
+	}); err != nil {
+		return err
+	}
+	_, err = h.admin.Exec(ctx, `CREATE TABLE public.chaos_effect (grp text NOT NULL, partition int NOT NULL, "offset" bigint NOT NULL, id text NOT NULL)`)
+	return err
+}
+
+func (h *Harness) startAgents() {
+	lease := h.o.Lease.String()
+	rate := strconv.Itoa(h.o.Rate)
+	add := func(role string, n int, args ...string) {
+		for i := range n {
+			s := &slot{role: role, idx: i, args: args}
+			h.slots = append(h.slots, s)
+			h.start(s)
+		}
+	}
+	// Producers and workers give up on a lock after 500ms (lock_timeout);
+	// consumers have no lock_timeout but a 1.5s statement_timeout, so a held
+	// lock shows both kinds of timeout.
+	add("producer", h.o.Producers, "-rate", rate, "-lock-timeout", "500ms")
+	add("aproducer", h.o.AsyncProducers, "-rate", rate, "-lock-timeout", "500ms")
+	add("consumer", h.o.Consumers, "-group", groupRun, "-lease", lease, "-work", "150ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
+	add("txconsumer", h.o.TxConsumers, "-group", groupTx, "-work", "50ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
+	add("enqueuer", h.o.Enqueuers, "-rate", strconv.Itoa(max(h.o.Rate/4, 1)), "-lock-timeout", "500ms")
+	add("worker", h.o.Workers, "-lease", lease, "-work", "100ms", "-lock-timeout", "500ms")
+	if h.o.HTTPProducers+h.o.HTTPConsumers > 0 {
+		port, _ := freePort()
+		h.httpAddr = fmt.Sprintf("127.0.0.1:%d", port)
+		add("serve", 1)
+		base := "http://" + h.httpAddr
+		add("hproducer", h.o.HTTPProducers, "-rate", rate, "-http", base)
+		add("hconsumer", h.o.HTTPConsumers, "-group", groupHTTP, "-lease", lease, "-work", "150ms", "-http", base)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *slot) name() string { return fmt.Sprintf("%s%d.%d", s.role, s.idx, s.inc) }
+
+// start launches the slot's next incarnation.
+func (h *Harness) start(s *slot) { h.startIf(s, nil) }
+
+// startIf launches the slot's next incarnation unless expect is set and
+// the slot was restarted since (its done channel is no longer expect).
+func (h *Harness) startIf(s *slot, expect chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if expect != nil && (s.done != expect || h.stopping) {
+		return
+	}
+	s.inc++
+	name := s.name()
+	args := append([]string{"-url", h.url, "-role", s.role, "-name", name,
+		"-out", filepath.Join(h.hist, name+".jsonl")}, s.args...)
+	cmd := exec.Command(h.bin, args...)
+	if s.role == "serve" {
+		// Statement and lock timeouts as the agents have them, through the proxy.
+		cmd = exec.Command(h.pgmsgBin, "serve", "--database-url", h.url+"&statement_timeout=5000&lock_timeout=500",
+			"--listen", h.httpAddr, "--insecure-no-auth", "--max-wait", "2s", "--shutdown-timeout", "3s")
+	}
+	logf, _ := os.Create(filepath.Join(h.dir, "logs", name+".log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		h.unplanned = append(h.unplanned, fmt.Sprintf("%s: start: %v", name, err))
+		return
+	}
+	s.cmd, s.done, s.killed = cmd, make(chan struct{}), false
+	done := s.done
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		h.mu.Lock()
+		planned := s.killed
+		restart := !planned && s.role == "serve" && !h.stopping
+		if restart {
+			h.serveExits++
+		}
+		h.mu.Unlock()
+		if restart {
+			// pgmsg serve exits when PostgreSQL is down at start: a
+			// supervisor would restart it, and so do we.
+			close(done)
+			time.Sleep(500 * time.Millisecond)
+			h.startIf(s, done)
+			return
+		}
+		if !planned {
+			h.mu.Lock()
+			h.unplanned = append(h.unplanned, fmt.Sprintf("%s exited on its own: %v (log %s)", name, err, logf.Name()))
+			h.mu.Unlock()
+		}
+		close(done)
+	}()
+}
+
+func (h *Harness) pick(roles ...string) *slot {
+	var c []*slot
+	for _, s := range h.slots {
+		for _, r := range roles {
+			if s.role == r {
+				c = append(c, s)
+			}
+		}
+	}
+	if len(c) == 0 {
+		return nil
+	}
+	return c[rand.IntN(len(c))]
+}
+
+func (h *Harness) signal(s *slot, sig syscall.Signal, planned bool) {
+	h.mu.Lock()
+	if planned {
+		s.killed = true
+	}
+	p := s.cmd.Process
+	h.mu.Unlock()
+	_ = p.Signal(sig)
+}
+
+func (h *Harness) recordFault(kind string, start, end time.Time, detail string) {
+	b, _ := json.Marshal(Event{K: "fault", T: start.UnixNano(), Kind: kind, Start: start.UnixNano(), End: end.UnixNano(), Detail: detail})
+	_, _ = h.faultLog.Write(append(b, '\n'))
+	h.o.Logf("chaos: %-22s %6.2fs  %s", kind, end.Sub(start).Seconds(), detail)
+}
+
+func (h *Harness) injectFaults(ctx context.Context) {
+	deadline := time.Now().Add(h.o.Duration)
+	order := []string{}
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		gap := h.o.FaultMin + time.Duration(rand.Int64N(int64(h.o.FaultMax-h.o.FaultMin)+1))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(gap):
+		}
+		if len(order) == 0 {
+			order = append(order, h.o.Faults...)
+			rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		}
+		kind := order[0]
+		order = order[1:]
+		h.inject(ctx, kind)
+	}
+}
+
+func (h *Harness) inject(ctx context.Context, kind string) {
+	start := time.Now()
+	detail := ""
+	kill := func(roles ...string) {
+		s := h.pick(roles...)
+		if s == nil {
+			return
+		}
+		detail = s.name()
+		h.mu.Lock()
+		done := s.done
+		h.mu.Unlock()
+		h.signal(s, syscall.SIGKILL, true)
+		<-done
+		time.Sleep(time.Duration(rand.Int64N(int64(500 * time.Millisecond))))
+		h.startIf(s, done)
+	}
+	pause := func(roles ...string) {
+		s := h.pick(roles...)
+		if s == nil {
+			return
+		}
+		d := max(h.o.Lease, sessionTimeout) + time.Second + time.Duration(rand.Int64N(int64(time.Second)))
+		detail = fmt.Sprintf("%s stopped %s (lease %s, session %s)", s.name(), d.Round(time.Millisecond), h.o.Lease, sessionTimeout)
+		h.signal(s, syscall.SIGSTOP, false)
+		time.Sleep(d)
+		h.signal(s, syscall.SIGCONT, false)
+	}
+	switch kind {
+	case FaultKillProducer:
+		kill("producer", "aproducer", "enqueuer")
+	case FaultKillConsumer:
+		kill("consumer", "txconsumer")
+	case FaultKillWorker:
+		kill("worker")
+	case FaultKillServe:
+		kill("serve")
+	case FaultPauseMember:
+		pause("consumer", "txconsumer")
+	case FaultPauseWorker:
+		pause("worker")
+	case FaultPGKill:
+		detail = h.restartServer(ctx, syscall.SIGKILL)
+	case FaultPGImmediate:
+		detail = h.restartServer(ctx, syscall.SIGQUIT)
+	case FaultPGFast:
+		detail = h.restartServer(ctx, syscall.SIGINT)
+	case FaultProxyCut:
+		detail = fmt.Sprintf("%d connections cut", h.proxy.Cut())
+	case FaultProxyStall:
+		d := h.o.Lease + time.Second
+		detail = fmt.Sprintf("%d connections stalled %s", h.proxy.Conns(), d)
+		h.proxy.Stall(d)
+	case FaultLockHold:
+		detail = h.holdLocks(ctx, h.o.Lease+time.Second)
+	}
+	h.recordFault(kind, start, time.Now(), detail)
+}
+
+// restartServer stops PostgreSQL with sig and starts it again on the same
+// data directory and port. SIGKILL goes to the server's whole process group
+// (postmaster and every backend die at once: a crash); SIGQUIT to the
+// postmaster is what `pg_ctl stop -m immediate` sends (no checkpoint,
+// crash recovery on start); SIGINT is a fast shutdown.
+func (h *Harness) restartServer(ctx context.Context, sig syscall.Signal) string {
+	h.pgMu.Lock()
+	defer h.pgMu.Unlock()
+	pid := postmasterPID(h.cluster.DataDir)
+	switch {
+	case pid <= 0:
+		return "postmaster.pid unreadable"
+	case sig == syscall.SIGKILL:
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	default:
+		_ = syscall.Kill(pid, sig)
+	}
+	select {
+	case <-h.cluster.Exited():
+	case <-time.After(60 * time.Second):
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-h.cluster.Exited()
+	}
+	down := time.Now()
+	for i := 0; ; i++ {
+		c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: h.cluster.DataDir, Port: h.cluster.Port, Settings: serverSettings})
+		if err == nil {
+			h.cluster = c
+			break
+		}
+		if i == 20 || ctx.Err() != nil {
+			h.mu.Lock()
+			h.unplanned = append(h.unplanned, "postgres restart failed: "+err.Error())
+			h.mu.Unlock()
+			return "restart failed"
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Sprintf("postmaster %d %s; back up after %s", pid, sig, time.Since(down).Round(time.Millisecond))
+}
+
+func postmasterPID(dataDir string) int {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	return pid
+}
+
+// holdLocks locks every partition counter, every group cursor and a batch
+// of waiting jobs for d: publishers, commits and job updates wait and run
+// into their lock_timeout or statement_timeout.
+func (h *Harness) holdLocks(ctx context.Context, d time.Duration) string {
+	ctx, cancel := context.WithTimeout(ctx, d+10*time.Second)
+	defer cancel()
+	tx, err := h.admin.Begin(ctx)
+	if err != nil {
+		return "begin: " + err.Error()
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var parts, cursors, jobs int
+	err = tx.QueryRow(ctx, `
+		WITH a AS (SELECT 1 FROM pgmsg.topic_partition FOR UPDATE),
+		     b AS (SELECT 1 FROM pgmsg.group_cursor FOR UPDATE),
+		     c AS (SELECT 1 FROM pgmsg.job WHERE state <> 'dead' ORDER BY id LIMIT 200 FOR UPDATE SKIP LOCKED)
+		SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM b), (SELECT count(*) FROM c)`).Scan(&parts, &cursors, &jobs)
+	if err != nil {
+		return "lock: " + err.Error()
+	}
+	time.Sleep(d)
+	return fmt.Sprintf("held %d partition counters, %d cursors, %d jobs for %s", parts, cursors, jobs, d)
+}
+
+// holdXmin keeps a REPEATABLE READ transaction (a snapshot that pins the
+// xmin horizon, so vacuum can remove nothing newer) open for d.
+func (h *Harness) holdXmin(ctx context.Context, d time.Duration) {
+	start := time.Now()
+	tx, err := h.admin.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		h.recordFault(FaultXminHold, start, time.Now(), "begin: "+err.Error())
+		return
+	}
+	var n int64
+	_ = tx.QueryRow(ctx, `SELECT count(*) FROM pgmsg.topic_partition`).Scan(&n)
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	_ = tx.Rollback(context.WithoutCancel(ctx))
+	h.recordFault(FaultXminHold, start, time.Now(), fmt.Sprintf("snapshot held %s (a server restart may end it early)", d))
+}
+
+// drain stops the producers and enqueuers, resumes anything paused, and
+// waits until every group reached the end of every partition and no job is
+// waiting or running.
+func (h *Harness) drain(ctx context.Context) error {
+	h.stopAll(map[string]bool{"producer": true, "aproducer": true, "enqueuer": true, "hproducer": true})
+	for _, s := range h.slots {
+		h.signal(s, syscall.SIGCONT, false)
+	}
+	deadline := time.Now().Add(h.o.DrainTimeout)
+	for {
+		var behind, live int64
+		err := h.admin.QueryRow(ctx, `
+			SELECT (SELECT count(*) FROM pgmsg.group_cursor c JOIN pgmsg.topic_partition tp USING (topic_id, partition)
+			         WHERE c.next_offset < tp.next_offset),
+			       (SELECT count(*) FROM pgmsg.job WHERE state <> 'dead')`).Scan(&behind, &live)
+		if err == nil && behind == 0 && live == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not drained after %s: %d cursors behind, %d live jobs (err %v)", h.o.DrainTimeout, behind, live, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// stopAll sends SIGTERM to the agents of the given roles (all when nil)
+// and waits for them, killing those that take more than 15s.
+func (h *Harness) stopAll(roles map[string]bool) {
+	if roles == nil {
+		h.mu.Lock()
+		h.stopping = true
+		h.mu.Unlock()
+	}
+	var wait []*slot
+	for _, s := range h.slots {
+		if s.cmd == nil || (roles != nil && !roles[s.role]) {
+			continue
+		}
+		h.signal(s, syscall.SIGCONT, false)
+		h.signal(s, syscall.SIGTERM, true)
+		wait = append(wait, s)
+	}
+	for _, s := range wait {
+		select {
+		case <-s.done:
+		case <-time.After(15 * time.Second):
+			h.signal(s, syscall.SIGKILL, true)
+			<-s.done
+		}
+	}
+}
+
+func (h *Harness) shutdown() {
+	if h.slots != nil {
+		h.stopAll(nil)
+	}
+	if h.admin != nil {
+		h.admin.Close()
+	}
+	if h.proxy != nil {
+		h.proxy.Close()
+	}
+	if h.cluster != nil {
+		_ = h.cluster.Stop()
+	}
+	if h.faultLog != nil {
+		h.faultLog.Close()
+	}
+}
+
+func (h *Harness) readState(ctx context.Context) (*DBState, error) {
+	db := &DBState{
+		Partitions: map[int32][2]int64{}, Log: map[int32]map[int64]string{},
+		Cursors: map[string]map[int32]int64{}, Effects: map[string]map[int32]map[int64][]string{},
+		Jobs: map[int64]JobRow{}, Archive: map[int64]string{},
+	}
+	rows, err := h.admin.Query(ctx, `SELECT partition, start_offset, next_offset FROM pgmsg.topic_partition tp
+		JOIN pgmsg.topic t USING (topic_id) WHERE t.name = $1`, topicName)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var p int32
+		var s, n int64
+		if err := rows.Scan(&p, &s, &n); err != nil {
+			return nil, err
+		}
+		db.Partitions[p] = [2]int64{s, n}
+		db.Log[p] = map[int64]string{}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = h.admin.Query(ctx, `SELECT r.partition, r."offset", convert_from(r.value, 'UTF8')::jsonb->>'id'
+		FROM pgmsg.record r JOIN pgmsg.topic t USING (topic_id) WHERE t.name = $1`, topicName)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var p int32
+		var o int64
+		var id string
+		if err := rows.Scan(&p, &o, &id); err != nil {
+			return nil, err
+		}
+		if db.Log[p] == nil {
+			db.Log[p] = map[int64]string{}
+		}
+		if prev, dup := db.Log[p][o]; dup {
+			return nil, fmt.Errorf("partition %d offset %d stored twice (%s, %s)", p, o, prev, id)
+		}
+		db.Log[p][o] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = h.admin.Query(ctx, `SELECT group_name, partition, next_offset FROM pgmsg.group_cursor`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var g string
+		var p int32
+		var n int64
+		if err := rows.Scan(&g, &p, &n); err != nil {
+			return nil, err
+		}
+		if db.Cursors[g] == nil {
+			db.Cursors[g] = map[int32]int64{}
+		}
+		db.Cursors[g][p] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = h.admin.Query(ctx, `SELECT grp, partition, "offset", id FROM public.chaos_effect ORDER BY grp, partition, "offset"`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var g, id string
+		var p int32
+		var o int64
+		if err := rows.Scan(&g, &p, &o, &id); err != nil {
+			return nil, err
+		}
+		if db.Effects[g] == nil {
+			db.Effects[g] = map[int32]map[int64][]string{}
+		}
+		if db.Effects[g][p] == nil {
+			db.Effects[g][p] = map[int64][]string{}
+		}
+		db.Effects[g][p][o] = append(db.Effects[g][p][o], id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = h.admin.Query(ctx, `SELECT id, state, attempt, coalesce(jsonb_array_length(errors), 0) FROM pgmsg.job`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id int64
+		var j JobRow
+		if err := rows.Scan(&id, &j.State, &j.Attempt, &j.Errors); err != nil {
+			return nil, err
+		}
+		db.Jobs[id] = j
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = h.admin.Query(ctx, `SELECT id, status FROM pgmsg.job_archive`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id int64
+		var st string
+		if err := rows.Scan(&id, &st); err != nil {
+			return nil, err
+		}
+		if _, dup := db.Archive[id]; dup {
+			return nil, fmt.Errorf("job %d archived twice", id)
+		}
+		db.Archive[id] = st
+	}
+	return db, rows.Err()
+}
+
+// faultStats computes, per fault kind, how many were injected and how long
+// the system took to make progress on every path again.
+func faultStats(events []Event, db *DBState) map[string]*FaultStats {
+	stored := map[string]bool{}
+	for _, offs := range db.Log {
+		for _, id := range offs {
+			stored[id] = true
+		}
+	}
+	var faults []Event
+	// Progress paths: publishes, job completions, and the commits of each
+	// (group, partition): a partition stuck behind a dead member counts.
+	paths := map[string][]int64{}
+	failed := map[string]int64{} // id -> time the publish failed
+	for _, ev := range events {
+		switch ev.K {
+		case "fault":
+			faults = append(faults, ev)
+		case "pub":
+			paths["pub"] = append(paths["pub"], ev.T)
+		case "commit":
+			k := fmt.Sprintf("commit %s/%d", ev.G, ev.P)
+			paths[k] = append(paths[k], ev.T)
+		case "jdone":
+			paths["jdone"] = append(paths["jdone"], ev.T)
+		case "puberr":
+			for _, id := range ev.IDs {
+				failed[id] = ev.T
+			}
+		}
+	}
+	next := func(ts []int64, after int64) (int64, bool) {
+		i := sort.Search(len(ts), func(i int) bool { return ts[i] > after })
+		if i == len(ts) {
+			return 0, false
+		}
+		return ts[i], true
+	}
+	out := map[string]*FaultStats{}
+	for _, f := range faults {
+		s := out[f.Kind]
+		if s == nil {
+			s = &FaultStats{}
+			out[f.Kind] = s
+		}
+		s.Injected++
+		rec := time.Duration(0)
+		ok := true
+		for _, ts := range paths {
+			t, found := next(ts, f.End)
+			if !found {
+				ok = false
+				break
+			}
+			rec = max(rec, time.Duration(t-f.End))
+		}
+		if ok {
+			s.recoveries = append(s.recoveries, rec)
+		}
+		for id, t := range failed {
+			if t >= f.Start && t <= f.End+int64(rec)+int64(time.Second) {
+				s.InFlightFailed++
+				if stored[id] {
+					s.InFlightStored++
+				}
+			}
+		}
+	}
+	for _, s := range out {
+		sort.Slice(s.recoveries, func(i, j int) bool { return s.recoveries[i] < s.recoveries[j] })
+		if n := len(s.recoveries); n > 0 {
+			s.RecoveryMedian = s.recoveries[n/2]
+			s.RecoveryMax = s.recoveries[n-1]
+		}
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Event is one line of an agent's (or the harness's) history file. Which
+// fields are set depends on K:
+//
+//	pub       id, p, o            a publish acknowledged at (partition, offset)
+//	pubtry    ids                 a publish about to be sent (written first)
+//	puberr    ids, code           a publish whose outcome is unknown or failed
+//	recv      g, m, p, o, e, id   a record delivered to member m in claim epoch e
+//	commit    g, m, p, e, from, to, sent  a commit the database accepted
+//	commiterr g, m, p, e, code    a commit rejected (PM008/PM009) or unknown
+//	release   g, m, p, e
+//	enq       jid, uid, poison    an enqueue acknowledged
+//	enqtry    uids                an enqueue about to be sent
+//	enqerr    uids, code
+//	jrun      jid, tok, att, m    a job claimed (an attempt started)
+//	jdone     jid, tok, m         a completion the database accepted
+//	jdoneerr / jfail / jfailerr   a completion rejected, an attempt failed ...
+//	fault     kind, start, end, detail   (harness) one injected fault
+type Event struct {
+	K    string   `json:"k"`
+	T    int64    `json:"t"`
+	ID   string   `json:"id,omitempty"`
+	IDs  []string `json:"ids,omitempty"`
+	P    int32    `json:"p"`
+	O    int64    `json:"o"`
+	G    string   `json:"g,omitempty"`
+	M    string   `json:"m,omitempty"`
+	E    int64    `json:"e"`
+	From int64    `json:"from"`
+	To   int64    `json:"to"`
+	Sent int64    `json:"sent,omitempty"`
+	Tx   bool     `json:"tx,omitempty"`
+	Code string   `json:"code,omitempty"`
+	Err  string   `json:"err,omitempty"`
+
+	JID    int64    `json:"jid,omitempty"`
+	UID    string   `json:"uid,omitempty"`
+	UIDs   []string `json:"uids,omitempty"`
+	Poison bool     `json:"poison,omitempty"`
+	Tok    int64    `json:"tok,omitempty"`
+	Att    int      `json:"att,omitempty"`
+	State  string   `json:"state,omitempty"`
+
+	Kind   string `json:"kind,omitempty"`
+	Start  int64  `json:"start,omitempty"`
+	End    int64  `json:"end,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// ReadHistory reads every *.jsonl file of dir, in time order. A torn last
+// line (a process killed mid-write) is skipped and counted.
+func ReadHistory(dir string) (events []Event, torn int, err error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, 0, err
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			var ev Event
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				torn++
+				continue
+			}
+			events = append(events, ev)
+		}
+		if err := sc.Err(); err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	sort.SliceStable(events, func(i, j int) bool { return events[i].T < events[j].T })
+	return events, torn, nil
+}
