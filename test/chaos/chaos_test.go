@@ -15,6 +15,9 @@ import (
 func requireServerBinaries(t *testing.T) {
 	t.Helper()
 	if _, err := pgcluster.FindBinaries(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("chaos: CI must have PostgreSQL's server binaries (.ci/run installs them): %v", err)
+		}
 		t.Skipf("chaos: %v", err)
 	}
 }
