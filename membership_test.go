@@ -176,6 +176,19 @@ func TestMembershipScaleUpAndDown(t *testing.T) {
 		if lag == 0 {
 			break
 		}
+		if !time.Now().Before(deadline) {
+			d, _ := tb.client.DescribeGroup(tb.ctx, "scale", "g")
+			for _, p := range d.Partitions {
+				t.Logf("partition %d: next %d end %d owner %q epoch %d claim %d owner %q until %v", p.Partition, p.NextOffset,
+					p.EndOffset, p.Owner, p.OwnerEpoch, p.ClaimEpoch, p.ClaimOwner, p.ClaimExpiresAt)
+			}
+			for _, m := range d.Members {
+				t.Logf("member %s alive %v partitions %v", m.MemberID, m.Alive, m.Partitions)
+			}
+			for i, m := range members {
+				t.Logf("member m%d local assignment %v", i, m.c.Assignment())
+			}
+		}
 		require.True(t, time.Now().Before(deadline), "group did not catch up, lag %d", lag)
 		time.Sleep(20 * time.Millisecond)
 	}
