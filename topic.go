@@ -3,8 +3,11 @@ package pgmsg
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 )
@@ -151,19 +154,18 @@ func (c *Client) ListTopics(ctx context.Context) ([]*Topic, error) {
 func (c *Client) DescribeTopic(ctx context.Context, name string) (*TopicDescription, error) {
 	var desc *TopicDescription
 	err := c.readOnly(ctx, func(exec DBTX) error {
-		topics, err := c.queries.TopicList(ctx, c.db(exec))
+		r, err := c.queries.TopicGet(ctx, c.db(exec), name)
 		if err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return newError(ErrUnknownTopic, "unknown topic %q", name)
+			}
 			return mapError(err)
 		}
-		for _, r := range topics {
-			if r.Name == name {
-				t, err := topicFromRow(r.Name, r.Partitions, r.SegmentRecords, r.MaxRecordBytes, r.Config, r.CreatedAt.Time)
-				if err != nil {
-					return err
-				}
-				desc = &TopicDescription{Topic: *t}
-			}
+		t, err := topicFromRow(r.Name, r.Partitions, r.SegmentRecords, r.MaxRecordBytes, r.Config, r.CreatedAt.Time)
+		if err != nil {
+			return err
 		}
+		desc = &TopicDescription{Topic: *t}
 		rows, err := c.queries.TopicDescribe(ctx, c.db(exec), name)
 		if err != nil {
 			return mapError(err)

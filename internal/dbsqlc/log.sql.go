@@ -668,6 +668,33 @@ func (q *Queries) TopicDescribe(ctx context.Context, db DBTX, name string) ([]*T
 	return items, nil
 }
 
+const topicGet = `-- name: TopicGet :one
+SELECT name, partitions, segment_records, max_record_bytes, config, created_at FROM pgmsg.topic WHERE name = $1::text
+`
+
+type TopicGetRow struct {
+	Name           string
+	Partitions     int32
+	SegmentRecords int64
+	MaxRecordBytes int32
+	Config         []byte
+	CreatedAt      pgtype.Timestamptz
+}
+
+func (q *Queries) TopicGet(ctx context.Context, db DBTX, name string) (*TopicGetRow, error) {
+	row := db.QueryRow(ctx, topicGet, name)
+	var i TopicGetRow
+	err := row.Scan(
+		&i.Name,
+		&i.Partitions,
+		&i.SegmentRecords,
+		&i.MaxRecordBytes,
+		&i.Config,
+		&i.CreatedAt,
+	)
+	return &i, err
+}
+
 const topicGetByName = `-- name: TopicGetByName :one
 SELECT name, partitions, max_record_bytes, config FROM pgmsg.topic WHERE name = $1::text
 `

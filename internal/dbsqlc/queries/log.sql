@@ -21,6 +21,9 @@ FROM pgmsg.topic_list();
 -- The producer's metadata cache: a primary-key read.
 SELECT name, partitions, max_record_bytes, config FROM pgmsg.topic WHERE name = @name::text;
 
+-- name: TopicGet :one
+SELECT name, partitions, segment_records, max_record_bytes, config, created_at FROM pgmsg.topic WHERE name = @name::text;
+
 -- name: TopicDescribe :many
 SELECT partition::integer, start_offset::bigint, next_offset::bigint, records::bigint, segments::integer, approx_bytes::bigint
 FROM pgmsg.topic_describe(@name::text);
