@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -157,7 +158,8 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (*TopicDescript
 		r, err := c.queries.TopicGet(ctx, c.db(exec), name)
 		if err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
-				return newError(ErrUnknownTopic, "unknown topic %q", name)
+				// Worded as the SQL API words it (quote_literal).
+				return newError(ErrUnknownTopic, "unknown topic '%s'", strings.ReplaceAll(name, "'", "''"))
 			}
 			return mapError(err)
 		}
