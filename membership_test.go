@@ -319,9 +319,11 @@ func TestMembershipSlowHandlerKeepsPartition(t *testing.T) {
 
 	var deliveries atomic.Int32
 	release := make(chan struct{})
+	// Session and lease are short, but not so short that a loaded CI
+	// machine (load average 20 on 2 cores seen) misses a whole session.
 	slow := startMember(t, tb.client, "slow", "g", pgmsg.ConsumerOpts{MemberID: "slow",
-		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 500 * time.Millisecond,
-		Claim: pgmsg.ClaimOpts{Lease: 600 * time.Millisecond}},
+		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: time.Second,
+		Claim: pgmsg.ClaimOpts{Lease: time.Second}},
 		func(ctx context.Context, cl *pgmsg.Claim) error {
 			deliveries.Add(1)
 			select {
@@ -335,12 +337,12 @@ func TestMembershipSlowHandlerKeepsPartition(t *testing.T) {
 	require.Eventually(t, func() bool { return deliveries.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
 	var otherGot atomic.Int32
 	other := startMember(t, tb.client, "slow", "g", pgmsg.ConsumerOpts{MemberID: "other",
-		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 500 * time.Millisecond},
+		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: time.Second},
 		func(context.Context, *pgmsg.Claim) error { otherGot.Add(1); return nil })
 	defer other.stop(t)
 
 	// Hold the record for several leases and sessions.
-	time.Sleep(2 * time.Second)
+	time.Sleep(3 * time.Second)
 	close(release)
 	require.Eventually(t, func() bool {
 		lags, err := tb.client.ListGroups(tb.ctx, "slow", "g")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -286,3 +287,26 @@ func TestMaintenanceLeaderHandover(t *testing.T) {
 type os_devnull struct{}
 
 func (os_devnull) Write(p []byte) (int, error) { return len(p), nil }
+
+// Bad arguments to the key partitioner and the maintenance functions raise
+// PM004 (found by TestHostileSQLArguments: they used to let division by
+// zero and LIMIT's own errors escape), and nothing is changed.
+func TestInputErrorsHavePgmsgCodes(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	for _, q := range []string{
+		`SELECT ` + tb.Schema + `.partition_for_key('k', 0)`,
+		`SELECT ` + tb.Schema + `.partition_for_key('k', 1025)`,
+		`SELECT * FROM ` + tb.Schema + `.group_expire('1 day', -1)`,
+		`SELECT * FROM ` + tb.Schema + `.group_expire('-1 day', 10)`,
+		`SELECT * FROM ` + tb.Schema + `.compact_run(-1)`,
+	} {
+		_, err := tb.Pool.Exec(tb.ctx, q)
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe, q)
+		require.Equal(t, "PM004", pe.Code, q)
+	}
+	var p int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT `+tb.Schema+`.partition_for_key('customer-7', 8)`).Scan(&p))
+	require.Equal(t, pgmsg.PartitionForKey([]byte("customer-7"), 8), int32(p))
+}
