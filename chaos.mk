@@ -2,6 +2,7 @@
 # or run directly: make -f chaos.mk chaos-smoke
 #
 #   chaos        long fault-injection run (CHAOS_DURATION of faults, default 5m)
+#   chaos-goal   the issue's goal: >=50 faults of each kind, >=1M records, >=100k jobs
 #   chaos-smoke  the bounded run (~1 min) that `go test ./...` also runs
 #   soak         SOAK_DURATION (default 10m) at 70% of the measured max rate
 #   soak-smoke   the 1-minute soak
@@ -13,6 +14,11 @@
 GO ?= go
 CHAOS_DURATION ?= 5m
 CHAOS_RATE ?= 300
+# The issue's goal: keep injecting until every kind was injected this often.
+CHAOS_FAULTS_PER_KIND ?= 0
+CHAOS_FAULT_MIN ?= 2s
+CHAOS_FAULT_MAX ?= 5s
+CHAOS_ENQUEUERS ?= 1
 SOAK_DURATION ?= 10m
 FUZZTIME ?= 10s
 # Fuzz targets that need a database take a few seconds to start one per
@@ -22,11 +28,19 @@ FUZZ_PARALLEL ?= 1
 FUZZ_ROOT := FuzzValidateName FuzzHeaders FuzzPosition FuzzIsRetryable FuzzMatchPattern
 FUZZ_HTTP := FuzzParseDuration FuzzDecodeValue FuzzRequest FuzzAuthorization
 
-.PHONY: chaos chaos-smoke soak soak-smoke fuzz-smoke
+.PHONY: chaos chaos-goal chaos-smoke soak soak-smoke fuzz-smoke
 
 chaos:
 	PGMSG_CHAOS_DURATION=$(CHAOS_DURATION) PGMSG_CHAOS_RATE=$(CHAOS_RATE) \
-		$(GO) test -count=1 -timeout 90m -run 'TestChaosLong' -v ./test/chaos
+	PGMSG_CHAOS_FAULTS_PER_KIND=$(CHAOS_FAULTS_PER_KIND) PGMSG_CHAOS_ENQUEUERS=$(CHAOS_ENQUEUERS) \
+	PGMSG_CHAOS_FAULT_MIN=$(CHAOS_FAULT_MIN) PGMSG_CHAOS_FAULT_MAX=$(CHAOS_FAULT_MAX) \
+		$(GO) test -count=1 -timeout 240m -run 'TestChaosLong' -v ./test/chaos
+
+# The issue's goal in one run: at least 50 faults of every kind, 1M records
+# and 100k jobs (about 45 minutes here).
+chaos-goal:
+	$(MAKE) -f $(firstword $(MAKEFILE_LIST)) chaos CHAOS_DURATION=30m CHAOS_FAULTS_PER_KIND=50 \
+		CHAOS_FAULT_MIN=1500ms CHAOS_FAULT_MAX=3s CHAOS_RATE=250 CHAOS_ENQUEUERS=2
 
 chaos-smoke:
 	$(GO) test -count=1 -timeout 15m -run 'TestChaosSmoke|TestChecker' -v ./test/chaos

@@ -69,14 +69,15 @@ func TestChaosLong(t *testing.T) {
 	requireServerBinaries(t)
 	runChaos(t, Options{
 		Duration:       d,
-		FaultMin:       2 * time.Second,
-		FaultMax:       5 * time.Second,
-		XminHold:       d / 3,
+		FaultsPerKind:  envInt(t, "PGMSG_CHAOS_FAULTS_PER_KIND", 0),
+		FaultMin:       envDuration(t, "PGMSG_CHAOS_FAULT_MIN", 2*time.Second),
+		FaultMax:       envDuration(t, "PGMSG_CHAOS_FAULT_MAX", 5*time.Second),
+		XminHold:       20 * time.Second,
 		Producers:      2,
 		AsyncProducers: 1,
 		Consumers:      3,
 		TxConsumers:    2,
-		Enqueuers:      1,
+		Enqueuers:      envInt(t, "PGMSG_CHAOS_ENQUEUERS", 1),
 		Workers:        3,
 		HTTPProducers:  1,
 		HTTPConsumers:  2,
@@ -101,7 +102,13 @@ func envInt(t *testing.T, name string, def int) int {
 func runChaos(t *testing.T, o Options) {
 	o.Logf = t.Logf
 	o.Keep = os.Getenv("PGMSG_CHAOS_KEEP") != ""
-	ctx, cancel := context.WithTimeout(context.Background(), o.Duration+10*time.Minute)
+	limit := o.Duration + 10*time.Minute
+	if o.FaultsPerKind > 0 {
+		// Past Duration the run goes on until every kind reached
+		// FaultsPerKind: allow for a slow machine.
+		limit += time.Duration(o.FaultsPerKind*(len(AllFaults)+1)) * (o.FaultMax + 5*time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	res, err := Run(ctx, o)
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,10 +66,16 @@ var AllFaults = []string{
 
 // Options size a run.
 type Options struct {
-	Duration       time.Duration // faults are injected for this long
-	FaultMin       time.Duration // pause between faults, drawn from [FaultMin, FaultMax]
-	FaultMax       time.Duration
-	Faults         []string // default AllFaults
+	Duration time.Duration // faults are injected for this long
+	FaultMin time.Duration // pause between faults, drawn from [FaultMin, FaultMax]
+	FaultMax time.Duration
+	Faults   []string // default AllFaults
+	// FaultsPerKind, when set, keeps injecting past Duration until every
+	// kind (and the xmin hold, when on) was injected at least this often.
+	FaultsPerKind int
+	// XminHold is the length of one xmin-horizon hold. Holds run
+	// concurrently with the other faults, one after another with a short
+	// gap, for as long as faults are injected (0: none).
 	XminHold       time.Duration
 	DrainTimeout   time.Duration
 	Producers      int // sync Publish producers
@@ -196,6 +203,7 @@ type Harness struct {
 	slots     []*slot
 	unplanned []string
 	faultLog  *os.File
+	xminHolds atomic.Int64
 }
 
 // Run performs one complete chaos run and returns its result. err is about
@@ -241,11 +249,13 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	o.Logf("chaos: agents running against %s (proxy %s); injecting faults for %s", h.cluster.Describe(), h.proxy.Addr(), o.Duration)
 
 	var bg sync.WaitGroup
+	faultsDone := make(chan struct{})
 	if o.XminHold > 0 {
 		bg.Add(1)
-		go func() { defer bg.Done(); h.holdXmin(ctx, o.XminHold) }()
+		go func() { defer bg.Done(); h.holdXminRepeatedly(ctx, faultsDone) }()
 	}
 	h.injectFaults(ctx)
+	close(faultsDone)
 	bg.Wait()
 
 	o.Logf("chaos: faults done; draining")
@@ -478,10 +488,22 @@ func (h *Harness) recordFault(kind string, start, end time.Time, detail string) 
 	h.o.Logf("chaos: %-22s %6.2fs  %s", kind, end.Sub(start).Seconds(), detail)
 }
 
+// enough reports whether FaultsPerKind is met (always, when unset).
+func (h *Harness) enough(counts map[string]int) bool {
+	n := h.o.FaultsPerKind
+	for _, k := range h.o.Faults {
+		if counts[k] < n {
+			return false
+		}
+	}
+	return h.o.XminHold <= 0 || int(h.xminHolds.Load()) >= n
+}
+
 func (h *Harness) injectFaults(ctx context.Context) {
 	deadline := time.Now().Add(h.o.Duration)
 	order := []string{}
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	counts := map[string]int{}
+	for (time.Now().Before(deadline) || !h.enough(counts)) && ctx.Err() == nil {
 		gap := h.o.FaultMin + time.Duration(rand.Int64N(int64(h.o.FaultMax-h.o.FaultMin)+1))
 		select {
 		case <-ctx.Done():
@@ -495,6 +517,7 @@ func (h *Harness) injectFaults(ctx context.Context) {
 		kind := order[0]
 		order = order[1:]
 		h.inject(ctx, kind)
+		counts[kind]++
 	}
 }
 
@@ -631,23 +654,63 @@ func (h *Harness) holdLocks(ctx context.Context, d time.Duration) string {
 	return fmt.Sprintf("held %d partition counters, %d cursors, %d jobs for %s", parts, cursors, jobs, d)
 }
 
+// holdXminRepeatedly holds the xmin horizon for XminHold at a time, with a
+// gap of 0.5-1.5 s between holds, until done is closed; a hold that is
+// still running then is ended and counted.
+func (h *Harness) holdXminRepeatedly(ctx context.Context, done <-chan struct{}) {
+	for {
+		hctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-done:
+			case <-hctx.Done():
+			}
+			cancel()
+		}()
+		if h.holdXmin(hctx, h.o.XminHold) {
+			h.xminHolds.Add(1)
+		}
+		cancel()
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(500*time.Millisecond + time.Duration(rand.Int64N(int64(time.Second)))):
+		}
+	}
+}
+
 // holdXmin keeps a REPEATABLE READ transaction (a snapshot that pins the
-// xmin horizon, so vacuum can remove nothing newer) open for d.
-func (h *Harness) holdXmin(ctx context.Context, d time.Duration) {
+// xmin horizon, so vacuum can remove nothing newer) open for d, or until
+// ctx ends. It reports whether the snapshot was taken; a server restart
+// meanwhile ends the hold early (the detail says how long it lasted).
+func (h *Harness) holdXmin(ctx context.Context, d time.Duration) bool {
 	start := time.Now()
 	tx, err := h.admin.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
-		h.recordFault(FaultXminHold, start, time.Now(), "begin: "+err.Error())
-		return
+		return false
 	}
 	var n int64
-	_ = tx.QueryRow(ctx, `SELECT count(*) FROM pgmsg.topic_partition`).Scan(&n)
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM pgmsg.topic_partition`).Scan(&n); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return false
+	}
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
+	// A snapshot whose backend died with a server restart was held only
+	// until then; a query on it tells.
+	alive := tx.QueryRow(context.WithoutCancel(ctx), `SELECT 1`).Scan(&n) == nil
 	_ = tx.Rollback(context.WithoutCancel(ctx))
-	h.recordFault(FaultXminHold, start, time.Now(), fmt.Sprintf("snapshot held %s (a server restart may end it early)", d))
+	end := time.Now()
+	detail := fmt.Sprintf("snapshot held %s", end.Sub(start).Round(time.Millisecond))
+	if !alive {
+		detail = fmt.Sprintf("snapshot taken; a server restart during the hold ended it (hold started %s before its end)", end.Sub(start).Round(time.Millisecond))
+	}
+	h.recordFault(FaultXminHold, start, end, detail)
+	return true
 }
 
 // drain stops the producers and enqueuers, resumes anything paused, and
