@@ -2,6 +2,7 @@ package pgmsg
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -54,4 +55,50 @@ func (c *Client) LogMetrics(ctx context.Context) ([]PartitionMetrics, []GroupPar
 		return nil
 	})
 	return parts, groups, err
+}
+
+// QueueLatencyMetrics summarises the jobs one queue finished in a recent
+// window (see [Client.QueueLatency]). The durations are zero when Completed
+// is zero.
+type QueueLatencyMetrics struct {
+	Queue     string
+	Window    time.Duration
+	Completed int64 // jobs archived as completed in the window
+	Cancelled int64 // jobs archived as cancelled in the window
+	// LatencyP50, LatencyP99 and LatencyMax are quantiles of enqueue to
+	// completion: waiting, scheduled delay, retries and running included.
+	LatencyP50, LatencyP99, LatencyMax time.Duration
+	// RunP50 and RunP99 are quantiles of the last attempt's run time
+	// (claim to completion).
+	RunP50, RunP99 time.Duration
+}
+
+// QueueLatencyWindowDefault is the window QueueLatency uses for zero.
+const QueueLatencyWindowDefault = time.Minute
+
+// QueueLatency returns, for every queue, how many jobs completed and were
+// cancelled within the last window (zero: QueueLatencyWindowDefault, at
+// most a day) and quantiles of their latency, from the archive (SQL
+// queue_latency). Its cost is one index range scan of the window per queue.
+// Dead-lettered jobs are counted by [Client.QueueStats]. pgmsgprom exposes
+// these to Prometheus.
+func (c *Client) QueueLatency(ctx context.Context, window time.Duration) ([]QueueLatencyMetrics, error) {
+	if window == 0 {
+		window = QueueLatencyWindowDefault
+	}
+	if window < 0 || window > 24*time.Hour {
+		return nil, fmt.Errorf("%w: QueueLatency window must be in (0, 24h], got %s", ErrInvalidArgument, window)
+	}
+	rows, err := c.queries.QueueLatency(ctx, c.db(c.pool), jobInterval(window))
+	if err != nil {
+		return nil, mapError(err)
+	}
+	sec := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+	out := make([]QueueLatencyMetrics, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, QueueLatencyMetrics{Queue: r.Queue, Window: window, Completed: r.Completed, Cancelled: r.Cancelled,
+			LatencyP50: sec(r.LatencyP50), LatencyP99: sec(r.LatencyP99), LatencyMax: sec(r.LatencyMax),
+			RunP50: sec(r.RunP50), RunP99: sec(r.RunP99)})
+	}
+	return out, nil
 }

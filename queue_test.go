@@ -838,3 +838,57 @@ func TestJobUniqueBatchesDoNotDeadlock(t *testing.T) {
 	}
 	require.Equal(t, int64(rounds*3), b.stats(t, "q").Available)
 }
+
+// QueueLatency counts the jobs finished in the window by outcome and
+// gives latency quantiles from the archive; a queue with nothing finished
+// reports zeros, and a bad window is refused.
+func TestQueueLatency(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.queue(t, "lat", pgmsg.QueueConfig{})
+	tb.queue(t, "idle", pgmsg.QueueConfig{})
+	ids := tb.enqueueN(t, "lat", 4, nil)
+	jobs, err := tb.client.ClaimJobs(tb.ctx, "lat", &pgmsg.ClaimJobsOpts{Max: 3})
+	require.NoError(t, err)
+	require.Len(t, jobs, 3)
+	for _, j := range jobs {
+		require.NoError(t, tb.client.Complete(tb.ctx, j))
+	}
+	// The fourth job was never claimed; cancel it.
+	var claimed = map[int64]bool{}
+	for _, j := range jobs {
+		claimed[j.ID] = true
+	}
+	for _, id := range ids {
+		if !claimed[id] {
+			ok, err := tb.client.CancelJob(tb.ctx, id)
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+	}
+
+	lat, err := tb.client.QueueLatency(tb.ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, lat, 2)
+	byName := map[string]pgmsg.QueueLatencyMetrics{}
+	for _, l := range lat {
+		byName[l.Queue] = l
+	}
+	l := byName["lat"]
+	require.Equal(t, int64(3), l.Completed)
+	require.Equal(t, int64(1), l.Cancelled)
+	require.Equal(t, pgmsg.QueueLatencyWindowDefault, l.Window)
+	require.Positive(t, l.LatencyMax)
+	require.LessOrEqual(t, l.LatencyP50, l.LatencyP99)
+	require.LessOrEqual(t, l.LatencyP99, l.LatencyMax)
+	require.LessOrEqual(t, l.RunP50, l.RunP99)
+	require.LessOrEqual(t, l.RunP99, l.LatencyMax, "a run is part of the latency")
+	require.Equal(t, pgmsg.QueueLatencyMetrics{Queue: "idle", Window: time.Minute}, byName["idle"])
+
+	_, err = tb.client.QueueLatency(tb.ctx, -time.Second)
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+	_, err = tb.Pool.Exec(tb.ctx, tb.sqlAPI(`SELECT * FROM {s}.queue_latency('2 days')`))
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "PM004", pe.Code)
+}

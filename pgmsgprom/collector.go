@@ -36,6 +36,7 @@ type Collector struct {
 	partEnd, partStart, partSegments, partBytes *prometheus.Desc
 	groupNext, groupLag, groupSkipped, groupAge *prometheus.Desc
 	queueJobs, queueOldest, queueThroughput     *prometheus.Desc
+	queueFinished, queueLatency, queueRun       *prometheus.Desc
 	scrapeErrors                                prometheus.Counter
 
 	mu          sync.Mutex
@@ -74,6 +75,9 @@ func NewCollector(client *pgmsg.Client, opts *Opts) *Collector {
 		queueJobs:       d("queue_jobs", "Jobs by state.", "queue", "state"),
 		queueOldest:     d("queue_oldest_available_age_seconds", "How long the oldest available job has waited.", "queue"),
 		queueThroughput: d("queue_completed_per_second", "Jobs archived per second over the last minute.", "queue"),
+		queueFinished:   d("queue_jobs_finished_last_minute", "Jobs archived in the last minute, by outcome (completed, cancelled); dead-lettered jobs are queue_jobs{state=\"dead\"}.", "queue", "outcome"),
+		queueLatency:    d("queue_job_latency_seconds", "Enqueue-to-completion latency of the jobs completed in the last minute (waiting, delay and retries included), by quantile.", "queue", "quantile"),
+		queueRun:        d("queue_job_run_seconds", "Run time of the last attempt of the jobs completed in the last minute, by quantile.", "queue", "quantile"),
 		scrapeErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "scrape_errors_total",
 			Help: "Scrapes whose pgmsg queries failed."}),
 		taskSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "maintenance_task_duration_seconds",
@@ -100,7 +104,7 @@ func (c *Collector) ObserveMaintenance(res *pgmsg.MaintenanceResult) {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.partEnd, c.partStart, c.partSegments, c.partBytes, c.groupNext, c.groupLag,
-		c.groupSkipped, c.groupAge, c.queueJobs, c.queueOldest, c.queueThroughput} {
+		c.groupSkipped, c.groupAge, c.queueJobs, c.queueOldest, c.queueThroughput, c.queueFinished, c.queueLatency, c.queueRun} {
 		ch <- d
 	}
 	c.scrapeErrors.Describe(ch)
@@ -150,6 +154,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.queueOldest, s.OldestAvailableAge.Seconds(), s.Queue)
 		gauge(c.queueThroughput, s.Throughput, s.Queue)
+	}
+	lat, err := c.client.QueueLatency(ctx, time.Minute)
+	if err != nil {
+		c.scrapeErrors.Inc()
+	}
+	for _, l := range lat {
+		gauge(c.queueFinished, float64(l.Completed), l.Queue, "completed")
+		gauge(c.queueFinished, float64(l.Cancelled), l.Queue, "cancelled")
+		if l.Completed == 0 {
+			continue // no quantiles without jobs
+		}
+		for q, v := range map[string]time.Duration{"0.5": l.LatencyP50, "0.99": l.LatencyP99, "1": l.LatencyMax} {
+			gauge(c.queueLatency, v.Seconds(), l.Queue, q)
+		}
+		gauge(c.queueRun, l.RunP50.Seconds(), l.Queue, "0.5")
+		gauge(c.queueRun, l.RunP99.Seconds(), l.Queue, "0.99")
 	}
 	c.scrapeErrors.Collect(ch)
 	c.taskSeconds.Collect(ch)

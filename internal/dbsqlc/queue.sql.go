@@ -595,6 +595,56 @@ func (q *Queries) QueueDelete(ctx context.Context, db DBTX, arg QueueDeleteParam
 	return err
 }
 
+const queueLatency = `-- name: QueueLatency :many
+SELECT queue::text, completed::bigint, cancelled::bigint,
+       coalesce(latency_p50, 0)::double precision AS latency_p50, coalesce(latency_p99, 0)::double precision AS latency_p99,
+       coalesce(latency_max, 0)::double precision AS latency_max,
+       coalesce(run_p50, 0)::double precision AS run_p50, coalesce(run_p99, 0)::double precision AS run_p99
+FROM pgmsg.queue_latency($1::interval)
+`
+
+type QueueLatencyRow struct {
+	Queue      string
+	Completed  int64
+	Cancelled  int64
+	LatencyP50 float64
+	LatencyP99 float64
+	LatencyMax float64
+	RunP50     float64
+	RunP99     float64
+}
+
+// Quantiles are NULL for a queue that completed nothing in the window; 0 here
+// (completed says which).
+func (q *Queries) QueueLatency(ctx context.Context, db DBTX, windowInterval pgtype.Interval) ([]*QueueLatencyRow, error) {
+	rows, err := db.Query(ctx, queueLatency, windowInterval)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*QueueLatencyRow
+	for rows.Next() {
+		var i QueueLatencyRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Completed,
+			&i.Cancelled,
+			&i.LatencyP50,
+			&i.LatencyP99,
+			&i.LatencyMax,
+			&i.RunP50,
+			&i.RunP99,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const queueList = `-- name: QueueList :many
 SELECT name::text, max_attempts::integer,
        (extract(epoch FROM lease) * 1000000)::bigint AS lease_us,

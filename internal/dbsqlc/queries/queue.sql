@@ -109,3 +109,12 @@ SELECT pgmsg.dead_purge(@queue::text, sqlc.narg(ids)::bigint[], sqlc.narg(kind):
 
 -- name: ArchivePrune :one
 SELECT pgmsg.archive_prune(sqlc.narg(queue)::text, sqlc.narg(older_than)::interval, @max_jobs::integer)::integer AS pruned;
+
+-- name: QueueLatency :many
+-- Quantiles are NULL for a queue that completed nothing in the window; 0 here
+-- (completed says which).
+SELECT queue::text, completed::bigint, cancelled::bigint,
+       coalesce(latency_p50, 0)::double precision AS latency_p50, coalesce(latency_p99, 0)::double precision AS latency_p99,
+       coalesce(latency_max, 0)::double precision AS latency_max,
+       coalesce(run_p50, 0)::double precision AS run_p50, coalesce(run_p99, 0)::double precision AS run_p99
+FROM pgmsg.queue_latency(@window_interval::interval);

@@ -1,0 +1,1 @@
+DROP FUNCTION IF EXISTS {{schema}}.queue_latency(interval);
