@@ -2,9 +2,12 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -31,6 +34,10 @@ type serveOpts struct {
 	shutdownTimeout time.Duration
 	tokenCacheTTL   time.Duration
 	insecureNoAuth  bool
+	tlsCert         string
+	tlsKey          string
+	authBurst       int
+	authRate        float64
 	maintenance     bool
 	// ready, if set, receives the address once listening (tests).
 	ready func(addr string)
@@ -47,12 +54,21 @@ queue admin, /healthz, /readyz and /metrics. docs/openapi.yaml describes it.
 
 Every request needs "Authorization: Bearer TOKEN" (pgmsg token create).
 --insecure-no-auth admits everyone as admin, and is refused unless --listen is
-a loopback address. SIGTERM or Ctrl-C stops accepting, ends long polls and
+a loopback address. An address that fails to authenticate more than
+--auth-failure-burst times in a row gets 429 auth_rate_limited (no database
+round trip) until it regains attempts at --auth-failure-rate per second; a
+token the server has cached still works.
+
+With --tls-cert and --tls-key (PEM files; both or neither) it serves HTTPS
+only, TLS 1.2 or later. Without them it serves plain HTTP: terminate TLS in a
+proxy in front, or keep it on a trusted network. SIGTERM or Ctrl-C stops accepting, ends long polls and
 waits up to --shutdown-timeout for requests in flight.
 
-Environment: DATABASE_URL, PGMSG_LISTEN, PGMSG_MAX_CONNS.`,
+Environment: DATABASE_URL, PGMSG_LISTEN, PGMSG_MAX_CONNS, PGMSG_TLS_CERT,
+PGMSG_TLS_KEY.`,
 		Example: `  pgmsg token create app --scope 'publish:*' --scope 'consume:*'
   pgmsg serve --listen 0.0.0.0:8080 --max-conns 20
+  pgmsg serve --listen 0.0.0.0:8443 --tls-cert server.crt --tls-key server.key
   pgmsg serve --insecure-no-auth          # local development only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -68,6 +84,10 @@ Environment: DATABASE_URL, PGMSG_LISTEN, PGMSG_MAX_CONNS.`,
 	f.DurationVar(&o.maxWait, "max-wait", httpapi.MaxWaitDefault, "longest long-poll wait a request may ask for")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", httpapi.ShutdownTimeoutDefault, "how long to wait for in-flight requests on shutdown")
 	f.DurationVar(&o.tokenCacheTTL, "token-cache-ttl", httpapi.TokenCacheTTLDefault, "how long a verified token is trusted (revocations take this long); negative disables")
+	f.StringVar(&o.tlsCert, "tls-cert", os.Getenv("PGMSG_TLS_CERT"), "PEM certificate (chain) to serve HTTPS with; needs --tls-key ($PGMSG_TLS_CERT)")
+	f.StringVar(&o.tlsKey, "tls-key", os.Getenv("PGMSG_TLS_KEY"), "PEM private key of --tls-cert ($PGMSG_TLS_KEY)")
+	f.IntVar(&o.authBurst, "auth-failure-burst", httpapi.AuthFailureBurstDefault, "failed authentications in a row per client address before 429 auth_rate_limited; 0 disables")
+	f.Float64Var(&o.authRate, "auth-failure-rate", httpapi.AuthFailureRateDefault, "failed authentications per second a client address regains (0: the default)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without tokens, everyone admin (loopback --listen only)")
 	f.BoolVar(&o.maintenance, "maintenance", true, "take part in maintenance leader election (retention, group expiry, compaction, job rescue)")
 	return cmd
@@ -80,6 +100,21 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	}
 	if o.maxConns < 0 {
 		return fmt.Errorf("--max-conns must not be negative, got %d", o.maxConns)
+	}
+	authBurst := o.authBurst
+	switch {
+	case authBurst < 0:
+		return fmt.Errorf("--auth-failure-burst must not be negative, got %d (0 disables the limit)", authBurst)
+	case authBurst == 0:
+		authBurst = -1 // httpapi: negative disables, zero is the default
+	}
+	if o.authRate < 0 || math.IsNaN(o.authRate) || math.IsInf(o.authRate, 0) {
+		return fmt.Errorf("--auth-failure-rate must be a positive number of attempts per second, got %v", o.authRate)
+	}
+	// TLS files are read before connecting, so a mistake fails at once.
+	tlsConfig, err := loadTLS(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return err
 	}
 	cfg, err := pgxpool.ParseConfig(g.resolveURL())
 	if err != nil {
@@ -112,6 +147,7 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	srv, err := httpapi.New(httpapi.Config{
 		Client: client, MaxBodyBytes: o.maxBodyBytes, MaxRecords: o.maxRecords, MaxWait: o.maxWait,
 		InsecureNoAuth: o.insecureNoAuth, TokenCacheTTL: o.tokenCacheTTL, ShutdownTimeout: o.shutdownTimeout, Logger: logger,
+		AuthFailureBurst: authBurst, AuthFailureRate: o.authRate,
 	})
 	if err != nil {
 		return err
@@ -125,7 +161,12 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	if o.insecureNoAuth {
 		auth = "INSECURE: no auth, every request is admin"
 	}
-	fmt.Fprintf(g.stdout, "pgmsg serving HTTP on http://%s (schema %s; %s); Ctrl-C to stop\n", addr, g.schema, auth)
+	proto, scheme := "HTTP", "http"
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+		proto, scheme = "HTTPS", "https"
+	}
+	fmt.Fprintf(g.stdout, "pgmsg serving %s on %s://%s (schema %s; %s); Ctrl-C to stop\n", proto, scheme, addr, g.schema, auth)
 	if o.ready != nil {
 		o.ready(addr)
 	}
@@ -145,4 +186,27 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	}
 	fmt.Fprintln(g.stdout, "pgmsg: server stopped")
 	return nil
+}
+
+// loadTLS returns the TLS configuration of --tls-cert and --tls-key, nil
+// if neither is set. TLS 1.2 is the minimum; Go's default cipher suites
+// (ECDHE with AEAD ciphers first) and curves apply. HTTP/2 is offered.
+func loadTLS(certFile, keyFile string) (*tls.Config, error) {
+	switch {
+	case certFile == "" && keyFile == "":
+		return nil, nil
+	case certFile == "":
+		return nil, fmt.Errorf("--tls-key needs --tls-cert (both or neither)")
+	case keyFile == "":
+		return nil, fmt.Errorf("--tls-cert needs --tls-key (both or neither)")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("cannot load --tls-cert %s and --tls-key %s: %w", certFile, keyFile, err)
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"h2", "http/1.1"},
+	}, nil
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"crypto/sha256"
 	"errors"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,32 +18,85 @@ type tokenKey struct{}
 var devToken = &pgmsg.Token{Name: "insecure-no-auth", Scopes: []string{pgmsg.ScopeAdmin}}
 
 // authenticate returns the request's token: 401 unauthorized without one,
-// 401 invalid_token for an unknown, revoked or expired one.
+// 401 invalid_token for an unknown, revoked or expired one, and 429
+// auth_rate_limited when the client's address has failed too often
+// (authLimiter), without asking the database. A token in the cache is
+// accepted even then: it needs no database round trip, and an attacker
+// who has it needs no guessing.
+//
+// No secret is compared byte by byte here or in the library: the secret's
+// SHA-256 is the key of the cache and of the database lookup (a unique
+// index), so timing depends on the hash of a guess, which the guesser
+// cannot steer towards the real one's. There is no negative cache: guesses
+// do not repeat, so it would only fill up, and the limiter already bounds
+// what failures cost.
 func (s *Server) authenticate(r *http.Request) (*pgmsg.Token, error) {
 	if s.cfg.InsecureNoAuth {
 		return devToken, nil
 	}
+	key := ""
+	if s.authFailures != nil {
+		key = clientKey(r)
+	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return nil, newAPIError(errUnauthorized, "missing bearer token: send Authorization: Bearer <token> (create one with `pgmsg token create`)")
+		return nil, s.authFailure(key, newAPIError(errUnauthorized, "missing bearer token: send Authorization: Bearer <token> (create one with `pgmsg token create`)"))
 	}
 	scheme, secret, ok := strings.Cut(h, " ")
 	secret = strings.TrimSpace(secret)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
-		return nil, newAPIError(errUnauthorized, "malformed Authorization header: use Authorization: Bearer <token>")
+		return nil, s.authFailure(key, newAPIError(errUnauthorized, "malformed Authorization header: use Authorization: Bearer <token>"))
 	}
 	if tok := s.tokens.get(secret); tok != nil {
 		return tok, nil
+	}
+	if err := s.authAttempt(key); err != nil {
+		return nil, err
+	}
+	if s.testHookVerify != nil {
+		s.testHookVerify()
 	}
 	tok, err := s.client.VerifyToken(r.Context(), secret)
 	if err != nil {
 		if errors.Is(err, pgmsg.ErrInvalidToken) {
 			return nil, newAPIError(errInvalidToken, "invalid token: unknown, revoked or expired")
 		}
+		s.authRefund(key)
 		return nil, err
 	}
+	s.authRefund(key)
 	s.tokens.put(secret, tok)
 	return tok, nil
+}
+
+// authAttempt takes a token of the client's failure bucket before an
+// attempt is checked, or returns 429 auth_rate_limited if it is empty.
+func (s *Server) authAttempt(key string) error {
+	if s.authFailures == nil {
+		return nil
+	}
+	if ok, wait := s.authFailures.take(key); !ok {
+		e := newAPIError(errAuthRateLimited, "too many failed authentications from %s: retry later with a valid token", key).(*apiError)
+		e.retryAfter = int(math.Ceil(wait.Seconds()))
+		return e
+	}
+	return nil
+}
+
+// authFailure counts a failure that needed no database (no or a malformed
+// header) and returns err, or 429 if the client is over its limit.
+func (s *Server) authFailure(key string, err error) error {
+	if lerr := s.authAttempt(key); lerr != nil {
+		return lerr
+	}
+	return err
+}
+
+// authRefund gives back the token authAttempt took, for a success.
+func (s *Server) authRefund(key string) {
+	if s.authFailures != nil {
+		s.authFailures.refund(key)
+	}
 }
 
 // authorize returns 403 forbidden unless the request's token allows kind on

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,6 +22,7 @@ var (
 	errLimitExceeded    = errors.New("limit exceeded")
 	errUnauthorized     = errors.New("unauthorized")
 	errInvalidToken     = errors.New("invalid token")
+	errAuthRateLimited  = errors.New("too many failed authentications")
 	errForbidden        = errors.New("forbidden")
 	errNotFound         = errors.New("not found")
 	errMethodNotAllowed = errors.New("method not allowed")
@@ -50,6 +52,9 @@ var errorStatus = []struct {
 	{errInvalidToken, http.StatusUnauthorized, "invalid_token"},
 	{pgmsg.ErrInvalidToken, http.StatusUnauthorized, "invalid_token"},
 	{errForbidden, http.StatusForbidden, "forbidden"},
+	// The client's address failed to authenticate too often
+	// (Config.AuthFailureBurst); answered without a database round trip.
+	{errAuthRateLimited, http.StatusTooManyRequests, "auth_rate_limited"},
 	// Routing.
 	{errNotFound, http.StatusNotFound, "not_found"},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
@@ -90,6 +95,8 @@ var errorStatus = []struct {
 type apiError struct {
 	kind error
 	msg  string
+	// retryAfter, if positive, is the Retry-After (seconds) of a 429.
+	retryAfter int
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -152,7 +159,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="pgmsg"`)
 	}
 	if status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
+		retry := 1
+		var ae *apiError
+		if errors.As(err, &ae) && ae.retryAfter > 0 {
+			retry = ae.retryAfter
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(retry))
 	}
 	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
 }

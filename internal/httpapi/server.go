@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sort"
@@ -29,6 +30,16 @@ const (
 	MaxWaitDefault         = 30 * time.Second
 	TokenCacheTTLDefault   = 2 * time.Second
 	ShutdownTimeoutDefault = 30 * time.Second
+	// AuthFailureBurstDefault failed authentications in a row from one
+	// address are answered 401; the next get 429 auth_rate_limited until
+	// the bucket refills at AuthFailureRateDefault per second. A client
+	// with a typo in its token sees ten 401s before any 429; a guesser
+	// costs the database at most one token lookup a second per address.
+	AuthFailureBurstDefault = 10
+	AuthFailureRateDefault  = 1.0
+	// AuthFailureClientsDefault caps the addresses the failure limiter
+	// tracks (about 150 bytes each).
+	AuthFailureClientsDefault = 10000
 	// ConsumeMaxRecordsDefault is max_records of a consume or claim that
 	// does not say.
 	ConsumeMaxRecordsDefault = 100
@@ -64,6 +75,22 @@ type Config struct {
 	// checked against the database again, so a revocation takes effect
 	// within it. Negative disables the cache. Default 2s.
 	TokenCacheTTL time.Duration
+	// AuthFailureBurst is how many failed authentications (no, malformed,
+	// unknown, revoked or expired token) one client address may make in a
+	// row; beyond it, requests from that address that are not
+	// authenticated by a cached token get 429 auth_rate_limited with
+	// Retry-After, without a database round trip, until its bucket
+	// refills. The address is the host of the connection's remote address
+	// (IPv6 by /64); X-Forwarded-For is not trusted, so behind a proxy all
+	// its clients share one bucket. Negative disables the limit.
+	// Default 10.
+	AuthFailureBurst int
+	// AuthFailureRate is how many failed authentications per second an
+	// address regains (the bucket's refill rate). Default 1.
+	AuthFailureRate float64
+	// AuthFailureClients caps the addresses the limiter tracks; the least
+	// recently used is forgotten first. Default 10000.
+	AuthFailureClients int
 	// ShutdownTimeout bounds how long Run waits for in-flight requests
 	// after its context ends. Default 30s.
 	ShutdownTimeout time.Duration
@@ -80,6 +107,8 @@ type Server struct {
 	routes  []Route
 	metrics *metrics
 	tokens  *tokenCache
+	// authFailures limits failed authentications; nil if disabled.
+	authFailures *authLimiter
 
 	// stopCtx ends when the server drains (Drain).
 	stopCtx context.Context
@@ -88,6 +117,9 @@ type Server struct {
 	// testHookWaiting, if set (by tests, before serving), is called each
 	// time a long poll starts to wait for a wake-up.
 	testHookWaiting func()
+	// testHookVerify, if set (by tests, before serving), is called before
+	// each token lookup in the database.
+	testHookVerify func()
 }
 
 // Route is one endpoint: what the OpenAPI document must describe.
@@ -123,6 +155,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.TokenCacheTTL == 0 {
 		cfg.TokenCacheTTL = TokenCacheTTLDefault
 	}
+	if cfg.AuthFailureBurst == 0 {
+		cfg.AuthFailureBurst = AuthFailureBurstDefault
+	}
+	if cfg.AuthFailureRate == 0 {
+		cfg.AuthFailureRate = AuthFailureRateDefault
+	}
+	if cfg.AuthFailureClients == 0 {
+		cfg.AuthFailureClients = AuthFailureClientsDefault
+	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = ShutdownTimeoutDefault
 	}
@@ -138,10 +179,17 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: Config.MaxWait must not be negative, got %s", cfg.MaxWait)
 	case cfg.PollInterval < 0:
 		return nil, fmt.Errorf("httpapi: Config.PollInterval must not be negative, got %s", cfg.PollInterval)
+	case cfg.AuthFailureRate < 0 || math.IsNaN(cfg.AuthFailureRate) || math.IsInf(cfg.AuthFailureRate, 0):
+		return nil, fmt.Errorf("httpapi: Config.AuthFailureRate must be a positive number, got %v", cfg.AuthFailureRate)
+	case cfg.AuthFailureClients < 0:
+		return nil, fmt.Errorf("httpapi: Config.AuthFailureClients must not be negative, got %d", cfg.AuthFailureClients)
 	}
 	s := &Server{
 		cfg: cfg, client: cfg.Client, logger: cfg.Logger, mux: http.NewServeMux(),
 		metrics: newMetrics(cfg.Client), tokens: newTokenCache(cfg.TokenCacheTTL),
+	}
+	if cfg.AuthFailureBurst > 0 {
+		s.authFailures = newAuthLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRate, cfg.AuthFailureClients)
 	}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
 	s.routes = s.routeTable()
