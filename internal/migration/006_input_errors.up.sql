@@ -1,4 +1,4 @@
--- 005: input errors raised inside pgmsg functions get pgmsg codes.
+-- 006: input errors raised inside pgmsg functions get pgmsg codes.
 --
 -- TestHostileSQLArguments found three functions that let PostgreSQL's own
 -- error escape for a bad argument: partition_for_key(key, 0) divided by zero

@@ -1,4 +1,4 @@
--- 006: job latency and outcomes for monitoring.
+-- 007: job latency and outcomes for monitoring.
 --
 -- queue_latency summarises the jobs each queue finished in the last
 -- p_window from the archive: how many completed and were cancelled, and
