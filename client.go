@@ -126,7 +126,9 @@ type topicMeta struct {
 }
 
 // BackpressureTimeoutDefault is how long publishes wait on a topic's
-// max_lag_records before failing, unless its backpressure_timeout_ms says.
+// max_lag_records or max_lag_bytes before failing, unless its
+// backpressure_timeout_ms says (and enqueues on a full queue, unless its
+// BackpressureTimeout says).
 const BackpressureTimeoutDefault = 5 * time.Second
 
 // NewClient returns a Client using pool. config may be nil for defaults.

@@ -51,10 +51,12 @@ var (
 	// ErrNotMember is returned when a member claims after leaving the group
 	// or after its session expired (PM013); it must heartbeat to rejoin.
 	ErrNotMember = errors.New("not a member of the group")
-	// ErrBackpressure is returned by publishes to a topic whose
-	// max_lag_records is exceeded by its slowest group (PM014), after
-	// waiting up to the topic's backpressure_timeout_ms (default 5000; 0
-	// fails at once) for the group to catch up. Nothing was written.
+	// ErrBackpressure is returned by publishes to a topic whose slowest
+	// group is too far behind (PM014): the publish would put a partition
+	// more than the topic's max_lag_records records, or max_lag_bytes bytes
+	// of keys and values, ahead of it. Publish and the Producer first retry
+	// for up to the topic's backpressure_timeout_ms (default 5000; 0 fails
+	// at once); PublishTx fails at once. Nothing was written.
 	ErrBackpressure = errors.New("backpressure")
 	// ErrClosed is returned by a Producer or Consumer used after Close.
 	ErrClosed = errors.New("closed")
@@ -148,9 +150,10 @@ func mapError(err error) error {
 
 // IsRetryable reports whether an operation that failed with err may succeed
 // if tried again unchanged: connection loss, serialization failures,
-// deadlocks and lock or statement timeouts. Input errors are never retryable.
+// deadlocks and lock or statement timeouts, and backpressure
+// (ErrBackpressure, ErrQueueFull). Input errors are never retryable.
 func IsRetryable(err error) bool {
-	if errors.Is(err, ErrBackpressure) {
+	if errors.Is(err, ErrBackpressure) || errors.Is(err, ErrQueueFull) {
 		return true
 	}
 	if err == nil || ErrorCode(err) != "" {

@@ -3,6 +3,7 @@ package pgmsg
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -159,13 +160,17 @@ type EnqueueResult struct {
 	RunAt     time.Time `json:"run_at"`
 }
 
-// Enqueue adds one job to queue. See EnqueueManyTx.
+// Enqueue adds one job to queue. See EnqueueMany.
 func (c *Client) Enqueue(ctx context.Context, queue string, params EnqueueParams, opts *EnqueueOpts) (*EnqueueResult, error) {
-	return c.EnqueueTx(ctx, c.pool, queue, params, opts)
+	res, err := c.EnqueueMany(ctx, queue, []EnqueueParams{params}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
 }
 
 // EnqueueTx is Enqueue on exec: inside a transaction the job exists iff the
-// transaction commits.
+// transaction commits. See EnqueueManyTx.
 func (c *Client) EnqueueTx(ctx context.Context, exec DBTX, queue string, params EnqueueParams, opts *EnqueueOpts) (*EnqueueResult, error) {
 	res, err := c.EnqueueManyTx(ctx, exec, queue, []EnqueueParams{params}, opts)
 	if err != nil {
@@ -174,9 +179,28 @@ func (c *Client) EnqueueTx(ctx context.Context, exec DBTX, queue string, params 
 	return res[0], nil
 }
 
-// EnqueueMany adds jobs to queue in one statement. See EnqueueManyTx.
+// EnqueueMany adds jobs to queue in one statement, as EnqueueManyTx does on
+// the client's pool, except that when the queue is full (ErrQueueFull) it
+// retries for up to the queue's BackpressureTimeout (default 5s) for
+// workers to make room.
 func (c *Client) EnqueueMany(ctx context.Context, queue string, params []EnqueueParams, opts *EnqueueOpts) ([]*EnqueueResult, error) {
-	return c.EnqueueManyTx(ctx, c.pool, queue, params, opts)
+	var res []*EnqueueResult
+	enqueue := func() (err error) {
+		res, err = c.EnqueueManyTx(ctx, c.pool, queue, params, opts)
+		return err
+	}
+	err := enqueue()
+	if errors.Is(err, ErrQueueFull) {
+		// Only a refused enqueue reads the queue's timeout.
+		us, qerr := c.queries.QueueBackpressureTimeout(ctx, c.db(c.pool), queue)
+		if qerr == nil {
+			err = retryWhile(ctx, ErrQueueFull, time.Duration(us)*time.Microsecond, err, enqueue)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // EnqueueManyTx adds jobs to queue in one statement on exec and returns one
@@ -184,6 +208,9 @@ func (c *Client) EnqueueMany(ctx context.Context, queue string, params []Enqueue
 // nothing: ErrEmptyBatch, ErrUnknownQueue (with DisableCreateQueue),
 // ErrPayloadTooLarge, ErrInvalidDelay, ErrInvalidMaxAttempts,
 // ErrInvalidArgument (priority out of range, RunAt and Delay both set).
+// A queue with a MaxDepth that the batch would exceed fails it at once with
+// ErrQueueFull: waiting inside the caller's transaction would hold its
+// locks, so it is the caller's to retry (IsRetryable reports true).
 // Idle workers of the queue are woken when the transaction commits.
 func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, params []EnqueueParams, opts *EnqueueOpts) ([]*EnqueueResult, error) {
 	if err := ValidateName("queue", queue); err != nil {

@@ -88,19 +88,27 @@ func (c *Client) withBackpressure(ctx context.Context, topic string, publish fun
 		return err
 	}
 	meta, merr := c.topicMeta(ctx, c.pool, topic, false)
-	if merr != nil || meta.backpressureWait <= 0 {
+	if merr != nil {
 		return err
 	}
-	deadline := time.Now().Add(meta.backpressureWait)
-	wait := 10 * time.Millisecond
-	for errors.Is(err, ErrBackpressure) && time.Now().Add(wait).Before(deadline) {
+	return retryWhile(ctx, ErrBackpressure, meta.backpressureWait, err, publish)
+}
+
+// retryWhile calls op again while err (its last result) matches sentinel,
+// backing off from 10 ms to 250 ms, for as long as the next attempt still
+// starts within wait of now. It is how publishes and enqueues wait out
+// backpressure; the consumer or worker making room is what ends the wait.
+func retryWhile(ctx context.Context, sentinel error, wait time.Duration, err error, op func() error) error {
+	deadline := time.Now().Add(wait)
+	pause := 10 * time.Millisecond
+	for errors.Is(err, sentinel) && time.Now().Add(pause).Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-time.After(pause):
 		}
-		wait = min(wait*2, 250*time.Millisecond)
-		err = publish()
+		pause = min(pause*2, 250*time.Millisecond)
+		err = op()
 	}
 	return err
 }

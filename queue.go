@@ -24,6 +24,17 @@ const (
 	// ArchivePruneBatchDefault is how many archived jobs one pruning
 	// statement deletes at most.
 	ArchivePruneBatchDefault = 1000
+	// QueueBackpressureTimeoutDefault is how long Enqueue waits for room in
+	// a full queue (QueueConfig.BackpressureTimeout left zero), as topics'
+	// BackpressureTimeoutDefault.
+	QueueBackpressureTimeoutDefault = BackpressureTimeoutDefault
+	// QueueMaxDepthNone in QueueConfig.MaxDepth removes a queue's depth
+	// limit on UpdateQueue (0 leaves it unchanged).
+	QueueMaxDepthNone = -1
+	// QueueBackpressureNoWait in QueueConfig.BackpressureTimeout makes a
+	// full queue refuse enqueues at once (0 means the default). A Queue read
+	// back reports it for a zero timeout.
+	QueueBackpressureNoWait time.Duration = -1
 )
 
 // QueueConfig is a queue's settings. Zero fields take their defaults (on
@@ -47,6 +58,18 @@ type QueueConfig struct {
 	ArchiveRetention time.Duration `json:"archive_retention,omitempty"`
 	// MaxPayloadBytes is the largest payload Enqueue accepts. Default 1 MiB.
 	MaxPayloadBytes int `json:"max_payload_bytes,omitempty"`
+	// MaxDepth is the most live jobs (waiting or running; dead jobs do not
+	// count) the queue holds: an enqueue that would exceed it fails with
+	// ErrQueueFull, after waiting up to BackpressureTimeout for room
+	// (Enqueue, EnqueueMany) or at once (EnqueueTx, EnqueueManyTx).
+	// Default 0: no limit. On UpdateQueue, QueueMaxDepthNone removes the
+	// limit. Queues with a limit pay a count bounded by it per enqueue
+	// (docs/operations.md).
+	MaxDepth int64 `json:"max_depth,omitempty"`
+	// BackpressureTimeout is how long Enqueue and EnqueueMany wait for a
+	// full queue to drain below MaxDepth before failing with ErrQueueFull.
+	// Default 5s; QueueBackpressureNoWait refuses at once.
+	BackpressureTimeout time.Duration `json:"backpressure_timeout,omitempty"`
 }
 
 // Queue is a queue and its settings (every field filled in).
@@ -108,15 +131,42 @@ func jobOptText(s string) pgtype.Text {
 }
 
 func queueFromRow(name string, maxAttempts int32, leaseUs, backoffUs, backoffMaxUs, retentionUs int64,
-	maxPayload int32, created pgtype.Timestamptz) *Queue {
-	return &Queue{Name: name, QueueConfig: QueueConfig{
-		MaxAttempts:      int(maxAttempts),
-		Lease:            time.Duration(leaseUs) * time.Microsecond,
-		RetryBackoff:     time.Duration(backoffUs) * time.Microsecond,
-		RetryBackoffMax:  time.Duration(backoffMaxUs) * time.Microsecond,
-		ArchiveRetention: time.Duration(retentionUs) * time.Microsecond,
-		MaxPayloadBytes:  int(maxPayload),
+	maxPayload int32, maxDepth, backpressureUs int64, created pgtype.Timestamptz) *Queue {
+	q := &Queue{Name: name, QueueConfig: QueueConfig{
+		MaxAttempts:         int(maxAttempts),
+		Lease:               time.Duration(leaseUs) * time.Microsecond,
+		RetryBackoff:        time.Duration(backoffUs) * time.Microsecond,
+		RetryBackoffMax:     time.Duration(backoffMaxUs) * time.Microsecond,
+		ArchiveRetention:    time.Duration(retentionUs) * time.Microsecond,
+		MaxPayloadBytes:     int(maxPayload),
+		MaxDepth:            maxDepth,
+		BackpressureTimeout: time.Duration(backpressureUs) * time.Microsecond,
 	}, CreatedAt: created.Time}
+	if q.BackpressureTimeout == 0 {
+		q.BackpressureTimeout = QueueBackpressureNoWait
+	}
+	return q
+}
+
+// depthParam is MaxDepth for queue_create and queue_update: NULL (default,
+// unchanged), 0 (no limit / remove it) or the limit.
+func (cfg QueueConfig) depthParam() pgtype.Int8 {
+	switch {
+	case cfg.MaxDepth == 0:
+		return pgtype.Int8{}
+	case cfg.MaxDepth < 0:
+		return pgtype.Int8{Int64: 0, Valid: true}
+	}
+	return pgtype.Int8{Int64: cfg.MaxDepth, Valid: true}
+}
+
+// backpressureParam is BackpressureTimeout for queue_create and
+// queue_update: NULL (default, unchanged), 0 (no wait) or the timeout.
+func (cfg QueueConfig) backpressureParam() pgtype.Interval {
+	if cfg.BackpressureTimeout == QueueBackpressureNoWait {
+		return jobInterval(0)
+	}
+	return jobOptInterval(cfg.BackpressureTimeout)
 }
 
 func (cfg QueueConfig) validate() error {
@@ -128,6 +178,12 @@ func (cfg QueueConfig) validate() error {
 	}
 	if cfg.Lease > 0 && cfg.Lease < time.Microsecond {
 		return newError(ErrInvalidArgument, "lease must be at least 1µs, got %s", cfg.Lease)
+	}
+	if cfg.MaxDepth < QueueMaxDepthNone {
+		return newError(ErrInvalidArgument, "max depth must be at least 1 (0: no limit or unchanged, QueueMaxDepthNone: remove), got %d", cfg.MaxDepth)
+	}
+	if b := cfg.BackpressureTimeout; b < QueueBackpressureNoWait || (b > 0 && b < time.Microsecond) {
+		return newError(ErrInvalidArgument, "backpressure timeout must be at least 1µs or QueueBackpressureNoWait, got %s", b)
 	}
 	return nil
 }
@@ -162,18 +218,19 @@ func (c *Client) createQueue(ctx context.Context, exec DBTX, name string, cfg Qu
 		Name: name, MaxAttempts: jobOptInt4(cfg.MaxAttempts), Lease: jobOptInterval(cfg.Lease),
 		RetryBackoff: jobOptInterval(cfg.RetryBackoff), RetryBackoffMax: jobOptInterval(cfg.RetryBackoffMax),
 		ArchiveRetention: jobOptInterval(cfg.ArchiveRetention), MaxPayloadBytes: jobOptInt4(cfg.MaxPayloadBytes),
-		IfNotExists: ifNotExists,
+		IfNotExists: ifNotExists, MaxDepth: cfg.depthParam(), BackpressureTimeout: cfg.backpressureParam(),
 	})
 	if err != nil {
 		return nil, mapError(err)
 	}
 	return queueFromRow(row.Name, row.MaxAttempts, row.LeaseUs, row.RetryBackoffUs, row.RetryBackoffMaxUs,
-		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.CreatedAt), nil
+		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.MaxDepth, row.BackpressureTimeoutUs, row.CreatedAt), nil
 }
 
 // UpdateQueue changes the non-zero settings of cfg. Jobs already enqueued
-// keep their max attempts; the other settings apply at once. It fails with
-// ErrUnknownQueue.
+// keep their max attempts; the other settings apply at once (a MaxDepth
+// below the current depth removes no job: enqueues fail until the queue
+// drains). It fails with ErrUnknownQueue.
 func (c *Client) UpdateQueue(ctx context.Context, name string, cfg QueueConfig) (*Queue, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -182,12 +239,13 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, cfg QueueConfig) 
 		Name: name, MaxAttempts: jobOptInt4(cfg.MaxAttempts), Lease: jobOptInterval(cfg.Lease),
 		RetryBackoff: jobOptInterval(cfg.RetryBackoff), RetryBackoffMax: jobOptInterval(cfg.RetryBackoffMax),
 		ArchiveRetention: jobOptInterval(cfg.ArchiveRetention), MaxPayloadBytes: jobOptInt4(cfg.MaxPayloadBytes),
+		MaxDepth: cfg.depthParam(), BackpressureTimeout: cfg.backpressureParam(),
 	})
 	if err != nil {
 		return nil, mapError(err)
 	}
 	return queueFromRow(row.Name, row.MaxAttempts, row.LeaseUs, row.RetryBackoffUs, row.RetryBackoffMaxUs,
-		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.CreatedAt), nil
+		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.MaxDepth, row.BackpressureTimeoutUs, row.CreatedAt), nil
 }
 
 // ListQueues returns every queue, by name.
@@ -199,7 +257,7 @@ func (c *Client) ListQueues(ctx context.Context) ([]*Queue, error) {
 	out := make([]*Queue, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, queueFromRow(r.Name, r.MaxAttempts, r.LeaseUs, r.RetryBackoffUs, r.RetryBackoffMaxUs,
-			r.ArchiveRetentionUs, r.MaxPayloadBytes, r.CreatedAt))
+			r.ArchiveRetentionUs, r.MaxPayloadBytes, r.MaxDepth, r.BackpressureTimeoutUs, r.CreatedAt))
 	}
 	return out, nil
 }

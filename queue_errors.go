@@ -32,6 +32,12 @@ var (
 	// ErrQueueNotEmpty is returned by DeleteQueue when the queue still has
 	// live jobs and force was not given (PM108).
 	ErrQueueNotEmpty = errors.New("queue not empty")
+	// ErrQueueFull is returned by enqueues that would put more live jobs
+	// (waiting or running) in a queue than its MaxDepth (PM109). Enqueue
+	// and EnqueueMany first retry for up to the queue's
+	// BackpressureTimeout (default 5s); EnqueueTx and EnqueueManyTx fail at
+	// once. Nothing of the batch was written. IsRetryable reports true.
+	ErrQueueFull = errors.New("queue full")
 )
 
 func init() {
@@ -43,4 +49,5 @@ func init() {
 	registerCode("PM106", ErrJobNotHeld)
 	registerCode("PM107", ErrUnknownJob)
 	registerCode("PM108", ErrQueueNotEmpty)
+	registerCode("PM109", ErrQueueFull)
 }

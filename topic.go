@@ -200,7 +200,9 @@ func (c *Client) AddPartitions(ctx context.Context, name string, partitions int)
 // segment_records, max_record_bytes, retention_ms, retention_bytes,
 // retention_records, hard_limit_ms, hard_limit_bytes, hard_limit_records,
 // group_ttl_ms, cleanup_policy ("delete", "compact"), delete_retention_ms,
-// max_lag_records, backpressure_timeout_ms (docs/operations.md).
+// max_lag_records, max_lag_bytes, backpressure_timeout_ms
+// (docs/operations.md). The backpressure settings are checked here: an
+// invalid value fails with ErrInvalidArgument.
 func (c *Client) SetTopicSettings(ctx context.Context, name string, settings map[string]any) (*Topic, error) {
 	raw, err := json.Marshal(settings)
 	if err != nil {

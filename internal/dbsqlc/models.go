@@ -89,25 +89,28 @@ type PgmsgMaintenanceEvent struct {
 }
 
 type PgmsgQueue struct {
-	QueueID          int32
-	Name             string
-	MaxAttempts      int32
-	Lease            pgtype.Interval
-	RetryBackoff     pgtype.Interval
-	RetryBackoffMax  pgtype.Interval
-	ArchiveRetention pgtype.Interval
-	MaxPayloadBytes  int32
-	CreatedAt        pgtype.Timestamptz
+	QueueID             int32
+	Name                string
+	MaxAttempts         int32
+	Lease               pgtype.Interval
+	RetryBackoff        pgtype.Interval
+	RetryBackoffMax     pgtype.Interval
+	ArchiveRetention    pgtype.Interval
+	MaxPayloadBytes     int32
+	CreatedAt           pgtype.Timestamptz
+	MaxDepth            pgtype.Int8
+	BackpressureTimeout pgtype.Interval
 }
 
 type PgmsgRecord struct {
-	TopicID   int32
-	Partition int32
-	Offset    int64
-	Timestamp pgtype.Timestamptz
-	Key       []byte
-	Value     []byte
-	Headers   []byte
+	TopicID      int32
+	Partition    int32
+	Offset       int64
+	Timestamp    pgtype.Timestamptz
+	Key          []byte
+	Value        []byte
+	Headers      []byte
+	BytePosition pgtype.Int8
 }
 
 type PgmsgSegment struct {
@@ -148,4 +151,5 @@ type PgmsgTopicPartition struct {
 	StartOffset int64
 	SegmentEnd  int64
 	CompactedTo int64
+	NextByte    int64
 }

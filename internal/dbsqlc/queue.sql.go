@@ -518,6 +518,20 @@ func (q *Queries) JobSnooze(ctx context.Context, db DBTX, arg JobSnoozeParams) (
 	return run_at, err
 }
 
+const queueBackpressureTimeout = `-- name: QueueBackpressureTimeout :one
+SELECT (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us
+FROM pgmsg.queue WHERE name = $1::text
+`
+
+// How long Enqueue waits on a full queue; read only once an enqueue was
+// refused (a unique-index read).
+func (q *Queries) QueueBackpressureTimeout(ctx context.Context, db DBTX, name string) (int64, error) {
+	row := db.QueryRow(ctx, queueBackpressureTimeout, name)
+	var backpressure_timeout_us int64
+	err := row.Scan(&backpressure_timeout_us)
+	return backpressure_timeout_us, err
+}
+
 const queueCreate = `-- name: QueueCreate :one
 
 SELECT name::text, max_attempts::integer,
@@ -525,33 +539,40 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM retry_backoff) * 1000000)::bigint AS retry_backoff_us,
        (extract(epoch FROM retry_backoff_max) * 1000000)::bigint AS retry_backoff_max_us,
        (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
-       max_payload_bytes::integer, created_at::timestamptz
+       max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
+       (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
+       created_at::timestamptz
 FROM pgmsg.queue_create($1::text, $2::integer, $3::interval,
                         $4::interval, $5::interval,
                         $6::interval, $7::integer,
-                        $8::boolean)
+                        $8::boolean, $9::bigint,
+                        $10::interval)
 `
 
 type QueueCreateParams struct {
-	Name             string
-	MaxAttempts      pgtype.Int4
-	Lease            pgtype.Interval
-	RetryBackoff     pgtype.Interval
-	RetryBackoffMax  pgtype.Interval
-	ArchiveRetention pgtype.Interval
-	MaxPayloadBytes  pgtype.Int4
-	IfNotExists      bool
+	Name                string
+	MaxAttempts         pgtype.Int4
+	Lease               pgtype.Interval
+	RetryBackoff        pgtype.Interval
+	RetryBackoffMax     pgtype.Interval
+	ArchiveRetention    pgtype.Interval
+	MaxPayloadBytes     pgtype.Int4
+	IfNotExists         bool
+	MaxDepth            pgtype.Int8
+	BackpressureTimeout pgtype.Interval
 }
 
 type QueueCreateRow struct {
-	Name               string
-	MaxAttempts        int32
-	LeaseUs            int64
-	RetryBackoffUs     int64
-	RetryBackoffMaxUs  int64
-	ArchiveRetentionUs int64
-	MaxPayloadBytes    int32
-	CreatedAt          pgtype.Timestamptz
+	Name                  string
+	MaxAttempts           int32
+	LeaseUs               int64
+	RetryBackoffUs        int64
+	RetryBackoffMaxUs     int64
+	ArchiveRetentionUs    int64
+	MaxPayloadBytes       int32
+	MaxDepth              int64
+	BackpressureTimeoutUs int64
+	CreatedAt             pgtype.Timestamptz
 }
 
 // Queue queries: each calls one SQL function of docs/sql-api.md (Job queue).
@@ -566,6 +587,8 @@ func (q *Queries) QueueCreate(ctx context.Context, db DBTX, arg QueueCreateParam
 		arg.ArchiveRetention,
 		arg.MaxPayloadBytes,
 		arg.IfNotExists,
+		arg.MaxDepth,
+		arg.BackpressureTimeout,
 	)
 	var i QueueCreateRow
 	err := row.Scan(
@@ -576,6 +599,8 @@ func (q *Queries) QueueCreate(ctx context.Context, db DBTX, arg QueueCreateParam
 		&i.RetryBackoffMaxUs,
 		&i.ArchiveRetentionUs,
 		&i.MaxPayloadBytes,
+		&i.MaxDepth,
+		&i.BackpressureTimeoutUs,
 		&i.CreatedAt,
 	)
 	return &i, err
@@ -651,19 +676,23 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM retry_backoff) * 1000000)::bigint AS retry_backoff_us,
        (extract(epoch FROM retry_backoff_max) * 1000000)::bigint AS retry_backoff_max_us,
        (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
-       max_payload_bytes::integer, created_at::timestamptz
+       max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
+       (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
+       created_at::timestamptz
 FROM pgmsg.queue_list()
 `
 
 type QueueListRow struct {
-	Name               string
-	MaxAttempts        int32
-	LeaseUs            int64
-	RetryBackoffUs     int64
-	RetryBackoffMaxUs  int64
-	ArchiveRetentionUs int64
-	MaxPayloadBytes    int32
-	CreatedAt          pgtype.Timestamptz
+	Name                  string
+	MaxAttempts           int32
+	LeaseUs               int64
+	RetryBackoffUs        int64
+	RetryBackoffMaxUs     int64
+	ArchiveRetentionUs    int64
+	MaxPayloadBytes       int32
+	MaxDepth              int64
+	BackpressureTimeoutUs int64
+	CreatedAt             pgtype.Timestamptz
 }
 
 func (q *Queries) QueueList(ctx context.Context, db DBTX) ([]*QueueListRow, error) {
@@ -683,6 +712,8 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX) ([]*QueueListRow, erro
 			&i.RetryBackoffMaxUs,
 			&i.ArchiveRetentionUs,
 			&i.MaxPayloadBytes,
+			&i.MaxDepth,
+			&i.BackpressureTimeoutUs,
 			&i.CreatedAt,
 		); err != nil {
 			return nil, err
@@ -749,31 +780,38 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM retry_backoff) * 1000000)::bigint AS retry_backoff_us,
        (extract(epoch FROM retry_backoff_max) * 1000000)::bigint AS retry_backoff_max_us,
        (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
-       max_payload_bytes::integer, created_at::timestamptz
+       max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
+       (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
+       created_at::timestamptz
 FROM pgmsg.queue_update($1::text, $2::integer, $3::interval,
                         $4::interval, $5::interval,
-                        $6::interval, $7::integer)
+                        $6::interval, $7::integer,
+                        $8::bigint, $9::interval)
 `
 
 type QueueUpdateParams struct {
-	Name             string
-	MaxAttempts      pgtype.Int4
-	Lease            pgtype.Interval
-	RetryBackoff     pgtype.Interval
-	RetryBackoffMax  pgtype.Interval
-	ArchiveRetention pgtype.Interval
-	MaxPayloadBytes  pgtype.Int4
+	Name                string
+	MaxAttempts         pgtype.Int4
+	Lease               pgtype.Interval
+	RetryBackoff        pgtype.Interval
+	RetryBackoffMax     pgtype.Interval
+	ArchiveRetention    pgtype.Interval
+	MaxPayloadBytes     pgtype.Int4
+	MaxDepth            pgtype.Int8
+	BackpressureTimeout pgtype.Interval
 }
 
 type QueueUpdateRow struct {
-	Name               string
-	MaxAttempts        int32
-	LeaseUs            int64
-	RetryBackoffUs     int64
-	RetryBackoffMaxUs  int64
-	ArchiveRetentionUs int64
-	MaxPayloadBytes    int32
-	CreatedAt          pgtype.Timestamptz
+	Name                  string
+	MaxAttempts           int32
+	LeaseUs               int64
+	RetryBackoffUs        int64
+	RetryBackoffMaxUs     int64
+	ArchiveRetentionUs    int64
+	MaxPayloadBytes       int32
+	MaxDepth              int64
+	BackpressureTimeoutUs int64
+	CreatedAt             pgtype.Timestamptz
 }
 
 func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParams) (*QueueUpdateRow, error) {
@@ -785,6 +823,8 @@ func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParam
 		arg.RetryBackoffMax,
 		arg.ArchiveRetention,
 		arg.MaxPayloadBytes,
+		arg.MaxDepth,
+		arg.BackpressureTimeout,
 	)
 	var i QueueUpdateRow
 	err := row.Scan(
@@ -795,6 +835,8 @@ func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParam
 		&i.RetryBackoffMaxUs,
 		&i.ArchiveRetentionUs,
 		&i.MaxPayloadBytes,
+		&i.MaxDepth,
+		&i.BackpressureTimeoutUs,
 		&i.CreatedAt,
 	)
 	return &i, err

@@ -82,8 +82,11 @@ var errorStatus = []struct {
 	{pgmsg.ErrPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},
 	{pgmsg.ErrInvalidDelay, http.StatusBadRequest, "invalid_delay"},
 	{pgmsg.ErrInvalidMaxAttempts, http.StatusBadRequest, "invalid_max_attempts"},
-	// The topic's slowest group is too far behind (max_lag_records).
+	// The topic's slowest group is too far behind (max_lag_records,
+	// max_lag_bytes), or the queue holds max_depth jobs. writeError adds
+	// Retry-After to every 429.
 	{pgmsg.ErrBackpressure, http.StatusTooManyRequests, "backpressure"},
+	{pgmsg.ErrQueueFull, http.StatusTooManyRequests, "queue_full"},
 	// Availability.
 	{errShuttingDown, http.StatusServiceUnavailable, "shutting_down"},
 	{errUnavailable, http.StatusServiceUnavailable, "unavailable"},

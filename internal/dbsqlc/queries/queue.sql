@@ -7,11 +7,14 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM retry_backoff) * 1000000)::bigint AS retry_backoff_us,
        (extract(epoch FROM retry_backoff_max) * 1000000)::bigint AS retry_backoff_max_us,
        (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
-       max_payload_bytes::integer, created_at::timestamptz
+       max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
+       (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
+       created_at::timestamptz
 FROM pgmsg.queue_create(@name::text, sqlc.narg(max_attempts)::integer, sqlc.narg(lease)::interval,
                         sqlc.narg(retry_backoff)::interval, sqlc.narg(retry_backoff_max)::interval,
                         sqlc.narg(archive_retention)::interval, sqlc.narg(max_payload_bytes)::integer,
-                        @if_not_exists::boolean);
+                        @if_not_exists::boolean, sqlc.narg(max_depth)::bigint,
+                        sqlc.narg(backpressure_timeout)::interval);
 
 -- name: QueueUpdate :one
 SELECT name::text, max_attempts::integer,
@@ -19,10 +22,13 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM retry_backoff) * 1000000)::bigint AS retry_backoff_us,
        (extract(epoch FROM retry_backoff_max) * 1000000)::bigint AS retry_backoff_max_us,
        (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
-       max_payload_bytes::integer, created_at::timestamptz
+       max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
+       (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
+       created_at::timestamptz
 FROM pgmsg.queue_update(@name::text, sqlc.narg(max_attempts)::integer, sqlc.narg(lease)::interval,
                         sqlc.narg(retry_backoff)::interval, sqlc.narg(retry_backoff_max)::interval,
-                        sqlc.narg(archive_retention)::interval, sqlc.narg(max_payload_bytes)::integer);
+                        sqlc.narg(archive_retention)::interval, sqlc.narg(max_payload_bytes)::integer,
+                        sqlc.narg(max_depth)::bigint, sqlc.narg(backpressure_timeout)::interval);
 
 -- name: QueueList :many
 SELECT name::text, max_attempts::integer,
@@ -30,8 +36,16 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM retry_backoff) * 1000000)::bigint AS retry_backoff_us,
        (extract(epoch FROM retry_backoff_max) * 1000000)::bigint AS retry_backoff_max_us,
        (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
-       max_payload_bytes::integer, created_at::timestamptz
+       max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
+       (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
+       created_at::timestamptz
 FROM pgmsg.queue_list();
+
+-- name: QueueBackpressureTimeout :one
+-- How long Enqueue waits on a full queue; read only once an enqueue was
+-- refused (a unique-index read).
+SELECT (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us
+FROM pgmsg.queue WHERE name = @name::text;
 
 -- name: QueueDelete :exec
 SELECT pgmsg.queue_delete(@name::text, @force::boolean);
