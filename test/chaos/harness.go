@@ -516,17 +516,24 @@ func (h *Harness) injectFaults(ctx context.Context) {
 		}
 		kind := order[0]
 		order = order[1:]
-		h.inject(ctx, kind)
-		counts[kind]++
+		if h.inject(ctx, kind) {
+			counts[kind]++
+		}
 	}
 }
 
-func (h *Harness) inject(ctx context.Context, kind string) {
+// inject injects one fault of kind and reports whether it took effect. One
+// that did not (no process to pick, the lock holder lost a deadlock, the
+// server could not be stopped) is recorded as kind+"_failed" and does not
+// count towards FaultsPerKind.
+func (h *Harness) inject(ctx context.Context, kind string) bool {
 	start := time.Now()
 	detail := ""
+	ok := true
 	kill := func(roles ...string) {
 		s := h.pick(roles...)
 		if s == nil {
+			ok = false
 			return
 		}
 		detail = s.name()
@@ -541,6 +548,7 @@ func (h *Harness) inject(ctx context.Context, kind string) {
 	pause := func(roles ...string) {
 		s := h.pick(roles...)
 		if s == nil {
+			ok = false
 			return
 		}
 		d := max(h.o.Lease, sessionTimeout) + time.Second + time.Duration(rand.Int64N(int64(time.Second)))
@@ -575,9 +583,16 @@ func (h *Harness) inject(ctx context.Context, kind string) {
 		detail = fmt.Sprintf("%d connections stalled %s", h.proxy.Conns(), d)
 		h.proxy.Stall(d)
 	case FaultLockHold:
-		detail = h.holdLocks(ctx, h.o.Lease+time.Second)
+		detail, ok = h.holdLocks(ctx, h.o.Lease+time.Second)
+	}
+	if strings.HasPrefix(detail, "postmaster.pid unreadable") {
+		ok = false
+	}
+	if !ok {
+		kind += "_failed"
 	}
 	h.recordFault(kind, start, time.Now(), detail)
+	return ok
 }
 
 // restartServer stops PostgreSQL with sig and starts it again on the same
@@ -633,12 +648,12 @@ func postmasterPID(dataDir string) int {
 // holdLocks locks every partition counter, every group cursor and a batch
 // of waiting jobs for d: publishers, commits and job updates wait and run
 // into their lock_timeout or statement_timeout.
-func (h *Harness) holdLocks(ctx context.Context, d time.Duration) string {
+func (h *Harness) holdLocks(ctx context.Context, d time.Duration) (string, bool) {
 	ctx, cancel := context.WithTimeout(ctx, d+10*time.Second)
 	defer cancel()
 	tx, err := h.admin.Begin(ctx)
 	if err != nil {
-		return "begin: " + err.Error()
+		return "begin: " + err.Error(), false
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	var parts, cursors, jobs int
@@ -648,10 +663,12 @@ func (h *Harness) holdLocks(ctx context.Context, d time.Duration) string {
 		     c AS (SELECT 1 FROM pgmsg.job WHERE state <> 'dead' ORDER BY id LIMIT 200 FOR UPDATE SKIP LOCKED)
 		SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM b), (SELECT count(*) FROM c)`).Scan(&parts, &cursors, &jobs)
 	if err != nil {
-		return "lock: " + err.Error()
+		// Typically a deadlock with a publisher or a commit that PostgreSQL
+		// resolved by aborting the holder.
+		return "lock: " + err.Error(), false
 	}
 	time.Sleep(d)
-	return fmt.Sprintf("held %d partition counters, %d cursors, %d jobs for %s", parts, cursors, jobs, d)
+	return fmt.Sprintf("held %d partition counters, %d cursors, %d jobs for %s", parts, cursors, jobs, d), true
 }
 
 // holdXminRepeatedly holds the xmin horizon for XminHold at a time, with a
@@ -707,7 +724,7 @@ func (h *Harness) holdXmin(ctx context.Context, d time.Duration) bool {
 	end := time.Now()
 	detail := fmt.Sprintf("snapshot held %s", end.Sub(start).Round(time.Millisecond))
 	if !alive {
-		detail = fmt.Sprintf("snapshot taken; a server restart during the hold ended it (hold started %s before its end)", end.Sub(start).Round(time.Millisecond))
+		detail = fmt.Sprintf("snapshot taken; a server restart during the %s hold ended it early", end.Sub(start).Round(time.Millisecond))
 	}
 	h.recordFault(FaultXminHold, start, end, detail)
 	return true
