@@ -32,6 +32,18 @@ func TestGoldenTopics(t *testing.T) {
 	require.Equal(t, "audit", desc.Name)
 	require.Len(t, desc.PartitionInfo, 1)
 	s.fail("", "topic", "describe", "nope")
+	s.ok("", "topic", "config", "orders")
+	s.ok("", "topic", "config", "orders", "max_lag_bytes=1073741824", "backpressure_timeout_ms=2000", "cleanup_policy=compact")
+	s.ok("", "topic", "config", "orders", "cleanup_policy=")
+	s.fail("", "topic", "config", "orders", "max_lag_records=-5")
+	s.fail("", "topic", "config", "orders", "novalue")
+	s.fail("", "topic", "config", "nope", "max_lag_records=5")
+	var cfg struct {
+		Topic    string         `json:"topic"`
+		Settings map[string]any `json:"settings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "topic", "config", "orders", "-o", "json")), &cfg))
+	require.Equal(t, map[string]any{"max_lag_bytes": 1073741824.0, "backpressure_timeout_ms": 2000.0}, cfg.Settings)
 	s.ok("", "topic", "delete", "audit")
 	s.fail("", "topic", "delete", "audit")
 	var topics []pgmsg.Topic

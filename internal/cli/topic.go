@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -109,6 +112,65 @@ in offset order for every consumer group to read at its own pace.`,
 	})
 
 	cmd.AddCommand(&cobra.Command{
+		Use:   "config NAME [KEY=VALUE ...]",
+		Short: "Show or change a topic's settings (retention, compaction, backpressure)",
+		Long: `Without KEY=VALUE arguments, prints the topic's settings. Each KEY=VALUE sets
+a setting: VALUE is read as JSON when it parses (numbers, true/false, null),
+else as a string; KEY= (empty) or KEY=null removes the setting. Settings read
+by pgmsg: retention_ms, retention_bytes, retention_records, hard_limit_ms,
+hard_limit_bytes, hard_limit_records, group_ttl_ms, cleanup_policy,
+delete_retention_ms, max_lag_records, max_lag_bytes, backpressure_timeout_ms
+(docs/operations.md).`,
+		Example: `  pgmsg topic config orders
+  pgmsg topic config orders max_lag_bytes=1073741824 backpressure_timeout_ms=2000
+  pgmsg topic config orders retention_ms=604800000 max_lag_records=`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			settings, err := parseSettings(args[1:])
+			if err != nil {
+				return err
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			var t *pgmsg.Topic
+			if len(settings) == 0 {
+				d, err := c.DescribeTopic(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				t = &d.Topic
+			} else if t, err = c.SetTopicSettings(cmd.Context(), args[0], settings); err != nil {
+				return err
+			}
+			if js, err := g.jsonOutput(); err != nil || js {
+				if t.Settings == nil {
+					t.Settings = map[string]any{}
+				}
+				return g.orJSON(err, map[string]any{"topic": t.Name, "settings": t.Settings})
+			}
+			keys := make([]string, 0, len(t.Settings))
+			for k := range t.Settings {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			if len(keys) == 0 {
+				fmt.Fprintf(g.stdout, "topic %s has no settings\n", t.Name)
+				return nil
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "SETTING\tVALUE")
+			for _, k := range keys {
+				v, _ := json.Marshal(t.Settings[k])
+				fmt.Fprintf(w, "%s\t%s\n", k, v)
+			}
+			return w.Flush()
+		},
+	})
+
+	cmd.AddCommand(&cobra.Command{
 		Use:     "delete NAME",
 		Aliases: []string{"rm"},
 		Short:   "Delete a topic with its records and consumer groups",
@@ -147,4 +209,27 @@ func plural(n int, thing string) string {
 		return "1 " + thing
 	}
 	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// parseSettings reads KEY=VALUE arguments: VALUE as JSON when it parses,
+// else as a string; an empty VALUE removes the key (nil).
+func parseSettings(args []string) (map[string]any, error) {
+	out := map[string]any{}
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%w: setting %q: use KEY=VALUE (KEY= removes it)", pgmsg.ErrInvalidArgument, a)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("%w: setting %q given twice", pgmsg.ErrInvalidArgument, k)
+		}
+		var val any
+		if v != "" {
+			if err := json.Unmarshal([]byte(v), &val); err != nil {
+				val = v
+			}
+		}
+		out[k] = val
+	}
+	return out, nil
 }
