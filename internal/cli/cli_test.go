@@ -98,6 +98,35 @@ func TestGoldenPublishConsume(t *testing.T) {
 	s.check("publish_consume")
 }
 
+// Queue administration: create, show and change settings (the depth limit
+// trips and is removed), list, delete.
+func TestGoldenQueueAdmin(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	s.ok("", "queue", "list")
+	s.ok("", "queue", "create", "emails", "--max-attempts", "5", "--lease", "1m")
+	s.fail("", "queue", "create", "emails")
+	s.fail("", "queue", "create", "bad name!")
+	s.fail("", "queue", "create", "x", "--max-depth", "-3")
+	s.ok("", "queue", "config", "emails")
+	s.ok("", "queue", "config", "emails", "--max-depth", "2", "--backpressure-timeout", "0")
+	s.ok("", "queue", "enqueue", "emails", "one")
+	s.ok("", "queue", "enqueue", "emails", "two")
+	s.fail("", "queue", "enqueue", "emails", "three")
+	s.ok("", "queue", "config", "emails", "--max-depth", "0")
+	s.ok("", "queue", "enqueue", "emails", "three")
+	var q pgmsg.Queue
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "config", "emails", "-o", "json")), &q))
+	require.Equal(t, 5, q.MaxAttempts)
+	require.Equal(t, time.Minute, q.Lease)
+	require.Zero(t, q.MaxDepth)
+	s.fail("", "queue", "config", "nope")
+	s.ok("", "queue", "list")
+	s.fail("", "queue", "delete", "emails")
+	s.ok("", "queue", "delete", "emails", "--force")
+	s.check("queue_admin")
+}
+
 func TestGoldenQueue(t *testing.T) {
 	t.Parallel()
 	s := newSession(t)

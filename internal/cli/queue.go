@@ -23,9 +23,10 @@ func newQueue(g *globals) *cobra.Command {
 		Short: "Enqueue jobs, work them, and inspect queues and their dead-letter jobs",
 		Long: `A queue hands each job to one worker; failed jobs retry with backoff and,
 out of attempts, go to the dead-letter state with their error history.
-Queues are created by their first enqueue.`,
+Queues are created by their first enqueue, or with queue create.`,
 	}
-	cmd.AddCommand(newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g))
+	cmd.AddCommand(newQueueCreate(g), newQueueConfig(g), newQueueList(g), newQueueDelete(g),
+		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g))
 	return cmd
 }
 

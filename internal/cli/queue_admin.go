@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// queueConfigFlags binds a QueueConfig's settings to flags. apply fills
+// cfg from the flags the user set: on update, --max-depth 0 removes the
+// limit and --backpressure-timeout 0 refuses at once (the zero values of
+// QueueConfig mean "unchanged" / "default").
+func queueConfigFlags(fs *pflag.FlagSet, cfg *pgmsg.QueueConfig) (apply func()) {
+	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 0, "attempts a job gets before it is dead (default 25)")
+	fs.DurationVar(&cfg.Lease, "lease", 0, "visibility timeout of a claimed job (default 30s)")
+	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", 0, "wait before the first retry, doubling each time (default 1s)")
+	fs.DurationVar(&cfg.RetryBackoffMax, "retry-backoff-max", 0, "longest wait between retries (default 1h)")
+	fs.DurationVar(&cfg.ArchiveRetention, "archive-retention", 0, "how long finished jobs stay in the archive (default 168h)")
+	fs.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", 0, "largest payload accepted (default 1 MiB)")
+	fs.Int64Var(&cfg.MaxDepth, "max-depth", 0, "most jobs waiting or running; enqueues beyond it fail with queue_full (0: no limit)")
+	fs.DurationVar(&cfg.BackpressureTimeout, "backpressure-timeout", 0, "how long an enqueue waits for room under --max-depth (default 5s; 0 with the flag given: refuse at once)")
+	return func() {
+		if fs.Changed("max-depth") && cfg.MaxDepth == 0 {
+			cfg.MaxDepth = pgmsg.QueueMaxDepthNone
+		}
+		if fs.Changed("backpressure-timeout") && cfg.BackpressureTimeout == 0 {
+			cfg.BackpressureTimeout = pgmsg.QueueBackpressureNoWait
+		}
+	}
+}
+
+func newQueueCreate(g *globals) *cobra.Command {
+	var cfg pgmsg.QueueConfig
+	cmd := &cobra.Command{
+		Use:   "create QUEUE",
+		Short: "Create a queue with its settings (queues are also created by their first enqueue)",
+		Example: `  pgmsg queue create emails --max-attempts 5 --lease 1m
+  pgmsg queue create reports --max-depth 10000 --backpressure-timeout 2s`,
+		Args: cobra.ExactArgs(1),
+	}
+	apply := queueConfigFlags(cmd.Flags(), &cfg)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		apply()
+		if cfg.MaxDepth == pgmsg.QueueMaxDepthNone {
+			cfg.MaxDepth = 0 // no limit is the default of a new queue
+		}
+		c, done, err := g.client(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer done()
+		q, err := c.CreateQueue(cmd.Context(), args[0], cfg)
+		return g.printQueues(err, []*pgmsg.Queue{q}, fmt.Sprintf("created queue %q\n", args[0]))
+	}
+	return cmd
+}
+
+func newQueueConfig(g *globals) *cobra.Command {
+	var cfg pgmsg.QueueConfig
+	cmd := &cobra.Command{
+		Use:   "config QUEUE",
+		Short: "Show a queue's settings, or change those given as flags",
+		Example: `  pgmsg queue config emails
+  pgmsg queue config emails --max-depth 50000 --backpressure-timeout 0
+  pgmsg queue config emails --max-depth 0      # remove the limit`,
+		Args: cobra.ExactArgs(1),
+	}
+	apply := queueConfigFlags(cmd.Flags(), &cfg)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		apply()
+		c, done, err := g.client(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer done()
+		if cmd.Flags().NFlag() > 0 && (cfg != pgmsg.QueueConfig{}) {
+			q, err := c.UpdateQueue(cmd.Context(), args[0], cfg)
+			return g.printQueues(err, []*pgmsg.Queue{q}, "")
+		}
+		qs, err := c.ListQueues(cmd.Context())
+		if err != nil {
+			return err
+		}
+		for _, q := range qs {
+			if q.Name == args[0] {
+				return g.printQueues(nil, []*pgmsg.Queue{q}, "")
+			}
+		}
+		_, err = c.QueueStats(cmd.Context(), args[0]) // the API's own unknown-queue error
+		if err == nil {
+			err = fmt.Errorf("%w: queue %q was deleted meanwhile", pgmsg.ErrUnknownQueue, args[0])
+		}
+		return err
+	}
+	return cmd
+}
+
+func newQueueList(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List queues with their settings",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			qs, err := c.ListQueues(cmd.Context())
+			if qs == nil {
+				qs = []*pgmsg.Queue{}
+			}
+			return g.printQueues(err, qs, "")
+		},
+	}
+}
+
+func newQueueDelete(g *globals) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:     "delete QUEUE",
+		Aliases: []string{"rm"},
+		Short:   "Delete a queue and its archive (--force: with its live and dead jobs)",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := c.DeleteQueue(cmd.Context(), args[0], force); err != nil {
+				return err
+			}
+			if js, err := g.jsonOutput(); err != nil || js {
+				return g.orJSON(err, map[string]any{"deleted": args[0]})
+			}
+			fmt.Fprintf(g.stdout, "deleted queue %q\n", args[0])
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "also delete the queue's waiting, running and dead jobs")
+	return cmd
+}
+
+// printQueues prints queues as JSON or a table, after an optional header
+// line; err, if set, is returned instead.
+func (g *globals) printQueues(err error, qs []*pgmsg.Queue, header string) error {
+	if err != nil {
+		return err
+	}
+	if js, err := g.jsonOutput(); err != nil || js {
+		if len(qs) == 1 && header == "" && qs[0] != nil {
+			return g.orJSON(err, qs[0])
+		}
+		return g.orJSON(err, qs)
+	}
+	io.WriteString(g.stdout, header)
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tRETRY BACKOFF\tBACKOFF MAX\tARCHIVE\tMAX PAYLOAD\tMAX DEPTH\tBACKPRESSURE WAIT")
+	for _, q := range qs {
+		depth := "none"
+		if q.MaxDepth > 0 {
+			depth = fmt.Sprint(q.MaxDepth)
+		}
+		wait := q.BackpressureTimeout.String()
+		if q.BackpressureTimeout < 0 {
+			wait = "none (refuse)"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", q.Name, q.MaxAttempts, q.Lease, q.RetryBackoff,
+			q.RetryBackoffMax, q.ArchiveRetention.Round(time.Hour), q.MaxPayloadBytes, depth, wait)
+	}
+	if len(qs) == 0 {
+		fmt.Fprintln(w, "(no queues)")
+	}
+	return w.Flush()
+}
