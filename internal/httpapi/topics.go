@@ -11,6 +11,7 @@ func (s *Server) topicRoutes() []Route {
 		{Method: http.MethodGet, Pattern: "/v1/topics", Scope: pgmsg.ScopeAdmin, handler: s.listTopics},
 		{Method: http.MethodPost, Pattern: "/v1/topics", Scope: pgmsg.ScopeAdmin, handler: s.createTopic},
 		{Method: http.MethodGet, Pattern: "/v1/topics/{topic}", Scope: pgmsg.ScopeAdmin, handler: s.describeTopic},
+		{Method: http.MethodPatch, Pattern: "/v1/topics/{topic}", Scope: pgmsg.ScopeAdmin, handler: s.configureTopic},
 		{Method: http.MethodDelete, Pattern: "/v1/topics/{topic}", Scope: pgmsg.ScopeAdmin, handler: s.deleteTopic},
 	}
 }
@@ -19,6 +20,12 @@ func (s *Server) topicRoutes() []Route {
 type CreateTopicRequest struct {
 	Name string `json:"name"`
 	pgmsg.TopicConfig
+}
+
+// ConfigureTopicRequest is the body of PATCH /v1/topics/{topic}: each key of
+// Settings is set to its value, a null removes it (Client.SetTopicSettings).
+type ConfigureTopicRequest struct {
+	Settings map[string]any `json:"settings"`
 }
 
 func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) error {
@@ -55,6 +62,25 @@ func (s *Server) describeTopic(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+func (s *Server) configureTopic(w http.ResponseWriter, r *http.Request) error {
+	if err := validNames("topic", r.PathValue("topic")); err != nil {
+		return err
+	}
+	var req ConfigureTopicRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if len(req.Settings) == 0 {
+		return newAPIError(errInvalidParameter, `give "settings": an object of settings to change (null removes one)`)
+	}
+	t, err := s.client.SetTopicSettings(r.Context(), r.PathValue("topic"), req.Settings)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
 	return nil
 }
 
