@@ -423,3 +423,51 @@ func TestConfigureTopic(t *testing.T) {
 	res.json(t, &desc)
 	require.Equal(t, map[string]any{"max_lag_records": 100.0}, desc.Settings, "a refused change wrote nothing")
 }
+
+// POST /v1/queues creates a queue with settings, PATCH /v1/queues/{queue}
+// changes them: the depth limit trips (429 queue_full) and is removed;
+// bad values change nothing.
+func TestQueueSettingsRoutes(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	res := tb.do(t, http.MethodPost, "/v1/queues", tb.admin, `{"name":"mail","max_attempts":3,"lease":"1m","max_depth":1,"backpressure_timeout":0}`)
+	require.Equal(t, http.StatusCreated, res.status, string(res.body))
+	var got map[string]any
+	res.json(t, &got)
+	require.Equal(t, "mail", got["name"])
+	require.Equal(t, 3.0, got["max_attempts"])
+	require.Equal(t, "1m0s", got["lease"])
+	require.Equal(t, 1.0, got["max_depth"])
+	require.Equal(t, "0s", got["backpressure_timeout"])
+	require.Equal(t, "queue_exists", tb.do(t, http.MethodPost, "/v1/queues", tb.admin, `{"name":"mail"}`).errorCode(t))
+	require.Equal(t, "invalid_parameter", tb.do(t, http.MethodPost, "/v1/queues", tb.admin, `{}`).errorCode(t))
+	require.Equal(t, "invalid_name", tb.do(t, http.MethodPost, "/v1/queues", tb.admin, `{"name":"bad name"}`).errorCode(t))
+
+	enqueue := func() response {
+		return tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, `{"queue":"mail","jobs":[{"payload":{"n":1}}]}`)
+	}
+	require.Equal(t, http.StatusOK, enqueue().status)
+	res = enqueue()
+	require.Equal(t, http.StatusTooManyRequests, res.status)
+	require.Equal(t, "queue_full", res.errorCode(t))
+
+	res = tb.do(t, http.MethodPatch, "/v1/queues/mail", tb.admin, `{"max_depth":0}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	got = nil
+	res.json(t, &got)
+	require.Equal(t, 0.0, got["max_depth"], "0 removes the limit")
+	require.Equal(t, 3.0, got["max_attempts"], "other settings unchanged")
+	require.Equal(t, http.StatusOK, enqueue().status)
+
+	require.Equal(t, "invalid_argument", tb.do(t, http.MethodPatch, "/v1/queues/mail", tb.admin, `{"max_depth":-5}`).errorCode(t))
+	require.Equal(t, "invalid_parameter", tb.do(t, http.MethodPatch, "/v1/queues/mail", tb.admin, `{}`).errorCode(t))
+	require.Equal(t, "invalid_parameter", tb.do(t, http.MethodPatch, "/v1/queues/mail", tb.admin, `{"name":"other","max_attempts":2}`).errorCode(t))
+	require.Equal(t, "malformed_json", tb.do(t, http.MethodPatch, "/v1/queues/mail", tb.admin, `{"lease":"soon"}`).errorCode(t))
+	require.Equal(t, "unknown_queue", tb.do(t, http.MethodPatch, "/v1/queues/nope", tb.admin, `{"max_attempts":2}`).errorCode(t))
+
+	qs, err := tb.client.ListQueues(tb.ctx)
+	require.NoError(t, err)
+	require.Len(t, qs, 1)
+	require.Equal(t, 3, qs[0].MaxAttempts, "refused changes wrote nothing")
+	require.Equal(t, time.Minute, qs[0].Lease)
+}

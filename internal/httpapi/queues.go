@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// QueueSettings are a queue's settings over HTTP: the body of POST
+// /v1/queues (with name) and PATCH /v1/queues/{queue}, and the answer of
+// both. Durations are strings such as "30s" or numbers of seconds. In a
+// request, an absent field keeps its value (or the default, on create); in
+// a PATCH, max_depth 0 removes the limit and backpressure_timeout 0 makes
+// enqueues to a full queue fail at once.
+type QueueSettings struct {
+	Name                string    `json:"name,omitempty"`
+	MaxAttempts         *int      `json:"max_attempts,omitempty"`
+	Lease               *Duration `json:"lease,omitempty"`
+	RetryBackoff        *Duration `json:"retry_backoff,omitempty"`
+	RetryBackoffMax     *Duration `json:"retry_backoff_max,omitempty"`
+	ArchiveRetention    *Duration `json:"archive_retention,omitempty"`
+	MaxPayloadBytes     *int      `json:"max_payload_bytes,omitempty"`
+	MaxDepth            *int64    `json:"max_depth,omitempty"`
+	BackpressureTimeout *Duration `json:"backpressure_timeout,omitempty"`
+	CreatedAt           time.Time `json:"created_at,omitzero"`
+}
+
+// config turns a request into the library's QueueConfig, whose zero
+// values mean "default" (create) or "unchanged" (update).
+func (q QueueSettings) config(update bool) pgmsg.QueueConfig {
+	var c pgmsg.QueueConfig
+	dur := func(d *Duration) time.Duration {
+		if d == nil {
+			return 0
+		}
+		return time.Duration(*d)
+	}
+	if q.MaxAttempts != nil {
+		c.MaxAttempts = *q.MaxAttempts
+	}
+	if q.MaxPayloadBytes != nil {
+		c.MaxPayloadBytes = *q.MaxPayloadBytes
+	}
+	c.Lease, c.RetryBackoff, c.RetryBackoffMax = dur(q.Lease), dur(q.RetryBackoff), dur(q.RetryBackoffMax)
+	c.ArchiveRetention = dur(q.ArchiveRetention)
+	if q.MaxDepth != nil {
+		c.MaxDepth = *q.MaxDepth
+		if c.MaxDepth == 0 && update {
+			c.MaxDepth = pgmsg.QueueMaxDepthNone
+		}
+	}
+	if q.BackpressureTimeout != nil {
+		c.BackpressureTimeout = time.Duration(*q.BackpressureTimeout)
+		if c.BackpressureTimeout == 0 {
+			c.BackpressureTimeout = pgmsg.QueueBackpressureNoWait
+		}
+	}
+	return c
+}
+
+// queueSettings is the answer for q: every setting filled in; max_depth 0
+// means no limit and backpressure_timeout "0s" refusing at once.
+func queueSettings(q *pgmsg.Queue) QueueSettings {
+	d := func(v time.Duration) *Duration { x := Duration(v); return &x }
+	depth := max(q.MaxDepth, 0)
+	maxAttempts, maxPayload := q.MaxAttempts, q.MaxPayloadBytes
+	return QueueSettings{Name: q.Name, MaxAttempts: &maxAttempts, Lease: d(q.Lease), RetryBackoff: d(q.RetryBackoff),
+		RetryBackoffMax: d(q.RetryBackoffMax), ArchiveRetention: d(q.ArchiveRetention), MaxPayloadBytes: &maxPayload,
+		MaxDepth: &depth, BackpressureTimeout: d(max(q.BackpressureTimeout, 0)), CreatedAt: q.CreatedAt}
+}
+
+func (s *Server) createQueue(w http.ResponseWriter, r *http.Request) error {
+	var req QueueSettings
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Name == "" {
+		return newAPIError(errInvalidParameter, "field \"name\" is required")
+	}
+	q, err := s.client.CreateQueue(r.Context(), req.Name, req.config(false))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, queueSettings(q))
+	return nil
+}
+
+func (s *Server) configureQueue(w http.ResponseWriter, r *http.Request) error {
+	if err := validNames("queue", r.PathValue("queue")); err != nil {
+		return err
+	}
+	var req QueueSettings
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Name != "" && req.Name != r.PathValue("queue") {
+		return newAPIError(errInvalidParameter, "field \"name\" cannot rename a queue")
+	}
+	cfg := req.config(true)
+	if cfg == (pgmsg.QueueConfig{}) {
+		return newAPIError(errInvalidParameter, "give at least one setting to change")
+	}
+	q, err := s.client.UpdateQueue(r.Context(), r.PathValue("queue"), cfg)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, queueSettings(q))
+	return nil
+}
