@@ -2,7 +2,6 @@ package pgmsg
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -86,9 +85,7 @@ func (c *Client) QueueLatency(ctx context.Context, window time.Duration) ([]Queu
 	if window == 0 {
 		window = QueueLatencyWindowDefault
 	}
-	if window < 0 || window > 24*time.Hour {
-		return nil, fmt.Errorf("%w: QueueLatency window must be in (0, 24h], got %s", ErrInvalidArgument, window)
-	}
+	// queue_latency checks the window (PM004, ErrInvalidArgument).
 	rows, err := c.queries.QueueLatency(ctx, c.db(c.pool), jobInterval(window))
 	if err != nil {
 		return nil, mapError(err)

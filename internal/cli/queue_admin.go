@@ -79,7 +79,7 @@ func newQueueConfig(g *globals) *cobra.Command {
 			return err
 		}
 		defer done()
-		if cmd.Flags().NFlag() > 0 && (cfg != pgmsg.QueueConfig{}) {
+		if cfg != (pgmsg.QueueConfig{}) {
 			q, err := c.UpdateQueue(cmd.Context(), args[0], cfg)
 			return g.printQueues(err, []*pgmsg.Queue{q}, "")
 		}

@@ -571,11 +571,11 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 	case FaultPauseWorker:
 		pause("worker")
 	case FaultPGKill:
-		detail = h.restartServer(ctx, syscall.SIGKILL)
+		detail, ok = h.restartServer(ctx, syscall.SIGKILL)
 	case FaultPGImmediate:
-		detail = h.restartServer(ctx, syscall.SIGQUIT)
+		detail, ok = h.restartServer(ctx, syscall.SIGQUIT)
 	case FaultPGFast:
-		detail = h.restartServer(ctx, syscall.SIGINT)
+		detail, ok = h.restartServer(ctx, syscall.SIGINT)
 	case FaultProxyCut:
 		detail = fmt.Sprintf("%d connections cut", h.proxy.Cut())
 	case FaultProxyStall:
@@ -584,9 +584,6 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 		h.proxy.Stall(d)
 	case FaultLockHold:
 		detail, ok = h.holdLocks(ctx, h.o.Lease+time.Second)
-	}
-	if strings.HasPrefix(detail, "postmaster.pid unreadable") {
-		ok = false
 	}
 	if !ok {
 		kind += "_failed"
@@ -600,13 +597,13 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 // (postmaster and every backend die at once: a crash); SIGQUIT to the
 // postmaster is what `pg_ctl stop -m immediate` sends (no checkpoint,
 // crash recovery on start); SIGINT is a fast shutdown.
-func (h *Harness) restartServer(ctx context.Context, sig syscall.Signal) string {
+func (h *Harness) restartServer(ctx context.Context, sig syscall.Signal) (string, bool) {
 	h.pgMu.Lock()
 	defer h.pgMu.Unlock()
 	pid := postmasterPID(h.cluster.DataDir)
 	switch {
 	case pid <= 0:
-		return "postmaster.pid unreadable"
+		return "postmaster.pid unreadable", false
 	case sig == syscall.SIGKILL:
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	default:
@@ -629,11 +626,11 @@ func (h *Harness) restartServer(ctx context.Context, sig syscall.Signal) string 
 			h.mu.Lock()
 			h.unplanned = append(h.unplanned, "postgres restart failed: "+err.Error())
 			h.mu.Unlock()
-			return "restart failed"
+			return "restart failed", false
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	return fmt.Sprintf("postmaster %d %s; back up after %s", pid, sig, time.Since(down).Round(time.Millisecond))
+	return fmt.Sprintf("postmaster %d %s; back up after %s", pid, sig, time.Since(down).Round(time.Millisecond)), true
 }
 
 func postmasterPID(dataDir string) int {
@@ -675,22 +672,20 @@ func (h *Harness) holdLocks(ctx context.Context, d time.Duration) (string, bool)
 // gap of 0.5-1.5 s between holds, until done is closed; a hold that is
 // still running then is ended and counted.
 func (h *Harness) holdXminRepeatedly(ctx context.Context, done <-chan struct{}) {
-	for {
-		hctx, cancel := context.WithCancel(ctx)
-		go func() {
-			select {
-			case <-done:
-			case <-hctx.Done():
-			}
-			cancel()
-		}()
-		if h.holdXmin(hctx, h.o.XminHold) {
-			h.xminHolds.Add(1)
-		}
-		cancel()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
 		select {
 		case <-done:
-			return
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		if h.holdXmin(ctx, h.o.XminHold) {
+			h.xminHolds.Add(1)
+		}
+		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(500*time.Millisecond + time.Duration(rand.Int64N(int64(time.Second)))):
