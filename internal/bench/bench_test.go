@@ -105,12 +105,18 @@ func TestRunSmoke(t *testing.T) {
 		require.Zero(t, r.Errors, r.FirstError)
 		require.Positive(t, r.WritesPerSec, impl)
 		require.Positive(t, r.ReadsPerSec, impl)
-		q, err := RunQueue(ctx, env, impl, QueueOptions{Duration: 700 * time.Millisecond, Warmup: 100 * time.Millisecond,
+		// No warm-up: a fast machine finishes 300 prefilled jobs within
+		// any warm-up, and then nothing would be measured.
+		q, err := RunQueue(ctx, env, impl, QueueOptions{Duration: 700 * time.Millisecond, Warmup: 0,
 			Workers: 2, Jobs: 300})
 		require.NoError(t, err, impl)
 		require.Zero(t, q.Errors, q.FirstError)
 		require.Positive(t, q.JobsPerSec, impl)
 	}
+	// Prefilled jobs all done inside the warm-up: an error, not 0 jobs/s.
+	// (5 jobs in 30 s; the run ends as soon as they are done.)
+	_, err := RunQueue(ctx, env, ImplPgmsg, QueueOptions{Duration: time.Second, Warmup: 30 * time.Second, Workers: 2, Jobs: 5})
+	require.ErrorContains(t, err, "nothing was measured")
 	r, err := RunPubSub(ctx, env, ImplCopy, PubSubOptions{Duration: 300 * time.Millisecond, Warmup: 1, Producers: 1, Batch: 100})
 	require.NoError(t, err)
 	require.Positive(t, r.WritesPerSec)

@@ -212,6 +212,11 @@ func RunQueue(ctx context.Context, env *Env, impl string, o QueueOptions) (*Queu
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	if o.Rate == 0 && !finished.IsZero() && !win.counts(finished) {
+		// Every prefilled job was done before the measured window opened:
+		// a figure of 0 jobs/s would be a lie about the queue.
+		return nil, fmt.Errorf("bench: all %d prefilled jobs were done within the %s warm-up, so nothing was measured: raise --jobs or lower --warmup", o.Jobs, o.Warmup)
+	}
 	left, err := d.Remaining(context.WithoutCancel(ctx))
 	if err != nil {
 		st.fail(fmt.Errorf("remaining: %w", err))
