@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
@@ -83,6 +84,15 @@ func (c *Client) ClaimTx(ctx context.Context, exec DBTX, topic, group string, op
 }
 
 func (c *Client) claim(ctx context.Context, exec DBTX, topic, group string, opts *ClaimOpts, async bool) (*Claim, error) {
+	return c.claimCommit(ctx, exec, topic, group, opts, async, nil)
+}
+
+// claimCommit claims, first committing commit (a claim of the same topic
+// and group, or nil) in the same statement: one transaction and one WAL
+// flush per claim cycle. A commit that fails because the claim was lost
+// (ErrClaimExpired, ErrClaimNotHeld) rolls the call back; the claim is then
+// made again without it, as Consumer.Run ignores lost claims anyway.
+func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string, opts *ClaimOpts, async bool, commit *Claim) (*Claim, error) {
 	if err := ValidateName("topic", topic); err != nil {
 		return nil, err
 	}
@@ -105,6 +115,118 @@ func (c *Client) claim(ctx context.Context, exec DBTX, topic, group string, opts
 	if o.MaxRecords < 1 || o.Lease < 0 || o.MaxBytes < 0 {
 		return nil, newError(ErrInvalidArgument, "max records must be >= 1 and lease and max bytes must not be negative")
 	}
+	if o.MaxBytes > 0 {
+		// The byte cap is measured in SQL over the records: claim() does it.
+		if commit != nil {
+			if err := c.Commit(ctx, commit); err != nil && !isLostClaim(err) {
+				return nil, err
+			}
+		}
+		return c.claimRecords(ctx, exec, topic, group, o, async)
+	}
+	params := dbsqlc.GroupClaimRangeParams{
+		Topic: topic, GroupName: group, MaxRecords: int32(min(o.MaxRecords, 1<<30)),
+		Lease: pgtype.Interval{Microseconds: o.Lease.Microseconds(), Valid: true},
+		Start: o.Start, RequireOwner: o.RequireOwner, Async: async,
+	}
+	if o.Partition != nil {
+		params.Partition = pgtype.Int4{Int32: *o.Partition, Valid: true}
+	}
+	if o.Member != "" {
+		params.Member = pgtype.Text{String: o.Member, Valid: true}
+	}
+	if commit != nil {
+		params.CommitPartition = pgtype.Int4{Int32: commit.Partition, Valid: true}
+		params.CommitEpoch = pgtype.Int8{Int64: commit.Epoch, Valid: true}
+	}
+	for {
+		rows, err := c.queries.GroupClaimRange(ctx, c.db(exec), params)
+		if err != nil {
+			err = mapError(err)
+			if params.CommitEpoch.Valid && isLostClaim(err) {
+				params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
+				continue
+			}
+			return nil, err
+		}
+		if len(rows) == 0 {
+			return nil, nil
+		}
+		row := rows[0]
+		cl := &Claim{Topic: topic, Group: group, Partition: row.Partition, Epoch: row.ClaimEpoch,
+			ExpiresAt: row.ClaimExpiresAt.Time}
+		if cl.Records, err = c.readRange(ctx, exec, topic, row); err != nil {
+			return nil, err
+		}
+		if len(cl.Records) > 0 {
+			return cl, nil
+		}
+		// Compaction removed every record of the range: commit the empty
+		// claim (the cursor moves past it) and claim again.
+		params.CommitPartition = pgtype.Int4{Int32: cl.Partition, Valid: true}
+		params.CommitEpoch = pgtype.Int8{Int64: cl.Epoch, Valid: true}
+	}
+}
+
+// readRange reads the records of a claim from the segment table that holds
+// them. The statement names a plain table, so it runs from a cached generic
+// plan: no partition pruning, no planning per call. A range that spans two
+// segments (claim_range then names none) or whose segment retention dropped
+// since the claim is read through the record table instead.
+func (c *Client) readRange(ctx context.Context, exec DBTX, topic string, row *dbsqlc.GroupClaimRangeRow) ([]*Record, error) {
+	table := "record"
+	if row.Relname != "" {
+		table = row.Relname
+	}
+	rows, err := exec.Query(ctx, readRangeSQL(c.config.Schema, table), row.TopicID, row.Partition, row.FirstOffset, row.LastOffset)
+	if err == nil {
+		var recs []*Record
+		recs, err = scanRecords(rows, topic, row.Partition, int(row.LastOffset-row.FirstOffset+1))
+		if err == nil {
+			return recs, nil
+		}
+	}
+	// 42P01: retention dropped the segment since the claim. 42501: a role
+	// allowed to read the record table but not this segment (granted
+	// table by table): read through the record table, as claim() does.
+	var pgErr *pgconn.PgError
+	if table != "record" && errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "42501") {
+		row2 := *row
+		row2.Relname = ""
+		return c.readRange(ctx, exec, topic, &row2)
+	}
+	return nil, mapError(err)
+}
+
+func readRangeSQL(schema, table string) string {
+	return `SELECT "offset", "timestamp", key, value, headers FROM ` + pgx.Identifier{schema, table}.Sanitize() +
+		` WHERE topic_id = $1 AND partition = $2 AND "offset" BETWEEN $3 AND $4 ORDER BY "offset"`
+}
+
+func scanRecords(rows pgx.Rows, topic string, partition int32, capHint int) ([]*Record, error) {
+	defer rows.Close()
+	recs := make([]*Record, 0, min(capHint, 4096))
+	for rows.Next() {
+		r := &Record{Topic: topic, Partition: partition}
+		var headers []byte
+		var ts time.Time
+		if err := rows.Scan(&r.Offset, &ts, &r.Key, &r.Value, &headers); err != nil {
+			return nil, err
+		}
+		r.Timestamp = ts
+		h, err := decodeHeaders(headers)
+		if err != nil {
+			return nil, err
+		}
+		r.Headers = h
+		recs = append(recs, r)
+	}
+	return recs, rows.Err()
+}
+
+// claimRecords claims through claim(), which returns the records in the
+// same round trip (and can cut the claim at a byte cap).
+func (c *Client) claimRecords(ctx context.Context, exec DBTX, topic, group string, o ClaimOpts, async bool) (*Claim, error) {
 	params := dbsqlc.GroupClaimParams{
 		Topic: topic, GroupName: group, MaxRecords: int32(min(o.MaxRecords, 1<<30)),
 		Lease: pgtype.Interval{Microseconds: o.Lease.Microseconds(), Valid: true},
@@ -519,8 +641,31 @@ func (cn *Consumer) wait(ctx context.Context) error {
 }
 
 // claimOnce tries each topic (and, manually, each partition) once, in
-// rotation, and returns the first claim.
-func (cn *Consumer) claimOnce(ctx context.Context) (*Claim, error) {
+// rotation, and returns the first claim. commit, if not nil, is a handled
+// claim to commit: it rides on the first claim of its topic (one
+// transaction for both), or is committed on its own at the end.
+func (cn *Consumer) claimOnce(ctx context.Context, commit *Claim) (cl *Claim, err error) {
+	defer func() {
+		if commit == nil {
+			return
+		}
+		if cerr := cn.client.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !isLostClaim(cerr) && err == nil {
+			if cl != nil {
+				_ = cn.client.Release(context.WithoutCancel(ctx), cl)
+			}
+			cl, err = nil, cerr
+		}
+	}()
+	claim := func(topic string, opts *ClaimOpts) (*Claim, error) {
+		if commit == nil || commit.Topic != topic {
+			return cn.client.Claim(ctx, topic, cn.group, opts)
+		}
+		cl, err := cn.client.claimCommit(ctx, cn.client.pool, topic, cn.group, opts, true, commit)
+		if err == nil {
+			commit = nil
+		}
+		return cl, err
+	}
 	cn.mu.Lock()
 	start := cn.next
 	cn.next++
@@ -533,7 +678,7 @@ func (cn *Consumer) claimOnce(ctx context.Context) (*Claim, error) {
 			for j := range cn.opts.Partitions {
 				p := cn.opts.Partitions[(start+j)%len(cn.opts.Partitions)]
 				opts.Partition = &p
-				cl, err := cn.client.Claim(ctx, topic, cn.group, &opts)
+				cl, err := claim(topic, &opts)
 				if err != nil || cl != nil {
 					return cl, err
 				}
@@ -547,7 +692,7 @@ func (cn *Consumer) claimOnce(ctx context.Context) (*Claim, error) {
 			continue
 		}
 		opts.RequireOwner = true
-		cl, err := cn.client.Claim(ctx, topic, cn.group, &opts)
+		cl, err := claim(topic, &opts)
 		if errors.Is(err, ErrNotMember) {
 			// Our session expired: rejoin at the next heartbeat.
 			select {
@@ -565,11 +710,23 @@ func (cn *Consumer) claimOnce(ctx context.Context) (*Claim, error) {
 
 // Poll blocks until it has claimed records (or ctx ends).
 func (cn *Consumer) Poll(ctx context.Context) (*Claim, error) {
+	return cn.poll(ctx, nil)
+}
+
+// poll is Poll, committing commit (if not nil) first or along with the
+// first claim.
+func (cn *Consumer) poll(ctx context.Context, commit *Claim) (*Claim, error) {
 	if err := cn.start(ctx); err != nil {
+		if commit != nil {
+			if cerr := cn.client.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !isLostClaim(cerr) {
+				return nil, cerr
+			}
+		}
 		return nil, err
 	}
 	for {
-		cl, err := cn.claimOnce(ctx)
+		cl, err := cn.claimOnce(ctx, commit)
+		commit = nil
 		if err != nil || cl != nil {
 			return cl, err
 		}
@@ -589,8 +746,20 @@ func (cn *Consumer) Poll(ctx context.Context) (*Claim, error) {
 // error nor a lost claim.
 func (cn *Consumer) Run(ctx context.Context, handler func(ctx context.Context, cl *Claim) error) error {
 	backoff := 0 * time.Millisecond
+	// done is the last claim handled and not yet committed: its commit
+	// rides on the next claim (one transaction for both).
+	var done *Claim
+	defer func() {
+		if done != nil {
+			if err := cn.client.Commit(context.WithoutCancel(ctx), done); err != nil && !isLostClaim(err) {
+				cn.client.config.Logger.Warn("pgmsg: consumer could not commit its last claim (its records will be delivered again)",
+					"group", cn.group, "member", cn.memberID, "error", err)
+			}
+		}
+	}()
 	for {
-		err := cn.runOnce(ctx, handler)
+		var err error
+		done, err = cn.runOnce(ctx, handler, done)
 		if err == nil {
 			backoff = 0
 			continue
@@ -612,22 +781,21 @@ func (cn *Consumer) Run(ctx context.Context, handler func(ctx context.Context, c
 	}
 }
 
-// runOnce polls one claim, handles it and commits or releases it.
-func (cn *Consumer) runOnce(ctx context.Context, handler func(ctx context.Context, cl *Claim) error) error {
-	cl, err := cn.Poll(ctx)
+// runOnce commits done (the previous claim, if any) along with polling the
+// next claim, handles that claim, and returns it to be committed, or
+// releases it when the handler fails.
+func (cn *Consumer) runOnce(ctx context.Context, handler func(ctx context.Context, cl *Claim) error, done *Claim) (*Claim, error) {
+	cl, err := cn.poll(ctx, done)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if herr := cn.handle(ctx, cl, handler); herr != nil {
 		if err := cn.client.Release(context.WithoutCancel(ctx), cl); err != nil && !isLostClaim(err) {
-			return err
+			return nil, err
 		}
-		return nil
+		return nil, nil
 	}
-	if err := cn.client.Commit(context.WithoutCancel(ctx), cl); err != nil && !isLostClaim(err) {
-		return err
-	}
-	return nil
+	return cl, nil
 }
 
 // handle runs handler while extending the claim every third of its lease.

@@ -8,6 +8,8 @@ import (
 	"os"
 	"runtime/pprof"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgmsg/pgmsg/internal/pgcluster"
 )
 
@@ -26,6 +28,11 @@ type Session struct {
 	Rounds int
 	// CPUProfile, when set, is where the Go CPU profile of the runs goes.
 	CPUProfile string
+	// HoldSnapshot keeps a REPEATABLE READ transaction open in the database
+	// for the whole of each run, as an analytics query, a pg_dump or a
+	// replica with hot_standby_feedback would: vacuum cannot remove row
+	// versions that die during the run.
+	HoldSnapshot bool
 }
 
 // RunFunc runs one implementation once.
@@ -74,12 +81,47 @@ func Compare(ctx context.Context, s Session, impls []string, run RunFunc) (map[s
 	for round := 0; round < max(s.Rounds, 1); round++ {
 		for i, impl := range impls {
 			Checkpoint(ctx, url)
+			release := func() {}
+			if s.HoldSnapshot {
+				if release, err = HoldSnapshot(ctx, url); err != nil {
+					return nil, err
+				}
+			}
 			r, err := run(ctx, env, impl)
+			release()
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", impl, err)
 			}
 			runs[i] = append(runs[i], r)
 		}
 	}
-	return Summarize(info, runs), nil
+	sum := Summarize(info, runs)
+	if s.HoldSnapshot {
+		sum["hold_snapshot"] = true
+	}
+	return sum, nil
+}
+
+// HoldSnapshot opens a REPEATABLE READ transaction on its own connection
+// and takes its snapshot; release ends it. While it is open, no row version
+// that dies after the snapshot can be vacuumed, in any table.
+func HoldSnapshot(ctx context.Context, url string) (release func(), err error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("bench: hold snapshot: %w", err)
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err == nil {
+		// The snapshot is taken by the first statement.
+		_, err = tx.Exec(ctx, "SELECT count(*) FROM pg_class")
+	}
+	if err != nil {
+		_ = conn.Close(ctx)
+		return nil, fmt.Errorf("bench: hold snapshot: %w", err)
+	}
+	return func() {
+		c := context.WithoutCancel(ctx)
+		_ = tx.Rollback(c)
+		_ = conn.Close(c)
+	}, nil
 }

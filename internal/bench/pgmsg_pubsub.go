@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,6 +22,8 @@ type pgmsgPubSub struct {
 	c     *pgmsg.Client
 	prod  *pgmsg.Producer
 	topic string
+	// members[g][i] is consumer i of group g, joined in setup.
+	members [][]*pgmsg.Consumer
 }
 
 func (d *pgmsgPubSub) setup(ctx context.Context) error {
@@ -43,6 +46,9 @@ func (d *pgmsgPubSub) setup(ctx context.Context) error {
 		if _, err := d.c.CreateGroup(ctx, d.topic, groupName(g), pgmsg.PositionEarliest); err != nil {
 			return err
 		}
+	}
+	if err := d.joinGroups(ctx); err != nil {
+		return err
 	}
 	if d.o.Batch == 1 {
 		if d.prod, err = d.c.NewProducer(nil); err != nil {
@@ -69,10 +75,14 @@ func (d *pgmsgPubSub) publish(ctx context.Context, vals [][]byte) error {
 	return d.c.Publish(ctx, recs, nil)
 }
 
-func (d *pgmsgPubSub) consumers(g int, got func(vals [][]byte)) []func(ctx context.Context) error {
-	loops := make([]func(ctx context.Context) error, d.o.Partitions)
-	for i := range loops {
-		loops[i] = func(ctx context.Context) error {
+// joinGroups creates the consumers (one per partition in each group) and
+// waits until the membership has given each its partition, so that a
+// group's join and first rebalance (a few heartbeats) happen before the
+// run, as the seeds' statically assigned readers need none.
+func (d *pgmsgPubSub) joinGroups(ctx context.Context) error {
+	d.members = make([][]*pgmsg.Consumer, d.o.Groups)
+	for g := range d.members {
+		for i := 0; i < d.o.Partitions; i++ {
 			cn, err := d.c.NewConsumer(d.topic, groupName(g), &pgmsg.ConsumerOpts{
 				Claim:        pgmsg.ClaimOpts{MaxRecords: d.o.ClaimBatch, Member: fmt.Sprintf("bench-%d", i)},
 				PollInterval: d.o.Poll,
@@ -80,7 +90,42 @@ func (d *pgmsgPubSub) consumers(g int, got func(vals [][]byte)) []func(ctx conte
 			if err != nil {
 				return err
 			}
-			defer cn.Close()
+			d.members[g] = append(d.members[g], cn)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		settled := true
+		for _, ms := range d.members {
+			for _, cn := range ms {
+				// Nothing is published yet: Poll only joins and heartbeats.
+				pctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+				_, err := cn.Poll(pctx)
+				cancel()
+				if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+					return err
+				}
+				if len(cn.Assignment()[d.topic]) != 1 {
+					settled = false
+				}
+			}
+		}
+		if settled {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: consumer groups did not settle (one partition per member) within 30s")
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (d *pgmsgPubSub) consumers(g int, got func(vals [][]byte)) []func(ctx context.Context) error {
+	loops := make([]func(ctx context.Context) error, len(d.members[g]))
+	for i, cn := range d.members[g] {
+		loops[i] = func(ctx context.Context) error {
 			vals := make([][]byte, 0, d.o.ClaimBatch)
 			return cn.Run(ctx, func(_ context.Context, cl *pgmsg.Claim) error {
 				vals = vals[:0]
@@ -115,6 +160,11 @@ func (d *pgmsgPubSub) teardown(ctx context.Context) error {
 	defer cancel()
 	if d.prod != nil {
 		_ = d.prod.Close(ctx)
+	}
+	for _, ms := range d.members {
+		for _, cn := range ms {
+			cn.Close()
+		}
 	}
 	if d.c != nil {
 		if d.topic != "" {

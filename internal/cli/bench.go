@@ -27,6 +27,7 @@ type benchFlags struct {
 	cpuProfile string
 	rounds     int
 	strict     bool
+	holdSnap   bool
 }
 
 func (f *benchFlags) add(cmd *cobra.Command) {
@@ -40,6 +41,7 @@ func (f *benchFlags) add(cmd *cobra.Command) {
 	fl.BoolVar(&f.force, "force", false, "run even if the schema holds other pgmsg data (only the bench's own topic or queue is created and dropped)")
 	fl.IntVar(&f.rounds, "rounds", 1, "run pgmsg and the baselines this many times, alternating, and report each figure's median (the machine's noise hits both sides alike)")
 	fl.BoolVar(&f.strict, "strict", false, "exit with an error when a run had errors or measured nothing (for CI smoke runs)")
+	fl.BoolVar(&f.holdSnap, "hold-snapshot", false, "keep a REPEATABLE READ transaction open in the database during each run (as a long analytics query or pg_dump would): vacuum cannot remove what the run updates or deletes")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (go tool pprof)")
 	fl.StringArrayVar(&f.pgSettings, "pg-setting", nil, "name=value server setting for the throwaway PostgreSQL started when no database URL is given (repeatable)")
 }
@@ -121,7 +123,7 @@ func newBenchQueue(g *globals) *cobra.Command {
 // database and prints the summary.
 func runBench(ctx context.Context, g *globals, f *benchFlags, run bench.RunFunc) error {
 	sess := bench.Session{URL: g.resolveURL(), Schema: g.schema, Force: f.force, Progress: g.stderr,
-		ProgressTTY: isTerminal(g.stderr), Rounds: f.rounds, CPUProfile: f.cpuProfile}
+		ProgressTTY: isTerminal(g.stderr), Rounds: f.rounds, CPUProfile: f.cpuProfile, HoldSnapshot: f.holdSnap}
 	if len(f.pgSettings) > 0 {
 		sess.PGSettings = map[string]string{}
 		for _, s := range f.pgSettings {

@@ -82,6 +82,79 @@ func (q *Queries) GroupClaim(ctx context.Context, db DBTX, arg GroupClaimParams)
 	return items, nil
 }
 
+const groupClaimRange = `-- name: GroupClaimRange :many
+SELECT partition::integer, claim_epoch::bigint, claim_expires_at::timestamptz, first_offset::bigint,
+       last_offset::bigint, topic_id::integer, coalesce(relname, '')::text AS relname
+FROM pgmsg.claim_range($1::text, $2::text, $3::integer, $4::interval,
+                       $5::integer, $6::text, $7::text,
+                       $8::boolean, $9::boolean,
+                       $10::integer, $11::bigint)
+`
+
+type GroupClaimRangeParams struct {
+	Topic           string
+	GroupName       string
+	MaxRecords      int32
+	Lease           pgtype.Interval
+	Partition       pgtype.Int4
+	Start           string
+	Member          pgtype.Text
+	RequireOwner    bool
+	Async           bool
+	CommitPartition pgtype.Int4
+	CommitEpoch     pgtype.Int8
+}
+
+type GroupClaimRangeRow struct {
+	Partition      int32
+	ClaimEpoch     int64
+	ClaimExpiresAt pgtype.Timestamptz
+	FirstOffset    int64
+	LastOffset     int64
+	TopicID        int32
+	Relname        string
+}
+
+func (q *Queries) GroupClaimRange(ctx context.Context, db DBTX, arg GroupClaimRangeParams) ([]*GroupClaimRangeRow, error) {
+	rows, err := db.Query(ctx, groupClaimRange,
+		arg.Topic,
+		arg.GroupName,
+		arg.MaxRecords,
+		arg.Lease,
+		arg.Partition,
+		arg.Start,
+		arg.Member,
+		arg.RequireOwner,
+		arg.Async,
+		arg.CommitPartition,
+		arg.CommitEpoch,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*GroupClaimRangeRow
+	for rows.Next() {
+		var i GroupClaimRangeRow
+		if err := rows.Scan(
+			&i.Partition,
+			&i.ClaimEpoch,
+			&i.ClaimExpiresAt,
+			&i.FirstOffset,
+			&i.LastOffset,
+			&i.TopicID,
+			&i.Relname,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const groupCommit = `-- name: GroupCommit :one
 SELECT pgmsg.commit($1::text, $2::text, $3::integer, $4::bigint,
                     $5::bigint)

@@ -3102,3 +3102,178 @@ BEGIN
     ORDER BY q.name;
 END $$;
 
+-- pgmsg 008: the log's hot path without planning.
+--
+-- Templated like 001.
+--
+-- 1. _append runs from cached generic plans. It only UPDATEs the counter
+--    row (a plain table) and INSERTs into the record table's root, and an
+--    INSERT never expands the partition tree at plan time (tuple routing
+--    picks the segment at run time), so force_custom_plan bought nothing
+--    there but a fresh plan of both statements on every publish, plus the
+--    GUC save/restore that any SET clause costs each call.
+--
+-- 2. claim_range: a claim that returns the claimed range and the segment
+--    table that holds it instead of the records. The client then reads the
+--    range from that one table with a prepared statement (a generic plan on
+--    a plain table: no partition pruning, no planning, no tuplestore, the
+--    claim's columns not repeated on every row), and the commit of the
+--    previous claim can ride in the same call (one transaction, one WAL
+--    flush per claim cycle instead of two). claim() stays, unchanged, for
+--    callers that want the records in the same round trip.
+
+ALTER FUNCTION "pgmsg"._append("pgmsg".topic, integer, bytea[], bytea[], jsonb[], timestamptz[], timestamptz)
+    RESET plan_cache_mode;
+
+-- claim_range leases the next records of one partition to the caller, as
+-- claim() does, but returns one row describing the claim instead of the
+-- records: its partition, epoch, expiry, the first and last offset claimed
+-- (inclusive), and the segment table that holds all of them (NULL when the
+-- range spans two segments, once per segment_records records, or no segment
+-- covers it: then read through the record table). Read the records with
+--   SELECT "offset", "timestamp", key, value, headers FROM <schema>.<relname>
+--    WHERE topic_id = $1 AND partition = $2 AND "offset" BETWEEN $3 AND $4
+--    ORDER BY "offset"
+-- (a plain table: the statement runs from a cached generic plan).
+-- Offsets missing from the range were removed by compaction; if none is
+-- left, commit the claim (that moves the cursor past the range) and claim
+-- again. p_commit_partition and p_commit_epoch, when given, first commit
+-- that claim of the same group (as commit() does, raising PM008/PM009 if it
+-- is no longer held, which rolls back the whole call). Returns no row when
+-- there is nothing to read.
+CREATE FUNCTION "pgmsg".claim_range(p_topic text, p_group text, p_max_records integer DEFAULT 100,
+                                       p_lease interval DEFAULT '30 seconds', p_partition integer DEFAULT NULL,
+                                       p_start text DEFAULT 'earliest', p_member text DEFAULT NULL,
+                                       p_require_owner boolean DEFAULT false, p_async boolean DEFAULT false,
+                                       p_commit_partition integer DEFAULT NULL, p_commit_epoch bigint DEFAULT NULL)
+RETURNS TABLE (partition integer, claim_epoch bigint, claim_expires_at timestamptz, first_offset bigint,
+               last_offset bigint, topic_id integer, relname text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    t       "pgmsg".topic := "pgmsg"._topic(p_topic);
+    now_ts  timestamptz := clock_timestamp();
+    c_part  integer;
+    c_next  bigint;
+    c_epoch bigint;
+    tip     bigint;
+    v_last  bigint;
+    seg_rel text;
+    seg_end bigint;
+    expires timestamptz;
+    done    "pgmsg".group_cursor;  -- the claim committed by this call
+    done_to bigint;                   -- where that commit moves its cursor
+BEGIN
+    IF p_max_records IS NULL OR p_max_records < 1 THEN
+        PERFORM "pgmsg"._raise('PM004', 'max_records must be at least 1');
+    END IF;
+    IF p_lease IS NULL OR p_lease <= interval '0' THEN
+        PERFORM "pgmsg"._raise('PM004', 'lease must be positive');
+    END IF;
+    IF p_partition IS NOT NULL AND (p_partition < 0 OR p_partition >= t.partitions) THEN
+        PERFORM "pgmsg"._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
+                                                  p_partition, quote_literal(t.name), t.partitions));
+    END IF;
+    IF p_commit_epoch IS NOT NULL THEN
+        -- Lock and check the claim to commit (PM007/PM008/PM009 as commit()).
+        -- Its cursor row is written once below: together with the new claim
+        -- when the next claim is on the same partition (a consumer that owns
+        -- one partition writes one row version per claim cycle), else alone.
+        done := "pgmsg"._held(p_topic, p_group, p_commit_partition, p_commit_epoch);
+        done_to := done.claim_end + 1;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM "pgmsg".consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group) THEN
+        PERFORM "pgmsg".group_create(p_topic, p_group, p_start);
+    ELSIF p_async AND p_commit_epoch IS NULL THEN
+        -- As in claim(): a lease lost in a crash is only a redelivery. Not
+        -- when a commit rides along: commits are always synchronous.
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    IF p_require_owner THEN
+        IF NOT EXISTS (SELECT 1 FROM "pgmsg".group_member m WHERE m.topic_id = t.topic_id
+                       AND m.group_name = p_group AND m.member_id = p_member) THEN
+            PERFORM "pgmsg"._raise('PM013', format('member %s is not in group %s (left, or its session expired): heartbeat to rejoin',
+                                                      left(quote_literal(coalesce(p_member, '')), 210), quote_literal(p_group)));
+        END IF;
+        IF p_partition IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM "pgmsg".group_cursor c WHERE c.topic_id = t.topic_id AND c.group_name = p_group
+               AND c.partition = p_partition AND c.owner = p_member AND c.next_owner IS NULL) THEN
+            PERFORM "pgmsg"._raise('PM012', format('partition %s of topic %s is not assigned to member %s',
+                                                      p_partition, quote_literal(t.name), left(quote_literal(p_member), 210)));
+        END IF;
+    END IF;
+
+    -- The partition whose claim is being committed counts as committed:
+    -- unclaimed, its cursor at done_to (and, claimed most recently, it is
+    -- picked last among the group's partitions with records).
+    SELECT c.partition, CASE WHEN c.partition = done.partition THEN done_to ELSE c.next_offset END,
+           c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
+    FROM "pgmsg".group_cursor c
+    JOIN "pgmsg".topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+    WHERE c.topic_id = t.topic_id AND c.group_name = p_group
+      AND (p_partition IS NULL OR c.partition = p_partition)
+      AND (NOT p_require_owner OR (c.owner = p_member AND c.next_owner IS NULL))
+      AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts OR c.partition = done.partition)
+      AND tp.next_offset > CASE WHEN c.partition = done.partition THEN done_to ELSE c.next_offset END
+    ORDER BY c.claimed_at NULLS FIRST, c.partition
+    LIMIT 1
+    FOR UPDATE OF c SKIP LOCKED;
+    IF done.partition IS NOT NULL AND c_part IS DISTINCT FROM done.partition THEN
+        UPDATE "pgmsg".group_cursor c
+           SET next_offset = done_to, claim_start = NULL, claim_end = NULL, claim_expires_at = NULL,
+               claim_owner = NULL, committed_at = now_ts
+         WHERE c.topic_id = done.topic_id AND c.group_name = done.group_name AND c.partition = done.partition;
+    END IF;
+    IF c_part IS NULL THEN
+        RETURN;
+    END IF;
+
+    v_last := least(tip - 1, c_next + p_max_records - 1);
+    SELECT s.relname, s.end_offset INTO seg_rel, seg_end FROM "pgmsg".segment s
+     WHERE s.topic_id = t.topic_id AND s.partition = c_part AND s.start_offset <= c_next
+     ORDER BY s.start_offset DESC LIMIT 1;
+    IF NOT FOUND OR seg_end <= v_last THEN
+        -- No segment, or the range spans two: read through the record table.
+        seg_rel := NULL;
+    END IF;
+
+    expires := now_ts + p_lease;
+    -- The epoch is the fencing token; see claim() for why it is at least
+    -- the claim time in microseconds.
+    c_epoch := greatest(c_epoch + 1, (extract(epoch FROM now_ts) * 1000000)::bigint);
+    UPDATE "pgmsg".group_cursor c
+       SET next_offset = c_next, claim_epoch = c_epoch, claim_start = c_next,
+           claim_end = v_last, claim_expires_at = expires,
+           claim_owner = p_member, claimed_at = now_ts,
+           committed_at = CASE WHEN c_part = done.partition THEN now_ts ELSE c.committed_at END
+     WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.partition = c_part;
+    RETURN QUERY SELECT c_part, c_epoch, expires, c_next, v_last, t.topic_id, seg_rel;
+END $$;
+
+-- _segment_create, as in 001, and the new segment is readable by every role
+-- that may read the record table: consumers read a claim straight from its
+-- segment (claim_range), and a role granted SELECT on the schema's tables
+-- before the segment existed would otherwise be refused.
+CREATE OR REPLACE FUNCTION "pgmsg"._segment_create(p_topic_id integer, p_partition integer, p_lo bigint, p_hi bigint)
+RETURNS void LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    rel     text := format('record_%s_p%s_%s', p_topic_id, p_partition, p_lo);
+    grantee oid;
+BEGIN
+    EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I)', 'pgmsg', rel, 'pgmsg', 'record_' || p_topic_id);
+    EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
+                   'pgmsg', 'record_' || p_topic_id, 'pgmsg', rel,
+                   p_partition, p_lo, p_partition, p_hi);
+    FOR grantee IN
+        SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
+         WHERE c.oid = format('%I.record', 'pgmsg')::regclass
+           AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
+    LOOP
+        EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel,
+                       CASE WHEN grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(grantee)) END);
+    END LOOP;
+    INSERT INTO "pgmsg".segment (topic_id, partition, start_offset, end_offset, relname)
+    VALUES (p_topic_id, p_partition, p_lo, p_hi, rel);
+END $$;
+

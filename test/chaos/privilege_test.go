@@ -105,6 +105,25 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	if err := app.Commit(ctx, cl); err != nil {
 		t.Fatalf("commit as %s: %v", role, err)
 	}
+	// Offsets 40-44 lie in one segment, created by the publishes above
+	// after the grants: the claim reads it directly, so the segment must
+	// carry the record table's SELECT grant.
+	for i := range 5 {
+		if err := app.Publish(ctx, []*pgmsg.Record{{Topic: "t", Value: []byte{byte(40 + i)}}}, nil); err != nil {
+			t.Fatalf("publish %d as %s: %v", 40+i, role, err)
+		}
+	}
+	var segGranted bool
+	if err := b.Pool.QueryRow(ctx, `SELECT has_table_privilege($1, $2, 'SELECT')`, role, schema+".record_1_p0_32").Scan(&segGranted); err != nil || !segGranted {
+		t.Fatalf("segment record_1_p0_32 not readable by %s: %v %v", role, segGranted, err)
+	}
+	cl, err = app.Claim(ctx, "t", "g", &pgmsg.ClaimOpts{MaxRecords: 100})
+	if err != nil || cl == nil || len(cl.Records) != 5 || cl.Records[0].Offset != 40 {
+		t.Fatalf("second claim as %s: %v %v", role, cl, err)
+	}
+	if err := app.Commit(ctx, cl); err != nil {
+		t.Fatalf("commit as %s: %v", role, err)
+	}
 	if _, err := app.Enqueue(ctx, "q", pgmsg.EnqueueParams{Payload: []byte(`{}`)}, nil); err != nil {
 		t.Fatalf("enqueue as %s: %v", role, err)
 	}
