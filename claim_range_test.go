@@ -142,3 +142,26 @@ func TestConsumerRunCommitsLastClaimOnExit(t *testing.T) {
 		require.Zero(t, g.Lag, "partition %d", g.Partition)
 	}
 }
+
+// A first Poll whose context ends during the group join does not break the
+// consumer: the next Poll joins and claims.
+func TestConsumerStartRetriedAfterFailedFirstPoll(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateTopic(tb.ctx, "retrystart", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	require.NoError(t, tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "retrystart", Value: []byte("x")}}, nil))
+	cn, err := tb.client.NewConsumer("retrystart", "g", nil)
+	require.NoError(t, err)
+	defer cn.Close()
+	dead, cancel := context.WithCancel(tb.ctx)
+	cancel()
+	_, err = cn.Poll(dead)
+	require.ErrorIs(t, err, context.Canceled)
+	ctx, cancel2 := context.WithTimeout(tb.ctx, time.Minute)
+	defer cancel2()
+	cl, err := cn.Poll(ctx)
+	require.NoError(t, err)
+	require.Len(t, cl.Records, 1)
+	require.NoError(t, tb.client.Commit(tb.ctx, cl))
+}

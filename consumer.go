@@ -369,8 +369,8 @@ type Consumer struct {
 	wake     <-chan struct{}
 	stopWake func()
 
-	startOnce sync.Once
-	startErr  error
+	startMu sync.Mutex // guards started, cancel and done
+	started bool
 	cancel    func() // stops the heartbeat loop
 	done      chan struct{}
 	hbNow     chan struct{}
@@ -475,39 +475,44 @@ func (cn *Consumer) Assignment() map[string][]int32 {
 // start joins the group (first heartbeat, synchronously) and starts the
 // heartbeat loop. Manual consumers only create the group.
 func (cn *Consumer) start(ctx context.Context) error {
-	cn.startOnce.Do(func() {
-		if cn.manual() {
-			for _, t := range cn.topics {
-				start := cn.opts.Claim.Start
-				if start == "" {
-					start = PositionEarliest
-				}
-				if _, err := cn.client.CreateGroup(ctx, t, cn.group, start); err != nil {
-					cn.startErr = err
-					return
-				}
-			}
-			return
-		}
+	// A failed start (a short ctx on the first Poll, a database hiccup) is
+	// not remembered: the next call tries again.
+	cn.startMu.Lock()
+	defer cn.startMu.Unlock()
+	if cn.started {
+		return nil
+	}
+	if cn.manual() {
 		for _, t := range cn.topics {
-			if err := cn.heartbeat(ctx, t); err != nil {
-				cn.startErr = err
-				return
+			start := cn.opts.Claim.Start
+			if start == "" {
+				start = PositionEarliest
+			}
+			if _, err := cn.client.CreateGroup(ctx, t, cn.group, start); err != nil {
+				return err
 			}
 		}
-		// The loop's context is never cancelled mid-heartbeat: Close stops it
-		// between heartbeats, so no heartbeat can still commit on the server
-		// after the member has left (a cancelled query may).
-		stop := make(chan struct{})
-		cn.cancel = func() { close(stop) }
-		cn.done = make(chan struct{})
-		go cn.heartbeatLoop(context.WithoutCancel(ctx), stop)
-	})
-	return cn.startErr
+		cn.started = true
+		return nil
+	}
+	for _, t := range cn.topics {
+		if err := cn.heartbeat(ctx, t); err != nil {
+			return err
+		}
+	}
+	// The loop's context is never cancelled mid-heartbeat: Close stops it
+	// between heartbeats, so no heartbeat can still commit on the server
+	// after the member has left (a cancelled query may).
+	stop := make(chan struct{})
+	cn.cancel = func() { close(stop) }
+	cn.done = make(chan struct{})
+	go cn.heartbeatLoop(context.WithoutCancel(ctx), stop, cn.done)
+	cn.started = true
+	return nil
 }
 
-func (cn *Consumer) heartbeatLoop(ctx context.Context, stop <-chan struct{}) {
-	defer close(cn.done)
+func (cn *Consumer) heartbeatLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
 	t := time.NewTicker(cn.opts.HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -610,11 +615,14 @@ func sortInt32(s []int32) { sort.Slice(s, func(i, j int) bool { return s[i] < s[
 // once) and stops heartbeats and notifications. Call it after Run returns.
 func (cn *Consumer) Close() {
 	cn.stopWake()
-	if cn.cancel == nil {
+	cn.startMu.Lock()
+	stop, done := cn.cancel, cn.done
+	cn.startMu.Unlock()
+	if stop == nil {
 		return
 	}
-	cn.cancel()
-	<-cn.done
+	stop()
+	<-done
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, t := range cn.topics {

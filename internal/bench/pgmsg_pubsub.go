@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -93,18 +94,33 @@ func (d *pgmsgPubSub) joinGroups(ctx context.Context) error {
 			d.members[g] = append(d.members[g], cn)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
+		// Nothing is published yet: Poll only joins (its first call) and
+		// waits; the heartbeats rebalance in the background.
+		errs := make(chan error, d.o.Groups*d.o.Partitions)
+		var wg sync.WaitGroup
+		for _, ms := range d.members {
+			for _, cn := range ms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					pctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+					defer cancel()
+					if _, err := cn.Poll(pctx); err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+						errs <- err
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			return err
+		}
 		settled := true
 		for _, ms := range d.members {
 			for _, cn := range ms {
-				// Nothing is published yet: Poll only joins and heartbeats.
-				pctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-				_, err := cn.Poll(pctx)
-				cancel()
-				if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-					return err
-				}
 				if len(cn.Assignment()[d.topic]) != 1 {
 					settled = false
 				}
@@ -114,7 +130,7 @@ func (d *pgmsgPubSub) joinGroups(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: consumer groups did not settle (one partition per member) within 30s")
+			return fmt.Errorf("bench: consumer groups did not settle (one partition per member) within 60s")
 		}
 		if err := ctx.Err(); err != nil {
 			return err
