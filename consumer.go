@@ -205,15 +205,52 @@ func readRangeSQL(schema, table string) string {
 
 func scanRecords(rows pgx.Rows, topic string, partition int32, capHint int) ([]*Record, error) {
 	defer rows.Close()
-	recs := make([]*Record, 0, min(capHint, 4096))
+	n := min(capHint, 4096)
+	recs := make([]*Record, 0, n)
+	block := make([]Record, 0, n) // one allocation for the Record structs
+	// Keys, values and headers are copied out of the driver's buffer into
+	// shared chunks (one allocation per 256 KiB, not one per field) when
+	// they arrive in binary format, as they do with prepared statements.
+	fds := rows.FieldDescriptions()
+	raw := len(fds) == 5
+	for _, fd := range fds {
+		raw = raw && fd.Format == pgx.BinaryFormatCode
+	}
+	var chunk []byte
+	keep := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		if cap(chunk)-len(chunk) < len(b) {
+			chunk = make([]byte, 0, max(len(b), 256<<10))
+		}
+		start := len(chunk)
+		chunk = append(chunk, b...)
+		return chunk[start:len(chunk):len(chunk)]
+	}
 	for rows.Next() {
-		r := &Record{Topic: topic, Partition: partition}
+		if len(block) == cap(block) {
+			block = make([]Record, 0, n)
+		}
+		block = append(block, Record{Topic: topic, Partition: partition})
+		r := &block[len(block)-1]
 		var headers []byte
-		var ts time.Time
-		if err := rows.Scan(&r.Offset, &ts, &r.Key, &r.Value, &headers); err != nil {
+		if raw {
+			if err := rows.Scan(&r.Offset, &r.Timestamp, nil, nil, nil); err != nil {
+				return nil, err
+			}
+			v := rows.RawValues()
+			r.Key, r.Value = keep(v[2]), keep(v[3])
+			if h := v[4]; h != nil {
+				// Binary jsonb: version 1, then the JSON text.
+				if len(h) < 1 || h[0] != 1 {
+					return nil, fmt.Errorf("pgmsg: unexpected binary jsonb version in headers of offset %d", r.Offset)
+				}
+				headers = h[1:]
+			}
+		} else if err := rows.Scan(&r.Offset, &r.Timestamp, &r.Key, &r.Value, &headers); err != nil {
 			return nil, err
 		}
-		r.Timestamp = ts
 		h, err := decodeHeaders(headers)
 		if err != nil {
 			return nil, err
@@ -371,9 +408,9 @@ type Consumer struct {
 
 	startMu sync.Mutex // guards started, cancel and done
 	started bool
-	cancel    func() // stops the heartbeat loop
-	done      chan struct{}
-	hbNow     chan struct{}
+	cancel  func() // stops the heartbeat loop
+	done    chan struct{}
+	hbNow   chan struct{}
 
 	mu     sync.Mutex
 	owned  map[string]map[int32]bool // member mode: claimable partitions per topic

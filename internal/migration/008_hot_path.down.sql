@@ -1,6 +1,4 @@
 DROP FUNCTION IF EXISTS {{schema}}.claim_range(text, text, integer, interval, integer, text, text, boolean, boolean, integer, bigint);
-ALTER FUNCTION {{schema}}._append({{schema}}.topic, integer, bytea[], bytea[], jsonb[], timestamptz[], timestamptz)
-    SET plan_cache_mode = force_custom_plan;
 CREATE OR REPLACE FUNCTION {{schema}}._segment_create(p_topic_id integer, p_partition integer, p_lo bigint, p_hi bigint)
 RETURNS void LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

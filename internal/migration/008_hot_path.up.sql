@@ -1,25 +1,22 @@
--- pgmsg 008: the log's hot path without planning.
+-- pgmsg 008: the log's claim path without planning.
 --
 -- Templated like 001.
 --
--- 1. _append runs from cached generic plans. It only UPDATEs the counter
---    row (a plain table) and INSERTs into the record table's root, and an
---    INSERT never expands the partition tree at plan time (tuple routing
---    picks the segment at run time), so force_custom_plan bought nothing
---    there but a fresh plan of both statements on every publish, plus the
---    GUC save/restore that any SET clause costs each call.
+-- claim_range: a claim that returns the claimed range and the segment
+-- table that holds it instead of the records. The client then reads the
+-- range from that one table with a prepared statement (a generic plan on a
+-- plain table: no partition pruning, no planning, no tuplestore, the
+-- claim's columns not repeated on every row), and the commit of the
+-- previous claim can ride in the same call (one transaction, one WAL flush
+-- per claim cycle instead of two). claim() stays, unchanged, for callers
+-- that want the records in the same round trip.
 --
--- 2. claim_range: a claim that returns the claimed range and the segment
---    table that holds it instead of the records. The client then reads the
---    range from that one table with a prepared statement (a generic plan on
---    a plain table: no partition pruning, no planning, no tuplestore, the
---    claim's columns not repeated on every row), and the commit of the
---    previous claim can ride in the same call (one transaction, one WAL
---    flush per claim cycle instead of two). claim() stays, unchanged, for
---    callers that want the records in the same round trip.
-
-ALTER FUNCTION {{schema}}._append({{schema}}.topic, integer, bytea[], bytea[], jsonb[], timestamptz[], timestamptz)
-    RESET plan_cache_mode;
+-- Publishing keeps plan_cache_mode = force_custom_plan in _append although
+-- its INSERT does not need pruning: with a cached generic plan, an insert
+-- that routes to a segment another session attached moments before failed
+-- with "no partition of relation found for row" (in 2 of 2 tries of
+-- TestPublishConcurrentWithRollbacksIsGapless, 64-record segments: a full
+-- run and 10 repetitions), where re-planning each call passed 10 of 10.
 
 -- claim_range leases the next records of one partition to the caller, as
 -- claim() does, but returns one row describing the claim instead of the
@@ -45,20 +42,31 @@ CREATE FUNCTION {{schema}}.claim_range(p_topic text, p_group text, p_max_records
 RETURNS TABLE (partition integer, claim_epoch bigint, claim_expires_at timestamptz, first_offset bigint,
                last_offset bigint, topic_id integer, relname text)
 LANGUAGE plpgsql AS $$
+-- Written for the fewest statements on the path that claims: the checks
+-- that only matter when nothing can be claimed (does the group exist, is
+-- the member in it, is the partition assigned to it) run only then. That
+-- is equivalent to checking first: a cursor row names a member as its
+-- owner only while the member's row exists (group_heartbeat, group_leave
+-- and _rebalance clear the owner in the transaction that removes the
+-- member), so a row claimed under p_require_owner proves membership.
 #variable_conflict use_column
 DECLARE
-    t       {{schema}}.topic := {{schema}}._topic(p_topic);
-    now_ts  timestamptz := clock_timestamp();
-    c_part  integer;
-    c_next  bigint;
-    c_epoch bigint;
-    tip     bigint;
-    v_last  bigint;
-    seg_rel text;
-    seg_end bigint;
-    expires timestamptz;
-    done    {{schema}}.group_cursor;  -- the claim committed by this call
-    done_to bigint;                   -- where that commit moves its cursor
+    v_topic  integer;
+    v_parts  integer;
+    now_ts   timestamptz := clock_timestamp();
+    c_part   integer;
+    c_next   bigint;
+    c_epoch  bigint;
+    tip      bigint;
+    v_last   bigint;
+    seg_rel  text;
+    seg_end  bigint;
+    d_part   integer;  -- the partition whose claim this call commits
+    d_epoch  bigint;
+    d_end    bigint;
+    d_exp    timestamptz;
+    done_to  bigint;   -- where that commit moves its cursor
+    created  boolean := false;
 BEGIN
     IF p_max_records IS NULL OR p_max_records < 1 THEN
         PERFORM {{schema}}._raise('PM004', 'max_records must be at least 1');
@@ -66,84 +74,119 @@ BEGIN
     IF p_lease IS NULL OR p_lease <= interval '0' THEN
         PERFORM {{schema}}._raise('PM004', 'lease must be positive');
     END IF;
-    IF p_partition IS NOT NULL AND (p_partition < 0 OR p_partition >= t.partitions) THEN
+    SELECT tt.topic_id, tt.partitions INTO v_topic, v_parts FROM {{schema}}.topic tt WHERE tt.name = p_topic;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._topic(p_topic);  -- raises PM001
+    END IF;
+    IF p_partition IS NOT NULL AND (p_partition < 0 OR p_partition >= v_parts) THEN
         PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
-                                                  p_partition, quote_literal(t.name), t.partitions));
+                                                  p_partition, quote_literal(p_topic), v_parts));
     END IF;
     IF p_commit_epoch IS NOT NULL THEN
-        -- Lock and check the claim to commit (PM007/PM008/PM009 as commit()).
-        -- Its cursor row is written once below: together with the new claim
-        -- when the next claim is on the same partition (a consumer that owns
-        -- one partition writes one row version per claim cycle), else alone.
-        done := {{schema}}._held(p_topic, p_group, p_commit_partition, p_commit_epoch);
-        done_to := done.claim_end + 1;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group) THEN
-        PERFORM {{schema}}.group_create(p_topic, p_group, p_start);
-    ELSIF p_async AND p_commit_epoch IS NULL THEN
-        -- As in claim(): a lease lost in a crash is only a redelivery. Not
-        -- when a commit rides along: commits are always synchronous.
-        PERFORM set_config('synchronous_commit', 'off', true);
-    END IF;
-    IF p_require_owner THEN
-        IF NOT EXISTS (SELECT 1 FROM {{schema}}.group_member m WHERE m.topic_id = t.topic_id
-                       AND m.group_name = p_group AND m.member_id = p_member) THEN
-            PERFORM {{schema}}._raise('PM013', format('member %s is not in group %s (left, or its session expired): heartbeat to rejoin',
-                                                      left(quote_literal(coalesce(p_member, '')), 210), quote_literal(p_group)));
+        -- Lock and check the claim to commit; its cursor row is written once
+        -- below: together with the new claim when that is on the same
+        -- partition (a member that owns one partition writes one row version
+        -- per claim cycle), else alone.
+        SELECT c.claim_epoch, c.claim_end, c.claim_expires_at INTO d_epoch, d_end, d_exp
+        FROM {{schema}}.group_cursor c
+        WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = p_commit_partition
+        FOR UPDATE;
+        IF NOT FOUND OR d_epoch IS DISTINCT FROM p_commit_epoch OR d_exp IS NULL OR d_exp <= now_ts THEN
+            -- Not held: _held raises the error commit() would (PM007/PM008/PM009).
+            PERFORM {{schema}}._held(p_topic, p_group, p_commit_partition, p_commit_epoch);
         END IF;
-        IF p_partition IS NOT NULL AND NOT EXISTS (
-            SELECT 1 FROM {{schema}}.group_cursor c WHERE c.topic_id = t.topic_id AND c.group_name = p_group
-               AND c.partition = p_partition AND c.owner = p_member AND c.next_owner IS NULL) THEN
-            PERFORM {{schema}}._raise('PM012', format('partition %s of topic %s is not assigned to member %s',
-                                                      p_partition, quote_literal(t.name), left(quote_literal(p_member), 210)));
-        END IF;
+        d_part := p_commit_partition;
+        done_to := d_end + 1;
     END IF;
 
-    -- The partition whose claim is being committed counts as committed:
-    -- unclaimed, its cursor at done_to (and, claimed most recently, it is
-    -- picked last among the group's partitions with records).
-    SELECT c.partition, CASE WHEN c.partition = done.partition THEN done_to ELSE c.next_offset END,
-           c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
-    FROM {{schema}}.group_cursor c
-    JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
-    WHERE c.topic_id = t.topic_id AND c.group_name = p_group
-      AND (p_partition IS NULL OR c.partition = p_partition)
-      AND (NOT p_require_owner OR (c.owner = p_member AND c.next_owner IS NULL))
-      AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts OR c.partition = done.partition)
-      AND tp.next_offset > CASE WHEN c.partition = done.partition THEN done_to ELSE c.next_offset END
-    ORDER BY c.claimed_at NULLS FIRST, c.partition
-    LIMIT 1
-    FOR UPDATE OF c SKIP LOCKED;
-    IF done.partition IS NOT NULL AND c_part IS DISTINCT FROM done.partition THEN
+    LOOP
+        -- The partition being committed counts as committed: unclaimed, its
+        -- cursor at done_to (and, claimed most recently, picked last among
+        -- the group's partitions with records).
+        SELECT c.partition, CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END,
+               c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
+        FROM {{schema}}.group_cursor c
+        JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+        WHERE c.topic_id = v_topic AND c.group_name = p_group
+          AND (p_partition IS NULL OR c.partition = p_partition)
+          AND (NOT p_require_owner OR (c.owner = p_member AND c.next_owner IS NULL))
+          AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts OR c.partition = d_part)
+          AND tp.next_offset > CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END
+        ORDER BY c.claimed_at NULLS FIRST, c.partition
+        LIMIT 1
+        FOR UPDATE OF c SKIP LOCKED;
+        EXIT WHEN FOUND;
+
+        IF d_part IS NOT NULL THEN
+            UPDATE {{schema}}.group_cursor c
+               SET next_offset = done_to, claim_start = NULL, claim_end = NULL, claim_expires_at = NULL,
+                   claim_owner = NULL, committed_at = now_ts
+             WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = d_part;
+            d_part := NULL;
+        END IF;
+        -- Nothing to claim: now the checks that explain why, or create the
+        -- group and look again.
+        IF NOT created AND NOT EXISTS (SELECT 1 FROM {{schema}}.consumer_group g
+                                        WHERE g.topic_id = v_topic AND g.group_name = p_group) THEN
+            PERFORM {{schema}}.group_create(p_topic, p_group, p_start);
+            created := true;
+            CONTINUE;
+        END IF;
+        IF p_require_owner THEN
+            IF NOT EXISTS (SELECT 1 FROM {{schema}}.group_member m WHERE m.topic_id = v_topic
+                           AND m.group_name = p_group AND m.member_id = p_member) THEN
+                PERFORM {{schema}}._raise('PM013', format('member %s is not in group %s (left, or its session expired): heartbeat to rejoin',
+                                                          left(quote_literal(coalesce(p_member, '')), 210), quote_literal(p_group)));
+            END IF;
+            IF p_partition IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM {{schema}}.group_cursor c WHERE c.topic_id = v_topic AND c.group_name = p_group
+                   AND c.partition = p_partition AND c.owner = p_member AND c.next_owner IS NULL) THEN
+                PERFORM {{schema}}._raise('PM012', format('partition %s of topic %s is not assigned to member %s',
+                                                          p_partition, quote_literal(p_topic), left(quote_literal(p_member), 210)));
+            END IF;
+        END IF;
+        RETURN;
+    END LOOP;
+
+    IF p_async AND d_part IS NULL AND p_commit_epoch IS NULL AND NOT created THEN
+        -- As in claim(): a lease lost in a crash is only a redelivery. Not
+        -- when a commit rides along (commits are always synchronous) and not
+        -- when this call created the group (its start must be durable).
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    IF d_part IS NOT NULL AND c_part <> d_part THEN
         UPDATE {{schema}}.group_cursor c
            SET next_offset = done_to, claim_start = NULL, claim_end = NULL, claim_expires_at = NULL,
                claim_owner = NULL, committed_at = now_ts
-         WHERE c.topic_id = done.topic_id AND c.group_name = done.group_name AND c.partition = done.partition;
-    END IF;
-    IF c_part IS NULL THEN
-        RETURN;
+         WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = d_part;
     END IF;
 
     v_last := least(tip - 1, c_next + p_max_records - 1);
     SELECT s.relname, s.end_offset INTO seg_rel, seg_end FROM {{schema}}.segment s
-     WHERE s.topic_id = t.topic_id AND s.partition = c_part AND s.start_offset <= c_next
+     WHERE s.topic_id = v_topic AND s.partition = c_part AND s.start_offset <= c_next
      ORDER BY s.start_offset DESC LIMIT 1;
     IF NOT FOUND OR seg_end <= v_last THEN
         -- No segment, or the range spans two: read through the record table.
         seg_rel := NULL;
     END IF;
 
-    expires := now_ts + p_lease;
     -- The epoch is the fencing token; see claim() for why it is at least
     -- the claim time in microseconds.
     c_epoch := greatest(c_epoch + 1, (extract(epoch FROM now_ts) * 1000000)::bigint);
+    claim_expires_at := now_ts + p_lease;
     UPDATE {{schema}}.group_cursor c
        SET next_offset = c_next, claim_epoch = c_epoch, claim_start = c_next,
-           claim_end = v_last, claim_expires_at = expires,
+           claim_end = v_last, claim_expires_at = claim_range.claim_expires_at,
            claim_owner = p_member, claimed_at = now_ts,
-           committed_at = CASE WHEN c_part = done.partition THEN now_ts ELSE c.committed_at END
-     WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.partition = c_part;
-    RETURN QUERY SELECT c_part, c_epoch, expires, c_next, v_last, t.topic_id, seg_rel;
+           committed_at = CASE WHEN c_part = d_part THEN now_ts ELSE c.committed_at END
+     WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = c_part;
+    partition := c_part;
+    claim_epoch := c_epoch;
+    first_offset := c_next;
+    last_offset := v_last;
+    topic_id := v_topic;
+    relname := seg_rel;
+    RETURN NEXT;
 END $$;
 
 -- _segment_create, as in 001, and the new segment is readable by every role
