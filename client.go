@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -199,7 +200,9 @@ func (c *Client) afterCommit(b *partitionBatch, notify bool) {
 		go c.sendNotifications(c.sendStop, c.sendDone)
 	}
 	if notify {
-		c.sendPending[b.topic] = struct{}{}
+		// "topic#partition": only the consumers of that partition wake up
+		// (internal/notifier); SQL publish() notifies the whole topic.
+		c.sendPending[b.topic+"#"+strconv.Itoa(int(b.partition))] = struct{}{}
 	}
 	if b.segmentsLow {
 		c.segPending[topicPartition{b.topic, b.partition}] = struct{}{}
@@ -375,6 +378,19 @@ func (c *Client) wakeups(keys ...string) (<-chan struct{}, func()) {
 		c.notifier = notifier.New(c.pool.Config().ConnConfig, c.config.Schema+"_log", c.config.Logger)
 	})
 	return c.notifier.Subscribe(keys...)
+}
+
+// partitionWakeups returns a subscription whose keys the caller sets to
+// "topic#partition" for the partitions it reads, or nil when notifications
+// are disabled.
+func (c *Client) partitionWakeups() *notifier.Subscription {
+	if c.config.DisableNotify {
+		return nil
+	}
+	c.notifyOnce.Do(func() {
+		c.notifier = notifier.New(c.pool.Config().ConnConfig, c.config.Schema+"_log", c.config.Logger)
+	})
+	return c.notifier.NewSubscription()
 }
 
 // RecordWakeups returns a channel that receives a signal (coalesced: at most

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+	"github.com/pgmsg/pgmsg/internal/notifier"
 )
 
 // Start positions for a new group (ClaimOpts.Start, CreateGroup) and
@@ -403,8 +405,8 @@ type Consumer struct {
 	group    string
 	opts     ConsumerOpts
 	memberID string
-	wake     <-chan struct{}
-	stopWake func()
+	wake     <-chan struct{} // nil when notifications are disabled
+	wakeSub  *notifier.Subscription
 
 	startMu sync.Mutex // guards started, cancel and done
 	started bool
@@ -464,10 +466,42 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 			return nil, newError(ErrPartitionOutOfRange, "partition %d out of range", p)
 		}
 	}
-	wake, stop := c.wakeups(topics...)
-	return &Consumer{client: c, topics: append([]string(nil), topics...), group: group, opts: o,
-		memberID: o.MemberID, wake: wake, stopWake: stop, hbNow: make(chan struct{}, 1),
-		owned: map[string]map[int32]bool{}, lastOK: map[string]time.Time{}}, nil
+	cn := &Consumer{client: c, topics: append([]string(nil), topics...), group: group, opts: o,
+		memberID: o.MemberID, wakeSub: c.partitionWakeups(), hbNow: make(chan struct{}, 1),
+		owned: map[string]map[int32]bool{}, lastOK: map[string]time.Time{}}
+	if cn.wakeSub != nil {
+		cn.wake = cn.wakeSub.C()
+		if cn.manual() {
+			var keys []string
+			for _, t := range cn.topics {
+				for _, p := range o.Partitions {
+					keys = append(keys, wakeKey(t, p))
+				}
+			}
+			cn.wakeSub.Set(keys...)
+		}
+	}
+	return cn, nil
+}
+
+// wakeKey is the notification key of one partition (internal/notifier).
+func wakeKey(topic string, partition int32) string {
+	return topic + "#" + strconv.Itoa(int(partition))
+}
+
+// setWakeKeys subscribes to the wake-ups of the partitions the membership
+// gave this consumer (called with cn.mu held, after ownership changed).
+func (cn *Consumer) setWakeKeys() {
+	if cn.wakeSub == nil {
+		return
+	}
+	var keys []string
+	for t, ps := range cn.owned {
+		for p := range ps {
+			keys = append(keys, wakeKey(t, p))
+		}
+	}
+	cn.wakeSub.Set(keys...)
 }
 
 func sanitizeMember(s string) string {
@@ -622,6 +656,9 @@ func (cn *Consumer) heartbeat(ctx context.Context, topic string) error {
 		}
 	}
 	cn.owned[topic] = cur
+	if len(assigned) > 0 || len(revoked) > 0 || len(lost) > 0 {
+		cn.setWakeKeys()
+	}
 	cn.mu.Unlock()
 	sortInt32(lost)
 	sortInt32(assigned)
@@ -651,7 +688,9 @@ func sortInt32(s []int32) { sort.Slice(s, func(i, j int) bool { return s[i] < s[
 // Close leaves the group (its partitions move to the other members at
 // once) and stops heartbeats and notifications. Call it after Run returns.
 func (cn *Consumer) Close() {
-	cn.stopWake()
+	if cn.wakeSub != nil {
+		cn.wakeSub.Close()
+	}
 	cn.startMu.Lock()
 	stop, done := cn.cancel, cn.done
 	cn.startMu.Unlock()

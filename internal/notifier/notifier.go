@@ -1,6 +1,11 @@
 // Package notifier keeps one LISTEN connection per client and fans
 // notifications out to subscribers by payload (a topic or queue name).
 //
+// A payload "name#part" (a topic's partition) wakes the subscribers of
+// "name#part" and of "name"; a plain "name" wakes the subscribers of "name"
+// and of every "name#..." key (some partition of it: nobody knows which).
+// '#' cannot occur in a topic name.
+//
 // Notifications are only wake-ups: after a reconnect every subscriber is
 // woken, because notifications sent while disconnected are lost, and
 // subscribers always fall back to polling.
@@ -9,6 +14,7 @@ package notifier
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,24 +53,57 @@ func New(connConfig *pgx.ConnConfig, channel string, logger *slog.Logger) *Notif
 // Subscribe returns a channel that receives (coalesced) wake-ups for any
 // of keys and a function that ends the subscription.
 func (n *Notifier) Subscribe(keys ...string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+	sub := n.NewSubscription(keys...)
+	return sub.C(), sub.Close
+}
+
+// Subscription is a channel of coalesced wake-ups for a set of keys that
+// can change (a consumer's partitions change with every rebalance).
+type Subscription struct {
+	n    *Notifier
+	ch   chan struct{}
+	keys []string // guarded by n.mu
+}
+
+// NewSubscription subscribes to keys.
+func (n *Notifier) NewSubscription(keys ...string) *Subscription {
+	s := &Subscription{n: n, ch: make(chan struct{}, 1)}
+	s.Set(keys...)
+	return s
+}
+
+// C is the channel that receives the wake-ups.
+func (s *Subscription) C() <-chan struct{} { return s.ch }
+
+// Set replaces the subscribed keys.
+func (s *Subscription) Set(keys ...string) {
+	n := s.n
 	n.mu.Lock()
-	for _, key := range keys {
+	defer n.mu.Unlock()
+	s.remove()
+	s.keys = append([]string(nil), keys...)
+	for _, key := range s.keys {
 		if n.subs[key] == nil {
 			n.subs[key] = map[chan struct{}]struct{}{}
 		}
-		n.subs[key][ch] = struct{}{}
+		n.subs[key][s.ch] = struct{}{}
 	}
-	n.mu.Unlock()
-	return ch, func() {
-		n.mu.Lock()
-		for _, key := range keys {
-			delete(n.subs[key], ch)
-			if len(n.subs[key]) == 0 {
-				delete(n.subs, key)
-			}
+}
+
+// Close ends the subscription.
+func (s *Subscription) Close() {
+	s.n.mu.Lock()
+	defer s.n.mu.Unlock()
+	s.remove()
+	s.keys = nil
+}
+
+func (s *Subscription) remove() {
+	for _, key := range s.keys {
+		delete(s.n.subs[key], s.ch)
+		if len(s.n.subs[key]) == 0 {
+			delete(s.n.subs, key)
 		}
-		n.mu.Unlock()
 	}
 }
 
@@ -74,11 +113,12 @@ func (n *Notifier) Close() {
 	<-n.done
 }
 
-func (n *Notifier) wake(key string, all bool) {
+func (n *Notifier) wake(payload string, all bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	name, _, partitioned := strings.Cut(payload, "#")
 	for k, set := range n.subs {
-		if !all && k != key {
+		if !all && k != payload && k != name && (partitioned || !strings.HasPrefix(k, payload+"#")) {
 			continue
 		}
 		for ch := range set {

@@ -1,0 +1,60 @@
+package notifier
+
+import "testing"
+
+// Payloads and keys: "t#1" wakes "t#1" and "t", not "t#2"; a plain "t"
+// (SQL publish: some partition) wakes "t" and every "t#..."; other names
+// and queue keys are left alone.
+func TestWakeMatching(t *testing.T) {
+	n := &Notifier{subs: map[string]map[chan struct{}]struct{}{}}
+	subs := map[string]*Subscription{}
+	for _, k := range []string{"t#1", "t#2", "t", "t2#1", "queue:t"} {
+		subs[k] = n.NewSubscription(k)
+	}
+	woken := func() map[string]bool {
+		out := map[string]bool{}
+		for k, s := range subs {
+			select {
+			case <-s.C():
+				out[k] = true
+			default:
+			}
+		}
+		return out
+	}
+	cases := []struct {
+		payload string
+		want    []string
+	}{
+		{"t#1", []string{"t#1", "t"}},
+		{"t", []string{"t#1", "t#2", "t"}},
+		{"t2#1", []string{"t2#1"}},
+		{"queue:t", []string{"queue:t"}},
+	}
+	for _, c := range cases {
+		n.wake(c.payload, false)
+		got := woken()
+		if len(got) != len(c.want) {
+			t.Fatalf("payload %q woke %v, want %v", c.payload, got, c.want)
+		}
+		for _, k := range c.want {
+			if !got[k] {
+				t.Fatalf("payload %q woke %v, want %v", c.payload, got, c.want)
+			}
+		}
+	}
+	// Set replaces the keys; Close removes them.
+	subs["t#1"].Set("t#2")
+	n.wake("t#1", false)
+	if got := woken(); got["t#1"] {
+		t.Fatalf("a subscription moved to t#2 was woken by t#1: %v", got)
+	}
+	subs["t#2"].Close()
+	n.wake("t#2", false)
+	if got := woken(); got["t#2"] || !got["t#1"] || !got["t"] {
+		t.Fatalf("after Close: %v", got)
+	}
+	if len(n.subs["t#2"]) != 1 {
+		t.Fatalf("subscribers of t#2: %d, want 1", len(n.subs["t#2"]))
+	}
+}
