@@ -771,14 +771,25 @@ func (cn *Consumer) claimOnce(ctx context.Context, commit *Claim) (cl *Claim, er
 		}
 		cn.mu.Lock()
 		n := len(cn.owned[topic])
+		var only int32
+		for p := range cn.owned[topic] {
+			only = p
+		}
 		cn.mu.Unlock()
 		if n == 0 {
 			continue
 		}
 		opts.RequireOwner = true
+		if n == 1 {
+			// Name the partition: the claim then reads one cursor row, not
+			// every row of the group (which matters while a long snapshot
+			// keeps their old versions from being pruned).
+			opts.Partition = &only
+		}
 		cl, err := claim(topic, &opts)
-		if errors.Is(err, ErrNotMember) {
-			// Our session expired: rejoin at the next heartbeat.
+		if errors.Is(err, ErrNotMember) || errors.Is(err, ErrNotAssigned) {
+			// Our session expired, or the partition moved since our last
+			// heartbeat: learn the assignment at the next heartbeat.
 			select {
 			case cn.hbNow <- struct{}{}:
 			default:

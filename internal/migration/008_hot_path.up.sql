@@ -103,18 +103,32 @@ BEGIN
         -- The partition being committed counts as committed: unclaimed, its
         -- cursor at done_to (and, claimed most recently, picked last among
         -- the group's partitions with records).
-        SELECT c.partition, CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END,
-               c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
-        FROM {{schema}}.group_cursor c
-        JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
-        WHERE c.topic_id = v_topic AND c.group_name = p_group
-          AND (p_partition IS NULL OR c.partition = p_partition)
-          AND (NOT p_require_owner OR (c.owner = p_member AND c.next_owner IS NULL))
-          AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts OR c.partition = d_part)
-          AND tp.next_offset > CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END
-        ORDER BY c.claimed_at NULLS FIRST, c.partition
-        LIMIT 1
-        FOR UPDATE OF c SKIP LOCKED;
+        IF p_partition IS NOT NULL THEN
+            -- One cursor row by its whole key (a plan that cannot mix up
+            -- "any partition" with "this one" and visit every row of the
+            -- group, and the versions a long snapshot keeps of them).
+            SELECT c.partition, CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END,
+                   c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
+            FROM {{schema}}.group_cursor c
+            JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+            WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = p_partition
+              AND (NOT p_require_owner OR (c.owner = p_member AND c.next_owner IS NULL))
+              AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts OR c.partition = d_part)
+              AND tp.next_offset > CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END
+            FOR UPDATE OF c SKIP LOCKED;
+        ELSE
+            SELECT c.partition, CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END,
+                   c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
+            FROM {{schema}}.group_cursor c
+            JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+            WHERE c.topic_id = v_topic AND c.group_name = p_group
+              AND (NOT p_require_owner OR (c.owner = p_member AND c.next_owner IS NULL))
+              AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts OR c.partition = d_part)
+              AND tp.next_offset > CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END
+            ORDER BY c.claimed_at NULLS FIRST, c.partition
+            LIMIT 1
+            FOR UPDATE OF c SKIP LOCKED;
+        END IF;
         EXIT WHEN FOUND;
 
         IF d_part IS NOT NULL THEN
