@@ -117,15 +117,6 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 	if o.MaxRecords < 1 || o.Lease < 0 || o.MaxBytes < 0 {
 		return nil, newError(ErrInvalidArgument, "max records must be >= 1 and lease and max bytes must not be negative")
 	}
-	if o.MaxBytes > 0 {
-		// The byte cap is measured in SQL over the records: claim() does it.
-		if commit != nil {
-			if err := c.Commit(ctx, commit); err != nil && !isLostClaim(err) {
-				return nil, err
-			}
-		}
-		return c.claimRecords(ctx, exec, topic, group, o, async)
-	}
 	params := dbsqlc.GroupClaimRangeParams{
 		Topic: topic, GroupName: group, MaxRecords: int32(min(o.MaxRecords, 1<<30)),
 		Lease: pgtype.Interval{Microseconds: o.Lease.Microseconds(), Valid: true},
@@ -136,6 +127,9 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 	}
 	if o.Member != "" {
 		params.Member = pgtype.Text{String: o.Member, Valid: true}
+	}
+	if o.MaxBytes > 0 {
+		params.MaxBytes = pgtype.Int8{Int64: o.MaxBytes, Valid: true}
 	}
 	if commit != nil {
 		params.CommitPartition = pgtype.Int4{Int32: commit.Partition, Valid: true}
@@ -261,45 +255,6 @@ func scanRecords(rows pgx.Rows, topic string, partition int32, capHint int) ([]*
 		recs = append(recs, r)
 	}
 	return recs, rows.Err()
-}
-
-// claimRecords claims through claim(), which returns the records in the
-// same round trip (and can cut the claim at a byte cap).
-func (c *Client) claimRecords(ctx context.Context, exec DBTX, topic, group string, o ClaimOpts, async bool) (*Claim, error) {
-	params := dbsqlc.GroupClaimParams{
-		Topic: topic, GroupName: group, MaxRecords: int32(min(o.MaxRecords, 1<<30)),
-		Lease: pgtype.Interval{Microseconds: o.Lease.Microseconds(), Valid: true},
-		Start: o.Start,
-	}
-	if o.Partition != nil {
-		params.Partition = pgtype.Int4{Int32: *o.Partition, Valid: true}
-	}
-	if o.MaxBytes > 0 {
-		params.MaxBytes = pgtype.Int8{Int64: o.MaxBytes, Valid: true}
-	}
-	if o.Member != "" {
-		params.Member = pgtype.Text{String: o.Member, Valid: true}
-	}
-	params.RequireOwner = o.RequireOwner
-	params.Async = async
-	rows, err := c.queries.GroupClaim(ctx, c.db(exec), params)
-	if err != nil {
-		return nil, mapError(err)
-	}
-	if len(rows) == 0 {
-		return nil, nil
-	}
-	cl := &Claim{Topic: topic, Group: group, Partition: rows[0].Partition, Epoch: rows[0].ClaimEpoch,
-		ExpiresAt: rows[0].ClaimExpiresAt.Time, Records: make([]*Record, len(rows))}
-	for i, r := range rows {
-		h, err := decodeHeaders(r.Headers)
-		if err != nil {
-			return nil, err
-		}
-		cl.Records[i] = &Record{Topic: topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key,
-			Value: r.Value, Headers: h, Timestamp: r.Timestamp.Time}
-	}
-	return cl, nil
 }
 
 // Commit advances the group's cursor past the claim and ends it. It fails

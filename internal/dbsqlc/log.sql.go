@@ -11,84 +11,14 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const groupClaim = `-- name: GroupClaim :many
-SELECT partition::integer, claim_epoch::bigint, claim_expires_at::timestamptz, "offset"::bigint, "timestamp"::timestamptz, key::bytea, value::bytea, headers::jsonb
-FROM pgmsg.claim($1::text, $2::text, $3::integer, $4::interval,
-                          $5::integer, $6::bigint, $7::text,
-                          $8::text, $9::boolean, $10::boolean)
-`
-
-type GroupClaimParams struct {
-	Topic        string
-	GroupName    string
-	MaxRecords   int32
-	Lease        pgtype.Interval
-	Partition    pgtype.Int4
-	MaxBytes     pgtype.Int8
-	Start        string
-	Member       pgtype.Text
-	RequireOwner bool
-	Async        bool
-}
-
-type GroupClaimRow struct {
-	Partition      int32
-	ClaimEpoch     int64
-	ClaimExpiresAt pgtype.Timestamptz
-	Offset         int64
-	Timestamp      pgtype.Timestamptz
-	Key            []byte
-	Value          []byte
-	Headers        []byte
-}
-
-func (q *Queries) GroupClaim(ctx context.Context, db DBTX, arg GroupClaimParams) ([]*GroupClaimRow, error) {
-	rows, err := db.Query(ctx, groupClaim,
-		arg.Topic,
-		arg.GroupName,
-		arg.MaxRecords,
-		arg.Lease,
-		arg.Partition,
-		arg.MaxBytes,
-		arg.Start,
-		arg.Member,
-		arg.RequireOwner,
-		arg.Async,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []*GroupClaimRow
-	for rows.Next() {
-		var i GroupClaimRow
-		if err := rows.Scan(
-			&i.Partition,
-			&i.ClaimEpoch,
-			&i.ClaimExpiresAt,
-			&i.Offset,
-			&i.Timestamp,
-			&i.Key,
-			&i.Value,
-			&i.Headers,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, &i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const groupClaimRange = `-- name: GroupClaimRange :many
 SELECT partition::integer, claim_epoch::bigint, claim_expires_at::timestamptz, first_offset::bigint,
        last_offset::bigint, topic_id::integer, coalesce(relname, '')::text AS relname
 FROM pgmsg.claim_range($1::text, $2::text, $3::integer, $4::interval,
                        $5::integer, $6::text, $7::text,
                        $8::boolean, $9::boolean,
-                       $10::integer, $11::bigint)
+                       $10::integer, $11::bigint,
+                       $12::bigint)
 `
 
 type GroupClaimRangeParams struct {
@@ -103,6 +33,7 @@ type GroupClaimRangeParams struct {
 	Async           bool
 	CommitPartition pgtype.Int4
 	CommitEpoch     pgtype.Int8
+	MaxBytes        pgtype.Int8
 }
 
 type GroupClaimRangeRow struct {
@@ -128,6 +59,7 @@ func (q *Queries) GroupClaimRange(ctx context.Context, db DBTX, arg GroupClaimRa
 		arg.Async,
 		arg.CommitPartition,
 		arg.CommitEpoch,
+		arg.MaxBytes,
 	)
 	if err != nil {
 		return nil, err

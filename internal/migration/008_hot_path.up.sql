@@ -8,8 +8,8 @@
 -- plain table: no partition pruning, no planning, no tuplestore, the
 -- claim's columns not repeated on every row), and the commit of the
 -- previous claim can ride in the same call (one transaction, one WAL flush
--- per claim cycle instead of two). claim() stays, unchanged, for callers
--- that want the records in the same round trip.
+-- per claim cycle instead of two). claim(), for callers that want the
+-- records in the same round trip, becomes a wrapper of claim_range.
 --
 -- Publishing keeps plan_cache_mode = force_custom_plan in _append although
 -- its INSERT does not need pruning: with a cached generic plan, an insert
@@ -17,6 +17,29 @@
 -- with "no partition of relation found for row" (in 2 of 2 tries of
 -- TestPublishConcurrentWithRollbacksIsGapless, 64-record segments: a full
 -- run and 10 repetitions), where re-planning each call passed 10 of 10.
+
+-- _claim_bytes_end returns the last offset of [p_from, p_to] such that the
+-- key + value bytes of the records from p_from up to it stay within
+-- p_max_bytes; at least the first record (p_from), whatever its size.
+-- Planned per call so that the planner prunes the record table to the
+-- segments of the range.
+CREATE FUNCTION {{schema}}._claim_bytes_end(p_topic_id integer, p_partition integer, p_from bigint, p_to bigint,
+                                            p_max_bytes bigint)
+RETURNS bigint LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_custom_plan AS $$
+DECLARE
+    v_end bigint;
+BEGIN
+    SELECT max(s.o) INTO v_end FROM (
+        SELECT r."offset" AS o, row_number() OVER (ORDER BY r."offset") AS rn,
+               sum(coalesce(octet_length(r.value), 0) + coalesce(octet_length(r.key), 0))
+                   OVER (ORDER BY r."offset") AS cum
+        FROM {{schema}}.record r
+        WHERE r.topic_id = p_topic_id AND r.partition = p_partition
+          AND r."offset" BETWEEN p_from AND p_to
+    ) s WHERE s.cum <= p_max_bytes OR s.rn = 1;
+    RETURN coalesce(v_end, p_to);
+END $$;
 
 -- claim_range leases the next records of one partition to the caller, as
 -- claim() does, but returns one row describing the claim instead of the
@@ -32,13 +55,15 @@
 -- left, commit the claim (that moves the cursor past the range) and claim
 -- again. p_commit_partition and p_commit_epoch, when given, first commit
 -- that claim of the same group (as commit() does, raising PM008/PM009 if it
--- is no longer held, which rolls back the whole call). Returns no row when
--- there is nothing to read.
+-- is no longer held, which rolls back the whole call). p_max_bytes cuts the
+-- claim before the record that would take its key + value bytes past it
+-- (at least one record). Returns no row when there is nothing to read.
 CREATE FUNCTION {{schema}}.claim_range(p_topic text, p_group text, p_max_records integer DEFAULT 100,
                                        p_lease interval DEFAULT '30 seconds', p_partition integer DEFAULT NULL,
                                        p_start text DEFAULT 'earliest', p_member text DEFAULT NULL,
                                        p_require_owner boolean DEFAULT false, p_async boolean DEFAULT false,
-                                       p_commit_partition integer DEFAULT NULL, p_commit_epoch bigint DEFAULT NULL)
+                                       p_commit_partition integer DEFAULT NULL, p_commit_epoch bigint DEFAULT NULL,
+                                       p_max_bytes bigint DEFAULT NULL)
 RETURNS TABLE (partition integer, claim_epoch bigint, claim_expires_at timestamptz, first_offset bigint,
                last_offset bigint, topic_id integer, relname text)
 LANGUAGE plpgsql AS $$
@@ -176,6 +201,9 @@ BEGIN
     END IF;
 
     v_last := least(tip - 1, c_next + p_max_records - 1);
+    IF p_max_bytes IS NOT NULL THEN
+        v_last := {{schema}}._claim_bytes_end(v_topic, c_part, c_next, v_last, p_max_bytes);
+    END IF;
     SELECT s.relname, s.end_offset INTO seg_rel, seg_end FROM {{schema}}.segment s
      WHERE s.topic_id = v_topic AND s.partition = c_part AND s.start_offset <= c_next
      ORDER BY s.start_offset DESC LIMIT 1;
@@ -294,4 +322,43 @@ BEGIN
            byte_end - n_bytes + coalesce(sum(coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0))
                                          OVER (ORDER BY u.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
     FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord);
+END $$;
+
+-- claim, as in 001 (same signature and results), now on top of
+-- claim_range, the one implementation of a claim: it reads the claimed
+-- range through the record table and returns it. A range that compaction
+-- emptied is committed in the next claim_range call, which claims again.
+CREATE OR REPLACE FUNCTION {{schema}}.claim(p_topic text, p_group text, p_max_records integer DEFAULT 100,
+                                            p_lease interval DEFAULT '30 seconds', p_partition integer DEFAULT NULL,
+                                            p_max_bytes bigint DEFAULT NULL, p_start text DEFAULT 'earliest',
+                                            p_member text DEFAULT NULL, p_require_owner boolean DEFAULT false,
+                                            p_async boolean DEFAULT false)
+RETURNS TABLE (partition integer, claim_epoch bigint, claim_expires_at timestamptz, "offset" bigint,
+               "timestamp" timestamptz, key bytea, value bytea, headers jsonb)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan AS $$
+#variable_conflict use_column
+DECLARE
+    cr    record;
+    n     bigint;
+    d_par integer;
+    d_epo bigint;
+BEGIN
+    LOOP
+        SELECT * INTO cr FROM {{schema}}.claim_range(p_topic, p_group, p_max_records, p_lease, p_partition, p_start,
+                                                     p_member, p_require_owner, p_async, d_par, d_epo, p_max_bytes);
+        IF cr.partition IS NULL THEN
+            RETURN;
+        END IF;
+        RETURN QUERY
+        SELECT r.partition, cr.claim_epoch, cr.claim_expires_at, r."offset", r."timestamp", r.key, r.value, r.headers
+        FROM {{schema}}.record r
+        WHERE r.topic_id = cr.topic_id AND r.partition = cr.partition
+          AND r."offset" BETWEEN cr.first_offset AND cr.last_offset
+        ORDER BY r."offset";
+        GET DIAGNOSTICS n = ROW_COUNT;
+        EXIT WHEN n > 0;
+        d_par := cr.partition;
+        d_epo := cr.claim_epoch;
+    END LOOP;
 END $$;

@@ -40,12 +40,6 @@ FROM pgmsg.fetch(@topic::text, @partition::integer, @from_offset::bigint, @max_r
 -- name: GroupCreate :one
 SELECT pgmsg.group_create(@topic::text, @group_name::text, @start::text);
 
--- name: GroupClaim :many
-SELECT partition::integer, claim_epoch::bigint, claim_expires_at::timestamptz, "offset"::bigint, "timestamp"::timestamptz, key::bytea, value::bytea, headers::jsonb
-FROM pgmsg.claim(@topic::text, @group_name::text, @max_records::integer, @lease::interval,
-                          sqlc.narg(partition)::integer, sqlc.narg(max_bytes)::bigint, @start::text,
-                          sqlc.narg(member)::text, @require_owner::boolean, @async::boolean);
-
 -- name: GroupCommit :one
 SELECT pgmsg.commit(@topic::text, @group_name::text, @partition::integer, @claim_epoch::bigint,
                     sqlc.narg(next_offset)::bigint);
@@ -88,4 +82,5 @@ SELECT partition::integer, claim_epoch::bigint, claim_expires_at::timestamptz, f
 FROM pgmsg.claim_range(@topic::text, @group_name::text, @max_records::integer, @lease::interval,
                        sqlc.narg(partition)::integer, @start::text, sqlc.narg(member)::text,
                        @require_owner::boolean, @async::boolean,
-                       sqlc.narg(commit_partition)::integer, sqlc.narg(commit_epoch)::bigint);
+                       sqlc.narg(commit_partition)::integer, sqlc.narg(commit_epoch)::bigint,
+                       sqlc.narg(max_bytes)::bigint);
