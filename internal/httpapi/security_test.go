@@ -73,3 +73,31 @@ func TestMethodLabel(t *testing.T) {
 		require.Equal(t, "other", methodLabel(m))
 	}
 }
+
+// Issue 14: the 409 of an ack, fail or extend with a token that does not
+// hold the job names no lease token, and guessed tokens are refused.
+func TestJobNotHeldDoesNotRevealLeaseToken(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	require.Equal(t, http.StatusOK, tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, `{"queue":"q","jobs":[{"payload":1}]}`).status)
+	var claimed struct {
+		Jobs []JobJSON `json:"jobs"`
+	}
+	res := tb.do(t, http.MethodGet, "/v1/queue/claim?queue=q", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	res.json(t, &claimed)
+	require.Len(t, claimed.Jobs, 1)
+	j := claimed.Jobs[0]
+	require.Greater(t, j.LeaseToken, int64(1)<<32, "lease token %d is guessable", j.LeaseToken)
+	live := fmt.Sprint(j.LeaseToken)
+	for _, path := range []string{"/v1/queue/ack", "/v1/queue/fail", "/v1/queue/extend"} {
+		for _, guess := range []int64{1, 2, j.LeaseToken - 1} {
+			res := tb.do(t, http.MethodPost, path, tb.admin, map[string]any{"queue": "q", "id": j.ID, "lease_token": guess})
+			require.Equal(t, http.StatusConflict, res.status, "%s: %s", path, res.body)
+			require.Equal(t, "job_not_held", res.errorCode(t))
+			require.NotContains(t, string(res.body), live, path)
+		}
+	}
+	res = tb.do(t, http.MethodPost, "/v1/queue/ack", tb.admin, map[string]any{"queue": "q", "id": j.ID, "lease_token": j.LeaseToken})
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+}
