@@ -1,12 +1,17 @@
 package httpapi
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
 )
 
 // Issue 14: request metrics must not grow with what a client sends. Every
@@ -100,4 +105,109 @@ func TestJobNotHeldDoesNotRevealLeaseToken(t *testing.T) {
 	}
 	res = tb.do(t, http.MethodPost, "/v1/queue/ack", tb.admin, map[string]any{"queue": "q", "id": j.ID, "lease_token": j.LeaseToken})
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
+}
+
+// oddValues are stored values that are not portable JSON, each with the
+// encoding a JSON answer must use for it, and portable ones for contrast.
+var oddValues = []struct {
+	value []byte
+	auto  string // encoding with encoding=auto
+	json  string // encoding with encoding=json
+}{
+	{[]byte("\"a\xffb\""), EncodingBase64, EncodingBase64},                 // JSON syntax, not UTF-8
+	{[]byte("\xff\xfe"), EncodingBase64, EncodingBase64},                   // binary
+	{[]byte(`"\ud800"`), EncodingText, EncodingBase64},                     // lone high surrogate escape
+	{[]byte(`["x\udc00"]`), EncodingText, EncodingBase64},                  // lone low surrogate escape
+	{[]byte(`"\ud800\u0041"`), EncodingText, EncodingBase64},               // high surrogate then not a low one
+	{[]byte(`{"a":"\ud83d\ude00","b":[1,2]}`), EncodingJSON, EncodingJSON}, // a valid pair
+	{[]byte(`{"a":"\\ud800"}`), EncodingJSON, EncodingJSON},                // an escaped backslash, not an escape
+	{[]byte(`"caf\u00e9 é"`), EncodingJSON, EncodingJSON},
+	{[]byte("plain text"), EncodingText, EncodingBase64},
+}
+
+// requirePortableJSON fails unless body is valid UTF-8 JSON without a lone
+// surrogate escape: what Python, jq and serde all accept.
+func requirePortableJSON(t *testing.T, body []byte) {
+	t.Helper()
+	require.True(t, utf8.Valid(body), "body is not UTF-8: %q", body)
+	require.True(t, json.Valid(body), "body is not JSON: %q", body)
+	for _, bad := range []string{`\ud800`, `\udc00`} {
+		require.NotContains(t, strings.ReplaceAll(string(body), `\\`, ""), bad, "lone surrogate in %s", body)
+	}
+}
+
+// Issue 14: a consume answer stays valid UTF-8 JSON whatever bytes the
+// records hold; values that are not portable JSON go base64 (or text).
+func TestConsumeAnswerIsValidUTF8JSON(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "t", 1)
+	var recs []*pgmsg.Record
+	for _, v := range oddValues {
+		recs = append(recs, &pgmsg.Record{Topic: "t", Value: v.value, Key: []byte("k\xff"),
+			Headers: map[string][]byte{"h": []byte("\xfe\xff")}})
+	}
+	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
+	for _, enc := range []string{EncodingAuto, EncodingJSON} {
+		res := tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=t&group=g-"+enc+"&max_records=100&encoding="+enc, tb.admin, nil)
+		require.Equal(t, http.StatusOK, res.status, string(res.body))
+		requirePortableJSON(t, res.body)
+		var out ConsumeResponse
+		res.json(t, &out)
+		require.Len(t, out.Records, len(oddValues))
+		for i, r := range out.Records {
+			want := oddValues[i].auto
+			if enc == EncodingJSON {
+				want = oddValues[i].json
+			}
+			require.Equal(t, want, r.ValueEncoding, "value %q with encoding=%s", oddValues[i].value, enc)
+			requireDecodes(t, oddValues[i].value, r.Value, r.ValueEncoding)
+			require.Equal(t, EncodingBase64, r.KeyEncoding)
+			require.Equal(t, EncodingBase64, r.HeadersEncoding)
+		}
+	}
+}
+
+// Issue 14: the same for job payloads in a claim answer.
+func TestClaimAnswerIsValidUTF8JSON(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	for _, v := range oddValues {
+		_, err := tb.client.Enqueue(tb.ctx, "q", pgmsg.EnqueueParams{Payload: v.value}, nil)
+		require.NoError(t, err)
+	}
+	res := tb.do(t, http.MethodGet, "/v1/queue/claim?queue=q&max=100", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	requirePortableJSON(t, res.body)
+	var out struct {
+		Jobs []JobJSON `json:"jobs"`
+	}
+	res.json(t, &out)
+	require.Len(t, out.Jobs, len(oddValues))
+	for _, j := range out.Jobs {
+		i := int(j.ID) - 1 // ids follow enqueue order in a fresh schema
+		require.Equal(t, oddValues[i].auto, j.PayloadEncoding, "payload %q", oddValues[i].value)
+		requireDecodes(t, oddValues[i].value, j.Payload, j.PayloadEncoding)
+	}
+}
+
+// requireDecodes checks that raw, read with enc, gives back stored.
+func requireDecodes(t *testing.T, stored []byte, raw json.RawMessage, enc string) {
+	t.Helper()
+	switch enc {
+	case EncodingJSON:
+		require.Equal(t, string(stored), string(raw))
+	case EncodingText:
+		var s string
+		require.NoError(t, json.Unmarshal(raw, &s))
+		require.Equal(t, string(stored), s)
+	case EncodingBase64:
+		var s string
+		require.NoError(t, json.Unmarshal(raw, &s))
+		b, err := base64.StdEncoding.DecodeString(s)
+		require.NoError(t, err)
+		require.Equal(t, stored, b)
+	default:
+		t.Fatalf("unknown encoding %q", enc)
+	}
 }
