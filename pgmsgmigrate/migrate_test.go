@@ -91,15 +91,20 @@ func TestDownUpRoundTrip(t *testing.T) {
 	_, err = m.Up(ctx)
 	require.NoError(t, err)
 
+	// Count the migrations rather than assume versions 1..Latest(): the
+	// migrator takes them in order and accepts gaps in the numbering.
+	st, err := m.Status(ctx)
+	require.NoError(t, err)
+	require.Equal(t, pgmsgmigrate.Latest(), st[len(st)-1].Version)
 	res, err = m.Down(ctx, 0)
 	require.NoError(t, err)
-	require.Equal(t, pgmsgmigrate.Latest(), len(res.Versions))
+	require.Equal(t, len(st), len(res.Versions))
 	var exists bool
 	require.NoError(t, pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists))
 	require.False(t, exists, "down to zero drops the schema")
 	res, err = m.Up(ctx)
 	require.NoError(t, err)
-	require.Equal(t, pgmsgmigrate.Latest(), len(res.Versions))
+	require.Equal(t, len(st), len(res.Versions))
 	res, err = m.Up(ctx)
 	require.NoError(t, err)
 	require.Empty(t, res.Versions, "a second up has nothing to do")

@@ -25,7 +25,8 @@ const (
 	EncodingText = "text"
 	// EncodingBase64: the value is a JSON string of standard base64, for binary.
 	EncodingBase64 = "base64"
-	// EncodingAuto (responses only): JSON if the stored bytes are JSON, else
+	// EncodingAuto (responses only): JSON if the stored bytes are JSON that
+	// every parser accepts (valid UTF-8, no lone surrogate escape), else
 	// text if they are UTF-8, else base64; each record says which.
 	EncodingAuto = "auto"
 )
@@ -191,7 +192,7 @@ func encodeValue(v []byte, enc string) (json.RawMessage, string) {
 	}
 	switch enc {
 	case EncodingJSON:
-		if json.Valid(v) {
+		if portableJSON(v) {
 			return json.RawMessage(v), EncodingJSON
 		}
 	case EncodingText:
@@ -199,7 +200,7 @@ func encodeValue(v []byte, enc string) (json.RawMessage, string) {
 			return asString(string(v)), EncodingText
 		}
 	case EncodingAuto, "":
-		if json.Valid(v) {
+		if portableJSON(v) {
 			return json.RawMessage(v), EncodingJSON
 		}
 		if utf8.Valid(v) {
@@ -207,6 +208,53 @@ func encodeValue(v []byte, enc string) (json.RawMessage, string) {
 		}
 	}
 	return asString(base64.StdEncoding.EncodeToString(v)), EncodingBase64
+}
+
+// portableJSON reports whether v can be embedded as is in a JSON answer that
+// every parser accepts: valid JSON, valid UTF-8 (json.Valid alone lets bytes
+// such as 0xff through inside strings), and no \u escape of a lone
+// surrogate (which serde, for one, refuses). Values written through the
+// Go library or SQL are arbitrary bytes, so this is checked per value.
+func portableJSON(v []byte) bool {
+	return utf8.Valid(v) && json.Valid(v) && !hasLoneSurrogate(v)
+}
+
+// hasLoneSurrogate reports whether valid JSON v holds a \u escape of a
+// UTF-16 surrogate that is not a high surrogate followed by a low one.
+// Backslashes only occur in strings of valid JSON, as escapes.
+func hasLoneSurrogate(v []byte) bool {
+	hex4 := func(i int) rune {
+		if i+6 > len(v) || v[i] != '\\' || v[i+1] != 'u' {
+			return -1
+		}
+		n, err := strconv.ParseUint(string(v[i+2:i+6]), 16, 16)
+		if err != nil {
+			return -1
+		}
+		return rune(n)
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] != '\\' {
+			continue
+		}
+		if v[i+1] != 'u' {
+			i++ // a two-byte escape such as \\ or \"
+			continue
+		}
+		r := hex4(i)
+		switch {
+		case r >= 0xD800 && r <= 0xDBFF:
+			if lo := hex4(i + 6); lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 11
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
 }
 
 func validOutputEncoding(enc string) error {

@@ -464,12 +464,19 @@ func checkQueue(r *Report, events []Event, db *DBState) {
 			r.violate("job-phantom", "job %d completed but never enqueued", jid)
 		}
 	}
-	// Fencing in time: a job claimed again (higher token) must not have
-	// been handed out before an accepted completion of an earlier token
-	// was sent.
+	// Fencing in time: a job claimed again (a later attempt) must not have
+	// been handed out before an accepted completion of an earlier claim
+	// was sent. Lease tokens are random (migration 010), so claims are
+	// ordered by attempt (the agent never snoozes), not by token.
+	type claimKey struct{ jid, tok int64 }
+	claimAtt := map[claimKey]int{}
+	for _, run := range runsEv {
+		claimAtt[claimKey{run.JID, run.Tok}] = run.Att
+	}
 	for _, run := range runsEv {
 		for _, d := range done[run.JID] {
-			if run.Tok > d.Tok && run.T < d.Sent {
+			att, ok := claimAtt[claimKey{d.JID, d.Tok}]
+			if ok && run.Tok != d.Tok && run.Att > att && run.T < d.Sent {
 				r.violate("job-concurrent", "job %d token %d claimed by %s at %d before token %d's accepted completion was sent at %d",
 					run.JID, run.Tok, run.M, run.T, d.Tok, d.Sent)
 			}

@@ -14,7 +14,7 @@ func goodHistory() ([]Event, *DBState) {
 		{K: "recv", T: 3, G: "g", M: "m1", P: 0, O: 1, E: 1, ID: "b"},
 		{K: "commit", T: 5, G: "g", M: "m1", P: 0, E: 1, From: 0, To: 1, Sent: 4},
 		{K: "enq", T: 1, JID: 7, UID: "j"},
-		{K: "jrun", T: 2, JID: 7, Tok: 1, M: "w"},
+		{K: "jrun", T: 2, JID: 7, Tok: 1, Att: 1, M: "w"},
 		{K: "jdone", T: 4, JID: 7, Tok: 1, M: "w", Sent: 3},
 	}
 	db := &DBState{
@@ -97,7 +97,7 @@ func TestCheckerCatchesViolations(t *testing.T) {
 			return ev
 		}},
 		{"job re-claimed before its accepted completion", "job-concurrent", func(ev []Event, db *DBState) []Event {
-			return append(ev, Event{K: "jrun", T: 2, JID: 7, Tok: 2, M: "w2"})
+			return append(ev, Event{K: "jrun", T: 2, JID: 7, Tok: 2, Att: 2, M: "w2"})
 		}},
 	}
 	for _, c := range cases {

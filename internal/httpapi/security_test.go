@@ -1,0 +1,213 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// Issue 14: request metrics must not grow with what a client sends. Every
+// label value must come from a bounded set, whatever the methods and paths.
+func TestMetricsLabelsBounded(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "t", 1)
+	series := func() map[string]int {
+		mfs, err := tb.server.metrics.registry.Gather()
+		require.NoError(t, err)
+		n := map[string]int{}
+		for _, mf := range mfs {
+			switch mf.GetName() {
+			case "pgmsg_http_requests_total", "pgmsg_http_request_duration_seconds", "pgmsg_published_records_total",
+				"pgmsg_consumed_records_total", "pgmsg_enqueued_jobs_total", "pgmsg_claimed_jobs_total":
+			default:
+				continue // the state metrics name what the database holds
+			}
+			n[mf.GetName()] = len(mf.GetMetric())
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					require.NotContains(t, l.GetValue(), "ODD", "label %s of %s", l.GetName(), mf.GetName())
+					require.NotContains(t, l.GetValue(), "odd", "label %s of %s", l.GetName(), mf.GetName())
+				}
+			}
+		}
+		return n
+	}
+	send := func(i int) {
+		method := fmt.Sprintf("ODD%dMETHOD", i)
+		for _, path := range []string{
+			fmt.Sprintf("/odd/%d", i),          // unmatched
+			fmt.Sprintf("/v1/topics/odd%d", i), // a pattern, wrong method (405)
+			fmt.Sprintf("/healthz?odd=%d", i),  // a fixed route, wrong method
+			fmt.Sprintf("/v1/queue/claim?queue=odd%d", i),
+		} {
+			res := tb.do(t, method, path, "", nil)
+			require.Contains(t, []int{http.StatusNotFound, http.StatusMethodNotAllowed}, res.status, "%s %s", method, path)
+		}
+		// Known methods on paths that name things that do not exist.
+		tb.do(t, http.MethodGet, fmt.Sprintf("/odd/%d", i), "", nil)
+		tb.do(t, http.MethodGet, fmt.Sprintf("/v1/queue/claim?queue=odd%d", i), tb.admin, nil)
+		tb.do(t, http.MethodGet, fmt.Sprintf("/v1/pubsub/consume?topic=odd%d&group=odd%d", i, i), tb.admin, nil)
+	}
+	for i := 0; i < 5; i++ {
+		send(i)
+	}
+	before := series()
+	for i := 5; i < 60; i++ {
+		send(i)
+	}
+	after := series()
+	require.Equal(t, before, after, "distinct methods and paths added series")
+	require.Contains(t, string(tb.do(t, http.MethodGet, "/metrics", "", nil).body),
+		`pgmsg_http_requests_total{method="other",route="unmatched",status="404"}`)
+}
+
+func TestMethodLabel(t *testing.T) {
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"} {
+		require.Equal(t, m, methodLabel(m))
+	}
+	for _, m := range []string{"get", "CONNECT", "TRACE", "PROPFIND", strings.Repeat("X", 1<<20), ""} {
+		require.Equal(t, "other", methodLabel(m))
+	}
+}
+
+// Issue 14: the 409 of an ack, fail or extend with a token that does not
+// hold the job names no lease token, and guessed tokens are refused.
+func TestJobNotHeldDoesNotRevealLeaseToken(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	require.Equal(t, http.StatusOK, tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, `{"queue":"q","jobs":[{"payload":1}]}`).status)
+	var claimed struct {
+		Jobs []JobJSON `json:"jobs"`
+	}
+	res := tb.do(t, http.MethodGet, "/v1/queue/claim?queue=q", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	res.json(t, &claimed)
+	require.Len(t, claimed.Jobs, 1)
+	j := claimed.Jobs[0]
+	require.Greater(t, j.LeaseToken, int64(1)<<32, "lease token %d is guessable", j.LeaseToken)
+	live := fmt.Sprint(j.LeaseToken)
+	for _, path := range []string{"/v1/queue/ack", "/v1/queue/fail", "/v1/queue/extend"} {
+		for _, guess := range []int64{1, 2, j.LeaseToken - 1} {
+			res := tb.do(t, http.MethodPost, path, tb.admin, map[string]any{"queue": "q", "id": j.ID, "lease_token": guess})
+			require.Equal(t, http.StatusConflict, res.status, "%s: %s", path, res.body)
+			require.Equal(t, "job_not_held", res.errorCode(t))
+			require.NotContains(t, string(res.body), live, path)
+		}
+	}
+	res = tb.do(t, http.MethodPost, "/v1/queue/ack", tb.admin, map[string]any{"queue": "q", "id": j.ID, "lease_token": j.LeaseToken})
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+}
+
+// oddValues are stored values that are not portable JSON, each with the
+// encoding a JSON answer must use for it, and portable ones for contrast.
+var oddValues = []struct {
+	value []byte
+	auto  string // encoding with encoding=auto
+	json  string // encoding with encoding=json
+}{
+	{[]byte("\"a\xffb\""), EncodingBase64, EncodingBase64},                 // JSON syntax, not UTF-8
+	{[]byte("\xff\xfe"), EncodingBase64, EncodingBase64},                   // binary
+	{[]byte(`"\ud800"`), EncodingText, EncodingBase64},                     // lone high surrogate escape
+	{[]byte(`["x\udc00"]`), EncodingText, EncodingBase64},                  // lone low surrogate escape
+	{[]byte(`"\ud800\u0041"`), EncodingText, EncodingBase64},               // high surrogate then not a low one
+	{[]byte(`{"a":"\ud83d\ude00","b":[1,2]}`), EncodingJSON, EncodingJSON}, // a valid pair
+	{[]byte(`{"a":"\\ud800"}`), EncodingJSON, EncodingJSON},                // an escaped backslash, not an escape
+	{[]byte(`"caf\u00e9 é"`), EncodingJSON, EncodingJSON},
+	{[]byte("plain text"), EncodingText, EncodingBase64},
+}
+
+// requirePortableJSON fails unless body is valid UTF-8 JSON without a lone
+// surrogate escape: what Python, jq and serde all accept.
+func requirePortableJSON(t *testing.T, body []byte) {
+	t.Helper()
+	require.True(t, utf8.Valid(body), "body is not UTF-8: %q", body)
+	require.True(t, json.Valid(body), "body is not JSON: %q", body)
+	for _, bad := range []string{`\ud800`, `\udc00`} {
+		require.NotContains(t, strings.ReplaceAll(string(body), `\\`, ""), bad, "lone surrogate in %s", body)
+	}
+}
+
+// Issue 14: a consume answer stays valid UTF-8 JSON whatever bytes the
+// records hold; values that are not portable JSON go base64 (or text).
+func TestConsumeAnswerIsValidUTF8JSON(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "t", 1)
+	var recs []*pgmsg.Record
+	for _, v := range oddValues {
+		recs = append(recs, &pgmsg.Record{Topic: "t", Value: v.value, Key: []byte("k\xff"),
+			Headers: map[string][]byte{"h": []byte("\xfe\xff")}})
+	}
+	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
+	for _, enc := range []string{EncodingAuto, EncodingJSON} {
+		res := tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=t&group=g-"+enc+"&max_records=100&encoding="+enc, tb.admin, nil)
+		require.Equal(t, http.StatusOK, res.status, string(res.body))
+		requirePortableJSON(t, res.body)
+		var out ConsumeResponse
+		res.json(t, &out)
+		require.Len(t, out.Records, len(oddValues))
+		for i, r := range out.Records {
+			want := oddValues[i].auto
+			if enc == EncodingJSON {
+				want = oddValues[i].json
+			}
+			require.Equal(t, want, r.ValueEncoding, "value %q with encoding=%s", oddValues[i].value, enc)
+			requireDecodes(t, oddValues[i].value, r.Value, r.ValueEncoding)
+			require.Equal(t, EncodingBase64, r.KeyEncoding)
+			require.Equal(t, EncodingBase64, r.HeadersEncoding)
+		}
+	}
+}
+
+// Issue 14: the same for job payloads in a claim answer.
+func TestClaimAnswerIsValidUTF8JSON(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	for _, v := range oddValues {
+		_, err := tb.client.Enqueue(tb.ctx, "q", pgmsg.EnqueueParams{Payload: v.value}, nil)
+		require.NoError(t, err)
+	}
+	res := tb.do(t, http.MethodGet, "/v1/queue/claim?queue=q&max=100", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	requirePortableJSON(t, res.body)
+	var out struct {
+		Jobs []JobJSON `json:"jobs"`
+	}
+	res.json(t, &out)
+	require.Len(t, out.Jobs, len(oddValues))
+	for _, j := range out.Jobs {
+		i := int(j.ID) - 1 // ids follow enqueue order in a fresh schema
+		require.Equal(t, oddValues[i].auto, j.PayloadEncoding, "payload %q", oddValues[i].value)
+		requireDecodes(t, oddValues[i].value, j.Payload, j.PayloadEncoding)
+	}
+}
+
+// requireDecodes checks that raw, read with enc, gives back stored.
+func requireDecodes(t *testing.T, stored []byte, raw json.RawMessage, enc string) {
+	t.Helper()
+	switch enc {
+	case EncodingJSON:
+		require.Equal(t, string(stored), string(raw))
+	case EncodingText:
+		var s string
+		require.NoError(t, json.Unmarshal(raw, &s))
+		require.Equal(t, string(stored), s)
+	case EncodingBase64:
+		var s string
+		require.NoError(t, json.Unmarshal(raw, &s))
+		b, err := base64.StdEncoding.DecodeString(s)
+		require.NoError(t, err)
+		require.Equal(t, stored, b)
+	default:
+		t.Fatalf("unknown encoding %q", enc)
+	}
+}
