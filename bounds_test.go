@@ -18,7 +18,7 @@ import (
 // JSON (RFC 3339); they are refused on every surface (issue 14).
 var outOfRangeTimes = []time.Time{
 	time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("", -(23*3600+59*60))), // year 10000 UTC
-	time.Date(0, 1, 1, 0, 0, 0, 0, time.FixedZone("", 23*3600+59*60)),             // year 0 UTC
+	time.Date(0, 1, 1, 0, 0, 0, 0, time.FixedZone("", 23*3600+59*60)),            // year 0 UTC
 	time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
 }
 
