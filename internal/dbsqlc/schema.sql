@@ -3406,6 +3406,15 @@ LANGUAGE sql IMMUTABLE AS $$
                             AND p_ts < '10000-01-01 00:00:00+00'::timestamptz)
 $$;
 
+-- _delay_too_long: p_now + p_delay is after the UTC year 9999. Extreme
+-- delays are caught before the addition, which would overflow (22008).
+CREATE FUNCTION "pgmsg"._delay_too_long(p_now timestamptz, p_delay interval) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_delay IS NULL OR p_delay < interval '0' THEN false
+                WHEN p_delay > interval '10000 years' THEN true
+                ELSE NOT "pgmsg"._time_ok(p_now + p_delay) END
+$$;
+
 -- publish: as in 001, plus the timestamps' range (PM004).
 CREATE OR REPLACE FUNCTION "pgmsg".publish(p_topic text, p_values bytea[], p_keys bytea[] DEFAULT NULL,
                                    p_headers jsonb[] DEFAULT NULL, p_timestamps timestamptz[] DEFAULT NULL,
@@ -3521,7 +3530,7 @@ BEGIN
            coalesce(bool_or(u.k IS NOT NULL), false),
            coalesce(bool_or(coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) <= now_ts), false),
            coalesce(bool_or(NOT "pgmsg"._time_ok(u.ra)), false),
-           coalesce(bool_or(u.d >= interval '0' AND NOT "pgmsg"._time_ok(now_ts + u.d)), false),
+           coalesce(bool_or("pgmsg"._delay_too_long(now_ts, u.d)), false),
            coalesce(bool_or(octet_length(u.kd) > 200), false),
            coalesce(bool_or(octet_length(u.k) > 1000), false)
       INTO too_big, bad_delay, bad_att, bad_prio, both_times, has_keys, wake, bad_time, far_delay, long_kind, long_key
@@ -3650,7 +3659,7 @@ BEGIN
     IF p_delay IS NULL OR p_delay < interval '0' THEN
         PERFORM "pgmsg"._raise('PM104', 'snooze delay must not be negative');
     END IF;
-    IF NOT "pgmsg"._time_ok(now_ts + p_delay) THEN
+    IF "pgmsg"._delay_too_long(now_ts, p_delay) THEN
         PERFORM "pgmsg"._raise('PM104', 'snooze delay too long: the job would run after the UTC year 9999');
     END IF;
     UPDATE "pgmsg".job j
@@ -3682,7 +3691,7 @@ BEGIN
     IF p_retry_in IS NOT NULL AND p_retry_in < interval '0' THEN
         PERFORM "pgmsg"._raise('PM104', 'retry delay must not be negative');
     END IF;
-    IF p_retry_in IS NOT NULL AND NOT "pgmsg"._time_ok(now_ts + p_retry_in) THEN
+    IF "pgmsg"._delay_too_long(now_ts, p_retry_in) THEN
         PERFORM "pgmsg"._raise('PM104', 'retry delay too long: the job would run after the UTC year 9999');
     END IF;
     SELECT * INTO j FROM "pgmsg".job x WHERE x.id = p_id AND x.lease_token = p_lease_token AND x.state = 'running'

@@ -288,4 +288,5 @@ BEGIN
     RETURN tok;
 END $$;
 
+DROP FUNCTION {{schema}}._delay_too_long(timestamptz, interval);
 DROP FUNCTION {{schema}}._time_ok(timestamptz);
