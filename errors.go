@@ -144,8 +144,22 @@ func mapError(err error) error {
 		if kind, ok := codeToSentinel[pgErr.Code]; ok {
 			return &Error{Code: pgErr.Code, Message: pgErr.Message, kind: kind, cause: err}
 		}
+		if isInputError(pgErr.Code) {
+			return &Error{Code: sentinelToCode[ErrInvalidArgument], Message: "invalid argument: " + pgErr.Message,
+				kind: ErrInvalidArgument, cause: err}
+		}
 	}
 	return err
+}
+
+// isInputError reports whether a PostgreSQL SQLSTATE says the input was bad
+// or too large rather than the database failing: a data exception (class
+// 22: a value out of range, too long, malformed, with a NUL byte ...) or
+// 54000 program_limit_exceeded (such as an index row too large). The
+// checks of the SQL API should catch these first; they map to
+// ErrInvalidArgument (PM004) so that no surface reports them as internal.
+func isInputError(code string) bool {
+	return strings.HasPrefix(code, "22") || code == "54000"
 }
 
 // IsRetryable reports whether an operation that failed with err may succeed

@@ -169,7 +169,7 @@ func (c *Client) listGroups(ctx context.Context, exec DBTX, topic, group string)
 // claiming (replay and inspection).
 func (c *Client) Fetch(ctx context.Context, topic string, partition int32, from int64, max int) ([]*Record, error) {
 	rows, err := c.queries.RecordFetch(ctx, c.db(c.pool), dbsqlc.RecordFetchParams{
-		Topic: topic, Partition: partition, FromOffset: from, MaxRecords: int32(max),
+		Topic: topic, Partition: partition, FromOffset: from, MaxRecords: limit32(max),
 	})
 	if err != nil {
 		return nil, mapError(err)

@@ -235,6 +235,15 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 			return nil, newError(ErrInvalidArgument, "job %d: priority must be between %d and %d, got %d", i, JobPriorityMin, JobPriorityMax, p.Priority)
 		case !p.RunAt.IsZero() && p.Delay != 0:
 			return nil, newError(ErrInvalidArgument, "job %d: give RunAt or Delay, not both", i)
+		case len(p.Kind) > JobKindMaxBytes:
+			return nil, newError(ErrInvalidArgument, "job %d: kind must be at most %d bytes, got %d", i, JobKindMaxBytes, len(p.Kind))
+		case len(p.UniqueKey) > JobUniqueKeyMaxBytes:
+			return nil, newError(ErrInvalidArgument, "job %d: unique key must be at most %d bytes, got %d", i, JobUniqueKeyMaxBytes, len(p.UniqueKey))
+		}
+		if !p.RunAt.IsZero() {
+			if err := checkTime(fmt.Sprintf("job %d: run at", i), p.RunAt); err != nil {
+				return nil, err
+			}
 		}
 		arg.Payloads[i] = p.Payload
 		if arg.Payloads[i] == nil {

@@ -100,7 +100,7 @@ func init() {
 	registerMaintenanceTask(MaintenanceTask{Name: "log.retention", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
 		var total int64
 		for i := 0; i < MaintenanceMaxBatchesPerRun; i++ {
-			rows, err := c.queries.RetentionRun(ctx, c.db(c.pool), int32(cfg.Batch))
+			rows, err := c.queries.RetentionRun(ctx, c.db(c.pool), limit32(cfg.Batch))
 			if err != nil {
 				return total, mapError(err)
 			}
@@ -117,7 +117,7 @@ func init() {
 	}})
 	registerMaintenanceTask(MaintenanceTask{Name: "log.group_expiry", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
 		rows, err := c.queries.GroupExpire(ctx, c.db(c.pool), dbsqlc.GroupExpireParams{
-			DefaultTtl: pgtype.Interval{Microseconds: cfg.GroupTTL.Microseconds(), Valid: true}, MaxGroups: int32(cfg.Batch)})
+			DefaultTtl: pgtype.Interval{Microseconds: cfg.GroupTTL.Microseconds(), Valid: true}, MaxGroups: limit32(cfg.Batch)})
 		for _, r := range rows {
 			c.config.Logger.Info("pgmsg: consumer group expired", "topic", r.Topic, "group", r.GroupName, "last_active", r.LastActive.Time)
 		}
@@ -129,7 +129,7 @@ func init() {
 		return n, mapError(err)
 	}})
 	registerMaintenanceTask(MaintenanceTask{Name: "log.compaction", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
-		rows, err := c.queries.CompactRun(ctx, c.db(c.pool), int32(cfg.Batch))
+		rows, err := c.queries.CompactRun(ctx, c.db(c.pool), limit32(cfg.Batch))
 		var removed int64
 		for _, r := range rows {
 			removed += r.Removed
@@ -255,7 +255,7 @@ type MaintenanceEvent struct {
 // MaintenanceEvents returns the newest events, optionally of one kind
 // (retention_drop, retention_skip, group_expired, compacted).
 func (c *Client) MaintenanceEvents(ctx context.Context, kind string, limit int) ([]MaintenanceEvent, error) {
-	params := dbsqlc.MaintenanceEventsParams{MaxEvents: int32(limit)}
+	params := dbsqlc.MaintenanceEventsParams{MaxEvents: limit32(limit)}
 	if kind != "" {
 		params.Kind = pgtype.Text{String: kind, Valid: true}
 	}

@@ -117,7 +117,7 @@ func (p *Producer) Produce(ctx context.Context, rec *Record, promise func(*Recor
 		promise(rec, err)
 		return
 	}
-	if err := checkSize(rec, meta); err != nil {
+	if err := checkRecord(rec, meta); err != nil {
 		promise(rec, err)
 		return
 	}

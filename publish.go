@@ -158,7 +158,7 @@ func (c *Client) planPublish(ctx context.Context, exec DBTX, records []*Record, 
 		if err != nil {
 			return nil, err
 		}
-		if err := checkSize(r, meta); err != nil {
+		if err := checkRecord(r, meta); err != nil {
 			return nil, err
 		}
 		p, err := c.choosePartition(r, meta, manual, func() int32 {
@@ -193,7 +193,14 @@ func (c *Client) planPublish(ctx context.Context, exec DBTX, records []*Record, 
 	return out, nil
 }
 
-func checkSize(r *Record, meta topicMeta) error {
+// checkRecord refuses, before a round trip, a record whose timestamp is
+// outside the UTC years 0001..9999 or that is larger than the topic allows.
+func checkRecord(r *Record, meta topicMeta) error {
+	if !r.Timestamp.IsZero() {
+		if err := checkTime("record timestamp", r.Timestamp); err != nil {
+			return err
+		}
+	}
 	// A lower bound of what the SQL API measures (key + value + headers as
 	// jsonb text); the SQL check stays authoritative.
 	if n := len(r.Key) + len(r.Value); n > meta.maxRecordBytes {

@@ -2,6 +2,7 @@ package pgmsg
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -170,8 +171,11 @@ func (cfg QueueConfig) backpressureParam() pgtype.Interval {
 }
 
 func (cfg QueueConfig) validate() error {
-	if cfg.MaxAttempts < 0 {
-		return newError(ErrInvalidMaxAttempts, "max attempts must be at least 1, got %d", cfg.MaxAttempts)
+	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > math.MaxInt32 {
+		return newError(ErrInvalidMaxAttempts, "max attempts must be between 1 and %d, got %d", math.MaxInt32, cfg.MaxAttempts)
+	}
+	if cfg.MaxPayloadBytes > math.MaxInt32 {
+		return newError(ErrInvalidArgument, "max payload bytes must be at most %d, got %d", math.MaxInt32, cfg.MaxPayloadBytes)
 	}
 	if cfg.Lease < 0 || cfg.RetryBackoff < 0 || cfg.RetryBackoffMax < 0 || cfg.ArchiveRetention < 0 || cfg.MaxPayloadBytes < 0 {
 		return newError(ErrInvalidArgument, "queue durations and max payload bytes must not be negative")

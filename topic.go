@@ -187,6 +187,9 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (*TopicDescript
 // read the new partitions from their start. Keys may map to different
 // partitions afterwards, as in Kafka.
 func (c *Client) AddPartitions(ctx context.Context, name string, partitions int) (*Topic, error) {
+	if partitions < PartitionsMin || partitions > PartitionsMax {
+		return nil, newError(ErrInvalidArgument, "partitions must be between %d and %d, got %d", PartitionsMin, PartitionsMax, partitions)
+	}
 	row, err := c.queries.TopicAddPartitions(ctx, c.db(c.pool), dbsqlc.TopicAddPartitionsParams{Name: name, Partitions: int32(partitions)})
 	if err != nil {
 		return nil, mapError(err)

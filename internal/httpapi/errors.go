@@ -136,9 +136,10 @@ func errorFor(err error) (int, string, string) {
 		}
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
-		// A data exception (such as a NUL byte in a text value) is the
-		// request's fault; validation should have caught it first.
+	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || pgErr.Code == "54000") {
+		// A data exception (such as a NUL byte in a text value) or a
+		// program limit (an index row too large) is the request's fault;
+		// validation should have caught it first.
 		return http.StatusBadRequest, "invalid_argument", "invalid argument: " + pgErr.Message
 	}
 	if pgmsg.IsRetryable(err) {
@@ -169,5 +170,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(retry))
 	}
-	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
+	if err := writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg}}); err != nil {
+		// Strings always encode; kept so that nothing is ever dropped silently.
+		s.logger.Error("pgmsg: http error body failed to encode", "error", err)
+		writeBody(w, http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error"}}`+"\n"))
+	}
 }

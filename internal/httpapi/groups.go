@@ -43,8 +43,7 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) error {
 	if gs == nil {
 		gs = []pgmsg.GroupPartition{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"groups": gs})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"groups": gs})
 }
 
 // describeGroup returns a group's members, cursors, owners and lag.
@@ -59,8 +58,7 @@ func (s *Server) describeGroup(w http.ResponseWriter, r *http.Request) error {
 	if d.Members == nil {
 		d.Members = []pgmsg.GroupMember{}
 	}
-	writeJSON(w, http.StatusOK, d)
-	return nil
+	return writeJSON(w, http.StatusOK, d)
 }
 
 // ResetGroupRequest is the body of POST .../groups/{group}/reset.
@@ -86,8 +84,7 @@ func (s *Server) resetGroup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"partitions": gs})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"partitions": gs})
 }
 
 func (s *Server) deleteGroup(w http.ResponseWriter, r *http.Request) error {

@@ -18,8 +18,7 @@ func (s *Server) healthRoutes() []Route {
 
 // healthz answers while the process is up.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // readyz answers 200 when the database is reachable and migrated to this
@@ -40,6 +39,5 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	if err := m.RequireCurrent(ctx); err != nil {
 		return newAPIError(errUnavailable, "%v", err)
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -115,8 +115,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 	for i, rec := range recs {
 		resp.Records[i] = PublishedRecord{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp}
 	}
-	writeJSON(w, http.StatusOK, resp)
-	return nil
+	return writeJSON(w, http.StatusOK, resp)
 }
 
 // ClaimJSON identifies a claim: present it to commit, extend or release.
@@ -199,19 +198,33 @@ func (s *Server) consume(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp := ConsumeResponse{Records: []RecordJSON{}}
 	if cl != nil {
-		if autoCommit {
-			if err := s.client.Commit(context.WithoutCancel(r.Context()), cl); err != nil {
-				return err
-			}
-		}
-		s.metrics.consumed.WithLabelValues(topic, group).Add(float64(len(cl.Records)))
 		resp.Claim = &ClaimJSON{Topic: topic, Group: group, Partition: cl.Partition, Epoch: cl.Epoch, ExpiresAt: cl.ExpiresAt,
 			StartOffset: cl.Records[0].Offset, NextOffset: cl.NextOffset(), Committed: autoCommit}
 		for _, rec := range cl.Records {
 			resp.Records = append(resp.Records, EncodeRecord(rec, enc))
 		}
 	}
-	writeJSON(w, http.StatusOK, resp)
+	// The answer is encoded before the commit: records that cannot be
+	// encoded must not be committed (they would be lost to the group). The
+	// claim is released instead, and the request fails with a 500.
+	body, err := encodeJSON(resp)
+	if err != nil {
+		if cl != nil {
+			if rerr := s.client.Release(context.WithoutCancel(r.Context()), cl); rerr != nil {
+				s.logger.Warn("pgmsg: http consume: release after a failed encoding", "topic", topic, "group", group, "error", rerr)
+			}
+		}
+		return err
+	}
+	if cl != nil {
+		if autoCommit {
+			if err := s.client.Commit(context.WithoutCancel(r.Context()), cl); err != nil {
+				return err
+			}
+		}
+		s.metrics.consumed.WithLabelValues(topic, group).Add(float64(len(cl.Records)))
+	}
+	writeBody(w, http.StatusOK, body)
 	return nil
 }
 
@@ -306,8 +319,7 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"committed": true})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"committed": true})
 }
 
 // extend keeps a claim longer.
@@ -323,8 +335,7 @@ func (s *Server) extend(w http.ResponseWriter, r *http.Request) error {
 	if err := s.client.Extend(r.Context(), cl, lease); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"expires_at": cl.ExpiresAt})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"expires_at": cl.ExpiresAt})
 }
 
 // release gives a claim up: its records are delivered again at once.
@@ -336,6 +347,5 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) error {
 	if err := s.client.Release(r.Context(), cl); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"released": true})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"released": true})
 }

@@ -86,8 +86,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.metrics.enqueued.WithLabelValues(req.Queue).Add(float64(len(res)))
-	writeJSON(w, http.StatusOK, map[string]any{"queue": req.Queue, "jobs": res})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": req.Queue, "jobs": res})
 }
 
 // JobJSON is a claimed or listed job; Payload is encoded as
@@ -168,8 +167,7 @@ func (s *Server) claimJobs(w http.ResponseWriter, r *http.Request) error {
 	for i, j := range jobs {
 		out[i] = EncodeJob(j, enc)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": out})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": out})
 }
 
 // claimJobsWaiting claims, and when nothing is claimable and wait > 0,
@@ -243,8 +241,7 @@ func (s *Server) ackJob(w http.ResponseWriter, r *http.Request) error {
 	if err := s.client.Complete(r.Context(), job); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": job.ID, "state": pgmsg.JobStateCompleted})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"id": job.ID, "state": pgmsg.JobStateCompleted})
 }
 
 func (s *Server) failJob(w http.ResponseWriter, r *http.Request) error {
@@ -264,8 +261,7 @@ func (s *Server) failJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": job.ID, "state": res.State, "run_at": res.RunAt})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"id": job.ID, "state": res.State, "run_at": res.RunAt})
 }
 
 func (s *Server) extendJob(w http.ResponseWriter, r *http.Request) error {
@@ -280,8 +276,7 @@ func (s *Server) extendJob(w http.ResponseWriter, r *http.Request) error {
 	if err := s.client.ExtendJob(r.Context(), job, lease); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": job.ID, "lease_expires_at": job.LeaseExpiresAt})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"id": job.ID, "lease_expires_at": job.LeaseExpiresAt})
 }
 
 func (s *Server) listQueueStats(w http.ResponseWriter, r *http.Request) error {
@@ -289,8 +284,7 @@ func (s *Server) listQueueStats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"queues": st})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"queues": st})
 }
 
 func (s *Server) queueStats(w http.ResponseWriter, r *http.Request) error {
@@ -301,8 +295,7 @@ func (s *Server) queueStats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, st)
-	return nil
+	return writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
@@ -340,8 +333,7 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 	for i, j := range jobs {
 		out[i] = EncodeJob(j, enc)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": out})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": out})
 }
 
 // DeadJobsRequest selects dead jobs to requeue or purge: the ids given, or
@@ -386,8 +378,7 @@ func (s *Server) requeueDead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "requeued": n})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "requeued": n})
 }
 
 func (s *Server) purgeDead(w http.ResponseWriter, r *http.Request) error {
@@ -399,6 +390,5 @@ func (s *Server) purgeDead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "purged": n})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "purged": n})
 }

@@ -82,8 +82,7 @@ func (s *Server) createQueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, queueSettings(q))
-	return nil
+	return writeJSON(w, http.StatusCreated, queueSettings(q))
 }
 
 func (s *Server) configureQueue(w http.ResponseWriter, r *http.Request) error {
@@ -105,6 +104,5 @@ func (s *Server) configureQueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, queueSettings(q))
-	return nil
+	return writeJSON(w, http.StatusOK, queueSettings(q))
 }

@@ -8,6 +8,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -308,10 +309,30 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	body, err := encodeJSON(v)
+	if err != nil {
+		return err
+	}
+	writeBody(w, status, body)
+	return nil
+}
+
+// encodeJSON encodes a response body in full before anything is written,
+// so that a value that cannot be encoded (such as a time outside the years
+// 0001..9999) becomes a 500 instead of a 200 with an empty body.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		return nil, fmt.Errorf("encode the response: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// writeBody writes an encoded JSON body with its status.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	_ = enc.Encode(v)
+	_, _ = w.Write(body)
 }

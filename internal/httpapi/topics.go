@@ -36,8 +36,7 @@ func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) error {
 	if topics == nil {
 		topics = []*pgmsg.Topic{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"topics": topics})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"topics": topics})
 }
 
 func (s *Server) createTopic(w http.ResponseWriter, r *http.Request) error {
@@ -49,8 +48,7 @@ func (s *Server) createTopic(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, t)
-	return nil
+	return writeJSON(w, http.StatusCreated, t)
 }
 
 func (s *Server) describeTopic(w http.ResponseWriter, r *http.Request) error {
@@ -61,8 +59,7 @@ func (s *Server) describeTopic(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, d)
-	return nil
+	return writeJSON(w, http.StatusOK, d)
 }
 
 func (s *Server) configureTopic(w http.ResponseWriter, r *http.Request) error {
@@ -80,8 +77,7 @@ func (s *Server) configureTopic(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, t)
-	return nil
+	return writeJSON(w, http.StatusOK, t)
 }
 
 func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) error {

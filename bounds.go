@@ -1,0 +1,43 @@
+package pgmsg
+
+import (
+	"math"
+	"time"
+)
+
+// Bounds of client-supplied values, checked in Go before a round trip and
+// again by the SQL API (which refuses them with PM004) so that clients in
+// other languages are held to them too.
+const (
+	// JobKindMaxBytes is the longest job kind, in bytes.
+	JobKindMaxBytes = 200
+	// JobUniqueKeyMaxBytes is the longest job unique key, in bytes (the key
+	// is held in an index row, which PostgreSQL limits to about 2,700 bytes).
+	JobUniqueKeyMaxBytes = 1000
+)
+
+// timeMin and timeMax bound the timestamps a client may give (record
+// timestamps, job run times): the UTC years 0001 to 9999, the range that
+// RFC 3339, JSON and most languages' time types can represent. PostgreSQL
+// stores later years, which then could not be read back over HTTP.
+var (
+	timeMin = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	timeMax = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+)
+
+// checkTime refuses a timestamp outside timeMin..timeMax with
+// ErrInvalidArgument. PostgreSQL keeps microseconds: a time in the last
+// microsecond of 9999 rounds within it.
+func checkTime(what string, t time.Time) error {
+	if t.Before(timeMin) || t.After(timeMax) {
+		return newError(ErrInvalidArgument, "%s %s is outside the UTC years 0001 to 9999", what, t.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// limit32 converts a count or limit for an integer parameter of the SQL API
+// without wrapping around: values above 1<<30 become 1<<30 (a cap no
+// caller reaches) and negative ones stay negative, for the SQL API to refuse.
+func limit32(v int) int32 {
+	return int32(max(min(v, 1<<30), math.MinInt32))
+}

@@ -1,0 +1,141 @@
+package pgmsg_test
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// Timestamps outside the UTC years 0001..9999 cannot be encoded back to
+// JSON (RFC 3339); they are refused on every surface (issue 14).
+var outOfRangeTimes = []time.Time{
+	time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("", -(23*3600+59*60))), // year 10000 UTC
+	time.Date(0, 1, 1, 0, 0, 0, 0, time.FixedZone("", 23*3600+59*60)),            // year 0 UTC
+	time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+}
+
+func sqlCode(t *testing.T, err error) string {
+	t.Helper()
+	var pe *pgconn.PgError
+	require.True(t, errors.As(err, &pe), "not a database error: %v", err)
+	return pe.Code
+}
+
+func TestTimestampBounds(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "ts", 1)
+	s := pgx.Identifier{tb.Schema}.Sanitize()
+	for _, ts := range outOfRangeTimes {
+		// Go: Publish, the Producer, Enqueue.
+		err := tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "ts", Value: []byte("1"), Timestamp: ts}}, nil)
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "publish %s", ts)
+		p, err := tb.client.NewProducer(nil)
+		require.NoError(t, err)
+		require.ErrorIs(t, p.ProduceSync(tb.ctx, &pgmsg.Record{Topic: "ts", Value: []byte("1"), Timestamp: ts}), pgmsg.ErrInvalidArgument)
+		require.NoError(t, p.Close(tb.ctx))
+		_, err = tb.client.Enqueue(tb.ctx, "q", pgmsg.EnqueueParams{Payload: []byte("1"), RunAt: ts}, nil)
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "enqueue %s", ts)
+
+		// SQL: the same values sent by another language's client.
+		_, err = tb.Pool.Exec(tb.ctx, "SELECT * FROM "+s+".publish('ts', ARRAY['1'::bytea], p_timestamps => ARRAY[$1::timestamptz])", ts)
+		require.Equal(t, "PM004", sqlCode(t, err), "publish %s", ts)
+		_, err = tb.Pool.Exec(tb.ctx, "SELECT * FROM "+s+".enqueue_many('q', ARRAY['1'::bytea], p_run_ats => ARRAY[$1::timestamptz])", ts)
+		require.Equal(t, "PM004", sqlCode(t, err), "enqueue %s", ts)
+		_, err = tb.Pool.Exec(tb.ctx, "SELECT * FROM "+s+".token_create('tk', sha256('x'), 'p', ARRAY['admin'], $1)", ts)
+		require.Equal(t, "PM004", sqlCode(t, err), "token %s", ts)
+	}
+	// A delay that would run the job after 9999 (SQL only: Go's durations
+	// stop at 292 years).
+	_, err := tb.Pool.Exec(tb.ctx, "SELECT * FROM "+s+".enqueue_many('q', ARRAY['1'::bytea], p_delays => ARRAY['9000 years'::interval])")
+	require.Equal(t, "PM104", sqlCode(t, err))
+	var n int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, "SELECT count(*) FROM "+s+".record").Scan(&n))
+	require.Zero(t, n)
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, "SELECT count(*) FROM "+s+".job").Scan(&n))
+	require.Zero(t, n)
+
+	// The edges of the range are accepted (0001-01-01T00:00:00Z is the
+	// zero time: "unset").
+	lo, hi := time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+	recs := []*pgmsg.Record{{Topic: "ts", Value: []byte("1"), Timestamp: lo}, {Topic: "ts", Value: []byte("2"), Timestamp: hi}}
+	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
+	got, err := tb.client.Fetch(tb.ctx, "ts", 0, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.True(t, got[0].Timestamp.Equal(lo) && got[1].Timestamp.Equal(hi), "%v %v", got[0].Timestamp, got[1].Timestamp)
+	_, err = tb.client.Enqueue(tb.ctx, "q", pgmsg.EnqueueParams{Payload: []byte("1"), RunAt: hi}, nil)
+	require.NoError(t, err)
+
+	// Snooze and retry delays that would run the job after 9999 (SQL).
+	_, err = tb.client.Enqueue(tb.ctx, "q2", pgmsg.EnqueueParams{Payload: []byte("1")}, nil)
+	require.NoError(t, err)
+	jobs, err := tb.client.ClaimJobs(tb.ctx, "q2", nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	_, err = tb.Pool.Exec(tb.ctx, "SELECT "+s+".job_snooze($1, $2, '9000 years')", jobs[0].ID, jobs[0].LeaseToken)
+	require.Equal(t, "PM104", sqlCode(t, err))
+	_, err = tb.Pool.Exec(tb.ctx, "SELECT * FROM "+s+".job_fail($1, $2, 'x', '9000 years')", jobs[0].ID, jobs[0].LeaseToken)
+	require.Equal(t, "PM104", sqlCode(t, err))
+}
+
+func TestJobKindAndUniqueKeyBounds(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	s := pgx.Identifier{tb.Schema}.Sanitize()
+	long := func(n int) string { return strings.Repeat("k", n) }
+
+	_, err := tb.client.Enqueue(tb.ctx, "q", pgmsg.EnqueueParams{Kind: long(pgmsg.JobKindMaxBytes + 1)}, nil)
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+	_, err = tb.client.Enqueue(tb.ctx, "q", pgmsg.EnqueueParams{UniqueKey: long(pgmsg.JobUniqueKeyMaxBytes + 1)}, nil)
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+	_, err = tb.client.Enqueue(tb.ctx, "q", pgmsg.EnqueueParams{Kind: long(pgmsg.JobKindMaxBytes), UniqueKey: long(pgmsg.JobUniqueKeyMaxBytes)}, nil)
+	require.NoError(t, err)
+
+	// SQL: a 5 MB kind was stored; a 2.7k random unique key failed with
+	// 54000 (index row too big).
+	_, err = tb.Pool.Exec(tb.ctx, "SELECT * FROM "+s+".enqueue_many('q', ARRAY['1'::bytea], p_kinds => ARRAY[repeat('k', 5000000)])")
+	require.Equal(t, "PM004", sqlCode(t, err))
+	_, err = tb.Pool.Exec(tb.ctx, "SELECT * FROM "+s+".enqueue_many('q', ARRAY['1'::bytea], p_unique_keys => ARRAY[(SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 90))])")
+	require.Equal(t, "PM004", sqlCode(t, err))
+	var n int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, "SELECT count(*) FROM "+s+".job").Scan(&n))
+	require.Equal(t, 1, n)
+}
+
+// Queue settings were converted to 32 bits: 4294967297 became 1.
+func TestQueueSettingsNotTruncated(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateQueue(tb.ctx, "q", pgmsg.QueueConfig{MaxPayloadBytes: 1<<32 + 1})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+	_, err = tb.client.CreateQueue(tb.ctx, "q", pgmsg.QueueConfig{MaxAttempts: 1<<32 + 2})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidMaxAttempts)
+	_, err = tb.client.CreateQueue(tb.ctx, "q", pgmsg.QueueConfig{MaxAttempts: math.MaxInt32, MaxPayloadBytes: math.MaxInt32})
+	require.NoError(t, err)
+	_, err = tb.client.UpdateQueue(tb.ctx, "q", pgmsg.QueueConfig{MaxPayloadBytes: 1<<32 + 1})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+	_, err = tb.client.UpdateQueue(tb.ctx, "q", pgmsg.QueueConfig{MaxAttempts: 1<<32 + 2})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidMaxAttempts)
+	qs, err := tb.client.ListQueues(tb.ctx)
+	require.NoError(t, err)
+	q := qs[0]
+	require.Equal(t, math.MaxInt32, q.MaxAttempts)
+	require.Equal(t, math.MaxInt32, q.MaxPayloadBytes)
+
+	// AddPartitions: 1<<32 + 2 was sent as 2.
+	tb.topic(t, "t", 1)
+	_, err = tb.client.AddPartitions(tb.ctx, "t", 1<<32+2)
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+	topics, err := tb.client.ListTopics(tb.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, topics[0].Partitions)
+}

@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+)
+
+// Issue 14: timestamps outside the UTC years 0001..9999 were stored and
+// then answered every consume with a 200 and an empty body.
+func TestTimestampBoundsHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "t", 1)
+	for _, ts := range []string{"9999-12-31T23:59:59-23:59", "0000-01-01T00:00:00+23:59"} {
+		res := tb.do(t, http.MethodPost, "/v1/pubsub/publish", tb.admin,
+			fmt.Sprintf(`{"topic":"t","records":[{"value":1,"timestamp":%q}]}`, ts))
+		require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", ts, res.body)
+		require.Equal(t, "invalid_argument", res.errorCode(t))
+		res = tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin,
+			fmt.Sprintf(`{"queue":"q","jobs":[{"payload":1,"run_at":%q}]}`, ts))
+		require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", ts, res.body)
+		require.Equal(t, "invalid_argument", res.errorCode(t))
+	}
+	tb.requireNothingWritten(t, "t")
+}
+
+// A record that cannot be encoded (stored before the bounds, or by hand)
+// makes consume a 500 with an error body, and auto_commit commits nothing.
+func TestConsumeEncodingFailure(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "t", 1)
+	res := tb.do(t, http.MethodPost, "/v1/pubsub/publish", tb.admin, `{"topic":"t","records":[{"value":1},{"value":2},{"value":3}]}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	s := pgx.Identifier{tb.Schema}.Sanitize()
+	_, err := tb.Pool.Exec(tb.ctx, `UPDATE `+s+`.record SET "timestamp" = '10000-01-01 00:00:00+00' WHERE "offset" = 1`)
+	require.NoError(t, err)
+
+	const consume = "/v1/pubsub/consume?topic=t&group=g&max_records=10&auto_commit=true"
+	res = tb.do(t, http.MethodGet, consume, tb.admin, nil)
+	require.Equal(t, http.StatusInternalServerError, res.status, string(res.body))
+	require.Equal(t, "internal", res.errorCode(t))
+	gs, err := tb.client.ListGroups(tb.ctx, "t", "g")
+	require.NoError(t, err)
+	require.Len(t, gs, 1)
+	require.Equal(t, int64(3), gs[0].Lag, "nothing may be committed")
+
+	// Once the record is repaired, the neighbours are all still there (the
+	// claim was released, not left to expire).
+	_, err = tb.Pool.Exec(tb.ctx, `UPDATE `+s+`.record SET "timestamp" = now() WHERE "offset" = 1`)
+	require.NoError(t, err)
+	res = tb.do(t, http.MethodGet, consume, tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	var cr ConsumeResponse
+	res.json(t, &cr)
+	require.Len(t, cr.Records, 3)
+}
+
+func TestJobKindAndUniqueKeyHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	random := make([]byte, 1400)
+	_, err := rand.Read(random)
+	require.NoError(t, err)
+	for _, job := range []string{
+		fmt.Sprintf(`{"payload":1,"unique_key":%q}`, hex.EncodeToString(random)), // was a 500 (54000)
+		fmt.Sprintf(`{"payload":1,"kind":%q}`, strings.Repeat("k", 201)),
+	} {
+		res := tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, `{"queue":"q","jobs":[`+job+`]}`)
+		require.Equal(t, http.StatusBadRequest, res.status, string(res.body))
+		require.Equal(t, "invalid_argument", res.errorCode(t))
+	}
+}
+
+// Queue settings were converted to 32 bits: 4294967297 became 1.
+func TestQueueSettingsRangeHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	res := tb.do(t, http.MethodPost, "/v1/queues", tb.admin, `{"name":"q","max_payload_bytes":4294967297}`)
+	require.Equal(t, http.StatusBadRequest, res.status, string(res.body))
+	res = tb.do(t, http.MethodPost, "/v1/queues", tb.admin, `{"name":"q","max_attempts":4294967298}`)
+	require.Equal(t, http.StatusBadRequest, res.status, string(res.body))
+	require.Equal(t, "invalid_max_attempts", res.errorCode(t))
+	res = tb.do(t, http.MethodPost, "/v1/queues", tb.admin, `{"name":"q"}`)
+	require.Equal(t, http.StatusCreated, res.status, string(res.body))
+	res = tb.do(t, http.MethodPatch, "/v1/queues/q", tb.admin, `{"max_payload_bytes":4294967297}`)
+	require.Equal(t, http.StatusBadRequest, res.status, string(res.body))
+	res = tb.do(t, http.MethodPatch, "/v1/queues/q", tb.admin, `{"max_attempts":4294967298}`)
+	require.Equal(t, http.StatusBadRequest, res.status, string(res.body))
+	qs, err := tb.client.ListQueues(tb.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 25, qs[0].MaxAttempts)
+	require.Equal(t, 1<<20, qs[0].MaxPayloadBytes)
+}
+
+// Input errors raised by PostgreSQL itself are 400s, never 500s.
+func TestPostgresInputErrorsAre400(t *testing.T) {
+	for _, code := range []string{"54000", "22001", "22003", "22P02", "22007", "22008"} {
+		status, _, _ := errorFor(&pgconn.PgError{Code: code})
+		require.Equal(t, http.StatusBadRequest, status, code)
+	}
+}
