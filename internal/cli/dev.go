@@ -20,7 +20,9 @@ func init() { register(newDev) }
 
 // devDataDirDefault is where `pgmsg dev` keeps its PostgreSQL. It is under
 // the temp directory because, run as root, the server runs as "postgres",
-// which cannot enter root's home.
+// which cannot enter root's home. The name is predictable, so pgcluster
+// refuses it unless it is a real directory (not a symlink) owned by this
+// user or the server's, and makes it 0700.
 func devDataDirDefault() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("pgmsg-dev-%d", os.Geteuid()))
 }
@@ -36,7 +38,10 @@ func newDev(g *globals) *cobra.Command {
 		Long: `dev shows pgmsg working end to end on a machine with nothing configured.
 
 Without --database-url or DATABASE_URL it starts its own PostgreSQL from the
-machine's binaries in --data-dir (kept between runs) on a free loopback port.
+machine's binaries in --data-dir (kept between runs; a path that is a
+symlink or owned by another user is refused) on a free loopback port. TCP
+connections need a password, generated on first start and kept in the data
+directory (file pgmsg-password, mode 0600); the printed URL carries it.
 It then migrates, creates the topic "demo" (3 partitions), publishes keyed
 records, and consumes them with two independent groups, printing each step.
 
@@ -56,7 +61,7 @@ the demo instead. In another terminal, with the URL dev prints:
 			ctx := cmd.Context()
 			if g.resolveURL() == "" {
 				fmt.Fprintf(g.stdout, "starting a local PostgreSQL in %s ...\n", dataDir)
-				cl, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dataDir, Port: port})
+				cl, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dataDir, Port: port, PasswordAuth: true})
 				if err != nil {
 					if errors.Is(err, pgcluster.ErrNoBinaries) {
 						return fmt.Errorf("no DATABASE_URL and no local PostgreSQL to start: %w", err)

@@ -33,15 +33,11 @@ const (
 
 // decodeBody decodes the JSON request body into v: 413 when it is over
 // MaxBodyBytes, 400 malformed_json when it is not exactly one JSON value
-// of the expected shape, 415 when the content type is not JSON. A missing
-// content type and application/x-www-form-urlencoded (what `curl -d` sends
-// unless told otherwise) are read as JSON too.
+// of the expected shape, 415 unsupported_media_type unless the content
+// type is JSON (requireJSON).
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json") && mt != "application/x-www-form-urlencoded") {
-			return newAPIError(errUnsupportedMedia, "content type %q is not supported: send application/json", ct)
-		}
+	if err := requireJSON(r); err != nil {
+		return err
 	}
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	dec := json.NewDecoder(body)
@@ -55,6 +51,23 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 			return jsonError(err, s.cfg.MaxBodyBytes)
 		}
 		return newAPIError(errMalformedJSON, "malformed JSON: the body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+// requireJSON returns 415 unsupported_media_type unless the request says
+// its body is JSON: Content-Type application/json (or application/*+json),
+// parameters such as charset allowed. A missing type and the types a
+// browser may send cross-site without a CORS preflight (form encodings,
+// text/plain) are refused, so that a web page cannot post to the API.
+func requireJSON(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return newAPIError(errUnsupportedMedia, "missing Content-Type: send the body as application/json")
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
+		return newAPIError(errUnsupportedMedia, "content type %q is not supported: send application/json (with curl: -H 'Content-Type: application/json')", ct)
 	}
 	return nil
 }

@@ -24,6 +24,8 @@ var (
 	errInvalidToken     = errors.New("invalid token")
 	errAuthRateLimited  = errors.New("too many failed authentications")
 	errForbidden        = errors.New("forbidden")
+	errHostNotAllowed   = errors.New("host not allowed")
+	errOriginNotAllowed = errors.New("origin not allowed")
 	errNotFound         = errors.New("not found")
 	errMethodNotAllowed = errors.New("method not allowed")
 	errUnsupportedMedia = errors.New("unsupported media type")
@@ -52,6 +54,10 @@ var errorStatus = []struct {
 	{errInvalidToken, http.StatusUnauthorized, "invalid_token"},
 	{pgmsg.ErrInvalidToken, http.StatusUnauthorized, "invalid_token"},
 	{errForbidden, http.StatusForbidden, "forbidden"},
+	// InsecureNoAuth only: the Host (DNS rebinding) or Origin (a web page)
+	// of the request is not loopback.
+	{errHostNotAllowed, http.StatusForbidden, "host_not_allowed"},
+	{errOriginNotAllowed, http.StatusForbidden, "origin_not_allowed"},
 	// The client's address failed to authenticate too often
 	// (Config.AuthFailureBurst); answered without a database round trip.
 	{errAuthRateLimited, http.StatusTooManyRequests, "auth_rate_limited"},

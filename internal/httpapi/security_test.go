@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -210,4 +211,126 @@ func requireDecodes(t *testing.T, stored []byte, raw json.RawMessage, enc string
 	default:
 		t.Fatalf("unknown encoding %q", enc)
 	}
+}
+
+// rawRequest sends a request with the given headers (Host set via
+// req.Host) and returns its status and error code ("" on success).
+func (tb *testBundle) rawRequest(t *testing.T, method, path string, headers map[string]string, body string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(tb.ctx, method, tb.ts.URL+path, rd)
+	require.NoError(t, err)
+	for k, v := range headers {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	res, err := tb.ts.Client().Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	r := response{status: res.StatusCode, header: res.Header, body: raw}
+	if r.status < 300 {
+		return r.status, ""
+	}
+	return r.status, r.errorCode(t)
+}
+
+// Issue 14: a body must be declared JSON. The content types a browser may
+// send cross-site without a CORS preflight (form encodings, text/plain, or
+// none) get 415, with or without auth, and write nothing.
+func TestBodyMustBeJSON(t *testing.T) {
+	t.Parallel()
+	for _, noAuth := range []bool{false, true} {
+		t.Run(fmt.Sprintf("InsecureNoAuth=%v", noAuth), func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, &Config{InsecureNoAuth: noAuth})
+			tb.topic(t, "t", 1)
+			publish := `{"topic":"t","records":[{"value":1}]}`
+			for _, ct := range []string{"", "application/x-www-form-urlencoded", "text/plain", "text/plain;charset=UTF-8",
+				"multipart/form-data; boundary=x", "application/jsonx", "json", "application/json;;"} {
+				h := map[string]string{"Authorization": "Bearer " + tb.admin}
+				if ct != "" {
+					h["Content-Type"] = ct
+				}
+				status, code := tb.rawRequest(t, http.MethodPost, "/v1/pubsub/publish", h, publish)
+				require.Equal(t, http.StatusUnsupportedMediaType, status, "Content-Type %q", ct)
+				require.Equal(t, "unsupported_media_type", code, "Content-Type %q", ct)
+				// Also on an admin route that reads no body.
+				status, code = tb.rawRequest(t, http.MethodDelete, "/v1/topics/t", h, `topic=t`)
+				require.Equal(t, http.StatusUnsupportedMediaType, status, "Content-Type %q", ct)
+				require.Equal(t, "unsupported_media_type", code)
+			}
+			tb.requireNothingWritten(t, "t")
+			for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON"} {
+				status, _ := tb.rawRequest(t, http.MethodPost, "/v1/pubsub/publish",
+					map[string]string{"Authorization": "Bearer " + tb.admin, "Content-Type": ct}, publish)
+				require.Equal(t, http.StatusOK, status, "Content-Type %q", ct)
+			}
+			// Requests without a body need no content type.
+			status, _ := tb.rawRequest(t, http.MethodGet, "/v1/topics", map[string]string{"Authorization": "Bearer " + tb.admin}, "")
+			require.Equal(t, http.StatusOK, status)
+		})
+	}
+}
+
+// Issue 14: without auth, only loopback Hosts (no DNS rebinding) and
+// loopback Origins (no cross-site page) are served; others get 403.
+func TestInsecureNoAuthLocalOnly(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, &Config{InsecureNoAuth: true})
+	tb.topic(t, "t", 1)
+	port := tb.ts.URL[strings.LastIndex(tb.ts.URL, ":")+1:]
+	json := map[string]string{"Content-Type": "application/json"}
+	with := func(extra map[string]string) map[string]string {
+		h := map[string]string{"Content-Type": "application/json"}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return h
+	}
+	publish := `{"topic":"t","records":[{"value":1}]}`
+	for _, host := range []string{"evil.example:" + port, "evil.example", "127.0.0.1.nip.io:" + port, "localhost.evil.example",
+		"10.0.0.1:" + port, "0.0.0.0:" + port, "[::ffff:10.0.0.1]:" + port} {
+		status, code := tb.rawRequest(t, http.MethodPost, "/v1/pubsub/publish", with(map[string]string{"Host": host}), publish)
+		require.Equal(t, http.StatusForbidden, status, "Host %q", host)
+		require.Equal(t, "host_not_allowed", code, "Host %q", host)
+		status, code = tb.rawRequest(t, http.MethodGet, "/v1/topics", map[string]string{"Host": host}, "")
+		require.Equal(t, http.StatusForbidden, status, "Host %q", host)
+		require.Equal(t, "host_not_allowed", code)
+	}
+	for _, origin := range []string{"http://evil.example", "https://evil.example:" + port, "null", "file://", "http://localhost.evil.example",
+		"http://127.0.0.1.nip.io", "chrome-extension://abc"} {
+		status, code := tb.rawRequest(t, http.MethodPost, "/v1/pubsub/publish", with(map[string]string{"Origin": origin}), publish)
+		require.Equal(t, http.StatusForbidden, status, "Origin %q", origin)
+		require.Equal(t, "origin_not_allowed", code, "Origin %q", origin)
+	}
+	tb.requireNothingWritten(t, "t")
+
+	for _, host := range []string{"localhost:" + port, "LOCALHOST:" + port, "127.0.0.1:" + port, "[::1]:" + port, "localhost", "127.0.0.2:" + port} {
+		status, _ := tb.rawRequest(t, http.MethodPost, "/v1/pubsub/publish", with(map[string]string{"Host": host}), publish)
+		require.Equal(t, http.StatusOK, status, "Host %q", host)
+	}
+	for _, origin := range []string{"http://localhost:3000", "http://127.0.0.1:" + port, "http://[::1]:8080", "https://localhost"} {
+		status, _ := tb.rawRequest(t, http.MethodPost, "/v1/pubsub/publish", with(map[string]string{"Origin": origin}), publish)
+		require.Equal(t, http.StatusOK, status, "Origin %q", origin)
+	}
+	status, _ := tb.rawRequest(t, http.MethodPost, "/v1/pubsub/publish", json, publish)
+	require.Equal(t, http.StatusOK, status)
+}
+
+// With auth, the Host and Origin are not checked: tokens protect the API
+// and it may be served under any name.
+func TestAuthServesAnyHost(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	status, _ := tb.rawRequest(t, http.MethodGet, "/v1/topics",
+		map[string]string{"Authorization": "Bearer " + tb.admin, "Host": "pgmsg.example:443", "Origin": "https://app.example"}, "")
+	require.Equal(t, http.StatusOK, status)
 }

@@ -17,6 +17,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -70,7 +71,10 @@ type Config struct {
 	PollInterval time.Duration
 	// InsecureNoAuth serves every request without a token, as admin. For
 	// local development only: the CLI refuses it unless the listen address
-	// is loopback. Default false.
+	// is loopback. So that a web page in a browser on the same machine
+	// cannot use it, requests whose Host is not a loopback name or address
+	// (DNS rebinding) get 403 host_not_allowed, and requests with an
+	// Origin that is not loopback 403 origin_not_allowed. Default false.
 	InsecureNoAuth bool
 	// TokenCacheTTL is how long a verified token is trusted before it is
 	// checked against the database again, so a revocation takes effect
@@ -239,6 +243,13 @@ func (s *Server) register() {
 // and turns a handler's error into the error body.
 func (s *Server) wrap(rt Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			// A body must say it is JSON, even where it is not read.
+			if err := requireJSON(r); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
 		if rt.Scope != "" {
 			tok, err := s.authenticate(r)
 			if err != nil {
@@ -258,7 +269,48 @@ func (s *Server) wrap(rt Route) http.HandlerFunc {
 }
 
 // ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.InsecureNoAuth {
+		if err := checkLocalRequest(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// checkLocalRequest refuses, under InsecureNoAuth, what a browser on this
+// machine could send for a web page: a Host that is not loopback (a DNS
+// rebinding attack names the attacker's host, resolved to 127.0.0.1) and
+// an Origin that is not loopback (a cross-site request; "null" included).
+func checkLocalRequest(r *http.Request) error {
+	if !isLoopbackHost(r.Host) {
+		return newAPIError(errHostNotAllowed, "host %q is not allowed without auth: use localhost, 127.0.0.1 or [::1]", r.Host)
+	}
+	for _, origin := range r.Header.Values("Origin") {
+		u, err := url.Parse(origin)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !isLoopbackHost(u.Host) {
+			return newAPIError(errOriginNotAllowed, "origin %q is not allowed without auth: only loopback origins are", origin)
+		}
+	}
+	return nil
+}
+
+// isLoopbackHost reports whether a Host header value (host, host:port,
+// [v6] or [v6]:port) names this machine: localhost or a loopback address.
+func isLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
 
 // Drain makes waiting long polls return at once (with what they have) and
 // new long polls not wait: call it before http.Server.Shutdown so that

@@ -73,7 +73,18 @@ type Options struct {
 	Port int
 	// Settings are extra server settings (-c name=value).
 	Settings map[string]string
+	// PasswordAuth makes TCP connections authenticate with a password
+	// (scram-sha-256) instead of trust: a random one is generated on first
+	// start, kept in DataDir/pgmsg-password (mode 0600, readable only by
+	// the server's user and root) and set on every start, and URL carries
+	// it. The Unix socket, in the private data directory, stays trusted.
+	// Default false: trust, for throwaway test clusters.
+	PasswordAuth bool
 }
+
+// PasswordFile is the file in the data directory that holds the password
+// of a cluster started with PasswordAuth.
+const PasswordFile = "pgmsg-password"
 
 // Cluster is a running server.
 type Cluster struct {
@@ -109,21 +120,31 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if c.DataDir, err = filepath.Abs(c.DataDir); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+	if err := prepareDataDir(c.DataDir, uid, gid); err != nil {
 		return nil, err
 	}
-	if cred != nil {
-		if err := os.Chown(c.DataDir, uid, gid); err != nil {
-			return nil, err
+	if _, err := os.Lstat(filepath.Join(c.DataDir, "PG_VERSION")); err != nil {
+		auth := []string{"--auth=trust"}
+		if opts.PasswordAuth {
+			auth = []string{"--auth-local=trust", "--auth-host=scram-sha-256"}
 		}
-	}
-	if _, err := os.Stat(filepath.Join(c.DataDir, "PG_VERSION")); err != nil {
-		initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", c.DataDir, "-U", "postgres",
-			"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+		initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), append([]string{"-D", c.DataDir, "-U", "postgres",
+			"--encoding=UTF8", "--locale=C", "--no-sync"}, auth...)...)
 		initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		initdb.Dir = c.DataDir
 		if out, err := initdb.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("pgcluster: initdb %s: %w\n%s", c.DataDir, err, out)
+		}
+	}
+	password := ""
+	if opts.PasswordAuth {
+		if password, err = ensurePassword(c.DataDir, uid, gid); err != nil {
+			return nil, err
+		}
+		// A data directory made before PasswordAuth (or by hand) may trust
+		// TCP connections: its pg_hba.conf is rewritten on every start.
+		if err := writePrivateFile(c.DataDir, "pg_hba.conf", []byte(passwordHBA), uid, gid); err != nil {
+			return nil, err
 		}
 	}
 	if c.Port == 0 {
@@ -137,7 +158,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		args = append(args, "-c", k+"="+v)
 	}
 	c.logFile = filepath.Join(c.DataDir, "server.log")
-	logf, err := os.OpenFile(c.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := openLog(c.logFile)
 	if err != nil {
 		return nil, err
 	}
@@ -155,17 +176,61 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		close(c.exited)
 	}()
 	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.Port)
-	if err := c.waitReady(ctx); err != nil {
+	if password != "" {
+		// The password is hex: nothing to escape, in the URL or in SQL.
+		c.URL = fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", password, c.Port)
+		err = c.setPassword(ctx, password)
+	} else {
+		err = c.waitReady(ctx, c.URL)
+	}
+	if err != nil {
 		_ = c.Stop()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Cluster) waitReady(ctx context.Context) error {
+// passwordHBA is the pg_hba.conf of a PasswordAuth cluster: the Unix
+// socket lives in the 0700 data directory, so only the server's user (and
+// root) can reach it; TCP needs the password.
+const passwordHBA = `# Written by pgmsg (pgcluster) on every start.
+local all all trust
+host all all 127.0.0.1/32 scram-sha-256
+host all all ::1/128 scram-sha-256
+`
+
+// setPassword waits for the server on its Unix socket, sets the password
+// of "postgres", and checks that the URL (TCP, with the password) works.
+func (c *Cluster) setPassword(ctx context.Context, password string) error {
+	quote := func(s string) string {
+		return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+	}
+	sock := fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", quote(c.DataDir), c.Port)
+	if err := c.waitReady(ctx, sock); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, sock)
+	if err != nil {
+		return fmt.Errorf("pgcluster: connect on the Unix socket: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SET password_encryption = 'scram-sha-256'"); err != nil {
+		return fmt.Errorf("pgcluster: set the password: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "ALTER ROLE postgres PASSWORD '"+password+"'"); err != nil {
+		return fmt.Errorf("pgcluster: set the password: %w", err)
+	}
+	tcp, err := pgx.Connect(ctx, c.URL)
+	if err != nil {
+		return fmt.Errorf("pgcluster: connect with the password: %w", err)
+	}
+	return tcp.Close(ctx)
+}
+
+func (c *Cluster) waitReady(ctx context.Context, connString string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		conn, err := pgx.Connect(ctx, c.URL)
+		conn, err := pgx.Connect(ctx, connString)
 		if err == nil {
 			conn.Close(ctx)
 			return nil
