@@ -30,6 +30,7 @@ type serveOpts struct {
 	maxConns        int32
 	maxBodyBytes    int64
 	maxRecords      int
+	maxAnswerBytes  int64
 	maxWait         time.Duration
 	shutdownTimeout time.Duration
 	tokenCacheTTL   time.Duration
@@ -81,6 +82,7 @@ PGMSG_TLS_KEY.`,
 	f.Int32Var(&o.maxConns, "max-conns", int32(maxConns), "database pool size (default: pgx's, max(4, CPUs)) ($PGMSG_MAX_CONNS)")
 	f.Int64Var(&o.maxBodyBytes, "max-body-bytes", httpapi.MaxBodyBytesDefault, "largest request body; larger get 413")
 	f.IntVar(&o.maxRecords, "max-records", httpapi.MaxRecordsDefault, "most records per publish, consume or claim")
+	f.Int64Var(&o.maxAnswerBytes, "max-answer-bytes", httpapi.MaxAnswerBytesDefault, "most stored bytes (record key+value, job payload) per consume or claim; a request's max_bytes may only lower it; at least one record or job is always handed out")
 	f.DurationVar(&o.maxWait, "max-wait", httpapi.MaxWaitDefault, "longest long-poll wait a request may ask for")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", httpapi.ShutdownTimeoutDefault, "how long to wait for in-flight requests on shutdown")
 	f.DurationVar(&o.tokenCacheTTL, "token-cache-ttl", httpapi.TokenCacheTTLDefault, "how long a verified token is trusted (revocations take this long); negative disables")
@@ -97,6 +99,9 @@ PGMSG_TLS_KEY.`,
 func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	if o.insecureNoAuth && !httpapi.IsLoopback(o.listen) {
 		return fmt.Errorf("--insecure-no-auth is refused on %s: it would give anyone who can reach it admin rights; listen on 127.0.0.1 or create tokens with pgmsg token create", o.listen)
+	}
+	if o.maxAnswerBytes < 1 {
+		return fmt.Errorf("--max-answer-bytes must be at least 1, got %d", o.maxAnswerBytes)
 	}
 	if o.maxConns < 0 {
 		return fmt.Errorf("--max-conns must not be negative, got %d", o.maxConns)
@@ -146,6 +151,7 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	logger := slog.New(slog.NewTextHandler(g.stderr, nil))
 	srv, err := httpapi.New(httpapi.Config{
 		Client: client, MaxBodyBytes: o.maxBodyBytes, MaxRecords: o.maxRecords, MaxWait: o.maxWait,
+		MaxAnswerBytes: o.maxAnswerBytes,
 		InsecureNoAuth: o.insecureNoAuth, TokenCacheTTL: o.tokenCacheTTL, ShutdownTimeout: o.shutdownTimeout, Logger: logger,
 		AuthFailureBurst: authBurst, AuthFailureRate: o.authRate,
 	})

@@ -43,6 +43,9 @@ const (
 	// ConsumeMaxRecordsDefault is max_records of a consume or claim that
 	// does not say.
 	ConsumeMaxRecordsDefault = 100
+	// MaxAnswerBytesDefault caps the stored bytes of one consume or claim
+	// answer (16 MiB).
+	MaxAnswerBytesDefault = 16 << 20
 	// PollIntervalDefault is how often a waiting consume or claim checks
 	// again when no notification wakes it.
 	PollIntervalDefault = pgmsg.PollIntervalDefault
@@ -59,6 +62,15 @@ type Config struct {
 	// MaxRecords caps the records of a publish (413 too_many_records) and
 	// max_records of a consume or claim (400 limit_exceeded). Default 1000.
 	MaxRecords int
+	// MaxAnswerBytes caps what one consume or job claim hands out: the
+	// key+value bytes of the records, or the payload bytes of the jobs. The
+	// claim itself stops before the record or job that would go beyond it
+	// (so nothing past it is leased), but always hands out at least one,
+	// whatever its size. A request's max_bytes may lower it (400
+	// limit_exceeded beyond it). The JSON answer is larger than the stored
+	// bytes: base64 adds a third, and headers, keys and metadata come on
+	// top. Default 16 MiB.
+	MaxAnswerBytes int64
 	// MaxWait caps the long-poll wait of consume and claim (400
 	// limit_exceeded beyond it). Default 30s.
 	MaxWait time.Duration
@@ -146,6 +158,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRecords == 0 {
 		cfg.MaxRecords = MaxRecordsDefault
 	}
+	if cfg.MaxAnswerBytes == 0 {
+		cfg.MaxAnswerBytes = MaxAnswerBytesDefault
+	}
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = MaxWaitDefault
 	}
@@ -175,6 +190,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: Config.MaxBodyBytes must not be negative, got %d", cfg.MaxBodyBytes)
 	case cfg.MaxRecords < 0:
 		return nil, fmt.Errorf("httpapi: Config.MaxRecords must not be negative, got %d", cfg.MaxRecords)
+	case cfg.MaxAnswerBytes < 0:
+		return nil, fmt.Errorf("httpapi: Config.MaxAnswerBytes must not be negative, got %d", cfg.MaxAnswerBytes)
 	case cfg.MaxWait < 0:
 		return nil, fmt.Errorf("httpapi: Config.MaxWait must not be negative, got %s", cfg.MaxWait)
 	case cfg.PollInterval < 0:
