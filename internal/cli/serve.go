@@ -40,6 +40,8 @@ type serveOpts struct {
 	authBurst       int
 	authRate        float64
 	maintenance     bool
+	metricsAuth     bool
+	metricsCacheTTL time.Duration
 	// ready, if set, receives the address once listening (tests).
 	ready func(addr string)
 }
@@ -59,6 +61,10 @@ a loopback address. An address that fails to authenticate more than
 --auth-failure-burst times in a row gets 429 auth_rate_limited (no database
 round trip) until it regains attempts at --auth-failure-rate per second; a
 token the server has cached still works.
+
+/metrics is public unless --metrics-auth (then it needs an admin token). Its
+pgmsg state figures (offsets, lag, queue depths) are collected from the
+database at most once per --metrics-cache-ttl, however many scrape it.
 
 With --tls-cert and --tls-key (PEM files; both or neither) it serves HTTPS
 only, TLS 1.2 or later. Without them it serves plain HTTP: terminate TLS in a
@@ -91,6 +97,8 @@ PGMSG_TLS_KEY.`,
 	f.IntVar(&o.authBurst, "auth-failure-burst", httpapi.AuthFailureBurstDefault, "failed authentications in a row per client address before 429 auth_rate_limited; 0 disables")
 	f.Float64Var(&o.authRate, "auth-failure-rate", httpapi.AuthFailureRateDefault, "failed authentications per second a client address regains (0: the default)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without tokens, everyone admin (loopback --listen only)")
+	f.BoolVar(&o.metricsAuth, "metrics-auth", false, "require a bearer token with the admin scope on /metrics")
+	f.DurationVar(&o.metricsCacheTTL, "metrics-cache-ttl", httpapi.MetricsCacheTTLDefault, "how long /metrics serves the state figures of its last database collection; negative disables the cache")
 	f.BoolVar(&o.maintenance, "maintenance", true, "take part in maintenance leader election (retention, group expiry, compaction, job rescue)")
 	return cmd
 }
@@ -154,6 +162,7 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 		MaxAnswerBytes: o.maxAnswerBytes,
 		InsecureNoAuth: o.insecureNoAuth, TokenCacheTTL: o.tokenCacheTTL, ShutdownTimeout: o.shutdownTimeout, Logger: logger,
 		AuthFailureBurst: authBurst, AuthFailureRate: o.authRate,
+		MetricsAuth: o.metricsAuth, MetricsCacheTTL: o.metricsCacheTTL,
 	})
 	if err != nil {
 		return err

@@ -46,6 +46,9 @@ const (
 	// MaxAnswerBytesDefault caps the stored bytes of one consume or claim
 	// answer (16 MiB).
 	MaxAnswerBytesDefault = 16 << 20
+	// MetricsCacheTTLDefault is how long /metrics serves the pgmsg state
+	// figures it collected before asking the database again.
+	MetricsCacheTTLDefault = 5 * time.Second
 	// PollIntervalDefault is how often a waiting consume or claim checks
 	// again when no notification wakes it.
 	PollIntervalDefault = pgmsg.PollIntervalDefault
@@ -103,6 +106,16 @@ type Config struct {
 	// AuthFailureClients caps the addresses the limiter tracks; the least
 	// recently used is forgotten first. Default 10000.
 	AuthFailureClients int
+	// MetricsAuth makes /metrics require a bearer token with the admin
+	// scope (401/403 otherwise). Default false: /metrics is public, as the
+	// health endpoints are; keep it on a trusted network or behind a proxy.
+	MetricsAuth bool
+	// MetricsCacheTTL is how long /metrics serves the pgmsg state figures
+	// (offsets, lag, queue depths) of its last collection before querying
+	// the database again; concurrent scrapes share one collection. Request
+	// and traffic counters are always live. Negative disables the cache
+	// (overlapping scrapes still share a collection). Default 5s.
+	MetricsCacheTTL time.Duration
 	// ShutdownTimeout bounds how long Run waits for in-flight requests
 	// after its context ends. Default 30s.
 	ShutdownTimeout time.Duration
@@ -182,6 +195,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = ShutdownTimeoutDefault
 	}
+	if cfg.MetricsCacheTTL == 0 {
+		cfg.MetricsCacheTTL = MetricsCacheTTLDefault
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -203,7 +219,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, client: cfg.Client, logger: cfg.Logger, mux: http.NewServeMux(),
-		metrics: newMetrics(cfg.Client), tokens: newTokenCache(cfg.TokenCacheTTL),
+		metrics: newMetrics(cfg.Client, max(cfg.MetricsCacheTTL, 0)), tokens: newTokenCache(cfg.TokenCacheTTL),
 	}
 	if cfg.AuthFailureBurst > 0 {
 		s.authFailures = newAuthLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRate, cfg.AuthFailureClients)
