@@ -108,8 +108,8 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	if o.insecureNoAuth && !httpapi.IsLoopback(o.listen) {
 		return fmt.Errorf("--insecure-no-auth is refused on %s: it would give anyone who can reach it admin rights; listen on 127.0.0.1 or create tokens with pgmsg token create", o.listen)
 	}
-	if o.maxAnswerBytes < 1 {
-		return fmt.Errorf("--max-answer-bytes must be at least 1, got %d", o.maxAnswerBytes)
+	if o.maxAnswerBytes < 0 {
+		return fmt.Errorf("--max-answer-bytes must not be negative, got %d (0: the default, 16 MiB)", o.maxAnswerBytes)
 	}
 	if o.maxConns < 0 {
 		return fmt.Errorf("--max-conns must not be negative, got %d", o.maxConns)
