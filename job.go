@@ -282,6 +282,11 @@ type ClaimJobsOpts struct {
 	Lease time.Duration
 	// Worker names the claimant (shown by GetJob). Optional.
 	Worker string
+	// MaxBytes caps the payload bytes of the claim: it stops before the job
+	// that would take the total beyond MaxBytes, but always hands out at
+	// least one job, whatever its size. Jobs beyond the cap are not leased.
+	// Default 0: no cap.
+	MaxBytes int64
 }
 
 // ClaimJobs leases up to opts.Max claimable jobs of queue to the caller in
@@ -308,12 +313,16 @@ func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *C
 	if o.Max == 0 {
 		o.Max = JobClaimMaxDefault
 	}
-	if o.Max < 0 || o.Lease < 0 {
-		return nil, newError(ErrInvalidArgument, "max must be at least 1 and lease must not be negative")
+	if o.Max < 0 || o.Lease < 0 || o.MaxBytes < 0 {
+		return nil, newError(ErrInvalidArgument, "max must be at least 1, and lease and max bytes must not be negative")
 	}
-	rows, err := c.queries.JobClaim(ctx, c.db(exec), dbsqlc.JobClaimParams{
+	params := dbsqlc.JobClaimParams{
 		Queue: queue, MaxJobs: int32(min(o.Max, 1<<30)), Lease: jobOptInterval(o.Lease), Worker: jobOptText(o.Worker),
-	})
+	}
+	if o.MaxBytes > 0 {
+		params.MaxBytes = pgtype.Int8{Int64: o.MaxBytes, Valid: true}
+	}
+	rows, err := c.queries.JobClaim(ctx, c.db(exec), params)
 	if err != nil {
 		return nil, mapError(err)
 	}

@@ -74,6 +74,12 @@ type WorkerOpts struct {
 	// ClaimBatch caps the jobs of one claim; the worker never claims more
 	// than it has free handler slots. Default min(Concurrency, 100).
 	ClaimBatch int
+	// ClaimMaxBytes caps the payload bytes of one claim
+	// (ClaimJobsOpts.MaxBytes): a claim stops before the job that would go
+	// beyond it, but always takes at least one. It bounds the payloads a
+	// worker holds at once to about ClaimMaxBytes plus one job per busy
+	// handler. Default 0: no cap.
+	ClaimMaxBytes int64
 	// PollInterval is how often an idle worker polls when no notification
 	// wakes it. Default Config.PollInterval.
 	PollInterval time.Duration
@@ -138,7 +144,7 @@ func (c *Client) NewWorker(queue string, handler JobHandler, opts *WorkerOpts) (
 	if opts != nil {
 		o = *opts
 	}
-	if o.Concurrency < 0 || o.Lease < 0 || o.ClaimBatch < 0 || o.PollInterval < 0 || o.CompleteLinger < 0 ||
+	if o.Concurrency < 0 || o.Lease < 0 || o.ClaimBatch < 0 || o.ClaimMaxBytes < 0 || o.PollInterval < 0 || o.CompleteLinger < 0 ||
 		o.CompleteBatch < 0 || o.ShutdownTimeout < 0 {
 		return nil, newError(ErrInvalidArgument, "worker options must not be negative")
 	}
@@ -296,7 +302,8 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 		// may still commit, and its jobs would sit unhandled until their
 		// leases expired. Jobs claimed as ctx ends are handled as in-flight.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-		jobs, err := c.ClaimJobs(cctx, w.queue, &ClaimJobsOpts{Max: n, Lease: w.opts.Lease, Worker: w.opts.Name})
+		jobs, err := c.ClaimJobs(cctx, w.queue, &ClaimJobsOpts{Max: n, Lease: w.opts.Lease, Worker: w.opts.Name,
+			MaxBytes: w.opts.ClaimMaxBytes})
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {

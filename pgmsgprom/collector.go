@@ -5,8 +5,11 @@
 //
 //	reg.MustRegister(pgmsgprom.NewCollector(client, nil))
 //
-// Values are read at scrape time with a few cheap queries (primary-key
-// rows and catalog sizes; no record scans).
+// Values are read at scrape time with a few queries (primary-key rows,
+// catalog sizes, queue counts). Set Opts.CacheTTL to serve scrapes from the
+// last figures for a while: concurrent scrapes always share one collection,
+// and with a TTL a scrape loop costs the database at most one collection
+// per TTL.
 package pgmsgprom
 
 import (
@@ -26,18 +29,31 @@ type Opts struct {
 	Timeout time.Duration
 	// Namespace prefixes every metric. Default "pgmsg".
 	Namespace string
+	// CacheTTL is how long collected figures are served to later scrapes
+	// before the database is asked again. Scrapes that arrive while a
+	// collection runs wait for it and share its figures, whatever the TTL.
+	// Default 0: every scrape that does not overlap another collects.
+	CacheTTL time.Duration
 }
 
 // Collector is a prometheus.Collector for one pgmsg client's schema.
 type Collector struct {
-	client  *pgmsg.Client
-	timeout time.Duration
+	client   *pgmsg.Client
+	timeout  time.Duration
+	cacheTTL time.Duration
 
 	partEnd, partStart, partSegments, partBytes *prometheus.Desc
 	groupNext, groupLag, groupSkipped, groupAge *prometheus.Desc
 	queueJobs, queueOldest, queueThroughput     *prometheus.Desc
 	queueFinished, queueLatency, queueRun       *prometheus.Desc
 	scrapeErrors                                prometheus.Counter
+	collections                                 prometheus.Counter
+
+	// snapMu guards snap (the last figures) and pending (the collection
+	// running, nil if none).
+	snapMu  sync.Mutex
+	snap    *snapshot
+	pending *collection
 
 	mu          sync.Mutex
 	taskSeconds *prometheus.HistogramVec
@@ -64,6 +80,7 @@ func NewCollector(client *pgmsg.Client, opts *Opts) *Collector {
 	return &Collector{
 		client:          client,
 		timeout:         o.Timeout,
+		cacheTTL:        o.CacheTTL,
 		partEnd:         d("partition_end_offset", "Next offset to be written: records ever published to the partition (use rate()).", "topic", "partition"),
 		partStart:       d("partition_start_offset", "Lowest offset still stored (raised by retention).", "topic", "partition"),
 		partSegments:    d("partition_segments", "Segments (range partitions) holding the partition's records.", "topic", "partition"),
@@ -79,7 +96,9 @@ func NewCollector(client *pgmsg.Client, opts *Opts) *Collector {
 		queueLatency:    d("queue_job_latency_seconds", "Enqueue-to-completion latency of the jobs completed in the last minute (waiting, delay and retries included), by quantile.", "queue", "quantile"),
 		queueRun:        d("queue_job_run_seconds", "Run time of the last attempt of the jobs completed in the last minute, by quantile.", "queue", "quantile"),
 		scrapeErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "scrape_errors_total",
-			Help: "Scrapes whose pgmsg queries failed."}),
+			Help: "Collections whose pgmsg queries failed."}),
+		collections: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "scrape_collections_total",
+			Help: "Collections of pgmsg state from the database (scrapes served from the cache, or sharing a collection, do not count)."}),
 		taskSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "maintenance_task_duration_seconds",
 			Help: "Duration of maintenance tasks.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}, []string{"task"}),
 		taskItems: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "maintenance_task_items_total",
@@ -108,31 +127,92 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	c.scrapeErrors.Describe(ch)
+	c.collections.Describe(ch)
 	c.taskSeconds.Describe(ch)
 	c.taskItems.Describe(ch)
 	c.taskErrors.Describe(ch)
 }
 
-// Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+// snapshot is the figures of one collection.
+type snapshot struct {
+	at     time.Time
+	parts  []pgmsg.PartitionMetrics
+	groups []pgmsg.GroupPartitionMetrics
+	stats  []*pgmsg.QueueStats
+	lat    []pgmsg.QueueLatencyMetrics
+}
+
+// collection is a collection in progress; done closes when snap is set.
+type collection struct {
+	done chan struct{}
+	snap *snapshot
+}
+
+// figures returns the cached figures if younger than the TTL, else those of
+// the collection running, else those of a new collection.
+func (c *Collector) figures() *snapshot {
+	c.snapMu.Lock()
+	if c.snap != nil && time.Since(c.snap.at) < c.cacheTTL {
+		s := c.snap
+		c.snapMu.Unlock()
+		return s
+	}
+	if p := c.pending; p != nil {
+		c.snapMu.Unlock()
+		<-p.done
+		return p.snap
+	}
+	p := &collection{done: make(chan struct{})}
+	c.pending = p
+	c.snapMu.Unlock()
+	defer func() {
+		c.snapMu.Lock()
+		c.snap, c.pending = p.snap, nil
+		c.snapMu.Unlock()
+		close(p.done)
+	}()
+	p.snap = c.collect()
+	return p.snap
+}
+
+// collect reads the figures from the database.
+func (c *Collector) collect() *snapshot {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
+	c.collections.Inc()
+	s := &snapshot{}
+	var err error
+	if s.parts, s.groups, err = c.client.LogMetrics(ctx); err != nil {
+		c.scrapeErrors.Inc()
+	}
+	if s.stats, err = c.client.AllQueueStats(ctx); err != nil {
+		c.scrapeErrors.Inc()
+	}
+	if s.lat, err = c.client.QueueLatency(ctx, time.Minute); err != nil {
+		c.scrapeErrors.Inc()
+	}
+	s.at = time.Now()
+	return s
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	parts, groups, err := c.client.LogMetrics(ctx)
-	if err != nil {
-		c.scrapeErrors.Inc()
+	snap := c.figures()
+	if snap == nil {
+		snap = &snapshot{} // the collection panicked
 	}
 	now := time.Now()
-	for _, p := range parts {
+	for _, p := range snap.parts {
 		ps := strconv.Itoa(int(p.Partition))
 		gauge(c.partEnd, float64(p.EndOffset), p.Topic, ps)
 		gauge(c.partStart, float64(p.StartOffset), p.Topic, ps)
 		gauge(c.partSegments, float64(p.Segments), p.Topic, ps)
 		gauge(c.partBytes, float64(p.Bytes), p.Topic, ps)
 	}
-	for _, g := range groups {
+	for _, g := range snap.groups {
 		ps := strconv.Itoa(int(g.Partition))
 		gauge(c.groupNext, float64(g.NextOffset), g.Topic, g.Group, ps)
 		gauge(c.groupLag, float64(g.Lag), g.Topic, g.Group, ps)
@@ -143,11 +223,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.groupAge, age, g.Topic, g.Group, ps)
 	}
-	stats, err := c.client.AllQueueStats(ctx)
-	if err != nil {
-		c.scrapeErrors.Inc()
-	}
-	for _, s := range stats {
+	for _, s := range snap.stats {
 		for state, n := range map[string]int64{"available": s.Available, "scheduled": s.Scheduled, "running": s.Running,
 			"retrying": s.Retrying, "dead": s.Dead, "archived": s.Archived} {
 			gauge(c.queueJobs, float64(n), s.Queue, state)
@@ -155,11 +231,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.queueOldest, s.OldestAvailableAge.Seconds(), s.Queue)
 		gauge(c.queueThroughput, s.Throughput, s.Queue)
 	}
-	lat, err := c.client.QueueLatency(ctx, time.Minute)
-	if err != nil {
-		c.scrapeErrors.Inc()
-	}
-	for _, l := range lat {
+	for _, l := range snap.lat {
 		gauge(c.queueFinished, float64(l.Completed), l.Queue, "completed")
 		gauge(c.queueFinished, float64(l.Cancelled), l.Queue, "cancelled")
 		if l.Completed == 0 {
@@ -171,6 +243,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.queueRun, l.RunP50.Seconds(), l.Queue, "0.5")
 		gauge(c.queueRun, l.RunP99.Seconds(), l.Queue, "0.99")
 	}
+	c.collections.Collect(ch)
 	c.scrapeErrors.Collect(ch)
 	c.taskSeconds.Collect(ch)
 	c.taskItems.Collect(ch)

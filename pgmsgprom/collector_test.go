@@ -3,9 +3,13 @@ package pgmsgprom_test
 import (
 	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -78,6 +82,120 @@ func scrapeErrs(c *pgmsgprom.Collector) prometheus.Collector {
 		close(all)
 		for m := range all {
 			if strings.Contains(m.Desc().String(), "scrape_errors_total") {
+				ch <- m
+			}
+		}
+	})
+}
+
+// queryCounter is a pgx tracer counting the queries a pool sends.
+type queryCounter struct{ n atomic.Int64 }
+
+func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	q.n.Add(1)
+	return ctx
+}
+
+func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Issue 14: every scrape ran four queries, one counting the whole job
+// backlog; 16 scrape loops on 300k queued jobs slowed publishes 60-fold.
+// With CacheTTL, concurrent scrapes share one collection and later ones
+// read the cache until it is older than the TTL.
+func TestCollectorCache(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := pgtest.Schema(t, nil)
+	cfg := b.Pool.Config().Copy()
+	var queries queryCounter
+	cfg.ConnConfig.Tracer = &queries
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	client, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: b.Schema, DisableNotify: true})
+	require.NoError(t, err)
+	defer client.Close()
+	_, err = client.CreateQueue(ctx, "mail", pgmsg.QueueConfig{})
+	require.NoError(t, err)
+	_, err = client.Enqueue(ctx, "mail", pgmsg.EnqueueParams{Payload: []byte("1")}, nil)
+	require.NoError(t, err)
+
+	// What one collection costs.
+	before := queries.n.Load()
+	one := prometheus.NewRegistry()
+	require.NoError(t, one.Register(pgmsgprom.NewCollector(client, nil)))
+	_, err = one.Gather()
+	require.NoError(t, err)
+	perCollection := queries.n.Load() - before
+	require.Positive(t, perCollection)
+
+	col := pgmsgprom.NewCollector(client, &pgmsgprom.Opts{CacheTTL: time.Hour})
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(col))
+	scrapeAll := func(n int) {
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				mfs, err := reg.Gather()
+				require.NoError(t, err)
+				require.NotEmpty(t, mfs)
+			}()
+		}
+		wg.Wait()
+	}
+	before = queries.n.Load()
+	scrapeAll(16)
+	require.Equal(t, perCollection, queries.n.Load()-before, "16 concurrent scrapes ran more than one collection")
+	require.Equal(t, 1.0, testutil.ToFloat64(onlyMetric(col, "scrape_collections_total")))
+
+	// Within the TTL: no query at all, and the figures are the cached ones.
+	_, err = client.Enqueue(ctx, "mail", pgmsg.EnqueueParams{Payload: []byte("2")}, nil)
+	require.NoError(t, err)
+	before = queries.n.Load()
+	scrapeAll(16)
+	require.Equal(t, before, queries.n.Load(), "scrapes within the TTL queried the database")
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP pgmsg_queue_jobs Jobs by state.
+# TYPE pgmsg_queue_jobs gauge
+pgmsg_queue_jobs{queue="mail",state="archived"} 0
+pgmsg_queue_jobs{queue="mail",state="available"} 1
+pgmsg_queue_jobs{queue="mail",state="dead"} 0
+pgmsg_queue_jobs{queue="mail",state="retrying"} 0
+pgmsg_queue_jobs{queue="mail",state="running"} 0
+pgmsg_queue_jobs{queue="mail",state="scheduled"} 0
+`), "pgmsg_queue_jobs"))
+
+	// Once the TTL has passed, one new collection sees the new job.
+	short := pgmsgprom.NewCollector(client, &pgmsgprom.Opts{CacheTTL: 50 * time.Millisecond})
+	sreg := prometheus.NewRegistry()
+	require.NoError(t, sreg.Register(short))
+	_, err = sreg.Gather()
+	require.NoError(t, err)
+	time.Sleep(60 * time.Millisecond)
+	before = queries.n.Load()
+	require.NoError(t, testutil.GatherAndCompare(sreg, strings.NewReader(`
+# HELP pgmsg_queue_jobs Jobs by state.
+# TYPE pgmsg_queue_jobs gauge
+pgmsg_queue_jobs{queue="mail",state="archived"} 0
+pgmsg_queue_jobs{queue="mail",state="available"} 2
+pgmsg_queue_jobs{queue="mail",state="dead"} 0
+pgmsg_queue_jobs{queue="mail",state="retrying"} 0
+pgmsg_queue_jobs{queue="mail",state="running"} 0
+pgmsg_queue_jobs{queue="mail",state="scheduled"} 0
+`), "pgmsg_queue_jobs"))
+	require.Equal(t, perCollection, queries.n.Load()-before, "one collection once the TTL passed")
+}
+
+// onlyMetric isolates one metric of the collector by name.
+func onlyMetric(c *pgmsgprom.Collector, name string) prometheus.Collector {
+	return prometheus.CollectorFunc(func(ch chan<- prometheus.Metric) {
+		all := make(chan prometheus.Metric, 1000)
+		c.Collect(all)
+		close(all)
+		for m := range all {
+			if strings.Contains(m.Desc().String(), name) {
 				ch <- m
 			}
 		}

@@ -74,7 +74,9 @@ Values print as JSON when they are JSON, else as text, else base64 (then
 					fmt.Fprintf(g.stderr, "pgmsg: group %q exists: it continues from its cursor (--from only places new groups; use pgmsg group reset)\n", group)
 				}
 			}
-			opts := pgmsg.ClaimOpts{Start: from, Member: "pgmsg-cli"}
+			// Each batch holds at most MaxAnswerBytesDefault of keys and
+			// values (and at least one record), as an HTTP consume would.
+			opts := pgmsg.ClaimOpts{Start: from, Member: "pgmsg-cli", MaxBytes: httpapi.MaxAnswerBytesDefault}
 			if cmd.Flags().Changed("partition") {
 				opts.Partition = &partition
 			}

@@ -155,7 +155,8 @@ another tool. Without --follow it stops when no job is claimable.`,
 				if max > 0 {
 					n = min(n, max-worked)
 				}
-				jobs, err := c.ClaimJobs(ctx, queue, &pgmsg.ClaimJobsOpts{Max: n, Worker: "pgmsg-cli"})
+				jobs, err := c.ClaimJobs(ctx, queue, &pgmsg.ClaimJobsOpts{Max: n, Worker: "pgmsg-cli",
+					MaxBytes: httpapi.MaxAnswerBytesDefault})
 				if err != nil {
 					if follow && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 						return nil

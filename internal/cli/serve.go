@@ -30,6 +30,7 @@ type serveOpts struct {
 	maxConns        int32
 	maxBodyBytes    int64
 	maxRecords      int
+	maxAnswerBytes  int64
 	maxWait         time.Duration
 	shutdownTimeout time.Duration
 	tokenCacheTTL   time.Duration
@@ -39,6 +40,8 @@ type serveOpts struct {
 	authBurst       int
 	authRate        float64
 	maintenance     bool
+	metricsAuth     bool
+	metricsCacheTTL time.Duration
 	// ready, if set, receives the address once listening (tests).
 	ready func(addr string)
 }
@@ -58,6 +61,10 @@ a loopback address. An address that fails to authenticate more than
 --auth-failure-burst times in a row gets 429 auth_rate_limited (no database
 round trip) until it regains attempts at --auth-failure-rate per second; a
 token the server has cached still works.
+
+/metrics is public unless --metrics-auth (then it needs an admin token). Its
+pgmsg state figures (offsets, lag, queue depths) are collected from the
+database at most once per --metrics-cache-ttl, however many scrape it.
 
 With --tls-cert and --tls-key (PEM files; both or neither) it serves HTTPS
 only, TLS 1.2 or later. Without them it serves plain HTTP: terminate TLS in a
@@ -81,6 +88,7 @@ PGMSG_TLS_KEY.`,
 	f.Int32Var(&o.maxConns, "max-conns", int32(maxConns), "database pool size (default: pgx's, max(4, CPUs)) ($PGMSG_MAX_CONNS)")
 	f.Int64Var(&o.maxBodyBytes, "max-body-bytes", httpapi.MaxBodyBytesDefault, "largest request body; larger get 413")
 	f.IntVar(&o.maxRecords, "max-records", httpapi.MaxRecordsDefault, "most records per publish, consume or claim")
+	f.Int64Var(&o.maxAnswerBytes, "max-answer-bytes", httpapi.MaxAnswerBytesDefault, "most stored bytes (record key+value, job payload) per consume or claim; a request's max_bytes may only lower it; at least one record or job is always handed out")
 	f.DurationVar(&o.maxWait, "max-wait", httpapi.MaxWaitDefault, "longest long-poll wait a request may ask for")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", httpapi.ShutdownTimeoutDefault, "how long to wait for in-flight requests on shutdown")
 	f.DurationVar(&o.tokenCacheTTL, "token-cache-ttl", httpapi.TokenCacheTTLDefault, "how long a verified token is trusted (revocations take this long); negative disables")
@@ -89,6 +97,8 @@ PGMSG_TLS_KEY.`,
 	f.IntVar(&o.authBurst, "auth-failure-burst", httpapi.AuthFailureBurstDefault, "failed authentications in a row per client address before 429 auth_rate_limited; 0 disables")
 	f.Float64Var(&o.authRate, "auth-failure-rate", httpapi.AuthFailureRateDefault, "failed authentications per second a client address regains (0: the default)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without tokens, everyone admin (loopback --listen only)")
+	f.BoolVar(&o.metricsAuth, "metrics-auth", false, "require a bearer token with the admin scope on /metrics")
+	f.DurationVar(&o.metricsCacheTTL, "metrics-cache-ttl", httpapi.MetricsCacheTTLDefault, "how long /metrics serves the state figures of its last database collection; negative disables the cache")
 	f.BoolVar(&o.maintenance, "maintenance", true, "take part in maintenance leader election (retention, group expiry, compaction, job rescue)")
 	return cmd
 }
@@ -97,6 +107,9 @@ PGMSG_TLS_KEY.`,
 func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	if o.insecureNoAuth && !httpapi.IsLoopback(o.listen) {
 		return fmt.Errorf("--insecure-no-auth is refused on %s: it would give anyone who can reach it admin rights; listen on 127.0.0.1 or create tokens with pgmsg token create", o.listen)
+	}
+	if o.maxAnswerBytes < 0 {
+		return fmt.Errorf("--max-answer-bytes must not be negative, got %d (0: the default, 16 MiB)", o.maxAnswerBytes)
 	}
 	if o.maxConns < 0 {
 		return fmt.Errorf("--max-conns must not be negative, got %d", o.maxConns)
@@ -146,8 +159,10 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	logger := slog.New(slog.NewTextHandler(g.stderr, nil))
 	srv, err := httpapi.New(httpapi.Config{
 		Client: client, MaxBodyBytes: o.maxBodyBytes, MaxRecords: o.maxRecords, MaxWait: o.maxWait,
+		MaxAnswerBytes: o.maxAnswerBytes,
 		InsecureNoAuth: o.insecureNoAuth, TokenCacheTTL: o.tokenCacheTTL, ShutdownTimeout: o.shutdownTimeout, Logger: logger,
 		AuthFailureBurst: authBurst, AuthFailureRate: o.authRate,
+		MetricsAuth: o.metricsAuth, MetricsCacheTTL: o.metricsCacheTTL,
 	})
 	if err != nil {
 		return err

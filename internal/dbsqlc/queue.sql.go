@@ -172,14 +172,16 @@ SELECT id::bigint, queue::text, coalesce(kind, '')::text AS kind, payload::bytea
        attempt::integer, max_attempts::integer, lease_token::bigint, lease_expires_at::timestamptz,
        run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        coalesce(unique_key, '')::text AS unique_key, errors::jsonb
-FROM pgmsg.job_claim($1::text, $2::integer, $3::interval, $4::text)
+FROM pgmsg.job_claim($1::text, $2::integer, $3::interval, $4::text,
+                     $5::bigint)
 `
 
 type JobClaimParams struct {
-	Queue   string
-	MaxJobs int32
-	Lease   pgtype.Interval
-	Worker  pgtype.Text
+	Queue    string
+	MaxJobs  int32
+	Lease    pgtype.Interval
+	Worker   pgtype.Text
+	MaxBytes pgtype.Int8
 }
 
 type JobClaimRow struct {
@@ -207,6 +209,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 		arg.MaxJobs,
 		arg.Lease,
 		arg.Worker,
+		arg.MaxBytes,
 	)
 	if err != nil {
 		return nil, err

@@ -302,6 +302,31 @@ func (p params) int(name string, def int) (int, error) {
 	return n, nil
 }
 
+// maxBytes reads max_bytes: the byte cap of a consume or claim, at most
+// limit (the server's), limit when absent.
+func (p params) maxBytes(limit int64) (int64, error) {
+	v := p.Get("max_bytes")
+	if v == "" {
+		return limit, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		return 0, newAPIError(errInvalidParameter, "query parameter \"max_bytes\" must be a positive integer, got %q", truncateParam(v))
+	}
+	if n > limit {
+		return 0, newAPIError(errLimitExceeded, "max_bytes %d is more than the server's limit of %d", n, limit)
+	}
+	return n, nil
+}
+
+// truncateParam shortens a parameter value quoted in an error.
+func truncateParam(v string) string {
+	if len(v) > 40 {
+		return v[:40] + "..."
+	}
+	return v
+}
+
 func (p params) optInt32(name string) (*int32, error) {
 	v := p.Get(name)
 	if v == "" {

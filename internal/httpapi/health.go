@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
 
@@ -12,8 +13,17 @@ func (s *Server) healthRoutes() []Route {
 	return []Route{
 		{Method: http.MethodGet, Pattern: "/healthz", handler: s.healthz},
 		{Method: http.MethodGet, Pattern: "/readyz", handler: s.readyz},
-		{Method: http.MethodGet, Pattern: "/metrics", handler: s.serveMetrics},
+		{Method: http.MethodGet, Pattern: "/metrics", Scope: s.metricsScope(), handler: s.serveMetrics},
 	}
+}
+
+// metricsScope is what /metrics needs: nothing, or the admin scope with
+// Config.MetricsAuth.
+func (s *Server) metricsScope() string {
+	if s.cfg.MetricsAuth {
+		return pgmsg.ScopeAdmin
+	}
+	return ""
 }
 
 // healthz answers while the process is up.

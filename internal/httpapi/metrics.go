@@ -29,8 +29,9 @@ type metrics struct {
 
 // newMetrics registers the server's request and traffic metrics and, read
 // at scrape time, pgmsgprom's state metrics of client's schema: partition
-// offsets and sizes, group lag, queue depth by state.
-func newMetrics(client *pgmsg.Client) *metrics {
+// offsets and sizes, group lag, queue depth by state, collected at most once
+// per cacheTTL.
+func newMetrics(client *pgmsg.Client, cacheTTL time.Duration) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -53,7 +54,7 @@ func newMetrics(client *pgmsg.Client) *metrics {
 			Name: "pgmsg_claimed_jobs_total", Help: "Jobs handed out by claim, by queue.",
 		}, []string{"queue"}),
 	}
-	m.state = pgmsgprom.NewCollector(client, nil)
+	m.state = pgmsgprom.NewCollector(client, &pgmsgprom.Opts{CacheTTL: cacheTTL})
 	m.registry.MustRegister(m.requests, m.latency, m.published, m.consumed, m.enqueued, m.claimed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.state)

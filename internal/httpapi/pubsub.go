@@ -167,6 +167,9 @@ func (s *Server) consume(w http.ResponseWriter, r *http.Request) error {
 	if opts.MaxRecords > s.cfg.MaxRecords {
 		return newAPIError(errLimitExceeded, "max_records %d is more than the server's limit of %d", opts.MaxRecords, s.cfg.MaxRecords)
 	}
+	if opts.MaxBytes, err = q.maxBytes(s.cfg.MaxAnswerBytes); err != nil {
+		return err
+	}
 	if opts.Lease, err = q.duration("lease", 0); err != nil {
 		return err
 	}

@@ -141,6 +141,9 @@ func (s *Server) claimJobs(w http.ResponseWriter, r *http.Request) error {
 	if opts.Max > s.cfg.MaxRecords {
 		return newAPIError(errLimitExceeded, "max %d is more than the server's limit of %d", opts.Max, s.cfg.MaxRecords)
 	}
+	if opts.MaxBytes, err = q.maxBytes(s.cfg.MaxAnswerBytes); err != nil {
+		return err
+	}
 	if opts.Lease, err = q.duration("lease", 0); err != nil {
 		return err
 	}

@@ -45,6 +45,12 @@ const (
 	// ConsumeMaxRecordsDefault is max_records of a consume or claim that
 	// does not say.
 	ConsumeMaxRecordsDefault = 100
+	// MaxAnswerBytesDefault caps the stored bytes of one consume or claim
+	// answer (16 MiB).
+	MaxAnswerBytesDefault = 16 << 20
+	// MetricsCacheTTLDefault is how long /metrics serves the pgmsg state
+	// figures it collected before asking the database again.
+	MetricsCacheTTLDefault = 5 * time.Second
 	// PollIntervalDefault is how often a waiting consume or claim checks
 	// again when no notification wakes it.
 	PollIntervalDefault = pgmsg.PollIntervalDefault
@@ -61,6 +67,15 @@ type Config struct {
 	// MaxRecords caps the records of a publish (413 too_many_records) and
 	// max_records of a consume or claim (400 limit_exceeded). Default 1000.
 	MaxRecords int
+	// MaxAnswerBytes caps what one consume or job claim hands out: the
+	// key+value bytes of the records, or the payload bytes of the jobs. The
+	// claim itself stops before the record or job that would go beyond it
+	// (so nothing past it is leased), but always hands out at least one,
+	// whatever its size. A request's max_bytes may lower it (400
+	// limit_exceeded beyond it). The JSON answer is larger than the stored
+	// bytes: base64 adds a third, and headers, keys and metadata come on
+	// top. Default 16 MiB.
+	MaxAnswerBytes int64
 	// MaxWait caps the long-poll wait of consume and claim (400
 	// limit_exceeded beyond it). Default 30s.
 	MaxWait time.Duration
@@ -96,6 +111,16 @@ type Config struct {
 	// AuthFailureClients caps the addresses the limiter tracks; the least
 	// recently used is forgotten first. Default 10000.
 	AuthFailureClients int
+	// MetricsAuth makes /metrics require a bearer token with the admin
+	// scope (401/403 otherwise). Default false: /metrics is public, as the
+	// health endpoints are; keep it on a trusted network or behind a proxy.
+	MetricsAuth bool
+	// MetricsCacheTTL is how long /metrics serves the pgmsg state figures
+	// (offsets, lag, queue depths) of its last collection before querying
+	// the database again; concurrent scrapes share one collection. Request
+	// and traffic counters are always live. Negative disables the cache
+	// (overlapping scrapes still share a collection). Default 5s.
+	MetricsCacheTTL time.Duration
 	// ShutdownTimeout bounds how long Run waits for in-flight requests
 	// after its context ends. Default 30s.
 	ShutdownTimeout time.Duration
@@ -151,6 +176,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRecords == 0 {
 		cfg.MaxRecords = MaxRecordsDefault
 	}
+	if cfg.MaxAnswerBytes == 0 {
+		cfg.MaxAnswerBytes = MaxAnswerBytesDefault
+	}
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = MaxWaitDefault
 	}
@@ -172,6 +200,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = ShutdownTimeoutDefault
 	}
+	if cfg.MetricsCacheTTL == 0 {
+		cfg.MetricsCacheTTL = MetricsCacheTTLDefault
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -180,6 +211,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: Config.MaxBodyBytes must not be negative, got %d", cfg.MaxBodyBytes)
 	case cfg.MaxRecords < 0:
 		return nil, fmt.Errorf("httpapi: Config.MaxRecords must not be negative, got %d", cfg.MaxRecords)
+	case cfg.MaxAnswerBytes < 0:
+		return nil, fmt.Errorf("httpapi: Config.MaxAnswerBytes must not be negative, got %d", cfg.MaxAnswerBytes)
 	case cfg.MaxWait < 0:
 		return nil, fmt.Errorf("httpapi: Config.MaxWait must not be negative, got %s", cfg.MaxWait)
 	case cfg.PollInterval < 0:
@@ -191,7 +224,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, client: cfg.Client, logger: cfg.Logger, mux: http.NewServeMux(),
-		metrics: newMetrics(cfg.Client), tokens: newTokenCache(cfg.TokenCacheTTL),
+		metrics: newMetrics(cfg.Client, max(cfg.MetricsCacheTTL, 0)), tokens: newTokenCache(cfg.TokenCacheTTL),
 	}
 	if cfg.AuthFailureBurst > 0 {
 		s.authFailures = newAuthLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRate, cfg.AuthFailureClients)

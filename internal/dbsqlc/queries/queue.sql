@@ -70,7 +70,8 @@ SELECT id::bigint, queue::text, coalesce(kind, '')::text AS kind, payload::bytea
        attempt::integer, max_attempts::integer, lease_token::bigint, lease_expires_at::timestamptz,
        run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        coalesce(unique_key, '')::text AS unique_key, errors::jsonb
-FROM pgmsg.job_claim(@queue::text, @max_jobs::integer, sqlc.narg(lease)::interval, sqlc.narg(worker)::text);
+FROM pgmsg.job_claim(@queue::text, @max_jobs::integer, sqlc.narg(lease)::interval, sqlc.narg(worker)::text,
+                     sqlc.narg(max_bytes)::bigint);
 
 -- name: JobCompleteMany :many
 SELECT id::bigint FROM pgmsg.job_complete_many(@ids::bigint[], @lease_tokens::bigint[]);
