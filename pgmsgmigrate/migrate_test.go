@@ -120,3 +120,61 @@ func TestInvalidSchema(t *testing.T) {
 		require.Error(t, err, "schema %q", s)
 	}
 }
+
+// Migration 012 pins search_path on every function; reverting it leaves it
+// pinned only on the three SECURITY DEFINER segment functions, as before,
+// and the murmur2 it restated still matches Kafka's vectors either way.
+func TestSearchPathMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	schema := fmt.Sprintf("pgmsg_sp_%d", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
+	require.NoError(t, err)
+	pinned := func() (pinned, unpinned int, names []string) {
+		rows, err := pool.Query(ctx, `
+			SELECT p.proname, coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)
+			  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+			 WHERE n.nspname = $1 ORDER BY 1`, schema)
+		require.NoError(t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var ok bool
+			require.NoError(t, rows.Scan(&name, &ok))
+			if ok {
+				pinned++
+				names = append(names, name)
+			} else {
+				unpinned++
+			}
+		}
+		require.NoError(t, rows.Err())
+		return pinned, unpinned, names
+	}
+	murmur := func() int32 {
+		var h int32
+		require.NoError(t, pool.QueryRow(ctx, "SELECT "+schema+".murmur2('a-little-bit-long-string')").Scan(&h))
+		return h
+	}
+
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	p, u, _ := pinned()
+	require.Zero(t, u, "unpinned functions after Up")
+	require.Greater(t, p, 50)
+	require.Equal(t, int32(-985981536), murmur())
+
+	_, err = m.Down(ctx, 1)
+	require.NoError(t, err)
+	p, _, names := pinned()
+	require.Equal(t, 3, p)
+	require.Equal(t, []string{"_segment_create", "_segment_ensure", "_segment_lock"}, names)
+	require.Equal(t, int32(-985981536), murmur())
+
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	_, u, _ = pinned()
+	require.Zero(t, u)
+}

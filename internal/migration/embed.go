@@ -1,5 +1,10 @@
 // Package migration holds pgmsg's versioned SQL migrations and renders them
 // for a schema. pgmsgmigrate runs them; nothing else reads these files.
+//
+// Every function a migration creates or replaces in the schema must say
+// SET search_path = pg_catalog, pg_temp (since 012; CREATE OR REPLACE drops
+// a setting it does not restate) and name pgmsg's objects {{schema}}-qualified.
+// TestFunctionsPinSearchPath (root package) fails on an unpinned function.
 package migration
 
 import (
