@@ -3505,12 +3505,19 @@ RETURNS TABLE (partition integer, base_offset bigint, record_count integer, "tim
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    t      "pgmsg".topic := "pgmsg"._topic(p_topic);
+    t      "pgmsg".topic;
     n      integer := coalesce(cardinality(p_values), 0);
     now_ts timestamptz := clock_timestamp();
     spread integer;
     part   record;
 BEGIN
+    -- The topic is read here rather than through _topic() (which raises
+    -- PM001 for an unknown one): every call of a function with a pinned
+    -- search_path (012) saves and restores it, and publish is hot.
+    SELECT * INTO t FROM "pgmsg".topic tt WHERE tt.name = p_topic;
+    IF NOT FOUND THEN
+        PERFORM "pgmsg"._topic(p_topic);
+    END IF;
     IF n = 0 THEN
         PERFORM "pgmsg"._raise('PM010', 'empty batch: publish needs at least one record');
     END IF;
