@@ -3121,6 +3121,12 @@ END $$;
 -- with "no partition of relation found for row" (in 2 of 2 tries of
 -- TestPublishConcurrentWithRollbacksIsGapless, 64-record segments: a full
 -- run and 10 repetitions), where re-planning each call passed 10 of 10.
+-- For the same reason _append keeps its UPDATE and INSERT as two
+-- statements: planned after the counter row's lock was granted, the INSERT
+-- sees segments attached while it waited. One statement reserving and
+-- inserting (as the seeds' SQL does) was tried: it is planned before the
+-- wait, and routing could then miss a segment another publish had just
+-- created in its fallback.
 
 -- _claim_bytes_end returns the last offset of [p_from, p_to] such that the
 -- key + value bytes of the records from p_from up to it stay within
@@ -3362,71 +3368,6 @@ BEGIN
     VALUES (p_topic_id, p_partition, p_lo, p_hi, rel);
 END $$;
 
--- _append: as in 005, but for topics without max_lag_bytes the offsets are
--- reserved and the records inserted by one statement, as the seeds' SQL
--- does. The statement is planned before it runs, so the partition's counter
--- row is locked only for the execution: before, the INSERT was planned
--- after the UPDATE, with the lock held, and every other publisher to the
--- partition waited for that planning too. A batch that needs a segment
--- that does not exist yet inserts nothing there (the WHERE below) and takes
--- the fallback of 001, still holding the row lock.
-CREATE OR REPLACE FUNCTION "pgmsg"._append(t "pgmsg".topic, p_partition integer, p_values bytea[], p_keys bytea[],
-                                              p_headers jsonb[], p_timestamps timestamptz[], p_now timestamptz,
-                                              OUT base bigint, OUT segments_low boolean)
-LANGUAGE plpgsql
-SET plan_cache_mode = force_custom_plan AS $$
-DECLARE
-    n        integer := cardinality(p_values);
-    seg_end  bigint;
-    n_bytes  bigint;
-    byte_end bigint;
-BEGIN
-    IF t.config ? 'max_lag_records' THEN
-        PERFORM "pgmsg"._backpressure(t, p_partition, n);
-    END IF;
-    IF NOT t.config ? 'max_lag_bytes' THEN
-        WITH r AS (
-            UPDATE "pgmsg".topic_partition c
-               SET next_offset = c.next_offset + n
-             WHERE c.topic_id = t.topic_id AND c.partition = p_partition
-            RETURNING c.next_offset - n AS base, c.segment_end
-        ), ins AS (
-            INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers)
-            SELECT t.topic_id, p_partition, r.base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h
-            FROM r, unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord)
-            WHERE r.base + n <= r.segment_end
-        )
-        SELECT r.base, r.segment_end INTO base, seg_end FROM r;
-        segments_low := base + n > seg_end - 2 * t.segment_records;
-        IF base + n <= seg_end THEN
-            RETURN;
-        END IF;
-        -- Fallback: see 001 (segments are normally created ahead). The
-        -- statement above inserted nothing; the row lock is held.
-        PERFORM "pgmsg"._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
-        INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers)
-        SELECT t.topic_id, p_partition, base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h
-        FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord);
-        RETURN;
-    END IF;
-    -- Byte accounting (005), unchanged.
-    SELECT coalesce(sum(coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)), 0) INTO n_bytes
-    FROM unnest(p_values, p_keys) AS u(v, k);
-    UPDATE "pgmsg".topic_partition c
-       SET next_offset = c.next_offset + n, next_byte = c.next_byte + n_bytes
-     WHERE c.topic_id = t.topic_id AND c.partition = p_partition
-    RETURNING c.next_offset - n, c.segment_end, c.next_byte INTO base, seg_end, byte_end;
-    PERFORM "pgmsg"._backpressure_bytes(t, p_partition, base, byte_end, n_bytes);
-    IF base + n > seg_end THEN
-        PERFORM "pgmsg"._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
-    END IF;
-    segments_low := base + n > seg_end - 2 * t.segment_records;
-    INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers, byte_position)
-    SELECT t.topic_id, p_partition, base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h,
-           byte_end - n_bytes + coalesce(sum(coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0))
-                                         OVER (ORDER BY u.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
-    FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord);
-END $$;
 
 -- claim, as in 001 (same signature and results), now on top of
 -- claim_range, the one implementation of a claim: it reads the claimed
@@ -3465,6 +3406,45 @@ BEGIN
         d_par := cr.partition;
         d_epo := cr.claim_epoch;
     END LOOP;
+END $$;
+
+-- segment_ensure, as in 001, but it waits (up to its 200 ms lock_timeout)
+-- for a publisher's counter row instead of skipping it. Skipping starved it
+-- under a steady publish load: the background creation kept answering
+-- "busy" while publishers used up the segments ahead, until a publish had
+-- to create one itself, holding its counter row while it waited for the
+-- topic's lock; two such publishes in multi-partition transactions
+-- deadlock (seen in TestPublishConcurrentWithRollbacksIsGapless on a
+-- loaded machine).
+CREATE OR REPLACE FUNCTION "pgmsg".segment_ensure(p_topic text, p_partition integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    t       "pgmsg".topic := "pgmsg"._topic(p_topic);
+    tp      "pgmsg".topic_partition;
+    seg_end bigint;
+BEGIN
+    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
+        PERFORM "pgmsg"._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
+                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
+    END IF;
+    -- This is background work: give way rather than wait. A short
+    -- lock_timeout makes it the one that yields when DDL on the topic
+    -- (topic_delete) queues behind its lock; busy means try again later.
+    PERFORM set_config('lock_timeout', '200ms', true);
+    BEGIN
+        PERFORM "pgmsg"._segment_lock(t.topic_id);
+        -- Wait for the publisher holding the counter row, but no longer
+        -- than lock_timeout: it may be a long transaction, or one that
+        -- itself waits for this call's topic lock (a publish creating a
+        -- segment in its fallback); the timeout ends that wait long before
+        -- deadlock detection would.
+        SELECT * INTO tp FROM "pgmsg".topic_partition c
+         WHERE c.topic_id = t.topic_id AND c.partition = p_partition FOR UPDATE;
+        seg_end := "pgmsg"._segment_ensure(t.topic_id, p_partition, tp.segment_end, t.segment_records, tp.next_offset);
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN -1;
+    END;
+    RETURN ((seg_end - tp.segment_end) / t.segment_records)::integer;
 END $$;
 
 -- pgmsg 009: input bounds (security issue 14).

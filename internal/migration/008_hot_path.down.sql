@@ -135,49 +135,35 @@ BEGIN
     VALUES (p_topic_id, p_partition, p_lo, p_hi, rel);
 END $$;
 
--- _append as 005 left it.
-CREATE OR REPLACE FUNCTION {{schema}}._append(t {{schema}}.topic, p_partition integer, p_values bytea[], p_keys bytea[],
-                                              p_headers jsonb[], p_timestamps timestamptz[], p_now timestamptz,
-                                              OUT base bigint, OUT segments_low boolean)
-LANGUAGE plpgsql
-SET plan_cache_mode = force_custom_plan AS $$
+
+-- segment_ensure as 001 defined it.
+CREATE OR REPLACE FUNCTION {{schema}}.segment_ensure(p_topic text, p_partition integer) RETURNS integer
+LANGUAGE plpgsql AS $$
 DECLARE
-    n        integer := cardinality(p_values);
-    seg_end  bigint;
-    n_bytes  bigint;
-    byte_end bigint;
+    t       {{schema}}.topic := {{schema}}._topic(p_topic);
+    tp      {{schema}}.topic_partition;
+    seg_end bigint;
 BEGIN
-    IF t.config ? 'max_lag_records' THEN
-        PERFORM {{schema}}._backpressure(t, p_partition, n);
+    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
+        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
+                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
     END IF;
-    IF t.config ? 'max_lag_bytes' THEN
-        SELECT coalesce(sum(coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)), 0) INTO n_bytes
-        FROM unnest(p_values, p_keys) AS u(v, k);
-        UPDATE {{schema}}.topic_partition c
-           SET next_offset = c.next_offset + n, next_byte = c.next_byte + n_bytes
-         WHERE c.topic_id = t.topic_id AND c.partition = p_partition
-        RETURNING c.next_offset - n, c.segment_end, c.next_byte INTO base, seg_end, byte_end;
-        PERFORM {{schema}}._backpressure_bytes(t, p_partition, base, byte_end, n_bytes);
-    ELSE
-        UPDATE {{schema}}.topic_partition c
-           SET next_offset = c.next_offset + n
-         WHERE c.topic_id = t.topic_id AND c.partition = p_partition
-        RETURNING c.next_offset - n, c.segment_end INTO base, seg_end;
-    END IF;
-    IF base + n > seg_end THEN
-        -- Fallback: see 001 (segments are normally created ahead).
-        PERFORM {{schema}}._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
-    END IF;
-    segments_low := base + n > seg_end - 2 * t.segment_records;
-    IF n_bytes IS NULL THEN
-        INSERT INTO {{schema}}.record (topic_id, partition, "offset", "timestamp", key, value, headers)
-        SELECT t.topic_id, p_partition, base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h
-        FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord);
-    ELSE
-        INSERT INTO {{schema}}.record (topic_id, partition, "offset", "timestamp", key, value, headers, byte_position)
-        SELECT t.topic_id, p_partition, base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h,
-               byte_end - n_bytes + coalesce(sum(coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0))
-                                             OVER (ORDER BY u.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
-        FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord);
-    END IF;
+    -- This is background work: give way rather than wait. A short
+    -- lock_timeout makes it the one that yields when DDL on the topic
+    -- (topic_delete) queues behind its lock; busy means try again later.
+    PERFORM set_config('lock_timeout', '200ms', true);
+    BEGIN
+        PERFORM {{schema}}._segment_lock(t.topic_id);
+        -- Never wait for a publisher's counter row (it may be held by a
+        -- long transaction that itself waits for segment creation).
+        SELECT * INTO tp FROM {{schema}}.topic_partition c
+         WHERE c.topic_id = t.topic_id AND c.partition = p_partition FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN -1;
+        END IF;
+        seg_end := {{schema}}._segment_ensure(t.topic_id, p_partition, tp.segment_end, t.segment_records, tp.next_offset);
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN -1;
+    END;
+    RETURN ((seg_end - tp.segment_end) / t.segment_records)::integer;
 END $$;
