@@ -71,6 +71,11 @@ func TestClaimRangeSQL(t *testing.T) {
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "PM009", pgErr.Code)
+	// The live claim's epoch is its fencing token: never in an error.
+	require.NotContains(t, pgErr.Message, fmt.Sprint(c2.epoch))
+	err = tb.client.Commit(tb.ctx, &pgmsg.Claim{Topic: "cr", Group: "g", Partition: 0, Epoch: c1.epoch})
+	require.ErrorIs(t, err, pgmsg.ErrClaimNotHeld)
+	require.NotContains(t, err.Error(), fmt.Sprint(c2.epoch))
 	gs, err := tb.client.ListGroups(tb.ctx, "cr", "g")
 	require.NoError(t, err)
 	require.Equal(t, int64(2), gs[0].NextOffset)

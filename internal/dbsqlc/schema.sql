@@ -3912,6 +3912,36 @@ BEGIN
     PERFORM "pgmsg"._raise('PM106', format('job %s is not held by the lease presented: it is %s', p_id, st));
 END $$;
 
+-- The log's claims are fenced by their epoch as jobs are by their lease
+-- token: a client that learns the live epoch of a partition can commit or
+-- release another member's claim. _held, as in 001, no longer names the
+-- current claim's epoch in PM009 (group listings, which show it, need the
+-- admin scope over HTTP).
+CREATE OR REPLACE FUNCTION "pgmsg"._held(p_topic text, p_group text, p_partition integer, p_claim_epoch bigint)
+RETURNS "pgmsg".group_cursor LANGUAGE plpgsql AS $$
+DECLARE
+    t   "pgmsg".topic := "pgmsg"._topic(p_topic);
+    cur "pgmsg".group_cursor;
+BEGIN
+    SELECT * INTO cur FROM "pgmsg".group_cursor c
+    WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.partition = p_partition
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM "pgmsg"._raise('PM007', format('unknown group %s on topic %s partition %s',
+                                                  left(quote_literal(coalesce(p_group, '')), 210), quote_literal(t.name), p_partition));
+    END IF;
+    IF cur.claim_epoch IS DISTINCT FROM p_claim_epoch OR cur.claim_expires_at IS NULL THEN
+        PERFORM "pgmsg"._raise('PM009', format(
+            'claim %s on partition %s is not held: it was committed, released, reset or claimed again',
+            p_claim_epoch, p_partition));
+    END IF;
+    IF cur.claim_expires_at <= clock_timestamp() THEN
+        PERFORM "pgmsg"._raise('PM008', format('claim %s on partition %s expired at %s',
+                                                  p_claim_epoch, p_partition, cur.claim_expires_at));
+    END IF;
+    RETURN cur;
+END $$;
+
 -- pgmsg 011: a byte cap on job claims (issue 14).
 --
 -- Templated like 001.

@@ -72,3 +72,29 @@ BEGIN
 END $$;
 
 DROP FUNCTION {{schema}}._lease_token();
+
+-- _held as 001 defined it.
+CREATE OR REPLACE FUNCTION {{schema}}._held(p_topic text, p_group text, p_partition integer, p_claim_epoch bigint)
+RETURNS {{schema}}.group_cursor LANGUAGE plpgsql AS $$
+DECLARE
+    t   {{schema}}.topic := {{schema}}._topic(p_topic);
+    cur {{schema}}.group_cursor;
+BEGIN
+    SELECT * INTO cur FROM {{schema}}.group_cursor c
+    WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.partition = p_partition
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._raise('PM007', format('unknown group %s on topic %s partition %s',
+                                                  left(quote_literal(coalesce(p_group, '')), 210), quote_literal(t.name), p_partition));
+    END IF;
+    IF cur.claim_epoch IS DISTINCT FROM p_claim_epoch OR cur.claim_expires_at IS NULL THEN
+        PERFORM {{schema}}._raise('PM009', format(
+            'claim %s on partition %s is not held: it was committed, released, reset or claimed again (current claim %s)',
+            p_claim_epoch, p_partition, cur.claim_epoch));
+    END IF;
+    IF cur.claim_expires_at <= clock_timestamp() THEN
+        PERFORM {{schema}}._raise('PM008', format('claim %s on partition %s expired at %s',
+                                                  p_claim_epoch, p_partition, cur.claim_expires_at));
+    END IF;
+    RETURN cur;
+END $$;
