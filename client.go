@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -202,7 +201,7 @@ func (c *Client) afterCommit(b *partitionBatch, notify bool) {
 	if notify {
 		// "topic#partition": only the consumers of that partition wake up
 		// (internal/notifier); SQL publish() notifies the whole topic.
-		c.sendPending[b.topic+"#"+strconv.Itoa(int(b.partition))] = struct{}{}
+		c.sendPending[wakeKey(b.topic, b.partition)] = struct{}{}
 	}
 	if b.segmentsLow {
 		c.segPending[topicPartition{b.topic, b.partition}] = struct{}{}
@@ -374,10 +373,15 @@ func (c *Client) wakeups(keys ...string) (<-chan struct{}, func()) {
 	if c.config.DisableNotify {
 		return nil, func() {}
 	}
+	return c.listener().Subscribe(keys...)
+}
+
+// listener starts the client's one LISTEN connection on first use.
+func (c *Client) listener() *notifier.Notifier {
 	c.notifyOnce.Do(func() {
 		c.notifier = notifier.New(c.pool.Config().ConnConfig, c.config.Schema+"_log", c.config.Logger)
 	})
-	return c.notifier.Subscribe(keys...)
+	return c.notifier
 }
 
 // partitionWakeups returns a subscription whose keys the caller sets to
@@ -387,10 +391,7 @@ func (c *Client) partitionWakeups() *notifier.Subscription {
 	if c.config.DisableNotify {
 		return nil
 	}
-	c.notifyOnce.Do(func() {
-		c.notifier = notifier.New(c.pool.Config().ConnConfig, c.config.Schema+"_log", c.config.Logger)
-	})
-	return c.notifier.NewSubscription()
+	return c.listener().NewSubscription()
 }
 
 // RecordWakeups returns a channel that receives a signal (coalesced: at most
