@@ -166,9 +166,10 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 
 // readRange reads the records of a claim from the segment table that holds
 // them. The statement names a plain table, so it runs from a cached generic
-// plan: no partition pruning, no planning per call. A range that spans two
-// segments (claim_range then names none) or whose segment retention dropped
-// since the claim is read through the record table instead.
+// plan: no partition pruning, no planning per call. A range claim_range
+// names no segment for (it spans two, or the caller may not read the
+// segment) or whose segment retention dropped since the claim is read
+// through the record table instead.
 func (c *Client) readRange(ctx context.Context, exec DBTX, topic string, row *dbsqlc.GroupClaimRangeRow) ([]*Record, error) {
 	table := "record"
 	if row.Relname != "" {
@@ -182,11 +183,11 @@ func (c *Client) readRange(ctx context.Context, exec DBTX, topic string, row *db
 			return recs, nil
 		}
 	}
-	// 42P01: retention dropped the segment since the claim. 42501: a role
-	// allowed to read the record table but not this segment (granted
-	// table by table): read through the record table, as claim() does.
+	// 42P01: retention dropped the segment since the claim: read through
+	// the record table, as claim() does. (Outside a transaction; inside
+	// one the error has aborted it, and the caller retries.)
 	var pgErr *pgconn.PgError
-	if table != "record" && errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "42501") {
+	if _, inTx := exec.(pgx.Tx); !inTx && table != "record" && errors.As(err, &pgErr) && pgErr.Code == "42P01" {
 		row2 := *row
 		row2.Relname = ""
 		return c.readRange(ctx, exec, topic, &row2)

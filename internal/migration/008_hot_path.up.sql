@@ -51,8 +51,9 @@ END $$;
 -- claim() does, but returns one row describing the claim instead of the
 -- records: its partition, epoch, expiry, the first and last offset claimed
 -- (inclusive), and the segment table that holds all of them (NULL when the
--- range spans two segments, once per segment_records records, or no segment
--- covers it: then read through the record table). Read the records with
+-- range spans two segments, once per segment_records records, no segment
+-- covers it, or the caller may not read the segment: then read through the
+-- record table). Read the records with
 --   SELECT "offset", "timestamp", key, value, headers FROM <schema>.<relname>
 --    WHERE topic_id = $1 AND partition = $2 AND "offset" BETWEEN $3 AND $4
 --    ORDER BY "offset"
@@ -213,8 +214,11 @@ BEGIN
     SELECT s.relname, s.end_offset INTO seg_rel, seg_end FROM {{schema}}.segment s
      WHERE s.topic_id = v_topic AND s.partition = c_part AND s.start_offset <= c_next
      ORDER BY s.start_offset DESC LIMIT 1;
-    IF NOT FOUND OR seg_end <= v_last THEN
-        -- No segment, or the range spans two: read through the record table.
+    IF NOT FOUND OR seg_end <= v_last
+       OR NOT has_table_privilege(format('%I.%I', {{schema_lit}}, seg_rel), 'SELECT') THEN
+        -- No segment, the range spans two, or the caller may read the record
+        -- table but not this segment (a role granted table by table before
+        -- the segment existed): read through the record table.
         seg_rel := NULL;
     END IF;
 
