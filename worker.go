@@ -19,6 +19,7 @@ import (
 const (
 	WorkerConcurrencyDefault    = 10
 	WorkerClaimBatchMax         = 100
+	WorkerClaimConcurrency      = 2
 	WorkerCompleteLingerDefault = 2 * time.Millisecond
 	WorkerCompleteBatchDefault  = 500
 	WorkerShutdownDefault       = 30 * time.Second
@@ -74,6 +75,14 @@ type WorkerOpts struct {
 	// ClaimBatch caps the jobs of one claim; the worker never claims more
 	// than it has free handler slots. Default min(Concurrency, 100).
 	ClaimBatch int
+	// ClaimConcurrency is how many claims may be in flight at once. Each
+	// takes at most ClaimBatch jobs and never more than the handler slots
+	// free when it is sent (slots are reserved for it), so handlers never
+	// exceed Concurrency and no claimed job waits for a slot. With fast
+	// handlers a second claim runs on a second connection while the first
+	// one's jobs are handled, using a second server core. Default
+	// WorkerClaimConcurrency (2); 1 claims strictly one after another.
+	ClaimConcurrency int
 	// ClaimMaxBytes caps the payload bytes of one claim
 	// (ClaimJobsOpts.MaxBytes): a claim stops before the job that would go
 	// beyond it, but always takes at least one. It bounds the payloads a
@@ -97,6 +106,11 @@ type WorkerOpts struct {
 	// Name identifies the worker on its claims (Job.Worker). Default
 	// host-pid-random.
 	Name string
+	// OnCompleted, if set, is called with the jobs of each completion
+	// statement once it has committed (the jobs are archived), from the
+	// worker's completer goroutine: keep it short. Jobs that had lost
+	// their lease are not in it. For metrics and end-to-end latency.
+	OnCompleted func(jobs []*Job)
 }
 
 // Worker runs a JobHandler over one queue with a pool of goroutines. Create
@@ -109,6 +123,7 @@ type Worker struct {
 
 	mu       sync.Mutex
 	inflight map[int64]*inflightJob
+	reserved int // handler slots held for claims in flight
 	freed    chan struct{}
 	wg       sync.WaitGroup
 }
@@ -144,8 +159,8 @@ func (c *Client) NewWorker(queue string, handler JobHandler, opts *WorkerOpts) (
 	if opts != nil {
 		o = *opts
 	}
-	if o.Concurrency < 0 || o.Lease < 0 || o.ClaimBatch < 0 || o.ClaimMaxBytes < 0 || o.PollInterval < 0 || o.CompleteLinger < 0 ||
-		o.CompleteBatch < 0 || o.ShutdownTimeout < 0 {
+	if o.Concurrency < 0 || o.Lease < 0 || o.ClaimBatch < 0 || o.ClaimConcurrency < 0 || o.ClaimMaxBytes < 0 || o.PollInterval < 0 ||
+		o.CompleteLinger < 0 || o.CompleteBatch < 0 || o.ShutdownTimeout < 0 {
 		return nil, newError(ErrInvalidArgument, "worker options must not be negative")
 	}
 	if o.Concurrency == 0 {
@@ -153,6 +168,9 @@ func (c *Client) NewWorker(queue string, handler JobHandler, opts *WorkerOpts) (
 	}
 	if o.ClaimBatch == 0 {
 		o.ClaimBatch = min(o.Concurrency, WorkerClaimBatchMax)
+	}
+	if o.ClaimConcurrency == 0 {
+		o.ClaimConcurrency = WorkerClaimConcurrency
 	}
 	if o.PollInterval == 0 {
 		o.PollInterval = c.config.PollInterval
@@ -243,87 +261,143 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) free() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.opts.Concurrency - len(w.inflight)
+	return w.opts.Concurrency - len(w.inflight) - w.reserved
 }
 
-// fetch claims jobs while there are free handler slots, and waits for a
-// notification or the poll interval when the queue is drained.
+func (w *Worker) reserve(n int) {
+	w.mu.Lock()
+	w.reserved += n
+	w.mu.Unlock()
+}
+
+// claimResult is what one claim in flight brought back.
+type claimResult struct {
+	jobs  []*Job
+	err   error
+	asked int
+}
+
+// fetch claims jobs while there are free handler slots, with up to
+// ClaimConcurrency claims in flight, and waits for a notification or the
+// poll interval when the queue is drained.
 func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, completions chan<- *Job) error {
 	c := w.client
-	poll := time.NewTimer(w.opts.PollInterval)
-	defer poll.Stop()
-	wait := func() {
-		if !poll.Stop() {
-			select {
-			case <-poll.C:
-			default:
-			}
-		}
-		poll.Reset(w.opts.PollInterval)
-		select {
-		case <-ctx.Done():
-		case <-wake:
-		case <-poll.C:
-		}
-	}
 	// Claim in batches: with only a few slots free, wait (briefly) for more
 	// to free up rather than claiming a job or two per statement. Measured
 	// in the benchmark work: at 16 workers claims averaged 8 jobs and
 	// job_claim took 60% of sampled server time.
 	threshold := max(1, min(w.opts.ClaimBatch, w.opts.Concurrency)/2)
+	results := make(chan claimResult, w.opts.ClaimConcurrency)
+	inFlight := 0
+	// idle: the last claim found fewer jobs than it asked for (or failed);
+	// the next one waits for a notification or the poll interval.
+	idle := false
+	poll := time.NewTimer(time.Hour)
+	poll.Stop()
+	defer poll.Stop()
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	defer linger.Stop()
-	for ctx.Err() == nil {
-		free := w.free()
-		if free <= 0 {
-			select {
-			case <-ctx.Done():
-			case <-w.freed:
-			}
-			continue
-		}
-		if free < threshold {
-			linger.Reset(2 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				continue
-			case <-w.freed:
-				if w.free() < threshold {
-					continue
-				}
-			case <-linger.C:
-			}
-			linger.Stop()
-			free = w.free()
-		}
-		n := min(free, w.opts.ClaimBatch)
-		// The claim is not cancelled with ctx: a claim cancelled in flight
-		// may still commit, and its jobs would sit unhandled until their
-		// leases expired. Jobs claimed as ctx ends are handled as in-flight.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-		jobs, err := c.ClaimJobs(cctx, w.queue, &ClaimJobsOpts{Max: n, Lease: w.opts.Lease, Worker: w.opts.Name,
-			MaxBytes: w.opts.ClaimMaxBytes})
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, ErrUnknownQueue) {
-				return err
-			}
-			c.config.Logger.Warn("pgmsg: worker claim failed; retrying", "queue", w.queue, "error", err)
-			wait()
-			continue
-		}
-		for _, j := range jobs {
+	lingering := false
+	var fatal error
+
+	send := func(n int) {
+		w.reserve(n)
+		inFlight++
+		go func() {
+			// The claim is not cancelled with ctx: a claim cancelled in
+			// flight may still commit, and its jobs would sit unhandled
+			// until their leases expired. Jobs claimed as ctx ends are
+			// handled as in-flight.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+			defer cancel()
+			jobs, err := c.ClaimJobs(cctx, w.queue, &ClaimJobsOpts{Max: n, Lease: w.opts.Lease, Worker: w.opts.Name,
+				MaxBytes: w.opts.ClaimMaxBytes})
+			results <- claimResult{jobs: jobs, err: err, asked: n}
+		}()
+	}
+	receive := func(r claimResult) {
+		inFlight--
+		// Start the jobs before giving the slots back, so that free()
+		// never counts a slot twice.
+		for _, j := range r.jobs {
 			w.start(handlerCtx, j, completions)
 		}
-		if len(jobs) < n {
-			wait()
+		w.reserve(-r.asked)
+		switch {
+		case r.err != nil && ctx.Err() == nil:
+			if errors.Is(r.err, ErrUnknownQueue) {
+				fatal = r.err
+				return
+			}
+			c.config.Logger.Warn("pgmsg: worker claim failed; retrying", "queue", w.queue, "error", r.err)
+			idle = true
+		case len(r.jobs) < r.asked:
+			idle = true
+		default:
+			idle = false // a full claim: there is more
+		}
+		if idle {
+			if !poll.Stop() {
+				select {
+				case <-poll.C:
+				default:
+				}
+			}
+			poll.Reset(w.opts.PollInterval)
 		}
 	}
-	return nil
+
+	stopLinger := func() {
+		if lingering && !linger.Stop() {
+			<-linger.C
+		}
+		lingering = false
+	}
+	lingerDone := false
+	for ctx.Err() == nil && fatal == nil {
+		free := w.free()
+		if !idle && inFlight < w.opts.ClaimConcurrency && free > 0 {
+			// A claim goes out when at least threshold slots are free, or
+			// with fewer once they have waited 2 ms with no claim in flight.
+			if free >= threshold || lingerDone {
+				stopLinger()
+				lingerDone = false
+				send(min(free, w.opts.ClaimBatch))
+				continue
+			}
+			if !lingering && inFlight == 0 {
+				lingering = true
+				linger.Reset(2 * time.Millisecond)
+			}
+		}
+		var wakeC <-chan struct{}
+		var pollC, lingerC <-chan time.Time
+		if idle {
+			wakeC, pollC = wake, poll.C
+		}
+		if lingering {
+			lingerC = linger.C
+		}
+		select {
+		case <-ctx.Done():
+		case r := <-results:
+			receive(r)
+		case <-w.freed:
+		case <-wakeC:
+			idle = false
+		case <-pollC:
+			idle = false
+		case <-lingerC:
+			lingering = false
+			lingerDone = true
+		}
+	}
+	stopLinger()
+	for inFlight > 0 {
+		receive(<-results)
+	}
+	return fatal
 }
 
 func (w *Worker) start(handlerCtx context.Context, job *Job, completions chan<- *Job) {
@@ -444,6 +518,10 @@ func (w *Worker) flush(ctx context.Context, batch []*Job) {
 			if len(res.NotHeld) > 0 {
 				c.config.Logger.Warn("pgmsg: jobs finished after losing their lease were not completed (another attempt runs or ran them)",
 					"queue", w.queue, "jobs", res.NotHeld)
+				batch = slices.DeleteFunc(batch, func(j *Job) bool { return slices.Contains(res.NotHeld, j.ID) })
+			}
+			if w.opts.OnCompleted != nil && len(batch) > 0 {
+				w.opts.OnCompleted(batch)
 			}
 			return
 		}

@@ -359,3 +359,68 @@ func TestWorkerBadOptions(t *testing.T) {
 	_, err = b.client.NewWorker("q", func(context.Context, *pgmsg.Job) error { return nil }, &pgmsg.WorkerOpts{Concurrency: -1})
 	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
 }
+
+// OnCompleted reports each job once, after its completion committed (the
+// job is archived when the callback sees it), and never a job whose
+// handler failed. Several claims are in flight (ClaimConcurrency 3), and
+// the handlers never exceed Concurrency.
+func TestWorkerOnCompletedAfterCommit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	const jobs = 400
+	ids := b.enqueueN(t, "q", jobs, func(i int) pgmsg.EnqueueParams {
+		return pgmsg.EnqueueParams{Payload: []byte{byte(i % 7)}}
+	})
+	var mu sync.Mutex
+	reported := map[int64]int{}
+	var notArchived []int64
+	var running, peak atomic.Int64
+	stop := b.runWorker(t, "q", func(_ context.Context, j *pgmsg.Job) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		if j.Payload[0] == 0 {
+			return pgmsg.JobDiscard(errors.New("payload 0 fails"))
+		}
+		return nil
+	}, &pgmsg.WorkerOpts{Concurrency: 8, ClaimBatch: 4, ClaimConcurrency: 3, OnCompleted: func(done []*pgmsg.Job) {
+		for _, j := range done {
+			got, err := b.client.GetJob(context.Background(), j.ID)
+			mu.Lock()
+			if err != nil || got.State != pgmsg.JobStateCompleted {
+				notArchived = append(notArchived, j.ID)
+			}
+			reported[j.ID]++
+			mu.Unlock()
+		}
+	}})
+	failing := 0
+	for i := range ids {
+		if i%7 == 0 {
+			failing++
+		}
+	}
+	waitFor(t, time.Minute, "every passing job reported", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(reported) == jobs-failing
+	})
+	require.ErrorIs(t, stop(), context.Canceled)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, notArchived, "OnCompleted saw jobs not yet archived")
+	for i, id := range ids {
+		if i%7 == 0 {
+			require.Zero(t, reported[id], "failed job %d reported completed", id)
+			continue
+		}
+		require.Equal(t, 1, reported[id], "job %d", id)
+	}
+	require.LessOrEqual(t, peak.Load(), int64(8), "handlers beyond Concurrency")
+}

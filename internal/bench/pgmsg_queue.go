@@ -62,14 +62,20 @@ func (d *pgmsgQueue) Enqueue(ctx context.Context, vals [][]byte) error {
 	return err
 }
 
-// Work runs one Worker. Jobs are counted when their handler returns: the
-// worker archives them in batches right after (CompleteLinger, 2ms by
-// default), and the public API has no completion hook.
+// Work runs one Worker. Jobs are counted when their completion has
+// committed (WorkerOpts.OnCompleted), as the seeds' SQL and River count
+// theirs: the worker archives finished jobs in batches (CompleteLinger, 2ms
+// by default).
 func (d *pgmsgQueue) Work(ctx context.Context, workers int, done func([][]byte)) error {
 	w, err := d.c.NewWorker(d.queue, func(_ context.Context, job *pgmsg.Job) error {
-		done([][]byte{job.Payload})
 		return nil
-	}, &pgmsg.WorkerOpts{Concurrency: workers, ShutdownTimeout: 10 * time.Second})
+	}, &pgmsg.WorkerOpts{Concurrency: workers, ShutdownTimeout: 10 * time.Second, OnCompleted: func(jobs []*pgmsg.Job) {
+		vals := make([][]byte, len(jobs))
+		for i, j := range jobs {
+			vals[i] = j.Payload
+		}
+		done(vals)
+	}})
 	if err != nil {
 		return err
 	}
