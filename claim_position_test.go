@@ -169,3 +169,34 @@ func TestJobClaimUnderHeldSnapshotReadsFewIndexEntries(t *testing.T) {
 	require.NotEqual(t, pidA, pidB)
 	require.GreaterOrEqual(t, entriesRead(fresh), int64(claimed), "without a position the claim reads every dead entry (the test would prove nothing)")
 }
+
+// p_async lets a standalone claim commit without waiting for its WAL
+// flush (ClaimJobs passes it); a claim inside the caller's transaction
+// (ClaimJobsTx, or the SQL API's default) leaves the caller's
+// synchronous_commit alone.
+func TestJobClaimAsyncOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	b.enqueueN(t, "q", 3, nil)
+	setting := func(tx pgx.Tx) string {
+		var v string
+		require.NoError(t, tx.QueryRow(b.ctx, "SELECT pg_catalog.current_setting('synchronous_commit')").Scan(&v))
+		return v
+	}
+	tx, err := b.Pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	require.Equal(t, "on", setting(tx))
+	jobs, err := b.client.ClaimJobsTx(b.ctx, tx, "q", &pgmsg.ClaimJobsOpts{Max: 1})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, "on", setting(tx), "ClaimJobsTx changed the caller's synchronous_commit")
+	var n int
+	require.NoError(t, tx.QueryRow(b.ctx, b.sqlAPI(`SELECT count(*) FROM {s}.job_claim('q', 1)`)).Scan(&n))
+	require.Equal(t, "on", setting(tx))
+	require.NoError(t, tx.QueryRow(b.ctx, b.sqlAPI(`SELECT count(*) FROM {s}.job_claim('q', 1, p_async => true)`)).Scan(&n))
+	require.Equal(t, 1, n)
+	require.Equal(t, "off", setting(tx))
+	require.NoError(t, tx.Commit(b.ctx))
+}

@@ -296,16 +296,19 @@ type ClaimJobsOpts struct {
 // wait on one another. It returns no jobs (and no error) when none is
 // claimable, and fails with ErrUnknownQueue.
 func (c *Client) ClaimJobs(ctx context.Context, queue string, opts *ClaimJobsOpts) ([]*Job, error) {
-	return c.claimJobs(ctx, c.pool, queue, opts)
+	return c.claimJobs(ctx, c.pool, queue, opts, true)
 }
 
 // ClaimJobsTx is ClaimJobs on exec. Inside a transaction the claim is only
 // visible once it commits; other claimers skip the jobs meanwhile.
 func (c *Client) ClaimJobsTx(ctx context.Context, exec DBTX, queue string, opts *ClaimJobsOpts) ([]*Job, error) {
-	return c.claimJobs(ctx, exec, queue, opts)
+	return c.claimJobs(ctx, exec, queue, opts, false)
 }
 
-func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *ClaimJobsOpts) ([]*Job, error) {
+// claimJobs claims on exec. async (only for a claim that is its own
+// transaction) lets the claim commit without waiting for its WAL flush:
+// a claim lost in a crash is claimed again, which at-least-once allows.
+func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *ClaimJobsOpts, async bool) ([]*Job, error) {
 	o := ClaimJobsOpts{}
 	if opts != nil {
 		o = *opts
@@ -318,6 +321,7 @@ func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *C
 	}
 	params := dbsqlc.JobClaimParams{
 		Queue: queue, MaxJobs: int32(min(o.Max, 1<<30)), Lease: jobOptInterval(o.Lease), Worker: jobOptText(o.Worker),
+		Async: async,
 	}
 	if o.MaxBytes > 0 {
 		params.MaxBytes = pgtype.Int8{Int64: o.MaxBytes, Valid: true}

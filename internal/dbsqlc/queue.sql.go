@@ -173,7 +173,7 @@ SELECT id::bigint, queue::text, coalesce(kind, '')::text AS kind, payload::bytea
        run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        coalesce(unique_key, '')::text AS unique_key, errors::jsonb
 FROM pgmsg.job_claim($1::text, $2::integer, $3::interval, $4::text,
-                     $5::bigint)
+                     $5::bigint, $6::boolean)
 `
 
 type JobClaimParams struct {
@@ -182,6 +182,7 @@ type JobClaimParams struct {
 	Lease    pgtype.Interval
 	Worker   pgtype.Text
 	MaxBytes pgtype.Int8
+	Async    bool
 }
 
 type JobClaimRow struct {
@@ -210,6 +211,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 		arg.Lease,
 		arg.Worker,
 		arg.MaxBytes,
+		arg.Async,
 	)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 -- Reverts 013: job_claim as 011 defined it, with 012's pinned search_path.
 
-CREATE OR REPLACE FUNCTION {{schema}}.job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL,
+DROP FUNCTION {{schema}}.job_claim(text, integer, interval, text, bigint, boolean);
+
+CREATE FUNCTION {{schema}}.job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL,
                                      p_worker text DEFAULT NULL, p_max_bytes bigint DEFAULT NULL)
 RETURNS TABLE (id bigint, queue text, kind text, payload bytea, priority integer, attempt integer,
                max_attempts integer, lease_token bigint, lease_expires_at timestamptz, run_at timestamptz,

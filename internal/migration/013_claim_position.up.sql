@@ -33,12 +33,23 @@
 -- than the lease; it now runs at most once a second per session. Maintenance
 -- (queue.rescue) still rescues every queue on its own schedule.
 --
--- Same signature, same result, same SQL API: only the order in which two
--- jobs of equal priority are handed out can differ, by at most a second,
--- for a job that became claimable behind the position.
+-- Same result: only the order in which two jobs of equal priority are
+-- handed out can differ, by at most a second, for a job that became
+-- claimable behind the position.
+--
+-- And a trailing p_async (default false), as claim_range has: a claim that
+-- is its own transaction may commit without waiting for its WAL flush. A
+-- claim is a lease; if a crash loses it, its jobs are claimed again, which
+-- at-least-once allows (a completion, always synchronous, flushes the claim
+-- before it). Callers pass true only for a claim that is not part of a
+-- transaction of theirs, since the setting lasts to the end of the
+-- transaction. The Go client does so for ClaimJobs (not ClaimJobsTx).
 
-CREATE OR REPLACE FUNCTION {{schema}}.job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL,
-                                     p_worker text DEFAULT NULL, p_max_bytes bigint DEFAULT NULL)
+DROP FUNCTION {{schema}}.job_claim(text, integer, interval, text, bigint);
+
+CREATE FUNCTION {{schema}}.job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL,
+                                     p_worker text DEFAULT NULL, p_max_bytes bigint DEFAULT NULL,
+                                     p_async boolean DEFAULT false)
 RETURNS TABLE (id bigint, queue text, kind text, payload bytea, priority integer, attempt integer,
                max_attempts integer, lease_token bigint, lease_expires_at timestamptz, run_at timestamptz,
                enqueued_at timestamptz, attempted_at timestamptz, unique_key text, errors jsonb)
@@ -77,6 +88,9 @@ BEGIN
     END IF;
     IF p_max_bytes IS NOT NULL AND p_max_bytes < 1 THEN
         PERFORM {{schema}}._raise('PM004', 'max_bytes must be at least 1');
+    END IF;
+    IF p_async THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
     expires := now_ts + coalesce(p_lease, q.lease);
     -- Expired leases: one probe of the small job_lease index, at most once

@@ -71,7 +71,7 @@ SELECT id::bigint, queue::text, coalesce(kind, '')::text AS kind, payload::bytea
        run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        coalesce(unique_key, '')::text AS unique_key, errors::jsonb
 FROM pgmsg.job_claim(@queue::text, @max_jobs::integer, sqlc.narg(lease)::interval, sqlc.narg(worker)::text,
-                     sqlc.narg(max_bytes)::bigint);
+                     sqlc.narg(max_bytes)::bigint, @async::boolean);
 
 -- name: JobCompleteMany :many
 SELECT id::bigint FROM pgmsg.job_complete_many(@ids::bigint[], @lease_tokens::bigint[]);
