@@ -65,13 +65,16 @@ func TestTimestampBounds(t *testing.T) {
 
 	// The edges of the range are accepted (0001-01-01T00:00:00Z is the
 	// zero time: "unset").
+	// A time within the last microsecond of 9999 is stored truncated to
+	// 23:59:59.999999, within the range (it was refused).
 	lo, hi := time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
-	recs := []*pgmsg.Record{{Topic: "ts", Value: []byte("1"), Timestamp: lo}, {Topic: "ts", Value: []byte("2"), Timestamp: hi}}
+	recs := []*pgmsg.Record{{Topic: "ts", Value: []byte("1"), Timestamp: lo}, {Topic: "ts", Value: []byte("2"), Timestamp: hi},
+		{Topic: "ts", Value: []byte("3"), Timestamp: hi.Add(999 * time.Nanosecond)}}
 	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
 	got, err := tb.client.Fetch(tb.ctx, "ts", 0, 0, 10)
 	require.NoError(t, err)
-	require.Len(t, got, 2)
-	require.True(t, got[0].Timestamp.Equal(lo) && got[1].Timestamp.Equal(hi), "%v %v", got[0].Timestamp, got[1].Timestamp)
+	require.Len(t, got, 3)
+	require.True(t, got[0].Timestamp.Equal(lo) && got[1].Timestamp.Equal(hi) && got[2].Timestamp.Equal(hi), "%v %v %v", got[0].Timestamp, got[1].Timestamp, got[2].Timestamp)
 	_, err = tb.client.Enqueue(tb.ctx, "q", pgmsg.EnqueueParams{Payload: []byte("1"), RunAt: hi}, nil)
 	require.NoError(t, err)
 
