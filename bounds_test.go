@@ -90,6 +90,38 @@ func TestTimestampBounds(t *testing.T) {
 	require.Equal(t, "PM104", sqlCode(t, err))
 }
 
+// A timestamp finer than PostgreSQL's microseconds is stored truncated;
+// Publish reported the nanoseconds it was given, so the HTTP publish
+// answer named a timestamp that no read returns (found by the HTTP
+// property test, issue 14).
+func TestPublishReportsStoredTimestamp(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "ts", 3)
+	fine := []time.Time{
+		time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 999999999, time.FixedZone("", 5*3600)), // rounding would change the second
+		time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC),                              // truncates to the zero time
+		time.Date(1969, 12, 31, 23, 59, 59, 999999500, time.UTC),              // before the Unix epoch
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),              // stored as the last microsecond of 9999
+	}
+	for _, manual := range []bool{false, true} {
+		// One partition (one statement) and three (a pipelined batch).
+		var recs []*pgmsg.Record
+		for i, ts := range fine {
+			recs = append(recs, &pgmsg.Record{Topic: "ts", Value: []byte("1"), Timestamp: ts, Partition: int32(i % 3)})
+		}
+		require.NoError(t, tb.client.Publish(tb.ctx, recs, &pgmsg.PublishOpts{ManualPartition: manual}))
+		for i, r := range recs {
+			require.True(t, r.Timestamp.Equal(fine[i].Truncate(time.Microsecond)), "record %d: reported %s for %s", i, r.Timestamp, fine[i])
+			got, err := tb.client.Fetch(tb.ctx, "ts", r.Partition, r.Offset, 1)
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			require.True(t, got[0].Timestamp.Equal(r.Timestamp), "record %d: stored %s, reported %s", i, got[0].Timestamp, r.Timestamp)
+		}
+	}
+}
+
 func TestJobKindAndUniqueKeyBounds(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
