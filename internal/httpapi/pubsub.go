@@ -103,6 +103,12 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 			rec.Partition = *in.Partition
 		}
 		if in.Timestamp != nil {
+			if in.Timestamp.IsZero() {
+				// The library reads the zero time as "no timestamp" and
+				// would store the publish time instead of what was asked.
+				return newAPIError(pgmsg.ErrInvalidArgument, "records[%d].timestamp %s cannot be stored (it means \"no timestamp\"): "+
+					"send 0001-01-01T00:00:00.000001Z or later, or no timestamp for the publish time", i, in.Timestamp.Format(time.RFC3339Nano))
+			}
 			rec.Timestamp = *in.Timestamp
 		}
 		recs[i] = rec
