@@ -4,13 +4,60 @@ package httpapi
 // what the HTTP property test (property_test.go) found.
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
 )
+
+// A record without a value was answered with value null and the request's
+// encoding as value_encoding: "auto" (not an encoding: the document lists
+// json, text and base64), or "json", which made it the same answer as a
+// record whose value is the JSON text null.
+func TestNoValueHasNoEncoding(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "t", 1)
+	require.NoError(t, tb.client.Publish(tb.ctx, []*pgmsg.Record{
+		{Topic: "t", Value: nil}, {Topic: "t", Value: []byte("null")}, {Topic: "t", Value: []byte{}},
+	}, nil))
+	for enc, want := range map[string][3]string{
+		EncodingAuto:   {"", EncodingJSON, EncodingText},
+		EncodingJSON:   {"", EncodingJSON, EncodingBase64},
+		EncodingText:   {"", EncodingText, EncodingText},
+		EncodingBase64: {"", EncodingBase64, EncodingBase64},
+	} {
+		res := tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=t&group=g-"+enc+"&encoding="+enc, tb.admin, nil)
+		require.Equal(t, http.StatusOK, res.status, string(res.body))
+		var out struct {
+			Records []map[string]json.RawMessage `json:"records"`
+		}
+		res.json(t, &out)
+		require.Len(t, out.Records, 3)
+		for i, r := range out.Records {
+			got := ""
+			if raw, ok := r["value_encoding"]; ok {
+				require.NoError(t, json.Unmarshal(raw, &got))
+				require.NotEmpty(t, got, "record %d, encoding %s: value_encoding is \"\"", i, enc)
+			}
+			require.Equal(t, want[i], got, "record %d, encoding %s: %s", i, enc, res.body)
+		}
+		require.Equal(t, "null", string(out.Records[0]["value"]))
+	}
+	// Job payloads likewise (the Go library stores a missing payload as
+	// empty; a NULL one comes from SQL).
+	for _, enc := range []string{EncodingAuto, EncodingJSON, EncodingText, EncodingBase64} {
+		raw, err := json.Marshal(EncodeJob(&pgmsg.Job{ID: 1, Queue: "q", Payload: nil}, enc))
+		require.NoError(t, err)
+		require.NotContains(t, string(raw), "payload_encoding", enc)
+		require.Contains(t, string(raw), `"payload":null`, enc)
+	}
+}
 
 // An HTTP publish's timestamp: the zero instant (0001-01-01T00:00:00Z,
 // within the documented range) was silently replaced by the publish time,
