@@ -99,3 +99,37 @@ func TestPublishTimestampHTTP(t *testing.T) {
 		require.True(t, cons.Records[i].Timestamp.Equal(want), "%s: consume answered %s", ts, cons.Records[i].Timestamp)
 	}
 }
+
+// http.ServeMux redirected a path with a "." or ".." segment to its clean
+// form, another resource: deleting group ".." of topic t (a valid group
+// name, created by a consume) sent a client that follows redirects, as Go's
+// and curl -L do, to DELETE /v1/topics/t, and the topic went with all its
+// records. Such paths are now a 404, never a redirect.
+func TestUncleanPathIsNotRedirected(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "t", 1)
+	require.NoError(t, tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "t", Value: []byte("1")}}, nil))
+	res := tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=t&group=..&auto_commit=true", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+
+	// tb.do's client follows redirects.
+	for _, c := range []struct{ method, path string }{
+		{http.MethodDelete, "/v1/topics/t/groups/.."},
+		{http.MethodDelete, "/v1/topics/t/groups/%2E%2E"},
+		{http.MethodGet, "/v1/topics/t/groups/.."},
+		{http.MethodDelete, "/v1/topics/./t"},
+		{http.MethodDelete, "/v1//topics/t"},
+		{http.MethodPost, "/v1/queues/../topics"},
+	} {
+		res := tb.do(t, c.method, c.path, tb.admin, nil)
+		require.Equal(t, http.StatusNotFound, res.status, "%s %s: %s", c.method, c.path, res.body)
+		require.Equal(t, "not_found", res.errorCode(t), "%s %s", c.method, c.path)
+	}
+	d, err := tb.client.DescribeTopic(tb.ctx, "t")
+	require.NoError(t, err, "the topic is gone")
+	require.Equal(t, int64(1), d.PartitionInfo[0].NextOffset)
+	gs, err := tb.client.ListGroups(tb.ctx, "t", "..")
+	require.NoError(t, err)
+	require.Len(t, gs, 1, "group .. is still there")
+}
