@@ -253,6 +253,10 @@ type propHarness struct {
 	// claims are the log claims consumes handed out and nothing ended
 	// yet, oldest first.
 	claims []ClaimJSON
+	// cursors are the groups' committed offsets the test knows, by
+	// cursorKey: where the group's next claim of the partition must
+	// start (no record skipped, none read twice after a commit).
+	cursors map[string]int64
 	// jobs are every job an enqueue reported, by id; jobOrder in order.
 	jobs     map[int64]*jobModel
 	jobOrder []int64
@@ -373,7 +377,7 @@ func newPropHarness(tb testing.TB, reproduce string) *propHarness {
 		t: tb, ctx: ctx, client: client, srv: srv, doc: loadAPIDoc(tb), logs: logs, reproduc: reproduce,
 		routes: srv.Routes(), byKey: map[string]Route{}, byScope: map[string]*propToken{}, stats: map[string]*routeStats{},
 		topics: map[string]bool{}, positions: map[string]map[[2]int64]time.Time{}, records: map[string]map[[2]int64]*seenRecord{},
-		jobs: map[int64]*jobModel{},
+		jobs: map[int64]*jobModel{}, cursors: map[string]int64{},
 	}
 	for _, rt := range h.routes {
 		h.byKey[routeKey(rt)] = rt
@@ -900,6 +904,19 @@ func (h *propHarness) learn(rt Route, req *propRequest, hr *http.Request, w *htt
 			fail("2xx for claim %s/%s/%d epoch %d, which is not the live claim of any consume answer", cr.Topic, cr.Group, *cr.Partition, *cr.Epoch)
 			break
 		}
+		cl := h.claims[i]
+		if specKey(rt) == "POST /v1/pubsub/commit" {
+			next := cl.NextOffset
+			if cr.NextOffset != nil {
+				next = *cr.NextOffset
+			}
+			// Within the claim or just past it: a commit beyond would
+			// skip records the group never read.
+			if next < cl.StartOffset || next > cl.NextOffset {
+				fail("commit of claim [%d, %d) to %d accepted", cl.StartOffset, cl.NextOffset, next)
+			}
+			h.cursors[cursorKey(cl.Topic, cl.Group, cl.Partition)] = next
+		}
 		if specKey(rt) != "POST /v1/pubsub/extend" {
 			h.claims = slices.Delete(h.claims, i, i+1)
 		}
@@ -976,9 +993,24 @@ func (h *propHarness) learn(rt Route, req *propRequest, hr *http.Request, w *htt
 	case "DELETE /v1/topics/{topic}":
 		h.forgetTopic(hr.PathValue("topic"))
 	case "POST /v1/topics/{topic}/groups/{group}/reset", "DELETE /v1/topics/{topic}/groups/{group}":
-		// The group's claims may no longer hold.
+		// The group's claims may no longer hold; its cursors moved.
 		topic, group := hr.PathValue("topic"), hr.PathValue("group")
 		h.claims = slices.DeleteFunc(h.claims, func(c ClaimJSON) bool { return c.Topic == topic && c.Group == group })
+		h.forgetCursors(topic, group)
+		if specKey(rt) == "POST /v1/topics/{topic}/groups/{group}/reset" {
+			var resp struct {
+				Partitions []pgmsg.GroupPartition `json:"partitions"`
+			}
+			if !decode(&resp) {
+				break
+			}
+			for _, gp := range resp.Partitions {
+				if gp.Topic != topic || gp.Group != group {
+					fail("reset of %s/%s answered partition %d of %s/%s", topic, group, gp.Partition, gp.Topic, gp.Group)
+				}
+				h.cursors[cursorKey(topic, group, gp.Partition)] = gp.NextOffset
+			}
+		}
 	case "POST /v1/queues/{queue}/dead/requeue", "POST /v1/queues/{queue}/dead/purge":
 		queue := hr.PathValue("queue")
 		if queue == propKeepQueue {
@@ -1009,6 +1041,25 @@ func (h *propHarness) forgetTopic(topic string) {
 	delete(h.positions, topic)
 	delete(h.records, topic)
 	h.claims = slices.DeleteFunc(h.claims, func(c ClaimJSON) bool { return c.Topic == topic })
+	h.forgetCursors(topic, "")
+}
+
+func cursorKey(topic, group string, partition int32) string {
+	return fmt.Sprintf("%s\x00%s\x00%d", topic, group, partition)
+}
+
+// forgetCursors forgets the cursors of a topic's group (every group if
+// group is "").
+func (h *propHarness) forgetCursors(topic, group string) {
+	prefix := topic + "\x00"
+	if group != "" {
+		prefix += group + "\x00"
+	}
+	for k := range h.cursors {
+		if strings.HasPrefix(k, prefix) {
+			delete(h.cursors, k)
+		}
+	}
 }
 
 // published records a position a publish reported.
@@ -1048,6 +1099,15 @@ func (h *propHarness) consumed(req *propRequest, resp *ConsumeResponse) []string
 		fail("claim committed=%v for auto_commit=%q", cl.Committed, q.Get("auto_commit"))
 	case cl.NextOffset != cl.StartOffset+int64(len(resp.Records)):
 		fail("claim [%d, %d) with %d records", cl.StartOffset, cl.NextOffset, len(resp.Records))
+	}
+	key := cursorKey(cl.Topic, cl.Group, cl.Partition)
+	if cur, ok := h.cursors[key]; ok && cl.StartOffset != cur {
+		fail("claim of %s/%s/%d starts at %d, but the group's cursor is at %d: records %s", cl.Topic, cl.Group, cl.Partition,
+			cl.StartOffset, cur, map[bool]string{true: "skipped", false: "delivered again after their commit"}[cl.StartOffset > cur])
+	}
+	h.cursors[key] = cl.StartOffset
+	if cl.Committed {
+		h.cursors[key] = cl.NextOffset
 	}
 	for i, r := range resp.Records {
 		if r.Topic != cl.Topic || r.Partition != cl.Partition || r.Offset != cl.StartOffset+int64(i) {
