@@ -133,3 +133,34 @@ func TestUncleanPathIsNotRedirected(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, gs, 1, "group .. is still there")
 }
+
+// encoding/json parses a timestamp offset such as +24:00 that it cannot
+// write back. The publish answer echoed the timestamp as given, so a
+// publish with one stored its records and then answered 500 (the client,
+// seeing a failure, would publish them again). Timestamps are now taken in
+// UTC, as every read gives them.
+func TestPublishTimestampOddOffset(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "t", 1)
+	sent := []string{"2026-01-01T00:00:00+24:00", "2026-01-01T00:00:00-24:00", "2026-01-01T00:00:00+24:59", "2026-01-01T00:00:00+23:60"}
+	var recs []string
+	for _, ts := range sent {
+		recs = append(recs, `{"value":1,"timestamp":"`+ts+`"}`)
+	}
+	res := tb.do(t, http.MethodPost, "/v1/pubsub/publish", tb.admin, `{"topic":"t","records":[`+strings.Join(recs, ",")+`]}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	var pub PublishResponse
+	res.json(t, &pub)
+	res = tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=t&group=g", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	var cons ConsumeResponse
+	res.json(t, &cons)
+	require.Len(t, cons.Records, len(sent))
+	for i, ts := range sent {
+		var want time.Time
+		require.NoError(t, json.Unmarshal([]byte(`"`+ts+`"`), &want))
+		require.True(t, pub.Records[i].Timestamp.Equal(want), "%s: publish answered %s", ts, pub.Records[i].Timestamp)
+		require.True(t, cons.Records[i].Timestamp.Equal(want), "%s: consume answered %s", ts, cons.Records[i].Timestamp)
+	}
+}
