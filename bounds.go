@@ -26,10 +26,11 @@ var (
 )
 
 // checkTime refuses a timestamp outside timeMin..timeMax with
-// ErrInvalidArgument. PostgreSQL keeps microseconds: a time in the last
-// microsecond of 9999 rounds within it.
+// ErrInvalidArgument. PostgreSQL keeps microseconds (the time is sent
+// truncated to them): a time in the last microsecond of 9999 is stored
+// within it, and is accepted.
 func checkTime(what string, t time.Time) error {
-	if t.Before(timeMin) || t.After(timeMax) {
+	if t.Before(timeMin) || t.Truncate(time.Microsecond).After(timeMax) {
 		return newError(ErrInvalidArgument, "%s %s is outside the UTC years 0001 to 9999", what, t.Format(time.RFC3339Nano))
 	}
 	return nil

@@ -65,13 +65,16 @@ func TestTimestampBounds(t *testing.T) {
 
 	// The edges of the range are accepted (0001-01-01T00:00:00Z is the
 	// zero time: "unset").
+	// A time within the last microsecond of 9999 is stored truncated to
+	// 23:59:59.999999, within the range (it was refused).
 	lo, hi := time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
-	recs := []*pgmsg.Record{{Topic: "ts", Value: []byte("1"), Timestamp: lo}, {Topic: "ts", Value: []byte("2"), Timestamp: hi}}
+	recs := []*pgmsg.Record{{Topic: "ts", Value: []byte("1"), Timestamp: lo}, {Topic: "ts", Value: []byte("2"), Timestamp: hi},
+		{Topic: "ts", Value: []byte("3"), Timestamp: hi.Add(999 * time.Nanosecond)}}
 	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
 	got, err := tb.client.Fetch(tb.ctx, "ts", 0, 0, 10)
 	require.NoError(t, err)
-	require.Len(t, got, 2)
-	require.True(t, got[0].Timestamp.Equal(lo) && got[1].Timestamp.Equal(hi), "%v %v", got[0].Timestamp, got[1].Timestamp)
+	require.Len(t, got, 3)
+	require.True(t, got[0].Timestamp.Equal(lo) && got[1].Timestamp.Equal(hi) && got[2].Timestamp.Equal(hi), "%v %v %v", got[0].Timestamp, got[1].Timestamp, got[2].Timestamp)
 	_, err = tb.client.Enqueue(tb.ctx, "q", pgmsg.EnqueueParams{Payload: []byte("1"), RunAt: hi}, nil)
 	require.NoError(t, err)
 
@@ -85,6 +88,38 @@ func TestTimestampBounds(t *testing.T) {
 	require.Equal(t, "PM104", sqlCode(t, err))
 	_, err = tb.Pool.Exec(tb.ctx, "SELECT * FROM "+s+".job_fail($1, $2, 'x', '9000 years')", jobs[0].ID, jobs[0].LeaseToken)
 	require.Equal(t, "PM104", sqlCode(t, err))
+}
+
+// A timestamp finer than PostgreSQL's microseconds is stored truncated;
+// Publish reported the nanoseconds it was given, so the HTTP publish
+// answer named a timestamp that no read returns (found by the HTTP
+// property test, issue 14).
+func TestPublishReportsStoredTimestamp(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "ts", 3)
+	fine := []time.Time{
+		time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 999999999, time.FixedZone("", 5*3600)), // rounding would change the second
+		time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC),                              // truncates to the zero time
+		time.Date(1969, 12, 31, 23, 59, 59, 999999500, time.UTC),              // before the Unix epoch
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),              // stored as the last microsecond of 9999
+	}
+	for _, manual := range []bool{false, true} {
+		// One partition (one statement) and three (a pipelined batch).
+		var recs []*pgmsg.Record
+		for i, ts := range fine {
+			recs = append(recs, &pgmsg.Record{Topic: "ts", Value: []byte("1"), Timestamp: ts, Partition: int32(i % 3)})
+		}
+		require.NoError(t, tb.client.Publish(tb.ctx, recs, &pgmsg.PublishOpts{ManualPartition: manual}))
+		for i, r := range recs {
+			require.True(t, r.Timestamp.Equal(fine[i].Truncate(time.Microsecond)), "record %d: reported %s for %s", i, r.Timestamp, fine[i])
+			got, err := tb.client.Fetch(tb.ctx, "ts", r.Partition, r.Offset, 1)
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			require.True(t, got[0].Timestamp.Equal(r.Timestamp), "record %d: stored %s, reported %s", i, got[0].Timestamp, r.Timestamp)
+		}
+	}
 }
 
 func TestJobKindAndUniqueKeyBounds(t *testing.T) {

@@ -22,14 +22,14 @@ CHAOS_ENQUEUERS ?= 1
 SOAK_DURATION ?= 10m
 FUZZTIME ?= 10s
 # FuzzRequest runs ~35 requests against a server per input (a few execs a
-# second); it gets its own budget.
+# second), FuzzHTTPProperty up to 16 and its checks; they get their own budget.
 FUZZTIME_REQUEST ?= $(FUZZTIME)
 # Fuzz targets that need a database take a few seconds to start one per
 # fuzz worker; one worker keeps that cost (and the load) down.
 FUZZ_PARALLEL ?= 1
 
 FUZZ_ROOT := FuzzValidateName FuzzHeaders FuzzPosition FuzzIsRetryable FuzzMatchPattern
-FUZZ_HTTP := FuzzParseDuration FuzzDecodeValue FuzzRequest FuzzAuthorization
+FUZZ_HTTP := FuzzParseDuration FuzzDecodeValue FuzzRequest FuzzAuthorization FuzzHTTPProperty
 
 .PHONY: chaos chaos-goal chaos-smoke soak soak-smoke fuzz-smoke
 
@@ -60,7 +60,7 @@ fuzz-smoke:
 		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel $(FUZZ_PARALLEL) . ; \
 	done; \
 	for t in $(FUZZ_HTTP); do \
-		ft=$(FUZZTIME); if [ "$$t" = FuzzRequest ]; then ft=$(FUZZTIME_REQUEST); fi; \
+		ft=$(FUZZTIME); case $$t in FuzzRequest|FuzzHTTPProperty) ft=$(FUZZTIME_REQUEST);; esac; \
 		echo "fuzz $$t ($$ft)"; \
 		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $$ft -parallel $(FUZZ_PARALLEL) ./internal/httpapi ; \
 	done

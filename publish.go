@@ -36,7 +36,9 @@ type partitionBatch struct {
 
 // Publish appends records (each naming its Topic) atomically: all of them
 // are committed, or none is and no offset is consumed. On success each
-// record's Partition, Offset and Timestamp are set. A record's partition is
+// record's Partition, Offset and Timestamp are set, as stored: a Timestamp
+// given is truncated to the microsecond (PostgreSQL's precision), and a
+// zero one becomes the publish time. A record's partition is
 // Record.Partition under ManualPartition, else the Kafka-compatible hash of
 // its key, else one random partition of its topic shared by all unkeyed
 // records of the call.
@@ -251,7 +253,9 @@ func publishParams(b *partitionBatch) (dbsqlc.RecordPublishParams, error) {
 			if params.Timestamps == nil {
 				params.Timestamps = make([]pgtype.Timestamptz, len(b.records))
 			}
-			params.Timestamps[i] = pgtype.Timestamptz{Time: r.Timestamp, Valid: true}
+			// PostgreSQL keeps microseconds: send exactly what is stored,
+			// which applyPublishResult reports.
+			params.Timestamps[i] = pgtype.Timestamptz{Time: r.Timestamp.Truncate(time.Microsecond), Valid: true}
 		}
 	}
 	return params, nil
@@ -265,6 +269,8 @@ func applyPublishResult(b *partitionBatch, rows []*dbsqlc.RecordPublishRow) {
 			r.Offset = row.BaseOffset + int64(i)
 			if r.Timestamp.IsZero() {
 				r.Timestamp = row.Timestamp.Time
+			} else {
+				r.Timestamp = r.Timestamp.Truncate(time.Microsecond)
 			}
 		}
 	}

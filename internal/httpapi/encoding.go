@@ -150,7 +150,8 @@ type RecordJSON struct {
 	Key         *string `json:"key"`
 	KeyEncoding string  `json:"key_encoding,omitempty"`
 	// Value is a JSON value, a string of text or a base64 string, as
-	// ValueEncoding says; null when the record has none.
+	// ValueEncoding says; null without a ValueEncoding when the record has
+	// none (null with ValueEncoding json is a value: the JSON text null).
 	Value           json.RawMessage   `json:"value"`
 	ValueEncoding   string            `json:"value_encoding,omitempty"`
 	Headers         map[string]string `json:"headers,omitempty"`
@@ -161,7 +162,7 @@ type RecordJSON struct {
 // EncodeRecord renders r with its value in enc (json, text, base64 or
 // auto). A value that is not valid in enc (not JSON, not UTF-8) falls back
 // to base64; keys and headers are text unless they are not UTF-8. The
-// encodings are always set.
+// encoding of every key, header and value there is is set.
 func EncodeRecord(r *pgmsg.Record, enc string) RecordJSON {
 	out := RecordJSON{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}
 	if r.Key != nil {
@@ -195,9 +196,12 @@ func textOrBase64(b []byte) (string, string) {
 	return base64.StdEncoding.EncodeToString(b), EncodingBase64
 }
 
+// encodeValue renders stored bytes in enc and says which encoding it used.
+// No value (nil) is null with no encoding, so that it cannot be taken for
+// a value holding the JSON text null, which is null with encoding json.
 func encodeValue(v []byte, enc string) (json.RawMessage, string) {
 	if v == nil {
-		return json.RawMessage("null"), enc
+		return json.RawMessage("null"), ""
 	}
 	asString := func(s string) json.RawMessage {
 		b, _ := json.Marshal(s)

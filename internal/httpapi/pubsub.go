@@ -103,7 +103,15 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 			rec.Partition = *in.Partition
 		}
 		if in.Timestamp != nil {
-			rec.Timestamp = *in.Timestamp
+			if in.Timestamp.IsZero() {
+				// The library reads the zero time as "no timestamp" and
+				// would store the publish time instead of what was asked.
+				return newAPIError(pgmsg.ErrInvalidArgument, "records[%d].timestamp %s cannot be stored (it means \"no timestamp\"): "+
+					"send 0001-01-01T00:00:00.000001Z or later, or no timestamp for the publish time", i, in.Timestamp.Format(time.RFC3339Nano))
+			}
+			// In UTC, as records are read: encoding/json parses offsets it
+			// cannot write back (+24:00), and the answer must encode.
+			rec.Timestamp = in.Timestamp.UTC()
 		}
 		recs[i] = rec
 	}
@@ -113,7 +121,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 	s.metrics.published.WithLabelValues(req.Topic).Add(float64(len(recs)))
 	resp := PublishResponse{Topic: req.Topic, Records: make([]PublishedRecord, len(recs))}
 	for i, rec := range recs {
-		resp.Records[i] = PublishedRecord{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp}
+		resp.Records[i] = PublishedRecord{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp.UTC()}
 	}
 	return writeJSON(w, http.StatusOK, resp)
 }

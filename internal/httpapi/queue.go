@@ -90,14 +90,15 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 }
 
 // JobJSON is a claimed or listed job; Payload is encoded as
-// PayloadEncoding says (like record values).
+// PayloadEncoding says (like record values): null without PayloadEncoding
+// for none.
 type JobJSON struct {
 	ID              int64            `json:"id"`
 	Queue           string           `json:"queue"`
 	State           pgmsg.JobState   `json:"state"`
 	Kind            string           `json:"kind,omitempty"`
 	Payload         json.RawMessage  `json:"payload"`
-	PayloadEncoding string           `json:"payload_encoding"`
+	PayloadEncoding string           `json:"payload_encoding,omitempty"`
 	Priority        int              `json:"priority"`
 	Attempt         int              `json:"attempt"`
 	MaxAttempts     int              `json:"max_attempts"`

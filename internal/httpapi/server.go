@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -309,7 +310,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if p := r.URL.Path; r.Method != http.MethodConnect && cleanPath(p) != p {
+		// http.ServeMux would redirect to the clean path, which names
+		// another resource: DELETE /v1/topics/t/groups/.. (group "..")
+		// would send a client that follows redirects to DELETE
+		// /v1/topics/t, the whole topic. Names "." and ".." cannot be
+		// used in a path.
+		s.instrument("unmatched", func(w http.ResponseWriter, r *http.Request) {
+			s.writeError(w, r, newAPIError(errNotFound, "no endpoint %s %s: the path has an empty, \".\" or \"..\" segment "+
+				"(a topic, group or queue named \".\" or \"..\" cannot be named in a path)", r.Method, r.URL.Path))
+		}).ServeHTTP(w, r)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// cleanPath is the path http.ServeMux serves p as (it redirects to it):
+// without "." and ".." segments and repeated slashes, keeping a trailing
+// slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 // checkLocalRequest refuses, under InsecureNoAuth, what a browser on this
