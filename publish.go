@@ -72,6 +72,16 @@ func isRoutingRace(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.HasPrefix(pgErr.TableName, "record_")
 }
 
+// isTopicGoneRace reports the error of an insert into a topic whose table
+// a concurrent topic delete dropped after the publish had looked the topic
+// up: "no partition of relation record found for row" (check_violation on
+// the root record table, which no longer has a partition for the topic).
+// Found by the HTTP property test; it is the topic's absence, PM001.
+func isTopicGoneRace(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.TableName == "record"
+}
+
 // withBackpressure runs publish (a whole transaction of the client's own),
 // retrying while it fails with ErrBackpressure, for up to the topic's
 // backpressure wait, and a few times on a segment routing race. (PublishTx
@@ -342,6 +352,10 @@ func (c *Client) publishSQL() string {
 }
 
 func (c *Client) publishError(topic string, err error) error {
+	if isTopicGoneRace(err) {
+		c.forgetTopic(topic)
+		return newError(ErrUnknownTopic, "unknown topic %q: it was deleted while the publish ran", topic)
+	}
 	err = mapError(err)
 	if ErrorCode(err) == sentinelToCode[ErrPartitionOutOfRange] || ErrorCode(err) == sentinelToCode[ErrUnknownTopic] {
 		c.forgetTopic(topic)
