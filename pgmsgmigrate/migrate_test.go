@@ -181,3 +181,91 @@ func TestSearchPathMigration(t *testing.T) {
 	_, u, _ = pinned()
 	require.Zero(t, u)
 }
+
+// Migration 015 revokes PUBLIC's EXECUTE on the three SECURITY DEFINER
+// segment functions and makes them check their arguments; reverting it
+// restores exactly what 014 left: every function of the schema with the
+// same definition, and the same effective privileges (grants to other
+// roles kept).
+func TestDefinerHardeningMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	schema := fmt.Sprintf("pgmsg_dh_%d", time.Now().UnixNano()%1e9)
+	role := schema + "_app"
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		_, _ = pool.Exec(context.Background(), "DROP ROLE IF EXISTS "+role)
+	})
+	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
+	require.NoError(t, err)
+
+	// Up to 014 only: mark 015 and later as applied, migrate, unmark.
+	_, err = pool.Exec(ctx, `CREATE SCHEMA `+schema+`;
+CREATE TABLE `+schema+`.pgmsg_migration (version integer PRIMARY KEY, name text NOT NULL,
+                                         applied_at timestamptz NOT NULL DEFAULT now())`)
+	require.NoError(t, err)
+	later := 0
+	for _, mig := range migration.All() {
+		if mig.Version >= 15 {
+			_, err = pool.Exec(ctx, `INSERT INTO `+schema+`.pgmsg_migration (version, name) VALUES ($1, $2)`, mig.Version, mig.Name)
+			require.NoError(t, err)
+			later++
+		}
+	}
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `DELETE FROM `+schema+`.pgmsg_migration WHERE version >= 15`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `CREATE ROLE `+role+` NOLOGIN; GRANT USAGE ON SCHEMA `+schema+` TO `+role+`;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA `+schema+` TO `+role)
+	require.NoError(t, err)
+
+	state := func() map[string]string {
+		rows, err := pool.Query(ctx, `
+SELECT p.oid::regprocedure::text,
+       pg_get_functiondef(p.oid) || ' ACL ' || coalesce((
+         SELECT string_agg(format('%s:%s:%s:%s', a.grantor::regrole, a.grantee, a.privilege_type, a.is_grantable),
+                           ',' ORDER BY a.grantee, a.privilege_type)
+           FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a), '')
+  FROM pg_proc p WHERE p.pronamespace = $1::regnamespace`, schema)
+		require.NoError(t, err)
+		out := map[string]string{}
+		for rows.Next() {
+			var name, def string
+			require.NoError(t, rows.Scan(&name, &def))
+			out[name] = def
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	publicCan := func(fn string) bool {
+		var ok bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+WHERE p.pronamespace = $1::regnamespace AND p.proname = $2 AND a.grantee = 0 AND a.privilege_type = 'EXECUTE')`, schema, fn).Scan(&ok))
+		return ok
+	}
+	fns := []string{"_segment_lock", "_segment_create", "_segment_ensure"}
+	before := state()
+	require.Greater(t, len(before), 50)
+	for _, fn := range fns {
+		require.True(t, publicCan(fn), fn)
+	}
+
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	for _, fn := range fns {
+		require.False(t, publicCan(fn), "%s after 015", fn)
+	}
+	var roleCan bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT has_function_privilege($1, $2, 'EXECUTE')`,
+		role, schema+"._segment_ensure(integer, integer, bigint, bigint, bigint)").Scan(&roleCan))
+	require.True(t, roleCan, "015 kept the role's grant")
+
+	_, err = m.Down(ctx, later)
+	require.NoError(t, err)
+	require.Equal(t, before, state())
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.RequireCurrent(ctx))
+}
