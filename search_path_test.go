@@ -136,3 +136,31 @@ func TestFunctionsPinSearchPath(t *testing.T) {
 		pgx.Identifier{b.Schema}.Sanitize()).Scan(&n))
 	require.Greater(t, n, 50, "the schema's functions were found")
 }
+
+// No SECURITY DEFINER function of the schema may be executable by PUBLIC
+// (issue 14, finding 6; migration 015): such a function runs as the
+// schema's owner, so only roles granted EXECUTE on purpose may call it.
+// A future definer function fails this test until its EXECUTE is revoked.
+func TestDefinerFunctionsNotExecutableByPublic(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, nil)
+	ctx := context.Background()
+	rows, err := b.Pool.Query(ctx, `
+		SELECT p.oid::regprocedure::text
+		  FROM pg_catalog.pg_proc p
+		 WHERE p.pronamespace = pg_catalog.to_regnamespace($1)
+		   AND p.prosecdef
+		   AND EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+		                WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
+		 ORDER BY 1`, pgx.Identifier{b.Schema}.Sanitize())
+	require.NoError(t, err)
+	open, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Empty(t, open, "SECURITY DEFINER functions executable by PUBLIC")
+
+	var definers int
+	require.NoError(t, b.Pool.QueryRow(ctx,
+		`SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = pg_catalog.to_regnamespace($1) AND prosecdef`,
+		pgx.Identifier{b.Schema}.Sanitize()).Scan(&definers))
+	require.GreaterOrEqual(t, definers, 3, "the schema's definer functions were found")
+}
