@@ -187,6 +187,9 @@ func TestJobClaimAsyncOnlyWhenAsked(t *testing.T) {
 	tx, err := b.Pool.Begin(b.ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(b.ctx)
+	// The test clusters may run with synchronous_commit off: start from on.
+	_, err = tx.Exec(b.ctx, "SET LOCAL synchronous_commit = on")
+	require.NoError(t, err)
 	require.Equal(t, "on", setting(tx))
 	jobs, err := b.client.ClaimJobsTx(b.ctx, tx, "q", &pgmsg.ClaimJobsOpts{Max: 1})
 	require.NoError(t, err)
