@@ -93,8 +93,11 @@ type WorkerOpts struct {
 	// wakes it. Default Config.PollInterval.
 	PollInterval time.Duration
 	// CompleteLinger is how long finished jobs are collected before being
-	// archived in one statement. Under load completions also batch up while
-	// the previous statement runs. Default 2ms.
+	// archived in one statement, at most: the statement goes out at once
+	// when no other started job is still running (nothing more is about to
+	// finish), so a worker that is not saturated does not wait. Under load
+	// completions also batch up while the previous statement runs.
+	// Default 2ms.
 	CompleteLinger time.Duration
 	// CompleteBatch caps the jobs of one completion statement. Default 500.
 	CompleteBatch int
@@ -124,6 +127,10 @@ type Worker struct {
 	mu       sync.Mutex
 	inflight map[int64]*inflightJob
 	reserved int // handler slots held for claims in flight
+	// unfinished counts the jobs started whose outcome the completer has
+	// not been handed yet; settled signals when it drops to zero.
+	unfinished int
+	settled    chan struct{}
 	freed    chan struct{}
 	wg       sync.WaitGroup
 }
@@ -191,7 +198,7 @@ func (c *Client) NewWorker(queue string, handler JobHandler, opts *WorkerOpts) (
 		o.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(rnd[:]))
 	}
 	return &Worker{client: c, queue: queue, handler: handler, opts: o,
-		inflight: map[int64]*inflightJob{}, freed: make(chan struct{}, 1)}, nil
+		inflight: map[int64]*inflightJob{}, freed: make(chan struct{}, 1), settled: make(chan struct{}, 1)}, nil
 }
 
 // Run claims and handles jobs until ctx ends (call it once per Worker), then stops claiming, lets
@@ -404,10 +411,12 @@ func (w *Worker) start(handlerCtx context.Context, job *Job, completions chan<- 
 	jctx, cancel := context.WithCancelCause(handlerCtx)
 	w.mu.Lock()
 	w.inflight[job.ID] = &inflightJob{job: job, cancel: cancel}
+	w.unfinished++
 	w.mu.Unlock()
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
+		defer w.settle()
 		err := w.call(jctx, job)
 		w.mu.Lock()
 		delete(w.inflight, job.ID)
@@ -420,6 +429,29 @@ func (w *Worker) start(handlerCtx context.Context, job *Job, completions chan<- 
 		}
 		w.finish(context.WithoutCancel(handlerCtx), job, err, cause, completions)
 	}()
+}
+
+// settle counts one started job as handed on (to the completer, or failed,
+// snoozed or released) and signals the completer when none is left.
+func (w *Worker) settle() {
+	w.mu.Lock()
+	w.unfinished--
+	none := w.unfinished == 0
+	w.mu.Unlock()
+	if none {
+		select {
+		case w.settled <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// allSettled reports that no started job is still running or on its way
+// to the completer.
+func (w *Worker) allSettled() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.unfinished == 0
 }
 
 func (w *Worker) call(ctx context.Context, job *Job) (err error) {
@@ -462,8 +494,9 @@ func (w *Worker) finish(ctx context.Context, job *Job, err error, cause error, c
 }
 
 // completer archives finished jobs in batches: it collects them for
-// CompleteLinger (or until CompleteBatch), then completes them in one
-// statement. It returns when completions is closed and drained.
+// CompleteLinger (or until CompleteBatch, or until no started job is left
+// running), then completes them in one statement. It returns when
+// completions is closed and drained.
 func (w *Worker) completer(ctx context.Context, completions <-chan *Job) {
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
@@ -478,6 +511,24 @@ func (w *Worker) completer(ctx context.Context, completions <-chan *Job) {
 		open := true
 	collect:
 		for len(batch) < w.opts.CompleteBatch {
+			if w.allSettled() {
+				// Every started job has been handed on: take what waits
+				// and go, rather than linger for jobs not yet claimed.
+				for len(batch) < w.opts.CompleteBatch {
+					select {
+					case j, ok := <-completions:
+						if !ok {
+							open = false
+							break collect
+						}
+						batch = append(batch, j)
+						continue
+					default:
+					}
+					break collect
+				}
+				break collect
+			}
 			select {
 			case j, ok := <-completions:
 				if !ok {
@@ -485,6 +536,7 @@ func (w *Worker) completer(ctx context.Context, completions <-chan *Job) {
 					break collect
 				}
 				batch = append(batch, j)
+			case <-w.settled:
 			case <-linger.C:
 				break collect
 			}

@@ -424,3 +424,32 @@ func TestWorkerOnCompletedAfterCommit(t *testing.T) {
 	}
 	require.LessOrEqual(t, peak.Load(), int64(8), "handlers beyond Concurrency")
 }
+
+// CompleteLinger is an upper bound: once no started job is left running,
+// the completion goes out at once. With an hour of linger, a lone job is
+// still archived right after its handler returns (the old completer held
+// it for the whole linger).
+func TestWorkerCompletesAtOnceWhenNothingElseRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	done := make(chan int64, 10)
+	b.runWorker(t, "q", func(context.Context, *pgmsg.Job) error { return nil },
+		&pgmsg.WorkerOpts{Concurrency: 4, CompleteLinger: time.Hour, OnCompleted: func(jobs []*pgmsg.Job) {
+			for _, j := range jobs {
+				done <- j.ID
+			}
+		}})
+	for i := 0; i < 3; i++ {
+		id := b.enqueueN(t, "q", 1, nil)[0]
+		select {
+		case got := <-done:
+			require.Equal(t, id, got)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("job %d was not completed while the worker lingered", id)
+		}
+		got, err := b.client.GetJob(b.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, pgmsg.JobStateCompleted, got.State)
+	}
+}
