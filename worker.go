@@ -131,8 +131,8 @@ type Worker struct {
 	// not been handed yet; settled signals when it drops to zero.
 	unfinished int
 	settled    chan struct{}
-	freed    chan struct{}
-	wg       sync.WaitGroup
+	freed      chan struct{}
+	wg         sync.WaitGroup
 }
 
 type inflightJob struct {
