@@ -514,20 +514,17 @@ func (w *Worker) completer(ctx context.Context, completions <-chan *Job) {
 			if w.allSettled() {
 				// Every started job has been handed on: take what waits
 				// and go, rather than linger for jobs not yet claimed.
-				for len(batch) < w.opts.CompleteBatch {
-					select {
-					case j, ok := <-completions:
-						if !ok {
-							open = false
-							break collect
-						}
-						batch = append(batch, j)
-						continue
-					default:
+				select {
+				case j, ok := <-completions:
+					if !ok {
+						open = false
+						break collect
 					}
+					batch = append(batch, j)
+					continue
+				default:
 					break collect
 				}
-				break collect
 			}
 			select {
 			case j, ok := <-completions:

@@ -60,14 +60,14 @@ SET enable_bitmapscan = off SET enable_seqscan = off SET search_path = pg_catalo
 DECLARE
     q        {{schema}}.queue := {{schema}}._queue(p_queue);
     now_ts   timestamptz := clock_timestamp();
-    now_s    bigint := floor(extract(epoch FROM clock_timestamp()))::bigint;
+    now_s    bigint := floor(extract(epoch FROM now_ts))::bigint;
     expires  timestamptz;
     -- Session settings: the position ("priority|run_at in microseconds|id")
     -- and the second of the last full read and of the last lease probe.
-    tag      text := {{schema_lit}} || '/' || q.queue_id;
-    pos_name text := 'pgmsg_claim.p' || md5(tag);
-    full_name text := 'pgmsg_claim.f' || md5(tag);
-    probe_name text := 'pgmsg_claim.r' || md5(tag);
+    tag      text := md5({{schema_lit}} || '/' || q.queue_id);
+    pos_name text := 'pgmsg_claim.p' || tag;
+    full_name text := 'pgmsg_claim.f' || tag;
+    probe_name text := 'pgmsg_claim.r' || tag;
     pos      text[] := string_to_array(nullif(current_setting(pos_name, true), ''), '|');
     h_pri    smallint;
     h_run    timestamptz;
