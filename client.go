@@ -122,7 +122,10 @@ type topicMeta struct {
 	// backpressureWait is how long a publish waits for a lagging group
 	// before failing with ErrBackpressure (topic backpressure_timeout_ms).
 	backpressureWait time.Duration
-	fetched          time.Time
+	// backpressure: the topic has max_lag_records or max_lag_bytes, which
+	// only publish() enforces (publishDirectSQL leaves such topics to it).
+	backpressure bool
+	fetched      time.Time
 }
 
 // BackpressureTimeoutDefault is how long publishes wait on a topic's
@@ -348,10 +351,17 @@ func (c *Client) topicMeta(ctx context.Context, exec DBTX, topic string, refresh
 	m = topicMeta{partitions: int(row.Partitions), maxRecordBytes: int(row.MaxRecordBytes),
 		backpressureWait: BackpressureTimeoutDefault, fetched: time.Now()}
 	var settings struct {
-		BackpressureTimeoutMs *int64 `json:"backpressure_timeout_ms"`
+		BackpressureTimeoutMs *int64          `json:"backpressure_timeout_ms"`
+		MaxLagRecords         json.RawMessage `json:"max_lag_records"`
+		MaxLagBytes           json.RawMessage `json:"max_lag_bytes"`
 	}
-	if json.Unmarshal(row.Config, &settings) == nil && settings.BackpressureTimeoutMs != nil && *settings.BackpressureTimeoutMs >= 0 {
-		m.backpressureWait = time.Duration(*settings.BackpressureTimeoutMs) * time.Millisecond
+	if err := json.Unmarshal(row.Config, &settings); err != nil {
+		m.backpressure = true // publish() reads the settings itself
+	} else {
+		if settings.BackpressureTimeoutMs != nil && *settings.BackpressureTimeoutMs >= 0 {
+			m.backpressureWait = time.Duration(*settings.BackpressureTimeoutMs) * time.Millisecond
+		}
+		m.backpressure = settings.MaxLagRecords != nil || settings.MaxLagBytes != nil
 	}
 	c.metaMu.Lock()
 	c.meta[topic] = m

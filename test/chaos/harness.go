@@ -536,8 +536,8 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 			ok = false
 			return
 		}
-		detail = s.name()
 		h.mu.Lock()
+		detail = s.name() // s.inc changes under h.mu (startIf)
 		done := s.done
 		h.mu.Unlock()
 		h.signal(s, syscall.SIGKILL, true)
@@ -552,7 +552,10 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 			return
 		}
 		d := max(h.o.Lease, sessionTimeout) + time.Second + time.Duration(rand.Int64N(int64(time.Second)))
-		detail = fmt.Sprintf("%s stopped %s (lease %s, session %s)", s.name(), d.Round(time.Millisecond), h.o.Lease, sessionTimeout)
+		h.mu.Lock()
+		name := s.name()
+		h.mu.Unlock()
+		detail = fmt.Sprintf("%s stopped %s (lease %s, session %s)", name, d.Round(time.Millisecond), h.o.Lease, sessionTimeout)
 		h.signal(s, syscall.SIGSTOP, false)
 		time.Sleep(d)
 		h.signal(s, syscall.SIGCONT, false)

@@ -1,0 +1,160 @@
+package pgmsg
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+)
+
+// The consumer's claim cycle as static statements against the tables:
+// claim_range() for the case Consumer.Run meets on every cycle (a member
+// that owns one partition claims it, committing its previous claim of the
+// same partition), run from the connection's cached generic plan instead
+// of a PL/pgSQL call (issue 12: the calls' executor set-up, the pinned
+// search_path's save and restore and the returned rows' tuplestore were
+// the largest share of the server's time under mixed load; see
+// docs/benchmarks.md). Every other case, and every answer that needs an
+// error explained (the claim to commit is no longer held, the partition
+// is not this member's, the group does not exist), goes to claim_range(),
+// which stays the reference for the semantics (docs/sql-api.md).
+//
+// Parameters: $1 topic, $2 group, $3 partition, $4 member, $5 max records,
+// $6 lease.
+
+// claimDirectSQL claims the next records of one partition for its owner,
+// skipping it if another transaction holds its cursor row ($7: commit
+// asynchronously, as claim_range's p_async). It returns one row when the
+// cursor row exists: owned says whether the partition is the member's, and
+// the claim's columns are NULL when nothing was claimed.
+const claimDirectSQL = `WITH n AS (SELECT clock_timestamp() AS ts),
+d AS (
+    SELECT c.topic_id, (c.owner = $4::text AND c.next_owner IS NULL) AS owned
+      FROM pgmsg.topic tt JOIN pgmsg.group_cursor c ON c.topic_id = tt.topic_id
+     WHERE tt.name = $1::text AND c.group_name = $2::text AND c.partition = $3::integer
+), cur AS (
+    SELECT c.topic_id, c.next_offset, c.claim_epoch, tp.next_offset AS tip
+      FROM d
+      JOIN pgmsg.group_cursor c ON c.topic_id = d.topic_id AND c.group_name = $2::text AND c.partition = $3::integer
+      JOIN pgmsg.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+      CROSS JOIN n
+     WHERE c.owner = $4::text AND c.next_owner IS NULL
+       AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= n.ts)
+       AND tp.next_offset > c.next_offset
+       FOR UPDATE OF c SKIP LOCKED
+), upd AS (
+    UPDATE pgmsg.group_cursor c
+       SET claim_epoch = greatest(cur.claim_epoch + 1, (extract(epoch FROM n.ts) * 1000000)::bigint),
+           claim_start = cur.next_offset, claim_end = least(cur.tip - 1, cur.next_offset + $5::integer - 1),
+           claim_expires_at = n.ts + $6::interval, claim_owner = $4::text, claimed_at = n.ts
+      FROM cur, n
+     WHERE c.topic_id = cur.topic_id AND c.group_name = $2::text AND c.partition = $3::integer
+    RETURNING c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end
+)
+SELECT d.owned, upd.claim_epoch, upd.claim_expires_at, upd.claim_start, upd.claim_end, d.topic_id,
+       (SELECT s.relname FROM pgmsg.segment s
+         WHERE s.topic_id = d.topic_id AND s.partition = $3::integer AND s.start_offset <= upd.claim_start
+           AND s.end_offset > upd.claim_end
+         ORDER BY s.start_offset DESC LIMIT 1),
+       CASE WHEN upd.claim_epoch IS NOT NULL AND $7::boolean THEN set_config('synchronous_commit', 'off', true) END
+  FROM d LEFT JOIN upd ON true`
+
+// claimCommitDirectSQL commits the claim $7 (an epoch) of the partition
+// and claims the partition's next records in the same row version: it
+// returns no row when that claim is no longer held (claim_range() then
+// raises the error commit() would). The commit is synchronous.
+const claimCommitDirectSQL = `WITH n AS (SELECT clock_timestamp() AS ts),
+cur AS (
+    SELECT c.topic_id, c.claim_end + 1 AS done_to, c.claim_epoch, tp.next_offset AS tip,
+           (c.owner = $4::text AND c.next_owner IS NULL) AS owned
+      FROM pgmsg.topic tt
+      JOIN pgmsg.group_cursor c ON c.topic_id = tt.topic_id
+      JOIN pgmsg.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+      CROSS JOIN n
+     WHERE tt.name = $1::text AND c.group_name = $2::text AND c.partition = $3::integer
+       AND c.claim_epoch = $7::bigint AND c.claim_end IS NOT NULL AND c.claim_expires_at > n.ts
+       FOR UPDATE OF c
+), p AS (
+    SELECT cur.*, (cur.owned AND cur.tip > cur.done_to) AS claiming FROM cur
+), upd AS (
+    UPDATE pgmsg.group_cursor c
+       SET next_offset = p.done_to, committed_at = n.ts,
+           claim_epoch = CASE WHEN p.claiming THEN greatest(p.claim_epoch + 1, (extract(epoch FROM n.ts) * 1000000)::bigint)
+                              ELSE c.claim_epoch END,
+           claim_start = CASE WHEN p.claiming THEN p.done_to END,
+           claim_end = CASE WHEN p.claiming THEN least(p.tip - 1, p.done_to + $5::integer - 1) END,
+           claim_expires_at = CASE WHEN p.claiming THEN n.ts + $6::interval END,
+           claim_owner = CASE WHEN p.claiming THEN $4::text END,
+           claimed_at = CASE WHEN p.claiming THEN n.ts ELSE c.claimed_at END
+      FROM p, n
+     WHERE c.topic_id = p.topic_id AND c.group_name = $2::text AND c.partition = $3::integer
+    RETURNING p.owned, p.claiming, c.topic_id, c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end
+)
+SELECT upd.owned, CASE WHEN upd.claiming THEN upd.claim_epoch END, upd.claim_expires_at, upd.claim_start,
+       upd.claim_end, upd.topic_id,
+       (SELECT s.relname FROM pgmsg.segment s
+         WHERE s.topic_id = upd.topic_id AND s.partition = $3::integer AND s.start_offset <= upd.claim_start
+           AND s.end_offset > upd.claim_end
+         ORDER BY s.start_offset DESC LIMIT 1),
+       NULL::text
+  FROM upd`
+
+// claimDirectResult is what claimDirect learned: row is the claim (nil
+// when nothing was claimed); fallback means claim_range() must answer
+// (and committed whether the commit was done meanwhile).
+type claimDirectResult struct {
+	row       *dbsqlc.GroupClaimRangeRow
+	fallback  bool
+	committed bool
+}
+
+// canClaimDirect reports whether params are the case the direct statements
+// cover: a named partition claimed by its owner, no byte cap, and a commit
+// (if any) of the same partition.
+func canClaimDirect(params *dbsqlc.GroupClaimRangeParams) bool {
+	return params.Partition.Valid && params.RequireOwner && params.Member.Valid && !params.MaxBytes.Valid &&
+		(!params.CommitEpoch.Valid || params.CommitPartition == params.Partition)
+}
+
+func (c *Client) claimDirect(ctx context.Context, exec DBTX, params *dbsqlc.GroupClaimRangeParams) (claimDirectResult, error) {
+	var (
+		owned   bool
+		epoch   pgtype.Int8
+		expires pgtype.Timestamptz
+		first   pgtype.Int8
+		last    pgtype.Int8
+		topicID int32
+		relname pgtype.Text
+		ignored pgtype.Text
+	)
+	args := []any{params.Topic, params.GroupName, params.Partition.Int32, params.Member.String, params.MaxRecords, params.Lease}
+	sql := claimDirectSQL
+	if params.CommitEpoch.Valid {
+		sql = claimCommitDirectSQL
+		args = append(args, params.CommitEpoch.Int64)
+	} else {
+		args = append(args, params.Async)
+	}
+	err := c.db(exec).QueryRow(ctx, sql, args...).Scan(&owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// No cursor row (claim_range creates the group, or says why), or
+		// the claim to commit is no longer held (it raises the error).
+		return claimDirectResult{fallback: true}, nil
+	}
+	if err != nil {
+		return claimDirectResult{}, err
+	}
+	committed := params.CommitEpoch.Valid
+	if !epoch.Valid {
+		// Nothing claimed: nothing to read, or not this member's partition
+		// (claim_range then raises ErrNotAssigned or ErrNotMember).
+		return claimDirectResult{fallback: !owned, committed: committed}, nil
+	}
+	return claimDirectResult{committed: committed, row: &dbsqlc.GroupClaimRangeRow{
+		Partition: params.Partition.Int32, ClaimEpoch: epoch.Int64, ClaimExpiresAt: expires,
+		FirstOffset: first.Int64, LastOffset: last.Int64, TopicID: topicID, Relname: relname.String,
+	}}, nil
+}

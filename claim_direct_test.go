@@ -1,0 +1,191 @@
+package pgmsg
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+)
+
+// The consumer's direct claim statements (claim_direct.go) against the
+// states claim_range() distinguishes: they claim and commit as it does, and
+// hand every case that needs an error explained back to it.
+func TestClaimDirect(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 2, SegmentRecords: 64})
+	require.NoError(t, err)
+	// Member m joins group g and owns both partitions.
+	_, err = b.Pool.Exec(ctx, `SELECT * FROM `+pgx.Identifier{b.Schema}.Sanitize()+`.group_heartbeat('t', 'g', 'm')`)
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Partition: 0, Value: []byte{byte(i)}}},
+			&PublishOpts{ManualPartition: true}))
+	}
+	params := func(partition int32, member string) *dbsqlc.GroupClaimRangeParams {
+		return &dbsqlc.GroupClaimRangeParams{Topic: "t", GroupName: "g", MaxRecords: 2,
+			Lease:     pgtype.Interval{Microseconds: (30 * time.Second).Microseconds(), Valid: true},
+			Partition: pgtype.Int4{Int32: partition, Valid: true}, Member: pgtype.Text{String: member, Valid: true},
+			RequireOwner: true, Async: true}
+	}
+	cursor := func() (next int64, claimed bool) {
+		t.Helper()
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT next_offset, claim_end IS NOT NULL FROM `+
+			pgx.Identifier{b.Schema, "group_cursor"}.Sanitize()+` WHERE group_name = 'g' AND partition = 0`).Scan(&next, &claimed))
+		return next, claimed
+	}
+
+	p := params(0, "m")
+	require.True(t, canClaimDirect(p))
+	res, err := c.claimDirect(ctx, c.pool, p)
+	require.NoError(t, err)
+	require.False(t, res.fallback)
+	require.NotNil(t, res.row)
+	require.Equal(t, int64(0), res.row.FirstOffset)
+	require.Equal(t, int64(1), res.row.LastOffset, "max records 2")
+	require.NotEmpty(t, res.row.Relname, "the segment that holds the range")
+	require.Greater(t, res.row.ClaimEpoch, int64(0))
+	first := res.row
+
+	// The partition is claimed: nothing to claim, and nothing to explain.
+	res, err = c.claimDirect(ctx, c.pool, params(0, "m"))
+	require.NoError(t, err)
+	require.Nil(t, res.row)
+	require.False(t, res.fallback)
+
+	// Commit the first claim and claim the rest in one statement.
+	p = params(0, "m")
+	p.CommitPartition = pgtype.Int4{Int32: 0, Valid: true}
+	p.CommitEpoch = pgtype.Int8{Int64: first.ClaimEpoch, Valid: true}
+	require.True(t, canClaimDirect(p))
+	res, err = c.claimDirect(ctx, c.pool, p)
+	require.NoError(t, err)
+	require.True(t, res.committed)
+	require.NotNil(t, res.row)
+	require.Equal(t, int64(2), res.row.FirstOffset)
+	require.Equal(t, int64(2), res.row.LastOffset)
+	require.Greater(t, res.row.ClaimEpoch, first.ClaimEpoch)
+	next, claimed := cursor()
+	require.Equal(t, int64(2), next)
+	require.True(t, claimed)
+	second := res.row
+
+	// A commit of a claim no longer held: no row, claim_range must raise
+	// the error; nothing was written.
+	p.CommitEpoch = pgtype.Int8{Int64: first.ClaimEpoch, Valid: true}
+	res, err = c.claimDirect(ctx, c.pool, p)
+	require.NoError(t, err)
+	require.True(t, res.fallback)
+	require.False(t, res.committed)
+	next, _ = cursor()
+	require.Equal(t, int64(2), next)
+
+	// Committing the last claim with nothing more to read commits only.
+	p.CommitEpoch = pgtype.Int8{Int64: second.ClaimEpoch, Valid: true}
+	res, err = c.claimDirect(ctx, c.pool, p)
+	require.NoError(t, err)
+	require.False(t, res.fallback)
+	require.True(t, res.committed)
+	require.Nil(t, res.row)
+	next, claimed = cursor()
+	require.Equal(t, int64(3), next)
+	require.False(t, claimed)
+
+	// Another member's partition, and a group with no cursor row: both go
+	// to claim_range, which says why (ErrNotMember, or creates the group).
+	require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Partition: 1, Value: []byte("x")}}, &PublishOpts{ManualPartition: true}))
+	res, err = c.claimDirect(ctx, c.pool, params(1, "stranger"))
+	require.NoError(t, err)
+	require.True(t, res.fallback)
+	p = params(1, "m")
+	p.GroupName = "other"
+	res, err = c.claimDirect(ctx, c.pool, p)
+	require.NoError(t, err)
+	require.True(t, res.fallback)
+
+	// Cases outside the direct statements' reach.
+	p = params(0, "m")
+	p.MaxBytes = pgtype.Int8{Int64: 10, Valid: true}
+	require.False(t, canClaimDirect(p), "byte caps")
+	p = params(0, "m")
+	p.Partition = pgtype.Int4{}
+	require.False(t, canClaimDirect(p), "any partition")
+	p = params(0, "m")
+	p.CommitPartition = pgtype.Int4{Int32: 1, Valid: true}
+	p.CommitEpoch = pgtype.Int8{Int64: 1, Valid: true}
+	require.False(t, canClaimDirect(p), "a commit of another partition")
+}
+
+// The direct publish statement stores what publish() stores, and leaves to
+// it the topics and batches it does not cover: backpressure settings and a
+// batch reaching past the segments created so far.
+func TestPublishDirect(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1, SegmentRecords: 64})
+	require.NoError(t, err)
+	ts := time.Date(2024, 5, 6, 7, 8, 9, 123456000, time.UTC)
+	recs := []*Record{
+		{Topic: "t", Value: []byte("a"), Key: []byte("k"), Headers: map[string][]byte{"h": []byte("v")}, Timestamp: ts},
+		{Topic: "t", Value: nil},
+	}
+	batch := &partitionBatch{topic: "t", partition: 0, records: recs}
+	params, err := publishParams(batch)
+	require.NoError(t, err)
+	row, err := c.publishDirect(ctx, c.pool, batch, params)
+	require.NoError(t, err)
+	require.NotNil(t, row)
+	require.Equal(t, int64(0), row.BaseOffset)
+
+	got, err := c.Fetch(ctx, "t", 0, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, []byte("k"), got[0].Key)
+	require.Equal(t, []byte("a"), got[0].Value)
+	require.Equal(t, map[string][]byte{"h": []byte("v")}, got[0].Headers)
+	require.True(t, got[0].Timestamp.Equal(ts))
+	require.Nil(t, got[1].Value)
+	require.True(t, got[1].Timestamp.Equal(row.Timestamp.Time), "the publish time")
+
+	// A batch past the segments created so far (64 records each, a few
+	// ahead): no row; publish() creates the segments.
+	big := make([]*Record, 300)
+	for i := range big {
+		big[i] = &Record{Topic: "t", Value: []byte("x")}
+	}
+	batch = &partitionBatch{topic: "t", partition: 0, records: big}
+	params, err = publishParams(batch)
+	require.NoError(t, err)
+	row, err = c.publishDirect(ctx, c.pool, batch, params)
+	require.NoError(t, err)
+	require.Nil(t, row)
+	require.NoError(t, c.Publish(ctx, big, nil))
+	require.Equal(t, int64(2), big[0].Offset, "gapless after the refused direct statement")
+
+	// A topic with backpressure settings: no row, even with stale metadata.
+	_, err = b.Pool.Exec(ctx, `UPDATE `+pgx.Identifier{b.Schema, "topic"}.Sanitize()+
+		` SET config = config || '{"max_lag_records": 1000000}' WHERE name = 't'`)
+	require.NoError(t, err)
+	batch = &partitionBatch{topic: "t", partition: 0, records: recs[:1]}
+	params, err = publishParams(batch)
+	require.NoError(t, err)
+	row, err = c.publishDirect(ctx, c.pool, batch, params)
+	require.NoError(t, err)
+	require.Nil(t, row)
+}
