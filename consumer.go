@@ -238,11 +238,14 @@ func scanRecords(rows pgx.Rows, topic string, partition int32, capHint int) ([]*
 	// Keys, values and headers are copied out of the driver's buffer into
 	// shared chunks (one allocation per 256 KiB, not one per field) when
 	// they arrive in binary format, as they do with prepared statements.
+	// (pgx asks for jsonb in text format: headers come as JSON text or,
+	// in binary, as version 1 and the JSON text.)
 	fds := rows.FieldDescriptions()
 	raw := len(fds) == 5
-	for _, fd := range fds {
+	for _, fd := range fds[:min(len(fds), 4)] {
 		raw = raw && fd.Format == pgx.BinaryFormatCode
 	}
+	binaryHeaders := raw && fds[4].Format == pgx.BinaryFormatCode
 	var chunk []byte
 	keep := func(b []byte) []byte {
 		if b == nil {
@@ -274,12 +277,14 @@ func scanRecords(rows pgx.Rows, topic string, partition int32, capHint int) ([]*
 			us := int64(binary.BigEndian.Uint64(v[1])) + pgEpochUnixMicros
 			r.Timestamp = time.Unix(us/1e6, (us%1e6)*1e3)
 			r.Key, r.Value = keep(v[2]), keep(v[3])
-			if h := v[4]; h != nil {
+			if h := v[4]; h != nil && binaryHeaders {
 				// Binary jsonb: version 1, then the JSON text.
 				if len(h) < 1 || h[0] != 1 {
 					return nil, fmt.Errorf("pgmsg: unexpected binary jsonb version in headers of offset %d", r.Offset)
 				}
 				headers = h[1:]
+			} else {
+				headers = h
 			}
 		} else if err := rows.Scan(&r.Offset, &r.Timestamp, &r.Key, &r.Value, &headers); err != nil {
 			return nil, err
