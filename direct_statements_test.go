@@ -189,3 +189,68 @@ func TestPublishDirect(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, row)
 }
+
+// The direct enqueue statement stores what enqueue_many() stores and
+// leaves to it the queues and batches it does not cover.
+func TestEnqueueDirect(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	arg := func(queue string, payloads ...[]byte) dbsqlc.JobEnqueueManyParams {
+		n := len(payloads)
+		return dbsqlc.JobEnqueueManyParams{Queue: queue, Payloads: payloads, Kinds: make([]string, n),
+			Priorities: make([]int32, n), RunAts: make([]pgtype.Timestamptz, n), Delays: make([]pgtype.Interval, n),
+			MaxAttempts: make([]int32, n), UniqueKeys: make([]string, n), CreateQueue: true}
+	}
+
+	// An unknown queue: enqueue_many creates it (or raises PM101).
+	out, err := c.enqueueDirect(ctx, c.pool, arg("q", []byte("a")))
+	require.NoError(t, err)
+	require.Nil(t, out)
+
+	_, err = c.CreateQueue(ctx, "q", QueueConfig{MaxAttempts: 3, MaxPayloadBytes: 10})
+	require.NoError(t, err)
+	a := arg("q", []byte("a"), []byte("b"))
+	a.Kinds[0], a.Priorities[0] = "k", 5
+	a.Delays[1], a.MaxAttempts[1] = jobInterval(time.Hour), 7
+	before := time.Now()
+	out, err = c.enqueueDirect(ctx, c.pool, a)
+	require.NoError(t, err)
+	require.Len(t, out, 2)
+	require.Less(t, out[0].ID, out[1].ID, "input order")
+	require.Equal(t, JobStateAvailable, out[0].State)
+	require.Equal(t, JobStateScheduled, out[1].State)
+	require.WithinDuration(t, before.Add(time.Hour), out[1].RunAt, time.Minute)
+	j0, err := c.GetJob(ctx, out[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, "k", j0.Kind)
+	require.Equal(t, 5, j0.Priority)
+	require.Equal(t, 3, j0.MaxAttempts, "the queue's")
+	require.Equal(t, []byte("a"), j0.Payload)
+	j1, err := c.GetJob(ctx, out[1].ID)
+	require.NoError(t, err)
+	require.Equal(t, "", j1.Kind)
+	require.Equal(t, 7, j1.MaxAttempts)
+
+	// A payload over the queue's limit: nothing inserted, enqueue_many
+	// raises PM103.
+	out, err = c.enqueueDirect(ctx, c.pool, arg("q", []byte("ok"), make([]byte, 11)))
+	require.NoError(t, err)
+	require.Nil(t, out)
+	_, err = c.EnqueueMany(ctx, "q", []EnqueueParams{{Payload: []byte("ok")}, {Payload: make([]byte, 11)}}, nil)
+	require.ErrorIs(t, err, ErrPayloadTooLarge)
+	var n int
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{b.Schema, "job"}.Sanitize()).Scan(&n))
+	require.Equal(t, 2, n)
+
+	// A queue with a max_depth: enqueue_many checks it.
+	_, err = c.CreateQueue(ctx, "capped", QueueConfig{MaxDepth: 5})
+	require.NoError(t, err)
+	out, err = c.enqueueDirect(ctx, c.pool, arg("capped", []byte("a")))
+	require.NoError(t, err)
+	require.Nil(t, out)
+}
