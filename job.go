@@ -302,7 +302,7 @@ func hasUniqueKeys(keys []string) bool {
 // client checks every other argument before (EnqueueManyTx). Idle workers
 // are woken in the transaction, as by enqueue_many().
 //
-// $1 queue, $2 payloads, $3 kinds (” for none), $4 priorities, $5 run_ats,
+// $1 queue, $2 payloads, $3 kinds (empty for none), $4 priorities, $5 run_ats,
 // $6 delays, $7 max attempts (0 for the queue's), $8 the notify channel.
 const enqueueDirectSQL = `WITH q AS (
     SELECT qq.queue_id, qq.max_attempts, qq.name FROM pgmsg.queue qq
