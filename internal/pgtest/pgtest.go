@@ -146,6 +146,12 @@ func Schema(tb testing.TB, opts *Opts) *Bundle {
 		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP SCHEMA "%s" CASCADE`, schema)); err != nil {
 			tb.Errorf("pgtest: drop schema %s: %v", schema, err)
 		}
+		// The schema's roles (migration 017) are cluster-wide.
+		for _, r := range []string{"producer", "consumer", "worker", "admin"} {
+			if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP ROLE IF EXISTS "%s_%s"`, schema, r)); err != nil {
+				tb.Errorf("pgtest: drop role %s_%s: %v", schema, r, err)
+			}
+		}
 	})
 	return &Bundle{Pool: pool, Schema: schema, URL: base}
 }
