@@ -829,7 +829,7 @@ func (cn *Consumer) poll(ctx context.Context, commit *Claim) (*Claim, error) {
 		// instead of two. The handled claim stays uncommitted a little
 		// longer; its lease is far longer, and a crash meanwhile only
 		// delivers its records again (at-least-once).
-		if err := cn.waitFor(ctx, min(cn.opts.PollInterval, commitLingerMax)); err != nil {
+		if err := cn.waitFor(ctx, cn.commitLinger(commit)); err != nil {
 			if cerr := cn.client.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !isLostClaim(cerr) {
 				return nil, cerr
 			}
@@ -851,6 +851,12 @@ func (cn *Consumer) poll(ctx context.Context, commit *Claim) (*Claim, error) {
 // commitLingerMax bounds how long Run holds a handled claim's commit
 // while it waits for records to claim along with it.
 const commitLingerMax = 100 * time.Millisecond
+
+// commitLinger is how long Run may hold cl's commit: commitLingerMax, or
+// less with a short poll interval or lease (well before cl expires).
+func (cn *Consumer) commitLinger(cl *Claim) time.Duration {
+	return max(0, min(cn.opts.PollInterval, commitLingerMax, time.Until(cl.ExpiresAt)/2))
+}
 
 // mayHaveMore reports whether records may have been left behind when cl
 // was claimed: it is as large as the claim options allow (or was cut by
