@@ -249,7 +249,10 @@ func scanRecords(rows pgx.Rows, topic string, partition int32, capHint int) ([]*
 	var chunk []byte
 	keep := func(b []byte) []byte {
 		if b == nil {
-			return nil
+			return nil // NULL
+		}
+		if len(b) == 0 {
+			return []byte{} // empty, not NULL (a slice of a nil chunk would be nil)
 		}
 		if cap(chunk)-len(chunk) < len(b) {
 			chunk = make([]byte, 0, max(len(b), 256<<10))
