@@ -137,45 +137,10 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 		params.CommitEpoch = pgtype.Int8{Int64: commit.Epoch, Valid: true}
 	}
 	for {
-		if canClaimDirect(&params) {
-			res, err := c.claimDirect(ctx, exec, &params)
-			if err != nil {
-				return nil, mapError(err)
-			}
-			if res.committed {
-				params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
-			}
-			if !res.fallback {
-				if res.row == nil {
-					return nil, nil
-				}
-				cl := &Claim{Topic: topic, Group: group, Partition: res.row.Partition, Epoch: res.row.ClaimEpoch,
-					ExpiresAt: res.row.ClaimExpiresAt.Time}
-				if cl.Records, err = c.readRange(ctx, exec, topic, res.row); err != nil {
-					return nil, err
-				}
-				if len(cl.Records) > 0 {
-					return cl, nil
-				}
-				// Compaction removed every record of the range: as below.
-				params.CommitPartition = pgtype.Int4{Int32: cl.Partition, Valid: true}
-				params.CommitEpoch = pgtype.Int8{Int64: cl.Epoch, Valid: true}
-				continue
-			}
-		}
-		rows, err := c.queries.GroupClaimRange(ctx, c.db(exec), params)
-		if err != nil {
-			err = mapError(err)
-			if params.CommitEpoch.Valid && isLostClaim(err) {
-				params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
-				continue
-			}
+		row, err := c.claimRow(ctx, exec, &params)
+		if err != nil || row == nil {
 			return nil, err
 		}
-		if len(rows) == 0 {
-			return nil, nil
-		}
-		row := rows[0]
 		cl := &Claim{Topic: topic, Group: group, Partition: row.Partition, Epoch: row.ClaimEpoch,
 			ExpiresAt: row.ClaimExpiresAt.Time}
 		if cl.Records, err = c.readRange(ctx, exec, topic, row); err != nil {
@@ -188,6 +153,42 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 		// claim (the cursor moves past it) and claim again.
 		params.CommitPartition = pgtype.Int4{Int32: cl.Partition, Valid: true}
 		params.CommitEpoch = pgtype.Int8{Int64: cl.Epoch, Valid: true}
+	}
+}
+
+// claimRow makes the claim params describe (committing the claim they
+// name first), with a direct statement when it covers the case, else with
+// claim_range(). A commit that fails because the claim was lost is
+// dropped and the claim made without it. It clears the commit from params
+// once done; nil, nil means nothing to claim.
+func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupClaimRangeParams) (*dbsqlc.GroupClaimRangeRow, error) {
+	if canClaimDirect(params) {
+		res, err := c.claimDirect(ctx, exec, params)
+		if err != nil {
+			return nil, mapError(err)
+		}
+		if res.committed {
+			params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
+		}
+		if !res.fallback {
+			return res.row, nil
+		}
+	}
+	for {
+		rows, err := c.queries.GroupClaimRange(ctx, c.db(exec), *params)
+		if err != nil {
+			err = mapError(err)
+			if params.CommitEpoch.Valid && isLostClaim(err) {
+				params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
+				continue
+			}
+			return nil, err
+		}
+		params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
+		if len(rows) == 0 {
+			return nil, nil
+		}
+		return rows[0], nil
 	}
 }
 

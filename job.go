@@ -304,6 +304,8 @@ func hasUniqueKeys(keys []string) bool {
 //
 // $1 queue, $2 payloads, $3 kinds (empty for none), $4 priorities, $5 run_ats,
 // $6 delays, $7 max attempts (0 for the queue's), $8 the notify channel.
+// The last column only makes the wake CTE run (a CTE without writes runs
+// only if referenced).
 const enqueueDirectSQL = `WITH q AS (
     SELECT qq.queue_id, qq.max_attempts, qq.name FROM pgmsg.queue qq
      WHERE qq.name = $1::text AND qq.max_depth IS NULL
