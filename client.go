@@ -114,6 +114,8 @@ type Client struct {
 	sendKick    chan struct{}
 	sendStop    chan struct{}
 	sendDone    chan struct{}
+
+	jobClaims sync.Map // queue name -> *jobClaimState
 }
 
 type topicMeta struct {
@@ -289,6 +291,14 @@ func (c *Client) db(exec DBTX) DBTX {
 		return exec
 	}
 	return rewritingDB{exec: exec, r: c.rewrite}
+}
+
+// schemaSQL is q, written for schema "pgmsg", for the configured schema.
+func (c *Client) schemaSQL(q string) string {
+	if c.rewrite == nil {
+		return q
+	}
+	return c.rewrite.sql(q)
 }
 
 // schemaRewriter turns the schema qualifier "pgmsg." of the generated

@@ -283,3 +283,143 @@ func TestClaimKeepsEmptyApartFromNull(t *testing.T) {
 	require.Nil(t, cl.Records[1].Value, "no value")
 	require.Equal(t, []byte("v"), cl.Records[2].Value)
 }
+
+// The worker's direct claim statement (job_direct.go) claims as
+// job_claim() does: claim order across priorities from the client's
+// position, jobs behind the position once the positioned reads run short,
+// future jobs left alone, the queue's or the given lease, a fresh token per
+// job; an unknown queue and the periodic lease probe go to job_claim().
+func TestJobClaimDirect(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = c.CreateQueue(ctx, "q", QueueConfig{Lease: 40 * time.Second})
+	require.NoError(t, err)
+	enqueue := func(priority int, runAt time.Time) int64 {
+		t.Helper()
+		res, err := c.Enqueue(ctx, "q", EnqueueParams{Payload: []byte("p"), Priority: priority, RunAt: runAt}, nil)
+		require.NoError(t, err)
+		return res.ID
+	}
+	ids := func(jobs []*Job) []int64 {
+		out := make([]int64, len(jobs))
+		for i, j := range jobs {
+			out[i] = j.ID
+		}
+		return out
+	}
+	direct := func(max int, lease time.Duration) []*Job {
+		t.Helper()
+		jobs, ok, err := c.claimJobsDirect(ctx, "q", &ClaimJobsOpts{Max: max, Lease: lease, Worker: "w"}, true)
+		require.NoError(t, err)
+		require.True(t, ok, "the direct statement answered")
+		return jobs
+	}
+
+	a0, a1, a2 := enqueue(0, time.Time{}), enqueue(0, time.Time{}), enqueue(0, time.Time{})
+	future := enqueue(5, time.Now().Add(time.Hour))
+	// No claim through job_claim() yet: the direct statement does not claim.
+	_, ok, err := c.claimJobsDirect(ctx, "q", &ClaimJobsOpts{Max: 1}, true)
+	require.NoError(t, err)
+	require.False(t, ok)
+	jobs, err := c.ClaimJobs(ctx, "q", &ClaimJobsOpts{Max: 1})
+	require.NoError(t, err)
+	require.Equal(t, []int64{a0}, ids(jobs), "through job_claim()")
+
+	jobs = direct(1, 0)
+	require.Equal(t, []int64{a1}, ids(jobs), "after the position")
+	j := jobs[0]
+	require.Equal(t, JobStateRunning, j.State)
+	require.Equal(t, "q", j.Queue)
+	require.Equal(t, 1, j.Attempt)
+	require.Equal(t, "w", j.Worker)
+	require.Equal(t, []byte("p"), j.Payload)
+	require.WithinDuration(t, time.Now().Add(40*time.Second), *j.LeaseExpiresAt, 5*time.Second, "the queue's lease")
+	got, err := c.GetJob(ctx, a1)
+	require.NoError(t, err)
+	require.Equal(t, JobStateRunning, got.State)
+	require.Equal(t, j.LeaseToken, got.LeaseToken)
+	require.Equal(t, "w", got.Worker)
+
+	// A higher priority is claimed first, then the rest after the
+	// position; a job behind the position (run_at in the past, enqueued
+	// now) is found by the whole read once the positioned reads run short;
+	// the future job stays.
+	hi := enqueue(3, time.Time{})
+	late := enqueue(0, time.Now().Add(-time.Hour))
+	jobs = direct(10, 2*time.Minute)
+	require.Equal(t, []int64{hi, a2, late}, ids(jobs))
+	require.Len(t, map[int64]bool{jobs[0].LeaseToken: true, jobs[1].LeaseToken: true, jobs[2].LeaseToken: true}, 3)
+	for _, j := range jobs {
+		require.WithinDuration(t, time.Now().Add(2*time.Minute), *j.LeaseExpiresAt, 5*time.Second, "the given lease")
+	}
+	require.Empty(t, direct(10, 0))
+	got, err = c.GetJob(ctx, future)
+	require.NoError(t, err)
+	require.Equal(t, JobStateScheduled, got.State)
+
+	// Claimed jobs complete with their tokens (the direct completion).
+	res, err := c.CompleteMany(ctx, jobs)
+	require.NoError(t, err)
+	require.ElementsMatch(t, ids(jobs), res.Completed)
+	require.Empty(t, res.NotHeld)
+	res, err = c.CompleteMany(ctx, jobs)
+	require.NoError(t, err)
+	require.Empty(t, res.Completed)
+	require.ElementsMatch(t, ids(jobs), res.NotHeld)
+
+	// An unknown queue is job_claim()'s to report.
+	require.NoError(t, c.DeleteQueue(ctx, "q", true))
+	_, ok, err = c.claimJobsDirect(ctx, "q", &ClaimJobsOpts{Max: 1}, true)
+	require.NoError(t, err)
+	require.False(t, ok)
+	_, err = c.ClaimJobs(ctx, "q", nil)
+	require.ErrorIs(t, err, ErrUnknownQueue)
+
+	// Only job_claim() claims once jobClaimFullEvery has passed.
+	st := c.jobClaimState("q")
+	st.mu.Lock()
+	st.called = time.Now().Add(-jobClaimFullEvery)
+	st.mu.Unlock()
+	_, _, _, ok = st.position(time.Now())
+	require.False(t, ok)
+}
+
+// The direct job claim's settings (plan pinning, asynchronous commit) end
+// with its own transaction: the pool's connection keeps the caller's.
+func TestJobClaimDirectSettingsDoNotLeak(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 1})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = c.CreateQueue(ctx, "q", QueueConfig{})
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		_, err = c.Enqueue(ctx, "q", EnqueueParams{Payload: []byte("p")}, nil)
+		require.NoError(t, err)
+	}
+	settings := func() string {
+		var s string
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT current_setting('enable_bitmapscan') || current_setting('enable_seqscan') ||
+			current_setting('synchronous_commit')`).Scan(&s))
+		return s
+	}
+	_, err = b.Pool.Exec(ctx, "SET synchronous_commit = on")
+	require.NoError(t, err)
+	before := settings()
+	require.Equal(t, "ononon", before)
+	_, err = c.ClaimJobs(ctx, "q", nil) // through job_claim()
+	require.NoError(t, err)
+	jobs, ok, err := c.claimJobsDirect(ctx, "q", &ClaimJobsOpts{Max: 1}, true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Len(t, jobs, 1)
+	require.Equal(t, before, settings())
+}

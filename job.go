@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
@@ -405,6 +406,19 @@ func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *C
 	if o.Max < 0 || o.Lease < 0 || o.MaxBytes < 0 {
 		return nil, newError(ErrInvalidArgument, "max must be at least 1, and lease and max bytes must not be negative")
 	}
+	// The direct statement covers claims on the client's pool without a
+	// byte cap (the worker's); job_claim() answers the rest.
+	direct := exec == DBTX(c.pool) && o.MaxBytes == 0
+	now := time.Now()
+	if direct {
+		jobs, ok, err := c.claimJobsDirect(ctx, queue, &o, async)
+		if err != nil {
+			return nil, mapError(err)
+		}
+		if ok {
+			return jobs, nil
+		}
+	}
 	params := dbsqlc.JobClaimParams{
 		Queue: queue, MaxJobs: int32(min(o.Max, 1<<30)), Lease: jobOptInterval(o.Lease), Worker: jobOptText(o.Worker),
 		Async: async,
@@ -418,19 +432,29 @@ func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *C
 	}
 	out := make([]*Job, len(rows))
 	for i, r := range rows {
-		errs, err := jobErrors(r.Errors)
-		if err != nil {
+		if out[i], err = jobFromClaimRow(r, o.Worker); err != nil {
 			return nil, err
 		}
-		out[i] = &Job{
-			ID: r.ID, Queue: r.Queue, State: JobStateRunning, Kind: r.Kind, Payload: r.Payload,
-			Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
-			LeaseToken: r.LeaseToken, LeaseExpiresAt: jobTime(r.LeaseExpiresAt), RunAt: jobTime(r.RunAt),
-			EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: jobTime(r.AttemptedAt), Worker: o.Worker,
-			UniqueKey: r.UniqueKey, Errors: errs,
-		}
+	}
+	if direct {
+		c.jobClaimState(queue).claimed(out, true, now)
 	}
 	return out, nil
+}
+
+// jobFromClaimRow is a claimed job, as job_claim() returns it.
+func jobFromClaimRow(r *dbsqlc.JobClaimRow, worker string) (*Job, error) {
+	errs, err := jobErrors(r.Errors)
+	if err != nil {
+		return nil, err
+	}
+	return &Job{
+		ID: r.ID, Queue: r.Queue, State: JobStateRunning, Kind: r.Kind, Payload: r.Payload,
+		Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
+		LeaseToken: r.LeaseToken, LeaseExpiresAt: jobTime(r.LeaseExpiresAt), RunAt: jobTime(r.RunAt),
+		EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: jobTime(r.AttemptedAt), Worker: worker,
+		UniqueKey: r.UniqueKey, Errors: errs,
+	}, nil
 }
 
 // Complete archives a job the caller holds (status completed). It fails
@@ -476,7 +500,11 @@ func (c *Client) completeMany(ctx context.Context, exec DBTX, ids, tokens []int6
 	if len(ids) == 0 {
 		return res, nil
 	}
-	done, err := c.queries.JobCompleteMany(ctx, c.db(exec), dbsqlc.JobCompleteManyParams{Ids: ids, LeaseTokens: tokens})
+	rows, err := c.db(exec).Query(ctx, jobCompleteDirectSQL, ids, tokens)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		return nil, mapError(err)
 	}

@@ -420,10 +420,7 @@ func (c *Client) sendBatches(ctx context.Context, tx pgx.Tx, batches []*partitio
 }
 
 func (c *Client) publishSQL() string {
-	if c.rewrite == nil {
-		return dbsqlc.RecordPublishSQL
-	}
-	return c.rewrite.sql(dbsqlc.RecordPublishSQL)
+	return c.schemaSQL(dbsqlc.RecordPublishSQL)
 }
 
 func (c *Client) publishError(topic string, err error) error {
