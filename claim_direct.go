@@ -115,11 +115,14 @@ type claimDirectResult struct {
 }
 
 // canClaimDirect reports whether params are the case the direct statements
-// cover: a named partition claimed by its owner, no byte cap, and a commit
-// (if any) of the same partition.
+// cover: a named partition claimed by its owner, no byte cap, a commit (if
+// any) of the same partition, and a lease claim_range() accepts (the
+// statements do not check it).
 func canClaimDirect(params *dbsqlc.GroupClaimRangeParams) bool {
 	return params.Partition.Valid && params.RequireOwner && params.Member.Valid && !params.MaxBytes.Valid &&
-		(!params.CommitEpoch.Valid || params.CommitPartition == params.Partition)
+		(!params.CommitEpoch.Valid || params.CommitPartition == params.Partition) &&
+		params.Lease.Valid && params.Lease.Months == 0 && params.Lease.Days == 0 &&
+		params.Lease.Microseconds > 0 && params.Lease.Microseconds <= durationMax.Microseconds()
 }
 
 func (c *Client) claimDirect(ctx context.Context, exec DBTX, params *dbsqlc.GroupClaimRangeParams) (claimDirectResult, error) {
