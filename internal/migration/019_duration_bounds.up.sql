@@ -496,8 +496,10 @@ BEGIN
             v := NULL;
         END;
         IF v IS NULL OR v < lo OR v > hi THEN
-            PERFORM {{schema}}._raise('PM004', format('%s must be an integer from %s to %s, got %s',
-                                                      k, lo, coalesce(hi::text, '2^63-1'), left(p_config->>k, 60)));
+            PERFORM {{schema}}._raise('PM004', format('%s must be an integer %s, got %s', k,
+                                                      CASE WHEN hi IS NULL THEN format('of at least %s', lo)
+                                                           ELSE format('from %s to %s', lo, hi) END,
+                                                      left(p_config->>k, 60)));
         END IF;
     END LOOP;
 END $$;
