@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -165,4 +168,59 @@ func TestDurationBoundsHTTP(t *testing.T) {
 	res = tb.do(t, http.MethodPost, "/v1/pubsub/extend", tb.admin,
 		fmt.Sprintf(`{"topic":"t","group":"g","partition":0,"epoch":%d,"lease":"8784h"}`, claim.Claim.Epoch))
 	require.Equal(t, http.StatusOK, res.status, "366 days is accepted: %s", res.body)
+}
+
+// Times were answered in the server process's zone, as pgx returns them:
+// east of Greenwich a valid record timestamp of 9999-12-31T23:59:59Z is in
+// the year 10000 there, so every consume of it failed to encode (500; seen
+// in CI as "Time.MarshalJSON: year outside of range [0,9999]" from
+// TestHTTPProperty). The process's zone is read once, from TZ, so the
+// checks run in a child test process with TZ=Asia/Tokyo.
+func TestAnswersInUTC(t *testing.T) {
+	if os.Getenv("PGMSG_TEST_TZ_CHILD") == "" {
+		t.Parallel()
+		if _, err := time.LoadLocation("Asia/Tokyo"); err != nil {
+			t.Skipf("no zone database: %v", err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestAnswersInUTC$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "TZ=Asia/Tokyo", "PGMSG_TEST_TZ_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "child test with TZ=Asia/Tokyo:\n%s", out)
+		return
+	}
+	require.NotEqual(t, "UTC", time.Now().Location().String())
+	_, off := time.Now().Zone()
+	require.Positive(t, off, "the child runs east of Greenwich")
+	tb := setup(t, nil)
+	tb.topic(t, "t", 1)
+	res := tb.do(t, http.MethodPost, "/v1/pubsub/publish", tb.admin, `{"topic":"t","records":[{"value":1,"timestamp":"9999-12-31T23:59:59Z"}]}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	res = tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=t&group=g", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	var got struct {
+		Claim struct {
+			ExpiresAt string `json:"expires_at"`
+		} `json:"claim"`
+		Records []struct {
+			Timestamp string `json:"timestamp"`
+		} `json:"records"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &got))
+	require.Len(t, got.Records, 1)
+	require.Equal(t, "9999-12-31T23:59:59Z", got.Records[0].Timestamp)
+	require.True(t, strings.HasSuffix(got.Claim.ExpiresAt, "Z"), got.Claim.ExpiresAt)
+
+	res = tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, `{"queue":"q","jobs":[{"payload":1}]}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	res = tb.do(t, http.MethodGet, "/v1/queue/claim?queue=q", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	var jobs struct {
+		Jobs []map[string]any `json:"jobs"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &jobs))
+	require.Len(t, jobs.Jobs, 1)
+	for _, k := range []string{"enqueued_at", "run_at", "lease_expires_at"} {
+		v, _ := jobs.Jobs[0][k].(string)
+		require.True(t, strings.HasSuffix(v, "Z"), "%s: %q", k, v)
+	}
 }
