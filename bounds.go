@@ -16,6 +16,12 @@ const (
 	JobUniqueKeyMaxBytes = 1000
 )
 
+// durationMax is the longest lease, session timeout, retry backoff or wait
+// the SQL API accepts (migration 019; PM004 past it). Go does not check it:
+// the direct claim statements (claim_direct.go), which do not, leave longer
+// leases to claim_range() to refuse.
+const durationMax = 366 * 24 * time.Hour
+
 // timeMin and timeMax bound the timestamps a client may give (record
 // timestamps, job run times): the UTC years 0001 to 9999, the range that
 // RFC 3339, JSON and most languages' time types can represent. PostgreSQL

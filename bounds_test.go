@@ -174,3 +174,91 @@ func TestQueueSettingsNotTruncated(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, topics[0].Partitions)
 }
+
+// Issue 14: durations had no upper bound. A lease of '9000 years' made a
+// claim's or a job's expiry a year past 9999, which no HTTP answer could
+// encode (a 500), and a queue setting past 292 years did not fit a Go
+// duration. Leases, session timeouts, backoffs and waits are at most 366
+// days, archive retention at most 36525 days (migration 019): PM004,
+// nothing written, on every function that takes one; Go callers get
+// ErrInvalidArgument.
+func TestDurationBounds(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "d", 1)
+	s := pgx.Identifier{tb.Schema}.Sanitize()
+	require.NoError(t, tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "d", Value: []byte("1")}}, nil))
+	_, err := tb.client.Enqueue(tb.ctx, "q", pgmsg.EnqueueParams{Payload: []byte("1")}, nil)
+	require.NoError(t, err)
+
+	exec := func(sql string, args ...any) error {
+		_, err := tb.Pool.Exec(tb.ctx, strings.ReplaceAll(sql, "$s", s), args...)
+		return err
+	}
+	for _, long := range []string{"9000 years", "367 days", "8785 hours"} {
+		for _, sql := range []string{
+			`SELECT * FROM $s.claim('d', 'g', 10, $1::interval)`,
+			`SELECT * FROM $s.claim_range('d', 'g', 10, $1::interval)`,
+			`SELECT * FROM $s.job_claim('q', 1, $1::interval)`,
+			`SELECT * FROM $s.group_heartbeat('d', 'g2', 'm', $1::interval)`,
+			`SELECT * FROM $s.queue_create('q2', p_lease => $1::interval)`,
+			`SELECT * FROM $s.queue_create('q2', p_retry_backoff => $1::interval)`,
+			`SELECT * FROM $s.queue_create('q2', p_retry_backoff_max => $1::interval)`,
+			`SELECT * FROM $s.queue_create('q2', p_backpressure_timeout => $1::interval)`,
+			`SELECT * FROM $s.queue_update('q', p_lease => $1::interval)`,
+		} {
+			require.Equal(t, "PM004", sqlCode(t, exec(sql, long)), "%s with %s", sql, long)
+		}
+	}
+	require.Equal(t, "PM004", sqlCode(t, exec(`SELECT * FROM $s.queue_create('q2', p_archive_retention => '36526 days')`)))
+	require.Equal(t, "PM004", sqlCode(t, exec(`SELECT * FROM $s.topic_create('d2', 1, '{"backpressure_timeout_ms": 31622400001}')`)))
+	require.Equal(t, "PM004", sqlCode(t, exec(`SELECT * FROM $s.topic_configure('d', '{"backpressure_timeout_ms": 9223372036854775807}')`)))
+
+	// Extending a held claim or job.
+	cl, err := tb.client.Claim(tb.ctx, "d", "g", nil)
+	require.NoError(t, err)
+	require.NotNil(t, cl)
+	require.Equal(t, "PM004", sqlCode(t, exec(`SELECT $s.extend('d', 'g', 0, $1, '9000 years')`, cl.Epoch)))
+	require.Equal(t, "PM004", sqlCode(t, exec(`SELECT $s.extend('d', 'g', 0, $1, '100000000 years')`, cl.Epoch)), "not 22008")
+	jobs, err := tb.client.ClaimJobs(tb.ctx, "q", nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, "PM004", sqlCode(t, exec(`SELECT $s.job_extend($1, $2, '9000 years')`, jobs[0].ID, jobs[0].LeaseToken)))
+	var exp time.Time
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT lease_expires_at FROM `+s+`.job WHERE id = $1`, jobs[0].ID).Scan(&exp))
+	require.True(t, exp.Equal(*jobs[0].LeaseExpiresAt), "a refused extend changed the lease")
+
+	// Nothing was created or written.
+	var n int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT count(*) FROM `+s+`.queue WHERE name = 'q2'`).Scan(&n))
+	require.Zero(t, n)
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT count(*) FROM `+s+`.topic WHERE name = 'd2'`).Scan(&n))
+	require.Zero(t, n)
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT count(*) FROM `+s+`.group_member`).Scan(&n))
+	require.Zero(t, n)
+
+	// The bounds themselves are accepted, from SQL and from Go.
+	require.NoError(t, exec(`SELECT * FROM $s.queue_create('q3', p_lease => '366 days', p_retry_backoff => '366 days',
+		p_retry_backoff_max => '8784 hours', p_backpressure_timeout => '366 days', p_archive_retention => '36525 days')`))
+	require.NoError(t, tb.client.Extend(tb.ctx, cl, 366*24*time.Hour))
+	require.NoError(t, tb.client.ExtendJob(tb.ctx, jobs[0], 366*24*time.Hour))
+
+	// Go: the same refusals as ErrInvalidArgument, the direct claim path
+	// included (a member's own partition).
+	const tooLong = 367 * 24 * time.Hour
+	require.ErrorIs(t, tb.client.Extend(tb.ctx, cl, tooLong), pgmsg.ErrInvalidArgument)
+	require.ErrorIs(t, tb.client.ExtendJob(tb.ctx, jobs[0], tooLong), pgmsg.ErrInvalidArgument)
+	_, err = tb.client.ClaimJobs(tb.ctx, "q", &pgmsg.ClaimJobsOpts{Lease: tooLong})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+	_, err = tb.client.CreateQueue(tb.ctx, "q4", pgmsg.QueueConfig{Lease: tooLong})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+	_, err = tb.client.Claim(tb.ctx, "d", "g3", &pgmsg.ClaimOpts{Lease: tooLong})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+	require.NoError(t, exec(`SELECT * FROM $s.group_heartbeat('d', 'g4', 'm')`))
+	p0 := int32(0)
+	_, err = tb.client.Claim(tb.ctx, "d", "g4", &pgmsg.ClaimOpts{Lease: tooLong, Partition: &p0, Member: "m", RequireOwner: true})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+	var claimed bool
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT claim_expires_at IS NOT NULL FROM `+s+`.group_cursor WHERE group_name = 'g4'`).Scan(&claimed))
+	require.False(t, claimed, "the direct claim statement took the lease")
+}

@@ -23,7 +23,7 @@ import (
 // which stays the reference for the semantics (docs/sql-api.md).
 //
 // Parameters: $1 topic, $2 group, $3 partition, $4 member, $5 max records,
-// $6 lease.
+// $6 lease. A claim's epoch is drawn by _claim_token, as in claim_range.
 
 // claimDirectSQL claims the next records of one partition for its owner,
 // skipping it if another transaction holds its cursor row ($7: commit
@@ -47,7 +47,7 @@ cur AS (
        FOR UPDATE OF c SKIP LOCKED
 ), upd AS (
     UPDATE pgmsg.group_cursor c
-       SET claim_epoch = greatest(cur.claim_epoch + 1, (extract(epoch FROM n.ts) * 1000000)::bigint),
+       SET claim_epoch = pgmsg._claim_token(cur.claim_epoch),
            claim_start = cur.next_offset, claim_end = least(cur.tip - 1, cur.next_offset + $5::integer - 1),
            claim_expires_at = n.ts + $6::interval, claim_owner = $4::text, claimed_at = n.ts
       FROM cur, n
@@ -86,8 +86,7 @@ cur AS (
 ), upd AS (
     UPDATE pgmsg.group_cursor c
        SET next_offset = p.done_to, committed_at = n.ts,
-           claim_epoch = CASE WHEN p.claiming THEN greatest(p.claim_epoch + 1, (extract(epoch FROM n.ts) * 1000000)::bigint)
-                              ELSE c.claim_epoch END,
+           claim_epoch = CASE WHEN p.claiming THEN pgmsg._claim_token(p.claim_epoch) ELSE c.claim_epoch END,
            claim_start = CASE WHEN p.claiming THEN p.done_to END,
            claim_end = CASE WHEN p.claiming THEN least(p.tip - 1, p.done_to + $5::integer - 1) END,
            claim_expires_at = CASE WHEN p.claiming THEN n.ts + $6::interval END,
@@ -116,11 +115,14 @@ type claimDirectResult struct {
 }
 
 // canClaimDirect reports whether params are the case the direct statements
-// cover: a named partition claimed by its owner, no byte cap, and a commit
-// (if any) of the same partition.
+// cover: a named partition claimed by its owner, no byte cap, a commit (if
+// any) of the same partition, and a lease claim_range() accepts (the
+// statements do not check it).
 func canClaimDirect(params *dbsqlc.GroupClaimRangeParams) bool {
 	return params.Partition.Valid && params.RequireOwner && params.Member.Valid && !params.MaxBytes.Valid &&
-		(!params.CommitEpoch.Valid || params.CommitPartition == params.Partition)
+		(!params.CommitEpoch.Valid || params.CommitPartition == params.Partition) &&
+		params.Lease.Valid && params.Lease.Months == 0 && params.Lease.Days == 0 &&
+		params.Lease.Microseconds > 0 && params.Lease.Microseconds <= durationMax.Microseconds()
 }
 
 func (c *Client) claimDirect(ctx context.Context, exec DBTX, params *dbsqlc.GroupClaimRangeParams) (claimDirectResult, error) {

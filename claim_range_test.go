@@ -64,7 +64,7 @@ func TestClaimRangeSQL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), c2.first)
 	require.Equal(t, int64(3), c2.last)
-	require.Greater(t, c2.epoch, c1.epoch)
+	require.NotEqual(t, c1.epoch, c2.epoch)
 
 	// c1 is committed: riding it again fails with PM009 and claims nothing.
 	_, err = claim(2, &c1.epoch)

@@ -75,7 +75,7 @@ func TestClaimDirect(t *testing.T) {
 	require.NotNil(t, res.row)
 	require.Equal(t, int64(2), res.row.FirstOffset)
 	require.Equal(t, int64(2), res.row.LastOffset)
-	require.Greater(t, res.row.ClaimEpoch, first.ClaimEpoch)
+	require.NotEqual(t, first.ClaimEpoch, res.row.ClaimEpoch)
 	next, claimed := cursor()
 	require.Equal(t, int64(2), next)
 	require.True(t, claimed)

@@ -753,7 +753,7 @@ func TestClaimLimitsAndLifecycle(t *testing.T) {
 	again, err := tb.client.Claim(tb.ctx, "limits", "g", nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), again.Records[0].Offset)
-	require.Greater(t, again.Epoch, cl.Epoch)
+	require.NotEqual(t, cl.Epoch, again.Epoch)
 	require.ErrorIs(t, tb.client.Extend(tb.ctx, cl, time.Second), pgmsg.ErrClaimNotHeld)
 }
 

@@ -42,8 +42,11 @@ type serveOpts struct {
 	maintenance     bool
 	metricsAuth     bool
 	metricsCacheTTL time.Duration
-	// ready, if set, receives the address once listening (tests).
-	ready func(addr string)
+	metricsAddr     string
+	// ready, if set, receives the address once listening (tests);
+	// metricsReady the --metrics-addr listener's.
+	ready        func(addr string)
+	metricsReady func(addr string)
 }
 
 func newServe(g *globals) *cobra.Command {
@@ -62,20 +65,24 @@ a loopback address. An address that fails to authenticate more than
 round trip) until it regains attempts at --auth-failure-rate per second; a
 token the server has cached still works.
 
-/metrics is public unless --metrics-auth (then it needs an admin token). Its
-pgmsg state figures (offsets, lag, queue depths) are collected from the
-database at most once per --metrics-cache-ttl, however many scrape it.
+/metrics is public unless --metrics-auth (then it needs an admin token). With
+--metrics-addr it is served only there, on a listener of its own (for
+example 127.0.0.1:9090, reachable by the scraper alone), and --listen
+answers it 404. Its pgmsg state figures (offsets, lag, queue depths) are
+collected from the database at most once per --metrics-cache-ttl, however
+many scrape it.
 
 With --tls-cert and --tls-key (PEM files; both or neither) it serves HTTPS
 only, TLS 1.2 or later. Without them it serves plain HTTP: terminate TLS in a
 proxy in front, or keep it on a trusted network. SIGTERM or Ctrl-C stops accepting, ends long polls and
 waits up to --shutdown-timeout for requests in flight.
 
-Environment: DATABASE_URL, PGMSG_LISTEN, PGMSG_MAX_CONNS, PGMSG_TLS_CERT,
-PGMSG_TLS_KEY.`,
+Environment: DATABASE_URL, PGMSG_LISTEN, PGMSG_METRICS_ADDR, PGMSG_MAX_CONNS,
+PGMSG_TLS_CERT, PGMSG_TLS_KEY.`,
 		Example: `  pgmsg token create app --scope 'publish:*' --scope 'consume:*'
   pgmsg serve --listen 0.0.0.0:8080 --max-conns 20
   pgmsg serve --listen 0.0.0.0:8443 --tls-cert server.crt --tls-key server.key
+  pgmsg serve --listen 0.0.0.0:8080 --metrics-addr 127.0.0.1:9090
   pgmsg serve --insecure-no-auth          # local development only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -98,6 +105,7 @@ PGMSG_TLS_KEY.`,
 	f.Float64Var(&o.authRate, "auth-failure-rate", httpapi.AuthFailureRateDefault, "failed authentications per second a client address regains (0: the default)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without tokens, everyone admin (loopback --listen only)")
 	f.BoolVar(&o.metricsAuth, "metrics-auth", false, "require a bearer token with the admin scope on /metrics")
+	f.StringVar(&o.metricsAddr, "metrics-addr", os.Getenv("PGMSG_METRICS_ADDR"), "serve /metrics on this address only, not on --listen (same TLS as --listen) ($PGMSG_METRICS_ADDR)")
 	f.DurationVar(&o.metricsCacheTTL, "metrics-cache-ttl", httpapi.MetricsCacheTTLDefault, "how long /metrics serves the state figures of its last database collection; negative disables the cache")
 	f.BoolVar(&o.maintenance, "maintenance", true, "take part in maintenance leader election (retention, group expiry, compaction, job rescue)")
 	return cmd
@@ -162,7 +170,7 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 		MaxAnswerBytes: o.maxAnswerBytes,
 		InsecureNoAuth: o.insecureNoAuth, TokenCacheTTL: o.tokenCacheTTL, ShutdownTimeout: o.shutdownTimeout, Logger: logger,
 		AuthFailureBurst: authBurst, AuthFailureRate: o.authRate,
-		MetricsAuth: o.metricsAuth, MetricsCacheTTL: o.metricsCacheTTL,
+		MetricsAuth: o.metricsAuth, MetricsCacheTTL: o.metricsCacheTTL, MetricsOwnListener: o.metricsAddr != "",
 	})
 	if err != nil {
 		return err
@@ -176,12 +184,38 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	if o.insecureNoAuth {
 		auth = "INSECURE: no auth, every request is admin"
 	}
+	var metricsLn net.Listener
+	if o.metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", o.metricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("cannot listen on --metrics-addr %s: %w", o.metricsAddr, err)
+		}
+	}
 	proto, scheme := "HTTP", "http"
 	if tlsConfig != nil {
 		ln = tls.NewListener(ln, tlsConfig)
+		if metricsLn != nil {
+			metricsLn = tls.NewListener(metricsLn, tlsConfig)
+		}
 		proto, scheme = "HTTPS", "https"
 	}
 	fmt.Fprintf(g.stdout, "pgmsg serving %s on %s://%s (schema %s; %s); Ctrl-C to stop\n", proto, scheme, addr, g.schema, auth)
+	if metricsLn != nil {
+		maddr := metricsLn.Addr().String()
+		fmt.Fprintf(g.stdout, "pgmsg serving /metrics on %s://%s only\n", scheme, maddr)
+		mctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := srv.RunMetrics(mctx, metricsLn); err != nil {
+				logger.Error("pgmsg: metrics listener stopped", "addr", maddr, "error", err)
+			}
+		}()
+		defer func() { stop(); <-done }()
+		if o.metricsReady != nil {
+			o.metricsReady(maddr)
+		}
+	}
 	if o.ready != nil {
 		o.ready(addr)
 	}

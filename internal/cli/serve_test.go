@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -129,6 +130,68 @@ func TestServeTLS(t *testing.T) {
 		t.Fatal("serve did not stop")
 	}
 	require.Contains(t, stdout.String(), "pgmsg serving HTTPS on https://127.0.0.1:")
+}
+
+// Issue 14, finding 7: --metrics-addr serves /metrics on a listener of its
+// own (a loopback address only the scraper reaches, say), and the API's
+// listener then answers /metrics 404.
+func TestServeMetricsAddr(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr strings.Builder
+	g := &globals{databaseURL: s.b.URL, schema: s.b.Schema, stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, output: "table"}
+	addrc, metricsc := make(chan string, 1), make(chan string, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- g.serve(ctx, serveOpts{listen: "127.0.0.1:0", metricsAddr: "127.0.0.1:0", maxConns: 4, authBurst: 10,
+			ready: func(a string) { addrc <- a }, metricsReady: func(a string) { metricsc <- a }})
+	}()
+	var addr, maddr string
+	for addr == "" || maddr == "" {
+		select {
+		case addr = <-addrc:
+		case maddr = <-metricsc:
+		case err := <-served:
+			t.Fatalf("serve: %v", err)
+		}
+	}
+	require.NotEqual(t, addr, maddr)
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: time.Minute}
+	get := func(url string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		require.NoError(t, err)
+		res, err := client.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return res.StatusCode, string(body)
+	}
+	status, body := get("http://" + maddr + "/metrics")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, "pgmsg_")
+	status, body = get("http://" + addr + "/metrics")
+	require.Equal(t, http.StatusNotFound, status, "the API's listener must not serve /metrics: %s", body)
+	status, _ = get("http://" + addr + "/healthz")
+	require.Equal(t, http.StatusOK, status)
+	status, _ = get("http://" + maddr + "/healthz")
+	require.Equal(t, http.StatusNotFound, status, "the metrics listener serves /metrics only")
+	status, _ = get("http://" + maddr + "/v1/topics")
+	require.Equal(t, http.StatusNotFound, status)
+
+	cancel()
+	select {
+	case err := <-served:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	require.Contains(t, stdout.String(), "pgmsg serving /metrics on http://"+maddr+" only")
 }
 
 // TestServeFlagErrors: TLS and rate-limit flags are checked before serve

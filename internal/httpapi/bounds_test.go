@@ -3,10 +3,14 @@ package httpapi
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -106,5 +110,117 @@ func TestPostgresInputErrorsAre400(t *testing.T) {
 	for _, code := range []string{"54000", "22001", "22003", "22P02", "22007", "22008"} {
 		status, _, _ := errorFor(&pgconn.PgError{Code: code})
 		require.Equal(t, http.StatusBadRequest, status, code)
+	}
+}
+
+// Issue 14: durations had no upper bound, so a lease (or backoff, or
+// session timeout) could put an expiry past what JSON can carry. Over
+// HTTP every one past 366 days is a 400 invalid_argument (migration 019),
+// and nothing is claimed, created or extended.
+func TestDurationBoundsHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "t", 1)
+	res := tb.do(t, http.MethodPost, "/v1/pubsub/publish", tb.admin, `{"topic":"t","records":[{"value":1}]}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	res = tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, `{"queue":"q","jobs":[{"payload":1}]}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+
+	bad := func(method, path, body string) {
+		t.Helper()
+		res := tb.do(t, method, path, tb.admin, body)
+		require.Equal(t, http.StatusBadRequest, res.status, "%s %s %s: %s", method, path, body, res.body)
+		require.Equal(t, "invalid_argument", res.errorCode(t), "%s %s", method, path)
+	}
+	for _, long := range []string{"2562047h", "8785h", "31708800"} { // 292 years, 366 days + 1h, 367 days in seconds
+		bad(http.MethodGet, "/v1/pubsub/consume?topic=t&group=g&lease="+long, "")
+		bad(http.MethodGet, "/v1/queue/claim?queue=q&lease="+long, "")
+		bad(http.MethodPost, "/v1/queues", fmt.Sprintf(`{"name":"q2","lease":%q}`, long))
+		bad(http.MethodPost, "/v1/queues", fmt.Sprintf(`{"name":"q2","retry_backoff_max":%q}`, long))
+		bad(http.MethodPatch, "/v1/queues/q", fmt.Sprintf(`{"lease":%q}`, long))
+	}
+	// Nothing was claimed or created: the record and the job are still there.
+	res = tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=t&group=g", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	var claim struct {
+		Claim struct {
+			Partition int32 `json:"partition"`
+			Epoch     int64 `json:"epoch"`
+		} `json:"claim"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &claim))
+	res = tb.do(t, http.MethodGet, "/v1/queue/claim?queue=q", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	var jobs struct {
+		Jobs []struct {
+			ID         int64 `json:"id"`
+			LeaseToken int64 `json:"lease_token"`
+		} `json:"jobs"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &jobs))
+	require.Len(t, jobs.Jobs, 1)
+	res = tb.do(t, http.MethodGet, "/v1/queues/q2", tb.admin, nil)
+	require.Equal(t, http.StatusNotFound, res.status, string(res.body))
+
+	// Extending a held claim or job past the bound.
+	bad(http.MethodPost, "/v1/pubsub/extend", fmt.Sprintf(`{"topic":"t","group":"g","partition":0,"epoch":%d,"lease":"8785h"}`, claim.Claim.Epoch))
+	bad(http.MethodPost, "/v1/queue/extend", fmt.Sprintf(`{"queue":"q","id":%d,"lease_token":%d,"lease":"8785h"}`, jobs.Jobs[0].ID, jobs.Jobs[0].LeaseToken))
+	res = tb.do(t, http.MethodPost, "/v1/pubsub/extend", tb.admin,
+		fmt.Sprintf(`{"topic":"t","group":"g","partition":0,"epoch":%d,"lease":"8784h"}`, claim.Claim.Epoch))
+	require.Equal(t, http.StatusOK, res.status, "366 days is accepted: %s", res.body)
+}
+
+// Times were answered in the server process's zone, as pgx returns them:
+// east of Greenwich a valid record timestamp of 9999-12-31T23:59:59Z is in
+// the year 10000 there, so every consume of it failed to encode (500; seen
+// in CI as "Time.MarshalJSON: year outside of range [0,9999]" from
+// TestHTTPProperty). The process's zone is read once, from TZ, so the
+// checks run in a child test process with TZ=Asia/Tokyo.
+func TestAnswersInUTC(t *testing.T) {
+	if os.Getenv("PGMSG_TEST_TZ_CHILD") == "" {
+		t.Parallel()
+		if _, err := time.LoadLocation("Asia/Tokyo"); err != nil {
+			t.Skipf("no zone database: %v", err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestAnswersInUTC$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "TZ=Asia/Tokyo", "PGMSG_TEST_TZ_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "child test with TZ=Asia/Tokyo:\n%s", out)
+		return
+	}
+	require.NotEqual(t, "UTC", time.Now().Location().String())
+	_, off := time.Now().Zone()
+	require.Positive(t, off, "the child runs east of Greenwich")
+	tb := setup(t, nil)
+	tb.topic(t, "t", 1)
+	res := tb.do(t, http.MethodPost, "/v1/pubsub/publish", tb.admin, `{"topic":"t","records":[{"value":1,"timestamp":"9999-12-31T23:59:59Z"}]}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	res = tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=t&group=g", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	var got struct {
+		Claim struct {
+			ExpiresAt string `json:"expires_at"`
+		} `json:"claim"`
+		Records []struct {
+			Timestamp string `json:"timestamp"`
+		} `json:"records"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &got))
+	require.Len(t, got.Records, 1)
+	require.Equal(t, "9999-12-31T23:59:59Z", got.Records[0].Timestamp)
+	require.True(t, strings.HasSuffix(got.Claim.ExpiresAt, "Z"), got.Claim.ExpiresAt)
+
+	res = tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, `{"queue":"q","jobs":[{"payload":1}]}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	res = tb.do(t, http.MethodGet, "/v1/queue/claim?queue=q", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	var jobs struct {
+		Jobs []map[string]any `json:"jobs"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &jobs))
+	require.Len(t, jobs.Jobs, 1)
+	for _, k := range []string{"enqueued_at", "run_at", "lease_expires_at"} {
+		v, _ := jobs.Jobs[0][k].(string)
+		require.True(t, strings.HasSuffix(v, "Z"), "%s: %q", k, v)
 	}
 }

@@ -320,7 +320,7 @@ func scenarioRedelivery(t *testing.T, tb *testBundle, d driver) {
 	require.Empty(t, code)
 	require.NotNil(t, again)
 	require.Equal(t, first.Records, again.Records)
-	require.Greater(t, again.Epoch, first.Epoch)
+	require.NotEqual(t, first.Epoch, again.Epoch)
 	require.Equal(t, "claim_not_held", d.commit(first, nil), "claimed again by then")
 	require.Empty(t, d.commit(again, nil))
 }

@@ -164,7 +164,7 @@ type RecordJSON struct {
 // to base64; keys and headers are text unless they are not UTF-8. The
 // encoding of every key, header and value there is is set.
 func EncodeRecord(r *pgmsg.Record, enc string) RecordJSON {
-	out := RecordJSON{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}
+	out := RecordJSON{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC()}
 	if r.Key != nil {
 		k, e := textOrBase64(r.Key)
 		out.Key, out.KeyEncoding = &k, e
@@ -380,6 +380,18 @@ func parseDuration(name, v string) (time.Duration, error) {
 		return 0, newAPIError(errInvalidParameter, "%s must not be negative, got %q", name, v)
 	}
 	return d, nil
+}
+
+// utcPtr is t in UTC. Answers give times in UTC: pgx and the client
+// return them in the process's zone, in which a valid time near the ends
+// of the UTC years 0001..9999 (a record timestamp 9999-12-31T23:59:59Z,
+// east of Greenwich) falls outside them and cannot be encoded (a 500).
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // Duration is a JSON duration: "5s", "500ms" or a number of seconds.

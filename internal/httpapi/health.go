@@ -13,7 +13,7 @@ func (s *Server) healthRoutes() []Route {
 	return []Route{
 		{Method: http.MethodGet, Pattern: "/healthz", handler: s.healthz},
 		{Method: http.MethodGet, Pattern: "/readyz", handler: s.readyz},
-		{Method: http.MethodGet, Pattern: "/metrics", Scope: s.metricsScope(), handler: s.serveMetrics},
+		{Method: http.MethodGet, Pattern: metricsPattern, Scope: s.metricsScope(), handler: s.serveMetrics},
 	}
 }
 

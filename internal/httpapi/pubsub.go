@@ -209,7 +209,7 @@ func (s *Server) consume(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp := ConsumeResponse{Records: []RecordJSON{}}
 	if cl != nil {
-		resp.Claim = &ClaimJSON{Topic: topic, Group: group, Partition: cl.Partition, Epoch: cl.Epoch, ExpiresAt: cl.ExpiresAt,
+		resp.Claim = &ClaimJSON{Topic: topic, Group: group, Partition: cl.Partition, Epoch: cl.Epoch, ExpiresAt: cl.ExpiresAt.UTC(),
 			StartOffset: cl.Records[0].Offset, NextOffset: cl.NextOffset(), Committed: autoCommit}
 		for _, rec := range cl.Records {
 			resp.Records = append(resp.Records, EncodeRecord(rec, enc))

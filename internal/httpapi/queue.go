@@ -114,8 +114,8 @@ type JobJSON struct {
 // EncodeJob renders a job with its payload in enc (auto, json, text, base64).
 func EncodeJob(j *pgmsg.Job, enc string) JobJSON {
 	out := JobJSON{ID: j.ID, Queue: j.Queue, State: j.State, Kind: j.Kind, Priority: j.Priority, Attempt: j.Attempt,
-		MaxAttempts: j.MaxAttempts, LeaseToken: j.LeaseToken, LeaseExpiresAt: j.LeaseExpiresAt, RunAt: j.RunAt,
-		EnqueuedAt: j.EnqueuedAt, FinishedAt: j.FinishedAt, UniqueKey: j.UniqueKey, Errors: j.Errors}
+		MaxAttempts: j.MaxAttempts, LeaseToken: j.LeaseToken, LeaseExpiresAt: utcPtr(j.LeaseExpiresAt), RunAt: utcPtr(j.RunAt),
+		EnqueuedAt: j.EnqueuedAt.UTC(), FinishedAt: utcPtr(j.FinishedAt), UniqueKey: j.UniqueKey, Errors: j.Errors}
 	out.Payload, out.PayloadEncoding = encodeValue(j.Payload, enc)
 	return out
 }

@@ -122,6 +122,12 @@ type Config struct {
 	// and traffic counters are always live. Negative disables the cache
 	// (overlapping scrapes still share a collection). Default 5s.
 	MetricsCacheTTL time.Duration
+	// MetricsOwnListener takes /metrics off the API: the Server's handler
+	// answers it 404, and MetricsHandler (RunMetrics) serves it, on a
+	// listener of its own such as a loopback or internal address that only
+	// the scraper reaches (pgmsg serve --metrics-addr). MetricsAuth still
+	// applies there. Default false: the API serves /metrics.
+	MetricsOwnListener bool
 	// ShutdownTimeout bounds how long Run waits for in-flight requests
 	// after its context ends. Default 30s.
 	ShutdownTimeout time.Duration
@@ -131,13 +137,15 @@ type Config struct {
 
 // Server is the HTTP API. It is an http.Handler.
 type Server struct {
-	cfg     Config
-	client  *pgmsg.Client
-	logger  *slog.Logger
-	mux     *http.ServeMux
-	routes  []Route
-	metrics *metrics
-	tokens  *tokenCache
+	cfg    Config
+	client *pgmsg.Client
+	logger *slog.Logger
+	mux    *http.ServeMux
+	// metricsMux serves /metrics alone (MetricsHandler).
+	metricsMux *http.ServeMux
+	routes     []Route
+	metrics    *metrics
+	tokens     *tokenCache
 	// authFailures limits failed authentications; nil if disabled.
 	authFailures *authLimiter
 
@@ -224,7 +232,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: Config.AuthFailureClients must not be negative, got %d", cfg.AuthFailureClients)
 	}
 	s := &Server{
-		cfg: cfg, client: cfg.Client, logger: cfg.Logger, mux: http.NewServeMux(),
+		cfg: cfg, client: cfg.Client, logger: cfg.Logger, mux: http.NewServeMux(), metricsMux: http.NewServeMux(),
 		metrics: newMetrics(cfg.Client, max(cfg.MetricsCacheTTL, 0)), tokens: newTokenCache(cfg.TokenCacheTTL),
 	}
 	if cfg.AuthFailureBurst > 0 {
@@ -252,26 +260,55 @@ func (s *Server) Routes() []Route {
 	return append([]Route(nil), s.routes...)
 }
 
+// metricsPattern is the path of the metrics endpoint (MetricsOwnListener).
+const metricsPattern = "/metrics"
+
+// register fills the API's mux and the metrics mux: /metrics goes to both,
+// or only to the metrics mux with MetricsOwnListener.
 func (s *Server) register() {
 	methods := map[string][]string{}
 	for _, rt := range s.routes {
 		rt := rt
+		h := s.instrument(rt.Pattern, s.wrap(rt))
+		if rt.Pattern == metricsPattern {
+			s.metricsMux.Handle(rt.Method+" "+rt.Pattern, h)
+			if s.cfg.MetricsOwnListener {
+				continue
+			}
+		}
 		methods[rt.Pattern] = append(methods[rt.Pattern], rt.Method)
-		s.mux.Handle(rt.Method+" "+rt.Pattern, s.instrument(rt.Pattern, s.wrap(rt)))
+		s.mux.Handle(rt.Method+" "+rt.Pattern, h)
 	}
 	// JSON 405s for known paths, JSON 404 for everything else.
 	for pattern, ms := range methods {
 		sort.Strings(ms)
-		allow := strings.Join(ms, ", ")
-		s.mux.Handle(pattern, s.instrument(pattern, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", allow)
-			s.writeError(w, r, newAPIError(errMethodNotAllowed, "method %s not allowed on %s: use %s", r.Method, r.URL.Path, allow))
-		}))
+		s.mux.Handle(pattern, s.instrument(pattern, s.notAllowed(ms)))
 	}
-	s.mux.Handle("/", s.instrument("unmatched", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, newAPIError(errNotFound, "no endpoint %s %s: see /v1 in docs/openapi.yaml", r.Method, r.URL.Path))
-	}))
+	s.mux.Handle("/", s.instrument("unmatched", s.notFound("see /v1 in docs/openapi.yaml")))
+	s.metricsMux.Handle(metricsPattern, s.instrument(metricsPattern, s.notAllowed([]string{http.MethodGet})))
+	s.metricsMux.Handle("/", s.instrument("unmatched", s.notFound("this listener serves GET /metrics only")))
 }
+
+// notAllowed answers 405 naming the allowed methods.
+func (s *Server) notAllowed(methods []string) http.HandlerFunc {
+	allow := strings.Join(methods, ", ")
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		s.writeError(w, r, newAPIError(errMethodNotAllowed, "method %s not allowed on %s: use %s", r.Method, r.URL.Path, allow))
+	}
+}
+
+// notFound answers 404 with a hint.
+func (s *Server) notFound(hint string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, newAPIError(errNotFound, "no endpoint %s %s: %s", r.Method, r.URL.Path, hint))
+	}
+}
+
+// MetricsHandler serves GET /metrics alone (with Config.MetricsAuth, for
+// an admin token), and 404 for every other path: the handler of a
+// metrics listener of its own (Config.MetricsOwnListener, RunMetrics).
+func (s *Server) MetricsHandler() http.Handler { return s.metricsMux }
 
 // wrap authenticates (unless the route is public), checks an admin scope,
 // and turns a handler's error into the error body.
@@ -384,14 +421,25 @@ func (s *Server) Drain() { s.stop() }
 // accepting, ends long polls, and waits up to ShutdownTimeout for
 // in-flight requests to finish.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	// Long polls hold the response for up to MaxWait.
+	return s.run(ctx, ln, s, s.cfg.MaxWait+2*time.Minute, s.Drain)
+}
+
+// RunMetrics serves MetricsHandler on ln until ctx ends, then shuts down
+// as Run does. With Config.MetricsOwnListener it is the only way /metrics
+// is served.
+func (s *Server) RunMetrics(ctx context.Context, ln net.Listener) error {
+	return s.run(ctx, ln, s.metricsMux, 2*time.Minute, func() {})
+}
+
+func (s *Server) run(ctx context.Context, ln net.Listener, h http.Handler, writeTimeout time.Duration, drain func()) error {
 	srv := &http.Server{
-		Handler:           s,
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       2 * time.Minute,
-		// Long polls hold the response for up to MaxWait.
-		WriteTimeout: s.cfg.MaxWait + 2*time.Minute,
-		IdleTimeout:  2 * time.Minute,
-		ErrorLog:     slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -400,7 +448,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	s.Drain()
+	drain()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(sctx)

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -200,6 +201,18 @@ type claimInfo struct {
 	released bool
 }
 
+// start is the first offset the claim delivered (or committed, when its
+// deliveries were not recorded); claims that did neither sort last.
+func (c *claimInfo) start() int64 {
+	switch {
+	case len(c.offs) > 0:
+		return c.offs[0]
+	case c.commit != nil:
+		return c.commit.From
+	}
+	return math.MaxInt64
+}
+
 func checkGroups(r *Report, events []Event, db *DBState, txGroups []string) {
 	isTx := map[string]bool{}
 	for _, g := range txGroups {
@@ -272,7 +285,27 @@ func checkGroups(r *Report, events []Event, db *DBState, txGroups []string) {
 		byGP[gp{k.g, k.p}] = append(byGP[gp{k.g, k.p}], k)
 	}
 	for key, ks := range byGP {
-		sort.Slice(ks, func(i, j int) bool { return ks[i].e < ks[j].e })
+		// Claims in the order the database handed them out. Epochs are
+		// random (migration 018), so the order comes from the offsets: a
+		// claim starts at the group's cursor, which only moves forward, so
+		// start offsets never decrease from one claim to the next. Claims
+		// starting at the same offset were each released, expired or
+		// fenced before the next was made, except the last one, the only
+		// one whose commit can have been accepted; among the others the
+		// delivery time decides.
+		sort.Slice(ks, func(i, j int) bool {
+			a, b := claims[ks[i]], claims[ks[j]]
+			if sa, sb := a.start(), b.start(); sa != sb {
+				return sa < sb
+			}
+			if (a.commit != nil) != (b.commit != nil) {
+				return b.commit != nil
+			}
+			if a.recvT != b.recvT {
+				return a.recvT < b.recvT
+			}
+			return ks[i].e < ks[j].e
+		})
 		s := stats(key.g)
 		seen := map[int64]*claimInfo{} // offset -> last claim that delivered it
 		committedEnd := int64(-1)      // last offset covered by an acknowledged commit
