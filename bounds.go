@@ -18,8 +18,8 @@ const (
 
 // durationMax is the longest lease, session timeout, retry backoff or wait
 // the SQL API accepts (migration 019; PM004 past it). Go does not check it:
-// the direct claim statements (claim_direct.go), which do not, leave longer
-// leases to claim_range() to refuse.
+// the direct claim statements (claim_direct.go, job_direct.go), which do
+// not, leave longer leases to claim_range() and job_claim() to refuse.
 const durationMax = 366 * 24 * time.Hour
 
 // timeMin and timeMax bound the timestamps a client may give (record

@@ -407,8 +407,9 @@ func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *C
 		return nil, newError(ErrInvalidArgument, "max must be at least 1, and lease and max bytes must not be negative")
 	}
 	// The direct statement covers claims on the client's pool without a
-	// byte cap (the worker's); job_claim() answers the rest.
-	direct := exec == DBTX(c.pool) && o.MaxBytes == 0
+	// byte cap (the worker's), and leases job_claim() accepts; job_claim()
+	// answers the rest.
+	direct := exec == DBTX(c.pool) && o.MaxBytes == 0 && o.Lease <= durationMax
 	now := time.Now()
 	if direct {
 		jobs, ok, err := c.claimJobsDirect(ctx, queue, &o, async)
