@@ -312,15 +312,19 @@ const enqueueDirectSQL = `WITH q AS (
      WHERE qq.name = $1::text AND qq.max_depth IS NULL
        AND NOT EXISTS (SELECT 1 FROM unnest($2::bytea[]) AS u(p) WHERE octet_length(u.p) > qq.max_payload_bytes)
 ), n AS (SELECT clock_timestamp() AS ts),
-ins AS (
-    INSERT INTO pgmsg.job AS j (queue_id, state, priority, max_attempts, run_at, enqueued_at, kind, payload)
-    SELECT q.queue_id, CASE WHEN t.at > n.ts THEN 'scheduled' ELSE 'available' END,
-           coalesce(u.pr, 0), coalesce(nullif(u.m, 0), q.max_attempts), t.at, n.ts, nullif(u.kd, ''), u.p
-      FROM q CROSS JOIN n
-     CROSS JOIN LATERAL unnest($2::bytea[], $3::text[], $4::integer[], $5::timestamptz[], $6::interval[], $7::integer[])
+src AS (
+    SELECT nextval('pgmsg.job_id_seq') AS id, u.*
+      FROM q CROSS JOIN unnest($2::bytea[], $3::text[], $4::integer[], $5::timestamptz[], $6::interval[], $7::integer[])
            WITH ORDINALITY AS u(p, kd, pr, ra, d, m, ord)
-     CROSS JOIN LATERAL (SELECT coalesce(u.ra, n.ts + coalesce(u.d, interval '0')) AS at) t
-     ORDER BY u.ord
+), pl AS (
+    INSERT INTO pgmsg.job_payload (id, payload) SELECT src.id, src.p FROM src
+), ins AS (
+    INSERT INTO pgmsg.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind)
+    SELECT src.id, q.queue_id, CASE WHEN t.at > n.ts THEN 'scheduled' ELSE 'available' END,
+           coalesce(src.pr, 0), coalesce(nullif(src.m, 0), q.max_attempts), t.at, n.ts, nullif(src.kd, '')
+      FROM src CROSS JOIN q CROSS JOIN n
+     CROSS JOIN LATERAL (SELECT coalesce(src.ra, n.ts + coalesce(src.d, interval '0')) AS at) t
+     ORDER BY src.ord
     RETURNING j.id, j.state, j.run_at
 ), wake AS (
     SELECT pg_notify($8::text, 'queue:' || q.name) FROM q WHERE EXISTS (SELECT 1 FROM ins WHERE ins.state = 'available')

@@ -147,7 +147,7 @@ func TestRolesPrivilegesExact(t *testing.T) {
 			"consumer_group": "S", "maintenance_event": "I"},
 		"consumer": {"topic": "S", "topic_partition": "S", "segment": "S", "record": "S", "segments": "S",
 			"consumer_group": "SIU", "group_cursor": "SIU", "group_member": "SIUD", "maintenance_event": "I"},
-		"worker": {"queue": "SI", "job": "SIUD", "job_archive": "SI", "maintenance_event": "I"},
+		"worker": {"queue": "SI", "job": "SIUD", "job_archive": "SI", "job_payload": "SID", "maintenance_event": "I"},
 	}
 	rows, err := tb.Pool.Query(tb.ctx, `SELECT c.relname, c.relispartition AND c.relkind = 'r' FROM pg_class c
 		WHERE c.relnamespace = $1::regnamespace AND c.relkind IN ('r', 'p')`, tb.Schema)

@@ -269,3 +269,100 @@ WHERE p.pronamespace = $1::regnamespace AND p.proname = $2 AND a.grantee = 0 AND
 	require.NoError(t, err)
 	require.NoError(t, m.RequireCurrent(ctx))
 }
+
+// Migration 020 moves job payloads into job_payload and back: jobs waiting,
+// running, dead and archived keep their payloads through up and down, and
+// down restores 019's functions exactly.
+func TestJobPayloadMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	schema := fmt.Sprintf("pgmsg_jp_%d", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
+	require.NoError(t, err)
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	latest := migration.All()[len(migration.All())-1].Version
+	_, err = m.Down(ctx, latest-19)
+	require.NoError(t, err)
+	functions := func() map[string]string {
+		rows, err := pool.Query(ctx, `SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid) FROM pg_proc p
+WHERE p.pronamespace = $1::regnamespace`, schema)
+		require.NoError(t, err)
+		out := map[string]string{}
+		for rows.Next() {
+			var name, def string
+			require.NoError(t, rows.Scan(&name, &def))
+			out[name] = def
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	before := functions()
+
+	// Under 019: a waiting, a running, a dead and two archived jobs.
+	s := schema
+	var ids []int64
+	rows, err := pool.Query(ctx, `SELECT id FROM `+s+`.enqueue_many('q', ARRAY['\x01'::bytea, '\x02', '\x03', '\x04', '\x05', NULL])`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		require.NoError(t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, ids, 6)
+	_, err = pool.Exec(ctx, `SELECT * FROM `+s+`.job_claim('q', 3)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `SELECT `+s+`.job_complete(id, lease_token) FROM `+s+`.job WHERE id = $1`, ids[0])
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `SELECT f.* FROM `+s+`.job j, LATERAL `+s+`.job_fail(j.id, j.lease_token, 'x', p_dead => true) f WHERE j.id = $1`, ids[1])
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `SELECT `+s+`.job_cancel($1)`, ids[3])
+	require.NoError(t, err)
+	payloads := func() []string {
+		var out []string
+		for _, id := range ids {
+			var p *string
+			require.NoError(t, pool.QueryRow(ctx, `SELECT encode(payload, 'hex') FROM `+s+`.job_get($1)`, id).Scan(&p))
+			if p == nil {
+				out = append(out, "NULL")
+			} else {
+				out = append(out, *p)
+			}
+		}
+		return out
+	}
+	want := []string{"01", "02", "03", "04", "05", "NULL"}
+	require.Equal(t, want, payloads())
+
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, payloads(), "after 020")
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+s+`.job_payload`).Scan(&n))
+	require.Equal(t, 6, n)
+	// A job enqueued and archived under 020 keeps its payload; purging the
+	// dead job deletes its payload.
+	var id7 int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM `+s+`.enqueue('q', '\x07')`).Scan(&id7))
+	_, err = pool.Exec(ctx, `SELECT `+s+`.job_cancel($1)`, id7)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `SELECT `+s+`.dead_purge('q')`)
+	require.NoError(t, err)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+s+`.job_payload WHERE id = $1`, ids[1]).Scan(&n))
+	require.Zero(t, n, "the purged dead job's payload")
+	ids = append(ids[:1], ids[2:]...)
+	ids = append(ids, id7)
+	want = []string{"01", "03", "04", "05", "NULL", "07"}
+	require.Equal(t, want, payloads())
+
+	_, err = m.Down(ctx, latest-19)
+	require.NoError(t, err)
+	require.Equal(t, want, payloads(), "after 020 down")
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace AND relname = 'job_payload'`,
+		schema).Scan(&n))
+	require.Zero(t, n)
+	require.Equal(t, before, functions(), "020 down restores 019's functions")
+}

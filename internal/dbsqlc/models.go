@@ -59,7 +59,6 @@ type PgmsgJob struct {
 	Kind           pgtype.Text
 	UniqueKey      pgtype.Text
 	Errors         []byte
-	Payload        []byte
 }
 
 type PgmsgJobArchive struct {
@@ -75,7 +74,11 @@ type PgmsgJobArchive struct {
 	Kind        pgtype.Text
 	UniqueKey   pgtype.Text
 	Errors      []byte
-	Payload     []byte
+}
+
+type PgmsgJobPayload struct {
+	ID      int64
+	Payload []byte
 }
 
 type PgmsgMaintenanceEvent struct {
