@@ -221,24 +221,7 @@ CREATE TABLE `+schema+`.pgmsg_migration (version integer PRIMARY KEY, name text 
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA `+schema+` TO `+role)
 	require.NoError(t, err)
 
-	state := func() map[string]string {
-		rows, err := pool.Query(ctx, `
-SELECT p.oid::regprocedure::text,
-       pg_get_functiondef(p.oid) || ' ACL ' || coalesce((
-         SELECT string_agg(format('%s:%s:%s:%s', a.grantor::regrole, a.grantee, a.privilege_type, a.is_grantable),
-                           ',' ORDER BY a.grantee, a.privilege_type)
-           FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a), '')
-  FROM pg_proc p WHERE p.pronamespace = $1::regnamespace`, schema)
-		require.NoError(t, err)
-		out := map[string]string{}
-		for rows.Next() {
-			var name, def string
-			require.NoError(t, rows.Scan(&name, &def))
-			out[name] = def
-		}
-		require.NoError(t, rows.Err())
-		return out
-	}
+	state := func() map[string]string { return functionStates(t, pool, schema) }
 	publicCan := func(fn string) bool {
 		var ok bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
@@ -286,19 +269,7 @@ func TestJobPayloadMigration(t *testing.T) {
 	latest := migration.All()[len(migration.All())-1].Version
 	_, err = m.Down(ctx, latest-19)
 	require.NoError(t, err)
-	functions := func() map[string]string {
-		rows, err := pool.Query(ctx, `SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid) FROM pg_proc p
-WHERE p.pronamespace = $1::regnamespace`, schema)
-		require.NoError(t, err)
-		out := map[string]string{}
-		for rows.Next() {
-			var name, def string
-			require.NoError(t, rows.Scan(&name, &def))
-			out[name] = def
-		}
-		require.NoError(t, rows.Err())
-		return out
-	}
+	functions := func() map[string]string { return functionStates(t, pool, schema) }
 	before := functions()
 
 	// Under 019: a waiting, a running, a dead and two archived jobs.
@@ -365,4 +336,26 @@ WHERE p.pronamespace = $1::regnamespace`, schema)
 		schema).Scan(&n))
 	require.Zero(t, n)
 	require.Equal(t, before, functions(), "020 down restores 019's functions")
+}
+
+// functionStates maps each function of schema to its definition and its
+// privileges, to compare a schema's functions before and after migrations.
+func functionStates(t *testing.T, pool *pgxpool.Pool, schema string) map[string]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+SELECT p.oid::regprocedure::text,
+       pg_get_functiondef(p.oid) || ' ACL ' || coalesce((
+         SELECT string_agg(format('%s:%s:%s:%s', a.grantor::regrole, a.grantee, a.privilege_type, a.is_grantable),
+                           ',' ORDER BY a.grantee, a.privilege_type)
+           FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a), '')
+  FROM pg_proc p WHERE p.pronamespace = $1::regnamespace`, schema)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for rows.Next() {
+		var name, def string
+		require.NoError(t, rows.Scan(&name, &def))
+		out[name] = def
+	}
+	require.NoError(t, rows.Err())
+	return out
 }
