@@ -389,9 +389,10 @@ func TestJobClaimDirect(t *testing.T) {
 	require.False(t, ok)
 }
 
-// The direct job claim's settings (plan pinning, asynchronous commit) end
-// with its own transaction: the pool's connection keeps the caller's.
-func TestJobClaimDirectSettingsDoNotLeak(t *testing.T) {
+// The direct job claim's settings (plan pinning, asynchronous commit) apply
+// to the claim and end with its own transaction: the pool's connection
+// keeps the caller's.
+func TestJobClaimDirectSettings(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 1})
 	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
@@ -421,5 +422,19 @@ func TestJobClaimDirectSettingsDoNotLeak(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Len(t, jobs, 1)
+	require.Equal(t, before, settings())
+
+	// And they apply to the statement queued after them in the same batch
+	// (pgx sends a batch with one Sync: one implicit transaction).
+	var bt pgx.Batch
+	bt.Queue(jobClaimSettingsSQL, true)
+	bt.Queue(`SELECT current_setting('enable_bitmapscan') || current_setting('enable_seqscan') || current_setting('synchronous_commit')`)
+	br := b.Pool.SendBatch(ctx, &bt)
+	_, err = br.Exec()
+	require.NoError(t, err)
+	var inBatch string
+	require.NoError(t, br.QueryRow().Scan(&inBatch))
+	require.NoError(t, br.Close())
+	require.Equal(t, "offoffoff", inBatch)
 	require.Equal(t, before, settings())
 }
