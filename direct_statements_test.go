@@ -380,8 +380,14 @@ func TestJobClaimDirect(t *testing.T) {
 	_, err = c.ClaimJobs(ctx, "q", nil)
 	require.ErrorIs(t, err, ErrUnknownQueue)
 
+	// A deleted queue's state goes; a name never claimed from gets none.
+	require.Nil(t, c.jobClaimState("q", false))
+	_, err = c.ClaimJobs(ctx, "never-created", nil)
+	require.ErrorIs(t, err, ErrUnknownQueue)
+	require.Nil(t, c.jobClaimState("never-created", false))
+
 	// Only job_claim() claims once jobClaimFullEvery has passed.
-	st := c.jobClaimState("q")
+	st := c.jobClaimState("q", true)
 	st.mu.Lock()
 	st.called = time.Now().Add(-jobClaimFullEvery)
 	st.mu.Unlock()

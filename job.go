@@ -442,7 +442,7 @@ func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *C
 		}
 	}
 	if direct {
-		c.jobClaimState(queue).claimed(out, true, now)
+		c.jobClaimState(queue, true).claimed(out, true, now)
 	}
 	return out, nil
 }

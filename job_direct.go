@@ -126,9 +126,16 @@ type jobClaimState struct {
 	called   time.Time // last claim through job_claim()
 }
 
-func (c *Client) jobClaimState(queue string) *jobClaimState {
+// jobClaimState returns the state of queue, creating it if create is set.
+// Only a claim through job_claim() creates one, so the map holds queues
+// that existed when claimed from, not every name a caller tried (the HTTP
+// API passes callers' queue names through).
+func (c *Client) jobClaimState(queue string, create bool) *jobClaimState {
 	if v, ok := c.jobClaims.Load(queue); ok {
 		return v.(*jobClaimState)
+	}
+	if !create {
+		return nil
 	}
 	v, _ := c.jobClaims.LoadOrStore(queue, &jobClaimState{})
 	return v.(*jobClaimState)
@@ -166,7 +173,10 @@ func (s *jobClaimState) claimed(jobs []*Job, fn bool, now time.Time) {
 // means job_claim() must answer (the queue is unknown, or the direct
 // statement may not claim now).
 func (c *Client) claimJobsDirect(ctx context.Context, queue string, o *ClaimJobsOpts, async bool) (jobs []*Job, ok bool, err error) {
-	st := c.jobClaimState(queue)
+	st := c.jobClaimState(queue, false)
+	if st == nil {
+		return nil, false, nil
+	}
 	pri, runAt, posID, direct := st.position(time.Now())
 	if !direct {
 		return nil, false, nil
@@ -197,7 +207,10 @@ func (c *Client) claimJobsDirect(ctx context.Context, queue string, o *ClaimJobs
 			return nil, false, err
 		}
 		if !id.Valid {
-			return nil, false, nil // unknown queue: job_claim() raises the error
+			// Unknown queue (deleted meanwhile): job_claim() raises the
+			// error, and the state goes.
+			c.jobClaims.Delete(queue)
+			return nil, false, nil
 		}
 		r.ID = id.Int64
 		j, err := jobFromClaimRow(&r, o.Worker)
