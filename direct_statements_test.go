@@ -386,13 +386,77 @@ func TestJobClaimDirect(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnknownQueue)
 	require.Nil(t, c.jobClaimState("never-created", false))
 
-	// Only job_claim() claims once jobClaimFullEvery has passed.
+	// Once jobClaimFullEvery has passed, a claim reads the whole index (no
+	// position) and probes for expired leases, once.
 	st := c.jobClaimState("q", true)
 	st.mu.Lock()
-	st.called = time.Now().Add(-jobClaimFullEvery)
+	st.valid, st.id = true, 42
 	st.mu.Unlock()
-	_, _, _, ok = st.position(time.Now())
-	require.False(t, ok)
+	now := time.Now()
+	_, _, id, probe, rescue := st.next(now)
+	require.False(t, rescue)
+	require.False(t, id.Valid, "no position: the whole index")
+	require.True(t, probe)
+	_, _, id, probe, _ = st.next(now.Add(time.Millisecond))
+	require.True(t, id.Valid)
+	require.Equal(t, int64(42), id.Int64)
+	require.False(t, probe)
+}
+
+// A lease that expired is found by the direct claim's probe, and the next
+// claim rescues the job before it claims.
+func TestJobClaimDirectProbesExpiredLeases(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = c.CreateQueue(ctx, "q", QueueConfig{})
+	require.NoError(t, err)
+	var ids []int64
+	for i := 0; i < 3; i++ {
+		res, err := c.Enqueue(ctx, "q", EnqueueParams{Payload: []byte{byte(i)}}, nil)
+		require.NoError(t, err)
+		ids = append(ids, res.ID)
+	}
+	// Through job_claim(): a lease that is over at once.
+	jobs, err := c.ClaimJobs(ctx, "q", &ClaimJobsOpts{Max: 1, Lease: time.Microsecond})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, ids[0], jobs[0].ID)
+	time.Sleep(5 * time.Millisecond)
+
+	st := c.jobClaimState("q", false)
+	require.NotNil(t, st)
+	st.mu.Lock()
+	st.probed = time.Time{} // a probe is due
+	st.mu.Unlock()
+	jobs, ok, err := c.claimJobsDirect(ctx, "q", &ClaimJobsOpts{Max: 1}, true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Len(t, jobs, 1, "the claim's own jobs are handed out")
+	require.Equal(t, ids[1], jobs[0].ID)
+	st.mu.Lock()
+	rescue := st.rescue
+	st.mu.Unlock()
+	require.True(t, rescue, "the probe found the expired lease")
+
+	// The next claim rescues the job first (attempt counted), then claims
+	// in order.
+	jobs, ok, err = c.claimJobsDirect(ctx, "q", &ClaimJobsOpts{Max: 10}, true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := map[int64]int{}
+	for _, j := range jobs {
+		got[j.ID] = j.Attempt
+	}
+	require.Equal(t, map[int64]int{ids[0]: 2, ids[2]: 1}, got)
+	st.mu.Lock()
+	rescue = st.rescue
+	st.mu.Unlock()
+	require.False(t, rescue)
 }
 
 // The direct job claim's settings (plan pinning, asynchronous commit) apply
