@@ -302,8 +302,9 @@ func (c *Client) schemaSQL(q string) string {
 }
 
 // schemaRewriter turns the schema qualifier "pgmsg." of the generated
-// queries into the configured schema. The queries only call pgmsg's SQL
-// functions, so the qualifier is the only place "pgmsg." appears.
+// queries (and of the client's direct statements) into the configured
+// schema. Every object they name is qualified "pgmsg.", and the string
+// appears nowhere else in them.
 type schemaRewriter struct {
 	to    string
 	cache sync.Map // string -> string

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
@@ -505,11 +504,7 @@ func (c *Client) completeMany(ctx context.Context, exec DBTX, ids, tokens []int6
 	if len(ids) == 0 {
 		return res, nil
 	}
-	rows, err := c.db(exec).Query(ctx, jobCompleteDirectSQL, ids, tokens)
-	if err != nil {
-		return nil, mapError(err)
-	}
-	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	done, err := c.queries.JobCompleteMany(ctx, c.db(exec), dbsqlc.JobCompleteManyParams{Ids: ids, LeaseTokens: tokens})
 	if err != nil {
 		return nil, mapError(err)
 	}

@@ -13,15 +13,14 @@ import (
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 )
 
-// The worker's claim and completion as static statements against the
-// tables, run from the connection's cached generic plan instead of a
-// PL/pgSQL or SQL-function call (issue 13): job_claim() spent about 40 % of
-// its time outside the statements that do the work (planning its
-// statements' custom plans, the pinned settings' save and restore, the
-// returned rows' tuplestore), and job_complete_many() is planned on every
-// call. job_claim() and job_complete_many() stay the reference for the
-// semantics (docs/sql-api.md); the statements cover their common path and
-// leave the rest to them.
+// The worker's claim as a static statement against the tables, run from
+// the connection's cached generic plan instead of a PL/pgSQL call (issue
+// 13): job_claim() spent about 40 % of its time outside the statements
+// that do the work (planning its statements' custom plans, the pinned
+// settings' save and restore, the returned rows' tuplestore). job_claim()
+// stays the reference for the semantics (docs/sql-api.md); the statement
+// covers its common path and leaves the rest to it. (Completions are the
+// sqlc query JobCompleteMany, job_complete_many() against the tables.)
 
 // jobClaimDirectSQL claims up to $2 jobs of queue $1, as job_claim() does,
 // starting from the claim position $5, $6, $7 (priority, run_at, id of the
@@ -271,24 +270,6 @@ func (c *Client) claimJobsDirect(ctx context.Context, queue string, o *ClaimJobs
 	st.claimed(jobs, false, time.Time{})
 	return jobs, true, nil
 }
-
-// jobCompleteDirectSQL is job_complete_many() as one statement: it moves
-// the jobs $1 still held under the lease tokens $2 to job_archive and
-// returns their ids.
-const jobCompleteDirectSQL = `WITH d AS (
-    DELETE FROM pgmsg.job j
-     USING unnest($1::bigint[], $2::bigint[]) AS u(id, token)
-     WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-    RETURNING j.*
-), a AS (
-    INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                   attempted_at, finished_at, kind, unique_key, errors)
-    SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors
-      FROM d
-    RETURNING job_archive.id
-)
-SELECT a.id FROM a`
 
 // leaseToken draws a lease token as _lease_token() does: a uniformly
 // random integer in [1, 2^53-1] (exact in JSON for JavaScript and jq),

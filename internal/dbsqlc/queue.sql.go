@@ -261,7 +261,20 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 }
 
 const jobCompleteMany = `-- name: JobCompleteMany :many
-SELECT id::bigint FROM pgmsg.job_complete_many($1::bigint[], $2::bigint[])
+WITH d AS (
+    DELETE FROM pgmsg.job j
+     USING (SELECT unnest($1::bigint[]) AS id, unnest($2::bigint[]) AS token) u
+     WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors
+), a AS (
+    INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
+                                   attempted_at, finished_at, kind, unique_key, errors)
+    SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
+           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors
+      FROM d
+    RETURNING job_archive.id
+)
+SELECT a.id::bigint FROM a
 `
 
 type JobCompleteManyParams struct {
@@ -269,6 +282,10 @@ type JobCompleteManyParams struct {
 	LeaseTokens []int64
 }
 
+// job_complete_many() as one statement against the tables (a SQL function
+// is planned on every call; this runs from the connection's cached plan):
+// moves the jobs still held under their lease tokens to job_archive and
+// returns their ids. job_complete_many() stays the SQL API's reference.
 func (q *Queries) JobCompleteMany(ctx context.Context, db DBTX, arg JobCompleteManyParams) ([]int64, error) {
 	rows, err := db.Query(ctx, jobCompleteMany, arg.Ids, arg.LeaseTokens)
 	if err != nil {
@@ -277,11 +294,11 @@ func (q *Queries) JobCompleteMany(ctx context.Context, db DBTX, arg JobCompleteM
 	defer rows.Close()
 	var items []int64
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var a_id int64
+		if err := rows.Scan(&a_id); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, a_id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

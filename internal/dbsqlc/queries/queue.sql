@@ -74,7 +74,24 @@ FROM pgmsg.job_claim(@queue::text, @max_jobs::integer, sqlc.narg(lease)::interva
                      sqlc.narg(max_bytes)::bigint, @async::boolean);
 
 -- name: JobCompleteMany :many
-SELECT id::bigint FROM pgmsg.job_complete_many(@ids::bigint[], @lease_tokens::bigint[]);
+-- job_complete_many() as one statement against the tables (a SQL function
+-- is planned on every call; this runs from the connection's cached plan):
+-- moves the jobs still held under their lease tokens to job_archive and
+-- returns their ids. job_complete_many() stays the SQL API's reference.
+WITH d AS (
+    DELETE FROM pgmsg.job j
+     USING (SELECT unnest(@ids::bigint[]) AS id, unnest(@lease_tokens::bigint[]) AS token) u
+     WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+    RETURNING j.*
+), a AS (
+    INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
+                                   attempted_at, finished_at, kind, unique_key, errors)
+    SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
+           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors
+      FROM d
+    RETURNING job_archive.id
+)
+SELECT a.id::bigint FROM a;
 
 -- name: JobComplete :exec
 SELECT pgmsg.job_complete(@id::bigint, @lease_token::bigint);
