@@ -26,9 +26,12 @@ import (
 // Impl names what a run measures.
 const (
 	ImplPgmsg = "pgmsg"
-	ImplSeed  = "seed"  // the seeds' SQL, verbatim
-	ImplCopy  = "copy"  // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
-	ImplRiver = "river" // River, from bench/peers
+	ImplSeed  = "seed" // the seeds' SQL, verbatim
+	ImplCopy  = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
+	// ImplPacked is the seeds' SQL with up to 7 records stored per row: an
+	// experiment measuring what a batch layout would buy (docs/benchmarks.md).
+	ImplPacked = "packed"
+	ImplRiver  = "river" // River, from bench/peers
 )
 
 // Env is what every run needs: a database and where to report.

@@ -117,7 +117,13 @@ func TestRunSmoke(t *testing.T) {
 	// (5 jobs in 30 s; the run ends as soon as they are done.)
 	_, err := RunQueue(ctx, env, ImplPgmsg, QueueOptions{Duration: time.Second, Warmup: 30 * time.Second, Workers: 2, Jobs: 5})
 	require.ErrorContains(t, err, "nothing was measured")
-	r, err := RunPubSub(ctx, env, ImplCopy, PubSubOptions{Duration: 300 * time.Millisecond, Warmup: 1, Producers: 1, Batch: 100})
+	r, err := RunPubSub(ctx, env, ImplPacked, PubSubOptions{Duration: 2 * time.Second, Warmup: 500 * time.Millisecond,
+		Producers: 2, Batch: 10, Groups: 1, ClaimBatch: 50, Partitions: 2})
+	require.NoError(t, err)
+	require.Zero(t, r.Errors, r.FirstError)
+	require.Positive(t, r.WritesPerSec)
+	require.Positive(t, r.ReadsPerSec)
+	r, err = RunPubSub(ctx, env, ImplCopy, PubSubOptions{Duration: 300 * time.Millisecond, Warmup: 1, Producers: 1, Batch: 100})
 	require.NoError(t, err)
 	require.Positive(t, r.WritesPerSec)
 

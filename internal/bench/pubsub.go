@@ -125,13 +125,15 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 		d = &pgmsgPubSub{env: env, o: o}
 	case ImplSeed:
 		d = &seedPubSub{env: env, o: o}
+	case ImplPacked:
+		d = &packedPubSub{seedPubSub{env: env, o: o}}
 	case ImplCopy:
 		if o.Groups > 0 {
 			return nil, fmt.Errorf("bench: the copy baseline only publishes: use --groups 0")
 		}
 		d = &copyPubSub{env: env, o: o}
 	default:
-		return nil, fmt.Errorf("bench: unknown pubsub implementation %q (want pgmsg, seed or copy)", impl)
+		return nil, fmt.Errorf("bench: unknown pubsub implementation %q (want pgmsg, seed, packed or copy)", impl)
 	}
 	if err := d.setup(ctx); err != nil {
 		_ = d.teardown(context.WithoutCancel(ctx))

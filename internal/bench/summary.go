@@ -137,7 +137,8 @@ func PrintSummary(w io.Writer, s map[string]any) {
 				parts = append(parts, fmt.Sprintf("%s %.2fx", rk, v))
 			}
 		}
-		fmt.Fprintf(w, "pgmsg %s: %s\n", strings.ReplaceAll(k, "_", " "), strings.Join(parts, ", "))
+		// The ratios are of the measured implementation (the first column).
+		fmt.Fprintf(w, "%v %s: %s\n", cols[0]["impl"], strings.ReplaceAll(k, "_", " "), strings.Join(parts, ", "))
 	}
 	for _, c := range cols {
 		if e, ok := c["first_error"]; ok && e != "" {
