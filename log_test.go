@@ -597,7 +597,8 @@ func TestProducerManyCallers(t *testing.T) {
 	require.Equal(t, 64*20, n)
 	// Produce after Close fails and writes nothing.
 	err = p.ProduceSync(tb.ctx, &pgmsg.Record{Topic: "prod", Value: []byte("late")})
-	require.Error(t, err)
+	require.ErrorIs(t, err, pgmsg.ErrClosed)
+	require.Empty(t, pgmsg.ErrorCode(err), "ErrClosed is the Go library's own: no SQL code")
 }
 
 func TestTopicAdmin(t *testing.T) {

@@ -124,7 +124,7 @@ func (p *Producer) Produce(ctx context.Context, rec *Record, promise func(*Recor
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		promise(rec, newError(ErrInvalidArgument, "producer is closed"))
+		promise(rec, newError(ErrClosed, "producer is closed"))
 		return
 	}
 	part, err := p.client.choosePartition(rec, meta, p.cfg.ManualPartition, func() int32 {

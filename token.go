@@ -5,7 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
+	"net/http"
 	"strings"
 	"time"
 
@@ -18,20 +18,14 @@ import (
 var (
 	// ErrUnknownToken is returned by RevokeToken when no live token has the
 	// id (PMA01).
-	ErrUnknownToken = errors.New("unknown token")
+	ErrUnknownToken = newSentinel("unknown token", "PMA01", "unknown_token", http.StatusNotFound)
 	// ErrInvalidToken is returned by VerifyToken for a secret that is
 	// malformed, unknown, revoked or expired (PMA02). It does not say which.
-	ErrInvalidToken = errors.New("invalid token")
+	ErrInvalidToken = newSentinel("invalid token", "PMA02", "invalid_token", http.StatusUnauthorized)
 	// ErrTokenExists is returned by CreateToken when a live token has the
 	// name already (PMA03).
-	ErrTokenExists = errors.New("token already exists")
+	ErrTokenExists = newSentinel("token already exists", "PMA03", "token_exists", http.StatusConflict)
 )
-
-func init() {
-	registerCode("PMA01", ErrUnknownToken)
-	registerCode("PMA02", ErrInvalidToken)
-	registerCode("PMA03", ErrTokenExists)
-}
 
 // Scope kinds. A scope is ScopeAdmin or "KIND:PATTERN", where PATTERN is a
 // topic or queue name in which '*' matches any run of characters.

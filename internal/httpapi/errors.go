@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -33,15 +32,19 @@ var (
 	errShuttingDown     = errors.New("shutting down")
 )
 
-// errorStatus is the one table mapping every error the API returns to an
-// HTTP status and a stable code. The first entry the error matches with
-// errors.Is wins; anything unmatched is a 500 "internal". docs/http-api.md
-// lists the same table.
-var errorStatus = []struct {
+// errorStatus maps the HTTP layer's own errors to an HTTP status and a
+// stable code; the library's sentinels carry theirs (pgmsg.Sentinel), so
+// a new sentinel cannot be missing here. The first entry the error
+// matches with errors.Is wins, then the sentinel it carries, then the
+// availability entries; anything unmatched is a 500 "internal".
+// docs/http-api.md lists every code.
+type statusEntry struct {
 	err    error
 	status int
 	code   string
-}{
+}
+
+var errorStatus = []statusEntry{
 	// Request shape and limits.
 	{errMalformedJSON, http.StatusBadRequest, "malformed_json"},
 	{errInvalidParameter, http.StatusBadRequest, "invalid_parameter"},
@@ -52,7 +55,6 @@ var errorStatus = []struct {
 	// Auth.
 	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
 	{errInvalidToken, http.StatusUnauthorized, "invalid_token"},
-	{pgmsg.ErrInvalidToken, http.StatusUnauthorized, "invalid_token"},
 	{errForbidden, http.StatusForbidden, "forbidden"},
 	// InsecureNoAuth only: the Host (DNS rebinding) or Origin (a web page)
 	// of the request is not loopback.
@@ -64,36 +66,10 @@ var errorStatus = []struct {
 	// Routing.
 	{errNotFound, http.StatusNotFound, "not_found"},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
-	// The library's sentinels.
-	{pgmsg.ErrUnknownTopic, http.StatusNotFound, "unknown_topic"},
-	{pgmsg.ErrUnknownGroup, http.StatusNotFound, "unknown_group"},
-	{pgmsg.ErrUnknownToken, http.StatusNotFound, "unknown_token"},
-	{pgmsg.ErrTopicExists, http.StatusConflict, "topic_exists"},
-	{pgmsg.ErrTokenExists, http.StatusConflict, "token_exists"},
-	{pgmsg.ErrInvalidName, http.StatusBadRequest, "invalid_name"},
-	{pgmsg.ErrInvalidArgument, http.StatusBadRequest, "invalid_argument"},
-	{pgmsg.ErrPartitionOutOfRange, http.StatusBadRequest, "partition_out_of_range"},
-	{pgmsg.ErrEmptyBatch, http.StatusBadRequest, "empty_batch"},
-	{pgmsg.ErrInvalidOffset, http.StatusBadRequest, "invalid_offset"},
-	{pgmsg.ErrRecordTooLarge, http.StatusRequestEntityTooLarge, "record_too_large"},
-	{pgmsg.ErrClaimExpired, http.StatusConflict, "claim_expired"},
-	{pgmsg.ErrClaimNotHeld, http.StatusConflict, "claim_not_held"},
-	{pgmsg.ErrNotAssigned, http.StatusConflict, "not_assigned"},
-	{pgmsg.ErrNotMember, http.StatusConflict, "not_member"},
-	{pgmsg.ErrUnknownQueue, http.StatusNotFound, "unknown_queue"},
-	{pgmsg.ErrUnknownJob, http.StatusNotFound, "unknown_job"},
-	{pgmsg.ErrQueueExists, http.StatusConflict, "queue_exists"},
-	{pgmsg.ErrJobNotHeld, http.StatusConflict, "job_not_held"},
-	{pgmsg.ErrQueueNotEmpty, http.StatusConflict, "queue_not_empty"},
-	{pgmsg.ErrPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},
-	{pgmsg.ErrInvalidDelay, http.StatusBadRequest, "invalid_delay"},
-	{pgmsg.ErrInvalidMaxAttempts, http.StatusBadRequest, "invalid_max_attempts"},
-	// The topic's slowest group is too far behind (max_lag_records,
-	// max_lag_bytes), or the queue holds max_depth jobs. writeError adds
-	// Retry-After to every 429.
-	{pgmsg.ErrBackpressure, http.StatusTooManyRequests, "backpressure"},
-	{pgmsg.ErrQueueFull, http.StatusTooManyRequests, "queue_full"},
-	// Availability.
+}
+
+// availability is matched after the library's sentinels.
+var availability = []statusEntry{
 	{errShuttingDown, http.StatusServiceUnavailable, "shutting_down"},
 	{errUnavailable, http.StatusServiceUnavailable, "unavailable"},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "unavailable"},
@@ -135,23 +111,42 @@ func errorFor(err error) (int, string, string) {
 	}
 	for _, e := range errorStatus {
 		if errors.Is(err, e.err) {
-			if e.status == http.StatusServiceUnavailable && e.err != errShuttingDown && e.err != errUnavailable {
+			return e.status, e.code, msg
+		}
+	}
+	if status, code := sentinelStatus(err); status != 0 {
+		return status, code, msg
+	}
+	for _, e := range availability {
+		if errors.Is(err, e.err) {
+			if e.err != errShuttingDown && e.err != errUnavailable {
 				msg = "the request was canceled or timed out"
 			}
 			return e.status, e.code, msg
 		}
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || pgErr.Code == "54000") {
+	if errors.As(err, &pgErr) && pgmsg.IsInputError(err) {
 		// A data exception (such as a NUL byte in a text value) or a
 		// program limit (an index row too large) is the request's fault;
 		// validation should have caught it first.
-		return http.StatusBadRequest, "invalid_argument", "invalid argument: " + pgErr.Message
+		status, code := sentinelStatus(pgmsg.ErrInvalidArgument)
+		return status, code, "invalid argument: " + pgErr.Message
 	}
 	if pgmsg.IsRetryable(err) {
 		return http.StatusServiceUnavailable, "unavailable", "the database is unavailable; retry later"
 	}
 	return http.StatusInternalServerError, "internal", "internal error"
+}
+
+// sentinelStatus returns the status and code of the library sentinel err
+// carries, or 0.
+func sentinelStatus(err error) (int, string) {
+	var s *pgmsg.Sentinel
+	if errors.As(err, &s) {
+		return s.HTTPStatus(), s.Name()
+	}
+	return 0, ""
 }
 
 // writeError writes err as the stable error body, logging unexpected ones.
