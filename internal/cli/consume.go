@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/httpapi"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 func init() { register(newConsume) }
@@ -59,7 +60,7 @@ Values print as JSON when they are JSON, else as text, else base64 (then
 				return fmt.Errorf("--max must not be negative, got %d", max)
 			}
 			switch encoding {
-			case httpapi.EncodingAuto, httpapi.EncodingJSON, httpapi.EncodingText, httpapi.EncodingBase64:
+			case wire.EncodingAuto, wire.EncodingJSON, wire.EncodingText, wire.EncodingBase64:
 			default:
 				return fmt.Errorf("invalid --encoding %q: use auto, json, text or base64", encoding)
 			}
@@ -153,18 +154,18 @@ Values print as JSON when they are JSON, else as text, else base64 (then
 	cmd.Flags().IntVarP(&max, "max", "n", 0, "stop after N records (0: no limit)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep waiting for new records until Ctrl-C")
 	cmd.Flags().Int32Var(&partition, "partition", 0, "read only this partition")
-	cmd.Flags().StringVar(&encoding, "encoding", httpapi.EncodingAuto, "value format: auto, json, text or base64")
+	cmd.Flags().StringVar(&encoding, "encoding", wire.EncodingAuto, "value format: auto, json, text or base64")
 	return cmd
 }
 
 func toConsole(r *pgmsg.Record, encoding string) consoleRecord {
-	j := httpapi.EncodeRecord(r, encoding)
+	j := wire.EncodeRecord(r, encoding)
 	out := consoleRecord{Topic: j.Topic, Partition: j.Partition, Offset: j.Offset, Key: j.Key, Value: j.Value,
 		Headers: j.Headers, Timestamp: j.Timestamp.UTC().Format("2006-01-02T15:04:05.000000Z07:00")}
-	if j.KeyEncoding == httpapi.EncodingBase64 {
+	if j.KeyEncoding == wire.EncodingBase64 {
 		out.KeyEncoding = j.KeyEncoding
 	}
-	if j.ValueEncoding == httpapi.EncodingBase64 && encoding != httpapi.EncodingBase64 {
+	if j.ValueEncoding == wire.EncodingBase64 && encoding != wire.EncodingBase64 {
 		out.ValueEncoding = j.ValueEncoding
 	}
 	return out

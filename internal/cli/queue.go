@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/httpapi"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 func init() { register(newQueue) }
@@ -179,10 +180,10 @@ another tool. Without --follow it stops when no job is claimable.`,
 					continue
 				}
 				for _, j := range jobs {
-					jj := httpapi.EncodeJob(j, encoding)
+					jj := wire.EncodeJob(j, encoding)
 					out := consoleJob{ID: j.ID, Queue: j.Queue, Kind: j.Kind, Attempt: j.Attempt, Payload: jj.Payload,
 						Enqueued: j.EnqueuedAt.UTC().Format("2006-01-02T15:04:05.000000Z07:00")}
-					if jj.PayloadEncoding == httpapi.EncodingBase64 && encoding != httpapi.EncodingBase64 {
+					if jj.PayloadEncoding == wire.EncodingBase64 && encoding != wire.EncodingBase64 {
 						out.Encoding = jj.PayloadEncoding
 					}
 					if err := enc.Encode(out); err != nil {
@@ -206,7 +207,7 @@ another tool. Without --follow it stops when no job is claimable.`,
 	}
 	cmd.Flags().IntVarP(&max, "max", "n", 0, "stop after N jobs (0: no limit)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep waiting for new jobs until Ctrl-C")
-	cmd.Flags().StringVar(&encoding, "encoding", httpapi.EncodingAuto, "payload format: auto, json, text or base64")
+	cmd.Flags().StringVar(&encoding, "encoding", wire.EncodingAuto, "payload format: auto, json, text or base64")
 	return cmd
 }
 
@@ -286,9 +287,9 @@ func newQueueDead(g *globals) *cobra.Command {
 				return err
 			}
 			if js {
-				out := make([]httpapi.JobJSON, len(jobs))
+				out := make([]wire.JobJSON, len(jobs))
 				for i, j := range jobs {
-					out[i] = httpapi.EncodeJob(j, httpapi.EncodingAuto)
+					out[i] = wire.EncodeJob(j, wire.EncodingAuto)
 				}
 				return g.printJSON(out)
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 // Issue 14: one consume or claim could hand out max_records x the largest
@@ -77,7 +78,7 @@ func TestClaimAnswerCapped(t *testing.T) {
 		res := tb.do(t, http.MethodGet, "/v1/queue/claim?queue=q&max=10"+extra, tb.admin, nil)
 		require.Equal(t, http.StatusOK, res.status, string(res.body))
 		var out struct {
-			Jobs []JobJSON `json:"jobs"`
+			Jobs []wire.JobJSON `json:"jobs"`
 		}
 		res.json(t, &out)
 		return len(out.Jobs)

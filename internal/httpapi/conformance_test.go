@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 // The conformance suite runs the same scenarios through the Go library and
@@ -175,7 +176,7 @@ func (d httpDriver) errCode(res response) string {
 }
 
 func (d httpDriver) publish(topic string, recs []crec) ([]crec, string) {
-	req := PublishRequest{Topic: topic, Encoding: EncodingText}
+	req := PublishRequest{Topic: topic, Encoding: wire.EncodingText}
 	for _, r := range recs {
 		pr := PublishRecord{Value: []byte(strconv.Quote(r.Value))}
 		if r.Key != "" {
@@ -199,7 +200,7 @@ func (d httpDriver) publish(topic string, recs []crec) ([]crec, string) {
 }
 
 func (d httpDriver) consume(topic, group string, max int, wait, lease time.Duration) (*cclaim, string) {
-	q := url.Values{"topic": {topic}, "group": {group}, "max_records": {strconv.Itoa(max)}, "encoding": {EncodingText}}
+	q := url.Values{"topic": {topic}, "group": {group}, "max_records": {strconv.Itoa(max)}, "encoding": {wire.EncodingText}}
 	if wait > 0 {
 		q.Set("wait", wait.String())
 	}
@@ -218,7 +219,7 @@ func (d httpDriver) consume(topic, group string, max int, wait, lease time.Durat
 	}
 	out := &cclaim{Topic: topic, Group: group, Partition: cr.Claim.Partition, Epoch: cr.Claim.Epoch}
 	for _, r := range cr.Records {
-		require.Equal(d.t, EncodingText, r.ValueEncoding)
+		require.Equal(d.t, wire.EncodingText, r.ValueEncoding)
 		v, err := strconv.Unquote(string(r.Value))
 		require.NoError(d.t, err)
 		k := ""

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 // A record without a value was answered with value null and the request's
@@ -27,10 +28,10 @@ func TestNoValueHasNoEncoding(t *testing.T) {
 		{Topic: "t", Value: nil}, {Topic: "t", Value: []byte("null")}, {Topic: "t", Value: []byte{}},
 	}, nil))
 	for enc, want := range map[string][3]string{
-		EncodingAuto:   {"", EncodingJSON, EncodingText},
-		EncodingJSON:   {"", EncodingJSON, EncodingBase64},
-		EncodingText:   {"", EncodingText, EncodingText},
-		EncodingBase64: {"", EncodingBase64, EncodingBase64},
+		wire.EncodingAuto:   {"", wire.EncodingJSON, wire.EncodingText},
+		wire.EncodingJSON:   {"", wire.EncodingJSON, wire.EncodingBase64},
+		wire.EncodingText:   {"", wire.EncodingText, wire.EncodingText},
+		wire.EncodingBase64: {"", wire.EncodingBase64, wire.EncodingBase64},
 	} {
 		res := tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=t&group=g-"+enc+"&encoding="+enc, tb.admin, nil)
 		require.Equal(t, http.StatusOK, res.status, string(res.body))
@@ -51,8 +52,8 @@ func TestNoValueHasNoEncoding(t *testing.T) {
 	}
 	// Job payloads likewise (the Go library stores a missing payload as
 	// empty; a NULL one comes from SQL).
-	for _, enc := range []string{EncodingAuto, EncodingJSON, EncodingText, EncodingBase64} {
-		raw, err := json.Marshal(EncodeJob(&pgmsg.Job{ID: 1, Queue: "q", Payload: nil}, enc))
+	for _, enc := range []string{wire.EncodingAuto, wire.EncodingJSON, wire.EncodingText, wire.EncodingBase64} {
+		raw, err := json.Marshal(wire.EncodeJob(&pgmsg.Job{ID: 1, Queue: "q", Payload: nil}, enc))
 		require.NoError(t, err)
 		require.NotContains(t, string(raw), "payload_encoding", enc)
 		require.Contains(t, string(raw), `"payload":null`, enc)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 // ignoreKnown (PGMSG_FUZZ_IGNORE_KNOWN=1) skips inputs of bugs already
@@ -64,13 +65,13 @@ func FuzzDecodeValue(f *testing.F) {
 			}
 			return
 		}
-		if (enc == "" || enc == EncodingJSON) && b != nil && !json.Valid(b) {
+		if (enc == "" || enc == wire.EncodingJSON) && b != nil && !json.Valid(b) {
 			t.Fatalf("decodeValue(%q, json) stored %q, which is not JSON", raw, b)
 		}
 		// What was stored encodes back to something a client can decode.
-		out := EncodeRecord(&pgmsg.Record{Value: b}, EncodingAuto)
+		out := wire.EncodeRecord(&pgmsg.Record{Value: b}, wire.EncodingAuto)
 		if _, err := json.Marshal(out); err != nil {
-			t.Fatalf("EncodeRecord of %q: %v", b, err)
+			t.Fatalf("wire.EncodeRecord of %q: %v", b, err)
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 // requireNothingWritten checks that topic has no records and no groups.
@@ -139,17 +140,17 @@ func TestEncodings(t *testing.T) {
 	require.True(t, cr.Claim.Committed)
 	require.Len(t, cr.Records, 4)
 	require.Equal(t, `"hello"`, string(cr.Records[0].Value))
-	require.Equal(t, EncodingText, cr.Records[0].ValueEncoding)
+	require.Equal(t, wire.EncodingText, cr.Records[0].ValueEncoding)
 	require.Equal(t, "alice", *cr.Records[0].Key)
 	require.Equal(t, map[string]string{"trace": "abc"}, cr.Records[0].Headers)
 	require.JSONEq(t, `{"a":[1,2]}`, string(cr.Records[1].Value))
-	require.Equal(t, EncodingJSON, cr.Records[1].ValueEncoding)
+	require.Equal(t, wire.EncodingJSON, cr.Records[1].ValueEncoding)
 	require.Nil(t, cr.Records[1].Key)
 	require.Equal(t, `"AAEC/w=="`, string(cr.Records[2].Value))
-	require.Equal(t, EncodingBase64, cr.Records[2].ValueEncoding)
+	require.Equal(t, wire.EncodingBase64, cr.Records[2].ValueEncoding)
 	require.Equal(t, "AP8=", *cr.Records[2].Key)
-	require.Equal(t, EncodingBase64, cr.Records[2].KeyEncoding)
-	require.Equal(t, EncodingBase64, cr.Records[2].HeadersEncoding)
+	require.Equal(t, wire.EncodingBase64, cr.Records[2].KeyEncoding)
+	require.Equal(t, wire.EncodingBase64, cr.Records[2].HeadersEncoding)
 	require.Equal(t, "null", string(cr.Records[3].Value))
 
 	// auto_commit advanced the group: nothing left.

@@ -62,6 +62,7 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 const (
@@ -936,8 +937,8 @@ func (h *propHarness) learn(rt Route, req *propRequest, hr *http.Request, w *htt
 		}
 	case "GET /v1/queue/claim":
 		var resp struct {
-			Queue string     `json:"queue"`
-			Jobs  []*JobJSON `json:"jobs"`
+			Queue string          `json:"queue"`
+			Jobs  []*wire.JobJSON `json:"jobs"`
 		}
 		if !decode(&resp) {
 			break
@@ -1125,7 +1126,7 @@ func (h *propHarness) consumed(req *propRequest, resp *ConsumeResponse) []string
 }
 
 // decodeRecord turns an answered record into its stored bytes.
-func decodeRecord(r RecordJSON) (*seenRecord, error) {
+func decodeRecord(r wire.RecordJSON) (*seenRecord, error) {
 	s := &seenRecord{ts: r.Timestamp}
 	var err error
 	if r.Key != nil {
@@ -1152,9 +1153,9 @@ func decodeRecord(r RecordJSON) (*seenRecord, error) {
 
 func decodeAs(s, enc, what string) ([]byte, error) {
 	switch enc {
-	case EncodingText:
+	case wire.EncodingText:
 		return []byte(s), nil
-	case EncodingBase64:
+	case wire.EncodingBase64:
 		b, err := base64.StdEncoding.DecodeString(s)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", what, err)
@@ -1167,13 +1168,13 @@ func decodeAs(s, enc, what string) ([]byte, error) {
 // decodeAnswered decodes a value or payload as its encoding says: the
 // stored bytes (nil for no value), or for JSON the JSON as answered.
 func decodeAnswered(raw json.RawMessage, enc string) (value, asJSON []byte, err error) {
-	if string(raw) == "null" && enc != EncodingJSON {
+	if string(raw) == "null" && enc != wire.EncodingJSON {
 		return nil, nil, nil
 	}
 	switch enc {
-	case EncodingJSON:
+	case wire.EncodingJSON:
 		return nil, raw, nil
-	case EncodingText, EncodingBase64:
+	case wire.EncodingText, wire.EncodingBase64:
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, nil, fmt.Errorf("value with encoding %s is not a string: %s", enc, raw)
@@ -1211,7 +1212,7 @@ func sameValue(aVal, aJSON, bVal, bJSON []byte) bool {
 
 // seen checks a delivered record against the publishes and the earlier
 // deliveries of its position.
-func (h *propHarness) seen(r RecordJSON) []string {
+func (h *propHarness) seen(r wire.RecordJSON) []string {
 	k := [2]int64{int64(r.Partition), r.Offset}
 	ts, ok := h.positions[r.Topic][k]
 	if !ok {
@@ -1284,7 +1285,7 @@ func (h *propHarness) enqueued(queue string, res *pgmsg.EnqueueResult, payload [
 }
 
 // claimed checks a job a claim answer handed out and learns its lease.
-func (h *propHarness) claimed(queue string, j *JobJSON) []string {
+func (h *propHarness) claimed(queue string, j *wire.JobJSON) []string {
 	var errs []string
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	m := h.jobs[j.ID]
@@ -1549,7 +1550,7 @@ func (h *propHarness) verifyStored() {
 // records identical.
 func (h *propHarness) verifyHTTP() {
 	t := h.t
-	for _, enc := range []string{EncodingBase64, EncodingAuto, EncodingJSON, EncodingText} {
+	for _, enc := range []string{wire.EncodingBase64, wire.EncodingAuto, wire.EncodingJSON, wire.EncodingText} {
 		read := h.readAll(propKeepTopic, "verify-"+enc, enc)
 		for pos := range h.positions[propKeepTopic] {
 			if read[pos] == nil {

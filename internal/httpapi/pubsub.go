@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 func (s *Server) pubsubRoutes() []Route {
@@ -143,8 +144,8 @@ type ClaimJSON struct {
 // ConsumeResponse is the answer of GET /v1/pubsub/consume. Claim is null
 // and Records empty when nothing arrived within the wait.
 type ConsumeResponse struct {
-	Claim   *ClaimJSON   `json:"claim"`
-	Records []RecordJSON `json:"records"`
+	Claim   *ClaimJSON        `json:"claim"`
+	Records []wire.RecordJSON `json:"records"`
 }
 
 // consume claims the group's next records of the topic, long-polling up to
@@ -197,7 +198,7 @@ func (s *Server) consume(w http.ResponseWriter, r *http.Request) error {
 	}
 	enc := q.Get("encoding")
 	if enc == "" {
-		enc = EncodingAuto
+		enc = wire.EncodingAuto
 	}
 	if err := validOutputEncoding(enc); err != nil {
 		return err
@@ -207,12 +208,12 @@ func (s *Server) consume(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp := ConsumeResponse{Records: []RecordJSON{}}
+	resp := ConsumeResponse{Records: []wire.RecordJSON{}}
 	if cl != nil {
 		resp.Claim = &ClaimJSON{Topic: topic, Group: group, Partition: cl.Partition, Epoch: cl.Epoch, ExpiresAt: cl.ExpiresAt.UTC(),
 			StartOffset: cl.Records[0].Offset, NextOffset: cl.NextOffset(), Committed: autoCommit}
 		for _, rec := range cl.Records {
-			resp.Records = append(resp.Records, EncodeRecord(rec, enc))
+			resp.Records = append(resp.Records, wire.EncodeRecord(rec, enc))
 		}
 	}
 	// The answer is encoded before the commit: records that cannot be

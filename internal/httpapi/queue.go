@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 func (s *Server) queueRoutes() []Route {
@@ -89,37 +90,6 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]any{"queue": req.Queue, "jobs": res})
 }
 
-// JobJSON is a claimed or listed job; Payload is encoded as
-// PayloadEncoding says (like record values): null without PayloadEncoding
-// for none.
-type JobJSON struct {
-	ID              int64            `json:"id"`
-	Queue           string           `json:"queue"`
-	State           pgmsg.JobState   `json:"state"`
-	Kind            string           `json:"kind,omitempty"`
-	Payload         json.RawMessage  `json:"payload"`
-	PayloadEncoding string           `json:"payload_encoding,omitempty"`
-	Priority        int              `json:"priority"`
-	Attempt         int              `json:"attempt"`
-	MaxAttempts     int              `json:"max_attempts"`
-	LeaseToken      int64            `json:"lease_token,omitempty"`
-	LeaseExpiresAt  *time.Time       `json:"lease_expires_at,omitempty"`
-	RunAt           *time.Time       `json:"run_at,omitempty"`
-	EnqueuedAt      time.Time        `json:"enqueued_at"`
-	FinishedAt      *time.Time       `json:"finished_at,omitempty"`
-	UniqueKey       string           `json:"unique_key,omitempty"`
-	Errors          []pgmsg.JobError `json:"errors,omitempty"`
-}
-
-// EncodeJob renders a job with its payload in enc (auto, json, text, base64).
-func EncodeJob(j *pgmsg.Job, enc string) JobJSON {
-	out := JobJSON{ID: j.ID, Queue: j.Queue, State: j.State, Kind: j.Kind, Priority: j.Priority, Attempt: j.Attempt,
-		MaxAttempts: j.MaxAttempts, LeaseToken: j.LeaseToken, LeaseExpiresAt: utcPtr(j.LeaseExpiresAt), RunAt: utcPtr(j.RunAt),
-		EnqueuedAt: j.EnqueuedAt.UTC(), FinishedAt: utcPtr(j.FinishedAt), UniqueKey: j.UniqueKey, Errors: j.Errors}
-	out.Payload, out.PayloadEncoding = encodeValue(j.Payload, enc)
-	return out
-}
-
 func (s *Server) claimJobs(w http.ResponseWriter, r *http.Request) error {
 	q := params{r.URL.Query()}
 	queue, err := q.required("queue")
@@ -157,7 +127,7 @@ func (s *Server) claimJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	enc := q.Get("encoding")
 	if enc == "" {
-		enc = EncodingAuto
+		enc = wire.EncodingAuto
 	}
 	if err := validOutputEncoding(enc); err != nil {
 		return err
@@ -167,9 +137,9 @@ func (s *Server) claimJobs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.metrics.claimed.WithLabelValues(queue).Add(float64(len(jobs)))
-	out := make([]JobJSON, len(jobs))
+	out := make([]wire.JobJSON, len(jobs))
 	for i, j := range jobs {
-		out[i] = EncodeJob(j, enc)
+		out[i] = wire.EncodeJob(j, enc)
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": out})
 }
@@ -324,7 +294,7 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 	}
 	enc := q.Get("encoding")
 	if enc == "" {
-		enc = EncodingAuto
+		enc = wire.EncodingAuto
 	}
 	if err := validOutputEncoding(enc); err != nil {
 		return err
@@ -333,9 +303,9 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]JobJSON, len(jobs))
+	out := make([]wire.JobJSON, len(jobs))
 	for i, j := range jobs {
-		out[i] = EncodeJob(j, enc)
+		out[i] = wire.EncodeJob(j, enc)
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": out})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 // queueScenarios are the conformance scenarios of the job queue:
@@ -109,7 +110,7 @@ func (d libDriver) requeueDead(queue string) (int64, string) {
 }
 
 func (d httpDriver) enqueue(queue string, jobs []pgmsg.EnqueueParams) ([]cjob, string) {
-	req := EnqueueRequest{Queue: queue, Encoding: EncodingText}
+	req := EnqueueRequest{Queue: queue, Encoding: wire.EncodingText}
 	for _, j := range jobs {
 		ej := EnqueueJob{Payload: []byte(strconv.Quote(string(j.Payload))), Kind: j.Kind, Priority: j.Priority,
 			MaxAttempts: j.MaxAttempts, UniqueKey: j.UniqueKey}
@@ -135,7 +136,7 @@ func (d httpDriver) enqueue(queue string, jobs []pgmsg.EnqueueParams) ([]cjob, s
 }
 
 func (d httpDriver) claimJobs(queue string, max int, wait time.Duration) ([]cjob, string) {
-	q := url.Values{"queue": {queue}, "max": {strconv.Itoa(max)}, "encoding": {EncodingText}}
+	q := url.Values{"queue": {queue}, "max": {strconv.Itoa(max)}, "encoding": {wire.EncodingText}}
 	if wait > 0 {
 		q.Set("wait", wait.String())
 	}
@@ -144,7 +145,7 @@ func (d httpDriver) claimJobs(queue string, max int, wait time.Duration) ([]cjob
 		return nil, code
 	}
 	var body struct {
-		Jobs []JobJSON `json:"jobs"`
+		Jobs []wire.JobJSON `json:"jobs"`
 	}
 	res.json(d.t, &body)
 	out := make([]cjob, len(body.Jobs))

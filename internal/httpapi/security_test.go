@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 // Issue 14: request metrics must not grow with what a client sends. Every
@@ -87,7 +88,7 @@ func TestJobNotHeldDoesNotRevealLeaseToken(t *testing.T) {
 	tb := setup(t, nil)
 	require.Equal(t, http.StatusOK, tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, `{"queue":"q","jobs":[{"payload":1}]}`).status)
 	var claimed struct {
-		Jobs []JobJSON `json:"jobs"`
+		Jobs []wire.JobJSON `json:"jobs"`
 	}
 	res := tb.do(t, http.MethodGet, "/v1/queue/claim?queue=q", tb.admin, nil)
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
@@ -115,15 +116,15 @@ var oddValues = []struct {
 	auto  string // encoding with encoding=auto
 	json  string // encoding with encoding=json
 }{
-	{[]byte("\"a\xffb\""), EncodingBase64, EncodingBase64},                 // JSON syntax, not UTF-8
-	{[]byte("\xff\xfe"), EncodingBase64, EncodingBase64},                   // binary
-	{[]byte(`"\ud800"`), EncodingText, EncodingBase64},                     // lone high surrogate escape
-	{[]byte(`["x\udc00"]`), EncodingText, EncodingBase64},                  // lone low surrogate escape
-	{[]byte(`"\ud800\u0041"`), EncodingText, EncodingBase64},               // high surrogate then not a low one
-	{[]byte(`{"a":"\ud83d\ude00","b":[1,2]}`), EncodingJSON, EncodingJSON}, // a valid pair
-	{[]byte(`{"a":"\\ud800"}`), EncodingJSON, EncodingJSON},                // an escaped backslash, not an escape
-	{[]byte(`"caf\u00e9 é"`), EncodingJSON, EncodingJSON},
-	{[]byte("plain text"), EncodingText, EncodingBase64},
+	{[]byte("\"a\xffb\""), wire.EncodingBase64, wire.EncodingBase64},                 // JSON syntax, not UTF-8
+	{[]byte("\xff\xfe"), wire.EncodingBase64, wire.EncodingBase64},                   // binary
+	{[]byte(`"\ud800"`), wire.EncodingText, wire.EncodingBase64},                     // lone high surrogate escape
+	{[]byte(`["x\udc00"]`), wire.EncodingText, wire.EncodingBase64},                  // lone low surrogate escape
+	{[]byte(`"\ud800\u0041"`), wire.EncodingText, wire.EncodingBase64},               // high surrogate then not a low one
+	{[]byte(`{"a":"\ud83d\ude00","b":[1,2]}`), wire.EncodingJSON, wire.EncodingJSON}, // a valid pair
+	{[]byte(`{"a":"\\ud800"}`), wire.EncodingJSON, wire.EncodingJSON},                // an escaped backslash, not an escape
+	{[]byte(`"caf\u00e9 é"`), wire.EncodingJSON, wire.EncodingJSON},
+	{[]byte("plain text"), wire.EncodingText, wire.EncodingBase64},
 }
 
 // requirePortableJSON fails unless body is valid UTF-8 JSON without a lone
@@ -149,7 +150,7 @@ func TestConsumeAnswerIsValidUTF8JSON(t *testing.T) {
 			Headers: map[string][]byte{"h": []byte("\xfe\xff")}})
 	}
 	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
-	for _, enc := range []string{EncodingAuto, EncodingJSON} {
+	for _, enc := range []string{wire.EncodingAuto, wire.EncodingJSON} {
 		res := tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=t&group=g-"+enc+"&max_records=100&encoding="+enc, tb.admin, nil)
 		require.Equal(t, http.StatusOK, res.status, string(res.body))
 		requirePortableJSON(t, res.body)
@@ -158,13 +159,13 @@ func TestConsumeAnswerIsValidUTF8JSON(t *testing.T) {
 		require.Len(t, out.Records, len(oddValues))
 		for i, r := range out.Records {
 			want := oddValues[i].auto
-			if enc == EncodingJSON {
+			if enc == wire.EncodingJSON {
 				want = oddValues[i].json
 			}
 			require.Equal(t, want, r.ValueEncoding, "value %q with encoding=%s", oddValues[i].value, enc)
 			requireDecodes(t, oddValues[i].value, r.Value, r.ValueEncoding)
-			require.Equal(t, EncodingBase64, r.KeyEncoding)
-			require.Equal(t, EncodingBase64, r.HeadersEncoding)
+			require.Equal(t, wire.EncodingBase64, r.KeyEncoding)
+			require.Equal(t, wire.EncodingBase64, r.HeadersEncoding)
 		}
 	}
 }
@@ -181,7 +182,7 @@ func TestClaimAnswerIsValidUTF8JSON(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
 	requirePortableJSON(t, res.body)
 	var out struct {
-		Jobs []JobJSON `json:"jobs"`
+		Jobs []wire.JobJSON `json:"jobs"`
 	}
 	res.json(t, &out)
 	require.Len(t, out.Jobs, len(oddValues))
@@ -196,13 +197,13 @@ func TestClaimAnswerIsValidUTF8JSON(t *testing.T) {
 func requireDecodes(t *testing.T, stored []byte, raw json.RawMessage, enc string) {
 	t.Helper()
 	switch enc {
-	case EncodingJSON:
+	case wire.EncodingJSON:
 		require.Equal(t, string(stored), string(raw))
-	case EncodingText:
+	case wire.EncodingText:
 		var s string
 		require.NoError(t, json.Unmarshal(raw, &s))
 		require.Equal(t, string(stored), s)
-	case EncodingBase64:
+	case wire.EncodingBase64:
 		var s string
 		require.NoError(t, json.Unmarshal(raw, &s))
 		b, err := base64.StdEncoding.DecodeString(s)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 func TestAdminEndpoints(t *testing.T) {
@@ -95,7 +96,7 @@ func TestAdminEndpoints(t *testing.T) {
 	res = tb.do(t, http.MethodGet, "/v1/queues", tb.admin, nil)
 	require.Contains(t, string(res.body), `"queue":"emails"`)
 	res = tb.do(t, http.MethodGet, "/v1/queues/emails/dead", tb.admin, nil)
-	var dl struct{ Jobs []JobJSON }
+	var dl struct{ Jobs []wire.JobJSON }
 	res.json(t, &dl)
 	require.Len(t, dl.Jobs, 1)
 	require.JSONEq(t, `{"to":"a@b"}`, string(dl.Jobs[0].Payload))
@@ -112,12 +113,12 @@ func TestJobLifecycleHTTP(t *testing.T) {
 	res := tb.do(t, http.MethodPost, "/queue/enqueue", tb.admin, `{"queue":"q","jobs":[{"payload":{"n":1},"kind":"email"}]}`)
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
 	res = tb.do(t, http.MethodGet, "/queue/claim?queue=q&lease=1m&worker=w1", tb.admin, nil)
-	var body struct{ Jobs []JobJSON }
+	var body struct{ Jobs []wire.JobJSON }
 	res.json(t, &body)
 	require.Len(t, body.Jobs, 1)
 	j := body.Jobs[0]
 	require.Equal(t, "email", j.Kind)
-	require.Equal(t, EncodingJSON, j.PayloadEncoding)
+	require.Equal(t, wire.EncodingJSON, j.PayloadEncoding)
 	before := *j.LeaseExpiresAt
 	res = tb.do(t, http.MethodPost, "/v1/queue/extend", tb.admin, map[string]any{"queue": "q", "id": j.ID, "lease_token": j.LeaseToken, "lease": "10m"})
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
@@ -342,7 +343,7 @@ func TestQueueClaimWokenByNotify(t *testing.T) {
 	case w := <-done:
 		require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 		var out struct {
-			Jobs []JobJSON `json:"jobs"`
+			Jobs []wire.JobJSON `json:"jobs"`
 		}
 		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &out))
 		require.Len(t, out.Jobs, 1)
@@ -377,7 +378,7 @@ func TestQueueClaimFallbackPoll(t *testing.T) {
 	case w := <-done:
 		require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 		var out struct {
-			Jobs []JobJSON `json:"jobs"`
+			Jobs []wire.JobJSON `json:"jobs"`
 		}
 		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &out))
 		require.Len(t, out.Jobs, 1)

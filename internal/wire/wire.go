@@ -1,0 +1,205 @@
+// Package wire holds the JSON shapes in which pgmsg's surfaces show
+// records and jobs to people and programs: the HTTP API's answers and the
+// CLI's output. The HTTP server and the CLI both render through it, so
+// that `pgmsg consume` prints what GET /v1/consume answers.
+package wire
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// Value encodings: how a value travels in JSON.
+const (
+	// EncodingJSON: the value is any JSON document, stored as its compact text.
+	EncodingJSON = "json"
+	// EncodingText: the value is a JSON string, stored as its UTF-8 bytes.
+	EncodingText = "text"
+	// EncodingBase64: the value is a JSON string of standard base64, for binary.
+	EncodingBase64 = "base64"
+	// EncodingAuto (responses only): JSON if the stored bytes are JSON that
+	// every parser accepts (valid UTF-8, no lone surrogate escape), else
+	// text if they are UTF-8, else base64; each record says which.
+	EncodingAuto = "auto"
+)
+
+// RecordJSON is a record as the API (and `pgmsg consume`) prints it.
+type RecordJSON struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	// Key is null when the record has none.
+	Key         *string `json:"key"`
+	KeyEncoding string  `json:"key_encoding,omitempty"`
+	// Value is a JSON value, a string of text or a base64 string, as
+	// ValueEncoding says; null without a ValueEncoding when the record has
+	// none (null with ValueEncoding json is a value: the JSON text null).
+	Value           json.RawMessage   `json:"value"`
+	ValueEncoding   string            `json:"value_encoding,omitempty"`
+	Headers         map[string]string `json:"headers,omitempty"`
+	HeadersEncoding string            `json:"headers_encoding,omitempty"`
+	Timestamp       time.Time         `json:"timestamp"`
+}
+
+// EncodeRecord renders r with its value in enc (json, text, base64 or
+// auto). A value that is not valid in enc (not JSON, not UTF-8) falls back
+// to base64; keys and headers are text unless they are not UTF-8. The
+// encoding of every key, header and value there is is set.
+func EncodeRecord(r *pgmsg.Record, enc string) RecordJSON {
+	out := RecordJSON{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC()}
+	if r.Key != nil {
+		k, e := textOrBase64(r.Key)
+		out.Key, out.KeyEncoding = &k, e
+	}
+	out.Value, out.ValueEncoding = EncodeValue(r.Value, enc)
+	if len(r.Headers) > 0 {
+		out.Headers = make(map[string]string, len(r.Headers))
+		out.HeadersEncoding = EncodingText
+		for _, v := range r.Headers {
+			if !utf8.Valid(v) {
+				out.HeadersEncoding = EncodingBase64
+			}
+		}
+		for k, v := range r.Headers {
+			if out.HeadersEncoding == EncodingBase64 {
+				out.Headers[k] = base64.StdEncoding.EncodeToString(v)
+			} else {
+				out.Headers[k] = string(v)
+			}
+		}
+	}
+	return out
+}
+
+func textOrBase64(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), EncodingText
+	}
+	return base64.StdEncoding.EncodeToString(b), EncodingBase64
+}
+
+// EncodeValue renders stored bytes in enc and says which encoding it used.
+// No value (nil) is null with no encoding, so that it cannot be taken for
+// a value holding the JSON text null, which is null with encoding json.
+func EncodeValue(v []byte, enc string) (json.RawMessage, string) {
+	if v == nil {
+		return json.RawMessage("null"), ""
+	}
+	asString := func(s string) json.RawMessage {
+		b, _ := json.Marshal(s)
+		return b
+	}
+	switch enc {
+	case EncodingJSON:
+		if portableJSON(v) {
+			return json.RawMessage(v), EncodingJSON
+		}
+	case EncodingText:
+		if utf8.Valid(v) {
+			return asString(string(v)), EncodingText
+		}
+	case EncodingAuto, "":
+		if portableJSON(v) {
+			return json.RawMessage(v), EncodingJSON
+		}
+		if utf8.Valid(v) {
+			return asString(string(v)), EncodingText
+		}
+	}
+	return asString(base64.StdEncoding.EncodeToString(v)), EncodingBase64
+}
+
+// portableJSON reports whether v can be embedded as is in a JSON answer that
+// every parser accepts: valid JSON, valid UTF-8 (json.Valid alone lets bytes
+// such as 0xff through inside strings), and no \u escape of a lone
+// surrogate (which serde, for one, refuses). Values written through the
+// Go library or SQL are arbitrary bytes, so this is checked per value.
+func portableJSON(v []byte) bool {
+	return utf8.Valid(v) && json.Valid(v) && !hasLoneSurrogate(v)
+}
+
+// hasLoneSurrogate reports whether valid JSON v holds a \u escape of a
+// UTF-16 surrogate that is not a high surrogate followed by a low one.
+// Backslashes only occur in strings of valid JSON, as escapes.
+func hasLoneSurrogate(v []byte) bool {
+	hex4 := func(i int) rune {
+		if i+6 > len(v) || v[i] != '\\' || v[i+1] != 'u' {
+			return -1
+		}
+		n, err := strconv.ParseUint(string(v[i+2:i+6]), 16, 16)
+		if err != nil {
+			return -1
+		}
+		return rune(n)
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] != '\\' {
+			continue
+		}
+		if v[i+1] != 'u' {
+			i++ // a two-byte escape such as \\ or \"
+			continue
+		}
+		r := hex4(i)
+		switch {
+		case r >= 0xD800 && r <= 0xDBFF:
+			if lo := hex4(i + 6); lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 11
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
+}
+
+// JobJSON is a claimed or listed job; Payload is encoded as
+// PayloadEncoding says (like record values): null without PayloadEncoding
+// for none.
+type JobJSON struct {
+	ID              int64            `json:"id"`
+	Queue           string           `json:"queue"`
+	State           pgmsg.JobState   `json:"state"`
+	Kind            string           `json:"kind,omitempty"`
+	Payload         json.RawMessage  `json:"payload"`
+	PayloadEncoding string           `json:"payload_encoding,omitempty"`
+	Priority        int              `json:"priority"`
+	Attempt         int              `json:"attempt"`
+	MaxAttempts     int              `json:"max_attempts"`
+	LeaseToken      int64            `json:"lease_token,omitempty"`
+	LeaseExpiresAt  *time.Time       `json:"lease_expires_at,omitempty"`
+	RunAt           *time.Time       `json:"run_at,omitempty"`
+	EnqueuedAt      time.Time        `json:"enqueued_at"`
+	FinishedAt      *time.Time       `json:"finished_at,omitempty"`
+	UniqueKey       string           `json:"unique_key,omitempty"`
+	Errors          []pgmsg.JobError `json:"errors,omitempty"`
+}
+
+// EncodeJob renders a job with its payload in enc (auto, json, text, base64).
+func EncodeJob(j *pgmsg.Job, enc string) JobJSON {
+	out := JobJSON{ID: j.ID, Queue: j.Queue, State: j.State, Kind: j.Kind, Priority: j.Priority, Attempt: j.Attempt,
+		MaxAttempts: j.MaxAttempts, LeaseToken: j.LeaseToken, LeaseExpiresAt: UTCPtr(j.LeaseExpiresAt), RunAt: UTCPtr(j.RunAt),
+		EnqueuedAt: j.EnqueuedAt.UTC(), FinishedAt: UTCPtr(j.FinishedAt), UniqueKey: j.UniqueKey, Errors: j.Errors}
+	out.Payload, out.PayloadEncoding = EncodeValue(j.Payload, enc)
+	return out
+}
+
+// UTCPtr is t in UTC. Answers give times in UTC: pgx and the client
+// return them in the process's zone, in which a valid time near the ends
+// of the UTC years 0001..9999 (a record timestamp 9999-12-31T23:59:59Z,
+// east of Greenwich) falls outside them and cannot be encoded (a 500).
+func UTCPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
