@@ -2,9 +2,9 @@
 GO ?= go
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: ci test test-race vet fmt-check generate check-generated build race-repeat fuzz-smoke-ci
+.PHONY: ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci
 
-ci: fmt-check vet check-generated test-race bench-smoke soak-smoke fuzz-smoke-ci
+ci: fmt-check vet lint check-generated test-race bench-smoke soak-smoke fuzz-smoke-ci
 
 build:
 	$(GO) build ./...
@@ -23,6 +23,12 @@ race-repeat:
 
 vet:
 	$(GO) vet ./...
+
+# golangci-lint v2 with .golangci.yml (staticcheck, errcheck, unused,
+# bodyclose, misspell ...); .ci/run installs the version it needs.
+GOLANGCI_LINT_VERSION = v2.15.0
+lint:
+	golangci-lint run --timeout 10m ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

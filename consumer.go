@@ -508,7 +508,7 @@ func (cn *Consumer) setWakeKeys() {
 func sanitizeMember(s string) string {
 	b := []byte(s)
 	for i, ch := range b {
-		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
+		if !isNameChar(ch) {
 			b[i] = '-'
 		}
 	}

@@ -224,7 +224,7 @@ func TestClaimRedeliveredAfterConnectionKilled(t *testing.T) {
 
 	conn, err := tb.Pool.Acquire(tb.ctx)
 	require.NoError(t, err)
-	var pid uint32 = conn.Conn().PgConn().PID()
+	pid := conn.Conn().PgConn().PID()
 	lease := 1500 * time.Millisecond
 	cl, err := tb.client.ClaimTx(tb.ctx, conn, "crash", "g", &pgmsg.ClaimOpts{MaxRecords: 4, Lease: lease})
 	require.NoError(t, err)

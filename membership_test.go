@@ -263,7 +263,7 @@ func TestMembershipKilledMemberPartitionsMove(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond)
 	survivor.stop(t)
 	victim.cancel()
-	<-victim.done
+	t.Logf("the victim's Run returned %v", <-victim.done)
 	victim.c.Close()
 	victimClient.Close()
 }

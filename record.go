@@ -26,14 +26,6 @@ type Record struct {
 	Timestamp time.Time
 }
 
-func (r *Record) size() int {
-	n := len(r.Key) + len(r.Value)
-	for k, v := range r.Headers {
-		n += len(k) + base64.StdEncoding.EncodedLen(len(v)) + 6
-	}
-	return n
-}
-
 func encodeHeaders(h map[string][]byte) ([]byte, error) {
 	if len(h) == 0 {
 		return nil, nil

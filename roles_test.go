@@ -126,7 +126,7 @@ func TestRolesLeastPrivilege(t *testing.T) {
 	go func() { wdone <- w.Run(wctx) }()
 	require.Eventually(t, func() bool { return done.Load() == 3 }, 30*time.Second, 20*time.Millisecond)
 	cancel()
-	<-wdone
+	require.ErrorIs(t, <-wdone, context.Canceled, "Run returns its context's error")
 	denied(t, workerPool, "SELECT * FROM "+q("token"))
 	denied(t, workerPool, "SELECT * FROM "+q("record"))
 	denied(t, workerPool, "UPDATE "+q("group_cursor")+" SET next_offset = 0")

@@ -72,12 +72,17 @@ func ValidateName(kind, name string) error {
 		return newError(ErrInvalidName, "invalid %s name %q: use 1-200 letters, digits, '.', '_' or '-'", kind, truncate(name, 60))
 	}
 	for i := 0; i < len(name); i++ {
-		ch := name[i]
-		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
+		if !isNameChar(name[i]) {
 			return newError(ErrInvalidName, "invalid %s name %q: use 1-200 letters, digits, '.', '_' or '-'", kind, truncate(name, 60))
 		}
 	}
 	return nil
+}
+
+// isNameChar reports whether ch may appear in a topic, group, queue or
+// member name: an ASCII letter or digit, '.', '_' or '-'.
+func isNameChar(ch byte) bool {
+	return ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-'
 }
 
 func truncate(s string, n int) string {

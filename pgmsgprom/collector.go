@@ -55,7 +55,6 @@ type Collector struct {
 	snap    *snapshot
 	pending *collection
 
-	mu          sync.Mutex
 	taskSeconds *prometheus.HistogramVec
 	taskItems   *prometheus.CounterVec
 	taskErrors  *prometheus.CounterVec

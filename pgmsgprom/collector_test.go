@@ -71,7 +71,7 @@ pgmsg_queue_jobs_finished_last_minute{outcome="completed",queue="mail"} 2
 	n, err = testutil.GatherAndCount(reg, "pgmsg_group_oldest_unconsumed_age_seconds", "pgmsg_maintenance_task_duration_seconds")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, n, 3)
-	require.Equal(t, 0.0, testutil.ToFloat64(prometheus.Collector(scrapeErrs(col))))
+	require.Equal(t, 0.0, testutil.ToFloat64(scrapeErrs(col)))
 }
 
 // scrapeErrs isolates the scrape error counter.

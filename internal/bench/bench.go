@@ -159,14 +159,6 @@ func rate(n int64, d time.Duration) float64 {
 	return round(float64(n)/d.Seconds(), 1)
 }
 
-// ratio returns a/b rounded, or 0 when b is 0.
-func ratio(a, b float64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return round(a/b, 2)
-}
-
 func human(v float64) string {
 	switch {
 	case v >= 1e6:

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"text/tabwriter"
 	"time"
 
@@ -161,7 +160,7 @@ func (g *globals) printQueues(err error, qs []*pgmsg.Queue, header string) error
 		}
 		return g.orJSON(err, qs)
 	}
-	io.WriteString(g.stdout, header)
+	fmt.Fprint(g.stdout, header)
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tRETRY BACKOFF\tBACKOFF MAX\tARCHIVE\tMAX PAYLOAD\tMAX DEPTH\tBACKPRESSURE WAIT")
 	for _, q := range qs {

@@ -82,17 +82,25 @@ func TestServeTLS(t *testing.T) {
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: time.Minute}
-	get := func(c *http.Client, url, token string) (*http.Response, error) {
+	// get answers the response with its body read and closed.
+	type answer struct {
+		StatusCode int
+		TLS        *tls.ConnectionState
+		Proto      string
+	}
+	get := func(c *http.Client, url, token string) (answer, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		require.NoError(t, err)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
 		res, err := c.Do(req)
-		if err == nil {
-			res.Body.Close()
+		if err != nil {
+			return answer{}, err
 		}
-		return res, err
+		defer res.Body.Close()
+		_, _ = io.Copy(io.Discard, res.Body)
+		return answer{res.StatusCode, res.TLS, res.Proto}, nil
 	}
 	res, err := get(client, "https://"+addr+"/healthz", "")
 	require.NoError(t, err)

@@ -52,7 +52,8 @@ func requireJSON(r *http.Request) error {
 		return newAPIError(errUnsupportedMedia, "missing Content-Type: send the body as application/json")
 	}
 	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || (mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
+	jsonType := mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+	if err != nil || !jsonType {
 		return newAPIError(errUnsupportedMedia, "content type %q is not supported: send application/json (with curl: -H 'Content-Type: application/json')", ct)
 	}
 	return nil

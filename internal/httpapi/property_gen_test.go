@@ -140,8 +140,6 @@ type propGen struct {
 
 func (g *propGen) intN(n int) int { return g.r.IntN(n) }
 
-func (g *propGen) chance(p float64) bool { return g.r.Float64() < p }
-
 func pick[T any](g *propGen, xs ...T) T { return xs[g.r.IntN(len(xs))] }
 
 // hostile reports whether the next value should be hostile.
@@ -460,7 +458,7 @@ var propRoutes = map[string]propRoute{
 				}
 				recs[i] = rec
 			}
-			body.add("records", []any(recs))
+			body.add("records", recs)
 			return body
 		},
 		scopeName: bodyName(func(b *PublishRequest) string { return b.Topic }),
@@ -537,7 +535,7 @@ var propRoutes = map[string]propRoute{
 				}
 				jobs[i] = j
 			}
-			body.add("jobs", []any(jobs))
+			body.add("jobs", jobs)
 			return body
 		},
 		scopeName: bodyName(func(b *EnqueueRequest) string { return b.Queue }),
@@ -722,8 +720,8 @@ func jobRoute(op string) propRoute {
 			if !g.drop() {
 				body.add("lease_token", g.jnum(j.token))
 			}
-			switch {
-			case op == "fail":
+			switch op {
+			case "fail":
 				if !g.omit() {
 					body.add("error", g.jstr("boom", "é", strings.Repeat("e", 5000)))
 				}
@@ -733,7 +731,7 @@ func jobRoute(op string) propRoute {
 				if g.intN(3) == 0 {
 					body.add("dead", g.jbool())
 				}
-			case op == "extend":
+			case "extend":
 				if !g.omit() {
 					body.add("lease", g.jduration("30s", "1m"))
 				}
@@ -786,7 +784,7 @@ func deadBody(g *propGen, purge bool) any {
 		for i := 0; i < pick(g, 0, 1, 3); i++ {
 			ids = append(ids, g.jnum(1, 2, 3, 10))
 		}
-		body.add("ids", []any(ids))
+		body.add("ids", ids)
 	}
 	if !g.omit() {
 		body.add("kind", g.jstr("email", "report"))

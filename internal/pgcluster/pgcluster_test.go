@@ -135,7 +135,7 @@ func TestPasswordAuth(t *testing.T) {
 
 	c2, err := Start(ctx, Options{DataDir: dir, PasswordAuth: true})
 	require.NoError(t, err)
-	defer c2.Stop()
+	defer func() { require.NoError(t, c2.Stop()) }()
 	u2, err := url.Parse(c2.URL)
 	require.NoError(t, err)
 	pw2, _ := u2.User.Password()
@@ -155,7 +155,7 @@ func TestPasswordAuthUpgradesTrustDir(t *testing.T) {
 	require.NoError(t, c.Stop())
 	c, err = Start(ctx, Options{DataDir: dir, PasswordAuth: true})
 	require.NoError(t, err)
-	defer c.Stop()
+	defer func() { require.NoError(t, c.Stop()) }()
 	u, err := url.Parse(c.URL)
 	require.NoError(t, err)
 	u.User = url.User("postgres")
