@@ -16,12 +16,12 @@ import (
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/notifier"
-	"github.com/pgmsg/pgmsg/pgmsgmigrate"
+	"github.com/pgmsg/pgmsg/internal/schemaname"
 )
 
 // Defaults for Config fields left zero.
 const (
-	SchemaDefault          = pgmsgmigrate.SchemaDefault
+	SchemaDefault          = schemaname.Default
 	ClaimLeaseDefault      = 30 * time.Second
 	PollIntervalDefault    = time.Second
 	MetadataMaxAgeDefault  = 5 * time.Second
@@ -75,7 +75,7 @@ func (c *Config) withDefaults() *Config {
 }
 
 func (c *Config) validate() error {
-	if err := pgmsgmigrate.ValidateSchema(c.Schema); err != nil {
+	if err := schemaname.Validate(c.Schema); err != nil {
 		return fmt.Errorf("pgmsg: Config.Schema: %w", err)
 	}
 	if c.ClaimLease < 0 {

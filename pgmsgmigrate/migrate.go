@@ -10,26 +10,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgmsg/pgmsg/internal/migration"
+	"github.com/pgmsg/pgmsg/internal/schemaname"
 )
 
 // SchemaDefault is the schema pgmsg installs into when none is given.
-const SchemaDefault = "pgmsg"
-
-var schemaRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+const SchemaDefault = schemaname.Default
 
 // ValidateSchema reports whether name can be used as pgmsg's schema: a
 // letter or underscore then up to 47 letters, digits or underscores (the
 // notification channel name adds a suffix and must fit in 63 bytes).
 func ValidateSchema(name string) error {
-	if !schemaRE.MatchString(name) {
-		return fmt.Errorf("pgmsgmigrate: invalid schema name %q: use a letter or _ then up to 47 letters, digits or _", name)
+	if err := schemaname.Validate(name); err != nil {
+		return fmt.Errorf("pgmsgmigrate: %w", err)
 	}
 	return nil
 }
