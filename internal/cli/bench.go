@@ -12,8 +12,6 @@ import (
 	"github.com/pgmsg/pgmsg/internal/bench"
 )
 
-func init() { register(newBench) }
-
 // benchFlags are the flags both bench modes take.
 type benchFlags struct {
 	duration   time.Duration

@@ -13,8 +13,6 @@ import (
 	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
-func init() { register(newConsume) }
-
 // consoleRecord is how consume prints a record: one JSON object per line.
 type consoleRecord struct {
 	Topic         string            `json:"topic"`

@@ -16,8 +16,6 @@ import (
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
 
-func init() { register(newDev) }
-
 // devDataDirDefault is where `pgmsg dev` keeps its PostgreSQL. It is under
 // the temp directory because, run as root, the server runs as "postgres",
 // which cannot enter root's home. The name is predictable, so pgcluster

@@ -11,8 +11,6 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-func init() { register(newGroup) }
-
 func newGroup(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "group",

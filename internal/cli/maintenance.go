@@ -11,8 +11,6 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-func init() { register(newMaintenance) }
-
 func newMaintenance(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "maintenance",

@@ -10,8 +10,6 @@ import (
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
 
-func init() { register(newMigrate) }
-
 func newMigrate(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",

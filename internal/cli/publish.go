@@ -11,8 +11,6 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-func init() { register(newPublish) }
-
 func newPublish(g *globals) *cobra.Command {
 	var keySep string
 	var partition int32

@@ -16,8 +16,6 @@ import (
 	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
-func init() { register(newQueue) }
-
 func newQueue(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "queue",

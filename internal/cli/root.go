@@ -76,17 +76,25 @@ PG* variables (PGHOST, PGPORT, PGUSER, PGDATABASE, ...).`,
 	pf.StringVar(&g.databaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL, else PG* variables)")
 	pf.StringVar(&g.schema, "schema", envOr("PGMSG_SCHEMA", pgmsg.SchemaDefault), "schema pgmsg lives in ($PGMSG_SCHEMA)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
-	for _, add := range commands {
-		root.AddCommand(add(g))
+	// Every top-level command, by the group its help lists it under.
+	for _, grp := range []struct {
+		id, title string
+		cmds      []func(*globals) *cobra.Command
+	}{
+		{"start", "Getting started:", []func(*globals) *cobra.Command{newDev, newServe, newMigrate}},
+		{"log", "Logs (topics, records, consumer groups):", []func(*globals) *cobra.Command{newTopic, newPublish, newConsume, newGroup}},
+		{"queue", "Job queues:", []func(*globals) *cobra.Command{newQueue}},
+		{"ops", "Operations:", []func(*globals) *cobra.Command{newMaintenance, newToken, newBench, newVersion}},
+	} {
+		root.AddGroup(&cobra.Group{ID: grp.id, Title: grp.title})
+		for _, newCmd := range grp.cmds {
+			cmd := newCmd(g)
+			cmd.GroupID = grp.id
+			root.AddCommand(cmd)
+		}
 	}
 	return root
 }
-
-// commands lists the constructors of the top-level commands; each command
-// file registers its own in init.
-var commands []func(g *globals) *cobra.Command
-
-func register(f func(g *globals) *cobra.Command) { commands = append(commands, f) }
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {

@@ -19,8 +19,6 @@ import (
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
 
-func init() { register(newServe) }
-
 // ListenDefault is where `pgmsg serve` listens without --listen.
 const ListenDefault = "127.0.0.1:8080"
 

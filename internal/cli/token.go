@@ -14,8 +14,6 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-func init() { register(newToken) }
-
 func newToken(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",

@@ -12,8 +12,6 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-func init() { register(newTopic) }
-
 func newTopic(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "topic",

@@ -9,8 +9,6 @@ import (
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
 
-func init() { register(newVersion) }
-
 func newVersion(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
