@@ -212,14 +212,15 @@ var retryableSQLState = map[string]bool{
 
 // IsRetryable reports whether an operation that failed with err may succeed
 // if tried again unchanged: connection loss, serialization failures,
-// deadlocks and lock or statement timeouts, and backpressure
-// (ErrBackpressure, ErrQueueFull). Input errors are never retryable.
+// deadlocks and lock or statement timeouts, and the sentinels that say
+// "not now" (backpressure: those answered with 429, ErrBackpressure and
+// ErrQueueFull). Every other sentinel is the caller's to fix.
 func IsRetryable(err error) bool {
-	if errors.Is(err, ErrBackpressure) || errors.Is(err, ErrQueueFull) {
-		return true
-	}
-	if err == nil || ErrorCode(err) != "" {
+	if err == nil {
 		return false
+	}
+	if s, ok := errors.AsType[*Sentinel](err); ok {
+		return s.status == http.StatusTooManyRequests
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
