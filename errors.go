@@ -61,6 +61,10 @@ var (
 	ErrBackpressure = newSentinel("backpressure", "PM014", "backpressure", http.StatusTooManyRequests)
 	// ErrClosed is returned by a Producer used after Close.
 	ErrClosed = newSentinel("closed", "", "closed", http.StatusConflict)
+	// ErrBufferFull is returned by a Producer with FailWhenFull whose
+	// buffer holds MaxBufferedRecords records or MaxBufferedBytes bytes.
+	// Nothing of the record was written; IsRetryable reports true.
+	ErrBufferFull = newSentinel("buffer full", "", "buffer_full", http.StatusTooManyRequests)
 )
 
 // Sentinel is the type of pgmsg's sentinel errors. Each names one

@@ -2,10 +2,13 @@ package pgmsg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Producer defaults.
@@ -13,6 +16,12 @@ const (
 	ProducerMaxBatchRecordsDefault = 1000
 	ProducerMaxBatchBytesDefault   = 4 << 20
 	ProducerRequestTimeoutDefault  = 30 * time.Second
+	// ProducerMaxBufferedRecordsDefault bounds the records a Producer holds
+	// (queued or in flight), as franz-go's MaxBufferedRecords.
+	ProducerMaxBufferedRecordsDefault = 10000
+	// ProducerDeliveryTimeoutDefault is how long a batch is retried on
+	// retryable errors, as Kafka's delivery.timeout.ms.
+	ProducerDeliveryTimeoutDefault = 2 * time.Minute
 )
 
 // ProducerConfig configures a Producer; nil means defaults.
@@ -31,6 +40,27 @@ type ProducerConfig struct {
 	RequestTimeout time.Duration
 	// ManualPartition sends each record to its Record.Partition. Default false.
 	ManualPartition bool
+	// MaxBufferedRecords bounds the records the Producer holds, queued or
+	// in flight. When it is reached, Produce waits for room (until its
+	// context ends, when the record fails with the context's error) or,
+	// with FailWhenFull, fails the record at once with ErrBufferFull.
+	// Default 10000.
+	MaxBufferedRecords int
+	// MaxBufferedBytes bounds the key+value bytes held the same way. A
+	// record larger than it is still taken when nothing else is held.
+	// Default 0: no byte bound.
+	MaxBufferedBytes int64
+	// FailWhenFull makes Produce fail a record with ErrBufferFull instead
+	// of waiting when the buffer is full. Default false: wait.
+	FailWhenFull bool
+	// DeliveryTimeout is how long a batch that failed with a retryable
+	// error (IsRetryable) that left nothing written (the server rolled the
+	// transaction back, or it was never sent) is retried, with backoff from
+	// 50 ms to 1 s, before its records fail. A batch whose outcome is
+	// unknown (the connection broke after it was sent) is not retried:
+	// its records fail with the error, as they may have been stored.
+	// Default 2m; negative: never retry.
+	DeliveryTimeout time.Duration
 }
 
 // Producer batches records from many goroutines into few transactions: at
@@ -46,6 +76,11 @@ type Producer struct {
 	sticky  map[string]int32
 	senders int        // running sender goroutines, guarded by mu
 	idle    *sync.Cond // signalled (with mu) when senders drops to 0
+	// held and heldBytes count the records (and their key+value bytes)
+	// queued or in flight; room is closed, and replaced, when they drop.
+	held      int
+	heldBytes int64
+	room      chan struct{}
 }
 
 type topicPartition struct {
@@ -81,6 +116,12 @@ func (c *Client) NewProducer(cfg *ProducerConfig) (*Producer, error) {
 	if out.RequestTimeout == 0 {
 		out.RequestTimeout = ProducerRequestTimeoutDefault
 	}
+	if out.MaxBufferedRecords == 0 {
+		out.MaxBufferedRecords = ProducerMaxBufferedRecordsDefault
+	}
+	if out.DeliveryTimeout == 0 {
+		out.DeliveryTimeout = ProducerDeliveryTimeoutDefault
+	}
 	switch {
 	case out.Linger < 0:
 		return nil, fmt.Errorf("pgmsg: ProducerConfig.Linger must not be negative, got %s", out.Linger)
@@ -90,16 +131,23 @@ func (c *Client) NewProducer(cfg *ProducerConfig) (*Producer, error) {
 		return nil, fmt.Errorf("pgmsg: ProducerConfig.MaxBatchBytes must be at least 1, got %d", out.MaxBatchBytes)
 	case out.RequestTimeout < 0:
 		return nil, fmt.Errorf("pgmsg: ProducerConfig.RequestTimeout must not be negative, got %s", out.RequestTimeout)
+	case out.MaxBufferedRecords < 1:
+		return nil, fmt.Errorf("pgmsg: ProducerConfig.MaxBufferedRecords must be at least 1, got %d", out.MaxBufferedRecords)
+	case out.MaxBufferedBytes < 0:
+		return nil, fmt.Errorf("pgmsg: ProducerConfig.MaxBufferedBytes must not be negative, got %d", out.MaxBufferedBytes)
 	}
 	p := &Producer{client: c, cfg: out, parts: map[topicPartition]*partBatcher{}, sticky: map[string]int32{}}
 	p.idle = sync.NewCond(&p.mu)
 	return p, nil
 }
 
-// Produce queues rec and returns at once. promise (may be nil) is called
-// exactly once, from another goroutine, when the record is committed (rec's
-// Partition, Offset and Timestamp are then set) or has failed. ctx bounds
-// only the topic-metadata lookup; a queued record is sent even if ctx ends.
+// Produce queues rec and returns. promise (may be nil) is called exactly
+// once, when the record is committed (rec's Partition, Offset and
+// Timestamp are then set) or has failed. When the buffer is full
+// (MaxBufferedRecords, MaxBufferedBytes) Produce waits for room, or fails
+// the record with ErrBufferFull under FailWhenFull. ctx bounds the
+// topic-metadata lookup and that wait; a queued record is sent even if ctx
+// ends.
 func (p *Producer) Produce(ctx context.Context, rec *Record, promise func(*Record, error)) {
 	if promise == nil {
 		promise = func(*Record, error) {}
@@ -121,11 +169,35 @@ func (p *Producer) Produce(ctx context.Context, rec *Record, promise func(*Recor
 		promise(rec, err)
 		return
 	}
+	size := int64(len(rec.Key) + len(rec.Value))
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		promise(rec, newError(ErrClosed, "producer is closed"))
-		return
+	for {
+		if p.closed {
+			promise(rec, newError(ErrClosed, "producer is closed"))
+			return
+		}
+		if p.hasRoomLocked(size) {
+			break
+		}
+		if p.cfg.FailWhenFull {
+			promise(rec, newError(ErrBufferFull, "producer buffer full: %d records, %d bytes held (MaxBufferedRecords %d, MaxBufferedBytes %d)",
+				p.held, p.heldBytes, p.cfg.MaxBufferedRecords, p.cfg.MaxBufferedBytes))
+			return
+		}
+		if p.room == nil {
+			p.room = make(chan struct{})
+		}
+		room := p.room
+		p.mu.Unlock()
+		select {
+		case <-room:
+			p.mu.Lock()
+		case <-ctx.Done():
+			p.mu.Lock()
+			promise(rec, ctx.Err())
+			return
+		}
 	}
 	part, err := p.client.choosePartition(rec, meta, p.cfg.ManualPartition, func() int32 {
 		s, ok := p.sticky[rec.Topic]
@@ -147,7 +219,32 @@ func (p *Producer) Produce(ctx context.Context, rec *Record, promise func(*Recor
 	}
 	b.pending = append(b.pending, pendingRecord{rec: rec, promise: promise})
 	b.bytes += len(rec.Key) + len(rec.Value)
+	p.held++
+	p.heldBytes += size
 	p.maybeSendLocked(b)
+}
+
+// hasRoomLocked reports whether a record of size bytes fits in the buffer;
+// one record always fits when nothing is held.
+func (p *Producer) hasRoomLocked(size int64) bool {
+	if p.held == 0 {
+		return true
+	}
+	if p.held >= p.cfg.MaxBufferedRecords {
+		return false
+	}
+	return p.cfg.MaxBufferedBytes == 0 || p.heldBytes+size <= p.cfg.MaxBufferedBytes
+}
+
+// releaseLocked gives back the room of records that are done, waking
+// Produce calls waiting for it.
+func (p *Producer) releaseLocked(n int, bytes int64) {
+	p.held -= n
+	p.heldBytes -= bytes
+	if p.room != nil {
+		close(p.room)
+		p.room = nil
+	}
 }
 
 // ProduceSync produces records and waits until each is committed or
@@ -245,17 +342,47 @@ func (p *Producer) sender(b *partBatcher) {
 		for i, pr := range batch {
 			recs[i] = pr.rec
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
 		pb := &partitionBatch{topic: b.tp.topic, partition: b.tp.partition, records: recs}
-		err := p.client.withBackpressure(ctx, pb.topic, func() error { return p.client.sendBatch(ctx, p.client.pool, pb, false) })
-		cancel()
+		err := p.send(pb)
 		if err == nil {
 			p.client.afterCommit(pb, true)
 		}
 		for _, pr := range batch {
 			pr.promise(pr.rec, err)
 		}
+		p.mu.Lock()
+		p.releaseLocked(n, int64(bytes))
+		p.mu.Unlock()
 	}
+}
+
+// send publishes one batch, retrying for up to DeliveryTimeout while it
+// fails with a retryable error that left nothing written (never past a
+// negative DeliveryTimeout: the deadline has passed).
+func (p *Producer) send(pb *partitionBatch) error {
+	deadline := time.Now().Add(p.cfg.DeliveryTimeout)
+	pause := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
+		err := p.client.withBackpressure(ctx, pb.topic, func() error { return p.client.sendBatch(ctx, p.client.pool, pb, false) })
+		cancel()
+		// Backpressure has its own wait (the topic's backpressure_timeout_ms,
+		// in withBackpressure).
+		if err == nil || errors.Is(err, ErrBackpressure) || !IsRetryable(err) || !nothingWritten(err) ||
+			time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// nothingWritten reports whether a failed publish is known to have
+// written nothing: the server answered with an error (its transaction
+// rolled back), or the statement was never sent.
+func nothingWritten(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) || pgconn.SafeToRetry(err)
 }
 
 // Flush sends every queued record now (ignoring Linger) and waits until no
@@ -284,10 +411,15 @@ func (p *Producer) Flush(ctx context.Context) error {
 	}
 }
 
-// Close flushes queued records and stops the producer; Produce fails after.
+// Close flushes queued records and stops the producer; Produce fails after
+// (also a Produce waiting for room) with ErrClosed.
 func (p *Producer) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
+	if p.room != nil {
+		close(p.room)
+		p.room = nil
+	}
 	p.mu.Unlock()
 	return p.Flush(ctx)
 }
