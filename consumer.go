@@ -587,6 +587,8 @@ func (cn *Consumer) heartbeatLoop(ctx context.Context, stop <-chan struct{}, don
 	defer close(done)
 	t := time.NewTicker(cn.opts.HeartbeatInterval)
 	defer t.Stop()
+	log := cn.client.config.Logger
+	var failingSince time.Time // the first failure of a run of failures
 	for {
 		select {
 		case <-stop:
@@ -595,9 +597,21 @@ func (cn *Consumer) heartbeatLoop(ctx context.Context, stop <-chan struct{}, don
 		case <-cn.hbNow:
 		}
 		for _, topic := range cn.topics {
-			if err := cn.heartbeat(ctx, topic); err != nil {
-				cn.client.config.Logger.Warn("pgmsg: consumer heartbeat failed", "topic", topic, "group", cn.group,
+			err := cn.heartbeat(ctx, topic)
+			switch {
+			case err != nil && failingSince.IsZero():
+				// Once per run of failures (a database restart fails every
+				// heartbeat until it is back); the rest at debug level.
+				failingSince = time.Now()
+				log.Warn("pgmsg: consumer heartbeat failed; retrying", "topic", topic, "group", cn.group,
 					"member", cn.memberID, "error", err)
+			case err != nil:
+				log.Debug("pgmsg: consumer heartbeat failed again", "topic", topic, "group", cn.group,
+					"member", cn.memberID, "error", err)
+			case !failingSince.IsZero():
+				log.Info("pgmsg: consumer heartbeats succeed again", "topic", topic, "group", cn.group,
+					"member", cn.memberID, "after", time.Since(failingSince).Round(time.Millisecond))
+				failingSince = time.Time{}
 			}
 		}
 	}

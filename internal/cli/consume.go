@@ -63,8 +63,15 @@ Values print as JSON when they are JSON, else as text, else base64 (then
 				return fmt.Errorf("invalid --encoding %q: use auto, json, text or base64", encoding)
 			}
 			ctx := cmd.Context()
-			c, done, err := g.client(ctx)
+			var ride *outage
+			if follow {
+				ride = &outage{stderr: g.stderr}
+			}
+			c, done, err := g.connect(ctx, ride)
 			if err != nil {
+				if follow && ctx.Err() != nil {
+					return nil // Ctrl-C
+				}
 				return err
 			}
 			defer done()
@@ -104,11 +111,18 @@ Values print as JSON when they are JSON, else as text, else base64 (then
 				var cl *pgmsg.Claim
 				if follow {
 					if cl, err = cn.Poll(ctx); err != nil {
-						if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+						if ctx.Err() != nil {
 							return nil // Ctrl-C
 						}
-						return err
+						if err := ride.wait(ctx, err); err != nil {
+							if ctx.Err() != nil {
+								return nil
+							}
+							return err
+						}
+						continue
 					}
+					ride.over()
 				} else {
 					opts.MaxRecords = pgmsg.ClaimMaxRecordsDefault
 					if max > 0 {
@@ -131,10 +145,22 @@ Values print as JSON when they are JSON, else as text, else base64 (then
 						return err
 					}
 				}
-				if len(recs) < len(cl.Records) {
-					err = c.CommitOffset(context.WithoutCancel(ctx), cl, recs[len(recs)-1].Offset+1)
-				} else {
-					err = c.Commit(context.WithoutCancel(ctx), cl)
+				for {
+					if len(recs) < len(cl.Records) {
+						err = c.CommitOffset(context.WithoutCancel(ctx), cl, recs[len(recs)-1].Offset+1)
+					} else {
+						err = c.Commit(context.WithoutCancel(ctx), cl)
+					}
+					if err == nil || !follow || ride.wait(ctx, err) != nil {
+						break
+					}
+				}
+				ride.over()
+				if err != nil && follow && (errors.Is(err, pgmsg.ErrClaimExpired) || errors.Is(err, pgmsg.ErrClaimNotHeld)) {
+					// The claim ran out during the outage (or its commit went
+					// through just before the connection broke).
+					fmt.Fprintf(g.stderr, "pgmsg: %d records printed but not committed (%s): they may be delivered again\n", len(recs), oneLine(err))
+					err = nil
 				}
 				if err != nil {
 					return fmt.Errorf("records printed but not committed (they will be delivered again): %w", err)

@@ -131,8 +131,15 @@ another tool. Without --follow it stops when no job is claimable.`,
 				return fmt.Errorf("--max must not be negative, got %d", max)
 			}
 			ctx := cmd.Context()
-			c, done, err := g.client(ctx)
+			var ride *outage
+			if follow {
+				ride = &outage{stderr: g.stderr}
+			}
+			c, done, err := g.connect(ctx, ride)
 			if err != nil {
+				if follow && ctx.Err() != nil {
+					return nil // Ctrl-C
+				}
 				return err
 			}
 			defer done()
@@ -157,11 +164,21 @@ another tool. Without --follow it stops when no job is claimable.`,
 				jobs, err := c.ClaimJobs(ctx, queue, &pgmsg.ClaimJobsOpts{Max: n, Worker: "pgmsg-cli",
 					MaxBytes: httpapi.MaxAnswerBytesDefault})
 				if err != nil {
-					if follow && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+					if follow && ctx.Err() != nil {
 						return nil
 					}
-					return err
+					if !follow {
+						return err
+					}
+					if err := ride.wait(ctx, err); err != nil {
+						if ctx.Err() != nil {
+							return nil
+						}
+						return err
+					}
+					continue
 				}
+				ride.over()
 				if len(jobs) == 0 {
 					if !follow {
 						break
@@ -188,7 +205,14 @@ another tool. Without --follow it stops when no job is claimable.`,
 						return err
 					}
 				}
-				res, err := c.CompleteMany(context.WithoutCancel(ctx), jobs)
+				var res *pgmsg.CompleteManyResult
+				for {
+					res, err = c.CompleteMany(context.WithoutCancel(ctx), jobs)
+					if err == nil || !follow || ride.wait(ctx, err) != nil {
+						break
+					}
+				}
+				ride.over()
 				if err != nil {
 					return fmt.Errorf("jobs printed but not completed (they will run again): %w", err)
 				}

@@ -132,14 +132,30 @@ func (n *Notifier) wake(payload string, all bool) {
 
 func (n *Notifier) run(ctx context.Context) {
 	defer close(n.done)
-	backoff := 100 * time.Millisecond
+	const backoffMin = 100 * time.Millisecond
+	backoff := backoffMin
+	var lostSince time.Time // when the connection was lost; zero while listening
 	for ctx.Err() == nil {
-		err := n.listen(ctx)
+		listened, err := n.listen(ctx, func() {
+			// Listening again: say so once, and start the next outage's
+			// backoff from the beginning.
+			if !lostSince.IsZero() {
+				n.logger.Info("pgmsg: notification listener is back", "channel", n.channel,
+					"after", time.Since(lostSince).Round(time.Millisecond))
+				lostSince = time.Time{}
+			}
+			backoff = backoffMin
+		})
 		if ctx.Err() != nil {
 			return
 		}
-		n.logger.Warn("pgmsg: notification listener lost its connection; consumers poll until it is back",
-			"channel", n.channel, "error", err)
+		if listened || lostSince.IsZero() {
+			lostSince = time.Now()
+			n.logger.Warn("pgmsg: notification listener lost its connection; consumers poll until it is back",
+				"channel", n.channel, "error", err)
+		} else {
+			n.logger.Debug("pgmsg: notification listener could not reconnect", "channel", n.channel, "error", err)
+		}
 		n.wake("", true)
 		select {
 		case <-ctx.Done():
@@ -152,21 +168,25 @@ func (n *Notifier) run(ctx context.Context) {
 	}
 }
 
-func (n *Notifier) listen(ctx context.Context) error {
+// listen connects, listens and wakes subscribers until the connection
+// fails; listening is called once LISTEN took effect, and listened reports
+// whether it was.
+func (n *Notifier) listen(ctx context.Context, listening func()) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, n.connConfig)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{n.channel}.Sanitize()); err != nil {
-		return err
+		return false, err
 	}
+	listening()
 	// Anything published before LISTEN took effect was not notified.
 	n.wake("", true)
 	for {
 		note, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		n.wake(note.Payload, false)
 	}
