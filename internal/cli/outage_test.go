@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,6 +114,37 @@ func TestFollowRidesThroughRestart(t *testing.T) {
 	}
 	consume := start("consume", "events", "--group", "tail", "--follow")
 	work := start("queue", "work", "jobs", "--follow")
+	// serve too: its pool reconnects and its maintenance loop goes on.
+	serveOut := &syncBuffer{}
+	sg := &globals{databaseURL: url, schema: pgmsg.SchemaDefault, stdin: strings.NewReader(""), stdout: serveOut,
+		stderr: serveOut, output: "table"}
+	addrc := make(chan string, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- sg.serve(cctx, serveOpts{listen: "127.0.0.1:0", maxConns: 4, insecureNoAuth: true, maintenance: true,
+			ready: func(a string) { addrc <- a }})
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-served:
+		t.Fatalf("serve: %v", err)
+	}
+	status := func(method, path, body string) int {
+		req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, strings.NewReader(body))
+		require.NoError(t, err)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		defer res.Body.Close()
+		_, _ = io.Copy(io.Discard, res.Body)
+		return res.StatusCode
+	}
+	require.Equal(t, http.StatusOK, status("GET", "/readyz", ""))
 	printed := func(c *command, n int) func() bool {
 		return func() bool {
 			select {
@@ -134,7 +167,11 @@ func TestFollowRidesThroughRestart(t *testing.T) {
 	stopped = false
 	produce(3, 6)
 
-	require.Eventually(t, printed(consume, 6), time.Minute, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return status("GET", "/readyz", "") == http.StatusOK }, time.Minute, 50*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return status("POST", "/v1/pubsub/publish", `{"topic":"events","records":[{"value":{"n":6}}]}`) == http.StatusOK
+	}, time.Minute, 50*time.Millisecond)
+	require.Eventually(t, printed(consume, 7), time.Minute, 20*time.Millisecond)
 	require.Eventually(t, printed(work, 6), time.Minute, 20*time.Millisecond)
 	for _, c := range []*command{consume, work} {
 		require.Contains(t, c.stderr.String(), "pgmsg: database unavailable")
@@ -142,10 +179,17 @@ func TestFollowRidesThroughRestart(t *testing.T) {
 	}
 	// Every record was printed (at least once: a commit lost in the
 	// restart delivers its records again).
-	for i := 0; i < 6; i++ {
+	for i := 0; i < 7; i++ {
 		require.Contains(t, consume.stdout.String(), `"value":{"n":`+string(rune('0'+i))+`}`)
 	}
 	stop()
+	select {
+	case err := <-served:
+		require.NoError(t, err, serveOut.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	http.DefaultClient.CloseIdleConnections()
 	for _, c := range []*command{consume, work} {
 		select {
 		case err := <-c.done:
