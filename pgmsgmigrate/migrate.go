@@ -221,6 +221,29 @@ func (m *Migrator) Status(ctx context.Context) ([]Version, error) {
 	return out, nil
 }
 
+// roleSuffixes name the roles the migrations create for a schema,
+// "<schema>_<suffix>" (migration 017; docs/operations.md).
+var roleSuffixes = []string{"producer", "consumer", "worker", "admin"}
+
+// Drop removes the schema with all its data and the roles the migrations
+// created for it, in one transaction, without running the down
+// migrations: for tests and throwaway installs. Other schemas' objects
+// that depend on it (grants to other roles, foreign keys) are dropped too.
+func (m *Migrator) Drop(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{m.schema}.Sanitize()+" CASCADE"); err != nil {
+			return fmt.Errorf("pgmsgmigrate: drop schema %s: %w", m.schema, err)
+		}
+		for _, r := range roleSuffixes {
+			role := pgx.Identifier{m.schema + "_" + r}.Sanitize()
+			if _, err := tx.Exec(ctx, "DROP ROLE IF EXISTS "+role); err != nil {
+				return fmt.Errorf("pgmsgmigrate: drop role %s: %w", role, err)
+			}
+		}
+		return nil
+	})
+}
+
 // ErrNotMigrated is returned by RequireCurrent when the schema lacks
 // migrations this binary needs.
 var ErrNotMigrated = errors.New("pgmsgmigrate: schema is not migrated to this version: run `pgmsg migrate up`")

@@ -143,14 +143,12 @@ func Schema(tb testing.TB, opts *Opts) *Bundle {
 			return
 		}
 		defer admin.Close()
-		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP SCHEMA "%s" CASCADE`, schema)); err != nil {
-			tb.Errorf("pgtest: drop schema %s: %v", schema, err)
+		m, err := pgmsgmigrate.New(admin, &pgmsgmigrate.Opts{Schema: schema})
+		if err == nil {
+			err = m.Drop(ctx)
 		}
-		// The schema's roles (migration 017) are cluster-wide.
-		for _, r := range []string{"producer", "consumer", "worker", "admin"} {
-			if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP ROLE IF EXISTS "%s_%s"`, schema, r)); err != nil {
-				tb.Errorf("pgtest: drop role %s_%s: %v", schema, r, err)
-			}
+		if err != nil {
+			tb.Errorf("pgtest: %v", err)
 		}
 	})
 	return &Bundle{Pool: pool, Schema: schema, URL: base}
