@@ -65,6 +65,9 @@ var (
 	// buffer holds MaxBufferedRecords records or MaxBufferedBytes bytes.
 	// Nothing of the record was written; IsRetryable reports true.
 	ErrBufferFull = newSentinel("buffer full", "", "buffer_full", http.StatusTooManyRequests)
+	// ErrUnknownKind is the error of a job attempt that Kinds.Handle could
+	// not route: no handler is registered for the job's kind.
+	ErrUnknownKind = newSentinel("unknown job kind", "", "unknown_kind", http.StatusNotFound)
 )
 
 // Sentinel is the type of pgmsg's sentinel errors. Each names one
