@@ -28,7 +28,10 @@ var (
 )
 
 // Scope kinds. A scope is ScopeAdmin or "KIND:PATTERN", where PATTERN is a
-// topic or queue name in which '*' matches any run of characters.
+// topic or queue name in which '*' matches any run of characters. A consume
+// scope can also name the consumer groups it may use:
+// "consume:PATTERN/group:GROUP_PATTERN" (for example
+// "consume:orders/group:billing"); without "/group:" it allows every group.
 const (
 	ScopeAdmin   = "admin"
 	ScopePublish = "publish" // publish to matching topics
@@ -61,34 +64,68 @@ type CreateTokenOpts struct {
 	ExpiresAt time.Time
 }
 
-// ValidateScope returns ErrInvalidArgument unless scope is ScopeAdmin or
-// KIND:PATTERN with KIND one of publish, consume, enqueue, claim.
+// scopeGroupSep separates a consume scope's topic pattern from its group
+// pattern.
+const scopeGroupSep = "/group:"
+
+// ValidateScope returns ErrInvalidArgument unless scope is ScopeAdmin,
+// KIND:PATTERN with KIND one of publish, consume, enqueue, claim, or
+// consume:PATTERN/group:GROUP_PATTERN.
 func ValidateScope(scope string) error {
 	if scope == ScopeAdmin {
 		return nil
 	}
+	validPattern := func(p string) bool { return ValidateName("pattern", strings.ReplaceAll(p, "*", "x")) == nil }
 	kind, pattern, ok := strings.Cut(scope, ":")
 	if ok {
 		switch kind {
-		case ScopePublish, ScopeConsume, ScopeEnqueue, ScopeClaim:
-			if ValidateName("pattern", strings.ReplaceAll(pattern, "*", "x")) == nil {
+		case ScopePublish, ScopeEnqueue, ScopeClaim:
+			if validPattern(pattern) {
+				return nil
+			}
+		case ScopeConsume:
+			topics, groups, scoped := strings.Cut(pattern, scopeGroupSep)
+			if validPattern(topics) && (!scoped || validPattern(groups)) {
 				return nil
 			}
 		}
 	}
-	return newError(ErrInvalidArgument, "invalid scope %q: use admin or publish|consume|enqueue|claim:PATTERN, e.g. publish:orders.*", truncate(scope, 80))
+	return newError(ErrInvalidArgument, "invalid scope %q: use admin, publish|consume|enqueue|claim:PATTERN or consume:PATTERN/group:PATTERN, e.g. publish:orders.*", truncate(scope, 80))
 }
 
 // Allows reports whether the token's scopes permit kind (ScopePublish ...)
 // on name, a topic or queue. An admin token allows everything; kind
 // ScopeAdmin is only allowed to admin tokens.
+//
+// For ScopeConsume it only counts scopes that allow every group; use
+// AllowsGroup where the group is known.
 func (t *Token) Allows(kind, name string) bool {
 	for _, s := range t.Scopes {
 		if s == ScopeAdmin {
 			return true
 		}
 		k, pattern, ok := strings.Cut(s, ":")
-		if ok && k == kind && kind != ScopeAdmin && MatchPattern(pattern, name) {
+		if ok && k == kind && kind != ScopeAdmin && !strings.Contains(pattern, scopeGroupSep) && MatchPattern(pattern, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowsGroup reports whether the token may consume topic as group: an
+// admin scope, consume:PATTERN matching topic (every group), or
+// consume:PATTERN/group:GROUP_PATTERN matching both.
+func (t *Token) AllowsGroup(topic, group string) bool {
+	for _, s := range t.Scopes {
+		if s == ScopeAdmin {
+			return true
+		}
+		k, pattern, ok := strings.Cut(s, ":")
+		if !ok || k != ScopeConsume {
+			continue
+		}
+		topics, groups, scoped := strings.Cut(pattern, scopeGroupSep)
+		if MatchPattern(topics, topic) && (!scoped || MatchPattern(groups, group)) {
 			return true
 		}
 	}

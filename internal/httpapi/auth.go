@@ -121,6 +121,22 @@ func authorize(r *http.Request, kind, name string) error {
 	return nil
 }
 
+// authorizeGroup checks that the request's token may consume topic as
+// group (pgmsg.Token.AllowsGroup).
+func authorizeGroup(r *http.Request, topic, group string) error {
+	if err := validNames("topic", topic, "group", group); err != nil {
+		return err
+	}
+	tok, _ := r.Context().Value(tokenKey{}).(*pgmsg.Token)
+	if tok == nil {
+		return newAPIError(errUnauthorized, "missing bearer token")
+	}
+	if !tok.AllowsGroup(topic, group) {
+		return newAPIError(errForbidden, "token %q has no consume scope for %q as group %q", tok.Name, topic, group)
+	}
+	return nil
+}
+
 // tokenCache remembers verified tokens for a short time, keyed by the
 // secret's hash, so that most requests do not read the token table.
 type tokenCache struct {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
@@ -170,4 +171,50 @@ func TestRevocationWithCache(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return tb.do(t, http.MethodGet, "/v1/topics", secret, nil).status == http.StatusUnauthorized
 	}, 10*time.Second, 50*time.Millisecond)
+}
+
+// A consume scope can name the groups it may use: such a token consumes,
+// commits and releases as a matching group only, and the SQL API stores
+// the scope (its own shape check accepts it).
+func TestGroupScopes(t *testing.T) {
+	t.Parallel()
+	tok := &pgmsg.Token{Scopes: []string{"consume:orders/group:billing", "consume:audit.*/group:team-*"}}
+	require.True(t, tok.AllowsGroup("orders", "billing"))
+	require.False(t, tok.AllowsGroup("orders", "audit"))
+	require.True(t, tok.AllowsGroup("audit.eu", "team-a"))
+	require.False(t, tok.AllowsGroup("audit.eu", "ops"))
+	require.False(t, tok.Allows(pgmsg.ScopeConsume, "orders"), "a group-scoped consume does not allow every group")
+	require.True(t, (&pgmsg.Token{Scopes: []string{"consume:orders"}}).AllowsGroup("orders", "anyone"))
+	require.True(t, (&pgmsg.Token{Scopes: []string{"admin"}}).AllowsGroup("orders", "anyone"))
+	require.False(t, (&pgmsg.Token{Scopes: []string{"publish:orders"}}).AllowsGroup("orders", "anyone"))
+	for _, ok := range []string{"consume:orders/group:billing", "consume:*/group:*"} {
+		require.NoError(t, pgmsg.ValidateScope(ok), ok)
+	}
+	for _, bad := range []string{"publish:orders/group:x", "consume:orders/group:", "consume:/group:x", "consume:orders/group:a b", "consume:orders/groups:x"} {
+		require.ErrorIs(t, pgmsg.ValidateScope(bad), pgmsg.ErrInvalidArgument, bad)
+	}
+
+	tb := setup(t, &Config{TokenCacheTTL: -1})
+	tb.topic(t, "orders", 1)
+	billing := tb.token(t, "billing", "consume:orders/group:billing")
+	require.NoError(t, tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "orders", Value: []byte("1")}}, nil))
+	consume := func(group string) response {
+		return tb.do(t, http.MethodGet, "/v1/pubsub/consume?topic=orders&group="+group+"&wait=1s", billing, nil)
+	}
+	res := consume("audit")
+	require.Equal(t, http.StatusForbidden, res.status)
+	require.Equal(t, "forbidden", res.errorCode(t))
+	res = consume("billing")
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	var got ConsumeResponse
+	res.json(t, &got)
+	require.NotNil(t, got.Claim)
+	claim := map[string]any{"topic": "orders", "group": "audit", "partition": got.Claim.Partition, "epoch": got.Claim.Epoch}
+	require.Equal(t, http.StatusForbidden, tb.do(t, http.MethodPost, "/v1/pubsub/commit", billing, claim).status)
+	claim["group"] = "billing"
+	require.Equal(t, http.StatusOK, tb.do(t, http.MethodPost, "/v1/pubsub/commit", billing, claim).status)
+
+	// The SQL API checks the shape too (a client that skips ValidateScope).
+	_, err := tb.Pool.Exec(tb.ctx, "SELECT "+pgx.Identifier{tb.Schema}.Sanitize()+".token_create('raw', sha256('x'), 'pgm_raw', ARRAY['consume:orders/group:'], NULL)")
+	require.ErrorIs(t, pgmsg.MapError(err), pgmsg.ErrInvalidArgument)
 }

@@ -160,10 +160,7 @@ func (s *Server) consume(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := validNames("topic", topic, "group", group); err != nil {
-		return err
-	}
-	if err := authorize(r, pgmsg.ScopeConsume, topic); err != nil {
+	if err := authorizeGroup(r, topic, group); err != nil {
 		return err
 	}
 	opts := pgmsg.ClaimOpts{Start: q.Get("start"), Member: q.Get("member")}
@@ -305,10 +302,7 @@ func (s *Server) claimRequest(w http.ResponseWriter, r *http.Request) (*ClaimReq
 	case req.Epoch == nil:
 		return nil, nil, newAPIError(errInvalidParameter, "field \"epoch\" is required")
 	}
-	if err := validNames("topic", req.Topic, "group", req.Group); err != nil {
-		return nil, nil, err
-	}
-	if err := authorize(r, pgmsg.ScopeConsume, req.Topic); err != nil {
+	if err := authorizeGroup(r, req.Topic, req.Group); err != nil {
 		return nil, nil, err
 	}
 	return &req, &pgmsg.Claim{Topic: req.Topic, Group: req.Group, Partition: *req.Partition, Epoch: *req.Epoch}, nil
