@@ -622,6 +622,20 @@ func (c *Client) CancelJobTx(ctx context.Context, exec DBTX, id int64) (bool, er
 	return ok, mapError(err)
 }
 
+// RetryJob makes a scheduled or retrying job claimable now, keeping its
+// attempts, and wakes its queue's idle workers; an available job is left as
+// it is. It fails with ErrJobNotWaiting for a running, dead
+// (RequeueDeadJobs requeues those) or finished job, and with ErrUnknownJob.
+func (c *Client) RetryJob(ctx context.Context, id int64) error {
+	return c.RetryJobTx(ctx, c.pool, id)
+}
+
+// RetryJobTx is RetryJob on exec; the workers are woken when it commits.
+func (c *Client) RetryJobTx(ctx context.Context, exec DBTX, id int64) error {
+	_, err := c.queries.JobRetry(ctx, c.db(exec), id)
+	return mapError(err)
+}
+
 // GetJob returns a job wherever it is: live or archived. It fails with
 // ErrUnknownJob.
 func (c *Client) GetJob(ctx context.Context, id int64) (*Job, error) {

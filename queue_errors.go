@@ -38,4 +38,8 @@ var (
 	// BackpressureTimeout (default 5s); EnqueueTx and EnqueueManyTx fail at
 	// once. Nothing of the batch was written. IsRetryable reports true.
 	ErrQueueFull = newSentinel("queue full", "PM109", "queue_full", http.StatusTooManyRequests)
+	// ErrJobNotWaiting is returned by RetryJob for a job that is running,
+	// dead or finished: only a scheduled or retrying job can be made
+	// claimable now (PM110).
+	ErrJobNotWaiting = newSentinel("job not waiting", "PM110", "job_not_waiting", http.StatusConflict)
 )

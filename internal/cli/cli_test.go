@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -285,4 +286,23 @@ func newClient(t *testing.T, s *session) *pgmsg.Client {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c
+}
+
+func TestQueueRetry(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	c := newClient(t, s)
+	res, err := c.Enqueue(context.Background(), "q", pgmsg.EnqueueParams{Payload: []byte("x"), Delay: time.Hour}, nil)
+	require.NoError(t, err)
+	id := strconv.FormatInt(res.ID, 10)
+	require.Equal(t, "job "+id+" is available\n", s.ok("", "queue", "retry", id))
+	var out struct {
+		ID    int64  `json:"id"`
+		State string `json:"state"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "retry", id, "-o", "json")), &out))
+	require.Equal(t, res.ID, out.ID)
+	require.Equal(t, "available", out.State)
+	require.Contains(t, s.fail("", "queue", "retry", "abc"), "positive integer")
+	require.Contains(t, s.fail("", "queue", "retry", "999999999"), "[PM107]")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -25,8 +26,43 @@ out of attempts, go to the dead-letter state with their error history.
 Queues are created by their first enqueue, or with queue create.`,
 	}
 	cmd.AddCommand(newQueueCreate(g), newQueueConfig(g), newQueueList(g), newQueueDelete(g),
-		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g))
+		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g), newQueueRetry(g))
 	return cmd
+}
+
+func newQueueRetry(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "retry JOB_ID",
+		Short: "Make a scheduled or retrying job claimable now (it keeps its attempts)",
+		Long: `retry makes a job that waits (scheduled for later, or waiting for its retry
+backoff) claimable at once and wakes the queue's workers. A running, dead
+or finished job is refused: requeue dead jobs with "pgmsg queue dead requeue".`,
+		Example: "  pgmsg queue retry 42",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id < 1 {
+				return fmt.Errorf("job id must be a positive integer, got %q", args[0])
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := c.RetryJob(cmd.Context(), id); err != nil {
+				return err
+			}
+			if js {
+				return g.printJSON(map[string]any{"id": id, "state": pgmsg.JobStateAvailable})
+			}
+			fmt.Fprintf(g.stdout, "job %d is available\n", id)
+			return nil
+		},
+	}
 }
 
 func newQueueEnqueue(g *globals) *cobra.Command {

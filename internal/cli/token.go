@@ -22,7 +22,9 @@ func newToken(g *globals) *cobra.Command {
 stored hashed: the secret is printed once, at creation. Each token has scopes:
 
   publish:PATTERN   publish to matching topics
-  consume:PATTERN   consume from (and commit on) matching topics
+  consume:PATTERN   consume from (and commit on) matching topics, any group
+  consume:PATTERN/group:GROUPS
+                    the same, as the matching consumer groups only
   enqueue:PATTERN   enqueue into matching queues
   claim:PATTERN     claim and complete jobs of matching queues
   admin             everything, including topics, groups, queues admin
@@ -40,7 +42,7 @@ In PATTERN, * matches any run of characters: orders.*, *, emails.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(scopes) == 0 {
-				return fmt.Errorf("--scope is required (repeatable): admin, publish:PATTERN, consume:PATTERN, enqueue:PATTERN or claim:PATTERN")
+				return fmt.Errorf("--scope is required (repeatable): admin, publish:PATTERN, consume:PATTERN[/group:PATTERN], enqueue:PATTERN or claim:PATTERN")
 			}
 			if expiresIn < 0 {
 				return fmt.Errorf("--expires-in must not be negative, got %s", expiresIn)

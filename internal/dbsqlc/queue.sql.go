@@ -523,6 +523,17 @@ func (q *Queries) JobRescue(ctx context.Context, db DBTX, arg JobRescueParams) (
 	return rescued, err
 }
 
+const jobRetry = `-- name: JobRetry :one
+SELECT pgmsg.job_retry($1::bigint)::text AS state
+`
+
+func (q *Queries) JobRetry(ctx context.Context, db DBTX, id int64) (string, error) {
+	row := db.QueryRow(ctx, jobRetry, id)
+	var state string
+	err := row.Scan(&state)
+	return state, err
+}
+
 const jobSnooze = `-- name: JobSnooze :one
 SELECT pgmsg.job_snooze($1::bigint, $2::bigint, $3::interval)::timestamptz AS run_at
 `

@@ -435,6 +435,24 @@ func (h *propHarness) learnedClaim(g *propGen) (ClaimJSON, bool) {
 	return h.claims[i], true
 }
 
+// jobIDForPath is a job id for a path: mostly one the test enqueued (for an
+// admin request never a strict job of keepq: a retry would move its run_at),
+// else an id of no job or not a number at all.
+func (h *propHarness) jobIDForPath(g *propGen, admin bool) string {
+	if g.intN(5) > 0 {
+		var ids []int64
+		for _, id := range h.jobOrder {
+			if !admin || !h.jobs[id].strict {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) > 0 {
+			return strconv.FormatInt(ids[g.intN(len(ids))], 10)
+		}
+	}
+	return pick(g, "0", "-1", "999999999999", "x", "1e3", "9223372036854775808")
+}
+
 func (h *propHarness) learnedJob(g *propGen) (heldJob, bool) {
 	var held []heldJob
 	for _, id := range h.jobOrder {
@@ -501,6 +519,8 @@ func (h *propHarness) build(g *propGen, rt Route, n int) *propRequest {
 			}
 		case "{group}":
 			v = g.group()
+		case "{id}":
+			v = h.jobIDForPath(g, admin)
 		}
 		path.WriteString("/" + v)
 		if req.rawPath {
@@ -1019,6 +1039,20 @@ func (h *propHarness) learn(rt Route, req *propRequest, hr *http.Request, w *htt
 			if m.queue == queue && m.dead {
 				m.dead = false // requeued or purged: claimable, or gone
 			}
+		}
+	case "POST /v1/jobs/{id}/retry":
+		var resp struct {
+			ID    int64  `json:"id"`
+			State string `json:"state"`
+		}
+		if !decode(&resp) {
+			break
+		}
+		if strconv.FormatInt(resp.ID, 10) != hr.PathValue("id") || resp.State != string(pgmsg.JobStateAvailable) {
+			fail("retry of job %s answered %+v", hr.PathValue("id"), resp)
+		}
+		if m := h.jobs[resp.ID]; m == nil || m.strict {
+			fail("job %d was retried: it is unknown to the test, or a job of %s that no request may change", resp.ID, propKeepQueue)
 		}
 	case "PATCH /v1/queues/{queue}":
 		if hr.PathValue("queue") == propKeepQueue {

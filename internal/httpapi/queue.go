@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/pgmsg/pgmsg"
@@ -26,6 +27,7 @@ func (s *Server) queueRoutes() []Route {
 		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/dead", Scope: pgmsg.ScopeAdmin, handler: s.listDead},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/dead/requeue", Scope: pgmsg.ScopeAdmin, handler: s.requeueDead},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/dead/purge", Scope: pgmsg.ScopeAdmin, handler: s.purgeDead},
+		{Method: http.MethodPost, Pattern: "/v1/jobs/{id}/retry", Scope: pgmsg.ScopeAdmin, handler: s.retryJob},
 		// The seeds' paths.
 		{Method: http.MethodPost, Pattern: "/queue/enqueue", Alias: "/v1/queue/enqueue", Scope: pgmsg.ScopeEnqueue, handler: s.enqueue},
 		{Method: http.MethodGet, Pattern: "/queue/claim", Alias: "/v1/queue/claim", Scope: pgmsg.ScopeClaim, handler: s.claimJobs},
@@ -353,6 +355,19 @@ func (s *Server) requeueDead(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "requeued": n})
+}
+
+// retryJob makes a scheduled or retrying job claimable now.
+func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) error {
+	raw := r.PathValue("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id < 1 {
+		return newAPIError(errInvalidParameter, "job id must be a positive integer, got %q", truncateParam(raw))
+	}
+	if err := s.client.RetryJob(r.Context(), id); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "state": pgmsg.JobStateAvailable})
 }
 
 func (s *Server) purgeDead(w http.ResponseWriter, r *http.Request) error {

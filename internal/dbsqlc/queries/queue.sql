@@ -150,3 +150,6 @@ SELECT queue::text, completed::bigint, cancelled::bigint,
        coalesce(latency_max, 0)::double precision AS latency_max,
        coalesce(run_p50, 0)::double precision AS run_p50, coalesce(run_p99, 0)::double precision AS run_p99
 FROM pgmsg.queue_latency(@window_interval::interval);
+
+-- name: JobRetry :one
+SELECT pgmsg.job_retry(@id::bigint)::text AS state;

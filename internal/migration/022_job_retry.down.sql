@@ -1,0 +1,2 @@
+-- Reverts 022.
+DROP FUNCTION IF EXISTS {{schema}}.job_retry(bigint);
