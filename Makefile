@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci
+.PHONY: install.sql ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci
 
 ci: fmt-check vet lint check-generated test-race bench-smoke soak-smoke fuzz-smoke-ci
 
@@ -29,6 +29,11 @@ vet:
 GOLANGCI_LINT_VERSION = v2.15.0
 lint:
 	golangci-lint run --timeout 10m ./...
+
+# The plain SQL install (pgmsg migrate sql) for the default schema, the
+# release artefact for installs without the Go binary.
+install.sql:
+	$(GO) run ./cmd/pgmsg migrate sql > $@
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -219,6 +220,69 @@ func (m *Migrator) Status(ctx context.Context) ([]Version, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// Script returns the migrations after version from (0: a new install) as
+// one plain SQL script for the schema, which psql alone can run (psql -v
+// ON_ERROR_STOP=1 -f FILE): in one transaction, under the migration lock
+// Up takes, it refuses a schema that is not at version from, applies
+// each migration and records it, exactly as Up does, so that the Go
+// migrator and the script can take turns on the same schema.
+func Script(schema string, from int) (string, error) {
+	if err := ValidateSchema(schema); err != nil {
+		return "", err
+	}
+	all := migration.All()
+	known := from == 0
+	var b strings.Builder
+	fmt.Fprintf(&b, "-- pgmsg: migrations after version %d (to %d) for schema %s.\n", from, Latest(), schema)
+	b.WriteString("-- Run with: psql -v ON_ERROR_STOP=1 -f THIS_FILE (one transaction; nothing is left half done).\n\n")
+	b.WriteString("BEGIN;\n")
+	r := func(sql string) string { return migration.Render(sql, schema) }
+	fmt.Fprintf(&b, "SELECT pg_advisory_xact_lock(hashtext(%s));\n", migration.QuoteLiteral("pgmsg.migrate."+schema))
+	b.WriteString(r(`CREATE SCHEMA IF NOT EXISTS {{schema}};
+CREATE TABLE IF NOT EXISTS {{schema}}.pgmsg_migration (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+`))
+	var want []int
+	for _, mig := range all {
+		if mig.Version <= from {
+			want = append(want, mig.Version)
+		}
+		known = known || mig.Version == from
+	}
+	if !known {
+		return "", fmt.Errorf("pgmsgmigrate: no migration %d to upgrade from (this binary has 1..%d)", from, Latest())
+	}
+	wantSQL := "'{}'::integer[]"
+	if len(want) > 0 {
+		parts := make([]string, len(want))
+		for i, v := range want {
+			parts[i] = fmt.Sprint(v)
+		}
+		wantSQL = "ARRAY[" + strings.Join(parts, ",") + "]"
+	}
+	b.WriteString(r(fmt.Sprintf(`DO $check$
+BEGIN
+    IF (SELECT coalesce(array_agg(version ORDER BY version), '{}') FROM {{schema}}.pgmsg_migration) <> %s THEN
+        RAISE EXCEPTION 'pgmsg: schema %% is not at version %d: this script upgrades from it (pgmsg migrate status says where it is)', %s;
+    END IF;
+END $check$;
+`, wantSQL, from, "{{schema_lit}}")))
+	for _, mig := range all {
+		if mig.Version <= from {
+			continue
+		}
+		fmt.Fprintf(&b, "\n-- %03d_%s\n", mig.Version, mig.Name)
+		b.WriteString(r(mig.Up))
+		b.WriteString(r(fmt.Sprintf("\n;\nINSERT INTO {{schema}}.pgmsg_migration (version, name) VALUES (%d, %s);\n",
+			mig.Version, migration.QuoteLiteral(mig.Name))))
+	}
+	b.WriteString("\nCOMMIT;\n")
+	return b.String(), nil
 }
 
 // roleSuffixes name the roles the migrations create for a schema,

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"text/tabwriter"
 
@@ -72,6 +73,32 @@ may run "migrate up" at once: an advisory lock lets one apply them.`,
 	}
 	down.Flags().IntVar(&steps, "steps", 0, "number of versions to revert (0: all)")
 	cmd.AddCommand(down)
+	var from int
+	sqlCmd := &cobra.Command{
+		Use:   "sql",
+		Short: "Print the install (or an upgrade) as plain SQL, for psql alone",
+		Long: `sql prints every migration after version --from (0: a new install) as one
+SQL script for --schema, which needs no pgmsg binary to run:
+
+  psql -v ON_ERROR_STOP=1 -f install.sql
+
+It runs in one transaction under the same lock as "migrate up", refuses a
+schema that is not at version --from, and records the versions it applies,
+so the Go migrator and the script can take turns on one schema.`,
+		Example: `  pgmsg migrate sql > install.sql
+  pgmsg migrate sql --schema events --from 20 > upgrade.sql`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			script, err := pgmsgmigrate.Script(g.schema, from)
+			if err != nil {
+				return err
+			}
+			_, err = io.WriteString(g.stdout, script)
+			return err
+		},
+	}
+	sqlCmd.Flags().IntVar(&from, "from", 0, "the version the schema is at (0: a new install)")
+	cmd.AddCommand(sqlCmd)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status",
 		Short: "List migrations and whether they are applied",
