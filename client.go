@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/notifier"
@@ -49,6 +50,10 @@ type Config struct {
 	// Logger receives warnings such as a lost notification connection.
 	// Default slog.Default().
 	Logger *slog.Logger
+	// TracerProvider turns on OpenTelemetry tracing: publish and process
+	// spans, and W3C trace context carried in record headers from producer
+	// to consumer (tracing.go). Default nil: no tracing, no header added.
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) withDefaults() *Config {

@@ -976,7 +976,9 @@ func (cn *Consumer) handle(ctx context.Context, cl *Claim, handler func(ctx cont
 			}
 		}
 	}()
-	err := handler(hctx, cl)
+	sctx, end := cn.client.startProcessSpan(hctx, cl)
+	err := handler(sctx, cl)
+	end(err)
 	close(stop)
 	wg.Wait()
 	return err

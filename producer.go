@@ -152,6 +152,14 @@ func (p *Producer) Produce(ctx context.Context, rec *Record, promise func(*Recor
 	if promise == nil {
 		promise = func(*Record, error) {}
 	}
+	if rec != nil && p.client.tracer() != nil {
+		end := p.client.startPublishSpan(ctx, rec.Topic, []*Record{rec})
+		done := promise
+		promise = func(r *Record, err error) {
+			end(err)
+			done(r, err)
+		}
+	}
 	if rec == nil {
 		promise(rec, newError(ErrInvalidArgument, "nil record"))
 		return

@@ -42,11 +42,13 @@ type partitionBatch struct {
 // Record.Partition under ManualPartition, else the Kafka-compatible hash of
 // its key, else one random partition of its topic shared by all unkeyed
 // records of the call.
-func (c *Client) Publish(ctx context.Context, records []*Record, opts *PublishOpts) error {
+func (c *Client) Publish(ctx context.Context, records []*Record, opts *PublishOpts) (err error) {
 	batches, err := c.planPublish(ctx, c.pool, records, opts)
 	if err != nil {
 		return err
 	}
+	end := c.startPublishSpan(ctx, batches[0].topic, records)
+	defer func() { end(err) }()
 	err = c.withBackpressure(ctx, batches[0].topic, func() error {
 		if len(batches) == 1 {
 			// One partition: one statement in autocommit, one round trip.
@@ -142,11 +144,13 @@ func retryWhile(ctx context.Context, sentinel error, wait time.Duration, err err
 // outbox. The records become visible if and only if tx commits. Until then
 // tx holds the row lock of each partition written, so other publishers to
 // those partitions wait: keep such transactions short.
-func (c *Client) PublishTx(ctx context.Context, tx pgx.Tx, records []*Record, opts *PublishOpts) error {
+func (c *Client) PublishTx(ctx context.Context, tx pgx.Tx, records []*Record, opts *PublishOpts) (err error) {
 	batches, err := c.planPublish(ctx, tx, records, opts)
 	if err != nil {
 		return err
 	}
+	end := c.startPublishSpan(ctx, batches[0].topic, records)
+	defer func() { end(err) }()
 	// Notified inside tx: the notification is delivered iff tx commits.
 	if err := c.sendBatches(ctx, tx, batches, true); err != nil {
 		return err

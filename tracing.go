@@ -1,0 +1,140 @@
+package pgmsg
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// OpenTelemetry tracing (issue 18), on when Config.TracerProvider is set:
+//
+//   - Publish makes a "publish TOPIC" span (kind producer) per call, and
+//     the Producer one per record, from the caller's context; each record
+//     gets the span's W3C trace context in its "traceparent" header (and
+//     "tracestate" when there is one) unless it has a traceparent already.
+//   - Consumer.Run and Consumer.Poll's caller see a "process TOPIC" span
+//     (kind consumer) around the handler of each claim, linked to the
+//     trace context each record carries, so a trace shows which publish a
+//     processed record came from. Its attributes name the group,
+//     partition, claim epoch and offsets.
+//
+// Attribute names follow OpenTelemetry's messaging conventions
+// (messaging.system "pgmsg").
+
+const tracerName = "github.com/pgmsg/pgmsg"
+
+// traceparentHeader is the W3C Trace Context header records carry.
+const traceparentHeader = "traceparent"
+
+// tracer is the Client's tracer; nil when tracing is off.
+func (c *Client) tracer() trace.Tracer {
+	if c.config.TracerProvider == nil {
+		return nil
+	}
+	return c.config.TracerProvider.Tracer(tracerName)
+}
+
+// headerCarrier carries trace context in a record's headers.
+type headerCarrier struct{ r *Record }
+
+func (h headerCarrier) Get(key string) string { return string(h.r.Headers[key]) }
+
+func (h headerCarrier) Set(key, value string) {
+	if h.r.Headers == nil {
+		h.r.Headers = map[string][]byte{}
+	}
+	h.r.Headers[key] = []byte(value)
+}
+
+func (h headerCarrier) Keys() []string {
+	out := make([]string, 0, len(h.r.Headers))
+	for k := range h.r.Headers {
+		out = append(out, k)
+	}
+	return out
+}
+
+var traceContext = propagation.TraceContext{}
+
+// startPublishSpan starts the span of publishing records of topic and puts
+// its context in every record without one. end records the outcome.
+func (c *Client) startPublishSpan(ctx context.Context, topic string, records []*Record) (end func(error)) {
+	t := c.tracer()
+	if t == nil {
+		return func(error) {}
+	}
+	ctx, span := t.Start(ctx, "publish "+topic, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "pgmsg"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", topic),
+			attribute.Int("messaging.batch.message_count", len(records)),
+		))
+	for _, r := range records {
+		if _, ok := r.Headers[traceparentHeader]; !ok {
+			traceContext.Inject(ctx, headerCarrier{r})
+		}
+	}
+	return func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		} else if len(records) > 0 {
+			span.SetAttributes(attribute.String("messaging.destination.partition.id", strconv.Itoa(int(records[0].Partition))),
+				attribute.Int64("messaging.pgmsg.first_offset", records[0].Offset))
+		}
+		span.End()
+	}
+}
+
+// startProcessSpan starts the span of handling cl, linked to the trace
+// context its records carry (at most 128 distinct ones).
+func (c *Client) startProcessSpan(ctx context.Context, cl *Claim) (context.Context, func(error)) {
+	t := c.tracer()
+	if t == nil {
+		return ctx, func(error) {}
+	}
+	var links []trace.Link
+	seen := map[trace.SpanID]bool{}
+	for _, r := range cl.Records {
+		if _, ok := r.Headers[traceparentHeader]; !ok {
+			continue
+		}
+		sc := trace.SpanContextFromContext(traceContext.Extract(context.Background(), headerCarrier{r}))
+		if !sc.IsValid() || seen[sc.SpanID()] {
+			continue
+		}
+		seen[sc.SpanID()] = true
+		links = append(links, trace.Link{SpanContext: sc})
+		if len(links) == 128 {
+			break
+		}
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("messaging.system", "pgmsg"),
+		attribute.String("messaging.operation.type", "process"),
+		attribute.String("messaging.destination.name", cl.Topic),
+		attribute.String("messaging.consumer.group.name", cl.Group),
+		attribute.String("messaging.destination.partition.id", strconv.Itoa(int(cl.Partition))),
+		attribute.Int("messaging.batch.message_count", len(cl.Records)),
+		attribute.Int64("messaging.pgmsg.claim_epoch", cl.Epoch),
+	}
+	if n := len(cl.Records); n > 0 {
+		attrs = append(attrs, attribute.Int64("messaging.pgmsg.first_offset", cl.Records[0].Offset),
+			attribute.Int64("messaging.pgmsg.last_offset", cl.Records[n-1].Offset))
+	}
+	ctx, span := t.Start(ctx, "process "+cl.Topic, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithLinks(links...), trace.WithAttributes(attrs...))
+	return ctx, func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, fmt.Sprint(err))
+		}
+		span.End()
+	}
+}
