@@ -42,4 +42,8 @@ var (
 	// dead or finished: only a scheduled or retrying job can be made
 	// claimable now (PM110).
 	ErrJobNotWaiting = newSentinel("job not waiting", "PM110", "job_not_waiting", http.StatusConflict)
+	// ErrJobTimeout is the cause of a handler's context cancelled because
+	// the job ran longer than WorkerOpts.JobTimeout; the attempt fails with
+	// it (context.Cause(ctx) tells a handler why it was cancelled).
+	ErrJobTimeout = newSentinel("job timed out", "", "job_timeout", http.StatusRequestTimeout)
 )

@@ -72,6 +72,14 @@ type WorkerOpts struct {
 	// extends the leases of running jobs every Lease/3, so handlers may run
 	// longer than the lease. Default: the queue's.
 	Lease time.Duration
+	// JobTimeout bounds how long a handler may run: when it passes, the
+	// handler's context is cancelled (context.Cause is ErrJobTimeout), the
+	// worker stops extending the job's lease, and an error the handler
+	// then returns fails the attempt as a timeout (retried with backoff,
+	// like any failure). A handler that ignores its context keeps its slot
+	// until it returns, but its job is rescued once the lease expires.
+	// Default 0: no bound (the lease is extended for as long as it runs).
+	JobTimeout time.Duration
 	// ClaimBatch caps the jobs of one claim; the worker never claims more
 	// than it has free handler slots. Default min(Concurrency, 100).
 	ClaimBatch int
@@ -138,6 +146,10 @@ type Worker struct {
 type inflightJob struct {
 	job    *Job
 	cancel context.CancelCauseFunc
+	// deadline is when JobTimeout ends the job (zero: none); its lease is
+	// not extended past it. stopTimer stops the timeout's timer.
+	deadline  time.Time
+	stopTimer func() bool
 }
 
 // Work runs handler over queue's jobs with concurrency handlers at once
@@ -167,7 +179,7 @@ func (c *Client) NewWorker(queue string, handler JobHandler, opts *WorkerOpts) (
 		o = *opts
 	}
 	if o.Concurrency < 0 || o.Lease < 0 || o.ClaimBatch < 0 || o.ClaimConcurrency < 0 || o.ClaimMaxBytes < 0 || o.PollInterval < 0 ||
-		o.CompleteLinger < 0 || o.CompleteBatch < 0 || o.ShutdownTimeout < 0 {
+		o.CompleteLinger < 0 || o.CompleteBatch < 0 || o.ShutdownTimeout < 0 || o.JobTimeout < 0 {
 		return nil, newError(ErrInvalidArgument, "worker options must not be negative")
 	}
 	if o.Concurrency == 0 {
@@ -409,8 +421,16 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 
 func (w *Worker) start(handlerCtx context.Context, job *Job, completions chan<- *Job) {
 	jctx, cancel := context.WithCancelCause(handlerCtx)
+	f := &inflightJob{job: job, cancel: cancel}
+	if w.opts.JobTimeout > 0 {
+		f.deadline = time.Now().Add(w.opts.JobTimeout)
+		t := time.AfterFunc(w.opts.JobTimeout, func() {
+			cancel(newError(ErrJobTimeout, "job %d ran longer than its timeout of %s", job.ID, w.opts.JobTimeout))
+		})
+		f.stopTimer = t.Stop
+	}
 	w.mu.Lock()
-	w.inflight[job.ID] = &inflightJob{job: job, cancel: cancel}
+	w.inflight[job.ID] = f
 	w.unfinished++
 	w.mu.Unlock()
 	w.wg.Add(1)
@@ -418,6 +438,9 @@ func (w *Worker) start(handlerCtx context.Context, job *Job, completions chan<- 
 		defer w.wg.Done()
 		defer w.settle()
 		err := w.call(jctx, job)
+		if f.stopTimer != nil {
+			f.stopTimer()
+		}
 		w.mu.Lock()
 		delete(w.inflight, job.ID)
 		w.mu.Unlock()
@@ -480,6 +503,8 @@ func (w *Worker) finish(ctx context.Context, job *Job, err error, cause error, c
 		return // lost to a rescue or cancel: nothing of ours to write
 	case errors.Is(cause, errWorkerShutdown):
 		_, opErr = c.Snooze(ctx, job, 0)
+	case errors.Is(cause, ErrJobTimeout):
+		_, opErr = c.Fail(ctx, job, fmt.Errorf("%w (the handler returned: %v)", cause, err), nil)
 	case errors.As(err, &snooze):
 		_, opErr = c.Snooze(ctx, job, snooze.delay)
 	case errors.As(err, &discard):
@@ -599,7 +624,11 @@ func (w *Worker) heartbeat(ctx context.Context, lease time.Duration, stop <-chan
 		w.mu.Lock()
 		ids := make([]int64, 0, len(w.inflight))
 		tokens := make([]int64, 0, len(w.inflight))
+		now := time.Now()
 		for _, f := range w.inflight {
+			if !f.deadline.IsZero() && now.After(f.deadline) {
+				continue // timed out: its lease runs out, and it is rescued if it hangs
+			}
 			ids = append(ids, f.job.ID)
 			tokens = append(tokens, f.job.LeaseToken)
 		}
