@@ -3,18 +3,17 @@ package bench
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
-	"strings"
-	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
-// packedPubSub is an experiment (issue 12): the seeds' SQL with up to
-// packMax records stored per row, as length-prefixed values in one inline
-// bytea (STORAGE PLAIN: never compressed nor moved out of line), so that
-// a batch layout's gain can be measured against the seeds' one row per
-// record in the same run. The claim is the seeds'; the fetch reads the rows
-// that overlap the claimed range and the client keeps the claimed records.
-type packedPubSub struct{ seedPubSub }
+// ImplPacked is an experiment (issue 12): seedPubSub with packed set, the
+// seeds' SQL with up to packMax records stored per row, as length-prefixed
+// values in one inline bytea (STORAGE PLAIN: never compressed nor moved out
+// of line), so that a batch layout's gain can be measured against the
+// seeds' one row per record in the same run. The claim is the seeds'; the
+// fetch reads the rows that overlap the claimed range and the client keeps
+// the claimed records.
 
 // packMax records of 1 KiB fill a page: a row must fit in one.
 const packMax = 7
@@ -34,38 +33,9 @@ INSERT INTO packed (topic_id, base_offset, n, body)
 SELECT $3::int, r.first_off + s.st, s.n, s.body FROM reserve r, unnest($2::bytea[], $4::int[], $5::int[]) AS s(body, st, n)`
 
 const packedFetchSQL = `SELECT base_offset, n, body FROM packed
-WHERE topic_id = $3::int AND base_offset BETWEEN $1 - 6 AND $2 ORDER BY base_offset`
+WHERE topic_id = $3::int AND base_offset BETWEEN $1 - $4::int AND $2 ORDER BY base_offset`
 
-func (d *packedPubSub) setup(ctx context.Context) error {
-	var err error
-	if d.admin, d.pool, d.schema, err = openScratch(ctx, d.env, "pgmsg_packed", d.o.poolSize()); err != nil {
-		return err
-	}
-	if _, err := d.pool.Exec(ctx, packedSchemaSQL); err != nil {
-		return fmt.Errorf("bench: packed schema: %w", err)
-	}
-	var b strings.Builder
-	b.WriteString("INSERT INTO log_counter (id, next_offset) VALUES ")
-	for p := 0; p < d.o.Partitions; p++ {
-		if p > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "(%d, 1)", p)
-	}
-	if _, err := d.pool.Exec(ctx, b.String()); err != nil {
-		return err
-	}
-	for g := 0; g < d.o.Groups; g++ {
-		for p := 0; p < d.o.Partitions; p++ {
-			if _, err := d.pool.Exec(ctx, `INSERT INTO consumer_offsets (group_id, topic_id, next_offset) VALUES ($1, $2, 1)`, groupName(g), p); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func (d *packedPubSub) publish(ctx context.Context, vals [][]byte) error {
+func (d *seedPubSub) publishPacked(ctx context.Context, vals [][]byte) error {
 	var bodies [][]byte
 	var starts, ns []int32
 	for i := 0; i < len(vals); {
@@ -86,55 +56,18 @@ func (d *packedPubSub) publish(ctx context.Context, vals [][]byte) error {
 	return err
 }
 
-func (d *packedPubSub) consumers(g int, got func(vals [][]byte)) []func(ctx context.Context) error {
-	loops := make([]func(ctx context.Context) error, d.o.Partitions)
-	for p := range loops {
-		loops[p] = func(ctx context.Context) error {
-			vals := make([][]byte, 0, d.o.ClaimBatch)
-			for ctx.Err() == nil {
-				n, err := d.poll(ctx, groupName(g), p, &vals)
-				if err != nil {
-					return err
-				}
-				if n > 0 {
-					got(vals)
-					continue
-				}
-				select {
-				case <-ctx.Done():
-				case <-time.After(d.o.Poll):
-				}
-			}
-			return nil
-		}
-	}
-	return loops
-}
-
-func (d *packedPubSub) poll(ctx context.Context, group string, partition int, vals *[][]byte) (int, error) {
-	tx, err := d.pool.Begin(ctx)
+// fetchPacked appends the claimed records [start, end] to vals, from the
+// rows that overlap the range.
+func (d *seedPubSub) fetchPacked(ctx context.Context, tx pgx.Tx, start, end int64, partition int, vals *[][]byte) error {
+	// A row holding start begins at most packMax-1 records before it.
+	rows, err := tx.Query(ctx, packedFetchSQL, start, end, partition, packMax-1)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	var start, end int64
-	if err := tx.QueryRow(ctx, seedClaimSQL, group, int64(d.o.ClaimBatch), partition).Scan(&start, &end); err != nil {
-		return 0, err
-	}
-	if end < start {
-		return 0, tx.Commit(ctx)
-	}
-	rows, err := tx.Query(ctx, packedFetchSQL, start, end, partition)
-	if err != nil {
-		return 0, err
-	}
-	*vals = (*vals)[:0]
 	for rows.Next() {
 		raw := rows.RawValues()
 		base := int64(binary.BigEndian.Uint64(raw[0]))
-		body := raw[2]
-		buf := make([]byte, len(body))
-		copy(buf, body)
+		buf := append([]byte(nil), raw[2]...)
 		for off := base; len(buf) >= 4; off++ {
 			n := int(binary.BigEndian.Uint32(buf))
 			v := buf[4 : 4+n : 4+n]
@@ -144,8 +77,5 @@ func (d *packedPubSub) poll(ctx context.Context, group string, partition int, va
 			}
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	return len(*vals), tx.Commit(ctx)
+	return rows.Err()
 }

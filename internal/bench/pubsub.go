@@ -126,7 +126,7 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 	case ImplSeed:
 		d = &seedPubSub{env: env, o: o}
 	case ImplPacked:
-		d = &packedPubSub{seedPubSub{env: env, o: o}}
+		d = &seedPubSub{env: env, o: o, packed: true}
 	case ImplCopy:
 		if o.Groups > 0 {
 			return nil, fmt.Errorf("bench: the copy baseline only publishes: use --groups 0")

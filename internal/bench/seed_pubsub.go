@@ -14,8 +14,11 @@ import (
 // seed in autocommit; each reader owns one (group, partition) and polls
 // with the seed's PartitionReader.Poll: BEGIN, claim, fetch, COMMIT.
 type seedPubSub struct {
-	env    *Env
-	o      PubSubOptions
+	env *Env
+	o   PubSubOptions
+	// packed stores up to packMax records per row (ImplPacked,
+	// packed_pubsub.go); everything else is the seeds'.
+	packed bool
 	admin  *pgxpool.Pool
 	pool   *pgxpool.Pool
 	schema string
@@ -45,11 +48,15 @@ func closeScratch(ctx context.Context, admin, pool *pgxpool.Pool, schema string)
 
 func (d *seedPubSub) setup(ctx context.Context) error {
 	var err error
-	if d.admin, d.pool, d.schema, err = openScratch(ctx, d.env, "pgmsg_seed", d.o.poolSize()); err != nil {
+	prefix, schemaSQL := "pgmsg_seed", seedSchemaSQL
+	if d.packed {
+		prefix, schemaSQL = "pgmsg_packed", packedSchemaSQL
+	}
+	if d.admin, d.pool, d.schema, err = openScratch(ctx, d.env, prefix, d.o.poolSize()); err != nil {
 		return err
 	}
-	if _, err := d.pool.Exec(ctx, seedSchemaSQL); err != nil {
-		return fmt.Errorf("bench: seed schema: %w", err)
+	if _, err := d.pool.Exec(ctx, schemaSQL); err != nil {
+		return fmt.Errorf("bench: %s schema: %w", prefix, err)
 	}
 	var b strings.Builder
 	b.WriteString("INSERT INTO log_counter (id, next_offset) VALUES ")
@@ -75,6 +82,9 @@ ON CONFLICT (group_id, topic_id) DO NOTHING;`, groupName(g), p); err != nil {
 }
 
 func (d *seedPubSub) publish(ctx context.Context, vals [][]byte) error {
+	if d.packed {
+		return d.publishPacked(ctx, vals)
+	}
 	_, err := d.pool.Exec(ctx, seedPublishSQL, int64(len(vals)), vals, spread(d.o.Partitions))
 	return err
 }
@@ -118,11 +128,17 @@ func (d *seedPubSub) poll(ctx context.Context, group string, partition int, vals
 	if end < start {
 		return 0, tx.Commit(ctx)
 	}
+	*vals = (*vals)[:0]
+	if d.packed {
+		if err := d.fetchPacked(ctx, tx, start, end, partition, vals); err != nil {
+			return 0, err
+		}
+		return len(*vals), tx.Commit(ctx)
+	}
 	rows, err := tx.Query(ctx, seedFetchSQL, start, end, partition)
 	if err != nil {
 		return 0, err
 	}
-	*vals = (*vals)[:0]
 	var off int64
 	var payload []byte
 	var created time.Time
