@@ -32,6 +32,30 @@ func TestHistQuantiles(t *testing.T) {
 	}
 }
 
+// The summary's latencies are those recorded inside the measured window:
+// a sample of the warm-up never reaches them, even when the interval it
+// was recorded in ends after the warm-up (the progress ticker's first
+// tick lands just after it).
+func TestStatsLeaveWarmupOut(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	st := newStats(window{start: now, measured: now.Add(time.Hour), end: now.Add(2 * time.Hour)})
+	st.read(1, []time.Duration{500 * time.Millisecond})
+	st.wrote(1, 400*time.Millisecond)
+	st.win.measured = now // the warm-up is over
+	st.read(2, []time.Duration{time.Millisecond, time.Millisecond})
+	st.wrote(1, 2*time.Millisecond)
+	pub, e2e := st.interval()
+	require.Equal(t, uint64(3), e2e.count(), "the progress line shows the whole interval")
+	require.Equal(t, uint64(2), pub.count())
+	require.Equal(t, uint64(2), st.e2eTotal.count())
+	require.InDelta(t, 1.0, st.e2eTotal.quantileMS(1), 0.02)
+	require.Equal(t, uint64(1), st.pubTotal.count())
+	require.InDelta(t, 2.0, st.pubTotal.quantileMS(1), 0.04)
+	require.Equal(t, int64(2), st.reads.n.Load())
+	require.Equal(t, int64(3), st.readsAll.Load())
+}
+
 func TestSummarizeMediansAndRatios(t *testing.T) {
 	t.Parallel()
 	runs := [][]any{

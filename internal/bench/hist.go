@@ -79,16 +79,6 @@ func (h *hist) snapshot(reset bool) *hist {
 	return out
 }
 
-func (h *hist) merge(o *hist) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i, c := range o.counts {
-		h.counts[i] += c
-	}
-	h.n += o.n
-	h.max = max(h.max, o.max)
-}
-
 // quantileMS returns the q-quantile in milliseconds (0 when empty).
 func (h *hist) quantileMS(q float64) float64 {
 	h.mu.Lock()

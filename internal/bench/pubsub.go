@@ -253,7 +253,6 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 	if !drained.IsZero() {
 		end = drained
 	}
-	st.fold(end)
 	lag, err := d.lag(context.WithoutCancel(ctx))
 	if err != nil {
 		st.fail(fmt.Errorf("final lag: %w", err))

@@ -208,7 +208,6 @@ func RunQueue(ctx context.Context, env *Env, impl string, o QueueOptions) (*Queu
 	if !finished.IsZero() {
 		end = finished
 	}
-	st.fold(end)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

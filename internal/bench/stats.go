@@ -9,10 +9,13 @@ import (
 )
 
 // stats collects what every mode measures: completed operations (writes
-// and reads, or jobs) and two latency distributions. Latencies are first
-// recorded per progress interval, then folded into the totals, so that
-// the progress line shows the last interval and the summary the measured
-// window (warm-up excluded).
+// and reads, or jobs) and two latency distributions. Each latency goes
+// into the current progress interval's histogram, for the progress line,
+// and into the totals when it is recorded inside the measured window, as
+// the counters do, so that the summary holds no warm-up sample. (Folding
+// whole intervals into the totals counted the first one, which the
+// progress ticker ends a few microseconds after the warm-up: the run's
+// cold first second was in every summary's p99.)
 type stats struct {
 	win window
 
@@ -38,6 +41,9 @@ func (s *stats) wrote(n int, took time.Duration) {
 	s.writes.add(s.win, n)
 	if took >= 0 {
 		s.pubIv.add(took)
+		if s.win.counts(time.Now()) {
+			s.pubTotal.add(took)
+		}
 	}
 }
 
@@ -48,6 +54,9 @@ func (s *stats) read(n int, e2e []time.Duration) {
 	s.reads.add(s.win, n)
 	if len(e2e) > 0 {
 		s.e2eIv.addMany(e2e)
+		if s.win.counts(time.Now()) {
+			s.e2eTotal.addMany(e2e)
+		}
 	}
 }
 
@@ -72,15 +81,10 @@ func (s *stats) firstError() string {
 	return s.firstErr.Error()
 }
 
-// fold moves the interval histograms into the totals when the interval
-// ended inside the measured window, and returns the interval's.
-func (s *stats) fold(now time.Time) (pub, e2e *hist) {
-	pub, e2e = s.pubIv.snapshot(true), s.e2eIv.snapshot(true)
-	if s.win.counts(now) {
-		s.pubTotal.merge(pub)
-		s.e2eTotal.merge(e2e)
-	}
-	return pub, e2e
+// interval returns the histograms of the interval that ends now and
+// starts the next one.
+func (s *stats) interval() (pub, e2e *hist) {
+	return s.pubIv.snapshot(true), s.e2eIv.snapshot(true)
 }
 
 // progress prints a line per interval until ctx ends; line formats the
@@ -97,7 +101,7 @@ func (s *stats) runProgress(ctx context.Context, env *Env, label string, line pr
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			pub, e2e := s.fold(now)
+			pub, e2e := s.interval()
 			w, r := s.writesAll.Load(), s.readsAll.Load()
 			if env.Progress != nil {
 				phase := ""
