@@ -105,7 +105,7 @@ func (s *stats) runProgress(ctx context.Context, env *Env, label string, line pr
 			w, r := s.writesAll.Load(), s.readsAll.Load()
 			if env.Progress != nil {
 				phase := ""
-				if !s.win.counts(now) {
+				if last.Before(s.win.measured) { // the interval began in the warm-up
 					phase = " (warm-up)"
 				}
 				text := fmt.Sprintf("%-12s %s%s", label, line(now.Sub(s.win.start).Truncate(time.Second), w-lastW, r-lastR, now.Sub(last), pub, e2e), phase)
