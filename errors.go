@@ -59,6 +59,12 @@ var (
 	// for up to the topic's backpressure_timeout_ms (default 5000; 0 fails
 	// at once); PublishTx fails at once. Nothing was written.
 	ErrBackpressure = newSentinel("backpressure", "PM014", "backpressure", http.StatusTooManyRequests)
+	// ErrOutOfOrderSequence is returned by an idempotent publish
+	// (PublishIdempotent, a Producer with Idempotent set) whose sequence
+	// numbers do not come after the producer's last stored batch on a
+	// partition and are not that batch again (PM015): a reordered or
+	// overlapping batch. Nothing was written.
+	ErrOutOfOrderSequence = newSentinel("out of order sequence", "PM015", "out_of_order_sequence", http.StatusConflict)
 	// ErrClosed is returned by a Producer used after Close.
 	ErrClosed = newSentinel("closed", "", "closed", http.StatusConflict)
 	// ErrBufferFull is returned by a Producer with FailWhenFull whose

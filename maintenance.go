@@ -19,6 +19,7 @@ import (
 const (
 	MaintenanceIntervalDefault  = 10 * time.Second
 	GroupTTLDefault             = 7 * 24 * time.Hour
+	ProducerTTLDefault          = 7 * 24 * time.Hour
 	RetentionBatchDefault       = 16
 	MaintenanceMaxBatchesPerRun = 64
 )
@@ -31,6 +32,11 @@ type MaintenanceConfig struct {
 	// GroupTTL expires groups without commits, members or creation for this
 	// long, unless their topic sets group_ttl_ms. Default 7 days.
 	GroupTTL time.Duration
+	// ProducerTTL forgets idempotent producers (their last batch per
+	// partition) idle for this long, as Kafka's
+	// transactional.id.expiration.ms: a retry after that is stored again.
+	// Default 7 days.
+	ProducerTTL time.Duration
 	// Batch is how many segments (or partitions to compact, or groups to
 	// expire) one transaction handles. Default 16.
 	Batch int
@@ -48,6 +54,9 @@ func (m *MaintenanceConfig) withDefaults() MaintenanceConfig {
 	}
 	if out.GroupTTL <= 0 {
 		out.GroupTTL = GroupTTLDefault
+	}
+	if out.ProducerTTL <= 0 {
+		out.ProducerTTL = ProducerTTLDefault
 	}
 	if out.Batch <= 0 {
 		out.Batch = RetentionBatchDefault
@@ -126,6 +135,11 @@ func init() {
 	registerMaintenanceTask(MaintenanceTask{Name: "log.events_prune", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
 		n, err := c.queries.MaintenanceEventsPrune(ctx, c.db(c.pool), dbsqlc.MaintenanceEventsPruneParams{
 			Older: pgtype.Interval{Days: 30, Valid: true}, MaxEvents: 10000})
+		return n, mapError(err)
+	}})
+	registerMaintenanceTask(MaintenanceTask{Name: "log.producer_expiry", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
+		n, err := c.queries.ProducerStateExpire(ctx, c.db(c.pool), dbsqlc.ProducerStateExpireParams{
+			OlderThan: pgtype.Interval{Microseconds: cfg.ProducerTTL.Microseconds(), Valid: true}, MaxStates: 10000})
 		return n, mapError(err)
 	}})
 	registerMaintenanceTask(MaintenanceTask{Name: "log.compaction", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {

@@ -2,12 +2,15 @@ package pgmsg
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -61,6 +64,17 @@ type ProducerConfig struct {
 	// its records fail with the error, as they may have been stored.
 	// Default 2m; negative: never retry.
 	DeliveryTimeout time.Duration
+	// Idempotent makes every batch an idempotent publish (as Kafka's
+	// enable.idempotence): the Producer numbers its records per partition
+	// and a batch sent again after an unknown outcome is stored once, so
+	// such batches are retried too, for up to DeliveryTimeout, in order
+	// (one batch in flight per partition). Each batch costs a call of
+	// publish_idempotent() instead of the direct statement. Default false.
+	Idempotent bool
+	// ProducerID names an Idempotent producer (1 to 200 bytes). Default: a
+	// random id per Producer. Give the same id to two Producers only if
+	// they never publish at the same time: their sequences would collide.
+	ProducerID string
 }
 
 // Producer batches records from many goroutines into few transactions: at
@@ -99,6 +113,8 @@ type partBatcher struct {
 	bytes   int
 	sending bool
 	timer   *time.Timer
+	// nextSeq numbers the next batch's first record (Idempotent).
+	nextSeq int64
 }
 
 // NewProducer returns a Producer. Close it to flush and stop it.
@@ -135,6 +151,14 @@ func (c *Client) NewProducer(cfg *ProducerConfig) (*Producer, error) {
 		return nil, fmt.Errorf("pgmsg: ProducerConfig.MaxBufferedRecords must be at least 1, got %d", out.MaxBufferedRecords)
 	case out.MaxBufferedBytes < 0:
 		return nil, fmt.Errorf("pgmsg: ProducerConfig.MaxBufferedBytes must not be negative, got %d", out.MaxBufferedBytes)
+	}
+	if out.Idempotent && out.ProducerID == "" {
+		var b [16]byte
+		_, _ = crand.Read(b[:])
+		out.ProducerID = "producer-" + hex.EncodeToString(b[:])
+	}
+	if out.Idempotent && len(out.ProducerID) > 200 {
+		return nil, fmt.Errorf("pgmsg: ProducerConfig.ProducerID must be at most 200 bytes, got %d", len(out.ProducerID))
 	}
 	p := &Producer{client: c, cfg: out, parts: map[topicPartition]*partBatcher{}, sticky: map[string]int32{}}
 	p.idle = sync.NewCond(&p.mu)
@@ -351,6 +375,15 @@ func (p *Producer) sender(b *partBatcher) {
 			recs[i] = pr.rec
 		}
 		pb := &partitionBatch{topic: b.tp.topic, partition: b.tp.partition, records: recs}
+		if p.cfg.Idempotent {
+			// The sequence moves on whatever the outcome: a batch that
+			// failed after all may be stored, and the next must not
+			// overlap it.
+			p.mu.Lock()
+			pb.producerID, pb.sequence = p.cfg.ProducerID, b.nextSeq
+			b.nextSeq += int64(n)
+			p.mu.Unlock()
+		}
 		err := p.send(pb)
 		if err == nil {
 			p.client.afterCommit(pb, true)
@@ -376,13 +409,33 @@ func (p *Producer) send(pb *partitionBatch) error {
 		cancel()
 		// Backpressure has its own wait (the topic's backpressure_timeout_ms,
 		// in withBackpressure).
-		if err == nil || errors.Is(err, ErrBackpressure) || !IsRetryable(err) || !nothingWritten(err) ||
-			time.Now().Add(pause).After(deadline) {
+		// An idempotent batch is retried whatever its outcome was: if it
+		// was stored, the retry only reports where.
+		retry := IsRetryable(err) && nothingWritten(err)
+		if pb.producerID != "" {
+			retry = retryIdempotent(err)
+		}
+		if err == nil || errors.Is(err, ErrBackpressure) || !retry || time.Now().Add(pause).After(deadline) {
 			return err
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, time.Second)
 	}
+}
+
+// retryIdempotent reports whether an idempotent batch that failed with err
+// is sent again: a retryable error, or one that left the outcome unknown
+// (the connection broke, the request timed out), which the retry settles.
+// Errors the server or the client answered are final.
+func retryIdempotent(err error) bool {
+	if IsRetryable(err) {
+		return true
+	}
+	if _, ok := errors.AsType[*Sentinel](err); ok {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr) && !errors.Is(err, pgx.ErrTxClosed)
 }
 
 // nothingWritten reports whether a failed publish is known to have

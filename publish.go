@@ -3,8 +3,11 @@ package pgmsg
 import (
 	"context"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +35,12 @@ type partitionBatch struct {
 	// segmentsLow is set by the publish when the partition's segments ahead
 	// run low: create more after commit (afterCommit).
 	segmentsLow bool
+	// producerID, when set, makes the publish idempotent: the batch's
+	// records are numbered from sequence (publish_idempotent, migration
+	// 023), and duplicate reports that the batch was stored before.
+	producerID string
+	sequence   int64
+	duplicate  bool
 }
 
 // Publish appends records (each naming its Topic) atomically: all of them
@@ -43,10 +52,17 @@ type partitionBatch struct {
 // its key, else one random partition of its topic shared by all unkeyed
 // records of the call.
 func (c *Client) Publish(ctx context.Context, records []*Record, opts *PublishOpts) (err error) {
-	batches, err := c.planPublish(ctx, c.pool, records, opts)
+	batches, err := c.planPublish(ctx, c.pool, records, opts, nil)
 	if err != nil {
 		return err
 	}
+	return c.publishBatches(ctx, records, batches)
+}
+
+// publishBatches publishes planned batches on the pool: one partition's in
+// one statement, several in one transaction. It retries for the topic's
+// backpressure wait.
+func (c *Client) publishBatches(ctx context.Context, records []*Record, batches []*partitionBatch) (err error) {
 	end := c.startPublishSpan(ctx, batches[0].topic, records)
 	defer func() { end(err) }()
 	err = c.withBackpressure(ctx, batches[0].topic, func() error {
@@ -62,6 +78,33 @@ func (c *Client) Publish(ctx context.Context, records []*Record, opts *PublishOp
 		}
 	}
 	return err
+}
+
+// PublishIdempotent is Publish as producer producerID (1 to 200 bytes, for
+// example a UUID chosen once per producer) with the records numbered from
+// sequence, in the order they are stored: by partition, then in the
+// order given. Sent again with the same records and sequence, after an
+// error that left the outcome unknown (a connection lost during the
+// commit), it writes nothing and reports the stored offsets, timestamps
+// and duplicate true: the records are stored once. Unkeyed records go to
+// a partition drawn from producerID and sequence, the same on each retry.
+// Sequences must grow per partition (the next call's sequence is this
+// one's plus len(records)); a call that overlaps, or comes before, what
+// the producer stored on a partition fails with ErrOutOfOrderSequence.
+// Gaps are allowed. docs/sql-api.md (publish_idempotent) has the rules.
+func (c *Client) PublishIdempotent(ctx context.Context, producerID string, sequence int64, records []*Record, opts *PublishOpts) (duplicate bool, err error) {
+	if producerID == "" {
+		// The SQL API checks the rest (length, sequence range).
+		return false, newError(ErrInvalidArgument, "producer id must be 1 to 200 bytes")
+	}
+	batches, err := c.planPublish(ctx, c.pool, records, opts, &idempotence{producerID: producerID, sequence: sequence})
+	if err != nil {
+		return false, err
+	}
+	if err := c.publishBatches(ctx, records, batches); err != nil {
+		return false, err
+	}
+	return batches[0].duplicate, nil
 }
 
 // noPartitionFor returns the table named by PostgreSQL's "no partition of
@@ -145,7 +188,7 @@ func retryWhile(ctx context.Context, sentinel error, wait time.Duration, err err
 // tx holds the row lock of each partition written, so other publishers to
 // those partitions wait: keep such transactions short.
 func (c *Client) PublishTx(ctx context.Context, tx pgx.Tx, records []*Record, opts *PublishOpts) (err error) {
-	batches, err := c.planPublish(ctx, tx, records, opts)
+	batches, err := c.planPublish(ctx, tx, records, opts, nil)
 	if err != nil {
 		return err
 	}
@@ -165,7 +208,14 @@ func (c *Client) PublishTx(ctx context.Context, tx pgx.Tx, records []*Record, op
 
 // planPublish validates records and groups them by (topic, partition), in
 // the lock order every publisher uses: topic name, then partition.
-func (c *Client) planPublish(ctx context.Context, exec DBTX, records []*Record, opts *PublishOpts) ([]*partitionBatch, error) {
+//
+// idem, when set, makes the plan idempotent: unkeyed records go to a
+// partition drawn from the producer id and the sequence (so that a retry
+// of the call lands where the first attempt did), and each batch gets the
+// sequence of its first record, the records being numbered from
+// idem.sequence in the order they are stored (by partition, then in the
+// order given), as publish_idempotent() numbers them.
+func (c *Client) planPublish(ctx context.Context, exec DBTX, records []*Record, opts *PublishOpts, idem *idempotence) ([]*partitionBatch, error) {
 	if len(records) == 0 {
 		return nil, newError(ErrEmptyBatch, "empty batch: publish needs at least one record")
 	}
@@ -195,6 +245,9 @@ func (c *Client) planPublish(ctx context.Context, exec DBTX, records []*Record, 
 				return s
 			}
 			s := rand.Int32N(int32(meta.partitions))
+			if idem != nil {
+				s = idem.spread(meta.partitions)
+			}
 			spread[r.Topic] = s
 			return s
 		})
@@ -219,7 +272,31 @@ func (c *Client) planPublish(ctx context.Context, exec DBTX, records []*Record, 
 		}
 		return out[i].partition < out[j].partition
 	})
+	if idem != nil {
+		seq := idem.sequence
+		for _, b := range out {
+			b.producerID, b.sequence = idem.producerID, seq
+			seq += int64(len(b.records))
+		}
+	}
 	return out, nil
+}
+
+// idempotence names an idempotent publish: its producer and the sequence
+// number of its first record.
+type idempotence struct {
+	producerID string
+	sequence   int64
+}
+
+// spread is the partition of an idempotent call's unkeyed records: a hash
+// of the producer id and the sequence, the same on every retry.
+func (i *idempotence) spread(partitions int) int32 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(i.producerID))
+	_, _ = h.Write([]byte{'/'})
+	_, _ = h.Write(strconv.AppendInt(nil, i.sequence, 10))
+	return int32(h.Sum64() % uint64(partitions))
 }
 
 // checkRecord refuses, before a round trip, a record whose timestamp is
@@ -311,6 +388,9 @@ func (c *Client) sendBatch(ctx context.Context, exec DBTX, b *partitionBatch, no
 	if err != nil {
 		return err
 	}
+	if b.producerID != "" {
+		return c.sendIdempotent(ctx, exec, b, params, notify)
+	}
 	if !notify {
 		meta, err := c.topicMeta(ctx, exec, b.topic, false)
 		if err != nil {
@@ -382,11 +462,37 @@ func (c *Client) publishDirect(ctx context.Context, exec DBTX, b *partitionBatch
 	return row, nil
 }
 
+// sendIdempotent publishes b through publish_idempotent(): a batch the
+// producer stored before is not written again, and its stored offsets and
+// publish time are reported (b.duplicate).
+func (c *Client) sendIdempotent(ctx context.Context, exec DBTX, b *partitionBatch, params dbsqlc.RecordPublishParams, notify bool) error {
+	rows, err := c.queries.RecordPublishIdempotent(ctx, c.db(exec), dbsqlc.RecordPublishIdempotentParams{
+		Topic: params.Topic, ProducerID: b.producerID, Sequence: b.sequence, Values: params.Values, Keys: params.Keys,
+		Headers: params.Headers, Timestamps: params.Timestamps, Partition: params.Partition, Notify: notify,
+	})
+	if err != nil {
+		return c.publishError(b.topic, err)
+	}
+	if len(rows) != 1 || rows[0].RecordCount != int32(len(b.records)) {
+		return fmt.Errorf("pgmsg: idempotent publish to topic %q partition %d answered %d rows for %d records", b.topic, b.partition, len(rows), len(b.records))
+	}
+	row := rows[0]
+	b.duplicate = row.Duplicate
+	applyPublishResult(b, []*dbsqlc.RecordPublishRow{{Partition: row.Partition, BaseOffset: row.BaseOffset,
+		RecordCount: row.RecordCount, Timestamp: row.Timestamp, SegmentsLow: row.SegmentsLow}})
+	return nil
+}
+
 // sendBatches sends every partition's batch in one round trip (pipelined)
-// inside tx.
+// inside tx; idempotent batches go one after the other.
 func (c *Client) sendBatches(ctx context.Context, tx pgx.Tx, batches []*partitionBatch, notify bool) error {
-	if len(batches) == 1 {
-		return c.sendBatch(ctx, tx, batches[0], notify)
+	if len(batches) == 1 || batches[0].producerID != "" {
+		for _, b := range batches {
+			if err := c.sendBatch(ctx, tx, b, notify); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	var pb pgx.Batch
 	sql := c.publishSQL()

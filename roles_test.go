@@ -86,6 +86,11 @@ func TestRolesLeastPrivilege(t *testing.T) {
 	for i := 0; i < len(recs); i += 30 {
 		require.NoError(t, producer.Publish(ctx, recs[i:i+30], nil))
 	}
+	// Idempotently too (producer_state), a retry included.
+	for range 2 {
+		_, err = producer.PublishIdempotent(ctx, "role-p", 0, []*pgmsg.Record{{Topic: "t", Value: []byte("i")}}, nil)
+		require.NoError(t, err)
+	}
 	_, err = producer.CreateTopic(ctx, "nope", pgmsg.TopicConfig{Partitions: 1})
 	require.True(t, isDenied(err), "producer creates a topic: %v", err)
 	_, err = producer.Enqueue(ctx, "q", pgmsg.EnqueueParams{Payload: []byte("x")}, nil)
@@ -101,7 +106,7 @@ func TestRolesLeastPrivilege(t *testing.T) {
 	var got atomic.Int64
 	m := startMember(t, consumer, "t", "g", pgmsg.ConsumerOpts{MemberID: "c1", HeartbeatInterval: 100 * time.Millisecond},
 		func(_ context.Context, cl *pgmsg.Claim) error { got.Add(int64(len(cl.Records))); return nil })
-	require.Eventually(t, func() bool { return got.Load() == int64(len(recs)) }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return got.Load() == int64(len(recs))+1 }, 30*time.Second, 20*time.Millisecond) // + the idempotent record
 	m.stop(t)
 	err = consumer.Publish(ctx, []*pgmsg.Record{{Topic: "t", Value: []byte("x")}}, nil)
 	require.True(t, isDenied(err), "consumer publishes: %v", err)
@@ -144,7 +149,7 @@ func TestRolesPrivilegesExact(t *testing.T) {
 	require.NoError(t, err)
 	want := map[string]map[string]string{
 		"producer": {"topic": "S", "segment": "S", "topic_partition": "SU", "record": "I", "group_cursor": "S",
-			"consumer_group": "S", "maintenance_event": "I"},
+			"consumer_group": "S", "maintenance_event": "I", "producer_state": "SIU"},
 		"consumer": {"topic": "S", "topic_partition": "S", "segment": "S", "record": "S", "segments": "S",
 			"consumer_group": "SIU", "group_cursor": "SIU", "group_member": "SIUD", "maintenance_event": "I"},
 		"worker": {"queue": "SI", "job": "SIUD", "job_archive": "SI", "job_payload": "SID", "maintenance_event": "I"},

@@ -396,6 +396,22 @@ func (q *Queries) GroupReset(ctx context.Context, db DBTX, arg GroupResetParams)
 	return items, nil
 }
 
+const producerStateExpire = `-- name: ProducerStateExpire :one
+SELECT pgmsg.producer_state_expire($1::interval, $2::integer)::bigint AS expired
+`
+
+type ProducerStateExpireParams struct {
+	OlderThan pgtype.Interval
+	MaxStates int32
+}
+
+func (q *Queries) ProducerStateExpire(ctx context.Context, db DBTX, arg ProducerStateExpireParams) (int64, error) {
+	row := db.QueryRow(ctx, producerStateExpire, arg.OlderThan, arg.MaxStates)
+	var expired int64
+	err := row.Scan(&expired)
+	return expired, err
+}
+
 const recordFetch = `-- name: RecordFetch :many
 SELECT partition::integer, "offset"::bigint, "timestamp"::timestamptz, key::bytea, value::bytea, headers::jsonb
 FROM pgmsg.fetch($1::text, $2::integer, $3::bigint, $4::integer)
@@ -496,6 +512,71 @@ func (q *Queries) RecordPublish(ctx context.Context, db DBTX, arg RecordPublishP
 			&i.RecordCount,
 			&i.Timestamp,
 			&i.SegmentsLow,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const recordPublishIdempotent = `-- name: RecordPublishIdempotent :many
+SELECT partition::integer, base_offset::bigint, record_count::integer, "timestamp"::timestamptz,
+       segments_low::boolean, duplicate::boolean
+FROM pgmsg.publish_idempotent($1::text, $2::text, $3::bigint, $4::bytea[], $5::bytea[],
+                              $6::jsonb[], $7::timestamptz[], $8::integer, $9::boolean)
+`
+
+type RecordPublishIdempotentParams struct {
+	Topic      string
+	ProducerID string
+	Sequence   int64
+	Values     [][]byte
+	Keys       [][]byte
+	Headers    [][]byte
+	Timestamps []pgtype.Timestamptz
+	Partition  pgtype.Int4
+	Notify     bool
+}
+
+type RecordPublishIdempotentRow struct {
+	Partition   int32
+	BaseOffset  int64
+	RecordCount int32
+	Timestamp   pgtype.Timestamptz
+	SegmentsLow bool
+	Duplicate   bool
+}
+
+func (q *Queries) RecordPublishIdempotent(ctx context.Context, db DBTX, arg RecordPublishIdempotentParams) ([]*RecordPublishIdempotentRow, error) {
+	rows, err := db.Query(ctx, recordPublishIdempotent,
+		arg.Topic,
+		arg.ProducerID,
+		arg.Sequence,
+		arg.Values,
+		arg.Keys,
+		arg.Headers,
+		arg.Timestamps,
+		arg.Partition,
+		arg.Notify,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*RecordPublishIdempotentRow
+	for rows.Next() {
+		var i RecordPublishIdempotentRow
+		if err := rows.Scan(
+			&i.Partition,
+			&i.BaseOffset,
+			&i.RecordCount,
+			&i.Timestamp,
+			&i.SegmentsLow,
+			&i.Duplicate,
 		); err != nil {
 			return nil, err
 		}

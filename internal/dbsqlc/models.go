@@ -91,6 +91,18 @@ type PgmsgMaintenanceEvent struct {
 	Detail    []byte
 }
 
+type PgmsgProducerState struct {
+	TopicID       int32
+	Partition     int32
+	ProducerID    string
+	FirstSequence int64
+	LastSequence  int64
+	BaseOffset    int64
+	RecordCount   int32
+	Timestamp     pgtype.Timestamptz
+	UpdatedAt     pgtype.Timestamptz
+}
+
 type PgmsgQueue struct {
 	QueueID             int32
 	Name                string

@@ -32,6 +32,12 @@ type PublishRequest struct {
 	// KeyEncoding of keys and header values: text (default) or base64.
 	KeyEncoding string          `json:"key_encoding,omitempty"`
 	Records     []PublishRecord `json:"records"`
+	// ProducerID and Sequence, given together, make the publish
+	// idempotent: the records are numbered from Sequence, and the same
+	// body sent again stores nothing and answers with the same positions
+	// (duplicate true). See Client.PublishIdempotent.
+	ProducerID *string `json:"producer_id,omitempty"`
+	Sequence   *int64  `json:"sequence,omitempty"`
 }
 
 // PublishRecord is one record to publish.
@@ -49,6 +55,9 @@ type PublishRecord struct {
 type PublishResponse struct {
 	Topic   string            `json:"topic"`
 	Records []PublishedRecord `json:"records"`
+	// Duplicate is true when an idempotent publish had been stored
+	// before: nothing was written, the records are where they were.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // PublishedRecord is one published record's position.
@@ -69,6 +78,9 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := authorize(r, pgmsg.ScopePublish, req.Topic); err != nil {
 		return err
+	}
+	if (req.ProducerID == nil) != (req.Sequence == nil) {
+		return newAPIError(errInvalidParameter, "fields \"producer_id\" and \"sequence\" go together: give both for an idempotent publish, or neither")
 	}
 	if len(req.Records) == 0 {
 		return pgmsg.ErrEmptyBatch
@@ -116,11 +128,20 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 		}
 		recs[i] = rec
 	}
-	if err := s.client.Publish(r.Context(), recs, &pgmsg.PublishOpts{ManualPartition: manual}); err != nil {
+	opts := &pgmsg.PublishOpts{ManualPartition: manual}
+	duplicate := false
+	if req.ProducerID != nil {
+		var err error
+		if duplicate, err = s.client.PublishIdempotent(r.Context(), *req.ProducerID, *req.Sequence, recs, opts); err != nil {
+			return err
+		}
+	} else if err := s.client.Publish(r.Context(), recs, opts); err != nil {
 		return err
 	}
-	s.metrics.published.WithLabelValues(req.Topic).Add(float64(len(recs)))
-	resp := PublishResponse{Topic: req.Topic, Records: make([]PublishedRecord, len(recs))}
+	if !duplicate {
+		s.metrics.published.WithLabelValues(req.Topic).Add(float64(len(recs)))
+	}
+	resp := PublishResponse{Topic: req.Topic, Records: make([]PublishedRecord, len(recs)), Duplicate: duplicate}
 	for i, rec := range recs {
 		resp.Records[i] = PublishedRecord{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp.UTC()}
 	}

@@ -84,3 +84,12 @@ FROM pgmsg.claim_range(@topic::text, @group_name::text, @max_records::integer, @
                        @require_owner::boolean, @async::boolean,
                        sqlc.narg(commit_partition)::integer, sqlc.narg(commit_epoch)::bigint,
                        sqlc.narg(max_bytes)::bigint);
+
+-- name: RecordPublishIdempotent :many
+SELECT partition::integer, base_offset::bigint, record_count::integer, "timestamp"::timestamptz,
+       segments_low::boolean, duplicate::boolean
+FROM pgmsg.publish_idempotent(@topic::text, @producer_id::text, @sequence::bigint, @values::bytea[], @keys::bytea[],
+                              @headers::jsonb[], @timestamps::timestamptz[], sqlc.narg(partition)::integer, @notify::boolean);
+
+-- name: ProducerStateExpire :one
+SELECT pgmsg.producer_state_expire(@older_than::interval, @max_states::integer)::bigint AS expired;
