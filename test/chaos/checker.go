@@ -54,6 +54,8 @@ type Report struct {
 	LogRecords       int
 	Lost             int // acknowledged records missing from the log
 	LogDuplicates    int // ids stored more than once
+	PubRetried       int // idempotent batches acknowledged after a retry
+	PubRetriedDup    int // ... whose first attempt had been stored (answered as duplicates)
 	Groups           map[string]*GroupStats
 
 	Enqueued        int // enqueues acknowledged
@@ -127,6 +129,11 @@ func checkLog(r *Report, events []Event, db *DBState) {
 		case "puberr", "pubtry":
 			for _, id := range ev.IDs {
 				unknown[id] = true
+			}
+		case "pubretried":
+			r.PubRetried++
+			if ev.Dup {
+				r.PubRetriedDup++
 			}
 		}
 	}
@@ -527,6 +534,8 @@ func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "log: %d publishes acknowledged, %d unknown/failed (%d of them stored), %d records stored, lost %d, duplicated %d\n",
 		r.Published, r.PubUnknown, r.PubUnknownStored, r.LogRecords, r.Lost, r.LogDuplicates)
+	fmt.Fprintf(&b, "log: %d idempotent batches acknowledged after retries, %d of them stored by an earlier attempt (answered as duplicates, stored once)\n",
+		r.PubRetried, r.PubRetriedDup)
 	groups := make([]string, 0, len(r.Groups))
 	for g := range r.Groups {
 		groups = append(groups, g)

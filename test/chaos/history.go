@@ -16,6 +16,8 @@ import (
 //	pub       id, p, o            a publish acknowledged at (partition, offset)
 //	pubtry    ids                 a publish about to be sent (written first)
 //	puberr    ids, code           a publish whose outcome is unknown or failed
+//	pubretried n, dup             an idempotent batch acknowledged after retries
+//	                              (dup: its first attempt had been stored)
 //	recv      g, m, p, o, e, id   a record delivered to member m in claim epoch e
 //	commit    g, m, p, e, from, to, sent  a commit the database accepted
 //	commiterr g, m, p, e, code    a commit rejected (PM008/PM009) or unknown
@@ -42,6 +44,8 @@ type Event struct {
 	Sent int64    `json:"sent,omitempty"`
 	Tx   bool     `json:"tx,omitempty"`
 	Code string   `json:"code,omitempty"`
+	N    int      `json:"n,omitempty"`
+	Dup  bool     `json:"dup,omitempty"`
 	Err  string   `json:"err,omitempty"`
 
 	JID    int64    `json:"jid,omitempty"`

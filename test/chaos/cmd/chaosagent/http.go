@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -76,6 +77,8 @@ func httpCode(err error) string {
 }
 
 func (a *agent) produceHTTP() {
+	producerID := *flagName // one per process start
+	var seq int64
 	tick := time.NewTicker(interval())
 	defer tick.Stop()
 	type rec struct {
@@ -105,10 +108,18 @@ func (a *agent) produceHTTP() {
 				Partition int32 `json:"partition"`
 				Offset    int64 `json:"offset"`
 			} `json:"records"`
+			Duplicate bool `json:"duplicate"`
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := call(ctx, http.MethodPost, "/v1/pubsub/publish", map[string]any{"topic": *flagTopic, "records": recs}, &resp)
-		cancel()
+		body := map[string]any{"topic": *flagTopic, "records": recs, "producer_id": producerID, "sequence": seq}
+		retries, err := a.retryIdempotent(func(ctx context.Context) error {
+			return call(ctx, http.MethodPost, "/v1/pubsub/publish", body, &resp)
+		}, func(err error) bool {
+			// An answer other than 408, 429 or 5xx is final (409: out of order).
+			var ae *apiErr
+			return errors.As(err, &ae) && ae.status >= 400 && ae.status < 500 && ae.status != http.StatusRequestTimeout &&
+				ae.status != http.StatusTooManyRequests
+		})
+		seq += int64(len(recs))
 		if err == nil && len(resp.Records) != len(recs) {
 			err = fmt.Errorf("publish answered %d records for %d", len(resp.Records), len(recs))
 		}
@@ -120,6 +131,9 @@ func (a *agent) produceHTTP() {
 		evs := make([]map[string]any, len(recs))
 		for i, r := range resp.Records {
 			evs[i] = map[string]any{"k": "pub", "id": ids[i], "p": r.Partition, "o": r.Offset}
+		}
+		if retries > 0 {
+			evs = append(evs, map[string]any{"k": "pubretried", "n": len(recs), "dup": resp.Duplicate})
 		}
 		a.h.write(evs...)
 	}

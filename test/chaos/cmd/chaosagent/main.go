@@ -195,9 +195,32 @@ type payload struct {
 	Poison bool   `json:"poison,omitempty"`
 }
 
-// produce publishes batches with Client.Publish (one transaction per call).
-// Half of the batches are keyed (spread by hash), half unkeyed.
+// retryIdempotent sends an idempotent publish until it is answered, fails
+// with an error a retry cannot change (final), the agent stops or a minute
+// has passed, and returns how many times it sent it again. A retry of a
+// batch whose first attempt was stored after all is answered as a
+// duplicate: the checker's log-duplicate count stays 0.
+func (a *agent) retryIdempotent(publish func(context.Context) error, final func(error) bool) (int, error) {
+	deadline := time.Now().Add(time.Minute)
+	pause := 100 * time.Millisecond
+	for retries := 0; ; retries++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := publish(ctx)
+		cancel()
+		if err == nil || final(err) || time.Now().After(deadline) || !a.pause(pause) {
+			return retries, err
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// produce publishes batches with Client.PublishIdempotent (one transaction
+// per call) as producer <name>, retrying a batch whose outcome is unknown
+// with the same sequence. Half of the batches are keyed (spread by hash),
+// half unkeyed.
 func (a *agent) produce() {
+	producerID := *flagName // one per process start
+	var seq int64
 	tick := time.NewTicker(interval())
 	defer tick.Stop()
 	for {
@@ -223,9 +246,13 @@ func (a *agent) produce() {
 		// Written before the call: a process killed mid-publish leaves
 		// records the checker must know were attempted.
 		a.h.write(map[string]any{"k": "pubtry", "ids": tried})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := a.c.Publish(ctx, recs, nil)
-		cancel()
+		var dup bool
+		retries, err := a.retryIdempotent(func(ctx context.Context) error {
+			var err error
+			dup, err = a.c.PublishIdempotent(ctx, producerID, seq, recs, nil)
+			return err
+		}, func(err error) bool { return pgmsg.IsInputError(err) || errors.Is(err, pgmsg.ErrOutOfOrderSequence) })
+		seq += int64(len(recs))
 		if err != nil {
 			ids := make([]string, len(recs))
 			for i, r := range recs {
@@ -239,14 +266,19 @@ func (a *agent) produce() {
 		for i, r := range recs {
 			evs[i] = map[string]any{"k": "pub", "id": idOf(r.Value), "p": r.Partition, "o": r.Offset}
 		}
+		if retries > 0 {
+			evs = append(evs, map[string]any{"k": "pubretried", "n": len(recs), "dup": dup})
+		}
 		a.h.write(evs...)
 	}
 }
 
-// produceAsync publishes through a Producer (client-side batching), one
-// promise per record.
+// produceAsync publishes through an idempotent Producer (client-side
+// batching, batches retried after unknown outcomes), one promise per
+// record.
 func (a *agent) produceAsync() {
-	p, err := a.c.NewProducer(&pgmsg.ProducerConfig{Linger: 5 * time.Millisecond, RequestTimeout: 10 * time.Second})
+	p, err := a.c.NewProducer(&pgmsg.ProducerConfig{Linger: 5 * time.Millisecond, RequestTimeout: 10 * time.Second,
+		Idempotent: true, ProducerID: *flagName, DeliveryTimeout: time.Minute})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaosagent:", err)
 		os.Exit(2)
