@@ -26,6 +26,10 @@ import (
 // Impl names what a run measures.
 const (
 	ImplPgmsg = "pgmsg"
+	// ImplPgmsgIdempotent is pgmsg with idempotent publishes: an
+	// idempotent Producer for single records, PublishIdempotent for
+	// batches (one producer id per publishing goroutine).
+	ImplPgmsgIdempotent = "pgmsg-idempotent"
 	ImplSeed  = "seed" // the seeds' SQL, verbatim
 	ImplCopy  = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
 	// ImplPacked is the seeds' SQL with up to 7 records stored per row: an

@@ -25,6 +25,16 @@ type pgmsgPubSub struct {
 	topic string
 	// members[g][i] is consumer i of group g, joined in setup.
 	members [][]*pgmsg.Consumer
+	// idempotent publishes with producer ids (ImplPgmsgIdempotent):
+	// producers hands each publishing call a producer of its own.
+	idempotent bool
+	producers  chan *idemProducer
+}
+
+// idemProducer is one idempotent publisher: its id and next sequence.
+type idemProducer struct {
+	id  string
+	seq int64
 }
 
 func (d *pgmsgPubSub) setup(ctx context.Context) error {
@@ -52,8 +62,13 @@ func (d *pgmsgPubSub) setup(ctx context.Context) error {
 		return err
 	}
 	if d.o.Batch == 1 {
-		if d.prod, err = d.c.NewProducer(nil); err != nil {
+		if d.prod, err = d.c.NewProducer(&pgmsg.ProducerConfig{Idempotent: d.idempotent}); err != nil {
 			return err
+		}
+	} else if d.idempotent {
+		d.producers = make(chan *idemProducer, max(d.o.Producers, 1))
+		for i := 0; i < cap(d.producers); i++ {
+			d.producers <- &idemProducer{id: fmt.Sprintf("bench-%s-%d", randomSuffix(), i)}
 		}
 	}
 	return nil
@@ -72,6 +87,13 @@ func (d *pgmsgPubSub) publish(ctx context.Context, vals [][]byte) error {
 	recs := make([]*pgmsg.Record, len(vals))
 	for i, v := range vals {
 		recs[i] = &pgmsg.Record{Topic: d.topic, Value: v}
+	}
+	if d.producers != nil {
+		p := <-d.producers
+		defer func() { d.producers <- p }()
+		_, err := d.c.PublishIdempotent(ctx, p.id, p.seq, recs, nil)
+		p.seq += int64(len(recs))
+		return err
 	}
 	return d.c.Publish(ctx, recs, nil)
 }

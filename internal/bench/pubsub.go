@@ -123,6 +123,8 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 	switch impl {
 	case ImplPgmsg:
 		d = &pgmsgPubSub{env: env, o: o}
+	case ImplPgmsgIdempotent:
+		d = &pgmsgPubSub{env: env, o: o, idempotent: true}
 	case ImplSeed:
 		d = &seedPubSub{env: env, o: o}
 	case ImplPacked:
@@ -133,7 +135,7 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 		}
 		d = &copyPubSub{env: env, o: o}
 	default:
-		return nil, fmt.Errorf("bench: unknown pubsub implementation %q (want pgmsg, seed, packed or copy)", impl)
+		return nil, fmt.Errorf("bench: unknown pubsub implementation %q (want pgmsg, pgmsg-idempotent, seed, packed or copy)", impl)
 	}
 	if err := d.setup(ctx); err != nil {
 		_ = d.teardown(context.WithoutCancel(ctx))
