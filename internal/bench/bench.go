@@ -30,8 +30,8 @@ const (
 	// idempotent Producer for single records, PublishIdempotent for
 	// batches (one producer id per publishing goroutine).
 	ImplPgmsgIdempotent = "pgmsg-idempotent"
-	ImplSeed  = "seed" // the seeds' SQL, verbatim
-	ImplCopy  = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
+	ImplSeed            = "seed" // the seeds' SQL, verbatim
+	ImplCopy            = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
 	// ImplPacked is the seeds' SQL with up to 7 records stored per row: an
 	// experiment measuring what a batch layout would buy (docs/benchmarks.md).
 	ImplPacked = "packed"
