@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -16,6 +17,8 @@ func newPublish(g *globals) *cobra.Command {
 	var partition int32
 	var headers []string
 	var batch int
+	var producerID string
+	var sequence int64
 	cmd := &cobra.Command{
 		Use:   "publish TOPIC",
 		Short: "Publish records read from stdin, one per line",
@@ -23,15 +26,27 @@ func newPublish(g *globals) *cobra.Command {
 
 Each batch of --batch lines is published atomically (all or none). With
 --key-separator, each line is KEY<sep>VALUE and the key picks the partition
-(as Kafka's partitioner would); lines without the separator have no key.`,
+(as Kafka's partitioner would); lines without the separator have no key.
+
+With --producer-id the publishes are idempotent: line i (from 0) has the
+sequence number --sequence + i. When a batch fails (a broken connection may
+have stored it or not), the error says from which line and sequence to
+resume: fed again from there with the same --batch, the failed batch is
+stored once whatever happened to it (counted as already stored if it was),
+and the rest is published. pgmsg remembers each producer's last batch per
+partition, so resuming earlier than that fails (PM015) and writes nothing.`,
 		Example: `  echo '{"order":1}' | pgmsg publish orders
   printf 'alice:hello\nbob:hi\n' | pgmsg publish orders --key-separator :
-  seq 1000 | pgmsg publish numbers --partition 0 --header source=seq`,
+  seq 1000 | pgmsg publish numbers --partition 0 --header source=seq
+  pgmsg publish orders --producer-id import-2026-12-02 < orders.jsonl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic := args[0]
 			if batch < 1 {
 				return fmt.Errorf("--batch must be at least 1, got %d", batch)
+			}
+			if cmd.Flags().Changed("sequence") && producerID == "" {
+				return fmt.Errorf("--sequence needs --producer-id")
 			}
 			hs := map[string][]byte{}
 			for _, h := range headers {
@@ -52,13 +67,29 @@ Each batch of --batch lines is published atomically (all or none). With
 			defer done()
 			manual := cmd.Flags().Changed("partition")
 			perPartition := map[int32]int{}
-			total := 0
+			total, stored := 0, 0
 			var pending []*pgmsg.Record
 			flush := func() error {
 				if len(pending) == 0 {
 					return nil
 				}
-				if err := c.Publish(cmd.Context(), pending, &pgmsg.PublishOpts{ManualPartition: manual}); err != nil {
+				opts := &pgmsg.PublishOpts{ManualPartition: manual}
+				var err error
+				if producerID != "" {
+					var dup bool
+					dup, err = c.PublishIdempotent(cmd.Context(), producerID, sequence, pending, opts)
+					if err != nil && !pgmsg.IsInputError(err) && !errors.Is(err, pgmsg.ErrOutOfOrderSequence) {
+						err = fmt.Errorf("%w (to resume, feed the input again from line %d with --producer-id %s --sequence %d --batch %d)",
+							err, total+1, producerID, sequence, batch)
+					}
+					sequence += int64(len(pending))
+					if dup {
+						stored += len(pending)
+					}
+				} else {
+					err = c.Publish(cmd.Context(), pending, opts)
+				}
+				if err != nil {
 					if total > 0 {
 						return fmt.Errorf("after %d records were published: %w", total, err)
 					}
@@ -107,7 +138,11 @@ Each batch of --batch lines is published atomically (all or none). With
 				for _, p := range parts {
 					pp[fmt.Sprint(p)] = perPartition[p]
 				}
-				return g.printJSON(map[string]any{"topic": topic, "published": total, "partitions": pp})
+				out := map[string]any{"topic": topic, "published": total, "partitions": pp}
+				if producerID != "" {
+					out["already_stored"] = stored
+				}
+				return g.printJSON(out)
 			}
 			var b strings.Builder
 			for i, p := range parts {
@@ -120,7 +155,11 @@ Each batch of --batch lines is published atomically (all or none). With
 				fmt.Fprintf(g.stdout, "published 0 records to %q (stdin was empty)\n", topic)
 				return nil
 			}
-			fmt.Fprintf(g.stdout, "published %s to %q (%s)\n", plural(total, "record"), topic, b.String())
+			already := ""
+			if stored > 0 {
+				already = fmt.Sprintf("; %d of them were already stored and not written again", stored)
+			}
+			fmt.Fprintf(g.stdout, "published %s to %q (%s)%s\n", plural(total, "record"), topic, b.String(), already)
 			return nil
 		},
 	}
@@ -128,5 +167,7 @@ Each batch of --batch lines is published atomically (all or none). With
 	cmd.Flags().Int32Var(&partition, "partition", 0, "publish every record to this partition (default: by key, else spread)")
 	cmd.Flags().StringArrayVarP(&headers, "header", "H", nil, "header NAME=VALUE added to every record (repeatable)")
 	cmd.Flags().IntVar(&batch, "batch", 500, "lines per atomic publish")
+	cmd.Flags().StringVar(&producerID, "producer-id", "", "publish idempotently as this producer (1-200 bytes): a re-run stores nothing twice")
+	cmd.Flags().Int64Var(&sequence, "sequence", 0, "with --producer-id: the sequence number of the first line")
 	return cmd
 }
