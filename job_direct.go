@@ -40,6 +40,9 @@ import (
 // It needs no byte cap: the client calls job_claim() for those
 // (claimJobsDirect).
 //
+// A paused queue (migration 024) hands out nothing: its reads find no
+// queue id.
+//
 // Reads, as job_claim() does: first any claimable job of a higher
 // priority than the position, then the same priority after it, then lower
 // priorities, each an ordered read of job_claim that stops at $2 rows, and
@@ -47,24 +50,24 @@ import (
 // last, skipping what the positioned reads locked (those rows are this
 // transaction's, so SKIP LOCKED does not skip them).
 const jobClaimDirectSQL = `WITH q AS (
-    SELECT qq.queue_id, qq.name, qq.lease FROM pgmsg.queue qq WHERE qq.name = $1::text
+    SELECT qq.queue_id, qq.name, qq.lease, qq.paused FROM pgmsg.queue qq WHERE qq.name = $1::text
 ), n AS (SELECT clock_timestamp() AS ts),
 hi AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.paused) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.priority > $5::smallint AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
 ), eq AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.paused) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.priority = $5::smallint AND (j.run_at, j.id) > ($6::timestamptz, $7::bigint)
        AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
 ), lo AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.paused) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.priority < $5::smallint AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
@@ -72,7 +75,7 @@ hi AS (
     SELECT hi.*, 1 AS b FROM hi UNION ALL SELECT eq.*, 2 FROM eq UNION ALL SELECT lo.*, 3 FROM lo
 ), whole AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.paused) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED

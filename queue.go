@@ -104,6 +104,8 @@ type QueueStats struct {
 	ArchivedLastMinute int64 `json:"archived_last_minute"`
 	// Throughput is ArchivedLastMinute per second.
 	Throughput float64 `json:"throughput"`
+	// Paused queues take jobs but hand none out (PauseQueue).
+	Paused bool `json:"paused"`
 }
 
 func jobInterval(d time.Duration) pgtype.Interval {
@@ -286,6 +288,24 @@ func (c *Client) QueueStats(ctx context.Context, queue string) (*QueueStats, err
 	return all[0], nil
 }
 
+// PauseQueue stops queue from handing out jobs: claims (workers,
+// ClaimJobs, the SQL job_claim) find none while enqueues, retries and
+// schedules go on and running jobs finish. The state is stored, so it
+// survives restarts, and pausing a paused queue does nothing. It fails
+// with ErrUnknownQueue.
+func (c *Client) PauseQueue(ctx context.Context, queue string) error {
+	_, err := c.queries.QueuePause(ctx, c.db(c.pool), queue)
+	return mapError(err)
+}
+
+// ResumeQueue lets a paused queue hand out jobs again and wakes its idle
+// workers. Resuming a queue that is not paused does nothing. It fails with
+// ErrUnknownQueue.
+func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
+	_, err := c.queries.QueueResume(ctx, c.db(c.pool), queue)
+	return mapError(err)
+}
+
 // AllQueueStats returns the job counts of every queue, by name.
 func (c *Client) AllQueueStats(ctx context.Context) ([]*QueueStats, error) {
 	return c.queueStats(ctx, pgtype.Text{})
@@ -302,7 +322,7 @@ func (c *Client) queueStats(ctx context.Context, queue pgtype.Text) ([]*QueueSta
 			Queue: r.Queue, Available: r.Available, Scheduled: r.Scheduled, Running: r.Running,
 			Retrying: r.Retrying, Dead: r.Dead, Archived: r.Archived,
 			OldestAvailableAge: time.Duration(r.OldestAvailableSeconds * float64(time.Second)),
-			ArchivedLastMinute: r.ArchivedLastMinute, Throughput: float64(r.ArchivedLastMinute) / 60,
+			ArchivedLastMinute: r.ArchivedLastMinute, Throughput: float64(r.ArchivedLastMinute) / 60, Paused: r.Paused,
 		})
 	}
 	return out, nil

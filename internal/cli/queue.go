@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -26,7 +27,8 @@ out of attempts, go to the dead-letter state with their error history.
 Queues are created by their first enqueue, or with queue create.`,
 	}
 	cmd.AddCommand(newQueueCreate(g), newQueueConfig(g), newQueueList(g), newQueueDelete(g),
-		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g), newQueueRetry(g))
+		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g), newQueueRetry(g),
+		newQueuePause(g, true), newQueuePause(g, false))
 	return cmd
 }
 
@@ -60,6 +62,53 @@ or finished job is refused: requeue dead jobs with "pgmsg queue dead requeue".`,
 				return g.printJSON(map[string]any{"id": id, "state": pgmsg.JobStateAvailable})
 			}
 			fmt.Fprintf(g.stdout, "job %d is available\n", id)
+			return nil
+		},
+	}
+}
+
+// newQueuePause is "queue pause" (pause) or "queue resume".
+func newQueuePause(g *globals, pause bool) *cobra.Command {
+	use, short, long := "resume QUEUE", "Let a paused queue hand out jobs again",
+		"resume lets a paused queue hand out jobs again and wakes its idle workers."
+	if pause {
+		use, short, long = "pause QUEUE", "Stop a queue from handing out jobs (enqueues go on)",
+			`pause stops QUEUE from handing out jobs: workers and claims find none, while
+enqueues, retries and schedules go on and running jobs finish. The state is
+stored, so it survives restarts; "pgmsg queue stats" shows it, and
+"pgmsg queue resume QUEUE" ends it.`
+	}
+	return &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Long:    long,
+		Example: "  pgmsg queue " + strings.Fields(use)[0] + " emails",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			set := c.ResumeQueue
+			if pause {
+				set = c.PauseQueue
+			}
+			if err := set(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			if js {
+				return g.printJSON(map[string]any{"queue": args[0], "paused": pause})
+			}
+			if pause {
+				fmt.Fprintf(g.stdout, "queue %q is paused: it hands out no job until resumed\n", args[0])
+			} else {
+				fmt.Fprintf(g.stdout, "queue %q hands out jobs\n", args[0])
+			}
 			return nil
 		},
 	}
@@ -305,7 +354,11 @@ func newQueueStats(g *globals) *cobra.Command {
 			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "QUEUE\tAVAILABLE\tSCHEDULED\tRUNNING\tRETRYING\tDEAD\tARCHIVED\tOLDEST WAITING")
 			for _, s := range st {
-				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", s.Queue, s.Available, s.Scheduled, s.Running, s.Retrying,
+				name := s.Queue
+				if s.Paused {
+					name += " (paused)"
+				}
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", name, s.Available, s.Scheduled, s.Running, s.Retrying,
 					s.Dead, s.Archived, s.OldestAvailableAge.Round(time.Second))
 			}
 			if len(st) == 0 {

@@ -115,6 +115,7 @@ type PgmsgQueue struct {
 	CreatedAt           pgtype.Timestamptz
 	MaxDepth            pgtype.Int8
 	BackpressureTimeout pgtype.Interval
+	Paused              bool
 }
 
 type PgmsgRecord struct {

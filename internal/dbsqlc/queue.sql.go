@@ -759,10 +759,34 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX) ([]*QueueListRow, erro
 	return items, nil
 }
 
+const queuePause = `-- name: QueuePause :one
+SELECT pgmsg.queue_pause($1::text)::boolean AS paused
+`
+
+func (q *Queries) QueuePause(ctx context.Context, db DBTX, queue string) (bool, error) {
+	row := db.QueryRow(ctx, queuePause, queue)
+	var paused bool
+	err := row.Scan(&paused)
+	return paused, err
+}
+
+const queueResume = `-- name: QueueResume :one
+SELECT pgmsg.queue_resume($1::text)::boolean AS paused
+`
+
+func (q *Queries) QueueResume(ctx context.Context, db DBTX, queue string) (bool, error) {
+	row := db.QueryRow(ctx, queueResume, queue)
+	var paused bool
+	err := row.Scan(&paused)
+	return paused, err
+}
+
 const queueStats = `-- name: QueueStats :many
-SELECT queue::text, available::bigint, scheduled::bigint, running::bigint, retrying::bigint, dead::bigint,
-       archived::bigint, oldest_available_seconds::double precision, archived_last_minute::bigint
-FROM pgmsg.queue_stats($1::text)
+SELECT s.queue::text AS queue, s.available::bigint AS available, s.scheduled::bigint AS scheduled,
+       s.running::bigint AS running, s.retrying::bigint AS retrying, s.dead::bigint AS dead,
+       s.archived::bigint AS archived, s.oldest_available_seconds::double precision AS oldest_available_seconds,
+       s.archived_last_minute::bigint AS archived_last_minute, coalesce(qq.paused, false)::boolean AS paused
+FROM pgmsg.queue_stats($1::text) s LEFT JOIN pgmsg.queue qq ON qq.name = s.queue
 `
 
 type QueueStatsRow struct {
@@ -775,6 +799,7 @@ type QueueStatsRow struct {
 	Archived               int64
 	OldestAvailableSeconds float64
 	ArchivedLastMinute     int64
+	Paused                 bool
 }
 
 func (q *Queries) QueueStats(ctx context.Context, db DBTX, queue pgtype.Text) ([]*QueueStatsRow, error) {
@@ -796,6 +821,7 @@ func (q *Queries) QueueStats(ctx context.Context, db DBTX, queue pgtype.Text) ([
 			&i.Archived,
 			&i.OldestAvailableSeconds,
 			&i.ArchivedLastMinute,
+			&i.Paused,
 		); err != nil {
 			return nil, err
 		}

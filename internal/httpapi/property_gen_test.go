@@ -580,6 +580,8 @@ var propRoutes = map[string]propRoute{
 	"POST /v1/queues/{queue}/dead/requeue": {body: func(g *propGen) any { return deadBody(g, false) }, destructive: true},
 	"POST /v1/queues/{queue}/dead/purge":   {body: func(g *propGen) any { return deadBody(g, true) }, destructive: true},
 	"POST /v1/jobs/{id}/retry":             {destructive: true}, // the path's id is chosen by the harness
+	"POST /v1/queues/{queue}/pause":        {destructive: true},
+	"POST /v1/queues/{queue}/resume":       {destructive: true},
 
 	"GET /v1/topics": {},
 	"POST /v1/topics": {

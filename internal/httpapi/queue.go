@@ -28,6 +28,8 @@ func (s *Server) queueRoutes() []Route {
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/dead/requeue", Scope: pgmsg.ScopeAdmin, handler: s.requeueDead},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/dead/purge", Scope: pgmsg.ScopeAdmin, handler: s.purgeDead},
 		{Method: http.MethodPost, Pattern: "/v1/jobs/{id}/retry", Scope: pgmsg.ScopeAdmin, handler: s.retryJob},
+		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/pause", Scope: pgmsg.ScopeAdmin, handler: s.pauseQueue},
+		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/resume", Scope: pgmsg.ScopeAdmin, handler: s.resumeQueue},
 		// The seeds' paths.
 		{Method: http.MethodPost, Pattern: "/queue/enqueue", Alias: "/v1/queue/enqueue", Scope: pgmsg.ScopeEnqueue, handler: s.enqueue},
 		{Method: http.MethodGet, Pattern: "/queue/claim", Alias: "/v1/queue/claim", Scope: pgmsg.ScopeClaim, handler: s.claimJobs},
@@ -368,6 +370,31 @@ func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "state": pgmsg.JobStateAvailable})
+}
+
+// pauseQueue stops a queue from handing out jobs (enqueues go on).
+func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) error {
+	return s.setPaused(w, r, true)
+}
+
+// resumeQueue lets a paused queue hand out jobs again.
+func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) error {
+	return s.setPaused(w, r, false)
+}
+
+func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) error {
+	queue := r.PathValue("queue")
+	if err := validNames("queue", queue); err != nil {
+		return err
+	}
+	set := s.client.ResumeQueue
+	if paused {
+		set = s.client.PauseQueue
+	}
+	if err := set(r.Context(), queue); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "paused": paused})
 }
 
 func (s *Server) purgeDead(w http.ResponseWriter, r *http.Request) error {

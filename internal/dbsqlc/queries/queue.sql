@@ -51,9 +51,17 @@ FROM pgmsg.queue WHERE name = @name::text;
 SELECT pgmsg.queue_delete(@name::text, @force::boolean);
 
 -- name: QueueStats :many
-SELECT queue::text, available::bigint, scheduled::bigint, running::bigint, retrying::bigint, dead::bigint,
-       archived::bigint, oldest_available_seconds::double precision, archived_last_minute::bigint
-FROM pgmsg.queue_stats(sqlc.narg(queue)::text);
+SELECT s.queue::text AS queue, s.available::bigint AS available, s.scheduled::bigint AS scheduled,
+       s.running::bigint AS running, s.retrying::bigint AS retrying, s.dead::bigint AS dead,
+       s.archived::bigint AS archived, s.oldest_available_seconds::double precision AS oldest_available_seconds,
+       s.archived_last_minute::bigint AS archived_last_minute, coalesce(qq.paused, false)::boolean AS paused
+FROM pgmsg.queue_stats(sqlc.narg(queue)::text) s LEFT JOIN pgmsg.queue qq ON qq.name = s.queue;
+
+-- name: QueuePause :one
+SELECT pgmsg.queue_pause(@queue::text)::boolean AS paused;
+
+-- name: QueueResume :one
+SELECT pgmsg.queue_resume(@queue::text)::boolean AS paused;
 
 -- name: JobEnqueueMany :many
 -- Go sends "" for no kind or unique key and 0 for the queue's max attempts.

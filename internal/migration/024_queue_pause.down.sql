@@ -1,0 +1,6 @@
+-- Reverts 024.
+DROP FUNCTION {{schema}}.job_claim(text, integer, interval, text, bigint, boolean);
+ALTER FUNCTION {{schema}}._job_claim(text, integer, interval, text, bigint, boolean) RENAME TO job_claim;
+DROP FUNCTION IF EXISTS {{schema}}.queue_pause(text);
+DROP FUNCTION IF EXISTS {{schema}}.queue_resume(text);
+ALTER TABLE {{schema}}.queue DROP COLUMN IF EXISTS paused;
