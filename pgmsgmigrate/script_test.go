@@ -40,7 +40,11 @@ SELECT 'rel ' || c.relname, c.relkind::text || ' ' || coalesce(array_to_string(c
   FROM pg_class c WHERE c.relnamespace = $1::regnamespace
 UNION ALL
 SELECT 'col ' || c.relname || '.' || a.attname, format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull || ' ' ||
-       coalesce(pg_get_expr(d.adbin, d.adrelid), '') || ' ' || a.attnum
+       coalesce(pg_get_expr(d.adbin, d.adrelid), '') || ' ' ||
+       -- The column's position among the live ones: a column dropped by a
+       -- down step and added again takes a new attnum.
+       (SELECT count(*) FROM pg_attribute b WHERE b.attrelid = a.attrelid AND b.attnum > 0 AND b.attnum <= a.attnum
+                                              AND NOT b.attisdropped)
   FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
   LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
  WHERE c.relnamespace = $1::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
