@@ -13,18 +13,6 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-// stored counts the records stored in topic, over every partition.
-func stored(t *testing.T, tb *testBundle, topic string) int64 {
-	t.Helper()
-	d, err := tb.client.DescribeTopic(tb.ctx, topic)
-	require.NoError(t, err)
-	var n int64
-	for _, p := range d.PartitionInfo {
-		n += p.NextOffset
-	}
-	return n
-}
-
 func idemRecords(topic string, n int) []*pgmsg.Record {
 	recs := make([]*pgmsg.Record, n)
 	for i := range recs {
@@ -48,13 +36,13 @@ func TestPublishIdempotentStoresOnce(t *testing.T) {
 	dup, err := tb.client.PublishIdempotent(tb.ctx, "p1", 0, first, nil)
 	require.NoError(t, err)
 	require.False(t, dup)
-	require.Equal(t, int64(12), stored(t, tb, "idem"))
+	require.Equal(t, int64(12), storedRecords(t, tb, "idem"))
 
 	again := idemRecords("idem", 12) // the same records, as a retry sends them
 	dup, err = tb.client.PublishIdempotent(tb.ctx, "p1", 0, again, nil)
 	require.NoError(t, err)
 	require.True(t, dup, "the retry is reported as a duplicate")
-	require.Equal(t, int64(12), stored(t, tb, "idem"), "nothing written twice")
+	require.Equal(t, int64(12), storedRecords(t, tb, "idem"), "nothing written twice")
 	for i := range first {
 		require.Equal(t, first[i].Partition, again[i].Partition, "record %d", i)
 		require.Equal(t, first[i].Offset, again[i].Offset, "record %d", i)
@@ -76,7 +64,7 @@ func TestPublishIdempotentStoresOnce(t *testing.T) {
 	dup, err = tb.client.PublishIdempotent(tb.ctx, "p2", 0, idemRecords("idem", 12), nil)
 	require.NoError(t, err)
 	require.False(t, dup)
-	require.Equal(t, int64(29), stored(t, tb, "idem"))
+	require.Equal(t, int64(29), storedRecords(t, tb, "idem"))
 
 	// Going back, or overlapping the last batch, is refused: nothing written.
 	for _, seq := range []int64{0, 3, 14} {
@@ -84,13 +72,13 @@ func TestPublishIdempotentStoresOnce(t *testing.T) {
 		require.ErrorIs(t, err, pgmsg.ErrOutOfOrderSequence, "sequence %d", seq)
 		require.Equal(t, "PM015", pgmsg.ErrorCode(err))
 	}
-	require.Equal(t, int64(29), stored(t, tb, "idem"))
+	require.Equal(t, int64(29), storedRecords(t, tb, "idem"))
 
 	// Gaps are allowed.
 	dup, err = tb.client.PublishIdempotent(tb.ctx, "p1", 1000, idemRecords("idem", 2), nil)
 	require.NoError(t, err)
 	require.False(t, dup)
-	require.Equal(t, int64(31), stored(t, tb, "idem"))
+	require.Equal(t, int64(31), storedRecords(t, tb, "idem"))
 }
 
 func indexOf(t *testing.T, recs []*pgmsg.Record, p int32, off int64) int {
@@ -126,7 +114,7 @@ func TestPublishIdempotentRefusesBadInput(t *testing.T) {
 		_, err := tb.client.PublishIdempotent(tb.ctx, c.producer, c.seq, c.recs, nil)
 		require.ErrorIs(t, err, c.want, c.name)
 	}
-	require.Equal(t, int64(0), stored(t, tb, "idem-bad"))
+	require.Equal(t, int64(0), storedRecords(t, tb, "idem-bad"))
 }
 
 // Through the SQL API: a call of which only some partitions' batches are
@@ -169,7 +157,7 @@ func TestPublishIdempotentSQL(t *testing.T) {
 	// batch (0..1) is stored, partition 1's (2) is not: refused whole.
 	_, err = publish(0, k0, k0, k1)
 	requireState(t, err, "PM015")
-	require.Equal(t, int64(2), stored(t, tb, "idem-sql"))
+	require.Equal(t, int64(2), storedRecords(t, tb, "idem-sql"))
 
 	got, err = publish(2, k1, k0) // partition 0: 2; partition 1: 3
 	require.NoError(t, err)
@@ -180,7 +168,12 @@ func TestPublishIdempotentSQL(t *testing.T) {
 	for _, r := range got {
 		require.Equal(t, true, r[3])
 	}
-	require.Equal(t, int64(4), stored(t, tb, "idem-sql"))
+	require.Equal(t, int64(4), storedRecords(t, tb, "idem-sql"))
+
+	// A partition out of range is publish()'s PM005, nothing written.
+	_, err = tb.Pool.Exec(tb.ctx, `SELECT * FROM `+s+`.publish_idempotent('idem-sql', 'sqlp', 100, '{v}', p_partition => 5)`)
+	requireState(t, err, "PM005")
+	require.Equal(t, int64(4), storedRecords(t, tb, "idem-sql"))
 
 	var n int64
 	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT `+s+`.producer_state_expire(interval '1 hour')`).Scan(&n))
@@ -190,7 +183,7 @@ func TestPublishIdempotentSQL(t *testing.T) {
 	got, err = publish(2, k1, k0) // forgotten: stored again
 	require.NoError(t, err)
 	require.Equal(t, false, got[0][3])
-	require.Equal(t, int64(6), stored(t, tb, "idem-sql"))
+	require.Equal(t, int64(6), storedRecords(t, tb, "idem-sql"))
 }
 
 // An Idempotent Producer numbers its records per partition and stores
@@ -217,7 +210,7 @@ func TestProducerIdempotent(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	require.Equal(t, int64(200), stored(t, tb, "idem-prod"))
+	require.Equal(t, int64(200), storedRecords(t, tb, "idem-prod"))
 	var producers, partitions int
 	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT count(DISTINCT producer_id), count(*) FROM `+
 		pgx.Identifier{tb.Schema}.Sanitize()+`.producer_state`).Scan(&producers, &partitions))

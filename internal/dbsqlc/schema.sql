@@ -6265,13 +6265,13 @@ BEGIN
         PERFORM "pgmsg"._raise('PM004', format('sequence must be from 0 to %s, got %s',
                                                   9223372036854775807 - n, coalesce(p_sequence::text, 'NULL')));
     END IF;
+    -- publish() checks the rest (a partition out of range included: it
+    -- has no counter row and no state, so it reaches publish()); the
+    -- arrays' lengths are checked here because they shape the batches
+    -- compared with the stored ones, before publish() runs.
     IF coalesce(cardinality(p_keys), 0) > n OR coalesce(cardinality(p_headers), 0) > n
        OR coalesce(cardinality(p_timestamps), 0) > n THEN
         PERFORM "pgmsg"._raise('PM004', 'keys, headers and timestamps must not be longer than values');
-    END IF;
-    IF p_partition IS NOT NULL AND (p_partition < 0 OR p_partition >= t.partitions) THEN
-        PERFORM "pgmsg"._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
-                                                  p_partition, quote_literal(t.name), t.partitions));
     END IF;
     spread := ((hashtextextended(p_producer_id || '/' || p_sequence, 0) & 9223372036854775807) % t.partitions)::integer;
 
@@ -6438,27 +6438,26 @@ SELECT "pgmsg"._roles_grant();
 ALTER TABLE "pgmsg".queue ADD COLUMN paused boolean NOT NULL DEFAULT false;
 
 -- queue_pause / queue_resume set the state and return it (true: paused);
--- an unknown queue is PM101. Both are idempotent.
-CREATE FUNCTION "pgmsg".queue_pause(p_queue text) RETURNS boolean
+-- an unknown queue is PM101. Both are idempotent; resuming wakes the
+-- queue's idle workers.
+CREATE FUNCTION "pgmsg"._queue_set_paused(p_queue text, p_paused boolean) RETURNS boolean
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    UPDATE "pgmsg".queue SET paused = true WHERE name = p_queue;
+    UPDATE "pgmsg".queue SET paused = p_paused WHERE name = p_queue;
     IF NOT FOUND THEN
         PERFORM "pgmsg"._queue(p_queue);
     END IF;
-    RETURN true;
+    IF NOT p_paused THEN
+        PERFORM pg_notify('pgmsg' || '_log', 'queue:' || p_queue);
+    END IF;
+    RETURN p_paused;
 END $$;
 
+CREATE FUNCTION "pgmsg".queue_pause(p_queue text) RETURNS boolean
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$ SELECT "pgmsg"._queue_set_paused(p_queue, true) $$;
+
 CREATE FUNCTION "pgmsg".queue_resume(p_queue text) RETURNS boolean
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    UPDATE "pgmsg".queue SET paused = false WHERE name = p_queue;
-    IF NOT FOUND THEN
-        PERFORM "pgmsg"._queue(p_queue);
-    END IF;
-    PERFORM pg_notify('pgmsg' || '_log', 'queue:' || p_queue);
-    RETURN false;
-END $$;
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$ SELECT "pgmsg"._queue_set_paused(p_queue, false) $$;
 
 -- job_claim: 020's body, renamed, behind a check of the pause (one
 -- indexed row read) instead of a restatement of its 150 lines.

@@ -71,13 +71,13 @@ BEGIN
         PERFORM {{schema}}._raise('PM004', format('sequence must be from 0 to %s, got %s',
                                                   9223372036854775807 - n, coalesce(p_sequence::text, 'NULL')));
     END IF;
+    -- publish() checks the rest (a partition out of range included: it
+    -- has no counter row and no state, so it reaches publish()); the
+    -- arrays' lengths are checked here because they shape the batches
+    -- compared with the stored ones, before publish() runs.
     IF coalesce(cardinality(p_keys), 0) > n OR coalesce(cardinality(p_headers), 0) > n
        OR coalesce(cardinality(p_timestamps), 0) > n THEN
         PERFORM {{schema}}._raise('PM004', 'keys, headers and timestamps must not be longer than values');
-    END IF;
-    IF p_partition IS NOT NULL AND (p_partition < 0 OR p_partition >= t.partitions) THEN
-        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
-                                                  p_partition, quote_literal(t.name), t.partitions));
     END IF;
     spread := ((hashtextextended(p_producer_id || '/' || p_sequence, 0) & 9223372036854775807) % t.partitions)::integer;
 

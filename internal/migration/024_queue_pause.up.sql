@@ -7,27 +7,26 @@
 ALTER TABLE {{schema}}.queue ADD COLUMN paused boolean NOT NULL DEFAULT false;
 
 -- queue_pause / queue_resume set the state and return it (true: paused);
--- an unknown queue is PM101. Both are idempotent.
-CREATE FUNCTION {{schema}}.queue_pause(p_queue text) RETURNS boolean
+-- an unknown queue is PM101. Both are idempotent; resuming wakes the
+-- queue's idle workers.
+CREATE FUNCTION {{schema}}._queue_set_paused(p_queue text, p_paused boolean) RETURNS boolean
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    UPDATE {{schema}}.queue SET paused = true WHERE name = p_queue;
+    UPDATE {{schema}}.queue SET paused = p_paused WHERE name = p_queue;
     IF NOT FOUND THEN
         PERFORM {{schema}}._queue(p_queue);
     END IF;
-    RETURN true;
+    IF NOT p_paused THEN
+        PERFORM pg_notify({{schema_lit}} || '_log', 'queue:' || p_queue);
+    END IF;
+    RETURN p_paused;
 END $$;
 
+CREATE FUNCTION {{schema}}.queue_pause(p_queue text) RETURNS boolean
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$ SELECT {{schema}}._queue_set_paused(p_queue, true) $$;
+
 CREATE FUNCTION {{schema}}.queue_resume(p_queue text) RETURNS boolean
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    UPDATE {{schema}}.queue SET paused = false WHERE name = p_queue;
-    IF NOT FOUND THEN
-        PERFORM {{schema}}._queue(p_queue);
-    END IF;
-    PERFORM pg_notify({{schema_lit}} || '_log', 'queue:' || p_queue);
-    RETURN false;
-END $$;
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$ SELECT {{schema}}._queue_set_paused(p_queue, false) $$;
 
 -- job_claim: 020's body, renamed, behind a check of the pause (one
 -- indexed row read) instead of a restatement of its 150 lines.
