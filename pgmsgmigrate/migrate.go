@@ -1,6 +1,8 @@
 // Package pgmsgmigrate installs, upgrades and removes pgmsg's schema.
 //
-// Migrations are embedded in the binary, versioned, and each runs in a
+// Migrations are embedded in the binary: versioned migrations for tables
+// and data, applied once each, and function files, applied whenever they
+// changed (internal/migration documents the policy). Each run is one
 // transaction. Every run takes a transaction-level advisory lock keyed on the
 // schema name first, so any number of processes may run Up at once: one
 // applies the pending versions, the others wait and then find nothing to do.
@@ -64,9 +66,19 @@ type Version struct {
 	AppliedAt *time.Time `json:"applied_at"`
 }
 
-// Result lists the versions a call applied or reverted.
+// Result lists the versions a call applied or reverted, and the function
+// files it applied.
 type Result struct {
-	Versions []int `json:"versions"`
+	Versions  []int    `json:"versions"`
+	Functions []string `json:"functions,omitempty"`
+}
+
+// FunctionFile is one function file and whether the schema holds this
+// binary's version of it.
+type FunctionFile struct {
+	Name      string     `json:"name"`
+	Current   bool       `json:"current"`
+	AppliedAt *time.Time `json:"applied_at"`
 }
 
 // Latest is the highest version this binary knows.
@@ -77,19 +89,32 @@ func Latest() int {
 
 func (m *Migrator) render(sql string) string { return migration.Render(sql, m.schema) }
 
+// bookkeeping creates the schema and the tables that record what was
+// applied: the versions, and the checksum of each function file.
+const bookkeeping = `CREATE SCHEMA IF NOT EXISTS {{schema}};
+CREATE TABLE IF NOT EXISTS {{schema}}.pgmsg_migration (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS {{schema}}.pgmsg_migration_code (
+    name       text PRIMARY KEY,
+    checksum   text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// recordCode is the statement that records a function file's checksum.
+const recordCode = `INSERT INTO {{schema}}.pgmsg_migration_code (name, checksum) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()`
+
 // locked runs fn in a transaction that holds the schema's migration lock and
-// has created the schema and the version table.
+// has created the schema and the bookkeeping tables.
 func (m *Migrator) locked(ctx context.Context, fn func(tx pgx.Tx, applied map[int]time.Time) error) error {
 	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "pgmsg.migrate."+m.schema); err != nil {
 			return fmt.Errorf("pgmsgmigrate: take migration lock: %w", err)
 		}
-		if _, err := tx.Exec(ctx, m.render(`CREATE SCHEMA IF NOT EXISTS {{schema}};
-CREATE TABLE IF NOT EXISTS {{schema}}.pgmsg_migration (
-    version    integer PRIMARY KEY,
-    name       text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-)`)); err != nil {
+		if _, err := tx.Exec(ctx, m.render(bookkeeping)); err != nil {
 			return fmt.Errorf("pgmsgmigrate: create schema %s: %w", m.schema, err)
 		}
 		rows, err := tx.Query(ctx, m.render("SELECT version, applied_at FROM {{schema}}.pgmsg_migration"))
@@ -112,7 +137,9 @@ CREATE TABLE IF NOT EXISTS {{schema}}.pgmsg_migration (
 	})
 }
 
-// Up applies every pending migration, in one transaction.
+// Up applies every pending migration, then the function files if any of
+// them, or any version, changed since they were last applied; all in one
+// transaction.
 func (m *Migrator) Up(ctx context.Context) (*Result, error) {
 	res := &Result{}
 	err := m.locked(ctx, func(tx pgx.Tx, applied map[int]time.Time) error {
@@ -129,7 +156,26 @@ func (m *Migrator) Up(ctx context.Context) (*Result, error) {
 			}
 			res.Versions = append(res.Versions, mig.Version)
 		}
-		return nil
+		current, err := codeCurrent(ctx, tx, m.render)
+		if err != nil {
+			return err
+		}
+		if current && len(res.Versions) == 0 {
+			return nil
+		}
+		// Every file, in order, whichever changed: they are idempotent, and
+		// the last one grants on what the others created.
+		for _, code := range migration.AllCode() {
+			if _, err := tx.Exec(ctx, m.render(code.SQL)); err != nil {
+				return fmt.Errorf("pgmsgmigrate: apply functions/%s.sql: %w", code.Name, err)
+			}
+			if _, err := tx.Exec(ctx, m.render(recordCode), code.Name, code.Checksum); err != nil {
+				return err
+			}
+			res.Functions = append(res.Functions, code.Name)
+		}
+		_, err = tx.Exec(ctx, m.render("DELETE FROM {{schema}}.pgmsg_migration_code WHERE name <> ALL($1)"), codeNames())
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -137,10 +183,71 @@ func (m *Migrator) Up(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
+func codeNames() []string {
+	var names []string
+	for _, c := range migration.AllCode() {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// codeCurrent reports whether the recorded checksums are exactly this
+// binary's function files.
+func codeCurrent(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, render func(string) string) (bool, error) {
+	rows, err := q.Query(ctx, render("SELECT name, checksum FROM {{schema}}.pgmsg_migration_code"))
+	if err != nil {
+		return false, err
+	}
+	recorded, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Name, Checksum string }])
+	if err != nil {
+		return false, err
+	}
+	code := migration.AllCode()
+	if len(recorded) != len(code) {
+		return false, nil
+	}
+	sums := map[string]string{}
+	for _, r := range recorded {
+		sums[r.Name] = r.Checksum
+	}
+	for _, c := range code {
+		if sums[c.Name] != c.Checksum {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// dropFunctions drops every function of the schema (they depend on its
+// tables' row types, so they go before any table) and forgets the
+// function files' checksums.
+func (m *Migrator) dropFunctions(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, `SELECT p.oid::regprocedure::text FROM pg_proc p
+WHERE p.pronamespace = $1::regnamespace AND p.prokind = 'f' ORDER BY p.oid`, m.schema)
+	if err != nil {
+		return err
+	}
+	fns, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, fn := range fns {
+		if _, err := tx.Exec(ctx, "DROP FUNCTION IF EXISTS "+fn); err != nil {
+			return fmt.Errorf("pgmsgmigrate: drop function %s: %w", fn, err)
+		}
+	}
+	_, err = tx.Exec(ctx, m.render("DELETE FROM {{schema}}.pgmsg_migration_code"))
+	return err
+}
+
 // Down reverts the newest steps applied migrations (all of them when steps
 // is 0 or more than are applied), dropping what they created, records
-// included. Reverting every version also drops the schema if nothing else
-// is left in it.
+// included. The schema's functions are dropped first: after a partial Down,
+// `migrate up` by the binary of the version left restores its functions
+// (RequireCurrent fails until then). Reverting every version also drops
+// the schema if nothing else is left in it.
 func (m *Migrator) Down(ctx context.Context, steps int) (*Result, error) {
 	res := &Result{}
 	err := m.locked(ctx, func(tx pgx.Tx, applied map[int]time.Time) error {
@@ -153,6 +260,11 @@ func (m *Migrator) Down(ctx context.Context, steps int) (*Result, error) {
 			if steps > 0 && len(res.Versions) == steps {
 				break
 			}
+			if len(res.Versions) == 0 {
+				if err := m.dropFunctions(ctx, tx); err != nil {
+					return err
+				}
+			}
 			if _, err := tx.Exec(ctx, m.render(mig.Down)); err != nil {
 				return fmt.Errorf("pgmsgmigrate: revert %03d_%s: %w", mig.Version, mig.Name, err)
 			}
@@ -163,7 +275,7 @@ func (m *Migrator) Down(ctx context.Context, steps int) (*Result, error) {
 			delete(applied, mig.Version)
 		}
 		if len(applied) == 0 {
-			if _, err := tx.Exec(ctx, m.render("DROP TABLE {{schema}}.pgmsg_migration")); err != nil {
+			if _, err := tx.Exec(ctx, m.render("DROP TABLE {{schema}}.pgmsg_migration, {{schema}}.pgmsg_migration_code")); err != nil {
 				return err
 			}
 			var left int
@@ -222,12 +334,55 @@ func (m *Migrator) Status(ctx context.Context) ([]Version, error) {
 	return out, nil
 }
 
+// Functions lists the function files of this binary and whether the
+// schema holds them as they are (AppliedAt nil: never applied). It does
+// not create anything.
+func (m *Migrator) Functions(ctx context.Context) ([]FunctionFile, error) {
+	var exists bool
+	if err := m.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL",
+		pgx.Identifier{m.schema, "pgmsg_migration_code"}.Sanitize()).Scan(&exists); err != nil {
+		return nil, err
+	}
+	type recorded struct {
+		checksum string
+		at       time.Time
+	}
+	applied := map[string]recorded{}
+	if exists {
+		rows, err := m.pool.Query(ctx, m.render("SELECT name, checksum, applied_at FROM {{schema}}.pgmsg_migration_code"))
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var name string
+			var r recorded
+			if err := rows.Scan(&name, &r.checksum, &r.at); err != nil {
+				return nil, err
+			}
+			applied[name] = r
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	var out []FunctionFile
+	for _, c := range migration.AllCode() {
+		f := FunctionFile{Name: c.Name}
+		if r, ok := applied[c.Name]; ok {
+			at := r.at
+			f.AppliedAt, f.Current = &at, r.checksum == c.Checksum
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
 // Script returns the migrations after version from (0: a new install) as
 // one plain SQL script for the schema, which psql alone can run (psql -v
 // ON_ERROR_STOP=1 -f FILE): in one transaction, under the migration lock
 // Up takes, it refuses a schema that is not at version from, applies
-// each migration and records it, exactly as Up does, so that the Go
-// migrator and the script can take turns on the same schema.
+// each migration and records it, then the function files, exactly as Up
+// does, so that the Go migrator and the script can take turns on one schema.
 func Script(schema string, from int) (string, error) {
 	if err := ValidateSchema(schema); err != nil {
 		return "", err
@@ -240,13 +395,7 @@ func Script(schema string, from int) (string, error) {
 	b.WriteString("BEGIN;\n")
 	r := func(sql string) string { return migration.Render(sql, schema) }
 	fmt.Fprintf(&b, "SELECT pg_advisory_xact_lock(hashtext(%s));\n", migration.QuoteLiteral("pgmsg.migrate."+schema))
-	b.WriteString(r(`CREATE SCHEMA IF NOT EXISTS {{schema}};
-CREATE TABLE IF NOT EXISTS {{schema}}.pgmsg_migration (
-    version    integer PRIMARY KEY,
-    name       text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-);
-`))
+	b.WriteString(r(bookkeeping + ";\n"))
 	var want []int
 	for _, mig := range all {
 		if mig.Version <= from {
@@ -281,6 +430,20 @@ END $check$;
 		b.WriteString(r(fmt.Sprintf("\n;\nINSERT INTO {{schema}}.pgmsg_migration (version, name) VALUES (%d, %s);\n",
 			mig.Version, migration.QuoteLiteral(mig.Name))))
 	}
+	// The function files, always: Up applies them whenever anything
+	// changed, and applying them again is harmless.
+	var names []string
+	for _, code := range migration.AllCode() {
+		fmt.Fprintf(&b, "\n-- functions/%s.sql\n", code.Name)
+		b.WriteString(r(code.SQL))
+		b.WriteString(r(fmt.Sprintf(`
+;
+INSERT INTO {{schema}}.pgmsg_migration_code (name, checksum) VALUES (%s, %s)
+ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now();
+`, migration.QuoteLiteral(code.Name), migration.QuoteLiteral(code.Checksum))))
+		names = append(names, migration.QuoteLiteral(code.Name))
+	}
+	b.WriteString(r(fmt.Sprintf("DELETE FROM {{schema}}.pgmsg_migration_code WHERE name NOT IN (%s);\n", strings.Join(names, ", "))))
 	b.WriteString("\nCOMMIT;\n")
 	return b.String(), nil
 }
@@ -312,7 +475,8 @@ func (m *Migrator) Drop(ctx context.Context) error {
 // migrations this binary needs.
 var ErrNotMigrated = errors.New("pgmsgmigrate: schema is not migrated to this version: run `pgmsg migrate up`")
 
-// RequireCurrent returns ErrNotMigrated unless every known migration is applied.
+// RequireCurrent returns ErrNotMigrated unless every known migration is
+// applied and the schema's functions are this binary's.
 func (m *Migrator) RequireCurrent(ctx context.Context) error {
 	st, err := m.Status(ctx)
 	if err != nil {
@@ -321,6 +485,15 @@ func (m *Migrator) RequireCurrent(ctx context.Context) error {
 	for _, v := range st {
 		if v.AppliedAt == nil {
 			return fmt.Errorf("%w (version %03d_%s pending in schema %s)", ErrNotMigrated, v.Version, v.Name, m.schema)
+		}
+	}
+	fns, err := m.Functions(ctx)
+	if err != nil {
+		return err
+	}
+	for _, f := range fns {
+		if !f.Current {
+			return fmt.Errorf("%w (functions/%s.sql of this binary not applied in schema %s)", ErrNotMigrated, f.Name, m.schema)
 		}
 	}
 	return nil

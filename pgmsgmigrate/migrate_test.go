@@ -122,240 +122,111 @@ func TestInvalidSchema(t *testing.T) {
 	}
 }
 
-// Migration 012 pins search_path on every function; reverting it leaves it
-// pinned only on the three SECURITY DEFINER segment functions, as before,
-// and the murmur2 it restated still matches Kafka's vectors either way.
-func TestSearchPathMigration(t *testing.T) {
+// The function files are applied with the versions, again whenever one of
+// them differs from what the schema recorded (a new binary with a changed
+// function and no new version), and never otherwise; re-applying keeps the
+// grants given on the functions. RequireCurrent tells a schema whose
+// functions are not this binary's.
+func TestFunctionFilesReapplied(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newPool(t)
-	schema := fmt.Sprintf("pgmsg_sp_%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	schema := fmt.Sprintf("pgmsg_fn_%d", time.Now().UnixNano()%1e9)
+	role := schema + "_app"
 	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
 	require.NoError(t, err)
-	pinned := func() (pinned, unpinned int, names []string) {
-		rows, err := pool.Query(ctx, `
-			SELECT p.proname, coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)
-			  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-			 WHERE n.nspname = $1 ORDER BY 1`, schema)
-		require.NoError(t, err)
-		defer rows.Close()
-		for rows.Next() {
-			var name string
-			var ok bool
-			require.NoError(t, rows.Scan(&name, &ok))
-			if ok {
-				pinned++
-				names = append(names, name)
-			} else {
-				unpinned++
-			}
-		}
-		require.NoError(t, rows.Err())
-		return pinned, unpinned, names
-	}
-	murmur := func() int32 {
-		var h int32
-		require.NoError(t, pool.QueryRow(ctx, "SELECT "+schema+".murmur2('a-little-bit-long-string')").Scan(&h))
-		return h
-	}
-
-	_, err = m.Up(ctx)
-	require.NoError(t, err)
-	p, u, _ := pinned()
-	require.Zero(t, u, "unpinned functions after Up")
-	require.Greater(t, p, 50)
-	require.Equal(t, int32(-985981536), murmur())
-
-	// Down to 011: every migration after it, 012 included.
-	all := migration.All()
-	_, err = m.Down(ctx, all[len(all)-1].Version-11)
-	require.NoError(t, err)
-	p, _, names := pinned()
-	require.Equal(t, 3, p)
-	require.Equal(t, []string{"_segment_create", "_segment_ensure", "_segment_lock"}, names)
-	require.Equal(t, int32(-985981536), murmur())
-
-	_, err = m.Up(ctx)
-	require.NoError(t, err)
-	_, u, _ = pinned()
-	require.Zero(t, u)
-}
-
-// Migration 015 revokes PUBLIC's EXECUTE on the three SECURITY DEFINER
-// segment functions and makes them check their arguments; reverting it
-// restores exactly what 014 left: every function of the schema with the
-// same definition, and the same effective privileges (grants to other
-// roles kept).
-func TestDefinerHardeningMigration(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := newPool(t)
-	schema := fmt.Sprintf("pgmsg_dh_%d", time.Now().UnixNano()%1e9)
-	role := schema + "_app"
 	t.Cleanup(func() {
-		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		require.NoError(t, m.Drop(context.Background()))
 		_, _ = pool.Exec(context.Background(), "DROP ROLE IF EXISTS "+role)
 	})
-	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
-	require.NoError(t, err)
-
-	// Up to 014 only: mark 015 and later as applied, migrate, unmark.
-	_, err = pool.Exec(ctx, `CREATE SCHEMA `+schema+`;
-CREATE TABLE `+schema+`.pgmsg_migration (version integer PRIMARY KEY, name text NOT NULL,
-                                         applied_at timestamptz NOT NULL DEFAULT now())`)
-	require.NoError(t, err)
-	later := 0
-	for _, mig := range migration.All() {
-		if mig.Version >= 15 {
-			_, err = pool.Exec(ctx, `INSERT INTO `+schema+`.pgmsg_migration (version, name) VALUES ($1, $2)`, mig.Version, mig.Name)
-			require.NoError(t, err)
-			later++
-		}
+	var names []string
+	for _, c := range migration.AllCode() {
+		names = append(names, c.Name)
 	}
-	_, err = m.Up(ctx)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `DELETE FROM `+schema+`.pgmsg_migration WHERE version >= 15`)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `CREATE ROLE `+role+` NOLOGIN; GRANT USAGE ON SCHEMA `+schema+` TO `+role+`;
-GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA `+schema+` TO `+role)
-	require.NoError(t, err)
 
-	state := func() map[string]string { return functionStates(t, pool, schema) }
-	publicCan := func(fn string) bool {
+	res, err := m.Up(ctx)
+	require.NoError(t, err)
+	require.Len(t, res.Versions, len(migration.All()))
+	require.Equal(t, names, res.Functions)
+	res, err = m.Up(ctx)
+	require.NoError(t, err)
+	require.Empty(t, res.Versions)
+	require.Empty(t, res.Functions, "nothing changed: nothing applied")
+
+	_, err = pool.Exec(ctx, `CREATE ROLE `+role+` NOLOGIN;
+GRANT USAGE ON SCHEMA `+schema+` TO `+role+`;
+GRANT EXECUTE ON FUNCTION `+schema+`.topic_create(text, integer, jsonb) TO `+role)
+	require.NoError(t, err)
+	validName := func() bool {
 		var ok bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
-WHERE p.pronamespace = $1::regnamespace AND p.proname = $2 AND a.grantee = 0 AND a.privilege_type = 'EXECUTE')`, schema, fn).Scan(&ok))
+		require.NoError(t, pool.QueryRow(ctx, "SELECT "+schema+".valid_name('orders')").Scan(&ok))
 		return ok
 	}
-	fns := []string{"_segment_lock", "_segment_create", "_segment_ensure"}
-	before := state()
-	require.Greater(t, len(before), 50)
-	for _, fn := range fns {
-		require.True(t, publicCan(fn), fn)
+	require.True(t, validName())
+
+	// What an older binary left: another body, another checksum.
+	_, err = pool.Exec(ctx, `CREATE OR REPLACE FUNCTION `+schema+`.valid_name(p_name text) RETURNS boolean
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS 'SELECT false';
+UPDATE `+schema+`.pgmsg_migration_code SET checksum = 'older' WHERE name = 'log'`)
+	require.NoError(t, err)
+	require.False(t, validName())
+	require.ErrorIs(t, m.RequireCurrent(ctx), pgmsgmigrate.ErrNotMigrated)
+	fns, err := m.Functions(ctx)
+	require.NoError(t, err)
+	for _, f := range fns {
+		require.NotNil(t, f.AppliedAt, f.Name)
+		require.Equal(t, f.Name != "log", f.Current, f.Name)
 	}
 
-	_, err = m.Up(ctx)
+	res, err = m.Up(ctx)
 	require.NoError(t, err)
-	for _, fn := range fns {
-		require.False(t, publicCan(fn), "%s after 015", fn)
-	}
-	var roleCan bool
-	require.NoError(t, pool.QueryRow(ctx, `SELECT has_function_privilege($1, $2, 'EXECUTE')`,
-		role, schema+"._segment_ensure(integer, integer, bigint, bigint, bigint)").Scan(&roleCan))
-	require.True(t, roleCan, "015 kept the role's grant")
-
-	_, err = m.Down(ctx, later)
-	require.NoError(t, err)
-	require.Equal(t, before, state())
-	_, err = m.Up(ctx)
-	require.NoError(t, err)
+	require.Empty(t, res.Versions)
+	require.Equal(t, names, res.Functions)
+	require.True(t, validName(), "the binary's body is back")
 	require.NoError(t, m.RequireCurrent(ctx))
+	var can bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT has_function_privilege($1, $2, 'EXECUTE')`,
+		role, schema+".topic_create(text, integer, jsonb)").Scan(&can))
+	require.True(t, can, "re-applying kept the role's grant")
 }
 
-// Migration 020 moves job payloads into job_payload and back: jobs waiting,
-// running, dead and archived keep their payloads through up and down, and
-// down restores 019's functions exactly.
-func TestJobPayloadMigration(t *testing.T) {
+// A partial Down reverts the newest versions and drops the functions (they
+// depend on the tables' row types); the older versions' tables keep their
+// rows, and Up restores the rest.
+func TestPartialDownDropsFunctions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newPool(t)
-	schema := fmt.Sprintf("pgmsg_jp_%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	schema := fmt.Sprintf("pgmsg_pd_%d", time.Now().UnixNano()%1e9)
 	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
 	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, m.Drop(context.Background())) })
 	_, err = m.Up(ctx)
 	require.NoError(t, err)
-	latest := migration.All()[len(migration.All())-1].Version
-	_, err = m.Down(ctx, latest-19)
+	_, err = pool.Exec(ctx, "SELECT "+schema+".topic_create('kept', 2)")
 	require.NoError(t, err)
-	functions := func() map[string]string { return functionStates(t, pool, schema) }
-	before := functions()
 
-	// Under 019: a waiting, a running, a dead and two archived jobs.
-	s := schema
-	var ids []int64
-	rows, err := pool.Query(ctx, `SELECT id FROM `+s+`.enqueue_many('q', ARRAY['\x01'::bytea, '\x02', '\x03', '\x04', '\x05', NULL])`)
+	res, err := m.Down(ctx, 1)
 	require.NoError(t, err)
-	for rows.Next() {
-		var id int64
-		require.NoError(t, rows.Scan(&id))
-		ids = append(ids, id)
+	require.Equal(t, []int{pgmsgmigrate.Latest()}, res.Versions)
+	var fns, topics int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_proc WHERE pronamespace = $1::regnamespace", schema).Scan(&fns))
+	require.Zero(t, fns)
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".topic WHERE name = 'kept'").Scan(&topics))
+	require.Equal(t, 1, topics)
+	require.ErrorIs(t, m.RequireCurrent(ctx), pgmsgmigrate.ErrNotMigrated)
+	st, err := m.Functions(ctx)
+	require.NoError(t, err)
+	for _, f := range st {
+		require.Nil(t, f.AppliedAt, f.Name)
 	}
-	require.NoError(t, rows.Err())
-	require.Len(t, ids, 6)
-	_, err = pool.Exec(ctx, `SELECT * FROM `+s+`.job_claim('q', 3)`)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `SELECT `+s+`.job_complete(id, lease_token) FROM `+s+`.job WHERE id = $1`, ids[0])
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `SELECT f.* FROM `+s+`.job j, LATERAL `+s+`.job_fail(j.id, j.lease_token, 'x', p_dead => true) f WHERE j.id = $1`, ids[1])
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `SELECT `+s+`.job_cancel($1)`, ids[3])
-	require.NoError(t, err)
-	payloads := func() []string {
-		var out []string
-		for _, id := range ids {
-			var p *string
-			require.NoError(t, pool.QueryRow(ctx, `SELECT encode(payload, 'hex') FROM `+s+`.job_get($1)`, id).Scan(&p))
-			if p == nil {
-				out = append(out, "NULL")
-			} else {
-				out = append(out, *p)
-			}
-		}
-		return out
-	}
-	want := []string{"01", "02", "03", "04", "05", "NULL"}
-	require.Equal(t, want, payloads())
 
-	_, err = m.Up(ctx)
+	res, err = m.Up(ctx)
 	require.NoError(t, err)
-	require.Equal(t, want, payloads(), "after 020")
-	var n int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+s+`.job_payload`).Scan(&n))
-	require.Equal(t, 6, n)
-	// A job enqueued and archived under 020 keeps its payload; purging the
-	// dead job deletes its payload.
-	var id7 int64
-	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM `+s+`.enqueue('q', '\x07')`).Scan(&id7))
-	_, err = pool.Exec(ctx, `SELECT `+s+`.job_cancel($1)`, id7)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `SELECT `+s+`.dead_purge('q')`)
-	require.NoError(t, err)
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+s+`.job_payload WHERE id = $1`, ids[1]).Scan(&n))
-	require.Zero(t, n, "the purged dead job's payload")
-	ids = append(ids[:1], ids[2:]...)
-	ids = append(ids, id7)
-	want = []string{"01", "03", "04", "05", "NULL", "07"}
-	require.Equal(t, want, payloads())
-
-	_, err = m.Down(ctx, latest-19)
-	require.NoError(t, err)
-	require.Equal(t, want, payloads(), "after 020 down")
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace AND relname = 'job_payload'`,
-		schema).Scan(&n))
-	require.Zero(t, n)
-	require.Equal(t, before, functions(), "020 down restores 019's functions")
-}
-
-// functionStates maps each function of schema to its definition and its
-// privileges, to compare a schema's functions before and after migrations.
-func functionStates(t *testing.T, pool *pgxpool.Pool, schema string) map[string]string {
-	t.Helper()
-	rows, err := pool.Query(context.Background(), `
-SELECT p.oid::regprocedure::text,
-       pg_get_functiondef(p.oid) || ' ACL ' || coalesce((
-         SELECT string_agg(format('%s:%s:%s:%s', a.grantor::regrole, a.grantee, a.privilege_type, a.is_grantable),
-                           ',' ORDER BY a.grantee, a.privilege_type)
-           FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a), '')
-  FROM pg_proc p WHERE p.pronamespace = $1::regnamespace`, schema)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for rows.Next() {
-		var name, def string
-		require.NoError(t, rows.Scan(&name, &def))
-		out[name] = def
-	}
-	require.NoError(t, rows.Err())
-	return out
+	require.Equal(t, []int{pgmsgmigrate.Latest()}, res.Versions)
+	require.NotEmpty(t, res.Functions)
+	require.NoError(t, m.RequireCurrent(ctx))
+	var partitions int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".topic_describe('kept')").Scan(&partitions))
+	require.Equal(t, 2, partitions)
 }

@@ -30,13 +30,15 @@ func psqlRun(t *testing.T, script string) (string, error) {
 
 // catalogState is what a schema holds, with its name replaced by <S> so
 // that two schemas can be compared: tables and their columns, constraints,
-// indexes, options and grants, sequences, functions with their grants.
+// indexes, options and effective grants (a default ACL and the same
+// privileges written out compare equal), sequences, functions with their
+// grants.
 func catalogState(t *testing.T, pool *pgxpool.Pool, schema string) map[string]string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `
 SELECT 'rel ' || c.relname, c.relkind::text || ' ' || coalesce(array_to_string(c.reloptions, ','), '') || ' ACL ' || coalesce((
          SELECT string_agg(format('%s:%s', (CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END), a.privilege_type), ',' ORDER BY (CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END), a.privilege_type)
-           FROM aclexplode(c.relacl) a), '')
+           FROM aclexplode(coalesce(c.relacl, acldefault(CASE WHEN c.relkind = 'S' THEN 's' ELSE 'r' END::"char", c.relowner))) a), '')
   FROM pg_class c WHERE c.relnamespace = $1::regnamespace
 UNION ALL
 SELECT 'col ' || c.relname || '.' || a.attname, format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull || ' ' ||
@@ -104,16 +106,17 @@ func TestScriptMatchesMigrator(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, res.Versions)
 
-	// An upgrade step: the Go migrator installs all but the last two
-	// versions, the script adds them.
+	// An upgrade step: the Go migrator installs all but the last version,
+	// the script adds it and the functions.
 	_, err = migrators[upgraded].Up(ctx)
 	require.NoError(t, err)
-	_, err = migrators[upgraded].Down(ctx, 2)
+	_, err = migrators[upgraded].Down(ctx, 1)
 	require.NoError(t, err)
 	st, err := migrators[upgraded].Status(ctx)
 	require.NoError(t, err)
-	from := st[len(st)-3].Version
-	wrong, err := pgmsgmigrate.Script(upgraded, st[len(st)-4].Version)
+	require.GreaterOrEqual(t, len(st), 3)
+	from := st[len(st)-2].Version
+	wrong, err := pgmsgmigrate.Script(upgraded, st[len(st)-3].Version)
 	require.NoError(t, err)
 	out, err = psqlRun(t, wrong)
 	require.Error(t, err, "a script for another version must refuse")

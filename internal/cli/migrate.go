@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -15,8 +16,12 @@ func newMigrate(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Install, upgrade or remove pgmsg's schema",
-		Long: `Migrations are embedded in the binary and versioned. Any number of processes
-may run "migrate up" at once: an advisory lock lets one apply them.`,
+		Long: `Migrations are embedded in the binary: versioned migrations for tables and
+data, applied once each, and function files, applied again whenever this
+binary's differ from the schema's ("fn" rows in "migrate status"). Any number
+of processes may run "migrate up" at once: an advisory lock lets one apply
+them. "migrate down" reverts versions and drops the functions; "migrate up"
+by the binary of the version left restores them.`,
 	}
 	migrator := func(cmd *cobra.Command) (*pgmsgmigrate.Migrator, func(), error) {
 		pool, err := g.pool(cmd.Context())
@@ -77,16 +82,18 @@ may run "migrate up" at once: an advisory lock lets one apply them.`,
 	sqlCmd := &cobra.Command{
 		Use:   "sql",
 		Short: "Print the install (or an upgrade) as plain SQL, for psql alone",
-		Long: `sql prints every migration after version --from (0: a new install) as one
-SQL script for --schema, which needs no pgmsg binary to run:
+		Long: `sql prints every migration after version --from (0: a new install), then
+the function files, as one SQL script for --schema, which needs no pgmsg
+binary to run:
 
   psql -v ON_ERROR_STOP=1 -f install.sql
 
 It runs in one transaction under the same lock as "migrate up", refuses a
-schema that is not at version --from, and records the versions it applies,
-so the Go migrator and the script can take turns on one schema.`,
+schema that is not at version --from, and records the versions it applies
+and the function files (always included), so the Go migrator and the script
+can take turns on one schema.`,
 		Example: `  pgmsg migrate sql > install.sql
-  pgmsg migrate sql --schema events --from 20 > upgrade.sql`,
+  pgmsg migrate sql --schema events --from 3 > upgrade.sql`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			script, err := pgmsgmigrate.Script(g.schema, from)
@@ -113,12 +120,16 @@ so the Go migrator and the script can take turns on one schema.`,
 			if err != nil {
 				return err
 			}
+			fns, err := m.Functions(cmd.Context())
+			if err != nil {
+				return err
+			}
 			js, err := g.jsonOutput()
 			if err != nil {
 				return err
 			}
 			if js {
-				return g.printJSON(st)
+				return g.printJSON(map[string]any{"versions": st, "functions": fns})
 			}
 			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "VERSION\tNAME\tAPPLIED AT")
@@ -128,6 +139,16 @@ so the Go migrator and the script can take turns on one schema.`,
 					at = v.AppliedAt.UTC().Format("2006-01-02T15:04:05Z")
 				}
 				fmt.Fprintf(w, "%03d\t%s\t%s\n", v.Version, v.Name, at)
+			}
+			for _, f := range fns {
+				at := "pending"
+				switch {
+				case f.AppliedAt != nil && f.Current:
+					at = f.AppliedAt.UTC().Format("2006-01-02T15:04:05Z")
+				case f.AppliedAt != nil:
+					at = "changed (run migrate up)"
+				}
+				fmt.Fprintf(w, "fn\t%s\t%s\n", f.Name, at)
 			}
 			return w.Flush()
 		},
@@ -141,19 +162,27 @@ func (g *globals) reportVersions(verb string, res *pgmsgmigrate.Result) error {
 		return err
 	}
 	if js {
-		return g.printJSON(map[string]any{verb: res.Versions, "schema": g.schema})
+		out := map[string]any{verb: res.Versions, "schema": g.schema}
+		if verb == "applied" {
+			out["functions"] = res.Functions
+		}
+		return g.printJSON(out)
 	}
-	if len(res.Versions) == 0 {
+	if len(res.Versions) == 0 && len(res.Functions) == 0 {
 		fmt.Fprintf(g.stdout, "schema %s: nothing to do\n", g.schema)
 		return nil
 	}
-	vs := ""
-	for i, v := range res.Versions {
-		if i > 0 {
-			vs += ", "
+	var parts []string
+	if len(res.Versions) > 0 {
+		vs := make([]string, len(res.Versions))
+		for i, v := range res.Versions {
+			vs[i] = strconv.Itoa(v)
 		}
-		vs += strconv.Itoa(v)
+		parts = append(parts, verb+" "+strings.Join(vs, ", "))
 	}
-	fmt.Fprintf(g.stdout, "schema %s: %s %s\n", g.schema, verb, vs)
+	if len(res.Functions) > 0 {
+		parts = append(parts, "functions "+strings.Join(res.Functions, ", "))
+	}
+	fmt.Fprintf(g.stdout, "schema %s: %s\n", g.schema, strings.Join(parts, "; "))
 	return nil
 }

@@ -1,14 +1,33 @@
-// Package migration holds pgmsg's versioned SQL migrations and renders them
-// for a schema. pgmsgmigrate runs them; nothing else reads these files.
+// Package migration holds pgmsg's SQL and renders it for a schema.
+// pgmsgmigrate runs it; nothing else reads these files.
 //
-// Every function a migration creates or replaces in the schema must say
-// SET search_path = pg_catalog, pg_temp (since 012; CREATE OR REPLACE drops
-// a setting it does not restate) and name pgmsg's objects {{schema}}-qualified.
-// TestFunctionsPinSearchPath (root package) fails on an unpinned function.
+// Two kinds of file, one migration policy:
+//
+//   - Versioned migrations (NNN_name.up.sql / .down.sql) hold tables,
+//     indexes, sequences, roles and data changes. Each runs once, in
+//     version order, and is recorded in pgmsg_migration.
+//   - Function files (functions/*.sql) hold every function, each written
+//     once, with its grants. After the versioned migrations, the migrator
+//     applies all of them, in Code order, whenever any of them (or any
+//     version) changed since it last did; their checksums are recorded in
+//     pgmsg_migration_code. A change to a function is therefore a diff of
+//     the lines that changed. CREATE OR REPLACE keeps a function's grants;
+//     a function whose arguments or result type change, or that goes away,
+//     is dropped by a versioned migration first.
+//
+// Down migrations revert versions only: the migrator drops the functions
+// first (they depend on the tables' row types), and `migrate up` by the
+// binary of the version left restores that version's functions.
+//
+// Every function must say SET search_path = pg_catalog, pg_temp and name
+// pgmsg's objects {{schema}}-qualified. TestFunctionsPinSearchPath (root
+// package) fails on an unpinned function.
 package migration
 
 import (
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -21,6 +40,43 @@ import (
 
 //go:embed *.sql
 var files embed.FS
+
+//go:embed functions/*.sql
+var functionFiles embed.FS
+
+// codeOrder is the order the function files are applied in: shared
+// helpers, the log, the queue, then tokens and the roles' grants, which
+// cover everything before them.
+var codeOrder = []string{"common", "log", "queue", "auth"}
+
+// Code is one function file: its name (without directory and extension),
+// its still templated SQL, and the checksum the migrator records.
+type Code struct {
+	Name     string
+	SQL      string
+	Checksum string
+}
+
+// AllCode returns the function files in the order they are applied.
+func AllCode() []Code {
+	entries, err := fs.ReadDir(functionFiles, "functions")
+	if err != nil {
+		panic(err)
+	}
+	if len(entries) != len(codeOrder) {
+		panic(fmt.Sprintf("migration: %d function files, %d in codeOrder", len(entries), len(codeOrder)))
+	}
+	out := make([]Code, 0, len(codeOrder))
+	for _, name := range codeOrder {
+		body, err := functionFiles.ReadFile("functions/" + name + ".sql")
+		if err != nil {
+			panic("migration: function file " + name + " listed in codeOrder: " + err.Error())
+		}
+		sum := sha256.Sum256(body)
+		out = append(out, Code{Name: name, SQL: string(body), Checksum: hex.EncodeToString(sum[:])})
+	}
+	return out
+}
 
 // Migration is one version: its up and down SQL, still templated.
 type Migration struct {

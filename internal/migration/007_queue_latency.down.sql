@@ -1,1 +1,0 @@
-DROP FUNCTION IF EXISTS {{schema}}.queue_latency(interval);

@@ -1,2 +1,0 @@
--- Reverts 022.
-DROP FUNCTION IF EXISTS {{schema}}.job_retry(bigint);

@@ -1,0 +1,2015 @@
+-- pgmsg functions: the log (topics, segments, publish, claims, consumer
+-- groups, retention, compaction, maintenance events). Applied as described
+-- in common.sql.
+
+-- ---------------------------------------------------------------------------
+-- Names and topic settings
+-- ---------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION {{schema}}.valid_name(p_name text)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT p_name IS NOT NULL AND p_name ~ '^[A-Za-z0-9._-]{1,200}$'
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}._topic(p_name text)
+ RETURNS {{schema}}.topic
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t {{schema}}.topic;
+BEGIN
+    SELECT * INTO t FROM {{schema}}.topic WHERE name = p_name;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._raise('PM001', format('unknown topic %s', left(quote_literal(coalesce(p_name, '')), 210)));
+    END IF;
+    RETURN t;
+END $function$;
+
+-- _setting reads a numeric topic setting; NULL when absent or not a number.
+CREATE OR REPLACE FUNCTION {{schema}}._setting(p_config jsonb, p_key text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RETURN (p_config->>p_key)::bigint;
+EXCEPTION WHEN OTHERS THEN
+    RETURN NULL;
+END $function$;
+
+-- _check_topic_settings rejects (PM004) backpressure settings that are not
+-- integers in range, at the time they are set: max_lag_records and
+-- max_lag_bytes at least 1, backpressure_timeout_ms at least 0. JSON null
+-- (removal) is accepted.
+CREATE OR REPLACE FUNCTION {{schema}}._check_topic_settings(p_config jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    k  text;
+    v  bigint;
+    lo bigint;
+    hi bigint;
+BEGIN
+    FOREACH k IN ARRAY ARRAY['max_lag_records', 'max_lag_bytes', 'backpressure_timeout_ms'] LOOP
+        CONTINUE WHEN NOT p_config ? k OR jsonb_typeof(p_config->k) = 'null';
+        lo := CASE WHEN k = 'backpressure_timeout_ms' THEN 0 ELSE 1 END;
+        hi := CASE WHEN k = 'backpressure_timeout_ms' THEN 31622400000 END;  -- 366 days
+        BEGIN
+            v := (p_config->>k)::bigint;
+        EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+            v := NULL;
+        END;
+        IF v IS NULL OR v < lo OR v > hi THEN
+            PERFORM {{schema}}._raise('PM004', format('%s must be an integer %s, got %s', k,
+                                                      CASE WHEN hi IS NULL THEN format('of at least %s', lo)
+                                                           ELSE format('from %s to %s', lo, hi) END,
+                                                      left(p_config->>k, 60)));
+        END IF;
+    END LOOP;
+END $function$;
+
+-- _invalid_partitions raises PM004 for a partition count outside 1..1024.
+-- IMMUTABLE so that partition_for_key stays an inlinable SQL function: an
+-- immutable function that raises on bad input is fine (int4div does too).
+CREATE OR REPLACE FUNCTION {{schema}}._invalid_partitions(p_partitions integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'PM004',
+        MESSAGE = format('partitions must be between 1 and 1024, got %s', coalesce(p_partitions::text, 'NULL'));
+END $function$;
+
+-- ---------------------------------------------------------------------------
+-- Topics and segments. A topic's records live in one table per topic, RANGE-
+-- partitioned by (partition, offset) into segments; retention drops whole
+-- segments. Segment DDL runs as the schema's owner (SECURITY DEFINER).
+-- ---------------------------------------------------------------------------
+
+-- topic_create creates a topic with p_partitions partitions. p_config may
+-- hold segment_records and max_record_bytes (numbers) and any other settings,
+-- which are stored for later features.
+CREATE OR REPLACE FUNCTION {{schema}}.topic_create(p_name text, p_partitions integer DEFAULT 1, p_config jsonb DEFAULT '{}'::jsonb)
+ RETURNS {{schema}}.topic
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t {{schema}}.topic;
+    seg bigint;
+    maxb integer;
+BEGIN
+    PERFORM {{schema}}._check_name('topic', p_name);
+    IF p_partitions IS NULL OR p_partitions < 1 OR p_partitions > 1024 THEN
+        PERFORM {{schema}}._raise('PM004', format('partitions must be between 1 and 1024, got %s', coalesce(p_partitions::text, 'NULL')));
+    END IF;
+    IF p_config IS NULL OR jsonb_typeof(p_config) <> 'object' THEN
+        PERFORM {{schema}}._raise('PM004', 'topic config must be a JSON object');
+    END IF;
+    PERFORM {{schema}}._check_topic_settings(p_config);
+    BEGIN
+        seg  := coalesce((p_config->>'segment_records')::bigint, 1048576);
+        maxb := coalesce((p_config->>'max_record_bytes')::integer, 1048576);
+    EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+        PERFORM {{schema}}._raise('PM004', 'segment_records and max_record_bytes must be integers');
+    END;
+    IF seg < 16 OR maxb < 1 THEN
+        PERFORM {{schema}}._raise('PM004', 'segment_records must be >= 16 and max_record_bytes >= 1');
+    END IF;
+    -- Serialise creators of the same name so the loser gets PM002, not a
+    -- unique violation half-way through DDL.
+    PERFORM pg_advisory_xact_lock(hashtext({{schema_lit}} || '.topic.' || p_name));
+    IF EXISTS (SELECT 1 FROM {{schema}}.topic WHERE name = p_name) THEN
+        PERFORM {{schema}}._raise('PM002', format('topic %s already exists', quote_literal(p_name)));
+    END IF;
+    INSERT INTO {{schema}}.topic (name, partitions, segment_records, max_record_bytes, config)
+    VALUES (p_name, p_partitions, seg, maxb, p_config - 'segment_records' - 'max_record_bytes')
+    RETURNING * INTO t;
+    EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.record FOR VALUES IN (%s) PARTITION BY RANGE (partition, "offset")',
+                   {{schema_lit}}, 'record_' || t.topic_id, {{schema_lit}}, t.topic_id);
+    PERFORM {{schema}}._partitions_add(t, 0, p_partitions);
+    RETURN t;
+END $function$;
+
+-- topic_configure changes a topic's settings: each key of p_settings is
+-- set, and a key whose value is JSON null is removed. segment_records
+-- (applies to segments created from now on) and max_record_bytes are
+-- validated as in topic_create.
+CREATE OR REPLACE FUNCTION {{schema}}.topic_configure(p_name text, p_settings jsonb)
+ RETURNS {{schema}}.topic
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t    {{schema}}.topic := {{schema}}._topic(p_name);
+    seg  bigint;
+    maxb integer;
+BEGIN
+    IF p_settings IS NULL OR jsonb_typeof(p_settings) <> 'object' THEN
+        PERFORM {{schema}}._raise('PM004', 'topic settings must be a JSON object');
+    END IF;
+    PERFORM {{schema}}._check_topic_settings(p_settings);
+    BEGIN
+        seg  := coalesce((p_settings->>'segment_records')::bigint, t.segment_records);
+        maxb := coalesce((p_settings->>'max_record_bytes')::integer, t.max_record_bytes);
+    EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+        PERFORM {{schema}}._raise('PM004', 'segment_records and max_record_bytes must be integers');
+    END;
+    IF seg < 16 OR maxb < 1 THEN
+        PERFORM {{schema}}._raise('PM004', 'segment_records must be >= 16 and max_record_bytes >= 1');
+    END IF;
+    UPDATE {{schema}}.topic SET
+        segment_records = seg, max_record_bytes = maxb,
+        config = jsonb_strip_nulls(config || (p_settings - 'segment_records' - 'max_record_bytes'))
+    WHERE topic_id = t.topic_id
+    RETURNING * INTO t;
+    RETURN t;
+END $function$;
+
+-- topic_add_partitions grows a topic to p_partitions partitions (never shrinks).
+CREATE OR REPLACE FUNCTION {{schema}}.topic_add_partitions(p_name text, p_partitions integer)
+ RETURNS {{schema}}.topic
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t {{schema}}.topic;
+BEGIN
+    PERFORM {{schema}}._topic(p_name);
+    SELECT * INTO t FROM {{schema}}.topic WHERE name = p_name FOR UPDATE;
+    IF p_partitions IS NULL OR p_partitions <= t.partitions OR p_partitions > 1024 THEN
+        PERFORM {{schema}}._raise('PM004', format('partitions must be more than the current %s and at most 1024, got %s',
+                                                  t.partitions, coalesce(p_partitions::text, 'NULL')));
+    END IF;
+    PERFORM {{schema}}._partitions_add(t, t.partitions, p_partitions);
+    UPDATE {{schema}}.topic SET partitions = p_partitions WHERE topic_id = t.topic_id RETURNING * INTO t;
+    RETURN t;
+END $function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}._partitions_add(t {{schema}}.topic, p_from integer, p_to integer)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    p integer;
+BEGIN
+    FOR p IN p_from .. p_to - 1 LOOP
+        INSERT INTO {{schema}}.topic_partition (topic_id, partition) VALUES (t.topic_id, p);
+        PERFORM {{schema}}._segment_create(t.topic_id, p, 0, t.segment_records);
+        UPDATE {{schema}}.topic_partition SET segment_end = t.segment_records
+        WHERE topic_id = t.topic_id AND partition = p;
+        -- Existing groups get a cursor at the start of the new partition, so
+        -- they read it from its first record (as Kafka consumers do).
+        INSERT INTO {{schema}}.group_cursor (topic_id, group_name, partition, next_offset)
+        SELECT t.topic_id, g.group_name, p, 0 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id;
+    END LOOP;
+END $function$;
+
+-- topic_delete drops a topic, its records (whole tables, no DELETE) and its groups.
+CREATE OR REPLACE FUNCTION {{schema}}.topic_delete(p_name text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t {{schema}}.topic := {{schema}}._topic(p_name);
+BEGIN
+    EXECUTE format('DROP TABLE %I.%I', {{schema_lit}}, 'record_' || t.topic_id);
+    DELETE FROM {{schema}}.topic WHERE topic_id = t.topic_id;
+END $function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.topic_list()
+ RETURNS TABLE(name text, partitions integer, segment_records bigint, max_record_bytes integer, config jsonb, created_at timestamp with time zone)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT t.name, t.partitions, t.segment_records, t.max_record_bytes, t.config, t.created_at
+    FROM {{schema}}.topic t ORDER BY t.name
+$function$;
+
+-- topic_describe: per partition, the first stored and next offsets, the
+-- record count (gapless, so next - start) and the bytes of its segments.
+CREATE OR REPLACE FUNCTION {{schema}}.topic_describe(p_name text)
+ RETURNS TABLE(partition integer, start_offset bigint, next_offset bigint, records bigint, segments integer, approx_bytes bigint)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    t {{schema}}.topic := {{schema}}._topic(p_name);
+BEGIN
+    RETURN QUERY
+    SELECT tp.partition, tp.start_offset, tp.next_offset, tp.next_offset - tp.start_offset,
+           count(s.relname)::integer,
+           coalesce(sum(pg_total_relation_size(format('%I.%I', {{schema_lit}}, s.relname)::regclass)), 0)::bigint
+    FROM {{schema}}.topic_partition tp
+    LEFT JOIN {{schema}}.segment s ON s.topic_id = tp.topic_id AND s.partition = tp.partition
+    WHERE tp.topic_id = t.topic_id
+    GROUP BY tp.partition, tp.start_offset, tp.next_offset
+    ORDER BY tp.partition;
+END $function$;
+
+-- _segment_lock takes the lock segment creation needs on the topic's
+-- table, so that callers can take it before any counter row.
+CREATE OR REPLACE FUNCTION {{schema}}._segment_lock(p_topic_id integer)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM 1 FROM {{schema}}.topic t WHERE t.topic_id = p_topic_id;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._raise('PM001', format('unknown topic id %s', coalesce(p_topic_id::text, 'NULL')));
+    END IF;
+    EXECUTE format('LOCK TABLE %I.%I IN SHARE UPDATE EXCLUSIVE MODE', {{schema_lit}}, 'record_' || p_topic_id);
+END $function$;
+
+-- _segment_create creates and attaches the segment [p_lo, p_hi) of one
+-- partition. CREATE + ATTACH takes SHARE UPDATE EXCLUSIVE on the topic's
+-- table (CREATE ... PARTITION OF would take ACCESS EXCLUSIVE and block every
+-- reader and writer of the topic). Identifiers are built from integers only
+-- and still go through %I.
+CREATE OR REPLACE FUNCTION {{schema}}._segment_create(p_topic_id integer, p_partition integer, p_lo bigint, p_hi bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    rel     text := format('record_%s_p%s_%s', p_topic_id, p_partition, p_lo);
+    grantee oid;
+    seg     bigint;
+    tp      record;
+BEGIN
+    SELECT t.segment_records INTO seg FROM {{schema}}.topic t WHERE t.topic_id = p_topic_id;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._raise('PM001', format('unknown topic id %s', coalesce(p_topic_id::text, 'NULL')));
+    END IF;
+    SELECT c.segment_end, c.next_offset INTO tp FROM {{schema}}.topic_partition c
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._raise('PM005', format('partition %s out of range for topic id %s',
+                                                  coalesce(p_partition::text, 'NULL'), p_topic_id));
+    END IF;
+    IF p_lo IS DISTINCT FROM tp.segment_end OR p_hi IS DISTINCT FROM tp.segment_end + seg THEN
+        PERFORM {{schema}}._raise('PM004', format('segment [%s, %s) is not the partition''s next segment [%s, %s)',
+                                                  coalesce(p_lo::text, 'NULL'), coalesce(p_hi::text, 'NULL'),
+                                                  tp.segment_end, tp.segment_end + seg));
+    END IF;
+    IF tp.segment_end >= tp.next_offset + 2 * seg THEN
+        PERFORM {{schema}}._raise('PM004', format('partition %s already has segments up to %s (next offset %s)',
+                                                  p_partition, tp.segment_end, tp.next_offset));
+    END IF;
+    EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I)', {{schema_lit}}, rel, {{schema_lit}}, 'record_' || p_topic_id);
+    EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
+                   {{schema_lit}}, 'record_' || p_topic_id, {{schema_lit}}, rel,
+                   p_partition, p_lo, p_partition, p_hi);
+    FOR grantee IN
+        SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
+         WHERE c.oid = format('%I.record', {{schema_lit}})::regclass
+           AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
+    LOOP
+        EXECUTE format('GRANT SELECT ON %I.%I TO %s', {{schema_lit}}, rel,
+                       CASE WHEN grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(grantee)) END);
+    END LOOP;
+    INSERT INTO {{schema}}.segment (topic_id, partition, start_offset, end_offset, relname)
+    VALUES (p_topic_id, p_partition, p_lo, p_hi, rel);
+    UPDATE {{schema}}.topic_partition c SET segment_end = p_hi
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
+END $function$;
+
+-- _segment_ensure creates segments until the partition's segments reach
+-- p_needed plus two segments of headroom. The caller holds the partition's
+-- counter row lock, so two publishers never create the same segment.
+-- Why two: with a quarter segment of headroom, inserts by other sessions
+-- that started right after the creating transaction committed were
+-- intermittently not routed to the just-attached segment ("no partition of
+-- relation found for row", ~10 in 3,200 concurrent publishes, reproduced by
+-- TestPublishIntoFreshSegmentsConcurrently); with two segments ahead no
+-- other session inserts into a segment in the moments after its attach.
+CREATE OR REPLACE FUNCTION {{schema}}._segment_ensure(p_topic_id integer, p_partition integer, p_segment_end bigint, p_segment_records bigint, p_needed bigint)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    seg     bigint;
+    tp      record;
+    seg_end bigint;
+    rel     text;
+    grantee oid;
+BEGIN
+    SELECT t.segment_records INTO seg FROM {{schema}}.topic t WHERE t.topic_id = p_topic_id;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._raise('PM001', format('unknown topic id %s', coalesce(p_topic_id::text, 'NULL')));
+    END IF;
+    SELECT c.segment_end, c.next_offset INTO tp FROM {{schema}}.topic_partition c
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._raise('PM005', format('partition %s out of range for topic id %s',
+                                                  coalesce(p_partition::text, 'NULL'), p_topic_id));
+    END IF;
+    IF p_segment_end IS DISTINCT FROM tp.segment_end THEN
+        PERFORM {{schema}}._raise('PM004', format('segment end %s is not the partition''s (%s)',
+                                                  coalesce(p_segment_end::text, 'NULL'), tp.segment_end));
+    END IF;
+    IF p_needed IS NULL OR p_needed > tp.next_offset THEN
+        PERFORM {{schema}}._raise('PM004', format('needed offset %s is past the partition''s next offset %s',
+                                                  coalesce(p_needed::text, 'NULL'), tp.next_offset));
+    END IF;
+    seg_end := tp.segment_end;
+    WHILE seg_end < p_needed + 2 * seg LOOP
+        rel := format('record_%s_p%s_%s', p_topic_id, p_partition, seg_end);
+        EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I)', {{schema_lit}}, rel, {{schema_lit}}, 'record_' || p_topic_id);
+        EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
+                       {{schema_lit}}, 'record_' || p_topic_id, {{schema_lit}}, rel,
+                       p_partition, seg_end, p_partition, seg_end + seg);
+        FOR grantee IN
+            SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
+             WHERE c.oid = format('%I.record', {{schema_lit}})::regclass
+               AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
+        LOOP
+            EXECUTE format('GRANT SELECT ON %I.%I TO %s', {{schema_lit}}, rel,
+                           CASE WHEN grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(grantee)) END);
+        END LOOP;
+        INSERT INTO {{schema}}.segment (topic_id, partition, start_offset, end_offset, relname)
+        VALUES (p_topic_id, p_partition, seg_end, seg_end + seg, rel);
+        seg_end := seg_end + seg;
+    END LOOP;
+    IF seg_end <> tp.segment_end THEN
+        UPDATE {{schema}}.topic_partition c SET segment_end = seg_end
+         WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
+    END IF;
+    RETURN seg_end;
+END $function$;
+
+-- segment_ensure creates the segments of one partition ahead of need (two
+-- segments of headroom), in its own transaction: lock order is the topic
+-- table's SHARE UPDATE EXCLUSIVE lock first, then the counter row, so it
+-- cannot deadlock with publishers. Returns the segments created, or -1
+-- when a publisher holds the counter row (try again later). The Go
+-- client calls it after a publish reports segments_low; maintenance calls
+-- segments_ensure() for all partitions.
+CREATE OR REPLACE FUNCTION {{schema}}.segment_ensure(p_topic text, p_partition integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t       {{schema}}.topic := {{schema}}._topic(p_topic);
+    tp      {{schema}}.topic_partition;
+    seg_end bigint;
+BEGIN
+    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
+        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
+                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
+    END IF;
+    -- This is background work: give way rather than wait. A short
+    -- lock_timeout makes it the one that yields when DDL on the topic
+    -- (topic_delete) queues behind its lock; busy means try again later.
+    PERFORM set_config('lock_timeout', '200ms', true);
+    BEGIN
+        PERFORM {{schema}}._segment_lock(t.topic_id);
+        -- Wait for the publisher holding the counter row, but no longer
+        -- than lock_timeout: it may be a long transaction, or one that
+        -- itself waits for this call's topic lock (a publish creating a
+        -- segment in its fallback); the timeout ends that wait long before
+        -- deadlock detection would.
+        SELECT * INTO tp FROM {{schema}}.topic_partition c
+         WHERE c.topic_id = t.topic_id AND c.partition = p_partition FOR UPDATE;
+        IF NOT FOUND THEN
+            -- Deleted while this call waited for the locks.
+            PERFORM {{schema}}._raise('PM001', format('unknown topic %s', quote_literal(t.name)));
+        END IF;
+        seg_end := {{schema}}._segment_ensure(t.topic_id, p_partition, tp.segment_end, t.segment_records, tp.next_offset);
+    EXCEPTION
+        WHEN lock_not_available THEN
+            RETURN -1;
+        WHEN undefined_table THEN
+            -- The topic's table was dropped between the lookup and the lock.
+            PERFORM {{schema}}._raise('PM001', format('unknown topic %s', quote_literal(t.name)));
+    END;
+    RETURN ((seg_end - tp.segment_end) / t.segment_records)::integer;
+END $function$;
+
+-- segments_ensure creates missing segments ahead of need for every
+-- partition (publishers also do it on the way); partitions whose counter
+-- row is busy are skipped.
+CREATE OR REPLACE FUNCTION {{schema}}.segments_ensure()
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    p record;
+    n integer := 0;
+BEGIN
+    -- Same lock order as segment_ensure: the topic table, then the counter
+    -- row (skipped when a publisher holds it); a busy topic table is left
+    -- for the next run.
+    PERFORM set_config('lock_timeout', '200ms', true);
+    FOR p IN
+        SELECT tp.topic_id, tp.partition FROM {{schema}}.topic_partition tp
+        JOIN {{schema}}.topic t ON t.topic_id = tp.topic_id
+        WHERE tp.segment_end < tp.next_offset + 2 * t.segment_records
+        ORDER BY tp.topic_id, tp.partition
+    LOOP
+        BEGIN
+            PERFORM {{schema}}._segment_lock(p.topic_id);
+            PERFORM {{schema}}._segment_ensure(tp.topic_id, tp.partition, tp.segment_end, t.segment_records, tp.next_offset)
+            FROM {{schema}}.topic_partition tp JOIN {{schema}}.topic t ON t.topic_id = tp.topic_id
+            WHERE tp.topic_id = p.topic_id AND tp.partition = p.partition
+            FOR UPDATE OF tp SKIP LOCKED;
+            IF FOUND THEN
+                n := n + 1;
+            END IF;
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;
+        END;
+    END LOOP;
+    RETURN n;
+END $function$;
+
+-- _segment_bytes: on-disk size of one segment (heap, index, TOAST).
+CREATE OR REPLACE FUNCTION {{schema}}._segment_bytes(p_relname text)
+ RETURNS bigint
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT pg_total_relation_size(format('%I.%I', {{schema_lit}}, p_relname)::regclass)
+$function$;
+
+-- ---------------------------------------------------------------------------
+-- Kafka-compatible partitioner: murmur2 exactly as Kafka's
+-- org.apache.kafka.common.utils.Utils.murmur2, then toPositive % partitions.
+-- 32-bit multiplication is split so bigint never overflows.
+-- ---------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION {{schema}}._mul32(a bigint, b bigint)
+ RETURNS bigint
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT ((a * (b & 65535)) + (((a * (b >> 16)) & 65535) << 16)) & 4294967295
+$function$;
+
+-- murmur2 with _mul32 written out. _mul32 is a SQL function that the
+-- planner inlined into murmur2's expressions; a function with a SET clause is
+-- never inlined, and calling it (three times per 4 bytes of key) made
+-- partition_for_key some 25 times slower. Same arithmetic, same results
+-- (TestMurmur2MatchesKafka checks them against Kafka's).
+CREATE OR REPLACE FUNCTION {{schema}}.murmur2(p_data bytea)
+ RETURNS integer
+ LANGUAGE plpgsql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    len  integer := length(p_data);
+    m_lo constant bigint := 59797;        -- 0x5bd1e995 & 0xffff
+    m_hi constant bigint := 23505;        -- 0x5bd1e995 >> 16
+    h    bigint := (2538058380 # len) & 4294967295;  -- seed 0x9747b28c ^ length
+    k    bigint;
+    i    integer := 0;
+    tail integer := len % 4;
+    base integer := len - len % 4;
+BEGIN
+    WHILE i < base LOOP
+        k := get_byte(p_data, i)::bigint
+           | (get_byte(p_data, i + 1)::bigint << 8)
+           | (get_byte(p_data, i + 2)::bigint << 16)
+           | (get_byte(p_data, i + 3)::bigint << 24);
+        k := ((k * m_lo) + (((k * m_hi) & 65535) << 16)) & 4294967295;
+        k := k # (k >> 24);
+        k := ((k * m_lo) + (((k * m_hi) & 65535) << 16)) & 4294967295;
+        h := ((h * m_lo) + (((h * m_hi) & 65535) << 16)) & 4294967295;
+        h := h # k;
+        i := i + 4;
+    END LOOP;
+    IF tail = 3 THEN h := h # (get_byte(p_data, base + 2)::bigint << 16); END IF;
+    IF tail >= 2 THEN h := h # (get_byte(p_data, base + 1)::bigint << 8); END IF;
+    IF tail >= 1 THEN
+        h := h # get_byte(p_data, base)::bigint;
+        h := ((h * m_lo) + (((h * m_hi) & 65535) << 16)) & 4294967295;
+    END IF;
+    h := h # (h >> 13);
+    h := ((h * m_lo) + (((h * m_hi) & 65535) << 16)) & 4294967295;
+    h := h # (h >> 15);
+    IF h >= 2147483648 THEN h := h - 4294967296; END IF;
+    RETURN h::integer;
+END $function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.partition_for_key(p_key bytea, p_partitions integer)
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT CASE WHEN p_partitions BETWEEN 1 AND 1024
+                THEN ({{schema}}.murmur2(p_key) & 2147483647) % p_partitions
+                ELSE {{schema}}._invalid_partitions(p_partitions) END
+$function$;
+
+-- ---------------------------------------------------------------------------
+-- Publishing (the Go client's hot path runs the same steps as one prepared
+-- statement: publish.go)
+-- ---------------------------------------------------------------------------
+
+-- publish appends a batch of records to a topic in the caller's transaction
+-- and returns one row per partition written: its first offset and count.
+-- Arrays are parallel (keys, headers and timestamps may be NULL or shorter:
+-- missing entries are NULL). Partition: p_partition if given, else each
+-- record's key hashed as Kafka does, else one random partition for all
+-- unkeyed records of the call. Partitions are locked in ascending order so
+-- concurrent multi-partition publishes cannot deadlock.
+CREATE OR REPLACE FUNCTION {{schema}}.publish(p_topic text, p_values bytea[], p_keys bytea[] DEFAULT NULL::bytea[], p_headers jsonb[] DEFAULT NULL::jsonb[], p_timestamps timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_partition integer DEFAULT NULL::integer, p_notify boolean DEFAULT true)
+ RETURNS TABLE(partition integer, base_offset bigint, record_count integer, "timestamp" timestamp with time zone, segments_low boolean)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    t      {{schema}}.topic;
+    n      integer := coalesce(cardinality(p_values), 0);
+    now_ts timestamptz := clock_timestamp();
+    spread integer;
+    part   record;
+BEGIN
+    -- The topic is read here rather than through _topic() (which raises
+    -- PM001 for an unknown one): every call of a function with a pinned
+    -- search_path (012) saves and restores it, and publish is hot.
+    SELECT * INTO t FROM {{schema}}.topic tt WHERE tt.name = p_topic;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._topic(p_topic);
+    END IF;
+    IF n = 0 THEN
+        PERFORM {{schema}}._raise('PM010', 'empty batch: publish needs at least one record');
+    END IF;
+    IF coalesce(cardinality(p_keys), 0) > n OR coalesce(cardinality(p_headers), 0) > n
+       OR coalesce(cardinality(p_timestamps), 0) > n THEN
+        PERFORM {{schema}}._raise('PM004', 'keys, headers and timestamps must not be longer than values');
+    END IF;
+    IF p_timestamps IS NOT NULL
+       AND EXISTS (SELECT 1 FROM unnest(p_timestamps) AS u(ts) WHERE NOT {{schema}}._time_ok(u.ts)) THEN
+        PERFORM {{schema}}._raise('PM004', 'record timestamps must be in the UTC years 0001 to 9999');
+    END IF;
+    IF p_partition IS NOT NULL AND (p_partition < 0 OR p_partition >= t.partitions) THEN
+        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
+                                                  p_partition, quote_literal(t.name), t.partitions));
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_values, p_keys, p_headers) AS u(v, k, h)
+               WHERE coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)
+                     + coalesce(octet_length(u.h::text), 0) > t.max_record_bytes) THEN
+        PERFORM {{schema}}._raise('PM006', format('record larger than the topic''s max_record_bytes (%s)', t.max_record_bytes));
+    END IF;
+
+    IF p_partition IS NOT NULL THEN
+        RETURN QUERY SELECT p_partition, a.base, n, now_ts, a.segments_low
+                     FROM {{schema}}._append(t, p_partition, p_values, p_keys, p_headers, p_timestamps, now_ts) a;
+    ELSE
+        spread := floor(random() * t.partitions)::integer;
+        FOR part IN
+            SELECT CASE WHEN u.k IS NULL THEN spread ELSE {{schema}}.partition_for_key(u.k, t.partitions) END AS p,
+                   array_agg(u.v ORDER BY u.ord) AS vs, array_agg(u.k ORDER BY u.ord) AS ks,
+                   array_agg(u.h ORDER BY u.ord) AS hs, array_agg(u.ts ORDER BY u.ord) AS tss
+            FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord)
+            GROUP BY 1 ORDER BY 1
+        LOOP
+            RETURN QUERY SELECT part.p, a.base, cardinality(part.vs), now_ts, a.segments_low
+                         FROM {{schema}}._append(t, part.p, part.vs, part.ks, part.hs, part.tss, now_ts) a;
+        END LOOP;
+    END IF;
+    -- A wake-up for idle consumers; polling stays the correctness path.
+    -- PostgreSQL serialises the commits of all transactions that notified
+    -- (one cluster-wide lock held through the commit's WAL flush), so the
+    -- Go client passes p_notify => false and notifies after commit,
+    -- coalesced, outside the publishing transaction.
+    IF p_notify THEN
+        PERFORM pg_notify({{schema_lit}} || '_log', t.name);
+    END IF;
+END $function$;
+
+-- publish_idempotent publishes as publish() does, as producer p_producer_id
+-- with the records numbered from p_sequence in the order they are stored:
+-- by partition, then in the order given. The partition of an unkeyed
+-- record is drawn from the producer id and the sequence instead of at
+-- random, so that a retry lands where the first attempt did. Every
+-- partition's batch is a retry (duplicate true: nothing written, the
+-- stored offsets and publish time returned) or none is: a call that is
+-- partly stored is refused with PM015. Other errors are publish()'s.
+CREATE OR REPLACE FUNCTION {{schema}}.publish_idempotent(p_topic text, p_producer_id text, p_sequence bigint, p_values bytea[], p_keys bytea[] DEFAULT NULL::bytea[], p_headers jsonb[] DEFAULT NULL::jsonb[], p_timestamps timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_partition integer DEFAULT NULL::integer, p_notify boolean DEFAULT true)
+ RETURNS TABLE(partition integer, base_offset bigint, record_count integer, "timestamp" timestamp with time zone, segments_low boolean, duplicate boolean)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    t      {{schema}}.topic;
+    n      integer := coalesce(cardinality(p_values), 0);
+    spread integer;
+    g      record;
+    r      record;
+    st     {{schema}}.producer_state;
+    seq    bigint;
+    parts  integer[] := '{}';
+    dups   integer := 0;
+BEGIN
+    t := {{schema}}._topic(p_topic);
+    IF p_producer_id IS NULL OR octet_length(p_producer_id) NOT BETWEEN 1 AND 200 THEN
+        PERFORM {{schema}}._raise('PM004', 'producer id must be 1 to 200 bytes');
+    END IF;
+    IF n = 0 THEN
+        PERFORM {{schema}}._raise('PM010', 'empty batch: publish needs at least one record');
+    END IF;
+    IF p_sequence IS NULL OR p_sequence < 0 OR p_sequence > 9223372036854775807 - n THEN
+        PERFORM {{schema}}._raise('PM004', format('sequence must be from 0 to %s, got %s',
+                                                  9223372036854775807 - n, coalesce(p_sequence::text, 'NULL')));
+    END IF;
+    -- publish() checks the rest (a partition out of range included: it
+    -- has no counter row and no state, so it reaches publish()); the
+    -- arrays' lengths are checked here because they shape the batches
+    -- compared with the stored ones, before publish() runs.
+    IF coalesce(cardinality(p_keys), 0) > n OR coalesce(cardinality(p_headers), 0) > n
+       OR coalesce(cardinality(p_timestamps), 0) > n THEN
+        PERFORM {{schema}}._raise('PM004', 'keys, headers and timestamps must not be longer than values');
+    END IF;
+    spread := ((hashtextextended(p_producer_id || '/' || p_sequence, 0) & 9223372036854775807) % t.partitions)::integer;
+
+    -- Check every partition's batch under its counter row lock (taken in
+    -- partition order, as every publisher does) before writing any.
+    seq := p_sequence;
+    FOR g IN
+        SELECT coalesce(p_partition, CASE WHEN u.k IS NULL THEN spread ELSE {{schema}}.partition_for_key(u.k, t.partitions) END) AS p,
+               count(*)::integer AS c
+          FROM unnest(p_values, p_keys) AS u(v, k)
+         GROUP BY 1 ORDER BY 1
+    LOOP
+        PERFORM 1 FROM {{schema}}.topic_partition c
+         WHERE c.topic_id = t.topic_id AND c.partition = g.p FOR NO KEY UPDATE;
+        SELECT * INTO st FROM {{schema}}.producer_state s
+         WHERE s.topic_id = t.topic_id AND s.partition = g.p AND s.producer_id = p_producer_id;
+        IF FOUND THEN
+            IF st.first_sequence = seq AND st.last_sequence = seq + g.c - 1 THEN
+                dups := dups + 1;
+            ELSIF seq <= st.last_sequence THEN
+                PERFORM {{schema}}._raise('PM015', format(
+                    'sequence out of order: producer %s sent records %s to %s for topic %s partition %s, '
+                    'whose last stored batch is %s to %s (a retry sends the same records with the same sequence)',
+                    left(quote_literal(p_producer_id), 210), seq, seq + g.c - 1, quote_literal(t.name), g.p,
+                    st.first_sequence, st.last_sequence));
+            END IF;
+        END IF;
+        parts := parts || g.p;
+        seq := seq + g.c;
+    END LOOP;
+    IF dups > 0 THEN
+        IF dups < cardinality(parts) THEN
+            PERFORM {{schema}}._raise('PM015', format(
+                'sequence out of order: producer %s sent records %s to %s for topic %s, of which only some partitions'' batches are stored',
+                left(quote_literal(p_producer_id), 210), p_sequence, p_sequence + n - 1, quote_literal(t.name)));
+        END IF;
+        RETURN QUERY SELECT s.partition, s.base_offset, s.record_count, s."timestamp", false, true
+                       FROM {{schema}}.producer_state s
+                      WHERE s.topic_id = t.topic_id AND s.producer_id = p_producer_id AND s.partition = ANY (parts)
+                      ORDER BY s.partition;
+        RETURN;
+    END IF;
+
+    seq := p_sequence;
+    FOR g IN
+        SELECT coalesce(p_partition, CASE WHEN u.k IS NULL THEN spread ELSE {{schema}}.partition_for_key(u.k, t.partitions) END) AS p,
+               array_agg(u.v ORDER BY u.ord) AS vs, array_agg(u.k ORDER BY u.ord) AS ks,
+               array_agg(u.h ORDER BY u.ord) AS hs, array_agg(u.ts ORDER BY u.ord) AS tss
+          FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord)
+         GROUP BY 1 ORDER BY 1
+    LOOP
+        FOR r IN SELECT * FROM {{schema}}.publish(p_topic, g.vs, g.ks, g.hs, g.tss, g.p, false) LOOP
+            INSERT INTO {{schema}}.producer_state AS s (topic_id, partition, producer_id, first_sequence, last_sequence,
+                                                        base_offset, record_count, "timestamp")
+            VALUES (t.topic_id, g.p, p_producer_id, seq, seq + r.record_count - 1, r.base_offset, r.record_count, r."timestamp")
+            ON CONFLICT (topic_id, partition, producer_id) DO UPDATE
+               SET first_sequence = excluded.first_sequence, last_sequence = excluded.last_sequence,
+                   base_offset = excluded.base_offset, record_count = excluded.record_count,
+                   "timestamp" = excluded."timestamp", updated_at = clock_timestamp();
+            seq := seq + r.record_count;
+            RETURN QUERY SELECT r.partition, r.base_offset, r.record_count, r."timestamp", r.segments_low, false;
+        END LOOP;
+    END LOOP;
+    IF p_notify THEN
+        PERFORM pg_notify({{schema_lit}} || '_log', t.name);
+    END IF;
+END $function$;
+
+-- _append reserves offsets on one partition and inserts the batch, in the
+-- caller's transaction. The counter UPDATE takes the partition's row lock,
+-- held until commit: that is what orders commits by offset. It is the only
+-- lock a publisher waits on.
+CREATE OR REPLACE FUNCTION {{schema}}._append(t {{schema}}.topic, p_partition integer, p_values bytea[], p_keys bytea[], p_headers jsonb[], p_timestamps timestamp with time zone[], p_now timestamp with time zone, OUT base bigint, OUT segments_low boolean)
+ RETURNS record
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_custom_plan'
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    n        integer := cardinality(p_values);
+    seg_end  bigint;
+    n_bytes  bigint;
+    byte_end bigint;
+BEGIN
+    IF t.config ? 'max_lag_records' THEN
+        PERFORM {{schema}}._backpressure(t, p_partition, n);
+    END IF;
+    IF t.config ? 'max_lag_bytes' THEN
+        SELECT coalesce(sum(coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)), 0) INTO n_bytes
+        FROM unnest(p_values, p_keys) AS u(v, k);
+        UPDATE {{schema}}.topic_partition c
+           SET next_offset = c.next_offset + n, next_byte = c.next_byte + n_bytes
+         WHERE c.topic_id = t.topic_id AND c.partition = p_partition
+        RETURNING c.next_offset - n, c.segment_end, c.next_byte INTO base, seg_end, byte_end;
+        PERFORM {{schema}}._backpressure_bytes(t, p_partition, base, byte_end, n_bytes);
+    ELSE
+        UPDATE {{schema}}.topic_partition c
+           SET next_offset = c.next_offset + n
+         WHERE c.topic_id = t.topic_id AND c.partition = p_partition
+        RETURNING c.next_offset - n, c.segment_end INTO base, seg_end;
+    END IF;
+    IF base + n > seg_end THEN
+        -- Fallback: see 001 (segments are normally created ahead).
+        PERFORM {{schema}}._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
+    END IF;
+    segments_low := base + n > seg_end - 2 * t.segment_records;
+    IF n_bytes IS NULL THEN
+        INSERT INTO {{schema}}.record (topic_id, partition, "offset", "timestamp", key, value, headers)
+        SELECT t.topic_id, p_partition, base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h
+        FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord);
+    ELSE
+        INSERT INTO {{schema}}.record (topic_id, partition, "offset", "timestamp", key, value, headers, byte_position)
+        SELECT t.topic_id, p_partition, base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h,
+               byte_end - n_bytes + coalesce(sum(coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0))
+                                             OVER (ORDER BY u.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+        FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord);
+    END IF;
+END $function$;
+
+-- _backpressure raises PM014 when publishing p_n more records would put the
+-- partition more than the topic's max_lag_records ahead of its slowest
+-- group. Only topics with the setting pay for the check (primary-key reads
+-- of the group cursors). Expired groups are deleted by maintenance and stop
+-- counting then.
+CREATE OR REPLACE FUNCTION {{schema}}._backpressure(t {{schema}}.topic, p_partition integer, p_n integer)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    max_lag bigint;
+    tip     bigint;
+    slowest bigint;
+    grp     text;
+BEGIN
+    BEGIN
+        max_lag := (t.config->>'max_lag_records')::bigint;
+    EXCEPTION WHEN OTHERS THEN
+        RETURN;
+    END;
+    SELECT tp.next_offset INTO tip FROM {{schema}}.topic_partition tp
+     WHERE tp.topic_id = t.topic_id AND tp.partition = p_partition;
+    SELECT c.next_offset, c.group_name INTO slowest, grp FROM {{schema}}.group_cursor c
+     WHERE c.topic_id = t.topic_id AND c.partition = p_partition
+     ORDER BY c.next_offset LIMIT 1;
+    IF slowest IS NOT NULL AND tip + p_n - slowest > max_lag THEN
+        PERFORM {{schema}}._raise('PM014', format(
+            'backpressure: topic %s partition %s would be %s records ahead of group %s (max_lag_records %s)',
+            quote_literal(t.name), p_partition, tip + p_n - slowest, quote_literal(grp), max_lag));
+    END IF;
+END $function$;
+
+-- _backpressure_bytes raises PM014 when the partition, with the batch just
+-- counted (p_bytes, ending at p_byte_end, first offset p_base), would hold
+-- more than max_lag_bytes that its slowest group has not committed. The
+-- caller holds the partition's counter row, so the measure is exact. The
+-- slowest group's cursor is a read of the group cursors (as for
+-- max_lag_records); its byte position is one primary-key probe of the
+-- record table that stops at the first segment (measured with 200,000
+-- records in 2 segments and a group 187,655 behind):
+--   Limit -> Append -> Index Scan using record_1_p0_0_pkey (actual rows=1)
+--                      Index Scan using record_1_p0_100000_pkey (never executed)
+-- whatever the lag: no scan of the unread range. A range emptied by
+-- compaction counts as caught up; records published before the topic had
+-- max_lag_bytes have no byte position and are not measured (no refusal).
+CREATE OR REPLACE FUNCTION {{schema}}._backpressure_bytes(t {{schema}}.topic, p_partition integer, p_base bigint, p_byte_end bigint, p_bytes bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_custom_plan'
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    max_lag   bigint := {{schema}}._setting(t.config, 'max_lag_bytes');
+    slowest   bigint;
+    grp       text;
+    from_byte bigint;
+    behind    bigint := p_bytes;
+BEGIN
+    IF max_lag IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT c.next_offset, c.group_name INTO slowest, grp FROM {{schema}}.group_cursor c
+     WHERE c.topic_id = t.topic_id AND c.partition = p_partition
+     ORDER BY c.next_offset LIMIT 1;
+    IF slowest IS NULL THEN
+        RETURN;
+    END IF;
+    IF slowest < p_base THEN
+        SELECT r.byte_position INTO from_byte FROM {{schema}}.record r
+         WHERE r.topic_id = t.topic_id AND r.partition = p_partition
+           AND r."offset" >= slowest AND r."offset" < p_base
+         ORDER BY r."offset" LIMIT 1;
+        IF FOUND THEN
+            IF from_byte IS NULL THEN
+                RETURN;
+            END IF;
+            behind := p_byte_end - from_byte;
+        END IF;
+    END IF;
+    IF behind > max_lag THEN
+        PERFORM {{schema}}._raise('PM014', format(
+            'backpressure: topic %s partition %s would be %s bytes ahead of group %s (max_lag_bytes %s)',
+            quote_literal(t.name), p_partition, behind, quote_literal(grp), max_lag));
+    END IF;
+END $function$;
+
+-- producer_state_expire deletes up to p_max producer states idle for longer
+-- than p_older_than (maintenance's producer_ttl, default 7 days, as
+-- Kafka's transactional.id.expiration.ms); returns how many.
+CREATE OR REPLACE FUNCTION {{schema}}.producer_state_expire(p_older_than interval, p_max integer DEFAULT 10000)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    n bigint;
+BEGIN
+    IF p_older_than IS NULL OR p_older_than < interval '0' OR p_max IS NULL OR p_max < 1 THEN
+        PERFORM {{schema}}._raise('PM004', 'producer_state_expire needs a non-negative age and a positive maximum');
+    END IF;
+    DELETE FROM {{schema}}.producer_state s
+     WHERE s.ctid = ANY (ARRAY(SELECT x.ctid FROM {{schema}}.producer_state x
+                                WHERE x.updated_at < clock_timestamp() - p_older_than LIMIT p_max));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $function$;
+
+-- ---------------------------------------------------------------------------
+-- Claims, commits and reads (the Go consumer's hot path: claim_direct.go)
+-- ---------------------------------------------------------------------------
+
+-- _position resolves 'earliest', 'latest', an offset or a timestamp to an
+-- offset of one partition. A timestamp resolves to the first record at or
+-- after it (a scan of the partition: there is no time index), else the end.
+CREATE OR REPLACE FUNCTION {{schema}}._position(p_topic_id integer, p_partition integer, p_spec text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    tp {{schema}}.topic_partition;
+    ts timestamptz;
+    o  bigint;
+BEGIN
+    SELECT * INTO tp FROM {{schema}}.topic_partition WHERE topic_id = p_topic_id AND partition = p_partition;
+    IF p_spec IS NULL OR p_spec = 'earliest' THEN
+        RETURN tp.start_offset;
+    ELSIF p_spec = 'latest' THEN
+        RETURN tp.next_offset;
+    ELSIF p_spec ~ '^-?[0-9]{1,19}$' THEN
+        BEGIN
+            o := p_spec::bigint;
+        EXCEPTION WHEN numeric_value_out_of_range THEN
+            PERFORM {{schema}}._raise('PM011', format('offset %s out of range', p_spec));
+        END;
+        IF o < 0 THEN
+            PERFORM {{schema}}._raise('PM011', format('offset must not be negative, got %s', o));
+        END IF;
+        RETURN least(greatest(o, tp.start_offset), tp.next_offset);
+    END IF;
+    BEGIN
+        ts := p_spec::timestamptz;
+    EXCEPTION WHEN OTHERS THEN
+        PERFORM {{schema}}._raise('PM011', format('invalid position %s: use earliest, latest, an offset or a timestamp',
+                                                  left(quote_literal(p_spec), 80)));
+    END;
+    SELECT min(r."offset") INTO o FROM {{schema}}.record r
+    WHERE r.topic_id = p_topic_id AND r.partition = p_partition AND r."timestamp" >= ts;
+    RETURN coalesce(o, tp.next_offset);
+END $function$;
+
+-- claim_range leases the next records of one partition to the caller, as
+-- claim() does, but returns one row describing the claim instead of the
+-- records: its partition, epoch, expiry, the first and last offset claimed
+-- (inclusive), and the segment table that holds all of them (NULL when the
+-- range spans two segments, once per segment_records records, no segment
+-- covers it, or the caller may not read the segment: then read through the
+-- record table). Read the records with
+--   SELECT "offset", "timestamp", key, value, headers FROM <schema>.<relname>
+--    WHERE topic_id = $1 AND partition = $2 AND "offset" BETWEEN $3 AND $4
+--    ORDER BY "offset"
+-- (a plain table: the statement runs from a cached generic plan).
+-- Offsets missing from the range were removed by compaction; if none is
+-- left, commit the claim (that moves the cursor past the range) and claim
+-- again. p_commit_partition and p_commit_epoch, when given, first commit
+-- that claim of the same group (as commit() does, raising PM008/PM009 if it
+-- is no longer held, which rolls back the whole call). p_max_bytes cuts the
+-- claim before the record that would take its key + value bytes past it
+-- (at least one record). Returns no row when there is nothing to read.
+CREATE OR REPLACE FUNCTION {{schema}}.claim_range(p_topic text, p_group text, p_max_records integer DEFAULT 100, p_lease interval DEFAULT '00:00:30'::interval, p_partition integer DEFAULT NULL::integer, p_start text DEFAULT 'earliest'::text, p_member text DEFAULT NULL::text, p_require_owner boolean DEFAULT false, p_async boolean DEFAULT false, p_commit_partition integer DEFAULT NULL::integer, p_commit_epoch bigint DEFAULT NULL::bigint, p_max_bytes bigint DEFAULT NULL::bigint)
+ RETURNS TABLE(partition integer, claim_epoch bigint, claim_expires_at timestamp with time zone, first_offset bigint, last_offset bigint, topic_id integer, relname text)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+-- Written for the fewest statements on the path that claims: the checks
+-- that only matter when nothing can be claimed (does the group exist, is
+-- the member in it, is the partition assigned to it) run only then. That
+-- is equivalent to checking first: a cursor row names a member as its
+-- owner only while the member's row exists (group_heartbeat, group_leave
+-- and _rebalance clear the owner in the transaction that removes the
+-- member), so a row claimed under p_require_owner proves membership.
+#variable_conflict use_column
+DECLARE
+    v_topic  integer;
+    v_parts  integer;
+    now_ts   timestamptz := clock_timestamp();
+    c_part   integer;
+    c_next   bigint;
+    c_epoch  bigint;
+    tip      bigint;
+    v_last   bigint;
+    seg_rel  text;
+    seg_end  bigint;
+    d_part   integer;  -- the partition whose claim this call commits
+    d_epoch  bigint;
+    d_end    bigint;
+    d_exp    timestamptz;
+    done_to  bigint;   -- where that commit moves its cursor
+    created  boolean := false;
+BEGIN
+    IF p_max_records IS NULL OR p_max_records < 1 THEN
+        PERFORM {{schema}}._raise('PM004', 'max_records must be at least 1');
+    END IF;
+    IF p_lease IS NULL OR p_lease <= interval '0' OR p_lease > interval '366 days' THEN
+        PERFORM {{schema}}._raise('PM004', 'lease must be positive and at most 366 days');
+    END IF;
+    SELECT tt.topic_id, tt.partitions INTO v_topic, v_parts FROM {{schema}}.topic tt WHERE tt.name = p_topic;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._topic(p_topic);  -- raises PM001
+    END IF;
+    IF p_partition IS NOT NULL AND (p_partition < 0 OR p_partition >= v_parts) THEN
+        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
+                                                  p_partition, quote_literal(p_topic), v_parts));
+    END IF;
+    IF p_commit_epoch IS NOT NULL THEN
+        -- Lock and check the claim to commit; its cursor row is written once
+        -- below: together with the new claim when that is on the same
+        -- partition (a member that owns one partition writes one row version
+        -- per claim cycle), else alone.
+        SELECT c.claim_epoch, c.claim_end, c.claim_expires_at INTO d_epoch, d_end, d_exp
+        FROM {{schema}}.group_cursor c
+        WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = p_commit_partition
+        FOR UPDATE;
+        IF NOT FOUND OR d_epoch IS DISTINCT FROM p_commit_epoch OR d_exp IS NULL OR d_exp <= now_ts THEN
+            -- Not held: _held raises the error commit() would (PM007/PM008/PM009).
+            PERFORM {{schema}}._held(p_topic, p_group, p_commit_partition, p_commit_epoch);
+        END IF;
+        d_part := p_commit_partition;
+        done_to := d_end + 1;
+    END IF;
+
+    LOOP
+        -- The partition being committed counts as committed: unclaimed, its
+        -- cursor at done_to (and, claimed most recently, picked last among
+        -- the group's partitions with records).
+        IF p_partition IS NOT NULL THEN
+            -- One cursor row by its whole key (a plan that cannot mix up
+            -- "any partition" with "this one" and visit every row of the
+            -- group, and the versions a long snapshot keeps of them).
+            SELECT c.partition, CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END,
+                   c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
+            FROM {{schema}}.group_cursor c
+            JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+            WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = p_partition
+              AND (NOT p_require_owner OR (c.owner = p_member AND c.next_owner IS NULL))
+              AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts OR c.partition = d_part)
+              AND tp.next_offset > CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END
+            FOR UPDATE OF c SKIP LOCKED;
+        ELSE
+            SELECT c.partition, CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END,
+                   c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
+            FROM {{schema}}.group_cursor c
+            JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+            WHERE c.topic_id = v_topic AND c.group_name = p_group
+              AND (NOT p_require_owner OR (c.owner = p_member AND c.next_owner IS NULL))
+              AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts OR c.partition = d_part)
+              AND tp.next_offset > CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END
+            ORDER BY c.claimed_at NULLS FIRST, c.partition
+            LIMIT 1
+            FOR UPDATE OF c SKIP LOCKED;
+        END IF;
+        EXIT WHEN FOUND;
+
+        IF d_part IS NOT NULL THEN
+            UPDATE {{schema}}.group_cursor c
+               SET next_offset = done_to, claim_start = NULL, claim_end = NULL, claim_expires_at = NULL,
+                   claim_owner = NULL, committed_at = now_ts
+             WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = d_part;
+            d_part := NULL;
+        END IF;
+        -- Nothing to claim: now the checks that explain why, or create the
+        -- group and look again.
+        IF NOT created AND NOT EXISTS (SELECT 1 FROM {{schema}}.consumer_group g
+                                        WHERE g.topic_id = v_topic AND g.group_name = p_group) THEN
+            PERFORM {{schema}}.group_create(p_topic, p_group, p_start);
+            created := true;
+            CONTINUE;
+        END IF;
+        IF p_require_owner THEN
+            IF NOT EXISTS (SELECT 1 FROM {{schema}}.group_member m WHERE m.topic_id = v_topic
+                           AND m.group_name = p_group AND m.member_id = p_member) THEN
+                PERFORM {{schema}}._raise('PM013', format('member %s is not in group %s (left, or its session expired): heartbeat to rejoin',
+                                                          left(quote_literal(coalesce(p_member, '')), 210), quote_literal(p_group)));
+            END IF;
+            IF p_partition IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM {{schema}}.group_cursor c WHERE c.topic_id = v_topic AND c.group_name = p_group
+                   AND c.partition = p_partition AND c.owner = p_member AND c.next_owner IS NULL) THEN
+                PERFORM {{schema}}._raise('PM012', format('partition %s of topic %s is not assigned to member %s',
+                                                          p_partition, quote_literal(p_topic), left(quote_literal(p_member), 210)));
+            END IF;
+        END IF;
+        RETURN;
+    END LOOP;
+
+    IF p_async AND d_part IS NULL AND p_commit_epoch IS NULL AND NOT created THEN
+        -- As in claim(): a lease lost in a crash is only a redelivery. Not
+        -- when a commit rides along (commits are always synchronous) and not
+        -- when this call created the group (its start must be durable).
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    IF d_part IS NOT NULL AND c_part <> d_part THEN
+        UPDATE {{schema}}.group_cursor c
+           SET next_offset = done_to, claim_start = NULL, claim_end = NULL, claim_expires_at = NULL,
+               claim_owner = NULL, committed_at = now_ts
+         WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = d_part;
+    END IF;
+
+    v_last := least(tip - 1, c_next + p_max_records - 1);
+    IF p_max_bytes IS NOT NULL THEN
+        v_last := {{schema}}._claim_bytes_end(v_topic, c_part, c_next, v_last, p_max_bytes);
+    END IF;
+    SELECT s.relname, s.end_offset INTO seg_rel, seg_end FROM {{schema}}.segment s
+     WHERE s.topic_id = v_topic AND s.partition = c_part AND s.start_offset <= c_next
+     ORDER BY s.start_offset DESC LIMIT 1;
+    IF NOT FOUND OR seg_end <= v_last
+       OR NOT has_table_privilege(format('%I.%I', {{schema_lit}}, seg_rel), 'SELECT') THEN
+        -- No segment, the range spans two, or the caller may read the record
+        -- table but not this segment (a role granted table by table before
+        -- the segment existed): read through the record table.
+        seg_rel := NULL;
+    END IF;
+
+    -- The epoch is the claim's fencing token: random, never the one it
+    -- replaces (018).
+    c_epoch := {{schema}}._claim_token(c_epoch);
+    claim_expires_at := now_ts + p_lease;
+    UPDATE {{schema}}.group_cursor c
+       SET next_offset = c_next, claim_epoch = c_epoch, claim_start = c_next,
+           claim_end = v_last, claim_expires_at = claim_range.claim_expires_at,
+           claim_owner = p_member, claimed_at = now_ts,
+           committed_at = CASE WHEN c_part = d_part THEN now_ts ELSE c.committed_at END
+     WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = c_part;
+    partition := c_part;
+    claim_epoch := c_epoch;
+    first_offset := c_next;
+    last_offset := v_last;
+    topic_id := v_topic;
+    relname := seg_rel;
+    RETURN NEXT;
+END $function$;
+
+-- claim leases the next records of one partition to the caller and returns
+-- them, in one round trip. It picks p_partition, or else the partition of
+-- the topic with unread records and no live claim that was claimed least
+-- recently. Returns no rows (and writes nothing) when there is nothing to
+-- read. The claim lasts p_lease (database clock); commit() with the
+-- returned claim_epoch advances the cursor, and a claim that expires first
+-- is delivered again from the cursor. The group is created at p_start on
+-- first use. Cursor rows are taken FOR UPDATE SKIP LOCKED: claimers never
+-- wait on each other.
+CREATE OR REPLACE FUNCTION {{schema}}.claim(p_topic text, p_group text, p_max_records integer DEFAULT 100, p_lease interval DEFAULT '00:00:30'::interval, p_partition integer DEFAULT NULL::integer, p_max_bytes bigint DEFAULT NULL::bigint, p_start text DEFAULT 'earliest'::text, p_member text DEFAULT NULL::text, p_require_owner boolean DEFAULT false, p_async boolean DEFAULT false)
+ RETURNS TABLE(partition integer, claim_epoch bigint, claim_expires_at timestamp with time zone, "offset" bigint, "timestamp" timestamp with time zone, key bytea, value bytea, headers jsonb)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_custom_plan'
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    cr    record;
+    n     bigint;
+    d_par integer;
+    d_epo bigint;
+BEGIN
+    LOOP
+        SELECT * INTO cr FROM {{schema}}.claim_range(p_topic, p_group, p_max_records, p_lease, p_partition, p_start,
+                                                     p_member, p_require_owner, p_async, d_par, d_epo, p_max_bytes);
+        IF cr.partition IS NULL THEN
+            RETURN;
+        END IF;
+        RETURN QUERY
+        SELECT r.partition, cr.claim_epoch, cr.claim_expires_at, r."offset", r."timestamp", r.key, r.value, r.headers
+        FROM {{schema}}.record r
+        WHERE r.topic_id = cr.topic_id AND r.partition = cr.partition
+          AND r."offset" BETWEEN cr.first_offset AND cr.last_offset
+        ORDER BY r."offset";
+        GET DIAGNOSTICS n = ROW_COUNT;
+        EXIT WHEN n > 0;
+        d_par := cr.partition;
+        d_epo := cr.claim_epoch;
+    END LOOP;
+END $function$;
+
+-- _claim_token returns a random epoch in [1, 2^53-1] other than p_prev:
+-- the draw of _lease_token (queue.sql), written out in PL/pgSQL. Called from a
+-- statement, a SQL function (such as _lease_token, which a pinned
+-- search_path keeps from being inlined) is planned again on every
+-- execution; PL/pgSQL keeps its plans for the session. Measured with
+-- pgbench, one prepared SELECT of the draw, 1 client, best of 5 (noisy
+-- machine): 40 us for the old time-based expression, 50 us for this
+-- function, 91 us for a SQL function calling _lease_token.
+CREATE OR REPLACE FUNCTION {{schema}}._claim_token(p_prev bigint)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    h text := replace(gen_random_uuid()::text, '-', '');
+    v bigint := greatest(('x' || substr(h, 1, 12) || substr(h, 14, 3) || substr(h, 18, 1))::bit(64)::bigint
+                         & 9007199254740991, 1);
+BEGIN
+    RETURN CASE WHEN v = p_prev THEN v % 9007199254740991 + 1 ELSE v END;
+END $function$;
+
+-- _claim_bytes_end returns the last offset of [p_from, p_to] such that the
+-- key + value bytes of the records from p_from up to it stay within
+-- p_max_bytes; at least the first record (p_from), whatever its size.
+-- Planned per call so that the planner prunes the record table to the
+-- segments of the range.
+CREATE OR REPLACE FUNCTION {{schema}}._claim_bytes_end(p_topic_id integer, p_partition integer, p_from bigint, p_to bigint, p_max_bytes bigint)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ STABLE
+ SET plan_cache_mode TO 'force_custom_plan'
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_end bigint;
+BEGIN
+    SELECT max(s.o) INTO v_end FROM (
+        SELECT r."offset" AS o, row_number() OVER (ORDER BY r."offset") AS rn,
+               sum(coalesce(octet_length(r.value), 0) + coalesce(octet_length(r.key), 0))
+                   OVER (ORDER BY r."offset") AS cum
+        FROM {{schema}}.record r
+        WHERE r.topic_id = p_topic_id AND r.partition = p_partition
+          AND r."offset" BETWEEN p_from AND p_to
+    ) s WHERE s.cum <= p_max_bytes OR s.rn = 1;
+    RETURN coalesce(v_end, p_to);
+END $function$;
+
+-- _held locks the cursor of a claim and checks the claim is still held.
+CREATE OR REPLACE FUNCTION {{schema}}._held(p_topic text, p_group text, p_partition integer, p_claim_epoch bigint)
+ RETURNS {{schema}}.group_cursor
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t   {{schema}}.topic := {{schema}}._topic(p_topic);
+    cur {{schema}}.group_cursor;
+BEGIN
+    SELECT * INTO cur FROM {{schema}}.group_cursor c
+    WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.partition = p_partition
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._raise('PM007', format('unknown group %s on topic %s partition %s',
+                                                  left(quote_literal(coalesce(p_group, '')), 210), quote_literal(t.name), p_partition));
+    END IF;
+    IF cur.claim_epoch IS DISTINCT FROM p_claim_epoch OR cur.claim_expires_at IS NULL THEN
+        PERFORM {{schema}}._raise('PM009', format(
+            'claim %s on partition %s is not held: it was committed, released, reset or claimed again',
+            p_claim_epoch, p_partition));
+    END IF;
+    IF cur.claim_expires_at <= clock_timestamp() THEN
+        PERFORM {{schema}}._raise('PM008', format('claim %s on partition %s expired at %s',
+                                                  p_claim_epoch, p_partition, cur.claim_expires_at));
+    END IF;
+    RETURN cur;
+END $function$;
+
+-- commit advances the group's cursor past a claim (or to p_next_offset
+-- inside it, for a partial commit) and ends the claim. Returns the new
+-- cursor. Fails with PM008 if the claim expired and PM009 if it is no longer
+-- held, writing nothing.
+CREATE OR REPLACE FUNCTION {{schema}}.commit(p_topic text, p_group text, p_partition integer, p_claim_epoch bigint, p_next_offset bigint DEFAULT NULL::bigint)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    cur  {{schema}}.group_cursor := {{schema}}._held(p_topic, p_group, p_partition, p_claim_epoch);
+    v_next bigint := coalesce(p_next_offset, cur.claim_end + 1);
+BEGIN
+    IF v_next < cur.claim_start OR v_next > cur.claim_end + 1 THEN
+        PERFORM {{schema}}._raise('PM011', format('commit offset %s outside the claim [%s, %s]',
+                                                  v_next, cur.claim_start, cur.claim_end + 1));
+    END IF;
+    UPDATE {{schema}}.group_cursor c
+       SET next_offset = v_next, claim_start = NULL, claim_end = NULL, claim_expires_at = NULL,
+           claim_owner = NULL, committed_at = clock_timestamp()
+     WHERE c.topic_id = cur.topic_id AND c.group_name = cur.group_name AND c.partition = cur.partition;
+    RETURN v_next;
+END $function$;
+
+-- release ends a claim without moving the cursor: its records are delivered
+-- again at once instead of after the lease.
+CREATE OR REPLACE FUNCTION {{schema}}.release(p_topic text, p_group text, p_partition integer, p_claim_epoch bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    cur {{schema}}.group_cursor := {{schema}}._held(p_topic, p_group, p_partition, p_claim_epoch);
+BEGIN
+    UPDATE {{schema}}.group_cursor c
+       SET claim_start = NULL, claim_end = NULL, claim_expires_at = NULL, claim_owner = NULL
+     WHERE c.topic_id = cur.topic_id AND c.group_name = cur.group_name AND c.partition = cur.partition;
+END $function$;
+
+-- extend pushes a held claim's expiry to now + p_lease.
+CREATE OR REPLACE FUNCTION {{schema}}.extend(p_topic text, p_group text, p_partition integer, p_claim_epoch bigint, p_lease interval DEFAULT '00:00:30'::interval)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    cur {{schema}}.group_cursor := {{schema}}._held(p_topic, p_group, p_partition, p_claim_epoch);
+    expires timestamptz;
+BEGIN
+    IF p_lease IS NULL OR p_lease <= interval '0' OR p_lease > interval '366 days' THEN
+        PERFORM {{schema}}._raise('PM004', 'lease must be positive and at most 366 days');
+    END IF;
+    expires := clock_timestamp() + p_lease;
+    UPDATE {{schema}}.group_cursor c SET claim_expires_at = expires
+     WHERE c.topic_id = cur.topic_id AND c.group_name = cur.group_name AND c.partition = cur.partition;
+    RETURN expires;
+END $function$;
+
+-- fetch reads records by offset without claiming (replay, debugging).
+CREATE OR REPLACE FUNCTION {{schema}}."fetch"(p_topic text, p_partition integer, p_from bigint, p_max_records integer DEFAULT 100)
+ RETURNS TABLE(partition integer, "offset" bigint, "timestamp" timestamp with time zone, key bytea, value bytea, headers jsonb)
+ LANGUAGE plpgsql
+ STABLE
+ SET plan_cache_mode TO 'force_custom_plan'
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    t {{schema}}.topic := {{schema}}._topic(p_topic);
+BEGIN
+    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
+        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
+                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
+    END IF;
+    IF p_from IS NULL OR p_from < 0 THEN
+        PERFORM {{schema}}._raise('PM011', 'offset must not be negative');
+    END IF;
+    RETURN QUERY
+    SELECT r.partition, r."offset", r."timestamp", r.key, r.value, r.headers
+    FROM {{schema}}.record r
+    WHERE r.topic_id = t.topic_id AND r.partition = p_partition
+      AND r."offset" >= p_from AND r."offset" < p_from + greatest(p_max_records, 0)
+    ORDER BY r."offset";
+END $function$;
+
+-- ---------------------------------------------------------------------------
+-- Consumer groups and membership
+-- ---------------------------------------------------------------------------
+
+-- group_create creates a consumer group on a topic with a cursor per
+-- partition at p_start ('earliest', 'latest', an offset or a timestamp).
+-- Returns false if the group already existed (its cursors are unchanged).
+CREATE OR REPLACE FUNCTION {{schema}}.group_create(p_topic text, p_group text, p_start text DEFAULT 'earliest'::text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t {{schema}}.topic := {{schema}}._topic(p_topic);
+BEGIN
+    PERFORM {{schema}}._check_name('group', p_group);
+    INSERT INTO {{schema}}.consumer_group (topic_id, group_name) VALUES (t.topic_id, p_group)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO {{schema}}.group_cursor (topic_id, group_name, partition, next_offset)
+    SELECT t.topic_id, p_group, p.partition, {{schema}}._position(t.topic_id, p.partition, p_start)
+    FROM {{schema}}.topic_partition p WHERE p.topic_id = t.topic_id;
+    RETURN true;
+END $function$;
+
+-- group_reset moves a group's cursor (one partition or all) to 'earliest',
+-- 'latest', an offset or a timestamp. Live claims are ended and fenced: their
+-- commit fails with PM009.
+CREATE OR REPLACE FUNCTION {{schema}}.group_reset(p_topic text, p_group text, p_to text, p_partition integer DEFAULT NULL::integer)
+ RETURNS TABLE(partition integer, next_offset bigint)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    t {{schema}}.topic := {{schema}}._topic(p_topic);
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group) THEN
+        PERFORM {{schema}}._raise('PM007', format('unknown group %s on topic %s',
+                                                  left(quote_literal(coalesce(p_group, '')), 210), quote_literal(t.name)));
+    END IF;
+    IF p_partition IS NOT NULL AND (p_partition < 0 OR p_partition >= t.partitions) THEN
+        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
+                                                  p_partition, quote_literal(t.name), t.partitions));
+    END IF;
+    RETURN QUERY
+    UPDATE {{schema}}.group_cursor c
+       SET next_offset = {{schema}}._position(t.topic_id, c.partition, p_to),
+           claim_epoch = c.claim_epoch + 1, claim_start = NULL, claim_end = NULL,
+           claim_expires_at = NULL, claim_owner = NULL
+     WHERE c.topic_id = t.topic_id AND c.group_name = p_group
+       AND (p_partition IS NULL OR c.partition = p_partition)
+    RETURNING c.partition, c.next_offset;
+END $function$;
+
+-- group_delete removes a group and its cursors. Returns false if it did not exist.
+CREATE OR REPLACE FUNCTION {{schema}}.group_delete(p_topic text, p_group text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t {{schema}}.topic := {{schema}}._topic(p_topic);
+BEGIN
+    DELETE FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group;
+    RETURN FOUND;
+END $function$;
+
+-- group_list: one row per group and partition with its lag (end - cursor).
+-- Cheap: primary-key reads of the counter and cursor rows, no record scan.
+CREATE OR REPLACE FUNCTION {{schema}}.group_list(p_topic text DEFAULT NULL::text, p_group text DEFAULT NULL::text)
+ RETURNS TABLE(topic text, group_name text, partition integer, next_offset bigint, end_offset bigint, lag bigint, claim_epoch bigint, claim_owner text, claim_expires_at timestamp with time zone, committed_at timestamp with time zone, owner text, owner_epoch bigint, skipped bigint)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT t.name, c.group_name, c.partition, c.next_offset, tp.next_offset,
+           greatest(tp.next_offset - c.next_offset, 0), c.claim_epoch,
+           CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_owner END,
+           CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_expires_at END,
+           c.committed_at, c.owner, c.owner_epoch, c.skipped
+    FROM {{schema}}.group_cursor c
+    JOIN {{schema}}.topic t ON t.topic_id = c.topic_id
+    JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+    WHERE (p_topic IS NULL OR t.name = p_topic) AND (p_group IS NULL OR c.group_name = p_group)
+    ORDER BY t.name, c.group_name, c.partition
+$function$;
+
+-- group_members lists a group's members with their partitions and whether
+-- their session is still alive (database clock).
+CREATE OR REPLACE FUNCTION {{schema}}.group_members(p_topic text, p_group text)
+ RETURNS TABLE(member_id text, joined_at timestamp with time zone, heartbeat_at timestamp with time zone, session_timeout interval, alive boolean, partitions integer[])
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    t {{schema}}.topic := {{schema}}._topic(p_topic);
+BEGIN
+    RETURN QUERY
+    SELECT m.member_id, m.joined_at, m.heartbeat_at, m.session_timeout,
+           m.heartbeat_at + m.session_timeout >= clock_timestamp(),
+           coalesce((SELECT array_agg(c.partition ORDER BY c.partition) FROM {{schema}}.group_cursor c
+                     WHERE c.topic_id = m.topic_id AND c.group_name = m.group_name AND c.owner = m.member_id), '{}')
+    FROM {{schema}}.group_member m
+    WHERE m.topic_id = t.topic_id AND m.group_name = p_group
+    ORDER BY m.member_id;
+END $function$;
+
+-- group_heartbeat joins p_member to the group (created at p_start if new)
+-- or keeps it alive, rebalances, and returns the member's assignment:
+-- partitions it owns with their generation (owner_epoch) and whether each
+-- is being handed over (revoking: finish the live claim, claim no more).
+-- joined is true when the member was not in the group before this call
+-- (first join, or its session had expired: its old partitions are lost).
+CREATE OR REPLACE FUNCTION {{schema}}.group_heartbeat(p_topic text, p_group text, p_member text, p_session_timeout interval DEFAULT '00:00:10'::interval, p_start text DEFAULT 'earliest'::text)
+ RETURNS TABLE(joined boolean, partitions integer[], owner_epochs bigint[], revoking boolean[])
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t        {{schema}}.topic := {{schema}}._topic(p_topic);
+    v_joined boolean;
+BEGIN
+    PERFORM {{schema}}._check_name('member', p_member);
+    IF p_session_timeout IS NULL OR p_session_timeout <= interval '0' OR p_session_timeout > interval '366 days' THEN
+        PERFORM {{schema}}._raise('PM004', 'session timeout must be positive and at most 366 days');
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group) THEN
+        PERFORM {{schema}}.group_create(p_topic, p_group, p_start);
+    END IF;
+    PERFORM 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group FOR UPDATE;
+    UPDATE {{schema}}.group_member m SET heartbeat_at = clock_timestamp(), session_timeout = p_session_timeout
+     WHERE m.topic_id = t.topic_id AND m.group_name = p_group AND m.member_id = p_member
+       AND m.heartbeat_at + m.session_timeout >= clock_timestamp();
+    v_joined := NOT FOUND;
+    IF v_joined THEN
+        -- New, or dead and not yet removed: (re)join with a clean slate.
+        DELETE FROM {{schema}}.group_member m
+         WHERE m.topic_id = t.topic_id AND m.group_name = p_group AND m.member_id = p_member;
+        UPDATE {{schema}}.group_cursor c
+           SET claim_epoch = c.claim_epoch + 1, claim_start = NULL, claim_end = NULL,
+               claim_expires_at = NULL, claim_owner = NULL
+         WHERE c.topic_id = t.topic_id AND c.group_name = p_group
+           AND c.claim_expires_at > clock_timestamp() AND c.claim_owner = p_member;
+        UPDATE {{schema}}.group_cursor c SET owner = NULL, next_owner = NULL
+         WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND (c.owner = p_member OR c.next_owner = p_member);
+        INSERT INTO {{schema}}.group_member (topic_id, group_name, member_id, joined_at, heartbeat_at, session_timeout)
+        VALUES (t.topic_id, p_group, p_member, clock_timestamp(), clock_timestamp(), p_session_timeout);
+    END IF;
+    -- A steady group (no member past its session, every partition owned by
+    -- a live member and none being handed over, owners' counts within one
+    -- of each other) is what _rebalance would leave unchanged: skip it.
+    IF v_joined OR NOT {{schema}}._group_steady(t.topic_id, p_group) THEN
+        PERFORM {{schema}}._rebalance(t.topic_id, p_group);
+    END IF;
+    RETURN QUERY
+    SELECT v_joined,
+           coalesce(array_agg(c.partition ORDER BY c.partition), '{}'),
+           coalesce(array_agg(c.owner_epoch ORDER BY c.partition), '{}'),
+           coalesce(array_agg(c.next_owner IS NOT NULL ORDER BY c.partition), '{}')
+    FROM {{schema}}.group_cursor c
+    WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.owner = p_member;
+END $function$;
+
+-- group_leave removes a member at once: its live claims end (their commits
+-- are fenced) and its partitions are reassigned without waiting for the
+-- session timeout. Returns false if it was not a member.
+CREATE OR REPLACE FUNCTION {{schema}}.group_leave(p_topic text, p_group text, p_member text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t       {{schema}}.topic := {{schema}}._topic(p_topic);
+    v_found boolean;
+BEGIN
+    PERFORM 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    DELETE FROM {{schema}}.group_member m
+     WHERE m.topic_id = t.topic_id AND m.group_name = p_group AND m.member_id = p_member;
+    v_found := FOUND;
+    UPDATE {{schema}}.group_cursor c
+       SET claim_epoch = c.claim_epoch + 1, claim_start = NULL, claim_end = NULL,
+           claim_expires_at = NULL, claim_owner = NULL
+     WHERE c.topic_id = t.topic_id AND c.group_name = p_group
+       AND c.claim_expires_at > clock_timestamp() AND c.claim_owner = p_member;
+    PERFORM {{schema}}._rebalance(t.topic_id, p_group);
+    RETURN v_found;
+END $function$;
+
+-- _rebalance recomputes a group's assignment. The caller holds the
+-- consumer_group row lock, so rebalances of one group never interleave.
+-- Steps: remove dead members (ending their live claims, which fences their
+-- late commits); spread partitions evenly (sizes differ by at most one,
+-- members already owning more get the larger share); keep each member's
+-- lowest partitions up to its share; hand the rest out. An unowned
+-- partition moves at once; a partition taken from a live member is marked
+-- next_owner and moves when that member's live claim ends (it may commit
+-- it), so two members never process a partition at the same time.
+CREATE OR REPLACE FUNCTION {{schema}}._rebalance(p_topic_id integer, p_group text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    now_ts   timestamptz := clock_timestamp();
+    members  text[];
+    n_mem    integer;
+    n_parts  integer;
+    base     integer;
+    extra    integer;
+    quota    integer;
+    owned    integer[];
+    free     integer[] := '{}';
+    takers   text[] := '{}';
+    needs    integer[] := '{}';
+    i        integer;
+    k        integer;
+    j        integer := 1;
+BEGIN
+    WITH dead AS (
+        DELETE FROM {{schema}}.group_member m
+         WHERE m.topic_id = p_topic_id AND m.group_name = p_group
+           AND m.heartbeat_at + m.session_timeout < now_ts
+        RETURNING m.member_id
+    )
+    UPDATE {{schema}}.group_cursor c
+       SET claim_epoch = c.claim_epoch + 1, claim_start = NULL, claim_end = NULL,
+           claim_expires_at = NULL, claim_owner = NULL
+     WHERE c.topic_id = p_topic_id AND c.group_name = p_group
+       AND c.claim_expires_at > now_ts AND c.claim_owner IN (SELECT member_id FROM dead);
+
+    -- Partitions of members that are gone become unowned.
+    UPDATE {{schema}}.group_cursor c SET owner = NULL, next_owner = NULL
+     WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.owner IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM {{schema}}.group_member m WHERE m.topic_id = p_topic_id
+                       AND m.group_name = p_group AND m.member_id = c.owner);
+
+    SELECT array_agg(s.member_id ORDER BY s.cnt DESC, s.member_id) INTO members FROM (
+        SELECT m.member_id, (SELECT count(*) FROM {{schema}}.group_cursor c WHERE c.topic_id = p_topic_id
+                             AND c.group_name = p_group AND c.owner = m.member_id) AS cnt
+        FROM {{schema}}.group_member m WHERE m.topic_id = p_topic_id AND m.group_name = p_group) s;
+    n_mem := coalesce(cardinality(members), 0);
+    IF n_mem = 0 THEN
+        RETURN;
+    END IF;
+    SELECT count(*) INTO n_parts FROM {{schema}}.group_cursor c WHERE c.topic_id = p_topic_id AND c.group_name = p_group;
+    base := n_parts / n_mem;
+    extra := n_parts % n_mem;
+
+    FOR i IN 1 .. n_mem LOOP
+        quota := base + CASE WHEN i <= extra THEN 1 ELSE 0 END;
+        SELECT coalesce(array_agg(c.partition ORDER BY c.partition), '{}') INTO owned
+        FROM {{schema}}.group_cursor c WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.owner = members[i];
+        IF cardinality(owned) > quota THEN
+            free := free || owned[quota + 1 :];
+        ELSIF cardinality(owned) < quota THEN
+            takers := takers || members[i];
+            needs := needs || (quota - cardinality(owned));
+        END IF;
+    END LOOP;
+    free := (SELECT coalesce(array_agg(c.partition ORDER BY c.partition), '{}') FROM {{schema}}.group_cursor c
+             WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.owner IS NULL) || free;
+
+    -- Hand-overs are recomputed from scratch each time.
+    UPDATE {{schema}}.group_cursor c SET next_owner = NULL
+     WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.next_owner IS NOT NULL
+       AND c.partition <> ALL (free);
+    FOR i IN 1 .. coalesce(cardinality(takers), 0) LOOP
+        FOR k IN 1 .. needs[i] LOOP
+            UPDATE {{schema}}.group_cursor c
+               SET owner       = CASE WHEN c.owner IS NULL THEN takers[i] ELSE c.owner END,
+                   owner_epoch = CASE WHEN c.owner IS NULL THEN c.owner_epoch + 1 ELSE c.owner_epoch END,
+                   owned_at    = CASE WHEN c.owner IS NULL THEN now_ts ELSE c.owned_at END,
+                   next_owner  = CASE WHEN c.owner IS NULL THEN NULL ELSE takers[i] END
+             WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.partition = free[j]
+               AND (c.owner IS NULL OR c.next_owner IS DISTINCT FROM takers[i]);
+            j := j + 1;
+        END LOOP;
+    END LOOP;
+
+    -- A hand-over completes once the old owner holds no live claim.
+    UPDATE {{schema}}.group_cursor c
+       SET owner = c.next_owner, next_owner = NULL, owner_epoch = c.owner_epoch + 1, owned_at = now_ts
+     WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.next_owner IS NOT NULL
+       AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts);
+END $function$;
+
+-- _group_steady: no member of the group is past its session timeout, every
+-- cursor row is owned by a member and none is being handed over, and the
+-- members' partition counts differ by at most one. That is the fixed point
+-- of _rebalance: it deletes no member, frees nothing, and every member's
+-- quota (base or base + 1, the larger ones to the members owning the most)
+-- equals what it owns.
+CREATE OR REPLACE FUNCTION {{schema}}._group_steady(p_topic_id integer, p_group text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RETURN coalesce((
+        WITH m AS (
+            SELECT m.member_id, m.heartbeat_at + m.session_timeout >= clock_timestamp() AS alive
+              FROM {{schema}}.group_member m
+             WHERE m.topic_id = p_topic_id AND m.group_name = p_group
+        ), c AS (
+            SELECT c.owner, (c.owner IS NOT NULL AND c.next_owner IS NULL
+                             AND EXISTS (SELECT 1 FROM m WHERE m.member_id = c.owner)) AS settled
+              FROM {{schema}}.group_cursor c
+             WHERE c.topic_id = p_topic_id AND c.group_name = p_group
+        ), counts AS (
+            SELECT (SELECT count(*) FROM c WHERE c.owner = m.member_id) AS n FROM m
+        )
+        SELECT (SELECT bool_and(alive) FROM m)
+           AND coalesce((SELECT bool_and(settled) FROM c), true)
+           AND (SELECT max(n) - min(n) <= 1 FROM counts)
+    ), false);
+END $function$;
+
+-- ---------------------------------------------------------------------------
+-- Maintenance: retention, compaction, group expiry, the event log, metrics
+-- ---------------------------------------------------------------------------
+
+-- retention_run drops at most p_max_segments segments, oldest first, and
+-- returns what it dropped. Per topic settings (all optional):
+--   retention_ms / retention_bytes / retention_records  soft limits: the
+--     oldest closed segment of a partition is dropped once one is exceeded
+--     (its newest record is older than retention_ms; or the partition keeps
+--     at least retention_bytes / retention_records without it) AND every
+--     group of the topic has committed past it;
+--   hard_limit_ms / hard_limit_bytes / hard_limit_records  caps: when one
+--     is exceeded the segment goes even if a group has not read it; such
+--     groups jump to the segment's end and their skipped count grows.
+-- Dropping is DROP TABLE: no DELETE, no dead tuples, no vacuum work. Each
+-- drop runs under a savepoint with lock_timeout 500ms: a segment whose
+-- lock is busy (a long transaction reading it) is left for the next run.
+CREATE OR REPLACE FUNCTION {{schema}}.retention_run(p_max_segments integer DEFAULT 16)
+ RETURNS TABLE(topic text, partition integer, start_offset bigint, end_offset bigint, reason text, skipped bigint)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    seg      record;
+    n        integer := 0;
+    tip      bigint;
+    slowest  bigint;
+    last_ts  timestamptz;
+    p_bytes  bigint;
+    s_bytes  bigint;
+    soft     boolean;
+    hard     boolean;
+    why      text;
+    v_skip   bigint;
+BEGIN
+    PERFORM set_config('lock_timeout', '500ms', true);
+    FOR seg IN
+        SELECT s.topic_id, s.partition, s.start_offset, s.end_offset, s.relname, t.name, t.config
+        FROM {{schema}}.segment s
+        JOIN {{schema}}.topic t ON t.topic_id = s.topic_id
+        JOIN {{schema}}.topic_partition tp ON tp.topic_id = s.topic_id AND tp.partition = s.partition
+        WHERE s.start_offset = tp.start_offset AND s.end_offset <= tp.next_offset
+          AND t.config ?| ARRAY['retention_ms', 'retention_bytes', 'retention_records',
+                                'hard_limit_ms', 'hard_limit_bytes', 'hard_limit_records']
+        ORDER BY s.created_at, s.topic_id, s.partition
+    LOOP
+        EXIT WHEN n >= p_max_segments;
+        SELECT tp.next_offset INTO tip FROM {{schema}}.topic_partition tp
+         WHERE tp.topic_id = seg.topic_id AND tp.partition = seg.partition;
+        -- Newest record of the segment: an index probe, not a scan.
+        SELECT r."timestamp" INTO last_ts FROM {{schema}}.record r
+         WHERE r.topic_id = seg.topic_id AND r.partition = seg.partition
+           AND r."offset" >= seg.start_offset AND r."offset" < seg.end_offset
+         ORDER BY r."offset" DESC LIMIT 1;
+        s_bytes := {{schema}}._segment_bytes(seg.relname);
+        SELECT coalesce(sum({{schema}}._segment_bytes(s2.relname)), 0) INTO p_bytes FROM {{schema}}.segment s2
+         WHERE s2.topic_id = seg.topic_id AND s2.partition = seg.partition;
+
+        hard := (last_ts IS NOT NULL AND last_ts < clock_timestamp() - make_interval(secs => {{schema}}._setting(seg.config, 'hard_limit_ms') / 1000.0))
+             OR p_bytes > {{schema}}._setting(seg.config, 'hard_limit_bytes')
+             OR tip - seg.start_offset > {{schema}}._setting(seg.config, 'hard_limit_records');
+        soft := (last_ts IS NULL OR last_ts < clock_timestamp() - make_interval(secs => {{schema}}._setting(seg.config, 'retention_ms') / 1000.0))
+                 AND seg.config ? 'retention_ms'
+             OR p_bytes - s_bytes >= {{schema}}._setting(seg.config, 'retention_bytes')
+             OR tip - seg.end_offset >= {{schema}}._setting(seg.config, 'retention_records');
+        hard := coalesce(hard, false);
+        soft := coalesce(soft, false);
+        CONTINUE WHEN NOT hard AND NOT soft;
+
+        SELECT min(c.next_offset) INTO slowest FROM {{schema}}.group_cursor c
+         WHERE c.topic_id = seg.topic_id AND c.partition = seg.partition;
+        IF NOT hard AND slowest IS NOT NULL AND slowest < seg.end_offset THEN
+            CONTINUE;  -- pinned by a group that has not read it yet
+        END IF;
+        why := CASE WHEN hard THEN 'hard_limit' ELSE 'retention' END;
+
+        BEGIN
+            v_skip := 0;
+            IF hard THEN
+                WITH moved AS (
+                    UPDATE {{schema}}.group_cursor c
+                       SET skipped = c.skipped + (seg.end_offset - c.next_offset),
+                           next_offset = seg.end_offset,
+                           claim_epoch = c.claim_epoch + CASE WHEN c.claim_expires_at IS NOT NULL THEN 1 ELSE 0 END,
+                           claim_start = NULL, claim_end = NULL, claim_expires_at = NULL, claim_owner = NULL
+                     WHERE c.topic_id = seg.topic_id AND c.partition = seg.partition
+                       AND c.next_offset < seg.end_offset
+                    RETURNING c.group_name, c.skipped
+                ), ev AS (
+                    INSERT INTO {{schema}}.maintenance_event (kind, topic, group_name, partition, detail)
+                    SELECT 'retention_skip', seg.name, m.group_name, seg.partition,
+                           jsonb_build_object('segment_start', seg.start_offset, 'segment_end', seg.end_offset,
+                                              'skipped_total', m.skipped)
+                    FROM moved m
+                    RETURNING 1
+                )
+                SELECT count(*) INTO v_skip FROM ev;
+            END IF;
+            EXECUTE format('DROP TABLE %I.%I', {{schema_lit}}, seg.relname);
+            DELETE FROM {{schema}}.segment s
+             WHERE s.topic_id = seg.topic_id AND s.partition = seg.partition AND s.start_offset = seg.start_offset;
+            UPDATE {{schema}}.topic_partition tp SET start_offset = seg.end_offset
+             WHERE tp.topic_id = seg.topic_id AND tp.partition = seg.partition;
+            INSERT INTO {{schema}}.maintenance_event (kind, topic, partition, detail)
+            VALUES ('retention_drop', seg.name, seg.partition,
+                    jsonb_build_object('segment_start', seg.start_offset, 'segment_end', seg.end_offset,
+                                       'bytes', s_bytes, 'reason', why, 'groups_skipped', v_skip));
+            n := n + 1;
+            topic := seg.name; partition := seg.partition; start_offset := seg.start_offset;
+            end_offset := seg.end_offset; reason := why; skipped := v_skip;
+            RETURN NEXT;
+        EXCEPTION WHEN lock_not_available THEN
+            -- Busy: try again next run.
+            NULL;
+        END;
+    END LOOP;
+END $function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.compact_run(p_max_partitions integer DEFAULT 4)
+ RETURNS TABLE(topic text, partition integer, closed_end bigint, removed bigint)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_max_partitions < 0 THEN
+        PERFORM {{schema}}._raise('PM004', format('compact_run: p_max_partitions must be >= 0, got %s', p_max_partitions));
+    END IF;
+    RETURN QUERY SELECT * FROM {{schema}}._compact_run(p_max_partitions);
+END $function$;
+
+-- compact_run compacts up to p_max_partitions partitions of topics whose
+-- cleanup_policy contains 'compact' and that received records since their
+-- last compaction. In the closed segments (all but the one being written)
+-- it keeps the newest record of each key and deletes the older ones, and
+-- deletes tombstones (NULL value) that are the newest for their key once
+-- older than the topic's delete_retention_ms (default 1 day). Unkeyed
+-- records are kept. Offsets of kept records never change: consumers of a
+-- compacted topic see gaps (claim skips them). This is the one place pgmsg
+-- DELETEs records; autovacuum reclaims the space.
+CREATE OR REPLACE FUNCTION {{schema}}._compact_run(p_max_partitions integer DEFAULT 4)
+ RETURNS TABLE(topic text, partition integer, closed_end bigint, removed bigint)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    tp        record;
+    v_closed  bigint;
+    v_removed bigint;
+    tomb_ms   bigint;
+BEGIN
+    FOR tp IN
+        SELECT p.topic_id, p.partition, p.next_offset, t.name, t.config
+        FROM {{schema}}.topic_partition p JOIN {{schema}}.topic t ON t.topic_id = p.topic_id
+        WHERE t.config->>'cleanup_policy' LIKE '%compact%' AND p.next_offset > p.compacted_to
+        ORDER BY p.compacted_to - p.next_offset
+        LIMIT p_max_partitions
+        FOR UPDATE OF p SKIP LOCKED
+    LOOP
+        SELECT max(s.start_offset) INTO v_closed FROM {{schema}}.segment s
+         WHERE s.topic_id = tp.topic_id AND s.partition = tp.partition AND s.start_offset < tp.next_offset;
+        tomb_ms := coalesce({{schema}}._setting(tp.config, 'delete_retention_ms'), 86400000);
+        WITH latest AS (
+            SELECT r.key, max(r."offset") AS o FROM {{schema}}.record r
+            WHERE r.topic_id = tp.topic_id AND r.partition = tp.partition AND r.key IS NOT NULL
+            GROUP BY r.key
+        ), del AS (
+            DELETE FROM {{schema}}.record r USING latest l
+            WHERE r.topic_id = tp.topic_id AND r.partition = tp.partition AND r."offset" < coalesce(v_closed, 0)
+              AND r.key = l.key
+              AND (r."offset" < l.o
+                   OR (r.value IS NULL AND r."timestamp" < clock_timestamp() - make_interval(secs => tomb_ms / 1000.0)))
+            RETURNING 1
+        )
+        SELECT count(*) INTO v_removed FROM del;
+        UPDATE {{schema}}.topic_partition p SET compacted_to = tp.next_offset
+         WHERE p.topic_id = tp.topic_id AND p.partition = tp.partition;
+        INSERT INTO {{schema}}.maintenance_event (kind, topic, partition, detail)
+        VALUES ('compacted', tp.name, tp.partition, jsonb_build_object('closed_end', v_closed, 'removed', v_removed));
+        topic := tp.name; partition := tp.partition; closed_end := coalesce(v_closed, 0); removed := v_removed;
+        RETURN NEXT;
+    END LOOP;
+END $function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.group_expire(p_default_ttl interval DEFAULT '7 days'::interval, p_max integer DEFAULT 100)
+ RETURNS TABLE(topic text, group_name text, last_active timestamp with time zone)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_max < 0 THEN
+        PERFORM {{schema}}._raise('PM004', format('group_expire: p_max must be >= 0, got %s', p_max));
+    END IF;
+    IF p_default_ttl < interval '0' THEN
+        PERFORM {{schema}}._raise('PM004', format('group_expire: p_default_ttl must not be negative, got %s', p_default_ttl));
+    END IF;
+    RETURN QUERY SELECT * FROM {{schema}}._group_expire(p_default_ttl, p_max);
+END $function$;
+
+-- group_expire deletes up to p_max groups that have had no commit, no live
+-- member and no creation for longer than their topic's group_ttl_ms (or
+-- p_default_ttl), so that abandoned groups stop pinning retention and
+-- backpressure. Each expiry is logged in maintenance_event.
+CREATE OR REPLACE FUNCTION {{schema}}._group_expire(p_default_ttl interval DEFAULT '7 days'::interval, p_max integer DEFAULT 100)
+ RETURNS TABLE(topic text, group_name text, last_active timestamp with time zone)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH idle AS (
+        SELECT g.topic_id, g.group_name, t.name,
+               greatest(g.created_at,
+                        (SELECT max(c.committed_at) FROM {{schema}}.group_cursor c
+                          WHERE c.topic_id = g.topic_id AND c.group_name = g.group_name),
+                        (SELECT max(m.heartbeat_at) FROM {{schema}}.group_member m
+                          WHERE m.topic_id = g.topic_id AND m.group_name = g.group_name)) AS last_active,
+               coalesce(make_interval(secs => {{schema}}._setting(t.config, 'group_ttl_ms') / 1000.0), p_default_ttl) AS ttl
+        FROM {{schema}}.consumer_group g JOIN {{schema}}.topic t ON t.topic_id = g.topic_id
+    ), gone AS (
+        DELETE FROM {{schema}}.consumer_group g USING (
+            SELECT i.topic_id, i.group_name, i.name, i.last_active FROM idle i
+            WHERE i.last_active < clock_timestamp() - i.ttl
+            ORDER BY i.last_active LIMIT p_max
+        ) x
+        WHERE g.topic_id = x.topic_id AND g.group_name = x.group_name
+        RETURNING x.name, x.group_name, x.last_active
+    ), ev AS (
+        INSERT INTO {{schema}}.maintenance_event (kind, topic, group_name, detail)
+        SELECT 'group_expired', gone.name, gone.group_name, jsonb_build_object('last_active', gone.last_active)
+        FROM gone RETURNING topic, group_name, (detail->>'last_active')::timestamptz
+    )
+    SELECT * FROM ev;
+END $function$;
+
+-- maintenance_events lists the newest events first.
+CREATE OR REPLACE FUNCTION {{schema}}.maintenance_events(p_limit integer DEFAULT 100, p_kind text DEFAULT NULL::text)
+ RETURNS SETOF {{schema}}.maintenance_event
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_limit < 0 THEN
+        PERFORM {{schema}}._raise('PM004', format('maintenance_events: p_limit must be >= 0, got %s', p_limit));
+    END IF;
+    RETURN QUERY
+        SELECT * FROM {{schema}}.maintenance_event e
+        WHERE p_kind IS NULL OR e.kind = p_kind
+        ORDER BY e.event_id DESC LIMIT p_limit;
+END $function$;
+
+-- maintenance_events_prune deletes up to p_max events older than p_older.
+CREATE OR REPLACE FUNCTION {{schema}}.maintenance_events_prune(p_older interval DEFAULT '30 days'::interval, p_max integer DEFAULT 10000)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    n bigint;
+BEGIN
+    IF p_max < 0 THEN
+        PERFORM {{schema}}._raise('PM004', format('maintenance_events_prune: p_max must be >= 0, got %s', p_max));
+    END IF;
+    WITH gone AS (
+        DELETE FROM {{schema}}.maintenance_event e
+        WHERE e.event_id IN (SELECT e2.event_id FROM {{schema}}.maintenance_event e2
+                             WHERE e2.at < clock_timestamp() - p_older ORDER BY e2.event_id LIMIT p_max)
+        RETURNING 1
+    )
+    SELECT count(*) INTO n FROM gone;
+    RETURN n;
+END $function$;
+
+-- topic_metrics: per partition, the end and start offsets, segments and
+-- on-disk bytes. Cheap: catalog sizes and primary-key rows only.
+CREATE OR REPLACE FUNCTION {{schema}}.topic_metrics()
+ RETURNS TABLE(topic text, partition integer, start_offset bigint, end_offset bigint, segments integer, bytes bigint)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT t.name, tp.partition, tp.start_offset, tp.next_offset, count(s.relname)::integer,
+           coalesce(sum({{schema}}._segment_bytes(s.relname)), 0)::bigint
+    FROM {{schema}}.topic_partition tp
+    JOIN {{schema}}.topic t ON t.topic_id = tp.topic_id
+    LEFT JOIN {{schema}}.segment s ON s.topic_id = tp.topic_id AND s.partition = tp.partition
+    GROUP BY t.name, tp.partition, tp.start_offset, tp.next_offset
+    ORDER BY t.name, tp.partition
+$function$;
+
+-- group_metrics: per group and partition, the cursor, lag (end - cursor),
+-- records skipped by hard retention, and the timestamp of the oldest
+-- unconsumed record (one index probe each; NULL when caught up).
+CREATE OR REPLACE FUNCTION {{schema}}.group_metrics()
+ RETURNS TABLE(topic text, group_name text, partition integer, next_offset bigint, lag bigint, skipped bigint, oldest_unconsumed_at timestamp with time zone)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT t.name, c.group_name, c.partition, c.next_offset, greatest(tp.next_offset - c.next_offset, 0), c.skipped,
+           CASE WHEN tp.next_offset > c.next_offset THEN
+               (SELECT r."timestamp" FROM {{schema}}.record r
+                 WHERE r.topic_id = c.topic_id AND r.partition = c.partition AND r."offset" >= c.next_offset
+                 ORDER BY r."offset" LIMIT 1)
+           END
+    FROM {{schema}}.group_cursor c
+    JOIN {{schema}}.topic t ON t.topic_id = c.topic_id
+    JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+    ORDER BY t.name, c.group_name, c.partition
+$function$;
+
+-- Topic DDL, maintenance and segment creation create, attach and drop
+-- tables, which only the owner of the record table may do: they run as the
+-- schema's owner (SECURITY DEFINER, arguments checked, path pinned),
+-- callable by the admin role (and the segment functions by producers), not
+-- by PUBLIC (_roles_grant in auth.sql).
+REVOKE EXECUTE ON FUNCTION {{schema}}.topic_create(text, integer, jsonb), {{schema}}.topic_delete(text),
+    {{schema}}.topic_add_partitions(text, integer), {{schema}}.topic_configure(text, jsonb),
+    {{schema}}.retention_run(integer), {{schema}}.compact_run(integer), {{schema}}.segments_ensure(),
+    {{schema}}._segment_lock(integer), {{schema}}._segment_create(integer, integer, bigint, bigint),
+    {{schema}}._segment_ensure(integer, integer, bigint, bigint, bigint) FROM PUBLIC;

@@ -1,0 +1,1209 @@
+-- pgmsg functions: the job queue (queues, enqueue, claims, completion,
+-- retries, dead-letter, archive, pause). Applied as described in
+-- common.sql.
+
+-- ---------------------------------------------------------------------------
+-- Queues
+-- ---------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION {{schema}}._queue(p_name text)
+ RETURNS {{schema}}.queue
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    q {{schema}}.queue;
+BEGIN
+    SELECT * INTO q FROM {{schema}}.queue WHERE name = p_name;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._raise('PM101', format('unknown queue %s', left(quote_literal(coalesce(p_name, '')), 210)));
+    END IF;
+    RETURN q;
+END $function$;
+
+-- _queue_check (queue_create, queue_update) refuses a setting out of range
+-- (PM105 for max_attempts, PM004 otherwise): counts and sizes at least 1,
+-- durations not negative, a positive lease, and upper bounds that the Go
+-- client can represent.
+CREATE OR REPLACE FUNCTION {{schema}}._queue_check(q {{schema}}.queue)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF q.max_attempts IS NULL OR q.max_attempts < 1 THEN
+        PERFORM {{schema}}._raise('PM105', format('max_attempts must be at least 1, got %s', coalesce(q.max_attempts::text, 'NULL')));
+    END IF;
+    IF q.lease IS NULL OR q.lease <= interval '0' OR q.lease > interval '366 days' THEN
+        PERFORM {{schema}}._raise('PM004', 'lease must be positive and at most 366 days');
+    END IF;
+    IF q.retry_backoff IS NULL OR q.retry_backoff < interval '0' OR q.retry_backoff_max IS NULL
+       OR q.retry_backoff_max < interval '0' OR q.retry_backoff > interval '366 days'
+       OR q.retry_backoff_max > interval '366 days' THEN
+        PERFORM {{schema}}._raise('PM004', 'retry_backoff and retry_backoff_max must be from 0 to 366 days');
+    END IF;
+    IF q.archive_retention IS NULL OR q.archive_retention < interval '0' OR q.archive_retention > interval '36525 days' THEN
+        PERFORM {{schema}}._raise('PM004', 'archive_retention must be from 0 to 36525 days (100 years)');
+    END IF;
+    IF q.max_payload_bytes IS NULL OR q.max_payload_bytes < 1 THEN
+        PERFORM {{schema}}._raise('PM004', 'max_payload_bytes must be at least 1');
+    END IF;
+    IF q.max_depth < 1 THEN
+        PERFORM {{schema}}._raise('PM004', format('max_depth must be at least 1 (0 or NULL: no limit), got %s', q.max_depth));
+    END IF;
+    IF q.backpressure_timeout IS NULL OR q.backpressure_timeout < interval '0'
+       OR q.backpressure_timeout > interval '366 days' THEN
+        PERFORM {{schema}}._raise('PM004', 'backpressure_timeout must be from 0 to 366 days');
+    END IF;
+END $function$;
+
+-- queue_create creates a queue. Settings left NULL take the defaults of the
+-- queue table (max_attempts 25, lease 30s, retry_backoff 1s, retry_backoff_max
+-- 1h, archive_retention 7 days, max_payload_bytes 1 MiB). With
+-- p_if_not_exists an existing queue is returned unchanged; otherwise an
+-- existing name fails with PM102.
+CREATE OR REPLACE FUNCTION {{schema}}.queue_create(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_if_not_exists boolean DEFAULT false, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval)
+ RETURNS {{schema}}.queue
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    q {{schema}}.queue;
+BEGIN
+    PERFORM {{schema}}._check_name('queue', p_name);
+    SELECT * INTO q FROM {{schema}}.queue WHERE name = p_name;
+    IF FOUND THEN
+        IF p_if_not_exists THEN
+            RETURN q;
+        END IF;
+        PERFORM {{schema}}._raise('PM102', format('queue %s already exists', quote_literal(p_name)));
+    END IF;
+    q.name := p_name;
+    q.max_attempts := coalesce(p_max_attempts, 25);
+    q.lease := coalesce(p_lease, interval '30 seconds');
+    q.retry_backoff := coalesce(p_retry_backoff, interval '1 second');
+    q.retry_backoff_max := coalesce(p_retry_backoff_max, interval '1 hour');
+    q.archive_retention := coalesce(p_archive_retention, interval '7 days');
+    q.max_payload_bytes := coalesce(p_max_payload_bytes, 1048576);
+    q.max_depth := nullif(p_max_depth, 0);
+    q.backpressure_timeout := coalesce(p_backpressure_timeout, interval '5 seconds');
+    PERFORM {{schema}}._queue_check(q);
+    INSERT INTO {{schema}}.queue (name, max_attempts, lease, retry_backoff, retry_backoff_max,
+                                  archive_retention, max_payload_bytes, max_depth, backpressure_timeout)
+    VALUES (q.name, q.max_attempts, q.lease, q.retry_backoff, q.retry_backoff_max,
+            q.archive_retention, q.max_payload_bytes, q.max_depth, q.backpressure_timeout)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING * INTO q;
+    IF NOT FOUND THEN
+        -- A concurrent creator won.
+        IF p_if_not_exists THEN
+            RETURN {{schema}}._queue(p_name);
+        END IF;
+        PERFORM {{schema}}._raise('PM102', format('queue %s already exists', quote_literal(p_name)));
+    END IF;
+    RETURN q;
+END $function$;
+
+-- queue_update changes the settings given (non-NULL) of a queue. Jobs already
+-- enqueued keep their max_attempts; the other settings apply at once.
+CREATE OR REPLACE FUNCTION {{schema}}.queue_update(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval)
+ RETURNS {{schema}}.queue
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_name);
+BEGIN
+    q.max_attempts := coalesce(p_max_attempts, q.max_attempts);
+    q.lease := coalesce(p_lease, q.lease);
+    q.retry_backoff := coalesce(p_retry_backoff, q.retry_backoff);
+    q.retry_backoff_max := coalesce(p_retry_backoff_max, q.retry_backoff_max);
+    q.archive_retention := coalesce(p_archive_retention, q.archive_retention);
+    q.max_payload_bytes := coalesce(p_max_payload_bytes, q.max_payload_bytes);
+    q.max_depth := CASE WHEN p_max_depth IS NULL THEN q.max_depth ELSE nullif(p_max_depth, 0) END;
+    q.backpressure_timeout := coalesce(p_backpressure_timeout, q.backpressure_timeout);
+    PERFORM {{schema}}._queue_check(q);
+    UPDATE {{schema}}.queue u
+       SET max_attempts = q.max_attempts, lease = q.lease, retry_backoff = q.retry_backoff,
+           retry_backoff_max = q.retry_backoff_max, archive_retention = q.archive_retention,
+           max_payload_bytes = q.max_payload_bytes, max_depth = q.max_depth,
+           backpressure_timeout = q.backpressure_timeout
+     WHERE u.queue_id = q.queue_id
+    RETURNING * INTO q;
+    RETURN q;
+END $function$;
+
+-- queue_delete removes a queue with its jobs and archive. A queue that still
+-- has live jobs (waiting, running or dead) fails with PM108 unless p_force.
+CREATE OR REPLACE FUNCTION {{schema}}.queue_delete(p_name text, p_force boolean DEFAULT false)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_name);
+BEGIN
+    PERFORM 1 FROM {{schema}}.queue WHERE queue_id = q.queue_id FOR UPDATE;
+    IF NOT p_force AND EXISTS (SELECT 1 FROM {{schema}}.job j WHERE j.queue_id = q.queue_id) THEN
+        PERFORM {{schema}}._raise('PM108', format('queue %s still has jobs: complete, cancel or purge them, or force', quote_literal(q.name)));
+    END IF;
+    WITH d AS (
+        DELETE FROM {{schema}}.job j WHERE j.queue_id = q.queue_id RETURNING j.id
+    ), a AS (
+        DELETE FROM {{schema}}.job_archive a WHERE a.queue_id = q.queue_id RETURNING a.id
+    )
+    DELETE FROM {{schema}}.job_payload pl
+     WHERE pl.id IN (SELECT d.id FROM d UNION ALL SELECT a.id FROM a);
+    DELETE FROM {{schema}}.queue WHERE queue_id = q.queue_id;
+END $function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.queue_list()
+ RETURNS SETOF {{schema}}.queue
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT * FROM {{schema}}.queue ORDER BY name
+$function$;
+
+-- queue_stats: per queue (one or all) the live jobs by state, the archive
+-- size, the age of the oldest claimable job and the jobs archived in the
+-- last minute (throughput). Each count reads one partial index of its state,
+-- so the cost follows the size of that state, never of the whole table;
+-- available/scheduled/retrying share one scan of the backlog (job_claim).
+CREATE OR REPLACE FUNCTION {{schema}}.queue_stats(p_queue text DEFAULT NULL::text)
+ RETURNS TABLE(queue text, available bigint, scheduled bigint, running bigint, retrying bigint, dead bigint, archived bigint, oldest_available_seconds double precision, archived_last_minute bigint)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+BEGIN
+    IF p_queue IS NOT NULL THEN
+        PERFORM {{schema}}._queue(p_queue);
+    END IF;
+    RETURN QUERY
+    SELECT q.name, w.available, w.scheduled, r.running, w.retrying, d.dead, a.archived,
+           coalesce(extract(epoch FROM now_ts - w.oldest)::double precision, 0), m.recent
+    FROM {{schema}}.queue q
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE j.run_at <= now_ts) AS available,
+               count(*) FILTER (WHERE j.run_at > now_ts AND j.state <> 'retrying') AS scheduled,
+               count(*) FILTER (WHERE j.run_at > now_ts AND j.state = 'retrying') AS retrying,
+               min(j.run_at) FILTER (WHERE j.run_at <= now_ts) AS oldest
+        FROM {{schema}}.job j
+        WHERE j.queue_id = q.queue_id AND j.state IN ('available', 'scheduled', 'retrying')) w
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS running FROM {{schema}}.job j WHERE j.queue_id = q.queue_id AND j.state = 'running') r
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS dead FROM {{schema}}.job j WHERE j.queue_id = q.queue_id AND j.state = 'dead') d
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS archived FROM {{schema}}.job_archive x WHERE x.queue_id = q.queue_id) a
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS recent FROM {{schema}}.job_archive x
+        WHERE x.queue_id = q.queue_id AND x.finished_at > now_ts - interval '1 minute') m
+    WHERE p_queue IS NULL OR q.name = p_queue
+    ORDER BY q.name;
+END $function$;
+
+-- queue_latency summarises the jobs each queue finished in the last
+-- p_window from the archive: how many completed and were cancelled, and
+-- quantiles of the end-to-end latency (enqueue to completion, scheduled
+-- delay and retries included) and of the run time (start of the last
+-- attempt to completion). It reads only the window through
+-- job_archive_finished (queue_id, finished_at): an index range scan per
+-- queue, so a scrape costs what the last minute archived, not the archive's
+-- size. Dead-lettered jobs stay in the job table; queue_stats counts them.
+CREATE OR REPLACE FUNCTION {{schema}}.queue_latency(p_window interval DEFAULT '00:01:00'::interval)
+ RETURNS TABLE(queue text, completed bigint, cancelled bigint, latency_p50 double precision, latency_p99 double precision, latency_max double precision, run_p50 double precision, run_p99 double precision)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+BEGIN
+    IF p_window IS NULL OR p_window <= interval '0' OR p_window > interval '1 day' THEN
+        PERFORM {{schema}}._raise('PM004', format('queue_latency: window must be in (0, 1 day], got %s', coalesce(p_window::text, 'NULL')));
+    END IF;
+    RETURN QUERY
+    SELECT q.name, coalesce(w.completed, 0), coalesce(w.cancelled, 0),
+           w.l50, w.l99, w.lmax, w.r50, w.r99
+    FROM {{schema}}.queue q
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE x.status = 'completed') AS completed,
+               count(*) FILTER (WHERE x.status = 'cancelled') AS cancelled,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM x.finished_at - x.enqueued_at))
+                   FILTER (WHERE x.status = 'completed') AS l50,
+               percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM x.finished_at - x.enqueued_at))
+                   FILTER (WHERE x.status = 'completed') AS l99,
+               (max(extract(epoch FROM x.finished_at - x.enqueued_at)) FILTER (WHERE x.status = 'completed'))::double precision AS lmax,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM x.finished_at - x.attempted_at))
+                   FILTER (WHERE x.status = 'completed' AND x.attempted_at IS NOT NULL) AS r50,
+               percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM x.finished_at - x.attempted_at))
+                   FILTER (WHERE x.status = 'completed' AND x.attempted_at IS NOT NULL) AS r99
+        FROM {{schema}}.job_archive x
+        WHERE x.queue_id = q.queue_id AND x.finished_at > now_ts - p_window) w
+    ORDER BY q.name;
+END $function$;
+
+-- queue_pause / queue_resume set the state and return it (true: paused);
+-- an unknown queue is PM101. Both are idempotent; resuming wakes the
+-- queue's idle workers.
+CREATE OR REPLACE FUNCTION {{schema}}._queue_set_paused(p_queue text, p_paused boolean)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    UPDATE {{schema}}.queue SET paused = p_paused WHERE name = p_queue;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._queue(p_queue);
+    END IF;
+    IF NOT p_paused THEN
+        PERFORM pg_notify({{schema_lit}} || '_log', 'queue:' || p_queue);
+    END IF;
+    RETURN p_paused;
+END $function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.queue_pause(p_queue text)
+ RETURNS boolean
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$ SELECT {{schema}}._queue_set_paused(p_queue, true) $function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.queue_resume(p_queue text)
+ RETURNS boolean
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$ SELECT {{schema}}._queue_set_paused(p_queue, false) $function$;
+
+-- ---------------------------------------------------------------------------
+-- Enqueueing (the Go client's hot path: job_direct.go)
+-- ---------------------------------------------------------------------------
+
+-- _delay_too_long: p_now + p_delay is after the UTC year 9999. Extreme
+-- delays are caught before the addition, which would overflow (22008).
+CREATE OR REPLACE FUNCTION {{schema}}._delay_too_long(p_now timestamp with time zone, p_delay interval)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT CASE WHEN p_delay IS NULL OR p_delay < interval '0' THEN false
+                WHEN p_delay > interval '10000 years' THEN true
+                ELSE NOT {{schema}}._time_ok(p_now + p_delay) END
+$function$;
+
+-- _queue_depth_check raises PM109 when adding p_n jobs would put more than
+-- max_depth live jobs (waiting or running) in the queue. The count is
+-- bounded: it reads at most max_depth - p_n + 1 entries of the partial
+-- indexes of waiting jobs (job_claim) and running jobs (job_lease), so a
+-- queue far below its limit pays for its actual depth and a full one for
+-- its limit, never for the whole table:
+--   Aggregate -> Limit -> Index Only Scan using job_claim on job (queue_id = $1)
+-- (the planner, misled by stale statistics after a burst of enqueues,
+-- would otherwise pick a sequential scan of the whole job table). It costs
+-- about 0.2 ms per 1,000 jobs counted on a 2-core machine (50,000 waiting
+-- jobs: 10.7 ms; docs/operations.md), so limits in the tens of thousands
+-- are cheap and a full queue of a million would not be. There is no
+-- counter row to keep: completing workers would all update it and wait on
+-- one another. The check is not serialised, so enqueuers never wait on each
+-- other; concurrent enqueues can overshoot by the batches in flight at that
+-- moment. Unique-key duplicates of the batch count as new jobs.
+CREATE OR REPLACE FUNCTION {{schema}}._queue_depth_check(q {{schema}}.queue, p_n integer)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    room    bigint := q.max_depth - p_n;
+    waiting bigint;
+    running bigint := 0;
+BEGIN
+    IF room >= 0 THEN
+        SELECT count(*) INTO waiting FROM (
+            SELECT 1 FROM {{schema}}.job j
+             WHERE j.queue_id = q.queue_id AND j.state IN ('available', 'scheduled', 'retrying')
+             LIMIT room + 1) w;
+        IF waiting <= room THEN
+            SELECT count(*) INTO running FROM (
+                SELECT 1 FROM {{schema}}.job j
+                 WHERE j.queue_id = q.queue_id AND j.state = 'running'
+                 LIMIT room - waiting + 1) r;
+        END IF;
+    END IF;
+    IF room < 0 OR waiting + running > room THEN
+        PERFORM {{schema}}._raise('PM109', format(
+            'queue %s is full: %s more jobs would exceed its max_depth of %s jobs waiting or running',
+            quote_literal(q.name), p_n, q.max_depth));
+    END IF;
+END $function$;
+
+-- enqueue_many inserts a batch of jobs into a queue, in the caller's
+-- transaction, and returns one row per input in input order: the job's id,
+-- whether it was a duplicate (an existing live job with the same unique key,
+-- whose id, state and run_at are returned instead), its state and run_at.
+-- Arrays are parallel to p_payloads; the others may be NULL or shorter
+-- (missing entries are NULL: defaults). Per job: priority (higher first,
+-- -32768..32767, default 0), run_at or delay (not both; default now),
+-- max_attempts (default the queue's), unique key. The queue is created with
+-- default settings if it does not exist, unless p_create_queue is false
+-- (then PM101). Bad input fails the whole batch, writing nothing.
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true)
+ RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    q          {{schema}}.queue;
+    n          integer := coalesce(cardinality(p_payloads), 0);
+    now_ts     timestamptz := clock_timestamp();
+    too_big    boolean;
+    bad_delay  boolean;
+    bad_att    boolean;
+    bad_prio   boolean;
+    both_times boolean;
+    bad_time   boolean;
+    far_delay  boolean;
+    long_kind  boolean;
+    long_key   boolean;
+    has_keys   boolean;
+    wake       boolean;
+    ids        bigint[];
+    r          record;
+    found_id   bigint;
+BEGIN
+    IF p_create_queue THEN
+        SELECT * INTO q FROM {{schema}}.queue WHERE name = p_queue;
+        IF NOT FOUND THEN
+            q := {{schema}}.queue_create(p_queue, p_if_not_exists => true);
+        END IF;
+    ELSE
+        q := {{schema}}._queue(p_queue);
+    END IF;
+    IF n = 0 THEN
+        PERFORM {{schema}}._raise('PM010', 'empty batch: enqueue needs at least one job');
+    END IF;
+    IF coalesce(cardinality(p_kinds), 0) > n OR coalesce(cardinality(p_priorities), 0) > n
+       OR coalesce(cardinality(p_run_ats), 0) > n OR coalesce(cardinality(p_delays), 0) > n
+       OR coalesce(cardinality(p_max_attempts), 0) > n OR coalesce(cardinality(p_unique_keys), 0) > n THEN
+        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts and unique_keys must not be longer than payloads');
+    END IF;
+    SELECT coalesce(bool_or(octet_length(u.p) > q.max_payload_bytes), false),
+           coalesce(bool_or(u.d < interval '0'), false),
+           coalesce(bool_or(u.m < 1), false),
+           coalesce(bool_or(u.pr NOT BETWEEN -32768 AND 32767), false),
+           coalesce(bool_or(u.ra IS NOT NULL AND u.d IS NOT NULL), false),
+           coalesce(bool_or(u.k IS NOT NULL), false),
+           coalesce(bool_or(coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) <= now_ts), false),
+           coalesce(bool_or(NOT {{schema}}._time_ok(u.ra)), false),
+           coalesce(bool_or({{schema}}._delay_too_long(now_ts, u.d)), false),
+           coalesce(bool_or(octet_length(u.kd) > 200), false),
+           coalesce(bool_or(octet_length(u.k) > 1000), false)
+      INTO too_big, bad_delay, bad_att, bad_prio, both_times, has_keys, wake, bad_time, far_delay, long_kind, long_key
+      FROM unnest(p_payloads, p_delays, p_max_attempts, p_priorities, p_run_ats, p_unique_keys, p_kinds)
+           AS u(p, d, m, pr, ra, k, kd);
+    IF too_big THEN
+        PERFORM {{schema}}._raise('PM103', format('payload larger than the queue''s max_payload_bytes (%s)', q.max_payload_bytes));
+    END IF;
+    IF bad_delay THEN
+        PERFORM {{schema}}._raise('PM104', 'delay must not be negative');
+    END IF;
+    IF bad_att THEN
+        PERFORM {{schema}}._raise('PM105', 'max_attempts must be at least 1');
+    END IF;
+    IF bad_prio THEN
+        PERFORM {{schema}}._raise('PM004', 'priority must be between -32768 and 32767');
+    END IF;
+    IF both_times THEN
+        PERFORM {{schema}}._raise('PM004', 'give a job a run_at or a delay, not both');
+    END IF;
+    IF bad_time THEN
+        PERFORM {{schema}}._raise('PM004', 'run_at must be in the UTC years 0001 to 9999');
+    END IF;
+    IF far_delay THEN
+        PERFORM {{schema}}._raise('PM104', 'delay too long: the job would run after the UTC year 9999');
+    END IF;
+    IF long_kind THEN
+        PERFORM {{schema}}._raise('PM004', 'kind must be at most 200 bytes');
+    END IF;
+    IF long_key THEN
+        PERFORM {{schema}}._raise('PM004', 'unique_key must be at most 1000 bytes');
+    END IF;
+    -- Queues with a max_depth pay for a bounded count (_queue_depth_check);
+    -- the others for this one test of a column already read.
+    IF q.max_depth IS NOT NULL THEN
+        PERFORM {{schema}}._queue_depth_check(q, n);
+    END IF;
+
+    IF NOT has_keys THEN
+        -- Fast path: ids come from the sequence in input order (nextval is
+        -- increasing within a statement), so ORDER BY id is input order.
+        -- src is read twice (a CTE so referenced is computed once): each
+        -- job's id is drawn once, for its row and its payload's.
+        RETURN QUERY
+        WITH src AS (
+            SELECT nextval('{{schema}}.job_id_seq') AS id, u.*
+            FROM unnest(p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts)
+                 WITH ORDINALITY AS u(p, kd, pr, ra, d, m, ord)
+            ORDER BY u.ord
+        ), pl AS (
+            INSERT INTO {{schema}}.job_payload (id, payload) SELECT src.id, src.p FROM src
+        ), ins AS (
+            INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind)
+            SELECT src.id, q.queue_id,
+                   CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
+                   coalesce(src.pr, 0), coalesce(src.m, q.max_attempts), t.at, now_ts, src.kd
+            FROM src
+            CROSS JOIN LATERAL (SELECT coalesce(src.ra, now_ts + coalesce(src.d, interval '0')) AS at) t
+            ORDER BY src.ord
+            RETURNING j.id, j.state, j.run_at
+        )
+        SELECT ins.id, false, ins.state, ins.run_at FROM ins ORDER BY ins.id;
+    ELSE
+        -- Unique keys: take the ids first so that each input row can be
+        -- matched to its job whether it was inserted or found. ON CONFLICT DO
+        -- NOTHING waits for a concurrent inserter of the same key and then
+        -- skips; the lookup below is a new statement and sees its row.
+        ids := ARRAY(SELECT nextval('{{schema}}.job_id_seq') FROM generate_series(1, n));
+        INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind,
+                                         unique_key)
+        SELECT u.id, q.queue_id,
+               CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
+               coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k
+        FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_unique_keys)
+             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, ord)
+        CROSS JOIN LATERAL (SELECT coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) AS at) t
+        -- Key order: concurrent batches take the unique index's locks in one
+        -- order and cannot deadlock on each other.
+        ORDER BY u.k, u.ord
+        ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING;
+
+        -- A row skipped for a key whose job finished (was archived) before
+        -- this lookup has neither its own job nor a live one: insert it again.
+        FOR r IN
+            SELECT u.id AS id, u.ord AS ord
+            FROM unnest(ids, p_unique_keys) WITH ORDINALITY AS u(id, k, ord)
+            WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.job x WHERE x.id = u.id)
+              AND NOT EXISTS (SELECT 1 FROM {{schema}}.job x WHERE x.queue_id = q.queue_id AND x.unique_key = u.k
+                                                              AND x.state <> 'dead')
+        LOOP
+            LOOP
+                INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at,
+                                                 kind, unique_key)
+                SELECT r.id, q.queue_id,
+                       CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
+                       coalesce(p_priorities[r.ord], 0), coalesce(p_max_attempts[r.ord], q.max_attempts),
+                       t.at, now_ts, p_kinds[r.ord], p_unique_keys[r.ord]
+                FROM (SELECT coalesce(p_run_ats[r.ord], now_ts + coalesce(p_delays[r.ord], interval '0')) AS at) t
+                ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING
+                RETURNING j.id INTO found_id;
+                EXIT WHEN found_id IS NOT NULL;
+                SELECT x.id INTO found_id FROM {{schema}}.job x
+                WHERE x.queue_id = q.queue_id AND x.unique_key = p_unique_keys[r.ord] AND x.state <> 'dead';
+                EXIT WHEN found_id IS NOT NULL;
+            END LOOP;
+        END LOOP;
+
+        -- The payloads of the jobs this call inserted (each id once).
+        INSERT INTO {{schema}}.job_payload (id, payload)
+        SELECT u.id, u.p FROM unnest(ids, p_payloads) AS u(id, p)
+        WHERE EXISTS (SELECT 1 FROM {{schema}}.job x WHERE x.id = u.id);
+
+        RETURN QUERY
+        SELECT coalesce(own.id, live.id), own.id IS NULL, coalesce(own.state, live.state),
+               coalesce(own.run_at, live.run_at)
+        FROM unnest(ids, p_unique_keys) WITH ORDINALITY AS u(id, k, ord)
+        LEFT JOIN {{schema}}.job own ON own.id = u.id
+        LEFT JOIN LATERAL (
+            SELECT x.id, x.state, x.run_at FROM {{schema}}.job x
+            WHERE own.id IS NULL AND x.queue_id = q.queue_id AND x.unique_key = u.k AND x.state <> 'dead'
+        ) live ON true
+        ORDER BY u.ord;
+    END IF;
+
+    -- A wake-up for idle workers; polling stays the correctness path.
+    IF wake THEN
+        PERFORM pg_notify({{schema_lit}} || '_log', 'queue:' || q.name);
+    END IF;
+END $function$;
+
+-- enqueue inserts one job; see enqueue_many.
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true)
+ RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT * FROM {{schema}}.enqueue_many(p_queue, ARRAY[p_payload], ARRAY[p_kind], ARRAY[p_priority],
+                                          ARRAY[p_run_at], ARRAY[p_delay], ARRAY[p_max_attempts],
+                                          ARRAY[p_unique_key], p_create_queue)
+$function$;
+
+-- ---------------------------------------------------------------------------
+-- Claims and leases (the Go worker's hot path: job_direct.go)
+-- ---------------------------------------------------------------------------
+
+-- _lease_token returns a random bigint in [1, 2^53-1] (exact in JSON for
+-- JavaScript and jq, which read numbers as doubles): random bits of a
+-- version 4 UUID (its version nibble and variant bits left out),
+-- cleared and masked to 53 bits, 0 (probability 2^-53) mapped to 1.
+CREATE OR REPLACE FUNCTION {{schema}}._lease_token()
+ RETURNS bigint
+ LANGUAGE sql
+ PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT greatest(('x' || substr(u.h, 1, 12) || substr(u.h, 14, 3) || substr(u.h, 18, 1))::bit(64)::bigint
+                    & 9007199254740991, 1)
+    FROM (SELECT replace(gen_random_uuid()::text, '-', '') AS h) u
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL::interval, p_worker text DEFAULT NULL::text, p_max_bytes bigint DEFAULT NULL::bigint, p_async boolean DEFAULT false)
+ RETURNS TABLE(id bigint, queue text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, unique_key text, errors jsonb)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF ({{schema}}._queue(p_queue)).paused THEN
+        RETURN; -- nothing handed out (nor the other arguments checked)
+    END IF;
+    RETURN QUERY SELECT * FROM {{schema}}._job_claim(p_queue, p_limit, p_lease, p_worker, p_max_bytes, p_async);
+END $function$;
+
+-- job_claim leases up to p_limit claimable jobs of a queue to the caller, in
+-- one statement: highest priority first, then oldest run_at, then oldest id.
+-- Each claimed job is 'running', its attempt counted and its lease_token
+-- incremented; the lease lasts p_lease (default the queue's) on the
+-- database clock. Rows other claimers hold are skipped (SKIP LOCKED), so
+-- claimers never wait on each other. Expired leases of the queue are rescued
+-- first. Returns no rows when nothing is claimable.
+CREATE OR REPLACE FUNCTION {{schema}}._job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL::interval, p_worker text DEFAULT NULL::text, p_max_bytes bigint DEFAULT NULL::bigint, p_async boolean DEFAULT false)
+ RETURNS TABLE(id bigint, queue text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, unique_key text, errors jsonb)
+ LANGUAGE plpgsql
+ SET enable_bitmapscan TO 'off'
+ SET enable_seqscan TO 'off'
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    q        {{schema}}.queue := {{schema}}._queue(p_queue);
+    now_ts   timestamptz := clock_timestamp();
+    now_s    bigint := floor(extract(epoch FROM now_ts))::bigint;
+    expires  timestamptz;
+    -- Session settings: the position ("priority|run_at in microseconds|id")
+    -- and the second of the last full read and of the last lease probe.
+    tag      text := md5({{schema_lit}} || '/' || q.queue_id);
+    pos_name text := 'pgmsg_claim.p' || tag;
+    full_name text := 'pgmsg_claim.f' || tag;
+    probe_name text := 'pgmsg_claim.r' || tag;
+    pos      text[] := string_to_array(nullif(current_setting(pos_name, true), ''), '|');
+    h_pri    smallint;
+    h_run    timestamptz;
+    h_id     bigint;
+    ids      bigint[];
+    pris     smallint[];
+    runs     timestamptz[];
+    sizes    bigint[];
+    n        integer;
+    cum      bigint := 0;
+    token0   bigint;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        PERFORM {{schema}}._raise('PM004', 'limit must be at least 1');
+    END IF;
+    IF p_lease IS NOT NULL AND (p_lease <= interval '0' OR p_lease > interval '366 days') THEN
+        PERFORM {{schema}}._raise('PM004', 'lease must be positive and at most 366 days');
+    END IF;
+    IF p_max_bytes IS NOT NULL AND p_max_bytes < 1 THEN
+        PERFORM {{schema}}._raise('PM004', 'max_bytes must be at least 1');
+    END IF;
+    IF p_async THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    expires := now_ts + coalesce(p_lease, q.lease);
+    -- Expired leases: one probe of the small job_lease index, at most once
+    -- a second per session.
+    IF coalesce(nullif(current_setting(probe_name, true), '')::bigint, 0) <> now_s THEN
+        PERFORM set_config(probe_name, now_s::text, false);
+        IF EXISTS (SELECT 1 FROM {{schema}}.job j
+                   WHERE j.queue_id = q.queue_id AND j.state = 'running' AND j.lease_expires_at <= now_ts) THEN
+            PERFORM {{schema}}._rescue(q.queue_id, now_ts, 1000);
+        END IF;
+    END IF;
+
+    IF cardinality(pos) = 3 AND coalesce(nullif(current_setting(full_name, true), '')::bigint, 0) = now_s THEN
+        h_pri := pos[1]::smallint;
+        h_run := to_timestamp(pos[2]::bigint / 1000000) + (pos[2]::bigint % 1000000) * interval '1 microsecond';
+        h_id := pos[3]::bigint;
+        -- Three ordered reads of the index, run one after the other only
+        -- as far as needed (a CTE is read as the statement asks for rows).
+        WITH hi AS (
+            SELECT j.id, j.priority, j.run_at, CASE WHEN p_max_bytes IS NOT NULL THEN
+                   (SELECT octet_length(pl.payload)::bigint FROM {{schema}}.job_payload pl WHERE pl.id = j.id) END AS n FROM {{schema}}.job j
+             WHERE j.queue_id = q.queue_id AND j.state IN ('available', 'scheduled', 'retrying')
+               AND j.priority > h_pri AND j.run_at <= now_ts
+             ORDER BY j.priority DESC, j.run_at, j.id
+             LIMIT p_limit FOR UPDATE SKIP LOCKED
+        ), eq AS (
+            SELECT j.id, j.priority, j.run_at, CASE WHEN p_max_bytes IS NOT NULL THEN
+                   (SELECT octet_length(pl.payload)::bigint FROM {{schema}}.job_payload pl WHERE pl.id = j.id) END AS n FROM {{schema}}.job j
+             WHERE j.queue_id = q.queue_id AND j.state IN ('available', 'scheduled', 'retrying')
+               AND j.priority = h_pri AND (j.run_at, j.id) > (h_run, h_id) AND j.run_at <= now_ts
+             ORDER BY j.run_at, j.id
+             LIMIT p_limit FOR UPDATE SKIP LOCKED
+        ), lo AS (
+            SELECT j.id, j.priority, j.run_at, CASE WHEN p_max_bytes IS NOT NULL THEN
+                   (SELECT octet_length(pl.payload)::bigint FROM {{schema}}.job_payload pl WHERE pl.id = j.id) END AS n FROM {{schema}}.job j
+             WHERE j.queue_id = q.queue_id AND j.state IN ('available', 'scheduled', 'retrying')
+               AND j.priority < h_pri AND j.run_at <= now_ts
+             ORDER BY j.priority DESC, j.run_at, j.id
+             LIMIT p_limit FOR UPDATE SKIP LOCKED
+        ), x AS (
+            SELECT hi.*, 1 AS b FROM hi UNION ALL SELECT eq.*, 2 FROM eq UNION ALL SELECT lo.*, 3 FROM lo
+            LIMIT p_limit
+        )
+        SELECT array_agg(x.id ORDER BY x.b, x.priority DESC, x.run_at, x.id),
+               array_agg(x.priority ORDER BY x.b, x.priority DESC, x.run_at, x.id),
+               array_agg(x.run_at ORDER BY x.b, x.priority DESC, x.run_at, x.id),
+               array_agg(x.n ORDER BY x.b, x.priority DESC, x.run_at, x.id)
+          INTO ids, pris, runs, sizes
+          FROM x;
+    END IF;
+    IF coalesce(cardinality(ids), 0) < p_limit THEN
+        -- The whole index in claim order. Rows the positioned read locked
+        -- are ours, so they are found again where they belong.
+        PERFORM set_config(full_name, now_s::text, false);
+        SELECT array_agg(c.id ORDER BY c.priority DESC, c.run_at, c.id),
+               array_agg(c.priority ORDER BY c.priority DESC, c.run_at, c.id),
+               array_agg(c.run_at ORDER BY c.priority DESC, c.run_at, c.id),
+               array_agg(c.n ORDER BY c.priority DESC, c.run_at, c.id)
+          INTO ids, pris, runs, sizes
+          FROM (SELECT j.id, j.priority, j.run_at, CASE WHEN p_max_bytes IS NOT NULL THEN
+                   (SELECT octet_length(pl.payload)::bigint FROM {{schema}}.job_payload pl WHERE pl.id = j.id) END AS n FROM {{schema}}.job j
+                 WHERE j.queue_id = q.queue_id AND j.state IN ('available', 'scheduled', 'retrying')
+                   AND j.run_at <= now_ts
+                 ORDER BY j.priority DESC, j.run_at, j.id
+                 LIMIT p_limit FOR UPDATE SKIP LOCKED) c;
+    END IF;
+    n := coalesce(cardinality(ids), 0);
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    -- The byte cap: the longest prefix, in claim order, whose payloads fit,
+    -- and at least the first job. Rows cut stay as they were (locked only
+    -- until this transaction ends).
+    IF p_max_bytes IS NOT NULL THEN
+        FOR i IN 1 .. n LOOP
+            cum := cum + coalesce(sizes[i], 0);
+            IF cum > p_max_bytes AND i > 1 THEN
+                n := i - 1;
+                EXIT;
+            END IF;
+        END LOOP;
+    END IF;
+    -- One random draw per claim (gen_random_uuid, some 12 us, was one per
+    -- job): job k of the claim gets token0 + k, wrapped into [1, 2^53-1].
+    -- Every job of a claim goes to the same claimer, so knowing one of its
+    -- tokens tells nothing about another claim's.
+    token0 := {{schema}}._lease_token();
+    PERFORM set_config(pos_name, pris[n] || '|' || (extract(epoch FROM runs[n]) * 1000000)::bigint || '|' || ids[n], false);
+    RETURN QUERY
+    WITH u AS (
+        UPDATE {{schema}}.job j
+           SET state = 'running', attempt = j.attempt + 1, lease_token = (token0 + k.ord - 1) % 9007199254740991 + 1,
+               lease_expires_at = expires, attempted_at = now_ts, worker = p_worker
+          FROM unnest(ids[1:n]) WITH ORDINALITY AS k(id, ord)
+         WHERE j.id = k.id
+        RETURNING k.ord, j.id, j.kind, j.priority, j.attempt, j.max_attempts, j.lease_token,
+                  j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.unique_key, j.errors
+    )
+    SELECT u.id, q.name, u.kind, pl.payload, u.priority::integer, u.attempt, u.max_attempts, u.lease_token,
+           u.lease_expires_at, u.run_at, u.enqueued_at, u.attempted_at, u.unique_key, u.errors
+    FROM u LEFT JOIN {{schema}}.job_payload pl ON pl.id = u.id
+    ORDER BY u.ord;
+END $function$;
+
+-- _rescue makes up to p_limit jobs of a queue whose lease expired claimable
+-- again (their attempt counted; a job out of attempts goes dead), recording
+-- the expiry in the job's errors. Rows locked by someone else are skipped.
+CREATE OR REPLACE FUNCTION {{schema}}._rescue(p_queue_id integer, p_now timestamp with time zone, p_limit integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    n integer;
+BEGIN
+    WITH r AS (
+        SELECT j.id FROM {{schema}}.job j
+        WHERE j.queue_id = p_queue_id AND j.state = 'running' AND j.lease_expires_at <= p_now
+        ORDER BY j.lease_expires_at
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE {{schema}}.job j
+       SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'available' END,
+           finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN p_now END,
+           run_at = p_now, lease_expires_at = NULL, worker = NULL,
+           errors = coalesce(j.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+               'attempt', j.attempt, 'at', p_now,
+               'error', format('lease expired at %s (worker %s stopped without completing the job)',
+                               j.lease_expires_at, coalesce(j.worker, 'unnamed'))))
+      FROM r
+     WHERE j.id = r.id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $function$;
+
+-- job_rescue rescues up to p_limit expired leases of one queue (or of every
+-- queue) and returns how many. job_claim already does this for its queue;
+-- this is for maintenance and psql.
+CREATE OR REPLACE FUNCTION {{schema}}.job_rescue(p_queue text DEFAULT NULL::text, p_limit integer DEFAULT 1000)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+    total  integer := 0;
+    qid    integer;
+BEGIN
+    FOR qid IN SELECT q.queue_id FROM {{schema}}.queue q WHERE p_queue IS NULL OR q.name = p_queue LOOP
+        total := total + {{schema}}._rescue(qid, now_ts, p_limit);
+    END LOOP;
+    IF p_queue IS NOT NULL AND NOT FOUND THEN
+        PERFORM {{schema}}._queue(p_queue);
+    END IF;
+    RETURN total;
+END $function$;
+
+-- _not_held raises the error for a job the caller does not hold: PM107 if
+-- no such job exists anywhere, else PM106 naming its current state.
+CREATE OR REPLACE FUNCTION {{schema}}._not_held(p_id bigint, p_token bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    st text;
+BEGIN
+    SELECT j.state INTO st FROM {{schema}}.job j WHERE j.id = p_id;
+    IF NOT FOUND THEN
+        SELECT a.status INTO st FROM {{schema}}.job_archive a WHERE a.id = p_id;
+        IF NOT FOUND THEN
+            PERFORM {{schema}}._raise('PM107', format('unknown job %s', coalesce(p_id::text, 'NULL')));
+        END IF;
+        PERFORM {{schema}}._raise('PM106', format('job %s is not held by the lease presented: it is archived (%s)', p_id, st));
+    END IF;
+    IF st = 'running' THEN
+        PERFORM {{schema}}._raise('PM106', format('job %s is not held by the lease presented: it is running under another lease', p_id));
+    END IF;
+    PERFORM {{schema}}._raise('PM106', format('job %s is not held by the lease presented: it is %s', p_id, st));
+END $function$;
+
+-- job_extend_many pushes the lease of every held job of the arrays to now +
+-- p_lease (default its queue's lease) and returns those extended with their
+-- new expiry; jobs not held are not returned. The worker pool's heartbeat.
+CREATE OR REPLACE FUNCTION {{schema}}.job_extend_many(p_ids bigint[], p_tokens bigint[], p_lease interval DEFAULT NULL::interval)
+ RETURNS TABLE(id bigint, lease_expires_at timestamp with time zone)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+BEGIN
+    IF p_lease IS NOT NULL AND (p_lease <= interval '0' OR p_lease > interval '366 days') THEN
+        PERFORM {{schema}}._raise('PM004', 'lease must be positive and at most 366 days');
+    END IF;
+    RETURN QUERY
+    UPDATE {{schema}}.job j
+       SET lease_expires_at = now_ts + coalesce(p_lease, q.lease)
+      FROM unnest(p_ids, p_tokens) AS u(id, token), {{schema}}.queue q
+     WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running' AND q.queue_id = j.queue_id
+    RETURNING j.id, j.lease_expires_at;
+END $function$;
+
+-- job_extend extends one held job's lease; PM106/PM107 if not held.
+CREATE OR REPLACE FUNCTION {{schema}}.job_extend(p_id bigint, p_lease_token bigint, p_lease interval DEFAULT NULL::interval)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    expires timestamptz;
+BEGIN
+    SELECT e.lease_expires_at INTO expires FROM {{schema}}.job_extend_many(ARRAY[p_id], ARRAY[p_lease_token], p_lease) e;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._not_held(p_id, p_lease_token);
+    END IF;
+    RETURN expires;
+END $function$;
+
+-- ---------------------------------------------------------------------------
+-- Finishing a job: completion, failure and retries, snooze, cancel
+-- ---------------------------------------------------------------------------
+
+-- job_complete_many archives (status completed) every job of the arrays
+-- still held under its token, in one statement, and returns their ids. Jobs
+-- not held are left as they are and simply not returned.
+CREATE OR REPLACE FUNCTION {{schema}}.job_complete_many(p_ids bigint[], p_tokens bigint[])
+ RETURNS TABLE(id bigint)
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    WITH d AS (
+        DELETE FROM {{schema}}.job j
+        USING unnest(p_ids, p_tokens) AS u(id, token)
+        WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+        RETURNING j.*
+    ), a AS (
+        INSERT INTO {{schema}}.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
+                                            attempted_at, finished_at, kind, unique_key, errors)
+        SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
+               d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors
+        FROM d
+        RETURNING job_archive.id
+    )
+    SELECT a.id FROM a
+$function$;
+
+-- job_complete archives one held job; PM106/PM107 if not held.
+CREATE OR REPLACE FUNCTION {{schema}}.job_complete(p_id bigint, p_lease_token bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM 1 FROM {{schema}}.job_complete_many(ARRAY[p_id], ARRAY[p_lease_token]);
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._not_held(p_id, p_lease_token);
+    END IF;
+END $function$;
+
+-- _backoff: retry_backoff * 2^(attempt-1), capped at retry_backoff_max, then
+-- +-10% jitter so that jobs failing together do not retry together.
+CREATE OR REPLACE FUNCTION {{schema}}._backoff(p_base interval, p_max interval, p_attempt integer)
+ RETURNS interval
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT make_interval(secs => least(extract(epoch FROM p_max)::double precision,
+                                       extract(epoch FROM p_base)::double precision
+                                           * power(2::double precision, least(greatest(p_attempt - 1, 0), 60)))
+                                 * (0.9 + 0.2 * random()))
+$function$;
+
+-- job_fail records p_error for the held attempt and either schedules a
+-- retry ('retrying', after p_retry_in or else the queue's backoff) or, when
+-- the job is out of attempts or p_dead is set, moves it to the dead-letter
+-- state ('dead'). Returns the job's new state and run_at.
+CREATE OR REPLACE FUNCTION {{schema}}.job_fail(p_id bigint, p_lease_token bigint, p_error text, p_retry_in interval DEFAULT NULL::interval, p_dead boolean DEFAULT false)
+ RETURNS TABLE(state text, run_at timestamp with time zone)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    j      {{schema}}.job;
+    q      {{schema}}.queue;
+    now_ts timestamptz := clock_timestamp();
+    dead   boolean;
+BEGIN
+    IF p_retry_in IS NOT NULL AND p_retry_in < interval '0' THEN
+        PERFORM {{schema}}._raise('PM104', 'retry delay must not be negative');
+    END IF;
+    IF {{schema}}._delay_too_long(now_ts, p_retry_in) THEN
+        PERFORM {{schema}}._raise('PM104', 'retry delay too long: the job would run after the UTC year 9999');
+    END IF;
+    SELECT * INTO j FROM {{schema}}.job x WHERE x.id = p_id AND x.lease_token = p_lease_token AND x.state = 'running'
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._not_held(p_id, p_lease_token);
+    END IF;
+    SELECT * INTO q FROM {{schema}}.queue x WHERE x.queue_id = j.queue_id;
+    dead := coalesce(p_dead, false) OR j.attempt >= j.max_attempts;
+    RETURN QUERY
+    UPDATE {{schema}}.job x
+       SET state = CASE WHEN dead THEN 'dead' ELSE 'retrying' END,
+           run_at = CASE WHEN dead THEN x.run_at
+                         ELSE now_ts + coalesce(p_retry_in, {{schema}}._backoff(q.retry_backoff, q.retry_backoff_max, j.attempt)) END,
+           finalized_at = CASE WHEN dead THEN now_ts END,
+           lease_expires_at = NULL, worker = NULL,
+           errors = coalesce(x.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+               'attempt', j.attempt, 'at', now_ts, 'error', left(coalesce(p_error, ''), 10000)))
+     WHERE x.id = p_id
+    RETURNING x.state, x.run_at;
+END $function$;
+
+-- job_snooze puts a held job back to wait p_delay (0: claimable at once, a
+-- release) without counting the attempt. Returns the new run_at.
+CREATE OR REPLACE FUNCTION {{schema}}.job_snooze(p_id bigint, p_lease_token bigint, p_delay interval DEFAULT '00:00:00'::interval)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+    v_run  timestamptz;
+    v_q    integer;
+BEGIN
+    IF p_delay IS NULL OR p_delay < interval '0' THEN
+        PERFORM {{schema}}._raise('PM104', 'snooze delay must not be negative');
+    END IF;
+    IF {{schema}}._delay_too_long(now_ts, p_delay) THEN
+        PERFORM {{schema}}._raise('PM104', 'snooze delay too long: the job would run after the UTC year 9999');
+    END IF;
+    UPDATE {{schema}}.job j
+       SET state = CASE WHEN p_delay > interval '0' THEN 'scheduled' ELSE 'available' END,
+           attempt = j.attempt - 1, run_at = now_ts + p_delay, lease_expires_at = NULL, worker = NULL
+     WHERE j.id = p_id AND j.lease_token = p_lease_token AND j.state = 'running'
+    RETURNING j.run_at, j.queue_id INTO v_run, v_q;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._not_held(p_id, p_lease_token);
+    END IF;
+    IF p_delay = interval '0' THEN
+        PERFORM pg_notify({{schema_lit}} || '_log', 'queue:' || (SELECT q.name FROM {{schema}}.queue q WHERE q.queue_id = v_q));
+    END IF;
+    RETURN v_run;
+END $function$;
+
+-- job_cancel archives a job (status cancelled) whatever its state: waiting,
+-- running (the worker's completion is then rejected) or dead. Returns false
+-- if the job had already finished (is archived); PM107 if it never existed.
+CREATE OR REPLACE FUNCTION {{schema}}.job_cancel(p_id bigint)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    WITH d AS (
+        DELETE FROM {{schema}}.job j WHERE j.id = p_id RETURNING j.*
+    )
+    INSERT INTO {{schema}}.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
+                                        attempted_at, finished_at, kind, unique_key, errors)
+    SELECT d.id, d.queue_id, 'cancelled', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
+           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors
+    FROM d;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    IF EXISTS (SELECT 1 FROM {{schema}}.job_archive a WHERE a.id = p_id) THEN
+        RETURN false;
+    END IF;
+    PERFORM {{schema}}._raise('PM107', format('unknown job %s', coalesce(p_id::text, 'NULL')));
+    RETURN false;
+END $function$;
+
+-- job_retry makes a waiting job claimable now (issue 19: "retry now"): a
+-- scheduled job, or one waiting for its retry backoff, becomes available
+-- at once, keeping its attempts; idle workers of its queue are woken. An
+-- available job stays as it is. A running, dead or finished job is refused
+-- with PM110 (dead jobs are requeued with dead_requeue), an unknown id with
+-- PM107. Returns the job's state afterwards.
+CREATE OR REPLACE FUNCTION {{schema}}.job_retry(p_id bigint)
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_state text;
+    v_queue text;
+BEGIN
+    SELECT j.state, q.name INTO v_state, v_queue
+      FROM {{schema}}.job j JOIN {{schema}}.queue q ON q.queue_id = j.queue_id
+     WHERE j.id = p_id
+       FOR UPDATE OF j;
+    IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM {{schema}}.job_archive a WHERE a.id = p_id) THEN
+            PERFORM {{schema}}._raise('PM110', format('job %s is finished: it cannot be retried', p_id));
+        END IF;
+        PERFORM {{schema}}._raise('PM107', format('unknown job %s', coalesce(p_id::text, 'NULL')));
+    END IF;
+    IF v_state IN ('scheduled', 'retrying') THEN
+        UPDATE {{schema}}.job j SET state = 'available', run_at = least(j.run_at, clock_timestamp())
+         WHERE j.id = p_id;
+        PERFORM pg_notify({{schema_lit}} || '_log', 'queue:' || v_queue);
+        RETURN 'available';
+    ELSIF v_state = 'available' THEN
+        RETURN v_state;
+    END IF;
+    PERFORM {{schema}}._raise('PM110', format('job %s is %s: only a scheduled or retrying job can be retried now%s', p_id, v_state,
+        CASE WHEN v_state = 'dead' THEN ' (requeue dead jobs with dead_requeue)' ELSE '' END));
+    RETURN v_state;
+END $function$;
+
+-- job_get returns one job wherever it is: live (state available, scheduled,
+-- retrying, running or dead) or archived (state completed or cancelled).
+-- PM107 if there is no such job.
+CREATE OR REPLACE FUNCTION {{schema}}.job_get(p_id bigint)
+ RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM {{schema}}.job_payload pl WHERE pl.id = j.id), j.priority::integer, j.attempt, j.max_attempts, j.lease_token,
+           j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors
+    FROM {{schema}}.job j JOIN {{schema}}.queue q ON q.queue_id = j.queue_id
+    WHERE j.id = p_id
+    UNION ALL
+    SELECT a.id, q.name, a.status, a.kind, (SELECT pl.payload FROM {{schema}}.job_payload pl WHERE pl.id = a.id), a.priority::integer, a.attempt, a.max_attempts, NULL::bigint,
+           NULL::timestamptz, NULL::timestamptz, a.enqueued_at, a.attempted_at, a.finished_at, NULL::text,
+           a.unique_key, a.errors
+    FROM {{schema}}.job_archive a JOIN {{schema}}.queue q ON q.queue_id = a.queue_id
+    WHERE a.id = p_id;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._raise('PM107', format('unknown job %s', coalesce(p_id::text, 'NULL')));
+    END IF;
+END $function$;
+
+-- ---------------------------------------------------------------------------
+-- Dead letters and the archive
+-- ---------------------------------------------------------------------------
+
+-- dead_list pages through a queue's dead jobs by id (after p_after_id),
+-- optionally only those of one kind.
+CREATE OR REPLACE FUNCTION {{schema}}.dead_list(p_queue text, p_kind text DEFAULT NULL::text, p_limit integer DEFAULT 100, p_after_id bigint DEFAULT 0)
+ RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_queue);
+BEGIN
+    RETURN QUERY
+    SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM {{schema}}.job_payload pl WHERE pl.id = j.id), j.priority::integer, j.attempt, j.max_attempts, j.lease_token,
+           j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors
+    FROM {{schema}}.job j
+    WHERE j.queue_id = q.queue_id AND j.state = 'dead' AND j.id > coalesce(p_after_id, 0)
+      AND (p_kind IS NULL OR j.kind = p_kind)
+    ORDER BY j.id
+    LIMIT greatest(coalesce(p_limit, 100), 0);
+END $function$;
+
+-- dead_requeue makes dead jobs of a queue available again with their
+-- attempts reset (their error history is kept): the jobs in p_ids, or all
+-- dead jobs (of p_kind, if given) when p_ids is NULL, at most p_limit per
+-- call. A dead job whose unique key is now taken by a live job stays dead.
+-- Returns how many were requeued.
+CREATE OR REPLACE FUNCTION {{schema}}.dead_requeue(p_queue text, p_ids bigint[] DEFAULT NULL::bigint[], p_kind text DEFAULT NULL::text, p_limit integer DEFAULT 10000)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    q      {{schema}}.queue := {{schema}}._queue(p_queue);
+    now_ts timestamptz := clock_timestamp();
+    n      integer;
+BEGIN
+    WITH r AS (
+        SELECT j.id FROM {{schema}}.job j
+        WHERE j.queue_id = q.queue_id AND j.state = 'dead'
+          AND (p_ids IS NULL OR j.id = ANY (p_ids))
+          AND (p_kind IS NULL OR j.kind = p_kind)
+          AND (j.unique_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM {{schema}}.job l
+                WHERE l.queue_id = j.queue_id AND l.unique_key = j.unique_key AND l.state <> 'dead'))
+        ORDER BY j.id
+        LIMIT greatest(coalesce(p_limit, 10000), 0)
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE {{schema}}.job j
+       SET state = 'available', attempt = 0, run_at = now_ts, finalized_at = NULL
+      FROM r
+     WHERE j.id = r.id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM pg_notify({{schema_lit}} || '_log', 'queue:' || q.name);
+    END IF;
+    RETURN n;
+END $function$;
+
+-- dead_purge deletes dead jobs of a queue for good: those in p_ids, or all
+-- (of p_kind; dead for longer than p_older_than) when p_ids is NULL, at most
+-- p_limit per call so it never holds many locks. Returns how many.
+CREATE OR REPLACE FUNCTION {{schema}}.dead_purge(p_queue text, p_ids bigint[] DEFAULT NULL::bigint[], p_kind text DEFAULT NULL::text, p_older_than interval DEFAULT NULL::interval, p_limit integer DEFAULT 10000)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_queue);
+    n integer;
+BEGIN
+    WITH d AS (
+    DELETE FROM {{schema}}.job j
+    WHERE j.id IN (
+        SELECT x.id FROM {{schema}}.job x
+        WHERE x.queue_id = q.queue_id AND x.state = 'dead'
+          AND (p_ids IS NULL OR x.id = ANY (p_ids))
+          AND (p_kind IS NULL OR x.kind = p_kind)
+          AND (p_older_than IS NULL OR x.finalized_at < clock_timestamp() - p_older_than)
+        ORDER BY x.id
+        LIMIT greatest(coalesce(p_limit, 10000), 0)
+        FOR UPDATE SKIP LOCKED)
+    RETURNING j.id
+    ), p AS (
+        DELETE FROM {{schema}}.job_payload pl USING d WHERE pl.id = d.id
+    )
+    SELECT count(*) INTO n FROM d;
+    RETURN n;
+END $function$;
+
+-- archive_prune deletes at most p_limit archived jobs finished longer ago
+-- than p_older_than (default: each queue's archive_retention), of one queue
+-- or of all, and returns how many. Call it until it returns less than
+-- p_limit: each call is one short transaction, so pruning never holds long
+-- locks or a long snapshot.
+--   Index Scan using job_archive_finished (queue_id = $1 AND finished_at < $2)
+CREATE OR REPLACE FUNCTION {{schema}}.archive_prune(p_queue text DEFAULT NULL::text, p_older_than interval DEFAULT NULL::interval, p_limit integer DEFAULT 1000)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+    left_n integer := greatest(coalesce(p_limit, 1000), 0);
+    n      integer;
+    total  integer := 0;
+    q      {{schema}}.queue;
+BEGIN
+    IF p_older_than IS NOT NULL AND p_older_than < interval '0' THEN
+        PERFORM {{schema}}._raise('PM004', 'older_than must not be negative');
+    END IF;
+    IF p_queue IS NOT NULL THEN
+        PERFORM {{schema}}._queue(p_queue);
+    END IF;
+    FOR q IN SELECT * FROM {{schema}}.queue x WHERE p_queue IS NULL OR x.name = p_queue ORDER BY x.queue_id LOOP
+        EXIT WHEN left_n = 0;
+        WITH d AS (
+            DELETE FROM {{schema}}.job_archive a
+            WHERE a.ctid = ANY (ARRAY(
+                SELECT x.ctid FROM {{schema}}.job_archive x
+                WHERE x.queue_id = q.queue_id AND x.finished_at < now_ts - coalesce(p_older_than, q.archive_retention)
+                ORDER BY x.finished_at
+                LIMIT left_n))
+            RETURNING a.id
+        ), p AS (
+            DELETE FROM {{schema}}.job_payload pl USING d WHERE pl.id = d.id
+        )
+        SELECT count(*) INTO n FROM d;
+        total := total + n;
+        left_n := left_n - n;
+    END LOOP;
+    RETURN total;
+END $function$;
