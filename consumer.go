@@ -389,6 +389,32 @@ type ConsumerOpts struct {
 	// hand-over: its session expired (it was paused or cut off). Their
 	// in-flight claims are fenced: commits fail with ErrClaimNotHeld.
 	OnLost func(topic string, partitions []int32)
+
+	// MaxDeliveries is how many times Run hands a record to its handler
+	// before setting it aside in the dead-letter topic and moving on
+	// (poison records; see "Poison records" in docs/architecture.md).
+	// When the handler fails on a claim of several records, they are
+	// handed over again one at a time, each at most MaxDeliveries times;
+	// a failed claim of one record counts as its first delivery. 0, the
+	// default, never sets a record aside: the handler gets the records
+	// again, after RedeliveryBackoff, until it succeeds, and the partition
+	// waits. That is the safer choice where records must be handled in
+	// order or not at all (a ledger, a state machine); set MaxDeliveries
+	// where a record may be handled later, by hand, out of order.
+	MaxDeliveries int
+	// RedeliveryBackoff is how long Run waits before handing records to
+	// the handler again after it failed on them; it doubles with each
+	// further failure of the same records, up to RedeliveryBackoffMax.
+	// The claim is kept (its lease extended) meanwhile. Defaults 100ms
+	// and 30s.
+	RedeliveryBackoff    time.Duration
+	RedeliveryBackoffMax time.Duration
+	// DeadLetterTopic receives the records set aside, in the source
+	// record's partition (modulo its partition count), with its key,
+	// value, timestamp and headers, plus headers naming where it came
+	// from (DeadLetterHeaderTopic ...). It is created on first use with
+	// the source topic's partition count. Default "<topic>.dlq".
+	DeadLetterTopic string
 }
 
 // Consumer reads topics as one member of a group: it waits for records
@@ -454,6 +480,9 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 	}
 	if o.PollInterval < 0 || o.HeartbeatInterval < 0 || o.SessionTimeout < 0 {
 		return nil, newError(ErrInvalidArgument, "poll interval, heartbeat interval and session timeout must not be negative")
+	}
+	if err := o.checkDeadLetters(topics); err != nil {
+		return nil, err
 	}
 	if o.MemberID == "" {
 		host, _ := os.Hostname()
@@ -890,8 +919,14 @@ func (cn *Consumer) mayHaveMore(cl *Claim) bool {
 // Run claims records and calls handler with each claim until ctx ends.
 // While handler runs, the claim's lease is extended; if the claim is lost
 // anyway (fenced), handler's ctx is cancelled. A claim is committed when
-// handler returns nil and released (delivered again) when it returns an
-// error. Transient database errors (IsRetryable: lost connections,
+// handler returns nil. When it returns an error, the claim is kept and its
+// records are handed to handler again after ConsumerOpts.RedeliveryBackoff
+// (doubling), until it succeeds or, with ConsumerOpts.MaxDeliveries, until
+// the records it keeps failing on are set aside in the dead-letter topic
+// (committed with the claim); a claim whose partition the group moves
+// meanwhile is released to the new owner. Records that ReplayDeadLetters
+// published for another group are committed without calling handler.
+// Transient database errors (IsRetryable: lost connections,
 // deadlocks, timeouts) are logged and retried with backoff. Run returns
 // ctx's error, or the first error that is neither transient, a handler
 // error nor a lost claim.
@@ -940,13 +975,22 @@ func (cn *Consumer) runOnce(ctx context.Context, handler func(ctx context.Contex
 	if err != nil {
 		return nil, err
 	}
-	if herr := cn.handle(ctx, cl, handler); herr != nil {
-		if err := cn.client.Release(context.WithoutCancel(ctx), cl); err != nil && !isLostClaim(err) {
-			return nil, err
-		}
-		return nil, nil
+	mine := cn.replayedForUs(cl)
+	if mine == nil {
+		return cl, nil // only records replayed for other groups
+	}
+	if herr := cn.handle(ctx, mine, handler); herr != nil {
+		return cn.redeliver(ctx, cl, mine, handler, herr)
 	}
 	return cl, nil
+}
+
+// release gives cl back (its records are delivered again at once).
+func (cn *Consumer) release(ctx context.Context, cl *Claim) error {
+	if err := cn.client.Release(context.WithoutCancel(ctx), cl); err != nil && !isLostClaim(err) {
+		return err
+	}
+	return nil
 }
 
 // handle runs handler while extending the claim every third of its lease.

@@ -3,18 +3,20 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 func newGroup(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "group",
-		Short: "List consumer groups with their lag, reset or delete them",
+		Short: "List consumer groups with their lag, reset or delete them, list and replay their dead letters",
 		Long: `A consumer group keeps one cursor per partition of a topic: the next offset it
 reads. Lag is how many records are past the cursor. Groups are created by their
 first consume.`,
@@ -124,7 +126,108 @@ first consume.`,
 			return nil
 		},
 	})
+	cmd.AddCommand(newGroupDLQ(g))
 	return cmd
+}
+
+// newGroupDLQ is `pgmsg group dlq`: the records a group set aside
+// (pgmsg.ConsumerOpts.MaxDeliveries).
+func newGroupDLQ(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "List and replay the records a group set aside in its dead-letter topic",
+		Long: `A consumer with MaxDeliveries sets aside the records its handler kept failing
+on, in the dead-letter topic (default TOPIC.dlq), with headers naming the
+source partition, offset, group and last error, and moves on. "dlq list"
+shows a group's dead letters; "dlq replay" publishes them back to TOPIC, each
+once, for that group only (other groups' consumers commit past them).`,
+	}
+	var opts pgmsg.DeadLettersOpts
+	var encoding string
+	list := &cobra.Command{
+		Use:     "list GROUP TOPIC",
+		Aliases: []string{"ls"},
+		Short:   "List a group's dead letters of a topic",
+		Example: `  pgmsg group dlq list billing orders
+  pgmsg group dlq list billing orders -o json --encoding text`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			switch encoding {
+			case wire.EncodingAuto, wire.EncodingJSON, wire.EncodingText, wire.EncodingBase64:
+			default:
+				return fmt.Errorf("invalid --encoding %q: use auto, json, text or base64", encoding)
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			dl, err := c.DeadLetters(cmd.Context(), args[1], args[0], &opts)
+			if err != nil {
+				return err
+			}
+			if js {
+				out := make([]wire.DeadLetterJSON, len(dl))
+				for i, d := range dl {
+					out[i] = wire.EncodeDeadLetter(d, encoding)
+				}
+				return g.printJSON(out)
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "PARTITION\tOFFSET\tDELIVERIES\tREPLAYED\tSET ASIDE AT\tERROR")
+			for _, d := range dl {
+				fmt.Fprintf(w, "%d\t%d\t%d\t%t\t%s\t%s\n", d.Partition, d.Offset, d.Deliveries, d.Replayed,
+					d.Record.Timestamp.UTC().Format(time.RFC3339), shorten(d.Error, 80))
+			}
+			return w.Flush()
+		},
+	}
+	list.Flags().StringVar(&encoding, "encoding", wire.EncodingAuto, "value encoding of -o json: auto, json, text or base64")
+	replay := &cobra.Command{
+		Use:     "replay GROUP TOPIC",
+		Short:   "Publish a group's dead letters back to the topic, once each, for that group only",
+		Example: `  pgmsg group dlq replay billing orders`,
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			n, err := c.ReplayDeadLetters(cmd.Context(), args[1], args[0], &opts)
+			if err != nil {
+				return err
+			}
+			if js {
+				return g.printJSON(map[string]any{"replayed": n, "group": args[0], "topic": args[1]})
+			}
+			fmt.Fprintf(g.stdout, "replayed %d dead letters of group %q to %q\n", n, args[0], args[1])
+			return nil
+		},
+	}
+	for _, c := range []*cobra.Command{list, replay} {
+		c.Flags().StringVar(&opts.DeadLetterTopic, "dead-letter-topic", "", "the dead-letter topic (default TOPIC.dlq)")
+		c.Flags().IntVar(&opts.Limit, "limit", 1000, "at most this many dead letters")
+		cmd.AddCommand(c)
+	}
+	return cmd
+}
+
+// shorten is s on one line, cut to n characters.
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }
 
 func (g *globals) listGroups(cmd *cobra.Command, topic string) error {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 func (s *Server) groupRoutes() []Route {
@@ -13,7 +14,88 @@ func (s *Server) groupRoutes() []Route {
 		{Method: http.MethodGet, Pattern: "/v1/topics/{topic}/groups/{group}", Scope: pgmsg.ScopeAdmin, handler: s.describeGroup},
 		{Method: http.MethodPost, Pattern: "/v1/topics/{topic}/groups/{group}/reset", Scope: pgmsg.ScopeAdmin, handler: s.resetGroup},
 		{Method: http.MethodDelete, Pattern: "/v1/topics/{topic}/groups/{group}", Scope: pgmsg.ScopeAdmin, handler: s.deleteGroup},
+		{Method: http.MethodGet, Pattern: "/v1/topics/{topic}/groups/{group}/dlq", Scope: pgmsg.ScopeAdmin, handler: s.listDeadLetters},
+		{Method: http.MethodPost, Pattern: "/v1/topics/{topic}/groups/{group}/dlq/replay", Scope: pgmsg.ScopeAdmin, handler: s.replayDeadLetters},
 	}
+}
+
+// deadLetterParams reads the path and the query parameters of the dead
+// letter endpoints: limit (at most the server's MaxRecords) and
+// dead_letter_topic.
+func (s *Server) deadLetterParams(r *http.Request) (topic, group string, opts *pgmsg.DeadLettersOpts, err error) {
+	topic, group = r.PathValue("topic"), r.PathValue("group")
+	if err := validNames("topic", topic, "group", group); err != nil {
+		return "", "", nil, err
+	}
+	q := params{r.URL.Query()}
+	opts = &pgmsg.DeadLettersOpts{DeadLetterTopic: q.Get("dead_letter_topic")}
+	if opts.DeadLetterTopic != "" {
+		if err := validNames("topic", opts.DeadLetterTopic); err != nil {
+			return "", "", nil, err
+		}
+	}
+	if opts.Limit, err = q.int("limit", min(DeadLettersLimitDefault, s.cfg.MaxRecords)); err != nil {
+		return "", "", nil, err
+	}
+	if opts.Limit < 1 {
+		return "", "", nil, newAPIError(errInvalidParameter, "limit must be at least 1, got %d", opts.Limit)
+	}
+	if opts.Limit > s.cfg.MaxRecords {
+		return "", "", nil, newAPIError(errLimitExceeded, "limit %d is more than the server's limit of %d", opts.Limit, s.cfg.MaxRecords)
+	}
+	return topic, group, opts, nil
+}
+
+// DeadLettersLimitDefault is how many dead letters GET .../dlq lists by
+// default.
+const DeadLettersLimitDefault = 100
+
+// listDeadLetters lists the records a group set aside, oldest first per
+// partition of the dead-letter topic. The answer stops before the dead
+// letter that would take its keys and values past the server's answer
+// limit (at least one is listed) and says so with "truncated".
+func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) error {
+	topic, group, opts, err := s.deadLetterParams(r)
+	if err != nil {
+		return err
+	}
+	enc := r.URL.Query().Get("encoding")
+	if enc == "" {
+		enc = wire.EncodingAuto
+	}
+	if err := validOutputEncoding(enc); err != nil {
+		return err
+	}
+	dl, err := s.client.DeadLetters(r.Context(), topic, group, opts)
+	if err != nil {
+		return err
+	}
+	out := []wire.DeadLetterJSON{}
+	var size int64
+	truncated := false
+	for _, d := range dl {
+		size += int64(len(d.Record.Key) + len(d.Record.Value))
+		if len(out) > 0 && size > s.cfg.MaxAnswerBytes {
+			truncated = true
+			break
+		}
+		out = append(out, wire.EncodeDeadLetter(d, enc))
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"dead_letters": out, "truncated": truncated})
+}
+
+// replayDeadLetters publishes a group's dead letters back to the topic,
+// once each, for that group only.
+func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request) error {
+	topic, group, opts, err := s.deadLetterParams(r)
+	if err != nil {
+		return err
+	}
+	n, err := s.client.ReplayDeadLetters(r.Context(), topic, group, opts)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"topic": topic, "group": group, "replayed": n})
 }
 
 // listGroups lists group cursors with lag per partition, filtered by the

@@ -647,6 +647,22 @@ var propRoutes = map[string]propRoute{
 		},
 	},
 	"DELETE /v1/topics/{topic}/groups/{group}": {},
+	"GET /v1/topics/{topic}/groups/{group}/dlq": {
+		query: func(g *propGen) qparams {
+			var q qparams
+			g.opt(&q, "limit", func() string { return g.qnum(1, 10, propMaxRecords) })
+			g.opt(&q, "encoding", func() string { return g.qstr("auto", "json", "text", "base64") })
+			return q
+		},
+	},
+	"POST /v1/topics/{topic}/groups/{group}/dlq/replay": {
+		query: func(g *propGen) qparams {
+			var q qparams
+			g.opt(&q, "limit", func() string { return g.qnum(1, 10, propMaxRecords) })
+			return q
+		},
+		destructive: true,
+	},
 }
 
 // bodyName reads the scope's name from the request body as the server

@@ -203,3 +203,23 @@ func UTCPtr(t *time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
+
+// DeadLetterJSON is a record a consumer group set aside: where it came
+// from, why, and the dead letter itself (in the dead-letter topic, with
+// the source record's key, value, timestamp and headers).
+type DeadLetterJSON struct {
+	Topic      string     `json:"topic"`
+	Partition  int32      `json:"partition"`
+	Offset     int64      `json:"offset"`
+	Group      string     `json:"group"`
+	Error      string     `json:"error"`
+	Deliveries int        `json:"deliveries"`
+	Replayed   bool       `json:"replayed"`
+	DeadLetter RecordJSON `json:"dead_letter"`
+}
+
+// EncodeDeadLetter renders d with its value in enc, as EncodeRecord.
+func EncodeDeadLetter(d *pgmsg.DeadLetter, enc string) DeadLetterJSON {
+	return DeadLetterJSON{Topic: d.Topic, Partition: d.Partition, Offset: d.Offset, Group: d.Group, Error: d.Error,
+		Deliveries: d.Deliveries, Replayed: d.Replayed, DeadLetter: EncodeRecord(d.Record, enc)}
+}
