@@ -51,6 +51,7 @@ func TestChaosSmoke(t *testing.T) {
 		AsyncProducers: 1,
 		Consumers:      2,
 		TxConsumers:    1,
+		DLQConsumers:   2,
 		Enqueuers:      1,
 		Workers:        2,
 		HTTPProducers:  1,
@@ -77,6 +78,7 @@ func TestChaosLong(t *testing.T) {
 		AsyncProducers: 1,
 		Consumers:      3,
 		TxConsumers:    2,
+		DLQConsumers:   2,
 		Enqueuers:      envInt(t, "PGMSG_CHAOS_ENQUEUERS", 1),
 		Workers:        3,
 		HTTPProducers:  1,
@@ -120,6 +122,9 @@ func runChaos(t *testing.T, o Options) {
 		if err := os.WriteFile(path, []byte(summary), 0o644); err != nil {
 			t.Errorf("write report: %v", err)
 		}
+	}
+	if o.DLQConsumers > 0 && res.Report.DeadLettered == 0 {
+		t.Errorf("the dead-letter group set no poison record aside: the check of MaxDeliveries proved nothing")
 	}
 	if !res.Report.OK() {
 		t.Errorf("invariants violated (work directory %s):\n%s", res.Dir, strings.Join(res.Report.Violations, "\n"))

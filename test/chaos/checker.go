@@ -23,6 +23,9 @@ type DBState struct {
 	// Jobs are the live jobs (waiting, running, dead); Archive the archived.
 	Jobs    map[int64]JobRow
 	Archive map[int64]string // status
+	// DeadLetters holds the records of the dead-letter topic: the ids they
+	// hold by source partition and offset.
+	DeadLetters map[int32]map[int64][]string
 }
 
 // JobRow is a live job at the end of a run.
@@ -76,6 +79,10 @@ type Report struct {
 	// SoakDelivered and SoakCommits are the g-run figures of a soak, whose
 	// check does not track single offsets.
 	SoakDelivered, SoakCommits int
+
+	// DeadLettered are the records set aside by the MaxDeliveries group,
+	// DeadLetterHandled the other records its handler took.
+	DeadLettered, DeadLetterHandled int
 
 	TornLines  int
 	Violations []string
@@ -384,6 +391,9 @@ func checkGroups(r *Report, events []Event, db *DBState, txGroups []string) {
 	// every offset below it was delivered (ProcessTx groups: has exactly
 	// one effect row).
 	for g, cur := range db.Cursors {
+		if g == groupDLQ {
+			continue // Consumer.Run records what it handled: checkDeadLetters
+		}
 		s := stats(g)
 		for p, se := range db.Partitions {
 			if cur[p] != se[1] {
@@ -543,6 +553,11 @@ func (r *Report) Summary() string {
 	sort.Strings(groups)
 	for _, g := range groups {
 		s := r.Groups[g]
+		if g == groupDLQ {
+			fmt.Fprintf(&b, "group %s (Run, MaxDeliveries 3): %d poison records set aside once each, %d other records handled, none set aside\n",
+				g, r.DeadLettered, r.DeadLetterHandled)
+			continue
+		}
 		fmt.Fprintf(&b, "group %s: %d delivered (%d distinct), %d duplicates (released %d, fenced/failed commit %d, member died/paused %d), "+
 			"commits %d accepted, %d fenced (PM008/PM009), %d unknown; effect duplicates %d\n",
 			g, s.Delivered, s.Distinct, s.Duplicates, s.DupReleased, s.DupFenced, s.DupDied, s.Commits, s.Rejected, s.Unknown, s.EffectDups)

@@ -141,3 +141,12 @@ func TestCheckerEffects(t *testing.T) {
 		t.Fatalf("want a missing effect:\n%s", r.Summary())
 	}
 }
+
+func TestPoisonRecord(t *testing.T) {
+	if !PoisonRecord("producer-0-97") || !PoisonRecord("aproducer-1-194") {
+		t.Error("multiples of 97 are poison")
+	}
+	if PoisonRecord("producer-0-98") || PoisonRecord("producer") || PoisonRecord("x-") {
+		t.Error("only multiples of 97 are poison")
+	}
+}

@@ -82,8 +82,11 @@ type Options struct {
 	AsyncProducers int // Producer (batching) producers
 	Consumers      int // Claim/Commit members of group g-run
 	TxConsumers    int // ProcessTx members of group g-tx
-	Enqueuers      int
-	Workers        int
+	// DLQConsumers run Consumer.Run with MaxDeliveries in group g-dlq,
+	// failing on every poison record (PoisonRecord).
+	DLQConsumers int
+	Enqueuers    int
+	Workers      int
 	// HTTPProducers and HTTPConsumers (group g-http) go through one
 	// `pgmsg serve` process, started when either is non-zero.
 	HTTPProducers  int
@@ -134,6 +137,7 @@ const (
 	queueName = "chaos"
 	groupRun  = "g-run"
 	groupTx   = "g-tx"
+	groupDLQ  = "g-dlq"
 	groupHTTP = "g-http"
 	// sessionTimeout of the consumers' group membership (the agents' default).
 	sessionTimeout = 3 * time.Second
@@ -273,6 +277,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return nil, err
 	}
 	rep := Check(events, db, []string{groupTx})
+	if h.o.DLQConsumers > 0 {
+		checkDeadLetters(rep, events, db, groupDLQ)
+	}
 	rep.TornLines = torn
 	res = &Result{Dir: h.dir, Report: rep, Faults: faultStats(events, db), Elapsed: time.Since(start)}
 	h.mu.Lock()
@@ -347,7 +354,11 @@ func (h *Harness) setup(ctx context.Context) error {
 	if _, err := client.CreateTopic(ctx, topicName, pgmsg.TopicConfig{Partitions: h.o.Partitions, SegmentRecords: h.o.SegmentRecords}); err != nil {
 		return err
 	}
-	for _, g := range []string{groupRun, groupTx, groupHTTP} {
+	groups := []string{groupRun, groupTx, groupHTTP}
+	if h.o.DLQConsumers > 0 {
+		groups = append(groups, groupDLQ)
+	}
+	for _, g := range groups {
 		if _, err := client.CreateGroup(ctx, topicName, g, pgmsg.PositionEarliest); err != nil {
 			return err
 		}
@@ -378,6 +389,9 @@ func (h *Harness) startAgents() {
 	add("aproducer", h.o.AsyncProducers, "-rate", rate, "-lock-timeout", "500ms")
 	add("consumer", h.o.Consumers, "-group", groupRun, "-lease", lease, "-work", "150ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
 	add("txconsumer", h.o.TxConsumers, "-group", groupTx, "-work", "50ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
+	// A failed claim is retried record by record: keep the work per
+	// handler call short, or a poison record costs a claim's worth of it.
+	add("dlqconsumer", h.o.DLQConsumers, "-group", groupDLQ, "-lease", lease, "-work", "2ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
 	add("enqueuer", h.o.Enqueuers, "-rate", strconv.Itoa(max(h.o.Rate/4, 1)), "-lock-timeout", "500ms")
 	add("worker", h.o.Workers, "-lease", lease, "-work", "100ms", "-lock-timeout", "500ms")
 	if h.o.HTTPProducers+h.o.HTTPConsumers > 0 {
@@ -564,13 +578,13 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 	case FaultKillProducer:
 		kill("producer", "aproducer", "enqueuer")
 	case FaultKillConsumer:
-		kill("consumer", "txconsumer")
+		kill("consumer", "txconsumer", "dlqconsumer")
 	case FaultKillWorker:
 		kill("worker")
 	case FaultKillServe:
 		kill("serve")
 	case FaultPauseMember:
-		pause("consumer", "txconsumer")
+		pause("consumer", "txconsumer", "dlqconsumer")
 	case FaultPauseWorker:
 		pause("worker")
 	case FaultPGKill:
@@ -840,6 +854,31 @@ func (h *Harness) readState(ctx context.Context) (*DBState, error) {
 			return nil, fmt.Errorf("partition %d offset %d stored twice (%s, %s)", p, o, prev, id)
 		}
 		db.Log[p][o] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// The dead letters of the group g-dlq (its agents' Consumer.Run): by
+	// source partition and offset, the ids the dead-letter records hold.
+	db.DeadLetters = map[int32]map[int64][]string{}
+	rows, err = h.admin.Query(ctx, `SELECT convert_from(decode(r.headers->>'pgmsg.dlq.partition', 'base64'), 'UTF8')::int,
+		convert_from(decode(r.headers->>'pgmsg.dlq.offset', 'base64'), 'UTF8')::bigint,
+		convert_from(r.value, 'UTF8')::jsonb->>'id'
+		FROM pgmsg.record r JOIN pgmsg.topic t USING (topic_id) WHERE t.name = $1`, topicName+pgmsg.DeadLetterSuffix)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var p int32
+		var o int64
+		var id string
+		if err := rows.Scan(&p, &o, &id); err != nil {
+			return nil, err
+		}
+		if db.DeadLetters[p] == nil {
+			db.DeadLetters[p] = map[int64][]string{}
+		}
+		db.DeadLetters[p][o] = append(db.DeadLetters[p][o], id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/test/chaos"
 )
 
 var (
@@ -136,6 +137,8 @@ func main() {
 		a.consume()
 	case "txconsumer":
 		a.consumeTx()
+	case "dlqconsumer":
+		a.consumeDLQ()
 	case "enqueuer":
 		a.enqueue()
 	case "worker":
@@ -367,6 +370,47 @@ func (a *agent) consume() {
 			ev["k"] = "commit"
 		}
 		a.h.write(ev)
+	}
+}
+
+// consumeDLQ runs Consumer.Run with MaxDeliveries: its handler fails on
+// every poison record (chaos.PoisonRecord), which Run must set aside in
+// the dead-letter topic exactly once, and records each other record it
+// handled ("dlqh"; at least once each).
+func (a *agent) consumeDLQ() {
+	cn, err := a.c.NewConsumer(*flagTopic, *flagGroup, &pgmsg.ConsumerOpts{
+		Claim:    pgmsg.ClaimOpts{MaxRecords: 20, Lease: *flagLease, Member: *flagName},
+		MemberID: *flagName, SessionTimeout: *flagSession, HeartbeatInterval: *flagSession / 6,
+		MaxDeliveries: 3, RedeliveryBackoff: 10 * time.Millisecond, RedeliveryBackoffMax: 100 * time.Millisecond,
+		OnLost: func(topic string, parts []int32) {
+			a.h.write(map[string]any{"k": "lost", "g": *flagGroup, "m": *flagName, "parts": parts})
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaosagent:", err)
+		os.Exit(2)
+	}
+	defer cn.Close()
+	for a.ctx.Err() == nil {
+		err := cn.Run(a.ctx, func(_ context.Context, cl *pgmsg.Claim) error {
+			for _, r := range cl.Records {
+				if id := idOf(r.Value); chaos.PoisonRecord(id) {
+					return fmt.Errorf("chaos: poison record %s", id)
+				}
+			}
+			a.pause(time.Duration(rand.Int64N(int64(*flagWork) + 1)))
+			evs := make([]map[string]any, len(cl.Records))
+			for i, r := range cl.Records {
+				evs[i] = map[string]any{"k": "dlqh", "g": cl.Group, "m": *flagName, "p": r.Partition, "o": r.Offset, "id": idOf(r.Value)}
+			}
+			a.h.write(evs...)
+			return nil
+		})
+		if a.ctx.Err() == nil {
+			// Not transient (Run retries those): say so and start again.
+			a.h.write(map[string]any{"k": "runerr", "g": *flagGroup, "code": errCode(err), "err": fmt.Sprint(err)})
+			a.pause(200 * time.Millisecond)
+		}
 	}
 }
 
