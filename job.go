@@ -60,6 +60,10 @@ type Job struct {
 	UniqueKey  string     `json:"unique_key,omitempty"`
 	// Errors is the error history, oldest first.
 	Errors []JobError `json:"errors,omitempty"`
+	// Timeout is the longest a handler may run the job: its own
+	// (EnqueueParams.Timeout) or its queue's JobTimeout; 0: none. Set on
+	// claimed and live jobs.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // UnmarshalPayload decodes a JSON payload into v.
@@ -103,7 +107,7 @@ func jobFromGetRow(r *dbsqlc.JobGetRow) (*Job, error) {
 		Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
 		LeaseToken: r.LeaseToken, LeaseExpiresAt: jobTime(r.LeaseExpiresAt), RunAt: jobTime(r.RunAt),
 		EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: jobTime(r.AttemptedAt), FinishedAt: jobTime(r.FinishedAt),
-		Worker: r.Worker, UniqueKey: r.UniqueKey, Errors: errs,
+		Worker: r.Worker, UniqueKey: r.UniqueKey, Errors: errs, Timeout: time.Duration(r.TimeoutUs) * time.Microsecond,
 	}, nil
 }
 
@@ -130,6 +134,11 @@ type EnqueueParams struct {
 	// while one is live is a no-op that reports the existing job
 	// (EnqueueResult.Duplicate).
 	UniqueKey string
+	// Timeout is the longest a handler may run this job, overriding its
+	// queue's JobTimeout (QueueConfig): a Worker cancels the handler's
+	// context when it passes and fails the attempt with ErrJobTimeout.
+	// At most 366 days. Default 0: the queue's.
+	Timeout time.Duration
 }
 
 // JSONPayload encodes v as JSON for EnqueueParams.Payload.
@@ -225,6 +234,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 		RunAts: make([]pgtype.Timestamptz, n), Delays: make([]pgtype.Interval, n), MaxAttempts: make([]int32, n),
 		UniqueKeys: make([]string, n), CreateQueue: opts == nil || !opts.DisableCreateQueue,
 	}
+	var timeouts []pgtype.Interval
 	for i, p := range params {
 		switch {
 		case p.Delay < 0:
@@ -239,6 +249,8 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 			return nil, newError(ErrInvalidArgument, "job %d: kind must be at most %d bytes, got %d", i, JobKindMaxBytes, len(p.Kind))
 		case len(p.UniqueKey) > JobUniqueKeyMaxBytes:
 			return nil, newError(ErrInvalidArgument, "job %d: unique key must be at most %d bytes, got %d", i, JobUniqueKeyMaxBytes, len(p.UniqueKey))
+		case p.Timeout < 0 || (p.Timeout > 0 && p.Timeout < time.Microsecond) || p.Timeout > durationMax:
+			return nil, newError(ErrInvalidArgument, "job %d: timeout must be from 1µs to %s (0: the queue's), got %s", i, durationMax, p.Timeout)
 		}
 		if !p.RunAt.IsZero() {
 			if err := checkTime(fmt.Sprintf("job %d: run at", i), p.RunAt); err != nil {
@@ -259,7 +271,14 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 		}
 		arg.MaxAttempts[i] = int32(min(p.MaxAttempts, 1<<30))
 		arg.UniqueKeys[i] = p.UniqueKey
+		if p.Timeout > 0 {
+			if timeouts == nil {
+				timeouts = make([]pgtype.Interval, n)
+			}
+			timeouts[i] = jobInterval(p.Timeout)
+		}
 	}
+	arg.Timeouts = timeouts
 	if !hasUniqueKeys(arg.UniqueKeys) {
 		out, err := c.enqueueDirect(ctx, exec, arg)
 		if err != nil {
@@ -303,7 +322,8 @@ func hasUniqueKeys(keys []string) bool {
 // are woken in the transaction, as by enqueue_many().
 //
 // $1 queue, $2 payloads, $3 kinds (empty for none), $4 priorities, $5 run_ats,
-// $6 delays, $7 max attempts (0 for the queue's), $8 the notify channel.
+// $6 delays, $7 max attempts (0 for the queue's), $8 the notify channel,
+// $9 timeouts (NULL, or NULL entries, for none of the job's own).
 // The last column only makes the wake CTE run (a CTE without writes runs
 // only if referenced).
 const enqueueDirectSQL = `WITH q AS (
@@ -313,14 +333,15 @@ const enqueueDirectSQL = `WITH q AS (
 ), n AS (SELECT clock_timestamp() AS ts),
 src AS (
     SELECT nextval('pgmsg.job_id_seq') AS id, u.*
-      FROM q CROSS JOIN unnest($2::bytea[], $3::text[], $4::integer[], $5::timestamptz[], $6::interval[], $7::integer[])
-           WITH ORDINALITY AS u(p, kd, pr, ra, d, m, ord)
+      FROM q CROSS JOIN unnest($2::bytea[], $3::text[], $4::integer[], $5::timestamptz[], $6::interval[], $7::integer[],
+                               $9::interval[])
+           WITH ORDINALITY AS u(p, kd, pr, ra, d, m, tmo, ord)
 ), pl AS (
     INSERT INTO pgmsg.job_payload (id, payload) SELECT src.id, src.p FROM src
 ), ins AS (
-    INSERT INTO pgmsg.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind)
+    INSERT INTO pgmsg.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind, timeout)
     SELECT src.id, q.queue_id, CASE WHEN t.at > n.ts THEN 'scheduled' ELSE 'available' END,
-           coalesce(src.pr, 0), coalesce(nullif(src.m, 0), q.max_attempts), t.at, n.ts, nullif(src.kd, '')
+           coalesce(src.pr, 0), coalesce(nullif(src.m, 0), q.max_attempts), t.at, n.ts, nullif(src.kd, ''), src.tmo
       FROM src CROSS JOIN q CROSS JOIN n
      CROSS JOIN LATERAL (SELECT coalesce(src.ra, n.ts + coalesce(src.d, interval '0')) AS at) t
      ORDER BY src.ord
@@ -333,7 +354,7 @@ SELECT ins.id, ins.state, ins.run_at, (SELECT count(*) FROM wake) FROM ins ORDER
 // enqueueDirect runs enqueueDirectSQL; nil, nil means enqueue_many() must.
 func (c *Client) enqueueDirect(ctx context.Context, exec DBTX, arg dbsqlc.JobEnqueueManyParams) ([]*EnqueueResult, error) {
 	rows, err := c.db(exec).Query(ctx, enqueueDirectSQL, arg.Queue, arg.Payloads, arg.Kinds, arg.Priorities,
-		arg.RunAts, arg.Delays, arg.MaxAttempts, c.config.Schema+"_log")
+		arg.RunAts, arg.Delays, arg.MaxAttempts, c.config.Schema+"_log", arg.Timeouts)
 	if err != nil {
 		return nil, err
 	}
@@ -457,7 +478,7 @@ func jobFromClaimRow(r *dbsqlc.JobClaimRow, worker string) (*Job, error) {
 		Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
 		LeaseToken: r.LeaseToken, LeaseExpiresAt: jobTime(r.LeaseExpiresAt), RunAt: jobTime(r.RunAt),
 		EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: jobTime(r.AttemptedAt), Worker: worker,
-		UniqueKey: r.UniqueKey, Errors: errs,
+		UniqueKey: r.UniqueKey, Errors: errs, Timeout: time.Duration(r.TimeoutUs) * time.Microsecond,
 	}, nil
 }
 

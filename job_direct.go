@@ -50,7 +50,7 @@ import (
 // last, skipping what the positioned reads locked (those rows are this
 // transaction's, so SKIP LOCKED does not skip them).
 const jobClaimDirectSQL = `WITH q AS (
-    SELECT qq.queue_id, qq.name, qq.lease, qq.paused FROM pgmsg.queue qq WHERE qq.name = $1::text
+    SELECT qq.queue_id, qq.name, qq.lease, qq.paused, qq.job_timeout FROM pgmsg.queue qq WHERE qq.name = $1::text
 ), n AS (SELECT clock_timestamp() AS ts),
 hi AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
@@ -93,18 +93,19 @@ hi AS (
       FROM k, n, q
      WHERE j.id = k.id
     RETURNING k.ord, j.id, j.kind, j.priority, j.attempt, j.max_attempts, j.lease_token,
-              j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.unique_key, j.errors
+              j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.unique_key, j.errors, j.timeout
 ), a AS (
     SELECT CASE WHEN $8::boolean AND EXISTS (SELECT 1 FROM u) THEN set_config('synchronous_commit', 'off', true) END AS s
 )
 SELECT u.ord, u.id, q.name, coalesce(u.kind, ''), pl.payload, u.priority::integer, u.attempt, u.max_attempts, u.lease_token,
-       u.lease_expires_at, u.run_at, u.enqueued_at, u.attempted_at, coalesce(u.unique_key, ''), u.errors, a.s
+       u.lease_expires_at, u.run_at, u.enqueued_at, u.attempted_at, coalesce(u.unique_key, ''), u.errors,
+       coalesce((extract(epoch FROM coalesce(u.timeout, q.job_timeout)) * 1000000)::bigint, 0), a.s
   FROM u CROSS JOIN q CROSS JOIN a LEFT JOIN pgmsg.job_payload pl ON pl.id = u.id
 UNION ALL
-SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 'unknown'
+SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'unknown'
  WHERE NOT EXISTS (SELECT 1 FROM q)
 UNION ALL
-SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 'expired'
+SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'expired'
  WHERE $10::boolean AND EXISTS (
        SELECT 1 FROM pgmsg.job j
         WHERE j.queue_id = (SELECT q.queue_id FROM q) AND j.state = 'running'
@@ -239,7 +240,7 @@ func (c *Client) claimJobsDirect(ctx context.Context, queue string, o *ClaimJobs
 			s   pgtype.Text
 		)
 		if err := rows.Scan(&ord, &id, &r.Queue, &r.Kind, &r.Payload, &r.Priority, &r.Attempt, &r.MaxAttempts,
-			&r.LeaseToken, &r.LeaseExpiresAt, &r.RunAt, &r.EnqueuedAt, &r.AttemptedAt, &r.UniqueKey, &r.Errors, &s); err != nil {
+			&r.LeaseToken, &r.LeaseExpiresAt, &r.RunAt, &r.EnqueuedAt, &r.AttemptedAt, &r.UniqueKey, &r.Errors, &r.TimeoutUs, &s); err != nil {
 			return nil, false, err
 		}
 		if !id.Valid {

@@ -32,6 +32,9 @@ const (
 	// QueueMaxDepthNone in QueueConfig.MaxDepth removes a queue's depth
 	// limit on UpdateQueue (0 leaves it unchanged).
 	QueueMaxDepthNone = -1
+	// QueueJobTimeoutNone in QueueConfig.JobTimeout removes a queue's job
+	// timeout on UpdateQueue (0 leaves it unchanged).
+	QueueJobTimeoutNone time.Duration = -1
 	// QueueBackpressureNoWait in QueueConfig.BackpressureTimeout makes a
 	// full queue refuse enqueues at once (0 means the default). A Queue read
 	// back reports it for a zero timeout.
@@ -71,6 +74,13 @@ type QueueConfig struct {
 	// full queue to drain below MaxDepth before failing with ErrQueueFull.
 	// Default 5s; QueueBackpressureNoWait refuses at once.
 	BackpressureTimeout time.Duration `json:"backpressure_timeout,omitempty"`
+	// JobTimeout is the longest a handler may run one of the queue's jobs
+	// (a job's own EnqueueParams.Timeout takes precedence): a Worker
+	// cancels the handler's context when it passes and fails the attempt
+	// with ErrJobTimeout. At most 366 days. Default 0: none (the worker's
+	// WorkerOpts.JobTimeout, if any). On UpdateQueue, QueueJobTimeoutNone
+	// removes it.
+	JobTimeout time.Duration `json:"job_timeout,omitempty"`
 }
 
 // Queue is a queue and its settings (every field filled in).
@@ -134,7 +144,7 @@ func jobOptText(s string) pgtype.Text {
 }
 
 func queueFromRow(name string, maxAttempts int32, leaseUs, backoffUs, backoffMaxUs, retentionUs int64,
-	maxPayload int32, maxDepth, backpressureUs int64, created pgtype.Timestamptz) *Queue {
+	maxPayload int32, maxDepth, backpressureUs, jobTimeoutUs int64, created pgtype.Timestamptz) *Queue {
 	q := &Queue{Name: name, QueueConfig: QueueConfig{
 		MaxAttempts:         int(maxAttempts),
 		Lease:               time.Duration(leaseUs) * time.Microsecond,
@@ -144,6 +154,7 @@ func queueFromRow(name string, maxAttempts int32, leaseUs, backoffUs, backoffMax
 		MaxPayloadBytes:     int(maxPayload),
 		MaxDepth:            maxDepth,
 		BackpressureTimeout: time.Duration(backpressureUs) * time.Microsecond,
+		JobTimeout:          time.Duration(jobTimeoutUs) * time.Microsecond,
 	}, CreatedAt: created.Time}
 	if q.BackpressureTimeout == 0 {
 		q.BackpressureTimeout = QueueBackpressureNoWait
@@ -172,6 +183,15 @@ func (cfg QueueConfig) backpressureParam() pgtype.Interval {
 	return jobOptInterval(cfg.BackpressureTimeout)
 }
 
+// jobTimeoutParam is JobTimeout for queue_create and queue_update: NULL
+// (none, unchanged), 0 (remove it) or the timeout.
+func (cfg QueueConfig) jobTimeoutParam() pgtype.Interval {
+	if cfg.JobTimeout == QueueJobTimeoutNone {
+		return jobInterval(0)
+	}
+	return jobOptInterval(cfg.JobTimeout)
+}
+
 func (cfg QueueConfig) validate() error {
 	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > math.MaxInt32 {
 		return newError(ErrInvalidMaxAttempts, "max attempts must be between 1 and %d, got %d", math.MaxInt32, cfg.MaxAttempts)
@@ -190,6 +210,9 @@ func (cfg QueueConfig) validate() error {
 	}
 	if b := cfg.BackpressureTimeout; b < QueueBackpressureNoWait || (b > 0 && b < time.Microsecond) {
 		return newError(ErrInvalidArgument, "backpressure timeout must be at least 1µs or QueueBackpressureNoWait, got %s", b)
+	}
+	if t := cfg.JobTimeout; t < QueueJobTimeoutNone || (t > 0 && t < time.Microsecond) || t > durationMax {
+		return newError(ErrInvalidArgument, "job timeout must be from 1µs to %s (0: none or unchanged, QueueJobTimeoutNone: remove), got %s", durationMax, t)
 	}
 	return nil
 }
@@ -225,12 +248,13 @@ func (c *Client) createQueue(ctx context.Context, exec DBTX, name string, cfg Qu
 		RetryBackoff: jobOptInterval(cfg.RetryBackoff), RetryBackoffMax: jobOptInterval(cfg.RetryBackoffMax),
 		ArchiveRetention: jobOptInterval(cfg.ArchiveRetention), MaxPayloadBytes: jobOptInt4(cfg.MaxPayloadBytes),
 		IfNotExists: ifNotExists, MaxDepth: cfg.depthParam(), BackpressureTimeout: cfg.backpressureParam(),
+		JobTimeout: cfg.jobTimeoutParam(),
 	})
 	if err != nil {
 		return nil, mapError(err)
 	}
 	return queueFromRow(row.Name, row.MaxAttempts, row.LeaseUs, row.RetryBackoffUs, row.RetryBackoffMaxUs,
-		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.MaxDepth, row.BackpressureTimeoutUs, row.CreatedAt), nil
+		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.MaxDepth, row.BackpressureTimeoutUs, row.JobTimeoutUs, row.CreatedAt), nil
 }
 
 // UpdateQueue changes the non-zero settings of cfg. Jobs already enqueued
@@ -246,12 +270,13 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, cfg QueueConfig) 
 		RetryBackoff: jobOptInterval(cfg.RetryBackoff), RetryBackoffMax: jobOptInterval(cfg.RetryBackoffMax),
 		ArchiveRetention: jobOptInterval(cfg.ArchiveRetention), MaxPayloadBytes: jobOptInt4(cfg.MaxPayloadBytes),
 		MaxDepth: cfg.depthParam(), BackpressureTimeout: cfg.backpressureParam(),
+		JobTimeout: cfg.jobTimeoutParam(),
 	})
 	if err != nil {
 		return nil, mapError(err)
 	}
 	return queueFromRow(row.Name, row.MaxAttempts, row.LeaseUs, row.RetryBackoffUs, row.RetryBackoffMaxUs,
-		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.MaxDepth, row.BackpressureTimeoutUs, row.CreatedAt), nil
+		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.MaxDepth, row.BackpressureTimeoutUs, row.JobTimeoutUs, row.CreatedAt), nil
 }
 
 // ListQueues returns every queue, by name.
@@ -263,7 +288,7 @@ func (c *Client) ListQueues(ctx context.Context) ([]*Queue, error) {
 	out := make([]*Queue, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, queueFromRow(r.Name, r.MaxAttempts, r.LeaseUs, r.RetryBackoffUs, r.RetryBackoffMaxUs,
-			r.ArchiveRetentionUs, r.MaxPayloadBytes, r.MaxDepth, r.BackpressureTimeoutUs, r.CreatedAt))
+			r.ArchiveRetentionUs, r.MaxPayloadBytes, r.MaxDepth, r.BackpressureTimeoutUs, r.JobTimeoutUs, r.CreatedAt))
 	}
 	return out, nil
 }

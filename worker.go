@@ -78,7 +78,9 @@ type WorkerOpts struct {
 	// then returns fails the attempt as a timeout (retried with backoff,
 	// like any failure). A handler that ignores its context keeps its slot
 	// until it returns, but its job is rescued once the lease expires.
-	// Default 0: no bound (the lease is extended for as long as it runs).
+	// A job's own timeout (Job.Timeout: EnqueueParams.Timeout, else its
+	// queue's QueueConfig.JobTimeout) takes precedence. Default 0: no
+	// bound (the lease is extended for as long as it runs).
 	JobTimeout time.Duration
 	// ClaimBatch caps the jobs of one claim; the worker never claims more
 	// than it has free handler slots. Default min(Concurrency, 100).
@@ -422,10 +424,14 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 func (w *Worker) start(handlerCtx context.Context, job *Job, completions chan<- *Job) {
 	jctx, cancel := context.WithCancelCause(handlerCtx)
 	f := &inflightJob{job: job, cancel: cancel}
-	if w.opts.JobTimeout > 0 {
-		f.deadline = time.Now().Add(w.opts.JobTimeout)
-		t := time.AfterFunc(w.opts.JobTimeout, func() {
-			cancel(newError(ErrJobTimeout, "job %d ran longer than its timeout of %s", job.ID, w.opts.JobTimeout))
+	timeout := w.opts.JobTimeout
+	if job.Timeout > 0 {
+		timeout = job.Timeout
+	}
+	if timeout > 0 {
+		f.deadline = time.Now().Add(timeout)
+		t := time.AfterFunc(timeout, func() {
+			cancel(newError(ErrJobTimeout, "job %d ran longer than its timeout of %s", job.ID, timeout))
 		})
 		f.stopTimer = t.Stop
 	}

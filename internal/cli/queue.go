@@ -179,6 +179,7 @@ func newQueueEnqueue(g *globals) *cobra.Command {
 	f.IntVar(&p.Priority, "priority", 0, "higher runs first (-32768..32767)")
 	f.StringVar(&p.UniqueKey, "unique-key", "", "skip the job if a live job of the queue has this key")
 	f.IntVar(&p.MaxAttempts, "max-attempts", 0, "attempts before dead-letter (default: the queue's)")
+	f.DurationVar(&p.Timeout, "timeout", 0, "longest a worker runs this job (default: the queue's --job-timeout)")
 	return cmd
 }
 

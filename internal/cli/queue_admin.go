@@ -13,8 +13,9 @@ import (
 
 // queueConfigFlags binds a QueueConfig's settings to flags. apply fills
 // cfg from the flags the user set: on update, --max-depth 0 removes the
-// limit and --backpressure-timeout 0 refuses at once (the zero values of
-// QueueConfig mean "unchanged" / "default").
+// limit, --backpressure-timeout 0 refuses at once and --job-timeout 0
+// removes the queue's job timeout (the zero values of QueueConfig mean
+// "unchanged" / "default").
 func queueConfigFlags(fs *pflag.FlagSet, cfg *pgmsg.QueueConfig) (apply func()) {
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 0, "attempts a job gets before it is dead (default 25)")
 	fs.DurationVar(&cfg.Lease, "lease", 0, "visibility timeout of a claimed job (default 30s)")
@@ -24,7 +25,11 @@ func queueConfigFlags(fs *pflag.FlagSet, cfg *pgmsg.QueueConfig) (apply func()) 
 	fs.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", 0, "largest payload accepted (default 1 MiB)")
 	fs.Int64Var(&cfg.MaxDepth, "max-depth", 0, "most jobs waiting or running; enqueues beyond it fail with queue_full (0: no limit)")
 	fs.DurationVar(&cfg.BackpressureTimeout, "backpressure-timeout", 0, "how long an enqueue waits for room under --max-depth (default 5s; 0 with the flag given: refuse at once)")
+	fs.DurationVar(&cfg.JobTimeout, "job-timeout", 0, "longest a worker runs one job before cancelling it (default: none; 0 on config: remove)")
 	return func() {
+		if fs.Changed("job-timeout") && cfg.JobTimeout == 0 {
+			cfg.JobTimeout = pgmsg.QueueJobTimeoutNone
+		}
 		if fs.Changed("max-depth") && cfg.MaxDepth == 0 {
 			cfg.MaxDepth = pgmsg.QueueMaxDepthNone
 		}
@@ -162,7 +167,7 @@ func (g *globals) printQueues(err error, qs []*pgmsg.Queue, header string) error
 	}
 	fmt.Fprint(g.stdout, header)
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tRETRY BACKOFF\tBACKOFF MAX\tARCHIVE\tMAX PAYLOAD\tMAX DEPTH\tBACKPRESSURE WAIT")
+	fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tRETRY BACKOFF\tBACKOFF MAX\tARCHIVE\tMAX PAYLOAD\tMAX DEPTH\tBACKPRESSURE WAIT\tJOB TIMEOUT")
 	for _, q := range qs {
 		depth := "none"
 		if q.MaxDepth > 0 {
@@ -172,8 +177,12 @@ func (g *globals) printQueues(err error, qs []*pgmsg.Queue, header string) error
 		if q.BackpressureTimeout < 0 {
 			wait = "none (refuse)"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", q.Name, q.MaxAttempts, q.Lease, q.RetryBackoff,
-			q.RetryBackoffMax, q.ArchiveRetention.Round(time.Hour), q.MaxPayloadBytes, depth, wait)
+		timeout := "none"
+		if q.JobTimeout > 0 {
+			timeout = q.JobTimeout.String()
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", q.Name, q.MaxAttempts, q.Lease, q.RetryBackoff,
+			q.RetryBackoffMax, q.ArchiveRetention.Round(time.Hour), q.MaxPayloadBytes, depth, wait, timeout)
 	}
 	if len(qs) == 0 {
 		fmt.Fprintln(w, "(no queues)")

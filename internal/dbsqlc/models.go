@@ -59,6 +59,7 @@ type PgmsgJob struct {
 	Kind           pgtype.Text
 	UniqueKey      pgtype.Text
 	Errors         []byte
+	Timeout        pgtype.Interval
 }
 
 type PgmsgJobArchive struct {
@@ -116,6 +117,7 @@ type PgmsgQueue struct {
 	MaxDepth            pgtype.Int8
 	BackpressureTimeout pgtype.Interval
 	Paused              bool
+	JobTimeout          pgtype.Interval
 }
 
 type PgmsgRecord struct {

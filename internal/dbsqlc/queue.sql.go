@@ -33,7 +33,7 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb
+       errors::jsonb, 0::bigint AS timeout_us -- the shape of JobGet
 FROM pgmsg.dead_list($1::text, $2::text, $3::integer, $4::bigint)
 `
 
@@ -62,6 +62,7 @@ type DeadListRow struct {
 	Worker         string
 	UniqueKey      string
 	Errors         []byte
+	TimeoutUs      int64
 }
 
 func (q *Queries) DeadList(ctx context.Context, db DBTX, arg DeadListParams) ([]*DeadListRow, error) {
@@ -96,6 +97,7 @@ func (q *Queries) DeadList(ctx context.Context, db DBTX, arg DeadListParams) ([]
 			&i.Worker,
 			&i.UniqueKey,
 			&i.Errors,
+			&i.TimeoutUs,
 		); err != nil {
 			return nil, err
 		}
@@ -171,7 +173,8 @@ const jobClaim = `-- name: JobClaim :many
 SELECT id::bigint, queue::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
        attempt::integer, max_attempts::integer, lease_token::bigint, lease_expires_at::timestamptz,
        run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
-       coalesce(unique_key, '')::text AS unique_key, errors::jsonb
+       coalesce(unique_key, '')::text AS unique_key, errors::jsonb,
+       coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us
 FROM pgmsg.job_claim($1::text, $2::integer, $3::interval, $4::text,
                      $5::bigint, $6::boolean)
 `
@@ -200,6 +203,7 @@ type JobClaimRow struct {
 	AttemptedAt    pgtype.Timestamptz
 	UniqueKey      string
 	Errors         []byte
+	TimeoutUs      int64
 }
 
 // One statement: UPDATE ... FROM (SELECT ... ORDER BY priority DESC, run_at,
@@ -235,6 +239,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 			&i.AttemptedAt,
 			&i.UniqueKey,
 			&i.Errors,
+			&i.TimeoutUs,
 		); err != nil {
 			return nil, err
 		}
@@ -265,7 +270,7 @@ WITH d AS (
     DELETE FROM pgmsg.job j
      USING (SELECT unnest($1::bigint[]) AS id, unnest($2::bigint[]) AS token) u
      WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors
+    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                    attempted_at, finished_at, kind, unique_key, errors)
@@ -311,7 +316,8 @@ SELECT id::bigint, duplicate::boolean, state::text, run_at::timestamptz
 FROM pgmsg.enqueue_many($1::text, $2::bytea[], array_replace($3::text[], '', NULL),
                         $4::integer[], $5::timestamptz[], $6::interval[],
                         array_replace($7::integer[], 0, NULL),
-                        array_replace($8::text[], '', NULL), $9::boolean)
+                        array_replace($8::text[], '', NULL), $9::boolean,
+                        $10::interval[])
 `
 
 type JobEnqueueManyParams struct {
@@ -324,6 +330,7 @@ type JobEnqueueManyParams struct {
 	MaxAttempts []int32
 	UniqueKeys  []string
 	CreateQueue bool
+	Timeouts    []pgtype.Interval
 }
 
 type JobEnqueueManyRow struct {
@@ -333,7 +340,8 @@ type JobEnqueueManyRow struct {
 	RunAt     pgtype.Timestamptz
 }
 
-// Go sends "" for no kind or unique key and 0 for the queue's max attempts.
+// Go sends "" for no kind or unique key, 0 for the queue's max attempts and
+// NULL for no timeout of the job's own.
 func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueManyParams) ([]*JobEnqueueManyRow, error) {
 	rows, err := db.Query(ctx, jobEnqueueMany,
 		arg.Queue,
@@ -345,6 +353,7 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 		arg.MaxAttempts,
 		arg.UniqueKeys,
 		arg.CreateQueue,
+		arg.Timeouts,
 	)
 	if err != nil {
 		return nil, err
@@ -458,7 +467,7 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb
+       errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us
 FROM pgmsg.job_get($1::bigint)
 `
 
@@ -480,6 +489,7 @@ type JobGetRow struct {
 	Worker         string
 	UniqueKey      string
 	Errors         []byte
+	TimeoutUs      int64
 }
 
 func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, error) {
@@ -503,6 +513,7 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, er
 		&i.Worker,
 		&i.UniqueKey,
 		&i.Errors,
+		&i.TimeoutUs,
 	)
 	return &i, err
 }
@@ -574,12 +585,13 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
        max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
+       coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        created_at::timestamptz
 FROM pgmsg.queue_create($1::text, $2::integer, $3::interval,
                         $4::interval, $5::interval,
                         $6::interval, $7::integer,
                         $8::boolean, $9::bigint,
-                        $10::interval)
+                        $10::interval, $11::interval)
 `
 
 type QueueCreateParams struct {
@@ -593,6 +605,7 @@ type QueueCreateParams struct {
 	IfNotExists         bool
 	MaxDepth            pgtype.Int8
 	BackpressureTimeout pgtype.Interval
+	JobTimeout          pgtype.Interval
 }
 
 type QueueCreateRow struct {
@@ -605,6 +618,7 @@ type QueueCreateRow struct {
 	MaxPayloadBytes       int32
 	MaxDepth              int64
 	BackpressureTimeoutUs int64
+	JobTimeoutUs          int64
 	CreatedAt             pgtype.Timestamptz
 }
 
@@ -622,6 +636,7 @@ func (q *Queries) QueueCreate(ctx context.Context, db DBTX, arg QueueCreateParam
 		arg.IfNotExists,
 		arg.MaxDepth,
 		arg.BackpressureTimeout,
+		arg.JobTimeout,
 	)
 	var i QueueCreateRow
 	err := row.Scan(
@@ -634,6 +649,7 @@ func (q *Queries) QueueCreate(ctx context.Context, db DBTX, arg QueueCreateParam
 		&i.MaxPayloadBytes,
 		&i.MaxDepth,
 		&i.BackpressureTimeoutUs,
+		&i.JobTimeoutUs,
 		&i.CreatedAt,
 	)
 	return &i, err
@@ -711,6 +727,7 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
        max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
+       coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        created_at::timestamptz
 FROM pgmsg.queue_list()
 `
@@ -725,6 +742,7 @@ type QueueListRow struct {
 	MaxPayloadBytes       int32
 	MaxDepth              int64
 	BackpressureTimeoutUs int64
+	JobTimeoutUs          int64
 	CreatedAt             pgtype.Timestamptz
 }
 
@@ -747,6 +765,7 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX) ([]*QueueListRow, erro
 			&i.MaxPayloadBytes,
 			&i.MaxDepth,
 			&i.BackpressureTimeoutUs,
+			&i.JobTimeoutUs,
 			&i.CreatedAt,
 		); err != nil {
 			return nil, err
@@ -841,11 +860,13 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
        max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
+       coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        created_at::timestamptz
 FROM pgmsg.queue_update($1::text, $2::integer, $3::interval,
                         $4::interval, $5::interval,
                         $6::interval, $7::integer,
-                        $8::bigint, $9::interval)
+                        $8::bigint, $9::interval,
+                        $10::interval)
 `
 
 type QueueUpdateParams struct {
@@ -858,6 +879,7 @@ type QueueUpdateParams struct {
 	MaxPayloadBytes     pgtype.Int4
 	MaxDepth            pgtype.Int8
 	BackpressureTimeout pgtype.Interval
+	JobTimeout          pgtype.Interval
 }
 
 type QueueUpdateRow struct {
@@ -870,6 +892,7 @@ type QueueUpdateRow struct {
 	MaxPayloadBytes       int32
 	MaxDepth              int64
 	BackpressureTimeoutUs int64
+	JobTimeoutUs          int64
 	CreatedAt             pgtype.Timestamptz
 }
 
@@ -884,6 +907,7 @@ func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParam
 		arg.MaxPayloadBytes,
 		arg.MaxDepth,
 		arg.BackpressureTimeout,
+		arg.JobTimeout,
 	)
 	var i QueueUpdateRow
 	err := row.Scan(
@@ -896,6 +920,7 @@ func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParam
 		&i.MaxPayloadBytes,
 		&i.MaxDepth,
 		&i.BackpressureTimeoutUs,
+		&i.JobTimeoutUs,
 		&i.CreatedAt,
 	)
 	return &i, err

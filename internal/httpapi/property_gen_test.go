@@ -533,6 +533,9 @@ var propRoutes = map[string]propRoute{
 				if g.intN(4) == 0 {
 					j.add("unique_key", g.jstr("u1", "u2", "u3"))
 				}
+				if g.intN(4) == 0 {
+					j.add("timeout", g.jduration("1s", "1h"))
+				}
 				jobs[i] = j
 			}
 			body.add("jobs", jobs)
@@ -785,6 +788,7 @@ func queueSettingsBody(g *propGen, create bool) any {
 		{"max_payload_bytes", func() any { return g.jnum(1000, 1<<20) }},
 		{"max_depth", g.jbig},
 		{"backpressure_timeout", func() any { return g.jduration("0s") }},
+		{"job_timeout", func() any { return g.jduration("0s", "30s") }},
 	} {
 		if !g.omit() {
 			body.add(f.k, f.v())

@@ -53,6 +53,8 @@ type EnqueueJob struct {
 	RunAt       *time.Time      `json:"run_at,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	UniqueKey   string          `json:"unique_key,omitempty"`
+	// Timeout overrides the queue's job_timeout for this job.
+	Timeout *Duration `json:"timeout,omitempty"`
 }
 
 func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
@@ -84,6 +86,12 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		}
 		if j.RunAt != nil {
 			params[i].RunAt = *j.RunAt
+		}
+		if j.Timeout != nil {
+			params[i].Timeout = time.Duration(*j.Timeout)
+			if params[i].Timeout <= 0 {
+				return newAPIError(errInvalidParameter, "jobs[%d].timeout must be positive", i)
+			}
 		}
 	}
 	res, err := s.client.EnqueueMany(r.Context(), req.Queue, params, nil)

@@ -11,8 +11,9 @@ import (
 // /v1/queues (with name) and PATCH /v1/queues/{queue}, and the answer of
 // both. Durations are strings such as "30s" or numbers of seconds. In a
 // request, an absent field keeps its value (or the default, on create); in
-// a PATCH, max_depth 0 removes the limit and backpressure_timeout 0 makes
-// enqueues to a full queue fail at once.
+// a PATCH, max_depth 0 removes the limit, backpressure_timeout 0 makes
+// enqueues to a full queue fail at once and job_timeout 0 removes the
+// queue's job timeout.
 type QueueSettings struct {
 	Name                string    `json:"name,omitempty"`
 	MaxAttempts         *int      `json:"max_attempts,omitempty"`
@@ -23,6 +24,7 @@ type QueueSettings struct {
 	MaxPayloadBytes     *int      `json:"max_payload_bytes,omitempty"`
 	MaxDepth            *int64    `json:"max_depth,omitempty"`
 	BackpressureTimeout *Duration `json:"backpressure_timeout,omitempty"`
+	JobTimeout          *Duration `json:"job_timeout,omitempty"`
 	CreatedAt           time.Time `json:"created_at,omitzero"`
 }
 
@@ -56,18 +58,25 @@ func (q QueueSettings) config(update bool) pgmsg.QueueConfig {
 			c.BackpressureTimeout = pgmsg.QueueBackpressureNoWait
 		}
 	}
+	if q.JobTimeout != nil {
+		c.JobTimeout = time.Duration(*q.JobTimeout)
+		if c.JobTimeout == 0 && update {
+			c.JobTimeout = pgmsg.QueueJobTimeoutNone
+		}
+	}
 	return c
 }
 
 // queueSettings is the answer for q: every setting filled in; max_depth 0
-// means no limit and backpressure_timeout "0s" refusing at once.
+// means no limit, backpressure_timeout "0s" refusing at once and
+// job_timeout "0s" none.
 func queueSettings(q *pgmsg.Queue) QueueSettings {
 	d := func(v time.Duration) *Duration { x := Duration(v); return &x }
 	depth := max(q.MaxDepth, 0)
 	maxAttempts, maxPayload := q.MaxAttempts, q.MaxPayloadBytes
 	return QueueSettings{Name: q.Name, MaxAttempts: &maxAttempts, Lease: d(q.Lease), RetryBackoff: d(q.RetryBackoff),
 		RetryBackoffMax: d(q.RetryBackoffMax), ArchiveRetention: d(q.ArchiveRetention), MaxPayloadBytes: &maxPayload,
-		MaxDepth: &depth, BackpressureTimeout: d(max(q.BackpressureTimeout, 0)), CreatedAt: q.CreatedAt}
+		MaxDepth: &depth, BackpressureTimeout: d(max(q.BackpressureTimeout, 0)), JobTimeout: d(q.JobTimeout), CreatedAt: q.CreatedAt}
 }
 
 func (s *Server) createQueue(w http.ResponseWriter, r *http.Request) error {

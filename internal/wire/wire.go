@@ -181,6 +181,9 @@ type JobJSON struct {
 	FinishedAt      *time.Time       `json:"finished_at,omitempty"`
 	UniqueKey       string           `json:"unique_key,omitempty"`
 	Errors          []pgmsg.JobError `json:"errors,omitempty"`
+	// Timeout is the job's maximum run time ("1m30s"), its own or its
+	// queue's; absent: none.
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // EncodeJob renders a job with its payload in enc (auto, json, text, base64).
@@ -188,6 +191,9 @@ func EncodeJob(j *pgmsg.Job, enc string) JobJSON {
 	out := JobJSON{ID: j.ID, Queue: j.Queue, State: j.State, Kind: j.Kind, Priority: j.Priority, Attempt: j.Attempt,
 		MaxAttempts: j.MaxAttempts, LeaseToken: j.LeaseToken, LeaseExpiresAt: UTCPtr(j.LeaseExpiresAt), RunAt: UTCPtr(j.RunAt),
 		EnqueuedAt: j.EnqueuedAt.UTC(), FinishedAt: UTCPtr(j.FinishedAt), UniqueKey: j.UniqueKey, Errors: j.Errors}
+	if j.Timeout > 0 {
+		out.Timeout = j.Timeout.String()
+	}
 	out.Payload, out.PayloadEncoding = EncodeValue(j.Payload, enc)
 	return out
 }

@@ -9,12 +9,13 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
        max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
+       coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        created_at::timestamptz
 FROM pgmsg.queue_create(@name::text, sqlc.narg(max_attempts)::integer, sqlc.narg(lease)::interval,
                         sqlc.narg(retry_backoff)::interval, sqlc.narg(retry_backoff_max)::interval,
                         sqlc.narg(archive_retention)::interval, sqlc.narg(max_payload_bytes)::integer,
                         @if_not_exists::boolean, sqlc.narg(max_depth)::bigint,
-                        sqlc.narg(backpressure_timeout)::interval);
+                        sqlc.narg(backpressure_timeout)::interval, sqlc.narg(job_timeout)::interval);
 
 -- name: QueueUpdate :one
 SELECT name::text, max_attempts::integer,
@@ -24,11 +25,13 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
        max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
+       coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        created_at::timestamptz
 FROM pgmsg.queue_update(@name::text, sqlc.narg(max_attempts)::integer, sqlc.narg(lease)::interval,
                         sqlc.narg(retry_backoff)::interval, sqlc.narg(retry_backoff_max)::interval,
                         sqlc.narg(archive_retention)::interval, sqlc.narg(max_payload_bytes)::integer,
-                        sqlc.narg(max_depth)::bigint, sqlc.narg(backpressure_timeout)::interval);
+                        sqlc.narg(max_depth)::bigint, sqlc.narg(backpressure_timeout)::interval,
+                        sqlc.narg(job_timeout)::interval);
 
 -- name: QueueList :many
 SELECT name::text, max_attempts::integer,
@@ -38,6 +41,7 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM archive_retention) * 1000000)::bigint AS archive_retention_us,
        max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
+       coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        created_at::timestamptz
 FROM pgmsg.queue_list();
 
@@ -64,12 +68,14 @@ SELECT pgmsg.queue_pause(@queue::text)::boolean AS paused;
 SELECT pgmsg.queue_resume(@queue::text)::boolean AS paused;
 
 -- name: JobEnqueueMany :many
--- Go sends "" for no kind or unique key and 0 for the queue's max attempts.
+-- Go sends "" for no kind or unique key, 0 for the queue's max attempts and
+-- NULL for no timeout of the job's own.
 SELECT id::bigint, duplicate::boolean, state::text, run_at::timestamptz
 FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], array_replace(@kinds::text[], '', NULL),
                         @priorities::integer[], @run_ats::timestamptz[], @delays::interval[],
                         array_replace(@max_attempts::integer[], 0, NULL),
-                        array_replace(@unique_keys::text[], '', NULL), @create_queue::boolean);
+                        array_replace(@unique_keys::text[], '', NULL), @create_queue::boolean,
+                        @timeouts::interval[]);
 
 -- name: JobClaim :many
 -- One statement: UPDATE ... FROM (SELECT ... ORDER BY priority DESC, run_at,
@@ -77,7 +83,8 @@ FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], array_replace(@kinds::
 SELECT id::bigint, queue::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
        attempt::integer, max_attempts::integer, lease_token::bigint, lease_expires_at::timestamptz,
        run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
-       coalesce(unique_key, '')::text AS unique_key, errors::jsonb
+       coalesce(unique_key, '')::text AS unique_key, errors::jsonb,
+       coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us
 FROM pgmsg.job_claim(@queue::text, @max_jobs::integer, sqlc.narg(lease)::interval, sqlc.narg(worker)::text,
                      sqlc.narg(max_bytes)::bigint, @async::boolean);
 
@@ -129,7 +136,7 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb
+       errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us
 FROM pgmsg.job_get(@id::bigint);
 
 -- name: DeadList :many
@@ -137,7 +144,7 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb
+       errors::jsonb, 0::bigint AS timeout_us -- the shape of JobGet
 FROM pgmsg.dead_list(@queue::text, sqlc.narg(kind)::text, @max_jobs::integer, @after_id::bigint);
 
 -- name: DeadRequeue :one

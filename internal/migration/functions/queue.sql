@@ -57,6 +57,9 @@ BEGIN
        OR q.backpressure_timeout > interval '366 days' THEN
         PERFORM {{schema}}._raise('PM004', 'backpressure_timeout must be from 0 to 366 days');
     END IF;
+    IF q.job_timeout <= interval '0' OR q.job_timeout > interval '366 days' THEN
+        PERFORM {{schema}}._raise('PM004', 'job_timeout must be positive and at most 366 days (0 or NULL: none)');
+    END IF;
 END $function$;
 
 -- queue_create creates a queue. Settings left NULL take the defaults of the
@@ -64,7 +67,7 @@ END $function$;
 -- 1h, archive_retention 7 days, max_payload_bytes 1 MiB). With
 -- p_if_not_exists an existing queue is returned unchanged; otherwise an
 -- existing name fails with PM102.
-CREATE OR REPLACE FUNCTION {{schema}}.queue_create(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_if_not_exists boolean DEFAULT false, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval)
+CREATE OR REPLACE FUNCTION {{schema}}.queue_create(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_if_not_exists boolean DEFAULT false, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval)
  RETURNS {{schema}}.queue
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -89,11 +92,12 @@ BEGIN
     q.max_payload_bytes := coalesce(p_max_payload_bytes, 1048576);
     q.max_depth := nullif(p_max_depth, 0);
     q.backpressure_timeout := coalesce(p_backpressure_timeout, interval '5 seconds');
+    q.job_timeout := nullif(p_job_timeout, interval '0');
     PERFORM {{schema}}._queue_check(q);
     INSERT INTO {{schema}}.queue (name, max_attempts, lease, retry_backoff, retry_backoff_max,
-                                  archive_retention, max_payload_bytes, max_depth, backpressure_timeout)
+                                  archive_retention, max_payload_bytes, max_depth, backpressure_timeout, job_timeout)
     VALUES (q.name, q.max_attempts, q.lease, q.retry_backoff, q.retry_backoff_max,
-            q.archive_retention, q.max_payload_bytes, q.max_depth, q.backpressure_timeout)
+            q.archive_retention, q.max_payload_bytes, q.max_depth, q.backpressure_timeout, q.job_timeout)
     ON CONFLICT (name) DO NOTHING
     RETURNING * INTO q;
     IF NOT FOUND THEN
@@ -106,9 +110,10 @@ BEGIN
     RETURN q;
 END $function$;
 
--- queue_update changes the settings given (non-NULL) of a queue. Jobs already
--- enqueued keep their max_attempts; the other settings apply at once.
-CREATE OR REPLACE FUNCTION {{schema}}.queue_update(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval)
+-- queue_update changes the settings given (non-NULL) of a queue; p_max_depth
+-- 0 and p_job_timeout 0 remove the limit. Jobs already enqueued keep their
+-- max_attempts; the other settings apply at once.
+CREATE OR REPLACE FUNCTION {{schema}}.queue_update(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval)
  RETURNS {{schema}}.queue
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -124,12 +129,13 @@ BEGIN
     q.max_payload_bytes := coalesce(p_max_payload_bytes, q.max_payload_bytes);
     q.max_depth := CASE WHEN p_max_depth IS NULL THEN q.max_depth ELSE nullif(p_max_depth, 0) END;
     q.backpressure_timeout := coalesce(p_backpressure_timeout, q.backpressure_timeout);
+    q.job_timeout := CASE WHEN p_job_timeout IS NULL THEN q.job_timeout ELSE nullif(p_job_timeout, interval '0') END;
     PERFORM {{schema}}._queue_check(q);
     UPDATE {{schema}}.queue u
        SET max_attempts = q.max_attempts, lease = q.lease, retry_backoff = q.retry_backoff,
            retry_backoff_max = q.retry_backoff_max, archive_retention = q.archive_retention,
            max_payload_bytes = q.max_payload_bytes, max_depth = q.max_depth,
-           backpressure_timeout = q.backpressure_timeout
+           backpressure_timeout = q.backpressure_timeout, job_timeout = q.job_timeout
      WHERE u.queue_id = q.queue_id
     RETURNING * INTO q;
     RETURN q;
@@ -357,7 +363,7 @@ END $function$;
 -- max_attempts (default the queue's), unique key. The queue is created with
 -- default settings if it does not exist, unless p_create_queue is false
 -- (then PM101). Bad input fails the whole batch, writing nothing.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true)
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[])
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -376,6 +382,7 @@ DECLARE
     far_delay  boolean;
     long_kind  boolean;
     long_key   boolean;
+    bad_tmo    boolean;
     has_keys   boolean;
     wake       boolean;
     ids        bigint[];
@@ -395,8 +402,9 @@ BEGIN
     END IF;
     IF coalesce(cardinality(p_kinds), 0) > n OR coalesce(cardinality(p_priorities), 0) > n
        OR coalesce(cardinality(p_run_ats), 0) > n OR coalesce(cardinality(p_delays), 0) > n
-       OR coalesce(cardinality(p_max_attempts), 0) > n OR coalesce(cardinality(p_unique_keys), 0) > n THEN
-        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts and unique_keys must not be longer than payloads');
+       OR coalesce(cardinality(p_max_attempts), 0) > n OR coalesce(cardinality(p_unique_keys), 0) > n
+       OR coalesce(cardinality(p_timeouts), 0) > n THEN
+        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys and timeouts must not be longer than payloads');
     END IF;
     SELECT coalesce(bool_or(octet_length(u.p) > q.max_payload_bytes), false),
            coalesce(bool_or(u.d < interval '0'), false),
@@ -408,10 +416,11 @@ BEGIN
            coalesce(bool_or(NOT {{schema}}._time_ok(u.ra)), false),
            coalesce(bool_or({{schema}}._delay_too_long(now_ts, u.d)), false),
            coalesce(bool_or(octet_length(u.kd) > 200), false),
-           coalesce(bool_or(octet_length(u.k) > 1000), false)
-      INTO too_big, bad_delay, bad_att, bad_prio, both_times, has_keys, wake, bad_time, far_delay, long_kind, long_key
-      FROM unnest(p_payloads, p_delays, p_max_attempts, p_priorities, p_run_ats, p_unique_keys, p_kinds)
-           AS u(p, d, m, pr, ra, k, kd);
+           coalesce(bool_or(octet_length(u.k) > 1000), false),
+           coalesce(bool_or(u.tmo <= interval '0' OR u.tmo > interval '366 days'), false)
+      INTO too_big, bad_delay, bad_att, bad_prio, both_times, has_keys, wake, bad_time, far_delay, long_kind, long_key, bad_tmo
+      FROM unnest(p_payloads, p_delays, p_max_attempts, p_priorities, p_run_ats, p_unique_keys, p_kinds, p_timeouts)
+           AS u(p, d, m, pr, ra, k, kd, tmo);
     IF too_big THEN
         PERFORM {{schema}}._raise('PM103', format('payload larger than the queue''s max_payload_bytes (%s)', q.max_payload_bytes));
     END IF;
@@ -439,6 +448,9 @@ BEGIN
     IF long_key THEN
         PERFORM {{schema}}._raise('PM004', 'unique_key must be at most 1000 bytes');
     END IF;
+    IF bad_tmo THEN
+        PERFORM {{schema}}._raise('PM004', 'timeout must be positive and at most 366 days');
+    END IF;
     -- Queues with a max_depth pay for a bounded count (_queue_depth_check);
     -- the others for this one test of a column already read.
     IF q.max_depth IS NOT NULL THEN
@@ -453,16 +465,16 @@ BEGIN
         RETURN QUERY
         WITH src AS (
             SELECT nextval('{{schema}}.job_id_seq') AS id, u.*
-            FROM unnest(p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts)
-                 WITH ORDINALITY AS u(p, kd, pr, ra, d, m, ord)
+            FROM unnest(p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_timeouts)
+                 WITH ORDINALITY AS u(p, kd, pr, ra, d, m, tmo, ord)
             ORDER BY u.ord
         ), pl AS (
             INSERT INTO {{schema}}.job_payload (id, payload) SELECT src.id, src.p FROM src
         ), ins AS (
-            INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind)
+            INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind, timeout)
             SELECT src.id, q.queue_id,
                    CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
-                   coalesce(src.pr, 0), coalesce(src.m, q.max_attempts), t.at, now_ts, src.kd
+                   coalesce(src.pr, 0), coalesce(src.m, q.max_attempts), t.at, now_ts, src.kd, src.tmo
             FROM src
             CROSS JOIN LATERAL (SELECT coalesce(src.ra, now_ts + coalesce(src.d, interval '0')) AS at) t
             ORDER BY src.ord
@@ -476,12 +488,12 @@ BEGIN
         -- skips; the lookup below is a new statement and sees its row.
         ids := ARRAY(SELECT nextval('{{schema}}.job_id_seq') FROM generate_series(1, n));
         INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind,
-                                         unique_key)
+                                         unique_key, timeout)
         SELECT u.id, q.queue_id,
                CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
-               coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k
-        FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_unique_keys)
-             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, ord)
+               coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k, u.tmo
+        FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_unique_keys, p_timeouts)
+             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, ord)
         CROSS JOIN LATERAL (SELECT coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) AS at) t
         -- Key order: concurrent batches take the unique index's locks in one
         -- order and cannot deadlock on each other.
@@ -499,11 +511,11 @@ BEGIN
         LOOP
             LOOP
                 INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at,
-                                                 kind, unique_key)
+                                                 kind, unique_key, timeout)
                 SELECT r.id, q.queue_id,
                        CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                        coalesce(p_priorities[r.ord], 0), coalesce(p_max_attempts[r.ord], q.max_attempts),
-                       t.at, now_ts, p_kinds[r.ord], p_unique_keys[r.ord]
+                       t.at, now_ts, p_kinds[r.ord], p_unique_keys[r.ord], p_timeouts[r.ord]
                 FROM (SELECT coalesce(p_run_ats[r.ord], now_ts + coalesce(p_delays[r.ord], interval '0')) AS at) t
                 ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING
                 RETURNING j.id INTO found_id;
@@ -538,14 +550,14 @@ BEGIN
 END $function$;
 
 -- enqueue inserts one job; see enqueue_many.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true)
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval)
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
     SELECT * FROM {{schema}}.enqueue_many(p_queue, ARRAY[p_payload], ARRAY[p_kind], ARRAY[p_priority],
                                           ARRAY[p_run_at], ARRAY[p_delay], ARRAY[p_max_attempts],
-                                          ARRAY[p_unique_key], p_create_queue)
+                                          ARRAY[p_unique_key], p_create_queue, ARRAY[p_timeout])
 $function$;
 
 -- ---------------------------------------------------------------------------
@@ -568,7 +580,7 @@ AS $function$
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL::interval, p_worker text DEFAULT NULL::text, p_max_bytes bigint DEFAULT NULL::bigint, p_async boolean DEFAULT false)
- RETURNS TABLE(id bigint, queue text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, unique_key text, errors jsonb)
+ RETURNS TABLE(id bigint, queue text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, unique_key text, errors jsonb, timeout interval)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
@@ -587,7 +599,7 @@ END $function$;
 -- claimers never wait on each other. Expired leases of the queue are rescued
 -- first. Returns no rows when nothing is claimable.
 CREATE OR REPLACE FUNCTION {{schema}}._job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL::interval, p_worker text DEFAULT NULL::text, p_max_bytes bigint DEFAULT NULL::bigint, p_async boolean DEFAULT false)
- RETURNS TABLE(id bigint, queue text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, unique_key text, errors jsonb)
+ RETURNS TABLE(id bigint, queue text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, unique_key text, errors jsonb, timeout interval)
  LANGUAGE plpgsql
  SET enable_bitmapscan TO 'off'
  SET enable_seqscan TO 'off'
@@ -724,10 +736,11 @@ BEGIN
           FROM unnest(ids[1:n]) WITH ORDINALITY AS k(id, ord)
          WHERE j.id = k.id
         RETURNING k.ord, j.id, j.kind, j.priority, j.attempt, j.max_attempts, j.lease_token,
-                  j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.unique_key, j.errors
+                  j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.unique_key, j.errors, j.timeout
     )
     SELECT u.id, q.name, u.kind, pl.payload, u.priority::integer, u.attempt, u.max_attempts, u.lease_token,
-           u.lease_expires_at, u.run_at, u.enqueued_at, u.attempted_at, u.unique_key, u.errors
+           u.lease_expires_at, u.run_at, u.enqueued_at, u.attempted_at, u.unique_key, u.errors,
+           coalesce(u.timeout, q.job_timeout)
     FROM u LEFT JOIN {{schema}}.job_payload pl ON pl.id = u.id
     ORDER BY u.ord;
 END $function$;
@@ -1046,7 +1059,7 @@ END $function$;
 -- retrying, running or dead) or archived (state completed or cancelled).
 -- PM107 if there is no such job.
 CREATE OR REPLACE FUNCTION {{schema}}.job_get(p_id bigint)
- RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb)
+ RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval)
  LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1055,13 +1068,14 @@ AS $function$
 BEGIN
     RETURN QUERY
     SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM {{schema}}.job_payload pl WHERE pl.id = j.id), j.priority::integer, j.attempt, j.max_attempts, j.lease_token,
-           j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors
+           j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors,
+           coalesce(j.timeout, q.job_timeout)
     FROM {{schema}}.job j JOIN {{schema}}.queue q ON q.queue_id = j.queue_id
     WHERE j.id = p_id
     UNION ALL
     SELECT a.id, q.name, a.status, a.kind, (SELECT pl.payload FROM {{schema}}.job_payload pl WHERE pl.id = a.id), a.priority::integer, a.attempt, a.max_attempts, NULL::bigint,
            NULL::timestamptz, NULL::timestamptz, a.enqueued_at, a.attempted_at, a.finished_at, NULL::text,
-           a.unique_key, a.errors
+           a.unique_key, a.errors, NULL::interval
     FROM {{schema}}.job_archive a JOIN {{schema}}.queue q ON q.queue_id = a.queue_id
     WHERE a.id = p_id;
     IF NOT FOUND THEN

@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// queue create/config --job-timeout and queue enqueue --timeout.
+func TestJobTimeoutCLI(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	var qs []pgmsg.Queue
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "create", "jq", "--job-timeout", "45s", "-o", "json")), &qs))
+	require.Equal(t, 45*time.Second, qs[0].JobTimeout)
+	require.Contains(t, s.ok("", "queue", "list"), "45s")
+
+	out := s.ok("", "queue", "enqueue", "jq", `{"n":1}`, "--timeout", "2m", "-o", "json")
+	var res []struct {
+		ID int64 `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &res), out)
+	c, err := pgmsg.NewClient(s.b.Pool, &pgmsg.Config{Schema: s.b.Schema})
+	require.NoError(t, err)
+	defer c.Close()
+	j, err := c.GetJob(context.Background(), res[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Minute, j.Timeout)
+
+	var q pgmsg.Queue
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "config", "jq", "--job-timeout", "0", "-o", "json")), &q))
+	require.Zero(t, q.JobTimeout)
+	require.Contains(t, s.fail("", "queue", "enqueue", "jq", `{}`, "--timeout", "-1s"), "timeout must be")
+	require.Contains(t, s.fail("", "queue", "config", "jq", "--job-timeout", "9000h"), "job timeout must be")
+}

@@ -1,0 +1,50 @@
+package httpapi
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A queue's job_timeout and a job's own timeout over HTTP: set on create,
+// on enqueue, read back on claim; "0s" in a PATCH removes the queue's.
+func TestJobTimeoutHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	var qs QueueSettings
+	r := tb.do(t, http.MethodPost, "/v1/queues", tb.admin, map[string]any{"name": "tq", "job_timeout": "45s"})
+	require.Equal(t, http.StatusCreated, r.status, string(r.body))
+	r.json(t, &qs)
+	require.Equal(t, 45*time.Second, time.Duration(*qs.JobTimeout))
+
+	r = tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, map[string]any{"queue": "tq", "jobs": []map[string]any{
+		{"payload": 1}, {"payload": 2, "timeout": "2m"}}})
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	var claimed struct {
+		Jobs []struct {
+			Timeout string `json:"timeout"`
+		} `json:"jobs"`
+	}
+	r = tb.do(t, http.MethodGet, "/v1/queue/claim?queue=tq&max=2", tb.admin, nil)
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	r.json(t, &claimed)
+	require.Len(t, claimed.Jobs, 2)
+	require.ElementsMatch(t, []string{"45s", "2m0s"}, []string{claimed.Jobs[0].Timeout, claimed.Jobs[1].Timeout})
+
+	r = tb.do(t, http.MethodPatch, "/v1/queues/tq", tb.admin, map[string]any{"job_timeout": "0s"})
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	r.json(t, &qs)
+	require.Zero(t, *qs.JobTimeout)
+
+	for _, body := range []map[string]any{
+		{"queue": "tq", "jobs": []map[string]any{{"payload": 1, "timeout": "0s"}}},
+		{"queue": "tq", "jobs": []map[string]any{{"payload": 1, "timeout": "9000h"}}},
+	} {
+		r = tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, body)
+		require.Equal(t, http.StatusBadRequest, r.status, string(r.body))
+	}
+	r = tb.do(t, http.MethodPatch, "/v1/queues/tq", tb.admin, map[string]any{"job_timeout": "9000h"})
+	require.Equal(t, http.StatusBadRequest, r.status, string(r.body))
+}
