@@ -95,7 +95,11 @@ func (c *Client) claim(ctx context.Context, exec DBTX, topic, group string, opts
 // flush per claim cycle. A commit that fails because the claim was lost
 // (ErrClaimExpired, ErrClaimNotHeld) rolls the call back; the claim is then
 // made again without it, as Consumer.Run ignores lost claims anyway.
-func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string, opts *ClaimOpts, async bool, commit *Claim) (*Claim, error) {
+func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string, opts *ClaimOpts, async bool, commit *Claim) (cl *Claim, err error) {
+	if c.tracer() != nil {
+		start := time.Now()
+		defer func() { c.traceClaim(ctx, start, topic, group, commit, cl, err) }()
+	}
 	if err := ValidateName("topic", topic); err != nil {
 		return nil, err
 	}
@@ -313,29 +317,38 @@ func (c *Client) Commit(ctx context.Context, cl *Claim) error {
 // CommitTx is Commit on exec: commit the cursor in the same transaction as
 // the handler's own writes for exactly-once effects inside PostgreSQL.
 func (c *Client) CommitTx(ctx context.Context, exec DBTX, cl *Claim) error {
+	end := c.startSettleSpan(ctx, "commit", cl)
 	_, err := c.queries.GroupCommit(ctx, c.db(exec), dbsqlc.GroupCommitParams{
 		Topic: cl.Topic, GroupName: cl.Group, Partition: cl.Partition, ClaimEpoch: cl.Epoch,
 	})
-	return mapError(err)
+	err = mapError(err)
+	end(err)
+	return err
 }
 
 // CommitOffset commits part of a claim: the cursor moves to next (which
 // must lie within the claim, or just past it) and the claim ends; records
 // from next on are delivered again.
 func (c *Client) CommitOffset(ctx context.Context, cl *Claim, next int64) error {
+	end := c.startSettleSpan(ctx, "commit", cl)
 	_, err := c.queries.GroupCommit(ctx, c.db(c.pool), dbsqlc.GroupCommitParams{
 		Topic: cl.Topic, GroupName: cl.Group, Partition: cl.Partition, ClaimEpoch: cl.Epoch,
 		NextOffset: pgtype.Int8{Int64: next, Valid: true},
 	})
-	return mapError(err)
+	err = mapError(err)
+	end(err)
+	return err
 }
 
 // Release ends a claim without committing: its records are delivered again
 // at once rather than when the lease runs out.
 func (c *Client) Release(ctx context.Context, cl *Claim) error {
-	return mapError(c.queries.GroupRelease(ctx, c.db(c.pool), dbsqlc.GroupReleaseParams{
+	end := c.startSettleSpan(ctx, "release", cl)
+	err := mapError(c.queries.GroupRelease(ctx, c.db(c.pool), dbsqlc.GroupReleaseParams{
 		Topic: cl.Topic, GroupName: cl.Group, Partition: cl.Partition, ClaimEpoch: cl.Epoch,
 	}))
+	end(err)
+	return err
 }
 
 // Extend keeps a claim for lease more from now (database clock), for long

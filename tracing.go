@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -22,6 +23,12 @@ import (
 //     trace context each record carries, so a trace shows which publish a
 //     processed record came from. Its attributes name the group,
 //     partition, claim epoch and offsets.
+//   - A claim that returns records makes a "receive TOPIC" span (kind
+//     client) over the claim's call; when a commit rode along, it says
+//     which claim it committed. Commits, partial commits and releases on
+//     their own, and a commit that rode on a claim that found nothing,
+//     make "commit TOPIC" / "release TOPIC" spans (operation type
+//     "settle"). Claims that find nothing make none: idle consumers poll.
 //
 // Attribute names follow OpenTelemetry's messaging conventions
 // (messaging.system "pgmsg").
@@ -134,6 +141,70 @@ func (c *Client) startProcessSpan(ctx context.Context, cl *Claim) (context.Conte
 		if err != nil {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, fmt.Sprint(err))
+		}
+		span.End()
+	}
+}
+
+// traceClaim records a claim call that began at start: a "receive" span
+// when it returned records or failed, a "commit" span when it only carried
+// the commit of an earlier claim, nothing for an empty poll.
+func (c *Client) traceClaim(ctx context.Context, start time.Time, topic, group string, commit, cl *Claim, err error) {
+	t := c.tracer()
+	if t == nil || (err == nil && cl == nil && commit == nil) {
+		return
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("messaging.system", "pgmsg"),
+		attribute.String("messaging.destination.name", topic),
+		attribute.String("messaging.consumer.group.name", group),
+	}
+	name, op := "receive "+topic, "receive"
+	if err == nil && cl == nil {
+		name, op = "commit "+topic, "settle"
+	}
+	attrs = append(attrs, attribute.String("messaging.operation.type", op))
+	if commit != nil {
+		attrs = append(attrs, attribute.Int64("messaging.pgmsg.committed_epoch", commit.Epoch),
+			attribute.String("messaging.pgmsg.committed_partition", strconv.Itoa(int(commit.Partition))))
+	}
+	if cl != nil && len(cl.Records) > 0 {
+		attrs = append(attrs,
+			attribute.String("messaging.destination.partition.id", strconv.Itoa(int(cl.Partition))),
+			attribute.Int("messaging.batch.message_count", len(cl.Records)),
+			attribute.Int64("messaging.pgmsg.claim_epoch", cl.Epoch),
+			attribute.Int64("messaging.pgmsg.first_offset", cl.Records[0].Offset),
+			attribute.Int64("messaging.pgmsg.last_offset", cl.Records[len(cl.Records)-1].Offset))
+	}
+	_, span := t.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start),
+		trace.WithAttributes(attrs...))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// startSettleSpan starts the span of committing or releasing cl (verb
+// "commit" or "release"); end records the outcome.
+func (c *Client) startSettleSpan(ctx context.Context, verb string, cl *Claim) (end func(error)) {
+	t := c.tracer()
+	if t == nil {
+		return func(error) {}
+	}
+	_, span := t.Start(ctx, verb+" "+cl.Topic, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "pgmsg"),
+			attribute.String("messaging.operation.type", "settle"),
+			attribute.String("messaging.destination.name", cl.Topic),
+			attribute.String("messaging.consumer.group.name", cl.Group),
+			attribute.String("messaging.destination.partition.id", strconv.Itoa(int(cl.Partition))),
+			attribute.Int64("messaging.pgmsg.claim_epoch", cl.Epoch),
+		))
+	return func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
 		}
 		span.End()
 	}

@@ -92,6 +92,30 @@ func TestTracing(t *testing.T) {
 	}
 	require.True(t, handlerSpan.IsValid(), "the handler runs inside the process span")
 
+	// The claims that returned records made receive spans; the last
+	// claim's commit (on Run's way out, or riding on a claim that found
+	// nothing) a commit span. Empty polls make none.
+	received, settled := 0, 0
+	for _, s := range rec.Ended() {
+		attrs := map[string]string{}
+		for _, kv := range s.Attributes() {
+			attrs[string(kv.Key)] = kv.Value.Emit()
+		}
+		switch s.Name() {
+		case "receive traced":
+			require.Equal(t, trace.SpanKindClient, s.SpanKind())
+			require.Equal(t, "receive", attrs["messaging.operation.type"])
+			require.Equal(t, "g", attrs["messaging.consumer.group.name"])
+			require.NotEmpty(t, attrs["messaging.batch.message_count"], "a receive span carries records")
+			received++
+		case "commit traced":
+			require.Equal(t, "settle", attrs["messaging.operation.type"])
+			settled++
+		}
+	}
+	require.NotZero(t, received)
+	require.NotZero(t, settled)
+
 	// Without a TracerProvider: no header.
 	plain := setup(t, nil)
 	plain.topic(t, "plain", 1)
