@@ -99,7 +99,7 @@ func TestTracing(t *testing.T) {
 	for _, s := range rec.Ended() {
 		attrs := map[string]string{}
 		for _, kv := range s.Attributes() {
-			attrs[string(kv.Key)] = kv.Value.Emit()
+			attrs[string(kv.Key)] = kv.Value.String()
 		}
 		switch s.Name() {
 		case "receive traced":
