@@ -35,6 +35,9 @@ const (
 	// QueueJobTimeoutNone in QueueConfig.JobTimeout removes a queue's job
 	// timeout on UpdateQueue (0 leaves it unchanged).
 	QueueJobTimeoutNone time.Duration = -1
+	// QueueDeadRetentionNone in QueueConfig.DeadRetention makes a queue
+	// keep its dead jobs again on UpdateQueue (0 leaves it unchanged).
+	QueueDeadRetentionNone time.Duration = -1
 	// QueueBackpressureNoWait in QueueConfig.BackpressureTimeout makes a
 	// full queue refuse enqueues at once (0 means the default). A Queue read
 	// back reports it for a zero timeout.
@@ -81,6 +84,12 @@ type QueueConfig struct {
 	// WorkerOpts.JobTimeout, if any). On UpdateQueue, QueueJobTimeoutNone
 	// removes it.
 	JobTimeout time.Duration `json:"job_timeout,omitempty"`
+	// DeadRetention is how long the queue keeps a dead job (for
+	// DeadJobs, RequeueDeadJobs, PurgeDeadJobs) before maintenance
+	// deletes it (PruneDeadJobs, task queue.dead_prune). At most 36525
+	// days. Default 0: kept until acted on. On UpdateQueue,
+	// QueueDeadRetentionNone keeps them again.
+	DeadRetention time.Duration `json:"dead_retention,omitempty"`
 }
 
 // Queue is a queue and its settings (every field filled in).
@@ -144,7 +153,7 @@ func jobOptText(s string) pgtype.Text {
 }
 
 func queueFromRow(name string, maxAttempts int32, leaseUs, backoffUs, backoffMaxUs, retentionUs int64,
-	maxPayload int32, maxDepth, backpressureUs, jobTimeoutUs int64, created pgtype.Timestamptz) *Queue {
+	maxPayload int32, maxDepth, backpressureUs, jobTimeoutUs, deadRetentionUs int64, created pgtype.Timestamptz) *Queue {
 	q := &Queue{Name: name, QueueConfig: QueueConfig{
 		MaxAttempts:         int(maxAttempts),
 		Lease:               time.Duration(leaseUs) * time.Microsecond,
@@ -155,6 +164,7 @@ func queueFromRow(name string, maxAttempts int32, leaseUs, backoffUs, backoffMax
 		MaxDepth:            maxDepth,
 		BackpressureTimeout: time.Duration(backpressureUs) * time.Microsecond,
 		JobTimeout:          time.Duration(jobTimeoutUs) * time.Microsecond,
+		DeadRetention:       time.Duration(deadRetentionUs) * time.Microsecond,
 	}, CreatedAt: created.Time}
 	if q.BackpressureTimeout == 0 {
 		q.BackpressureTimeout = QueueBackpressureNoWait
@@ -181,6 +191,15 @@ func (cfg QueueConfig) backpressureParam() pgtype.Interval {
 		return jobInterval(0)
 	}
 	return jobOptInterval(cfg.BackpressureTimeout)
+}
+
+// deadRetentionParam is DeadRetention for queue_create and queue_update:
+// NULL (keep, unchanged), 0 (keep again) or the age.
+func (cfg QueueConfig) deadRetentionParam() pgtype.Interval {
+	if cfg.DeadRetention == QueueDeadRetentionNone {
+		return jobInterval(0)
+	}
+	return jobOptInterval(cfg.DeadRetention)
 }
 
 // jobTimeoutParam is JobTimeout for queue_create and queue_update: NULL
@@ -213,6 +232,9 @@ func (cfg QueueConfig) validate() error {
 	}
 	if t := cfg.JobTimeout; t < QueueJobTimeoutNone || (t > 0 && t < time.Microsecond) || t > durationMax {
 		return newError(ErrInvalidArgument, "job timeout must be from 1µs to %s (0: none or unchanged, QueueJobTimeoutNone: remove), got %s", durationMax, t)
+	}
+	if d := cfg.DeadRetention; d < QueueDeadRetentionNone || (d > 0 && d < time.Microsecond) || d > retentionMax {
+		return newError(ErrInvalidArgument, "dead retention must be from 1µs to 36525 days (0: keep or unchanged, QueueDeadRetentionNone: keep again), got %s", d)
 	}
 	return nil
 }
@@ -248,13 +270,13 @@ func (c *Client) createQueue(ctx context.Context, exec DBTX, name string, cfg Qu
 		RetryBackoff: jobOptInterval(cfg.RetryBackoff), RetryBackoffMax: jobOptInterval(cfg.RetryBackoffMax),
 		ArchiveRetention: jobOptInterval(cfg.ArchiveRetention), MaxPayloadBytes: jobOptInt4(cfg.MaxPayloadBytes),
 		IfNotExists: ifNotExists, MaxDepth: cfg.depthParam(), BackpressureTimeout: cfg.backpressureParam(),
-		JobTimeout: cfg.jobTimeoutParam(),
+		JobTimeout: cfg.jobTimeoutParam(), DeadRetention: cfg.deadRetentionParam(),
 	})
 	if err != nil {
 		return nil, mapError(err)
 	}
 	return queueFromRow(row.Name, row.MaxAttempts, row.LeaseUs, row.RetryBackoffUs, row.RetryBackoffMaxUs,
-		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.MaxDepth, row.BackpressureTimeoutUs, row.JobTimeoutUs, row.CreatedAt), nil
+		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.MaxDepth, row.BackpressureTimeoutUs, row.JobTimeoutUs, row.DeadRetentionUs, row.CreatedAt), nil
 }
 
 // UpdateQueue changes the non-zero settings of cfg. Jobs already enqueued
@@ -270,13 +292,13 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, cfg QueueConfig) 
 		RetryBackoff: jobOptInterval(cfg.RetryBackoff), RetryBackoffMax: jobOptInterval(cfg.RetryBackoffMax),
 		ArchiveRetention: jobOptInterval(cfg.ArchiveRetention), MaxPayloadBytes: jobOptInt4(cfg.MaxPayloadBytes),
 		MaxDepth: cfg.depthParam(), BackpressureTimeout: cfg.backpressureParam(),
-		JobTimeout: cfg.jobTimeoutParam(),
+		JobTimeout: cfg.jobTimeoutParam(), DeadRetention: cfg.deadRetentionParam(),
 	})
 	if err != nil {
 		return nil, mapError(err)
 	}
 	return queueFromRow(row.Name, row.MaxAttempts, row.LeaseUs, row.RetryBackoffUs, row.RetryBackoffMaxUs,
-		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.MaxDepth, row.BackpressureTimeoutUs, row.JobTimeoutUs, row.CreatedAt), nil
+		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.MaxDepth, row.BackpressureTimeoutUs, row.JobTimeoutUs, row.DeadRetentionUs, row.CreatedAt), nil
 }
 
 // ListQueues returns every queue, by name.
@@ -288,7 +310,7 @@ func (c *Client) ListQueues(ctx context.Context) ([]*Queue, error) {
 	out := make([]*Queue, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, queueFromRow(r.Name, r.MaxAttempts, r.LeaseUs, r.RetryBackoffUs, r.RetryBackoffMaxUs,
-			r.ArchiveRetentionUs, r.MaxPayloadBytes, r.MaxDepth, r.BackpressureTimeoutUs, r.JobTimeoutUs, r.CreatedAt))
+			r.ArchiveRetentionUs, r.MaxPayloadBytes, r.MaxDepth, r.BackpressureTimeoutUs, r.JobTimeoutUs, r.DeadRetentionUs, r.CreatedAt))
 	}
 	return out, nil
 }
@@ -387,6 +409,29 @@ func (c *Client) PruneArchive(ctx context.Context, queue string, opts *PruneArch
 		}
 		total += int64(n)
 		if int(n) < o.BatchSize {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
+
+// PruneDeadJobs deletes the dead jobs of queue (every queue when queue is
+// "") that went dead longer ago than their queue's DeadRetention, in
+// statements of at most ArchivePruneBatchDefault jobs, each its own short
+// transaction, until none is left or ctx ends. Queues without a
+// DeadRetention keep their dead jobs. It returns how many it deleted.
+func (c *Client) PruneDeadJobs(ctx context.Context, queue string) (int64, error) {
+	params := dbsqlc.DeadPruneParams{Queue: jobOptText(queue), MaxJobs: ArchivePruneBatchDefault}
+	var total int64
+	for {
+		n, err := c.queries.DeadPrune(ctx, c.db(c.pool), params)
+		if err != nil {
+			return total, mapError(err)
+		}
+		total += int64(n)
+		if n < params.MaxJobs {
 			return total, nil
 		}
 		if err := ctx.Err(); err != nil {

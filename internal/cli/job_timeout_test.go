@@ -39,3 +39,15 @@ func TestJobTimeoutCLI(t *testing.T) {
 	require.Contains(t, s.fail("", "queue", "enqueue", "jq", `{}`, "--timeout", "-1s"), "timeout must be")
 	require.Contains(t, s.fail("", "queue", "config", "jq", "--job-timeout", "9000h"), "job timeout must be")
 }
+
+// queue create/config --dead-retention.
+func TestDeadRetentionCLI(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	require.Contains(t, s.ok("", "queue", "create", "dq", "--dead-retention", "720h"), "720h0m0s")
+	var q pgmsg.Queue
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "config", "dq", "--dead-retention", "0", "-o", "json")), &q))
+	require.Zero(t, q.DeadRetention)
+	require.Contains(t, s.ok("", "queue", "list"), "until acted on")
+	require.Contains(t, s.fail("", "queue", "config", "dq", "--dead-retention", "-5s"), "dead retention must be")
+}

@@ -26,7 +26,11 @@ func queueConfigFlags(fs *pflag.FlagSet, cfg *pgmsg.QueueConfig) (apply func()) 
 	fs.Int64Var(&cfg.MaxDepth, "max-depth", 0, "most jobs waiting or running; enqueues beyond it fail with queue_full (0: no limit)")
 	fs.DurationVar(&cfg.BackpressureTimeout, "backpressure-timeout", 0, "how long an enqueue waits for room under --max-depth (default 5s; 0 with the flag given: refuse at once)")
 	fs.DurationVar(&cfg.JobTimeout, "job-timeout", 0, "longest a worker runs one job before cancelling it (default: none; 0 on config: remove)")
+	fs.DurationVar(&cfg.DeadRetention, "dead-retention", 0, "how long dead jobs are kept before maintenance deletes them (default: until acted on; 0 on config: keep again)")
 	return func() {
+		if fs.Changed("dead-retention") && cfg.DeadRetention == 0 {
+			cfg.DeadRetention = pgmsg.QueueDeadRetentionNone
+		}
 		if fs.Changed("job-timeout") && cfg.JobTimeout == 0 {
 			cfg.JobTimeout = pgmsg.QueueJobTimeoutNone
 		}
@@ -167,7 +171,7 @@ func (g *globals) printQueues(err error, qs []*pgmsg.Queue, header string) error
 	}
 	fmt.Fprint(g.stdout, header)
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tRETRY BACKOFF\tBACKOFF MAX\tARCHIVE\tMAX PAYLOAD\tMAX DEPTH\tBACKPRESSURE WAIT\tJOB TIMEOUT")
+	fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tRETRY BACKOFF\tBACKOFF MAX\tARCHIVE\tMAX PAYLOAD\tMAX DEPTH\tBACKPRESSURE WAIT\tJOB TIMEOUT\tDEAD KEPT")
 	for _, q := range qs {
 		depth := "none"
 		if q.MaxDepth > 0 {
@@ -181,8 +185,12 @@ func (g *globals) printQueues(err error, qs []*pgmsg.Queue, header string) error
 		if q.JobTimeout > 0 {
 			timeout = q.JobTimeout.String()
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", q.Name, q.MaxAttempts, q.Lease, q.RetryBackoff,
-			q.RetryBackoffMax, q.ArchiveRetention.Round(time.Hour), q.MaxPayloadBytes, depth, wait, timeout)
+		kept := "until acted on"
+		if q.DeadRetention > 0 {
+			kept = q.DeadRetention.String()
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", q.Name, q.MaxAttempts, q.Lease, q.RetryBackoff,
+			q.RetryBackoffMax, q.ArchiveRetention.Round(time.Hour), q.MaxPayloadBytes, depth, wait, timeout, kept)
 	}
 	if len(qs) == 0 {
 		fmt.Fprintln(w, "(no queues)")

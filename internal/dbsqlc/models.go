@@ -118,6 +118,7 @@ type PgmsgQueue struct {
 	BackpressureTimeout pgtype.Interval
 	Paused              bool
 	JobTimeout          pgtype.Interval
+	DeadRetention       pgtype.Interval
 }
 
 type PgmsgRecord struct {

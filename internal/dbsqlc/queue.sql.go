@@ -109,6 +109,22 @@ func (q *Queries) DeadList(ctx context.Context, db DBTX, arg DeadListParams) ([]
 	return items, nil
 }
 
+const deadPrune = `-- name: DeadPrune :one
+SELECT pgmsg.dead_prune($1::text, $2::integer)::integer AS pruned
+`
+
+type DeadPruneParams struct {
+	Queue   pgtype.Text
+	MaxJobs int32
+}
+
+func (q *Queries) DeadPrune(ctx context.Context, db DBTX, arg DeadPruneParams) (int32, error) {
+	row := db.QueryRow(ctx, deadPrune, arg.Queue, arg.MaxJobs)
+	var pruned int32
+	err := row.Scan(&pruned)
+	return pruned, err
+}
+
 const deadPurge = `-- name: DeadPurge :one
 SELECT pgmsg.dead_purge($1::text, $2::bigint[], $3::text,
                         $4::interval, $5::integer)::integer AS purged
@@ -586,12 +602,14 @@ SELECT name::text, max_attempts::integer,
        max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
+       coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
        created_at::timestamptz
 FROM pgmsg.queue_create($1::text, $2::integer, $3::interval,
                         $4::interval, $5::interval,
                         $6::interval, $7::integer,
                         $8::boolean, $9::bigint,
-                        $10::interval, $11::interval)
+                        $10::interval, $11::interval,
+                        $12::interval)
 `
 
 type QueueCreateParams struct {
@@ -606,6 +624,7 @@ type QueueCreateParams struct {
 	MaxDepth            pgtype.Int8
 	BackpressureTimeout pgtype.Interval
 	JobTimeout          pgtype.Interval
+	DeadRetention       pgtype.Interval
 }
 
 type QueueCreateRow struct {
@@ -619,6 +638,7 @@ type QueueCreateRow struct {
 	MaxDepth              int64
 	BackpressureTimeoutUs int64
 	JobTimeoutUs          int64
+	DeadRetentionUs       int64
 	CreatedAt             pgtype.Timestamptz
 }
 
@@ -637,6 +657,7 @@ func (q *Queries) QueueCreate(ctx context.Context, db DBTX, arg QueueCreateParam
 		arg.MaxDepth,
 		arg.BackpressureTimeout,
 		arg.JobTimeout,
+		arg.DeadRetention,
 	)
 	var i QueueCreateRow
 	err := row.Scan(
@@ -650,6 +671,7 @@ func (q *Queries) QueueCreate(ctx context.Context, db DBTX, arg QueueCreateParam
 		&i.MaxDepth,
 		&i.BackpressureTimeoutUs,
 		&i.JobTimeoutUs,
+		&i.DeadRetentionUs,
 		&i.CreatedAt,
 	)
 	return &i, err
@@ -728,6 +750,7 @@ SELECT name::text, max_attempts::integer,
        max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
+       coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
        created_at::timestamptz
 FROM pgmsg.queue_list()
 `
@@ -743,6 +766,7 @@ type QueueListRow struct {
 	MaxDepth              int64
 	BackpressureTimeoutUs int64
 	JobTimeoutUs          int64
+	DeadRetentionUs       int64
 	CreatedAt             pgtype.Timestamptz
 }
 
@@ -766,6 +790,7 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX) ([]*QueueListRow, erro
 			&i.MaxDepth,
 			&i.BackpressureTimeoutUs,
 			&i.JobTimeoutUs,
+			&i.DeadRetentionUs,
 			&i.CreatedAt,
 		); err != nil {
 			return nil, err
@@ -861,12 +886,13 @@ SELECT name::text, max_attempts::integer,
        max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
+       coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
        created_at::timestamptz
 FROM pgmsg.queue_update($1::text, $2::integer, $3::interval,
                         $4::interval, $5::interval,
                         $6::interval, $7::integer,
                         $8::bigint, $9::interval,
-                        $10::interval)
+                        $10::interval, $11::interval)
 `
 
 type QueueUpdateParams struct {
@@ -880,6 +906,7 @@ type QueueUpdateParams struct {
 	MaxDepth            pgtype.Int8
 	BackpressureTimeout pgtype.Interval
 	JobTimeout          pgtype.Interval
+	DeadRetention       pgtype.Interval
 }
 
 type QueueUpdateRow struct {
@@ -893,6 +920,7 @@ type QueueUpdateRow struct {
 	MaxDepth              int64
 	BackpressureTimeoutUs int64
 	JobTimeoutUs          int64
+	DeadRetentionUs       int64
 	CreatedAt             pgtype.Timestamptz
 }
 
@@ -908,6 +936,7 @@ func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParam
 		arg.MaxDepth,
 		arg.BackpressureTimeout,
 		arg.JobTimeout,
+		arg.DeadRetention,
 	)
 	var i QueueUpdateRow
 	err := row.Scan(
@@ -921,6 +950,7 @@ func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParam
 		&i.MaxDepth,
 		&i.BackpressureTimeoutUs,
 		&i.JobTimeoutUs,
+		&i.DeadRetentionUs,
 		&i.CreatedAt,
 	)
 	return &i, err

@@ -48,3 +48,21 @@ func TestJobTimeoutHTTP(t *testing.T) {
 	r = tb.do(t, http.MethodPatch, "/v1/queues/tq", tb.admin, map[string]any{"job_timeout": "9000h"})
 	require.Equal(t, http.StatusBadRequest, r.status, string(r.body))
 }
+
+// dead_retention over HTTP: set, read back, "0s" in a PATCH keeps dead
+// jobs again, a negative one is refused.
+func TestDeadRetentionHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	var qs QueueSettings
+	r := tb.do(t, http.MethodPost, "/v1/queues", tb.admin, map[string]any{"name": "dq", "dead_retention": "720h"})
+	require.Equal(t, http.StatusCreated, r.status, string(r.body))
+	r.json(t, &qs)
+	require.Equal(t, 720*time.Hour, time.Duration(*qs.DeadRetention))
+	r = tb.do(t, http.MethodPatch, "/v1/queues/dq", tb.admin, map[string]any{"dead_retention": "0s"})
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	r.json(t, &qs)
+	require.Zero(t, *qs.DeadRetention)
+	r = tb.do(t, http.MethodPatch, "/v1/queues/dq", tb.admin, map[string]any{"dead_retention": "-1h"})
+	require.Equal(t, http.StatusBadRequest, r.status, string(r.body))
+}

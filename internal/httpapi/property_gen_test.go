@@ -789,6 +789,7 @@ func queueSettingsBody(g *propGen, create bool) any {
 		{"max_depth", g.jbig},
 		{"backpressure_timeout", func() any { return g.jduration("0s") }},
 		{"job_timeout", func() any { return g.jduration("0s", "30s") }},
+		{"dead_retention", func() any { return g.jduration("0s", "720h") }},
 	} {
 		if !g.omit() {
 			body.add(f.k, f.v())

@@ -12,8 +12,8 @@ import (
 // both. Durations are strings such as "30s" or numbers of seconds. In a
 // request, an absent field keeps its value (or the default, on create); in
 // a PATCH, max_depth 0 removes the limit, backpressure_timeout 0 makes
-// enqueues to a full queue fail at once and job_timeout 0 removes the
-// queue's job timeout.
+// enqueues to a full queue fail at once, job_timeout 0 removes the queue's
+// job timeout and dead_retention 0 keeps dead jobs again.
 type QueueSettings struct {
 	Name                string    `json:"name,omitempty"`
 	MaxAttempts         *int      `json:"max_attempts,omitempty"`
@@ -25,6 +25,7 @@ type QueueSettings struct {
 	MaxDepth            *int64    `json:"max_depth,omitempty"`
 	BackpressureTimeout *Duration `json:"backpressure_timeout,omitempty"`
 	JobTimeout          *Duration `json:"job_timeout,omitempty"`
+	DeadRetention       *Duration `json:"dead_retention,omitempty"`
 	CreatedAt           time.Time `json:"created_at,omitzero"`
 }
 
@@ -64,19 +65,26 @@ func (q QueueSettings) config(update bool) pgmsg.QueueConfig {
 			c.JobTimeout = pgmsg.QueueJobTimeoutNone
 		}
 	}
+	if q.DeadRetention != nil {
+		c.DeadRetention = time.Duration(*q.DeadRetention)
+		if c.DeadRetention == 0 && update {
+			c.DeadRetention = pgmsg.QueueDeadRetentionNone
+		}
+	}
 	return c
 }
 
 // queueSettings is the answer for q: every setting filled in; max_depth 0
-// means no limit, backpressure_timeout "0s" refusing at once and
-// job_timeout "0s" none.
+// means no limit, backpressure_timeout "0s" refusing at once, job_timeout
+// "0s" none and dead_retention "0s" kept until acted on.
 func queueSettings(q *pgmsg.Queue) QueueSettings {
 	d := func(v time.Duration) *Duration { x := Duration(v); return &x }
 	depth := max(q.MaxDepth, 0)
 	maxAttempts, maxPayload := q.MaxAttempts, q.MaxPayloadBytes
 	return QueueSettings{Name: q.Name, MaxAttempts: &maxAttempts, Lease: d(q.Lease), RetryBackoff: d(q.RetryBackoff),
 		RetryBackoffMax: d(q.RetryBackoffMax), ArchiveRetention: d(q.ArchiveRetention), MaxPayloadBytes: &maxPayload,
-		MaxDepth: &depth, BackpressureTimeout: d(max(q.BackpressureTimeout, 0)), JobTimeout: d(q.JobTimeout), CreatedAt: q.CreatedAt}
+		MaxDepth: &depth, BackpressureTimeout: d(max(q.BackpressureTimeout, 0)), JobTimeout: d(q.JobTimeout),
+		DeadRetention: d(q.DeadRetention), CreatedAt: q.CreatedAt}
 }
 
 func (s *Server) createQueue(w http.ResponseWriter, r *http.Request) error {

@@ -10,12 +10,14 @@ SELECT name::text, max_attempts::integer,
        max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
+       coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
        created_at::timestamptz
 FROM pgmsg.queue_create(@name::text, sqlc.narg(max_attempts)::integer, sqlc.narg(lease)::interval,
                         sqlc.narg(retry_backoff)::interval, sqlc.narg(retry_backoff_max)::interval,
                         sqlc.narg(archive_retention)::interval, sqlc.narg(max_payload_bytes)::integer,
                         @if_not_exists::boolean, sqlc.narg(max_depth)::bigint,
-                        sqlc.narg(backpressure_timeout)::interval, sqlc.narg(job_timeout)::interval);
+                        sqlc.narg(backpressure_timeout)::interval, sqlc.narg(job_timeout)::interval,
+                        sqlc.narg(dead_retention)::interval);
 
 -- name: QueueUpdate :one
 SELECT name::text, max_attempts::integer,
@@ -26,12 +28,13 @@ SELECT name::text, max_attempts::integer,
        max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
+       coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
        created_at::timestamptz
 FROM pgmsg.queue_update(@name::text, sqlc.narg(max_attempts)::integer, sqlc.narg(lease)::interval,
                         sqlc.narg(retry_backoff)::interval, sqlc.narg(retry_backoff_max)::interval,
                         sqlc.narg(archive_retention)::interval, sqlc.narg(max_payload_bytes)::integer,
                         sqlc.narg(max_depth)::bigint, sqlc.narg(backpressure_timeout)::interval,
-                        sqlc.narg(job_timeout)::interval);
+                        sqlc.narg(job_timeout)::interval, sqlc.narg(dead_retention)::interval);
 
 -- name: QueueList :many
 SELECT name::text, max_attempts::integer,
@@ -42,6 +45,7 @@ SELECT name::text, max_attempts::integer,
        max_payload_bytes::integer, coalesce(max_depth, 0)::bigint AS max_depth,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
+       coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
        created_at::timestamptz
 FROM pgmsg.queue_list();
 
@@ -153,6 +157,9 @@ SELECT pgmsg.dead_requeue(@queue::text, sqlc.narg(ids)::bigint[], sqlc.narg(kind
 -- name: DeadPurge :one
 SELECT pgmsg.dead_purge(@queue::text, sqlc.narg(ids)::bigint[], sqlc.narg(kind)::text,
                         sqlc.narg(older_than)::interval, @max_jobs::integer)::integer AS purged;
+
+-- name: DeadPrune :one
+SELECT pgmsg.dead_prune(sqlc.narg(queue)::text, @max_jobs::integer)::integer AS pruned;
 
 -- name: ArchivePrune :one
 SELECT pgmsg.archive_prune(sqlc.narg(queue)::text, sqlc.narg(older_than)::interval, @max_jobs::integer)::integer AS pruned;

@@ -60,6 +60,9 @@ BEGIN
     IF q.job_timeout <= interval '0' OR q.job_timeout > interval '366 days' THEN
         PERFORM {{schema}}._raise('PM004', 'job_timeout must be positive and at most 366 days (0 or NULL: none)');
     END IF;
+    IF q.dead_retention <= interval '0' OR q.dead_retention > interval '36525 days' THEN
+        PERFORM {{schema}}._raise('PM004', 'dead_retention must be positive and at most 36525 days (0 or NULL: keep)');
+    END IF;
 END $function$;
 
 -- queue_create creates a queue. Settings left NULL take the defaults of the
@@ -67,7 +70,7 @@ END $function$;
 -- 1h, archive_retention 7 days, max_payload_bytes 1 MiB). With
 -- p_if_not_exists an existing queue is returned unchanged; otherwise an
 -- existing name fails with PM102.
-CREATE OR REPLACE FUNCTION {{schema}}.queue_create(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_if_not_exists boolean DEFAULT false, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval)
+CREATE OR REPLACE FUNCTION {{schema}}.queue_create(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_if_not_exists boolean DEFAULT false, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval, p_dead_retention interval DEFAULT NULL::interval)
  RETURNS {{schema}}.queue
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -93,11 +96,14 @@ BEGIN
     q.max_depth := nullif(p_max_depth, 0);
     q.backpressure_timeout := coalesce(p_backpressure_timeout, interval '5 seconds');
     q.job_timeout := nullif(p_job_timeout, interval '0');
+    q.dead_retention := nullif(p_dead_retention, interval '0');
     PERFORM {{schema}}._queue_check(q);
     INSERT INTO {{schema}}.queue (name, max_attempts, lease, retry_backoff, retry_backoff_max,
-                                  archive_retention, max_payload_bytes, max_depth, backpressure_timeout, job_timeout)
+                                  archive_retention, max_payload_bytes, max_depth, backpressure_timeout, job_timeout,
+                                  dead_retention)
     VALUES (q.name, q.max_attempts, q.lease, q.retry_backoff, q.retry_backoff_max,
-            q.archive_retention, q.max_payload_bytes, q.max_depth, q.backpressure_timeout, q.job_timeout)
+            q.archive_retention, q.max_payload_bytes, q.max_depth, q.backpressure_timeout, q.job_timeout,
+            q.dead_retention)
     ON CONFLICT (name) DO NOTHING
     RETURNING * INTO q;
     IF NOT FOUND THEN
@@ -111,9 +117,9 @@ BEGIN
 END $function$;
 
 -- queue_update changes the settings given (non-NULL) of a queue; p_max_depth
--- 0 and p_job_timeout 0 remove the limit. Jobs already enqueued keep their
+-- 0, p_job_timeout 0 and p_dead_retention 0 remove the limit. Jobs already enqueued keep their
 -- max_attempts; the other settings apply at once.
-CREATE OR REPLACE FUNCTION {{schema}}.queue_update(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval)
+CREATE OR REPLACE FUNCTION {{schema}}.queue_update(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval, p_dead_retention interval DEFAULT NULL::interval)
  RETURNS {{schema}}.queue
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -130,12 +136,15 @@ BEGIN
     q.max_depth := CASE WHEN p_max_depth IS NULL THEN q.max_depth ELSE nullif(p_max_depth, 0) END;
     q.backpressure_timeout := coalesce(p_backpressure_timeout, q.backpressure_timeout);
     q.job_timeout := CASE WHEN p_job_timeout IS NULL THEN q.job_timeout ELSE nullif(p_job_timeout, interval '0') END;
+    q.dead_retention := CASE WHEN p_dead_retention IS NULL THEN q.dead_retention
+                             ELSE nullif(p_dead_retention, interval '0') END;
     PERFORM {{schema}}._queue_check(q);
     UPDATE {{schema}}.queue u
        SET max_attempts = q.max_attempts, lease = q.lease, retry_backoff = q.retry_backoff,
            retry_backoff_max = q.retry_backoff_max, archive_retention = q.archive_retention,
            max_payload_bytes = q.max_payload_bytes, max_depth = q.max_depth,
-           backpressure_timeout = q.backpressure_timeout, job_timeout = q.job_timeout
+           backpressure_timeout = q.backpressure_timeout, job_timeout = q.job_timeout,
+           dead_retention = q.dead_retention
      WHERE u.queue_id = q.queue_id
     RETURNING * INTO q;
     RETURN q;
@@ -1176,6 +1185,50 @@ BEGIN
     )
     SELECT count(*) INTO n FROM d;
     RETURN n;
+END $function$;
+
+-- dead_prune deletes at most p_limit dead jobs that went dead longer ago
+-- than their queue's dead_retention, of one queue or of every queue that
+-- has one, and returns how many (maintenance's queue.dead_prune). Queues
+-- without dead_retention keep their dead jobs. Call it until it returns
+-- less than p_limit, as archive_prune.
+CREATE OR REPLACE FUNCTION {{schema}}.dead_prune(p_queue text DEFAULT NULL::text, p_limit integer DEFAULT 1000)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+    left_n integer := greatest(coalesce(p_limit, 1000), 0);
+    n      integer;
+    total  integer := 0;
+    q      {{schema}}.queue;
+BEGIN
+    IF p_queue IS NOT NULL THEN
+        PERFORM {{schema}}._queue(p_queue);
+    END IF;
+    FOR q IN SELECT * FROM {{schema}}.queue x
+              WHERE (p_queue IS NULL OR x.name = p_queue) AND x.dead_retention IS NOT NULL
+              ORDER BY x.queue_id LOOP
+        EXIT WHEN left_n = 0;
+        WITH d AS (
+            DELETE FROM {{schema}}.job j
+            WHERE j.id IN (
+                SELECT x.id FROM {{schema}}.job x
+                WHERE x.queue_id = q.queue_id AND x.state = 'dead'
+                  AND x.finalized_at < now_ts - q.dead_retention
+                ORDER BY x.id
+                LIMIT left_n
+                FOR UPDATE SKIP LOCKED)
+            RETURNING j.id
+        ), p AS (
+            DELETE FROM {{schema}}.job_payload pl USING d WHERE pl.id = d.id
+        )
+        SELECT count(*) INTO n FROM d;
+        total := total + n;
+        left_n := left_n - n;
+    END LOOP;
+    RETURN total;
 END $function$;
 
 -- archive_prune deletes at most p_limit archived jobs finished longer ago
