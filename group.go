@@ -185,3 +185,82 @@ func (c *Client) Fetch(ctx context.Context, topic string, partition int32, from 
 	}
 	return out, nil
 }
+
+// GroupAssignment is a member's share of a group, as a heartbeat answers
+// it.
+type GroupAssignment struct {
+	Topic  string `json:"topic"`
+	Group  string `json:"group"`
+	Member string `json:"member"`
+	// Joined is true when this heartbeat (re)joined the member: it was new,
+	// or its session had expired and its partitions had moved.
+	Joined bool `json:"joined"`
+	// Partitions are the member's: claims with ClaimOpts.RequireOwner (and
+	// the member) take records of these only.
+	Partitions []int32 `json:"partitions"`
+	// Revoking are partitions the group is handing to another member: the
+	// member's live claim on one may still be committed, but no new claim
+	// is handed out; the hand-over completes when that claim ends.
+	Revoking []int32 `json:"revoking"`
+}
+
+// Heartbeat keeps member in group's membership on topic (joining it when
+// new, or when its session expired), rebalances the group when members
+// came, went or died, and returns the member's partitions. It is what a
+// Consumer does every HeartbeatInterval; clients that manage their own
+// loop (the HTTP API's members, other languages through group_heartbeat)
+// call it at least once per sessionTimeout (0: SessionTimeoutDefault) and
+// claim with ClaimOpts{Member: member, RequireOwner: true}. The group is
+// created at its earliest records if it does not exist.
+func (c *Client) Heartbeat(ctx context.Context, topic, group, member string, sessionTimeout time.Duration) (*GroupAssignment, error) {
+	if err := ValidateName("topic", topic); err != nil {
+		return nil, err
+	}
+	if err := ValidateName("group", group); err != nil {
+		return nil, err
+	}
+	if err := ValidateName("member", member); err != nil {
+		return nil, err
+	}
+	if sessionTimeout == 0 {
+		sessionTimeout = SessionTimeoutDefault
+	}
+	if sessionTimeout < time.Microsecond || sessionTimeout > durationMax {
+		return nil, newError(ErrInvalidArgument, "session timeout must be from 1µs to %s, got %s", durationMax, sessionTimeout)
+	}
+	row, err := c.queries.GroupHeartbeat(ctx, c.db(c.pool), dbsqlc.GroupHeartbeatParams{
+		Topic: topic, GroupName: group, Member: member,
+		SessionTimeout: pgtype.Interval{Microseconds: sessionTimeout.Microseconds(), Valid: true}, Start: PositionEarliest,
+	})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	a := &GroupAssignment{Topic: topic, Group: group, Member: member, Joined: row.Joined,
+		Partitions: []int32{}, Revoking: []int32{}}
+	for i, p := range row.Partitions {
+		if i < len(row.Revoking) && row.Revoking[i] {
+			a.Revoking = append(a.Revoking, p)
+		} else {
+			a.Partitions = append(a.Partitions, p)
+		}
+	}
+	return a, nil
+}
+
+// LeaveGroup removes member from group at once: its live claims end
+// (their commits are fenced) and its partitions go to the other members
+// without waiting for its session to expire. It reports whether member
+// was in the group.
+func (c *Client) LeaveGroup(ctx context.Context, topic, group, member string) (bool, error) {
+	if err := ValidateName("topic", topic); err != nil {
+		return false, err
+	}
+	if err := ValidateName("group", group); err != nil {
+		return false, err
+	}
+	if err := ValidateName("member", member); err != nil {
+		return false, err
+	}
+	ok, err := c.queries.GroupLeave(ctx, c.db(c.pool), dbsqlc.GroupLeaveParams{Topic: topic, GroupName: group, Member: member})
+	return ok, mapError(err)
+}

@@ -480,6 +480,7 @@ var propRoutes = map[string]propRoute{
 			g.opt(&q, "start", func() string { return g.qstr(hostilePositions[:3]...) })
 			g.opt(&q, "auto_commit", func() string { return g.qstr("true", "false", "1", "0") })
 			g.opt(&q, "member", func() string { return g.qstr("m1", "m2") })
+			g.opt(&q, "assigned", func() string { return g.qstr("false", "true") })
 			g.opt(&q, "encoding", func() string { return g.qstr("auto", "json", "text", "base64") })
 			return q
 		},
@@ -488,6 +489,10 @@ var propRoutes = map[string]propRoute{
 	"POST /v1/pubsub/commit":  claimRoute("commit"),
 	"POST /v1/pubsub/extend":  claimRoute("extend"),
 	"POST /v1/pubsub/release": claimRoute("release"),
+	// Membership in groups of their own ("mg1", "mg2"): claims of the other
+	// groups, whose cursors the harness tracks, are not moved by it.
+	"POST /v1/pubsub/heartbeat": membershipRoute(true),
+	"POST /v1/pubsub/leave":     membershipRoute(false),
 
 	"POST /v1/queue/enqueue": {
 		body: func(g *propGen) any {
@@ -715,6 +720,30 @@ func claimRoute(op string) propRoute {
 			return body
 		},
 		scopeName: bodyName(func(b *ClaimRequest) string { return b.Topic }),
+	}
+}
+
+// membershipRoute is a heartbeat (or a leave) of a member of "mg1" or
+// "mg2".
+func membershipRoute(heartbeat bool) propRoute {
+	return propRoute{
+		body: func(g *propGen) any {
+			body := jobj{}
+			if !g.drop() {
+				body.add("topic", g.jstr(g.topic()))
+			}
+			if !g.drop() {
+				body.add("group", g.jstr("mg1", "mg2"))
+			}
+			if !g.drop() {
+				body.add("member", g.jstr("m1", "m2", "m3"))
+			}
+			if heartbeat && !g.omit() || g.hostile() && g.intN(4) == 0 {
+				body.add("session_timeout", g.jduration("10s", "30s"))
+			}
+			return body
+		},
+		scopeName: bodyName(func(b *MembershipRequest) string { return b.Topic }),
 	}
 }
 

@@ -18,6 +18,8 @@ func (s *Server) pubsubRoutes() []Route {
 		{Method: http.MethodPost, Pattern: "/v1/pubsub/commit", Scope: pgmsg.ScopeConsume, handler: s.commit},
 		{Method: http.MethodPost, Pattern: "/v1/pubsub/extend", Scope: pgmsg.ScopeConsume, handler: s.extend},
 		{Method: http.MethodPost, Pattern: "/v1/pubsub/release", Scope: pgmsg.ScopeConsume, handler: s.release},
+		{Method: http.MethodPost, Pattern: "/v1/pubsub/heartbeat", Scope: pgmsg.ScopeConsume, handler: s.heartbeat},
+		{Method: http.MethodPost, Pattern: "/v1/pubsub/leave", Scope: pgmsg.ScopeConsume, handler: s.leave},
 		// The seeds' paths.
 		{Method: http.MethodPost, Pattern: "/pubsub/publish", Alias: "/v1/pubsub/publish", Scope: pgmsg.ScopePublish, handler: s.publish},
 		{Method: http.MethodGet, Pattern: "/pubsub/consume", Alias: "/v1/pubsub/consume", Scope: pgmsg.ScopeConsume, handler: s.consume},
@@ -185,6 +187,12 @@ func (s *Server) consume(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	opts := pgmsg.ClaimOpts{Start: q.Get("start"), Member: q.Get("member")}
+	if opts.RequireOwner, err = q.bool("assigned"); err != nil {
+		return err
+	}
+	if opts.RequireOwner && opts.Member == "" {
+		return newAPIError(errInvalidParameter, "assigned=true needs the member whose partitions to claim")
+	}
 	if opts.MaxRecords, err = q.int("max_records", min(ConsumeMaxRecordsDefault, s.cfg.MaxRecords)); err != nil {
 		return err
 	}
@@ -265,9 +273,10 @@ func (s *Server) consume(w http.ResponseWriter, r *http.Request) error {
 // Each try is one Claim: without opts.Partition, pgmsg's claim() picks, in
 // one statement, the least recently claimed partition with unread records
 // and no live claim, however many partitions the topic has. HTTP consumers
-// are stateless, so they claim without group membership and take no part
-// in balancing. (A group should be read either over HTTP or by member-mode
-// Consumers, not both: see docs/http-api.md.)
+// may be stateless, claiming without group membership (they take no part
+// in balancing), or members: they heartbeat (POST /v1/pubsub/heartbeat)
+// and claim with member and assigned=true, from their own partitions only
+// (docs/http-api.md).
 func (s *Server) claimWaiting(ctx context.Context, topic, group string, opts *pgmsg.ClaimOpts, wait time.Duration) (*pgmsg.Claim, error) {
 	var cl *pgmsg.Claim
 	err := s.longPoll(ctx, wait, func() (<-chan struct{}, func()) { return s.client.RecordWakeups(topic) },
@@ -294,6 +303,70 @@ func (s *Server) partitions(ctx context.Context, topic string) (int, error) {
 }
 
 func (s *Server) draining() bool { return s.stopCtx.Err() != nil }
+
+// MembershipRequest is the body of POST /v1/pubsub/heartbeat and
+// /v1/pubsub/leave.
+type MembershipRequest struct {
+	Topic  string `json:"topic"`
+	Group  string `json:"group"`
+	Member string `json:"member"`
+	// SessionTimeout (heartbeat only): how long the group waits for the
+	// next heartbeat before it moves the member's partitions. Default 10s.
+	SessionTimeout *Duration `json:"session_timeout,omitempty"`
+}
+
+func (s *Server) membershipRequest(w http.ResponseWriter, r *http.Request) (*MembershipRequest, error) {
+	var req MembershipRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return nil, err
+	}
+	if req.Topic == "" || req.Group == "" || req.Member == "" {
+		return nil, newAPIError(errInvalidParameter, "fields \"topic\", \"group\" and \"member\" are required")
+	}
+	if err := authorizeGroup(r, req.Topic, req.Group); err != nil {
+		return nil, err
+	}
+	if err := validNames("member", req.Member); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+// heartbeat keeps an HTTP consumer in its group's membership and answers
+// its partitions (pgmsg.GroupAssignment).
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.membershipRequest(w, r)
+	if err != nil {
+		return err
+	}
+	var timeout time.Duration
+	if req.SessionTimeout != nil {
+		if timeout = time.Duration(*req.SessionTimeout); timeout <= 0 {
+			return newAPIError(errInvalidParameter, "session_timeout must be positive")
+		}
+	}
+	a, err := s.client.Heartbeat(r.Context(), req.Topic, req.Group, req.Member, timeout)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, a)
+}
+
+// leave removes an HTTP consumer from its group at once.
+func (s *Server) leave(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.membershipRequest(w, r)
+	if err != nil {
+		return err
+	}
+	if req.SessionTimeout != nil {
+		return newAPIError(errInvalidParameter, "session_timeout is a heartbeat field")
+	}
+	ok, err := s.client.LeaveGroup(r.Context(), req.Topic, req.Group, req.Member)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"left": ok})
+}
 
 // ClaimRequest identifies a claim in commit, extend and release.
 type ClaimRequest struct {
