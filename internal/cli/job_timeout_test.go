@@ -16,10 +16,13 @@ import (
 func TestJobTimeoutCLI(t *testing.T) {
 	t.Parallel()
 	s := newSession(t)
-	var qs []pgmsg.Queue
-	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "create", "jq", "--job-timeout", "45s", "-o", "json")), &qs))
-	require.Equal(t, 45*time.Second, qs[0].JobTimeout)
+	var q pgmsg.Queue
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "create", "jq", "--job-timeout", "45s", "-o", "json")), &q))
+	require.Equal(t, 45*time.Second, q.JobTimeout)
 	require.Contains(t, s.ok("", "queue", "list"), "45s")
+	var qs []pgmsg.Queue
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "list", "-o", "json")), &qs), "one queue: still a list")
+	require.Len(t, qs, 1)
 
 	out := s.ok("", "queue", "enqueue", "jq", `{"n":1}`, "--timeout", "2m", "-o", "json")
 	var res []struct {
@@ -33,7 +36,7 @@ func TestJobTimeoutCLI(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2*time.Minute, j.Timeout)
 
-	var q pgmsg.Queue
+	q = pgmsg.Queue{}
 	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "config", "jq", "--job-timeout", "0", "-o", "json")), &q))
 	require.Zero(t, q.JobTimeout)
 	require.Contains(t, s.fail("", "queue", "enqueue", "jq", `{}`, "--timeout", "-1s"), "timeout must be")

@@ -64,7 +64,7 @@ func newQueueCreate(g *globals) *cobra.Command {
 		}
 		defer done()
 		q, err := c.CreateQueue(cmd.Context(), args[0], cfg)
-		return g.printQueues(err, []*pgmsg.Queue{q}, fmt.Sprintf("created queue %q\n", args[0]))
+		return g.printQueue(err, q, fmt.Sprintf("created queue %q\n", args[0]))
 	}
 	return cmd
 }
@@ -89,7 +89,7 @@ func newQueueConfig(g *globals) *cobra.Command {
 		defer done()
 		if cfg != (pgmsg.QueueConfig{}) {
 			q, err := c.UpdateQueue(cmd.Context(), args[0], cfg)
-			return g.printQueues(err, []*pgmsg.Queue{q}, "")
+			return g.printQueue(err, q, "")
 		}
 		qs, err := c.ListQueues(cmd.Context())
 		if err != nil {
@@ -97,7 +97,7 @@ func newQueueConfig(g *globals) *cobra.Command {
 		}
 		for _, q := range qs {
 			if q.Name == args[0] {
-				return g.printQueues(nil, []*pgmsg.Queue{q}, "")
+				return g.printQueue(nil, q, "")
 			}
 		}
 		_, err = c.QueueStats(cmd.Context(), args[0]) // the API's own unknown-queue error
@@ -157,16 +157,26 @@ func newQueueDelete(g *globals) *cobra.Command {
 	return cmd
 }
 
-// printQueues prints queues as JSON or a table, after an optional header
-// line; err, if set, is returned instead.
+// printQueue prints one queue (create, config) as a JSON object or a
+// table, after an optional header line; err, if set, is returned instead.
+func (g *globals) printQueue(err error, q *pgmsg.Queue, header string) error {
+	if err != nil {
+		return err
+	}
+	if js, err := g.jsonOutput(); err != nil || js {
+		return g.orJSON(err, q)
+	}
+	return g.printQueues(nil, []*pgmsg.Queue{q}, header)
+}
+
+// printQueues prints queues (list) as a JSON array, whatever their number,
+// or a table, after an optional header line; err, if set, is returned
+// instead.
 func (g *globals) printQueues(err error, qs []*pgmsg.Queue, header string) error {
 	if err != nil {
 		return err
 	}
 	if js, err := g.jsonOutput(); err != nil || js {
-		if len(qs) == 1 && header == "" && qs[0] != nil {
-			return g.orJSON(err, qs[0])
-		}
 		return g.orJSON(err, qs)
 	}
 	fmt.Fprint(g.stdout, header)
