@@ -419,7 +419,7 @@ type ConsumerOpts struct {
 	// the handler again after it failed on them; it doubles with each
 	// further failure of the same records, up to RedeliveryBackoffMax.
 	// The claim is kept (its lease extended) meanwhile. Defaults 100ms
-	// and 30s.
+	// and 30s; at most 366 days.
 	RedeliveryBackoff    time.Duration
 	RedeliveryBackoffMax time.Duration
 	// DeadLetterTopic receives the records set aside, in the source

@@ -55,8 +55,9 @@ const (
 
 // checkDeadLetters validates and defaults the poison-record options.
 func (o *ConsumerOpts) checkDeadLetters(topics []string) error {
-	if o.MaxDeliveries < 0 || o.RedeliveryBackoff < 0 || o.RedeliveryBackoffMax < 0 {
-		return newError(ErrInvalidArgument, "max deliveries and redelivery backoffs must not be negative")
+	if o.MaxDeliveries < 0 || o.RedeliveryBackoff < 0 || o.RedeliveryBackoffMax < 0 ||
+		o.RedeliveryBackoff > durationMax || o.RedeliveryBackoffMax > durationMax {
+		return newError(ErrInvalidArgument, "max deliveries must not be negative, and redelivery backoffs must be from 0 to %s", durationMax)
 	}
 	if o.RedeliveryBackoff == 0 {
 		o.RedeliveryBackoff = RedeliveryBackoffDefault
@@ -191,10 +192,11 @@ func (cn *Consumer) backoff(ctx context.Context, cl *Claim, n int) (bool, error)
 	if ctx.Err() != nil || !cn.stillOwns(cl) {
 		return false, cn.release(ctx, cl)
 	}
-	wait := cn.opts.RedeliveryBackoffMax
-	if n < 32 {
-		wait = min(cn.opts.RedeliveryBackoff<<(n-1), cn.opts.RedeliveryBackoffMax)
+	wait := cn.opts.RedeliveryBackoff
+	for i := 1; i < n && wait < cn.opts.RedeliveryBackoffMax; i++ {
+		wait *= 2 // both are at most durationMax: no overflow
 	}
+	wait = min(wait, cn.opts.RedeliveryBackoffMax)
 	lease := cn.opts.Claim.Lease
 	if lease == 0 {
 		lease = cn.client.config.ClaimLease

@@ -231,6 +231,7 @@ func TestDeadLetterOptionsChecked(t *testing.T) {
 		{MaxDeliveries: -1},
 		{RedeliveryBackoff: -time.Second},
 		{MaxDeliveries: 3, DeadLetterTopic: "t"},
+		{RedeliveryBackoffMax: 367 * 24 * time.Hour},
 	} {
 		_, err := tb.client.NewConsumer("t", "g", opts)
 		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "%+v", opts)
