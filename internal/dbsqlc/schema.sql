@@ -1044,7 +1044,7 @@ DECLARE
 BEGIN
     -- The topic is read here rather than through _topic() (which raises
     -- PM001 for an unknown one): every call of a function with a pinned
-    -- search_path (012) saves and restores it, and publish is hot.
+    -- search_path saves and restores it, and publish is hot.
     SELECT * INTO t FROM "pgmsg".topic tt WHERE tt.name = p_topic;
     IF NOT FOUND THEN
         PERFORM "pgmsg"._topic(p_topic);
@@ -1241,7 +1241,8 @@ BEGIN
         RETURNING c.next_offset - n, c.segment_end INTO base, seg_end;
     END IF;
     IF base + n > seg_end THEN
-        -- Fallback: see 001 (segments are normally created ahead).
+        -- Fallback: segments are normally created ahead (segment_ensure,
+        -- maintenance's log.segments); a publish past them creates them.
         PERFORM "pgmsg"._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
     END IF;
     segments_low := base + n > seg_end - 2 * t.segment_records;
@@ -1583,7 +1584,7 @@ BEGIN
     END IF;
 
     -- The epoch is the claim's fencing token: random, never the one it
-    -- replaces (018).
+    -- replaces (_claim_token).
     c_epoch := "pgmsg"._claim_token(c_epoch);
     claim_expires_at := now_ts + p_lease;
     UPDATE "pgmsg".group_cursor c
@@ -3872,7 +3873,7 @@ BEGIN
         EXECUTE format('GRANT SELECT ON %I.group_cursor, %I.consumer_group TO %I', s, s, s || '_producer');
         EXECUTE format('GRANT INSERT ON %I.maintenance_event TO %I', s, s || '_producer');
         EXECUTE format('GRANT USAGE ON SEQUENCE %I.maintenance_event_event_id_seq TO %I', s, s || '_producer');
-        -- Idempotent publishes keep each producer's last batch (023).
+        -- Idempotent publishes keep each producer's last batch.
         EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.producer_state TO %I', s, s || '_producer');
         EXECUTE format('GRANT EXECUTE ON FUNCTION %I._segment_lock(integer), %I._segment_create(integer, integer, bigint, bigint), '
                        '%I._segment_ensure(integer, integer, bigint, bigint, bigint) TO %I', s, s, s, s || '_producer');

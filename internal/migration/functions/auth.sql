@@ -136,7 +136,7 @@ BEGIN
         EXECUTE format('GRANT SELECT ON %I.group_cursor, %I.consumer_group TO %I', s, s, s || '_producer');
         EXECUTE format('GRANT INSERT ON %I.maintenance_event TO %I', s, s || '_producer');
         EXECUTE format('GRANT USAGE ON SEQUENCE %I.maintenance_event_event_id_seq TO %I', s, s || '_producer');
-        -- Idempotent publishes keep each producer's last batch (023).
+        -- Idempotent publishes keep each producer's last batch.
         EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.producer_state TO %I', s, s || '_producer');
         EXECUTE format('GRANT EXECUTE ON FUNCTION %I._segment_lock(integer), %I._segment_create(integer, integer, bigint, bigint), '
                        '%I._segment_ensure(integer, integer, bigint, bigint, bigint) TO %I', s, s, s, s || '_producer');

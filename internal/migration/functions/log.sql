@@ -601,7 +601,7 @@ DECLARE
 BEGIN
     -- The topic is read here rather than through _topic() (which raises
     -- PM001 for an unknown one): every call of a function with a pinned
-    -- search_path (012) saves and restores it, and publish is hot.
+    -- search_path saves and restores it, and publish is hot.
     SELECT * INTO t FROM {{schema}}.topic tt WHERE tt.name = p_topic;
     IF NOT FOUND THEN
         PERFORM {{schema}}._topic(p_topic);
@@ -798,7 +798,8 @@ BEGIN
         RETURNING c.next_offset - n, c.segment_end INTO base, seg_end;
     END IF;
     IF base + n > seg_end THEN
-        -- Fallback: see 001 (segments are normally created ahead).
+        -- Fallback: segments are normally created ahead (segment_ensure,
+        -- maintenance's log.segments); a publish past them creates them.
         PERFORM {{schema}}._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
     END IF;
     segments_low := base + n > seg_end - 2 * t.segment_records;
@@ -1140,7 +1141,7 @@ BEGIN
     END IF;
 
     -- The epoch is the claim's fencing token: random, never the one it
-    -- replaces (018).
+    -- replaces (_claim_token).
     c_epoch := {{schema}}._claim_token(c_epoch);
     claim_expires_at := now_ts + p_lease;
     UPDATE {{schema}}.group_cursor c
