@@ -117,24 +117,49 @@ func (m *Migrator) locked(ctx context.Context, fn func(tx pgx.Tx, applied map[in
 		if _, err := tx.Exec(ctx, m.render(bookkeeping)); err != nil {
 			return fmt.Errorf("pgmsgmigrate: create schema %s: %w", m.schema, err)
 		}
-		rows, err := tx.Query(ctx, m.render("SELECT version, applied_at FROM {{schema}}.pgmsg_migration"))
+		applied, err := m.readApplied(ctx, tx)
 		if err != nil {
-			return err
-		}
-		applied := map[int]time.Time{}
-		for rows.Next() {
-			var v int
-			var at time.Time
-			if err := rows.Scan(&v, &at); err != nil {
-				return err
-			}
-			applied[v] = at
-		}
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		return fn(tx, applied)
 	})
+}
+
+// ErrIncompatibleHistory is returned when a schema records a version of
+// this binary's under another name: it was migrated by another migration
+// history (before the history was folded on 2026-12-02, or by a fork), and
+// this binary cannot tell what it holds.
+var ErrIncompatibleHistory = errors.New("pgmsgmigrate: schema was migrated by another migration history")
+
+// readApplied reads the applied versions, and checks that each one this
+// binary knows was applied under its name.
+func (m *Migrator) readApplied(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}) (map[int]time.Time, error) {
+	rows, err := q.Query(ctx, m.render("SELECT version, name, applied_at FROM {{schema}}.pgmsg_migration"))
+	if err != nil {
+		return nil, err
+	}
+	names := map[int]string{}
+	for _, mig := range migration.All() {
+		names[mig.Version] = mig.Name
+	}
+	applied := map[int]time.Time{}
+	for rows.Next() {
+		var v int
+		var name string
+		var at time.Time
+		if err := rows.Scan(&v, &name, &at); err != nil {
+			return nil, err
+		}
+		if want, ok := names[v]; ok && want != name {
+			rows.Close()
+			return nil, fmt.Errorf("%w: schema %s has version %d as %q, this binary's version %d is %q (a schema installed before the fold: reinstall it, or migrate it with the binary that installed it)",
+				ErrIncompatibleHistory, m.schema, v, name, v, want)
+		}
+		applied[v] = at
+	}
+	return applied, rows.Err()
 }
 
 // Up applies every pending migration, then the function files if any of
@@ -306,19 +331,8 @@ func (m *Migrator) Status(ctx context.Context) ([]Version, error) {
 	}
 	applied := map[int]time.Time{}
 	if exists {
-		rows, err := m.pool.Query(ctx, m.render("SELECT version, applied_at FROM {{schema}}.pgmsg_migration"))
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var v int
-			var at time.Time
-			if err := rows.Scan(&v, &at); err != nil {
-				return nil, err
-			}
-			applied[v] = at
-		}
-		if err := rows.Err(); err != nil {
+		var err error
+		if applied, err = m.readApplied(ctx, m.pool); err != nil {
 			return nil, err
 		}
 	}

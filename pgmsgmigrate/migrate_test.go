@@ -230,3 +230,32 @@ func TestPartialDownDropsFunctions(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".topic_describe('kept')").Scan(&partitions))
 	require.Equal(t, 2, partitions)
 }
+
+// A schema that records one of this binary's versions under another name
+// was migrated by another history (before the fold, or a fork): Up, Down,
+// Status and RequireCurrent refuse it and change nothing.
+func TestIncompatibleHistoryRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	schema := fmt.Sprintf("pgmsg_ih_%d", time.Now().UnixNano()%1e9)
+	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, m.Drop(context.Background())) })
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE `+schema+`.pgmsg_migration SET name = 'log_ops' WHERE version = 4`)
+	require.NoError(t, err)
+
+	_, err = m.Up(ctx)
+	require.ErrorIs(t, err, pgmsgmigrate.ErrIncompatibleHistory)
+	require.Contains(t, err.Error(), `version 4 as "log_ops"`)
+	_, err = m.Down(ctx, 1)
+	require.ErrorIs(t, err, pgmsgmigrate.ErrIncompatibleHistory)
+	_, err = m.Status(ctx)
+	require.ErrorIs(t, err, pgmsgmigrate.ErrIncompatibleHistory)
+	require.ErrorIs(t, m.RequireCurrent(ctx), pgmsgmigrate.ErrIncompatibleHistory)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.pgmsg_migration`).Scan(&n))
+	require.Equal(t, len(migration.All()), n, "nothing reverted")
+}
