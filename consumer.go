@@ -418,8 +418,10 @@ type ConsumerOpts struct {
 	// RedeliveryBackoff is how long Run waits before handing records to
 	// the handler again after it failed on them; it doubles with each
 	// further failure of the same records, up to RedeliveryBackoffMax.
-	// The claim is kept (its lease extended) meanwhile. Defaults 100ms
-	// and 30s; at most 366 days.
+	// The claim is kept (its lease extended) meanwhile. A consumer that
+	// reads several partitions and has no MaxDeliveries gives a failed
+	// claim back at once instead, so that its other partitions go on.
+	// Defaults 100ms and 30s; at most 366 days.
 	RedeliveryBackoff    time.Duration
 	RedeliveryBackoffMax time.Duration
 	// DeadLetterTopic receives the records set aside, in the source

@@ -136,6 +136,13 @@ func (cn *Consumer) redeliver(ctx context.Context, cl, mine *Claim, handler func
 	if ctx.Err() != nil {
 		return nil, cn.release(ctx, cl)
 	}
+	if cn.opts.MaxDeliveries == 0 && cn.readsSeveral(cl.Topic) {
+		// Retrying in place would hold up the member's other partitions
+		// for as long as the records keep failing: give the claim back at
+		// once; the claim order (least recently claimed first) hands the
+		// others out before this one comes back.
+		return nil, cn.release(ctx, cl)
+	}
 	var dead []deadLetter
 	if cn.opts.MaxDeliveries == 0 || len(mine.Records) == 1 {
 		// The whole claim again, until it succeeds or (one record) until
@@ -221,6 +228,20 @@ func (cn *Consumer) backoff(ctx context.Context, cl *Claim, n int) (bool, error)
 		return false, cn.release(ctx, cl)
 	}
 	return true, nil
+}
+
+// readsSeveral reports whether the consumer reads more than one partition
+// (of topic, or several topics).
+func (cn *Consumer) readsSeveral(topic string) bool {
+	if len(cn.topics) > 1 {
+		return true
+	}
+	if cn.manual() {
+		return len(cn.opts.Partitions) > 1
+	}
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return len(cn.owned[topic]) > 1
 }
 
 // stillOwns reports whether the membership still gives cl's partition to

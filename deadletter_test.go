@@ -252,3 +252,49 @@ func TestDeadLetterOptionsChecked(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
+
+// Without MaxDeliveries, a consumer of several partitions does not hold
+// the others up while one keeps failing: it gives the failed claim back.
+func TestPoisonPartitionDoesNotBlockTheOthers(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "mixed", 2)
+	require.NoError(t, tb.client.Publish(tb.ctx, []*pgmsg.Record{
+		{Topic: "mixed", Partition: 0, Value: []byte("poison")},
+		{Topic: "mixed", Partition: 1, Value: []byte("a")},
+		{Topic: "mixed", Partition: 1, Value: []byte("b")},
+	}, &pgmsg.PublishOpts{ManualPartition: true}))
+	var mu sync.Mutex
+	var good []string
+	poisoned := 0
+	cn, err := tb.client.NewConsumer("mixed", "g", &pgmsg.ConsumerOpts{Partitions: []int32{0, 1}})
+	require.NoError(t, err)
+	defer cn.Close()
+	runUntil(t, tb, cn, func(_ context.Context, cl *pgmsg.Claim) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range cl.Records {
+			if string(r.Value) == "poison" {
+				poisoned++
+				return errors.New("poison")
+			}
+		}
+		for _, r := range cl.Records {
+			good = append(good, string(r.Value))
+		}
+		return nil
+	}, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(good) == 2
+	})
+	require.Equal(t, []string{"a", "b"}, good)
+	require.Positive(t, poisoned)
+	gs, err := tb.client.ListGroups(tb.ctx, "mixed", "g")
+	require.NoError(t, err)
+	for _, g := range gs {
+		if g.Partition == 0 {
+			require.Zero(t, g.NextOffset, "the poison record is not skipped")
+		}
+	}
+}
