@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,4 +54,29 @@ func TestDeadRetentionCLI(t *testing.T) {
 	require.Zero(t, q.DeadRetention)
 	require.Contains(t, s.ok("", "queue", "list"), "until acted on")
 	require.Contains(t, s.fail("", "queue", "config", "dq", "--dead-retention", "-5s"), "dead retention must be")
+}
+
+// queue job ID shows one job, live then archived.
+func TestQueueJobCLI(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	out := s.ok("", "queue", "enqueue", "jq", `{"n":1}`, "--kind", "report", "--timeout", "90s", "-o", "json")
+	var res []struct {
+		ID int64 `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	id := strconv.FormatInt(res[0].ID, 10)
+	text := s.ok("", "queue", "job", id)
+	for _, want := range []string{"available", "report", "0/25", "1m30s", `{"n":1} (json)`} {
+		require.Contains(t, text, want)
+	}
+	var j struct {
+		State   string          `json:"state"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "job", id, "-o", "json", "--encoding", "base64")), &j))
+	require.Equal(t, "available", j.State)
+	require.Equal(t, `"eyJuIjoxfQ=="`, string(j.Payload))
+	require.Contains(t, s.fail("", "queue", "job", "999999"), "unknown job")
+	require.Contains(t, s.fail("", "queue", "job", "x"), "positive integer")
 }

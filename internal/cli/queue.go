@@ -27,8 +27,72 @@ out of attempts, go to the dead-letter state with their error history.
 Queues are created by their first enqueue, or with queue create.`,
 	}
 	cmd.AddCommand(newQueueCreate(g), newQueueConfig(g), newQueueList(g), newQueueDelete(g),
-		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g), newQueueRetry(g),
+		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g), newQueueRetry(g), newQueueJob(g),
 		newQueuePause(g, true), newQueuePause(g, false))
+	return cmd
+}
+
+func newQueueJob(g *globals) *cobra.Command {
+	var encoding string
+	cmd := &cobra.Command{
+		Use:   "job JOB_ID",
+		Short: "Show one job, live or archived: state, attempts, errors, timeout, payload",
+		Example: `  pgmsg queue job 42
+  pgmsg queue job 42 -o json --encoding base64`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			switch encoding {
+			case wire.EncodingAuto, wire.EncodingJSON, wire.EncodingText, wire.EncodingBase64:
+			default:
+				return fmt.Errorf("invalid --encoding %q: use auto, json, text or base64", encoding)
+			}
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id < 1 {
+				return fmt.Errorf("job id must be a positive integer, got %q", args[0])
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			j, err := c.GetJob(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			jj := wire.EncodeJob(j, encoding)
+			if js {
+				return g.printJSON(jj)
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
+			row("id", strconv.FormatInt(j.ID, 10))
+			row("queue", j.Queue)
+			row("state", string(j.State))
+			row("kind", dash(j.Kind))
+			row("priority", strconv.Itoa(j.Priority))
+			row("attempts", fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts))
+			row("enqueued", fmtTime(&j.EnqueuedAt))
+			row("run at", fmtTime(j.RunAt))
+			row("finished", fmtTime(j.FinishedAt))
+			timeout := "-"
+			if j.Timeout > 0 {
+				timeout = j.Timeout.String()
+			}
+			row("timeout", timeout)
+			row("worker", dash(j.Worker))
+			row("unique key", dash(j.UniqueKey))
+			row("payload", string(jj.Payload)+" ("+jj.PayloadEncoding+")")
+			for _, e := range j.Errors {
+				row(fmt.Sprintf("error, attempt %d", e.Attempt), fmtTime(&e.At)+" "+e.Error)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&encoding, "encoding", wire.EncodingAuto, "payload format: auto, json, text or base64")
 	return cmd
 }
 

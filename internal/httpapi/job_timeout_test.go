@@ -1,11 +1,15 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
 )
 
 // A queue's job_timeout and a job's own timeout over HTTP: set on create,
@@ -65,4 +69,43 @@ func TestDeadRetentionHTTP(t *testing.T) {
 	require.Zero(t, *qs.DeadRetention)
 	r = tb.do(t, http.MethodPatch, "/v1/queues/dq", tb.admin, map[string]any{"dead_retention": "-1h"})
 	require.Equal(t, http.StatusBadRequest, r.status, string(r.body))
+}
+
+// GET /v1/jobs/{id}: a live job and an archived one, with their payloads
+// in the encoding asked for; unknown and bad ids; admin only.
+func TestGetJobHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	res, err := tb.client.Enqueue(tb.ctx, "gq", pgmsg.EnqueueParams{Payload: []byte(`{"n":1}`), Kind: "k", Timeout: time.Minute}, nil)
+	require.NoError(t, err)
+	var j struct {
+		ID              int64           `json:"id"`
+		State           string          `json:"state"`
+		Kind            string          `json:"kind"`
+		Payload         json.RawMessage `json:"payload"`
+		PayloadEncoding string          `json:"payload_encoding"`
+		Timeout         string          `json:"timeout"`
+	}
+	r := tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", res.ID), tb.admin, nil)
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	r.json(t, &j)
+	require.Equal(t, res.ID, j.ID)
+	require.Equal(t, "available", j.State)
+	require.Equal(t, "k", j.Kind)
+	require.JSONEq(t, `{"n":1}`, string(j.Payload))
+	require.Equal(t, "1m0s", j.Timeout)
+	tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d?encoding=base64", res.ID), tb.admin, nil).json(t, &j)
+	require.Equal(t, "base64", j.PayloadEncoding)
+
+	jobs, err := tb.client.ClaimJobs(tb.ctx, "gq", nil)
+	require.NoError(t, err)
+	require.NoError(t, tb.client.Complete(tb.ctx, jobs[0]))
+	tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", res.ID), tb.admin, nil).json(t, &j)
+	require.Equal(t, "completed", j.State)
+
+	require.Equal(t, "unknown_job", tb.do(t, http.MethodGet, "/v1/jobs/999999", tb.admin, nil).errorCode(t))
+	require.Equal(t, http.StatusBadRequest, tb.do(t, http.MethodGet, "/v1/jobs/abc", tb.admin, nil).status)
+	require.Equal(t, http.StatusBadRequest, tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d?encoding=hex", res.ID), tb.admin, nil).status)
+	claimer := tb.token(t, "claimer", "claim:gq")
+	require.Equal(t, http.StatusForbidden, tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", res.ID), claimer, nil).status)
 }

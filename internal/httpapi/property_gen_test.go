@@ -588,6 +588,13 @@ var propRoutes = map[string]propRoute{
 	"POST /v1/queues/{queue}/dead/requeue": {body: func(g *propGen) any { return deadBody(g, false) }, destructive: true},
 	"POST /v1/queues/{queue}/dead/purge":   {body: func(g *propGen) any { return deadBody(g, true) }, destructive: true},
 	"POST /v1/jobs/{id}/retry":             {destructive: true}, // the path's id is chosen by the harness
+	"GET /v1/jobs/{id}": {
+		query: func(g *propGen) qparams {
+			var q qparams
+			g.opt(&q, "encoding", func() string { return g.qstr("auto", "json", "text", "base64") })
+			return q
+		},
+	},
 	"POST /v1/queues/{queue}/pause":        {destructive: true},
 	"POST /v1/queues/{queue}/resume":       {destructive: true},
 

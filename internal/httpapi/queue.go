@@ -28,6 +28,7 @@ func (s *Server) queueRoutes() []Route {
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/dead/requeue", Scope: pgmsg.ScopeAdmin, handler: s.requeueDead},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/dead/purge", Scope: pgmsg.ScopeAdmin, handler: s.purgeDead},
 		{Method: http.MethodPost, Pattern: "/v1/jobs/{id}/retry", Scope: pgmsg.ScopeAdmin, handler: s.retryJob},
+		{Method: http.MethodGet, Pattern: "/v1/jobs/{id}", Scope: pgmsg.ScopeAdmin, handler: s.getJob},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/pause", Scope: pgmsg.ScopeAdmin, handler: s.pauseQueue},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/resume", Scope: pgmsg.ScopeAdmin, handler: s.resumeQueue},
 		// The seeds' paths.
@@ -369,15 +370,45 @@ func (s *Server) requeueDead(w http.ResponseWriter, r *http.Request) error {
 
 // retryJob makes a scheduled or retrying job claimable now.
 func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) error {
-	raw := r.PathValue("id")
-	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id < 1 {
-		return newAPIError(errInvalidParameter, "job id must be a positive integer, got %q", truncateParam(raw))
+	id, err := jobIDParam(r)
+	if err != nil {
+		return err
 	}
 	if err := s.client.RetryJob(r.Context(), id); err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "state": pgmsg.JobStateAvailable})
+}
+
+// jobIDParam is the path's job id.
+func jobIDParam(r *http.Request) (int64, error) {
+	raw := r.PathValue("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id < 1 {
+		return 0, newAPIError(errInvalidParameter, "job id must be a positive integer, got %q", truncateParam(raw))
+	}
+	return id, nil
+}
+
+// getJob answers one job, live or archived: its state, attempts, errors,
+// timeout and payload (in the encoding asked for).
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobIDParam(r)
+	if err != nil {
+		return err
+	}
+	enc := r.URL.Query().Get("encoding")
+	if enc == "" {
+		enc = wire.EncodingAuto
+	}
+	if err := validOutputEncoding(enc); err != nil {
+		return err
+	}
+	j, err := s.client.GetJob(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.EncodeJob(j, enc))
 }
 
 // pauseQueue stops a queue from handing out jobs (enqueues go on).
