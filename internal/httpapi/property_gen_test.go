@@ -595,8 +595,8 @@ var propRoutes = map[string]propRoute{
 			return q
 		},
 	},
-	"POST /v1/queues/{queue}/pause":        {destructive: true},
-	"POST /v1/queues/{queue}/resume":       {destructive: true},
+	"POST /v1/queues/{queue}/pause":  {destructive: true},
+	"POST /v1/queues/{queue}/resume": {destructive: true},
 
 	"GET /v1/topics": {},
 	"POST /v1/topics": {
