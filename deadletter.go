@@ -372,7 +372,15 @@ type DeadLettersOpts struct {
 	Limit int
 }
 
-func (o *DeadLettersOpts) resolve(topic string) (string, int, error) {
+// resolve checks topic, group and o, and returns the dead-letter topic and
+// the limit.
+func (o *DeadLettersOpts) resolve(topic, group string) (string, int, error) {
+	if err := ValidateName("topic", topic); err != nil {
+		return "", 0, err
+	}
+	if err := ValidateName("group", group); err != nil {
+		return "", 0, err
+	}
 	var opts DeadLettersOpts
 	if o != nil {
 		opts = *o
@@ -411,13 +419,7 @@ func deadLetterOf(r *Record, topic, group string) (*DeadLetter, bool) {
 // dead-letter topic does not exist has none; an unknown topic is
 // ErrUnknownTopic.
 func (c *Client) DeadLetters(ctx context.Context, topic, group string, opts *DeadLettersOpts) ([]*DeadLetter, error) {
-	if err := ValidateName("topic", topic); err != nil {
-		return nil, err
-	}
-	if err := ValidateName("group", group); err != nil {
-		return nil, err
-	}
-	dlq, limit, err := opts.resolve(topic)
+	dlq, limit, err := opts.resolve(topic, group)
 	if err != nil {
 		return nil, err
 	}
@@ -467,13 +469,7 @@ func (c *Client) DeadLetters(ctx context.Context, topic, group string, opts *Dea
 // transaction that publishes. It returns how many it replayed (at most
 // opts.Limit; call again for more).
 func (c *Client) ReplayDeadLetters(ctx context.Context, topic, group string, opts *DeadLettersOpts) (int, error) {
-	if err := ValidateName("topic", topic); err != nil {
-		return 0, err
-	}
-	if err := ValidateName("group", group); err != nil {
-		return 0, err
-	}
-	dlq, limit, err := opts.resolve(topic)
+	dlq, limit, err := opts.resolve(topic, group)
 	if err != nil {
 		return 0, err
 	}

@@ -401,14 +401,21 @@ func (c *Client) PruneArchive(ctx context.Context, queue string, opts *PruneArch
 	}
 	params := dbsqlc.ArchivePruneParams{Queue: jobOptText(queue), OlderThan: jobOptInterval(o.OlderThan),
 		MaxJobs: int32(min(o.BatchSize, 1<<30))}
+	return pruneBatches(ctx, params.MaxJobs, func() (int32, error) { return c.queries.ArchivePrune(ctx, c.db(c.pool), params) })
+}
+
+// pruneBatches runs step (one short transaction deleting at most batch
+// rows) until it deletes fewer than batch or ctx ends, and returns the
+// total.
+func pruneBatches(ctx context.Context, batch int32, step func() (int32, error)) (int64, error) {
 	var total int64
 	for {
-		n, err := c.queries.ArchivePrune(ctx, c.db(c.pool), params)
+		n, err := step()
 		if err != nil {
 			return total, mapError(err)
 		}
 		total += int64(n)
-		if int(n) < o.BatchSize {
+		if n < batch {
 			return total, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -424,20 +431,7 @@ func (c *Client) PruneArchive(ctx context.Context, queue string, opts *PruneArch
 // DeadRetention keep their dead jobs. It returns how many it deleted.
 func (c *Client) PruneDeadJobs(ctx context.Context, queue string) (int64, error) {
 	params := dbsqlc.DeadPruneParams{Queue: jobOptText(queue), MaxJobs: ArchivePruneBatchDefault}
-	var total int64
-	for {
-		n, err := c.queries.DeadPrune(ctx, c.db(c.pool), params)
-		if err != nil {
-			return total, mapError(err)
-		}
-		total += int64(n)
-		if n < params.MaxJobs {
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-	}
+	return pruneBatches(ctx, params.MaxJobs, func() (int32, error) { return c.queries.DeadPrune(ctx, c.db(c.pool), params) })
 }
 
 // RescueJobs makes jobs of queue (every queue when "") whose lease expired

@@ -57,10 +57,8 @@ Values print as JSON when they are JSON, else as text, else base64 (then
 			if max < 0 {
 				return fmt.Errorf("--max must not be negative, got %d", max)
 			}
-			switch encoding {
-			case wire.EncodingAuto, wire.EncodingJSON, wire.EncodingText, wire.EncodingBase64:
-			default:
-				return fmt.Errorf("invalid --encoding %q: use auto, json, text or base64", encoding)
+			if err := checkEncoding(encoding); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			var ride *outage
@@ -193,4 +191,13 @@ func toConsole(r *pgmsg.Record, encoding string) consoleRecord {
 		out.ValueEncoding = j.ValueEncoding
 	}
 	return out
+}
+
+// checkEncoding refuses an --encoding the wire package cannot render.
+func checkEncoding(encoding string) error {
+	switch encoding {
+	case wire.EncodingAuto, wire.EncodingJSON, wire.EncodingText, wire.EncodingBase64:
+		return nil
+	}
+	return fmt.Errorf("invalid --encoding %q: use auto, json, text or base64", encoding)
 }

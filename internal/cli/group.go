@@ -156,10 +156,8 @@ once, for that group only (other groups' consumers commit past them).`,
 			if err != nil {
 				return err
 			}
-			switch encoding {
-			case wire.EncodingAuto, wire.EncodingJSON, wire.EncodingText, wire.EncodingBase64:
-			default:
-				return fmt.Errorf("invalid --encoding %q: use auto, json, text or base64", encoding)
+			if err := checkEncoding(encoding); err != nil {
+				return err
 			}
 			c, done, err := g.client(cmd.Context())
 			if err != nil {

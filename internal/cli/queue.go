@@ -45,10 +45,8 @@ func newQueueJob(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			switch encoding {
-			case wire.EncodingAuto, wire.EncodingJSON, wire.EncodingText, wire.EncodingBase64:
-			default:
-				return fmt.Errorf("invalid --encoding %q: use auto, json, text or base64", encoding)
+			if err := checkEncoding(encoding); err != nil {
+				return err
 			}
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil || id < 1 {
