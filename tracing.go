@@ -2,6 +2,7 @@ package pgmsg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -28,7 +29,8 @@ import (
 //     which claim it committed. Commits, partial commits and releases on
 //     their own, and a commit that rode on a claim that found nothing,
 //     make "commit TOPIC" / "release TOPIC" spans (operation type
-//     "settle"). Claims that find nothing make none: idle consumers poll.
+//     "settle"). Claims that find nothing make none: idle consumers poll;
+//     nor do claims cut short by the caller's context (shutdown).
 //
 // Attribute names follow OpenTelemetry's messaging conventions
 // (messaging.system "pgmsg").
@@ -151,8 +153,8 @@ func (c *Client) startProcessSpan(ctx context.Context, cl *Claim) (context.Conte
 // the commit of an earlier claim, nothing for an empty poll.
 func (c *Client) traceClaim(ctx context.Context, start time.Time, topic, group string, commit, cl *Claim, err error) {
 	t := c.tracer()
-	if t == nil || (err == nil && cl == nil && commit == nil) {
-		return
+	if t == nil || (err == nil && cl == nil && commit == nil) || errors.Is(err, context.Canceled) {
+		return // nothing happened, or the caller went away (shutdown)
 	}
 	attrs := []attribute.KeyValue{
 		attribute.String("messaging.system", "pgmsg"),

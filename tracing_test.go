@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -106,8 +107,10 @@ func TestTracing(t *testing.T) {
 			require.Equal(t, trace.SpanKindClient, s.SpanKind())
 			require.Equal(t, "receive", attrs["messaging.operation.type"])
 			require.Equal(t, "g", attrs["messaging.consumer.group.name"])
-			require.NotEmpty(t, attrs["messaging.batch.message_count"], "a receive span carries records")
-			received++
+			if s.Status().Code != codes.Error {
+				require.NotEmpty(t, attrs["messaging.batch.message_count"], "a receive span without an error carries records")
+				received++
+			}
 		case "commit traced":
 			require.Equal(t, "settle", attrs["messaging.operation.type"])
 			settled++
