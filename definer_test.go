@@ -143,34 +143,42 @@ func TestSegmentFunctionsCheckArguments(t *testing.T) {
 		require.Equal(t, code, sqlState(err), "%s: %v", q, err)
 		require.Equal(t, before, segmentState(t, b), "%s changed the segments", q)
 	}
-	// Partition 0: segments [0, 16), segment_end 16, next_offset 0.
+	// Partition 0: segments [0, 16), [16, 32), [32, 48) (created with the
+	// topic), segment_end 48, next_offset 0.
 	refused("PM001", `SELECT %s._segment_lock(%d)`, id+1000)
 	refused("PM001", `SELECT %s._segment_lock(NULL)`)
-	refused("PM001", `SELECT %s._segment_create(%d, 0, 16, 32)`, id+1000)
+	refused("PM001", `SELECT %s._segment_create(%d, 0, 48, 64)`, id+1000)
 	refused("PM005", `SELECT %s._segment_create(%d, 2, 0, 16)`, id)
-	refused("PM005", `SELECT %s._segment_create(%d, NULL, 16, 32)`, id)
-	refused("PM004", `SELECT %s._segment_create(%d, 0, 0, 16)`, id)       // exists
+	refused("PM005", `SELECT %s._segment_create(%d, NULL, 48, 64)`, id)
+	refused("PM004", `SELECT %s._segment_create(%d, 0, 16, 32)`, id)      // exists
 	refused("PM004", `SELECT %s._segment_create(%d, 0, 1000, 1016)`, id)  // not the next one
-	refused("PM004", `SELECT %s._segment_create(%d, 0, 16, 1000016)`, id) // not the topic's size
+	refused("PM004", `SELECT %s._segment_create(%d, 0, 48, 1000048)`, id) // not the topic's size
 	refused("PM004", `SELECT %s._segment_create(%d, 0, NULL, NULL)`, id)  // no range
-	refused("PM001", `SELECT %s._segment_ensure(%d, 0, 16, 16, 0)`, id+1000)
-	refused("PM005", `SELECT %s._segment_ensure(%d, -1, 16, 16, 0)`, id)
-	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 16, 16, 1000)`, id) // past next_offset
-	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 16, 16, NULL)`, id)
-	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 0, 16, 0)`, id)    // not segment_end
+	refused("PM004", `SELECT %s._segment_create(%d, 0, 48, 64)`, id)      // three segments ahead already
+	refused("PM001", `SELECT %s._segment_ensure(%d, 0, 48, 16, 0)`, id+1000)
+	refused("PM005", `SELECT %s._segment_ensure(%d, -1, 48, 16, 0)`, id)
+	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 48, 16, 1000)`, id) // past next_offset
+	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 48, 16, NULL)`, id)
+	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 16, 16, 0)`, id)   // not segment_end
 	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 1000, 16, 0)`, id) // not segment_end
 
 	// What a publish would do is allowed: the lock, the next segment while
-	// the headroom (next_offset + 2 segments = 32) is not there, an ensure
-	// that finds it there. Past the headroom, the next segment is refused.
+	// next_offset + 3 segments is not covered, an ensure that finds the two
+	// segments of headroom there. Past that, the next segment is refused.
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, fmt.Sprintf(`SELECT sum(record_count)::int FROM %s.publish('t',
+  ARRAY(SELECT convert_to(i::text, 'UTF8') FROM generate_series(1, 20) i), p_partition => 0, p_notify => false)`, s)).Scan(&n))
+	require.Equal(t, 20, n)
 	_, err = pool.Exec(ctx, fmt.Sprintf(`SELECT %s._segment_lock(%d)`, s, id))
 	require.NoError(t, err)
-	_, err = pool.Exec(ctx, fmt.Sprintf(`SELECT %s._segment_create(%d, 0, 16, 32)`, s, id))
+	_, err = pool.Exec(ctx, fmt.Sprintf(`SELECT %s._segment_create(%d, 0, 48, 64)`, s, id))
 	require.NoError(t, err)
 	var end int64
-	require.NoError(t, pool.QueryRow(ctx, fmt.Sprintf(`SELECT %s._segment_ensure(%d, 0, 32, 16, 0)`, s, id)).Scan(&end))
-	require.Equal(t, int64(32), end)
-	refused("PM004", `SELECT %s._segment_create(%d, 0, 32, 48)`, id)
+	require.NoError(t, pool.QueryRow(ctx, fmt.Sprintf(`SELECT %s._segment_ensure(%d, 0, 64, 16, 20)`, s, id)).Scan(&end))
+	require.Equal(t, int64(64), end)
+	_, err = pool.Exec(ctx, fmt.Sprintf(`SELECT %s._segment_create(%d, 0, 64, 80)`, s, id))
+	require.NoError(t, err)
+	refused("PM004", `SELECT %s._segment_create(%d, 0, 80, 96)`, id)
 
 	// Publishing as the application role: one record at a time (segments
 	// created ahead by segment_ensure in the background), then a batch of
@@ -182,7 +190,6 @@ func TestSegmentFunctionsCheckArguments(t *testing.T) {
 	for i := range 40 {
 		require.NoError(t, app.Publish(ctx, []*pgmsg.Record{{Topic: "t", Key: []byte{byte(i)}, Value: []byte{byte(i)}}}, nil), "publish %d", i)
 	}
-	var n int
 	require.NoError(t, pool.QueryRow(ctx, fmt.Sprintf(`SELECT sum(record_count)::int FROM %s.publish('t',
   ARRAY(SELECT convert_to(i::text, 'UTF8') FROM generate_series(1, 100) i), p_partition => 1, p_notify => false)`, s)).Scan(&n))
 	require.Equal(t, 100, n)
@@ -212,16 +219,16 @@ SELECT tp.partition, tp.next_offset, tp.segment_end,
 		total += int(next)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, 140, total)
+	require.Equal(t, 160, total)
 
 	// All of it reads back as the application role.
 	got := 0
-	for got < 140 {
+	for got < 160 {
 		cl, err := app.Claim(ctx, "t", "g", &pgmsg.ClaimOpts{MaxRecords: 100})
 		require.NoError(t, err)
 		require.NotNil(t, cl, "claim after %d records", got)
 		got += len(cl.Records)
 		require.NoError(t, app.Commit(ctx, cl))
 	}
-	require.Equal(t, 140, got)
+	require.Equal(t, 160, got)
 }

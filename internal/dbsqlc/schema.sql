@@ -651,11 +651,18 @@ CREATE OR REPLACE FUNCTION "pgmsg"._partitions_add(t "pgmsg".topic, p_from integ
 AS $function$
 DECLARE
     p integer;
+    i integer;
 BEGIN
     FOR p IN p_from .. p_to - 1 LOOP
         INSERT INTO "pgmsg".topic_partition (topic_id, partition) VALUES (t.topic_id, p);
-        PERFORM "pgmsg"._segment_create(t.topic_id, p, 0, t.segment_records);
-        UPDATE "pgmsg".topic_partition SET segment_end = t.segment_records
+        -- The first segment and the two of headroom that publishers keep
+        -- (_segment_ensure): created later, by the first publishes, they
+        -- made a new topic's first seconds slow (every ATTACH invalidates
+        -- the plans of every statement on the record table).
+        FOR i IN 0 .. 2 LOOP
+            PERFORM "pgmsg"._segment_create(t.topic_id, p, i * t.segment_records, (i + 1) * t.segment_records);
+        END LOOP;
+        UPDATE "pgmsg".topic_partition SET segment_end = 3 * t.segment_records
         WHERE topic_id = t.topic_id AND partition = p;
         -- Existing groups get a cursor at the start of the new partition, so
         -- they read it from its first record (as Kafka consumers do).
@@ -731,7 +738,8 @@ END $function$;
 -- partition. CREATE + ATTACH takes SHARE UPDATE EXCLUSIVE on the topic's
 -- table (CREATE ... PARTITION OF would take ACCESS EXCLUSIVE and block every
 -- reader and writer of the topic). Identifiers are built from integers only
--- and still go through %I.
+-- and still go through %I. A new partition gets three: the one it writes
+-- to and the two of headroom that publishers keep (_segment_ensure).
 CREATE OR REPLACE FUNCTION "pgmsg"._segment_create(p_topic_id integer, p_partition integer, p_lo bigint, p_hi bigint)
  RETURNS void
  LANGUAGE plpgsql
@@ -759,7 +767,7 @@ BEGIN
                                                   coalesce(p_lo::text, 'NULL'), coalesce(p_hi::text, 'NULL'),
                                                   tp.segment_end, tp.segment_end + seg));
     END IF;
-    IF tp.segment_end >= tp.next_offset + 2 * seg THEN
+    IF tp.segment_end >= tp.next_offset + 3 * seg THEN
         PERFORM "pgmsg"._raise('PM004', format('partition %s already has segments up to %s (next offset %s)',
                                                   p_partition, tp.segment_end, tp.next_offset));
     END IF;
