@@ -1,8 +1,10 @@
 package pgmsg
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -33,7 +35,9 @@ import (
 // once when it claims (the UPDATE finds the locked row by its ctid): with
 // a long snapshot held, each read walks every version the row has had
 // since, which made the claim 10 times slower when it read it three times.
-const claimDirectSQL = `WITH n AS (SELECT clock_timestamp() AS ts),
+const claimDirectSQL = claimDirectCTE + claimDirectHead
+
+const claimDirectCTE = `WITH n AS (SELECT clock_timestamp() AS ts),
 cur AS (
     SELECT c.ctid AS tid, c.topic_id, c.next_offset, c.claim_epoch, tp.next_offset AS tip
       FROM pgmsg.topic tt
@@ -53,7 +57,9 @@ cur AS (
       FROM cur, n
      WHERE c.ctid = cur.tid
     RETURNING c.topic_id, c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end
-)
+)`
+
+const claimDirectHead = `
 SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
             ELSE (SELECT c.owner = $4::text AND c.next_owner IS NULL
                     FROM pgmsg.topic tt JOIN pgmsg.group_cursor c ON c.topic_id = tt.topic_id
@@ -70,7 +76,9 @@ SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
 // and claims the partition's next records in the same row version: it
 // returns no row when that claim is no longer held (claim_range() then
 // raises the error commit() would). The commit is synchronous.
-const claimCommitDirectSQL = `WITH n AS (SELECT clock_timestamp() AS ts),
+const claimCommitDirectSQL = claimCommitDirectCTE + claimCommitDirectHead
+
+const claimCommitDirectCTE = `WITH n AS (SELECT clock_timestamp() AS ts),
 cur AS (
     SELECT c.ctid AS tid, c.topic_id, c.claim_end + 1 AS done_to, c.claim_epoch, tp.next_offset AS tip,
            (c.owner = $4::text AND c.next_owner IS NULL) AS owned
@@ -95,7 +103,9 @@ cur AS (
       FROM p, n
      WHERE c.ctid = p.tid
     RETURNING p.owned, p.claiming, c.topic_id, c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end
-)
+)`
+
+const claimCommitDirectHead = `
 SELECT upd.owned, CASE WHEN upd.claiming THEN upd.claim_epoch END, upd.claim_expires_at, upd.claim_start,
        upd.claim_end, upd.topic_id,
        (SELECT s.relname FROM pgmsg.segment s
@@ -105,13 +115,41 @@ SELECT upd.owned, CASE WHEN upd.claiming THEN upd.claim_epoch END, upd.claim_exp
        NULL::text
   FROM upd`
 
+// claimFetchSQL is a direct claim statement (its CTEs and its head row,
+// as above) that also returns the claimed records, read from the segment
+// table relname in the same statement: one round trip per claim cycle
+// instead of two (issue 12). The head row comes first with the record
+// columns NULL, then one row per record with the head's columns NULL.
+// relname is the table that held the partition's previous claim: when
+// the head names another segment (the range moved on to the next one, or
+// spans two), the records read are not the claim's and the caller reads
+// them with readRange. The statement names a plain table, so it runs from
+// a cached generic plan.
+func claimFetchSQL(cte, head, relname string) string {
+	return cte + `, h AS (` + head + `)
+SELECT h.*, NULL::bigint, NULL::timestamptz, NULL::bytea, NULL::bytea, NULL::jsonb FROM h
+UNION ALL
+SELECT NULL::boolean, NULL::bigint, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::integer, NULL::text, NULL::text,
+       r."offset", r."timestamp", r.key, r.value, r.headers
+  FROM upd JOIN pgmsg.` + pgx.Identifier{relname}.Sanitize() + ` r
+    ON r.topic_id = upd.topic_id AND r.partition = $3::integer AND r."offset" BETWEEN upd.claim_start AND upd.claim_end`
+}
+
+// claimFetchColumns is how many columns of claimFetchSQL's rows are the
+// head's; the record's five follow.
+const claimFetchColumns = 8
+
 // claimDirectResult is what claimDirect learned: row is the claim (nil
 // when nothing was claimed); fallback means claim_range() must answer
-// (and committed whether the commit was done meanwhile).
+// (and committed whether the commit was done meanwhile). fetched: records
+// are the claim's records (claimFetchSQL read them from the right table;
+// not nil, empty when compaction removed them all).
 type claimDirectResult struct {
 	row       *dbsqlc.GroupClaimRangeRow
 	fallback  bool
 	committed bool
+	fetched   bool
+	records   []*Record
 }
 
 // canClaimDirect reports whether params are the case the direct statements
@@ -125,7 +163,10 @@ func canClaimDirect(params *dbsqlc.GroupClaimRangeParams) bool {
 		params.Lease.Microseconds > 0 && params.Lease.Microseconds <= durationMax.Microseconds()
 }
 
-func (c *Client) claimDirect(ctx context.Context, exec DBTX, params *dbsqlc.GroupClaimRangeParams) (claimDirectResult, error) {
+// claimDirect runs the direct claim statement params describe. With fetch
+// (a segment table's name) it reads the claimed records from that table in
+// the same statement (claimFetchSQL).
+func (c *Client) claimDirect(ctx context.Context, exec DBTX, params *dbsqlc.GroupClaimRangeParams, fetch string) (claimDirectResult, error) {
 	var (
 		owned   pgtype.Bool
 		epoch   pgtype.Int8
@@ -137,21 +178,54 @@ func (c *Client) claimDirect(ctx context.Context, exec DBTX, params *dbsqlc.Grou
 		ignored pgtype.Text
 	)
 	args := []any{params.Topic, params.GroupName, params.Partition.Int32, params.Member.String, params.MaxRecords, params.Lease}
-	sql := claimDirectSQL
+	cte, head := claimDirectCTE, claimDirectHead
 	if params.CommitEpoch.Valid {
-		sql = claimCommitDirectSQL
+		cte, head = claimCommitDirectCTE, claimCommitDirectHead
 		args = append(args, params.CommitEpoch.Int64)
 	} else {
 		args = append(args, params.Async)
 	}
-	err := c.db(exec).QueryRow(ctx, sql, args...).Scan(&owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// No cursor row (claim_range creates the group, or says why), or
-		// the claim to commit is no longer held (it raises the error).
-		return claimDirectResult{fallback: true}, nil
+	var (
+		err     error
+		headRow bool
+		recs    *recordDecoder
+	)
+	if fetch == "" {
+		err = c.db(exec).QueryRow(ctx, cte+head, args...).Scan(&owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored)
+		headRow = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
+	} else {
+		var rows pgx.Rows
+		rows, err = c.db(exec).Query(ctx, claimFetchSQL(cte, head, fetch), args...)
+		if err == nil {
+			for rows.Next() && err == nil {
+				if v := rows.RawValues(); len(v) > claimFetchColumns && v[claimFetchColumns] != nil {
+					if recs == nil {
+						recs = newRecordDecoder(rows.FieldDescriptions(), claimFetchColumns, params.Topic,
+							params.Partition.Int32, int(params.MaxRecords))
+					}
+					err = recs.add(rows)
+					continue
+				}
+				headRow = true
+				err = rows.Scan(&owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored,
+					nil, nil, nil, nil, nil)
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
 	}
 	if err != nil {
 		return claimDirectResult{}, err
+	}
+	if !headRow {
+		// No cursor row (claim_range creates the group, or says why), or
+		// the claim to commit is no longer held (it raises the error).
+		return claimDirectResult{fallback: true}, nil
 	}
 	committed := params.CommitEpoch.Valid
 	if !epoch.Valid {
@@ -159,8 +233,20 @@ func (c *Client) claimDirect(ctx context.Context, exec DBTX, params *dbsqlc.Grou
 		// (claim_range then raises ErrNotAssigned or ErrNotMember).
 		return claimDirectResult{fallback: !owned.Valid || !owned.Bool, committed: committed}, nil
 	}
-	return claimDirectResult{committed: committed, row: &dbsqlc.GroupClaimRangeRow{
+	res := claimDirectResult{committed: committed, row: &dbsqlc.GroupClaimRangeRow{
 		Partition: params.Partition.Int32, ClaimEpoch: epoch.Int64, ClaimExpiresAt: expires,
 		FirstOffset: first.Int64, LastOffset: last.Int64, TopicID: topicID.Int32, Relname: relname.String,
-	}}, nil
+	}}
+	if fetch != "" && relname.Valid && relname.String == fetch {
+		res.fetched, res.records = true, []*Record{}
+		if recs != nil {
+			res.records = recs.recs
+		}
+		if !slices.IsSortedFunc(res.records, func(a, b *Record) int { return cmp.Compare(a.Offset, b.Offset) }) {
+			// The statement has no ORDER BY (a sort of up to a claim of
+			// records for a plan that reads them in order anyway).
+			slices.SortFunc(res.records, func(a, b *Record) int { return cmp.Compare(a.Offset, b.Offset) })
+		}
+	}
+	return res, nil
 }

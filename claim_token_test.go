@@ -84,7 +84,7 @@ func TestClaimEpochsUnguessable(t *testing.T) {
 		}
 		p := params(commit)
 		require.True(t, canClaimDirect(p))
-		res, err := c.claimDirect(ctx, c.pool, p)
+		res, err := c.claimDirect(ctx, c.pool, p, "")
 		require.NoError(t, err)
 		require.NotNil(t, res.row, "claim %d", i)
 		check("direct claim", prev, before, res.row.ClaimEpoch)

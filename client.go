@@ -121,6 +121,11 @@ type Client struct {
 	sendDone    chan struct{}
 
 	jobClaims sync.Map // queue name -> *jobClaimState
+
+	// claimSegments: the segment table that held each partition's last
+	// direct claim (topicPartition -> relname), which the next claim reads
+	// its records from in the same statement (claimRow).
+	claimSegments sync.Map
 }
 
 type topicMeta struct {

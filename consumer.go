@@ -141,14 +141,16 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 		params.CommitEpoch = pgtype.Int8{Int64: commit.Epoch, Valid: true}
 	}
 	for {
-		row, err := c.claimRow(ctx, exec, &params)
+		row, recs, err := c.claimRow(ctx, exec, &params)
 		if err != nil || row == nil {
 			return nil, err
 		}
 		cl := &Claim{Topic: topic, Group: group, Partition: row.Partition, Epoch: row.ClaimEpoch,
-			ExpiresAt: row.ClaimExpiresAt.Time}
-		if cl.Records, err = c.readRange(ctx, exec, topic, row); err != nil {
-			return nil, err
+			ExpiresAt: row.ClaimExpiresAt.Time, Records: recs}
+		if recs == nil {
+			if cl.Records, err = c.readRange(ctx, exec, topic, row); err != nil {
+				return nil, err
+			}
 		}
 		if len(cl.Records) > 0 {
 			return cl, nil
@@ -164,18 +166,41 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 // name first), with a direct statement when it covers the case, else with
 // claim_range(). A commit that fails because the claim was lost is
 // dropped and the claim made without it. It clears the commit from params
-// once done; nil, nil means nothing to claim.
-func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupClaimRangeParams) (*dbsqlc.GroupClaimRangeRow, error) {
+// once done; nil, nil, nil means nothing to claim. recs are the claim's
+// records when the statement read them too (non-nil, maybe empty), else
+// nil: the caller reads them with readRange.
+func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupClaimRangeParams) (*dbsqlc.GroupClaimRangeRow, []*Record, error) {
 	if canClaimDirect(params) {
-		res, err := c.claimDirect(ctx, exec, params)
+		key := topicPartition{params.Topic, params.Partition.Int32}
+		// Read the records in the same statement from the segment that
+		// held the partition's last claim, outside a caller's transaction
+		// only: retention may have dropped that table since, and the
+		// error would abort the transaction.
+		var fetch string
+		if _, inTx := exec.(pgx.Tx); !inTx {
+			if v, ok := c.claimSegments.Load(key); ok {
+				fetch = v.(string)
+			}
+		}
+		res, err := c.claimDirect(ctx, exec, params, fetch)
+		var pgErr *pgconn.PgError
+		if fetch != "" && errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+			// The segment was dropped: nothing was done; claim again
+			// without reading records.
+			c.claimSegments.Delete(key)
+			res, err = c.claimDirect(ctx, exec, params, "")
+		}
 		if err != nil {
-			return nil, mapError(err)
+			return nil, nil, mapError(err)
 		}
 		if res.committed {
 			params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
 		}
+		if res.row != nil && res.row.Relname != "" && res.row.Relname != fetch {
+			c.claimSegments.Store(key, res.row.Relname)
+		}
 		if !res.fallback {
-			return res.row, nil
+			return res.row, res.records, nil
 		}
 	}
 	for {
@@ -186,13 +211,13 @@ func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupCl
 				params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
 				continue
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
 		if len(rows) == 0 {
-			return nil, nil
+			return nil, nil, nil
 		}
-		return rows[0], nil
+		return rows[0], nil, nil
 	}
 }
 
@@ -237,74 +262,109 @@ const pgEpochUnixMicros = 946684800 * 1000000
 
 func scanRecords(rows pgx.Rows, topic string, partition int32, capHint int) ([]*Record, error) {
 	defer rows.Close()
+	d := newRecordDecoder(rows.FieldDescriptions(), 0, topic, partition, capHint)
+	for rows.Next() {
+		if err := d.add(rows); err != nil {
+			return nil, err
+		}
+	}
+	return d.recs, rows.Err()
+}
+
+// recordDecoder turns record rows (offset, timestamp, key, value,
+// headers, from column col on) into Records.
+type recordDecoder struct {
+	topic     string
+	partition int32
+	col       int
+	// raw: the columns came in binary format (as they do with prepared
+	// statements) and are decoded by hand; else with Scan.
+	raw, binaryHeaders bool
+	n                  int
+	recs               []*Record
+	block              []Record // one allocation for many Record structs
+	chunk              []byte
+	dest               []any // Scan's destinations when not raw
+}
+
+func newRecordDecoder(fds []pgconn.FieldDescription, col int, topic string, partition int32, capHint int) *recordDecoder {
 	n := min(capHint, 4096)
-	recs := make([]*Record, 0, n)
-	block := make([]Record, 0, n) // one allocation for the Record structs
+	d := &recordDecoder{topic: topic, partition: partition, col: col, n: n, recs: make([]*Record, 0, n)}
 	// Keys, values and headers are copied out of the driver's buffer into
 	// shared chunks (one allocation per 256 KiB, not one per field) when
 	// they arrive in binary format, as they do with prepared statements.
 	// (pgx asks for jsonb in text format: headers come as JSON text or,
 	// in binary, as version 1 and the JSON text.)
-	fds := rows.FieldDescriptions()
-	raw := len(fds) == 5
-	for _, fd := range fds[:min(len(fds), 4)] {
-		raw = raw && fd.Format == pgx.BinaryFormatCode
+	d.raw = len(fds) == col+5
+	for _, fd := range fds[col:min(len(fds), col+4)] {
+		d.raw = d.raw && fd.Format == pgx.BinaryFormatCode
 	}
-	binaryHeaders := raw && fds[4].Format == pgx.BinaryFormatCode
-	var chunk []byte
-	keep := func(b []byte) []byte {
-		if b == nil {
-			return nil // NULL
-		}
-		if len(b) == 0 {
-			return []byte{} // empty, not NULL (a slice of a nil chunk would be nil)
-		}
-		if cap(chunk)-len(chunk) < len(b) {
-			chunk = make([]byte, 0, max(len(b), 256<<10))
-		}
-		start := len(chunk)
-		chunk = append(chunk, b...)
-		return chunk[start:len(chunk):len(chunk)]
+	d.binaryHeaders = d.raw && fds[col+4].Format == pgx.BinaryFormatCode
+	if !d.raw {
+		d.dest = make([]any, len(fds))
 	}
-	for rows.Next() {
-		if len(block) == cap(block) {
-			block = make([]Record, 0, n)
+	return d
+}
+
+func (d *recordDecoder) keep(b []byte) []byte {
+	if b == nil {
+		return nil // NULL
+	}
+	if len(b) == 0 {
+		return []byte{} // empty, not NULL (a slice of a nil chunk would be nil)
+	}
+	if cap(d.chunk)-len(d.chunk) < len(b) {
+		d.chunk = make([]byte, 0, max(len(b), 256<<10))
+	}
+	start := len(d.chunk)
+	d.chunk = append(d.chunk, b...)
+	return d.chunk[start:len(d.chunk):len(d.chunk)]
+}
+
+// add decodes the current row of rows.
+func (d *recordDecoder) add(rows pgx.Rows) error {
+	if len(d.block) == cap(d.block) {
+		d.block = make([]Record, 0, d.n)
+	}
+	d.block = append(d.block, Record{Topic: d.topic, Partition: d.partition})
+	r := &d.block[len(d.block)-1]
+	var headers []byte
+	if d.raw {
+		// Decoded by hand (int8 and timestamptz in binary are 8 bytes,
+		// big-endian; the timestamp counts microseconds from 2000-01-01
+		// UTC): pgx's Scan was a tenth of the consumer's CPU.
+		v := rows.RawValues()[d.col:]
+		if len(v[0]) != 8 || len(v[1]) != 8 {
+			return fmt.Errorf("pgmsg: unexpected offset or timestamp in a record row")
 		}
-		block = append(block, Record{Topic: topic, Partition: partition})
-		r := &block[len(block)-1]
-		var headers []byte
-		if raw {
-			// Decoded by hand (int8 and timestamptz in binary are 8 bytes,
-			// big-endian; the timestamp counts microseconds from 2000-01-01
-			// UTC): pgx's Scan was a tenth of the consumer's CPU.
-			v := rows.RawValues()
-			if len(v[0]) != 8 || len(v[1]) != 8 {
-				return nil, fmt.Errorf("pgmsg: unexpected offset or timestamp in a record row")
+		r.Offset = int64(binary.BigEndian.Uint64(v[0]))
+		us := int64(binary.BigEndian.Uint64(v[1])) + pgEpochUnixMicros
+		r.Timestamp = time.Unix(us/1e6, (us%1e6)*1e3)
+		r.Key, r.Value = d.keep(v[2]), d.keep(v[3])
+		if h := v[4]; h != nil && d.binaryHeaders {
+			// Binary jsonb: version 1, then the JSON text.
+			if len(h) < 1 || h[0] != 1 {
+				return fmt.Errorf("pgmsg: unexpected binary jsonb version in headers of offset %d", r.Offset)
 			}
-			r.Offset = int64(binary.BigEndian.Uint64(v[0]))
-			us := int64(binary.BigEndian.Uint64(v[1])) + pgEpochUnixMicros
-			r.Timestamp = time.Unix(us/1e6, (us%1e6)*1e3)
-			r.Key, r.Value = keep(v[2]), keep(v[3])
-			if h := v[4]; h != nil && binaryHeaders {
-				// Binary jsonb: version 1, then the JSON text.
-				if len(h) < 1 || h[0] != 1 {
-					return nil, fmt.Errorf("pgmsg: unexpected binary jsonb version in headers of offset %d", r.Offset)
-				}
-				headers = h[1:]
-			} else {
-				headers = h
-			}
-		} else if err := rows.Scan(&r.Offset, &r.Timestamp, &r.Key, &r.Value, &headers); err != nil {
-			return nil, err
+			headers = h[1:]
+		} else {
+			headers = h
 		}
-		h, err := decodeHeaders(headers)
-		if err != nil {
-			return nil, err
+	} else {
+		clear(d.dest) // nil: skip the column
+		d.dest[d.col], d.dest[d.col+1], d.dest[d.col+2], d.dest[d.col+3], d.dest[d.col+4] =
+			&r.Offset, &r.Timestamp, &r.Key, &r.Value, &headers
+		if err := rows.Scan(d.dest...); err != nil {
+			return err
 		}
-		r.Headers = h
-		recs = append(recs, r)
 	}
-	return recs, rows.Err()
+	h, err := decodeHeaders(headers)
+	if err != nil {
+		return err
+	}
+	r.Headers = h
+	d.recs = append(d.recs, r)
+	return nil
 }
 
 // Commit advances the group's cursor past the claim and ends it. It fails
@@ -388,6 +448,10 @@ type ConsumerOpts struct {
 	// partitions are assigned automatically.
 	Partitions []int32
 	// HeartbeatInterval is how often the member heartbeats. Default 1s.
+	// While the group rebalances (this member joined, its assignment
+	// changed, or one of its partitions is being handed over) it heartbeats
+	// sooner, from a twentieth of the interval doubling back up to it, so
+	// that hand-overs complete in tens of milliseconds, not seconds.
 	HeartbeatInterval time.Duration
 	// SessionTimeout is how long the group waits for a heartbeat before it
 	// declares the member dead and moves its partitions (database clock).
@@ -612,7 +676,7 @@ func (cn *Consumer) start(ctx context.Context) error {
 		return nil
 	}
 	for _, t := range cn.topics {
-		if err := cn.heartbeat(ctx, t); err != nil {
+		if _, err := cn.heartbeat(ctx, t); err != nil {
 			return err
 		}
 	}
@@ -629,7 +693,10 @@ func (cn *Consumer) start(ctx context.Context) error {
 
 func (cn *Consumer) heartbeatLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(cn.opts.HeartbeatInterval)
+	// The member has just joined: the group is rebalancing.
+	fast := max(cn.opts.HeartbeatInterval/20, time.Millisecond)
+	delay := fast
+	t := time.NewTimer(delay)
 	defer t.Stop()
 	log := cn.client.config.Logger
 	var failingSince time.Time // the first failure of a run of failures
@@ -640,8 +707,10 @@ func (cn *Consumer) heartbeatLoop(ctx context.Context, stop <-chan struct{}, don
 		case <-t.C:
 		case <-cn.hbNow:
 		}
+		rebalancing := false
 		for _, topic := range cn.topics {
-			err := cn.heartbeat(ctx, topic)
+			moving, err := cn.heartbeat(ctx, topic)
+			rebalancing = rebalancing || moving
 			switch {
 			case err != nil && failingSince.IsZero():
 				// Once per run of failures (a database restart fails every
@@ -658,12 +727,22 @@ func (cn *Consumer) heartbeatLoop(ctx context.Context, stop <-chan struct{}, don
 				failingSince = time.Time{}
 			}
 		}
+		// A rebalance takes a few heartbeats: the old owner's, to learn a
+		// partition is being handed over and then to complete the hand-over
+		// once its claim has ended; the new owner's, to learn it owns it.
+		if rebalancing {
+			delay = fast
+		} else {
+			delay = min(2*delay, cn.opts.HeartbeatInterval)
+		}
+		t.Reset(delay)
 	}
 }
 
 // heartbeat keeps the membership for one topic alive, applies the
-// assignment it returns and runs the callbacks.
-func (cn *Consumer) heartbeat(ctx context.Context, topic string) error {
+// assignment it returns and runs the callbacks. rebalancing: the member
+// joined, its assignment changed, or a partition of it is being handed over.
+func (cn *Consumer) heartbeat(ctx context.Context, topic string) (rebalancing bool, err error) {
 	start := cn.opts.Claim.Start
 	if start == "" {
 		start = PositionEarliest
@@ -689,7 +768,7 @@ func (cn *Consumer) heartbeat(ctx context.Context, topic string) error {
 		if len(lost) > 0 && cn.opts.OnLost != nil {
 			cn.opts.OnLost(topic, lost)
 		}
-		return mapError(err)
+		return false, mapError(err)
 	}
 	cn.lastOK[topic] = time.Now()
 	var lost []int32
@@ -697,6 +776,7 @@ func (cn *Consumer) heartbeat(ctx context.Context, topic string) error {
 		lost = keys(prev)
 		prev = nil
 	}
+	rebalancing = row.Joined
 	cur := map[int32]bool{}
 	for i, p := range row.Partitions {
 		if !row.Revoking[i] {
@@ -731,7 +811,7 @@ func (cn *Consumer) heartbeat(ctx context.Context, topic string) error {
 	if len(assigned) > 0 && cn.opts.OnAssigned != nil {
 		cn.opts.OnAssigned(topic, assigned)
 	}
-	return nil
+	return rebalancing || len(lost) > 0 || len(assigned) > 0 || len(revoked) > 0, nil
 }
 
 func keys(m map[int32]bool) []int32 {
@@ -743,6 +823,25 @@ func keys(m map[int32]bool) []int32 {
 }
 
 func sortInt32(s []int32) { sort.Slice(s, func(i, j int) bool { return s[i] < s[j] }) }
+
+// claimEnded is called when a claim of this member has been committed or
+// released. If its partition is being handed over (no longer in the
+// member's assignment), a heartbeat now completes the hand-over instead of
+// one up to HeartbeatInterval later.
+func (cn *Consumer) claimEnded(cl *Claim) {
+	if cn.manual() {
+		return
+	}
+	cn.mu.Lock()
+	owned := cn.owned[cl.Topic][cl.Partition]
+	cn.mu.Unlock()
+	if !owned {
+		select {
+		case cn.hbNow <- struct{}{}:
+		default:
+		}
+	}
+}
 
 // Close leaves the group (its partitions move to the other members at
 // once) and stops heartbeats and notifications. Call it after Run returns.
@@ -793,6 +892,9 @@ func (cn *Consumer) waitFor(ctx context.Context, d time.Duration) error {
 // claim to commit: it rides on the first claim of its topic (one
 // transaction for both), or is committed on its own at the end.
 func (cn *Consumer) claimOnce(ctx context.Context, commit *Claim) (cl *Claim, err error) {
+	if commit != nil {
+		defer cn.claimEnded(commit)
+	}
 	defer func() {
 		if commit == nil {
 			return
@@ -1002,6 +1104,7 @@ func (cn *Consumer) runOnce(ctx context.Context, handler func(ctx context.Contex
 
 // release gives cl back (its records are delivered again at once).
 func (cn *Consumer) release(ctx context.Context, cl *Claim) error {
+	defer cn.claimEnded(cl)
 	if err := cn.client.Release(context.WithoutCancel(ctx), cl); err != nil && !isLostClaim(err) {
 		return err
 	}

@@ -2,6 +2,7 @@ package pgmsg
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func TestClaimDirect(t *testing.T) {
 
 	p := params(0, "m")
 	require.True(t, canClaimDirect(p))
-	res, err := c.claimDirect(ctx, c.pool, p)
+	res, err := c.claimDirect(ctx, c.pool, p, "")
 	require.NoError(t, err)
 	require.False(t, res.fallback)
 	require.NotNil(t, res.row)
@@ -59,7 +60,7 @@ func TestClaimDirect(t *testing.T) {
 	first := res.row
 
 	// The partition is claimed: nothing to claim, and nothing to explain.
-	res, err = c.claimDirect(ctx, c.pool, params(0, "m"))
+	res, err = c.claimDirect(ctx, c.pool, params(0, "m"), "")
 	require.NoError(t, err)
 	require.Nil(t, res.row)
 	require.False(t, res.fallback)
@@ -69,7 +70,7 @@ func TestClaimDirect(t *testing.T) {
 	p.CommitPartition = pgtype.Int4{Int32: 0, Valid: true}
 	p.CommitEpoch = pgtype.Int8{Int64: first.ClaimEpoch, Valid: true}
 	require.True(t, canClaimDirect(p))
-	res, err = c.claimDirect(ctx, c.pool, p)
+	res, err = c.claimDirect(ctx, c.pool, p, "")
 	require.NoError(t, err)
 	require.True(t, res.committed)
 	require.NotNil(t, res.row)
@@ -84,7 +85,7 @@ func TestClaimDirect(t *testing.T) {
 	// A commit of a claim no longer held: no row, claim_range must raise
 	// the error; nothing was written.
 	p.CommitEpoch = pgtype.Int8{Int64: first.ClaimEpoch, Valid: true}
-	res, err = c.claimDirect(ctx, c.pool, p)
+	res, err = c.claimDirect(ctx, c.pool, p, "")
 	require.NoError(t, err)
 	require.True(t, res.fallback)
 	require.False(t, res.committed)
@@ -93,7 +94,7 @@ func TestClaimDirect(t *testing.T) {
 
 	// Committing the last claim with nothing more to read commits only.
 	p.CommitEpoch = pgtype.Int8{Int64: second.ClaimEpoch, Valid: true}
-	res, err = c.claimDirect(ctx, c.pool, p)
+	res, err = c.claimDirect(ctx, c.pool, p, "")
 	require.NoError(t, err)
 	require.False(t, res.fallback)
 	require.True(t, res.committed)
@@ -105,12 +106,12 @@ func TestClaimDirect(t *testing.T) {
 	// Another member's partition, and a group with no cursor row: both go
 	// to claim_range, which says why (ErrNotMember, or creates the group).
 	require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Partition: 1, Value: []byte("x")}}, &PublishOpts{ManualPartition: true}))
-	res, err = c.claimDirect(ctx, c.pool, params(1, "stranger"))
+	res, err = c.claimDirect(ctx, c.pool, params(1, "stranger"), "")
 	require.NoError(t, err)
 	require.True(t, res.fallback)
 	p = params(1, "m")
 	p.GroupName = "other"
-	res, err = c.claimDirect(ctx, c.pool, p)
+	res, err = c.claimDirect(ctx, c.pool, p, "")
 	require.NoError(t, err)
 	require.True(t, res.fallback)
 
@@ -507,4 +508,159 @@ func TestJobClaimDirectSettings(t *testing.T) {
 	require.NoError(t, br.Close())
 	require.Equal(t, "offoffoff", inBatch)
 	require.Equal(t, before, settings())
+}
+
+// A direct claim that reads its records in the same statement
+// (claimFetchSQL) returns what readRange would, in order, with keys, empty
+// values and headers intact; records read from a table that is not the
+// claim's segment are dropped; a table dropped since (retention) makes
+// claimRow claim again without reading; the segment learnt is the next
+// claim's.
+func TestClaimFetch(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 2, SegmentRecords: 64})
+	require.NoError(t, err)
+	_, err = b.Pool.Exec(ctx, `SELECT * FROM `+pgx.Identifier{b.Schema}.Sanitize()+`.group_heartbeat('t', 'g', 'm')`)
+	require.NoError(t, err)
+	var batch []*Record
+	for i := 0; i < 100; i++ {
+		r := &Record{Topic: "t", Partition: 0, Value: []byte(fmt.Sprint(i))}
+		switch i % 3 {
+		case 0:
+			r.Key, r.Value = []byte{}, []byte{}
+		case 1:
+			r.Key, r.Headers = []byte("k"), map[string][]byte{"h": []byte(fmt.Sprint(i))}
+		}
+		batch = append(batch, r)
+	}
+	require.NoError(t, c.Publish(ctx, batch, &PublishOpts{ManualPartition: true}))
+	require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Partition: 1, Value: []byte("p1")}}, &PublishOpts{ManualPartition: true}))
+	params := func(max int32, commit int64) *dbsqlc.GroupClaimRangeParams {
+		p := &dbsqlc.GroupClaimRangeParams{Topic: "t", GroupName: "g", MaxRecords: max,
+			Lease:     pgtype.Interval{Microseconds: (30 * time.Second).Microseconds(), Valid: true},
+			Partition: pgtype.Int4{Int32: 0, Valid: true}, Member: pgtype.Text{String: "m", Valid: true},
+			RequireOwner: true, Async: true}
+		if commit != 0 {
+			p.CommitPartition = pgtype.Int4{Int32: 0, Valid: true}
+			p.CommitEpoch = pgtype.Int8{Int64: commit, Valid: true}
+		}
+		return p
+	}
+	check := func(recs []*Record, first, last int64) {
+		t.Helper()
+		require.Len(t, recs, int(last-first+1))
+		for i, r := range recs {
+			want := batch[first+int64(i)]
+			require.Equal(t, first+int64(i), r.Offset)
+			require.Equal(t, "t", r.Topic)
+			require.Equal(t, int32(0), r.Partition)
+			require.Equal(t, want.Key, r.Key, "offset %d", r.Offset)
+			require.Equal(t, want.Value, r.Value, "offset %d", r.Offset)
+			require.Equal(t, len(want.Headers), len(r.Headers), "offset %d", r.Offset)
+			for k, v := range want.Headers {
+				require.Equal(t, v, r.Headers[k])
+			}
+			require.False(t, r.Timestamp.IsZero())
+		}
+	}
+
+	// The first claim learns the segment.
+	res, err := c.claimDirect(ctx, c.pool, params(10, 0), "")
+	require.NoError(t, err)
+	require.NotNil(t, res.row)
+	require.False(t, res.fetched)
+	seg := res.row.Relname
+	require.NotEmpty(t, seg)
+
+	// Commit it and claim the next ten, reading them in the same statement.
+	res, err = c.claimDirect(ctx, c.pool, params(10, res.row.ClaimEpoch), seg)
+	require.NoError(t, err)
+	require.True(t, res.committed)
+	require.True(t, res.fetched)
+	require.Equal(t, int64(10), res.row.FirstOffset)
+	check(res.records, 10, 19)
+
+	// Read from another table (partition 1's segment): not the claim's
+	// records, dropped.
+	var other string
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT relname FROM `+pgx.Identifier{b.Schema, "segment"}.Sanitize()+
+		` WHERE partition = 1 ORDER BY start_offset LIMIT 1`).Scan(&other))
+	res, err = c.claimDirect(ctx, c.pool, params(10, res.row.ClaimEpoch), other)
+	require.NoError(t, err)
+	require.NotNil(t, res.row)
+	require.False(t, res.fetched)
+	require.Nil(t, res.records)
+	require.Equal(t, int64(20), res.row.FirstOffset)
+
+	// Through claimRow: a cached table that no longer exists is forgotten
+	// and the claim made without it; the claim's own segment is learnt.
+	key := topicPartition{"t", 0}
+	c.claimSegments.Store(key, "record_dropped_since")
+	row, recs, err := c.claimRow(ctx, c.pool, params(10, res.row.ClaimEpoch))
+	require.NoError(t, err)
+	require.Nil(t, recs)
+	require.Equal(t, int64(30), row.FirstOffset)
+	v, ok := c.claimSegments.Load(key)
+	require.True(t, ok)
+	require.Equal(t, seg, v)
+	row, recs, err = c.claimRow(ctx, c.pool, params(10, row.ClaimEpoch))
+	require.NoError(t, err)
+	require.Equal(t, int64(40), row.FirstOffset)
+	check(recs, 40, 49)
+
+	// A claim that reaches into the next segment (offsets 64 on): the
+	// segment learnt does not hold it, the records come from readRange.
+	row, recs, err = c.claimRow(ctx, c.pool, params(20, row.ClaimEpoch))
+	require.NoError(t, err)
+	require.Equal(t, int64(50), row.FirstOffset)
+	require.Equal(t, int64(69), row.LastOffset)
+	require.Nil(t, recs)
+	recs, err = c.readRange(ctx, c.pool, "t", row)
+	require.NoError(t, err)
+	check(recs, 50, 69)
+	row, recs, err = c.claimRow(ctx, c.pool, params(100, row.ClaimEpoch))
+	require.NoError(t, err)
+	require.Equal(t, int64(70), row.FirstOffset)
+	require.Nil(t, recs, "the segment of offsets 64 on is learnt by this claim")
+	row, _, err = c.claimRow(ctx, c.pool, params(100, row.ClaimEpoch))
+	require.NoError(t, err)
+	require.Nil(t, row, "all read")
+
+	// Through Consumer.Run (one member, so it owns the topic's only
+	// partition and claims it directly): every record once, in order,
+	// across the segment boundary.
+	_, err = c.CreateTopic(ctx, "one", TopicConfig{Partitions: 1, SegmentRecords: 64})
+	require.NoError(t, err)
+	for _, r := range batch {
+		r.Topic = "one"
+	}
+	require.NoError(t, c.Publish(ctx, batch, nil))
+	cn, err := c.NewConsumer("one", "g", &ConsumerOpts{Claim: ClaimOpts{MaxRecords: 7}})
+	require.NoError(t, err)
+	var got []*Record
+	runCtx, stop := context.WithCancel(ctx)
+	err = cn.Run(runCtx, func(_ context.Context, cl *Claim) error {
+		got = append(got, cl.Records...)
+		if len(got) >= len(batch) {
+			stop()
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	for _, r := range got {
+		r.Topic = "t" // as check expects
+	}
+	check(got, 0, 99)
+	n := 0
+	c.claimSegments.Range(func(k, _ any) bool {
+		n += map[bool]int{true: 1}[k.(topicPartition).topic == "one"]
+		return true
+	})
+	require.Equal(t, 1, n, "the consumer's claims learnt the partition's segment")
 }
