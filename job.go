@@ -1,6 +1,7 @@
 package pgmsg
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,6 +65,103 @@ type Job struct {
 	// (EnqueueParams.Timeout) or its queue's JobTimeout; 0: none. Set on
 	// claimed and live jobs.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Progress is what the job's handler last recorded with
+	// Client.SetJobProgress (JSON), as GetJob sees it: while the job runs,
+	// and kept when it finishes.
+	Progress json.RawMessage `json:"progress,omitempty"`
+	// Result is the job's result (JSON): set it in the handler with
+	// SetResult and it is archived with the job when the job is completed
+	// (by the Worker when the handler returns nil, or by Complete); GetJob
+	// returns a completed job's result.
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// JobDocumentMaxBytes is the largest progress or result document a job
+// keeps: 64 KiB of JSON text, as PostgreSQL writes it (jsonb's text form).
+const JobDocumentMaxBytes = 64 << 10
+
+// SetResult encodes v as JSON (a json.RawMessage is taken as it is) and
+// makes it the job's Result, archived with the job when it is completed.
+// nil clears it. It fails with ErrInvalidArgument for what cannot be
+// stored: invalid JSON, a NUL character (\u0000, which PostgreSQL's jsonb
+// refuses), or more than JobDocumentMaxBytes.
+func (j *Job) SetResult(v any) error {
+	b, err := jobDocument("result", v)
+	if err != nil {
+		return err
+	}
+	j.Result = b
+	return nil
+}
+
+// jobDocument encodes a job's progress or result and checks it as
+// job_progress and job_complete_many do (_job_document_check), as far as
+// the client can: the limit applies to jsonb's text form, which adds a
+// space after each ':' and ',' of compact JSON, so a document near the
+// limit may pass here and still be refused by the server (PM004).
+func jobDocument(what string, v any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var b []byte
+	switch x := v.(type) {
+	case json.RawMessage:
+		b = x
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return nil, newError(ErrInvalidArgument, "job %s: %v", what, err)
+		}
+	}
+	if b == nil || string(bytes.TrimSpace(b)) == "null" {
+		return nil, nil // none (JSON null too: SQL NULL, not a jsonb null)
+	}
+	switch {
+	case !json.Valid(b):
+		return nil, newError(ErrInvalidArgument, "job %s is not valid JSON", what)
+	case hasJSONNul(b):
+		return nil, newError(ErrInvalidArgument, "job %s contains a NUL character (\\u0000), which PostgreSQL's jsonb cannot store", what)
+	case len(b) > JobDocumentMaxBytes:
+		return nil, newError(ErrInvalidArgument, "job %s is %d bytes, more than %d", what, len(b), JobDocumentMaxBytes)
+	}
+	return b, nil
+}
+
+// hasJSONNul reports whether the JSON text b has the escape \u0000 (a
+// backslash that is not itself escaped, then u0000).
+func hasJSONNul(b []byte) bool {
+	for i := 0; ; {
+		k := bytes.Index(b[i:], []byte(`u0000`))
+		if k < 0 {
+			return false
+		}
+		k += i
+		n := 0 // backslashes right before the u
+		for j := k - 1; j >= 0 && b[j] == '\\'; j-- {
+			n++
+		}
+		if n%2 == 1 {
+			return true
+		}
+		i = k + 1
+	}
+}
+
+// SetJobProgress records progress (encoded as JSON; nil clears it) for a
+// job the caller holds, visible to GetJob while it runs and kept when it
+// finishes. It fails with ErrJobNotHeld when the job's lease was lost, and
+// ErrInvalidArgument for what SetResult refuses.
+func (c *Client) SetJobProgress(ctx context.Context, job *Job, progress any) error {
+	b, err := jobDocument("progress", progress)
+	if err != nil {
+		return err
+	}
+	if err := c.queries.JobProgress(ctx, c.db(c.pool), dbsqlc.JobProgressParams{ID: job.ID, LeaseToken: job.LeaseToken,
+		Progress: b}); err != nil {
+		return mapError(err)
+	}
+	job.Progress = b
+	return nil
 }
 
 // UnmarshalPayload decodes a JSON payload into v.
@@ -108,6 +206,7 @@ func jobFromGetRow(r *dbsqlc.JobGetRow) (*Job, error) {
 		LeaseToken: r.LeaseToken, LeaseExpiresAt: jobTime(r.LeaseExpiresAt), RunAt: jobTime(r.RunAt),
 		EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: jobTime(r.AttemptedAt), FinishedAt: jobTime(r.FinishedAt),
 		Worker: r.Worker, UniqueKey: r.UniqueKey, Errors: errs, Timeout: time.Duration(r.TimeoutUs) * time.Microsecond,
+		Progress: r.Progress, Result: r.Result,
 	}, nil
 }
 
@@ -493,7 +592,11 @@ func (c *Client) Complete(ctx context.Context, job *Job) error {
 // CompleteTx is Complete on exec: complete the job in the same transaction
 // as the handler's own writes, so both commit or neither does.
 func (c *Client) CompleteTx(ctx context.Context, exec DBTX, job *Job) error {
-	return mapError(c.queries.JobComplete(ctx, c.db(exec), dbsqlc.JobCompleteParams{ID: job.ID, LeaseToken: job.LeaseToken}))
+	if _, err := jobDocument("result", job.Result); err != nil {
+		return err
+	}
+	return mapError(c.queries.JobComplete(ctx, c.db(exec), dbsqlc.JobCompleteParams{ID: job.ID, LeaseToken: job.LeaseToken,
+		Result: job.Result}))
 }
 
 // CompleteManyResult says which jobs of a CompleteMany were archived.
@@ -513,19 +616,40 @@ func (c *Client) CompleteMany(ctx context.Context, jobs []*Job) (*CompleteManyRe
 
 // CompleteManyTx is CompleteMany on exec.
 func (c *Client) CompleteManyTx(ctx context.Context, exec DBTX, jobs []*Job) (*CompleteManyResult, error) {
-	ids, tokens := make([]int64, len(jobs)), make([]int64, len(jobs))
-	for i, j := range jobs {
-		ids[i], tokens[i] = j.ID, j.LeaseToken
-	}
-	return c.completeMany(ctx, exec, ids, tokens)
+	return c.completeMany(ctx, exec, jobs)
 }
 
-func (c *Client) completeMany(ctx context.Context, exec DBTX, ids, tokens []int64) (*CompleteManyResult, error) {
+// completeMany archives jobs with their results: with the direct statement
+// when none has one, else with job_complete_many(), which checks them.
+func (c *Client) completeMany(ctx context.Context, exec DBTX, jobs []*Job) (*CompleteManyResult, error) {
 	res := &CompleteManyResult{}
-	if len(ids) == 0 {
+	if len(jobs) == 0 {
 		return res, nil
 	}
-	done, err := c.queries.JobCompleteMany(ctx, c.db(exec), dbsqlc.JobCompleteManyParams{Ids: ids, LeaseTokens: tokens})
+	ids, tokens := make([]int64, len(jobs)), make([]int64, len(jobs))
+	var results [][]byte
+	for i, j := range jobs {
+		ids[i], tokens[i] = j.ID, j.LeaseToken
+		if j.Result != nil {
+			if _, err := jobDocument("result", j.Result); err != nil {
+				return nil, fmt.Errorf("job %d: %w", j.ID, err)
+			}
+			if results == nil {
+				results = make([][]byte, len(jobs))
+			}
+			results[i] = j.Result
+		}
+	}
+	var (
+		done []int64
+		err  error
+	)
+	if results == nil {
+		done, err = c.queries.JobCompleteMany(ctx, c.db(exec), dbsqlc.JobCompleteManyParams{Ids: ids, LeaseTokens: tokens})
+	} else {
+		done, err = c.queries.JobCompleteManyResults(ctx, c.db(exec), dbsqlc.JobCompleteManyResultsParams{Ids: ids,
+			LeaseTokens: tokens, Results: results})
+	}
 	if err != nil {
 		return nil, mapError(err)
 	}

@@ -585,15 +585,30 @@ func (w *Worker) completer(ctx context.Context, completions <-chan *Job) {
 func (w *Worker) flush(ctx context.Context, batch []*Job) {
 	c := w.client
 	slices.SortFunc(batch, func(a, b *Job) int { return cmp.Compare(a.ID, b.ID) })
-	ids, tokens := make([]int64, len(batch)), make([]int64, len(batch))
-	for i, j := range batch {
-		ids[i], tokens[i] = j.ID, j.LeaseToken
-	}
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		res, err := c.completeMany(fctx, c.pool, ids, tokens)
+		res, err := c.completeMany(fctx, c.pool, batch)
 		cancel()
+		if errors.Is(err, ErrInvalidArgument) && len(batch) > 1 {
+			// A result the server refused (larger than it looked to the
+			// client: see jobDocument): complete the others without it.
+			for _, j := range batch {
+				w.flush(ctx, []*Job{j})
+			}
+			return
+		}
+		if errors.Is(err, ErrInvalidArgument) {
+			// The job ran, but its result cannot be stored: say so on the
+			// job, where it will be seen, rather than lose it quietly.
+			j := batch[0]
+			fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			_, ferr := c.Fail(fctx, j, fmt.Errorf("result not stored: %w", err), &FailOpts{Dead: true})
+			cancel()
+			c.config.Logger.Warn("pgmsg: a job's result was refused; the job is dead", "queue", w.queue, "job", j.ID,
+				"error", err, "fail_error", ferr)
+			return
+		}
 		if err == nil {
 			if len(res.NotHeld) > 0 {
 				c.config.Logger.Warn("pgmsg: jobs finished after losing their lease were not completed (another attempt runs or ran them)",
@@ -606,6 +621,10 @@ func (w *Worker) flush(ctx context.Context, batch []*Job) {
 			return
 		}
 		if attempt >= 5 || !IsRetryable(err) {
+			ids := make([]int64, len(batch))
+			for i, j := range batch {
+				ids[i] = j.ID
+			}
 			c.config.Logger.Warn("pgmsg: could not complete jobs; they will be rescued when their leases expire",
 				"queue", w.queue, "jobs", ids, "error", err)
 			return

@@ -36,7 +36,7 @@ func newQueueJob(g *globals) *cobra.Command {
 	var encoding string
 	cmd := &cobra.Command{
 		Use:   "job JOB_ID",
-		Short: "Show one job, live or archived: state, attempts, errors, timeout, payload",
+		Short: "Show one job, live or archived: state, attempts, errors, timeout, payload, progress, result",
 		Example: `  pgmsg queue job 42
   pgmsg queue job 42 -o json --encoding base64`,
 		Args: cobra.ExactArgs(1),
@@ -84,6 +84,8 @@ func newQueueJob(g *globals) *cobra.Command {
 			row("worker", dash(j.Worker))
 			row("unique key", dash(j.UniqueKey))
 			row("payload", string(jj.Payload)+" ("+jj.PayloadEncoding+")")
+			row("progress", dash(string(j.Progress)))
+			row("result", dash(string(j.Result)))
 			for _, e := range j.Errors {
 				row(fmt.Sprintf("error, attempt %d", e.Attempt), fmtTime(&e.At)+" "+e.Error)
 			}

@@ -77,6 +77,28 @@ func TestQueueJobCLI(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "job", id, "-o", "json", "--encoding", "base64")), &j))
 	require.Equal(t, "available", j.State)
 	require.Equal(t, `"eyJuIjoxfQ=="`, string(j.Payload))
+
+	// Progress while it runs, then the result it was completed with.
+	c, err := pgmsg.NewClient(s.b.Pool, &pgmsg.Config{Schema: s.b.Schema})
+	require.NoError(t, err)
+	defer c.Close()
+	jobs, err := c.ClaimJobs(context.Background(), "jq", nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.NoError(t, c.SetJobProgress(context.Background(), jobs[0], map[string]int{"pages": 3}))
+	require.Regexp(t, `progress\s+\{"pages": 3\}`, s.ok("", "queue", "job", id))
+	require.NoError(t, jobs[0].SetResult("done"))
+	require.NoError(t, c.Complete(context.Background(), jobs[0]))
+	text = s.ok("", "queue", "job", id)
+	require.Regexp(t, `result\s+"done"`, text)
+	require.Contains(t, text, "completed")
+	var done struct {
+		Progress json.RawMessage `json:"progress"`
+		Result   json.RawMessage `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "job", id, "-o", "json")), &done))
+	require.JSONEq(t, `{"pages": 3}`, string(done.Progress))
+	require.JSONEq(t, `"done"`, string(done.Result))
 	require.Contains(t, s.fail("", "queue", "job", "999999"), "unknown job")
 	require.Contains(t, s.fail("", "queue", "job", "x"), "positive integer")
 }

@@ -60,6 +60,7 @@ type PgmsgJob struct {
 	UniqueKey      pgtype.Text
 	Errors         []byte
 	Timeout        pgtype.Interval
+	Progress       []byte
 }
 
 type PgmsgJobArchive struct {
@@ -75,6 +76,8 @@ type PgmsgJobArchive struct {
 	Kind        pgtype.Text
 	UniqueKey   pgtype.Text
 	Errors      []byte
+	Progress    []byte
+	Result      []byte
 }
 
 type PgmsgJobPayload struct {

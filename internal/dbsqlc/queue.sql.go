@@ -33,7 +33,7 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb, 0::bigint AS timeout_us -- the shape of JobGet
+       errors::jsonb, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result -- the shape of JobGet
 FROM pgmsg.dead_list($1::text, $2::text, $3::integer, $4::bigint)
 `
 
@@ -63,6 +63,8 @@ type DeadListRow struct {
 	UniqueKey      string
 	Errors         []byte
 	TimeoutUs      int64
+	Progress       []byte
+	Result         []byte
 }
 
 func (q *Queries) DeadList(ctx context.Context, db DBTX, arg DeadListParams) ([]*DeadListRow, error) {
@@ -98,6 +100,8 @@ func (q *Queries) DeadList(ctx context.Context, db DBTX, arg DeadListParams) ([]
 			&i.UniqueKey,
 			&i.Errors,
 			&i.TimeoutUs,
+			&i.Progress,
+			&i.Result,
 		); err != nil {
 			return nil, err
 		}
@@ -268,16 +272,17 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 }
 
 const jobComplete = `-- name: JobComplete :exec
-SELECT pgmsg.job_complete($1::bigint, $2::bigint)
+SELECT pgmsg.job_complete($1::bigint, $2::bigint, $3::jsonb)
 `
 
 type JobCompleteParams struct {
 	ID         int64
 	LeaseToken int64
+	Result     []byte
 }
 
 func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParams) error {
-	_, err := db.Exec(ctx, jobComplete, arg.ID, arg.LeaseToken)
+	_, err := db.Exec(ctx, jobComplete, arg.ID, arg.LeaseToken, arg.Result)
 	return err
 }
 
@@ -286,12 +291,12 @@ WITH d AS (
     DELETE FROM pgmsg.job j
      USING (SELECT unnest($1::bigint[]) AS id, unnest($2::bigint[]) AS token) u
      WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout
+    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                   attempted_at, finished_at, kind, unique_key, errors)
+                                   attempted_at, finished_at, kind, unique_key, errors, progress)
     SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors
+           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress
       FROM d
     RETURNING job_archive.id
 )
@@ -320,6 +325,38 @@ func (q *Queries) JobCompleteMany(ctx context.Context, db DBTX, arg JobCompleteM
 			return nil, err
 		}
 		items = append(items, a_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobCompleteManyResults = `-- name: JobCompleteManyResults :many
+SELECT id::bigint FROM pgmsg.job_complete_many($1::bigint[], $2::bigint[], $3::jsonb[])
+`
+
+type JobCompleteManyResultsParams struct {
+	Ids         []int64
+	LeaseTokens []int64
+	Results     [][]byte
+}
+
+// job_complete_many() itself, for completions that carry results (it
+// checks their size).
+func (q *Queries) JobCompleteManyResults(ctx context.Context, db DBTX, arg JobCompleteManyResultsParams) ([]int64, error) {
+	rows, err := db.Query(ctx, jobCompleteManyResults, arg.Ids, arg.LeaseTokens, arg.Results)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -483,7 +520,8 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us
+       errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
+       progress::jsonb, result::jsonb
 FROM pgmsg.job_get($1::bigint)
 `
 
@@ -506,6 +544,8 @@ type JobGetRow struct {
 	UniqueKey      string
 	Errors         []byte
 	TimeoutUs      int64
+	Progress       []byte
+	Result         []byte
 }
 
 func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, error) {
@@ -530,8 +570,25 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, er
 		&i.UniqueKey,
 		&i.Errors,
 		&i.TimeoutUs,
+		&i.Progress,
+		&i.Result,
 	)
 	return &i, err
+}
+
+const jobProgress = `-- name: JobProgress :exec
+SELECT pgmsg.job_progress($1::bigint, $2::bigint, $3::jsonb)
+`
+
+type JobProgressParams struct {
+	ID         int64
+	LeaseToken int64
+	Progress   []byte
+}
+
+func (q *Queries) JobProgress(ctx context.Context, db DBTX, arg JobProgressParams) error {
+	_, err := db.Exec(ctx, jobProgress, arg.ID, arg.LeaseToken, arg.Progress)
+	return err
 }
 
 const jobRescue = `-- name: JobRescue :one

@@ -390,6 +390,23 @@ ALTER TABLE "pgmsg".queue ADD COLUMN dead_retention interval
 DROP FUNCTION IF EXISTS "pgmsg".queue_create(text, integer, interval, interval, interval, interval, integer, boolean, bigint, interval, interval);
 DROP FUNCTION IF EXISTS "pgmsg".queue_update(text, integer, interval, interval, interval, interval, integer, bigint, interval, interval);
 
+-- pgmsg 006: job progress and results (issue 19, item 4).
+--
+-- job.progress: a small JSON document a running job's handler records
+-- (job_progress), visible while it runs and kept when it finishes.
+-- job_archive.progress and job_archive.result: what a completed job last
+-- reported, and the result its handler completed it with (job_complete,
+-- job_complete_many). All NULL unless set; a NULL costs no storage.
+
+ALTER TABLE "pgmsg".job ADD COLUMN progress jsonb;
+ALTER TABLE "pgmsg".job_archive ADD COLUMN progress jsonb, ADD COLUMN result jsonb;
+
+-- job_complete, job_complete_many and job_get change shape: the function
+-- file creates them again.
+DROP FUNCTION IF EXISTS "pgmsg".job_complete(bigint, bigint);
+DROP FUNCTION IF EXISTS "pgmsg".job_complete_many(bigint[], bigint[]);
+DROP FUNCTION IF EXISTS "pgmsg".job_get(bigint);
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -3343,38 +3360,78 @@ END $function$;
 -- Finishing a job: completion, failure and retries, snooze, cancel
 -- ---------------------------------------------------------------------------
 
+-- _job_document_check raises PM004 when a job's progress or result is
+-- larger than 64 KiB (as JSON text): they are kept in the job's row, read
+-- with it, and meant to be small. Returns true otherwise.
+CREATE OR REPLACE FUNCTION "pgmsg"._job_document_check(p_what text, p_doc jsonb)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_doc IS NOT NULL AND octet_length(p_doc::text) > 65536 THEN
+        PERFORM "pgmsg"._raise('PM004', format('job %s is %s bytes as JSON, more than 65536', p_what,
+                                                  octet_length(p_doc::text)));
+    END IF;
+    RETURN true;
+END $function$;
+
 -- job_complete_many archives (status completed) every job of the arrays
--- still held under its token, in one statement, and returns their ids. Jobs
--- not held are left as they are and simply not returned.
-CREATE OR REPLACE FUNCTION "pgmsg".job_complete_many(p_ids bigint[], p_tokens bigint[])
+-- still held under its token, in one statement, with its result (p_results,
+-- by position; NULL or shorter: none; at most 64 KiB each, PM004), and
+-- returns their ids. Jobs not held are left as they are and simply not
+-- returned.
+CREATE OR REPLACE FUNCTION "pgmsg".job_complete_many(p_ids bigint[], p_tokens bigint[], p_results jsonb[] DEFAULT NULL::jsonb[])
  RETURNS TABLE(id bigint)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-    WITH d AS (
+    WITH u AS (
+        SELECT u.id, u.token, u.result FROM unnest(p_ids, p_tokens, p_results) AS u(id, token, result)
+         WHERE "pgmsg"._job_document_check('result', u.result)
+    ), d AS (
         DELETE FROM "pgmsg".job j
-        USING unnest(p_ids, p_tokens) AS u(id, token)
+        USING u
         WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-        RETURNING j.*
+        RETURNING j.*, u.result
     ), a AS (
         INSERT INTO "pgmsg".job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                            attempted_at, finished_at, kind, unique_key, errors)
+                                            attempted_at, finished_at, kind, unique_key, errors, progress, result)
         SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-               d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors
+               d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.result
         FROM d
         RETURNING job_archive.id
     )
     SELECT a.id FROM a
 $function$;
 
--- job_complete archives one held job; PM106/PM107 if not held.
-CREATE OR REPLACE FUNCTION "pgmsg".job_complete(p_id bigint, p_lease_token bigint)
+-- job_complete archives one held job, with its handler's result (a JSON
+-- document of at most 64 KiB, or NULL); PM106/PM107 if not held.
+CREATE OR REPLACE FUNCTION "pgmsg".job_complete(p_id bigint, p_lease_token bigint, p_result jsonb DEFAULT NULL::jsonb)
  RETURNS void
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    PERFORM 1 FROM "pgmsg".job_complete_many(ARRAY[p_id], ARRAY[p_lease_token]);
+    PERFORM 1 FROM "pgmsg".job_complete_many(ARRAY[p_id], ARRAY[p_lease_token], ARRAY[p_result]);
+    IF NOT FOUND THEN
+        PERFORM "pgmsg"._not_held(p_id, p_lease_token);
+    END IF;
+END $function$;
+
+-- job_progress records a running job's progress (a JSON document of at
+-- most 64 KiB; NULL clears it), visible in job_get while it runs and kept
+-- in the archive; PM106/PM107 if the job is not held under the token.
+CREATE OR REPLACE FUNCTION "pgmsg".job_progress(p_id bigint, p_lease_token bigint, p_progress jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM "pgmsg"._job_document_check('progress', p_progress);
+    UPDATE "pgmsg".job j SET progress = p_progress
+     WHERE j.id = p_id AND j.lease_token = p_lease_token AND j.state = 'running';
     IF NOT FOUND THEN
         PERFORM "pgmsg"._not_held(p_id, p_lease_token);
     END IF;
@@ -3480,9 +3537,9 @@ BEGIN
         DELETE FROM "pgmsg".job j WHERE j.id = p_id RETURNING j.*
     )
     INSERT INTO "pgmsg".job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                        attempted_at, finished_at, kind, unique_key, errors)
+                                        attempted_at, finished_at, kind, unique_key, errors, progress)
     SELECT d.id, d.queue_id, 'cancelled', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors
+           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress
     FROM d;
     IF FOUND THEN
         RETURN true;
@@ -3536,7 +3593,7 @@ END $function$;
 -- retrying, running or dead) or archived (state completed or cancelled).
 -- PM107 if there is no such job.
 CREATE OR REPLACE FUNCTION "pgmsg".job_get(p_id bigint)
- RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval)
+ RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval, progress jsonb, result jsonb)
  LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3546,13 +3603,13 @@ BEGIN
     RETURN QUERY
     SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = j.id), j.priority::integer, j.attempt, j.max_attempts, j.lease_token,
            j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors,
-           coalesce(j.timeout, q.job_timeout)
+           coalesce(j.timeout, q.job_timeout), j.progress, NULL::jsonb
     FROM "pgmsg".job j JOIN "pgmsg".queue q ON q.queue_id = j.queue_id
     WHERE j.id = p_id
     UNION ALL
     SELECT a.id, q.name, a.status, a.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = a.id), a.priority::integer, a.attempt, a.max_attempts, NULL::bigint,
            NULL::timestamptz, NULL::timestamptz, a.enqueued_at, a.attempted_at, a.finished_at, NULL::text,
-           a.unique_key, a.errors, NULL::interval
+           a.unique_key, a.errors, NULL::interval, a.progress, a.result
     FROM "pgmsg".job_archive a JOIN "pgmsg".queue q ON q.queue_id = a.queue_id
     WHERE a.id = p_id;
     IF NOT FOUND THEN

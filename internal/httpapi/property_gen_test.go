@@ -185,6 +185,24 @@ func (g *propGen) jstr(good ...string) any {
 	return g.hostileString()
 }
 
+// jdoc is a job's progress or result: any JSON value; hostile ones are
+// too large (as sent, or only in jsonb's text form, which adds a space
+// after each ',') or hold a NUL character, which jsonb refuses.
+func (g *propGen) jdoc() any {
+	if !g.hostile() {
+		return pick[any](g, nil, int64(3), "half", jobj{{"done", int64(1)}, {"of", int64(2)}}, []any{int64(1), "x"})
+	}
+	switch g.intN(4) {
+	case 0:
+		return strings.Repeat("p", 70000)
+	case 1:
+		return jraw("[" + strings.Repeat("1,", 29999) + "1]")
+	case 2:
+		return jraw(`"a\u0000b"`)
+	}
+	return pick(g, junkValues...)
+}
+
 // jnum is an integer for JSON.
 func (g *propGen) jnum(good ...int64) any {
 	if !g.hostile() {
@@ -564,9 +582,10 @@ var propRoutes = map[string]propRoute{
 		},
 		scopeName: func(r *propRequest) (string, bool) { return r.url.Query().Get("queue"), true },
 	},
-	"POST /v1/queue/ack":    jobRoute("ack"),
-	"POST /v1/queue/fail":   jobRoute("fail"),
-	"POST /v1/queue/extend": jobRoute("extend"),
+	"POST /v1/queue/ack":      jobRoute("ack"),
+	"POST /v1/queue/fail":     jobRoute("fail"),
+	"POST /v1/queue/extend":   jobRoute("extend"),
+	"POST /v1/queue/progress": jobRoute("progress"),
 
 	"GET /v1/queues":         {},
 	"POST /v1/queues":        {body: func(g *propGen) any { return queueSettingsBody(g, true) }},
@@ -792,6 +811,14 @@ func jobRoute(op string) propRoute {
 			case "extend":
 				if !g.omit() {
 					body.add("lease", g.jduration("30s", "1m"))
+				}
+			case "ack":
+				if !g.omit() {
+					body.add("result", g.jdoc())
+				}
+			case "progress":
+				if !g.drop() {
+					body.add("progress", g.jdoc())
 				}
 			}
 			if g.hostile() && g.intN(4) == 0 {

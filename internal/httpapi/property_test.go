@@ -969,7 +969,7 @@ func (h *propHarness) learn(rt Route, req *propRequest, hr *http.Request, w *htt
 		for _, j := range resp.Jobs {
 			errs = append(errs, h.claimed(resp.Queue, j)...)
 		}
-	case "POST /v1/queue/ack", "POST /v1/queue/fail", "POST /v1/queue/extend":
+	case "POST /v1/queue/ack", "POST /v1/queue/fail", "POST /v1/queue/extend", "POST /v1/queue/progress":
 		var jr JobRequest
 		if err := decodeStrict(req.body, &jr); err != nil {
 			fail("2xx for a body the test cannot decode: %v", err)

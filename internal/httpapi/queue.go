@@ -20,6 +20,7 @@ func (s *Server) queueRoutes() []Route {
 		{Method: http.MethodPost, Pattern: "/v1/queue/ack", Scope: pgmsg.ScopeClaim, handler: s.ackJob},
 		{Method: http.MethodPost, Pattern: "/v1/queue/fail", Scope: pgmsg.ScopeClaim, handler: s.failJob},
 		{Method: http.MethodPost, Pattern: "/v1/queue/extend", Scope: pgmsg.ScopeClaim, handler: s.extendJob},
+		{Method: http.MethodPost, Pattern: "/v1/queue/progress", Scope: pgmsg.ScopeClaim, handler: s.jobProgress},
 		{Method: http.MethodGet, Pattern: "/v1/queues", Scope: pgmsg.ScopeAdmin, handler: s.listQueueStats},
 		{Method: http.MethodPost, Pattern: "/v1/queues", Scope: pgmsg.ScopeAdmin, handler: s.createQueue},
 		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}", Scope: pgmsg.ScopeAdmin, handler: s.queueStats},
@@ -186,6 +187,12 @@ type JobRequest struct {
 	Dead bool `json:"dead,omitempty"`
 	// Lease (extend only): how long from now; default the queue's lease.
 	Lease *Duration `json:"lease,omitempty"`
+	// Result (ack only): the job's result, any JSON value of at most 64
+	// KiB, archived with it; absent or null: none.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Progress (progress only): any JSON value of at most 64 KiB, shown
+	// by GET /v1/jobs/{id}; null clears it.
+	Progress json.RawMessage `json:"progress,omitempty"`
 }
 
 func (s *Server) jobRequest(w http.ResponseWriter, r *http.Request) (*JobRequest, *pgmsg.Job, error) {
@@ -221,14 +228,32 @@ func (s *Server) jobRequest(w http.ResponseWriter, r *http.Request) (*JobRequest
 }
 
 func (s *Server) ackJob(w http.ResponseWriter, r *http.Request) error {
-	_, job, err := s.jobRequest(w, r)
+	req, job, err := s.jobRequest(w, r)
 	if err != nil {
+		return err
+	}
+	if err := job.SetResult(req.Result); err != nil {
 		return err
 	}
 	if err := s.client.Complete(r.Context(), job); err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"id": job.ID, "state": pgmsg.JobStateCompleted})
+}
+
+// jobProgress records a held job's progress.
+func (s *Server) jobProgress(w http.ResponseWriter, r *http.Request) error {
+	req, job, err := s.jobRequest(w, r)
+	if err != nil {
+		return err
+	}
+	if req.Progress == nil {
+		return newAPIError(errInvalidParameter, "field \"progress\" is required (null clears it)")
+	}
+	if err := s.client.SetJobProgress(r.Context(), job, req.Progress); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"id": job.ID, "progress": job.Progress})
 }
 
 func (s *Server) failJob(w http.ResponseWriter, r *http.Request) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -471,4 +472,66 @@ func TestQueueSettingsRoutes(t *testing.T) {
 	require.Len(t, qs, 1)
 	require.Equal(t, 3, qs[0].MaxAttempts, "refused changes wrote nothing")
 	require.Equal(t, time.Minute, qs[0].Lease)
+}
+
+// Progress and results over HTTP (issue 19, item 4): POST
+// /v1/queue/progress on a held job shows in GET /v1/jobs/{id}; ack's
+// result is archived with the job; what cannot be stored is a 400 that
+// writes nothing.
+func TestJobProgressAndResultHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	res := tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, `{"queue":"q","jobs":[{"payload":{"n":1}}]}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	res = tb.do(t, http.MethodGet, "/v1/queue/claim?queue=q", tb.admin, nil)
+	var body struct{ Jobs []wire.JobJSON }
+	res.json(t, &body)
+	require.Len(t, body.Jobs, 1)
+	j := body.Jobs[0]
+	job := func() wire.JobJSON {
+		t.Helper()
+		res := tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", j.ID), tb.admin, nil)
+		require.Equal(t, http.StatusOK, res.status, string(res.body))
+		var out wire.JobJSON
+		res.json(t, &out)
+		return out
+	}
+	held := map[string]any{"queue": "q", "id": j.ID, "lease_token": j.LeaseToken}
+	with := func(k string, v any) map[string]any {
+		m := map[string]any{k: v}
+		for k, v := range held {
+			m[k] = v
+		}
+		return m
+	}
+	res = tb.do(t, http.MethodPost, "/v1/queue/progress", tb.admin, with("progress", map[string]int{"done": 2, "of": 5}))
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	require.JSONEq(t, `{"done": 2, "of": 5}`, string(job().Progress))
+
+	for _, bad := range []string{
+		fmt.Sprintf(`{"queue":"q","id":%d,"lease_token":%d,"progress":"%s"}`, j.ID, j.LeaseToken, strings.Repeat("x", 70000)),
+		fmt.Sprintf(`{"queue":"q","id":%d,"lease_token":%d,"progress":"a\u0000b"}`, j.ID, j.LeaseToken),
+		fmt.Sprintf(`{"queue":"q","id":%d,"lease_token":%d,"progress":[%s1]}`, j.ID, j.LeaseToken, strings.Repeat("1,", 29999)),
+	} {
+		res = tb.do(t, http.MethodPost, "/v1/queue/progress", tb.admin, bad)
+		require.Equal(t, http.StatusBadRequest, res.status, string(res.body))
+		require.Equal(t, "invalid_argument", res.errorCode(t))
+		res = tb.do(t, http.MethodPost, "/v1/queue/ack", tb.admin, strings.Replace(bad, `"progress"`, `"result"`, 1))
+		require.Equal(t, http.StatusBadRequest, res.status, string(res.body))
+		require.Equal(t, "invalid_argument", res.errorCode(t))
+	}
+	res = tb.do(t, http.MethodPost, "/v1/queue/progress", tb.admin, held)
+	require.Equal(t, "invalid_parameter", res.errorCode(t), "progress is required")
+	got := job()
+	require.Equal(t, pgmsg.JobStateRunning, got.State, "nothing written")
+	require.JSONEq(t, `{"done": 2, "of": 5}`, string(got.Progress))
+
+	res = tb.do(t, http.MethodPost, "/v1/queue/ack", tb.admin, with("result", map[string]any{"sent": true}))
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	got = job()
+	require.Equal(t, pgmsg.JobStateCompleted, got.State)
+	require.JSONEq(t, `{"sent": true}`, string(got.Result))
+	require.JSONEq(t, `{"done": 2, "of": 5}`, string(got.Progress))
+	res = tb.do(t, http.MethodPost, "/v1/queue/progress", tb.admin, with("progress", 1))
+	require.Equal(t, "job_not_held", res.errorCode(t))
 }

@@ -184,13 +184,19 @@ type JobJSON struct {
 	// Timeout is the job's maximum run time ("1m30s"), its own or its
 	// queue's; absent: none.
 	Timeout string `json:"timeout,omitempty"`
+	// Progress is what the job's handler last recorded (JSON); absent:
+	// none, or not returned by this call (claims and dead-job lists).
+	Progress json.RawMessage `json:"progress,omitempty"`
+	// Result is a completed job's result (JSON); absent: none.
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // EncodeJob renders a job with its payload in enc (auto, json, text, base64).
 func EncodeJob(j *pgmsg.Job, enc string) JobJSON {
 	out := JobJSON{ID: j.ID, Queue: j.Queue, State: j.State, Kind: j.Kind, Priority: j.Priority, Attempt: j.Attempt,
 		MaxAttempts: j.MaxAttempts, LeaseToken: j.LeaseToken, LeaseExpiresAt: UTCPtr(j.LeaseExpiresAt), RunAt: UTCPtr(j.RunAt),
-		EnqueuedAt: j.EnqueuedAt.UTC(), FinishedAt: UTCPtr(j.FinishedAt), UniqueKey: j.UniqueKey, Errors: j.Errors}
+		EnqueuedAt: j.EnqueuedAt.UTC(), FinishedAt: UTCPtr(j.FinishedAt), UniqueKey: j.UniqueKey, Errors: j.Errors,
+		Progress: j.Progress, Result: j.Result}
 	if j.Timeout > 0 {
 		out.Timeout = j.Timeout.String()
 	}

@@ -104,16 +104,24 @@ WITH d AS (
     RETURNING j.*
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                   attempted_at, finished_at, kind, unique_key, errors)
+                                   attempted_at, finished_at, kind, unique_key, errors, progress)
     SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors
+           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress
       FROM d
     RETURNING job_archive.id
 )
 SELECT a.id::bigint FROM a;
 
+-- name: JobCompleteManyResults :many
+-- job_complete_many() itself, for completions that carry results (it
+-- checks their size).
+SELECT id::bigint FROM pgmsg.job_complete_many(@ids::bigint[], @lease_tokens::bigint[], @results::jsonb[]);
+
 -- name: JobComplete :exec
-SELECT pgmsg.job_complete(@id::bigint, @lease_token::bigint);
+SELECT pgmsg.job_complete(@id::bigint, @lease_token::bigint, sqlc.narg(result)::jsonb);
+
+-- name: JobProgress :exec
+SELECT pgmsg.job_progress(@id::bigint, @lease_token::bigint, sqlc.narg(progress)::jsonb);
 
 -- name: JobFail :one
 SELECT state::text, run_at::timestamptz
@@ -140,7 +148,8 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us
+       errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
+       progress::jsonb, result::jsonb
 FROM pgmsg.job_get(@id::bigint);
 
 -- name: DeadList :many
@@ -148,7 +157,7 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb, 0::bigint AS timeout_us -- the shape of JobGet
+       errors::jsonb, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result -- the shape of JobGet
 FROM pgmsg.dead_list(@queue::text, sqlc.narg(kind)::text, @max_jobs::integer, @after_id::bigint);
 
 -- name: DeadRequeue :one

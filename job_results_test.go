@@ -1,0 +1,170 @@
+package pgmsg_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// Job progress and results (issue 19, item 4): progress recorded by the
+// holder is visible while the job runs and kept in the archive; a result
+// set before completion is archived with the job, through Complete,
+// CompleteMany and the Worker; what cannot be stored is refused with
+// ErrInvalidArgument and writes nothing.
+func TestJobProgressAndResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	ids := b.enqueueN(t, "q", 3, nil)
+
+	job := b.claimWithin(t, "q", 10*time.Second, &pgmsg.ClaimJobsOpts{Max: 1})
+	require.Equal(t, ids[0], job.ID)
+	require.NoError(t, b.client.SetJobProgress(b.ctx, job, map[string]int{"done": 1, "of": 3}))
+	got, err := b.client.GetJob(b.ctx, job.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateRunning, got.State)
+	require.JSONEq(t, `{"done": 1, "of": 3}`, string(got.Progress))
+	require.Nil(t, got.Result)
+
+	// Refused, and nothing changes.
+	for _, bad := range []any{
+		json.RawMessage(`{"unterminated": `),
+		map[string]string{"nul": "a\x00b"},
+		strings.Repeat("x", pgmsg.JobDocumentMaxBytes),
+		func() {},
+	} {
+		require.ErrorIs(t, b.client.SetJobProgress(b.ctx, job, bad), pgmsg.ErrInvalidArgument)
+		require.ErrorIs(t, job.SetResult(bad), pgmsg.ErrInvalidArgument)
+	}
+	got, err = b.client.GetJob(b.ctx, job.ID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"done": 1, "of": 3}`, string(got.Progress))
+	job.Result = json.RawMessage(`not json`)
+	require.ErrorIs(t, b.client.Complete(b.ctx, job), pgmsg.ErrInvalidArgument)
+	got, err = b.client.GetJob(b.ctx, job.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateRunning, got.State, "a refused result completes nothing")
+
+	require.NoError(t, job.SetResult(map[string]any{"rows": 42}))
+	require.NoError(t, b.client.Complete(b.ctx, job))
+	got, err = b.client.GetJob(b.ctx, job.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateCompleted, got.State)
+	require.JSONEq(t, `{"rows": 42}`, string(got.Result))
+	require.JSONEq(t, `{"done": 1, "of": 3}`, string(got.Progress), "progress kept in the archive")
+
+	// Progress of a job no longer held.
+	require.ErrorIs(t, b.client.SetJobProgress(b.ctx, job, 1), pgmsg.ErrJobNotHeld)
+
+	// CompleteMany: one with a result, one without.
+	j2 := b.claimWithin(t, "q", 10*time.Second, &pgmsg.ClaimJobsOpts{Max: 1})
+	j3 := b.claimWithin(t, "q", 10*time.Second, &pgmsg.ClaimJobsOpts{Max: 1})
+	require.NoError(t, j3.SetResult(json.RawMessage(`[1, 2, 3]`)))
+	res, err := b.client.CompleteMany(b.ctx, []*pgmsg.Job{j2, j3})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []int64{j2.ID, j3.ID}, res.Completed)
+	got, err = b.client.GetJob(b.ctx, j2.ID)
+	require.NoError(t, err)
+	require.Nil(t, got.Result)
+	got, err = b.client.GetJob(b.ctx, j3.ID)
+	require.NoError(t, err)
+	require.JSONEq(t, `[1, 2, 3]`, string(got.Result))
+
+	// The SQL API: the server's limit is on jsonb's text form.
+	_, err = b.Pool.Exec(b.ctx, b.sqlAPI(`SELECT {s}.job_progress($1, 1, to_jsonb(repeat('x', 70000)))`), j2.ID)
+	require.Equal(t, "PM004", sqlState(err), "%v", err)
+}
+
+// The Worker archives what the handler set with SetResult, and the
+// progress it recorded. A result the server refuses although the client
+// let it through (jsonb's text form is longer than compact JSON) makes
+// that job dead with the reason, and the other jobs of the completion
+// batch complete as usual.
+func TestWorkerJobResults(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	// [1,1,...]: 60,001 bytes compact, 90,000 as jsonb text.
+	tooLong := json.RawMessage("[" + strings.Repeat("1,", 29999) + "1]")
+	require.LessOrEqual(t, len(tooLong), pgmsg.JobDocumentMaxBytes)
+	ids := b.enqueueN(t, "q", 20, func(i int) pgmsg.EnqueueParams {
+		kind := "ok"
+		if i == 7 {
+			kind = "too-long"
+		}
+		return pgmsg.EnqueueParams{Kind: kind, Payload: []byte(`{}`)}
+	})
+	var mu sync.Mutex
+	completed := map[int64]bool{}
+	stop := b.runWorker(t, "q", func(ctx context.Context, job *pgmsg.Job) error {
+		if job.Kind == "too-long" {
+			return job.SetResult(tooLong)
+		}
+		if err := b.client.SetJobProgress(ctx, job, map[string]int64{"id": job.ID}); err != nil {
+			return err
+		}
+		return job.SetResult(map[string]int64{"double": 2 * job.ID})
+	}, &pgmsg.WorkerOpts{Concurrency: 20, CompleteLinger: 50 * time.Millisecond, OnCompleted: func(jobs []*pgmsg.Job) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, j := range jobs {
+			completed[j.ID] = true
+		}
+	}})
+	waitFor(t, 30*time.Second, "19 jobs completed and one dead", func() bool {
+		mu.Lock()
+		n := len(completed)
+		mu.Unlock()
+		s := b.stats(t, "q")
+		return n == 19 && s.Dead == 1
+	})
+	require.ErrorIs(t, stop(), context.Canceled)
+	for i, id := range ids {
+		got, err := b.client.GetJob(b.ctx, id)
+		require.NoError(t, err)
+		if i == 7 {
+			require.Equal(t, pgmsg.JobStateDead, got.State)
+			require.NotEmpty(t, got.Errors)
+			require.Contains(t, got.Errors[len(got.Errors)-1].Error, "result not stored")
+			continue
+		}
+		require.Equal(t, pgmsg.JobStateCompleted, got.State, "job %d", id)
+		var r struct{ Double int64 }
+		require.NoError(t, json.Unmarshal(got.Result, &r))
+		require.Equal(t, 2*id, r.Double)
+		require.JSONEq(t, `{"id": `+jsonInt(id)+`}`, string(got.Progress))
+	}
+}
+
+func jsonInt(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// A NUL character is refused only when it is one: an escaped backslash
+// followed by u0000 is text.
+func TestJobDocumentNul(t *testing.T) {
+	t.Parallel()
+	var j pgmsg.Job
+	for doc, bad := range map[string]bool{
+		`"a\u0000b"`:    true,
+		`"a\\\u0000b"`:  true,
+		`"a\\u0000b"`:   false,
+		`"u0000"`:       false,
+		`{"k\u0000":1}`: true,
+	} {
+		err := j.SetResult(json.RawMessage(doc))
+		if bad {
+			require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, doc)
+		} else {
+			require.NoError(t, err, doc)
+		}
+	}
+}
