@@ -664,3 +664,33 @@ func TestClaimFetch(t *testing.T) {
 	})
 	require.Equal(t, 1, n, "the consumer's claims learnt the partition's segment")
 }
+
+// The client's heartbeat commits asynchronously only when the group
+// existed before it: a heartbeat that creates the group (at its start
+// position) commits synchronously, as a claim that creates one does.
+func TestHeartbeatAsyncUnlessCreating(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 2})
+	require.NoError(t, err)
+	hb := func(member string) *dbsqlc.GroupHeartbeatRow {
+		t.Helper()
+		row, err := c.queries.GroupHeartbeat(ctx, c.db(c.pool), dbsqlc.GroupHeartbeatParams{Topic: "t", GroupName: "g",
+			Member: member, SessionTimeout: pgtype.Interval{Microseconds: (10 * time.Second).Microseconds(), Valid: true},
+			Start: PositionLatest})
+		require.NoError(t, err)
+		return row
+	}
+	first := hb("m1")
+	require.True(t, first.Joined)
+	require.Empty(t, first.Async, "the heartbeat that created the group commits synchronously")
+	second := hb("m2")
+	require.True(t, second.Joined)
+	require.Equal(t, "off", second.Async)
+	require.Equal(t, "off", hb("m1").Async)
+}

@@ -172,9 +172,14 @@ func (q *Queries) GroupExtend(ctx context.Context, db DBTX, arg GroupExtendParam
 }
 
 const groupHeartbeat = `-- name: GroupHeartbeat :one
-SELECT joined::boolean, partitions::integer[], owner_epochs::bigint[], revoking::boolean[],
-       set_config('synchronous_commit', 'off', true)::text AS async
-FROM pgmsg.group_heartbeat($1::text, $2::text, $3::text, $4::interval, $5::text)
+WITH pre AS (
+    SELECT EXISTS (SELECT 1 FROM pgmsg.consumer_group g JOIN pgmsg.topic t ON t.topic_id = g.topic_id
+                    WHERE t.name = $1::text AND g.group_name = $2::text) AS existed
+)
+SELECT h.joined::boolean AS joined, h.partitions::integer[] AS partitions, h.owner_epochs::bigint[] AS owner_epochs,
+       h.revoking::boolean[] AS revoking,
+       coalesce(CASE WHEN pre.existed THEN set_config('synchronous_commit', 'off', true) END, '')::text AS async
+FROM pre, pgmsg.group_heartbeat($1::text, $2::text, $3::text, $4::interval, $5::text) h
 `
 
 type GroupHeartbeatParams struct {
@@ -193,14 +198,16 @@ type GroupHeartbeatRow struct {
 	Async       string
 }
 
-// The heartbeat commits asynchronously, as claims do: membership is soft
-// state (a heartbeat lost in a crash is sent again, a member that lost its
+// The heartbeat commits asynchronously, as claims do, unless it creates
+// the group (its start position must be durable): membership is soft state
+// (a heartbeat lost in a crash is sent again, a member that lost its
 // session rejoins), claims are fenced by their epochs, and every durable
 // cursor commit flushes the WAL before it, assignments included. A
 // synchronous heartbeat held its group's row lock through a WAL flush, so a
 // group's members heartbeating together waited for each other's flushes
 // (the start of a mixed bench run, 20 members joining 5 groups, spent its
-// first seconds there).
+// first seconds there). existed is read with the statement's snapshot:
+// before group_heartbeat() runs.
 func (q *Queries) GroupHeartbeat(ctx context.Context, db DBTX, arg GroupHeartbeatParams) (*GroupHeartbeatRow, error) {
 	row := db.QueryRow(ctx, groupHeartbeat,
 		arg.Topic,

@@ -62,17 +62,24 @@ SELECT topic::text, group_name::text, partition::integer, next_offset::bigint, e
 FROM pgmsg.group_list(sqlc.narg(topic)::text, sqlc.narg(group_name)::text);
 
 -- name: GroupHeartbeat :one
--- The heartbeat commits asynchronously, as claims do: membership is soft
--- state (a heartbeat lost in a crash is sent again, a member that lost its
+-- The heartbeat commits asynchronously, as claims do, unless it creates
+-- the group (its start position must be durable): membership is soft state
+-- (a heartbeat lost in a crash is sent again, a member that lost its
 -- session rejoins), claims are fenced by their epochs, and every durable
 -- cursor commit flushes the WAL before it, assignments included. A
 -- synchronous heartbeat held its group's row lock through a WAL flush, so a
 -- group's members heartbeating together waited for each other's flushes
 -- (the start of a mixed bench run, 20 members joining 5 groups, spent its
--- first seconds there).
-SELECT joined::boolean, partitions::integer[], owner_epochs::bigint[], revoking::boolean[],
-       set_config('synchronous_commit', 'off', true)::text AS async
-FROM pgmsg.group_heartbeat(@topic::text, @group_name::text, @member::text, @session_timeout::interval, @start::text);
+-- first seconds there). existed is read with the statement's snapshot:
+-- before group_heartbeat() runs.
+WITH pre AS (
+    SELECT EXISTS (SELECT 1 FROM pgmsg.consumer_group g JOIN pgmsg.topic t ON t.topic_id = g.topic_id
+                    WHERE t.name = @topic::text AND g.group_name = @group_name::text) AS existed
+)
+SELECT h.joined::boolean AS joined, h.partitions::integer[] AS partitions, h.owner_epochs::bigint[] AS owner_epochs,
+       h.revoking::boolean[] AS revoking,
+       coalesce(CASE WHEN pre.existed THEN set_config('synchronous_commit', 'off', true) END, '')::text AS async
+FROM pre, pgmsg.group_heartbeat(@topic::text, @group_name::text, @member::text, @session_timeout::interval, @start::text) h;
 
 -- name: GroupLeave :one
 SELECT pgmsg.group_leave(@topic::text, @group_name::text, @member::text);
