@@ -3,6 +3,7 @@ package pgmsg_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -167,4 +168,75 @@ func TestJobDocumentNul(t *testing.T) {
 			require.NoError(t, err, doc)
 		}
 	}
+}
+
+// ListJobs (issue 19, item 5): a queue's jobs, live and archived, by id,
+// filtered by state, kind and enqueue time, paged; bad filters refused.
+func TestListJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	b.queue(t, "other", pgmsg.QueueConfig{})
+	b.enqueueN(t, "other", 3, nil)
+	ids := b.enqueueN(t, "q", 10, func(i int) pgmsg.EnqueueParams {
+		return pgmsg.EnqueueParams{Kind: []string{"a", "b"}[i%2], Payload: []byte(`{}`)}
+	})
+	// Two running (one completed later), one dead, one cancelled.
+	jobs, err := b.client.ClaimJobs(b.ctx, "q", &pgmsg.ClaimJobsOpts{Max: 3})
+	require.NoError(t, err)
+	require.Len(t, jobs, 3)
+	require.NoError(t, jobs[0].SetResult("ok"))
+	require.NoError(t, b.client.Complete(b.ctx, jobs[0]))
+	_, err = b.client.Fail(b.ctx, jobs[1], errors.New("boom"), &pgmsg.FailOpts{Dead: true})
+	require.NoError(t, err)
+	_, err = b.client.CancelJob(b.ctx, ids[9])
+	require.NoError(t, err)
+
+	list := func(o *pgmsg.ListJobsOpts) []int64 {
+		t.Helper()
+		js, err := b.client.ListJobs(b.ctx, "q", o)
+		require.NoError(t, err)
+		out := []int64{}
+		for _, j := range js {
+			require.Equal(t, "q", j.Queue)
+			out = append(out, j.ID)
+		}
+		return out
+	}
+	require.Equal(t, ids, list(nil))
+	require.Equal(t, []int64{ids[0]}, list(&pgmsg.ListJobsOpts{State: pgmsg.JobStateCompleted}))
+	require.Equal(t, []int64{ids[1]}, list(&pgmsg.ListJobsOpts{State: pgmsg.JobStateDead}))
+	require.Equal(t, []int64{ids[2]}, list(&pgmsg.ListJobsOpts{State: pgmsg.JobStateRunning}))
+	require.Equal(t, []int64{ids[9]}, list(&pgmsg.ListJobsOpts{State: pgmsg.JobStateCancelled}))
+	require.Equal(t, ids[3:9], list(&pgmsg.ListJobsOpts{State: pgmsg.JobStateAvailable}))
+	require.Equal(t, []int64{ids[1], ids[3], ids[5], ids[7], ids[9]}, list(&pgmsg.ListJobsOpts{Kind: "b"}))
+	require.Equal(t, []int64{ids[5], ids[7]}, list(&pgmsg.ListJobsOpts{Kind: "b", Limit: 2, AfterID: ids[4]}))
+	require.Empty(t, list(&pgmsg.ListJobsOpts{Until: time.Now().Add(-time.Hour)}))
+	require.Equal(t, ids, list(&pgmsg.ListJobsOpts{Since: time.Now().Add(-time.Hour), Until: time.Now().Add(time.Hour)}))
+
+	// Paging through everything, three at a time.
+	var paged []int64
+	for after := int64(0); ; {
+		page := list(&pgmsg.ListJobsOpts{Limit: 3, AfterID: after})
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		after = page[len(page)-1]
+	}
+	require.Equal(t, ids, paged)
+
+	js, err := b.client.ListJobs(b.ctx, "q", &pgmsg.ListJobsOpts{State: pgmsg.JobStateCompleted})
+	require.NoError(t, err)
+	require.JSONEq(t, `"ok"`, string(js[0].Result))
+
+	for _, bad := range []*pgmsg.ListJobsOpts{
+		{State: "finished"}, {Limit: 1001}, {Limit: -1}, {AfterID: -1},
+		{Since: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		_, err := b.client.ListJobs(b.ctx, "q", bad)
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "%+v", bad)
+	}
+	_, err = b.client.ListJobs(b.ctx, "nope", nil)
+	require.ErrorIs(t, err, pgmsg.ErrUnknownQueue)
 }

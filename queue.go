@@ -443,6 +443,76 @@ func (c *Client) RescueJobs(ctx context.Context, queue string) (int, error) {
 	return int(n), mapError(err)
 }
 
+// ListJobsOpts filter ListJobs; nil means the first 100 jobs of the
+// queue, live and archived, by id.
+type ListJobsOpts struct {
+	// State keeps only jobs in this state (available, scheduled,
+	// retrying, running, dead; completed or cancelled for archived ones).
+	// Default: any.
+	State JobState
+	// Kind keeps only jobs of this kind. Default: any.
+	Kind string
+	// Since and Until keep only jobs enqueued at or after Since and before
+	// Until (zero: unbounded).
+	Since, Until time.Time
+	// Limit caps the jobs returned, 1..1000. Default 100.
+	Limit int
+	// AfterID pages: only jobs with a larger id (the last id of the
+	// previous page).
+	AfterID int64
+}
+
+// ListJobs returns jobs of queue, live and archived, in id order, filtered
+// by opts: the jobs waiting, running or dead (with their payloads, error
+// history and progress) and those archived (with their results) until
+// archive retention prunes them. ErrUnknownQueue for a queue that does
+// not exist; ErrInvalidArgument for an unknown state or a limit over 1000.
+func (c *Client) ListJobs(ctx context.Context, queue string, opts *ListJobsOpts) ([]*Job, error) {
+	o := ListJobsOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Limit == 0 {
+		o.Limit = 100
+	}
+	if o.Limit < 0 || o.Limit > 1000 {
+		return nil, newError(ErrInvalidArgument, "limit must be between 1 and 1000, got %d", o.Limit)
+	}
+	if o.AfterID < 0 {
+		return nil, newError(ErrInvalidArgument, "after id must not be negative, got %d", o.AfterID)
+	}
+	if err := ValidateName("queue", queue); err != nil {
+		return nil, err
+	}
+	arg := dbsqlc.JobListParams{Queue: queue, State: jobOptText(string(o.State)), Kind: jobOptText(o.Kind),
+		MaxJobs: int32(o.Limit), AfterID: o.AfterID}
+	if !o.Since.IsZero() {
+		if err := checkTime("since", o.Since); err != nil {
+			return nil, err
+		}
+		arg.Since = pgtype.Timestamptz{Time: o.Since, Valid: true}
+	}
+	if !o.Until.IsZero() {
+		if err := checkTime("until", o.Until); err != nil {
+			return nil, err
+		}
+		arg.Until = pgtype.Timestamptz{Time: o.Until, Valid: true}
+	}
+	rows, err := c.queries.JobList(ctx, c.db(c.pool), arg)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]*Job, 0, len(rows))
+	for _, r := range rows {
+		j, err := jobFromGetRow((*dbsqlc.JobGetRow)(r))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
 // DeadJobsOpts filter ListDeadJobs, RequeueDeadJobs and PurgeDeadJobs; nil
 // means all dead jobs of the queue.
 type DeadJobsOpts struct {

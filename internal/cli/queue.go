@@ -28,6 +28,7 @@ Queues are created by their first enqueue, or with queue create.`,
 	}
 	cmd.AddCommand(newQueueCreate(g), newQueueConfig(g), newQueueList(g), newQueueDelete(g),
 		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g), newQueueRetry(g), newQueueJob(g),
+		newQueueJobs(g),
 		newQueuePause(g, true), newQueuePause(g, false))
 	return cmd
 }
@@ -93,6 +94,77 @@ func newQueueJob(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&encoding, "encoding", wire.EncodingAuto, "payload format: auto, json, text or base64")
+	return cmd
+}
+
+func newQueueJobs(g *globals) *cobra.Command {
+	var (
+		state, kind, since, until string
+		limit                     int
+		after                     int64
+	)
+	cmd := &cobra.Command{
+		Use:   "jobs QUEUE",
+		Short: "List a queue's jobs, live and archived, by id: filter by state, kind and enqueue time",
+		Example: `  pgmsg queue jobs emails --state running
+  pgmsg queue jobs emails --kind welcome --since 2026-12-01T00:00:00Z --limit 50
+  pgmsg queue jobs emails --after 1200 -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			opts := &pgmsg.ListJobsOpts{State: pgmsg.JobState(state), Kind: kind, Limit: limit, AfterID: after}
+			for _, f := range []struct {
+				name, v string
+				to      *time.Time
+			}{{"since", since, &opts.Since}, {"until", until, &opts.Until}} {
+				if f.v == "" {
+					continue
+				}
+				t, err := time.Parse(time.RFC3339Nano, f.v)
+				if err != nil {
+					return fmt.Errorf("--%s must be an RFC 3339 time (2026-12-01T10:00:00Z), got %q", f.name, f.v)
+				}
+				*f.to = t
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			jobs, err := c.ListJobs(cmd.Context(), args[0], opts)
+			if err != nil {
+				return err
+			}
+			if js {
+				out := make([]wire.JobJSON, len(jobs))
+				for i, j := range jobs {
+					out[i] = wire.EncodeJob(j, wire.EncodingAuto)
+				}
+				return g.printJSON(out)
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tSTATE\tKIND\tATTEMPTS\tENQUEUED\tFINISHED")
+			for _, j := range jobs {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.State, dash(j.Kind), j.Attempt, j.MaxAttempts,
+					fmtTime(&j.EnqueuedAt), fmtTime(j.FinishedAt))
+			}
+			if len(jobs) == 0 {
+				fmt.Fprintln(w, "(no jobs)")
+			} else if len(jobs) == opts.Limit || (opts.Limit == 0 && len(jobs) == 100) {
+				fmt.Fprintf(w, "(more may follow: --after %d)\n", jobs[len(jobs)-1].ID)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: available, scheduled, retrying, running, dead, completed, cancelled")
+	cmd.Flags().StringVar(&kind, "kind", "", "only jobs of this kind")
+	cmd.Flags().StringVar(&since, "since", "", "only jobs enqueued at or after this time (RFC 3339)")
+	cmd.Flags().StringVar(&until, "until", "", "only jobs enqueued before this time (RFC 3339)")
+	cmd.Flags().IntVar(&limit, "limit", 100, "most jobs to list (1..1000)")
+	cmd.Flags().Int64Var(&after, "after", 0, "list jobs after this id (the last id of the previous page)")
 	return cmd
 }
 

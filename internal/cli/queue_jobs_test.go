@@ -102,3 +102,32 @@ func TestQueueJobCLI(t *testing.T) {
 	require.Contains(t, s.fail("", "queue", "job", "999999"), "unknown job")
 	require.Contains(t, s.fail("", "queue", "job", "x"), "positive integer")
 }
+
+// queue jobs QUEUE lists jobs by id with filters and pages.
+func TestQueueJobsCLI(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	out := s.ok("", "queue", "enqueue", "jl", `{"n":1}`, "--kind", "a", "-o", "json")
+	var first []struct {
+		ID int64 `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &first), out)
+	s.ok("", "queue", "enqueue", "jl", `{"n":2}`, "--kind", "b")
+	s.ok("", "queue", "enqueue", "jl", `{"n":3}`, "--kind", "b")
+	text := s.ok("", "queue", "jobs", "jl")
+	require.Equal(t, 3, strings.Count(text, "available"), text)
+	var jobs []struct {
+		ID   int64  `json:"id"`
+		Kind string `json:"kind"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "jobs", "jl", "--kind", "b", "-o", "json")), &jobs))
+	require.Len(t, jobs, 2)
+	require.Equal(t, "b", jobs[0].Kind)
+	text = s.ok("", "queue", "jobs", "jl", "--limit", "1", "--after", strconv.FormatInt(first[0].ID, 10))
+	require.Contains(t, text, "more may follow")
+	require.Contains(t, s.ok("", "queue", "jobs", "jl", "--state", "completed"), "(no jobs)")
+	require.Contains(t, s.fail("", "queue", "jobs", "jl", "--state", "finished"), "unknown job state")
+	require.Contains(t, s.fail("", "queue", "jobs", "jl", "--since", "yesterday"), "RFC 3339")
+	require.Contains(t, s.fail("", "queue", "jobs", "jl", "--limit", "5000"), "between 1 and 1000")
+	require.Contains(t, s.fail("", "queue", "jobs", "nope"), "unknown queue")
+}

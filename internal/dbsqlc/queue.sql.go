@@ -576,6 +576,99 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, er
 	return &i, err
 }
 
+const jobList = `-- name: JobList :many
+SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
+       attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
+       lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
+       finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
+       errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
+       progress::jsonb, result::jsonb -- the shape of JobGet
+FROM pgmsg.job_list($1::text, $2::text, $3::text, $4::timestamptz,
+                    $5::timestamptz, $6::integer, $7::bigint)
+`
+
+type JobListParams struct {
+	Queue   string
+	State   pgtype.Text
+	Kind    pgtype.Text
+	Since   pgtype.Timestamptz
+	Until   pgtype.Timestamptz
+	MaxJobs int32
+	AfterID int64
+}
+
+type JobListRow struct {
+	ID             int64
+	Queue          string
+	State          string
+	Kind           string
+	Payload        []byte
+	Priority       int32
+	Attempt        int32
+	MaxAttempts    int32
+	LeaseToken     int64
+	LeaseExpiresAt pgtype.Timestamptz
+	RunAt          pgtype.Timestamptz
+	EnqueuedAt     pgtype.Timestamptz
+	AttemptedAt    pgtype.Timestamptz
+	FinishedAt     pgtype.Timestamptz
+	Worker         string
+	UniqueKey      string
+	Errors         []byte
+	TimeoutUs      int64
+	Progress       []byte
+	Result         []byte
+}
+
+func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*JobListRow, error) {
+	rows, err := db.Query(ctx, jobList,
+		arg.Queue,
+		arg.State,
+		arg.Kind,
+		arg.Since,
+		arg.Until,
+		arg.MaxJobs,
+		arg.AfterID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JobListRow
+	for rows.Next() {
+		var i JobListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.State,
+			&i.Kind,
+			&i.Payload,
+			&i.Priority,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.RunAt,
+			&i.EnqueuedAt,
+			&i.AttemptedAt,
+			&i.FinishedAt,
+			&i.Worker,
+			&i.UniqueKey,
+			&i.Errors,
+			&i.TimeoutUs,
+			&i.Progress,
+			&i.Result,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobProgress = `-- name: JobProgress :exec
 SELECT pgmsg.job_progress($1::bigint, $2::bigint, $3::jsonb)
 `

@@ -604,6 +604,19 @@ var propRoutes = map[string]propRoute{
 			return q
 		},
 	},
+	"GET /v1/queues/{queue}/jobs": {
+		query: func(g *propGen) qparams {
+			var q qparams
+			g.opt(&q, "state", func() string { return g.qstr("available", "running", "dead", "completed", "cancelled") })
+			g.opt(&q, "kind", func() string { return g.qstr("email", "report") })
+			g.opt(&q, "since", func() string { return g.qstr("2026-01-01T00:00:00Z", "2000-01-01T00:00:00.5+02:00") })
+			g.opt(&q, "until", func() string { return g.qstr("2999-01-01T00:00:00Z", "9999-12-31T23:59:59Z") })
+			g.opt(&q, "limit", func() string { return g.qnum(1, 10, 1000) })
+			g.opt(&q, "after_id", func() string { return g.qnum(0, 1, 5) })
+			g.opt(&q, "encoding", func() string { return g.qstr("auto", "json", "text", "base64") })
+			return q
+		},
+	},
 	"POST /v1/queues/{queue}/dead/requeue": {body: func(g *propGen) any { return deadBody(g, false) }, destructive: true},
 	"POST /v1/queues/{queue}/dead/purge":   {body: func(g *propGen) any { return deadBody(g, true) }, destructive: true},
 	"POST /v1/jobs/{id}/retry":             {destructive: true}, // the path's id is chosen by the harness

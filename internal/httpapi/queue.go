@@ -26,6 +26,7 @@ func (s *Server) queueRoutes() []Route {
 		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}", Scope: pgmsg.ScopeAdmin, handler: s.queueStats},
 		{Method: http.MethodPatch, Pattern: "/v1/queues/{queue}", Scope: pgmsg.ScopeAdmin, handler: s.configureQueue},
 		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/dead", Scope: pgmsg.ScopeAdmin, handler: s.listDead},
+		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/jobs", Scope: pgmsg.ScopeAdmin, handler: s.listJobs},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/dead/requeue", Scope: pgmsg.ScopeAdmin, handler: s.requeueDead},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/dead/purge", Scope: pgmsg.ScopeAdmin, handler: s.purgeDead},
 		{Method: http.MethodPost, Pattern: "/v1/jobs/{id}/retry", Scope: pgmsg.ScopeAdmin, handler: s.retryJob},
@@ -338,6 +339,60 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	jobs, err := s.client.ListDeadJobs(r.Context(), queue, &pgmsg.DeadJobsOpts{Kind: q.Get("kind"), Limit: limit, AfterID: int64(after)})
+	if err != nil {
+		return err
+	}
+	out := make([]wire.JobJSON, len(jobs))
+	for i, j := range jobs {
+		out[i] = wire.EncodeJob(j, enc)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": out})
+}
+
+// listJobs pages through a queue's jobs, live and archived, by id.
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	queue := r.PathValue("queue")
+	if err := validNames("queue", queue); err != nil {
+		return err
+	}
+	q := params{r.URL.Query()}
+	limit, err := q.int("limit", 100)
+	if err != nil {
+		return err
+	}
+	if limit < 1 || limit > min(s.cfg.MaxRecords, 1000) {
+		return newAPIError(errLimitExceeded, "limit must be between 1 and %d, got %d", min(s.cfg.MaxRecords, 1000), limit)
+	}
+	after, err := q.int("after_id", 0)
+	if err != nil {
+		return err
+	}
+	if after < 0 {
+		return newAPIError(errInvalidParameter, "after_id must not be negative, got %d", after)
+	}
+	opts := &pgmsg.ListJobsOpts{State: pgmsg.JobState(q.Get("state")), Kind: q.Get("kind"), Limit: limit, AfterID: int64(after)}
+	for _, f := range []struct {
+		name string
+		to   *time.Time
+	}{{"since", &opts.Since}, {"until", &opts.Until}} {
+		v := q.Get(f.name)
+		if v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return newAPIError(errInvalidParameter, "%s must be an RFC 3339 time (2026-12-01T10:00:00Z), got %q", f.name, v)
+		}
+		*f.to = t
+	}
+	enc := q.Get("encoding")
+	if enc == "" {
+		enc = wire.EncodingAuto
+	}
+	if err := validOutputEncoding(enc); err != nil {
+		return err
+	}
+	jobs, err := s.client.ListJobs(r.Context(), queue, opts)
 	if err != nil {
 		return err
 	}

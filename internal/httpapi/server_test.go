@@ -535,3 +535,53 @@ func TestJobProgressAndResultHTTP(t *testing.T) {
 	res = tb.do(t, http.MethodPost, "/v1/queue/progress", tb.admin, with("progress", 1))
 	require.Equal(t, "job_not_held", res.errorCode(t))
 }
+
+// GET /v1/queues/{queue}/jobs: a queue's jobs by id, filtered and paged;
+// bad filters are 400s, an unknown queue a 404.
+func TestListJobsHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	res := tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin,
+		`{"queue":"q","jobs":[{"payload":{"n":1},"kind":"a"},{"payload":{"n":2},"kind":"b"},{"payload":{"n":3},"kind":"b"}]}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	list := func(query string) []wire.JobJSON {
+		t.Helper()
+		res := tb.do(t, http.MethodGet, "/v1/queues/q/jobs"+query, tb.admin, nil)
+		require.Equal(t, http.StatusOK, res.status, string(res.body))
+		var out struct {
+			Queue string
+			Jobs  []wire.JobJSON
+		}
+		res.json(t, &out)
+		require.Equal(t, "q", out.Queue)
+		return out.Jobs
+	}
+	all := list("")
+	require.Len(t, all, 3)
+	require.JSONEq(t, `{"n":1}`, string(all[0].Payload))
+	b := list("?kind=b&state=available")
+	require.Len(t, b, 2)
+	require.Equal(t, all[1].ID, b[0].ID)
+	page := list(fmt.Sprintf("?limit=1&after_id=%d", all[0].ID))
+	require.Len(t, page, 1)
+	require.Equal(t, all[1].ID, page[0].ID)
+	require.Empty(t, list("?until=2000-01-01T00:00:00Z"))
+	require.Len(t, list("?since=2000-01-01T00:00:00%2B02:00"), 3)
+	require.Empty(t, list("?state=completed"))
+
+	for query, code := range map[string]string{
+		"?state=finished":                    "invalid_argument",
+		"?since=yesterday":                   "invalid_parameter",
+		"?until=0001-01-01T00:00:00%2B01:00": "invalid_argument",
+		"?limit=0":                           "limit_exceeded",
+		"?after_id=-1":                       "invalid_parameter",
+		"?encoding=ebcdic":                   "invalid_parameter",
+	} {
+		res := tb.do(t, http.MethodGet, "/v1/queues/q/jobs"+query, tb.admin, nil)
+		require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", query, res.body)
+		require.Equal(t, code, res.errorCode(t), query)
+	}
+	res = tb.do(t, http.MethodGet, "/v1/queues/nope/jobs", tb.admin, nil)
+	require.Equal(t, http.StatusNotFound, res.status, string(res.body))
+	require.Equal(t, "unknown_queue", res.errorCode(t))
+}

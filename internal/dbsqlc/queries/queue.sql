@@ -152,6 +152,16 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        progress::jsonb, result::jsonb
 FROM pgmsg.job_get(@id::bigint);
 
+-- name: JobList :many
+SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
+       attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
+       lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
+       finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
+       errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
+       progress::jsonb, result::jsonb -- the shape of JobGet
+FROM pgmsg.job_list(@queue::text, sqlc.narg(state)::text, sqlc.narg(kind)::text, sqlc.narg(since)::timestamptz,
+                    sqlc.narg(until)::timestamptz, @max_jobs::integer, @after_id::bigint);
+
 -- name: DeadList :many
 SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
        attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
