@@ -27,7 +27,7 @@ import (
 // Parameters: $1 topic, $2 group, $3 partition, $4 member, $5 max records,
 // $6 lease. A claim's epoch is drawn by _claim_token, as in claim_range.
 
-// claimDirectSQL claims the next records of one partition for its owner,
+// claimDirectCTE and claimDirectHead (one statement) claim the next records of one partition for its owner,
 // skipping it if another transaction holds its cursor row ($7: commit
 // asynchronously, as claim_range's p_async). It returns one row: the
 // claim's columns, or NULLs when nothing was claimed, and then whether the
@@ -35,8 +35,6 @@ import (
 // once when it claims (the UPDATE finds the locked row by its ctid): with
 // a long snapshot held, each read walks every version the row has had
 // since, which made the claim 10 times slower when it read it three times.
-const claimDirectSQL = claimDirectCTE + claimDirectHead
-
 const claimDirectCTE = `WITH n AS (SELECT clock_timestamp() AS ts),
 cur AS (
     SELECT c.ctid AS tid, c.topic_id, c.next_offset, c.claim_epoch, tp.next_offset AS tip
@@ -72,12 +70,10 @@ SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
        CASE WHEN upd.claim_epoch IS NOT NULL AND $7::boolean THEN set_config('synchronous_commit', 'off', true) END
   FROM (SELECT 1) one LEFT JOIN upd ON true`
 
-// claimCommitDirectSQL commits the claim $7 (an epoch) of the partition
+// claimCommitDirectCTE and claimCommitDirectHead (one statement) commit the claim $7 (an epoch) of the partition
 // and claims the partition's next records in the same row version: it
 // returns no row when that claim is no longer held (claim_range() then
 // raises the error commit() would). The commit is synchronous.
-const claimCommitDirectSQL = claimCommitDirectCTE + claimCommitDirectHead
-
 const claimCommitDirectCTE = `WITH n AS (SELECT clock_timestamp() AS ts),
 cur AS (
     SELECT c.ctid AS tid, c.topic_id, c.claim_end + 1 AS done_to, c.claim_epoch, tp.next_offset AS tip,
