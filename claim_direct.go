@@ -27,8 +27,9 @@ import (
 // Parameters: $1 topic, $2 group, $3 partition, $4 member, $5 max records,
 // $6 lease. A claim's epoch is drawn by _claim_token, as in claim_range.
 
-// claimDirectCTE and claimDirectHead (one statement) claim the next records of one partition for its owner,
-// skipping it if another transaction holds its cursor row ($7: commit
+// claimDirectCTE and claimDirectHead (one statement) claim the next
+// records of one partition for its owner, skipping it if another
+// transaction holds its cursor row ($7: commit
 // asynchronously, as claim_range's p_async). It returns one row: the
 // claim's columns, or NULLs when nothing was claimed, and then whether the
 // partition is the member's (NULL: no cursor row). The cursor row is read
@@ -70,7 +71,8 @@ SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
        CASE WHEN upd.claim_epoch IS NOT NULL AND $7::boolean THEN set_config('synchronous_commit', 'off', true) END
   FROM (SELECT 1) one LEFT JOIN upd ON true`
 
-// claimCommitDirectCTE and claimCommitDirectHead (one statement) commit the claim $7 (an epoch) of the partition
+// claimCommitDirectCTE and claimCommitDirectHead (one statement) commit
+// the claim $7 (an epoch) of the partition
 // and claims the partition's next records in the same row version: it
 // returns no row when that claim is no longer held (claim_range() then
 // raises the error commit() would). The commit is synchronous.
