@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"time"
 
@@ -69,6 +70,10 @@ type Job struct {
 	// Client.SetJobProgress (JSON), as GetJob sees it: while the job runs,
 	// and kept when it finishes.
 	Progress json.RawMessage `json:"progress,omitempty"`
+	// Tags and Metadata are the job's own (EnqueueParams), as GetJob and
+	// ListJobs see them; claims do not carry them.
+	Tags     []string        `json:"tags,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 	// Result is the job's result (JSON): set it in the handler with
 	// SetResult and it is archived with the job when the job is completed
 	// (by the Worker when the handler returns nil, or by Complete); GetJob
@@ -206,7 +211,7 @@ func jobFromGetRow(r *dbsqlc.JobGetRow) (*Job, error) {
 		LeaseToken: r.LeaseToken, LeaseExpiresAt: jobTime(r.LeaseExpiresAt), RunAt: jobTime(r.RunAt),
 		EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: jobTime(r.AttemptedAt), FinishedAt: jobTime(r.FinishedAt),
 		Worker: r.Worker, UniqueKey: r.UniqueKey, Errors: errs, Timeout: time.Duration(r.TimeoutUs) * time.Microsecond,
-		Progress: r.Progress, Result: r.Result,
+		Progress: r.Progress, Result: r.Result, Tags: r.Tags, Metadata: r.Metadata,
 	}, nil
 }
 
@@ -238,6 +243,36 @@ type EnqueueParams struct {
 	// context when it passes and fails the attempt with ErrJobTimeout.
 	// At most 366 days. Default 0: the queue's.
 	Timeout time.Duration
+	// Tags label the job for search (ListJobsOpts.Tag): at most
+	// JobTagsMax, each 1 to 100 of A-Z a-z 0-9 . _ : / = @ + - (duplicates
+	// are stored once, sorted). Kept in the archive.
+	Tags []string
+	// Metadata is a JSON object the application keeps with the job (who
+	// asked, a trace id, ...): at most JobDocumentMaxBytes. Shown by GetJob
+	// and ListJobs and kept in the archive; claims do not carry it.
+	Metadata json.RawMessage
+}
+
+// JobTagsMax is the most tags a job may have.
+const JobTagsMax = 20
+
+var jobTagRE = regexp.MustCompile(`^[A-Za-z0-9._:/=@+-]{1,100}$`)
+
+// jobTagsJSON checks a job's tags as _job_tags() does and encodes them for
+// enqueue_many() (nil: none).
+func jobTagsJSON(i int, tags []string) ([]byte, error) {
+	if len(tags) == 0 {
+		return nil, nil
+	}
+	if len(tags) > JobTagsMax {
+		return nil, newError(ErrInvalidArgument, "job %d: at most %d tags, got %d", i, JobTagsMax, len(tags))
+	}
+	for _, t := range tags {
+		if !jobTagRE.MatchString(t) {
+			return nil, newError(ErrInvalidArgument, "job %d: tag %q: a tag is 1 to 100 of A-Z a-z 0-9 . _ : / = @ + -", i, t)
+		}
+	}
+	return json.Marshal(tags)
 }
 
 // JSONPayload encodes v as JSON for EnqueueParams.Payload.
@@ -334,6 +369,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 		UniqueKeys: make([]string, n), CreateQueue: opts == nil || !opts.DisableCreateQueue,
 	}
 	var timeouts []pgtype.Interval
+	var tags, metadata [][]byte
 	for i, p := range params {
 		switch {
 		case p.Delay < 0:
@@ -376,9 +412,34 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 			}
 			timeouts[i] = jobInterval(p.Timeout)
 		}
+		t, err := jobTagsJSON(i, p.Tags)
+		if err != nil {
+			return nil, err
+		}
+		if t != nil {
+			if tags == nil {
+				tags = make([][]byte, n)
+			}
+			tags[i] = t
+		}
+		md, err := jobDocument(fmt.Sprintf("%d metadata", i), p.Metadata)
+		if err != nil {
+			return nil, err
+		}
+		if md != nil {
+			if !bytes.HasPrefix(bytes.TrimSpace(md), []byte("{")) {
+				return nil, newError(ErrInvalidArgument, "job %d: metadata must be a JSON object", i)
+			}
+			if metadata == nil {
+				metadata = make([][]byte, n)
+			}
+			metadata[i] = md
+		}
 	}
-	arg.Timeouts = timeouts
-	if !hasUniqueKeys(arg.UniqueKeys) {
+	arg.Timeouts, arg.Tags, arg.Metadata = timeouts, tags, metadata
+	// The direct statement covers jobs without unique keys, tags or
+	// metadata; enqueue_many() the rest.
+	if !hasUniqueKeys(arg.UniqueKeys) && tags == nil && metadata == nil {
 		out, err := c.enqueueDirect(ctx, exec, arg)
 		if err != nil {
 			return nil, mapError(err)

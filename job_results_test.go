@@ -240,3 +240,83 @@ func TestListJobs(t *testing.T) {
 	_, err = b.client.ListJobs(b.ctx, "nope", nil)
 	require.ErrorIs(t, err, pgmsg.ErrUnknownQueue)
 }
+
+// Tags and metadata (issue 19, item 5): stored by every enqueue path
+// (plain, unique keys, the SQL API), shown by GetJob and ListJobs, kept in
+// the archive, searchable by tag; malformed ones refused with nothing
+// written.
+func TestJobTagsAndMetadata(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.queue(t, "q", pgmsg.QueueConfig{})
+	res, err := b.client.EnqueueMany(b.ctx, "q", []pgmsg.EnqueueParams{
+		{Payload: []byte(`1`), Tags: []string{"eu", "customer:42", "eu"}, Metadata: json.RawMessage(`{"by": "ann"}`)},
+		{Payload: []byte(`2`)},
+		{Payload: []byte(`3`), Tags: []string{"us"}, UniqueKey: "k3", Metadata: json.RawMessage(`{"by": "bob"}`)},
+	}, nil)
+	require.NoError(t, err)
+	_, err = b.Pool.Exec(b.ctx, b.sqlAPI(`SELECT * FROM {s}.enqueue('q', 'x', p_tags => '["eu"]', p_metadata => '{"by": "sql"}')`))
+	require.NoError(t, err)
+
+	j, err := b.client.GetJob(b.ctx, res[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"customer:42", "eu"}, j.Tags, "stored once each, sorted")
+	require.JSONEq(t, `{"by": "ann"}`, string(j.Metadata))
+	j, err = b.client.GetJob(b.ctx, res[1].ID)
+	require.NoError(t, err)
+	require.Nil(t, j.Tags)
+	require.Nil(t, j.Metadata)
+
+	tagged := func(tag string) []string {
+		t.Helper()
+		js, err := b.client.ListJobs(b.ctx, "q", &pgmsg.ListJobsOpts{Tag: tag})
+		require.NoError(t, err)
+		var out []string
+		for _, j := range js {
+			out = append(out, string(j.Payload))
+		}
+		return out
+	}
+	require.Equal(t, []string{"1", "x"}, tagged("eu"))
+	require.Equal(t, []string{"3"}, tagged("us"))
+	require.Empty(t, tagged("nope"))
+
+	// Kept in the archive, and still searchable there.
+	jobs, err := b.client.ClaimJobs(b.ctx, "q", &pgmsg.ClaimJobsOpts{Max: 1})
+	require.NoError(t, err)
+	require.Equal(t, res[0].ID, jobs[0].ID)
+	require.NoError(t, b.client.Complete(b.ctx, jobs[0]))
+	j, err = b.client.GetJob(b.ctx, res[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateCompleted, j.State)
+	require.Equal(t, []string{"customer:42", "eu"}, j.Tags)
+	require.JSONEq(t, `{"by": "ann"}`, string(j.Metadata))
+	require.Equal(t, []string{"1", "x"}, tagged("eu"))
+
+	before, err := b.client.ListJobs(b.ctx, "q", nil)
+	require.NoError(t, err)
+	for _, bad := range []pgmsg.EnqueueParams{
+		{Tags: []string{""}},
+		{Tags: []string{"has space"}},
+		{Tags: []string{strings.Repeat("t", 101)}},
+		{Tags: make([]string, 21)},
+		{Metadata: json.RawMessage(`[1]`)},
+		{Metadata: json.RawMessage(`{"a": `)},
+		{Metadata: json.RawMessage(`{"a": "` + strings.Repeat("m", pgmsg.JobDocumentMaxBytes) + `"}`)},
+	} {
+		_, err := b.client.EnqueueMany(b.ctx, "q", []pgmsg.EnqueueParams{{Payload: []byte(`ok`)}, bad}, nil)
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "%+v", bad.Tags)
+	}
+	for _, q := range []string{
+		`SELECT * FROM {s}.enqueue('q', 'x', p_tags => '"eu"')`,
+		`SELECT * FROM {s}.enqueue('q', 'x', p_tags => '[1]')`,
+		`SELECT * FROM {s}.enqueue('q', 'x', p_tags => '["a b"]')`,
+		`SELECT * FROM {s}.enqueue('q', 'x', p_metadata => '"text"')`,
+	} {
+		_, err := b.Pool.Exec(b.ctx, b.sqlAPI(q))
+		require.Equal(t, "PM004", sqlState(err), "%s: %v", q, err)
+	}
+	after, err := b.client.ListJobs(b.ctx, "q", nil)
+	require.NoError(t, err)
+	require.Len(t, after, len(before), "nothing written")
+}

@@ -452,6 +452,8 @@ type ListJobsOpts struct {
 	State JobState
 	// Kind keeps only jobs of this kind. Default: any.
 	Kind string
+	// Tag keeps only jobs with this tag (EnqueueParams.Tags). Default: any.
+	Tag string
 	// Since and Until keep only jobs enqueued at or after Since and before
 	// Until (zero: unbounded).
 	Since, Until time.Time
@@ -463,7 +465,7 @@ type ListJobsOpts struct {
 }
 
 // ListJobs returns jobs of queue, live and archived, in id order, filtered
-// by opts: the jobs waiting, running or dead (with their payloads, error
+// by opts (state, kind, tag, enqueue time): the jobs waiting, running or dead (with their payloads, error
 // history and progress) and those archived (with their results) until
 // archive retention prunes them. ErrUnknownQueue for a queue that does
 // not exist; ErrInvalidArgument for an unknown state or a limit over 1000.
@@ -485,7 +487,7 @@ func (c *Client) ListJobs(ctx context.Context, queue string, opts *ListJobsOpts)
 		return nil, err
 	}
 	arg := dbsqlc.JobListParams{Queue: queue, State: jobOptText(string(o.State)), Kind: jobOptText(o.Kind),
-		MaxJobs: int32(o.Limit), AfterID: o.AfterID}
+		Tag: jobOptText(o.Tag), MaxJobs: int32(o.Limit), AfterID: o.AfterID}
 	if !o.Since.IsZero() {
 		if err := checkTime("since", o.Since); err != nil {
 			return nil, err

@@ -85,6 +85,8 @@ func newQueueJob(g *globals) *cobra.Command {
 			row("worker", dash(j.Worker))
 			row("unique key", dash(j.UniqueKey))
 			row("payload", string(jj.Payload)+" ("+jj.PayloadEncoding+")")
+			row("tags", dash(strings.Join(j.Tags, ", ")))
+			row("metadata", dash(string(j.Metadata)))
 			row("progress", dash(string(j.Progress)))
 			row("result", dash(string(j.Result)))
 			for _, e := range j.Errors {
@@ -99,13 +101,13 @@ func newQueueJob(g *globals) *cobra.Command {
 
 func newQueueJobs(g *globals) *cobra.Command {
 	var (
-		state, kind, since, until string
-		limit                     int
-		after                     int64
+		state, kind, tag, since, until string
+		limit                          int
+		after                          int64
 	)
 	cmd := &cobra.Command{
 		Use:   "jobs QUEUE",
-		Short: "List a queue's jobs, live and archived, by id: filter by state, kind and enqueue time",
+		Short: "List a queue's jobs, live and archived, by id: filter by state, kind, tag and enqueue time",
 		Example: `  pgmsg queue jobs emails --state running
   pgmsg queue jobs emails --kind welcome --since 2026-12-01T00:00:00Z --limit 50
   pgmsg queue jobs emails --after 1200 -o json`,
@@ -115,7 +117,7 @@ func newQueueJobs(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts := &pgmsg.ListJobsOpts{State: pgmsg.JobState(state), Kind: kind, Limit: limit, AfterID: after}
+			opts := &pgmsg.ListJobsOpts{State: pgmsg.JobState(state), Kind: kind, Tag: tag, Limit: limit, AfterID: after}
 			for _, f := range []struct {
 				name, v string
 				to      *time.Time
@@ -161,6 +163,7 @@ func newQueueJobs(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: available, scheduled, retrying, running, dead, completed, cancelled")
 	cmd.Flags().StringVar(&kind, "kind", "", "only jobs of this kind")
+	cmd.Flags().StringVar(&tag, "tag", "", "only jobs with this tag")
 	cmd.Flags().StringVar(&since, "since", "", "only jobs enqueued at or after this time (RFC 3339)")
 	cmd.Flags().StringVar(&until, "until", "", "only jobs enqueued before this time (RFC 3339)")
 	cmd.Flags().IntVar(&limit, "limit", 100, "most jobs to list (1..1000)")
@@ -251,19 +254,26 @@ stored, so it survives restarts; "pgmsg queue stats" shows it, and
 }
 
 func newQueueEnqueue(g *globals) *cobra.Command {
-	var p pgmsg.EnqueueParams
+	var (
+		p        pgmsg.EnqueueParams
+		metadata string
+	)
 	cmd := &cobra.Command{
 		Use:   "enqueue QUEUE [PAYLOAD]",
 		Short: "Enqueue a job with PAYLOAD, or one job per line of stdin",
 		Example: `  pgmsg queue enqueue emails '{"to":"a@example.com"}'
   pgmsg queue enqueue emails '{"to":"b@example.com"}' --delay 10m --priority 5
   pgmsg queue enqueue reports '{"day":"2026-01-01"}' --unique-key report-2026-01-01
+  pgmsg queue enqueue emails '{"to":"c@example.com"}' --tag eu --tag customer:42 --metadata '{"by":"ann"}'
   cat jobs.jsonl | pgmsg queue enqueue emails`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			js, err := g.jsonOutput()
 			if err != nil {
 				return err
+			}
+			if metadata != "" {
+				p.Metadata = json.RawMessage(metadata)
 			}
 			var params []pgmsg.EnqueueParams
 			if len(args) == 2 {
@@ -316,6 +326,8 @@ func newQueueEnqueue(g *globals) *cobra.Command {
 	f.StringVar(&p.UniqueKey, "unique-key", "", "skip the job if a live job of the queue has this key")
 	f.IntVar(&p.MaxAttempts, "max-attempts", 0, "attempts before dead-letter (default: the queue's)")
 	f.DurationVar(&p.Timeout, "timeout", 0, "longest a worker runs this job (default: the queue's --job-timeout)")
+	f.StringArrayVar(&p.Tags, "tag", nil, "label the job for search (repeat for more; see queue jobs --tag)")
+	f.StringVar(&metadata, "metadata", "", "a JSON object kept with the job")
 	return cmd
 }
 

@@ -130,4 +130,23 @@ func TestQueueJobsCLI(t *testing.T) {
 	require.Contains(t, s.fail("", "queue", "jobs", "jl", "--since", "yesterday"), "RFC 3339")
 	require.Contains(t, s.fail("", "queue", "jobs", "jl", "--limit", "5000"), "between 1 and 1000")
 	require.Contains(t, s.fail("", "queue", "jobs", "nope"), "unknown queue")
+
+	// Tags and metadata: set on enqueue, shown, searched.
+	out = s.ok("", "queue", "enqueue", "jl", `{"n":4}`, "--tag", "eu", "--tag", "customer:42", "--metadata", `{"by":"ann"}`, "-o", "json")
+	var tagged []struct {
+		ID int64 `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &tagged), out)
+	text = s.ok("", "queue", "job", strconv.FormatInt(tagged[0].ID, 10))
+	require.Regexp(t, `tags\s+customer:42, eu`, text)
+	require.Regexp(t, `metadata\s+\{"by": "ann"\}`, text)
+	var found []struct {
+		ID   int64    `json:"id"`
+		Tags []string `json:"tags"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "jobs", "jl", "--tag", "eu", "-o", "json")), &found))
+	require.Len(t, found, 1)
+	require.Equal(t, tagged[0].ID, found[0].ID)
+	require.Contains(t, s.fail("", "queue", "enqueue", "jl", "x", "--tag", "has space"), "a tag is")
+	require.Contains(t, s.fail("", "queue", "enqueue", "jl", "x", "--metadata", "[1]"), "JSON object")
 }

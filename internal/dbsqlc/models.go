@@ -61,6 +61,8 @@ type PgmsgJob struct {
 	Errors         []byte
 	Timeout        pgtype.Interval
 	Progress       []byte
+	Tags           []string
+	Metadata       []byte
 }
 
 type PgmsgJobArchive struct {
@@ -78,6 +80,8 @@ type PgmsgJobArchive struct {
 	Errors      []byte
 	Progress    []byte
 	Result      []byte
+	Tags        []string
+	Metadata    []byte
 }
 
 type PgmsgJobPayload struct {

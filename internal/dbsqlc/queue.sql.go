@@ -33,7 +33,8 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result -- the shape of JobGet
+       errors::jsonb, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result, tags::text[],
+       metadata::jsonb -- the shape of JobGet
 FROM pgmsg.dead_list($1::text, $2::text, $3::integer, $4::bigint)
 `
 
@@ -65,6 +66,8 @@ type DeadListRow struct {
 	TimeoutUs      int64
 	Progress       []byte
 	Result         []byte
+	Tags           []string
+	Metadata       []byte
 }
 
 func (q *Queries) DeadList(ctx context.Context, db DBTX, arg DeadListParams) ([]*DeadListRow, error) {
@@ -102,6 +105,8 @@ func (q *Queries) DeadList(ctx context.Context, db DBTX, arg DeadListParams) ([]
 			&i.TimeoutUs,
 			&i.Progress,
 			&i.Result,
+			&i.Tags,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -291,7 +296,7 @@ WITH d AS (
     DELETE FROM pgmsg.job j
      USING (SELECT unnest($1::bigint[]) AS id, unnest($2::bigint[]) AS token) u
      WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress
+    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                    attempted_at, finished_at, kind, unique_key, errors, progress)
@@ -370,7 +375,7 @@ FROM pgmsg.enqueue_many($1::text, $2::bytea[], array_replace($3::text[], '', NUL
                         $4::integer[], $5::timestamptz[], $6::interval[],
                         array_replace($7::integer[], 0, NULL),
                         array_replace($8::text[], '', NULL), $9::boolean,
-                        $10::interval[])
+                        $10::interval[], $11::jsonb[], $12::jsonb[])
 `
 
 type JobEnqueueManyParams struct {
@@ -384,6 +389,8 @@ type JobEnqueueManyParams struct {
 	UniqueKeys  []string
 	CreateQueue bool
 	Timeouts    []pgtype.Interval
+	Tags        [][]byte
+	Metadata    [][]byte
 }
 
 type JobEnqueueManyRow struct {
@@ -394,7 +401,7 @@ type JobEnqueueManyRow struct {
 }
 
 // Go sends "" for no kind or unique key, 0 for the queue's max attempts and
-// NULL for no timeout of the job's own.
+// NULL for no timeout, tags or metadata of the job's own.
 func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueManyParams) ([]*JobEnqueueManyRow, error) {
 	rows, err := db.Query(ctx, jobEnqueueMany,
 		arg.Queue,
@@ -407,6 +414,8 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 		arg.UniqueKeys,
 		arg.CreateQueue,
 		arg.Timeouts,
+		arg.Tags,
+		arg.Metadata,
 	)
 	if err != nil {
 		return nil, err
@@ -521,7 +530,7 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
        errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
-       progress::jsonb, result::jsonb
+       progress::jsonb, result::jsonb, tags::text[], metadata::jsonb
 FROM pgmsg.job_get($1::bigint)
 `
 
@@ -546,6 +555,8 @@ type JobGetRow struct {
 	TimeoutUs      int64
 	Progress       []byte
 	Result         []byte
+	Tags           []string
+	Metadata       []byte
 }
 
 func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, error) {
@@ -572,6 +583,8 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, er
 		&i.TimeoutUs,
 		&i.Progress,
 		&i.Result,
+		&i.Tags,
+		&i.Metadata,
 	)
 	return &i, err
 }
@@ -582,9 +595,9 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
        errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
-       progress::jsonb, result::jsonb -- the shape of JobGet
+       progress::jsonb, result::jsonb, tags::text[], metadata::jsonb -- the shape of JobGet
 FROM pgmsg.job_list($1::text, $2::text, $3::text, $4::timestamptz,
-                    $5::timestamptz, $6::integer, $7::bigint)
+                    $5::timestamptz, $6::integer, $7::bigint, $8::text)
 `
 
 type JobListParams struct {
@@ -595,6 +608,7 @@ type JobListParams struct {
 	Until   pgtype.Timestamptz
 	MaxJobs int32
 	AfterID int64
+	Tag     pgtype.Text
 }
 
 type JobListRow struct {
@@ -618,6 +632,8 @@ type JobListRow struct {
 	TimeoutUs      int64
 	Progress       []byte
 	Result         []byte
+	Tags           []string
+	Metadata       []byte
 }
 
 func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*JobListRow, error) {
@@ -629,6 +645,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*J
 		arg.Until,
 		arg.MaxJobs,
 		arg.AfterID,
+		arg.Tag,
 	)
 	if err != nil {
 		return nil, err
@@ -658,6 +675,8 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*J
 			&i.TimeoutUs,
 			&i.Progress,
 			&i.Result,
+			&i.Tags,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}

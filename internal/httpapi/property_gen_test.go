@@ -557,6 +557,20 @@ var propRoutes = map[string]propRoute{
 					j.add("unique_key", g.jstr("u1", "u2", "u3"))
 				}
 				if g.intN(4) == 0 {
+					tags := []any{g.jstr("eu", "customer:42", "a.b_c")}
+					if g.hostile() {
+						tags = pick(g, []any{"has space"}, []any{""}, []any{strings.Repeat("t", 101)}, make([]any, 21), []any{int64(1)})
+					}
+					j.add("tags", tags)
+				}
+				if g.intN(4) == 0 {
+					var md any = jobj{{"by", g.jstr("ann", "bob")}}
+					if g.hostile() {
+						md = pick[any](g, []any{int64(1)}, "text", jraw(`{"a": "`+strings.Repeat("m", 70000)+`"}`), jraw(`{"a": "\u0000"}`))
+					}
+					j.add("metadata", md)
+				}
+				if g.intN(4) == 0 {
 					j.add("timeout", g.jduration("1s", "1h"))
 				}
 				jobs[i] = j
@@ -609,6 +623,7 @@ var propRoutes = map[string]propRoute{
 			var q qparams
 			g.opt(&q, "state", func() string { return g.qstr("available", "running", "dead", "completed", "cancelled") })
 			g.opt(&q, "kind", func() string { return g.qstr("email", "report") })
+			g.opt(&q, "tag", func() string { return g.qstr("eu", "customer:42") })
 			g.opt(&q, "since", func() string { return g.qstr("2026-01-01T00:00:00Z", "2000-01-01T00:00:00.5+02:00") })
 			g.opt(&q, "until", func() string { return g.qstr("2999-01-01T00:00:00Z", "9999-12-31T23:59:59Z") })
 			g.opt(&q, "limit", func() string { return g.qnum(1, 10, 1000) })

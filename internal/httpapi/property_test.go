@@ -68,7 +68,7 @@ import (
 const (
 	propSeedEnv         = "PGMSG_HTTP_PROPERTY_SEED"
 	propRequestsEnv     = "PGMSG_HTTP_PROPERTY_REQUESTS"
-	propSeedDefault     = 14
+	propSeedDefault     = 15
 	propRequestsDefault = 2000
 	propMaxRecords      = 50
 )

@@ -58,6 +58,10 @@ type EnqueueJob struct {
 	UniqueKey   string          `json:"unique_key,omitempty"`
 	// Timeout overrides the queue's job_timeout for this job.
 	Timeout *Duration `json:"timeout,omitempty"`
+	// Tags label the job for search (at most 20).
+	Tags []string `json:"tags,omitempty"`
+	// Metadata is a JSON object kept with the job (at most 64 KiB).
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
 func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
@@ -83,7 +87,8 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		params[i] = pgmsg.EnqueueParams{Payload: p, Kind: j.Kind, Priority: j.Priority, MaxAttempts: j.MaxAttempts, UniqueKey: j.UniqueKey}
+		params[i] = pgmsg.EnqueueParams{Payload: p, Kind: j.Kind, Priority: j.Priority, MaxAttempts: j.MaxAttempts, UniqueKey: j.UniqueKey,
+			Tags: j.Tags, Metadata: j.Metadata}
 		if j.Delay != nil {
 			params[i].Delay = time.Duration(*j.Delay)
 		}
@@ -370,7 +375,8 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if after < 0 {
 		return newAPIError(errInvalidParameter, "after_id must not be negative, got %d", after)
 	}
-	opts := &pgmsg.ListJobsOpts{State: pgmsg.JobState(q.Get("state")), Kind: q.Get("kind"), Limit: limit, AfterID: int64(after)}
+	opts := &pgmsg.ListJobsOpts{State: pgmsg.JobState(q.Get("state")), Kind: q.Get("kind"), Tag: q.Get("tag"), Limit: limit,
+		AfterID: int64(after)}
 	for _, f := range []struct {
 		name string
 		to   *time.Time

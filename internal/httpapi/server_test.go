@@ -585,3 +585,36 @@ func TestListJobsHTTP(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, res.status, string(res.body))
 	require.Equal(t, "unknown_queue", res.errorCode(t))
 }
+
+// Tags and metadata over HTTP: given at enqueue, shown by the job and the
+// list, searched by tag; malformed ones are 400s that write nothing.
+func TestJobTagsHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	res := tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin,
+		`{"queue":"q","jobs":[{"payload":1,"tags":["eu","customer:42"],"metadata":{"by":"ann"}},{"payload":2}]}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	res = tb.do(t, http.MethodGet, "/v1/queues/q/jobs?tag=eu", tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	var out struct{ Jobs []wire.JobJSON }
+	res.json(t, &out)
+	require.Len(t, out.Jobs, 1)
+	require.Equal(t, []string{"customer:42", "eu"}, out.Jobs[0].Tags)
+	require.JSONEq(t, `{"by":"ann"}`, string(out.Jobs[0].Metadata))
+	res = tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", out.Jobs[0].ID), tb.admin, nil)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	require.Contains(t, string(res.body), `"tags":["customer:42","eu"]`)
+
+	for _, bad := range []string{
+		`{"queue":"q","jobs":[{"payload":3},{"payload":4,"tags":["has space"]}]}`,
+		`{"queue":"q","jobs":[{"payload":3},{"payload":4,"metadata":[1]}]}`,
+		`{"queue":"q","jobs":[{"payload":3},{"payload":4,"metadata":"text"}]}`,
+	} {
+		res := tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, bad)
+		require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", bad, res.body)
+		require.Equal(t, "invalid_argument", res.errorCode(t), bad)
+	}
+	res = tb.do(t, http.MethodGet, "/v1/queues/q/jobs", tb.admin, nil)
+	res.json(t, &out)
+	require.Len(t, out.Jobs, 2, "nothing written")
+}

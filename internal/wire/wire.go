@@ -189,6 +189,10 @@ type JobJSON struct {
 	Progress json.RawMessage `json:"progress,omitempty"`
 	// Result is a completed job's result (JSON); absent: none.
 	Result json.RawMessage `json:"result,omitempty"`
+	// Tags and Metadata are the job's own; absent: none, or not returned
+	// by this call (claims).
+	Tags     []string        `json:"tags,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
 // EncodeJob renders a job with its payload in enc (auto, json, text, base64).
@@ -196,7 +200,7 @@ func EncodeJob(j *pgmsg.Job, enc string) JobJSON {
 	out := JobJSON{ID: j.ID, Queue: j.Queue, State: j.State, Kind: j.Kind, Priority: j.Priority, Attempt: j.Attempt,
 		MaxAttempts: j.MaxAttempts, LeaseToken: j.LeaseToken, LeaseExpiresAt: UTCPtr(j.LeaseExpiresAt), RunAt: UTCPtr(j.RunAt),
 		EnqueuedAt: j.EnqueuedAt.UTC(), FinishedAt: UTCPtr(j.FinishedAt), UniqueKey: j.UniqueKey, Errors: j.Errors,
-		Progress: j.Progress, Result: j.Result}
+		Progress: j.Progress, Result: j.Result, Tags: j.Tags, Metadata: j.Metadata}
 	if j.Timeout > 0 {
 		out.Timeout = j.Timeout.String()
 	}

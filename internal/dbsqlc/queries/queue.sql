@@ -73,13 +73,13 @@ SELECT pgmsg.queue_resume(@queue::text)::boolean AS paused;
 
 -- name: JobEnqueueMany :many
 -- Go sends "" for no kind or unique key, 0 for the queue's max attempts and
--- NULL for no timeout of the job's own.
+-- NULL for no timeout, tags or metadata of the job's own.
 SELECT id::bigint, duplicate::boolean, state::text, run_at::timestamptz
 FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], array_replace(@kinds::text[], '', NULL),
                         @priorities::integer[], @run_ats::timestamptz[], @delays::interval[],
                         array_replace(@max_attempts::integer[], 0, NULL),
                         array_replace(@unique_keys::text[], '', NULL), @create_queue::boolean,
-                        @timeouts::interval[]);
+                        @timeouts::interval[], @tags::jsonb[], @metadata::jsonb[]);
 
 -- name: JobClaim :many
 -- One statement: UPDATE ... FROM (SELECT ... ORDER BY priority DESC, run_at,
@@ -149,7 +149,7 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
        errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
-       progress::jsonb, result::jsonb
+       progress::jsonb, result::jsonb, tags::text[], metadata::jsonb
 FROM pgmsg.job_get(@id::bigint);
 
 -- name: JobList :many
@@ -158,16 +158,17 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
        errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
-       progress::jsonb, result::jsonb -- the shape of JobGet
+       progress::jsonb, result::jsonb, tags::text[], metadata::jsonb -- the shape of JobGet
 FROM pgmsg.job_list(@queue::text, sqlc.narg(state)::text, sqlc.narg(kind)::text, sqlc.narg(since)::timestamptz,
-                    sqlc.narg(until)::timestamptz, @max_jobs::integer, @after_id::bigint);
+                    sqlc.narg(until)::timestamptz, @max_jobs::integer, @after_id::bigint, sqlc.narg(tag)::text);
 
 -- name: DeadList :many
 SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
        attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result -- the shape of JobGet
+       errors::jsonb, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result, tags::text[],
+       metadata::jsonb -- the shape of JobGet
 FROM pgmsg.dead_list(@queue::text, sqlc.narg(kind)::text, @max_jobs::integer, @after_id::bigint);
 
 -- name: DeadRequeue :one

@@ -362,6 +362,50 @@ BEGIN
     END IF;
 END $function$;
 
+-- _job_tags turns a job's tags (a JSON array of strings, or NULL) into the
+-- text[] stored: at most 20, each 1 to 100 of A-Z a-z 0-9 . _ : / = @ + -;
+-- an empty array is no tags (NULL). PM004 otherwise.
+CREATE OR REPLACE FUNCTION {{schema}}._job_tags(p_tags jsonb)
+ RETURNS text[]
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    out text[];
+BEGIN
+    IF p_tags IS NULL OR p_tags = 'null'::jsonb THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(p_tags) <> 'array' THEN
+        PERFORM {{schema}}._raise('PM004', 'tags must be a JSON array of strings');
+    END IF;
+    IF jsonb_array_length(p_tags) > 20 THEN
+        PERFORM {{schema}}._raise('PM004', format('at most 20 tags per job, got %s', jsonb_array_length(p_tags)));
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(p_tags) e(t)
+                WHERE jsonb_typeof(e.t) <> 'string' OR NOT (e.t #>> '{}') ~ '^[A-Za-z0-9._:/=@+-]{1,100}$') THEN
+        PERFORM {{schema}}._raise('PM004', 'a tag is 1 to 100 of A-Z a-z 0-9 . _ : / = @ + -');
+    END IF;
+    out := ARRAY(SELECT DISTINCT e.t FROM jsonb_array_elements_text(p_tags) e(t) ORDER BY e.t);
+    RETURN nullif(out, '{}'::text[]);
+END $function$;
+
+-- _job_metadata checks a job's metadata: a JSON object of at most 64 KiB
+-- (as jsonb text); PM004 otherwise. Returns true.
+CREATE OR REPLACE FUNCTION {{schema}}._job_metadata(p_metadata jsonb)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_metadata IS NOT NULL AND jsonb_typeof(p_metadata) <> 'object' THEN
+        PERFORM {{schema}}._raise('PM004', 'job metadata must be a JSON object');
+    END IF;
+    RETURN {{schema}}._job_document_check('metadata', p_metadata);
+END $function$;
+
 -- enqueue_many inserts a batch of jobs into a queue, in the caller's
 -- transaction, and returns one row per input in input order: the job's id,
 -- whether it was a duplicate (an existing live job with the same unique key,
@@ -372,7 +416,7 @@ END $function$;
 -- max_attempts (default the queue's), unique key. The queue is created with
 -- default settings if it does not exist, unless p_create_queue is false
 -- (then PM101). Bad input fails the whole batch, writing nothing.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[])
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[])
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -412,9 +456,13 @@ BEGIN
     IF coalesce(cardinality(p_kinds), 0) > n OR coalesce(cardinality(p_priorities), 0) > n
        OR coalesce(cardinality(p_run_ats), 0) > n OR coalesce(cardinality(p_delays), 0) > n
        OR coalesce(cardinality(p_max_attempts), 0) > n OR coalesce(cardinality(p_unique_keys), 0) > n
-       OR coalesce(cardinality(p_timeouts), 0) > n THEN
-        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys and timeouts must not be longer than payloads');
+       OR coalesce(cardinality(p_timeouts), 0) > n OR coalesce(cardinality(p_tags), 0) > n
+       OR coalesce(cardinality(p_metadata), 0) > n THEN
+        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags and metadata must not be longer than payloads');
     END IF;
+    -- Tags and metadata raise PM004 when malformed (_job_tags, _job_metadata).
+    PERFORM {{schema}}._job_tags(u.t) FROM unnest(p_tags) AS u(t) WHERE u.t IS NOT NULL;
+    PERFORM {{schema}}._job_metadata(u.m) FROM unnest(p_metadata) AS u(m) WHERE u.m IS NOT NULL;
     SELECT coalesce(bool_or(octet_length(u.p) > q.max_payload_bytes), false),
            coalesce(bool_or(u.d < interval '0'), false),
            coalesce(bool_or(u.m < 1), false),
@@ -474,16 +522,18 @@ BEGIN
         RETURN QUERY
         WITH src AS (
             SELECT nextval('{{schema}}.job_id_seq') AS id, u.*
-            FROM unnest(p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_timeouts)
-                 WITH ORDINALITY AS u(p, kd, pr, ra, d, m, tmo, ord)
+            FROM unnest(p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_timeouts, p_tags, p_metadata)
+                 WITH ORDINALITY AS u(p, kd, pr, ra, d, m, tmo, tg, md, ord)
             ORDER BY u.ord
         ), pl AS (
             INSERT INTO {{schema}}.job_payload (id, payload) SELECT src.id, src.p FROM src
         ), ins AS (
-            INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind, timeout)
+            INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind, timeout,
+                                             tags, metadata)
             SELECT src.id, q.queue_id,
                    CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
-                   coalesce(src.pr, 0), coalesce(src.m, q.max_attempts), t.at, now_ts, src.kd, src.tmo
+                   coalesce(src.pr, 0), coalesce(src.m, q.max_attempts), t.at, now_ts, src.kd, src.tmo,
+                   {{schema}}._job_tags(src.tg), src.md
             FROM src
             CROSS JOIN LATERAL (SELECT coalesce(src.ra, now_ts + coalesce(src.d, interval '0')) AS at) t
             ORDER BY src.ord
@@ -497,12 +547,14 @@ BEGIN
         -- skips; the lookup below is a new statement and sees its row.
         ids := ARRAY(SELECT nextval('{{schema}}.job_id_seq') FROM generate_series(1, n));
         INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind,
-                                         unique_key, timeout)
+                                         unique_key, timeout, tags, metadata)
         SELECT u.id, q.queue_id,
                CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
-               coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k, u.tmo
-        FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_unique_keys, p_timeouts)
-             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, ord)
+               coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k, u.tmo,
+               {{schema}}._job_tags(u.tg), u.md
+        FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_unique_keys, p_timeouts,
+                    p_tags, p_metadata)
+             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, ord)
         CROSS JOIN LATERAL (SELECT coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) AS at) t
         -- Key order: concurrent batches take the unique index's locks in one
         -- order and cannot deadlock on each other.
@@ -520,11 +572,12 @@ BEGIN
         LOOP
             LOOP
                 INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at,
-                                                 kind, unique_key, timeout)
+                                                 kind, unique_key, timeout, tags, metadata)
                 SELECT r.id, q.queue_id,
                        CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                        coalesce(p_priorities[r.ord], 0), coalesce(p_max_attempts[r.ord], q.max_attempts),
-                       t.at, now_ts, p_kinds[r.ord], p_unique_keys[r.ord], p_timeouts[r.ord]
+                       t.at, now_ts, p_kinds[r.ord], p_unique_keys[r.ord], p_timeouts[r.ord],
+                       {{schema}}._job_tags(p_tags[r.ord]), p_metadata[r.ord]
                 FROM (SELECT coalesce(p_run_ats[r.ord], now_ts + coalesce(p_delays[r.ord], interval '0')) AS at) t
                 ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING
                 RETURNING j.id INTO found_id;
@@ -559,14 +612,15 @@ BEGIN
 END $function$;
 
 -- enqueue inserts one job; see enqueue_many.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval)
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb)
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
     SELECT * FROM {{schema}}.enqueue_many(p_queue, ARRAY[p_payload], ARRAY[p_kind], ARRAY[p_priority],
                                           ARRAY[p_run_at], ARRAY[p_delay], ARRAY[p_max_attempts],
-                                          ARRAY[p_unique_key], p_create_queue, ARRAY[p_timeout])
+                                          ARRAY[p_unique_key], p_create_queue, ARRAY[p_timeout], ARRAY[p_tags],
+                                          ARRAY[p_metadata])
 $function$;
 
 -- ---------------------------------------------------------------------------
@@ -912,9 +966,11 @@ AS $function$
         RETURNING j.*, u.result
     ), a AS (
         INSERT INTO {{schema}}.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                            attempted_at, finished_at, kind, unique_key, errors, progress, result)
+                                            attempted_at, finished_at, kind, unique_key, errors, progress, result,
+                                            tags, metadata)
         SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-               d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.result
+               d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.result,
+               d.tags, d.metadata
         FROM d
         RETURNING job_archive.id
     )
@@ -1052,9 +1108,9 @@ BEGIN
         DELETE FROM {{schema}}.job j WHERE j.id = p_id RETURNING j.*
     )
     INSERT INTO {{schema}}.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                        attempted_at, finished_at, kind, unique_key, errors, progress)
+                                        attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata)
     SELECT d.id, d.queue_id, 'cancelled', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress
+           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.tags, d.metadata
     FROM d;
     IF FOUND THEN
         RETURN true;
@@ -1108,7 +1164,7 @@ END $function$;
 -- retrying, running or dead) or archived (state completed or cancelled).
 -- PM107 if there is no such job.
 CREATE OR REPLACE FUNCTION {{schema}}.job_get(p_id bigint)
- RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval, progress jsonb, result jsonb)
+ RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval, progress jsonb, result jsonb, tags text[], metadata jsonb)
  LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1118,13 +1174,13 @@ BEGIN
     RETURN QUERY
     SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM {{schema}}.job_payload pl WHERE pl.id = j.id), j.priority::integer, j.attempt, j.max_attempts, j.lease_token,
            j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors,
-           coalesce(j.timeout, q.job_timeout), j.progress, NULL::jsonb
+           coalesce(j.timeout, q.job_timeout), j.progress, NULL::jsonb, j.tags, j.metadata
     FROM {{schema}}.job j JOIN {{schema}}.queue q ON q.queue_id = j.queue_id
     WHERE j.id = p_id
     UNION ALL
     SELECT a.id, q.name, a.status, a.kind, (SELECT pl.payload FROM {{schema}}.job_payload pl WHERE pl.id = a.id), a.priority::integer, a.attempt, a.max_attempts, NULL::bigint,
            NULL::timestamptz, NULL::timestamptz, a.enqueued_at, a.attempted_at, a.finished_at, NULL::text,
-           a.unique_key, a.errors, NULL::interval, a.progress, a.result
+           a.unique_key, a.errors, NULL::interval, a.progress, a.result, a.tags, a.metadata
     FROM {{schema}}.job_archive a JOIN {{schema}}.queue q ON q.queue_id = a.queue_id
     WHERE a.id = p_id;
     IF NOT FOUND THEN
@@ -1133,13 +1189,13 @@ BEGIN
 END $function$;
 
 -- job_list pages through a queue's jobs, live and archived, by id (after
--- p_after_id), filtered by state, kind and enqueue time [p_since, p_until)
--- (each NULL: any), at most p_limit (0..1000, PM004 otherwise) in id
+-- p_after_id), filtered by state, kind, tag and enqueue time [p_since,
+-- p_until) (each NULL: any), at most p_limit (0..1000, PM004 otherwise) in id
 -- order, with job_get's columns. Each table is read in primary-key order
 -- from p_after_id on, stopping at the limit, or through job_dead for dead
 -- jobs; the filters are checked on the rows read.
-CREATE OR REPLACE FUNCTION {{schema}}.job_list(p_queue text, p_state text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_since timestamp with time zone DEFAULT NULL::timestamp with time zone, p_until timestamp with time zone DEFAULT NULL::timestamp with time zone, p_limit integer DEFAULT 100, p_after_id bigint DEFAULT 0)
- RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval, progress jsonb, result jsonb)
+CREATE OR REPLACE FUNCTION {{schema}}.job_list(p_queue text, p_state text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_since timestamp with time zone DEFAULT NULL::timestamp with time zone, p_until timestamp with time zone DEFAULT NULL::timestamp with time zone, p_limit integer DEFAULT 100, p_after_id bigint DEFAULT 0, p_tag text DEFAULT NULL::text)
+ RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval, progress jsonb, result jsonb, tags text[], metadata jsonb)
  LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1163,10 +1219,10 @@ BEGIN
         (SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM {{schema}}.job_payload pl WHERE pl.id = j.id),
                 j.priority::integer, j.attempt, j.max_attempts, j.lease_token, j.lease_expires_at, j.run_at, j.enqueued_at,
                 j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors, coalesce(j.timeout, q.job_timeout),
-                j.progress, NULL::jsonb
+                j.progress, NULL::jsonb, j.tags, j.metadata
            FROM {{schema}}.job j
           WHERE live AND j.queue_id = q.queue_id AND j.id > after AND (p_state IS NULL OR j.state = p_state)
-            AND (p_kind IS NULL OR j.kind = p_kind)
+            AND (p_kind IS NULL OR j.kind = p_kind) AND (p_tag IS NULL OR j.tags @> ARRAY[p_tag])
             AND (p_since IS NULL OR j.enqueued_at >= p_since) AND (p_until IS NULL OR j.enqueued_at < p_until)
           ORDER BY j.id
           LIMIT p_limit)
@@ -1174,10 +1230,10 @@ BEGIN
         (SELECT a.id, q.name, a.status, a.kind, (SELECT pl.payload FROM {{schema}}.job_payload pl WHERE pl.id = a.id),
                 a.priority::integer, a.attempt, a.max_attempts, NULL::bigint, NULL::timestamptz, NULL::timestamptz,
                 a.enqueued_at, a.attempted_at, a.finished_at, NULL::text, a.unique_key, a.errors, NULL::interval,
-                a.progress, a.result
+                a.progress, a.result, a.tags, a.metadata
            FROM {{schema}}.job_archive a
           WHERE done AND a.queue_id = q.queue_id AND a.id > after AND (p_state IS NULL OR a.status = p_state)
-            AND (p_kind IS NULL OR a.kind = p_kind)
+            AND (p_kind IS NULL OR a.kind = p_kind) AND (p_tag IS NULL OR a.tags @> ARRAY[p_tag])
             AND (p_since IS NULL OR a.enqueued_at >= p_since) AND (p_until IS NULL OR a.enqueued_at < p_until)
           ORDER BY a.id
           LIMIT p_limit)
@@ -1193,7 +1249,7 @@ END $function$;
 -- dead_list pages through a queue's dead jobs by id (after p_after_id),
 -- optionally only those of one kind.
 CREATE OR REPLACE FUNCTION {{schema}}.dead_list(p_queue text, p_kind text DEFAULT NULL::text, p_limit integer DEFAULT 100, p_after_id bigint DEFAULT 0)
- RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb)
+ RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, tags text[], metadata jsonb)
  LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1204,7 +1260,8 @@ DECLARE
 BEGIN
     RETURN QUERY
     SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM {{schema}}.job_payload pl WHERE pl.id = j.id), j.priority::integer, j.attempt, j.max_attempts, j.lease_token,
-           j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors
+           j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors,
+           j.tags, j.metadata
     FROM {{schema}}.job j
     WHERE j.queue_id = q.queue_id AND j.state = 'dead' AND j.id > coalesce(p_after_id, 0)
       AND (p_kind IS NULL OR j.kind = p_kind)
