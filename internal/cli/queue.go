@@ -141,11 +141,7 @@ func newQueueJobs(g *globals) *cobra.Command {
 				return err
 			}
 			if js {
-				out := make([]wire.JobJSON, len(jobs))
-				for i, j := range jobs {
-					out[i] = wire.EncodeJob(j, wire.EncodingAuto)
-				}
-				return g.printJSON(out)
+				return g.printJSON(wire.EncodeJobs(jobs, wire.EncodingAuto))
 			}
 			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tSTATE\tKIND\tATTEMPTS\tENQUEUED\tFINISHED")
@@ -547,11 +543,7 @@ func newQueueDead(g *globals) *cobra.Command {
 				return err
 			}
 			if js {
-				out := make([]wire.JobJSON, len(jobs))
-				for i, j := range jobs {
-					out[i] = wire.EncodeJob(j, wire.EncodingAuto)
-				}
-				return g.printJSON(out)
+				return g.printJSON(wire.EncodeJobs(jobs, wire.EncodingAuto))
 			}
 			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tKIND\tATTEMPTS\tDIED\tLAST ERROR")

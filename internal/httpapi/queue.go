@@ -157,11 +157,7 @@ func (s *Server) claimJobs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.metrics.claimed.WithLabelValues(queue).Add(float64(len(jobs)))
-	out := make([]wire.JobJSON, len(jobs))
-	for i, j := range jobs {
-		out[i] = wire.EncodeJob(j, enc)
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": out})
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": wire.EncodeJobs(jobs, enc)})
 }
 
 // claimJobsWaiting claims, and when nothing is claimable and wait > 0,
@@ -347,11 +343,7 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]wire.JobJSON, len(jobs))
-	for i, j := range jobs {
-		out[i] = wire.EncodeJob(j, enc)
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": out})
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": wire.EncodeJobs(jobs, enc)})
 }
 
 // listJobs pages through a queue's jobs, live and archived, by id.
@@ -402,11 +394,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]wire.JobJSON, len(jobs))
-	for i, j := range jobs {
-		out[i] = wire.EncodeJob(j, enc)
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": out})
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": wire.EncodeJobs(jobs, enc)})
 }
 
 // DeadJobsRequest selects dead jobs to requeue or purge: the ids given, or

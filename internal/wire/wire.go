@@ -208,6 +208,15 @@ func EncodeJob(j *pgmsg.Job, enc string) JobJSON {
 	return out
 }
 
+// EncodeJobs renders jobs as EncodeJob does, for the answers that list them.
+func EncodeJobs(jobs []*pgmsg.Job, enc string) []JobJSON {
+	out := make([]JobJSON, len(jobs))
+	for i, j := range jobs {
+		out[i] = EncodeJob(j, enc)
+	}
+	return out
+}
+
 // UTCPtr is t in UTC. Answers give times in UTC: pgx and the client
 // return them in the process's zone, in which a valid time near the ends
 // of the UTC years 0001..9999 (a record timestamp 9999-12-31T23:59:59Z,
