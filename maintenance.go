@@ -226,6 +226,18 @@ func (c *Client) leadMaintenance(ctx context.Context, conf MaintenanceConfig) er
 	c.setLeader(true)
 	defer c.setLeader(false)
 	c.config.Logger.Info("pgmsg: this process is the maintenance leader", "schema", c.config.Schema)
+	// Periodic jobs' ticks are seconds apart, maintenance runs ten: the
+	// leader enqueues due ticks on a loop of its own while it leads.
+	pctx, stopPeriodic := context.WithCancel(ctx)
+	periodicDone := make(chan struct{})
+	go func() {
+		defer close(periodicDone)
+		c.runPeriodic(pctx)
+	}()
+	defer func() {
+		stopPeriodic()
+		<-periodicDone
+	}()
 	for {
 		if _, err := c.MaintainOnce(ctx, &conf); err != nil && ctx.Err() == nil {
 			c.config.Logger.Warn("pgmsg: maintenance run failed", "error", err)
@@ -238,6 +250,23 @@ func (c *Client) leadMaintenance(ctx context.Context, conf MaintenanceConfig) er
 		// Still holding the lock? (The connection may have been cut.)
 		if err := conn.Ping(ctx); err != nil {
 			return fmt.Errorf("maintenance lock connection: %w", err)
+		}
+	}
+}
+
+// runPeriodic enqueues due periodic jobs every periodicEvery until ctx
+// ends.
+func (c *Client) runPeriodic(ctx context.Context) {
+	t := time.NewTicker(periodicEvery)
+	defer t.Stop()
+	for {
+		if _, err := c.EnqueueDuePeriodicJobs(ctx); err != nil && ctx.Err() == nil {
+			c.config.Logger.Warn("pgmsg: enqueueing due periodic jobs failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

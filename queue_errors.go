@@ -42,6 +42,12 @@ var (
 	// dead or finished: only a scheduled or retrying job can be made
 	// claimable now (PM110).
 	ErrJobNotWaiting = newSentinel("job not waiting", "PM110", "job_not_waiting", http.StatusConflict)
+	// ErrUnknownPeriodicJob is returned by RemovePeriodicJob when the queue
+	// has no periodic job of that name (PM111).
+	ErrUnknownPeriodicJob = newSentinel("unknown periodic job", "PM111", "unknown_periodic_job", http.StatusNotFound)
+	// ErrInvalidSchedule is returned for a periodic job's schedule or time
+	// zone that cannot be read, or a schedule that never fires (PM112).
+	ErrInvalidSchedule = newSentinel("invalid schedule", "PM112", "invalid_schedule", http.StatusBadRequest)
 	// ErrJobTimeout is the cause of a handler's context cancelled because
 	// the job ran longer than WorkerOpts.JobTimeout; the attempt fails with
 	// it (context.Cause(ctx) tells a handler why it was cancelled).

@@ -99,6 +99,26 @@ type PgmsgMaintenanceEvent struct {
 	Detail    []byte
 }
 
+type PgmsgPeriodicJob struct {
+	QueueID     int32
+	Name        string
+	Schedule    string
+	TimeZone    string
+	Payload     []byte
+	Kind        pgtype.Text
+	Priority    int16
+	MaxAttempts pgtype.Int4
+	Timeout     pgtype.Interval
+	Tags        []string
+	Metadata    []byte
+	RunOnStart  bool
+	DefinedAt   pgtype.Timestamptz
+	NextRunAt   pgtype.Timestamptz
+	LastRunAt   pgtype.Timestamptz
+	LastJobID   pgtype.Int8
+	LastError   pgtype.Text
+}
+
 type PgmsgProducerState struct {
 	TopicID       int32
 	Partition     int32

@@ -747,6 +747,252 @@ func (q *Queries) JobSnooze(ctx context.Context, db DBTX, arg JobSnoozeParams) (
 	return run_at, err
 }
 
+const periodicAdd = `-- name: PeriodicAdd :one
+SELECT queue::text, name::text, schedule::text, time_zone::text, payload::bytea, coalesce(kind, '')::text AS kind,
+       priority::integer, coalesce(max_attempts, 0)::integer AS max_attempts,
+       coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us, tags::text[], metadata::jsonb,
+       run_on_start::boolean, defined_at::timestamptz, next_run_at::timestamptz, last_run_at::timestamptz,
+       coalesce(last_job_id, 0)::bigint AS last_job_id, coalesce(last_error, '')::text AS last_error
+FROM pgmsg.periodic_add($1::text, $2::text, $3::text, $4::bytea, $5::text,
+                        $6::text, $7::integer, $8::integer,
+                        $9::interval, $10::jsonb, $11::jsonb,
+                        $12::boolean)
+`
+
+type PeriodicAddParams struct {
+	Queue       string
+	Name        string
+	Schedule    string
+	Payload     []byte
+	Kind        pgtype.Text
+	TimeZone    string
+	Priority    int32
+	MaxAttempts pgtype.Int4
+	Timeout     pgtype.Interval
+	Tags        []byte
+	Metadata    []byte
+	RunOnStart  bool
+}
+
+type PeriodicAddRow struct {
+	Queue       string
+	Name        string
+	Schedule    string
+	TimeZone    string
+	Payload     []byte
+	Kind        string
+	Priority    int32
+	MaxAttempts int32
+	TimeoutUs   int64
+	Tags        []string
+	Metadata    []byte
+	RunOnStart  bool
+	DefinedAt   pgtype.Timestamptz
+	NextRunAt   pgtype.Timestamptz
+	LastRunAt   pgtype.Timestamptz
+	LastJobID   int64
+	LastError   string
+}
+
+func (q *Queries) PeriodicAdd(ctx context.Context, db DBTX, arg PeriodicAddParams) (*PeriodicAddRow, error) {
+	row := db.QueryRow(ctx, periodicAdd,
+		arg.Queue,
+		arg.Name,
+		arg.Schedule,
+		arg.Payload,
+		arg.Kind,
+		arg.TimeZone,
+		arg.Priority,
+		arg.MaxAttempts,
+		arg.Timeout,
+		arg.Tags,
+		arg.Metadata,
+		arg.RunOnStart,
+	)
+	var i PeriodicAddRow
+	err := row.Scan(
+		&i.Queue,
+		&i.Name,
+		&i.Schedule,
+		&i.TimeZone,
+		&i.Payload,
+		&i.Kind,
+		&i.Priority,
+		&i.MaxAttempts,
+		&i.TimeoutUs,
+		&i.Tags,
+		&i.Metadata,
+		&i.RunOnStart,
+		&i.DefinedAt,
+		&i.NextRunAt,
+		&i.LastRunAt,
+		&i.LastJobID,
+		&i.LastError,
+	)
+	return &i, err
+}
+
+const periodicEnqueueDue = `-- name: PeriodicEnqueueDue :many
+SELECT queue::text, name::text, tick::timestamptz, coalesce(job_id, 0)::bigint AS job_id, duplicate::boolean,
+       next_run_at::timestamptz, coalesce(error, '')::text AS error
+FROM pgmsg.periodic_enqueue_due($1::integer)
+`
+
+type PeriodicEnqueueDueRow struct {
+	Queue     string
+	Name      string
+	Tick      pgtype.Timestamptz
+	JobID     int64
+	Duplicate bool
+	NextRunAt pgtype.Timestamptz
+	Error     string
+}
+
+func (q *Queries) PeriodicEnqueueDue(ctx context.Context, db DBTX, maxJobs int32) ([]*PeriodicEnqueueDueRow, error) {
+	rows, err := db.Query(ctx, periodicEnqueueDue, maxJobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*PeriodicEnqueueDueRow
+	for rows.Next() {
+		var i PeriodicEnqueueDueRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Name,
+			&i.Tick,
+			&i.JobID,
+			&i.Duplicate,
+			&i.NextRunAt,
+			&i.Error,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const periodicList = `-- name: PeriodicList :many
+SELECT queue::text, name::text, schedule::text, time_zone::text, payload::bytea, coalesce(kind, '')::text AS kind,
+       priority::integer, coalesce(max_attempts, 0)::integer AS max_attempts,
+       coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us, tags::text[], metadata::jsonb,
+       run_on_start::boolean, defined_at::timestamptz, next_run_at::timestamptz, last_run_at::timestamptz,
+       coalesce(last_job_id, 0)::bigint AS last_job_id, coalesce(last_error, '')::text AS last_error -- the shape of PeriodicAdd
+FROM pgmsg.periodic_list($1::text)
+`
+
+type PeriodicListRow struct {
+	Queue       string
+	Name        string
+	Schedule    string
+	TimeZone    string
+	Payload     []byte
+	Kind        string
+	Priority    int32
+	MaxAttempts int32
+	TimeoutUs   int64
+	Tags        []string
+	Metadata    []byte
+	RunOnStart  bool
+	DefinedAt   pgtype.Timestamptz
+	NextRunAt   pgtype.Timestamptz
+	LastRunAt   pgtype.Timestamptz
+	LastJobID   int64
+	LastError   string
+}
+
+func (q *Queries) PeriodicList(ctx context.Context, db DBTX, queue pgtype.Text) ([]*PeriodicListRow, error) {
+	rows, err := db.Query(ctx, periodicList, queue)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*PeriodicListRow
+	for rows.Next() {
+		var i PeriodicListRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Name,
+			&i.Schedule,
+			&i.TimeZone,
+			&i.Payload,
+			&i.Kind,
+			&i.Priority,
+			&i.MaxAttempts,
+			&i.TimeoutUs,
+			&i.Tags,
+			&i.Metadata,
+			&i.RunOnStart,
+			&i.DefinedAt,
+			&i.NextRunAt,
+			&i.LastRunAt,
+			&i.LastJobID,
+			&i.LastError,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const periodicPreview = `-- name: PeriodicPreview :many
+SELECT t::timestamptz FROM pgmsg.periodic_preview($1::text, $2::text, $3::timestamptz, $4::integer) t
+`
+
+type PeriodicPreviewParams struct {
+	Schedule string
+	TimeZone string
+	After    pgtype.Timestamptz
+	Count    int32
+}
+
+func (q *Queries) PeriodicPreview(ctx context.Context, db DBTX, arg PeriodicPreviewParams) ([]pgtype.Timestamptz, error) {
+	rows, err := db.Query(ctx, periodicPreview,
+		arg.Schedule,
+		arg.TimeZone,
+		arg.After,
+		arg.Count,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []pgtype.Timestamptz
+	for rows.Next() {
+		var t pgtype.Timestamptz
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		items = append(items, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const periodicRemove = `-- name: PeriodicRemove :exec
+SELECT pgmsg.periodic_remove($1::text, $2::text)
+`
+
+type PeriodicRemoveParams struct {
+	Queue string
+	Name  string
+}
+
+func (q *Queries) PeriodicRemove(ctx context.Context, db DBTX, arg PeriodicRemoveParams) error {
+	_, err := db.Exec(ctx, periodicRemove, arg.Queue, arg.Name)
+	return err
+}
+
 const queueBackpressureTimeout = `-- name: QueueBackpressureTimeout :one
 SELECT (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us
 FROM pgmsg.queue WHERE name = $1::text

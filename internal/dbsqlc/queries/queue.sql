@@ -195,3 +195,33 @@ FROM pgmsg.queue_latency(@window_interval::interval);
 
 -- name: JobRetry :one
 SELECT pgmsg.job_retry(@id::bigint)::text AS state;
+
+-- name: PeriodicAdd :one
+SELECT queue::text, name::text, schedule::text, time_zone::text, payload::bytea, coalesce(kind, '')::text AS kind,
+       priority::integer, coalesce(max_attempts, 0)::integer AS max_attempts,
+       coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us, tags::text[], metadata::jsonb,
+       run_on_start::boolean, defined_at::timestamptz, next_run_at::timestamptz, last_run_at::timestamptz,
+       coalesce(last_job_id, 0)::bigint AS last_job_id, coalesce(last_error, '')::text AS last_error
+FROM pgmsg.periodic_add(@queue::text, @name::text, @schedule::text, @payload::bytea, sqlc.narg(kind)::text,
+                        @time_zone::text, @priority::integer, sqlc.narg(max_attempts)::integer,
+                        sqlc.narg(timeout)::interval, sqlc.narg(tags)::jsonb, sqlc.narg(metadata)::jsonb,
+                        @run_on_start::boolean);
+
+-- name: PeriodicList :many
+SELECT queue::text, name::text, schedule::text, time_zone::text, payload::bytea, coalesce(kind, '')::text AS kind,
+       priority::integer, coalesce(max_attempts, 0)::integer AS max_attempts,
+       coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us, tags::text[], metadata::jsonb,
+       run_on_start::boolean, defined_at::timestamptz, next_run_at::timestamptz, last_run_at::timestamptz,
+       coalesce(last_job_id, 0)::bigint AS last_job_id, coalesce(last_error, '')::text AS last_error -- the shape of PeriodicAdd
+FROM pgmsg.periodic_list(sqlc.narg(queue)::text);
+
+-- name: PeriodicRemove :exec
+SELECT pgmsg.periodic_remove(@queue::text, @name::text);
+
+-- name: PeriodicEnqueueDue :many
+SELECT queue::text, name::text, tick::timestamptz, coalesce(job_id, 0)::bigint AS job_id, duplicate::boolean,
+       next_run_at::timestamptz, coalesce(error, '')::text AS error
+FROM pgmsg.periodic_enqueue_due(@max_jobs::integer);
+
+-- name: PeriodicPreview :many
+SELECT t::timestamptz FROM pgmsg.periodic_preview(@schedule::text, @time_zone::text, @after::timestamptz, @count::integer) t;

@@ -1425,3 +1425,370 @@ BEGIN
     END LOOP;
     RETURN total;
 END $function$;
+
+-- ---------------------------------------------------------------------------
+-- Periodic jobs (migration 008)
+-- ---------------------------------------------------------------------------
+
+-- _cron_field parses one field of a cron expression into its sorted
+-- values: *, a value, a range a-b, lists of those with ",", and steps
+-- (*/n, a-b/n, a/n: from a to the field's maximum). p_names (JAN..DEC,
+-- SUN..SAT) may stand for values, name i meaning p_name_base + i. PM112
+-- when malformed or out of [p_lo, p_hi].
+CREATE OR REPLACE FUNCTION {{schema}}._cron_field(p_field text, p_what text, p_lo integer, p_hi integer, p_names text[] DEFAULT NULL::text[], p_name_base integer DEFAULT 0)
+ RETURNS integer[]
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    part text;
+    m    text[];
+    a    integer;
+    b    integer;
+    step integer;
+    vals integer[] := '{}';
+    bad  text := format('invalid cron %s field %s: use *, a value from %s to %s%s, a range a-b, a step /n, or a list of those',
+                        p_what, left(quote_literal(p_field), 60), p_lo, p_hi,
+                        CASE WHEN p_names IS NULL THEN '' ELSE format(' (or %s to %s)', p_names[1], p_names[cardinality(p_names)]) END);
+BEGIN
+    FOREACH part IN ARRAY string_to_array(upper(p_field), ',') LOOP
+        m := regexp_match(part, '^(\*|[0-9]{1,2}|[A-Z]{3})(?:-([0-9]{1,2}|[A-Z]{3}))?(?:/([0-9]{1,2}))?$');
+        IF m IS NULL OR (m[1] = '*' AND m[2] IS NOT NULL) THEN
+            PERFORM {{schema}}._raise('PM112', bad);
+        END IF;
+        IF m[1] = '*' THEN
+            a := p_lo;
+            b := p_hi;
+        ELSE
+            a := CASE WHEN m[1] ~ '^[0-9]' THEN m[1]::integer ELSE array_position(p_names, m[1]) + p_name_base END;
+            b := CASE WHEN m[2] IS NULL THEN CASE WHEN m[3] IS NULL THEN a ELSE p_hi END
+                      WHEN m[2] ~ '^[0-9]' THEN m[2]::integer ELSE array_position(p_names, m[2]) + p_name_base END;
+        END IF;
+        step := coalesce(m[3]::integer, 1);
+        IF a IS NULL OR b IS NULL OR a < p_lo OR b > p_hi OR a > b OR step < 1 THEN
+            PERFORM {{schema}}._raise('PM112', bad);
+        END IF;
+        vals := vals || ARRAY(SELECT generate_series(a, b, step));
+    END LOOP;
+    RETURN ARRAY(SELECT DISTINCT v FROM unnest(vals) v ORDER BY v);
+END $function$;
+
+-- _periodic_next returns a schedule's first tick after p_after:
+--   - five cron fields (minute hour day-of-month month day-of-week; names
+--     JAN..DEC and SUN..SAT; 0 or 7 is Sunday) read in the time zone
+--     p_tz: when both day fields are restricted (neither starts with *), a
+--     day matching either runs, as in Vixie cron; a local time that a
+--     daylight-saving change skips runs when PostgreSQL maps it (an hour
+--     later), and one that happens twice runs once;
+--   - @yearly (@annually), @monthly, @weekly, @daily (@midnight), @hourly;
+--   - @every <interval> (1 second to 366 days, no months or years): ticks
+--     at p_anchor + k * interval.
+-- PM112 when the schedule is malformed or never fires (30 2 * ... on
+-- February 30th); the time zone is assumed valid (_periodic_check).
+CREATE OR REPLACE FUNCTION {{schema}}._periodic_next(p_schedule text, p_tz text, p_after timestamp with time zone, p_anchor timestamp with time zone)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    s        text := lower(btrim(coalesce(p_schedule, '')));
+    f        text[];
+    every    interval;
+    secs     numeric;
+    k        numeric;
+    mins     integer[];
+    hrs      integer[];
+    doms     integer[];
+    mons     integer[];
+    dows     integer[];
+    any_day  boolean;
+    t        timestamp;
+    stop_at  timestamp;
+    nxt      integer;
+    day_ok   boolean;
+    r        timestamptz;
+BEGIN
+    IF s LIKE '@every %' THEN
+        BEGIN
+            every := btrim(substr(s, 8))::interval;
+        EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR interval_field_overflow
+                       OR invalid_parameter_value OR syntax_error THEN
+            PERFORM {{schema}}._raise('PM112', format('invalid interval in schedule %s: write @every 90s, @every 5 minutes or @every 1h30m', left(quote_literal(p_schedule), 80)));
+        END;
+        IF every < interval '1 second' OR every > interval '366 days' OR extract(month FROM every) <> 0
+           OR extract(year FROM every) <> 0 THEN
+            PERFORM {{schema}}._raise('PM112', format('@every needs an interval from 1 second to 366 days, without months or years, got %s', left(quote_literal(p_schedule), 80)));
+        END IF;
+        secs := extract(epoch FROM every);
+        k := greatest(floor(extract(epoch FROM p_after - p_anchor) / secs) + 1, 0);
+        RETURN p_anchor + make_interval(secs => (k * secs)::double precision);
+    END IF;
+    s := CASE s WHEN '@yearly' THEN '0 0 1 1 *' WHEN '@annually' THEN '0 0 1 1 *' WHEN '@monthly' THEN '0 0 1 * *'
+                WHEN '@weekly' THEN '0 0 * * 0' WHEN '@daily' THEN '0 0 * * *' WHEN '@midnight' THEN '0 0 * * *'
+                WHEN '@hourly' THEN '0 * * * *' ELSE s END;
+    f := regexp_split_to_array(s, '\s+');
+    IF cardinality(f) <> 5 OR s LIKE '@%' THEN
+        PERFORM {{schema}}._raise('PM112', format('invalid schedule %s: give five cron fields (minute hour day month weekday), @hourly, @daily, @weekly, @monthly, @yearly or @every <interval>', left(quote_literal(p_schedule), 80)));
+    END IF;
+    mins := {{schema}}._cron_field(f[1], 'minute', 0, 59);
+    hrs := {{schema}}._cron_field(f[2], 'hour', 0, 23);
+    doms := {{schema}}._cron_field(f[3], 'day-of-month', 1, 31);
+    mons := {{schema}}._cron_field(f[4], 'month', 1, 12,
+                                   '{JAN,FEB,MAR,APR,MAY,JUN,JUL,AUG,SEP,OCT,NOV,DEC}', 0);
+    dows := ARRAY(SELECT DISTINCT v % 7 FROM unnest({{schema}}._cron_field(f[5], 'day-of-week', 0, 7,
+                                   '{SUN,MON,TUE,WED,THU,FRI,SAT}', -1)) v ORDER BY 1);
+    any_day := f[3] LIKE '*%' OR f[5] LIKE '*%';
+    t := date_trunc('minute', p_after AT TIME ZONE p_tz) + interval '1 minute';
+    stop_at := t + interval '8 years';
+    LOOP
+        IF t > stop_at THEN
+            PERFORM {{schema}}._raise('PM112', format('schedule %s never fires', left(quote_literal(p_schedule), 80)));
+        END IF;
+        IF NOT extract(month FROM t)::integer = ANY (mons) THEN
+            t := date_trunc('month', t) + interval '1 month';
+            CONTINUE;
+        END IF;
+        day_ok := CASE WHEN any_day THEN extract(day FROM t)::integer = ANY (doms) AND extract(dow FROM t)::integer = ANY (dows)
+                       ELSE extract(day FROM t)::integer = ANY (doms) OR extract(dow FROM t)::integer = ANY (dows) END;
+        IF NOT day_ok THEN
+            t := date_trunc('day', t) + interval '1 day';
+            CONTINUE;
+        END IF;
+        IF NOT extract(hour FROM t)::integer = ANY (hrs) THEN
+            SELECT min(h) INTO nxt FROM unnest(hrs) h WHERE h > extract(hour FROM t);
+            t := CASE WHEN nxt IS NULL THEN date_trunc('day', t) + interval '1 day'
+                      ELSE date_trunc('day', t) + make_interval(hours => nxt) END;
+            CONTINUE;
+        END IF;
+        IF NOT extract(minute FROM t)::integer = ANY (mins) THEN
+            SELECT min(x) INTO nxt FROM unnest(mins) x WHERE x > extract(minute FROM t);
+            t := CASE WHEN nxt IS NULL THEN date_trunc('hour', t) + interval '1 hour'
+                      ELSE date_trunc('hour', t) + make_interval(mins => nxt) END;
+            CONTINUE;
+        END IF;
+        r := t AT TIME ZONE p_tz;
+        IF r > p_after THEN
+            RETURN r;
+        END IF;
+        t := t + interval '1 minute';
+    END LOOP;
+END $function$;
+
+-- _periodic_check refuses a periodic job's definition before it is
+-- stored: the name (PM003), the time zone and the schedule (PM112), and
+-- the job itself, by enqueueing it into the queue and rolling that back
+-- (enqueue_many is the one home of a job's rules: PM103, PM105, PM004).
+-- Returns the first tick after p_now.
+CREATE OR REPLACE FUNCTION {{schema}}._periodic_check(p_queue text, p_name text, p_schedule text, p_time_zone text, p_payload bytea, p_kind text, p_priority integer, p_max_attempts integer, p_timeout interval, p_tags jsonb, p_metadata jsonb, p_now timestamp with time zone)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM {{schema}}._check_name('periodic job', p_name);
+    IF p_time_zone IS NULL OR octet_length(p_time_zone) > 100 THEN
+        PERFORM {{schema}}._raise('PM112', 'time zone must be an IANA name such as UTC or Europe/Paris');
+    END IF;
+    BEGIN
+        PERFORM p_now AT TIME ZONE p_time_zone;
+    EXCEPTION WHEN invalid_parameter_value THEN
+        PERFORM {{schema}}._raise('PM112', format('unknown time zone %s: use an IANA name such as UTC or Europe/Paris', left(quote_literal(p_time_zone), 100)));
+    END;
+    IF octet_length(p_schedule) > 200 THEN
+        PERFORM {{schema}}._raise('PM112', 'schedule must be at most 200 bytes');
+    END IF;
+    BEGIN
+        PERFORM {{schema}}.enqueue_many(p_queue, ARRAY[coalesce(p_payload, ''::bytea)], ARRAY[p_kind], ARRAY[p_priority],
+                                        NULL, NULL, ARRAY[p_max_attempts], NULL, false, ARRAY[p_timeout],
+                                        ARRAY[p_tags], ARRAY[p_metadata]);
+        RAISE EXCEPTION USING ERRCODE = 'PMZ99', MESSAGE = 'rolled back';
+    EXCEPTION WHEN SQLSTATE 'PMZ99' OR SQLSTATE 'PM109' THEN
+        NULL; -- valid (a full queue is no reason to refuse a schedule)
+    END;
+    RETURN {{schema}}._periodic_next(p_schedule, p_time_zone, p_now, p_now);
+END $function$;
+
+-- periodic_add adds a periodic job to a queue, or replaces the one of the
+-- same name: each tick of p_schedule (see _periodic_next) in p_time_zone
+-- enqueues p_payload with the job settings given (kind, priority,
+-- max_attempts and timeout NULL: the queue's; tags a JSON array, metadata
+-- a JSON object). The next tick is computed from now; with p_run_on_start
+-- a job is enqueued at once (on the leader's next pass, within a second
+-- or so) and then on the schedule. Adding a definition identical to the
+-- stored one changes nothing (applications may add theirs at every start).
+-- The queue must exist (PM101). Returns the periodic job, as periodic_list.
+CREATE OR REPLACE FUNCTION {{schema}}.periodic_add(p_queue text, p_name text, p_schedule text, p_payload bytea DEFAULT '\x'::bytea, p_kind text DEFAULT NULL::text, p_time_zone text DEFAULT 'UTC'::text, p_priority integer DEFAULT 0, p_max_attempts integer DEFAULT NULL::integer, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_run_on_start boolean DEFAULT false)
+ RETURNS TABLE(queue text, name text, schedule text, time_zone text, payload bytea, kind text, priority integer, max_attempts integer, timeout interval, tags text[], metadata jsonb, run_on_start boolean, defined_at timestamp with time zone, next_run_at timestamp with time zone, last_run_at timestamp with time zone, last_job_id bigint, last_error text)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    q     {{schema}}.queue := {{schema}}._queue(p_queue);
+    now_  timestamptz := clock_timestamp();
+    first timestamptz;
+    tg    text[];
+    old   {{schema}}.periodic_job;
+BEGIN
+    first := {{schema}}._periodic_check(p_queue, p_name, p_schedule, p_time_zone, p_payload, p_kind, p_priority,
+                                        p_max_attempts, p_timeout, p_tags, p_metadata, now_);
+    tg := {{schema}}._job_tags(p_tags);
+    SELECT * INTO old FROM {{schema}}.periodic_job pj WHERE pj.queue_id = q.queue_id AND pj.name = p_name FOR UPDATE;
+    IF NOT FOUND OR (old.schedule, old.time_zone, old.payload, old.kind, old.priority, old.max_attempts, old.timeout,
+                     old.tags, old.metadata, old.run_on_start)
+                    IS DISTINCT FROM
+                    (p_schedule, p_time_zone, coalesce(p_payload, ''::bytea), p_kind, p_priority::smallint, p_max_attempts,
+                     p_timeout, tg, p_metadata, coalesce(p_run_on_start, false)) THEN
+        INSERT INTO {{schema}}.periodic_job AS pj (queue_id, name, schedule, time_zone, payload, kind, priority, max_attempts,
+                                                  timeout, tags, metadata, run_on_start, defined_at, next_run_at)
+        VALUES (q.queue_id, p_name, p_schedule, p_time_zone, coalesce(p_payload, ''::bytea), p_kind, p_priority,
+                p_max_attempts, p_timeout, tg, p_metadata, coalesce(p_run_on_start, false), now_,
+                CASE WHEN p_run_on_start THEN now_ ELSE first END)
+        ON CONFLICT (queue_id, name) DO UPDATE
+           SET schedule = EXCLUDED.schedule, time_zone = EXCLUDED.time_zone, payload = EXCLUDED.payload,
+               kind = EXCLUDED.kind, priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
+               timeout = EXCLUDED.timeout, tags = EXCLUDED.tags, metadata = EXCLUDED.metadata,
+               run_on_start = EXCLUDED.run_on_start, defined_at = EXCLUDED.defined_at,
+               next_run_at = EXCLUDED.next_run_at, last_error = NULL;
+    END IF;
+    RETURN QUERY SELECT * FROM {{schema}}.periodic_list(p_queue) l WHERE l.name = p_name;
+END $function$;
+
+-- periodic_remove deletes a queue's periodic job; jobs it enqueued stay.
+-- PM101 for an unknown queue, PM111 for an unknown periodic job.
+CREATE OR REPLACE FUNCTION {{schema}}.periodic_remove(p_queue text, p_name text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_queue);
+BEGIN
+    DELETE FROM {{schema}}.periodic_job pj WHERE pj.queue_id = q.queue_id AND pj.name = p_name;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._raise('PM111', format('unknown periodic job %s in queue %s',
+                                                  left(quote_literal(coalesce(p_name, '')), 210), quote_literal(q.name)));
+    END IF;
+END $function$;
+
+-- periodic_list returns the periodic jobs of a queue (PM101 if unknown),
+-- or of every queue with NULL, by queue and name.
+CREATE OR REPLACE FUNCTION {{schema}}.periodic_list(p_queue text DEFAULT NULL::text)
+ RETURNS TABLE(queue text, name text, schedule text, time_zone text, payload bytea, kind text, priority integer, max_attempts integer, timeout interval, tags text[], metadata jsonb, run_on_start boolean, defined_at timestamp with time zone, next_run_at timestamp with time zone, last_run_at timestamp with time zone, last_job_id bigint, last_error text)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    qid integer;
+BEGIN
+    IF p_queue IS NOT NULL THEN
+        qid := ({{schema}}._queue(p_queue)).queue_id;
+    END IF;
+    RETURN QUERY
+    SELECT q.name, pj.name, pj.schedule, pj.time_zone, pj.payload, pj.kind, pj.priority::integer, pj.max_attempts,
+           pj.timeout, pj.tags, pj.metadata, pj.run_on_start, pj.defined_at, pj.next_run_at, pj.last_run_at,
+           pj.last_job_id, pj.last_error
+      FROM {{schema}}.periodic_job pj JOIN {{schema}}.queue q ON q.queue_id = pj.queue_id
+     WHERE qid IS NULL OR pj.queue_id = qid
+     ORDER BY q.name, pj.name;
+END $function$;
+
+-- periodic_preview returns the next p_count ticks of a schedule after
+-- p_after (PM112 for a bad schedule or time zone), to check one before
+-- adding it.
+CREATE OR REPLACE FUNCTION {{schema}}.periodic_preview(p_schedule text, p_time_zone text DEFAULT 'UTC'::text, p_after timestamp with time zone DEFAULT now(), p_count integer DEFAULT 5)
+ RETURNS SETOF timestamp with time zone
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t timestamptz := p_after;
+BEGIN
+    IF p_count IS NULL OR p_count < 1 OR p_count > 1000 THEN
+        PERFORM {{schema}}._raise('PM004', 'count must be from 1 to 1000');
+    END IF;
+    IF p_time_zone IS NULL OR octet_length(p_time_zone) > 100 THEN
+        PERFORM {{schema}}._raise('PM112', 'time zone must be an IANA name such as UTC or Europe/Paris');
+    END IF;
+    BEGIN
+        PERFORM p_after AT TIME ZONE p_time_zone;
+    EXCEPTION WHEN invalid_parameter_value THEN
+        PERFORM {{schema}}._raise('PM112', format('unknown time zone %s: use an IANA name such as UTC or Europe/Paris', left(quote_literal(p_time_zone), 100)));
+    END;
+    FOR i IN 1..p_count LOOP
+        t := {{schema}}._periodic_next(p_schedule, p_time_zone, t, p_after);
+        RETURN NEXT t;
+    END LOOP;
+END $function$;
+
+-- periodic_enqueue_due enqueues the due periodic jobs (next_run_at passed),
+-- at most p_limit, and moves each one's next_run_at to its first tick
+-- after now, in the same transaction, with the row locked (SKIP LOCKED:
+-- concurrent callers share the work and never enqueue a tick twice).
+-- Ticks missed while nothing called it are coalesced into one job, for
+-- the first of them. Each job's unique key is periodic:<name>@<tick, UTC>,
+-- so it can be found. A tick that cannot be enqueued (the queue is full,
+-- its max_payload_bytes has shrunk below the payload) stays due, with the
+-- reason in last_error and the result row, and is tried again on the next
+-- call. Returns one row per periodic job handled.
+CREATE OR REPLACE FUNCTION {{schema}}.periodic_enqueue_due(p_limit integer DEFAULT 100)
+ RETURNS TABLE(queue text, name text, tick timestamp with time zone, job_id bigint, duplicate boolean, next_run_at timestamp with time zone, error text)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    p     record;
+    jid   bigint;
+    dup   boolean;
+    now_  timestamptz := clock_timestamp();
+    nxt   timestamptz;
+    err   text;
+BEGIN
+    FOR p IN
+        SELECT pj.*, q.name AS queue_name FROM {{schema}}.periodic_job pj
+          JOIN {{schema}}.queue q ON q.queue_id = pj.queue_id
+         WHERE pj.next_run_at <= now_
+         ORDER BY pj.next_run_at
+         LIMIT greatest(coalesce(p_limit, 100), 1)
+           FOR UPDATE OF pj SKIP LOCKED
+    LOOP
+        err := NULL;
+        jid := NULL;
+        dup := false;
+        BEGIN
+            SELECT e.id, e.duplicate INTO jid, dup
+              FROM {{schema}}.enqueue_many(p.queue_name, ARRAY[p.payload], ARRAY[p.kind], ARRAY[p.priority::integer],
+                                           NULL, NULL, ARRAY[p.max_attempts],
+                                           ARRAY['periodic:' || p.name || '@'
+                                                 || to_char(p.next_run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')],
+                                           false, ARRAY[p.timeout],
+                                           ARRAY[CASE WHEN p.tags IS NULL THEN NULL ELSE to_jsonb(p.tags) END],
+                                           ARRAY[p.metadata]) e;
+        EXCEPTION WHEN SQLSTATE 'PM109' OR SQLSTATE 'PM103' OR SQLSTATE 'PM004' OR SQLSTATE 'PM105' THEN
+            err := SQLERRM;
+        END;
+        IF err IS NULL THEN
+            nxt := {{schema}}._periodic_next(p.schedule, p.time_zone, now_, p.defined_at);
+            UPDATE {{schema}}.periodic_job pj
+               SET next_run_at = nxt, last_run_at = p.next_run_at, last_job_id = jid, last_error = NULL
+             WHERE pj.queue_id = p.queue_id AND pj.name = p.name;
+        ELSE
+            nxt := p.next_run_at;
+            UPDATE {{schema}}.periodic_job pj SET last_error = left(err, 1000)
+             WHERE pj.queue_id = p.queue_id AND pj.name = p.name;
+        END IF;
+        queue := p.queue_name;
+        name := p.name;
+        tick := p.next_run_at;
+        job_id := jid;
+        duplicate := coalesce(dup, false);
+        next_run_at := nxt;
+        error := err;
+        RETURN NEXT;
+    END LOOP;
+END $function$;

@@ -1,0 +1,239 @@
+package pgmsg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+)
+
+// PeriodicJob is a job enqueued on a schedule: a cron expression, a
+// descriptor or a fixed interval, read in a time zone. The maintenance
+// leader (RunMaintenance, which `pgmsg serve` runs) enqueues each tick
+// once, whichever process leads and however often leadership changes: a
+// tick and the move of NextRunAt to the next one commit together, with the
+// periodic job's row locked. A tick that comes due while no leader runs is
+// enqueued when one does; ticks missed over a longer outage are coalesced
+// into one job (for the first of them), not replayed one by one.
+//
+// Each job's UniqueKey is "periodic:<name>@<tick in UTC, RFC 3339 with
+// microseconds>", so ListJobs and GetJob show which tick made it.
+type PeriodicJob struct {
+	// Queue the jobs go to. It must exist.
+	Queue string `json:"queue"`
+	// Name identifies the periodic job within its queue (1-200 letters,
+	// digits, ".", "_" or "-").
+	Name string `json:"name"`
+	// Schedule is one of:
+	//   - five cron fields, minute hour day-of-month month day-of-week,
+	//     each *, a value, a range a-b, a step (*/n, a-b/n) or a list of
+	//     those ("*/15 * * * *", "0 9 * * MON-FRI"; names JAN..DEC and
+	//     SUN..SAT; 0 and 7 are Sunday). When both day fields are
+	//     restricted, a day matching either runs, as in Vixie cron;
+	//   - @yearly (@annually), @monthly, @weekly, @daily (@midnight),
+	//     @hourly;
+	//   - @every <interval>, from 1 second to 366 days ("@every 90s",
+	//     "@every 1h30m", "@every 5 minutes"): ticks at the time the
+	//     definition was set, plus whole intervals.
+	Schedule string `json:"schedule"`
+	// TimeZone in which cron fields are read: an IANA name such as
+	// "Europe/Paris". Default "UTC". A local time that a daylight-saving
+	// change skips runs an hour later; one that happens twice runs once.
+	TimeZone string `json:"time_zone"`
+	// The job enqueued at each tick, as in EnqueueParams: MaxAttempts and
+	// Timeout 0 take the queue's.
+	Payload     []byte          `json:"payload"`
+	Kind        string          `json:"kind,omitempty"`
+	Priority    int             `json:"priority"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+	Timeout     time.Duration   `json:"timeout,omitempty"`
+	Tags        []string        `json:"tags,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+	// RunOnStart enqueues a job as soon as the periodic job is added (or
+	// its definition changed), on the leader's next pass, then follows the
+	// schedule.
+	RunOnStart bool `json:"run_on_start"`
+
+	// Set by the server (ignored by AddPeriodicJob).
+
+	// DefinedAt is when the definition was last set.
+	DefinedAt time.Time `json:"defined_at"`
+	// NextRunAt is the next tick to enqueue.
+	NextRunAt time.Time `json:"next_run_at"`
+	// LastRunAt is the last tick enqueued (zero: none yet).
+	LastRunAt time.Time `json:"last_run_at,omitempty"`
+	// LastJobID is the job that tick enqueued.
+	LastJobID int64 `json:"last_job_id,omitempty"`
+	// LastError says why the due tick could not be enqueued (the queue was
+	// full, or its MaxPayloadBytes now refuses the payload); the tick stays
+	// due and is tried again on the leader's next pass.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// periodicEvery is how often the maintenance leader enqueues due periodic
+// jobs: ticks are at least a minute apart for cron schedules, and @every
+// schedules of a few seconds are served within this much of their tick.
+const periodicEvery = time.Second
+
+// AddPeriodicJob adds p to its queue, or replaces the periodic job of the
+// same name, and returns it as stored (NextRunAt set). Adding a definition
+// identical to the stored one changes nothing, so an application may add
+// its periodic jobs at every start. It fails with ErrUnknownQueue,
+// ErrInvalidSchedule (schedule or time zone), ErrInvalidName, and what
+// EnqueueMany refuses in the job (ErrPayloadTooLarge, ErrInvalidArgument,
+// ErrInvalidMaxAttempts); nothing is stored then.
+func (c *Client) AddPeriodicJob(ctx context.Context, p PeriodicJob) (*PeriodicJob, error) {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return nil, err
+	}
+	if err := ValidateName("periodic job", p.Name); err != nil {
+		return nil, err
+	}
+	if p.TimeZone == "" {
+		p.TimeZone = "UTC"
+	}
+	switch {
+	case p.Priority < JobPriorityMin || p.Priority > JobPriorityMax:
+		return nil, newError(ErrInvalidArgument, "priority must be between %d and %d, got %d", JobPriorityMin, JobPriorityMax, p.Priority)
+	case p.MaxAttempts < 0 || p.MaxAttempts > 1<<30:
+		return nil, newError(ErrInvalidMaxAttempts, "max attempts must be from 1 to %d (0: the queue's), got %d", 1<<30, p.MaxAttempts)
+	case p.Timeout < 0 || (p.Timeout > 0 && p.Timeout < time.Microsecond) || p.Timeout > durationMax:
+		return nil, newError(ErrInvalidArgument, "timeout must be from 1µs to %s (0: the queue's), got %s", durationMax, p.Timeout)
+	}
+	tags, err := jobTagsJSON(0, p.Tags)
+	if err != nil {
+		return nil, err
+	}
+	md, err := jobDocument("metadata", p.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	payload := p.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	row, err := c.queries.PeriodicAdd(ctx, c.db(c.pool), dbsqlc.PeriodicAddParams{
+		Queue: p.Queue, Name: p.Name, Schedule: p.Schedule, Payload: payload, Kind: jobOptText(p.Kind),
+		TimeZone: p.TimeZone, Priority: int32(p.Priority), MaxAttempts: jobOptInt4(p.MaxAttempts),
+		Timeout: jobOptInterval(p.Timeout), Tags: tags, Metadata: md, RunOnStart: p.RunOnStart,
+	})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := periodicFromRow((*dbsqlc.PeriodicListRow)(row))
+	return out, nil
+}
+
+// RemovePeriodicJob deletes a queue's periodic job; the jobs it enqueued
+// stay. It fails with ErrUnknownQueue or ErrUnknownPeriodicJob.
+func (c *Client) RemovePeriodicJob(ctx context.Context, queue, name string) error {
+	if err := ValidateName("queue", queue); err != nil {
+		return err
+	}
+	if err := ValidateName("periodic job", name); err != nil {
+		return err
+	}
+	return mapError(c.queries.PeriodicRemove(ctx, c.db(c.pool), dbsqlc.PeriodicRemoveParams{Queue: queue, Name: name}))
+}
+
+// ListPeriodicJobs returns the periodic jobs of queue ("": of every
+// queue), by queue and name. It fails with ErrUnknownQueue.
+func (c *Client) ListPeriodicJobs(ctx context.Context, queue string) ([]*PeriodicJob, error) {
+	if queue != "" {
+		if err := ValidateName("queue", queue); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := c.queries.PeriodicList(ctx, c.db(c.pool), jobOptText(queue))
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]*PeriodicJob, len(rows))
+	for i, r := range rows {
+		out[i] = periodicFromRow(r)
+	}
+	return out, nil
+}
+
+// PreviewSchedule returns the next n ticks (1 to 1000) of schedule in
+// timeZone ("": UTC) after after, as a periodic job would run them. It
+// fails with ErrInvalidSchedule.
+func (c *Client) PreviewSchedule(ctx context.Context, schedule, timeZone string, after time.Time, n int) ([]time.Time, error) {
+	if n < 1 || n > 1000 {
+		return nil, newError(ErrInvalidArgument, "count must be from 1 to 1000, got %d", n)
+	}
+	if err := checkTime("after", after); err != nil {
+		return nil, err
+	}
+	if timeZone == "" {
+		timeZone = "UTC"
+	}
+	ts, err := c.queries.PeriodicPreview(ctx, c.db(c.pool), dbsqlc.PeriodicPreviewParams{
+		Schedule: schedule, TimeZone: timeZone, After: pgtype.Timestamptz{Time: after, Valid: true}, Count: int32(n)})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]time.Time, len(ts))
+	for i, t := range ts {
+		out[i] = t.Time
+	}
+	return out, nil
+}
+
+// PeriodicTick is one periodic job handled by EnqueueDuePeriodicJobs.
+type PeriodicTick struct {
+	Queue string    `json:"queue"`
+	Name  string    `json:"name"`
+	Tick  time.Time `json:"tick"`
+	// JobID is the job enqueued for the tick (0 when Error is set).
+	JobID int64 `json:"job_id,omitempty"`
+	// Duplicate: a live job had the tick's unique key already.
+	Duplicate bool      `json:"duplicate,omitempty"`
+	NextRunAt time.Time `json:"next_run_at"`
+	// Error says why the tick could not be enqueued; it stays due.
+	Error string `json:"error,omitempty"`
+}
+
+// EnqueueDuePeriodicJobs enqueues every due tick of the periodic jobs (up
+// to 1000 per call) and returns what it did. The maintenance leader calls
+// it every second; any process may call it too (concurrent calls share the
+// work and never enqueue a tick twice).
+func (c *Client) EnqueueDuePeriodicJobs(ctx context.Context) ([]PeriodicTick, error) {
+	rows, err := c.queries.PeriodicEnqueueDue(ctx, c.db(c.pool), 1000)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]PeriodicTick, len(rows))
+	for i, r := range rows {
+		out[i] = PeriodicTick{Queue: r.Queue, Name: r.Name, Tick: r.Tick.Time, JobID: r.JobID, Duplicate: r.Duplicate,
+			NextRunAt: r.NextRunAt.Time, Error: r.Error}
+		if r.Error != "" {
+			c.config.Logger.Warn("pgmsg: a periodic job's tick could not be enqueued; it stays due",
+				"queue", r.Queue, "periodic_job", r.Name, "tick", r.Tick.Time, "error", r.Error)
+		}
+	}
+	return out, nil
+}
+
+func periodicFromRow(r *dbsqlc.PeriodicListRow) *PeriodicJob {
+	p := &PeriodicJob{
+		Queue: r.Queue, Name: r.Name, Schedule: r.Schedule, TimeZone: r.TimeZone, Payload: r.Payload, Kind: r.Kind,
+		Priority: int(r.Priority), MaxAttempts: int(r.MaxAttempts), Timeout: time.Duration(r.TimeoutUs) * time.Microsecond,
+		Tags: r.Tags, RunOnStart: r.RunOnStart, DefinedAt: r.DefinedAt.Time, NextRunAt: r.NextRunAt.Time,
+		LastRunAt: r.LastRunAt.Time, LastJobID: r.LastJobID, LastError: r.LastError,
+	}
+	if r.Metadata != nil {
+		p.Metadata = json.RawMessage(r.Metadata)
+	}
+	if p.Payload == nil {
+		p.Payload = []byte{}
+	}
+	return p
+}
+
+// String names the periodic job as queue/name.
+func (p *PeriodicJob) String() string { return fmt.Sprintf("%s/%s", p.Queue, p.Name) }
