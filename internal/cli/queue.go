@@ -28,7 +28,7 @@ Queues are created by their first enqueue, or with queue create.`,
 	}
 	cmd.AddCommand(newQueueCreate(g), newQueueConfig(g), newQueueList(g), newQueueDelete(g),
 		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g), newQueueRetry(g), newQueueJob(g),
-		newQueueJobs(g),
+		newQueueJobs(g), newQueuePeriodic(g),
 		newQueuePause(g, true), newQueuePause(g, false))
 	return cmd
 }

@@ -644,6 +644,60 @@ var propRoutes = map[string]propRoute{
 	},
 	"POST /v1/queues/{queue}/pause":  {destructive: true},
 	"POST /v1/queues/{queue}/resume": {destructive: true},
+	"GET /v1/queues/{queue}/periodic": {
+		query: func(g *propGen) qparams {
+			var q qparams
+			g.opt(&q, "encoding", func() string { return g.qstr("auto", "json", "text", "base64") })
+			return q
+		},
+	},
+	"PUT /v1/queues/{queue}/periodic/{name}": {
+		body: func(g *propGen) any {
+			body := jobj{}
+			if !g.drop() {
+				body.add("schedule", g.jstr("@hourly", "*/5 * * * *", "@every 1m", "0 9 * * MON-FRI"))
+			}
+			if !g.omit() {
+				body.add("time_zone", g.jstr("UTC", "Europe/Paris", "America/New_York"))
+			}
+			enc := ""
+			if g.intN(3) == 0 {
+				enc = pick(g, "json", "text", "base64")
+				body.add("encoding", enc)
+			}
+			if !g.omit() {
+				body.add("payload", g.jvalue(enc))
+			}
+			if !g.omit() {
+				body.add("kind", g.jstr("report", ""))
+			}
+			if g.intN(3) == 0 {
+				body.add("priority", g.jnum(0, 1, -5))
+			}
+			if g.intN(3) == 0 {
+				body.add("max_attempts", g.jnum(1, 3))
+			}
+			if g.intN(4) == 0 {
+				body.add("timeout", g.jduration("1s", "1h"))
+			}
+			if g.intN(4) == 0 {
+				tags := []any{g.jstr("nightly", "eu")}
+				if g.hostile() {
+					tags = pick(g, []any{"has space"}, make([]any, 21), []any{int64(1)})
+				}
+				body.add("tags", tags)
+			}
+			if g.intN(4) == 0 {
+				body.add("metadata", jobj{{"by", g.jstr("ann")}})
+			}
+			if g.intN(4) == 0 {
+				body.add("run_on_start", g.jbool())
+			}
+			return body
+		},
+		destructive: true,
+	},
+	"DELETE /v1/queues/{queue}/periodic/{name}": {destructive: true},
 
 	"GET /v1/topics": {},
 	"POST /v1/topics": {

@@ -519,6 +519,8 @@ func (h *propHarness) build(g *propGen, rt Route, n int) *propRequest {
 			}
 		case "{group}":
 			v = g.group()
+		case "{name}":
+			v = g.name([]string{"p1", "p2"})
 		case "{id}":
 			v = h.jobIDForPath(g, admin)
 		}

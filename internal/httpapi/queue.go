@@ -33,6 +33,9 @@ func (s *Server) queueRoutes() []Route {
 		{Method: http.MethodGet, Pattern: "/v1/jobs/{id}", Scope: pgmsg.ScopeAdmin, handler: s.getJob},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/pause", Scope: pgmsg.ScopeAdmin, handler: s.pauseQueue},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/resume", Scope: pgmsg.ScopeAdmin, handler: s.resumeQueue},
+		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/periodic", Scope: pgmsg.ScopeAdmin, handler: s.listPeriodic},
+		{Method: http.MethodPut, Pattern: "/v1/queues/{queue}/periodic/{name}", Scope: pgmsg.ScopeAdmin, handler: s.putPeriodic},
+		{Method: http.MethodDelete, Pattern: "/v1/queues/{queue}/periodic/{name}", Scope: pgmsg.ScopeAdmin, handler: s.deletePeriodic},
 		// The seeds' paths.
 		{Method: http.MethodPost, Pattern: "/queue/enqueue", Alias: "/v1/queue/enqueue", Scope: pgmsg.ScopeEnqueue, handler: s.enqueue},
 		{Method: http.MethodGet, Pattern: "/queue/claim", Alias: "/v1/queue/claim", Scope: pgmsg.ScopeClaim, handler: s.claimJobs},
@@ -520,4 +523,98 @@ func (s *Server) purgeDead(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "purged": n})
+}
+
+// PeriodicJobRequest is the body of PUT /v1/queues/{queue}/periodic/{name}.
+type PeriodicJobRequest struct {
+	// Schedule: five cron fields, @hourly and the other descriptors, or
+	// @every <interval> (pgmsg.PeriodicJob).
+	Schedule string `json:"schedule"`
+	// TimeZone of the cron fields, an IANA name; default UTC.
+	TimeZone string `json:"time_zone,omitempty"`
+	// Encoding of payload: json (default), text or base64.
+	Encoding    string          `json:"encoding,omitempty"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	Kind        string          `json:"kind,omitempty"`
+	Priority    int             `json:"priority,omitempty"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+	Timeout     *Duration       `json:"timeout,omitempty"`
+	Tags        []string        `json:"tags,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+	RunOnStart  bool            `json:"run_on_start,omitempty"`
+}
+
+// listPeriodic answers a queue's periodic jobs.
+func (s *Server) listPeriodic(w http.ResponseWriter, r *http.Request) error {
+	queue := r.PathValue("queue")
+	if err := validNames("queue", queue); err != nil {
+		return err
+	}
+	enc := r.URL.Query().Get("encoding")
+	if enc == "" {
+		enc = wire.EncodingAuto
+	}
+	if err := validOutputEncoding(enc); err != nil {
+		return err
+	}
+	list, err := s.client.ListPeriodicJobs(r.Context(), queue)
+	if err != nil {
+		return err
+	}
+	out := make([]wire.PeriodicJobJSON, len(list))
+	for i, p := range list {
+		out[i] = wire.EncodePeriodicJob(p, enc)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "periodic_jobs": out})
+}
+
+// putPeriodic adds or replaces a periodic job.
+func (s *Server) putPeriodic(w http.ResponseWriter, r *http.Request) error {
+	queue, name := r.PathValue("queue"), r.PathValue("name")
+	if err := validNames("queue", queue); err != nil {
+		return err
+	}
+	if err := pgmsg.ValidateName("periodic job", name); err != nil {
+		return err
+	}
+	var req PeriodicJobRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Schedule == "" {
+		return newAPIError(errInvalidParameter, "field \"schedule\" is required")
+	}
+	payload, err := decodeValue(req.Payload, req.Encoding, "payload")
+	if err != nil {
+		return err
+	}
+	p := pgmsg.PeriodicJob{Queue: queue, Name: name, Schedule: req.Schedule, TimeZone: req.TimeZone, Payload: payload,
+		Kind: req.Kind, Priority: req.Priority, MaxAttempts: req.MaxAttempts, Tags: req.Tags, Metadata: req.Metadata,
+		RunOnStart: req.RunOnStart}
+	if req.Timeout != nil {
+		if p.Timeout = time.Duration(*req.Timeout); p.Timeout <= 0 {
+			return newAPIError(errInvalidParameter, "timeout must be positive")
+		}
+	}
+	out, err := s.client.AddPeriodicJob(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.EncodePeriodicJob(out, wire.EncodingAuto))
+}
+
+// deletePeriodic removes a periodic job.
+func (s *Server) deletePeriodic(w http.ResponseWriter, r *http.Request) error {
+	queue, name := r.PathValue("queue"), r.PathValue("name")
+	if err := validNames("queue", queue); err != nil {
+		return err
+	}
+	if err := pgmsg.ValidateName("periodic job", name); err != nil {
+		return err
+	}
+	if err := s.client.RemovePeriodicJob(r.Context(), queue, name); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

@@ -248,3 +248,42 @@ func EncodeDeadLetter(d *pgmsg.DeadLetter, enc string) DeadLetterJSON {
 	return DeadLetterJSON{Topic: d.Topic, Partition: d.Partition, Offset: d.Offset, Group: d.Group, Error: d.Error,
 		Deliveries: d.Deliveries, Replayed: d.Replayed, DeadLetter: EncodeRecord(d.Record, enc)}
 }
+
+// PeriodicJobJSON is a periodic job (pgmsg.PeriodicJob) with its payload
+// encoded as a job's, and durations as text ("1m30s").
+type PeriodicJobJSON struct {
+	Queue           string          `json:"queue"`
+	Name            string          `json:"name"`
+	Schedule        string          `json:"schedule"`
+	TimeZone        string          `json:"time_zone"`
+	Kind            string          `json:"kind,omitempty"`
+	Payload         json.RawMessage `json:"payload"`
+	PayloadEncoding string          `json:"payload_encoding,omitempty"`
+	Priority        int             `json:"priority"`
+	MaxAttempts     int             `json:"max_attempts,omitempty"`
+	Timeout         string          `json:"timeout,omitempty"`
+	Tags            []string        `json:"tags,omitempty"`
+	Metadata        json.RawMessage `json:"metadata,omitempty"`
+	RunOnStart      bool            `json:"run_on_start"`
+	DefinedAt       time.Time       `json:"defined_at"`
+	NextRunAt       time.Time       `json:"next_run_at"`
+	LastRunAt       *time.Time      `json:"last_run_at,omitempty"`
+	LastJobID       int64           `json:"last_job_id,omitempty"`
+	LastError       string          `json:"last_error,omitempty"`
+}
+
+// EncodePeriodicJob renders p with its payload in enc (auto, json, text,
+// base64).
+func EncodePeriodicJob(p *pgmsg.PeriodicJob, enc string) PeriodicJobJSON {
+	out := PeriodicJobJSON{Queue: p.Queue, Name: p.Name, Schedule: p.Schedule, TimeZone: p.TimeZone, Kind: p.Kind,
+		Priority: p.Priority, MaxAttempts: p.MaxAttempts, Tags: p.Tags, Metadata: p.Metadata, RunOnStart: p.RunOnStart,
+		DefinedAt: p.DefinedAt.UTC(), NextRunAt: p.NextRunAt.UTC(), LastJobID: p.LastJobID, LastError: p.LastError}
+	if p.Timeout > 0 {
+		out.Timeout = p.Timeout.String()
+	}
+	if !p.LastRunAt.IsZero() {
+		out.LastRunAt = UTCPtr(&p.LastRunAt)
+	}
+	out.Payload, out.PayloadEncoding = EncodeValue(p.Payload, enc)
+	return out
+}
