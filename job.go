@@ -238,6 +238,15 @@ type EnqueueParams struct {
 	// while one is live is a no-op that reports the existing job
 	// (EnqueueResult.Duplicate).
 	UniqueKey string
+	// UniqueFor makes UniqueKey unique within a window of this length
+	// instead, whatever became of the window's job (waiting, running,
+	// completed, cancelled or dead): at most one "sync-user-42" job per
+	// hour. Windows are fixed and aligned to the Unix epoch (an hour's
+	// from the top of the hour, UTC); the job's UniqueKey is stored as
+	// <key>@<window start>, so a live job of an earlier window does not
+	// make it a duplicate. From 1 second to 366 days; needs UniqueKey.
+	// Default 0: unique among live jobs only.
+	UniqueFor time.Duration
 	// Timeout is the longest a handler may run this job, overriding its
 	// queue's JobTimeout (QueueConfig): a Worker cancels the handler's
 	// context when it passes and fails the attempt with ErrJobTimeout.
@@ -296,8 +305,10 @@ type EnqueueOpts struct {
 type EnqueueResult struct {
 	// ID of the job: the new job, or the existing one for a duplicate.
 	ID int64 `json:"id"`
-	// Duplicate reports that a live job with the same UniqueKey existed;
-	// nothing was inserted and ID, State and RunAt are that job's.
+	// Duplicate reports that a live job with the same UniqueKey existed
+	// (with UniqueFor: a job of the key's window, in any state); nothing
+	// was inserted and ID, State and RunAt are that job's (a window's job
+	// the archive no longer keeps reports State completed and no RunAt).
 	Duplicate bool      `json:"duplicate"`
 	State     JobState  `json:"state"`
 	RunAt     time.Time `json:"run_at"`
@@ -368,7 +379,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 		RunAts: make([]pgtype.Timestamptz, n), Delays: make([]pgtype.Interval, n), MaxAttempts: make([]int32, n),
 		UniqueKeys: make([]string, n), CreateQueue: opts == nil || !opts.DisableCreateQueue,
 	}
-	var timeouts []pgtype.Interval
+	var timeouts, uniqueFors []pgtype.Interval
 	var tags, metadata [][]byte
 	for i, p := range params {
 		switch {
@@ -384,6 +395,8 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 			return nil, newError(ErrInvalidArgument, "job %d: kind must be at most %d bytes, got %d", i, JobKindMaxBytes, len(p.Kind))
 		case len(p.UniqueKey) > JobUniqueKeyMaxBytes:
 			return nil, newError(ErrInvalidArgument, "job %d: unique key must be at most %d bytes, got %d", i, JobUniqueKeyMaxBytes, len(p.UniqueKey))
+		case p.UniqueFor != 0 && (p.UniqueKey == "" || p.UniqueFor < time.Second || p.UniqueFor > durationMax):
+			return nil, newError(ErrInvalidArgument, "job %d: a uniqueness window needs a unique key and lasts from 1s to %s, got %s", i, durationMax, p.UniqueFor)
 		case p.Timeout < 0 || (p.Timeout > 0 && p.Timeout < time.Microsecond) || p.Timeout > durationMax:
 			return nil, newError(ErrInvalidArgument, "job %d: timeout must be from 1µs to %s (0: the queue's), got %s", i, durationMax, p.Timeout)
 		}
@@ -406,6 +419,12 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 		}
 		arg.MaxAttempts[i] = int32(min(p.MaxAttempts, 1<<30))
 		arg.UniqueKeys[i] = p.UniqueKey
+		if p.UniqueFor > 0 {
+			if uniqueFors == nil {
+				uniqueFors = make([]pgtype.Interval, n)
+			}
+			uniqueFors[i] = jobInterval(p.UniqueFor)
+		}
 		if p.Timeout > 0 {
 			if timeouts == nil {
 				timeouts = make([]pgtype.Interval, n)
@@ -436,7 +455,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 			metadata[i] = md
 		}
 	}
-	arg.Timeouts, arg.Tags, arg.Metadata = timeouts, tags, metadata
+	arg.Timeouts, arg.Tags, arg.Metadata, arg.UniqueFors = timeouts, tags, metadata, uniqueFors
 	// The direct statement covers jobs without unique keys, tags or
 	// metadata; enqueue_many() the rest.
 	if !hasUniqueKeys(arg.UniqueKeys) && tags == nil && metadata == nil {

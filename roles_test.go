@@ -122,6 +122,18 @@ func TestRolesLeastPrivilege(t *testing.T) {
 	require.NoError(t, err)
 	_, err = worker.Enqueue(ctx, "q", pgmsg.EnqueueParams{Payload: []byte("c"), UniqueKey: "k"}, nil)
 	require.NoError(t, err)
+	_, err = worker.Enqueue(ctx, "q", pgmsg.EnqueueParams{Payload: []byte("d"), UniqueKey: "w", UniqueFor: time.Hour}, nil)
+	require.NoError(t, err)
+	// Periodic jobs: the admin defines them, a worker (leading
+	// maintenance) enqueues their ticks.
+	_, err = worker.AddPeriodicJob(ctx, pgmsg.PeriodicJob{Queue: "q", Name: "p", Schedule: "@hourly"})
+	require.True(t, isDenied(err), "worker defines a periodic job: %v", err)
+	_, err = tb.client.AddPeriodicJob(ctx, pgmsg.PeriodicJob{Queue: "q", Name: "p", Schedule: "@hourly", Payload: []byte("e"), RunOnStart: true})
+	require.NoError(t, err)
+	ticks, err := worker.EnqueueDuePeriodicJobs(ctx)
+	require.NoError(t, err)
+	require.Len(t, ticks, 1)
+	require.Empty(t, ticks[0].Error)
 	var done atomic.Int32
 	w, err := worker.NewWorker("q", func(context.Context, *pgmsg.Job) error { done.Add(1); return nil },
 		&pgmsg.WorkerOpts{PollInterval: 50 * time.Millisecond})
@@ -129,7 +141,7 @@ func TestRolesLeastPrivilege(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	wdone := make(chan error, 1)
 	go func() { wdone <- w.Run(wctx) }()
-	require.Eventually(t, func() bool { return done.Load() == 3 }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return done.Load() == 5 }, 30*time.Second, 20*time.Millisecond)
 	cancel()
 	require.ErrorIs(t, <-wdone, context.Canceled, "Run returns its context's error")
 	denied(t, workerPool, "SELECT * FROM "+q("token"))
@@ -152,7 +164,8 @@ func TestRolesPrivilegesExact(t *testing.T) {
 			"consumer_group": "S", "maintenance_event": "I", "producer_state": "SIU"},
 		"consumer": {"topic": "S", "topic_partition": "S", "segment": "S", "record": "S", "segments": "S",
 			"consumer_group": "SIU", "group_cursor": "SIU", "group_member": "SIUD", "maintenance_event": "I"},
-		"worker": {"queue": "SI", "job": "SIUD", "job_archive": "SI", "job_payload": "SID", "maintenance_event": "I"},
+		"worker": {"queue": "SI", "job": "SIUD", "job_archive": "SI", "job_payload": "SID", "maintenance_event": "I",
+			"job_unique": "SID", "periodic_job": "SU"},
 	}
 	rows, err := tb.Pool.Query(tb.ctx, `SELECT c.relname, c.relispartition AND c.relkind = 'r' FROM pg_class c
 		WHERE c.relnamespace = $1::regnamespace AND c.relkind IN ('r', 'p')`, tb.Schema)

@@ -260,6 +260,7 @@ func newQueueEnqueue(g *globals) *cobra.Command {
 		Example: `  pgmsg queue enqueue emails '{"to":"a@example.com"}'
   pgmsg queue enqueue emails '{"to":"b@example.com"}' --delay 10m --priority 5
   pgmsg queue enqueue reports '{"day":"2026-01-01"}' --unique-key report-2026-01-01
+  pgmsg queue enqueue sync '{"user":42}' --unique-key sync-user-42 --unique-for 1h
   pgmsg queue enqueue emails '{"to":"c@example.com"}' --tag eu --tag customer:42 --metadata '{"by":"ann"}'
   cat jobs.jsonl | pgmsg queue enqueue emails`,
 		Args: cobra.RangeArgs(1, 2),
@@ -320,6 +321,7 @@ func newQueueEnqueue(g *globals) *cobra.Command {
 	f.DurationVar(&p.Delay, "delay", 0, "run no earlier than this from now, e.g. 10m")
 	f.IntVar(&p.Priority, "priority", 0, "higher runs first (-32768..32767)")
 	f.StringVar(&p.UniqueKey, "unique-key", "", "skip the job if a live job of the queue has this key")
+	f.DurationVar(&p.UniqueFor, "unique-for", 0, "with --unique-key: one job per key in each window of this length (e.g. 1h), whatever became of it")
 	f.IntVar(&p.MaxAttempts, "max-attempts", 0, "attempts before dead-letter (default: the queue's)")
 	f.DurationVar(&p.Timeout, "timeout", 0, "longest a worker runs this job (default: the queue's --job-timeout)")
 	f.StringArrayVar(&p.Tags, "tag", nil, "label the job for search (repeat for more; see queue jobs --tag)")

@@ -78,3 +78,18 @@ func TestQueuePeriodicCLI(t *testing.T) {
 	require.Contains(t, s.ok("", "queue", "periodic", "remove", "reports", "ping"), `removed periodic job "ping" from "reports"`)
 	require.NotContains(t, s.ok("", "queue", "periodic", "list"), "ping")
 }
+
+// queue enqueue --unique-for (issue 19, item 7).
+func TestQueueEnqueueUniqueForCLI(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	var first, second []pgmsg.EnqueueResult
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "enqueue", "sync", `{"user":42}`, "--unique-key", "sync-user-42",
+		"--unique-for", "8784h", "-o", "json")), &first))
+	require.False(t, first[0].Duplicate)
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "enqueue", "sync", `{"user":42}`, "--unique-key", "sync-user-42",
+		"--unique-for", "8784h", "-o", "json")), &second))
+	require.True(t, second[0].Duplicate)
+	require.Equal(t, first[0].ID, second[0].ID)
+	require.Contains(t, s.fail("", "queue", "enqueue", "sync", `{}`, "--unique-for", "1h"), "uniqueness window needs a unique key")
+}

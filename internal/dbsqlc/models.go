@@ -89,6 +89,13 @@ type PgmsgJobPayload struct {
 	Payload []byte
 }
 
+type PgmsgJobUnique struct {
+	QueueID   int32
+	UniqueKey string
+	JobID     int64
+	ExpiresAt pgtype.Timestamptz
+}
+
 type PgmsgMaintenanceEvent struct {
 	EventID   int64
 	At        pgtype.Timestamptz

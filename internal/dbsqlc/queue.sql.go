@@ -375,7 +375,7 @@ FROM pgmsg.enqueue_many($1::text, $2::bytea[], array_replace($3::text[], '', NUL
                         $4::integer[], $5::timestamptz[], $6::interval[],
                         array_replace($7::integer[], 0, NULL),
                         array_replace($8::text[], '', NULL), $9::boolean,
-                        $10::interval[], $11::jsonb[], $12::jsonb[])
+                        $10::interval[], $11::jsonb[], $12::jsonb[], $13::interval[])
 `
 
 type JobEnqueueManyParams struct {
@@ -391,6 +391,7 @@ type JobEnqueueManyParams struct {
 	Timeouts    []pgtype.Interval
 	Tags        [][]byte
 	Metadata    [][]byte
+	UniqueFors  []pgtype.Interval
 }
 
 type JobEnqueueManyRow struct {
@@ -401,7 +402,7 @@ type JobEnqueueManyRow struct {
 }
 
 // Go sends "" for no kind or unique key, 0 for the queue's max attempts and
-// NULL for no timeout, tags or metadata of the job's own.
+// NULL for no timeout, tags, metadata or uniqueness window of the job's own.
 func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueManyParams) ([]*JobEnqueueManyRow, error) {
 	rows, err := db.Query(ctx, jobEnqueueMany,
 		arg.Queue,
@@ -416,6 +417,7 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 		arg.Timeouts,
 		arg.Tags,
 		arg.Metadata,
+		arg.UniqueFors,
 	)
 	if err != nil {
 		return nil, err
@@ -745,6 +747,17 @@ func (q *Queries) JobSnooze(ctx context.Context, db DBTX, arg JobSnoozeParams) (
 	var run_at pgtype.Timestamptz
 	err := row.Scan(&run_at)
 	return run_at, err
+}
+
+const jobUniquePrune = `-- name: JobUniquePrune :one
+SELECT pgmsg.job_unique_prune($1::integer)::integer
+`
+
+func (q *Queries) JobUniquePrune(ctx context.Context, db DBTX, maxRows int32) (int32, error) {
+	row := db.QueryRow(ctx, jobUniquePrune, maxRows)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const periodicAdd = `-- name: PeriodicAdd :one

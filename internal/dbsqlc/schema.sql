@@ -465,6 +465,31 @@ CREATE TABLE "pgmsg".periodic_job (
 -- The leader's due scan.
 CREATE INDEX periodic_job_due ON "pgmsg".periodic_job (next_run_at);
 
+-- pgmsg 009: uniqueness windows (issue 19, item 7).
+--
+-- A job enqueued with a unique key and a window (enqueue_many's
+-- p_unique_fors) is unique for its key within the window, whatever became
+-- of it: live, completed, cancelled or dead. Windows are fixed and aligned
+-- to the Unix epoch (an hour's window runs from the top of the hour, in
+-- UTC). Each window's first job leaves a row here, whose primary key makes
+-- concurrent enqueuers of the same key and window agree on one job; the
+-- row goes once the window has passed (job_unique_prune, run by
+-- maintenance), and with its queue.
+
+CREATE TABLE "pgmsg".job_unique (
+    queue_id   integer     NOT NULL REFERENCES "pgmsg".queue ON DELETE CASCADE,
+    unique_key text        NOT NULL,  -- the key and its window: <key>@<window start, UTC>
+    job_id     bigint      NOT NULL,
+    expires_at timestamptz NOT NULL,  -- the window's end
+    PRIMARY KEY (queue_id, unique_key)
+);
+
+CREATE INDEX job_unique_expires ON "pgmsg".job_unique (expires_at);
+
+-- These change shape: the function file creates them again.
+DROP FUNCTION IF EXISTS "pgmsg".enqueue_many(text, bytea[], text[], integer[], timestamp with time zone[], interval[], integer[], text[], boolean, interval[], jsonb[], jsonb[]);
+DROP FUNCTION IF EXISTS "pgmsg".enqueue(text, bytea, text, integer, timestamp with time zone, interval, integer, text, boolean, interval, jsonb, jsonb);
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -2956,10 +2981,21 @@ END $function$;
 -- Arrays are parallel to p_payloads; the others may be NULL or shorter
 -- (missing entries are NULL: defaults). Per job: priority (higher first,
 -- -32768..32767, default 0), run_at or delay (not both; default now),
--- max_attempts (default the queue's), unique key. The queue is created with
+-- max_attempts (default the queue's), unique key, and a uniqueness window
+-- for the key (p_unique_fors, 1 second to 366 days; see below). The queue is created with
 -- default settings if it does not exist, unless p_create_queue is false
 -- (then PM101). Bad input fails the whole batch, writing nothing.
-CREATE OR REPLACE FUNCTION "pgmsg".enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[])
+--
+-- A unique key alone is unique among the queue's live jobs (waiting or
+-- running): once its job finishes, the key can be used again. With a
+-- window, it is unique within the window whatever became of its job
+-- (migration 009): windows are fixed and aligned to the Unix epoch (1 hour:
+-- from the top of each hour, UTC), the job's unique_key is
+-- <key>@<window start, UTC> (a live job of another window does not make it
+-- a duplicate), and a duplicate returns the window's job: its state if it is
+-- still kept, 'completed' once the archive has pruned it (or it was
+-- purged dead).
+CREATE OR REPLACE FUNCTION "pgmsg".enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[])
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2984,6 +3020,8 @@ DECLARE
     ids        bigint[];
     r          record;
     found_id   bigint;
+    keys       text[] := p_unique_keys;
+    wends      timestamptz[];
 BEGIN
     IF p_create_queue THEN
         SELECT * INTO q FROM "pgmsg".queue WHERE name = p_queue;
@@ -3000,8 +3038,24 @@ BEGIN
        OR coalesce(cardinality(p_run_ats), 0) > n OR coalesce(cardinality(p_delays), 0) > n
        OR coalesce(cardinality(p_max_attempts), 0) > n OR coalesce(cardinality(p_unique_keys), 0) > n
        OR coalesce(cardinality(p_timeouts), 0) > n OR coalesce(cardinality(p_tags), 0) > n
-       OR coalesce(cardinality(p_metadata), 0) > n THEN
-        PERFORM "pgmsg"._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags and metadata must not be longer than payloads');
+       OR coalesce(cardinality(p_metadata), 0) > n OR coalesce(cardinality(p_unique_fors), 0) > n THEN
+        PERFORM "pgmsg"._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata and unique_fors must not be longer than payloads');
+    END IF;
+    -- Uniqueness windows: the key becomes <key>@<window start>, and the
+    -- window's end is kept for job_unique.
+    IF p_unique_fors IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_unique_fors) u(w) WHERE u.w IS NOT NULL) THEN
+        IF EXISTS (SELECT 1 FROM unnest(p_unique_fors, p_unique_keys) u(w, k) WHERE u.w IS NOT NULL
+                    AND (u.w < interval '1 second' OR u.w > interval '366 days' OR extract(month FROM u.w) <> 0
+                         OR extract(year FROM u.w) <> 0 OR coalesce(u.k, '') = '')) THEN
+            PERFORM "pgmsg"._raise('PM004', 'a uniqueness window needs a unique key and lasts from 1 second to 366 days, without months or years');
+        END IF;
+        SELECT array_agg(CASE WHEN u.w IS NULL THEN u.k
+                              ELSE u.k || '@' || to_char(b.start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') END ORDER BY u.ord),
+               array_agg(CASE WHEN u.w IS NULL THEN NULL ELSE b.start + u.w END ORDER BY u.ord)
+          INTO keys, wends
+          FROM unnest(p_unique_keys, p_unique_fors) WITH ORDINALITY AS u(k, w, ord)
+         CROSS JOIN LATERAL (SELECT to_timestamp(floor(extract(epoch FROM now_ts) / extract(epoch FROM u.w))
+                                                 * extract(epoch FROM u.w)) AS start) b;
     END IF;
     -- Tags and metadata raise PM004 when malformed (_job_tags, _job_metadata).
     PERFORM "pgmsg"._job_tags(u.t) FROM unnest(p_tags) AS u(t) WHERE u.t IS NOT NULL;
@@ -3089,27 +3143,51 @@ BEGIN
         -- NOTHING waits for a concurrent inserter of the same key and then
         -- skips; the lookup below is a new statement and sees its row.
         ids := ARRAY(SELECT nextval('"pgmsg".job_id_seq') FROM generate_series(1, n));
+        -- Windowed keys: the first job of a key's window takes the window
+        -- (job_unique's primary key, taken in key order); the others are
+        -- its duplicates, whatever became of it, and insert nothing.
+        IF wends IS NOT NULL THEN
+            INSERT INTO "pgmsg".job_unique AS ju (queue_id, unique_key, job_id, expires_at)
+            SELECT q.queue_id, u.k, u.id, u.e FROM unnest(ids, keys, wends) AS u(id, k, e)
+             WHERE u.e IS NOT NULL
+             ORDER BY u.k, u.id
+            ON CONFLICT (queue_id, unique_key) DO NOTHING;
+        END IF;
         INSERT INTO "pgmsg".job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind,
                                          unique_key, timeout, tags, metadata)
         SELECT u.id, q.queue_id,
                CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k, u.tmo,
                "pgmsg"._job_tags(u.tg), u.md
-        FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_unique_keys, p_timeouts,
+        FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, keys, p_timeouts,
                     p_tags, p_metadata)
              WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, ord)
         CROSS JOIN LATERAL (SELECT coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) AS at) t
+        WHERE wends[u.ord] IS NULL
+           OR EXISTS (SELECT 1 FROM "pgmsg".job_unique ju
+                       WHERE ju.queue_id = q.queue_id AND ju.unique_key = u.k AND ju.job_id = u.id)
         -- Key order: concurrent batches take the unique index's locks in one
         -- order and cannot deadlock on each other.
         ORDER BY u.k, u.ord
         ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING;
 
+        IF wends IS NOT NULL THEN
+            -- A window taken by a job that a live job of the same key and
+            -- window kept out (a key written with its window by hand) is
+            -- given back: that live job answers below.
+            DELETE FROM "pgmsg".job_unique ju USING unnest(ids, keys) AS u(id, k)
+             WHERE ju.queue_id = q.queue_id AND ju.unique_key = u.k AND ju.job_id = u.id
+               AND NOT EXISTS (SELECT 1 FROM "pgmsg".job x WHERE x.id = u.id);
+        END IF;
+
         -- A row skipped for a key whose job finished (was archived) before
-        -- this lookup has neither its own job nor a live one: insert it again.
+        -- this lookup has neither its own job nor a live one: insert it
+        -- again (keys without a window only).
         FOR r IN
             SELECT u.id AS id, u.ord AS ord
-            FROM unnest(ids, p_unique_keys) WITH ORDINALITY AS u(id, k, ord)
-            WHERE NOT EXISTS (SELECT 1 FROM "pgmsg".job x WHERE x.id = u.id)
+            FROM unnest(ids, keys) WITH ORDINALITY AS u(id, k, ord)
+            WHERE wends[u.ord] IS NULL
+              AND NOT EXISTS (SELECT 1 FROM "pgmsg".job x WHERE x.id = u.id)
               AND NOT EXISTS (SELECT 1 FROM "pgmsg".job x WHERE x.queue_id = q.queue_id AND x.unique_key = u.k
                                                               AND x.state <> 'dead')
         LOOP
@@ -3119,14 +3197,14 @@ BEGIN
                 SELECT r.id, q.queue_id,
                        CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                        coalesce(p_priorities[r.ord], 0), coalesce(p_max_attempts[r.ord], q.max_attempts),
-                       t.at, now_ts, p_kinds[r.ord], p_unique_keys[r.ord], p_timeouts[r.ord],
+                       t.at, now_ts, p_kinds[r.ord], keys[r.ord], p_timeouts[r.ord],
                        "pgmsg"._job_tags(p_tags[r.ord]), p_metadata[r.ord]
                 FROM (SELECT coalesce(p_run_ats[r.ord], now_ts + coalesce(p_delays[r.ord], interval '0')) AS at) t
                 ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING
                 RETURNING j.id INTO found_id;
                 EXIT WHEN found_id IS NOT NULL;
                 SELECT x.id INTO found_id FROM "pgmsg".job x
-                WHERE x.queue_id = q.queue_id AND x.unique_key = p_unique_keys[r.ord] AND x.state <> 'dead';
+                WHERE x.queue_id = q.queue_id AND x.unique_key = keys[r.ord] AND x.state <> 'dead';
                 EXIT WHEN found_id IS NOT NULL;
             END LOOP;
         END LOOP;
@@ -3136,14 +3214,23 @@ BEGIN
         SELECT u.id, u.p FROM unnest(ids, p_payloads) AS u(id, p)
         WHERE EXISTS (SELECT 1 FROM "pgmsg".job x WHERE x.id = u.id);
 
+        -- Each row's job: its own, else its window's (kept live or in the
+        -- archive, 'completed' once pruned), else the live job of its key.
         RETURN QUERY
-        SELECT coalesce(own.id, live.id), own.id IS NULL, coalesce(own.state, live.state),
-               coalesce(own.run_at, live.run_at)
-        FROM unnest(ids, p_unique_keys) WITH ORDINALITY AS u(id, k, ord)
+        SELECT coalesce(own.id, win.id, live.id), own.id IS NULL, coalesce(own.state, win.state, live.state),
+               coalesce(own.run_at, win.run_at, live.run_at)
+        FROM unnest(ids, keys) WITH ORDINALITY AS u(id, k, ord)
         LEFT JOIN "pgmsg".job own ON own.id = u.id
         LEFT JOIN LATERAL (
+            SELECT ju.job_id AS id, coalesce(x.state, a.status, 'completed') AS state, x.run_at
+              FROM "pgmsg".job_unique ju
+              LEFT JOIN "pgmsg".job x ON x.id = ju.job_id
+              LEFT JOIN "pgmsg".job_archive a ON a.id = ju.job_id
+             WHERE own.id IS NULL AND wends[u.ord] IS NOT NULL AND ju.queue_id = q.queue_id AND ju.unique_key = u.k
+        ) win ON true
+        LEFT JOIN LATERAL (
             SELECT x.id, x.state, x.run_at FROM "pgmsg".job x
-            WHERE own.id IS NULL AND x.queue_id = q.queue_id AND x.unique_key = u.k AND x.state <> 'dead'
+            WHERE own.id IS NULL AND win.id IS NULL AND x.queue_id = q.queue_id AND x.unique_key = u.k AND x.state <> 'dead'
         ) live ON true
         ORDER BY u.ord;
     END IF;
@@ -3155,7 +3242,7 @@ BEGIN
 END $function$;
 
 -- enqueue inserts one job; see enqueue_many.
-CREATE OR REPLACE FUNCTION "pgmsg".enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb)
+CREATE OR REPLACE FUNCTION "pgmsg".enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval)
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3163,7 +3250,7 @@ AS $function$
     SELECT * FROM "pgmsg".enqueue_many(p_queue, ARRAY[p_payload], ARRAY[p_kind], ARRAY[p_priority],
                                           ARRAY[p_run_at], ARRAY[p_delay], ARRAY[p_max_attempts],
                                           ARRAY[p_unique_key], p_create_queue, ARRAY[p_timeout], ARRAY[p_tags],
-                                          ARRAY[p_metadata])
+                                          ARRAY[p_metadata], ARRAY[p_unique_for])
 $function$;
 
 -- ---------------------------------------------------------------------------
@@ -3925,6 +4012,29 @@ BEGIN
     RETURN total;
 END $function$;
 
+-- job_unique_prune deletes the uniqueness windows (job_unique) that have
+-- passed, at most p_limit, oldest first; maintenance runs it. Returns how
+-- many. A passed window makes nothing a duplicate: enqueues compute the
+-- current window's key.
+CREATE OR REPLACE FUNCTION "pgmsg".job_unique_prune(p_limit integer DEFAULT 10000)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    n integer;
+BEGIN
+    WITH d AS (
+        DELETE FROM "pgmsg".job_unique ju
+         WHERE ctid = ANY (ARRAY(SELECT x.ctid FROM "pgmsg".job_unique x WHERE x.expires_at <= now()
+                                  ORDER BY x.expires_at LIMIT greatest(coalesce(p_limit, 10000), 1)
+                                  FOR UPDATE SKIP LOCKED))
+        RETURNING 1
+    )
+    SELECT count(*) INTO n FROM d;
+    RETURN n;
+END $function$;
+
 -- archive_prune deletes at most p_limit archived jobs finished longer ago
 -- than p_older_than (default: each queue's archive_retention), of one queue
 -- or of all, and returns how many. Call it until it returns less than
@@ -4286,7 +4396,8 @@ AS $function$
 #variable_conflict use_column
 DECLARE
     p     record;
-    r     record;
+    jid   bigint;
+    dup   boolean;
     now_  timestamptz := clock_timestamp();
     nxt   timestamptz;
     err   text;
@@ -4300,9 +4411,10 @@ BEGIN
            FOR UPDATE OF pj SKIP LOCKED
     LOOP
         err := NULL;
-        r := NULL;
+        jid := NULL;
+        dup := false;
         BEGIN
-            SELECT e.id, e.duplicate INTO r
+            SELECT e.id, e.duplicate INTO jid, dup
               FROM "pgmsg".enqueue_many(p.queue_name, ARRAY[p.payload], ARRAY[p.kind], ARRAY[p.priority::integer],
                                            NULL, NULL, ARRAY[p.max_attempts],
                                            ARRAY['periodic:' || p.name || '@'
@@ -4316,7 +4428,7 @@ BEGIN
         IF err IS NULL THEN
             nxt := "pgmsg"._periodic_next(p.schedule, p.time_zone, now_, p.defined_at);
             UPDATE "pgmsg".periodic_job pj
-               SET next_run_at = nxt, last_run_at = p.next_run_at, last_job_id = r.id, last_error = NULL
+               SET next_run_at = nxt, last_run_at = p.next_run_at, last_job_id = jid, last_error = NULL
              WHERE pj.queue_id = p.queue_id AND pj.name = p.name;
         ELSE
             nxt := p.next_run_at;
@@ -4326,8 +4438,8 @@ BEGIN
         queue := p.queue_name;
         name := p.name;
         tick := p.next_run_at;
-        job_id := r.id;
-        duplicate := coalesce(r.duplicate, false);
+        job_id := jid;
+        duplicate := coalesce(dup, false);
         next_run_at := nxt;
         error := err;
         RETURN NEXT;

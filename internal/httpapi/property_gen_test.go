@@ -555,6 +555,9 @@ var propRoutes = map[string]propRoute{
 				}
 				if g.intN(4) == 0 {
 					j.add("unique_key", g.jstr("u1", "u2", "u3"))
+					if g.intN(2) == 0 {
+						j.add("unique_for", g.jduration("1h", "24h"))
+					}
 				}
 				if g.intN(4) == 0 {
 					tags := []any{g.jstr("eu", "customer:42", "a.b_c")}

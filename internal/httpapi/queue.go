@@ -59,6 +59,9 @@ type EnqueueJob struct {
 	RunAt       *time.Time      `json:"run_at,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	UniqueKey   string          `json:"unique_key,omitempty"`
+	// UniqueFor makes unique_key unique within a window of this length,
+	// whatever became of the window's job.
+	UniqueFor *Duration `json:"unique_for,omitempty"`
 	// Timeout overrides the queue's job_timeout for this job.
 	Timeout *Duration `json:"timeout,omitempty"`
 	// Tags label the job for search (at most 20).
@@ -97,6 +100,12 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		}
 		if j.RunAt != nil {
 			params[i].RunAt = *j.RunAt
+		}
+		if j.UniqueFor != nil {
+			params[i].UniqueFor = time.Duration(*j.UniqueFor)
+			if params[i].UniqueFor <= 0 {
+				return newAPIError(errInvalidParameter, "jobs[%d].unique_for must be positive", i)
+			}
 		}
 		if j.Timeout != nil {
 			params[i].Timeout = time.Duration(*j.Timeout)

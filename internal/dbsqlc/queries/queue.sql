@@ -73,13 +73,13 @@ SELECT pgmsg.queue_resume(@queue::text)::boolean AS paused;
 
 -- name: JobEnqueueMany :many
 -- Go sends "" for no kind or unique key, 0 for the queue's max attempts and
--- NULL for no timeout, tags or metadata of the job's own.
+-- NULL for no timeout, tags, metadata or uniqueness window of the job's own.
 SELECT id::bigint, duplicate::boolean, state::text, run_at::timestamptz
 FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], array_replace(@kinds::text[], '', NULL),
                         @priorities::integer[], @run_ats::timestamptz[], @delays::interval[],
                         array_replace(@max_attempts::integer[], 0, NULL),
                         array_replace(@unique_keys::text[], '', NULL), @create_queue::boolean,
-                        @timeouts::interval[], @tags::jsonb[], @metadata::jsonb[]);
+                        @timeouts::interval[], @tags::jsonb[], @metadata::jsonb[], @unique_fors::interval[]);
 
 -- name: JobClaim :many
 -- One statement: UPDATE ... FROM (SELECT ... ORDER BY priority DESC, run_at,
@@ -225,3 +225,6 @@ FROM pgmsg.periodic_enqueue_due(@max_jobs::integer);
 
 -- name: PeriodicPreview :many
 SELECT t::timestamptz FROM pgmsg.periodic_preview(@schedule::text, @time_zone::text, @after::timestamptz, @count::integer) t;
+
+-- name: JobUniquePrune :one
+SELECT pgmsg.job_unique_prune(@max_rows::integer)::integer;

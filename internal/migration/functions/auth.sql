@@ -160,6 +160,11 @@ BEGIN
         EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.job TO %I', s, s || '_worker');
         EXECUTE format('GRANT SELECT, INSERT ON %I.job_archive TO %I', s, s || '_worker');
         EXECUTE format('GRANT SELECT, INSERT, DELETE ON %I.job_payload TO %I', s, s || '_worker');
+        -- Uniqueness windows (enqueue, job_unique_prune); the due ticks of
+        -- periodic jobs (periodic_enqueue_due), whose definitions are the
+        -- admin's.
+        EXECUTE format('GRANT SELECT, INSERT, DELETE ON %I.job_unique TO %I', s, s || '_worker');
+        EXECUTE format('GRANT SELECT, UPDATE ON %I.periodic_job TO %I', s, s || '_worker');
         EXECUTE format('GRANT INSERT ON %I.maintenance_event TO %I', s, s || '_worker');
         EXECUTE format('GRANT USAGE ON SEQUENCE %I.maintenance_event_event_id_seq TO %I', s, s || '_worker');
     END IF;

@@ -413,10 +413,21 @@ END $function$;
 -- Arrays are parallel to p_payloads; the others may be NULL or shorter
 -- (missing entries are NULL: defaults). Per job: priority (higher first,
 -- -32768..32767, default 0), run_at or delay (not both; default now),
--- max_attempts (default the queue's), unique key. The queue is created with
+-- max_attempts (default the queue's), unique key, and a uniqueness window
+-- for the key (p_unique_fors, 1 second to 366 days; see below). The queue is created with
 -- default settings if it does not exist, unless p_create_queue is false
 -- (then PM101). Bad input fails the whole batch, writing nothing.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[])
+--
+-- A unique key alone is unique among the queue's live jobs (waiting or
+-- running): once its job finishes, the key can be used again. With a
+-- window, it is unique within the window whatever became of its job
+-- (migration 009): windows are fixed and aligned to the Unix epoch (1 hour:
+-- from the top of each hour, UTC), the job's unique_key is
+-- <key>@<window start, UTC> (a live job of another window does not make it
+-- a duplicate), and a duplicate returns the window's job: its state if it is
+-- still kept, 'completed' once the archive has pruned it (or it was
+-- purged dead).
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[])
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -441,6 +452,8 @@ DECLARE
     ids        bigint[];
     r          record;
     found_id   bigint;
+    keys       text[] := p_unique_keys;
+    wends      timestamptz[];
 BEGIN
     IF p_create_queue THEN
         SELECT * INTO q FROM {{schema}}.queue WHERE name = p_queue;
@@ -457,8 +470,24 @@ BEGIN
        OR coalesce(cardinality(p_run_ats), 0) > n OR coalesce(cardinality(p_delays), 0) > n
        OR coalesce(cardinality(p_max_attempts), 0) > n OR coalesce(cardinality(p_unique_keys), 0) > n
        OR coalesce(cardinality(p_timeouts), 0) > n OR coalesce(cardinality(p_tags), 0) > n
-       OR coalesce(cardinality(p_metadata), 0) > n THEN
-        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags and metadata must not be longer than payloads');
+       OR coalesce(cardinality(p_metadata), 0) > n OR coalesce(cardinality(p_unique_fors), 0) > n THEN
+        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata and unique_fors must not be longer than payloads');
+    END IF;
+    -- Uniqueness windows: the key becomes <key>@<window start>, and the
+    -- window's end is kept for job_unique.
+    IF p_unique_fors IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_unique_fors) u(w) WHERE u.w IS NOT NULL) THEN
+        IF EXISTS (SELECT 1 FROM unnest(p_unique_fors, p_unique_keys) u(w, k) WHERE u.w IS NOT NULL
+                    AND (u.w < interval '1 second' OR u.w > interval '366 days' OR extract(month FROM u.w) <> 0
+                         OR extract(year FROM u.w) <> 0 OR coalesce(u.k, '') = '')) THEN
+            PERFORM {{schema}}._raise('PM004', 'a uniqueness window needs a unique key and lasts from 1 second to 366 days, without months or years');
+        END IF;
+        SELECT array_agg(CASE WHEN u.w IS NULL THEN u.k
+                              ELSE u.k || '@' || to_char(b.start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') END ORDER BY u.ord),
+               array_agg(CASE WHEN u.w IS NULL THEN NULL ELSE b.start + u.w END ORDER BY u.ord)
+          INTO keys, wends
+          FROM unnest(p_unique_keys, p_unique_fors) WITH ORDINALITY AS u(k, w, ord)
+         CROSS JOIN LATERAL (SELECT to_timestamp(floor(extract(epoch FROM now_ts) / extract(epoch FROM u.w))
+                                                 * extract(epoch FROM u.w)) AS start) b;
     END IF;
     -- Tags and metadata raise PM004 when malformed (_job_tags, _job_metadata).
     PERFORM {{schema}}._job_tags(u.t) FROM unnest(p_tags) AS u(t) WHERE u.t IS NOT NULL;
@@ -546,27 +575,51 @@ BEGIN
         -- NOTHING waits for a concurrent inserter of the same key and then
         -- skips; the lookup below is a new statement and sees its row.
         ids := ARRAY(SELECT nextval('{{schema}}.job_id_seq') FROM generate_series(1, n));
+        -- Windowed keys: the first job of a key's window takes the window
+        -- (job_unique's primary key, taken in key order); the others are
+        -- its duplicates, whatever became of it, and insert nothing.
+        IF wends IS NOT NULL THEN
+            INSERT INTO {{schema}}.job_unique AS ju (queue_id, unique_key, job_id, expires_at)
+            SELECT q.queue_id, u.k, u.id, u.e FROM unnest(ids, keys, wends) AS u(id, k, e)
+             WHERE u.e IS NOT NULL
+             ORDER BY u.k, u.id
+            ON CONFLICT (queue_id, unique_key) DO NOTHING;
+        END IF;
         INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind,
                                          unique_key, timeout, tags, metadata)
         SELECT u.id, q.queue_id,
                CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k, u.tmo,
                {{schema}}._job_tags(u.tg), u.md
-        FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_unique_keys, p_timeouts,
+        FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, keys, p_timeouts,
                     p_tags, p_metadata)
              WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, ord)
         CROSS JOIN LATERAL (SELECT coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) AS at) t
+        WHERE wends[u.ord] IS NULL
+           OR EXISTS (SELECT 1 FROM {{schema}}.job_unique ju
+                       WHERE ju.queue_id = q.queue_id AND ju.unique_key = u.k AND ju.job_id = u.id)
         -- Key order: concurrent batches take the unique index's locks in one
         -- order and cannot deadlock on each other.
         ORDER BY u.k, u.ord
         ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING;
 
+        IF wends IS NOT NULL THEN
+            -- A window taken by a job that a live job of the same key and
+            -- window kept out (a key written with its window by hand) is
+            -- given back: that live job answers below.
+            DELETE FROM {{schema}}.job_unique ju USING unnest(ids, keys) AS u(id, k)
+             WHERE ju.queue_id = q.queue_id AND ju.unique_key = u.k AND ju.job_id = u.id
+               AND NOT EXISTS (SELECT 1 FROM {{schema}}.job x WHERE x.id = u.id);
+        END IF;
+
         -- A row skipped for a key whose job finished (was archived) before
-        -- this lookup has neither its own job nor a live one: insert it again.
+        -- this lookup has neither its own job nor a live one: insert it
+        -- again (keys without a window only).
         FOR r IN
             SELECT u.id AS id, u.ord AS ord
-            FROM unnest(ids, p_unique_keys) WITH ORDINALITY AS u(id, k, ord)
-            WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.job x WHERE x.id = u.id)
+            FROM unnest(ids, keys) WITH ORDINALITY AS u(id, k, ord)
+            WHERE wends[u.ord] IS NULL
+              AND NOT EXISTS (SELECT 1 FROM {{schema}}.job x WHERE x.id = u.id)
               AND NOT EXISTS (SELECT 1 FROM {{schema}}.job x WHERE x.queue_id = q.queue_id AND x.unique_key = u.k
                                                               AND x.state <> 'dead')
         LOOP
@@ -576,14 +629,14 @@ BEGIN
                 SELECT r.id, q.queue_id,
                        CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                        coalesce(p_priorities[r.ord], 0), coalesce(p_max_attempts[r.ord], q.max_attempts),
-                       t.at, now_ts, p_kinds[r.ord], p_unique_keys[r.ord], p_timeouts[r.ord],
+                       t.at, now_ts, p_kinds[r.ord], keys[r.ord], p_timeouts[r.ord],
                        {{schema}}._job_tags(p_tags[r.ord]), p_metadata[r.ord]
                 FROM (SELECT coalesce(p_run_ats[r.ord], now_ts + coalesce(p_delays[r.ord], interval '0')) AS at) t
                 ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING
                 RETURNING j.id INTO found_id;
                 EXIT WHEN found_id IS NOT NULL;
                 SELECT x.id INTO found_id FROM {{schema}}.job x
-                WHERE x.queue_id = q.queue_id AND x.unique_key = p_unique_keys[r.ord] AND x.state <> 'dead';
+                WHERE x.queue_id = q.queue_id AND x.unique_key = keys[r.ord] AND x.state <> 'dead';
                 EXIT WHEN found_id IS NOT NULL;
             END LOOP;
         END LOOP;
@@ -593,14 +646,23 @@ BEGIN
         SELECT u.id, u.p FROM unnest(ids, p_payloads) AS u(id, p)
         WHERE EXISTS (SELECT 1 FROM {{schema}}.job x WHERE x.id = u.id);
 
+        -- Each row's job: its own, else its window's (kept live or in the
+        -- archive, 'completed' once pruned), else the live job of its key.
         RETURN QUERY
-        SELECT coalesce(own.id, live.id), own.id IS NULL, coalesce(own.state, live.state),
-               coalesce(own.run_at, live.run_at)
-        FROM unnest(ids, p_unique_keys) WITH ORDINALITY AS u(id, k, ord)
+        SELECT coalesce(own.id, win.id, live.id), own.id IS NULL, coalesce(own.state, win.state, live.state),
+               coalesce(own.run_at, win.run_at, live.run_at)
+        FROM unnest(ids, keys) WITH ORDINALITY AS u(id, k, ord)
         LEFT JOIN {{schema}}.job own ON own.id = u.id
         LEFT JOIN LATERAL (
+            SELECT ju.job_id AS id, coalesce(x.state, a.status, 'completed') AS state, x.run_at
+              FROM {{schema}}.job_unique ju
+              LEFT JOIN {{schema}}.job x ON x.id = ju.job_id
+              LEFT JOIN {{schema}}.job_archive a ON a.id = ju.job_id
+             WHERE own.id IS NULL AND wends[u.ord] IS NOT NULL AND ju.queue_id = q.queue_id AND ju.unique_key = u.k
+        ) win ON true
+        LEFT JOIN LATERAL (
             SELECT x.id, x.state, x.run_at FROM {{schema}}.job x
-            WHERE own.id IS NULL AND x.queue_id = q.queue_id AND x.unique_key = u.k AND x.state <> 'dead'
+            WHERE own.id IS NULL AND win.id IS NULL AND x.queue_id = q.queue_id AND x.unique_key = u.k AND x.state <> 'dead'
         ) live ON true
         ORDER BY u.ord;
     END IF;
@@ -612,7 +674,7 @@ BEGIN
 END $function$;
 
 -- enqueue inserts one job; see enqueue_many.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb)
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval)
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -620,7 +682,7 @@ AS $function$
     SELECT * FROM {{schema}}.enqueue_many(p_queue, ARRAY[p_payload], ARRAY[p_kind], ARRAY[p_priority],
                                           ARRAY[p_run_at], ARRAY[p_delay], ARRAY[p_max_attempts],
                                           ARRAY[p_unique_key], p_create_queue, ARRAY[p_timeout], ARRAY[p_tags],
-                                          ARRAY[p_metadata])
+                                          ARRAY[p_metadata], ARRAY[p_unique_for])
 $function$;
 
 -- ---------------------------------------------------------------------------
@@ -1380,6 +1442,29 @@ BEGIN
         left_n := left_n - n;
     END LOOP;
     RETURN total;
+END $function$;
+
+-- job_unique_prune deletes the uniqueness windows (job_unique) that have
+-- passed, at most p_limit, oldest first; maintenance runs it. Returns how
+-- many. A passed window makes nothing a duplicate: enqueues compute the
+-- current window's key.
+CREATE OR REPLACE FUNCTION {{schema}}.job_unique_prune(p_limit integer DEFAULT 10000)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    n integer;
+BEGIN
+    WITH d AS (
+        DELETE FROM {{schema}}.job_unique ju
+         WHERE ctid = ANY (ARRAY(SELECT x.ctid FROM {{schema}}.job_unique x WHERE x.expires_at <= now()
+                                  ORDER BY x.expires_at LIMIT greatest(coalesce(p_limit, 10000), 1)
+                                  FOR UPDATE SKIP LOCKED))
+        RETURNING 1
+    )
+    SELECT count(*) INTO n FROM d;
+    RETURN n;
 END $function$;
 
 -- archive_prune deletes at most p_limit archived jobs finished longer ago
