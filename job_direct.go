@@ -36,12 +36,14 @@ import (
 // and a reason in the last column when job_claim() has to follow:
 // 'unknown' when the queue does not exist (job_claim() raises the error),
 // 'expired' when $10 asked for a probe of the job_lease index and it found
-// an expired lease (the client's next claim rescues it with job_rescue()).
+// an expired lease (the client's next claim rescues it with job_rescue()),
+// 'limited' when the queue has a rate limit or a running cap.
 // It needs no byte cap: the client calls job_claim() for those
 // (claimJobsDirect).
 //
-// A paused queue (migration 024) hands out nothing: its reads find no
-// queue id.
+// A paused queue hands out nothing: its reads find no queue id. Nor does a
+// queue with a rate limit or a running cap (migration 010): the statement
+// answers 'limited', and job_claim(), which applies the limits, claims.
 //
 // Reads, as job_claim() does: first any claimable job of a higher
 // priority than the position, then the same priority after it, then lower
@@ -50,24 +52,26 @@ import (
 // last, skipping what the positioned reads locked (those rows are this
 // transaction's, so SKIP LOCKED does not skip them).
 const jobClaimDirectSQL = `WITH q AS (
-    SELECT qq.queue_id, qq.name, qq.lease, qq.paused, qq.job_timeout FROM pgmsg.queue qq WHERE qq.name = $1::text
+    SELECT qq.queue_id, qq.name, qq.lease, qq.paused OR qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS held,
+           qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS limited, qq.job_timeout
+      FROM pgmsg.queue qq WHERE qq.name = $1::text
 ), n AS (SELECT clock_timestamp() AS ts),
 hi AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.paused) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.priority > $5::smallint AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
 ), eq AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.paused) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.priority = $5::smallint AND (j.run_at, j.id) > ($6::timestamptz, $7::bigint)
        AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
 ), lo AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.paused) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.priority < $5::smallint AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
@@ -75,7 +79,7 @@ hi AS (
     SELECT hi.*, 1 AS b FROM hi UNION ALL SELECT eq.*, 2 FROM eq UNION ALL SELECT lo.*, 3 FROM lo
 ), whole AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.paused) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
@@ -104,6 +108,9 @@ SELECT u.ord, u.id, q.name, coalesce(u.kind, ''), pl.payload, u.priority::intege
 UNION ALL
 SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'unknown'
  WHERE NOT EXISTS (SELECT 1 FROM q)
+UNION ALL
+SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'limited'
+ WHERE EXISTS (SELECT 1 FROM q WHERE q.limited)
 UNION ALL
 SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'expired'
  WHERE $10::boolean AND EXISTS (
@@ -145,7 +152,13 @@ type jobClaimState struct {
 	full     time.Time // last claim without a position
 	probed   time.Time // last probe for expired leases
 	rescue   bool      // the last probe found an expired lease
+	limited  time.Time // when the queue was last found limited
 }
+
+// jobClaimLimitedFor is how long a client sends the claims of a queue
+// found to have a rate limit or running cap straight to job_claim(), before
+// trying the direct statement again (the limits may have been removed).
+const jobClaimLimitedFor = 10 * time.Second
 
 // jobClaimState returns the state of queue, creating it if create is set.
 // Only a claim through job_claim() creates one, so the map holds queues
@@ -206,6 +219,12 @@ func (c *Client) claimJobsDirect(ctx context.Context, queue string, o *ClaimJobs
 	if st == nil {
 		return nil, false, nil
 	}
+	st.mu.Lock()
+	limited := time.Since(st.limited) < jobClaimLimitedFor
+	st.mu.Unlock()
+	if limited {
+		return nil, false, nil
+	}
 	pri, runAt, posID, probe, rescue := st.next(time.Now())
 	if rescue {
 		// The last probe found an expired lease: job_rescue() makes its
@@ -244,6 +263,13 @@ func (c *Client) claimJobsDirect(ctx context.Context, queue string, o *ClaimJobs
 			return nil, false, err
 		}
 		if !id.Valid {
+			if s.String == "limited" {
+				// Nothing was claimed: job_claim() applies the limits.
+				st.mu.Lock()
+				st.limited = time.Now()
+				st.mu.Unlock()
+				return nil, false, nil
+			}
 			if s.String == "expired" {
 				// The jobs of this claim are handed out; the next claim
 				// rescues the lease first.

@@ -42,6 +42,14 @@ const (
 	// full queue refuse enqueues at once (0 means the default). A Queue read
 	// back reports it for a zero timeout.
 	QueueBackpressureNoWait time.Duration = -1
+	// QueueRateLimitNone in QueueConfig.RateLimit removes a queue's rate
+	// limit on UpdateQueue (0 leaves it unchanged).
+	QueueRateLimitNone = -1
+	// QueueMaxRunningNone in QueueConfig.MaxRunning removes a queue's cap
+	// on running jobs on UpdateQueue (0 leaves it unchanged).
+	QueueMaxRunningNone = -1
+	// QueueRateLimitMax is the largest RateLimit, in jobs per second.
+	QueueRateLimitMax = 1_000_000
 )
 
 // QueueConfig is a queue's settings. Zero fields take their defaults (on
@@ -90,6 +98,22 @@ type QueueConfig struct {
 	// days. Default 0: kept until acted on. On UpdateQueue,
 	// QueueDeadRetentionNone keeps them again.
 	DeadRetention time.Duration `json:"dead_retention,omitempty"`
+	// RateLimit is the most jobs the queue hands out per second, on
+	// average, to all its workers together, in bursts of up to one
+	// second's worth (at least one job): a token bucket kept in the
+	// queue's row. Up to 1,000,000. Default 0: none. On UpdateQueue,
+	// QueueRateLimitNone removes it.
+	RateLimit float64 `json:"rate_limit,omitempty"`
+	// MaxRunning is the most of the queue's jobs running at once, across
+	// every worker process (a global concurrency cap; each Worker's
+	// Concurrency still bounds its own). Default 0: none. On UpdateQueue,
+	// QueueMaxRunningNone removes it.
+	//
+	// Claims of a queue with a RateLimit or a MaxRunning take turns on the
+	// queue's row for their transaction (so the limits are never
+	// overshot), and go through job_claim(); a worker held back by a limit
+	// claims again at its poll interval.
+	MaxRunning int `json:"max_running,omitempty"`
 }
 
 // Queue is a queue and its settings (every field filled in).
@@ -152,24 +176,51 @@ func jobOptText(s string) pgtype.Text {
 	return pgtype.Text{String: s, Valid: true}
 }
 
-func queueFromRow(name string, maxAttempts int32, leaseUs, backoffUs, backoffMaxUs, retentionUs int64,
-	maxPayload int32, maxDepth, backpressureUs, jobTimeoutUs, deadRetentionUs int64, created pgtype.Timestamptz) *Queue {
-	q := &Queue{Name: name, QueueConfig: QueueConfig{
-		MaxAttempts:         int(maxAttempts),
-		Lease:               time.Duration(leaseUs) * time.Microsecond,
-		RetryBackoff:        time.Duration(backoffUs) * time.Microsecond,
-		RetryBackoffMax:     time.Duration(backoffMaxUs) * time.Microsecond,
-		ArchiveRetention:    time.Duration(retentionUs) * time.Microsecond,
-		MaxPayloadBytes:     int(maxPayload),
-		MaxDepth:            maxDepth,
-		BackpressureTimeout: time.Duration(backpressureUs) * time.Microsecond,
-		JobTimeout:          time.Duration(jobTimeoutUs) * time.Microsecond,
-		DeadRetention:       time.Duration(deadRetentionUs) * time.Microsecond,
-	}, CreatedAt: created.Time}
+// queueFromRow reads a queue as QueueCreate, QueueUpdate and QueueList
+// return it (one shape: their rows convert to QueueListRow).
+func queueFromRow(r *dbsqlc.QueueListRow) *Queue {
+	q := &Queue{Name: r.Name, QueueConfig: QueueConfig{
+		MaxAttempts:         int(r.MaxAttempts),
+		Lease:               time.Duration(r.LeaseUs) * time.Microsecond,
+		RetryBackoff:        time.Duration(r.RetryBackoffUs) * time.Microsecond,
+		RetryBackoffMax:     time.Duration(r.RetryBackoffMaxUs) * time.Microsecond,
+		ArchiveRetention:    time.Duration(r.ArchiveRetentionUs) * time.Microsecond,
+		MaxPayloadBytes:     int(r.MaxPayloadBytes),
+		MaxDepth:            r.MaxDepth,
+		BackpressureTimeout: time.Duration(r.BackpressureTimeoutUs) * time.Microsecond,
+		JobTimeout:          time.Duration(r.JobTimeoutUs) * time.Microsecond,
+		DeadRetention:       time.Duration(r.DeadRetentionUs) * time.Microsecond,
+		RateLimit:           r.RateLimit,
+		MaxRunning:          int(r.MaxRunning),
+	}, CreatedAt: r.CreatedAt.Time}
 	if q.BackpressureTimeout == 0 {
 		q.BackpressureTimeout = QueueBackpressureNoWait
 	}
 	return q
+}
+
+// rateLimitParam is RateLimit for queue_create and queue_update: NULL
+// (none, unchanged), 0 (remove it) or the rate.
+func (cfg QueueConfig) rateLimitParam() pgtype.Float8 {
+	switch {
+	case cfg.RateLimit == 0:
+		return pgtype.Float8{}
+	case cfg.RateLimit < 0:
+		return pgtype.Float8{Float64: 0, Valid: true}
+	}
+	return pgtype.Float8{Float64: cfg.RateLimit, Valid: true}
+}
+
+// maxRunningParam is MaxRunning for queue_create and queue_update: NULL
+// (none, unchanged), 0 (remove it) or the cap.
+func (cfg QueueConfig) maxRunningParam() pgtype.Int4 {
+	switch {
+	case cfg.MaxRunning == 0:
+		return pgtype.Int4{}
+	case cfg.MaxRunning < 0:
+		return pgtype.Int4{Int32: 0, Valid: true}
+	}
+	return pgtype.Int4{Int32: int32(cfg.MaxRunning), Valid: true}
 }
 
 // depthParam is MaxDepth for queue_create and queue_update: NULL (default,
@@ -236,6 +287,13 @@ func (cfg QueueConfig) validate() error {
 	if d := cfg.DeadRetention; d < QueueDeadRetentionNone || (d > 0 && d < time.Microsecond) || d > retentionMax {
 		return newError(ErrInvalidArgument, "dead retention must be from 1µs to 36525 days (0: keep or unchanged, QueueDeadRetentionNone: keep again), got %s", d)
 	}
+	if r := cfg.RateLimit; math.IsNaN(r) || math.IsInf(r, 0) || (r < 0 && r != QueueRateLimitNone) || r > QueueRateLimitMax {
+		return newError(ErrInvalidArgument, "rate limit must be more than 0 and at most %d jobs per second (0: none or unchanged, QueueRateLimitNone: remove), got %v",
+			QueueRateLimitMax, r)
+	}
+	if m := cfg.MaxRunning; m < QueueMaxRunningNone || m > math.MaxInt32 {
+		return newError(ErrInvalidArgument, "max running must be from 1 to %d (0: none or unchanged, QueueMaxRunningNone: remove), got %d", math.MaxInt32, m)
+	}
 	return nil
 }
 
@@ -271,12 +329,12 @@ func (c *Client) createQueue(ctx context.Context, exec DBTX, name string, cfg Qu
 		ArchiveRetention: jobOptInterval(cfg.ArchiveRetention), MaxPayloadBytes: jobOptInt4(cfg.MaxPayloadBytes),
 		IfNotExists: ifNotExists, MaxDepth: cfg.depthParam(), BackpressureTimeout: cfg.backpressureParam(),
 		JobTimeout: cfg.jobTimeoutParam(), DeadRetention: cfg.deadRetentionParam(),
+		RateLimit: cfg.rateLimitParam(), MaxRunning: cfg.maxRunningParam(),
 	})
 	if err != nil {
 		return nil, mapError(err)
 	}
-	return queueFromRow(row.Name, row.MaxAttempts, row.LeaseUs, row.RetryBackoffUs, row.RetryBackoffMaxUs,
-		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.MaxDepth, row.BackpressureTimeoutUs, row.JobTimeoutUs, row.DeadRetentionUs, row.CreatedAt), nil
+	return queueFromRow((*dbsqlc.QueueListRow)(row)), nil
 }
 
 // UpdateQueue changes the non-zero settings of cfg. Jobs already enqueued
@@ -293,12 +351,12 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, cfg QueueConfig) 
 		ArchiveRetention: jobOptInterval(cfg.ArchiveRetention), MaxPayloadBytes: jobOptInt4(cfg.MaxPayloadBytes),
 		MaxDepth: cfg.depthParam(), BackpressureTimeout: cfg.backpressureParam(),
 		JobTimeout: cfg.jobTimeoutParam(), DeadRetention: cfg.deadRetentionParam(),
+		RateLimit: cfg.rateLimitParam(), MaxRunning: cfg.maxRunningParam(),
 	})
 	if err != nil {
 		return nil, mapError(err)
 	}
-	return queueFromRow(row.Name, row.MaxAttempts, row.LeaseUs, row.RetryBackoffUs, row.RetryBackoffMaxUs,
-		row.ArchiveRetentionUs, row.MaxPayloadBytes, row.MaxDepth, row.BackpressureTimeoutUs, row.JobTimeoutUs, row.DeadRetentionUs, row.CreatedAt), nil
+	return queueFromRow((*dbsqlc.QueueListRow)(row)), nil
 }
 
 // ListQueues returns every queue, by name.
@@ -309,8 +367,7 @@ func (c *Client) ListQueues(ctx context.Context) ([]*Queue, error) {
 	}
 	out := make([]*Queue, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, queueFromRow(r.Name, r.MaxAttempts, r.LeaseUs, r.RetryBackoffUs, r.RetryBackoffMaxUs,
-			r.ArchiveRetentionUs, r.MaxPayloadBytes, r.MaxDepth, r.BackpressureTimeoutUs, r.JobTimeoutUs, r.DeadRetentionUs, r.CreatedAt))
+		out = append(out, queueFromRow(r))
 	}
 	return out, nil
 }

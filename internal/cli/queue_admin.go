@@ -27,7 +27,15 @@ func queueConfigFlags(fs *pflag.FlagSet, cfg *pgmsg.QueueConfig) (apply func()) 
 	fs.DurationVar(&cfg.BackpressureTimeout, "backpressure-timeout", 0, "how long an enqueue waits for room under --max-depth (default 5s; 0 with the flag given: refuse at once)")
 	fs.DurationVar(&cfg.JobTimeout, "job-timeout", 0, "longest a worker runs one job before cancelling it (default: none; 0 on config: remove)")
 	fs.DurationVar(&cfg.DeadRetention, "dead-retention", 0, "how long dead jobs are kept before maintenance deletes them (default: until acted on; 0 on config: keep again)")
+	fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "most jobs handed out per second to all workers together, in bursts of a second's worth (default: none; 0 on config: remove)")
+	fs.IntVar(&cfg.MaxRunning, "max-running", 0, "most jobs running at once across every worker process (default: none; 0 on config: remove)")
 	return func() {
+		if fs.Changed("rate-limit") && cfg.RateLimit == 0 {
+			cfg.RateLimit = pgmsg.QueueRateLimitNone
+		}
+		if fs.Changed("max-running") && cfg.MaxRunning == 0 {
+			cfg.MaxRunning = pgmsg.QueueMaxRunningNone
+		}
 		if fs.Changed("dead-retention") && cfg.DeadRetention == 0 {
 			cfg.DeadRetention = pgmsg.QueueDeadRetentionNone
 		}
@@ -49,7 +57,8 @@ func newQueueCreate(g *globals) *cobra.Command {
 		Use:   "create QUEUE",
 		Short: "Create a queue with its settings (queues are also created by their first enqueue)",
 		Example: `  pgmsg queue create emails --max-attempts 5 --lease 1m
-  pgmsg queue create reports --max-depth 10000 --backpressure-timeout 2s`,
+  pgmsg queue create reports --max-depth 10000 --backpressure-timeout 2s
+  pgmsg queue create emails --rate-limit 50 --max-running 10`,
 		Args: cobra.ExactArgs(1),
 	}
 	apply := queueConfigFlags(cmd.Flags(), &cfg)
@@ -57,6 +66,12 @@ func newQueueCreate(g *globals) *cobra.Command {
 		apply()
 		if cfg.MaxDepth == pgmsg.QueueMaxDepthNone {
 			cfg.MaxDepth = 0 // no limit is the default of a new queue
+		}
+		if cfg.RateLimit == pgmsg.QueueRateLimitNone {
+			cfg.RateLimit = 0
+		}
+		if cfg.MaxRunning == pgmsg.QueueMaxRunningNone {
+			cfg.MaxRunning = 0
 		}
 		c, done, err := g.client(cmd.Context())
 		if err != nil {
@@ -181,7 +196,7 @@ func (g *globals) printQueues(err error, qs []*pgmsg.Queue, header string) error
 	}
 	fmt.Fprint(g.stdout, header)
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tRETRY BACKOFF\tBACKOFF MAX\tARCHIVE\tMAX PAYLOAD\tMAX DEPTH\tBACKPRESSURE WAIT\tJOB TIMEOUT\tDEAD KEPT")
+	fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tRETRY BACKOFF\tBACKOFF MAX\tARCHIVE\tMAX PAYLOAD\tMAX DEPTH\tBACKPRESSURE WAIT\tJOB TIMEOUT\tDEAD KEPT\tRATE LIMIT\tMAX RUNNING")
 	for _, q := range qs {
 		depth := "none"
 		if q.MaxDepth > 0 {
@@ -199,8 +214,15 @@ func (g *globals) printQueues(err error, qs []*pgmsg.Queue, header string) error
 		if q.DeadRetention > 0 {
 			kept = q.DeadRetention.String()
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", q.Name, q.MaxAttempts, q.Lease, q.RetryBackoff,
-			q.RetryBackoffMax, q.ArchiveRetention.Round(time.Hour), q.MaxPayloadBytes, depth, wait, timeout, kept)
+		rate, running := "none", "none"
+		if q.RateLimit > 0 {
+			rate = fmt.Sprintf("%g/s", q.RateLimit)
+		}
+		if q.MaxRunning > 0 {
+			running = fmt.Sprint(q.MaxRunning)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", q.Name, q.MaxAttempts, q.Lease, q.RetryBackoff,
+			q.RetryBackoffMax, q.ArchiveRetention.Round(time.Hour), q.MaxPayloadBytes, depth, wait, timeout, kept, rate, running)
 	}
 	if len(qs) == 0 {
 		fmt.Fprintln(w, "(no queues)")

@@ -93,3 +93,24 @@ func TestQueueEnqueueUniqueForCLI(t *testing.T) {
 	require.Equal(t, first[0].ID, second[0].ID)
 	require.Contains(t, s.fail("", "queue", "enqueue", "sync", `{}`, "--unique-for", "1h"), "uniqueness window needs a unique key")
 }
+
+// queue create/config --rate-limit and --max-running (issue 19, item 8).
+func TestQueueLimitsCLI(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	var q pgmsg.Queue
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "create", "lim", "--rate-limit", "2.5", "--max-running", "3", "-o", "json")), &q))
+	require.Equal(t, 2.5, q.RateLimit)
+	require.Equal(t, 3, q.MaxRunning)
+	list := s.ok("", "queue", "list")
+	require.Contains(t, list, "2.5/s")
+	q = pgmsg.Queue{}
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "config", "lim", "--rate-limit", "0", "-o", "json")), &q))
+	require.Zero(t, q.RateLimit)
+	require.Equal(t, 3, q.MaxRunning, "unchanged")
+	q = pgmsg.Queue{}
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "config", "lim", "--max-running", "0", "-o", "json")), &q))
+	require.Zero(t, q.MaxRunning)
+	require.Contains(t, s.fail("", "queue", "config", "lim", "--rate-limit", "-3"), "rate limit must be")
+	require.Contains(t, s.fail("", "queue", "config", "lim", "--max-running", "-3"), "max running must be")
+}

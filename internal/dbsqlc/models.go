@@ -153,6 +153,10 @@ type PgmsgQueue struct {
 	Paused              bool
 	JobTimeout          pgtype.Interval
 	DeadRetention       pgtype.Interval
+	RateLimit           pgtype.Float8
+	MaxRunning          pgtype.Int4
+	RateTokens          pgtype.Float8
+	RateAt              pgtype.Timestamptz
 }
 
 type PgmsgRecord struct {

@@ -1031,13 +1031,14 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
-       created_at::timestamptz
+       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running
 FROM pgmsg.queue_create($1::text, $2::integer, $3::interval,
                         $4::interval, $5::interval,
                         $6::interval, $7::integer,
                         $8::boolean, $9::bigint,
                         $10::interval, $11::interval,
-                        $12::interval)
+                        $12::interval, $13::float8,
+                        $14::integer)
 `
 
 type QueueCreateParams struct {
@@ -1053,6 +1054,8 @@ type QueueCreateParams struct {
 	BackpressureTimeout pgtype.Interval
 	JobTimeout          pgtype.Interval
 	DeadRetention       pgtype.Interval
+	RateLimit           pgtype.Float8
+	MaxRunning          pgtype.Int4
 }
 
 type QueueCreateRow struct {
@@ -1068,6 +1071,8 @@ type QueueCreateRow struct {
 	JobTimeoutUs          int64
 	DeadRetentionUs       int64
 	CreatedAt             pgtype.Timestamptz
+	RateLimit             float64
+	MaxRunning            int32
 }
 
 // Queue queries: each calls one SQL function of docs/sql-api.md (Job queue).
@@ -1086,6 +1091,8 @@ func (q *Queries) QueueCreate(ctx context.Context, db DBTX, arg QueueCreateParam
 		arg.BackpressureTimeout,
 		arg.JobTimeout,
 		arg.DeadRetention,
+		arg.RateLimit,
+		arg.MaxRunning,
 	)
 	var i QueueCreateRow
 	err := row.Scan(
@@ -1101,6 +1108,8 @@ func (q *Queries) QueueCreate(ctx context.Context, db DBTX, arg QueueCreateParam
 		&i.JobTimeoutUs,
 		&i.DeadRetentionUs,
 		&i.CreatedAt,
+		&i.RateLimit,
+		&i.MaxRunning,
 	)
 	return &i, err
 }
@@ -1179,7 +1188,7 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
-       created_at::timestamptz
+       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running
 FROM pgmsg.queue_list()
 `
 
@@ -1196,6 +1205,8 @@ type QueueListRow struct {
 	JobTimeoutUs          int64
 	DeadRetentionUs       int64
 	CreatedAt             pgtype.Timestamptz
+	RateLimit             float64
+	MaxRunning            int32
 }
 
 func (q *Queries) QueueList(ctx context.Context, db DBTX) ([]*QueueListRow, error) {
@@ -1220,6 +1231,8 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX) ([]*QueueListRow, erro
 			&i.JobTimeoutUs,
 			&i.DeadRetentionUs,
 			&i.CreatedAt,
+			&i.RateLimit,
+			&i.MaxRunning,
 		); err != nil {
 			return nil, err
 		}
@@ -1315,12 +1328,13 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
-       created_at::timestamptz
+       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running
 FROM pgmsg.queue_update($1::text, $2::integer, $3::interval,
                         $4::interval, $5::interval,
                         $6::interval, $7::integer,
                         $8::bigint, $9::interval,
-                        $10::interval, $11::interval)
+                        $10::interval, $11::interval,
+                        $12::float8, $13::integer)
 `
 
 type QueueUpdateParams struct {
@@ -1335,6 +1349,8 @@ type QueueUpdateParams struct {
 	BackpressureTimeout pgtype.Interval
 	JobTimeout          pgtype.Interval
 	DeadRetention       pgtype.Interval
+	RateLimit           pgtype.Float8
+	MaxRunning          pgtype.Int4
 }
 
 type QueueUpdateRow struct {
@@ -1350,6 +1366,8 @@ type QueueUpdateRow struct {
 	JobTimeoutUs          int64
 	DeadRetentionUs       int64
 	CreatedAt             pgtype.Timestamptz
+	RateLimit             float64
+	MaxRunning            int32
 }
 
 func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParams) (*QueueUpdateRow, error) {
@@ -1365,6 +1383,8 @@ func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParam
 		arg.BackpressureTimeout,
 		arg.JobTimeout,
 		arg.DeadRetention,
+		arg.RateLimit,
+		arg.MaxRunning,
 	)
 	var i QueueUpdateRow
 	err := row.Scan(
@@ -1380,6 +1400,8 @@ func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParam
 		&i.JobTimeoutUs,
 		&i.DeadRetentionUs,
 		&i.CreatedAt,
+		&i.RateLimit,
+		&i.MaxRunning,
 	)
 	return &i, err
 }

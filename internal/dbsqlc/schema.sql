@@ -490,6 +490,26 @@ CREATE INDEX job_unique_expires ON "pgmsg".job_unique (expires_at);
 DROP FUNCTION IF EXISTS "pgmsg".enqueue_many(text, bytea[], text[], integer[], timestamp with time zone[], interval[], integer[], text[], boolean, interval[], jsonb[], jsonb[]);
 DROP FUNCTION IF EXISTS "pgmsg".enqueue(text, bytea, text, integer, timestamp with time zone, interval, integer, text, boolean, interval, jsonb, jsonb);
 
+-- pgmsg 010: rate limits (issue 19, item 8).
+--
+-- rate_limit: the most jobs a queue hands out per second, on average, to
+-- all its workers together, with bursts of up to one second's worth (at
+-- least one job); a token bucket kept in rate_tokens as of rate_at.
+-- max_running: the most of its jobs running at once, across every worker
+-- process. NULL: no limit. Claims of a limited queue take its row's lock
+-- for their transaction, so they wait on one another (briefly) and never
+-- overshoot; queues without limits are claimed as before.
+
+ALTER TABLE "pgmsg".queue
+    ADD COLUMN rate_limit  double precision CHECK (rate_limit > 0),
+    ADD COLUMN max_running integer CHECK (max_running >= 1),
+    ADD COLUMN rate_tokens double precision,
+    ADD COLUMN rate_at     timestamptz;
+
+-- These change shape: the function file creates them again.
+DROP FUNCTION IF EXISTS "pgmsg".queue_create(text, integer, interval, interval, interval, interval, integer, boolean, bigint, interval, interval, interval);
+DROP FUNCTION IF EXISTS "pgmsg".queue_update(text, integer, interval, interval, interval, interval, integer, bigint, interval, interval, interval);
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -2631,6 +2651,12 @@ BEGIN
     IF q.dead_retention <= interval '0' OR q.dead_retention > interval '36525 days' THEN
         PERFORM "pgmsg"._raise('PM004', 'dead_retention must be positive and at most 36525 days (0 or NULL: keep)');
     END IF;
+    IF q.rate_limit <= 0 OR q.rate_limit > 1000000 OR q.rate_limit = 'NaN'::double precision THEN
+        PERFORM "pgmsg"._raise('PM004', format('rate_limit must be more than 0 and at most 1000000 jobs per second (0 or NULL: none), got %s', q.rate_limit));
+    END IF;
+    IF q.max_running < 1 THEN
+        PERFORM "pgmsg"._raise('PM004', format('max_running must be at least 1 (0 or NULL: no limit), got %s', q.max_running));
+    END IF;
 END $function$;
 
 -- queue_create creates a queue. Settings left NULL take the defaults of the
@@ -2638,7 +2664,7 @@ END $function$;
 -- 1h, archive_retention 7 days, max_payload_bytes 1 MiB). With
 -- p_if_not_exists an existing queue is returned unchanged; otherwise an
 -- existing name fails with PM102.
-CREATE OR REPLACE FUNCTION "pgmsg".queue_create(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_if_not_exists boolean DEFAULT false, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval, p_dead_retention interval DEFAULT NULL::interval)
+CREATE OR REPLACE FUNCTION "pgmsg".queue_create(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_if_not_exists boolean DEFAULT false, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval, p_dead_retention interval DEFAULT NULL::interval, p_rate_limit double precision DEFAULT NULL::double precision, p_max_running integer DEFAULT NULL::integer)
  RETURNS "pgmsg".queue
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2665,13 +2691,15 @@ BEGIN
     q.backpressure_timeout := coalesce(p_backpressure_timeout, interval '5 seconds');
     q.job_timeout := nullif(p_job_timeout, interval '0');
     q.dead_retention := nullif(p_dead_retention, interval '0');
+    q.rate_limit := nullif(p_rate_limit, 0);
+    q.max_running := nullif(p_max_running, 0);
     PERFORM "pgmsg"._queue_check(q);
     INSERT INTO "pgmsg".queue (name, max_attempts, lease, retry_backoff, retry_backoff_max,
                                   archive_retention, max_payload_bytes, max_depth, backpressure_timeout, job_timeout,
-                                  dead_retention)
+                                  dead_retention, rate_limit, max_running)
     VALUES (q.name, q.max_attempts, q.lease, q.retry_backoff, q.retry_backoff_max,
             q.archive_retention, q.max_payload_bytes, q.max_depth, q.backpressure_timeout, q.job_timeout,
-            q.dead_retention)
+            q.dead_retention, q.rate_limit, q.max_running)
     ON CONFLICT (name) DO NOTHING
     RETURNING * INTO q;
     IF NOT FOUND THEN
@@ -2685,9 +2713,10 @@ BEGIN
 END $function$;
 
 -- queue_update changes the settings given (non-NULL) of a queue; p_max_depth
--- 0, p_job_timeout 0 and p_dead_retention 0 remove the limit. Jobs already enqueued keep their
+-- 0, p_job_timeout 0, p_dead_retention 0, p_rate_limit 0 and p_max_running 0
+-- remove the limit. Jobs already enqueued keep their
 -- max_attempts; the other settings apply at once.
-CREATE OR REPLACE FUNCTION "pgmsg".queue_update(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval, p_dead_retention interval DEFAULT NULL::interval)
+CREATE OR REPLACE FUNCTION "pgmsg".queue_update(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval, p_dead_retention interval DEFAULT NULL::interval, p_rate_limit double precision DEFAULT NULL::double precision, p_max_running integer DEFAULT NULL::integer)
  RETURNS "pgmsg".queue
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2706,13 +2735,16 @@ BEGIN
     q.job_timeout := CASE WHEN p_job_timeout IS NULL THEN q.job_timeout ELSE nullif(p_job_timeout, interval '0') END;
     q.dead_retention := CASE WHEN p_dead_retention IS NULL THEN q.dead_retention
                              ELSE nullif(p_dead_retention, interval '0') END;
+    q.rate_limit := CASE WHEN p_rate_limit IS NULL THEN q.rate_limit ELSE nullif(p_rate_limit, 0) END;
+    q.max_running := CASE WHEN p_max_running IS NULL THEN q.max_running ELSE nullif(p_max_running, 0) END;
     PERFORM "pgmsg"._queue_check(q);
     UPDATE "pgmsg".queue u
        SET max_attempts = q.max_attempts, lease = q.lease, retry_backoff = q.retry_backoff,
            retry_backoff_max = q.retry_backoff_max, archive_retention = q.archive_retention,
            max_payload_bytes = q.max_payload_bytes, max_depth = q.max_depth,
            backpressure_timeout = q.backpressure_timeout, job_timeout = q.job_timeout,
-           dead_retention = q.dead_retention
+           dead_retention = q.dead_retention, rate_limit = q.rate_limit, max_running = q.max_running,
+           rate_tokens = CASE WHEN q.rate_limit IS DISTINCT FROM u.rate_limit THEN NULL ELSE u.rate_tokens END
      WHERE u.queue_id = q.queue_id
     RETURNING * INTO q;
     RETURN q;
@@ -3272,16 +3304,65 @@ AS $function$
     FROM (SELECT replace(gen_random_uuid()::text, '-', '') AS h) u
 $function$;
 
+-- job_claim: see _job_claim. A paused queue hands out nothing; a queue
+-- with a rate_limit or max_running (migration 010) hands out at most what
+-- its limits allow now, its claims taking turns on the queue's row.
 CREATE OR REPLACE FUNCTION "pgmsg".job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL::interval, p_worker text DEFAULT NULL::text, p_max_bytes bigint DEFAULT NULL::bigint, p_async boolean DEFAULT false)
  RETURNS TABLE(id bigint, queue text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, unique_key text, errors jsonb, timeout interval)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+DECLARE
+    q      "pgmsg".queue := "pgmsg"._queue(p_queue);
+    now_ts timestamptz;
+    allow  integer;
+    tokens double precision;
+    cap    double precision;
+    busy   integer;
+    got    integer;
 BEGIN
-    IF ("pgmsg"._queue(p_queue)).paused THEN
+    IF q.paused THEN
         RETURN; -- nothing handed out (nor the other arguments checked)
     END IF;
-    RETURN QUERY SELECT * FROM "pgmsg"._job_claim(p_queue, p_limit, p_lease, p_worker, p_max_bytes, p_async);
+    IF q.rate_limit IS NULL AND q.max_running IS NULL THEN
+        RETURN QUERY SELECT * FROM "pgmsg"._job_claim(p_queue, p_limit, p_lease, p_worker, p_max_bytes, p_async);
+        RETURN;
+    END IF;
+    -- A limited queue (migration 010): its claims take turns on the queue's
+    -- row until they commit, so the running count and the token bucket
+    -- they read are exact.
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        PERFORM "pgmsg"._raise('PM004', 'limit must be at least 1');
+    END IF;
+    SELECT * INTO q FROM "pgmsg".queue qq WHERE qq.queue_id = q.queue_id FOR UPDATE;
+    IF q.paused THEN
+        RETURN;
+    END IF;
+    now_ts := clock_timestamp();
+    allow := p_limit;
+    IF q.rate_limit IS NOT NULL THEN
+        cap := greatest(q.rate_limit, 1);
+        tokens := least(cap, coalesce(q.rate_tokens, cap)
+                             + q.rate_limit * greatest(extract(epoch FROM now_ts - coalesce(q.rate_at, now_ts)), 0));
+        allow := least(allow, floor(tokens)::integer);
+    END IF;
+    IF q.max_running IS NOT NULL AND allow > 0 THEN
+        -- Running jobs whose lease holds (an expired one is rescued by the
+        -- claim), read from the job_lease index, at most max_running.
+        SELECT count(*) INTO busy FROM (
+            SELECT 1 FROM "pgmsg".job j
+             WHERE j.queue_id = q.queue_id AND j.state = 'running' AND j.lease_expires_at > now_ts
+             LIMIT q.max_running) r;
+        allow := least(allow, q.max_running - busy);
+    END IF;
+    got := 0;
+    IF allow > 0 THEN
+        RETURN QUERY SELECT * FROM "pgmsg"._job_claim(p_queue, allow, p_lease, p_worker, p_max_bytes, p_async);
+        GET DIAGNOSTICS got = ROW_COUNT;
+    END IF;
+    IF q.rate_limit IS NOT NULL THEN
+        UPDATE "pgmsg".queue qq SET rate_tokens = tokens - got, rate_at = now_ts WHERE qq.queue_id = q.queue_id;
+    END IF;
 END $function$;
 
 -- job_claim leases up to p_limit claimable jobs of a queue to the caller, in
@@ -4608,6 +4689,11 @@ BEGIN
         EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.job TO %I', s, s || '_worker');
         EXECUTE format('GRANT SELECT, INSERT ON %I.job_archive TO %I', s, s || '_worker');
         EXECUTE format('GRANT SELECT, INSERT, DELETE ON %I.job_payload TO %I', s, s || '_worker');
+        -- Uniqueness windows (enqueue, job_unique_prune); the due ticks of
+        -- periodic jobs (periodic_enqueue_due), whose definitions are the
+        -- admin's.
+        EXECUTE format('GRANT SELECT, INSERT, DELETE ON %I.job_unique TO %I', s, s || '_worker');
+        EXECUTE format('GRANT SELECT, UPDATE ON %I.periodic_job TO %I', s, s || '_worker');
         EXECUTE format('GRANT INSERT ON %I.maintenance_event TO %I', s, s || '_worker');
         EXECUTE format('GRANT USAGE ON SEQUENCE %I.maintenance_event_event_id_seq TO %I', s, s || '_worker');
     END IF;

@@ -938,6 +938,9 @@ func queueSettingsBody(g *propGen, create bool) any {
 		{"backpressure_timeout", func() any { return g.jduration("0s") }},
 		{"job_timeout", func() any { return g.jduration("0s", "30s") }},
 		{"dead_retention", func() any { return g.jduration("0s", "720h") }},
+		// Limits loose enough that the harness's claims are never held back.
+		{"rate_limit", func() any { return g.jnum(0, 1000000) }},
+		{"max_running", func() any { return g.jnum(0, 100000) }},
 	} {
 		if !g.omit() {
 			body.add(f.k, f.v())

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -13,7 +14,8 @@ import (
 // request, an absent field keeps its value (or the default, on create); in
 // a PATCH, max_depth 0 removes the limit, backpressure_timeout 0 makes
 // enqueues to a full queue fail at once, job_timeout 0 removes the queue's
-// job timeout and dead_retention 0 keeps dead jobs again.
+// job timeout, dead_retention 0 keeps dead jobs again, and rate_limit 0
+// and max_running 0 remove those limits.
 type QueueSettings struct {
 	Name                string    `json:"name,omitempty"`
 	MaxAttempts         *int      `json:"max_attempts,omitempty"`
@@ -26,7 +28,26 @@ type QueueSettings struct {
 	BackpressureTimeout *Duration `json:"backpressure_timeout,omitempty"`
 	JobTimeout          *Duration `json:"job_timeout,omitempty"`
 	DeadRetention       *Duration `json:"dead_retention,omitempty"`
-	CreatedAt           time.Time `json:"created_at,omitzero"`
+	// RateLimit: most jobs handed out per second (0: none).
+	RateLimit *float64 `json:"rate_limit,omitempty"`
+	// MaxRunning: most jobs running at once across every worker (0: none).
+	MaxRunning *int      `json:"max_running,omitempty"`
+	CreatedAt  time.Time `json:"created_at,omitzero"`
+}
+
+// check refuses negative limits, which the library would read as its
+// "remove" sentinels (QueueMaxDepthNone, QueueRateLimitNone,
+// QueueMaxRunningNone).
+func (q QueueSettings) check() error {
+	switch {
+	case q.MaxDepth != nil && *q.MaxDepth < 0:
+		return fmt.Errorf("%w: max_depth must not be negative (0: no limit), got %d", pgmsg.ErrInvalidArgument, *q.MaxDepth)
+	case q.RateLimit != nil && *q.RateLimit < 0:
+		return fmt.Errorf("%w: rate_limit must not be negative (0: none), got %v", pgmsg.ErrInvalidArgument, *q.RateLimit)
+	case q.MaxRunning != nil && *q.MaxRunning < 0:
+		return fmt.Errorf("%w: max_running must not be negative (0: none), got %d", pgmsg.ErrInvalidArgument, *q.MaxRunning)
+	}
+	return nil
 }
 
 // config turns a request into the library's QueueConfig, whose zero
@@ -71,6 +92,18 @@ func (q QueueSettings) config(update bool) pgmsg.QueueConfig {
 			c.DeadRetention = pgmsg.QueueDeadRetentionNone
 		}
 	}
+	if q.RateLimit != nil {
+		c.RateLimit = *q.RateLimit
+		if c.RateLimit == 0 && update {
+			c.RateLimit = pgmsg.QueueRateLimitNone
+		}
+	}
+	if q.MaxRunning != nil {
+		c.MaxRunning = *q.MaxRunning
+		if c.MaxRunning == 0 && update {
+			c.MaxRunning = pgmsg.QueueMaxRunningNone
+		}
+	}
 	return c
 }
 
@@ -80,11 +113,11 @@ func (q QueueSettings) config(update bool) pgmsg.QueueConfig {
 func queueSettings(q *pgmsg.Queue) QueueSettings {
 	d := func(v time.Duration) *Duration { x := Duration(v); return &x }
 	depth := max(q.MaxDepth, 0)
-	maxAttempts, maxPayload := q.MaxAttempts, q.MaxPayloadBytes
+	maxAttempts, maxPayload, rate, running := q.MaxAttempts, q.MaxPayloadBytes, q.RateLimit, q.MaxRunning
 	return QueueSettings{Name: q.Name, MaxAttempts: &maxAttempts, Lease: d(q.Lease), RetryBackoff: d(q.RetryBackoff),
 		RetryBackoffMax: d(q.RetryBackoffMax), ArchiveRetention: d(q.ArchiveRetention), MaxPayloadBytes: &maxPayload,
 		MaxDepth: &depth, BackpressureTimeout: d(max(q.BackpressureTimeout, 0)), JobTimeout: d(q.JobTimeout),
-		DeadRetention: d(q.DeadRetention), CreatedAt: q.CreatedAt}
+		DeadRetention: d(q.DeadRetention), RateLimit: &rate, MaxRunning: &running, CreatedAt: q.CreatedAt}
 }
 
 func (s *Server) createQueue(w http.ResponseWriter, r *http.Request) error {
@@ -94,6 +127,9 @@ func (s *Server) createQueue(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.Name == "" {
 		return newAPIError(errInvalidParameter, "field \"name\" is required")
+	}
+	if err := req.check(); err != nil {
+		return err
 	}
 	q, err := s.client.CreateQueue(r.Context(), req.Name, req.config(false))
 	if err != nil {
@@ -112,6 +148,9 @@ func (s *Server) configureQueue(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.Name != "" && req.Name != r.PathValue("queue") {
 		return newAPIError(errInvalidParameter, "field \"name\" cannot rename a queue")
+	}
+	if err := req.check(); err != nil {
+		return err
 	}
 	cfg := req.config(true)
 	if cfg == (pgmsg.QueueConfig{}) {

@@ -42,3 +42,26 @@ func TestUniqueWindowHTTP(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, r.status, "%v: %s", j, r.body)
 	}
 }
+
+// rate_limit and max_running in the queue settings (issue 19, item 8).
+func TestQueueLimitsHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	var q QueueSettings
+	r := tb.do(t, http.MethodPost, "/v1/queues", tb.admin, map[string]any{"name": "lim", "rate_limit": 2.5, "max_running": 3})
+	require.Equal(t, http.StatusCreated, r.status, string(r.body))
+	r.json(t, &q)
+	require.Equal(t, 2.5, *q.RateLimit)
+	require.Equal(t, 3, *q.MaxRunning)
+	q = QueueSettings{}
+	tb.do(t, http.MethodPatch, "/v1/queues/lim", tb.admin, map[string]any{"rate_limit": 0}).json(t, &q)
+	require.Zero(t, *q.RateLimit, "0 removes it")
+	require.Equal(t, 3, *q.MaxRunning)
+	q = QueueSettings{}
+	tb.do(t, http.MethodPatch, "/v1/queues/lim", tb.admin, map[string]any{"max_running": 0}).json(t, &q)
+	require.Zero(t, *q.MaxRunning)
+	for _, body := range []map[string]any{{"rate_limit": -1}, {"rate_limit": 2e6}, {"max_running": -1}, {"max_running": -2}, {"max_depth": -1}} {
+		r := tb.do(t, http.MethodPatch, "/v1/queues/lim", tb.admin, body)
+		require.Equal(t, http.StatusBadRequest, r.status, "%v: %s", body, r.body)
+	}
+}

@@ -11,13 +11,14 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
-       created_at::timestamptz
+       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running
 FROM pgmsg.queue_create(@name::text, sqlc.narg(max_attempts)::integer, sqlc.narg(lease)::interval,
                         sqlc.narg(retry_backoff)::interval, sqlc.narg(retry_backoff_max)::interval,
                         sqlc.narg(archive_retention)::interval, sqlc.narg(max_payload_bytes)::integer,
                         @if_not_exists::boolean, sqlc.narg(max_depth)::bigint,
                         sqlc.narg(backpressure_timeout)::interval, sqlc.narg(job_timeout)::interval,
-                        sqlc.narg(dead_retention)::interval);
+                        sqlc.narg(dead_retention)::interval, sqlc.narg(rate_limit)::float8,
+                        sqlc.narg(max_running)::integer);
 
 -- name: QueueUpdate :one
 SELECT name::text, max_attempts::integer,
@@ -29,12 +30,13 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
-       created_at::timestamptz
+       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running
 FROM pgmsg.queue_update(@name::text, sqlc.narg(max_attempts)::integer, sqlc.narg(lease)::interval,
                         sqlc.narg(retry_backoff)::interval, sqlc.narg(retry_backoff_max)::interval,
                         sqlc.narg(archive_retention)::interval, sqlc.narg(max_payload_bytes)::integer,
                         sqlc.narg(max_depth)::bigint, sqlc.narg(backpressure_timeout)::interval,
-                        sqlc.narg(job_timeout)::interval, sqlc.narg(dead_retention)::interval);
+                        sqlc.narg(job_timeout)::interval, sqlc.narg(dead_retention)::interval,
+                        sqlc.narg(rate_limit)::float8, sqlc.narg(max_running)::integer);
 
 -- name: QueueList :many
 SELECT name::text, max_attempts::integer,
@@ -46,7 +48,7 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
-       created_at::timestamptz
+       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running
 FROM pgmsg.queue_list();
 
 -- name: QueueBackpressureTimeout :one
