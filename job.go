@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 )
@@ -79,6 +80,9 @@ type Job struct {
 	// (by the Worker when the handler returns nil, or by Complete); GetJob
 	// returns a completed job's result.
 	Result json.RawMessage `json:"result,omitempty"`
+	// trace is the trace context the job carries in its metadata, read
+	// by a Worker when tracing is on (job_tracing.go).
+	trace propagation.MapCarrier
 }
 
 // JobDocumentMaxBytes is the largest progress or result document a job
@@ -366,13 +370,15 @@ func (c *Client) EnqueueMany(ctx context.Context, queue string, params []Enqueue
 // ErrQueueFull: waiting inside the caller's transaction would hold its
 // locks, so it is the caller's to retry (IsRetryable reports true).
 // Idle workers of the queue are woken when the transaction commits.
-func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, params []EnqueueParams, opts *EnqueueOpts) ([]*EnqueueResult, error) {
+func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, params []EnqueueParams, opts *EnqueueOpts) (res []*EnqueueResult, err error) {
 	if err := ValidateName("queue", queue); err != nil {
 		return nil, err
 	}
 	if len(params) == 0 {
 		return nil, newError(ErrEmptyBatch, "empty batch: enqueue needs at least one job")
 	}
+	params, endSpan := c.startEnqueueSpan(ctx, queue, params)
+	defer func() { endSpan(err) }()
 	n := len(params)
 	arg := dbsqlc.JobEnqueueManyParams{
 		Queue: queue, Payloads: make([][]byte, n), Kinds: make([]string, n), Priorities: make([]int32, n),

@@ -332,8 +332,11 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 			// handled as in-flight.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 			defer cancel()
+			start := time.Now()
 			jobs, err := c.ClaimJobs(cctx, w.queue, &ClaimJobsOpts{Max: n, Lease: w.opts.Lease, Worker: w.opts.Name,
 				MaxBytes: w.opts.ClaimMaxBytes})
+			c.loadJobTraces(cctx, jobs)
+			c.traceJobClaim(cctx, start, w.queue, jobs, err)
 			results <- claimResult{jobs: jobs, err: err, asked: n}
 		}()
 	}
@@ -422,6 +425,7 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 }
 
 func (w *Worker) start(handlerCtx context.Context, job *Job, completions chan<- *Job) {
+	c := w.client
 	jctx, cancel := context.WithCancelCause(handlerCtx)
 	f := &inflightJob{job: job, cancel: cancel}
 	timeout := w.opts.JobTimeout
@@ -443,7 +447,9 @@ func (w *Worker) start(handlerCtx context.Context, job *Job, completions chan<- 
 	go func() {
 		defer w.wg.Done()
 		defer w.settle()
-		err := w.call(jctx, job)
+		pctx, endSpan := c.startJobProcessSpan(jctx, job)
+		err := w.call(pctx, job)
+		endSpan(err)
 		if f.stopTimer != nil {
 			f.stopTimer()
 		}
@@ -588,7 +594,9 @@ func (w *Worker) flush(ctx context.Context, batch []*Job) {
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		endSpan := c.startJobSettleSpan(fctx, w.queue, len(batch))
 		res, err := c.completeMany(fctx, c.pool, batch)
+		endSpan(err)
 		cancel()
 		if errors.Is(err, ErrInvalidArgument) && len(batch) > 1 {
 			// A result the server refused (larger than it looked to the
