@@ -186,6 +186,24 @@ func (c *Client) Fetch(ctx context.Context, topic string, partition int32, from 
 	return out, nil
 }
 
+// OffsetForTime returns the first offset of a partition whose record's
+// timestamp is at or after t, or the partition's end offset when none is
+// (Kafka's ListOffsets by timestamp); Fetch from it to read by time. It
+// reads through the time index that maintenance keeps (task
+// log.time_index): about TimeIndexStride records, not the partition. It
+// fails with ErrUnknownTopic or ErrPartitionOutOfRange.
+func (c *Client) OffsetForTime(ctx context.Context, topic string, partition int32, t time.Time) (int64, error) {
+	if err := ValidateName("topic", topic); err != nil {
+		return 0, err
+	}
+	if err := checkTime("time", t); err != nil {
+		return 0, err
+	}
+	o, err := c.queries.OffsetForTime(ctx, c.db(c.pool), dbsqlc.OffsetForTimeParams{Topic: topic, Partition: partition,
+		Ts: pgtype.Timestamptz{Time: t, Valid: true}})
+	return o, mapError(err)
+}
+
 // GroupAssignment is a member's share of a group, as a heartbeat answers
 // it.
 type GroupAssignment struct {

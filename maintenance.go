@@ -17,6 +17,10 @@ import (
 
 // Maintenance defaults.
 const (
+	// TimeIndexStride is how many records one time index entry covers
+	// (task log.time_index): a seek by time reads at most about this many
+	// records past the entry it starts from.
+	TimeIndexStride             = 10000
 	MaintenanceIntervalDefault  = 10 * time.Second
 	GroupTTLDefault             = 7 * 24 * time.Hour
 	ProducerTTLDefault          = 7 * 24 * time.Hour
@@ -141,6 +145,10 @@ func init() {
 		n, err := c.queries.ProducerStateExpire(ctx, c.db(c.pool), dbsqlc.ProducerStateExpireParams{
 			OlderThan: pgtype.Interval{Microseconds: cfg.ProducerTTL.Microseconds(), Valid: true}, MaxStates: 10000})
 		return n, mapError(err)
+	}})
+	registerMaintenanceTask(MaintenanceTask{Name: "log.time_index", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
+		n, err := c.queries.TimeIndexRun(ctx, c.db(c.pool), dbsqlc.TimeIndexRunParams{Stride: TimeIndexStride, MaxRecords: 1 << 20})
+		return int64(n), mapError(err)
 	}})
 	registerMaintenanceTask(MaintenanceTask{Name: "log.compaction", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
 		rows, err := c.queries.CompactRun(ctx, c.db(c.pool), limit32(cfg.Batch))

@@ -414,6 +414,23 @@ func (q *Queries) GroupReset(ctx context.Context, db DBTX, arg GroupResetParams)
 	return items, nil
 }
 
+const offsetForTime = `-- name: OffsetForTime :one
+SELECT pgmsg.offset_for_time($1::text, $2::integer, $3::timestamptz)::bigint
+`
+
+type OffsetForTimeParams struct {
+	Topic     string
+	Partition int32
+	Ts        pgtype.Timestamptz
+}
+
+func (q *Queries) OffsetForTime(ctx context.Context, db DBTX, arg OffsetForTimeParams) (int64, error) {
+	row := db.QueryRow(ctx, offsetForTime, arg.Topic, arg.Partition, arg.Ts)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const producerStateExpire = `-- name: ProducerStateExpire :one
 SELECT pgmsg.producer_state_expire($1::interval, $2::integer)::bigint AS expired
 `
@@ -620,6 +637,22 @@ func (q *Queries) SegmentEnsure(ctx context.Context, db DBTX, arg SegmentEnsureP
 	var segment_ensure int32
 	err := row.Scan(&segment_ensure)
 	return segment_ensure, err
+}
+
+const timeIndexRun = `-- name: TimeIndexRun :one
+SELECT pgmsg.time_index_run($1::integer, $2::bigint)::integer
+`
+
+type TimeIndexRunParams struct {
+	Stride     int32
+	MaxRecords int64
+}
+
+func (q *Queries) TimeIndexRun(ctx context.Context, db DBTX, arg TimeIndexRunParams) (int32, error) {
+	row := db.QueryRow(ctx, timeIndexRun, arg.Stride, arg.MaxRecords)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const topicAddPartitions = `-- name: TopicAddPartitions :one

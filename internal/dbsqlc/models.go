@@ -179,6 +179,13 @@ type PgmsgSegment struct {
 	CreatedAt   pgtype.Timestamptz
 }
 
+type PgmsgTimeIndex struct {
+	TopicID      int32
+	Partition    int32
+	Offset       int64
+	MaxTimestamp pgtype.Timestamptz
+}
+
 type PgmsgToken struct {
 	TokenID    int64
 	Name       string

@@ -228,6 +228,17 @@ func (g *propGen) jbig() any {
 		jraw("1e18"), "10", jraw("0.5")}, junkValues...)...)
 }
 
+// jlimit is a claim limit (rate_limit, max_running): none (0) or one too
+// loose to hold back the test's claims, or a value to refuse; never small
+// and positive.
+func (g *propGen) jlimit(loose int64) any {
+	if !g.hostile() {
+		return pick(g, int64(0), loose)
+	}
+	return pick(g, append([]any{jraw("-1"), jraw("-0.5"), jraw("1e400"), jraw("2e6"), jraw("9223372036854775808"), "10"},
+		junkValues...)...)
+}
+
 func (g *propGen) jbool() any {
 	if !g.hostile() {
 		return g.intN(2) == 0
@@ -939,8 +950,8 @@ func queueSettingsBody(g *propGen, create bool) any {
 		{"job_timeout", func() any { return g.jduration("0s", "30s") }},
 		{"dead_retention", func() any { return g.jduration("0s", "720h") }},
 		// Limits loose enough that the harness's claims are never held back.
-		{"rate_limit", func() any { return g.jnum(0, 1000000) }},
-		{"max_running", func() any { return g.jnum(0, 100000) }},
+		{"rate_limit", func() any { return g.jlimit(1000000) }},
+		{"max_running", func() any { return g.jlimit(100000) }},
 	} {
 		if !g.omit() {
 			body.add(f.k, f.v())

@@ -109,3 +109,9 @@ FROM pgmsg.publish_idempotent(@topic::text, @producer_id::text, @sequence::bigin
 
 -- name: ProducerStateExpire :one
 SELECT pgmsg.producer_state_expire(@older_than::interval, @max_states::integer)::bigint AS expired;
+
+-- name: TimeIndexRun :one
+SELECT pgmsg.time_index_run(@stride::integer, @max_records::bigint)::integer;
+
+-- name: OffsetForTime :one
+SELECT pgmsg.offset_for_time(@topic::text, @partition::integer, @ts::timestamptz)::bigint;

@@ -145,6 +145,8 @@ BEGIN
         EXECUTE format('GRANT SELECT ON %I.topic, %I.topic_partition, %I.segment, %I.record TO %I',
                        s, s, s, s, s || '_consumer');
         EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.consumer_group, %I.group_cursor TO %I', s, s, s || '_consumer');
+        -- Starting or resetting a group at a time reads the time index.
+        EXECUTE format('GRANT SELECT ON %I.time_index TO %I', s, s || '_consumer');
         EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.group_member TO %I', s, s || '_consumer');
         EXECUTE format('GRANT INSERT ON %I.maintenance_event TO %I', s, s || '_consumer');
         EXECUTE format('GRANT USAGE ON SEQUENCE %I.maintenance_event_event_id_seq TO %I', s, s || '_consumer');

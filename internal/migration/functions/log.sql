@@ -938,7 +938,7 @@ END $function$;
 
 -- _position resolves 'earliest', 'latest', an offset or a timestamp to an
 -- offset of one partition. A timestamp resolves to the first record at or
--- after it (a scan of the partition: there is no time index), else the end.
+-- after it, else the end (_offset_for_time, through the time index).
 CREATE OR REPLACE FUNCTION {{schema}}._position(p_topic_id integer, p_partition integer, p_spec text)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -972,9 +972,117 @@ BEGIN
         PERFORM {{schema}}._raise('PM011', format('invalid position %s: use earliest, latest, an offset or a timestamp',
                                                   left(quote_literal(p_spec), 80)));
     END;
-    SELECT min(r."offset") INTO o FROM {{schema}}.record r
-    WHERE r.topic_id = p_topic_id AND r.partition = p_partition AND r."timestamp" >= ts;
+    RETURN {{schema}}._offset_for_time(tp, ts);
+END $function$;
+
+-- _offset_for_time returns the first offset of a partition whose record's
+-- timestamp is at or after p_ts, else the partition's end. It reads from
+-- the last time_index entry whose max_timestamp is before p_ts (no earlier
+-- record can qualify) and, when a later entry exists, stops before it
+-- (that entry's span holds a qualifying record): one stride's worth of
+-- records through the primary key. Without entries (no maintenance run
+-- yet) it reads the partition from its start.
+CREATE OR REPLACE FUNCTION {{schema}}._offset_for_time(tp {{schema}}.topic_partition, p_ts timestamp with time zone)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    lo bigint;
+    hi bigint;
+    o  bigint;
+BEGIN
+    SELECT max(ti."offset") INTO lo FROM {{schema}}.time_index ti
+     WHERE ti.topic_id = tp.topic_id AND ti.partition = tp.partition AND ti.max_timestamp < p_ts;
+    SELECT min(ti."offset") INTO hi FROM {{schema}}.time_index ti
+     WHERE ti.topic_id = tp.topic_id AND ti.partition = tp.partition AND ti.max_timestamp >= p_ts
+       AND ti."offset" > coalesce(lo, -1);
+    lo := greatest(coalesce(lo, tp.start_offset), tp.start_offset);
+    SELECT r."offset" INTO o FROM {{schema}}.record r
+     WHERE r.topic_id = tp.topic_id AND r.partition = tp.partition
+       AND r."offset" >= lo AND r."offset" < coalesce(hi, tp.next_offset) AND r."timestamp" >= p_ts
+     ORDER BY r."offset" LIMIT 1;
+    IF o IS NULL AND hi IS NOT NULL THEN
+        -- Compaction deleted the record that made the entry: read on.
+        SELECT r."offset" INTO o FROM {{schema}}.record r
+         WHERE r.topic_id = tp.topic_id AND r.partition = tp.partition
+           AND r."offset" >= hi AND r."offset" < tp.next_offset AND r."timestamp" >= p_ts
+         ORDER BY r."offset" LIMIT 1;
+    END IF;
     RETURN coalesce(o, tp.next_offset);
+END $function$;
+
+-- offset_for_time returns the first offset of a partition whose record's
+-- timestamp is at or after p_timestamp, or the partition's end offset when
+-- none is (Kafka's ListOffsets by timestamp). PM001, PM005.
+CREATE OR REPLACE FUNCTION {{schema}}.offset_for_time(p_topic text, p_partition integer, p_timestamp timestamp with time zone)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t  {{schema}}.topic := {{schema}}._topic(p_topic);
+    tp {{schema}}.topic_partition;
+BEGIN
+    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
+        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
+                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
+    END IF;
+    IF p_timestamp IS NULL THEN
+        PERFORM {{schema}}._raise('PM004', 'timestamp must not be NULL');
+    END IF;
+    SELECT * INTO tp FROM {{schema}}.topic_partition x WHERE x.topic_id = t.topic_id AND x.partition = p_partition;
+    RETURN {{schema}}._offset_for_time(tp, p_timestamp);
+END $function$;
+
+-- time_index_run extends the time index of every partition (maintenance:
+-- task log.time_index): one entry per p_stride records committed since its
+-- last entry, each read once through the primary key, at most p_max_records
+-- records per call; and drops the entries that retention left behind the
+-- partition's start. Returns the entries written.
+CREATE OR REPLACE FUNCTION {{schema}}.time_index_run(p_stride integer DEFAULT 10000, p_max_records bigint DEFAULT 1000000)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    tp     record;
+    last   bigint;
+    max_ts timestamptz;
+    seg_ts timestamptz;
+    budget bigint := greatest(coalesce(p_max_records, 1000000), 1);
+    n      integer := 0;
+BEGIN
+    IF p_stride IS NULL OR p_stride < 16 THEN
+        PERFORM {{schema}}._raise('PM004', 'stride must be at least 16');
+    END IF;
+    FOR tp IN SELECT x.topic_id, x.partition, x.start_offset, x.next_offset FROM {{schema}}.topic_partition x
+               ORDER BY x.topic_id, x.partition LOOP
+        DELETE FROM {{schema}}.time_index ti
+         WHERE ti.topic_id = tp.topic_id AND ti.partition = tp.partition AND ti."offset" <= tp.start_offset;
+        SELECT ti."offset", ti.max_timestamp INTO last, max_ts FROM {{schema}}.time_index ti
+         WHERE ti.topic_id = tp.topic_id AND ti.partition = tp.partition
+         ORDER BY ti."offset" DESC LIMIT 1;
+        IF last IS NULL THEN
+            last := tp.start_offset;
+            max_ts := '-infinity';
+        END IF;
+        WHILE last + p_stride <= tp.next_offset AND budget >= p_stride LOOP
+            SELECT max(r."timestamp") INTO seg_ts FROM {{schema}}.record r
+             WHERE r.topic_id = tp.topic_id AND r.partition = tp.partition
+               AND r."offset" >= last AND r."offset" < last + p_stride;
+            last := last + p_stride;
+            max_ts := greatest(max_ts, seg_ts);
+            INSERT INTO {{schema}}.time_index (topic_id, partition, "offset", max_timestamp)
+            VALUES (tp.topic_id, tp.partition, last, max_ts)
+            ON CONFLICT DO NOTHING;
+            budget := budget - p_stride;
+            n := n + 1;
+        END LOOP;
+    END LOOP;
+    RETURN n;
 END $function$;
 
 -- claim_range leases the next records of one partition to the caller, as
