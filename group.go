@@ -204,6 +204,30 @@ func (c *Client) OffsetForTime(ctx context.Context, topic string, partition int3
 	return o, mapError(err)
 }
 
+// PartitionOffset is an offset of one partition.
+type PartitionOffset struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+}
+
+// OffsetsForTime is OffsetForTime for every partition of topic, in
+// partition order.
+func (c *Client) OffsetsForTime(ctx context.Context, topic string, t time.Time) ([]PartitionOffset, error) {
+	d, err := c.DescribeTopic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PartitionOffset, d.Partitions)
+	for p := range out {
+		o, err := c.OffsetForTime(ctx, topic, int32(p), t)
+		if err != nil {
+			return nil, err
+		}
+		out[p] = PartitionOffset{Partition: int32(p), Offset: o}
+	}
+	return out, nil
+}
+
 // GroupAssignment is a member's share of a group, as a heartbeat answers
 // it.
 type GroupAssignment struct {

@@ -114,3 +114,27 @@ func TestQueueLimitsCLI(t *testing.T) {
 	require.Contains(t, s.fail("", "queue", "config", "lim", "--rate-limit", "-3"), "rate limit must be")
 	require.Contains(t, s.fail("", "queue", "config", "lim", "--max-running", "-3"), "max running must be")
 }
+
+// topic offsets --time (issue 18, item 5).
+func TestTopicOffsetsCLI(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	s.ok("", "topic", "create", "ot")
+	c, err := pgmsg.NewClient(s.b.Pool, &pgmsg.Config{Schema: s.b.Schema})
+	require.NoError(t, err)
+	defer c.Close()
+	base := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	var recs []*pgmsg.Record
+	for i := range 5 {
+		recs = append(recs, &pgmsg.Record{Topic: "ot", Value: []byte("x"), Timestamp: base.Add(time.Duration(i) * time.Minute)})
+	}
+	require.NoError(t, c.Publish(context.Background(), recs, nil))
+	out := s.ok("", "topic", "offsets", "ot", "--time", "2026-11-30T10:02:30Z")
+	require.Contains(t, out, "PARTITION")
+	require.Regexp(t, `(?m)^0\s+3$`, out)
+	var js []pgmsg.PartitionOffset
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "topic", "offsets", "ot", "--time", "2026-11-30T09:00:00Z", "-o", "json")), &js))
+	require.Equal(t, []pgmsg.PartitionOffset{{Partition: 0, Offset: 0}}, js)
+	require.Contains(t, s.fail("", "topic", "offsets", "ot", "--time", "noon"), "RFC 3339")
+	require.Contains(t, s.fail("", "topic", "offsets", "ot"), "time")
+}

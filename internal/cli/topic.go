@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -108,6 +109,41 @@ in offset order for every consumer group to read at its own pace.`,
 			return w.Flush()
 		},
 	})
+
+	var at string
+	offsets := &cobra.Command{
+		Use:     "offsets NAME --time TIMESTAMP",
+		Short:   "Show each partition's first offset at or after a time (as Kafka's GetOffsetShell --time)",
+		Example: "  pgmsg topic offsets orders --time 2026-11-30T10:00:00Z",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := time.Parse(time.RFC3339Nano, at)
+			if err != nil {
+				return fmt.Errorf("--time must be an RFC 3339 time (2026-11-30T10:00:00Z), got %q", at)
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			out, err := c.OffsetsForTime(cmd.Context(), args[0], t)
+			if err != nil {
+				return err
+			}
+			if js, err := g.jsonOutput(); err != nil || js {
+				return g.orJSON(err, out)
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "PARTITION\tOFFSET")
+			for _, p := range out {
+				fmt.Fprintf(w, "%d\t%d\n", p.Partition, p.Offset)
+			}
+			return w.Flush()
+		},
+	}
+	offsets.Flags().StringVar(&at, "time", "", "RFC 3339 time: the first record at or after it (the end offset when none is)")
+	_ = offsets.MarkFlagRequired("time")
+	cmd.AddCommand(offsets)
 
 	cmd.AddCommand(&cobra.Command{
 		Use:   "config NAME [KEY=VALUE ...]",

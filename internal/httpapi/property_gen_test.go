@@ -747,6 +747,15 @@ var propRoutes = map[string]propRoute{
 		destructive: true,
 	},
 	"DELETE /v1/topics/{topic}": {destructive: true},
+	"GET /v1/topics/{topic}/offsets": {
+		query: func(g *propGen) qparams {
+			var q qparams
+			if !g.drop() {
+				q.add("time", g.qstr("2026-01-01T00:00:00Z", "2000-01-01T00:00:00.5+02:00", "9999-12-31T23:59:59Z"))
+			}
+			return q
+		},
+	},
 
 	"GET /v1/groups": {
 		query: func(g *propGen) qparams {

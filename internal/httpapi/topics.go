@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/pgmsg/pgmsg"
 )
@@ -13,6 +14,7 @@ func (s *Server) topicRoutes() []Route {
 		{Method: http.MethodGet, Pattern: "/v1/topics/{topic}", Scope: pgmsg.ScopeAdmin, handler: s.describeTopic},
 		{Method: http.MethodPatch, Pattern: "/v1/topics/{topic}", Scope: pgmsg.ScopeAdmin, handler: s.configureTopic},
 		{Method: http.MethodDelete, Pattern: "/v1/topics/{topic}", Scope: pgmsg.ScopeAdmin, handler: s.deleteTopic},
+		{Method: http.MethodGet, Pattern: "/v1/topics/{topic}/offsets", Scope: pgmsg.ScopeAdmin, handler: s.offsetsForTime},
 	}
 }
 
@@ -89,4 +91,27 @@ func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// offsetsForTime answers each partition's first offset at or after the
+// time given (?time=RFC 3339), through the time index.
+func (s *Server) offsetsForTime(w http.ResponseWriter, r *http.Request) error {
+	topic := r.PathValue("topic")
+	if err := validNames("topic", topic); err != nil {
+		return err
+	}
+	q := params{r.URL.Query()}
+	v, err := q.required("time")
+	if err != nil {
+		return err
+	}
+	at, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return newAPIError(errInvalidParameter, "time must be an RFC 3339 time (2026-12-01T10:00:00Z), got %q", v)
+	}
+	offsets, err := s.client.OffsetsForTime(r.Context(), topic, at)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"topic": topic, "time": at.UTC(), "offsets": offsets})
 }

@@ -4,8 +4,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
 )
 
 // unique_for on POST /v1/queue/enqueue (issue 19, item 7).
@@ -64,4 +67,32 @@ func TestQueueLimitsHTTP(t *testing.T) {
 		r := tb.do(t, http.MethodPatch, "/v1/queues/lim", tb.admin, body)
 		require.Equal(t, http.StatusBadRequest, r.status, "%v: %s", body, r.body)
 	}
+}
+
+// GET /v1/topics/{topic}/offsets?time= (issue 18, item 5).
+func TestOffsetsForTimeHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateTopic(tb.ctx, "ot", pgmsg.TopicConfig{Partitions: 2})
+	require.NoError(t, err)
+	base := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	var recs []*pgmsg.Record
+	for i := range 10 {
+		recs = append(recs, &pgmsg.Record{Topic: "ot", Partition: int32(i % 2), Value: []byte("x"), Timestamp: base.Add(time.Duration(i) * time.Minute)})
+	}
+	require.NoError(t, tb.client.Publish(tb.ctx, recs, &pgmsg.PublishOpts{ManualPartition: true}))
+	var resp struct {
+		Topic   string                  `json:"topic"`
+		Offsets []pgmsg.PartitionOffset `json:"offsets"`
+	}
+	r := tb.do(t, http.MethodGet, "/v1/topics/ot/offsets?time=2026-11-30T10:03:30Z", tb.admin, nil)
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	r.json(t, &resp)
+	// Partition 0 holds minutes 0, 2, 4, 6, 8; partition 1 minutes 1, 3, 5, 7, 9.
+	require.Equal(t, []pgmsg.PartitionOffset{{Partition: 0, Offset: 2}, {Partition: 1, Offset: 2}}, resp.Offsets)
+	tb.do(t, http.MethodGet, "/v1/topics/ot/offsets?time=2030-01-01T00:00:00Z", tb.admin, nil).json(t, &resp)
+	require.Equal(t, []pgmsg.PartitionOffset{{Partition: 0, Offset: 5}, {Partition: 1, Offset: 5}}, resp.Offsets, "past the end")
+	require.Equal(t, http.StatusBadRequest, tb.do(t, http.MethodGet, "/v1/topics/ot/offsets", tb.admin, nil).status)
+	require.Equal(t, http.StatusBadRequest, tb.do(t, http.MethodGet, "/v1/topics/ot/offsets?time=yesterday", tb.admin, nil).status)
+	require.Equal(t, http.StatusNotFound, tb.do(t, http.MethodGet, "/v1/topics/nope/offsets?time=2026-11-30T10:03:30Z", tb.admin, nil).status)
 }
