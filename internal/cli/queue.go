@@ -125,9 +125,9 @@ func newQueueJobs(g *globals) *cobra.Command {
 				if f.v == "" {
 					continue
 				}
-				t, err := time.Parse(time.RFC3339Nano, f.v)
+				t, err := wire.ParseTime("--"+f.name, f.v)
 				if err != nil {
-					return fmt.Errorf("--%s must be an RFC 3339 time (2026-12-01T10:00:00Z), got %q", f.name, f.v)
+					return err
 				}
 				*f.to = t
 			}

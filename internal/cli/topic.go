@@ -6,11 +6,11 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 func newTopic(g *globals) *cobra.Command {
@@ -117,9 +117,9 @@ in offset order for every consumer group to read at its own pace.`,
 		Example: "  pgmsg topic offsets orders --time 2026-11-30T10:00:00Z",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := time.Parse(time.RFC3339Nano, at)
+			t, err := wire.ParseTime("--time", at)
 			if err != nil {
-				return fmt.Errorf("--time must be an RFC 3339 time (2026-11-30T10:00:00Z), got %q", at)
+				return err
 			}
 			c, done, err := g.client(cmd.Context())
 			if err != nil {

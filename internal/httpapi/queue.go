@@ -389,9 +389,9 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		if v == "" {
 			continue
 		}
-		t, err := time.Parse(time.RFC3339Nano, v)
+		t, err := wire.ParseTime(f.name, v)
 		if err != nil {
-			return newAPIError(errInvalidParameter, "%s must be an RFC 3339 time (2026-12-01T10:00:00Z), got %q", f.name, v)
+			return newAPIError(errInvalidParameter, "%v", err)
 		}
 		*f.to = t
 	}

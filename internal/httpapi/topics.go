@@ -2,9 +2,9 @@ package httpapi
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 func (s *Server) topicRoutes() []Route {
@@ -105,9 +105,9 @@ func (s *Server) offsetsForTime(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	at, err := time.Parse(time.RFC3339Nano, v)
+	at, err := wire.ParseTime("time", v)
 	if err != nil {
-		return newAPIError(errInvalidParameter, "time must be an RFC 3339 time (2026-12-01T10:00:00Z), got %q", v)
+		return newAPIError(errInvalidParameter, "%v", err)
 	}
 	offsets, err := s.client.OffsetsForTime(r.Context(), topic, at)
 	if err != nil {

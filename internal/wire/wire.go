@@ -7,6 +7,7 @@ package wire
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -286,4 +287,15 @@ func EncodePeriodicJob(p *pgmsg.PeriodicJob, enc string) PeriodicJobJSON {
 	}
 	out.Payload, out.PayloadEncoding = EncodeValue(p.Payload, enc)
 	return out
+}
+
+// ParseTime reads a time given as an argument (what names it, as the user
+// wrote it: "--since", "time") in RFC 3339, with or without fractions,
+// for the CLI and the HTTP API alike.
+func ParseTime(what, v string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s must be an RFC 3339 time (2026-12-01T10:00:00Z), got %q", what, v)
+	}
+	return t, nil
 }

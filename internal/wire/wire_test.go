@@ -47,3 +47,13 @@ func TestEncodeRecordUTC(t *testing.T) {
 	require.Equal(t, time.UTC, j.RunAt.Location())
 	require.Equal(t, EncodingText, j.PayloadEncoding)
 }
+
+func TestParseTime(t *testing.T) {
+	got, err := ParseTime("--since", "2026-12-01T10:00:00.5+02:00")
+	if err != nil || !got.Equal(time.Date(2026, 12, 1, 8, 0, 0, 500_000_000, time.UTC)) {
+		t.Fatalf("ParseTime = %v, %v", got, err)
+	}
+	if _, err := ParseTime("--since", "yesterday"); err == nil || err.Error() != `--since must be an RFC 3339 time (2026-12-01T10:00:00Z), got "yesterday"` {
+		t.Fatalf("ParseTime(yesterday) error = %v", err)
+	}
+}
