@@ -647,9 +647,40 @@ func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *C
 		}
 	}
 	if direct {
-		c.jobClaimState(queue, true).claimed(out, true, now)
+		st := c.jobClaimState(queue, true)
+		st.claimed(out, true, now)
+		if len(out) < o.Max {
+			c.checkLimited(ctx, queue, st, now)
+		}
 	}
 	return out, nil
+}
+
+// jobQueueLimitedSQL says whether a queue has a rate limit or running cap.
+const jobQueueLimitedSQL = `SELECT qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL FROM pgmsg.queue qq WHERE qq.name = $1`
+
+// checkLimited learns, at most once per jobClaimLimitedFor, whether a
+// queue whose job_claim() call returned fewer jobs than asked is limited:
+// the direct statement says so itself, but a queue's first claims go
+// through job_claim(), and a Worker needs to know (it claims again when a
+// handler frees a slot of a limited queue; see fetch).
+func (c *Client) checkLimited(ctx context.Context, queue string, st *jobClaimState, now time.Time) {
+	st.mu.Lock()
+	fresh := now.Sub(st.limitChecked) < jobClaimLimitedFor || now.Sub(st.limited) < jobClaimLimitedFor
+	if !fresh {
+		st.limitChecked = now
+	}
+	st.mu.Unlock()
+	if fresh {
+		return
+	}
+	var limited bool
+	if err := c.pool.QueryRow(ctx, c.schemaSQL(jobQueueLimitedSQL), queue).Scan(&limited); err != nil || !limited {
+		return
+	}
+	st.mu.Lock()
+	st.limited = now
+	st.mu.Unlock()
 }
 
 // jobFromClaimRow is a claimed job, as job_claim() returns it.

@@ -153,6 +153,21 @@ type jobClaimState struct {
 	probed   time.Time // last probe for expired leases
 	rescue   bool      // the last probe found an expired lease
 	limited  time.Time // when the queue was last found limited
+	// limitChecked is when checkLimited last read the queue's limits.
+	limitChecked time.Time
+}
+
+// queueLimited reports whether the client's last direct claim of queue
+// found it limited (a rate limit or running cap), within
+// jobClaimLimitedFor.
+func (c *Client) queueLimited(queue string) bool {
+	st := c.jobClaimState(queue, false)
+	if st == nil {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return !st.limited.IsZero() && time.Since(st.limited) < jobClaimLimitedFor
 }
 
 // jobClaimLimitedFor is how long a client sends the claims of a queue

@@ -111,8 +111,9 @@ type QueueConfig struct {
 	//
 	// Claims of a queue with a RateLimit or a MaxRunning take turns on the
 	// queue's row for their transaction (so the limits are never
-	// overshot), and go through job_claim(); a worker held back by a limit
-	// claims again at its poll interval.
+	// overshot), and go through job_claim(). A Worker held back by a limit
+	// claims again as soon as one of its own jobs of the queue finishes
+	// (handler returned, completion committed), else at its poll interval.
 	MaxRunning int `json:"max_running,omitempty"`
 }
 

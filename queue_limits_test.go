@@ -136,3 +136,25 @@ func TestQueueMaxRunning(t *testing.T) {
 	_, err = tb.client.UpdateQueue(tb.ctx, "mr", pgmsg.QueueConfig{MaxRunning: -5})
 	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
 }
+
+// A worker held back by a running cap claims again as soon as one of its
+// handlers finishes, not at its poll interval (here an hour).
+func TestQueueMaxRunningClaimsOnFreedSlot(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, &pgmsg.Config{PollInterval: time.Hour})
+	tb.queue(t, "mf", pgmsg.QueueConfig{MaxRunning: 2})
+	tb.enqueueN(t, "mf", 30, nil)
+	var done atomic.Int32
+	w, err := tb.client.NewWorker("mf", func(context.Context, *pgmsg.Job) error {
+		done.Add(1)
+		return nil
+	}, &pgmsg.WorkerOpts{Concurrency: 8})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(tb.ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	require.Eventually(t, func() bool { return done.Load() == 30 }, time.Minute, 10*time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+}

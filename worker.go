@@ -313,6 +313,9 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 	// idle: the last claim found fewer jobs than it asked for (or failed);
 	// the next one waits for a notification or the poll interval.
 	idle := false
+	// freedInFlight: a limited queue's slot freed while a claim was in
+	// flight; a short answer to that claim does not make the worker idle.
+	freedInFlight := false
 	poll := time.NewTimer(time.Hour)
 	poll.Stop()
 	defer poll.Stop()
@@ -357,10 +360,11 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 			c.config.Logger.Warn("pgmsg: worker claim failed; retrying", "queue", w.queue, "error", r.err)
 			idle = true
 		case len(r.jobs) < r.asked:
-			idle = true
+			idle = !freedInFlight
 		default:
 			idle = false // a full claim: there is more
 		}
+		freedInFlight = false
 		if idle {
 			if !poll.Stop() {
 				select {
@@ -408,6 +412,18 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 		case r := <-results:
 			receive(r)
 		case <-w.freed:
+			if c.queueLimited(w.queue) {
+				// A job of a queue with a running cap (or rate limit)
+				// finished (its handler returned, or its completion
+				// committed, which frees its slot for every worker):
+				// claim again now rather than at the poll interval, or
+				// after the claim in flight, which may have missed it.
+				if idle {
+					idle = false
+				} else if inFlight > 0 {
+					freedInFlight = true
+				}
+			}
 		case <-wakeC:
 			idle = false
 		case <-pollC:
@@ -625,6 +641,10 @@ func (w *Worker) flush(ctx context.Context, batch []*Job) {
 			}
 			if w.opts.OnCompleted != nil && len(batch) > 0 {
 				w.opts.OnCompleted(batch)
+			}
+			select {
+			case w.freed <- struct{}{}: // running slots of a capped queue are free now (see fetch)
+			default:
 			}
 			return
 		}
