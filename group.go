@@ -211,19 +211,22 @@ type PartitionOffset struct {
 }
 
 // OffsetsForTime is OffsetForTime for every partition of topic, in
-// partition order.
+// partition order, in one statement.
 func (c *Client) OffsetsForTime(ctx context.Context, topic string, t time.Time) ([]PartitionOffset, error) {
-	d, err := c.DescribeTopic(ctx, topic)
-	if err != nil {
+	if err := ValidateName("topic", topic); err != nil {
 		return nil, err
 	}
-	out := make([]PartitionOffset, d.Partitions)
-	for p := range out {
-		o, err := c.OffsetForTime(ctx, topic, int32(p), t)
-		if err != nil {
-			return nil, err
-		}
-		out[p] = PartitionOffset{Partition: int32(p), Offset: o}
+	if err := checkTime("time", t); err != nil {
+		return nil, err
+	}
+	rows, err := c.queries.OffsetsForTime(ctx, c.db(c.pool), dbsqlc.OffsetsForTimeParams{Topic: topic,
+		Ts: pgtype.Timestamptz{Time: t, Valid: true}})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]PartitionOffset, len(rows))
+	for i, r := range rows {
+		out[i] = PartitionOffset{Partition: r.Partition, Offset: r.Offset}
 	}
 	return out, nil
 }

@@ -3,7 +3,6 @@ package pgmsg
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -234,6 +233,3 @@ func periodicFromRow(r *dbsqlc.PeriodicListRow) *PeriodicJob {
 	}
 	return p
 }
-
-// String names the periodic job as queue/name.
-func (p *PeriodicJob) String() string { return fmt.Sprintf("%s/%s", p.Queue, p.Name) }

@@ -62,6 +62,9 @@ func TestOffsetForTime(t *testing.T) {
 		}
 	}
 	check("no index")
+	all, err := tb.client.OffsetsForTime(tb.ctx, "tt", base.Add(251*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, []pgmsg.PartitionOffset{{Partition: 0, Offset: want(base.Add(251 * time.Second))}}, all)
 
 	q := pgx.Identifier{tb.Schema}.Sanitize()
 	var entries int
@@ -73,7 +76,7 @@ func TestOffsetForTime(t *testing.T) {
 
 	// Compaction-like deletion of the records from the future: entries
 	// still say their spans hold a late timestamp; the answer stays exact.
-	_, err := tb.Pool.Exec(tb.ctx, `DELETE FROM `+q+`.record WHERE "timestamp" > $1`, base.Add(12*time.Hour))
+	_, err = tb.Pool.Exec(tb.ctx, `DELETE FROM `+q+`.record WHERE "timestamp" > $1`, base.Add(12*time.Hour))
 	require.NoError(t, err)
 	filtered := stored[:0]
 	for _, r := range stored {
@@ -95,5 +98,7 @@ func TestOffsetForTime(t *testing.T) {
 	_, err = tb.client.OffsetForTime(tb.ctx, "tt", 5, base)
 	require.ErrorIs(t, err, pgmsg.ErrPartitionOutOfRange)
 	_, err = tb.client.OffsetForTime(tb.ctx, "nope", 0, base)
+	require.ErrorIs(t, err, pgmsg.ErrUnknownTopic)
+	_, err = tb.client.OffsetsForTime(tb.ctx, "nope", base)
 	require.ErrorIs(t, err, pgmsg.ErrUnknownTopic)
 }

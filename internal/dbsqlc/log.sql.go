@@ -431,6 +431,40 @@ func (q *Queries) OffsetForTime(ctx context.Context, db DBTX, arg OffsetForTimeP
 	return column_1, err
 }
 
+const offsetsForTime = `-- name: OffsetsForTime :many
+SELECT partition::integer, "offset"::bigint FROM pgmsg.offsets_for_time($1::text, $2::timestamptz)
+`
+
+type OffsetsForTimeParams struct {
+	Topic string
+	Ts    pgtype.Timestamptz
+}
+
+type OffsetsForTimeRow struct {
+	Partition int32
+	Offset    int64
+}
+
+func (q *Queries) OffsetsForTime(ctx context.Context, db DBTX, arg OffsetsForTimeParams) ([]*OffsetsForTimeRow, error) {
+	rows, err := db.Query(ctx, offsetsForTime, arg.Topic, arg.Ts)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*OffsetsForTimeRow
+	for rows.Next() {
+		var i OffsetsForTimeRow
+		if err := rows.Scan(&i.Partition, &i.Offset); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const producerStateExpire = `-- name: ProducerStateExpire :one
 SELECT pgmsg.producer_state_expire($1::interval, $2::integer)::bigint AS expired
 `

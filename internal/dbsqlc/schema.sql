@@ -1014,10 +1014,7 @@ DECLARE
     tp      "pgmsg".topic_partition;
     seg_end bigint;
 BEGIN
-    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
-        PERFORM "pgmsg"._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
-                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
-    END IF;
+    PERFORM "pgmsg"._partition_check(t, p_partition);
     -- This is background work: give way rather than wait. A short
     -- lock_timeout makes it the one that yields when DDL on the topic
     -- (topic_delete) queues behind its lock; busy means try again later.
@@ -1521,6 +1518,21 @@ END $function$;
 -- Claims, commits and reads (the Go consumer's hot path: claim_direct.go)
 -- ---------------------------------------------------------------------------
 
+-- _partition_check raises PM005 unless p_partition is one of t's
+-- partitions (the cold paths; publish() checks inline).
+CREATE OR REPLACE FUNCTION "pgmsg"._partition_check(t "pgmsg".topic, p_partition integer)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
+        PERFORM "pgmsg"._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
+                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
+    END IF;
+END $function$;
+
 -- _position resolves 'earliest', 'latest', an offset or a timestamp to an
 -- offset of one partition. A timestamp resolves to the first record at or
 -- after it, else the end (_offset_for_time, through the time index).
@@ -1611,15 +1623,31 @@ DECLARE
     t  "pgmsg".topic := "pgmsg"._topic(p_topic);
     tp "pgmsg".topic_partition;
 BEGIN
-    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
-        PERFORM "pgmsg"._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
-                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
-    END IF;
+    PERFORM "pgmsg"._partition_check(t, p_partition);
     IF p_timestamp IS NULL THEN
         PERFORM "pgmsg"._raise('PM004', 'timestamp must not be NULL');
     END IF;
     SELECT * INTO tp FROM "pgmsg".topic_partition x WHERE x.topic_id = t.topic_id AND x.partition = p_partition;
     RETURN "pgmsg"._offset_for_time(tp, p_timestamp);
+END $function$;
+
+-- offsets_for_time is offset_for_time for every partition of a topic, in
+-- partition order. PM001, PM004.
+CREATE OR REPLACE FUNCTION "pgmsg".offsets_for_time(p_topic text, p_timestamp timestamp with time zone)
+ RETURNS TABLE(partition integer, "offset" bigint)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t "pgmsg".topic := "pgmsg"._topic(p_topic);
+BEGIN
+    IF p_timestamp IS NULL THEN
+        PERFORM "pgmsg"._raise('PM004', 'timestamp must not be NULL');
+    END IF;
+    RETURN QUERY
+    SELECT tp.partition, "pgmsg"._offset_for_time(tp, p_timestamp)
+      FROM "pgmsg".topic_partition tp WHERE tp.topic_id = t.topic_id ORDER BY tp.partition;
 END $function$;
 
 -- time_index_run extends the time index of every partition (maintenance:
@@ -2048,10 +2076,7 @@ AS $function$
 DECLARE
     t "pgmsg".topic := "pgmsg"._topic(p_topic);
 BEGIN
-    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
-        PERFORM "pgmsg"._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
-                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
-    END IF;
+    PERFORM "pgmsg"._partition_check(t, p_partition);
     IF p_from IS NULL OR p_from < 0 THEN
         PERFORM "pgmsg"._raise('PM011', 'offset must not be negative');
     END IF;
@@ -2106,9 +2131,8 @@ BEGIN
         PERFORM "pgmsg"._raise('PM007', format('unknown group %s on topic %s',
                                                   left(quote_literal(coalesce(p_group, '')), 210), quote_literal(t.name)));
     END IF;
-    IF p_partition IS NOT NULL AND (p_partition < 0 OR p_partition >= t.partitions) THEN
-        PERFORM "pgmsg"._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
-                                                  p_partition, quote_literal(t.name), t.partitions));
+    IF p_partition IS NOT NULL THEN
+        PERFORM "pgmsg"._partition_check(t, p_partition);
     END IF;
     RETURN QUERY
     UPDATE "pgmsg".group_cursor c
@@ -4440,6 +4464,26 @@ BEGIN
     END LOOP;
 END $function$;
 
+-- _time_zone_check raises PM112 unless p_tz is a time zone PostgreSQL
+-- knows (an IANA name such as Europe/Paris).
+CREATE OR REPLACE FUNCTION "pgmsg"._time_zone_check(p_tz text)
+ RETURNS void
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_tz IS NULL OR octet_length(p_tz) > 100 THEN
+        PERFORM "pgmsg"._raise('PM112', 'time zone must be an IANA name such as UTC or Europe/Paris');
+    END IF;
+    BEGIN
+        PERFORM now() AT TIME ZONE p_tz;
+    EXCEPTION WHEN invalid_parameter_value THEN
+        PERFORM "pgmsg"._raise('PM112', format('unknown time zone %s: use an IANA name such as UTC or Europe/Paris',
+                                                  left(quote_literal(p_tz), 100)));
+    END;
+END $function$;
+
 -- _periodic_check refuses a periodic job's definition before it is
 -- stored: the name (PM003), the time zone and the schedule (PM112), and
 -- the job itself, by enqueueing it into the queue and rolling that back
@@ -4452,14 +4496,7 @@ CREATE OR REPLACE FUNCTION "pgmsg"._periodic_check(p_queue text, p_name text, p_
 AS $function$
 BEGIN
     PERFORM "pgmsg"._check_name('periodic job', p_name);
-    IF p_time_zone IS NULL OR octet_length(p_time_zone) > 100 THEN
-        PERFORM "pgmsg"._raise('PM112', 'time zone must be an IANA name such as UTC or Europe/Paris');
-    END IF;
-    BEGIN
-        PERFORM p_now AT TIME ZONE p_time_zone;
-    EXCEPTION WHEN invalid_parameter_value THEN
-        PERFORM "pgmsg"._raise('PM112', format('unknown time zone %s: use an IANA name such as UTC or Europe/Paris', left(quote_literal(p_time_zone), 100)));
-    END;
+    PERFORM "pgmsg"._time_zone_check(p_time_zone);
     IF octet_length(p_schedule) > 200 THEN
         PERFORM "pgmsg"._raise('PM112', 'schedule must be at most 200 bytes');
     END IF;
@@ -4575,14 +4612,7 @@ BEGIN
     IF p_count IS NULL OR p_count < 1 OR p_count > 1000 THEN
         PERFORM "pgmsg"._raise('PM004', 'count must be from 1 to 1000');
     END IF;
-    IF p_time_zone IS NULL OR octet_length(p_time_zone) > 100 THEN
-        PERFORM "pgmsg"._raise('PM112', 'time zone must be an IANA name such as UTC or Europe/Paris');
-    END IF;
-    BEGIN
-        PERFORM p_after AT TIME ZONE p_time_zone;
-    EXCEPTION WHEN invalid_parameter_value THEN
-        PERFORM "pgmsg"._raise('PM112', format('unknown time zone %s: use an IANA name such as UTC or Europe/Paris', left(quote_literal(p_time_zone), 100)));
-    END;
+    PERFORM "pgmsg"._time_zone_check(p_time_zone);
     FOR i IN 1..p_count LOOP
         t := "pgmsg"._periodic_next(p_schedule, p_time_zone, t, p_after);
         RETURN NEXT t;

@@ -577,13 +577,19 @@ func (s *Server) listPeriodic(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "periodic_jobs": out})
 }
 
+// periodicPath is the queue and periodic job a request's path names.
+func periodicPath(r *http.Request) (queue, name string, err error) {
+	queue, name = r.PathValue("queue"), r.PathValue("name")
+	if err := validNames("queue", queue); err != nil {
+		return "", "", err
+	}
+	return queue, name, pgmsg.ValidateName("periodic job", name)
+}
+
 // putPeriodic adds or replaces a periodic job.
 func (s *Server) putPeriodic(w http.ResponseWriter, r *http.Request) error {
-	queue, name := r.PathValue("queue"), r.PathValue("name")
-	if err := validNames("queue", queue); err != nil {
-		return err
-	}
-	if err := pgmsg.ValidateName("periodic job", name); err != nil {
+	queue, name, err := periodicPath(r)
+	if err != nil {
 		return err
 	}
 	var req PeriodicJobRequest
@@ -614,11 +620,8 @@ func (s *Server) putPeriodic(w http.ResponseWriter, r *http.Request) error {
 
 // deletePeriodic removes a periodic job.
 func (s *Server) deletePeriodic(w http.ResponseWriter, r *http.Request) error {
-	queue, name := r.PathValue("queue"), r.PathValue("name")
-	if err := validNames("queue", queue); err != nil {
-		return err
-	}
-	if err := pgmsg.ValidateName("periodic job", name); err != nil {
+	queue, name, err := periodicPath(r)
+	if err != nil {
 		return err
 	}
 	if err := s.client.RemovePeriodicJob(r.Context(), queue, name); err != nil {

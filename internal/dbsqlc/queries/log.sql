@@ -115,3 +115,6 @@ SELECT pgmsg.time_index_run(@stride::integer, @max_records::bigint)::integer;
 
 -- name: OffsetForTime :one
 SELECT pgmsg.offset_for_time(@topic::text, @partition::integer, @ts::timestamptz)::bigint;
+
+-- name: OffsetsForTime :many
+SELECT partition::integer, "offset"::bigint FROM pgmsg.offsets_for_time(@topic::text, @ts::timestamptz);

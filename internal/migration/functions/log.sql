@@ -429,10 +429,7 @@ DECLARE
     tp      {{schema}}.topic_partition;
     seg_end bigint;
 BEGIN
-    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
-        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
-                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
-    END IF;
+    PERFORM {{schema}}._partition_check(t, p_partition);
     -- This is background work: give way rather than wait. A short
     -- lock_timeout makes it the one that yields when DDL on the topic
     -- (topic_delete) queues behind its lock; busy means try again later.
@@ -936,6 +933,21 @@ END $function$;
 -- Claims, commits and reads (the Go consumer's hot path: claim_direct.go)
 -- ---------------------------------------------------------------------------
 
+-- _partition_check raises PM005 unless p_partition is one of t's
+-- partitions (the cold paths; publish() checks inline).
+CREATE OR REPLACE FUNCTION {{schema}}._partition_check(t {{schema}}.topic, p_partition integer)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
+        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
+                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
+    END IF;
+END $function$;
+
 -- _position resolves 'earliest', 'latest', an offset or a timestamp to an
 -- offset of one partition. A timestamp resolves to the first record at or
 -- after it, else the end (_offset_for_time, through the time index).
@@ -1026,15 +1038,31 @@ DECLARE
     t  {{schema}}.topic := {{schema}}._topic(p_topic);
     tp {{schema}}.topic_partition;
 BEGIN
-    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
-        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
-                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
-    END IF;
+    PERFORM {{schema}}._partition_check(t, p_partition);
     IF p_timestamp IS NULL THEN
         PERFORM {{schema}}._raise('PM004', 'timestamp must not be NULL');
     END IF;
     SELECT * INTO tp FROM {{schema}}.topic_partition x WHERE x.topic_id = t.topic_id AND x.partition = p_partition;
     RETURN {{schema}}._offset_for_time(tp, p_timestamp);
+END $function$;
+
+-- offsets_for_time is offset_for_time for every partition of a topic, in
+-- partition order. PM001, PM004.
+CREATE OR REPLACE FUNCTION {{schema}}.offsets_for_time(p_topic text, p_timestamp timestamp with time zone)
+ RETURNS TABLE(partition integer, "offset" bigint)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t {{schema}}.topic := {{schema}}._topic(p_topic);
+BEGIN
+    IF p_timestamp IS NULL THEN
+        PERFORM {{schema}}._raise('PM004', 'timestamp must not be NULL');
+    END IF;
+    RETURN QUERY
+    SELECT tp.partition, {{schema}}._offset_for_time(tp, p_timestamp)
+      FROM {{schema}}.topic_partition tp WHERE tp.topic_id = t.topic_id ORDER BY tp.partition;
 END $function$;
 
 -- time_index_run extends the time index of every partition (maintenance:
@@ -1463,10 +1491,7 @@ AS $function$
 DECLARE
     t {{schema}}.topic := {{schema}}._topic(p_topic);
 BEGIN
-    IF p_partition IS NULL OR p_partition < 0 OR p_partition >= t.partitions THEN
-        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
-                                                  coalesce(p_partition::text, 'NULL'), quote_literal(t.name), t.partitions));
-    END IF;
+    PERFORM {{schema}}._partition_check(t, p_partition);
     IF p_from IS NULL OR p_from < 0 THEN
         PERFORM {{schema}}._raise('PM011', 'offset must not be negative');
     END IF;
@@ -1521,9 +1546,8 @@ BEGIN
         PERFORM {{schema}}._raise('PM007', format('unknown group %s on topic %s',
                                                   left(quote_literal(coalesce(p_group, '')), 210), quote_literal(t.name)));
     END IF;
-    IF p_partition IS NOT NULL AND (p_partition < 0 OR p_partition >= t.partitions) THEN
-        PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
-                                                  p_partition, quote_literal(t.name), t.partitions));
+    IF p_partition IS NOT NULL THEN
+        PERFORM {{schema}}._partition_check(t, p_partition);
     END IF;
     RETURN QUERY
     UPDATE {{schema}}.group_cursor c

@@ -1722,6 +1722,26 @@ BEGIN
     END LOOP;
 END $function$;
 
+-- _time_zone_check raises PM112 unless p_tz is a time zone PostgreSQL
+-- knows (an IANA name such as Europe/Paris).
+CREATE OR REPLACE FUNCTION {{schema}}._time_zone_check(p_tz text)
+ RETURNS void
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_tz IS NULL OR octet_length(p_tz) > 100 THEN
+        PERFORM {{schema}}._raise('PM112', 'time zone must be an IANA name such as UTC or Europe/Paris');
+    END IF;
+    BEGIN
+        PERFORM now() AT TIME ZONE p_tz;
+    EXCEPTION WHEN invalid_parameter_value THEN
+        PERFORM {{schema}}._raise('PM112', format('unknown time zone %s: use an IANA name such as UTC or Europe/Paris',
+                                                  left(quote_literal(p_tz), 100)));
+    END;
+END $function$;
+
 -- _periodic_check refuses a periodic job's definition before it is
 -- stored: the name (PM003), the time zone and the schedule (PM112), and
 -- the job itself, by enqueueing it into the queue and rolling that back
@@ -1734,14 +1754,7 @@ CREATE OR REPLACE FUNCTION {{schema}}._periodic_check(p_queue text, p_name text,
 AS $function$
 BEGIN
     PERFORM {{schema}}._check_name('periodic job', p_name);
-    IF p_time_zone IS NULL OR octet_length(p_time_zone) > 100 THEN
-        PERFORM {{schema}}._raise('PM112', 'time zone must be an IANA name such as UTC or Europe/Paris');
-    END IF;
-    BEGIN
-        PERFORM p_now AT TIME ZONE p_time_zone;
-    EXCEPTION WHEN invalid_parameter_value THEN
-        PERFORM {{schema}}._raise('PM112', format('unknown time zone %s: use an IANA name such as UTC or Europe/Paris', left(quote_literal(p_time_zone), 100)));
-    END;
+    PERFORM {{schema}}._time_zone_check(p_time_zone);
     IF octet_length(p_schedule) > 200 THEN
         PERFORM {{schema}}._raise('PM112', 'schedule must be at most 200 bytes');
     END IF;
@@ -1857,14 +1870,7 @@ BEGIN
     IF p_count IS NULL OR p_count < 1 OR p_count > 1000 THEN
         PERFORM {{schema}}._raise('PM004', 'count must be from 1 to 1000');
     END IF;
-    IF p_time_zone IS NULL OR octet_length(p_time_zone) > 100 THEN
-        PERFORM {{schema}}._raise('PM112', 'time zone must be an IANA name such as UTC or Europe/Paris');
-    END IF;
-    BEGIN
-        PERFORM p_after AT TIME ZONE p_time_zone;
-    EXCEPTION WHEN invalid_parameter_value THEN
-        PERFORM {{schema}}._raise('PM112', format('unknown time zone %s: use an IANA name such as UTC or Europe/Paris', left(quote_literal(p_time_zone), 100)));
-    END;
+    PERFORM {{schema}}._time_zone_check(p_time_zone);
     FOR i IN 1..p_count LOOP
         t := {{schema}}._periodic_next(p_schedule, p_time_zone, t, p_after);
         RETURN NEXT t;
