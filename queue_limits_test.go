@@ -54,7 +54,10 @@ func TestQueueRateLimit(t *testing.T) {
 
 	_, err = tb.client.UpdateQueue(tb.ctx, "rl", pgmsg.QueueConfig{RateLimit: pgmsg.QueueRateLimitNone})
 	require.NoError(t, err)
-	require.Greater(t, claim(&pgmsg.ClaimJobsOpts{Max: 500}), 0, "no limit")
+	st, err := tb.client.QueueStats(tb.ctx, "rl")
+	require.NoError(t, err)
+	require.Greater(t, st.Available, int64(100))
+	require.Equal(t, int(st.Available), claim(&pgmsg.ClaimJobsOpts{Max: 500}), "no limit: every available job")
 
 	for _, r := range []float64{-2, 2e6} {
 		_, err := tb.client.UpdateQueue(tb.ctx, "rl", pgmsg.QueueConfig{RateLimit: r})
