@@ -128,12 +128,17 @@ func decodeText(s, enc, what string) ([]byte, error) {
 	return nil, newAPIError(errInvalidParameter, "invalid key_encoding %q: use text or base64", enc)
 }
 
-func validOutputEncoding(enc string) error {
-	switch enc {
+// outputEncoding is the "encoding" query parameter of an answer that
+// carries values: auto (the default), json, text or base64.
+func outputEncoding(q url.Values) (string, error) {
+	switch enc := q.Get("encoding"); enc {
+	case "":
+		return wire.EncodingAuto, nil
 	case wire.EncodingAuto, wire.EncodingJSON, wire.EncodingText, wire.EncodingBase64:
-		return nil
+		return enc, nil
+	default:
+		return "", newAPIError(errInvalidParameter, "invalid encoding %q: use auto, json, text or base64", enc)
 	}
-	return newAPIError(errInvalidParameter, "invalid encoding %q: use auto, json, text or base64", enc)
 }
 
 // query parameters

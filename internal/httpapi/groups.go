@@ -59,11 +59,8 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	enc := r.URL.Query().Get("encoding")
-	if enc == "" {
-		enc = wire.EncodingAuto
-	}
-	if err := validOutputEncoding(enc); err != nil {
+	enc, err := outputEncoding(r.URL.Query())
+	if err != nil {
 		return err
 	}
 	dl, err := s.client.DeadLetters(r.Context(), topic, group, opts)

@@ -222,11 +222,8 @@ func (s *Server) consume(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	enc := q.Get("encoding")
-	if enc == "" {
-		enc = wire.EncodingAuto
-	}
-	if err := validOutputEncoding(enc); err != nil {
+	enc, err := outputEncoding(q.Values)
+	if err != nil {
 		return err
 	}
 

@@ -157,11 +157,8 @@ func (s *Server) claimJobs(w http.ResponseWriter, r *http.Request) error {
 	if wait > s.cfg.MaxWait {
 		return newAPIError(errLimitExceeded, "wait %s is longer than the server's limit of %s", wait, s.cfg.MaxWait)
 	}
-	enc := q.Get("encoding")
-	if enc == "" {
-		enc = wire.EncodingAuto
-	}
-	if err := validOutputEncoding(enc); err != nil {
+	enc, err := outputEncoding(q.Values)
+	if err != nil {
 		return err
 	}
 	jobs, err := s.claimJobsWaiting(r.Context(), queue, &opts, wait)
@@ -344,11 +341,8 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	enc := q.Get("encoding")
-	if enc == "" {
-		enc = wire.EncodingAuto
-	}
-	if err := validOutputEncoding(enc); err != nil {
+	enc, err := outputEncoding(q.Values)
+	if err != nil {
 		return err
 	}
 	jobs, err := s.client.ListDeadJobs(r.Context(), queue, &pgmsg.DeadJobsOpts{Kind: q.Get("kind"), Limit: limit, AfterID: int64(after)})
@@ -395,11 +389,8 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		*f.to = t
 	}
-	enc := q.Get("encoding")
-	if enc == "" {
-		enc = wire.EncodingAuto
-	}
-	if err := validOutputEncoding(enc); err != nil {
+	enc, err := outputEncoding(q.Values)
+	if err != nil {
 		return err
 	}
 	jobs, err := s.client.ListJobs(r.Context(), queue, opts)
@@ -483,11 +474,8 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	enc := r.URL.Query().Get("encoding")
-	if enc == "" {
-		enc = wire.EncodingAuto
-	}
-	if err := validOutputEncoding(enc); err != nil {
+	enc, err := outputEncoding(r.URL.Query())
+	if err != nil {
 		return err
 	}
 	j, err := s.client.GetJob(r.Context(), id)
@@ -559,11 +547,8 @@ func (s *Server) listPeriodic(w http.ResponseWriter, r *http.Request) error {
 	if err := validNames("queue", queue); err != nil {
 		return err
 	}
-	enc := r.URL.Query().Get("encoding")
-	if enc == "" {
-		enc = wire.EncodingAuto
-	}
-	if err := validOutputEncoding(enc); err != nil {
+	enc, err := outputEncoding(r.URL.Query())
+	if err != nil {
 		return err
 	}
 	list, err := s.client.ListPeriodicJobs(r.Context(), queue)
