@@ -36,7 +36,7 @@ import (
 // once when it claims (the UPDATE finds the locked row by its ctid): with
 // a long snapshot held, each read walks every version the row has had
 // since, which made the claim 10 times slower when it read it three times.
-const claimDirectCTE = `WITH n AS (SELECT clock_timestamp() AS ts),
+const claimDirectCTE = `WITH n AS (SELECT clock_timestamp() AS ts, pg_current_wal_insert_lsn() AS lsn),
 cur AS (
     SELECT c.ctid AS tid, c.topic_id, c.next_offset, c.claim_epoch, tp.next_offset AS tip
       FROM pgmsg.topic tt
@@ -68,7 +68,8 @@ SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
          WHERE s.topic_id = upd.topic_id AND s.partition = $3::integer AND s.start_offset <= upd.claim_start
            AND s.end_offset > upd.claim_end
          ORDER BY s.start_offset DESC LIMIT 1),
-       CASE WHEN upd.claim_epoch IS NOT NULL AND $7::boolean THEN set_config('synchronous_commit', 'off', true) END
+       CASE WHEN upd.claim_epoch IS NOT NULL AND $7::boolean THEN set_config('synchronous_commit', 'off', true) END,
+       ` + claimLSNColumn + `
   FROM (SELECT 1) one LEFT JOIN upd ON true`
 
 // claimCommitDirectCTE and claimCommitDirectHead (one statement) commit
@@ -76,7 +77,7 @@ SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
 // and claims the partition's next records in the same row version: it
 // returns no row when that claim is no longer held (claim_range() then
 // raises the error commit() would). The commit is synchronous.
-const claimCommitDirectCTE = `WITH n AS (SELECT clock_timestamp() AS ts),
+const claimCommitDirectCTE = `WITH n AS (SELECT clock_timestamp() AS ts, pg_current_wal_insert_lsn() AS lsn),
 cur AS (
     SELECT c.ctid AS tid, c.topic_id, c.claim_end + 1 AS done_to, c.claim_epoch, tp.next_offset AS tip,
            (c.owner = $4::text AND c.next_owner IS NULL) AS owned
@@ -110,7 +111,7 @@ SELECT upd.owned, CASE WHEN upd.claiming THEN upd.claim_epoch END, upd.claim_exp
          WHERE s.topic_id = upd.topic_id AND s.partition = $3::integer AND s.start_offset <= upd.claim_start
            AND s.end_offset > upd.claim_end
          ORDER BY s.start_offset DESC LIMIT 1),
-       NULL::text
+       NULL::text, ` + claimLSNColumn + `
   FROM upd`
 
 // claimFetchSQL is a direct claim statement (its CTEs and its head row,
@@ -128,14 +129,20 @@ func claimFetchSQL(cte, head, relname string) string {
 SELECT h.*, NULL::bigint, NULL::timestamptz, NULL::bytea, NULL::bytea, NULL::jsonb FROM h
 UNION ALL
 SELECT NULL::boolean, NULL::bigint, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::integer, NULL::text, NULL::text,
-       r."offset", r."timestamp", r.key, r.value, r.headers
+       NULL::bigint, r."offset", r."timestamp", r.key, r.value, r.headers
   FROM upd JOIN pgmsg.` + pgx.Identifier{relname}.Sanitize() + ` r
     ON r.topic_id = upd.topic_id AND r.partition = $3::integer AND r."offset" BETWEEN upd.claim_start AND upd.claim_end`
 }
 
 // claimFetchColumns is how many columns of claimFetchSQL's rows are the
 // head's; the record's five follow.
-const claimFetchColumns = 8
+const claimFetchColumns = 9
+
+// claimLSNColumn is the primary's WAL insert position when the claim
+// statement began (read before its UPDATE), in bytes: every record the
+// claim can see was committed before it, so a read replica that has
+// replayed this far holds them all (replica.go).
+const claimLSNColumn = `(SELECT (n.lsn - '0/0'::pg_lsn)::bigint FROM n)`
 
 // claimDirectResult is what claimDirect learned: row is the claim (nil
 // when nothing was claimed); fallback means claim_range() must answer
@@ -148,6 +155,7 @@ type claimDirectResult struct {
 	committed bool
 	fetched   bool
 	records   []*Record
+	lsn       int64
 }
 
 // canClaimDirect reports whether params are the case the direct statements
@@ -174,6 +182,7 @@ func (c *Client) claimDirect(ctx context.Context, exec DBTX, params *dbsqlc.Grou
 		topicID pgtype.Int4
 		relname pgtype.Text
 		ignored pgtype.Text
+		lsn     pgtype.Int8
 	)
 	args := []any{params.Topic, params.GroupName, params.Partition.Int32, params.Member.String, params.MaxRecords, params.Lease}
 	cte, head := claimDirectCTE, claimDirectHead
@@ -189,7 +198,7 @@ func (c *Client) claimDirect(ctx context.Context, exec DBTX, params *dbsqlc.Grou
 		recs    *recordDecoder
 	)
 	if fetch == "" {
-		err = c.db(exec).QueryRow(ctx, cte+head, args...).Scan(&owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored)
+		err = c.db(exec).QueryRow(ctx, cte+head, args...).Scan(&owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored, &lsn)
 		headRow = err == nil
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = nil
@@ -208,7 +217,7 @@ func (c *Client) claimDirect(ctx context.Context, exec DBTX, params *dbsqlc.Grou
 					continue
 				}
 				headRow = true
-				err = rows.Scan(&owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored,
+				err = rows.Scan(&owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored, &lsn,
 					nil, nil, nil, nil, nil)
 			}
 			rows.Close()
@@ -231,7 +240,7 @@ func (c *Client) claimDirect(ctx context.Context, exec DBTX, params *dbsqlc.Grou
 		// (claim_range then raises ErrNotAssigned or ErrNotMember).
 		return claimDirectResult{fallback: !owned.Valid || !owned.Bool, committed: committed}, nil
 	}
-	res := claimDirectResult{committed: committed, row: &dbsqlc.GroupClaimRangeRow{
+	res := claimDirectResult{committed: committed, lsn: lsn.Int64, row: &dbsqlc.GroupClaimRangeRow{
 		Partition: params.Partition.Int32, ClaimEpoch: epoch.Int64, ClaimExpiresAt: expires,
 		FirstOffset: first.Int64, LastOffset: last.Int64, TopicID: topicID.Int32, Relname: relname.String,
 	}}

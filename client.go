@@ -54,6 +54,16 @@ type Config struct {
 	// spans, and W3C trace context carried in record headers from producer
 	// to consumer (tracing.go). Default nil: no tracing, no header added.
 	TracerProvider trace.TracerProvider
+	// ReadReplicas are pools on streaming replicas of the database (each
+	// with the same schema, read-only). When set, consumers read claimed
+	// records from a replica that has replayed them and fall back to the
+	// primary otherwise; claims, commits and cursors stay on the pool
+	// given to NewClient (replica.go, docs/operations.md). The caller owns
+	// the pools. Default none.
+	ReadReplicas []*pgxpool.Pool
+	// ReplicaMaxWait is how long reading a claim waits for a lagging
+	// replica before it reads from the primary. Default 100ms.
+	ReplicaMaxWait time.Duration
 }
 
 func (c *Config) withDefaults() *Config {
@@ -76,6 +86,9 @@ func (c *Config) withDefaults() *Config {
 	if out.Logger == nil {
 		out.Logger = slog.Default()
 	}
+	if out.ReplicaMaxWait == 0 {
+		out.ReplicaMaxWait = ReplicaMaxWaitDefault
+	}
 	return &out
 }
 
@@ -91,6 +104,14 @@ func (c *Config) validate() error {
 	}
 	if c.MetadataMaxAge < 0 {
 		return fmt.Errorf("pgmsg: Config.MetadataMaxAge must not be negative, got %s", c.MetadataMaxAge)
+	}
+	if c.ReplicaMaxWait < 0 {
+		return fmt.Errorf("pgmsg: Config.ReplicaMaxWait must not be negative, got %s", c.ReplicaMaxWait)
+	}
+	for i, p := range c.ReadReplicas {
+		if p == nil {
+			return fmt.Errorf("pgmsg: Config.ReadReplicas[%d] is nil", i)
+		}
 	}
 	return nil
 }
@@ -126,6 +147,9 @@ type Client struct {
 	// direct claim (topicPartition -> relname), which the next claim reads
 	// its records from in the same statement (claimRow).
 	claimSegments sync.Map
+
+	// replicas are Config.ReadReplicas (nil when none).
+	replicas *replicaSet
 }
 
 type topicMeta struct {
@@ -157,11 +181,12 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		return nil, err
 	}
 	return &Client{
-		pool:    pool,
-		config:  cfg,
-		queries: dbsqlc.New(),
-		rewrite: newSchemaRewriter(cfg.Schema),
-		meta:    map[string]topicMeta{},
+		pool:     pool,
+		config:   cfg,
+		queries:  dbsqlc.New(),
+		rewrite:  newSchemaRewriter(cfg.Schema),
+		meta:     map[string]topicMeta{},
+		replicas: newReplicaSet(cfg.ReadReplicas, cfg.ReplicaMaxWait),
 	}, nil
 }
 

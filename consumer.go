@@ -141,14 +141,14 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 		params.CommitEpoch = pgtype.Int8{Int64: commit.Epoch, Valid: true}
 	}
 	for {
-		row, recs, err := c.claimRow(ctx, exec, &params)
+		row, recs, lsn, err := c.claimRow(ctx, exec, &params)
 		if err != nil || row == nil {
 			return nil, err
 		}
 		cl := &Claim{Topic: topic, Group: group, Partition: row.Partition, Epoch: row.ClaimEpoch,
 			ExpiresAt: row.ClaimExpiresAt.Time, Records: recs}
 		if recs == nil {
-			if cl.Records, err = c.readRange(ctx, exec, topic, row); err != nil {
+			if cl.Records, err = c.readClaimed(ctx, exec, topic, row, lsn); err != nil {
 				return nil, err
 			}
 		}
@@ -168,16 +168,19 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 // dropped and the claim made without it. It clears the commit from params
 // once done; nil, nil, nil means nothing to claim. recs are the claim's
 // records when the statement read them too (non-nil, maybe empty), else
-// nil: the caller reads them with readRange.
-func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupClaimRangeParams) (*dbsqlc.GroupClaimRangeRow, []*Record, error) {
+// nil: the caller reads them with readClaimed. lsn is the primary's WAL
+// position after the claim when it is known (the direct statements report
+// it), else 0.
+func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupClaimRangeParams) (*dbsqlc.GroupClaimRangeRow, []*Record, int64, error) {
 	if canClaimDirect(params) {
 		key := topicPartition{params.Topic, params.Partition.Int32}
 		// Read the records in the same statement from the segment that
 		// held the partition's last claim, outside a caller's transaction
 		// only: retention may have dropped that table since, and the
-		// error would abort the transaction.
+		// error would abort the transaction. With read replicas the
+		// records are read from a replica instead.
 		var fetch string
-		if _, inTx := exec.(pgx.Tx); !inTx {
+		if _, inTx := exec.(pgx.Tx); !inTx && c.replicas == nil {
 			if v, ok := c.claimSegments.Load(key); ok {
 				fetch = v.(string)
 			}
@@ -191,7 +194,7 @@ func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupCl
 			res, err = c.claimDirect(ctx, exec, params, "")
 		}
 		if err != nil {
-			return nil, nil, mapError(err)
+			return nil, nil, 0, mapError(err)
 		}
 		if res.committed {
 			params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
@@ -200,7 +203,7 @@ func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupCl
 			c.claimSegments.Store(key, res.row.Relname)
 		}
 		if !res.fallback {
-			return res.row, res.records, nil
+			return res.row, res.records, res.lsn, nil
 		}
 	}
 	for {
@@ -211,13 +214,13 @@ func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupCl
 				params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
 				continue
 			}
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
 		if len(rows) == 0 {
-			return nil, nil, nil
+			return nil, nil, 0, nil
 		}
-		return rows[0], nil, nil
+		return rows[0], nil, 0, nil
 	}
 }
 

@@ -602,21 +602,21 @@ func TestClaimFetch(t *testing.T) {
 	// and the claim made without it; the claim's own segment is learnt.
 	key := topicPartition{"t", 0}
 	c.claimSegments.Store(key, "record_dropped_since")
-	row, recs, err := c.claimRow(ctx, c.pool, params(10, res.row.ClaimEpoch))
+	row, recs, _, err := c.claimRow(ctx, c.pool, params(10, res.row.ClaimEpoch))
 	require.NoError(t, err)
 	require.Nil(t, recs)
 	require.Equal(t, int64(30), row.FirstOffset)
 	v, ok := c.claimSegments.Load(key)
 	require.True(t, ok)
 	require.Equal(t, seg, v)
-	row, recs, err = c.claimRow(ctx, c.pool, params(10, row.ClaimEpoch))
+	row, recs, _, err = c.claimRow(ctx, c.pool, params(10, row.ClaimEpoch))
 	require.NoError(t, err)
 	require.Equal(t, int64(40), row.FirstOffset)
 	check(recs, 40, 49)
 
 	// A claim that reaches into the next segment (offsets 64 on): the
 	// segment learnt does not hold it, the records come from readRange.
-	row, recs, err = c.claimRow(ctx, c.pool, params(20, row.ClaimEpoch))
+	row, recs, _, err = c.claimRow(ctx, c.pool, params(20, row.ClaimEpoch))
 	require.NoError(t, err)
 	require.Equal(t, int64(50), row.FirstOffset)
 	require.Equal(t, int64(69), row.LastOffset)
@@ -624,11 +624,11 @@ func TestClaimFetch(t *testing.T) {
 	recs, err = c.readRange(ctx, c.pool, "t", row)
 	require.NoError(t, err)
 	check(recs, 50, 69)
-	row, recs, err = c.claimRow(ctx, c.pool, params(100, row.ClaimEpoch))
+	row, recs, _, err = c.claimRow(ctx, c.pool, params(100, row.ClaimEpoch))
 	require.NoError(t, err)
 	require.Equal(t, int64(70), row.FirstOffset)
 	require.Nil(t, recs, "the segment of offsets 64 on is learnt by this claim")
-	row, _, err = c.claimRow(ctx, c.pool, params(100, row.ClaimEpoch))
+	row, _, _, err = c.claimRow(ctx, c.pool, params(100, row.ClaimEpoch))
 	require.NoError(t, err)
 	require.Nil(t, row, "all read")
 

@@ -46,6 +46,9 @@ type Collector struct {
 	groupNext, groupLag, groupSkipped, groupAge *prometheus.Desc
 	queueJobs, queueOldest, queueThroughput     *prometheus.Desc
 	queueFinished, queueLatency, queueRun       *prometheus.Desc
+	replicaReads, replicaRecords                *prometheus.Desc
+	replicaFallbacks, replicaLag, replicaUp     *prometheus.Desc
+	replicaPrimaryReads                         *prometheus.Desc
 	scrapeErrors                                prometheus.Counter
 	collections                                 prometheus.Counter
 
@@ -94,6 +97,13 @@ func NewCollector(client *pgmsg.Client, opts *Opts) *Collector {
 		queueFinished:   d("queue_jobs_finished_last_minute", "Jobs archived in the last minute, by outcome (completed, cancelled); dead-lettered jobs are queue_jobs{state=\"dead\"}.", "queue", "outcome"),
 		queueLatency:    d("queue_job_latency_seconds", "Enqueue-to-completion latency of the jobs completed in the last minute (waiting, delay and retries included), by quantile.", "queue", "quantile"),
 		queueRun:        d("queue_job_run_seconds", "Run time of the last attempt of the jobs completed in the last minute, by quantile.", "queue", "quantile"),
+		replicaReads:    d("replica_reads_total", "Claims whose records this read replica served.", "replica"),
+		replicaRecords:  d("replica_records_total", "Records this read replica served.", "replica"),
+		replicaFallbacks: d("replica_fallbacks_total", "Claims this read replica could not serve in time (lagging, failed, promoted): the primary read them.",
+			"replica"),
+		replicaLag:          d("replica_lag_bytes", "How far the read replica's replay was behind a claim's position when last measured.", "replica"),
+		replicaUp:           d("replica_healthy", "1 while the read replica is used, 0 while it is skipped after a fallback.", "replica"),
+		replicaPrimaryReads: d("replica_primary_reads_total", "Claims read on the primary although read replicas are configured."),
 		scrapeErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "scrape_errors_total",
 			Help: "Collections whose pgmsg queries failed."}),
 		collections: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "scrape_collections_total",
@@ -122,7 +132,8 @@ func (c *Collector) ObserveMaintenance(res *pgmsg.MaintenanceResult) {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.partEnd, c.partStart, c.partSegments, c.partBytes, c.groupNext, c.groupLag,
-		c.groupSkipped, c.groupAge, c.queueJobs, c.queueOldest, c.queueThroughput, c.queueFinished, c.queueLatency, c.queueRun} {
+		c.groupSkipped, c.groupAge, c.queueJobs, c.queueOldest, c.queueThroughput, c.queueFinished, c.queueLatency, c.queueRun,
+		c.replicaReads, c.replicaRecords, c.replicaFallbacks, c.replicaLag, c.replicaUp, c.replicaPrimaryReads} {
 		ch <- d
 	}
 	c.scrapeErrors.Describe(ch)
@@ -198,6 +209,24 @@ func (c *Collector) collect() *snapshot {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	// Read replicas: the client's own counters, not the database's.
+	if replicas, primaryReads := c.client.ReplicaStats(); replicas != nil {
+		for _, r := range replicas {
+			counter(c.replicaReads, float64(r.Reads), r.Replica)
+			counter(c.replicaRecords, float64(r.Records), r.Replica)
+			counter(c.replicaFallbacks, float64(r.Fallbacks), r.Replica)
+			gauge(c.replicaLag, float64(r.LagBytes), r.Replica)
+			up := 0.0
+			if r.Healthy {
+				up = 1
+			}
+			gauge(c.replicaUp, up, r.Replica)
+		}
+		counter(c.replicaPrimaryReads, float64(primaryReads))
 	}
 	snap := c.figures()
 	if snap == nil {

@@ -25,6 +25,8 @@ type pgmsgPubSub struct {
 	topic string
 	// members[g][i] is consumer i of group g, joined in setup.
 	members [][]*pgmsg.Consumer
+	// replicas are pools on PubSubOptions.ReadReplicas.
+	replicas []*pgxpool.Pool
 	// idempotent publishes with producer ids (ImplPgmsgIdempotent):
 	// producers hands each publishing call a producer of its own.
 	idempotent bool
@@ -45,7 +47,15 @@ func (d *pgmsgPubSub) setup(ctx context.Context) error {
 	if d.guard, err = ensureSchema(ctx, d.pool, d.env.Schema, d.env.Force); err != nil {
 		return err
 	}
-	if d.c, err = pgmsg.NewClient(d.pool, &pgmsg.Config{Schema: d.env.Schema, PollInterval: d.o.Poll}); err != nil {
+	for _, u := range d.o.ReadReplicas {
+		p, err := newPool(ctx, u, d.o.poolSize(), "")
+		if err != nil {
+			return fmt.Errorf("bench: read replica: %w", err)
+		}
+		d.replicas = append(d.replicas, p)
+	}
+	if d.c, err = pgmsg.NewClient(d.pool, &pgmsg.Config{Schema: d.env.Schema, PollInterval: d.o.Poll,
+		ReadReplicas: d.replicas}); err != nil {
 		return err
 	}
 	d.topic = "bench-" + randomSuffix()
@@ -215,6 +225,9 @@ func (d *pgmsgPubSub) teardown(ctx context.Context) error {
 	}
 	if d.pool != nil {
 		d.pool.Close()
+	}
+	for _, p := range d.replicas {
+		p.Close()
 	}
 	return nil
 }

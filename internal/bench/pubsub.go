@@ -33,6 +33,9 @@ type PubSubOptions struct {
 	// Rate caps writes per second across all producers; 0 means as fast as
 	// possible.
 	Rate float64
+	// ReadReplicas are URLs of streaming replicas that pgmsg's consumers
+	// read claimed records from (Config.ReadReplicas; pgmsg only).
+	ReadReplicas []string
 	// Prefill publishes this many records before the run (untimed), for
 	// consume-only runs (Producers 0). Default 0.
 	Prefill int

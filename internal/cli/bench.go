@@ -91,6 +91,7 @@ func newBenchPubSub(g *globals) *cobra.Command {
 	fl.Float64Var(&o.Rate, "rate", 0, "cap on writes per second across producers (0: unthrottled)")
 	fl.IntVar(&o.Prefill, "prefill", 0, "records published before the run (untimed); with --producers 0 the run measures consumption alone")
 	fl.DurationVar(&o.Poll, "poll", 10*time.Millisecond, "wait of an idle consumer before it polls again")
+	fl.StringArrayVar(&o.ReadReplicas, "read-replica-url", nil, "a streaming replica of the database that pgmsg's consumers read claimed records from (repeatable; pgmsg only)")
 	return cmd
 }
 

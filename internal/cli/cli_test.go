@@ -306,3 +306,22 @@ func TestQueueRetry(t *testing.T) {
 	require.Contains(t, s.fail("", "queue", "retry", "abc"), "positive integer")
 	require.Contains(t, s.fail("", "queue", "retry", "999999999"), "[PM107]")
 }
+
+// --read-replica-url: a replica that does not answer is reported on
+// stderr and the records are read from the primary (the replica path
+// itself is proven against a real standby in the root package's
+// TestReadReplica* tests); a malformed URL is refused.
+func TestConsumeReadReplicaFlag(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	s.ok("", "topic", "create", "rr", "--partitions", "1")
+	s.ok("a\nb\nc\n", "publish", "rr")
+	out, errOut, code := s.run("", "consume", "rr", "--group", "g", "--read-replica-url",
+		"postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "read replica 127.0.0.1:1 does not answer")
+	require.Equal(t, 3, strings.Count(out, "\n"), out)
+	_, errOut, code = s.run("", "consume", "rr", "--group", "g", "--read-replica-url", "postgres://%zz")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errOut, "invalid --read-replica-url")
+}

@@ -177,6 +177,7 @@ Values print as JSON when they are JSON, else as text, else base64 (then
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep waiting for new records until Ctrl-C")
 	cmd.Flags().Int32Var(&partition, "partition", 0, "read only this partition")
 	cmd.Flags().StringVar(&encoding, "encoding", wire.EncodingAuto, "value format: auto, json, text or base64")
+	g.addReadReplicaFlag(cmd)
 	return cmd
 }
 

@@ -31,6 +31,49 @@ type globals struct {
 	stdin       io.Reader
 	stdout      io.Writer
 	stderr      io.Writer
+	// readReplicas are the --read-replica-url flags of the commands that
+	// consume (consume, serve): client passes them to the Client.
+	readReplicas []string
+}
+
+// addReadReplicaFlag adds --read-replica-url to a command whose client
+// reads claimed records.
+func (g *globals) addReadReplicaFlag(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&g.readReplicas, "read-replica-url", nil,
+		"a streaming replica to read claimed records from, when it has replayed them (repeatable; claims and commits stay on --database-url)")
+}
+
+// replicaPools opens a pool on each URL (the schema is the primary's). A
+// replica that cannot be reached now is kept with a warning: the client
+// skips it until it answers.
+func (g *globals) replicaPools(ctx context.Context, urls []string) ([]*pgxpool.Pool, error) {
+	var pools []*pgxpool.Pool
+	for _, u := range urls {
+		cfg, err := pgxpool.ParseConfig(u)
+		if err != nil {
+			for _, p := range pools {
+				p.Close()
+			}
+			return nil, fmt.Errorf("invalid --read-replica-url: %w", err)
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			for _, p := range pools {
+				p.Close()
+			}
+			return nil, fmt.Errorf("read replica %s: %w", cfg.ConnConfig.Host, err)
+		}
+		var recovering bool
+		if err := pool.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&recovering); err != nil {
+			fmt.Fprintf(g.stderr, "pgmsg: warning: read replica %s:%d does not answer (%v); records are read from the primary until it does\n",
+				cfg.ConnConfig.Host, cfg.ConnConfig.Port, oneLine(err))
+		} else if !recovering {
+			fmt.Fprintf(g.stderr, "pgmsg: warning: read replica %s:%d is not a standby; records are read from the primary\n",
+				cfg.ConnConfig.Host, cfg.ConnConfig.Port)
+		}
+		pools = append(pools, pool)
+	}
+	return pools, nil
 }
 
 // Main runs the CLI with args and returns the exit code.
@@ -143,12 +186,23 @@ func (g *globals) client(ctx context.Context) (*pgmsg.Client, func(), error) {
 		pool.Close()
 		return nil, nil, err
 	}
-	c, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: g.schema})
+	replicas, err := g.replicaPools(ctx, g.readReplicas)
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
 	}
-	return c, func() { c.Close(); pool.Close() }, nil
+	closeAll := func() {
+		for _, p := range replicas {
+			p.Close()
+		}
+		pool.Close()
+	}
+	c, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: g.schema, ReadReplicas: replicas})
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); closeAll() }, nil
 }
 
 // printJSON writes v as indented JSON.

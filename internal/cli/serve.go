@@ -87,6 +87,7 @@ PGMSG_TLS_CERT, PGMSG_TLS_KEY.`,
 			return g.serve(cmd.Context(), o)
 		},
 	}
+	g.addReadReplicaFlag(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", envOr("PGMSG_LISTEN", ListenDefault), "address to listen on ($PGMSG_LISTEN)")
 	maxConns, _ := strconv.Atoi(envOr("PGMSG_MAX_CONNS", "0"))
@@ -157,7 +158,16 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	if err := m.RequireCurrent(ctx); err != nil {
 		return err
 	}
-	client, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: g.schema})
+	replicas, err := g.replicaPools(ctx, g.readReplicas)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, p := range replicas {
+			p.Close()
+		}
+	}()
+	client, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: g.schema, ReadReplicas: replicas})
 	if err != nil {
 		return err
 	}

@@ -158,7 +158,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		args = append(args, "-c", k+"="+v)
 	}
 	c.logFile = filepath.Join(c.DataDir, "server.log")
-	logf, err := openLog(c.logFile)
+	logf, err := openLog(c.logFile, uid, gid)
 	if err != nil {
 		return nil, err
 	}
@@ -311,4 +311,54 @@ func (c *Cluster) Describe() string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "PostgreSQL on 127.0.0.1:%d, data in %s", c.Port, c.DataDir)
 	return strings.TrimSpace(b.String())
+}
+
+// StartStandby starts a streaming replica of primary: a base backup of it
+// (pg_basebackup -R, which writes the standby's connection settings) in a
+// temporary data directory that Stop removes, then a hot standby on a free
+// port. Settings apply to the standby. The primary must allow replication
+// connections, as an initdb default does.
+func StartStandby(ctx context.Context, primary *Cluster, opts Options) (*Cluster, error) {
+	bin, err := FindBinaries()
+	if err != nil {
+		return nil, err
+	}
+	cred, uid, gid, err := credential()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "pgmsg-standby-")
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareDataDir(dir, uid, gid); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	backup := exec.CommandContext(ctx, filepath.Join(bin, "pg_basebackup"), "-D", dir, "-R", "-X", "stream", "--no-sync",
+		"-d", fmt.Sprintf("host=127.0.0.1 port=%d user=postgres", primary.Port))
+	backup.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	backup.Dir = dir
+	if out, err := backup.CombinedOutput(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgcluster: pg_basebackup of %s: %w\n%s", primary.Describe(), err, out)
+	}
+	c, err := Start(ctx, Options{DataDir: dir, Settings: opts.Settings})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	c.temp = true
+	return c, nil
+}
+
+// Kill ends the server and every backend at once (SIGKILL to its process
+// group), as a crash would; Stop then only removes a temporary data
+// directory.
+func (c *Cluster) Kill() {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	<-c.exited
 }

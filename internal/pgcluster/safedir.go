@@ -78,7 +78,7 @@ func fileOwner(f *os.File) (int, error) {
 // and only if it is a regular file with one link: the data directory
 // belongs to the server's user, who must not be able to point root's
 // writes elsewhere.
-func openLog(path string) (*os.File, error) {
+func openLog(path string, uid, gid int) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: open server log: %w", err)
@@ -88,6 +88,11 @@ func openLog(path string) (*os.File, error) {
 		if sys, ok := st.Sys().(*syscall.Stat_t); !st.Mode().IsRegular() || !ok || sys.Nlink != 1 {
 			err = fmt.Errorf("pgcluster: server log %s is not a plain file: refusing it", path)
 		}
+	}
+	if err == nil && uid >= 0 {
+		// The server's user owns it, as everything in its data directory:
+		// pg_basebackup (StartStandby) copies the directory as that user.
+		err = f.Chown(uid, gid)
 	}
 	if err != nil {
 		f.Close()
