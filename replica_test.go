@@ -81,6 +81,16 @@ func (p *replicaPair) publish(t *testing.T, ctx context.Context, topic string, f
 	require.NoError(t, p.client.Publish(ctx, recs, nil))
 }
 
+// topic creates a topic, publishes n records to it and waits until the
+// standby has them.
+func (p *replicaPair) topic(t *testing.T, ctx context.Context, name string, partitions, n int) {
+	t.Helper()
+	_, err := p.client.CreateTopic(ctx, name, pgmsg.TopicConfig{Partitions: partitions})
+	require.NoError(t, err)
+	p.publish(t, ctx, name, 0, n)
+	p.caughtUp(t, ctx)
+}
+
 // groupReader consumes topic in one group and keeps what each partition
 // delivered, in delivery order.
 type groupReader struct {
@@ -154,10 +164,7 @@ func TestReadReplicaLagging(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	p := startReplicaPair(t, ctx)
-	_, err := p.client.CreateTopic(ctx, "events", pgmsg.TopicConfig{Partitions: 3})
-	require.NoError(t, err)
-	p.publish(t, ctx, "events", 0, 300)
-	p.caughtUp(t, ctx)
+	p.topic(t, ctx, "events", 3, 300)
 
 	groups := []*groupReader{p.read(t, ctx, "events", "a"), p.read(t, ctx, "events", "b")}
 	for _, g := range groups {
@@ -225,10 +232,7 @@ func TestReadReplicaKilledOrPromoted(t *testing.T) {
 			p := startReplicaPair(t, ctx)
 			// One partition: its one member claims with the direct statement
 			// (the other test's three go through claim_range).
-			_, err := p.client.CreateTopic(ctx, "events", pgmsg.TopicConfig{Partitions: 1})
-			require.NoError(t, err)
-			p.publish(t, ctx, "events", 0, 200)
-			p.caughtUp(t, ctx)
+			p.topic(t, ctx, "events", 1, 200)
 			g := p.read(t, ctx, "events", "a")
 			g.waitFor(t, 200)
 			st, _ := replicaStats(t, p.client)
@@ -237,7 +241,7 @@ func TestReadReplicaKilledOrPromoted(t *testing.T) {
 			if how == "killed" {
 				p.standby.Kill()
 			} else {
-				_, err = p.standbyPool.Exec(ctx, `SELECT pg_promote()`)
+				_, err := p.standbyPool.Exec(ctx, `SELECT pg_promote()`)
 				require.NoError(t, err)
 				require.Eventually(t, func() bool {
 					var recovering bool

@@ -101,11 +101,7 @@ type Cluster struct {
 // Start initialises (if needed) and starts a server, waiting until it
 // accepts connections.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
-	bin, err := FindBinaries()
-	if err != nil {
-		return nil, err
-	}
-	cred, uid, gid, err := credential()
+	bin, cred, uid, gid, err := binariesAndCredential()
 	if err != nil {
 		return nil, err
 	}
@@ -277,6 +273,17 @@ func (c *Cluster) Stop() error {
 // Exited is closed when the server process ends.
 func (c *Cluster) Exited() <-chan struct{} { return c.exited }
 
+// binariesAndCredential returns the server binaries' directory and who
+// runs them (credential).
+func binariesAndCredential() (string, *syscall.Credential, int, int, error) {
+	bin, err := FindBinaries()
+	if err != nil {
+		return "", nil, 0, 0, err
+	}
+	cred, uid, gid, err := credential()
+	return bin, cred, uid, gid, err
+}
+
 // credential returns who runs the server: nil (the current user) unless we
 // are root, then the "postgres" user (or $PGMSG_PG_USER).
 func credential() (*syscall.Credential, int, int, error) {
@@ -319,11 +326,7 @@ func (c *Cluster) Describe() string {
 // port. Settings apply to the standby. The primary must allow replication
 // connections, as an initdb default does.
 func StartStandby(ctx context.Context, primary *Cluster, opts Options) (*Cluster, error) {
-	bin, err := FindBinaries()
-	if err != nil {
-		return nil, err
-	}
-	cred, uid, gid, err := credential()
+	bin, cred, uid, gid, err := binariesAndCredential()
 	if err != nil {
 		return nil, err
 	}
