@@ -32,8 +32,10 @@ import (
 //     the client compares the replica's replay position with the
 //     primary's WAL position when the claim was made (every record the
 //     claim can see was committed before it): once the replica has
-//     replayed that far, what it returns is the claim's records. It waits
-//     at most Config.ReplicaMaxWait for that, polling.
+//     replayed that far, what it returns is the claim's records. Until
+//     then it polls, reading again (the position can include other
+//     sessions' WAL that the primary flushes later than the records), for
+//     at most Config.ReplicaMaxWait.
 //   - A replica that cannot answer in time, fails, or was promoted is
 //     skipped (from one second, doubling to 30 s) and the primary reads
 //     the claim.
@@ -205,25 +207,25 @@ func (c *Client) readReplica(ctx context.Context, r *replica, topic string, row 
 		}
 		return scanRecords(rows, topic, row.Partition, want)
 	}
-	recs, err := read()
-	if err == nil && len(recs) == want {
-		r.lagBytes.Store(0)
-		return recs, nil // the whole range: nothing can be missing
-	}
-	if err != nil && !isUndefinedTable(err) {
-		return nil, err
-	}
-	// Short, or the segment table is not there (not replayed yet, or
-	// dropped since): has the replica replayed as far as the claim?
-	if lsn == 0 {
-		// The claim did not report the primary's position: after the
-		// claim committed, the current one is at least as far.
-		if err := c.pool.QueryRow(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&lsn); err != nil {
-			return nil, fmt.Errorf("primary's WAL position: %w", err)
-		}
-	}
 	deadline := time.Now().Add(c.replicas.maxWait)
+	recs, err := read()
 	for {
+		if err == nil && len(recs) == want {
+			r.lagBytes.Store(0)
+			return recs, nil // the whole range: nothing can be missing
+		}
+		if err != nil && !isUndefinedTable(err) {
+			return nil, err
+		}
+		// Short, or the segment table is not there (not replayed yet, or
+		// dropped since): has the replica replayed as far as the claim?
+		if lsn == 0 {
+			// The claim did not report the primary's position: after the
+			// claim committed, the current one is at least as far.
+			if err := c.pool.QueryRow(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&lsn); err != nil {
+				return nil, fmt.Errorf("primary's WAL position: %w", err)
+			}
+		}
 		var recovering bool
 		var replay int64
 		if err := r.pool.QueryRow(ctx, `SELECT pg_is_in_recovery(), coalesce((pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint, 0)`).
@@ -241,6 +243,10 @@ func (c *Client) readReplica(ctx context.Context, r *replica, topic string, row 
 			// reads through the record table.
 			return read()
 		}
+		// The position may include WAL written after the records (other
+		// sessions' asynchronous commits) that the primary has not flushed
+		// yet: the records themselves may well be there already, so read
+		// again rather than only wait for the position.
 		if !time.Now().Add(replicaPoll).Before(deadline) {
 			return nil, fmt.Errorf("%w (%d bytes behind after %s)", errReplicaLagging, lsn-replay, c.replicas.maxWait)
 		}
@@ -249,6 +255,7 @@ func (c *Client) readReplica(ctx context.Context, r *replica, topic string, row 
 			return nil, ctx.Err()
 		case <-time.After(replicaPoll):
 		}
+		recs, err = read()
 	}
 }
 
