@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: install.sql ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci
+.PHONY: install.sql clients-test ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci
 
 ci: fmt-check vet lint check-generated test-race bench-smoke soak-smoke fuzz-smoke-ci
 
@@ -29,6 +29,12 @@ vet:
 GOLANGCI_LINT_VERSION = v2.15.0
 lint:
 	golangci-lint run --timeout 10m ./...
+
+# The Python and Node clients' suites and the interop tests with the Go
+# client (clients/clients_test.go; test-race runs them too). Needs
+# /usr/bin/python3 with psycopg and npm ci in clients/node (.ci/run does both).
+clients-test:
+	$(GO) test -count=1 -v ./clients
 
 # The plain SQL install (pgmsg migrate sql) for the default schema, the
 # release artefact for installs without the Go binary.
