@@ -23,6 +23,7 @@ from ._common import (
     heartbeat_interval,
     job_lease,
 )
+from .client import _drain
 from .errors import PgmsgError, translate
 
 log = logging.getLogger("pgmsg")
@@ -145,6 +146,8 @@ class AsyncListener:
             pg = self.conn.pgconn
             fd = self.conn.fileno()
             while True:
+                if _drain(pg, payload):
+                    return True
                 left = deadline - loop.time()
                 if left <= 0:
                     return False
@@ -157,12 +160,6 @@ class AsyncListener:
                 finally:
                     loop.remove_reader(fd)
                 pg.consume_input()
-                while True:
-                    n = pg.notifies()
-                    if n is None:
-                        break
-                    if n.extra.decode() == payload:
-                        return True
         except (psycopg.Error, OSError) as e:
             log.info("pgmsg: listener lost (%s); polling until it is back", e)
             await self.close()

@@ -161,6 +161,17 @@ class Client:
         self._rows(self.sql.job_snooze, {"id": job.id, "token": job.lease_token, "delay": delay})
 
 
+def _drain(pg: Any, payload: str) -> bool:
+    """Takes every notification libpq holds; True if one had payload (the
+    others are only wake-ups for other topics and queues)."""
+    found = False
+    while True:
+        n = pg.notifies()
+        if n is None:
+            return found
+        found = found or n.extra.decode() == payload
+
+
 class Listener:
     """LISTEN on the schema's channel on a dedicated connection. Wake-ups
     only: callers poll anyway, so a lost connection costs latency, not
@@ -185,8 +196,10 @@ class Listener:
             assert self.conn is not None
             pg = self.conn.pgconn
             while True:
-                # psycopg 3.1 has no notifies(timeout=): read the socket
-                # ourselves, then let libpq parse what arrived.
+                # psycopg 3.1 has no notifies(timeout=): take what libpq
+                # already parsed, else wait for the socket and parse.
+                if _drain(pg, payload):
+                    return True
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -194,12 +207,6 @@ class Listener:
                 if not ready:
                     return False
                 pg.consume_input()
-                while True:
-                    n = pg.notifies()
-                    if n is None:
-                        break
-                    if n.extra.decode() == payload:
-                        return True
         except (psycopg.Error, OSError) as e:
             log.info("pgmsg: listener lost (%s); polling until it is back", e)
             self.close()
