@@ -162,6 +162,19 @@ describe("Consumer", () => {
   });
 });
 
+test("stop() ends an idle consumer's wait", { timeout: 60_000 }, async () => {
+  const t = await topic();
+  const tag = env.name("node-stop");
+  const p = env.pool(tag);
+  const cons = new Consumer(p, t, "g", { schema: env.SCHEMA, pollIntervalMs: 3_600_000 });
+  const running = cons.run(() => undefined);
+  await env.waitUntil(() => env.listening(pool, tag), "the consumer to listen");
+  cons.stop();
+  await running; // not the hour-long wait: the test's own timeout would end it
+  cons.close();
+  await p.end();
+});
+
 describe("the queue", () => {
   async function job(id: number) {
     return (await env.sql(pool, "SELECT state, result, errors, kind, tags, metadata FROM {s}.job_get($1)", [id]))[0];

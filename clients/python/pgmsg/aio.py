@@ -136,7 +136,9 @@ class AsyncListener:
         self.sql = statements
         self.conn: Optional[psycopg.AsyncConnection] = None
 
-    async def wait(self, payload: str, timeout: float) -> bool:
+    async def wait(self, payload: str, timeout: float, stop: Optional[asyncio.Event] = None) -> bool:
+        """Waits up to timeout seconds for a notification with payload, or
+        until stop is set; True if one came."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         try:
@@ -153,12 +155,17 @@ class AsyncListener:
                     return False
                 readable = asyncio.Event()
                 loop.add_reader(fd, readable.set)
+                waits = [asyncio.ensure_future(readable.wait())]
+                if stop is not None:
+                    waits.append(asyncio.ensure_future(stop.wait()))
                 try:
-                    await asyncio.wait_for(readable.wait(), left)
-                except asyncio.TimeoutError:
-                    return False
+                    await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     loop.remove_reader(fd)
+                    for w in waits:
+                        w.cancel()
+                if not readable.is_set():
+                    return False  # timed out or stopped
                 pg.consume_input()
         except (psycopg.Error, OSError) as e:
             log.info("pgmsg: listener lost (%s); polling until it is back", e)
@@ -217,7 +224,7 @@ class _AsyncLoop:
 
     async def _idle(self, payload: str) -> None:
         if self.listener is not None:
-            await self.listener.wait(payload, self.poll_interval)
+            await self.listener.wait(payload, self.poll_interval, self.stop_event)
         else:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stop_event.wait(), self.poll_interval)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import select
 import threading
 import time
@@ -181,6 +182,8 @@ class Listener:
         self.conninfo = conninfo
         self.sql = statements
         self.conn: Optional[psycopg.Connection] = None
+        # interrupt() writes to this pipe to end a wait from another thread.
+        self._wake_r, self._wake_w = os.pipe()
 
     def _open(self) -> None:
         self.conn = psycopg.connect(self.conninfo, autocommit=True)
@@ -203,8 +206,11 @@ class Listener:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                ready, _, _ = select.select([self.conn.fileno()], [], [], left)
+                ready, _, _ = select.select([self.conn.fileno(), self._wake_r], [], [], left)
                 if not ready:
+                    return False
+                if self._wake_r in ready:
+                    os.read(self._wake_r, 512)
                     return False
                 pg.consume_input()
         except (psycopg.Error, OSError) as e:
@@ -213,11 +219,18 @@ class Listener:
             time.sleep(max(0.0, deadline - time.monotonic()))
             return False
 
+    def interrupt(self) -> None:
+        """Ends a wait in progress (thread-safe)."""
+        os.write(self._wake_w, b"x")
+
     def close(self) -> None:
         if self.conn is not None:
             with contextlib.suppress(Exception):
                 self.conn.close()
             self.conn = None
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 @contextlib.contextmanager
@@ -274,6 +287,8 @@ class _Loop:
     def stop(self) -> None:
         """Makes run() return after the claim in hand (thread-safe)."""
         self.stop_event.set()
+        if self.listener is not None:
+            self.listener.interrupt()
 
     def _idle(self, payload: str) -> None:
         if self.listener is not None:

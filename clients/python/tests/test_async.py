@@ -117,6 +117,15 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         rows = await self.sql("SELECT state, errors -> -1 ->> 'error' FROM {s}.job_get(%s)", bad.id)
         self.assertEqual(rows, [("dead", "ValueError: boom")])
 
+    async def test_stop_ends_an_idle_wait(self):
+        t = await self.topic()
+        tag = env.name("py-async-stop")
+        async with AsyncConsumer(env.tagged_url(tag), t, "g", schema=env.SCHEMA, poll_interval=3600) as cons:
+            task = asyncio.create_task(cons.run(lambda claim: asyncio.sleep(0)))
+            await wait_until(lambda: self.listening(tag), "the consumer to listen")
+            cons.stop()
+            await asyncio.wait_for(task, 60)  # not the hour-long wait
+
     async def _extended(self, job):
         return bool(await self.sql("SELECT 1 FROM {s}.job_get(%s) WHERE lease_expires_at > %s",
                                    job.id, job.lease_expires_at))

@@ -160,6 +160,16 @@ class ConsumerTest(unittest.TestCase):
             th.join()
 
 
+    def test_stop_ends_an_idle_wait(self):
+        tag = env.name("py-stop")
+        with pgmsg.Consumer(env.tagged_url(tag), self.topic, "g", schema=env.SCHEMA, poll_interval=3600) as cons:
+            th = self.run_consumer(cons, lambda claim: None)
+            env.wait_until(lambda: env.listening(self.conn, tag), "the consumer to listen")
+            cons.stop()
+            th.join(60)
+            self.assertFalse(th.is_alive(), "stop() interrupted the hour-long wait")
+
+
 class QueueTest(unittest.TestCase):
     def setUp(self):
         self.conn = env.connect()
