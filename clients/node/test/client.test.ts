@@ -162,6 +162,29 @@ describe("Consumer", () => {
   });
 });
 
+test("polling finds records when the listener is lost", { timeout: 60_000 }, async () => {
+  const t = await topic();
+  const tag = env.name("node-lost");
+  const p = env.pool(tag);
+  const cons = new Consumer(p, t, "g", { schema: env.SCHEMA, pollIntervalMs: 200, logger: () => undefined });
+  const got: string[] = [];
+  const running = cons.run((claim) => {
+    got.push(...claim.records.map((r) => r.value!.toString()));
+    cons.stop();
+  });
+  await env.waitUntil(() => env.listening(pool, tag), "the consumer to listen");
+  const killed = await pool.query(
+    "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'",
+    [tag],
+  );
+  assert.deepEqual(killed.rows, [{ ok: true }]);
+  await c.publish(t, [{ value: "found by polling" }]);
+  await running;
+  cons.close();
+  await p.end();
+  assert.deepEqual(got, ["found by polling"]);
+});
+
 test("stop() ends an idle consumer's wait", { timeout: 60_000 }, async () => {
   const t = await topic();
   const tag = env.name("node-stop");

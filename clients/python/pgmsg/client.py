@@ -215,19 +215,22 @@ class Listener:
                 pg.consume_input()
         except (psycopg.Error, OSError) as e:
             log.info("pgmsg: listener lost (%s); polling until it is back", e)
-            self.close()
-            time.sleep(max(0.0, deadline - time.monotonic()))
+            self._disconnect()
+            select.select([self._wake_r], [], [], max(0.0, deadline - time.monotonic()))  # stop() ends it
             return False
 
     def interrupt(self) -> None:
         """Ends a wait in progress (thread-safe)."""
         os.write(self._wake_w, b"x")
 
-    def close(self) -> None:
+    def _disconnect(self) -> None:
         if self.conn is not None:
             with contextlib.suppress(Exception):
                 self.conn.close()
             self.conn = None
+
+    def close(self) -> None:
+        self._disconnect()
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -117,6 +117,26 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         rows = await self.sql("SELECT state, errors -> -1 ->> 'error' FROM {s}.job_get(%s)", bad.id)
         self.assertEqual(rows, [("dead", "ValueError: boom")])
 
+    async def test_polling_when_the_listener_is_lost(self):
+        t = await self.topic()
+        tag = env.name("py-async-lost")
+        got = []
+        cons = AsyncConsumer(env.tagged_url(tag), t, "g", schema=env.SCHEMA, poll_interval=0.2)
+
+        async def handle(claim):
+            got.extend(r.value for r in claim.records)
+            cons.stop()
+
+        async with cons:
+            task = asyncio.create_task(cons.run(handle))
+            await wait_until(lambda: self.listening(tag), "the consumer to listen")
+            killed = await self.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                    " WHERE application_name = %s AND query LIKE 'LISTEN %%'", tag)
+            self.assertEqual(killed, [(True,)])
+            await self.c.publish(t, [Record(b"found by polling")])
+            await asyncio.wait_for(task, 60)
+        self.assertEqual(got, [b"found by polling"])
+
     async def test_stop_ends_an_idle_wait(self):
         t = await self.topic()
         tag = env.name("py-async-stop")

@@ -160,6 +160,23 @@ class ConsumerTest(unittest.TestCase):
             th.join()
 
 
+    def test_polling_when_the_listener_is_lost(self):
+        tag = env.name("py-lost")
+        got = threading.Event()
+        with pgmsg.Consumer(env.tagged_url(tag), self.topic, "g", schema=env.SCHEMA, poll_interval=0.2) as cons:
+            def handle(claim):
+                cons.stop()
+                got.set()
+
+            th = self.run_consumer(cons, handle)
+            env.wait_until(lambda: env.listening(self.conn, tag), "the consumer to listen")
+            killed = env.sql(self.conn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                             " WHERE application_name = %s AND query LIKE 'LISTEN %%'", tag)
+            self.assertEqual(killed, [(True,)])
+            self.c.publish(self.topic, [Record(b"found by polling")])
+            self.assertTrue(got.wait(60))
+            th.join()
+
     def test_stop_ends_an_idle_wait(self):
         tag = env.name("py-stop")
         with pgmsg.Consumer(env.tagged_url(tag), self.topic, "g", schema=env.SCHEMA, poll_interval=3600) as cons:
