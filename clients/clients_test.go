@@ -57,8 +57,17 @@ func python(t *testing.T) string {
 	return py
 }
 
-// node returns node, after compiling clients/node (tsc), once per test binary.
-func node(t *testing.T) string {
+// nodeBuild compiles clients/node (tsc) once for the tests that need it,
+// into a directory of the test run's own: nothing is written into the
+// source tree, and runs in parallel do not share output.
+type nodeBuild struct {
+	once sync.Once
+	dir  string // the compiled src/ and test/
+	err  error
+}
+
+// node returns node and the directory of the compiled client and tests.
+func (nb *nodeBuild) node(t *testing.T) (nodeBin, dir string) {
 	t.Helper()
 	nodeBin, err := exec.LookPath("node")
 	if err != nil {
@@ -68,25 +77,23 @@ func node(t *testing.T) string {
 	if _, err := os.Stat(tsc); err != nil {
 		missing(t, "clients/node has no node_modules (run npm ci in clients/node)")
 	}
-	buildOnce.Do(func() {
-		// From scratch: tsc does not delete the output of removed sources.
-		if err := os.RemoveAll(filepath.Join("node", "dist")); err != nil {
-			buildErr = err
-			return
-		}
-		out, err := exec.Command(tsc, "-p", "node").CombinedOutput()
+	nb.once.Do(func() {
+		out, err := exec.Command(tsc, "-p", "node", "--outDir", nb.dir).CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("tsc -p clients/node: %v\n%s", err, out)
+			nb.err = fmt.Errorf("tsc -p clients/node: %v\n%s", err, out)
 		}
 	})
-	require.NoError(t, buildErr)
-	return nodeBin
+	require.NoError(t, nb.err)
+	return nodeBin, nb.dir
 }
 
-var (
-	buildOnce sync.Once
-	buildErr  error
-)
+// nodeEnv lets the compiled code, outside clients/node, find its packages.
+func nodeEnv(t *testing.T) string {
+	t.Helper()
+	modules, err := filepath.Abs(filepath.Join("node", "node_modules"))
+	require.NoError(t, err)
+	return "NODE_PATH=" + modules
+}
 
 // run runs a client subprocess in dir with the test database in its
 // environment, and returns its standard output; a failure shows both.
@@ -109,26 +116,37 @@ func testEnv(b *pgtest.Bundle) []string {
 	return []string{"PGMSG_TEST_DATABASE_URL=" + b.URL, "PGMSG_TEST_SCHEMA=" + b.Schema, "PYTHONDONTWRITEBYTECODE=1"}
 }
 
-// TestPythonSuite runs clients/python's unittest suites (sync and asyncio).
-func TestPythonSuite(t *testing.T) {
-	t.Parallel()
+// TestClients runs the clients' suites and the interop tests, in parallel,
+// sharing one compilation of the Node client (removed when all are done).
+func TestClients(t *testing.T) {
+	nb := &nodeBuild{dir: t.TempDir()}
+	t.Run("PythonSuite", func(t *testing.T) { t.Parallel(); testPythonSuite(t) })
+	t.Run("NodeSuite", func(t *testing.T) { t.Parallel(); testNodeSuite(t, nb) })
+	t.Run("InteropGoPublishesPythonThenNodeConsume", func(t *testing.T) {
+		t.Parallel()
+		testInteropGoPublishesPythonThenNodeConsume(t, nb)
+	})
+	t.Run("InteropPythonAndNodeEnqueueGoWorks", func(t *testing.T) {
+		t.Parallel()
+		testInteropPythonAndNodeEnqueueGoWorks(t, nb)
+	})
+}
+
+// testPythonSuite runs clients/python's unittest suites (sync and asyncio).
+func testPythonSuite(t *testing.T) {
 	py := python(t)
 	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 2})
 	run(t, "python", testEnv(b), py, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
 }
 
-// TestNodeSuite runs clients/node's node:test suite on the compiled output.
-func TestNodeSuite(t *testing.T) {
-	t.Parallel()
-	nodeBin := node(t)
+// testNodeSuite runs clients/node's node:test suite on the compiled output.
+func testNodeSuite(t *testing.T, nb *nodeBuild) {
+	nodeBin, dir := nb.node(t)
 	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 2})
-	files, err := filepath.Glob(filepath.Join("node", "dist", "test", "*.test.js"))
+	files, err := filepath.Glob(filepath.Join(dir, "test", "*.test.js"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "tsc wrote no tests")
-	for i, f := range files {
-		files[i] = strings.TrimPrefix(f, "node"+string(filepath.Separator))
-	}
-	run(t, "node", testEnv(b), nodeBin, append([]string{"--test"}, files...)...)
+	run(t, "node", append(testEnv(b), nodeEnv(t)), nodeBin, append([]string{"--test"}, files...)...)
 }
 
 // consumed is a record as the client scripts print it.
@@ -158,10 +176,9 @@ func parseLines[T any](t *testing.T, out string) []T {
 // group. Between them they read every record exactly once, each
 // partition in offset order (Python's part first), with the keys, values
 // and headers Go published.
-func TestInteropGoPublishesPythonThenNodeConsume(t *testing.T) {
-	t.Parallel()
+func testInteropGoPublishesPythonThenNodeConsume(t *testing.T, nb *nodeBuild) {
 	py := python(t)
-	nodeBin := node(t)
+	nodeBin, dir := nb.node(t)
 	b := pgtest.Schema(t, nil)
 	ctx := context.Background()
 	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema})
@@ -177,11 +194,11 @@ func TestInteropGoPublishesPythonThenNodeConsume(t *testing.T) {
 	}
 	require.NoError(t, client.Publish(ctx, recs, nil))
 
-	env := testEnv(b)
+	env := append(testEnv(b), nodeEnv(t))
 	fromPy := parseLines[consumed](t, run(t, "python", env, py, "-m", "tests.interop", "consume", b.URL, b.Schema, "interop", "shared", "12"))
 	require.GreaterOrEqual(t, len(fromPy), 12)
 	require.Less(t, len(fromPy), n, "Python stops after 12 records, a claim of at most 4 later")
-	fromNode := parseLines[consumed](t, run(t, "node", env, nodeBin, "dist/test/interop.js", "consume", b.URL, b.Schema, "interop", "shared", fmt.Sprint(n-len(fromPy))))
+	fromNode := parseLines[consumed](t, run(t, "node", env, nodeBin, filepath.Join(dir, "test", "interop.js"), "consume", b.URL, b.Schema, "interop", "shared", fmt.Sprint(n-len(fromPy))))
 	require.NotEmpty(t, fromNode)
 
 	want := map[int32][]consumed{}
@@ -204,10 +221,9 @@ func TestInteropGoPublishesPythonThenNodeConsume(t *testing.T) {
 
 // Python and Node enqueue jobs through the SQL API; a Go worker completes
 // every one of them with the payload they enqueued.
-func TestInteropPythonAndNodeEnqueueGoWorks(t *testing.T) {
-	t.Parallel()
+func testInteropPythonAndNodeEnqueueGoWorks(t *testing.T, nb *nodeBuild) {
 	py := python(t)
-	nodeBin := node(t)
+	nodeBin, dir := nb.node(t)
 	b := pgtest.Schema(t, nil)
 	ctx := context.Background()
 	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema})
@@ -217,9 +233,9 @@ func TestInteropPythonAndNodeEnqueueGoWorks(t *testing.T) {
 	type enqueued struct {
 		ID int64 `json:"id"`
 	}
-	env := testEnv(b)
+	env := append(testEnv(b), nodeEnv(t))
 	ids := parseLines[enqueued](t, run(t, "python", env, py, "-m", "tests.interop", "enqueue", b.URL, b.Schema, "interop", "5"))
-	ids = append(ids, parseLines[enqueued](t, run(t, "node", env, nodeBin, "dist/test/interop.js", "enqueue", b.URL, b.Schema, "interop", "5"))...)
+	ids = append(ids, parseLines[enqueued](t, run(t, "node", env, nodeBin, filepath.Join(dir, "test", "interop.js"), "enqueue", b.URL, b.Schema, "interop", "5"))...)
 	require.Len(t, ids, 10)
 
 	var mu sync.Mutex

@@ -7,7 +7,7 @@ import { Pool } from "pg";
 export const URL = process.env.PGMSG_TEST_DATABASE_URL ?? "";
 export const SCHEMA = process.env.PGMSG_TEST_SCHEMA ?? "";
 if (!URL || !SCHEMA) {
-  console.error("pgmsg tests: PGMSG_TEST_DATABASE_URL and PGMSG_TEST_SCHEMA (a migrated schema) must be set; run them with `go test ./clients -run TestNode`");
+  console.error("pgmsg tests: PGMSG_TEST_DATABASE_URL and PGMSG_TEST_SCHEMA (a migrated schema) must be set; run them with `go test ./clients -run TestClients/NodeSuite`");
   process.exit(2);
 }
 

@@ -12,7 +12,7 @@ URL = os.environ.get("PGMSG_TEST_DATABASE_URL", "")
 SCHEMA = os.environ.get("PGMSG_TEST_SCHEMA", "")
 if not URL or not SCHEMA:
     sys.exit("pgmsg tests: PGMSG_TEST_DATABASE_URL and PGMSG_TEST_SCHEMA (a migrated schema) must be set; "
-             "run them with `go test ./clients -run TestPython`")
+             "run them with `go test ./clients -run TestClients/PythonSuite`")
 
 
 def name(prefix: str) -> str:
