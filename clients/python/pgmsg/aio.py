@@ -23,7 +23,7 @@ from ._common import (
     heartbeat_interval,
     job_lease,
 )
-from .client import _drain
+from .client import _Pending
 from .errors import PgmsgError, translate
 
 log = logging.getLogger("pgmsg")
@@ -135,6 +135,7 @@ class AsyncListener:
         self.conninfo = conninfo
         self.sql = statements
         self.conn: Optional[psycopg.AsyncConnection] = None
+        self.pending = _Pending()
 
     async def wait(self, payload: str, timeout: float, stop: Optional[asyncio.Event] = None) -> bool:
         """Waits up to timeout seconds for a notification with payload, or
@@ -144,11 +145,12 @@ class AsyncListener:
         try:
             if self.conn is None or self.conn.closed:
                 self.conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+                self.conn.add_notify_handler(self.pending.handler)
                 await self.conn.execute(self.sql.listen)
             pg = self.conn.pgconn
             fd = self.conn.fileno()
             while True:
-                if _drain(pg, payload):
+                if self.pending.take(pg, payload):
                     return True
                 left = deadline - loop.time()
                 if left <= 0:

@@ -162,15 +162,31 @@ class Client:
         self._rows(self.sql.job_snooze, {"id": job.id, "token": job.lease_token, "delay": delay})
 
 
-def _drain(pg: Any, payload: str) -> bool:
-    """Takes every notification libpq holds; True if one had payload (the
-    others are only wake-ups for other topics and queues)."""
-    found = False
-    while True:
-        n = pg.notifies()
-        if n is None:
-            return found
-        found = found or n.extra.decode() == payload
+class _Pending:
+    """Payloads notified and not waited for yet. psycopg hands the
+    notifications it reads while running a statement (LISTEN itself: one
+    may arrive with its answer) to the connection's handlers and drops them
+    otherwise, so they are collected here as well as those read while
+    waiting. A set of topic and queue names: bounded, and a stale entry
+    costs one early claim."""
+
+    def __init__(self) -> None:
+        self.payloads: set = set()
+
+    def handler(self, n: Any) -> None:
+        self.payloads.add(n.payload)
+
+    def take(self, pg: Any, payload: str) -> bool:
+        """Collects what libpq holds; True (and forgets it) if payload came."""
+        while True:
+            n = pg.notifies()
+            if n is None:
+                break
+            self.payloads.add(n.extra.decode())
+        if payload in self.payloads:
+            self.payloads.discard(payload)
+            return True
+        return False
 
 
 class Listener:
@@ -182,11 +198,13 @@ class Listener:
         self.conninfo = conninfo
         self.sql = statements
         self.conn: Optional[psycopg.Connection] = None
+        self.pending = _Pending()
         # interrupt() writes to this pipe to end a wait from another thread.
         self._wake_r, self._wake_w = os.pipe()
 
     def _open(self) -> None:
         self.conn = psycopg.connect(self.conninfo, autocommit=True)
+        self.conn.add_notify_handler(self.pending.handler)
         self.conn.execute(self.sql.listen)
 
     def wait(self, payload: str, timeout: float) -> bool:
@@ -201,7 +219,7 @@ class Listener:
             while True:
                 # psycopg 3.1 has no notifies(timeout=): take what libpq
                 # already parsed, else wait for the socket and parse.
-                if _drain(pg, payload):
+                if self.pending.take(pg, payload):
                     return True
                 left = deadline - time.monotonic()
                 if left <= 0:

@@ -1,4 +1,5 @@
 import json
+import select
 import threading
 import unittest
 from datetime import datetime, timedelta, timezone
@@ -185,6 +186,25 @@ class ConsumerTest(unittest.TestCase):
             cons.stop()
             th.join(60)
             self.assertFalse(th.is_alive(), "stop() interrupted the hour-long wait")
+
+
+class ListenerTest(unittest.TestCase):
+    def test_a_notification_read_with_a_statements_answer_is_kept(self):
+        # psycopg reads notifications that arrive with a statement's answer
+        # (such as LISTEN's own) and drops them unless a handler takes them.
+        conn = env.connect()
+        self.addCleanup(conn.close)
+        sql = pgmsg.Client(conn, env.SCHEMA).sql
+        lis = pgmsg.Listener(env.URL, sql)
+        self.addCleanup(lis.close)
+        self.assertFalse(lis.wait("t", 0), "nothing notified yet (this wait opens the connection)")
+        conn.execute("SELECT pg_notify(%s, 't')", (sql.channel,))
+        # Wait until the notification is in the listener's socket, then run
+        # a statement on that connection, as LISTEN is run.
+        ready, _, _ = select.select([lis.conn.fileno()], [], [], 60)
+        self.assertTrue(ready, "the notification arrived")
+        lis.conn.execute("SELECT 1")
+        self.assertTrue(lis.wait("t", 0), "the wake-up was kept")
 
 
 class QueueTest(unittest.TestCase):
