@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: install.sql ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci
+.PHONY: install.sql release-sql clients-test ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci
 
 ci: fmt-check vet lint check-generated test-race bench-smoke soak-smoke fuzz-smoke-ci
 
@@ -30,10 +30,27 @@ GOLANGCI_LINT_VERSION = v2.15.0
 lint:
 	golangci-lint run --timeout 10m ./...
 
+# The Python and Node clients' suites and the interop tests with the Go
+# client (clients/clients_test.go; test-race runs them too). Needs
+# /usr/bin/python3 with psycopg and npm ci in clients/node (.ci/run does both).
+clients-test:
+	$(GO) test -count=1 -v ./clients
+
 # The plain SQL install (pgmsg migrate sql) for the default schema, the
 # release artefact for installs without the Go binary.
 install.sql:
 	$(GO) run ./cmd/pgmsg migrate sql > $@
+
+# The plain SQL release artefacts (issue 21), for psql alone: dist/sql/install.sql
+# (a new install in schema pgmsg) and dist/sql/upgrade-from-N.sql for every
+# version N this binary knows (from the latest one: the function files only).
+# Other schemas: pgmsg migrate sql --schema NAME [--from N].
+release-sql:
+	rm -rf dist/sql && mkdir -p dist/sql
+	$(GO) build -o dist/sql/.pgmsg ./cmd/pgmsg
+	dist/sql/.pgmsg migrate sql > dist/sql/install.sql
+	v=1; while dist/sql/.pgmsg migrate sql --from $$v > dist/sql/upgrade-from-$$v.sql 2>/dev/null; do v=$$((v+1)); done; \
+	  rm -f dist/sql/upgrade-from-$$v.sql dist/sql/.pgmsg; test $$v -gt 1
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,371 @@
+// Pgmsg makes single calls of the SQL API (docs/sql-api.md) on anything
+// that has pg's query(): a Pool (each call its own transaction) or a
+// client inside the caller's transaction (publish and enqueue then commit
+// with the caller's writes: an outbox).
+
+import { translate } from "./errors";
+
+/** What Pgmsg needs of node-postgres: a Pool, a Client or a PoolClient. */
+export interface Queryable {
+  query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
+}
+
+export interface PgmsgOptions {
+  /** Schema pgmsg was migrated into. Default "pgmsg". */
+  schema?: string;
+}
+
+/** A record of a topic. value null is a tombstone. */
+export interface Record {
+  value: Buffer | string | null;
+  key?: Buffer | string | null;
+  /** Name -> bytes, stored as a JSON object of base64 values. */
+  headers?: { [name: string]: Buffer } | null;
+  timestamp?: Date | null;
+}
+
+/** A record as a claim returns it. */
+export interface ClaimedRecord {
+  partition: number;
+  offset: number;
+  timestamp: Date;
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: { [name: string]: Buffer } | null;
+}
+
+/** One partition written by publish: record i of its share has offset baseOffset + i. */
+export interface PublishResult {
+  partition: number;
+  baseOffset: number;
+  recordCount: number;
+  timestamp: Date;
+}
+
+/** Records of one partition leased to the caller until expiresAt; epoch
+ * identifies the lease for commit, release and extend. */
+export interface Claim {
+  topic: string;
+  group: string;
+  partition: number;
+  epoch: number;
+  expiresAt: Date;
+  records: ClaimedRecord[];
+}
+
+export interface ClaimOptions {
+  maxRecords?: number;
+  /** Lease in milliseconds. Default 30000. */
+  leaseMs?: number;
+  partition?: number;
+  /** Where a new group starts: "earliest" (default), "latest", an offset or a time. */
+  start?: string;
+}
+
+/** A job for enqueueMany: enqueue()'s arguments for one job. */
+export interface JobSpec {
+  payload: Buffer | string;
+  kind?: string;
+  priority?: number;
+  runAt?: Date;
+  delayMs?: number;
+  maxAttempts?: number;
+  uniqueKey?: string;
+  timeoutMs?: number;
+  tags?: string[];
+  metadata?: { [k: string]: unknown };
+}
+
+export interface EnqueueResult {
+  id: number;
+  duplicate: boolean;
+  state: string;
+  runAt: Date | null;
+}
+
+/** A job held by the caller: finish it with (id, leaseToken). */
+export interface Job {
+  id: number;
+  queue: string;
+  kind: string | null;
+  payload: Buffer;
+  priority: number;
+  attempt: number;
+  maxAttempts: number;
+  leaseToken: number;
+  leaseExpiresAt: Date;
+  runAt: Date;
+  enqueuedAt: Date;
+  attemptedAt: Date;
+  uniqueKey: string | null;
+  errors: unknown;
+  /** The job's run-time limit in milliseconds, or null. */
+  timeoutMs: number | null;
+  /** The lease the claim gave, in milliseconds (database clock). */
+  leaseMs: number;
+}
+
+export interface ClaimJobsOptions {
+  limit?: number;
+  /** Lease in milliseconds; default the queue's. */
+  leaseMs?: number;
+  worker?: string;
+}
+
+/** bigint columns come as strings from pg: exact as numbers up to 2^53 - 1
+ * (claim epochs and lease tokens are below it by design). */
+function num(v: string | number): number {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n)) {
+    throw new RangeError(`pgmsg: ${v} is not exact as a JavaScript number`);
+  }
+  return n;
+}
+
+function bytes(v: Buffer | string | null | undefined): Buffer | null {
+  if (v === null || v === undefined) return null;
+  return typeof v === "string" ? Buffer.from(v) : v;
+}
+
+function interval(ms: number | null | undefined): string | null {
+  return ms === null || ms === undefined ? null : `${ms} milliseconds`;
+}
+
+/** A parallel array argument, or NULL when every entry is NULL (the
+ * functions read a NULL array as all defaults). */
+function parallel<T>(values: (T | null)[]): (T | null)[] | null {
+  return values.every((v) => v === null) ? null : values;
+}
+
+export function encodeHeaders(h: Record["headers"]): string | null {
+  if (!h || Object.keys(h).length === 0) return null;
+  const out: { [k: string]: string } = {};
+  for (const [k, v] of Object.entries(h)) out[k] = Buffer.from(v).toString("base64");
+  return JSON.stringify(out);
+}
+
+export function decodeHeaders(h: { [k: string]: string } | null): { [k: string]: Buffer } | null {
+  if (!h) return null;
+  const out: { [k: string]: Buffer } = {};
+  for (const [k, v] of Object.entries(h)) out[k] = Buffer.from(v, "base64");
+  return out;
+}
+
+function quoteIdent(s: string): string {
+  return '"' + s.replace(/"/g, '""') + '"';
+}
+
+export class Pgmsg {
+  readonly schema: string;
+  /** The channel publish and enqueue notify (pg_notify) on. */
+  readonly channel: string;
+  private readonly s: string;
+
+  constructor(
+    readonly db: Queryable,
+    opts: PgmsgOptions = {},
+  ) {
+    this.schema = opts.schema ?? "pgmsg";
+    this.channel = this.schema + "_log";
+    this.s = quoteIdent(this.schema);
+  }
+
+  /** A Pgmsg for the same schema on another connection (a transaction's client). */
+  with(db: Queryable): Pgmsg {
+    return new Pgmsg(db, { schema: this.schema });
+  }
+
+  /** LISTEN statement for the schema's channel. */
+  listenSQL(): string {
+    return "LISTEN " + quoteIdent(this.channel);
+  }
+
+  private async rows(sql: string, args: unknown[]): Promise<any[]> {
+    try {
+      return (await this.db.query(sql.replace(/\{s\}/g, this.s), args)).rows;
+    } catch (e) {
+      throw translate(e);
+    }
+  }
+
+  // The log ------------------------------------------------------------------
+
+  /** Appends records in one call of publish(); one result per partition written. */
+  async publish(topic: string, records: Record[], opts: { partition?: number } = {}): Promise<PublishResult[]> {
+    const rows = await this.rows(
+      `SELECT partition, base_offset, record_count, timestamp FROM {s}.publish($1, $2::bytea[], $3::bytea[],
+         $4::text[]::jsonb[], $5::timestamptz[], $6::int)`,
+      [
+        topic,
+        records.map((r) => bytes(r.value)),
+        parallel(records.map((r) => bytes(r.key))),
+        parallel(records.map((r) => encodeHeaders(r.headers))),
+        parallel(records.map((r) => r.timestamp ?? null)),
+        opts.partition ?? null,
+      ],
+    );
+    return rows.map((r) => ({
+      partition: r.partition,
+      baseOffset: num(r.base_offset),
+      recordCount: r.record_count,
+      timestamp: r.timestamp,
+    }));
+  }
+
+  /** Leases the next records of one partition (null: nothing to read). */
+  async claim(topic: string, group: string, opts: ClaimOptions = {}): Promise<Claim | null> {
+    const rows = await this.rows(
+      `SELECT partition, claim_epoch, claim_expires_at, "offset", "timestamp", key, value, headers
+         FROM {s}.claim($1, $2, $3, $4::interval, p_partition => $5::int, p_start => $6)`,
+      [topic, group, opts.maxRecords ?? 100, interval(opts.leaseMs ?? 30000), opts.partition ?? null, opts.start ?? "earliest"],
+    );
+    if (rows.length === 0) return null;
+    return {
+      topic,
+      group,
+      partition: rows[0].partition,
+      epoch: num(rows[0].claim_epoch),
+      expiresAt: rows[0].claim_expires_at,
+      records: rows.map((r) => ({
+        partition: r.partition,
+        offset: num(r.offset),
+        timestamp: r.timestamp,
+        key: r.key,
+        value: r.value,
+        headers: decodeHeaders(r.headers),
+      })),
+    };
+  }
+
+  /** Moves the group's cursor past the claim; returns the new cursor. */
+  async commit(claim: Claim): Promise<number> {
+    const rows = await this.rows(`SELECT {s}.commit($1, $2, $3, $4) AS next`, [claim.topic, claim.group, claim.partition, claim.epoch]);
+    return num(rows[0].next);
+  }
+
+  /** Ends the claim without moving the cursor: its records come again at once. */
+  async release(claim: Claim): Promise<void> {
+    await this.rows(`SELECT {s}.release($1, $2, $3, $4)`, [claim.topic, claim.group, claim.partition, claim.epoch]);
+  }
+
+  /** Keeps the claim until now + leaseMs (a heartbeat). */
+  async extend(claim: Claim, leaseMs = 30000): Promise<void> {
+    const rows = await this.rows(`SELECT {s}.extend($1, $2, $3, $4, $5::interval) AS expires`, [
+      claim.topic,
+      claim.group,
+      claim.partition,
+      claim.epoch,
+      interval(leaseMs),
+    ]);
+    claim.expiresAt = rows[0].expires;
+  }
+
+  // The queue ------------------------------------------------------------------
+
+  async enqueue(queue: string, payload: Buffer | string, opts: Omit<JobSpec, "payload"> = {}): Promise<EnqueueResult> {
+    return (await this.enqueueMany(queue, [{ ...opts, payload }]))[0];
+  }
+
+  /** A batch in one call of enqueue_many(); one result per job, in order. */
+  async enqueueMany(queue: string, jobs: JobSpec[]): Promise<EnqueueResult[]> {
+    const col = <T>(f: (j: JobSpec) => T | undefined) => parallel(jobs.map((j) => f(j) ?? null));
+    const rows = await this.rows(
+      `SELECT id, duplicate, state, run_at FROM {s}.enqueue_many($1, $2::bytea[],
+         p_kinds => $3::text[], p_priorities => $4::int[], p_run_ats => $5::timestamptz[],
+         p_delays => $6::interval[], p_max_attempts => $7::int[], p_unique_keys => $8::text[],
+         p_timeouts => $9::interval[], p_tags => $10::text[]::jsonb[], p_metadata => $11::text[]::jsonb[])`,
+      [
+        queue,
+        jobs.map((j) => bytes(j.payload)),
+        col((j) => j.kind),
+        col((j) => j.priority),
+        col((j) => j.runAt),
+        col((j) => interval(j.delayMs)),
+        col((j) => j.maxAttempts),
+        col((j) => j.uniqueKey),
+        col((j) => interval(j.timeoutMs)),
+        col((j) => (j.tags ? JSON.stringify(j.tags) : null)),
+        col((j) => (j.metadata ? JSON.stringify(j.metadata) : null)),
+      ],
+    );
+    return rows.map((r) => ({ id: num(r.id), duplicate: r.duplicate, state: r.state, runAt: r.run_at }));
+  }
+
+  /** Creates the queue with default settings unless it exists. */
+  async ensureQueue(queue: string): Promise<void> {
+    await this.rows(`SELECT name FROM {s}.queue_create($1, p_if_not_exists => true)`, [queue]);
+  }
+
+  /** Leases up to limit claimable jobs. */
+  async claimJobs(queue: string, opts: ClaimJobsOptions = {}): Promise<Job[]> {
+    const rows = await this.rows(
+      `SELECT id, queue, kind, payload, priority, attempt, max_attempts, lease_token, lease_expires_at, run_at,
+              enqueued_at, attempted_at, unique_key, errors,
+              extract(epoch FROM timeout) * 1000 AS timeout_ms,
+              extract(epoch FROM lease_expires_at - attempted_at) * 1000 AS lease_ms
+         FROM {s}.job_claim($1, $2, $3::interval, $4)`,
+      [queue, opts.limit ?? 1, interval(opts.leaseMs), opts.worker ?? null],
+    );
+    return rows.map((r) => ({
+      id: num(r.id),
+      queue: r.queue,
+      kind: r.kind,
+      payload: r.payload,
+      priority: r.priority,
+      attempt: r.attempt,
+      maxAttempts: r.max_attempts,
+      leaseToken: num(r.lease_token),
+      leaseExpiresAt: r.lease_expires_at,
+      runAt: r.run_at,
+      enqueuedAt: r.enqueued_at,
+      attemptedAt: r.attempted_at,
+      uniqueKey: r.unique_key,
+      errors: r.errors,
+      timeoutMs: r.timeout_ms === null ? null : Number(r.timeout_ms),
+      leaseMs: Number(r.lease_ms),
+    }));
+  }
+
+  /** Archives the job with an optional JSON result. PM106 if its lease was lost. */
+  async complete(job: Job, result?: unknown): Promise<void> {
+    await this.rows(`SELECT {s}.job_complete($1, $2, $3::jsonb)`, [
+      job.id,
+      job.leaseToken,
+      result === undefined || result === null ? null : JSON.stringify(result),
+    ]);
+  }
+
+  /** Records the error and schedules a retry (or dead); returns the new state. */
+  async fail(job: Job, error: string, opts: { retryInMs?: number; dead?: boolean } = {}): Promise<string> {
+    const rows = await this.rows(`SELECT state FROM {s}.job_fail($1, $2, $3, $4::interval, $5)`, [
+      job.id,
+      job.leaseToken,
+      error,
+      interval(opts.retryInMs),
+      opts.dead ?? false,
+    ]);
+    return rows[0].state;
+  }
+
+  /** Heartbeat: the job's lease ends leaseMs (default the queue's) from now. */
+  async extendJob(job: Job, leaseMs?: number): Promise<void> {
+    const rows = await this.rows(`SELECT {s}.job_extend($1, $2, $3::interval) AS expires`, [job.id, job.leaseToken, interval(leaseMs)]);
+    job.leaseExpiresAt = rows[0].expires;
+  }
+
+  /** Extends every held job of jobs; returns the ids still held. */
+  async extendJobs(jobs: Job[], leaseMs?: number): Promise<number[]> {
+    if (jobs.length === 0) return [];
+    const rows = await this.rows(`SELECT id FROM {s}.job_extend_many($1::bigint[], $2::bigint[], $3::interval)`, [
+      jobs.map((j) => j.id),
+      jobs.map((j) => j.leaseToken),
+      interval(leaseMs),
+    ]);
+    return rows.map((r) => num(r.id));
+  }
+
+  /** Puts the job back without counting the attempt (0: a release). */
+  async snooze(job: Job, delayMs = 0): Promise<void> {
+    await this.rows(`SELECT {s}.job_snooze($1, $2, $3::interval)`, [job.id, job.leaseToken, interval(delayMs)]);
+  }
+}

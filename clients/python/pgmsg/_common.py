@@ -1,0 +1,244 @@
+"""What the sync and asyncio clients share: the types, the SQL they send
+and how rows become objects. The SQL functions do the work; this module
+only names their arguments and reads their results."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Dict, List, Optional, Sequence
+
+from psycopg import sql
+
+
+@dataclass
+class Record:
+    """One record of a topic. Publish sets value (None: a tombstone) and
+    optionally key, headers (name -> bytes) and timestamp; a claim fills in
+    partition, offset and timestamp."""
+
+    value: Optional[bytes]
+    key: Optional[bytes] = None
+    headers: Optional[Dict[str, bytes]] = None
+    timestamp: Optional[datetime] = None
+    partition: Optional[int] = None
+    offset: Optional[int] = None
+
+
+@dataclass
+class PublishResult:
+    """One row of publish(): a partition written, the offset of its first
+    record and how many records it took (record i of the partition's share
+    has offset base_offset + i)."""
+
+    partition: int
+    base_offset: int
+    record_count: int
+    timestamp: datetime
+
+
+@dataclass
+class Claim:
+    """Records of one partition leased to the caller until expires_at.
+    epoch identifies the lease for commit, release and extend."""
+
+    topic: str
+    group: str
+    partition: int
+    epoch: int
+    expires_at: datetime
+    records: List[Record] = field(default_factory=list)
+
+
+@dataclass
+class EnqueueResult:
+    """One row of enqueue_many(): the job's id, whether a live job with the
+    same unique key was returned instead of a new one, its state and run_at."""
+
+    id: int
+    duplicate: bool
+    state: str
+    run_at: Optional[datetime]
+
+
+@dataclass
+class Job:
+    """A job held by the caller: finish it with (id, lease_token)."""
+
+    id: int
+    queue: str
+    kind: Optional[str]
+    payload: bytes
+    priority: int
+    attempt: int
+    max_attempts: int
+    lease_token: int
+    lease_expires_at: datetime
+    run_at: datetime
+    enqueued_at: datetime
+    attempted_at: datetime
+    unique_key: Optional[str]
+    errors: Any
+    timeout: Optional[timedelta]
+
+
+@dataclass
+class JobSpec:
+    """A job for enqueue_many: the arguments of enqueue(), one job."""
+
+    payload: bytes
+    kind: Optional[str] = None
+    priority: Optional[int] = None
+    run_at: Optional[datetime] = None
+    delay: Optional[timedelta] = None
+    max_attempts: Optional[int] = None
+    unique_key: Optional[str] = None
+    timeout: Optional[timedelta] = None
+    tags: Optional[List[str]] = None
+    metadata: Optional[Dict[str, Any]] = None
+
+
+def encode_headers(h: Optional[Dict[str, bytes]]) -> Optional[str]:
+    """Headers as the SQL API stores them: a JSON object of base64 values."""
+    if not h:
+        return None
+    return json.dumps({k: base64.b64encode(v).decode("ascii") for k, v in h.items()})
+
+
+def decode_headers(h: Any) -> Optional[Dict[str, bytes]]:
+    if h is None:
+        return None
+    if isinstance(h, str):
+        h = json.loads(h)
+    return {k: base64.b64decode(v) for k, v in h.items()}
+
+
+def _b(v: Any) -> Optional[bytes]:
+    return None if v is None else bytes(v)
+
+
+def _json_or_none(v: Any) -> Optional[str]:
+    return None if v is None else json.dumps(v)
+
+
+def _parallel(values: Sequence[Any]) -> Optional[List[Any]]:
+    """A parallel array argument, or NULL when every entry is NULL (the
+    functions read a NULL array as all defaults)."""
+    return None if all(v is None for v in values) else list(values)
+
+
+class Statements:
+    """The SQL of every call, for one schema. Identifiers are quoted by
+    psycopg.sql, never formatted as text."""
+
+    def __init__(self, schema: str):
+        s = sql.Identifier(schema)
+        self.schema = schema
+        self.channel = schema + "_log"  # pg_notify channel of publish, enqueue
+        self.listen = sql.SQL("LISTEN {}").format(sql.Identifier(self.channel))
+
+        def q(text: str) -> sql.Composed:
+            return sql.SQL(text).format(s=s)
+
+        self.publish = q(
+            "SELECT partition, base_offset, record_count, timestamp FROM {s}.publish("
+            "%(topic)s, %(values)s::bytea[], %(keys)s::bytea[], %(headers)s::text[]::jsonb[],"
+            " %(timestamps)s::timestamptz[], %(partition)s::int)"
+        )
+        self.claim = q(
+            'SELECT partition, claim_epoch, claim_expires_at, "offset", "timestamp", key, value, headers'
+            " FROM {s}.claim(%(topic)s, %(group)s, %(max_records)s, %(lease)s::interval,"
+            " p_partition => %(partition)s::int, p_start => %(start)s)"
+        )
+        self.commit = q("SELECT {s}.commit(%(topic)s, %(group)s, %(partition)s, %(epoch)s)")
+        self.release = q("SELECT {s}.release(%(topic)s, %(group)s, %(partition)s, %(epoch)s)")
+        self.extend = q("SELECT {s}.extend(%(topic)s, %(group)s, %(partition)s, %(epoch)s, %(lease)s::interval)")
+        self.enqueue_many = q(
+            "SELECT id, duplicate, state, run_at FROM {s}.enqueue_many(%(queue)s, %(payloads)s::bytea[],"
+            " p_kinds => %(kinds)s::text[], p_priorities => %(priorities)s::int[],"
+            " p_run_ats => %(run_ats)s::timestamptz[], p_delays => %(delays)s::interval[],"
+            " p_max_attempts => %(max_attempts)s::int[], p_unique_keys => %(unique_keys)s::text[],"
+            " p_timeouts => %(timeouts)s::interval[], p_tags => %(tags)s::text[]::jsonb[],"
+            " p_metadata => %(metadata)s::text[]::jsonb[])"
+        )
+        self.queue_ensure = q("SELECT name FROM {s}.queue_create(%(queue)s, p_if_not_exists => true)")
+        self.job_claim = q(
+            "SELECT id, queue, kind, payload, priority, attempt, max_attempts, lease_token, lease_expires_at,"
+            " run_at, enqueued_at, attempted_at, unique_key, errors, timeout"
+            " FROM {s}.job_claim(%(queue)s, %(limit)s, %(lease)s::interval, %(worker)s)"
+        )
+        self.job_complete = q("SELECT {s}.job_complete(%(id)s, %(token)s, %(result)s::jsonb)")
+        self.job_fail = q(
+            "SELECT state, run_at FROM {s}.job_fail(%(id)s, %(token)s, %(error)s, %(retry_in)s::interval, %(dead)s)"
+        )
+        self.job_extend = q("SELECT {s}.job_extend(%(id)s, %(token)s, %(lease)s::interval)")
+        self.job_extend_many = q(
+            "SELECT id, lease_expires_at FROM {s}.job_extend_many(%(ids)s::bigint[], %(tokens)s::bigint[], %(lease)s::interval)"
+        )
+        self.job_snooze = q("SELECT {s}.job_snooze(%(id)s, %(token)s, %(delay)s::interval)")
+
+    # Arguments -----------------------------------------------------------
+
+    @staticmethod
+    def publish_args(topic: str, records: Sequence[Record], partition: Optional[int]) -> Dict[str, Any]:
+        return {
+            "topic": topic,
+            "values": [_b(r.value) for r in records],
+            "keys": _parallel([_b(r.key) for r in records]),
+            "headers": _parallel([encode_headers(r.headers) for r in records]),
+            "timestamps": _parallel([r.timestamp for r in records]),
+            "partition": partition,
+        }
+
+    @staticmethod
+    def enqueue_args(queue: str, jobs: Sequence[JobSpec]) -> Dict[str, Any]:
+        return {
+            "queue": queue,
+            "payloads": [bytes(j.payload) for j in jobs],
+            "kinds": _parallel([j.kind for j in jobs]),
+            "priorities": _parallel([j.priority for j in jobs]),
+            "run_ats": _parallel([j.run_at for j in jobs]),
+            "delays": _parallel([j.delay for j in jobs]),
+            "max_attempts": _parallel([j.max_attempts for j in jobs]),
+            "unique_keys": _parallel([j.unique_key for j in jobs]),
+            "timeouts": _parallel([j.timeout for j in jobs]),
+            "tags": _parallel([_json_or_none(j.tags) for j in jobs]),
+            "metadata": _parallel([_json_or_none(j.metadata) for j in jobs]),
+        }
+
+    @staticmethod
+    def claim_key(claim: Claim) -> Dict[str, Any]:
+        return {"topic": claim.topic, "group": claim.group, "partition": claim.partition, "epoch": claim.epoch}
+
+    # Results ---------------------------------------------------------------
+
+    @staticmethod
+    def to_claim(topic: str, group: str, rows: List[tuple]) -> Optional[Claim]:
+        if not rows:
+            return None
+        part, epoch, expires = rows[0][0], rows[0][1], rows[0][2]
+        recs = [
+            Record(value=_b(r[6]), key=_b(r[5]), headers=decode_headers(r[7]), timestamp=r[4], partition=r[0], offset=r[3])
+            for r in rows
+        ]
+        return Claim(topic=topic, group=group, partition=part, epoch=epoch, expires_at=expires, records=recs)
+
+    @staticmethod
+    def to_job(r: tuple) -> Job:
+        return Job(
+            id=r[0], queue=r[1], kind=r[2], payload=bytes(r[3]), priority=r[4], attempt=r[5],
+            max_attempts=r[6], lease_token=r[7], lease_expires_at=r[8], run_at=r[9],
+            enqueued_at=r[10], attempted_at=r[11], unique_key=r[12], errors=r[13], timeout=r[14],
+        )
+
+
+def job_lease(job: Job) -> timedelta:
+    """The lease the claim gave the job (both times are the database's)."""
+    return job.lease_expires_at - job.attempted_at
+
+
+def heartbeat_interval(lease: timedelta) -> float:
+    """Extend a third of the way into a lease: two chances before it ends."""
+    return max(lease.total_seconds() / 3, 0.05)

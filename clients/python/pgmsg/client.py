@@ -1,0 +1,446 @@
+"""The synchronous client: Client for single calls, Consumer and Worker for
+the loops. Each call is one SQL function of the pgmsg schema
+(docs/sql-api.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import threading
+import time
+from datetime import timedelta
+from typing import Any, Callable, Iterator, List, Optional, Sequence
+
+import psycopg
+
+from ._common import (
+    Claim,
+    EnqueueResult,
+    Job,
+    JobSpec,
+    PublishResult,
+    Record,
+    Statements,
+    heartbeat_interval,
+    job_lease,
+)
+from .errors import PgmsgError, translate
+
+log = logging.getLogger("pgmsg")
+
+
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    try:
+        yield
+    except psycopg.Error as e:
+        pe = translate(e)
+        if pe is None:
+            raise
+        raise pe from e
+
+
+class Client:
+    """Calls the SQL API on a psycopg connection the caller owns.
+
+    Each method runs in the connection's current transaction: with
+    autocommit each call is its own transaction; without it, publish and
+    enqueue commit with the caller's other writes (an outbox), and a claim
+    and its commit can share the transaction of the handler's writes.
+    """
+
+    def __init__(self, conn: psycopg.Connection, schema: str = "pgmsg"):
+        self.conn = conn
+        self.sql = Statements(schema)
+
+    def _rows(self, query: Any, args: dict) -> List[tuple]:
+        with _errors(), self.conn.cursor() as cur:
+            cur.execute(query, args)
+            return cur.fetchall()
+
+    # The log -----------------------------------------------------------------
+
+    def publish(self, topic: str, records: Sequence[Record], partition: Optional[int] = None) -> List[PublishResult]:
+        """Appends records (values, keys, headers, timestamps) in one call of
+        publish(); returns one row per partition written. A record's
+        partition is `partition`, else its key's hash, else one random
+        partition for the call's unkeyed records."""
+        rows = self._rows(self.sql.publish, Statements.publish_args(topic, records, partition))
+        return [PublishResult(*r) for r in rows]
+
+    def claim(
+        self,
+        topic: str,
+        group: str,
+        max_records: int = 100,
+        lease: timedelta = timedelta(seconds=30),
+        partition: Optional[int] = None,
+        start: str = "earliest",
+    ) -> Optional[Claim]:
+        """Leases the next records of one partition to the caller (None:
+        nothing to read). The group is created at `start` on first use."""
+        rows = self._rows(
+            self.sql.claim,
+            {"topic": topic, "group": group, "max_records": max_records, "lease": lease,
+             "partition": partition, "start": start},
+        )
+        return Statements.to_claim(topic, group, rows)
+
+    def commit(self, claim: Claim) -> int:
+        """Moves the group's cursor past the claim; returns the new cursor.
+        PM008/PM009 when the claim was lost (its records come again)."""
+        return self._rows(self.sql.commit, Statements.claim_key(claim))[0][0]
+
+    def release(self, claim: Claim) -> None:
+        """Ends the claim without moving the cursor: redelivered at once."""
+        self._rows(self.sql.release, Statements.claim_key(claim))
+
+    def extend(self, claim: Claim, lease: timedelta = timedelta(seconds=30)) -> None:
+        """Keeps the claim until now + lease (a heartbeat for slow handlers)."""
+        args = Statements.claim_key(claim)
+        args["lease"] = lease
+        claim.expires_at = self._rows(self.sql.extend, args)[0][0]
+
+    # The queue ---------------------------------------------------------------
+
+    def enqueue(self, queue: str, payload: bytes, **opts: Any) -> EnqueueResult:
+        """One job; opts are JobSpec's fields (kind, priority, run_at, delay,
+        max_attempts, unique_key, timeout, tags, metadata)."""
+        return self.enqueue_many(queue, [JobSpec(payload=payload, **opts)])[0]
+
+    def enqueue_many(self, queue: str, jobs: Sequence[JobSpec]) -> List[EnqueueResult]:
+        """A batch in one call of enqueue_many(); one result per job, in order."""
+        rows = self._rows(self.sql.enqueue_many, Statements.enqueue_args(queue, jobs))
+        return [EnqueueResult(*r) for r in rows]
+
+    def ensure_queue(self, queue: str) -> None:
+        """Creates the queue with default settings unless it exists."""
+        self._rows(self.sql.queue_ensure, {"queue": queue})
+
+    def claim_jobs(
+        self, queue: str, limit: int = 1, lease: Optional[timedelta] = None, worker: Optional[str] = None
+    ) -> List[Job]:
+        """Leases up to `limit` claimable jobs (lease None: the queue's)."""
+        rows = self._rows(self.sql.job_claim, {"queue": queue, "limit": limit, "lease": lease, "worker": worker})
+        return [Statements.to_job(r) for r in rows]
+
+    def complete(self, job: Job, result: Any = None) -> None:
+        """Archives the job with an optional JSON result. PM106 if the
+        lease was lost (the job ran again elsewhere or was cancelled)."""
+        res = None if result is None else json.dumps(result)
+        self._rows(self.sql.job_complete, {"id": job.id, "token": job.lease_token, "result": res})
+
+    def fail(self, job: Job, error: str, retry_in: Optional[timedelta] = None, dead: bool = False) -> str:
+        """Records the error and schedules a retry (or dead); returns the state."""
+        rows = self._rows(
+            self.sql.job_fail,
+            {"id": job.id, "token": job.lease_token, "error": error, "retry_in": retry_in, "dead": dead},
+        )
+        return rows[0][0]
+
+    def extend_job(self, job: Job, lease: Optional[timedelta] = None) -> None:
+        """Heartbeat: the job's lease ends `lease` (None: the queue's) from now."""
+        job.lease_expires_at = self._rows(
+            self.sql.job_extend, {"id": job.id, "token": job.lease_token, "lease": lease}
+        )[0][0]
+
+    def extend_jobs(self, jobs: Sequence[Job], lease: Optional[timedelta] = None) -> List[int]:
+        """Extends every held job of `jobs`; returns the ids still held."""
+        if not jobs:
+            return []
+        rows = self._rows(
+            self.sql.job_extend_many,
+            {"ids": [j.id for j in jobs], "tokens": [j.lease_token for j in jobs], "lease": lease},
+        )
+        return [r[0] for r in rows]
+
+    def snooze(self, job: Job, delay: timedelta = timedelta(0)) -> None:
+        """Puts the job back without counting the attempt (0: a release)."""
+        self._rows(self.sql.job_snooze, {"id": job.id, "token": job.lease_token, "delay": delay})
+
+
+class _Pending:
+    """Payloads notified and not waited for yet. psycopg hands the
+    notifications it reads while running a statement (LISTEN itself: one
+    may arrive with its answer) to the connection's handlers and drops them
+    otherwise, so they are collected here as well as those read while
+    waiting. A set of topic and queue names: bounded, and a stale entry
+    costs one early claim."""
+
+    def __init__(self) -> None:
+        self.payloads: set = set()
+
+    def handler(self, n: Any) -> None:
+        self.payloads.add(n.payload)
+
+    def take(self, pg: Any, payload: str) -> bool:
+        """Collects what libpq holds; True (and forgets it) if payload came."""
+        while True:
+            n = pg.notifies()
+            if n is None:
+                break
+            self.payloads.add(n.extra.decode())
+        if payload in self.payloads:
+            self.payloads.discard(payload)
+            return True
+        return False
+
+
+class Listener:
+    """LISTEN on the schema's channel on a dedicated connection. Wake-ups
+    only: callers poll anyway, so a lost connection costs latency, not
+    correctness, and is opened again on the next wait."""
+
+    def __init__(self, conninfo: str, statements: Statements):
+        self.conninfo = conninfo
+        self.sql = statements
+        self.conn: Optional[psycopg.Connection] = None
+        self.pending = _Pending()
+        # interrupt() writes to this pipe to end a wait from another thread.
+        self._wake_r, self._wake_w = os.pipe()
+
+    def _open(self) -> None:
+        self.conn = psycopg.connect(self.conninfo, autocommit=True)
+        self.conn.add_notify_handler(self.pending.handler)
+        self.conn.execute(self.sql.listen)
+
+    def wait(self, payload: str, timeout: float) -> bool:
+        """Waits up to timeout seconds for a notification with `payload`
+        (a topic name, or 'queue:<name>'); True if one came."""
+        deadline = time.monotonic() + timeout
+        try:
+            if self.conn is None or self.conn.closed:
+                self._open()
+            assert self.conn is not None
+            pg = self.conn.pgconn
+            while True:
+                # psycopg 3.1 has no notifies(timeout=): take what libpq
+                # already parsed, else wait for the socket and parse.
+                if self.pending.take(pg, payload):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                ready, _, _ = select.select([self.conn.fileno(), self._wake_r], [], [], left)
+                if not ready:
+                    return False
+                if self._wake_r in ready:
+                    os.read(self._wake_r, 512)
+                    return False
+                pg.consume_input()
+        except (psycopg.Error, OSError) as e:
+            log.info("pgmsg: listener lost (%s); polling until it is back", e)
+            self._disconnect()
+            select.select([self._wake_r], [], [], max(0.0, deadline - time.monotonic()))  # stop() ends it
+            return False
+
+    def interrupt(self) -> None:
+        """Ends a wait in progress (thread-safe)."""
+        os.write(self._wake_w, b"x")
+
+    def _disconnect(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            self.conn = None
+
+    def close(self) -> None:
+        self._disconnect()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+@contextlib.contextmanager
+def _lost_claim() -> Iterator[None]:
+    """A claim that expired or was taken over (PM008, PM009) is not the
+    loop's error: its records are delivered again, to whoever claims next."""
+    try:
+        yield
+    except PgmsgError as e:
+        if e.code not in ("PM008", "PM009"):
+            raise
+        log.warning("pgmsg: claim lost before its commit: %s", e)
+
+
+class _Heartbeat:
+    """Calls beat every interval seconds on a thread while a handler runs.
+    A beat that fails (the lease was lost) is logged and stops the beats:
+    the commit or completion that follows reports the loss."""
+
+    def __init__(self, interval: float, beat: Callable[[], None]):
+        self.interval = interval
+        self.beat = beat
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            try:
+                self.beat()
+            except Exception as e:  # noqa: BLE001 - reported by the commit
+                log.warning("pgmsg: heartbeat failed: %s", e)
+                return
+
+    def __enter__(self) -> "_Heartbeat":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stopped.set()
+        self.thread.join()
+
+
+class _Loop:
+    """What Consumer and Worker share: a connection of their own (autocommit,
+    each call its own transaction), a Listener, and a stop event."""
+
+    def __init__(self, conninfo: str, schema: str, listen: bool, poll_interval: float):
+        self.conn = psycopg.connect(conninfo, autocommit=True)
+        self.client = Client(self.conn, schema)
+        self.listener = Listener(conninfo, self.client.sql) if listen else None
+        self.poll_interval = poll_interval
+        self.stop_event = threading.Event()
+
+    def stop(self) -> None:
+        """Makes run() return after the claim in hand (thread-safe)."""
+        self.stop_event.set()
+        if self.listener is not None:
+            self.listener.interrupt()
+
+    def _idle(self, payload: str) -> None:
+        if self.listener is not None:
+            self.listener.wait(payload, self.poll_interval)
+        else:
+            self.stop_event.wait(self.poll_interval)
+
+    def close(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+        self.conn.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Consumer(_Loop):
+    """Consumes a topic as a consumer group: claim, handle, commit.
+
+    handler(claim) gets one partition's records in offset order. Returning
+    commits them; raising releases the claim, so the same records come
+    again (after retry_backoff seconds), in order. While the handler runs
+    the claim is extended every third of its lease. Several Consumers of
+    one group (in any process or language) share the partitions: a claimed
+    partition is nobody else's until its claim ends.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        topic: str,
+        group: str,
+        *,
+        schema: str = "pgmsg",
+        max_records: int = 100,
+        lease: timedelta = timedelta(seconds=30),
+        poll_interval: float = 1.0,
+        retry_backoff: float = 1.0,
+        start: str = "earliest",
+        listen: bool = True,
+    ):
+        super().__init__(conninfo, schema, listen, poll_interval)
+        self.topic, self.group = topic, group
+        self.max_records, self.lease, self.start = max_records, lease, start
+        self.retry_backoff = retry_backoff
+
+    def run_once(self, handler: Callable[[Claim], None]) -> bool:
+        """One claim, handled and committed (or released). False: nothing to read."""
+        c = self.client
+        claim = c.claim(self.topic, self.group, self.max_records, self.lease, start=self.start)
+        if claim is None:
+            return False
+        try:
+            with _Heartbeat(heartbeat_interval(self.lease), lambda: c.extend(claim, self.lease)):
+                handler(claim)
+        except Exception as e:  # noqa: BLE001 - the handler's error: deliver again
+            log.warning("pgmsg: handler failed on %s[%d] from offset %s: %s",
+                        self.topic, claim.partition, claim.records[0].offset, e)
+            with _lost_claim():
+                c.release(claim)
+            self.stop_event.wait(self.retry_backoff)
+            return True
+        with _lost_claim():
+            c.commit(claim)
+        return True
+
+    def run(self, handler: Callable[[Claim], None]) -> None:
+        """Runs until stop(): claims while there is something to read, else
+        waits for a publish notification or poll_interval."""
+        while not self.stop_event.is_set():
+            if not self.run_once(handler):
+                self._idle(self.topic)
+
+
+class Worker(_Loop):
+    """Works a queue: claim, handle, complete or fail.
+
+    handler(job) returns the job's result (any JSON value, or None), which
+    completes it; raising fails the attempt with the error's text (retried
+    after the queue's backoff, dead after its last attempt). While the
+    handler runs, the claimed jobs' leases are extended every third of the
+    lease. batch jobs are claimed at a time and handled one after another.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        queue: str,
+        *,
+        schema: str = "pgmsg",
+        batch: int = 1,
+        lease: Optional[timedelta] = None,
+        worker_id: Optional[str] = None,
+        poll_interval: float = 1.0,
+        listen: bool = True,
+    ):
+        super().__init__(conninfo, schema, listen, poll_interval)
+        self.queue, self.batch, self.lease, self.worker_id = queue, batch, lease, worker_id
+
+    def run_once(self, handler: Callable[[Job], Any]) -> int:
+        """One claim of up to batch jobs, each handled; returns how many."""
+        c = self.client
+        jobs = c.claim_jobs(self.queue, self.batch, self.lease, self.worker_id)
+        pending = list(jobs)
+        for job in jobs:
+            # The beat extends every job of the claim not finished yet.
+            with _Heartbeat(heartbeat_interval(job_lease(job)), lambda: c.extend_jobs(pending, self.lease)):
+                try:
+                    result = handler(job)
+                except Exception as e:  # noqa: BLE001 - the handler's error fails the attempt
+                    err: Optional[Exception] = e
+                else:
+                    err = None
+            pending.remove(job)
+            try:
+                if err is None:
+                    c.complete(job, result)
+                else:
+                    c.fail(job, f"{type(err).__name__}: {err}")
+            except Exception as e:  # noqa: BLE001 - a lost lease: the job runs again elsewhere
+                log.warning("pgmsg: finishing job %d failed: %s", job.id, e)
+        return len(jobs)
+
+    def run(self, handler: Callable[[Job], Any]) -> None:
+        """Runs until stop(): claims while jobs are claimable, else waits
+        for an enqueue notification or poll_interval. The queue is created
+        (default settings) if it does not exist, as enqueue would."""
+        self.client.ensure_queue(self.queue)
+        while not self.stop_event.is_set():
+            if self.run_once(handler) == 0:
+                self._idle("queue:" + self.queue)
