@@ -97,6 +97,9 @@ func (b *Backend) Publish(ctx context.Context, records []*pgmsg.Record, opts *pg
 			return err
 		}
 	}
+	if err := b.checkPlacement(ctx, records, manual); err != nil {
+		return err
+	}
 	errs := make([]error, len(records))
 	done := make(chan struct{}, len(records))
 	for i, r := range records {
@@ -109,6 +112,29 @@ func (b *Backend) Publish(ctx context.Context, records []*pgmsg.Record, opts *pg
 		<-done
 	}
 	return firstError(errs)
+}
+
+// checkPlacement fails with ErrUnknownTopic when a record's topic does
+// not exist, and under manual partitioning with ErrPartitionOutOfRange
+// when its partition is not one of the topic's: bad input is refused
+// before anything is written (one metadata request per call).
+func (b *Backend) checkPlacement(ctx context.Context, records []*pgmsg.Record, manual bool) error {
+	partitions := map[string]int{}
+	for _, r := range records {
+		n, ok := partitions[r.Topic]
+		if !ok {
+			td, err := b.topicDetail(ctx, r.Topic)
+			if err != nil {
+				return err
+			}
+			n = len(td.Partitions)
+			partitions[r.Topic] = n
+		}
+		if manual && int(r.Partition) >= n {
+			return pgmsg.NewError(pgmsg.ErrPartitionOutOfRange, nil, "partition %d out of range: topic %q has %d partitions", r.Partition, r.Topic, n)
+		}
+	}
+	return nil
 }
 
 func firstError(errs []error) error {

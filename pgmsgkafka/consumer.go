@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sort"
 	"strconv"
@@ -121,9 +122,7 @@ type consumer struct {
 	client *kgo.Client
 	group  string
 	opts   pgmsg.LogConsumerOpts
-	log    interface {
-		Warn(msg string, args ...any)
-	}
+	log    *slog.Logger
 	// blocked receives a signal when a rebalance waits for the claims
 	// being handled (OnPartitionsCallbackBlocked): a claim waiting to be
 	// handed over again gives up its partition instead.
@@ -341,7 +340,8 @@ func (c *consumer) handle(ctx context.Context, cl *pgmsg.Claim, handler func(con
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		c.log.Warn("pgmsgkafka: handler failed; records handed over again after the backoff", "topic", cl.Topic,
+		// The handler's error is the application's to log, as on PostgreSQL.
+		c.log.Debug("pgmsgkafka: handler failed; records handed over again after the backoff", "topic", cl.Topic,
 			"partition", cl.Partition, "group", c.group, "backoff", backoff, "error", herr)
 		t := time.NewTimer(backoff)
 		select {

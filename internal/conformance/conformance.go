@@ -241,8 +241,9 @@ func testKeyedPlacement(t *testing.T, s *suite) {
 }
 
 // testManualPartition: PublishOpts.ManualPartition places records where
-// asked; a partition the topic does not have fails with
-// ErrPartitionOutOfRange and stores nothing.
+// asked; a call naming a partition the topic does not have fails with
+// ErrPartitionOutOfRange, one naming a topic that does not exist with
+// ErrUnknownTopic, and neither stores any of its records.
 func testManualPartition(t *testing.T, s *suite) {
 	topic := s.topic(t, 3)
 	recs := []*pgmsg.Record{
@@ -252,16 +253,25 @@ func testManualPartition(t *testing.T, s *suite) {
 	require.NoError(t, s.b.Publish(s.ctx, recs, &pgmsg.PublishOpts{ManualPartition: true}))
 	require.Equal(t, int32(2), recs[0].Partition)
 	require.Equal(t, int32(0), recs[1].Partition)
-	err := s.b.Publish(s.ctx, []*pgmsg.Record{{Topic: topic, Partition: 3, Value: []byte("z")}}, &pgmsg.PublishOpts{ManualPartition: true})
+	err := s.b.Publish(s.ctx, []*pgmsg.Record{
+		{Topic: topic, Partition: 1, Value: []byte("ok")},
+		{Topic: topic, Partition: 3, Value: []byte("z")},
+	}, &pgmsg.PublishOpts{ManualPartition: true})
 	require.ErrorIs(t, err, pgmsg.ErrPartitionOutOfRange)
 	require.Equal(t, "PM005", pgmsg.ErrorCode(err))
+	err = s.b.Publish(s.ctx, []*pgmsg.Record{
+		{Topic: topic, Value: []byte("ok")},
+		{Topic: name("missing"), Value: []byte("z")},
+	}, nil)
+	require.ErrorIs(t, err, pgmsg.ErrUnknownTopic)
+	require.Equal(t, "PM001", pgmsg.ErrorCode(err))
 	d, err := s.b.DescribeTopic(s.ctx, topic)
 	require.NoError(t, err)
 	var total int64
 	for _, p := range d.PartitionInfo {
 		total += p.NextOffset - p.StartOffset
 	}
-	require.Equal(t, int64(2), total, "the refused record was not stored")
+	require.Equal(t, int64(2), total, "the refused calls stored nothing")
 }
 
 // testHeadersAndTimestamps: key, value, headers and a producer-set
