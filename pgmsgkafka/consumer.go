@@ -229,6 +229,8 @@ func (c *consumer) Run(ctx context.Context, handler func(ctx context.Context, cl
 		}
 		fetches := c.client.PollRecords(ctx, c.opts.MaxRecords)
 		if ctx.Err() != nil {
+			// Records polled as ctx ended are given back, for a later Run.
+			c.rewind(c.claims(fetches))
 			c.client.AllowRebalance()
 			return ctx.Err()
 		}
@@ -314,8 +316,9 @@ func (c *consumer) handleAll(ctx context.Context, claims []*pgmsg.Claim, handler
 		cerr := c.client.CommitRecords(cctx, done...)
 		cancel()
 		if cerr != nil {
-			// At-least-once: the records are delivered again.
-			c.log.Warn("pgmsgkafka: commit failed; the records will be delivered again", "group", c.group, "error", cerr)
+			// At-least-once: if no later commit covers them before the
+			// partition moves, the records are delivered again.
+			c.log.Warn("pgmsgkafka: commit failed; the records may be delivered again", "group", c.group, "error", cerr)
 		}
 	}
 	if errors.Is(err, errRebalance) {

@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"RedeliveryAcrossRebalance", testRedeliveryAcrossRebalance},
 		{"Rebalance", testRebalance},
 		{"ResetByOffsetAndTimestamp", testReset},
+		{"StartPosition", testStartPosition},
 		{"Admin", testAdmin},
 	}
 	for _, tc := range tests {
@@ -629,6 +630,56 @@ func testReset(t *testing.T, s *suite) {
 	gps, err := s.b.ResetGroup(s.ctx, topic, group, "4", &p)
 	require.NoError(t, err)
 	require.Equal(t, []int64{4}, []int64{gps[0].NextOffset})
+}
+
+// testStartPosition: a new group starts where LogConsumerOpts.Start says:
+// the latest record, an offset or a timestamp; a bad position fails with
+// ErrInvalidOffset (when the consumer is made, or when it runs).
+func testStartPosition(t *testing.T, s *suite) {
+	topic := s.topic(t, 1)
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	recs := make([]*pgmsg.Record, 5)
+	for i := range recs {
+		recs[i] = &pgmsg.Record{Topic: topic, Value: []byte(strconv.Itoa(i)), Timestamp: base.Add(time.Duration(i) * time.Second)}
+	}
+	require.NoError(t, s.b.Publish(s.ctx, recs, nil))
+	first := func(start string) *member {
+		m := s.start(t, name("g"), topic, &pgmsg.LogConsumerOpts{Start: start}, nil)
+		return m
+	}
+	at2 := first("2")
+	at3 := first(base.Add(3 * time.Second).Format(time.RFC3339))
+	latest := first(pgmsg.PositionLatest)
+	eventually(t, "the offset and timestamp starts read to the end", func() bool {
+		return len(at2.got()) == 3 && len(at3.got()) == 2
+	})
+	require.Equal(t, int64(2), at2.got()[0].Offset)
+	require.Equal(t, int64(3), at3.got()[0].Offset)
+	// latest: none of the records there before it. (Kafka resolves
+	// "latest" when the member first fetches, a moment after it joined:
+	// publish until it reads one.)
+	deadline := time.Now().Add(wait)
+	for len(latest.got()) == 0 {
+		require.True(t, time.Now().Before(deadline), "the latest member read nothing")
+		require.NoError(t, s.b.Publish(s.ctx, []*pgmsg.Record{{Topic: topic, Value: []byte("new")}}, nil))
+		for i := 0; i < 50 && len(latest.got()) == 0; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	require.GreaterOrEqual(t, latest.got()[0].Offset, int64(5))
+	require.Equal(t, []byte("new"), latest.got()[0].Value)
+
+	o := s.h.Consumer
+	o.Start = "not a position"
+	c, err := s.b.NewLogConsumer(name("g"), []string{topic}, &o)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(s.ctx, wait)
+		err = c.Run(ctx, func(context.Context, *pgmsg.Claim) error { return nil })
+		cancel()
+		c.Close()
+	}
+	require.ErrorIs(t, err, pgmsg.ErrInvalidOffset)
+	require.Equal(t, "PM011", pgmsg.ErrorCode(err))
 }
 
 // testAdmin: topics are created, described and deleted, groups listed and
