@@ -261,24 +261,32 @@ func (c *consumer) Run(ctx context.Context, handler func(ctx context.Context, cl
 	}
 }
 
+// claim is a pgmsg.Claim and the last Kafka record of it, whose offset
+// and leader epoch its commit presents.
+type claim struct {
+	*pgmsg.Claim
+	last *kgo.Record
+}
+
 // claims groups a poll's records by partition, in offset order.
-func (c *consumer) claims(fetches kgo.Fetches) []*pgmsg.Claim {
+func (c *consumer) claims(fetches kgo.Fetches) []claim {
 	_, generation := c.client.GroupMetadata()
 	type tp struct {
 		topic     string
 		partition int32
 	}
-	var out []*pgmsg.Claim
-	index := map[tp]*pgmsg.Claim{}
+	var out []claim
+	index := map[tp]int{}
 	fetches.EachRecord(func(r *kgo.Record) {
 		k := tp{r.Topic, r.Partition}
-		cl := index[k]
-		if cl == nil {
-			cl = &pgmsg.Claim{Topic: r.Topic, Group: c.group, Partition: r.Partition, Epoch: int64(generation)}
-			index[k] = cl
-			out = append(out, cl)
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, claim{Claim: &pgmsg.Claim{Topic: r.Topic, Group: c.group, Partition: r.Partition, Epoch: int64(generation)}})
 		}
-		cl.Records = append(cl.Records, fromKafka(r))
+		out[i].Records = append(out[i].Records, fromKafka(r))
+		out[i].last = r
 	})
 	return out
 }
@@ -300,16 +308,15 @@ func fromKafka(r *kgo.Record) *pgmsg.Record {
 // handleAll hands each claim to handler, with redelivery, and commits
 // those handled. Claims not handled (ctx ended, or a rebalance waits) are
 // rewound. It returns ctx's error, or nil.
-func (c *consumer) handleAll(ctx context.Context, claims []*pgmsg.Claim, handler func(context.Context, *pgmsg.Claim) error) error {
+func (c *consumer) handleAll(ctx context.Context, claims []claim, handler func(context.Context, *pgmsg.Claim) error) error {
 	var done []*kgo.Record
 	var err error
 	for i, cl := range claims {
-		if err = c.handle(ctx, cl, handler); err != nil {
+		if err = c.handle(ctx, cl.Claim, handler); err != nil {
 			c.rewind(claims[i:])
 			break
 		}
-		last := cl.Records[len(cl.Records)-1]
-		done = append(done, &kgo.Record{Topic: cl.Topic, Partition: cl.Partition, Offset: last.Offset, LeaderEpoch: -1})
+		done = append(done, cl.last)
 	}
 	if len(done) > 0 {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
@@ -363,7 +370,7 @@ func (c *consumer) handle(ctx context.Context, cl *pgmsg.Claim, handler func(con
 // rewind sets the fetch position of each claim's partition back to its
 // first record (called before AllowRebalance, while the partitions are
 // still this member's).
-func (c *consumer) rewind(claims []*pgmsg.Claim) {
+func (c *consumer) rewind(claims []claim) {
 	set := map[string]map[int32]kgo.EpochOffset{}
 	for _, cl := range claims {
 		if set[cl.Topic] == nil {
