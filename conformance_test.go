@@ -14,6 +14,7 @@ import (
 // TestConformance runs the log interfaces' suite against PostgreSQL (the
 // same suite runs against Kafka in pgmsgkafka).
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, conformance.Harness{
 		New: func(t *testing.T) pgmsg.Backend {
 			// A small pool: the suite's tests run in parallel on a

@@ -37,6 +37,7 @@ func newBackend(t *testing.T) *pgmsgkafka.Backend {
 // TestConformance runs the log interfaces' suite against Kafka: kfake, or
 // the cluster in KAFKA_BROKERS.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, conformance.Harness{
 		New: func(t *testing.T) pgmsg.Backend { return newBackend(t) },
 		Consumer: pgmsg.LogConsumerOpts{HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 6 * time.Second,
