@@ -244,7 +244,9 @@ func testKeyedPlacement(t *testing.T, s *suite) {
 // testManualPartition: PublishOpts.ManualPartition places records where
 // asked; a call naming a partition the topic does not have fails with
 // ErrPartitionOutOfRange, one naming a topic that does not exist with
-// ErrUnknownTopic, and neither stores any of its records.
+// ErrUnknownTopic, and neither stores any of its records; a producer
+// fails records to a missing topic, nil records and records produced
+// after Close.
 func testManualPartition(t *testing.T, s *suite) {
 	topic := s.topic(t, 3)
 	recs := []*pgmsg.Record{
@@ -266,6 +268,15 @@ func testManualPartition(t *testing.T, s *suite) {
 	}, nil)
 	require.ErrorIs(t, err, pgmsg.ErrUnknownTopic)
 	require.Equal(t, "PM001", pgmsg.ErrorCode(err))
+	p, err := s.b.NewLogProducer(nil)
+	require.NoError(t, err)
+	err = p.ProduceSync(s.ctx, &pgmsg.Record{Topic: name("missing"), Value: []byte("z")})
+	require.ErrorIs(t, err, pgmsg.ErrUnknownTopic, "a producer's record to a missing topic")
+	err = p.ProduceSync(s.ctx, nil)
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "a nil record")
+	require.NoError(t, p.Close(s.ctx))
+	err = p.ProduceSync(s.ctx, &pgmsg.Record{Topic: topic, Value: []byte("z")})
+	require.ErrorIs(t, err, pgmsg.ErrClosed, "a closed producer")
 	d, err := s.b.DescribeTopic(s.ctx, topic)
 	require.NoError(t, err)
 	var total int64
