@@ -151,6 +151,16 @@ func newError(kind error, format string, args ...any) *Error {
 	return &Error{Code: sentinelToCode[kind], Message: fmt.Sprintf(format, args...), kind: kind}
 }
 
+// NewError returns an Error of sentinel kind (one of the ErrXxx) with
+// its code, wrapping cause (nil for none). Other backends of the
+// interfaces in backend.go (pgmsgkafka) use it, so that their errors match
+// the same sentinels and carry the same codes.
+func NewError(kind, cause error, format string, args ...any) *Error {
+	e := newError(kind, format, args...)
+	e.cause = cause
+	return e
+}
+
 // ErrorCode returns the stable code of err (PM001 ...), or "" if err has none.
 func ErrorCode(err error) string {
 	var e *Error
