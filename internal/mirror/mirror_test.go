@@ -190,10 +190,12 @@ func TestMirrorCopies(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics, err := mirror.NewMetrics(reg)
 	require.NoError(t, err)
+	var progress bytes.Buffer
 	cfg := mirror.Config{Client: b.client, Kafka: b.kafka, Topics: []string{"orders"}, CreateTopics: true,
-		Batch: 250, Metrics: metrics}
+		Batch: 250, Metrics: metrics, Progress: &progress, ProgressInterval: time.Millisecond}
 	s := run(t, cfg)
 	require.Equal(t, mirror.Stats{Mirrored: 3000}, s)
+	require.Regexp(t, `(?m)^pgmsg mirror: \d+ records mirrored \(\d+/s\), 0 skipped \(already in Kafka\), lag \d+$`, progress.String())
 	requireMirrored(t, b, "orders")
 	details, err := b.adm.ListTopics(context.Background(), "orders")
 	require.NoError(t, err)
@@ -209,7 +211,7 @@ func TestMirrorCopies(t *testing.T) {
 	// From the start again: Kafka has it all.
 	_, err = b.client.ResetGroup(context.Background(), "orders", mirror.GroupDefault, pgmsg.PositionEarliest, nil)
 	require.NoError(t, err)
-	cfg.Metrics = nil
+	cfg.Metrics, cfg.Progress = nil, nil
 	require.Equal(t, mirror.Stats{Skipped: 3000}, run(t, cfg))
 	requireMirrored(t, b, "orders")
 
