@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -68,8 +69,11 @@ func TranslateGroups(ctx context.Context, cfg GroupsConfig) ([]GroupOffset, erro
 	targets := map[partKey][]target{}
 	for _, t := range cfg.Topics {
 		mirror, err := cfg.Client.DescribeGroup(ctx, t, cfg.MirrorGroup)
+		if errors.Is(err, pgmsg.ErrUnknownGroup) {
+			return nil, newError(ErrNotMirrored, fmt.Sprintf("the mirror (group %q) has not copied topic %q yet: run pgmsg mirror first", cfg.MirrorGroup, t))
+		}
 		if err != nil {
-			return nil, fmt.Errorf("mirror group %q on %q: %w", cfg.MirrorGroup, t, err)
+			return nil, err
 		}
 		copied := map[int32]int64{}
 		for _, p := range mirror.Partitions {

@@ -191,3 +191,32 @@ func kafkaTotal(t *testing.T, b *bundle, topic string) int64 {
 	}
 	return sum
 }
+
+// TestMirrorCLIErrors checks that pgmsg mirror and mirror groups refuse
+// bad flags with a message that says what to do, and that a mirror error
+// shows its code.
+func TestMirrorCLIErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	createTopic(t, b, "orders", 2)
+	db := []string{"--database-url", b.pg.URL, "--schema", b.pg.Schema}
+	brokers := strings.Join(b.brokers, ",")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mirror", "--topics", "orders"}, "--brokers is required"},
+		{[]string{"mirror", "--brokers", brokers}, "--topics is required"},
+		{[]string{"mirror", "--brokers", brokers, "--topics", "orders", "--workers", "0"}, "--workers and --batch must be at least 1"},
+		{[]string{"mirror", "--brokers", brokers, "--topics", "orders", "--lease", "-1s"}, "must not be negative"},
+		{append([]string{"mirror", "--brokers", brokers, "--topics", "orders"}, db...), `kafka topic "orders" does not exist: create it with 2 partitions, or pass --create-topics [MR001]`},
+		{append([]string{"mirror", "--brokers", brokers, "--topics", "nope", "--create-topics"}, db...), "unknown topic 'nope' [PM001]"},
+		{[]string{"mirror", "groups", "--brokers", brokers, "--topics", "orders"}, "--groups is required"},
+		{append([]string{"mirror", "groups", "--brokers", brokers, "--topics", "orders", "--groups", "billing"}, db...), `the mirror (group "pgmsg-mirror") has not copied topic "orders" yet: run pgmsg mirror first [MR003]`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := cli.Main(tc.args, strings.NewReader(""), &stdout, &stderr)
+		require.Equal(t, 1, code, "%v: %s", tc.args, stderr.String())
+		require.Contains(t, stderr.String(), tc.want, "%v", tc.args)
+	}
+}

@@ -281,7 +281,8 @@ func TestTranslateGroups(t *testing.T) {
 	}
 	cfg := mirror.GroupsConfig{Client: b.client, Kafka: b.kafka, Groups: []string{"billing"}, Topics: []string{"orders"}}
 	_, err := mirror.TranslateGroups(ctx, cfg)
-	require.ErrorIs(t, err, pgmsg.ErrUnknownGroup, "no mirror group yet")
+	require.ErrorIs(t, err, mirror.ErrNotMirrored, "no mirror group yet")
+	require.Contains(t, err.Error(), "run pgmsg mirror first")
 
 	// The mirror group stands at 150 on every partition; billing is past
 	// that on partition 2.
