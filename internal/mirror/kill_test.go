@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -100,7 +101,7 @@ func TestMirrorKill9(t *testing.T) {
 		"--brokers", strings.Join(b.brokers, ","), "--topics", "events", "--create-topics",
 		"--batch", "200", "--lease", "2s", "--session-timeout", "1s", "--progress", "100ms"}
 	var out1 lockedBuffer
-	cmd := child(t, &out1, args...)
+	cmd := child(t, &out1, append(args, "--metrics-addr", "127.0.0.1:0")...)
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
@@ -119,6 +120,20 @@ func TestMirrorKill9(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// Its /metrics has the copied records and the lag per partition.
+	for !metricsServed(t, &out1, `pgmsg_mirror_records_total{partition="0",topic="events"}`,
+		`pgmsg_mirror_lag_records{partition="3",topic="events"}`) {
+		select {
+		case <-exited:
+			t.Fatalf("mirror exited before the kill: %s", out1.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no mirror metrics: %s", out1.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	http.DefaultClient.CloseIdleConnections()
 	require.NoError(t, cmd.Process.Kill())
 	<-exited
 	require.Equal(t, -1, cmd.ProcessState.ExitCode(), "killed by a signal")
@@ -219,4 +234,28 @@ func TestMirrorCLIErrors(t *testing.T) {
 		require.Equal(t, 1, code, "%v: %s", tc.args, stderr.String())
 		require.Contains(t, stderr.String(), tc.want, "%v", tc.args)
 	}
+}
+
+var metricsAddrRE = regexp.MustCompile(`serving /metrics on (http://\S+)`)
+
+// metricsServed reports whether the child's /metrics (its address read
+// from its stderr) serves every one of series.
+func metricsServed(t *testing.T, stderr *lockedBuffer, series ...string) bool {
+	t.Helper()
+	m := metricsAddrRE.FindStringSubmatch(stderr.String())
+	if m == nil {
+		return false
+	}
+	resp, err := http.Get(m[1] + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, s := range series {
+		if !strings.Contains(string(body), s) {
+			return false
+		}
+	}
+	return true
 }
