@@ -150,6 +150,7 @@ func requireMirrored(t *testing.T, b *bundle, topic string) {
 				require.Equal(t, pi.Partition, k.Partition)
 				require.Equal(t, r.Key, k.Key, "partition %d offset %d", pi.Partition, r.Offset)
 				require.Equal(t, r.Value, k.Value, "partition %d offset %d", pi.Partition, r.Offset)
+				require.Equal(t, r.Value == nil, k.Value == nil, "partition %d offset %d: a tombstone stays one", pi.Partition, r.Offset)
 				require.Equal(t, want, k.Headers, "partition %d offset %d", pi.Partition, r.Offset)
 				require.True(t, r.Timestamp.Equal(k.Timestamp), "partition %d offset %d: timestamp %s, Kafka %s",
 					pi.Partition, r.Offset, r.Timestamp, k.Timestamp)
@@ -185,7 +186,12 @@ func TestMirrorCopies(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	createTopic(t, b, "orders", 3)
-	publish(t, b.client, "orders", 0, 3000, 64)
+	publish(t, b.client, "orders", 0, 2998, 64)
+	// A tombstone (NULL value) and an empty value.
+	require.NoError(t, b.client.Publish(context.Background(), []*pgmsg.Record{
+		{Topic: "orders", Key: []byte("gone"), Timestamp: baseTime},
+		{Topic: "orders", Key: []byte("empty"), Value: []byte{}, Timestamp: baseTime},
+	}, nil))
 
 	reg := prometheus.NewRegistry()
 	metrics, err := mirror.NewMetrics(reg)
@@ -197,6 +203,17 @@ func TestMirrorCopies(t *testing.T) {
 	require.Equal(t, mirror.Stats{Mirrored: 3000}, s)
 	require.Regexp(t, `(?m)^pgmsg mirror: \d+ records mirrored \(\d+/s\), 0 skipped \(already in Kafka\), lag \d+$`, progress.String())
 	requireMirrored(t, b, "orders")
+	nulls, empties := 0, 0
+	for _, ks := range kafkaRecords(t, b, "orders") {
+		for _, k := range ks {
+			if k.Value == nil {
+				nulls++
+			} else if len(k.Value) == 0 {
+				empties++
+			}
+		}
+	}
+	require.Equal(t, []int{1, 1}, []int{nulls, empties}, "one tombstone, one empty value")
 	details, err := b.adm.ListTopics(context.Background(), "orders")
 	require.NoError(t, err)
 	require.Len(t, details["orders"].Partitions, 3)
