@@ -383,3 +383,39 @@ func metric(t *testing.T, reg *prometheus.Registry, name, topic string, partitio
 	t.Fatalf("no metric %s{topic=%q,partition=%d}", name, topic, partition)
 	return 0
 }
+
+// TestMirrorTwoMirrors runs two mirrors in the same group, the second
+// joining while the first copies: partitions move between them, and each
+// reads a partition's Kafka tail when it gets it, so every record is in
+// Kafka once.
+func TestMirrorTwoMirrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	createTopic(t, b, "orders", 4)
+	publish(t, b.client, "orders", 0, 10000, 64)
+	cfg := mirror.Config{Client: b.client, Kafka: b.kafka, Topics: []string{"orders"}, CreateTopics: true,
+		Workers: 2, Batch: 100, Drain: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m1, err := mirror.New(cfg)
+	require.NoError(t, err)
+	defer m1.Close()
+	done1 := make(chan error, 1)
+	go func() { done1 <- m1.Run(ctx) }()
+	for kafkaTotal(t, b, "orders") < 1000 {
+		select {
+		case err := <-done1:
+			t.Fatalf("the first mirror stopped early: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	m2, err := mirror.New(cfg)
+	require.NoError(t, err)
+	defer m2.Close()
+	require.NoError(t, m2.Run(ctx))
+	require.NoError(t, <-done1)
+	s1, s2 := m1.Stats(), m2.Stats()
+	t.Logf("first mirror %+v, second %+v", s1, s2)
+	require.Equal(t, int64(10000), s1.Mirrored+s2.Mirrored)
+	requireMirrored(t, b, "orders")
+}
