@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"time"
@@ -43,7 +44,7 @@ func pgmsgOffset(r *kgo.Record) (offset int64, ok bool, err error) {
 // set (with the broker's default replication factor). More partitions in
 // Kafka are allowed (the extra ones get nothing from the mirror); fewer
 // are refused, since partition numbers must be kept.
-func ensureTopics(ctx context.Context, adm *kadm.Client, partitions map[string]int32, create bool) error {
+func ensureTopics(ctx context.Context, adm *kadm.Client, partitions map[string]int32, create bool, logger *slog.Logger) error {
 	names := make([]string, 0, len(partitions))
 	for t := range partitions {
 		names = append(names, t)
@@ -69,8 +70,13 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, partitions map[string]i
 			}
 			continue
 		}
-		if got := int32(len(d.Partitions)); got < want {
+		got := int32(len(d.Partitions))
+		if got < want {
 			return newError(ErrKafkaPartitions, fmt.Sprintf("kafka topic %q has %d partitions, pgmsg topic has %d: add partitions in Kafka first (partition numbers are kept)", t, got, want))
+		}
+		if got > want {
+			logger.Warn("pgmsg mirror: the Kafka topic has more partitions than the pgmsg topic: the extra ones get nothing from the mirror, and Kafka producers' default partitioner will send keys elsewhere than pgmsg did",
+				"topic", t, "kafka_partitions", got, "pgmsg_partitions", want)
 		}
 	}
 	// A new topic's metadata may take a moment to reach every broker:

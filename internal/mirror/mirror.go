@@ -192,7 +192,7 @@ func (m *Mirror) prepare(ctx context.Context) error {
 		}
 		m.partitions[t] = int32(d.Partitions)
 	}
-	return ensureTopics(ctx, m.adm, m.partitions, m.cfg.CreateTopics)
+	return ensureTopics(ctx, m.adm, m.partitions, m.cfg.CreateTopics, m.cfg.Logger)
 }
 
 // Run mirrors until ctx ends (then it returns nil) or, with Drain, until
