@@ -172,7 +172,8 @@ again (IN FLIGHT says where); stop the group's pgmsg consumers first.
 
 A position past the mirror's (group --mirror-group) is refused: let the mirror
 catch up first (pgmsg mirror --drain). Kafka refuses the commit while the Kafka
-group has live members. Each Kafka partition is read once from its start.`,
+group has live members. It reads each Kafka partition's tail, further back
+only as far as the positions need.`,
 		Example: `  pgmsg mirror groups --brokers kafka:9092 --topics orders --groups billing,audit
   pgmsg mirror groups --brokers kafka:9092 --topics orders --groups billing --dry-run`,
 		Args: cobra.NoArgs,

@@ -53,10 +53,9 @@ type GroupsConfig struct {
 // while the Kafka group has live members.
 //
 // Kafka offsets cannot be computed from pgmsg offsets (compaction leaves
-// gaps in pgmsg, a restart may have written records twice, producers may
-// write to the Kafka topic too), so each partition is read once from its
-// start, matching OffsetHeader values with the positions of all groups at
-// once: the time this takes grows with the size of the Kafka topic.
+// gaps in pgmsg, the mirror may have started past offset 0, producers may
+// write to the Kafka topic too): they are found by the records'
+// OffsetHeader, see kafkaOffsets.
 func TranslateGroups(ctx context.Context, cfg GroupsConfig) ([]GroupOffset, error) {
 	if cfg.MirrorGroup == "" {
 		cfg.MirrorGroup = GroupDefault
@@ -111,43 +110,21 @@ func TranslateGroups(ctx context.Context, cfg GroupsConfig) ([]GroupOffset, erro
 	if err != nil {
 		return nil, err
 	}
-	// found[k] is how many of targets[k] (in order) have their offset;
-	// after[k] is the Kafka offset after the last mirrored record, where
-	// positions past every mirrored record start.
-	found := map[partKey]int{}
-	after := map[partKey]int64{}
-	todo := map[string]map[int32]span{}
-	for k := range targets {
+	for k, ts := range targets {
 		s, ok := spans[k.topic][k.partition]
 		if !ok {
 			return nil, newError(ErrKafkaPartitions, fmt.Sprintf("kafka topic %q has no partition %d", k.topic, k.partition))
 		}
-		after[k] = s.From
-		if todo[k.topic] == nil {
-			todo[k.topic] = map[int32]span{}
+		cs := make([]int64, len(ts))
+		for i, t := range ts {
+			cs[i] = t.c
 		}
-		todo[k.topic][k.partition] = s
-	}
-	err = scan(ctx, cfg.Kafka, todo, func(r *kgo.Record) error {
-		o, ok, err := pgmsgOffset(r)
-		if err != nil || !ok {
-			return err
+		kafka, err := kafkaOffsets(ctx, cfg.Kafka, k, s, cs)
+		if err != nil {
+			return nil, err
 		}
-		k := partKey{r.Topic, r.Partition}
-		after[k] = r.Offset + 1
-		ts := targets[k]
-		for found[k] < len(ts) && ts[found[k]].c <= o {
-			out[ts[found[k]].i].KafkaOffset = r.Offset
-			found[k]++
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	for k, ts := range targets {
-		for _, t := range ts[found[k]:] {
-			out[t.i].KafkaOffset = after[k]
+		for i, t := range ts {
+			out[t.i].KafkaOffset = kafka[i]
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -180,4 +157,64 @@ func TranslateGroups(ctx context.Context, cfg GroupsConfig) ([]GroupOffset, erro
 		}
 	}
 	return out, nil
+}
+
+// mirrored is a Kafka record's offset and its OffsetHeader.
+type mirrored struct{ kafka, pgmsg int64 }
+
+// kafkaOffsets returns, for each pgmsg position of cs (ascending), the
+// offset of the first record of Kafka partition k (span s) mirrored from
+// that position or a later one, or the offset after the last mirrored
+// record when there is none (the position is past every record copied).
+//
+// It reads the partition's tail first, tailWindow records and eight times
+// more each round: the positions of groups that switch over are usually
+// near the end. A window answers when its mirrored records' pgmsg offsets
+// increase strictly and its first one is below every position: the mirror
+// writes a partition in order and resumes after the last record Kafka
+// holds, so no record before the window can come from a position at or
+// past it. Otherwise (records written twice by a crash the mirror did not
+// see) it widens the window, up to the whole partition, where the first
+// record at or past a position is the answer whatever the order: every
+// record from that position on lies after it.
+func kafkaOffsets(ctx context.Context, opts []kgo.Opt, k partKey, s span, cs []int64) ([]int64, error) {
+	for w := int64(tailWindow); ; w *= 8 {
+		from := max(s.From, s.To-w)
+		var recs []mirrored
+		increasing := true
+		err := scan(ctx, opts, map[string]map[int32]span{k.topic: {k.partition: {from, s.To}}}, func(r *kgo.Record) error {
+			o, ok, err := pgmsgOffset(r)
+			if err != nil || !ok {
+				return err
+			}
+			if n := len(recs); n > 0 && o <= recs[n-1].pgmsg {
+				increasing = false
+			}
+			recs = append(recs, mirrored{r.Offset, o})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		whole := from == s.From
+		if !whole && (!increasing || len(recs) == 0 || recs[0].pgmsg >= cs[0]) {
+			continue
+		}
+		after := s.From
+		if len(recs) > 0 {
+			after = recs[len(recs)-1].kafka + 1
+		}
+		out := make([]int64, len(cs))
+		j := 0
+		for i, c := range cs {
+			for j < len(recs) && recs[j].pgmsg < c {
+				j++
+			}
+			out[i] = after
+			if j < len(recs) {
+				out[i] = recs[j].kafka
+			}
+		}
+		return out, nil
+	}
 }

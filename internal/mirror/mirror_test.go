@@ -419,3 +419,57 @@ func TestMirrorTwoMirrors(t *testing.T) {
 	require.Equal(t, int64(10000), s1.Mirrored+s2.Mirrored)
 	requireMirrored(t, b, "orders")
 }
+
+// TestTranslateGroupsTail translates positions found in the Kafka
+// partition's tail, positions that need the whole partition, and a
+// position past every mirrored record when producers have written to the
+// Kafka topic directly since (the Kafka group then reads their records).
+func TestTranslateGroupsTail(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	createTopic(t, b, "orders", 1)
+	publish(t, b.client, "orders", 0, 5000, 16)
+	run(t, mirror.Config{Client: b.client, Kafka: b.kafka, Topics: []string{"orders"}, CreateTopics: true})
+	for g, at := range map[string]string{"late": "4500", "early": "100", "done": "latest"} {
+		_, err := b.client.CreateGroup(ctx, "orders", g, at)
+		require.NoError(t, err)
+	}
+	// Producers cut over: records in Kafka without a pgmsg-offset.
+	kc, err := kgo.NewClient(b.kafka...)
+	require.NoError(t, err)
+	defer kc.Close()
+	for i := range 10 {
+		require.NoError(t, kc.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("direct-" + strconv.Itoa(i))}).FirstErr())
+	}
+	// late alone: its position is in the last 1,000 records.
+	offs, err := mirror.TranslateGroups(ctx, mirror.GroupsConfig{Client: b.client, Kafka: b.kafka,
+		Groups: []string{"late"}, Topics: []string{"orders"}, DryRun: true})
+	require.NoError(t, err)
+	require.Equal(t, []mirror.GroupOffset{{Group: "late", Topic: "orders", PgmsgOffset: 4500, KafkaOffset: 4500}}, offs)
+	offs, err = mirror.TranslateGroups(ctx, mirror.GroupsConfig{Client: b.client, Kafka: b.kafka,
+		Groups: []string{"late", "early", "done"}, Topics: []string{"orders"}})
+	require.NoError(t, err)
+	got := map[string][2]int64{}
+	for _, o := range offs {
+		got[o.Group] = [2]int64{o.PgmsgOffset, o.KafkaOffset}
+	}
+	require.Equal(t, map[string][2]int64{"late": {4500, 4500}, "early": {100, 100}, "done": {5000, 5000}}, got)
+	requireGroupStartsAt(t, b, "orders", "late", map[int32]int64{0: 4500})
+
+	cl, err := kgo.NewClient(append(b.kafka, kgo.ConsumerGroup("done"), kgo.ConsumeTopics("orders"))...)
+	require.NoError(t, err)
+	defer cl.Close()
+	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var first *kgo.Record
+	for first == nil {
+		fs := cl.PollFetches(pctx)
+		require.NoError(t, pctx.Err())
+		require.Empty(t, fs.Errors())
+		if recs := fs.Records(); len(recs) > 0 {
+			first = recs[0]
+		}
+	}
+	require.Equal(t, "direct-0", string(first.Value))
+}
