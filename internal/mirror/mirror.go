@@ -111,7 +111,18 @@ type partState struct {
 	stale bool
 	// last is the highest pgmsg offset Kafka holds, -1 for none.
 	last int64
+	// failures counts the produce requests that failed in a row.
+	failures int
 }
+
+// Backoff after a failed produce request: it doubles with each failure
+// of the same partition in a row. The claim is held (its lease extended)
+// meanwhile, so the partition waits instead of being claimed again at
+// once by the next poll.
+const (
+	produceBackoffMin = 100 * time.Millisecond
+	produceBackoffMax = 10 * time.Second
+)
 
 // New checks cfg and connects the Kafka client (lazily: the first request
 // connects).
@@ -359,9 +370,17 @@ func (m *Mirror) handle(ctx context.Context, cl *pgmsg.Claim) error {
 			if m.cfg.Metrics != nil {
 				m.cfg.Metrics.errors.Inc()
 			}
+			backoff := min(produceBackoffMin<<min(ps.failures, 10), produceBackoffMax)
+			ps.failures++
+			m.cfg.Logger.Warn("pgmsg mirror: produce to Kafka failed; the claim is retried", "topic", cl.Topic,
+				"partition", cl.Partition, "records", len(recs), "backoff", backoff, "error", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
 			return fmt.Errorf("kafka: produce to %s/%d: %w", cl.Topic, cl.Partition, err)
 		}
-		ps.last = cl.Records[len(cl.Records)-1].Offset
+		ps.last, ps.failures = cl.Records[len(cl.Records)-1].Offset, 0
 	}
 	m.mirrored.Add(int64(len(recs)))
 	m.skipped.Add(int64(skipped))

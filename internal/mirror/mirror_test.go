@@ -5,14 +5,17 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/cli"
@@ -33,6 +36,7 @@ func TestMain(m *testing.M) {
 
 type bundle struct {
 	pg      *pgtest.Bundle
+	cluster *kfake.Cluster
 	client  *pgmsg.Client
 	brokers []string
 	kafka   []kgo.Opt
@@ -48,7 +52,7 @@ func setup(t *testing.T) *bundle {
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
-	b := &bundle{pg: pg, client: c, brokers: cluster.ListenAddrs()}
+	b := &bundle{pg: pg, cluster: cluster, client: c, brokers: cluster.ListenAddrs()}
 	b.kafka = []kgo.Opt{kgo.SeedBrokers(b.brokers...)}
 	kc, err := kgo.NewClient(b.kafka...)
 	require.NoError(t, err)
@@ -472,4 +476,51 @@ func TestTranslateGroupsTail(t *testing.T) {
 		}
 	}
 	require.Equal(t, "direct-0", string(first.Value))
+}
+
+// TestMirrorProduceFails makes Kafka refuse the mirror's first produce
+// requests (a non-retriable error): the claims are retried after a
+// backoff, counted in the metrics, and every record arrives once.
+func TestMirrorProduceFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	createTopic(t, b, "orders", 2)
+	publish(t, b.client, "orders", 0, 2000, 32)
+	refuse := atomic.Int32{}
+	refuse.Store(3)
+	b.cluster.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		b.cluster.KeepControl()
+		if refuse.Add(-1) < 0 {
+			return nil, nil, false
+		}
+		req := kr.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			t := kmsg.NewProduceResponseTopic()
+			t.Topic, t.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				p := kmsg.NewProduceResponseTopicPartition()
+				p.Partition, p.ErrorCode = rp.Partition, kerr.InvalidRecord.Code
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		return resp, nil, true
+	})
+	reg := prometheus.NewRegistry()
+	metrics, err := mirror.NewMetrics(reg)
+	require.NoError(t, err)
+	s := run(t, mirror.Config{Client: b.client, Kafka: b.kafka, Topics: []string{"orders"}, CreateTopics: true,
+		Batch: 100, Metrics: metrics})
+	require.Equal(t, mirror.Stats{Mirrored: 2000}, s)
+	requireMirrored(t, b, "orders")
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	failed := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "pgmsg_mirror_produce_errors_total" {
+			failed = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	require.GreaterOrEqual(t, failed, 3.0, "three refused requests, each failing at least one claim")
 }
