@@ -137,7 +137,7 @@ docs/scale-out.md is the runbook.`,
 	f.DurationVar(&progress, "progress", mirror.ProgressDefault, "interval of the progress lines on stderr (0: none)")
 	f.DurationVar(&lease, "lease", 0, "lease of the mirror's claims (default pgmsg's, 30s); after a crash the next run resumes a partition once it ran out")
 	f.DurationVar(&session, "session-timeout", 0, "session timeout of the mirror's members (default pgmsg's, 10s)")
-	f.StringVar(&metricsAddr, "metrics-addr", os.Getenv("PGMSG_METRICS_ADDR"), "serve Prometheus /metrics on this address ($PGMSG_METRICS_ADDR)")
+	f.StringVar(&metricsAddr, "metrics-addr", os.Getenv("PGMSG_MIRROR_METRICS_ADDR"), "serve Prometheus /metrics on this address ($PGMSG_MIRROR_METRICS_ADDR; not serve's variable, both may run on one host)")
 	cmd.AddCommand(newMirrorGroups(g, &kf))
 	return cmd
 }
