@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: install.sql release-sql clients-test ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci
+.PHONY: install.sql release-sql clients-test ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci mirror-kill mirror-bench
 
 ci: fmt-check vet lint check-generated test-race bench-smoke soak-smoke fuzz-smoke-ci
 
@@ -69,6 +69,14 @@ check-generated: generate
 # deadline (golang/go#75804, fixed in 1.27); a count has no deadline.
 fuzz-smoke-ci:
 	$(MAKE) fuzz-smoke FUZZTIME=5000x FUZZTIME_REQUEST=300x
+
+# pgmsg mirror's kill -9 test at issue 16's size (go test ./... runs it
+# with 20,000 records), and its throughput figures for docs/scale-out.md.
+mirror-kill:
+	PGMSG_MIRROR_KILL_RECORDS=100000 $(GO) test -count=1 -v -run TestMirrorKill9 ./internal/mirror
+
+mirror-bench:
+	PGMSG_MIRROR_BENCH_RECORDS=$${PGMSG_MIRROR_BENCH_RECORDS:-200000} $(GO) test -count=1 -v -timeout 20m -run TestMirrorThroughput ./internal/mirror
 
 include bench.mk
 include chaos.mk

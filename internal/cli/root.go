@@ -127,7 +127,7 @@ PG* variables (PGHOST, PGPORT, PGUSER, PGDATABASE, ...).`,
 		{"start", "Getting started:", []func(*globals) *cobra.Command{newDev, newServe, newMigrate}},
 		{"log", "Logs (topics, records, consumer groups):", []func(*globals) *cobra.Command{newTopic, newPublish, newConsume, newGroup}},
 		{"queue", "Job queues:", []func(*globals) *cobra.Command{newQueue}},
-		{"ops", "Operations:", []func(*globals) *cobra.Command{newMaintenance, newToken, newBench, newVersion}},
+		{"ops", "Operations:", []func(*globals) *cobra.Command{newMaintenance, newToken, newBench, newMirror, newVersion}},
 	} {
 		root.AddGroup(&cobra.Group{ID: grp.id, Title: grp.title})
 		for _, newCmd := range grp.cmds {
