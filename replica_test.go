@@ -2,6 +2,7 @@ package pgmsg_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -122,7 +123,9 @@ func (p *replicaPair) read(t *testing.T, ctx context.Context, topic, group strin
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("consumer of group %s: %v", group, err)
+		}
 		cn.Close()
 	})
 	return g
