@@ -80,9 +80,10 @@ type replicaSet struct {
 	replicas []*replica
 	next     atomic.Uint32
 	maxWait  time.Duration
-	// primaryReads counts claims read on the primary because no replica
-	// was healthy or the chosen one fell back.
-	primaryReads atomic.Int64
+	// primaryReads and primaryRecords count claims (and their records)
+	// read on the primary because no replica was healthy or the chosen one
+	// fell back.
+	primaryReads, primaryRecords atomic.Int64
 }
 
 type replica struct {
@@ -151,18 +152,27 @@ func (r *replica) stats(now time.Time) ReplicaStats {
 		LagBytes: r.lagBytes.Load(), Healthy: !now.Before(r.skipUntil), LastError: r.lastErr}
 }
 
-// ReplicaStats returns each read replica's counters (Config.ReadReplicas,
-// in that order), and how many claims were read on the primary although
-// replicas are configured. pgmsgprom exposes them.
-func (c *Client) ReplicaStats() (replicas []ReplicaStats, primaryReads int64) {
+// ReplicaReadStats are the client's read replica counters.
+type ReplicaReadStats struct {
+	// Replicas are Config.ReadReplicas' counters, in that order.
+	Replicas []ReplicaStats
+	// PrimaryReads and PrimaryRecords count the claims, and their
+	// records, read on the primary although replicas are configured.
+	PrimaryReads, PrimaryRecords int64
+}
+
+// ReplicaStats returns the read replicas' counters since the client
+// started (nil without Config.ReadReplicas). pgmsgprom exposes them.
+func (c *Client) ReplicaStats() *ReplicaReadStats {
 	if c.replicas == nil {
-		return nil, 0
+		return nil
 	}
 	now := time.Now()
+	out := &ReplicaReadStats{PrimaryReads: c.replicas.primaryReads.Load(), PrimaryRecords: c.replicas.primaryRecords.Load()}
 	for _, r := range c.replicas.replicas {
-		replicas = append(replicas, r.stats(now))
+		out.Replicas = append(out.Replicas, r.stats(now))
 	}
-	return replicas, c.replicas.primaryReads.Load()
+	return out
 }
 
 // readClaimed reads a claim's records: from a read replica when one is
@@ -185,7 +195,12 @@ func (c *Client) readClaimed(ctx context.Context, exec DBTX, topic string, row *
 				c.config.Logger.Debug("pgmsg: reading a claim from the primary instead of a read replica",
 					"replica", r.name, "topic", topic, "partition", row.Partition, "error", err)
 			}
-			c.replicas.primaryReads.Add(1)
+			recs, err := c.readRange(ctx, exec, topic, row)
+			if err == nil {
+				c.replicas.primaryReads.Add(1)
+				c.replicas.primaryRecords.Add(int64(len(recs)))
+			}
+			return recs, err
 		}
 	}
 	return c.readRange(ctx, exec, topic, row)

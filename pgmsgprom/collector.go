@@ -214,8 +214,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
 	// Read replicas: the client's own counters, not the database's.
-	if replicas, primaryReads := c.client.ReplicaStats(); replicas != nil {
-		for _, r := range replicas {
+	if rs := c.client.ReplicaStats(); rs != nil {
+		for _, r := range rs.Replicas {
 			counter(c.replicaReads, float64(r.Reads), r.Replica)
 			counter(c.replicaRecords, float64(r.Records), r.Replica)
 			counter(c.replicaFallbacks, float64(r.Fallbacks), r.Replica)
@@ -226,7 +226,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			gauge(c.replicaUp, up, r.Replica)
 		}
-		counter(c.replicaPrimaryReads, float64(primaryReads))
+		counter(c.replicaPrimaryReads, float64(rs.PrimaryReads))
 	}
 	snap := c.figures()
 	if snap == nil {

@@ -203,6 +203,19 @@ func (d *pgmsgPubSub) lag(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// readSplit is how many records the consumers read from read replicas and
+// from the primary (zero without PubSubOptions.ReadReplicas).
+func (d *pgmsgPubSub) readSplit() (replica, primary int64) {
+	rs := d.c.ReplicaStats()
+	if rs == nil {
+		return 0, 0
+	}
+	for _, r := range rs.Replicas {
+		replica += r.Records
+	}
+	return replica, rs.PrimaryRecords
+}
+
 func (d *pgmsgPubSub) teardown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

@@ -94,8 +94,13 @@ type PubSubResult struct {
 	E2EP50MS     float64 `json:"e2e_p50_ms"`
 	E2EP99MS     float64 `json:"e2e_p99_ms"`
 	FinalLag     int64   `json:"final_lag"`
-	Errors       int64   `json:"errors"`
-	FirstError   string  `json:"first_error,omitempty"`
+	// ReplicaRecords and PrimaryRecords split the records pgmsg's
+	// consumers read, warm-up included, between read replicas and the
+	// primary (with --read-replica-url only).
+	ReplicaRecords int64  `json:"replica_records,omitempty"`
+	PrimaryRecords int64  `json:"primary_records,omitempty"`
+	Errors         int64  `json:"errors"`
+	FirstError     string `json:"first_error,omitempty"`
 }
 
 // pubsubDriver is one implementation under test.
@@ -258,6 +263,10 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 	if !drained.IsZero() {
 		end = drained
 	}
+	var replicaRecords, primaryRecords int64
+	if rr, ok := d.(interface{ readSplit() (int64, int64) }); ok {
+		replicaRecords, primaryRecords = rr.readSplit()
+	}
 	lag, err := d.lag(context.WithoutCancel(ctx))
 	if err != nil {
 		st.fail(fmt.Errorf("final lag: %w", err))
@@ -274,6 +283,7 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 		PublishP50MS: round(st.pubTotal.quantileMS(0.5), 2), PublishP99MS: round(st.pubTotal.quantileMS(0.99), 2),
 		E2EP50MS: round(st.e2eTotal.quantileMS(0.5), 2), E2EP99MS: round(st.e2eTotal.quantileMS(0.99), 2),
 		FinalLag: lag, Errors: st.errors.Load(), FirstError: st.firstError(),
+		ReplicaRecords: replicaRecords, PrimaryRecords: primaryRecords,
 	}
 	r.WritesPerSec = rate(r.Writes, el)
 	r.ReadsPerSec = rate(r.Reads, el)
