@@ -240,9 +240,12 @@ func (h *Handler) records(w http.ResponseWriter, r *http.Request, _ *session) er
 	if err != nil {
 		return err
 	}
+	// Values go out as text (base64 if not UTF-8), never as parsed JSON:
+	// the page shows the stored bytes as they are (18.50 stays 18.50), and
+	// pretty-prints JSON only when asked to.
 	out := make([]wire.RecordJSON, 0, len(recs))
 	for _, rec := range recs {
-		out = append(out, wire.EncodeRecord(rec, wire.EncodingAuto))
+		out = append(out, wire.EncodeRecord(rec, wire.EncodingText))
 	}
 	return writeJSON(w, map[string]any{"topic": topic, "partition": partition, "from": offset, "records": out})
 }

@@ -89,7 +89,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	files := http.StripPrefix(Prefix+"static/", http.FileServer(http.FS(static)))
 	h.mux.Handle("GET "+Prefix+"static/", files)
-	h.mux.HandleFunc("GET "+Prefix+"{$}", h.page(static, "index.html"))
+	h.mux.HandleFunc("GET "+Prefix+"{$}", h.shell(h.page(static, "index.html")))
 	h.mux.HandleFunc("GET "+Prefix+"login", h.page(static, "login.html"))
 	h.mux.HandleFunc("POST "+Prefix+"login", h.login)
 	h.mux.HandleFunc("POST "+Prefix+"logout", h.logout)
@@ -107,7 +107,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer Chromium sends
+	// "Origin: null" with the login form, which sameOrigin must refuse.
+	w.Header().Set("Referrer-Policy", "same-origin")
 	h.mux.ServeHTTP(w, r)
 }
 
@@ -123,6 +125,25 @@ func (h *Handler) page(static fs.FS, name string) http.HandlerFunc {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		_, _ = w.Write(body)
+	}
+}
+
+// shell serves the pages' shell to a session, and sends anyone else to
+// the login form (rather than letting the page find out by a 401).
+func (h *Handler) shell(page http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h.api.RequiresAuth() {
+			c, err := r.Cookie(sessionCookie)
+			if err != nil {
+				http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
+				return
+			}
+			if _, err := h.api.Authenticate(bearer(r, c.Value)); err != nil {
+				http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
+				return
+			}
+		}
+		page(w, r)
 	}
 }
 

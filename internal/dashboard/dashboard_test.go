@@ -207,7 +207,8 @@ func TestRecordsPage(t *testing.T) {
 	require.Len(t, got.Records, 3)
 	require.Equal(t, "k1", *got.Records[0].Key)
 	require.Equal(t, "abc", got.Records[0].Headers["trace"])
-	require.Equal(t, []string{"json", "text", "base64"}, []string{got.Records[0].ValueEncoding, got.Records[1].ValueEncoding, got.Records[2].ValueEncoding})
+	require.Equal(t, `{"n":1}`, got.Records[0].Value, "stored bytes, as they are")
+	require.Equal(t, []string{"text", "text", "base64"}, []string{got.Records[0].ValueEncoding, got.Records[1].ValueEncoding, got.Records[2].ValueEncoding})
 	res = tb.do(t, request{method: http.MethodGet, path: Prefix + "api/records?topic=orders&offset=1&limit=1", cookie: tb.reader})
 	res.json(t, &got)
 	require.Len(t, got.Records, 1)
@@ -245,12 +246,18 @@ func TestInsecureNoAuth(t *testing.T) {
 }
 
 // TestStaticEmbedded: the pages and the chart library come from the
-// binary, with a policy that loads nothing from elsewhere.
+// binary, with a policy that loads nothing from elsewhere; the shell sends
+// a visitor without a valid session to the login form.
 func TestStaticEmbedded(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
+	for _, cookie := range []string{"", "pgm_revoked"} {
+		res := tb.do(t, request{method: http.MethodGet, path: Prefix, cookie: cookie})
+		require.Equal(t, http.StatusSeeOther, res.status)
+		require.Equal(t, Prefix+"login", res.header.Get("Location"))
+	}
 	for _, p := range []string{"", "login", "static/app.js", "static/style.css", "static/vendor/uPlot.iife.min.js", "static/vendor/uPlot.min.css"} {
-		res := tb.do(t, request{method: http.MethodGet, path: Prefix + p})
+		res := tb.do(t, request{method: http.MethodGet, path: Prefix + p, cookie: tb.reader})
 		require.Equal(t, http.StatusOK, res.status, p)
 		require.NotEmpty(t, res.body, p)
 		require.Contains(t, res.header.Get("Content-Security-Policy"), "default-src 'self'", p)

@@ -269,6 +269,10 @@ func (s *Server) Mount(prefix string, h http.Handler) {
 // WriteError writes that error.
 func (s *Server) Authenticate(r *http.Request) (*pgmsg.Token, error) { return s.authenticate(r) }
 
+// RequiresAuth reports whether requests need a token (false under
+// InsecureNoAuth).
+func (s *Server) RequiresAuth() bool { return !s.cfg.InsecureNoAuth }
+
 // WriteError writes err as the API answers it: its status and the body
 // {"error": {"code", "message"}}.
 func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {

@@ -128,7 +128,10 @@ class Chart {
     const width = Math.max(280, el.clientWidth - 10);
     this.plot = new uPlot({
       title, width, height: 200,
-      series: [{}, ...series.map((s, i) => ({ label: s, stroke: ["#2557d6", "#d6452f", "#0e9f6e"][i % 3], width: 2 }))],
+      // The x axis always spans the samples a chart keeps, so that a
+      // first sample is not spread over years.
+      scales: { x: { time: true, range: (u, min, max) => [max - (CHART_POINTS * REFRESH_MS) / 1000, max] } },
+      series: [{}, ...series.map((s, i) => ({ label: s, stroke: ["#2557d6", "#d6452f", "#0e9f6e"][i % 3], width: 2, points: { show: true, size: 4 } }))],
       axes: [{}, { size: 60 }],
     }, this.data, el);
     this.ro = new ResizeObserver(() => this.plot.setSize({ width: Math.max(280, el.clientWidth - 10), height: 200 }));
@@ -238,11 +241,21 @@ function bytesOf(value, encoding) {
   return new TextEncoder().encode(encoding === "json" ? JSON.stringify(value) : value);
 }
 
+// showValue shows stored bytes: as they are (auto: text, or base64 when
+// they are not UTF-8), as text, as hex, or as JSON pretty-printed (which
+// parses the value: a number such as 18.50 is shown as 18.5).
 function showValue(value, encoding, view) {
   if (value === null || value === undefined) return h("span", { class: "muted" }, "null");
   const bytes = bytesOf(value, encoding);
   if (view === "hex") return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join(" ");
   if (view === "text") return new TextDecoder().decode(bytes);
+  if (view === "json") {
+    try {
+      return JSON.stringify(JSON.parse(new TextDecoder().decode(bytes)), null, 2);
+    } catch {
+      return h("span", { class: "muted" }, "(not JSON) " + new TextDecoder().decode(bytes));
+    }
+  }
   if (encoding === "json") return JSON.stringify(value, null, 2);
   return encoding === "base64" ? "base64: " + value : value;
 }
@@ -296,11 +309,12 @@ function recordBrowser(topic, out) {
     else q += "&offset=" + enc(v.offset || "0");
     try {
       const res = await api(q);
-      const view = v.view === "json" ? "auto" : v.view;
+      const view = v.view;
+      out.dataset.shown = `partition=${v.partition};offset=${res.from};view=${view}`;
       out.replaceChildren(table([{ label: "Offset", num: true }, { label: "Timestamp" }, { label: "Key", cls: "wrap" },
         { label: "Headers", cls: "wrap" }, { label: "Value", cls: "wrap", key: "value" }],
       res.records.map((r) => ({ dataset: { offset: r.offset }, cells: [r.offset, when(r.timestamp),
-        r.key === null ? h("span", { class: "muted" }, "null") : showValue(r.key, r.key_encoding, view === "auto" ? "text" : view),
+        r.key === null ? h("span", { class: "muted" }, "null") : showValue(r.key, r.key_encoding, view === "hex" ? "hex" : "auto"),
         r.headers ? Object.entries(r.headers).map(([k, x]) => k + ": " + x).join("\n") : "",
         showValue(r.value, r.value_encoding, view)] })), { id: "records", empty: "No records from there.", caption: `From offset ${res.from}` }));
       if (res.records.length === PAGE_SIZE) {
@@ -376,7 +390,7 @@ async function groupPage(main, topic, group) {
 const STATES = ["available", "scheduled", "running", "retrying", "dead", "completed", "cancelled"];
 
 async function queuePage(main, queue) {
-  const summary = h("div", {}), actionsEl = h("div", { class: "actions" }), jobsEl = h("div", {});
+  const summary = h("div", {}), actionsEl = h("div", { class: "actions" }), jobsEl = h("div", { id: "jobs-box" });
   const tputEl = h("div", { class: "chart" }), latEl = h("div", { class: "chart" });
   const filter = h("form", { class: "inline", id: "job-filter" },
     h("label", {}, "State", h("select", { name: "state" }, h("option", { value: "" }, "any"), STATES.map((s) => h("option", { value: s }, s)))),
@@ -390,6 +404,7 @@ async function queuePage(main, queue) {
     if (v.kind.trim()) q += "&kind=" + enc(v.kind.trim());
     try {
       const res = await api(q);
+      jobsEl.dataset.shown = `state=${v.state};kind=${v.kind.trim()};after=${cursors[cursors.length - 1]}`;
       jobsEl.replaceChildren(table([{ label: "ID", num: true }, { label: "Kind" }, { label: "State" }, { label: "Attempt", num: true },
         { label: "Enqueued", cls: "hide-narrow" }, { label: "Last error", cls: "wrap hide-narrow" }],
       res.jobs.map((j) => ({ dataset: { job: j.id }, cells: [h("a", { href: "#/jobs/" + j.id }, j.id), j.kind || "—",
@@ -496,6 +511,7 @@ async function tokensPage(main) {
 async function route() {
   for (const t of timers) if (t.id !== null) clearInterval(t.id);
   timers = [];
+  document.getElementById("toast").textContent = "";
   const main = document.getElementById("main");
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   try {
