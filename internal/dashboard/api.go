@@ -88,7 +88,7 @@ func (h *Handler) sessionInfo(w http.ResponseWriter, _ *http.Request, s *session
 	})
 }
 
-// topicFigures sums one topic's partitions and groups (LogMetrics).
+// topicFigures sums one topic's partitions and groups.
 type topicFigures struct {
 	Name       string `json:"name"`
 	Partitions int    `json:"partitions"`
@@ -97,7 +97,6 @@ type topicFigures struct {
 	EndOffset int64 `json:"end_offset"`
 	Records   int64 `json:"records"`
 	Segments  int   `json:"segments"`
-	Bytes     int64 `json:"bytes"`
 	Groups    int   `json:"groups"`
 	Lag       int64 `json:"lag"`
 }
@@ -109,10 +108,15 @@ type groupFigures struct {
 	Lag        int64  `json:"lag"`
 }
 
-// logFigures answers every topic's and group's totals from LogMetrics'
-// two queries, without scanning records.
+// logFigures answers every topic's and group's totals from TopicOffsets
+// and ListGroups, which read pgmsg's own tables (no record scan, no file
+// sizes: LogMetrics takes seconds for 1,000 topics).
 func (h *Handler) logFigures(w http.ResponseWriter, r *http.Request, _ *session) error {
-	parts, groups, err := h.client.LogMetrics(r.Context())
+	parts, err := h.client.TopicOffsets(r.Context())
+	if err != nil {
+		return err
+	}
+	groups, err := h.client.ListGroups(r.Context(), "", "")
 	if err != nil {
 		return err
 	}
@@ -129,7 +133,6 @@ func (h *Handler) logFigures(w http.ResponseWriter, r *http.Request, _ *session)
 		t.EndOffset += p.EndOffset
 		t.Records += p.EndOffset - p.StartOffset
 		t.Segments += p.Segments
-		t.Bytes += p.Bytes
 	}
 	gs := map[[2]string]*groupFigures{}
 	var gorder [][2]string

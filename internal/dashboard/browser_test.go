@@ -117,6 +117,17 @@ func (b *browser) open(t *testing.T, base, hash string) {
 	b.run(t, chromedp.Navigate(base+Prefix+hash), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="`+hash+`"]`)))
 }
 
+// login fills in and sends the login form, and waits for the overview.
+func (b *browser) login(base, secret string) []chromedp.Action[chromedp.Void] {
+	return []chromedp.Action[chromedp.Void]{
+		chromedp.Navigate(base + Prefix + "login"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), secret), chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="#/"]`)),
+	}
+}
+
+func waitVisible(css string) chromedp.Action[chromedp.Void] { return chromedp.WaitVisible(chromedp.CSS(css)) }
+
 func (b *browser) text(t *testing.T, sel string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
@@ -218,8 +229,7 @@ func TestBrowser(t *testing.T) {
 	// Not logged in: the shell sends the browser to the login form.
 	b.run(t, chromedp.Navigate(base+Prefix), chromedp.WaitVisible(chromedp.ID("token")))
 	b.screenshot(t, "login")
-	b.run(t, chromedp.SendKeys(chromedp.ID("token"), tb.admin), chromedp.Submit(chromedp.ID("token")),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="#/"]`)))
+	b.run(t, b.login(base, tb.admin)...)
 	res, err := chromedp.Call(b.ctx, network.GetCookies, network.GetCookiesParams{})
 	require.NoError(t, err)
 	cookies := res.Cookies
@@ -375,9 +385,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("read-only", func(t *testing.T) {
 		_, err := chromedp.Call(b.ctx, network.ClearBrowserCookies, cdp.Empty{})
 		require.NoError(t, err)
-		b.run(t, chromedp.Navigate(base+Prefix+"login"), chromedp.WaitVisible(chromedp.ID("token")),
-			chromedp.SendKeys(chromedp.ID("token"), tb.reader), chromedp.Submit(chromedp.ID("token")),
-			chromedp.WaitVisible(chromedp.CSS(`body[data-ready="#/"]`)))
+		b.run(t, b.login(base, tb.reader)...)
 		tb.deadJobs(t, "exports", 1)
 		for _, hash := range []string{"#/", "#/queues/exports", "#/topics/orders/groups/billing", fmt.Sprintf("#/jobs/%d", deadIDs[0])} {
 			b.open(t, base, hash)
