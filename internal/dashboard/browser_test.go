@@ -126,7 +126,9 @@ func (b *browser) login(base, secret string) []chromedp.Action[chromedp.Void] {
 	}
 }
 
-func waitVisible(css string) chromedp.Action[chromedp.Void] { return chromedp.WaitVisible(chromedp.CSS(css)) }
+func waitVisible(css string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitVisible(chromedp.CSS(css))
+}
 
 func (b *browser) text(t *testing.T, sel string) string {
 	t.Helper()
