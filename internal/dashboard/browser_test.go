@@ -153,6 +153,12 @@ func (b *browser) confirm(t *testing.T, toastPrefix string) {
 	t.Helper()
 	b.run(t, chromedp.WaitVisible(chromedp.CSS(`#confirm[open]`)),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("toast").textContent = ""`), chromedp.KeyEvent("\r"))
+	b.waitToast(t, toastPrefix)
+}
+
+// waitToast waits for the toast that reports an action's outcome.
+func (b *browser) waitToast(t *testing.T, toastPrefix string) {
+	t.Helper()
 	_, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`document.getElementById("toast").textContent !== ""`, chromedp.WithPollingTimeout(30*time.Second)))
 	require.NoError(t, err, "no outcome of the action was shown")
 	got := b.text(t, "#toast")
@@ -219,8 +225,9 @@ func seed(t *testing.T, tb *testBundle) (deadIDs []int64) {
 
 // TestBrowser drives every page in headless Chromium: each loads with no
 // console error and shows the API's figures; an admin requeues dead jobs
-// (by keyboard), resets a group and creates a token, and each takes
-// effect in the database; a read-only session sees no action and is
+// (by keyboard), pauses and resumes a queue, resets a group, cancels a
+// job, creates and revokes a token, and each takes effect in the
+// database; a read-only session sees no action and is
 // refused one it forges. It writes a screenshot of each page.
 func TestBrowser(t *testing.T) {
 	tb := setup(t, nil)
@@ -347,7 +354,19 @@ func TestBrowser(t *testing.T) {
 		st, err = tb.client.QueueStats(tb.ctx, "emails")
 		require.NoError(t, err)
 		require.Zero(t, st.Dead)
-		b.noConsoleErrors(t, "queue after requeue")
+		// Pause (confirmed), then resume (no confirmation needed).
+		b.run(t, chromedp.Click(chromedp.CSS(`button[data-action="pause"]`)))
+		b.confirm(t, "Queue paused")
+		st, err = tb.client.QueueStats(tb.ctx, "emails")
+		require.NoError(t, err)
+		require.True(t, st.Paused)
+		b.run(t, chromedp.Evaluate[chromedp.Void](`document.getElementById("toast").textContent = ""`),
+			chromedp.Click(chromedp.CSS(`button[data-action="resume"]`)))
+		b.waitToast(t, "Queue resumed")
+		st, err = tb.client.QueueStats(tb.ctx, "emails")
+		require.NoError(t, err)
+		require.False(t, st.Paused)
+		b.noConsoleErrors(t, "queue after requeue, pause and resume")
 	})
 
 	t.Run("job", func(t *testing.T) {
@@ -358,6 +377,12 @@ func TestBrowser(t *testing.T) {
 		require.Contains(t, b.text(t, "#attempts"), errSMTP.Error())
 		b.noConsoleErrors(t, "job")
 		b.screenshot(t, "job")
+		b.run(t, chromedp.Click(chromedp.CSS(`button[data-action="cancel"]`)))
+		b.confirm(t, "Job cancelled")
+		j, err = tb.client.GetJob(tb.ctx, deadIDs[0])
+		require.NoError(t, err)
+		require.Equal(t, pgmsg.JobStateCancelled, j.State)
+		b.noConsoleErrors(t, "job after cancel")
 	})
 
 	t.Run("tokens", func(t *testing.T) {
@@ -373,6 +398,12 @@ func TestBrowser(t *testing.T) {
 		require.Equal(t, []string{"read", "publish:orders"}, tok.Scopes)
 		b.noConsoleErrors(t, "tokens")
 		b.screenshot(t, "tokens")
+		b.run(t, waitVisible(`#tokens tr[data-token="ci-bot"] button[data-action="revoke"]`),
+			chromedp.Click(chromedp.CSS(`#tokens tr[data-token="ci-bot"] button[data-action="revoke"]`)))
+		b.confirm(t, "Token revoked")
+		_, err = tb.client.VerifyToken(tb.ctx, secret)
+		require.ErrorIs(t, err, pgmsg.ErrInvalidToken)
+		b.noConsoleErrors(t, "tokens after revoke")
 	})
 
 	t.Run("phone width", func(t *testing.T) {

@@ -434,11 +434,12 @@ async function queuePage(main, queue) {
       ["State", st.paused ? "paused" : "running", "paused"]]));
     if (paused !== st.paused) {
       paused = st.paused;
-      replace(actionsEl,
+      actionsEl.replaceChildren(...[
         st.paused ? action("Resume", null, () => api(`v1/queues/${enc(queue)}/resume`, { method: "POST" }).then(() => "Queue resumed"), { id: "resume", primary: true })
           : action("Pause", `Pause queue ${queue}? Workers stop claiming its jobs.`, () => api(`v1/queues/${enc(queue)}/pause`, { method: "POST" }).then(() => "Queue paused"), { id: "pause" }),
         action("Requeue dead jobs", `Requeue every dead job of ${queue}?`, async () => `Requeued ${(await api(`v1/queues/${enc(queue)}/dead/requeue`, { method: "POST" })).requeued} jobs`, { id: "requeue-dead" }),
-        action("Purge dead jobs", `Delete every dead job of ${queue}? This cannot be undone.`, async () => `Purged ${(await api(`v1/queues/${enc(queue)}/dead/purge`, { method: "POST" })).purged} jobs`, { id: "purge-dead" }));
+        action("Purge dead jobs", `Delete every dead job of ${queue}? This cannot be undone.`, async () => `Purged ${(await api(`v1/queues/${enc(queue)}/dead/purge`, { method: "POST" })).purged} jobs`, { id: "purge-dead" }),
+      ].filter(Boolean));
     }
   });
   await loadJobs();
@@ -511,7 +512,6 @@ async function tokensPage(main) {
 async function route() {
   for (const t of timers) if (t.id !== null) clearInterval(t.id);
   timers = [];
-  document.getElementById("toast").textContent = "";
   const main = document.getElementById("main");
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   try {
@@ -538,6 +538,7 @@ async function start() {
   });
   window.addEventListener("hashchange", () => {
     delete document.body.dataset.ready;
+    document.getElementById("toast").textContent = "";
     route().then(() => document.getElementById("main").focus({ preventScroll: true }));
   });
   await route();
