@@ -141,6 +141,7 @@ func (b *browser) text(t *testing.T, sel string) string {
 
 func (b *browser) screenshot(t *testing.T, name string) {
 	t.Helper()
+	b.run(t, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
 	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(screenshotDir, 0o755))
