@@ -224,8 +224,14 @@ func changes(method string) bool {
 }
 
 // forward sends /ui/api/v1/... to the API as /v1/... with the session's
-// token; the API checks scopes and answers.
+// token; the API checks scopes and answers. Only the admin API is
+// forwarded: the pages never publish, consume or claim, and consume and
+// claim are GETs that change state, which no cookie should be able to do.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request) {
+	if p := strings.TrimPrefix(r.URL.Path, Prefix+"api/v1/"); strings.HasPrefix(p, "pubsub/") || strings.HasPrefix(p, "queue/") {
+		writeError(w, http.StatusNotFound, "not_found", "the dashboard forwards the admin API only: call /v1/"+p+" with a bearer token")
+		return
+	}
 	s := h.authenticate(w, r)
 	if s == nil {
 		return

@@ -51,7 +51,8 @@ func TestLoginCookie(t *testing.T) {
 }
 
 // TestSessionForwardsToAPI: with the cookie, /ui/api/v1/... answers what
-// the API answers the same token; without it, 401.
+// the API answers the same token; without it, 401; the data plane is not
+// forwarded at all.
 func TestSessionForwardsToAPI(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
@@ -62,6 +63,14 @@ func TestSessionForwardsToAPI(t *testing.T) {
 	viaAPI := tb.do(t, request{method: http.MethodGet, path: "/v1/topics/orders", bearer: tb.reader})
 	require.Equal(t, http.StatusOK, viaAPI.status, "%s", viaAPI.body)
 	require.JSONEq(t, string(viaAPI.body), string(viaUI.body))
+
+	// The data plane is not forwarded: a claim or consume is a GET that
+	// changes state.
+	for _, p := range []string{"api/v1/queue/claim?queue=q", "api/v1/pubsub/consume?topic=orders&group=g"} {
+		res := tb.do(t, request{method: http.MethodGet, path: Prefix + p, cookie: tb.admin})
+		require.Equal(t, http.StatusNotFound, res.status, "%s: %s", p, res.body)
+		require.Equal(t, "not_found", res.errorCode(t))
+	}
 
 	res := tb.do(t, request{method: http.MethodGet, path: Prefix + "api/v1/topics"})
 	require.Equal(t, http.StatusUnauthorized, res.status)
