@@ -1,8 +1,11 @@
 package dashboard
 
 import (
+	"crypto/tls"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -272,4 +275,30 @@ func TestStaticEmbedded(t *testing.T) {
 		require.Contains(t, res.header.Get("Content-Security-Policy"), "default-src 'self'", p)
 		require.Equal(t, "DENY", res.header.Get("X-Frame-Options"), p)
 	}
+}
+
+// TestLogoutAndTLS: logout needs the CSRF token and expires the cookie;
+// over TLS the session cookie is Secure.
+func TestLogoutAndTLS(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	res := tb.do(t, request{method: http.MethodPost, path: Prefix + "logout", cookie: tb.admin})
+	require.Equal(t, http.StatusForbidden, res.status)
+	require.Equal(t, "csrf_failed", res.errorCode(t))
+	res = tb.do(t, request{method: http.MethodPost, path: Prefix + "logout", cookie: tb.admin, csrf: tb.csrf(t, tb.admin)})
+	require.Equal(t, http.StatusNoContent, res.status, "%s", res.body)
+	require.Contains(t, res.header.Get("Set-Cookie"), sessionCookie+"=;")
+	require.Contains(t, res.header.Get("Set-Cookie"), "Max-Age=0")
+
+	req := httptest.NewRequestWithContext(tb.ctx, http.MethodPost, "https://127.0.0.1"+Prefix+"login",
+		strings.NewReader(url.Values{"token": {tb.admin}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.TLS = &tls.ConnectionState{}
+	rec := httptest.NewRecorder()
+	tb.api.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+	cookie := rec.Header().Get("Set-Cookie")
+	require.Contains(t, cookie, "Secure")
+	require.Contains(t, cookie, "HttpOnly")
+	require.Contains(t, cookie, "SameSite=Strict")
 }
