@@ -141,7 +141,7 @@ func (b *browser) text(t *testing.T, sel string) string {
 
 func (b *browser) screenshot(t *testing.T, name string) {
 	t.Helper()
-	b.run(t, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	b.run(t, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0); document.getElementById("toast") && (document.getElementById("toast").textContent = "")`))
 	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(screenshotDir, 0o755))
@@ -211,6 +211,9 @@ func seed(t *testing.T, tb *testBundle) (deadIDs []int64) {
 			require.NoError(t, tb.client.Commit(tb.ctx, cl))
 		}
 	}
+	created, err := tb.client.CreateGroup(tb.ctx, "orders", "scratch", "earliest")
+	require.NoError(t, err)
+	require.True(t, created)
 	deadIDs = tb.deadJobs(t, "emails", 3)
 	var params []pgmsg.EnqueueParams
 	for i := range 12 {
@@ -226,7 +229,7 @@ func seed(t *testing.T, tb *testBundle) (deadIDs []int64) {
 
 // TestBrowser drives every page in headless Chromium: each loads with no
 // console error and shows the API's figures; an admin requeues dead jobs
-// (by keyboard), pauses and resumes a queue, resets a group, cancels a
+// (by keyboard), pauses and resumes a queue, resets and deletes a group, cancels a
 // job, creates and revokes a token, and each takes effect in the
 // database; a read-only session sees no action and is
 // refused one it forges. It writes a screenshot of each page.
@@ -331,6 +334,15 @@ func TestBrowser(t *testing.T) {
 			require.Equal(t, p.EndOffset, p.Lag)
 		}
 		b.noConsoleErrors(t, "group after reset")
+		// Delete another group; the page goes back to its topic.
+		b.open(t, base, "#/topics/orders/groups/scratch")
+		b.run(t, chromedp.Click(chromedp.CSS(`button[data-action="delete-group"]`)))
+		b.confirm(t, "Group deleted")
+		gs, err := tb.client.ListGroups(tb.ctx, "orders", "scratch")
+		require.NoError(t, err)
+		require.Empty(t, gs)
+		b.run(t, waitVisible(`body[data-ready="#/topics/orders"]`))
+		b.noConsoleErrors(t, "group after delete")
 	})
 
 	t.Run("queue requeue", func(t *testing.T) {

@@ -86,6 +86,7 @@ function action(label, question, fn, opts = {}) {
     type: "button", class: opts.primary ? "primary" : "danger", dataset: { action: opts.id || label },
     onclick: async (ev) => {
       if (question && !(await confirmAction(question))) return;
+      const page = location.hash;
       ev.target.disabled = true;
       try {
         const msg = await fn();
@@ -94,7 +95,9 @@ function action(label, question, fn, opts = {}) {
         toast(label + " failed: " + e.message, true);
       } finally {
         ev.target.disabled = false;
-        refreshNow();
+        // An action that leaves the page (a deleted group or job) must not
+        // have the page it left poll for what is gone.
+        if (location.hash === page) refreshNow();
       }
     },
   }, label);
@@ -541,7 +544,6 @@ async function start() {
   });
   window.addEventListener("hashchange", () => {
     delete document.body.dataset.ready;
-    document.getElementById("toast").textContent = "";
     route().then(() => document.getElementById("main").focus({ preventScroll: true }));
   });
   await route();
