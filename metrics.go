@@ -56,6 +56,26 @@ func (c *Client) LogMetrics(ctx context.Context) ([]PartitionMetrics, []GroupPar
 	return parts, groups, err
 }
 
+// TopicOffsets is the partitions' half of LogMetrics without the
+// segments' sizes (PartitionMetrics.Bytes is zero): offsets and segment
+// counts from pgmsg's own tables, one query. LogMetrics asks PostgreSQL
+// for the size of every segment's files and plans a probe of the record
+// table across all its partitions; for 1,000 topics that took 9 to 21 s on
+// a busy server, where this takes milliseconds: for pages that refresh
+// every few seconds. ListGroups has the groups' cursors and lag.
+func (c *Client) TopicOffsets(ctx context.Context) ([]PartitionMetrics, error) {
+	rows, err := c.queries.TopicOffsets(ctx, c.db(c.pool))
+	if err != nil {
+		return nil, mapError(err)
+	}
+	parts := make([]PartitionMetrics, len(rows))
+	for i, r := range rows {
+		parts[i] = PartitionMetrics{Topic: r.Topic, Partition: r.Partition, StartOffset: r.StartOffset,
+			EndOffset: r.EndOffset, Segments: int(r.Segments)}
+	}
+	return parts, nil
+}
+
 // QueueLatencyMetrics summarises the jobs one queue finished in a recent
 // window (see [Client.QueueLatency]). The durations are zero when Completed
 // is zero.

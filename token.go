@@ -33,7 +33,12 @@ var (
 // "consume:PATTERN/group:GROUP_PATTERN" (for example
 // "consume:orders/group:billing"); without "/group:" it allows every group.
 const (
-	ScopeAdmin   = "admin"
+	ScopeAdmin = "admin"
+	// ScopeRead allows what ScopeAdmin allows on reads only (every GET of
+	// the admin API: topics, groups, queues, jobs): the dashboard's
+	// read-only viewers and monitoring scripts, which must not change
+	// anything.
+	ScopeRead    = "read"
 	ScopePublish = "publish" // publish to matching topics
 	ScopeConsume = "consume" // consume from, commit and extend claims on matching topics
 	ScopeEnqueue = "enqueue" // enqueue into matching queues
@@ -69,10 +74,11 @@ type CreateTokenOpts struct {
 const scopeGroupSep = "/group:"
 
 // ValidateScope returns ErrInvalidArgument unless scope is ScopeAdmin,
+// ScopeRead,
 // KIND:PATTERN with KIND one of publish, consume, enqueue, claim, or
 // consume:PATTERN/group:GROUP_PATTERN.
 func ValidateScope(scope string) error {
-	if scope == ScopeAdmin {
+	if scope == ScopeAdmin || scope == ScopeRead {
 		return nil
 	}
 	validPattern := func(p string) bool { return ValidateName("pattern", strings.ReplaceAll(p, "*", "x")) == nil }
@@ -90,7 +96,7 @@ func ValidateScope(scope string) error {
 			}
 		}
 	}
-	return newError(ErrInvalidArgument, "invalid scope %q: use admin, publish|consume|enqueue|claim:PATTERN or consume:PATTERN/group:PATTERN, e.g. publish:orders.*", truncate(scope, 80))
+	return newError(ErrInvalidArgument, "invalid scope %q: use admin, read, publish|consume|enqueue|claim:PATTERN or consume:PATTERN/group:PATTERN, e.g. publish:orders.*", truncate(scope, 80))
 }
 
 // Allows reports whether the token's scopes permit kind (ScopePublish ...)
@@ -106,6 +112,17 @@ func (t *Token) Allows(kind, name string) bool {
 		}
 		k, pattern, ok := strings.Cut(s, ":")
 		if ok && k == kind && kind != ScopeAdmin && !strings.Contains(pattern, scopeGroupSep) && MatchPattern(pattern, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// CanRead reports whether the token may read what the admin API shows
+// (ScopeAdmin or ScopeRead).
+func (t *Token) CanRead() bool {
+	for _, s := range t.Scopes {
+		if s == ScopeAdmin || s == ScopeRead {
 			return true
 		}
 	}

@@ -262,6 +262,10 @@ func TestServe(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, code)
 	code, _ = do("GET", "/readyz", "", "")
 	require.Equal(t, http.StatusOK, code)
+	// The dashboard is mounted: its login page is served.
+	code, body = do("GET", "/ui/login", "", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `name="token"`)
 	cancel()
 	select {
 	case err := <-served:
@@ -270,6 +274,7 @@ func TestServe(t *testing.T) {
 		t.Fatal("serve did not stop")
 	}
 	require.Contains(t, stdout.String(), "pgmsg serving HTTP on http://127.0.0.1:")
+	require.Contains(t, stdout.String(), "pgmsg dashboard on http://127.0.0.1:")
 	require.Contains(t, stdout.String(), "server stopped")
 	http.DefaultClient.CloseIdleConnections()
 }

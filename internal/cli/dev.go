@@ -170,7 +170,8 @@ func runDemo(ctx context.Context, g *globals) error {
 func serveDev(ctx context.Context, g *globals, listen string) error {
 	url := g.resolveURL()
 	fmt.Fprintf(g.stdout, `
-Serving the HTTP API without auth (development only). Try, in another terminal:
+Serving the HTTP API without auth (development only).
+Open the dashboard at http://%[1]s/ui/ (no login needed), or try, in another terminal:
 
   curl -s http://%[1]s/v1/pubsub/publish -H 'Content-Type: application/json' \
        -d '{"topic":"demo","records":[{"key":"alice","value":{"hello":"world"}}]}'

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/dashboard"
 	"github.com/pgmsg/pgmsg/internal/httpapi"
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
@@ -38,6 +39,7 @@ type serveOpts struct {
 	authBurst       int
 	authRate        float64
 	maintenance     bool
+	noUI            bool
 	metricsAuth     bool
 	metricsCacheTTL time.Duration
 	metricsAddr     string
@@ -106,6 +108,7 @@ PGMSG_TLS_CERT, PGMSG_TLS_KEY.`,
 	f.BoolVar(&o.metricsAuth, "metrics-auth", false, "require a bearer token with the admin scope on /metrics")
 	f.StringVar(&o.metricsAddr, "metrics-addr", os.Getenv("PGMSG_METRICS_ADDR"), "serve /metrics on this address only, not on --listen (same TLS as --listen) ($PGMSG_METRICS_ADDR)")
 	f.DurationVar(&o.metricsCacheTTL, "metrics-cache-ttl", httpapi.MetricsCacheTTLDefault, "how long /metrics serves the state figures of its last database collection; negative disables the cache")
+	f.BoolVar(&o.noUI, "no-ui", false, "do not serve the web dashboard at /ui/")
 	f.BoolVar(&o.maintenance, "maintenance", true, "take part in maintenance leader election (retention, group expiry, compaction, job rescue)")
 	return cmd
 }
@@ -183,6 +186,13 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	if err != nil {
 		return err
 	}
+	if !o.noUI {
+		dash, err := dashboard.New(dashboard.Config{API: srv, Client: client, Logger: logger})
+		if err != nil {
+			return err
+		}
+		srv.Mount(dashboard.Prefix, dash)
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %w", o.listen, err)
@@ -208,6 +218,9 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 		proto, scheme = "HTTPS", "https"
 	}
 	fmt.Fprintf(g.stdout, "pgmsg serving %s on %s://%s (schema %s; %s); Ctrl-C to stop\n", proto, scheme, addr, g.schema, auth)
+	if !o.noUI {
+		fmt.Fprintf(g.stdout, "pgmsg dashboard on %s://%s%s\n", scheme, addr, dashboard.Prefix)
+	}
 	if metricsLn != nil {
 		maddr := metricsLn.Addr().String()
 		fmt.Fprintf(g.stdout, "pgmsg serving /metrics on %s://%s only\n", scheme, maddr)

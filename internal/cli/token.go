@@ -27,6 +27,8 @@ stored hashed: the secret is printed once, at creation. Each token has scopes:
                     the same, as the matching consumer groups only
   enqueue:PATTERN   enqueue into matching queues
   claim:PATTERN     claim and complete jobs of matching queues
+  read              every read of the admin API (topics, groups, queues, jobs):
+                    the dashboard's viewers, monitoring; changes nothing
   admin             everything, including topics, groups, queues admin
 
 In PATTERN, * matches any run of characters: orders.*, *, emails.`,
@@ -42,7 +44,7 @@ In PATTERN, * matches any run of characters: orders.*, *, emails.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(scopes) == 0 {
-				return fmt.Errorf("--scope is required (repeatable): admin, publish:PATTERN, consume:PATTERN[/group:PATTERN], enqueue:PATTERN or claim:PATTERN")
+				return fmt.Errorf("--scope is required (repeatable): admin, read, publish:PATTERN, consume:PATTERN[/group:PATTERN], enqueue:PATTERN or claim:PATTERN")
 			}
 			if expiresIn < 0 {
 				return fmt.Errorf("--expires-in must not be negative, got %s", expiresIn)

@@ -285,3 +285,49 @@ func (q *Queries) TopicMetrics(ctx context.Context, db DBTX) ([]*TopicMetricsRow
 	}
 	return items, nil
 }
+
+const topicOffsets = `-- name: TopicOffsets :many
+SELECT t.name::text AS topic, tp.partition::integer AS partition, tp.start_offset::bigint AS start_offset, tp.next_offset::bigint AS end_offset,
+       (SELECT count(*) FROM pgmsg.segment s WHERE s.topic_id = tp.topic_id AND s.partition = tp.partition)::integer AS segments
+FROM pgmsg.topic_partition tp
+JOIN pgmsg.topic t ON t.topic_id = tp.topic_id
+ORDER BY t.name, tp.partition
+`
+
+type TopicOffsetsRow struct {
+	Topic       string
+	Partition   int32
+	StartOffset int64
+	EndOffset   int64
+	Segments    int32
+}
+
+// topic_metrics without the segments' sizes: the offsets and segment count
+// of every partition from pgmsg's own tables, no file sizes (topic_metrics
+// asks pg_total_relation_size of every segment: 21 s for 1,000 topics on
+// a shared server, against milliseconds here).
+func (q *Queries) TopicOffsets(ctx context.Context, db DBTX) ([]*TopicOffsetsRow, error) {
+	rows, err := db.Query(ctx, topicOffsets)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*TopicOffsetsRow
+	for rows.Next() {
+		var i TopicOffsetsRow
+		if err := rows.Scan(
+			&i.Topic,
+			&i.Partition,
+			&i.StartOffset,
+			&i.EndOffset,
+			&i.Segments,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -21,6 +21,17 @@ FROM pgmsg.maintenance_events(@max_events::integer, sqlc.narg(kind)::text);
 -- name: MaintenanceEventsPrune :one
 SELECT pgmsg.maintenance_events_prune(@older::interval, @max_events::integer);
 
+-- name: TopicOffsets :many
+-- topic_metrics without the segments' sizes: the offsets and segment count
+-- of every partition from pgmsg's own tables, no file sizes (topic_metrics
+-- asks pg_total_relation_size of every segment: 21 s for 1,000 topics on
+-- a shared server, against milliseconds here).
+SELECT t.name::text AS topic, tp.partition::integer AS partition, tp.start_offset::bigint AS start_offset, tp.next_offset::bigint AS end_offset,
+       (SELECT count(*) FROM pgmsg.segment s WHERE s.topic_id = tp.topic_id AND s.partition = tp.partition)::integer AS segments
+FROM pgmsg.topic_partition tp
+JOIN pgmsg.topic t ON t.topic_id = tp.topic_id
+ORDER BY t.name, tp.partition;
+
 -- name: TopicMetrics :many
 SELECT topic::text, partition::integer, start_offset::bigint, end_offset::bigint, segments::integer, bytes::bigint
 FROM pgmsg.topic_metrics();

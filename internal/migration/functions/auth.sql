@@ -85,7 +85,7 @@ BEGIN
     RETURN tok;
 END $function$;
 
--- _check_scopes raises PM004 unless every scope is admin or KIND:PATTERN.
+-- _check_scopes raises PM004 unless every scope is admin, read or KIND:PATTERN.
 CREATE OR REPLACE FUNCTION {{schema}}._check_scopes(p_scopes text[])
  RETURNS void
  LANGUAGE plpgsql
@@ -98,11 +98,11 @@ BEGIN
         PERFORM {{schema}}._raise('PM004', 'a token needs at least one scope');
     END IF;
     FOREACH s IN ARRAY p_scopes LOOP
-        IF s IS NULL OR NOT (s = 'admin'
+        IF s IS NULL OR NOT (s = 'admin' OR s = 'read'
                              OR s ~ '^(publish|consume|enqueue|claim):[A-Za-z0-9._*-]{1,200}$'
                              OR s ~ '^consume:[A-Za-z0-9._*-]{1,200}/group:[A-Za-z0-9._*-]{1,200}$') THEN
             PERFORM {{schema}}._raise('PM004', format(
-                'invalid scope %s: use admin, publish|consume|enqueue|claim:PATTERN or consume:PATTERN/group:PATTERN (letters, digits, ".", "_", "-", "*")',
+                'invalid scope %s: use admin, read, publish|consume|enqueue|claim:PATTERN or consume:PATTERN/group:PATTERN (letters, digits, ".", "_", "-", "*")',
                 left(quote_literal(coalesce(s, 'NULL')), 80)));
         END IF;
     END LOOP;

@@ -1,0 +1,304 @@
+package dashboard
+
+import (
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/httpapi"
+)
+
+var errSMTP = errors.New("smtp: 550 mailbox unavailable")
+
+// TestLoginCookie: a valid token sets the session cookie HttpOnly,
+// SameSite=Strict, scoped to /ui/; a wrong token, an empty one, a token
+// with neither read nor admin, and a cross-origin form are refused with a
+// message and no cookie.
+func TestLoginCookie(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	res := tb.login(t, tb.admin, "")
+	require.Equal(t, http.StatusSeeOther, res.status, "%s", res.body)
+	require.Equal(t, Prefix, res.header.Get("Location"))
+	cookie := res.header.Get("Set-Cookie")
+	require.Contains(t, cookie, sessionCookie+"="+tb.admin)
+	require.Contains(t, cookie, "HttpOnly")
+	require.Contains(t, cookie, "SameSite=Strict")
+	require.Contains(t, cookie, "Path=/ui/")
+	require.NotContains(t, cookie, "Secure", "plain HTTP: a Secure cookie would never come back")
+
+	producer, _, err := tb.client.CreateToken(tb.ctx, "producer", []string{"publish:*"}, nil)
+	require.NoError(t, err)
+	for name, c := range map[string]struct {
+		secret, origin string
+		status         int
+		says           string
+	}{
+		"unknown":      {"pgm_notatoken", "", http.StatusUnauthorized, "unknown, revoked or expired"},
+		"empty":        {"", "", http.StatusBadRequest, "Enter a token"},
+		"no read":      {producer, "", http.StatusForbidden, "neither the read nor the admin scope"},
+		"cross-origin": {tb.admin, "https://evil.example", http.StatusForbidden, "cross-origin"},
+	} {
+		res := tb.login(t, c.secret, c.origin)
+		require.Equal(t, c.status, res.status, "%s: %s", name, res.body)
+		require.Contains(t, string(res.body), c.says, name)
+		require.Empty(t, res.header.Get("Set-Cookie"), name)
+	}
+}
+
+// TestSessionForwardsToAPI: with the cookie, /ui/api/v1/... answers what
+// the API answers the same token; without it, 401; the data plane is not
+// forwarded at all.
+func TestSessionForwardsToAPI(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateTopic(tb.ctx, "orders", pgmsg.TopicConfig{Partitions: 2})
+	require.NoError(t, err)
+	viaUI := tb.do(t, request{method: http.MethodGet, path: Prefix + "api/v1/topics/orders", cookie: tb.reader})
+	require.Equal(t, http.StatusOK, viaUI.status, "%s", viaUI.body)
+	viaAPI := tb.do(t, request{method: http.MethodGet, path: "/v1/topics/orders", bearer: tb.reader})
+	require.Equal(t, http.StatusOK, viaAPI.status, "%s", viaAPI.body)
+	require.JSONEq(t, string(viaAPI.body), string(viaUI.body))
+
+	// The data plane is not forwarded: a claim or consume is a GET that
+	// changes state.
+	for _, p := range []string{"api/v1/queue/claim?queue=q", "api/v1/pubsub/consume?topic=orders&group=g"} {
+		res := tb.do(t, request{method: http.MethodGet, path: Prefix + p, cookie: tb.admin})
+		require.Equal(t, http.StatusNotFound, res.status, "%s: %s", p, res.body)
+		require.Equal(t, "not_found", res.errorCode(t))
+	}
+
+	res := tb.do(t, request{method: http.MethodGet, path: Prefix + "api/v1/topics"})
+	require.Equal(t, http.StatusUnauthorized, res.status)
+	require.Equal(t, "unauthorized", res.errorCode(t))
+	// The API itself never takes the cookie: bearer clients are unchanged.
+	res = tb.do(t, request{method: http.MethodGet, path: "/v1/topics", cookie: tb.admin})
+	require.Equal(t, http.StatusUnauthorized, res.status)
+}
+
+// TestCSRF: every state-changing request made with the cookie needs the
+// session's CSRF token and, if it sends an Origin, this host's; the
+// token of one session does not work for another.
+func TestCSRF(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ids := tb.deadJobs(t, "emails", 2)
+	path := Prefix + "api/v1/queues/emails/dead/requeue"
+	good := tb.csrf(t, tb.admin)
+	for name, q := range map[string]request{
+		"no token":          {cookie: tb.admin},
+		"other session's":   {cookie: tb.admin, csrf: tb.csrf(t, tb.reader)},
+		"garbage":           {cookie: tb.admin, csrf: "x" + good},
+		"foreign origin":    {cookie: tb.admin, csrf: good, origin: "https://evil.example"},
+		"own endpoint, bad": {cookie: tb.admin, path: Prefix + "api/tokens"},
+	} {
+		q.method = http.MethodPost
+		if q.path == "" {
+			q.path = path
+		}
+		res := tb.do(t, q)
+		require.Equal(t, http.StatusForbidden, res.status, "%s: %s", name, res.body)
+		require.Equal(t, "csrf_failed", res.errorCode(t), name)
+	}
+	st, err := tb.client.QueueStats(tb.ctx, "emails")
+	require.NoError(t, err)
+	require.EqualValues(t, len(ids), st.Dead, "a refused request changed nothing")
+
+	res := tb.do(t, request{method: http.MethodPost, path: path, cookie: tb.admin, csrf: good, origin: tb.ts.URL})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	st, err = tb.client.QueueStats(tb.ctx, "emails")
+	require.NoError(t, err)
+	require.Zero(t, st.Dead)
+}
+
+// TestReadOnlyToken: a token with the read scope reads everything the
+// dashboard shows, and every action, through the API or the dashboard's
+// own endpoints, is 403 forbidden, even with a valid CSRF token.
+func TestReadOnlyToken(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.deadJobs(t, "emails", 1)
+	_, err := tb.client.CreateTopic(tb.ctx, "orders", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	csrf := tb.csrf(t, tb.reader)
+	for _, p := range []string{"api/session", "api/log", "api/events", "api/latency", "api/records?topic=orders",
+		"api/v1/topics", "api/v1/queues", "api/v1/queues/emails/jobs?state=dead", "api/v1/groups"} {
+		res := tb.do(t, request{method: http.MethodGet, path: Prefix + p, cookie: tb.reader})
+		require.Equal(t, http.StatusOK, res.status, "%s: %s", p, res.body)
+	}
+	for _, q := range []request{
+		{method: http.MethodPost, path: "api/v1/queues/emails/dead/requeue"},
+		{method: http.MethodPost, path: "api/v1/queues/emails/pause"},
+		{method: http.MethodPost, path: "api/v1/topics", body: map[string]any{"name": "x", "partitions": 1}},
+		{method: http.MethodDelete, path: "api/v1/topics/orders"},
+		{method: http.MethodPost, path: "api/tokens", body: map[string]any{"name": "x", "scopes": []string{"admin"}}},
+		{method: http.MethodGet, path: "api/tokens"},
+		{method: http.MethodPost, path: "api/jobs/1/cancel"},
+	} {
+		q.path, q.cookie, q.csrf = Prefix+q.path, tb.reader, csrf
+		res := tb.do(t, q)
+		require.Equal(t, http.StatusForbidden, res.status, "%s %s: %s", q.method, q.path, res.body)
+		require.Equal(t, "forbidden", res.errorCode(t))
+	}
+	st, err := tb.client.QueueStats(tb.ctx, "emails")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Dead)
+	require.False(t, st.Paused)
+	var info struct {
+		Admin bool `json:"admin"`
+	}
+	tb.do(t, request{method: http.MethodGet, path: Prefix + "api/session", cookie: tb.reader}).json(t, &info)
+	require.False(t, info.Admin, "the pages show no actions to a read-only session")
+}
+
+// TestBadInput: the dashboard's own endpoints answer a client's mistakes
+// 400 (or 404) with the API's error body, never 500.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateTopic(tb.ctx, "orders", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	csrf := tb.csrf(t, tb.admin)
+	for _, c := range []struct {
+		q      request
+		status int
+	}{
+		{request{method: http.MethodGet, path: "api/records?topic=orders&partition=-1"}, http.StatusBadRequest},
+		{request{method: http.MethodGet, path: "api/records?topic=orders&limit=100000"}, http.StatusBadRequest},
+		{request{method: http.MethodGet, path: "api/records?topic=orders&offset=1&time=2026-01-01T00:00:00Z"}, http.StatusBadRequest},
+		{request{method: http.MethodGet, path: "api/records?topic=orders&time=yesterday"}, http.StatusBadRequest},
+		{request{method: http.MethodGet, path: "api/records?topic=bad%20name"}, http.StatusBadRequest},
+		{request{method: http.MethodGet, path: "api/records?topic=nosuch"}, http.StatusNotFound},
+		{request{method: http.MethodPost, path: "api/tokens", body: map[string]any{"name": "t", "scopes": []string{"root"}}}, http.StatusBadRequest},
+		{request{method: http.MethodPost, path: "api/tokens", body: map[string]any{"nme": "t"}}, http.StatusBadRequest},
+		{request{method: http.MethodPost, path: "api/tokens/abc/revoke"}, http.StatusBadRequest},
+		{request{method: http.MethodPost, path: "api/tokens/999999/revoke"}, http.StatusNotFound},
+		{request{method: http.MethodGet, path: "nosuchpage"}, http.StatusNotFound},
+	} {
+		q := c.q
+		q.path, q.cookie, q.csrf = Prefix+q.path, tb.admin, csrf
+		res := tb.do(t, q)
+		require.Equal(t, c.status, res.status, "%s %s: %s", q.method, q.path, res.body)
+		res.errorCode(t)
+	}
+}
+
+// TestRecordsPage: the record browser reads by offset and by time, and
+// answers keys, headers and values as the API encodes them.
+func TestRecordsPage(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateTopic(tb.ctx, "orders", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	recs := []*pgmsg.Record{
+		{Topic: "orders", Key: []byte("k1"), Value: []byte(`{"n":1}`), Headers: map[string][]byte{"trace": []byte("abc")}},
+		{Topic: "orders", Value: []byte("plain text")},
+		{Topic: "orders", Value: []byte{0xff, 0x00}},
+	}
+	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
+	var got struct {
+		From    int64 `json:"from"`
+		Records []struct {
+			Offset        int64             `json:"offset"`
+			Key           *string           `json:"key"`
+			Value         any               `json:"value"`
+			ValueEncoding string            `json:"value_encoding"`
+			Headers       map[string]string `json:"headers"`
+		} `json:"records"`
+	}
+	res := tb.do(t, request{method: http.MethodGet, path: Prefix + "api/records?topic=orders&offset=0", cookie: tb.reader})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	res.json(t, &got)
+	require.Len(t, got.Records, 3)
+	require.Equal(t, "k1", *got.Records[0].Key)
+	require.Equal(t, "abc", got.Records[0].Headers["trace"])
+	require.Equal(t, `{"n":1}`, got.Records[0].Value, "stored bytes, as they are")
+	require.Equal(t, []string{"text", "text", "base64"}, []string{got.Records[0].ValueEncoding, got.Records[1].ValueEncoding, got.Records[2].ValueEncoding})
+	res = tb.do(t, request{method: http.MethodGet, path: Prefix + "api/records?topic=orders&offset=1&limit=1", cookie: tb.reader})
+	res.json(t, &got)
+	require.Len(t, got.Records, 1)
+	require.EqualValues(t, 1, got.Records[0].Offset)
+	at := recs[2].Timestamp.UTC().Format("2006-01-02T15:04:05.999999999Z07:00")
+	res = tb.do(t, request{method: http.MethodGet, path: Prefix + "api/records?topic=orders&time=" + strings.ReplaceAll(at, "+", "%2B"), cookie: tb.reader})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	res.json(t, &got)
+	require.NotEmpty(t, got.Records)
+	require.LessOrEqual(t, got.From, int64(2), "the time of the last record finds it or an earlier one of the same time")
+}
+
+// TestInsecureNoAuth: under --insecure-no-auth the dashboard needs no
+// login, still requires the CSRF token, and refuses foreign Hosts as
+// the API does.
+func TestInsecureNoAuth(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, &httpapi.Config{InsecureNoAuth: true})
+	tb.deadJobs(t, "emails", 1)
+	res := tb.do(t, request{method: http.MethodGet, path: Prefix + "api/session"})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	path := Prefix + "api/v1/queues/emails/dead/requeue"
+	res = tb.do(t, request{method: http.MethodPost, path: path})
+	require.Equal(t, http.StatusForbidden, res.status)
+	require.Equal(t, "csrf_failed", res.errorCode(t))
+	res = tb.do(t, request{method: http.MethodPost, path: path, csrf: tb.csrf(t, "")})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+
+	req, err := http.NewRequestWithContext(tb.ctx, http.MethodGet, tb.ts.URL+Prefix, nil)
+	require.NoError(t, err)
+	req.Host = "attacker.example"
+	res = tb.send(t, req)
+	require.Equal(t, http.StatusForbidden, res.status)
+	require.Equal(t, "host_not_allowed", res.errorCode(t))
+}
+
+// TestStaticEmbedded: the pages and the chart library come from the
+// binary, with a policy that loads nothing from elsewhere; the shell sends
+// a visitor without a valid session to the login form.
+func TestStaticEmbedded(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	for _, cookie := range []string{"", "pgm_revoked"} {
+		res := tb.do(t, request{method: http.MethodGet, path: Prefix, cookie: cookie})
+		require.Equal(t, http.StatusSeeOther, res.status)
+		require.Equal(t, Prefix+"login", res.header.Get("Location"))
+	}
+	for _, p := range []string{"", "login", "static/app.js", "static/style.css", "static/vendor/uPlot.iife.min.js", "static/vendor/uPlot.min.css"} {
+		res := tb.do(t, request{method: http.MethodGet, path: Prefix + p, cookie: tb.reader})
+		require.Equal(t, http.StatusOK, res.status, p)
+		require.NotEmpty(t, res.body, p)
+		require.Contains(t, res.header.Get("Content-Security-Policy"), "default-src 'self'", p)
+		require.Equal(t, "DENY", res.header.Get("X-Frame-Options"), p)
+	}
+}
+
+// TestLogoutAndTLS: logout needs the CSRF token and expires the cookie;
+// over TLS the session cookie is Secure.
+func TestLogoutAndTLS(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	res := tb.do(t, request{method: http.MethodPost, path: Prefix + "logout", cookie: tb.admin})
+	require.Equal(t, http.StatusForbidden, res.status)
+	require.Equal(t, "csrf_failed", res.errorCode(t))
+	res = tb.do(t, request{method: http.MethodPost, path: Prefix + "logout", cookie: tb.admin, csrf: tb.csrf(t, tb.admin)})
+	require.Equal(t, http.StatusNoContent, res.status, "%s", res.body)
+	require.Contains(t, res.header.Get("Set-Cookie"), sessionCookie+"=;")
+	require.Contains(t, res.header.Get("Set-Cookie"), "Max-Age=0")
+
+	req := httptest.NewRequestWithContext(tb.ctx, http.MethodPost, "https://127.0.0.1"+Prefix+"login",
+		strings.NewReader(url.Values{"token": {tb.admin}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.TLS = &tls.ConnectionState{}
+	rec := httptest.NewRecorder()
+	tb.api.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+	cookie := rec.Header().Get("Set-Cookie")
+	require.Contains(t, cookie, "Secure")
+	require.Contains(t, cookie, "HttpOnly")
+	require.Contains(t, cookie, "SameSite=Strict")
+}

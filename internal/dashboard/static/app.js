@@ -1,0 +1,552 @@
+// The pgmsg dashboard: one page per hash route (#/, #/topics/T,
+// #/topics/T/groups/G, #/queues/Q, #/jobs/ID, #/tokens). Every figure comes
+// from the API through /ui/api/ (dashboard.go forwards /ui/api/v1 to /v1
+// with the session's token); nothing is loaded from elsewhere.
+//
+// Text from the server is only ever set with textContent (h() below),
+// never parsed as HTML.
+
+const REFRESH_MS = 3000; // how often live figures are fetched again
+const PAGE_SIZE = 50; // rows per page of the long tables
+const CHART_POINTS = 60; // samples a chart keeps (3 minutes at REFRESH_MS)
+
+let session = null;
+let timers = [];
+
+// h builds an element: h("a", {href: "#/"}, "text", child, ...).
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(el.dataset, v);
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+// api calls /ui/api/<path>; it throws an Error with the API's message.
+async function api(path, opts = {}) {
+  const init = { method: opts.method || "GET", headers: {}, credentials: "same-origin" };
+  if (init.method !== "GET") init.headers["X-CSRF-Token"] = session ? session.csrf : "";
+  if (opts.body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(opts.body);
+  }
+  const res = await fetch("/ui/api/" + path, init);
+  if (res.status === 401) {
+    location.href = "/ui/login";
+    throw new Error("not logged in");
+  }
+  const text = await res.text();
+  const body = text ? JSON.parse(text) : null;
+  if (!res.ok) {
+    const e = body && body.error ? body.error : { code: String(res.status), message: res.statusText };
+    const err = new Error(e.message + " (" + e.code + ")");
+    err.status = res.status;
+    throw err;
+  }
+  return body;
+}
+
+const enc = encodeURIComponent;
+const fmt = (n) => (n === undefined || n === null ? "—" : Number(n).toLocaleString("en-US"));
+const rate = (n) => (n === null || n === undefined ? "—" : n.toFixed(n < 10 ? 2 : 0));
+const when = (t) => (t ? new Date(t).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : "—");
+const secs = (s) => (s < 1 ? (s * 1000).toFixed(0) + " ms" : s.toFixed(2) + " s");
+
+function toast(msg, isError) {
+  const t = document.getElementById("toast");
+  t.textContent = msg;
+  t.className = isError ? "error" : "";
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => (t.textContent = ""), 6000);
+}
+
+// confirmAction asks in a modal dialog (keyboard: Tab, Enter, Escape).
+function confirmAction(text) {
+  const d = document.getElementById("confirm");
+  document.getElementById("confirm-text").textContent = text;
+  return new Promise((resolve) => {
+    d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true });
+    d.returnValue = "";
+    d.showModal();
+    document.getElementById("confirm-ok").focus();
+  });
+}
+
+// action is a button that runs fn after a confirmation; only admins see it.
+function action(label, question, fn, opts = {}) {
+  if (!session.admin) return null;
+  return h("button", {
+    type: "button", class: opts.primary ? "primary" : "danger", dataset: { action: opts.id || label },
+    onclick: async (ev) => {
+      if (question && !(await confirmAction(question))) return;
+      const page = location.hash;
+      ev.target.disabled = true;
+      try {
+        const msg = await fn();
+        toast(msg || label + ": done");
+      } catch (e) {
+        toast(label + " failed: " + e.message, true);
+      } finally {
+        ev.target.disabled = false;
+        // An action that leaves the page (a deleted group or job) must not
+        // have the page it left poll for what is gone.
+        if (location.hash === page) refreshNow();
+      }
+    },
+  }, label);
+}
+
+function table(cols, rows, opts = {}) {
+  return h("div", { class: "table-wrap" }, h("table", { id: opts.id },
+    opts.caption ? h("caption", { class: "muted" }, opts.caption) : null,
+    h("thead", {}, h("tr", {}, cols.map((c) => h("th", { scope: "col", class: c.num ? "num" : c.cls }, c.label)))),
+    h("tbody", {}, rows.length ? rows.map((r) => h("tr", { dataset: r.dataset || {} },
+      cols.map((c, i) => h("td", { class: c.num ? "num" : c.cls, dataset: { col: c.key || "" } }, r.cells[i]))))
+      : h("tr", {}, h("td", { colspan: cols.length, class: "muted" }, opts.empty || "Nothing here yet.")))));
+}
+
+function stats(items) {
+  return h("dl", { class: "stats" }, items.map(([label, value, key]) =>
+    h("div", { class: "stat" }, h("dt", {}, label), h("dd", { dataset: { stat: key || label } }, value))));
+}
+
+// replace swaps a region's content unless keyboard focus is inside it,
+// so that a refresh never steals the place of someone tabbing through.
+function replace(el, ...children) {
+  if (el.contains(document.activeElement) && document.activeElement !== document.body) return;
+  el.replaceChildren(...children);
+}
+
+// Chart is a uPlot time series that keeps the last CHART_POINTS samples.
+class Chart {
+  constructor(el, title, series) {
+    this.data = [[], ...series.map(() => [])];
+    const width = Math.max(280, el.clientWidth - 10);
+    this.plot = new uPlot({
+      title, width, height: 200,
+      // The x axis always spans the samples a chart keeps, so that a
+      // first sample is not spread over years.
+      scales: { x: { time: true, range: (u, min, max) => {
+        const hi = Number.isFinite(max) ? max : Date.now() / 1000;
+        return [hi - (CHART_POINTS * REFRESH_MS) / 1000, hi];
+      } } },
+      series: [{}, ...series.map((s, i) => ({ label: s, stroke: ["#2557d6", "#d6452f", "#0e9f6e"][i % 3], width: 2, points: { show: true, size: 4 } }))],
+      axes: [{}, { size: 60 }],
+    }, this.data, el);
+    this.ro = new ResizeObserver(() => this.plot.setSize({ width: Math.max(280, el.clientWidth - 10), height: 200 }));
+    this.ro.observe(el);
+  }
+  push(values) {
+    this.data[0].push(Date.now() / 1000);
+    values.forEach((v, i) => this.data[i + 1].push(v));
+    if (this.data[0].length > CHART_POINTS) this.data.forEach((d) => d.shift());
+    this.plot.setData(this.data);
+  }
+}
+
+// poll runs fn now and every REFRESH_MS while the page is shown.
+function poll(fn) {
+  const run = async () => {
+    try {
+      await fn();
+    } catch (e) {
+      toast(e.message, true);
+    }
+  };
+  timers.push({ run, id: setInterval(run, REFRESH_MS) });
+  return run();
+}
+
+function refreshNow() {
+  for (const t of timers) t.run();
+}
+
+// ---- Overview ----
+
+async function overview(main) {
+  const topicsEl = h("div", {}), queuesEl = h("div", {}), eventsEl = h("div", {}), summary = h("div", {});
+  const filter = h("input", { type: "search", id: "topic-filter", placeholder: "Filter topics", "aria-label": "Filter topics" });
+  let page = 0, topics = [], prev = null, rates = {};
+  const pager = h("div", { class: "pager" });
+  main.replaceChildren(h("h1", {}, "Overview"), summary,
+    h("section", { class: "card", "aria-labelledby": "h-topics" }, h("h2", { id: "h-topics" }, "Topics"), filter, topicsEl, pager),
+    h("section", { class: "card", "aria-labelledby": "h-queues" }, h("h2", { id: "h-queues" }, "Queues"), queuesEl),
+    h("section", { class: "card", "aria-labelledby": "h-events" }, h("h2", { id: "h-events" }, "Recent maintenance events"), eventsEl));
+  const drawTopics = () => {
+    const shown = topics.filter((t) => t.name.includes(filter.value.trim()));
+    const pages = Math.max(1, Math.ceil(shown.length / PAGE_SIZE));
+    page = Math.min(page, pages - 1);
+    replace(topicsEl, table([
+      { label: "Topic", key: "name" }, { label: "Partitions", num: true, key: "partitions" },
+      { label: "Records", num: true, key: "records" }, { label: "Records/s", num: true, key: "rate" },
+      { label: "Groups", num: true, key: "groups" }, { label: "Total lag", num: true, key: "lag" },
+    ], shown.slice(page * PAGE_SIZE, (page + 1) * PAGE_SIZE).map((t) => ({
+      dataset: { topic: t.name },
+      cells: [h("a", { href: "#/topics/" + enc(t.name) }, t.name), fmt(t.partitions), fmt(t.records),
+        rate(rates[t.name]), fmt(t.groups), fmt(t.lag)],
+    })), { id: "topics", empty: "No topics." }));
+    pager.replaceChildren(
+      h("button", { type: "button", disabled: page === 0, onclick: () => { page--; drawTopics(); } }, "Previous"),
+      h("span", { class: "muted" }, `Page ${page + 1} of ${pages} · ${fmt(shown.length)} topics`),
+      h("button", { type: "button", disabled: page >= pages - 1, onclick: () => { page++; drawTopics(); } }, "Next"));
+  };
+  filter.addEventListener("input", () => { page = 0; drawTopics(); });
+  await poll(async () => {
+    const [log, queues, events] = await Promise.all([api("log"), api("v1/queues"), api("events")]);
+    const now = Date.parse(log.at);
+    if (prev) {
+      const dt = (now - prev.at) / 1000;
+      for (const t of log.topics) {
+        const before = prev.ends[t.name];
+        if (before !== undefined && dt > 0) rates[t.name] = Math.max(0, (t.end_offset - before) / dt);
+      }
+    }
+    prev = { at: now, ends: Object.fromEntries(log.topics.map((t) => [t.name, t.end_offset])) };
+    topics = log.topics;
+    const qs = queues.queues;
+    const sum = (xs, f) => xs.reduce((a, x) => a + (f(x) || 0), 0);
+    const rateTotal = Object.keys(rates).length ? sum(log.topics, (t) => rates[t.name]) : null;
+    replace(summary, stats([
+      ["Topics", fmt(topics.length), "topics"], ["Records/s", rate(rateTotal), "records-rate"],
+      ["Total lag", fmt(sum(topics, (t) => t.lag)), "lag"], ["Queues", fmt(qs.length), "queues"],
+      ["Jobs/s", rate(sum(qs, (q) => q.throughput)), "jobs-rate"],
+      ["Queue depth", fmt(sum(qs, (q) => q.available + q.scheduled + q.retrying)), "depth"],
+      ["Dead jobs", fmt(sum(qs, (q) => q.dead)), "dead"],
+    ]));
+    drawTopics();
+    replace(queuesEl, table([
+      { label: "Queue", key: "name" }, { label: "Available", num: true, key: "available" },
+      { label: "Running", num: true, key: "running" }, { label: "Scheduled", num: true, key: "scheduled" },
+      { label: "Retrying", num: true, key: "retrying" }, { label: "Dead", num: true, key: "dead" },
+      { label: "Jobs/s", num: true, key: "throughput" }, { label: "State", key: "paused" },
+    ], qs.map((q) => ({
+      dataset: { queue: q.queue },
+      cells: [h("a", { href: "#/queues/" + enc(q.queue) }, q.queue), fmt(q.available), fmt(q.running), fmt(q.scheduled),
+        fmt(q.retrying), fmt(q.dead), rate(q.throughput), q.paused ? h("span", { class: "badge paused" }, "paused") : "running"],
+    })), { id: "queues", empty: "No queues." }));
+    replace(eventsEl, table([
+      { label: "At" }, { label: "Kind" }, { label: "Topic" }, { label: "Partition", num: true }, { label: "Detail", cls: "wrap" },
+    ], events.events.map((e) => ({ cells: [when(e.at), e.kind, e.topic + (e.group ? " / " + e.group : ""), e.partition, JSON.stringify(e.detail)] })),
+    { id: "events", empty: "No maintenance events yet." }));
+  });
+}
+
+// ---- Topic ----
+
+// bytesOf turns a value the API encoded (json, text, base64) into bytes.
+function bytesOf(value, encoding) {
+  if (value === null) return null;
+  if (encoding === "base64") return Uint8Array.from(atob(value), (c) => c.charCodeAt(0));
+  return new TextEncoder().encode(encoding === "json" ? JSON.stringify(value) : value);
+}
+
+// showValue shows stored bytes: as they are (auto: text, or base64 when
+// they are not UTF-8), as text, as hex, or as JSON pretty-printed (which
+// parses the value: a number such as 18.50 is shown as 18.5).
+function showValue(value, encoding, view) {
+  if (value === null || value === undefined) return h("span", { class: "muted" }, "null");
+  const bytes = bytesOf(value, encoding);
+  if (view === "hex") return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join(" ");
+  if (view === "text") return new TextDecoder().decode(bytes);
+  if (view === "json") {
+    try {
+      return JSON.stringify(JSON.parse(new TextDecoder().decode(bytes)), null, 2);
+    } catch {
+      return h("span", { class: "muted" }, "(not JSON) " + new TextDecoder().decode(bytes));
+    }
+  }
+  if (encoding === "json") return JSON.stringify(value, null, 2);
+  return encoding === "base64" ? "base64: " + value : value;
+}
+
+async function topicPage(main, topic) {
+  const info = h("div", {}), groupsEl = h("div", {}), chartEl = h("div", { class: "chart" }), recordsEl = h("div", {});
+  main.replaceChildren(h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / topic"),
+    h("h1", {}, topic), info,
+    h("div", { class: "grid" },
+      h("section", { class: "card", "aria-label": "Publish rate" }, chartEl),
+      h("section", { class: "card", "aria-labelledby": "h-groups" }, h("h2", { id: "h-groups" }, "Consumer groups"), groupsEl)),
+    h("section", { class: "card", "aria-labelledby": "h-records" }, h("h2", { id: "h-records" }, "Records"), recordBrowser(topic, recordsEl), recordsEl));
+  const chart = new Chart(chartEl, "Publish rate (records/s)", ["records/s"]);
+  let prev = null;
+  await poll(async () => {
+    const [d, log] = await Promise.all([api("v1/topics/" + enc(topic)), api("log")]);
+    const end = d.partition_info.reduce((a, p) => a + p.next_offset, 0);
+    const now = Date.now();
+    if (prev) chart.push([Math.max(0, (end - prev.end) / ((now - prev.at) / 1000))]);
+    prev = { end, at: now };
+    const settings = Object.entries(d.settings || {});
+    replace(info, stats([["Partitions", fmt(d.partitions), "partitions"], ["Segment records", fmt(d.segment_records), "segment_records"],
+      ["Max record bytes", fmt(d.max_record_bytes), "max_record_bytes"]]),
+    h("section", { class: "card", "aria-labelledby": "h-parts" }, h("h2", { id: "h-parts" }, "Partitions"),
+      table([{ label: "Partition", num: true }, { label: "Start offset", num: true, key: "start" }, { label: "Next offset", num: true, key: "next" },
+        { label: "Records", num: true }, { label: "Segments", num: true }, { label: "≈ bytes", num: true }],
+      d.partition_info.map((p) => ({ dataset: { partition: p.partition },
+        cells: [p.partition, fmt(p.start_offset), fmt(p.next_offset), fmt(p.records), p.segments, fmt(p.approx_bytes)] })), { id: "partitions" }),
+      h("h2", {}, "Retention and backpressure settings"),
+      settings.length ? table([{ label: "Setting" }, { label: "Value" }], settings.map(([k, v]) => ({ cells: [k, JSON.stringify(v)] })), { id: "settings" })
+        : h("p", { class: "muted" }, "Defaults (no settings).")));
+    const gs = log.groups.filter((g) => g.topic === topic);
+    replace(groupsEl, table([{ label: "Group" }, { label: "Partitions", num: true }, { label: "Lag", num: true, key: "lag" }],
+      gs.map((g) => ({ dataset: { group: g.group }, cells: [h("a", { href: `#/topics/${enc(topic)}/groups/${enc(g.group)}` }, g.group), g.partitions, fmt(g.lag)] })),
+      { id: "groups", empty: "No consumer groups." }));
+  });
+}
+
+function recordBrowser(topic, out) {
+  const f = h("form", { class: "inline", id: "record-form" },
+    h("label", {}, "Partition", h("input", { name: "partition", type: "number", min: 0, value: 0, required: true })),
+    h("label", {}, "From offset", h("input", { name: "offset", type: "number", min: 0, placeholder: "0" })),
+    h("label", {}, "or from time (UTC)", h("input", { name: "time", type: "datetime-local", step: 1 })),
+    h("label", {}, "Show values as", h("select", { name: "view" }, ["auto", "json", "text", "hex"].map((v) => h("option", { value: v }, v)))),
+    h("button", { type: "submit", class: "primary" }, "Browse"));
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const v = Object.fromEntries(new FormData(f));
+    let q = `records?topic=${enc(topic)}&partition=${enc(v.partition)}&limit=${PAGE_SIZE}`;
+    if (v.time) q += "&time=" + enc(new Date(v.time + "Z").toISOString());
+    else q += "&offset=" + enc(v.offset || "0");
+    try {
+      const res = await api(q);
+      const view = v.view;
+      out.dataset.shown = `partition=${v.partition};offset=${res.from};view=${view}`;
+      out.replaceChildren(table([{ label: "Offset", num: true }, { label: "Timestamp" }, { label: "Key", cls: "wrap" },
+        { label: "Headers", cls: "wrap" }, { label: "Value", cls: "wrap", key: "value" }],
+      res.records.map((r) => ({ dataset: { offset: r.offset }, cells: [r.offset, when(r.timestamp),
+        r.key === null ? h("span", { class: "muted" }, "null") : showValue(r.key, r.key_encoding, view === "hex" ? "hex" : "auto"),
+        r.headers ? Object.entries(r.headers).map(([k, x]) => k + ": " + x).join("\n") : "",
+        showValue(r.value, r.value_encoding, view)] })), { id: "records", empty: "No records from there.", caption: `From offset ${res.from}` }));
+      if (res.records.length === PAGE_SIZE) {
+        out.append(h("button", { type: "button", onclick: () => {
+          f.elements.offset.value = res.records[res.records.length - 1].offset + 1;
+          f.elements.time.value = "";
+          f.requestSubmit();
+        } }, "Next records"));
+      }
+    } catch (e) {
+      out.replaceChildren(h("p", { class: "error", role: "alert" }, e.message));
+    }
+  });
+  return f;
+}
+
+// ---- Consumer group ----
+
+async function groupPage(main, topic, group) {
+  const membersEl = h("div", {}), partsEl = h("div", {}), chartEl = h("div", { class: "chart" }), summary = h("div", {});
+  const path = `v1/topics/${enc(topic)}/groups/${enc(group)}`;
+  const reset = h("form", { class: "inline", id: "reset-form" },
+    h("label", {}, "Reset to", h("select", { name: "to" }, ["earliest", "latest", "offset", "timestamp"].map((v) => h("option", { value: v }, v)))),
+    h("label", {}, "Offset or time (RFC 3339)", h("input", { name: "value", placeholder: "e.g. 42 or 2026-12-02T10:00:00Z" })),
+    h("label", {}, "Partition (empty: all)", h("input", { name: "partition", type: "number", min: 0 })),
+    h("button", { type: "submit", class: "danger" }, "Reset"));
+  reset.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const v = Object.fromEntries(new FormData(reset));
+    const to = v.to === "offset" || v.to === "timestamp" ? v.value.trim() : v.to;
+    if (!to) return toast("Give the offset or time to reset to.", true);
+    const body = { to };
+    if (v.partition !== "") body.partition = Number(v.partition);
+    if (!(await confirmAction(`Reset group ${group} on ${topic} to ${to}${body.partition !== undefined ? " on partition " + body.partition : ""}?`))) return;
+    try {
+      await api(path + "/reset", { method: "POST", body });
+      toast("Group reset to " + to);
+    } catch (e) {
+      toast("Reset failed: " + e.message, true);
+    }
+    refreshNow();
+  });
+  main.replaceChildren(h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / ", h("a", { href: "#/topics/" + enc(topic) }, topic), " / group"),
+    h("h1", {}, group), summary,
+    h("div", { class: "grid" },
+      h("section", { class: "card", "aria-label": "Lag over time" }, chartEl),
+      h("section", { class: "card", "aria-labelledby": "h-members" }, h("h2", { id: "h-members" }, "Members"), membersEl)),
+    h("section", { class: "card", "aria-labelledby": "h-gparts" }, h("h2", { id: "h-gparts" }, "Partitions"), partsEl),
+    session.admin ? h("section", { class: "card", "aria-labelledby": "h-gact" }, h("h2", { id: "h-gact" }, "Actions"), reset,
+      h("div", { class: "actions" }, action("Delete group", `Delete group ${group} on ${topic}? Its cursors are lost.`, async () => {
+        await api(path, { method: "DELETE" });
+        location.hash = "#/topics/" + enc(topic);
+        return "Group deleted";
+      }, { id: "delete-group" }))) : null);
+  const chart = new Chart(chartEl, "Lag (records)", ["lag"]);
+  await poll(async () => {
+    const d = await api(path);
+    const lag = d.partitions.reduce((a, p) => a + p.lag, 0);
+    chart.push([lag]);
+    replace(summary, stats([["Total lag", fmt(lag), "lag"], ["Members", fmt(d.members.length), "members"], ["Partitions", fmt(d.partitions.length), "partitions"]]));
+    replace(membersEl, table([{ label: "Member" }, { label: "Partitions" }, { label: "Alive" }, { label: "Heartbeat" }],
+      d.members.map((m) => ({ cells: [m.member_id, m.partitions.join(", "), h("span", { class: "badge" + (m.alive ? " alive" : "") }, m.alive ? "alive" : "expired"), when(m.heartbeat_at)] })),
+      { id: "members", empty: "No members (an HTTP or Go consumer joins by heartbeats)." }));
+    replace(partsEl, table([{ label: "Partition", num: true }, { label: "Cursor", num: true, key: "cursor" }, { label: "End offset", num: true, key: "end" },
+      { label: "Lag", num: true, key: "lag" }, { label: "Owner" }, { label: "Claim owner" }, { label: "Committed" }],
+    d.partitions.map((p) => ({ dataset: { partition: p.partition }, cells: [p.partition, fmt(p.next_offset), fmt(p.end_offset), fmt(p.lag), p.owner || "—", p.claim_owner || "—", when(p.committed_at)] })),
+    { id: "group-partitions" }));
+  });
+}
+
+// ---- Queue ----
+
+const STATES = ["available", "scheduled", "running", "retrying", "dead", "completed", "cancelled"];
+
+async function queuePage(main, queue) {
+  const summary = h("div", {}), actionsEl = h("div", { class: "actions" }), jobsEl = h("div", { id: "jobs-box" });
+  const tputEl = h("div", { class: "chart" }), latEl = h("div", { class: "chart" });
+  const filter = h("form", { class: "inline", id: "job-filter" },
+    h("label", {}, "State", h("select", { name: "state" }, h("option", { value: "" }, "any"), STATES.map((s) => h("option", { value: s }, s)))),
+    h("label", {}, "Kind", h("input", { name: "kind", placeholder: "any" })),
+    h("button", { type: "submit" }, "Show jobs"));
+  let cursors = [0]; // after_id of each page shown so far
+  const loadJobs = async () => {
+    const v = Object.fromEntries(new FormData(filter));
+    let q = `v1/queues/${enc(queue)}/jobs?limit=${PAGE_SIZE}&after_id=${cursors[cursors.length - 1]}`;
+    if (v.state) q += "&state=" + enc(v.state);
+    if (v.kind.trim()) q += "&kind=" + enc(v.kind.trim());
+    try {
+      const res = await api(q);
+      jobsEl.dataset.shown = `state=${v.state};kind=${v.kind.trim()};after=${cursors[cursors.length - 1]}`;
+      jobsEl.replaceChildren(table([{ label: "ID", num: true }, { label: "Kind" }, { label: "State" }, { label: "Attempt", num: true },
+        { label: "Enqueued", cls: "hide-narrow" }, { label: "Last error", cls: "wrap hide-narrow" }],
+      res.jobs.map((j) => ({ dataset: { job: j.id }, cells: [h("a", { href: "#/jobs/" + j.id }, j.id), j.kind || "—",
+        h("span", { class: "badge " + j.state }, j.state), `${j.attempt}/${j.max_attempts}`, when(j.enqueued_at),
+        j.errors && j.errors.length ? j.errors[j.errors.length - 1].error : ""] })), { id: "jobs", empty: "No jobs match." }),
+      h("div", { class: "pager" },
+        h("button", { type: "button", disabled: cursors.length === 1, onclick: () => { cursors.pop(); loadJobs(); } }, "Previous"),
+        h("button", { type: "button", disabled: res.jobs.length < PAGE_SIZE, onclick: () => { cursors.push(res.jobs[res.jobs.length - 1].id); loadJobs(); } }, "Next")));
+    } catch (e) {
+      jobsEl.replaceChildren(h("p", { class: "error", role: "alert" }, e.message));
+    }
+  };
+  filter.addEventListener("submit", (ev) => { ev.preventDefault(); cursors = [0]; loadJobs(); });
+  main.replaceChildren(h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / queue"), h("h1", {}, queue), summary, actionsEl,
+    h("div", { class: "grid" }, h("section", { class: "card", "aria-label": "Throughput" }, tputEl), h("section", { class: "card", "aria-label": "Latency" }, latEl)),
+    h("section", { class: "card", "aria-labelledby": "h-jobs" }, h("h2", { id: "h-jobs" }, "Jobs"), filter, jobsEl));
+  const tput = new Chart(tputEl, "Throughput (jobs/s, last minute)", ["jobs/s"]);
+  const lat = new Chart(latEl, "Latency enqueue→done (s, last minute)", ["p50", "p99"]);
+  let paused = null;
+  await poll(async () => {
+    const [st, latency] = await Promise.all([api("v1/queues/" + enc(queue)), api("latency")]);
+    const l = latency.queues.find((x) => x.queue === queue) || { latency_p50_seconds: 0, latency_p99_seconds: 0 };
+    tput.push([st.throughput]);
+    lat.push([l.latency_p50_seconds, l.latency_p99_seconds]);
+    replace(summary, stats([...["available", "scheduled", "running", "retrying", "dead", "archived"].map((k) => [k[0].toUpperCase() + k.slice(1), fmt(st[k]), k]),
+      ["Jobs/s", rate(st.throughput), "throughput"], ["p50 / p99", `${secs(l.latency_p50_seconds)} / ${secs(l.latency_p99_seconds)}`, "latency"],
+      ["State", st.paused ? "paused" : "running", "paused"]]));
+    if (paused !== st.paused) {
+      paused = st.paused;
+      actionsEl.replaceChildren(...[
+        st.paused ? action("Resume", null, () => api(`v1/queues/${enc(queue)}/resume`, { method: "POST" }).then(() => "Queue resumed"), { id: "resume", primary: true })
+          : action("Pause", `Pause queue ${queue}? Workers stop claiming its jobs.`, () => api(`v1/queues/${enc(queue)}/pause`, { method: "POST" }).then(() => "Queue paused"), { id: "pause" }),
+        action("Requeue dead jobs", `Requeue every dead job of ${queue}?`, async () => `Requeued ${(await api(`v1/queues/${enc(queue)}/dead/requeue`, { method: "POST" })).requeued} jobs`, { id: "requeue-dead" }),
+        action("Purge dead jobs", `Delete every dead job of ${queue}? This cannot be undone.`, async () => `Purged ${(await api(`v1/queues/${enc(queue)}/dead/purge`, { method: "POST" })).purged} jobs`, { id: "purge-dead" }),
+      ].filter(Boolean));
+    }
+  });
+  await loadJobs();
+}
+
+async function jobPage(main, id) {
+  const j = await api("v1/jobs/" + enc(id));
+  const q = enc(j.queue);
+  const fields = [["Queue", h("a", { href: "#/queues/" + q }, j.queue)], ["Kind", j.kind || "—"], ["State", h("span", { class: "badge " + j.state, dataset: { stat: "state" } }, j.state)],
+    ["Attempt", `${j.attempt} of ${j.max_attempts}`], ["Priority", j.priority], ["Enqueued", when(j.enqueued_at)], ["Run at", when(j.run_at)],
+    ["Attempted", when(j.attempted_at)], ["Finished", when(j.finished_at)], ["Worker", j.worker || "—"], ["Unique key", j.unique_key || "—"], ["Tags", (j.tags || []).join(", ") || "—"]];
+  const live = ["available", "scheduled", "running", "retrying"].includes(j.state);
+  main.replaceChildren(h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / ", h("a", { href: "#/queues/" + q }, j.queue), " / job"),
+    h("h1", {}, "Job " + j.id),
+    h("div", { class: "actions" },
+      j.state !== "running" ? action("Retry", `Retry job ${j.id} now?`, () => api(`v1/jobs/${j.id}/retry`, { method: "POST" }).then(() => "Job made available"), { id: "retry", primary: true }) : null,
+      live ? action("Cancel", `Cancel job ${j.id}?`, () => api(`jobs/${j.id}/cancel`, { method: "POST" }).then((r) => (r.cancelled ? "Job cancelled" : "Job had finished already")), { id: "cancel" }) : null,
+      j.state === "dead" ? action("Delete", `Delete dead job ${j.id}? This cannot be undone.`, () => api(`v1/queues/${q}/dead/purge`, { method: "POST", body: { ids: [j.id] } }).then(() => { location.hash = "#/queues/" + q; return "Job deleted"; }), { id: "delete" }) : null),
+    h("section", { class: "card" }, table([{ label: "Field" }, { label: "Value" }], fields.map(([k, v]) => ({ cells: [k, v] })), { id: "job" })),
+    h("section", { class: "card", "aria-labelledby": "h-att" }, h("h2", { id: "h-att" }, "Attempts and errors"),
+      table([{ label: "Attempt", num: true }, { label: "At" }, { label: "Error", cls: "wrap" }], (j.errors || []).map((e) => ({ cells: [e.attempt, when(e.at), e.error] })), { id: "attempts", empty: "No failed attempts." })),
+    h("section", { class: "card", "aria-labelledby": "h-pl" }, h("h2", { id: "h-pl" }, "Payload"),
+      h("pre", { class: "wrap" }, showValue(j.payload, j.payload_encoding, "auto"))));
+  const reload = () => route();
+  timers.push({ run: reload, id: null });
+}
+
+// ---- Tokens ----
+
+async function tokensPage(main) {
+  if (!session.admin) {
+    main.replaceChildren(h("h1", {}, "Tokens"), h("p", {}, "Listing tokens needs the admin scope."));
+    return;
+  }
+  const listEl = h("div", {}), created = h("div", { "aria-live": "polite" });
+  const form = h("form", { class: "inline", id: "token-form" },
+    h("label", {}, "Name", h("input", { name: "name", required: true, placeholder: "billing-worker" })),
+    h("label", {}, "Scopes (comma-separated)", h("input", { name: "scopes", required: true, placeholder: "read, publish:orders.*", size: 30 })),
+    h("label", {}, "Expires (UTC, optional)", h("input", { name: "expires", type: "datetime-local" })),
+    h("button", { type: "submit", class: "primary" }, "Create token"));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const v = Object.fromEntries(new FormData(form));
+    const body = { name: v.name.trim(), scopes: v.scopes.split(",").map((s) => s.trim()).filter(Boolean) };
+    if (v.expires) body.expires_at = new Date(v.expires + "Z").toISOString();
+    try {
+      const r = await api("tokens", { method: "POST", body });
+      created.replaceChildren(h("p", {}, `Token ${r.token.name} created. Copy its secret now: it is not shown again.`),
+        h("p", { class: "secret", id: "new-secret" }, r.secret));
+      form.reset();
+      refreshNow();
+    } catch (e) {
+      created.replaceChildren(h("p", { class: "error", role: "alert" }, e.message));
+    }
+  });
+  main.replaceChildren(h("h1", {}, "Tokens"), h("section", { class: "card", "aria-labelledby": "h-new" }, h("h2", { id: "h-new" }, "New token"), form, created),
+    h("section", { class: "card", "aria-labelledby": "h-toks" }, h("h2", { id: "h-toks" }, "Tokens"), listEl));
+  await poll(async () => {
+    const r = await api("tokens");
+    replace(listEl, table([{ label: "ID", num: true }, { label: "Name" }, { label: "Prefix" }, { label: "Scopes" }, { label: "Created" },
+      { label: "Expires" }, { label: "Last used" }, { label: "" }],
+    r.tokens.map((t) => ({ dataset: { token: t.name }, cells: [t.id, t.name, t.prefix, t.scopes.join(", "), when(t.created_at), when(t.expires_at), when(t.last_used_at),
+      t.revoked_at ? h("span", { class: "badge" }, "revoked") : action("Revoke", `Revoke token ${t.name}? Clients using it are refused at once.`,
+        () => api(`tokens/${t.id}/revoke`, { method: "POST" }).then(() => "Token revoked"), { id: "revoke" })] })), { id: "tokens" }));
+  });
+}
+
+// ---- Router ----
+
+async function route() {
+  for (const t of timers) if (t.id !== null) clearInterval(t.id);
+  timers = [];
+  const main = document.getElementById("main");
+  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  try {
+    if (parts.length === 0) await overview(main);
+    else if (parts[0] === "topics" && parts.length === 2) await topicPage(main, parts[1]);
+    else if (parts[0] === "topics" && parts.length === 4 && parts[2] === "groups") await groupPage(main, parts[1], parts[3]);
+    else if (parts[0] === "queues" && parts.length === 2) await queuePage(main, parts[1]);
+    else if (parts[0] === "jobs" && parts.length === 2) await jobPage(main, parts[1]);
+    else if (parts[0] === "tokens") await tokensPage(main);
+    else main.replaceChildren(h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/" }, "Back to the overview")));
+  } catch (e) {
+    main.replaceChildren(h("h1", {}, "Error"), h("p", { class: "error", role: "alert" }, e.message));
+  }
+  document.body.dataset.ready = location.hash || "#/";
+}
+
+async function start() {
+  session = await api("session");
+  document.getElementById("who").textContent = session.name + (session.admin ? " (admin)" : " (read-only)");
+  document.getElementById("nav-tokens").hidden = !session.admin;
+  document.getElementById("logout").addEventListener("click", async () => {
+    await fetch("/ui/logout", { method: "POST", headers: { "X-CSRF-Token": session.csrf }, credentials: "same-origin" });
+    location.href = "/ui/login";
+  });
+  window.addEventListener("hashchange", () => {
+    delete document.body.dataset.ready;
+    route().then(() => document.getElementById("main").focus({ preventScroll: true }));
+  });
+  await route();
+}
+
+start().catch((e) => toast(e.message, true));
