@@ -131,10 +131,11 @@ class Chart {
     const width = Math.max(280, el.clientWidth - 10);
     this.plot = new uPlot({
       title, width, height: 200,
-      // The x axis always spans the samples a chart keeps, so that a
-      // first sample is not spread over years.
-      scales: { x: { time: true, range: (u, min, max) => {
-        const hi = Number.isFinite(max) ? max : Date.now() / 1000;
+      // The x axis always ends now and spans the samples a chart keeps:
+      // uPlot widens a range of one sample by days, which put a first
+      // sample's axis years away.
+      scales: { x: { time: true, range: () => {
+        const hi = Date.now() / 1000;
         return [hi - (CHART_POINTS * REFRESH_MS) / 1000, hi];
       } } },
       series: [{}, ...series.map((s, i) => ({ label: s, stroke: ["#2557d6", "#d6452f", "#0e9f6e"][i % 3], width: 2, points: { show: true, size: 4 } }))],
