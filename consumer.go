@@ -186,8 +186,7 @@ func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupCl
 			}
 		}
 		res, err := c.claimDirect(ctx, exec, params, fetch)
-		var pgErr *pgconn.PgError
-		if fetch != "" && errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		if fetch != "" && isUndefinedTable(err) {
 			// The segment was dropped: nothing was done; claim again
 			// without reading records.
 			c.claimSegments.Delete(key)
@@ -231,23 +230,15 @@ func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupCl
 // segment) or whose segment retention dropped since the claim is read
 // through the record table instead.
 func (c *Client) readRange(ctx context.Context, exec DBTX, topic string, row *dbsqlc.GroupClaimRangeRow) ([]*Record, error) {
-	table := "record"
-	if row.Relname != "" {
-		table = row.Relname
-	}
-	rows, err := exec.Query(ctx, readRangeSQL(c.config.Schema, table), row.TopicID, row.Partition, row.FirstOffset, row.LastOffset)
+	table := claimTable(row)
+	recs, err := queryRange(ctx, exec, readRangeSQL(c.config.Schema, table, false), topic, row)
 	if err == nil {
-		var recs []*Record
-		recs, err = scanRecords(rows, topic, row.Partition, int(row.LastOffset-row.FirstOffset+1))
-		if err == nil {
-			return recs, nil
-		}
+		return recs, nil
 	}
 	// 42P01: retention dropped the segment since the claim: read through
 	// the record table, as claim() does. (Outside a transaction; inside
 	// one the error has aborted it, and the caller retries.)
-	var pgErr *pgconn.PgError
-	if _, inTx := exec.(pgx.Tx); !inTx && table != "record" && errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+	if _, inTx := exec.(pgx.Tx); !inTx && table != "record" && isUndefinedTable(err) {
 		row2 := *row
 		row2.Relname = ""
 		return c.readRange(ctx, exec, topic, &row2)
@@ -255,9 +246,34 @@ func (c *Client) readRange(ctx context.Context, exec DBTX, topic string, row *db
 	return nil, mapError(err)
 }
 
-func readRangeSQL(schema, table string) string {
+// readRangeSQL reads a claim's range from table. standby: no rows unless
+// the server is a standby (a read replica that was promoted no longer
+// follows the primary, replica.go).
+func readRangeSQL(schema, table string, standby bool) string {
+	cond := ""
+	if standby {
+		cond = "pg_is_in_recovery() AND "
+	}
 	return `SELECT "offset", "timestamp", key, value, headers FROM ` + pgx.Identifier{schema, table}.Sanitize() +
-		` WHERE topic_id = $1 AND partition = $2 AND "offset" BETWEEN $3 AND $4 ORDER BY "offset"`
+		` WHERE ` + cond + `topic_id = $1 AND partition = $2 AND "offset" BETWEEN $3 AND $4 ORDER BY "offset"`
+}
+
+// claimTable is the table that holds a claim's records: its segment, or
+// the record table when the claim names none.
+func claimTable(row *dbsqlc.GroupClaimRangeRow) string {
+	if row.Relname != "" {
+		return row.Relname
+	}
+	return "record"
+}
+
+// queryRange runs sql (readRangeSQL) for the claim row describes.
+func queryRange(ctx context.Context, db DBTX, sql, topic string, row *dbsqlc.GroupClaimRangeRow) ([]*Record, error) {
+	rows, err := db.Query(ctx, sql, row.TopicID, row.Partition, row.FirstOffset, row.LastOffset)
+	if err != nil {
+		return nil, err
+	}
+	return scanRecords(rows, topic, row.Partition, int(row.LastOffset-row.FirstOffset+1))
 }
 
 // pgEpochUnixMicros is 2000-01-01 UTC, PostgreSQL's epoch, in Unix microseconds.

@@ -259,3 +259,13 @@ func isConnError(err error) bool {
 	var ce *pgconn.ConnectError
 	return errors.As(err, &ce)
 }
+
+// isUndefinedTable reports an error that names a table that does not
+// exist (42P01): a segment retention dropped, or that a replica has not
+// replayed yet.
+func isUndefinedTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == sqlstateUndefinedTable
+}
+
+const sqlstateUndefinedTable = "42P01"

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
@@ -180,48 +179,36 @@ func (c *Client) ReplicaStats() *ReplicaReadStats {
 // the primary. lsn is the primary's WAL position when the claim was made,
 // or 0 when the claim did not report it.
 func (c *Client) readClaimed(ctx context.Context, exec DBTX, topic string, row *dbsqlc.GroupClaimRangeRow, lsn int64) ([]*Record, error) {
-	if c.replicas != nil {
-		if _, inTx := exec.(pgx.Tx); !inTx {
-			if r := c.replicas.pick(time.Now()); r != nil {
-				recs, err := c.readReplica(ctx, r, topic, row, lsn)
-				if err == nil {
-					r.succeeded(len(recs))
-					return recs, nil
-				}
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				r.failed(err)
-				c.config.Logger.Debug("pgmsg: reading a claim from the primary instead of a read replica",
-					"replica", r.name, "topic", topic, "partition", row.Partition, "error", err)
-			}
-			recs, err := c.readRange(ctx, exec, topic, row)
-			if err == nil {
-				c.replicas.primaryReads.Add(1)
-				c.replicas.primaryRecords.Add(int64(len(recs)))
-			}
-			return recs, err
-		}
+	if _, inTx := exec.(pgx.Tx); c.replicas == nil || inTx {
+		return c.readRange(ctx, exec, topic, row)
 	}
-	return c.readRange(ctx, exec, topic, row)
+	if r := c.replicas.pick(time.Now()); r != nil {
+		recs, err := c.readReplica(ctx, r, topic, row, lsn)
+		if err == nil {
+			r.succeeded(len(recs))
+			return recs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		r.failed(err)
+		c.config.Logger.Debug("pgmsg: reading a claim from the primary instead of a read replica",
+			"replica", r.name, "topic", topic, "partition", row.Partition, "error", err)
+	}
+	recs, err := c.readRange(ctx, exec, topic, row)
+	if err == nil {
+		c.replicas.primaryReads.Add(1)
+		c.replicas.primaryRecords.Add(int64(len(recs)))
+	}
+	return recs, err
 }
 
 // readReplica reads the claim row describes from replica r, and returns
 // an error when r cannot be trusted to have all of it in time.
 func (c *Client) readReplica(ctx context.Context, r *replica, topic string, row *dbsqlc.GroupClaimRangeRow, lsn int64) ([]*Record, error) {
-	table := "record"
-	if row.Relname != "" {
-		table = row.Relname
-	}
-	sql := replicaReadSQL(c.config.Schema, table)
+	sql := readRangeSQL(c.config.Schema, claimTable(row), true)
 	want := int(row.LastOffset - row.FirstOffset + 1)
-	read := func() ([]*Record, error) {
-		rows, err := r.pool.Query(ctx, sql, row.TopicID, row.Partition, row.FirstOffset, row.LastOffset)
-		if err != nil {
-			return nil, err
-		}
-		return scanRecords(rows, topic, row.Partition, want)
-	}
+	read := func() ([]*Record, error) { return queryRange(ctx, r.pool, sql, topic, row) }
 	deadline := time.Now().Add(c.replicas.maxWait)
 	recs, err := read()
 	for {
@@ -272,16 +259,4 @@ func (c *Client) readReplica(ctx context.Context, r *replica, topic string, row 
 		}
 		recs, err = read()
 	}
-}
-
-// replicaReadSQL is readRangeSQL for a replica: no rows unless the server
-// is still a standby.
-func replicaReadSQL(schema, table string) string {
-	return `SELECT "offset", "timestamp", key, value, headers FROM ` + pgx.Identifier{schema, table}.Sanitize() +
-		` WHERE pg_is_in_recovery() AND topic_id = $1 AND partition = $2 AND "offset" BETWEEN $3 AND $4 ORDER BY "offset"`
-}
-
-func isUndefinedTable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
 }
