@@ -6,18 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/schemaname"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // Defaults for Config fields left zero.
@@ -122,7 +121,8 @@ type Client struct {
 	pool    *pgxpool.Pool
 	config  *Config
 	queries *dbsqlc.Queries
-	rewrite *schemaRewriter
+	// store runs every statement (internal/store).
+	store *store.Store
 
 	metaMu sync.Mutex
 	meta   map[string]topicMeta
@@ -184,7 +184,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		pool:     pool,
 		config:   cfg,
 		queries:  dbsqlc.New(),
-		rewrite:  newSchemaRewriter(cfg.Schema),
+		store:    store.New(cfg.Schema),
 		meta:     map[string]topicMeta{},
 		replicas: newReplicaSet(cfg.ReadReplicas, cfg.ReplicaMaxWait),
 	}, nil
@@ -317,66 +317,14 @@ func (c *Client) sendNotifications(stop, done chan struct{}) {
 
 // DBTX is what every Xxx/XxxTx pair runs on: a pool, a connection or a
 // pgx.Tx.
-type DBTX = dbsqlc.DBTX
+type DBTX = store.DBTX
 
 // db wraps exec so that queries written for schema "pgmsg" run in the
 // configured schema.
-func (c *Client) db(exec DBTX) DBTX {
-	if c.rewrite == nil {
-		return exec
-	}
-	return rewritingDB{exec: exec, r: c.rewrite}
-}
+func (c *Client) db(exec DBTX) DBTX { return c.store.DB(exec) }
 
 // schemaSQL is q, written for schema "pgmsg", for the configured schema.
-func (c *Client) schemaSQL(q string) string {
-	if c.rewrite == nil {
-		return q
-	}
-	return c.rewrite.sql(q)
-}
-
-// schemaRewriter turns the schema qualifier "pgmsg." of the generated
-// queries (and of the client's direct statements) into the configured
-// schema. Every object they name is qualified "pgmsg.", and the string
-// appears nowhere else in them.
-type schemaRewriter struct {
-	to    string
-	cache sync.Map // string -> string
-}
-
-func newSchemaRewriter(schema string) *schemaRewriter {
-	if schema == SchemaDefault {
-		return nil
-	}
-	return &schemaRewriter{to: pgx.Identifier{schema}.Sanitize() + "."}
-}
-
-func (r *schemaRewriter) sql(q string) string {
-	if v, ok := r.cache.Load(q); ok {
-		return v.(string)
-	}
-	out := strings.ReplaceAll(q, "pgmsg.", r.to)
-	r.cache.Store(q, out)
-	return out
-}
-
-type rewritingDB struct {
-	exec DBTX
-	r    *schemaRewriter
-}
-
-func (d rewritingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return d.exec.Exec(ctx, d.r.sql(sql), args...)
-}
-
-func (d rewritingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return d.exec.Query(ctx, d.r.sql(sql), args...)
-}
-
-func (d rewritingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return d.exec.QueryRow(ctx, d.r.sql(sql), args...)
-}
+func (c *Client) schemaSQL(q string) string { return c.store.SQL(q) }
 
 // topicMeta returns the cached partition count and record limit of a topic,
 // refreshing it when older than MetadataMaxAge (or when refresh is set).

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/internal/notifier"
 )
 
@@ -186,7 +187,7 @@ func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupCl
 			}
 		}
 		res, err := c.claimDirect(ctx, exec, params, fetch)
-		if fetch != "" && isUndefinedTable(err) {
+		if fetch != "" && errs.IsUndefinedTable(err) {
 			// The segment was dropped: nothing was done; claim again
 			// without reading records.
 			c.claimSegments.Delete(key)
@@ -238,7 +239,7 @@ func (c *Client) readRange(ctx context.Context, exec DBTX, topic string, row *db
 	// 42P01: retention dropped the segment since the claim: read through
 	// the record table, as claim() does. (Outside a transaction; inside
 	// one the error has aborted it, and the caller retries.)
-	if _, inTx := exec.(pgx.Tx); !inTx && table != "record" && isUndefinedTable(err) {
+	if _, inTx := exec.(pgx.Tx); !inTx && table != "record" && errs.IsUndefinedTable(err) {
 		row2 := *row
 		row2.Relname = ""
 		return c.readRange(ctx, exec, topic, &row2)

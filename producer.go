@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgmsg/pgmsg/internal/errs"
 )
 
 // Producer defaults.
@@ -434,16 +435,14 @@ func retryIdempotent(err error) bool {
 	if _, ok := errors.AsType[*Sentinel](err); ok {
 		return false
 	}
-	var pgErr *pgconn.PgError
-	return !errors.As(err, &pgErr) && !errors.Is(err, pgx.ErrTxClosed)
+	return !errs.IsDatabase(err) && !errors.Is(err, pgx.ErrTxClosed)
 }
 
 // nothingWritten reports whether a failed publish is known to have
 // written nothing: the server answered with an error (its transaction
 // rolled back), or the statement was never sent.
 func nothingWritten(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) || pgconn.SafeToRetry(err)
+	return errs.IsDatabase(err) || errs.SafeToRetry(err)
 }
 
 // Flush sends every queued record now (ignoring Linger) and waits until no

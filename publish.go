@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+	"github.com/pgmsg/pgmsg/internal/errs"
 )
 
 var pgxTxReadOnly = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
@@ -107,22 +107,12 @@ func (c *Client) PublishIdempotent(ctx context.Context, producerID string, seque
 	return batches[0].duplicate, nil
 }
 
-// noPartitionFor returns the table named by PostgreSQL's "no partition of
-// relation T found for row" (check_violation while routing an insert).
-func noPartitionFor(err error) (table string, ok bool) {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23514" {
-		return pgErr.TableName, true
-	}
-	return "", false
-}
-
 // isRoutingRace reports the error PostgreSQL raises, rarely, when an
 // insert runs right after another session attached the segment it needs:
 // no partition of the topic's table record_N. The segment exists; the same
 // statement succeeds when run again. See TestPublishIntoFreshSegmentsConcurrently.
 func isRoutingRace(err error) bool {
-	t, ok := noPartitionFor(err)
+	t, ok := errs.NoPartitionFor(err)
 	return ok && strings.HasPrefix(t, "record_")
 }
 
@@ -131,7 +121,7 @@ func isRoutingRace(err error) bool {
 // up: no partition of the root table record for the topic. Found by the
 // HTTP property test; it is the topic's absence, PM001.
 func isTopicGoneRace(err error) bool {
-	t, ok := noPartitionFor(err)
+	t, ok := errs.NoPartitionFor(err)
 	return ok && t == "record"
 }
 
@@ -539,7 +529,7 @@ func (c *Client) publishError(topic string, err error) error {
 		return newError(ErrUnknownTopic, "unknown topic %q: it was deleted while the publish ran", topic)
 	}
 	err = mapError(err)
-	if ErrorCode(err) == sentinelToCode[ErrPartitionOutOfRange] || ErrorCode(err) == sentinelToCode[ErrUnknownTopic] {
+	if ErrorCode(err) == errs.PartitionOutOfRange.Code() || ErrorCode(err) == errs.UnknownTopic.Code() {
 		c.forgetTopic(topic)
 	}
 	return err

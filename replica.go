@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+	"github.com/pgmsg/pgmsg/internal/errs"
 )
 
 // Read replicas (issue 20): claims, commits and cursors stay on the
@@ -216,7 +217,7 @@ func (c *Client) readReplica(ctx context.Context, r *replica, topic string, row 
 			r.lagBytes.Store(0)
 			return recs, nil // the whole range: nothing can be missing
 		}
-		if err != nil && !isUndefinedTable(err) {
+		if err != nil && !errs.IsUndefinedTable(err) {
 			return nil, err
 		}
 		// Short, or the segment table is not there (not replayed yet, or

@@ -5,26 +5,23 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"net/http"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+	"github.com/pgmsg/pgmsg/internal/errs"
 )
 
 // Token errors, registered with their codes like the sentinels of errors.go.
 var (
 	// ErrUnknownToken is returned by RevokeToken when no live token has the
 	// id (PMA01).
-	ErrUnknownToken = newSentinel("unknown token", "PMA01", "unknown_token", http.StatusNotFound)
+	ErrUnknownToken error = errs.UnknownToken
 	// ErrInvalidToken is returned by VerifyToken for a secret that is
 	// malformed, unknown, revoked or expired (PMA02). It does not say which.
-	ErrInvalidToken = newSentinel("invalid token", "PMA02", "invalid_token", http.StatusUnauthorized)
+	ErrInvalidToken error = errs.InvalidToken
 	// ErrTokenExists is returned by CreateToken when a live token has the
 	// name already (PMA03).
-	ErrTokenExists = newSentinel("token already exists", "PMA03", "token_exists", http.StatusConflict)
+	ErrTokenExists error = errs.TokenExists
 )
 
 // Scope kinds. A scope is ScopeAdmin or "KIND:PATTERN", where PATTERN is a
@@ -206,36 +203,33 @@ func (c *Client) CreateToken(ctx context.Context, name string, scopes []string, 
 		return "", nil, err
 	}
 	secret := tokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	params := dbsqlc.TokenCreateParams{Name: name, TokenHash: HashToken(secret), Prefix: secret[:len(tokenPrefix)+6], Scopes: scopes}
-	if opts != nil && !opts.ExpiresAt.IsZero() {
-		params.ExpiresAt = pgtype.Timestamptz{Time: opts.ExpiresAt, Valid: true}
+	var expiresAt *time.Time
+	if opts != nil {
+		expiresAt = &opts.ExpiresAt
 	}
-	row, err := c.queries.TokenCreate(ctx, c.db(c.pool), params)
+	row, err := c.store.TokenCreate(ctx, c.pool, name, HashToken(secret), secret[:len(tokenPrefix)+6], scopes, expiresAt)
 	if err != nil {
-		return "", nil, mapError(err)
+		return "", nil, err
 	}
-	tok := &Token{ID: row.TokenID, Name: row.Name, Prefix: row.Prefix, Scopes: row.Scopes, CreatedAt: row.CreatedAt.Time,
-		ExpiresAt: tokenTime(row.ExpiresAt)}
-	return secret, tok, nil
+	return secret, (*Token)(row), nil
 }
 
 // ListTokens returns every token, revoked and expired ones included, by id.
 func (c *Client) ListTokens(ctx context.Context) ([]*Token, error) {
-	rows, err := c.queries.TokenList(ctx, c.db(c.pool))
+	rows, err := c.store.TokenList(ctx, c.pool)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	out := make([]*Token, len(rows))
 	for i, r := range rows {
-		out[i] = &Token{ID: r.TokenID, Name: r.Name, Prefix: r.Prefix, Scopes: r.Scopes, CreatedAt: r.CreatedAt.Time,
-			ExpiresAt: tokenTime(r.ExpiresAt), RevokedAt: tokenTime(r.RevokedAt), LastUsedAt: tokenTime(r.LastUsedAt)}
+		out[i] = (*Token)(r)
 	}
 	return out, nil
 }
 
 // RevokeToken revokes a live token at once. It fails with ErrUnknownToken.
 func (c *Client) RevokeToken(ctx context.Context, id int64) error {
-	return mapError(c.queries.TokenRevoke(ctx, c.db(c.pool), id))
+	return c.store.TokenRevoke(ctx, c.pool, id)
 }
 
 // VerifyToken returns the live token whose secret this is, or
@@ -244,22 +238,12 @@ func (c *Client) VerifyToken(ctx context.Context, secret string) (*Token, error)
 	if !strings.HasPrefix(secret, tokenPrefix) || len(secret) > 200 {
 		return nil, newError(ErrInvalidToken, "invalid token")
 	}
-	rows, err := c.queries.TokenVerify(ctx, c.db(c.pool), HashToken(secret))
+	tok, err := c.store.TokenVerify(ctx, c.pool, HashToken(secret))
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
-	if len(rows) == 0 {
+	if tok == nil {
 		return nil, newError(ErrInvalidToken, "invalid token: unknown, revoked or expired")
 	}
-	r := rows[0]
-	return &Token{ID: r.TokenID, Name: r.Name, Prefix: r.Prefix, Scopes: r.Scopes, CreatedAt: r.CreatedAt.Time,
-		ExpiresAt: tokenTime(r.ExpiresAt), RevokedAt: tokenTime(r.RevokedAt), LastUsedAt: tokenTime(r.LastUsedAt)}, nil
-}
-
-func tokenTime(t pgtype.Timestamptz) *time.Time {
-	if !t.Valid {
-		return nil
-	}
-	v := t.Time
-	return &v
+	return (*Token)(tok), nil
 }

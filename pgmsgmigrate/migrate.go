@@ -87,7 +87,7 @@ func Latest() int {
 	return all[len(all)-1].Version
 }
 
-func (m *Migrator) render(sql string) string { return migration.Render(sql, m.schema) }
+func (m *Migrator) render(sql string) string { return schemaname.Render(sql, m.schema) }
 
 // bookkeeping creates the schema and the tables that record what was
 // applied: the versions, and the checksum of each function file.
@@ -407,8 +407,8 @@ func Script(schema string, from int) (string, error) {
 	fmt.Fprintf(&b, "-- pgmsg: migrations after version %d (to %d) for schema %s.\n", from, Latest(), schema)
 	b.WriteString("-- Run with: psql -v ON_ERROR_STOP=1 -f THIS_FILE (one transaction; nothing is left half done).\n\n")
 	b.WriteString("BEGIN;\n")
-	r := func(sql string) string { return migration.Render(sql, schema) }
-	fmt.Fprintf(&b, "SELECT pg_advisory_xact_lock(hashtext(%s));\n", migration.QuoteLiteral("pgmsg.migrate."+schema))
+	r := func(sql string) string { return schemaname.Render(sql, schema) }
+	fmt.Fprintf(&b, "SELECT pg_advisory_xact_lock(hashtext(%s));\n", schemaname.QuoteLiteral("pgmsg.migrate."+schema))
 	b.WriteString(r(bookkeeping + ";\n"))
 	var want []int
 	for _, mig := range all {
@@ -442,7 +442,7 @@ END $check$;
 		fmt.Fprintf(&b, "\n-- %03d_%s\n", mig.Version, mig.Name)
 		b.WriteString(r(mig.Up))
 		b.WriteString(r(fmt.Sprintf("\n;\nINSERT INTO {{schema}}.pgmsg_migration (version, name) VALUES (%d, %s);\n",
-			mig.Version, migration.QuoteLiteral(mig.Name))))
+			mig.Version, schemaname.QuoteLiteral(mig.Name))))
 	}
 	// The function files, always: Up applies them whenever anything
 	// changed, and applying them again is harmless.
@@ -454,8 +454,8 @@ END $check$;
 ;
 INSERT INTO {{schema}}.pgmsg_migration_code (name, checksum) VALUES (%s, %s)
 ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now();
-`, migration.QuoteLiteral(code.Name), migration.QuoteLiteral(code.Checksum))))
-		names = append(names, migration.QuoteLiteral(code.Name))
+`, schemaname.QuoteLiteral(code.Name), schemaname.QuoteLiteral(code.Checksum))))
+		names = append(names, schemaname.QuoteLiteral(code.Name))
 	}
 	b.WriteString(r(fmt.Sprintf("DELETE FROM {{schema}}.pgmsg_migration_code WHERE name NOT IN (%s);\n", strings.Join(names, ", "))))
 	b.WriteString("\nCOMMIT;\n")

@@ -33,9 +33,6 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
-
-	"github.com/jackc/pgx/v5"
 )
 
 //go:embed *.sql
@@ -125,19 +122,4 @@ func All() []Migration {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out
-}
-
-// Render substitutes the schema into templated SQL: {{schema}} becomes the
-// quoted identifier and {{schema_lit}} the quoted string literal. This is the
-// one place SQL text is built from the schema name.
-func Render(sql, schema string) string {
-	return strings.NewReplacer(
-		"{{schema}}", pgx.Identifier{schema}.Sanitize(),
-		"{{schema_lit}}", QuoteLiteral(schema),
-	).Replace(sql)
-}
-
-// QuoteLiteral quotes s as a standard-conforming SQL string literal.
-func QuoteLiteral(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
