@@ -285,10 +285,10 @@ func (c *Client) sendNotifications(stop, done chan struct{}) {
 		busy := false
 		for _, tp := range segs {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			n, err := c.queries.SegmentEnsure(ctx, c.db(c.pool), dbsqlc.SegmentEnsureParams{Topic: tp.topic, Partition: tp.partition})
+			n, err := c.store.SegmentEnsure(ctx, c.pool, tp.topic, tp.partition)
 			cancel()
 			switch {
-			case errors.Is(mapError(err), ErrUnknownTopic), errors.Is(mapError(err), ErrPartitionOutOfRange):
+			case errors.Is(err, ErrUnknownTopic), errors.Is(err, ErrPartitionOutOfRange):
 				// The topic was deleted meanwhile: nothing to do.
 			case err != nil:
 				c.config.Logger.Warn("pgmsg: creating segments ahead failed; publishers create them when needed",
@@ -335,12 +335,12 @@ func (c *Client) topicMeta(ctx context.Context, exec DBTX, topic string, refresh
 	if ok && !refresh && time.Since(m.fetched) < c.config.MetadataMaxAge {
 		return m, nil
 	}
-	row, err := c.queries.TopicGetByName(ctx, c.db(exec), topic)
+	row, err := c.store.TopicSettings(ctx, exec, topic)
 	if err != nil {
 		if err == pgx.ErrNoRows {
 			return topicMeta{}, newError(ErrUnknownTopic, "unknown topic %q", topic)
 		}
-		return topicMeta{}, mapError(err)
+		return topicMeta{}, err
 	}
 	m = topicMeta{partitions: int(row.Partitions), maxRecordBytes: int(row.MaxRecordBytes),
 		backpressureWait: BackpressureTimeoutDefault, fetched: time.Now()}

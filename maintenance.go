@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 )
 
 // Maintenance defaults.
@@ -105,17 +102,20 @@ func registerMaintenanceTask(t MaintenanceTask) {
 	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].Name < tasks[j].Name })
 }
 
+// maintenanceEventsKept is how long maintenance events are kept.
+const maintenanceEventsKept = 30 * 24 * time.Hour
+
 func init() {
 	registerMaintenanceTask(MaintenanceTask{Name: "log.segments", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
-		n, err := c.queries.SegmentsEnsure(ctx, c.db(c.pool))
-		return int64(n), mapError(err)
+		n, err := c.store.SegmentsEnsure(ctx, c.pool)
+		return int64(n), err
 	}})
 	registerMaintenanceTask(MaintenanceTask{Name: "log.retention", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
 		var total int64
 		for i := 0; i < MaintenanceMaxBatchesPerRun; i++ {
-			rows, err := c.queries.RetentionRun(ctx, c.db(c.pool), limit32(cfg.Batch))
+			rows, err := c.store.RetentionRun(ctx, c.pool, limit32(cfg.Batch))
 			if err != nil {
-				return total, mapError(err)
+				return total, err
 			}
 			for _, r := range rows {
 				c.config.Logger.Info("pgmsg: retention dropped a segment", "topic", r.Topic, "partition", r.Partition,
@@ -129,34 +129,30 @@ func init() {
 		return total, nil
 	}})
 	registerMaintenanceTask(MaintenanceTask{Name: "log.group_expiry", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
-		rows, err := c.queries.GroupExpire(ctx, c.db(c.pool), dbsqlc.GroupExpireParams{
-			DefaultTtl: pgtype.Interval{Microseconds: cfg.GroupTTL.Microseconds(), Valid: true}, MaxGroups: limit32(cfg.Batch)})
+		rows, err := c.store.GroupExpire(ctx, c.pool, cfg.GroupTTL, limit32(cfg.Batch))
 		for _, r := range rows {
-			c.config.Logger.Info("pgmsg: consumer group expired", "topic", r.Topic, "group", r.GroupName, "last_active", r.LastActive.Time)
+			c.config.Logger.Info("pgmsg: consumer group expired", "topic", r.Topic, "group", r.Group, "last_active", r.LastActive)
 		}
-		return int64(len(rows)), mapError(err)
+		return int64(len(rows)), err
 	}})
 	registerMaintenanceTask(MaintenanceTask{Name: "log.events_prune", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
-		n, err := c.queries.MaintenanceEventsPrune(ctx, c.db(c.pool), dbsqlc.MaintenanceEventsPruneParams{
-			Older: pgtype.Interval{Days: 30, Valid: true}, MaxEvents: 10000})
-		return n, mapError(err)
+		n, err := c.store.MaintenanceEventsPrune(ctx, c.pool, maintenanceEventsKept, 10000)
+		return n, err
 	}})
 	registerMaintenanceTask(MaintenanceTask{Name: "log.producer_expiry", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
-		n, err := c.queries.ProducerStateExpire(ctx, c.db(c.pool), dbsqlc.ProducerStateExpireParams{
-			OlderThan: pgtype.Interval{Microseconds: cfg.ProducerTTL.Microseconds(), Valid: true}, MaxStates: 10000})
-		return n, mapError(err)
+		return c.store.ProducerStateExpire(ctx, c.pool, cfg.ProducerTTL, 10000)
 	}})
 	registerMaintenanceTask(MaintenanceTask{Name: "log.time_index", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
-		n, err := c.queries.TimeIndexRun(ctx, c.db(c.pool), dbsqlc.TimeIndexRunParams{Stride: TimeIndexStride, MaxRecords: 1 << 20})
-		return int64(n), mapError(err)
+		n, err := c.store.TimeIndexRun(ctx, c.pool, TimeIndexStride, 1<<20)
+		return int64(n), err
 	}})
 	registerMaintenanceTask(MaintenanceTask{Name: "log.compaction", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
-		rows, err := c.queries.CompactRun(ctx, c.db(c.pool), limit32(cfg.Batch))
+		rows, err := c.store.CompactRun(ctx, c.pool, limit32(cfg.Batch))
 		var removed int64
 		for _, r := range rows {
 			removed += r.Removed
 		}
-		return removed, mapError(err)
+		return removed, err
 	}})
 }
 
@@ -306,17 +302,13 @@ type MaintenanceEvent struct {
 // MaintenanceEvents returns the newest events, optionally of one kind
 // (retention_drop, retention_skip, group_expired, compacted).
 func (c *Client) MaintenanceEvents(ctx context.Context, kind string, limit int) ([]MaintenanceEvent, error) {
-	params := dbsqlc.MaintenanceEventsParams{MaxEvents: limit32(limit)}
-	if kind != "" {
-		params.Kind = pgtype.Text{String: kind, Valid: true}
-	}
-	rows, err := c.queries.MaintenanceEvents(ctx, c.db(c.pool), params)
+	rows, err := c.store.MaintenanceEvents(ctx, c.pool, kind, limit32(limit))
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	out := make([]MaintenanceEvent, len(rows))
 	for i, r := range rows {
-		out[i] = MaintenanceEvent{ID: r.EventID, At: r.At.Time, Kind: r.Kind, Topic: r.Topic, Group: r.GroupName, Partition: r.Partition}
+		out[i] = MaintenanceEvent{ID: r.ID, At: r.At, Kind: r.Kind, Topic: r.Topic, Group: r.Group, Partition: r.Partition}
 		_ = json.Unmarshal(r.Detail, &out[i].Detail)
 	}
 	return out, nil

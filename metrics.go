@@ -35,21 +35,20 @@ func (c *Client) LogMetrics(ctx context.Context) ([]PartitionMetrics, []GroupPar
 	var parts []PartitionMetrics
 	var groups []GroupPartitionMetrics
 	err := c.readOnly(ctx, func(exec DBTX) error {
-		prow, err := c.queries.TopicMetrics(ctx, c.db(exec))
+		prow, err := c.store.TopicMetrics(ctx, exec)
 		if err != nil {
-			return mapError(err)
+			return err
 		}
 		for _, r := range prow {
 			parts = append(parts, PartitionMetrics{Topic: r.Topic, Partition: r.Partition, StartOffset: r.StartOffset,
 				EndOffset: r.EndOffset, Segments: int(r.Segments), Bytes: r.Bytes})
 		}
-		grow, err := c.queries.GroupMetrics(ctx, c.db(exec))
+		grow, err := c.store.GroupMetrics(ctx, exec)
 		if err != nil {
-			return mapError(err)
+			return err
 		}
 		for _, r := range grow {
-			groups = append(groups, GroupPartitionMetrics{Topic: r.Topic, Group: r.GroupName, Partition: r.Partition,
-				NextOffset: r.NextOffset, Lag: r.Lag, Skipped: r.Skipped, OldestUnconsumed: r.OldestUnconsumedAt.Time})
+			groups = append(groups, GroupPartitionMetrics(r))
 		}
 		return nil
 	})
@@ -64,9 +63,9 @@ func (c *Client) LogMetrics(ctx context.Context) ([]PartitionMetrics, []GroupPar
 // a busy server, where this takes milliseconds: for pages that refresh
 // every few seconds. ListGroups has the groups' cursors and lag.
 func (c *Client) TopicOffsets(ctx context.Context) ([]PartitionMetrics, error) {
-	rows, err := c.queries.TopicOffsets(ctx, c.db(c.pool))
+	rows, err := c.store.TopicOffsets(ctx, c.pool)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	parts := make([]PartitionMetrics, len(rows))
 	for i, r := range rows {
@@ -106,9 +105,9 @@ func (c *Client) QueueLatency(ctx context.Context, window time.Duration) ([]Queu
 		window = QueueLatencyWindowDefault
 	}
 	// queue_latency checks the window (PM004, ErrInvalidArgument).
-	rows, err := c.queries.QueueLatency(ctx, c.db(c.pool), jobInterval(window))
+	rows, err := c.store.QueueLatency(ctx, c.pool, window)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	sec := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 	out := make([]QueueLatencyMetrics, 0, len(rows))
