@@ -559,6 +559,20 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = p_code, MESSAGE = p_message;
 END $function$;
 
+-- _raise_backpressure raises a "not now" error (PM014 backpressure, PM109
+-- queue full) whose DETAIL tells the client how long to keep retrying:
+-- "backpressure_timeout_ms=N", the topic's or queue's setting. Clients in
+-- any language read the wait from the error instead of from the settings.
+CREATE OR REPLACE FUNCTION "pgmsg"._raise_backpressure(p_code text, p_message text, p_wait_ms bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = p_code, MESSAGE = p_message,
+        DETAIL = 'backpressure_timeout_ms=' || p_wait_ms;
+END $function$;
+
 CREATE OR REPLACE FUNCTION "pgmsg"._check_name(p_kind text, p_name text)
  RETURNS void
  LANGUAGE plpgsql
@@ -1406,6 +1420,19 @@ BEGIN
     END IF;
 END $function$;
 
+-- _backpressure_wait_ms is how long publishers keep retrying a publish
+-- refused with PM014: the topic's backpressure_timeout_ms, default 5000
+-- (the Go library's BackpressureTimeoutDefault).
+CREATE OR REPLACE FUNCTION "pgmsg"._backpressure_wait_ms(t "pgmsg".topic)
+ RETURNS bigint
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT coalesce(CASE WHEN jsonb_typeof(t.config->'backpressure_timeout_ms') = 'number'
+                         THEN (t.config->>'backpressure_timeout_ms')::numeric::bigint END, 5000)
+$function$;
+
 -- _backpressure raises PM014 when publishing p_n more records would put the
 -- partition more than the topic's max_lag_records ahead of its slowest
 -- group. Only topics with the setting pay for the check (primary-key reads
@@ -1433,9 +1460,10 @@ BEGIN
      WHERE c.topic_id = t.topic_id AND c.partition = p_partition
      ORDER BY c.next_offset LIMIT 1;
     IF slowest IS NOT NULL AND tip + p_n - slowest > max_lag THEN
-        PERFORM "pgmsg"._raise('PM014', format(
+        PERFORM "pgmsg"._raise_backpressure('PM014', format(
             'backpressure: topic %s partition %s would be %s records ahead of group %s (max_lag_records %s)',
-            quote_literal(t.name), p_partition, tip + p_n - slowest, quote_literal(grp), max_lag));
+            quote_literal(t.name), p_partition, tip + p_n - slowest, quote_literal(grp), max_lag),
+            "pgmsg"._backpressure_wait_ms(t));
     END IF;
 END $function$;
 
@@ -1487,9 +1515,10 @@ BEGIN
         END IF;
     END IF;
     IF behind > max_lag THEN
-        PERFORM "pgmsg"._raise('PM014', format(
+        PERFORM "pgmsg"._raise_backpressure('PM014', format(
             'backpressure: topic %s partition %s would be %s bytes ahead of group %s (max_lag_bytes %s)',
-            quote_literal(t.name), p_partition, behind, quote_literal(grp), max_lag));
+            quote_literal(t.name), p_partition, behind, quote_literal(grp), max_lag),
+            "pgmsg"._backpressure_wait_ms(t));
     END IF;
 END $function$;
 
@@ -3110,9 +3139,10 @@ BEGIN
         END IF;
     END IF;
     IF room < 0 OR waiting + running > room THEN
-        PERFORM "pgmsg"._raise('PM109', format(
+        PERFORM "pgmsg"._raise_backpressure('PM109', format(
             'queue %s is full: %s more jobs would exceed its max_depth of %s jobs waiting or running',
-            quote_literal(q.name), p_n, q.max_depth));
+            quote_literal(q.name), p_n, q.max_depth),
+            (extract(epoch FROM q.backpressure_timeout) * 1000)::bigint);
     END IF;
 END $function$;
 

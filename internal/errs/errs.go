@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -261,4 +263,24 @@ func NoPartitionFor(err error) (table string, ok bool) {
 		return pgErr.TableName, true
 	}
 	return "", false
+}
+
+// backpressureDetail prefixes the DETAIL of the SQL API's "not now"
+// errors (PM014, PM109; _raise_backpressure in functions/common.sql).
+const backpressureDetail = "backpressure_timeout_ms="
+
+// BackpressureWait returns how long a publish or enqueue refused with
+// Backpressure or QueueFull should keep being retried, as the SQL API
+// said in the error's DETAIL (the topic's backpressure_timeout_ms, the
+// queue's backpressure_timeout); ok is false when err carries none.
+func BackpressureWait(err error) (wait time.Duration, ok bool) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || !strings.HasPrefix(pgErr.Detail, backpressureDetail) {
+		return 0, false
+	}
+	ms, perr := strconv.ParseInt(strings.TrimPrefix(pgErr.Detail, backpressureDetail), 10, 64)
+	if perr != nil || ms < 0 {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }

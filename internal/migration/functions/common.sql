@@ -25,6 +25,20 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = p_code, MESSAGE = p_message;
 END $function$;
 
+-- _raise_backpressure raises a "not now" error (PM014 backpressure, PM109
+-- queue full) whose DETAIL tells the client how long to keep retrying:
+-- "backpressure_timeout_ms=N", the topic's or queue's setting. Clients in
+-- any language read the wait from the error instead of from the settings.
+CREATE OR REPLACE FUNCTION {{schema}}._raise_backpressure(p_code text, p_message text, p_wait_ms bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = p_code, MESSAGE = p_message,
+        DETAIL = 'backpressure_timeout_ms=' || p_wait_ms;
+END $function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}._check_name(p_kind text, p_name text)
  RETURNS void
  LANGUAGE plpgsql

@@ -821,6 +821,19 @@ BEGIN
     END IF;
 END $function$;
 
+-- _backpressure_wait_ms is how long publishers keep retrying a publish
+-- refused with PM014: the topic's backpressure_timeout_ms, default 5000
+-- (the Go library's BackpressureTimeoutDefault).
+CREATE OR REPLACE FUNCTION {{schema}}._backpressure_wait_ms(t {{schema}}.topic)
+ RETURNS bigint
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT coalesce(CASE WHEN jsonb_typeof(t.config->'backpressure_timeout_ms') = 'number'
+                         THEN (t.config->>'backpressure_timeout_ms')::numeric::bigint END, 5000)
+$function$;
+
 -- _backpressure raises PM014 when publishing p_n more records would put the
 -- partition more than the topic's max_lag_records ahead of its slowest
 -- group. Only topics with the setting pay for the check (primary-key reads
@@ -848,9 +861,10 @@ BEGIN
      WHERE c.topic_id = t.topic_id AND c.partition = p_partition
      ORDER BY c.next_offset LIMIT 1;
     IF slowest IS NOT NULL AND tip + p_n - slowest > max_lag THEN
-        PERFORM {{schema}}._raise('PM014', format(
+        PERFORM {{schema}}._raise_backpressure('PM014', format(
             'backpressure: topic %s partition %s would be %s records ahead of group %s (max_lag_records %s)',
-            quote_literal(t.name), p_partition, tip + p_n - slowest, quote_literal(grp), max_lag));
+            quote_literal(t.name), p_partition, tip + p_n - slowest, quote_literal(grp), max_lag),
+            {{schema}}._backpressure_wait_ms(t));
     END IF;
 END $function$;
 
@@ -902,9 +916,10 @@ BEGIN
         END IF;
     END IF;
     IF behind > max_lag THEN
-        PERFORM {{schema}}._raise('PM014', format(
+        PERFORM {{schema}}._raise_backpressure('PM014', format(
             'backpressure: topic %s partition %s would be %s bytes ahead of group %s (max_lag_bytes %s)',
-            quote_literal(t.name), p_partition, behind, quote_literal(grp), max_lag));
+            quote_literal(t.name), p_partition, behind, quote_literal(grp), max_lag),
+            {{schema}}._backpressure_wait_ms(t));
     END IF;
 END $function$;
 

@@ -368,9 +368,10 @@ BEGIN
         END IF;
     END IF;
     IF room < 0 OR waiting + running > room THEN
-        PERFORM {{schema}}._raise('PM109', format(
+        PERFORM {{schema}}._raise_backpressure('PM109', format(
             'queue %s is full: %s more jobs would exceed its max_depth of %s jobs waiting or running',
-            quote_literal(q.name), p_n, q.max_depth));
+            quote_literal(q.name), p_n, q.max_depth),
+            (extract(epoch FROM q.backpressure_timeout) * 1000)::bigint);
     END IF;
 END $function$;
 
