@@ -84,14 +84,12 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 	if (req.ProducerID == nil) != (req.Sequence == nil) {
 		return newAPIError(errInvalidParameter, "fields \"producer_id\" and \"sequence\" go together: give both for an idempotent publish, or neither")
 	}
-	if len(req.Records) == 0 {
-		return pgmsg.ErrEmptyBatch
-	}
+	// An empty batch is the library's to refuse (ErrEmptyBatch).
 	if len(req.Records) > s.cfg.MaxRecords {
 		return newAPIError(errTooManyRecords, "%d records is more than the server's limit of %d per request", len(req.Records), s.cfg.MaxRecords)
 	}
 	recs := make([]*pgmsg.Record, len(req.Records))
-	manual := req.Records[0].Partition != nil
+	manual := len(req.Records) > 0 && req.Records[0].Partition != nil
 	for i, in := range req.Records {
 		if (in.Partition != nil) != manual {
 			return newAPIError(errInvalidParameter, "records[%d]: either every record names a partition or none does", i)

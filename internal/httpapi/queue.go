@@ -81,9 +81,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err := authorize(r, pgmsg.ScopeEnqueue, req.Queue); err != nil {
 		return err
 	}
-	if len(req.Jobs) == 0 {
-		return pgmsg.ErrEmptyBatch
-	}
+	// An empty batch is the library's to refuse (ErrEmptyBatch).
 	if len(req.Jobs) > s.cfg.MaxRecords {
 		return newAPIError(errTooManyRecords, "%d jobs is more than the server's limit of %d per request", len(req.Jobs), s.cfg.MaxRecords)
 	}
