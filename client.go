@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
@@ -335,11 +334,8 @@ func (c *Client) topicMeta(ctx context.Context, exec DBTX, topic string, refresh
 	if ok && !refresh && time.Since(m.fetched) < c.config.MetadataMaxAge {
 		return m, nil
 	}
-	row, err := c.store.TopicSettings(ctx, exec, topic)
+	row, err := c.store.TopicSettings(ctx, exec, topic) // PM003, PM001 from SQL
 	if err != nil {
-		if err == pgx.ErrNoRows {
-			return topicMeta{}, newError(ErrUnknownTopic, "unknown topic %q", topic)
-		}
 		return topicMeta{}, err
 	}
 	m = topicMeta{partitions: int(row.Partitions), maxRecordBytes: int(row.MaxRecordBytes),

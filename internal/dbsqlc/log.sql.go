@@ -867,7 +867,9 @@ func (q *Queries) TopicGet(ctx context.Context, db DBTX, name string) (*TopicGet
 }
 
 const topicGetByName = `-- name: TopicGetByName :one
-SELECT name, partitions, max_record_bytes, config FROM pgmsg.topic WHERE name = $1::text
+SELECT t.name::text AS name, t.partitions::integer AS partitions, t.max_record_bytes::integer AS max_record_bytes,
+       t.config::jsonb AS config
+FROM pgmsg._topic($1::text) t
 `
 
 type TopicGetByNameRow struct {
@@ -877,7 +879,8 @@ type TopicGetByNameRow struct {
 	Config         []byte
 }
 
-// The producer's metadata cache: a primary-key read.
+// The producer's metadata cache: a primary-key read, through _topic(),
+// which raises PM003 for an invalid name and PM001 for an unknown topic.
 func (q *Queries) TopicGetByName(ctx context.Context, db DBTX, name string) (*TopicGetByNameRow, error) {
 	row := db.QueryRow(ctx, topicGetByName, name)
 	var i TopicGetByNameRow

@@ -625,6 +625,8 @@ DECLARE
 BEGIN
     SELECT * INTO t FROM "pgmsg".topic WHERE name = p_name;
     IF NOT FOUND THEN
+        -- A name no topic can have is the caller's mistake (PM003).
+        PERFORM "pgmsg"._check_name('topic', p_name);
         PERFORM "pgmsg"._raise('PM001', format('unknown topic %s', left(quote_literal(coalesce(p_name, '')), 210)));
     END IF;
     RETURN t;

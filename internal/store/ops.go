@@ -23,8 +23,8 @@ func interval(d time.Duration) pgtype.Interval {
 // record size limit and raw config (JSON).
 type TopicSettings = dbsqlc.TopicGetByNameRow
 
-// TopicSettings returns the topic's settings, or pgx.ErrNoRows when it
-// does not exist.
+// TopicSettings returns the topic's settings; errs.InvalidName or
+// errs.UnknownTopic when there is no such topic.
 func (s *Store) TopicSettings(ctx context.Context, exec DBTX, topic string) (*TopicSettings, error) {
 	row, err := s.q.TopicGetByName(ctx, s.DB(exec), topic)
 	return row, errs.Map(err)

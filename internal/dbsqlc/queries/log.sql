@@ -18,8 +18,11 @@ SELECT name::text, partitions::integer, segment_records::bigint, max_record_byte
 FROM pgmsg.topic_list();
 
 -- name: TopicGetByName :one
--- The producer's metadata cache: a primary-key read.
-SELECT name, partitions, max_record_bytes, config FROM pgmsg.topic WHERE name = @name::text;
+-- The producer's metadata cache: a primary-key read, through _topic(),
+-- which raises PM003 for an invalid name and PM001 for an unknown topic.
+SELECT t.name::text AS name, t.partitions::integer AS partitions, t.max_record_bytes::integer AS max_record_bytes,
+       t.config::jsonb AS config
+FROM pgmsg._topic(@name::text) t;
 
 -- name: TopicGet :one
 SELECT name, partitions, segment_records, max_record_bytes, config, created_at FROM pgmsg.topic WHERE name = @name::text;
