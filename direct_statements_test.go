@@ -214,7 +214,7 @@ func TestEnqueueDirect(t *testing.T) {
 	// enqueue_many() must enqueue.
 	enqueueDirect := func(b *store.JobBatch) ([]*EnqueueResult, error) {
 		out := make([]*EnqueueResult, b.Len())
-		ok, err := c.store.JobEnqueueDirect(ctx, c.pool, b, func(i int, r *store.JobEnqueued) {
+		ok, err := c.store.JobEnqueueDirect(ctx, c.pool, b, func(i int, r store.JobEnqueued) {
 			out[i] = &EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, State: JobState(r.State), RunAt: r.RunAt}
 		})
 		if !ok {

@@ -425,7 +425,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 			MaxAttempts: p.MaxAttempts, UniqueKey: p.UniqueKey, UniqueFor: p.UniqueFor, Timeout: p.Timeout, Tags: tags, Metadata: md})
 	}
 	out := make([]*EnqueueResult, n)
-	if err := c.store.JobEnqueueMany(ctx, exec, &batch, func(i int, r *store.JobEnqueued) {
+	if err := c.store.JobEnqueueMany(ctx, exec, &batch, func(i int, r store.JobEnqueued) {
 		out[i] = &EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, State: JobState(r.State), RunAt: r.RunAt}
 	}); err != nil {
 		return nil, err

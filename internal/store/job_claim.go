@@ -220,8 +220,10 @@ type JobClaimDirectResult struct {
 	Expired bool
 }
 
-// JobClaimDirect claims through jobClaimDirectSQL on the pool, in one
-// pipelined batch with JobClaimSettingsSQL (one implicit transaction), and
+// JobClaimDirect claims through jobClaimDirectSQL on pool (a pool, or a
+// connection outside a transaction: the settings are local to the
+// transaction), in one pipelined batch with JobClaimSettingsSQL (one
+// implicit transaction), and
 // calls fn with each job, in claim order (fn must not keep j; its strings
 // and slices it may). An error of fn ends the call with it.
 func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaimDirectParams, fn func(j *Job) error) (JobClaimDirectResult, error) {
@@ -247,17 +249,19 @@ func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaim
 		return res, errs.Map(err)
 	}
 	defer rows.Close()
-	// The scan targets and the job handed to fn, one set per call.
+	// The job handed to fn, scanned into where it can be, and the other
+	// scan targets: one set per call.
 	var sc struct {
-		ord, id pgtype.Int8
-		r       dbsqlc.JobClaimRow
-		reason  pgtype.Text
-		j       Job
+		j                                          Job
+		ord, id                                    pgtype.Int8
+		leaseExpiresAt, runAt, enqueued, attempted pgtype.Timestamptz
+		timeoutUs                                  int64
+		reason                                     pgtype.Text
 	}
-	r := &sc.r
+	j := &sc.j
 	for rows.Next() {
-		if err := rows.Scan(&sc.ord, &sc.id, &r.Queue, &r.Kind, &r.Payload, &r.Priority, &r.Attempt, &r.MaxAttempts,
-			&r.LeaseToken, &r.LeaseExpiresAt, &r.RunAt, &r.EnqueuedAt, &r.AttemptedAt, &r.UniqueKey, &r.Errors, &r.TimeoutUs,
+		if err := rows.Scan(&sc.ord, &sc.id, &j.Queue, &j.Kind, &j.Payload, &j.Priority, &j.Attempt, &j.MaxAttempts,
+			&j.LeaseToken, &sc.leaseExpiresAt, &sc.runAt, &sc.enqueued, &sc.attempted, &j.UniqueKey, &j.Errors, &sc.timeoutUs,
 			&sc.reason); err != nil {
 			return res, errs.Map(err)
 		}
@@ -275,9 +279,12 @@ func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaim
 			res.Unknown = true
 			return res, nil
 		}
-		r.ID = sc.id.Int64
-		jobFromClaimRow(&sc.j, r, p.Worker)
-		if err := fn(&sc.j); err != nil {
+		// The fields the statement does not return are the same for every
+		// job (FinishedAt, Progress, Result, Tags and Metadata stay nil).
+		j.ID, j.State, j.Worker = sc.id.Int64, "running", p.Worker
+		j.LeaseExpiresAt, j.RunAt, j.AttemptedAt = timePtr(sc.leaseExpiresAt), timePtr(sc.runAt), timePtr(sc.attempted)
+		j.EnqueuedAt, j.Timeout = sc.enqueued.Time, micros(sc.timeoutUs)
+		if err := fn(j); err != nil {
 			return res, err
 		}
 	}

@@ -110,12 +110,12 @@ type JobEnqueued struct {
 }
 
 // JobEnqueueMany enqueues b's jobs in one statement on exec and calls fn
-// with each job's result, in b's order (fn must not keep r). Jobs without
+// with each job's result, in b's order. Jobs without
 // unique keys, tags or metadata go through the direct statement
 // (JobEnqueueDirect) when it covers the queue, the others through
 // enqueue_many(). Bad input fails the whole batch, writing nothing
 // (errs.UnknownQueue, errs.PayloadTooLarge, errs.QueueFull ...).
-func (s *Store) JobEnqueueMany(ctx context.Context, exec DBTX, b *JobBatch, fn func(i int, r *JobEnqueued)) error {
+func (s *Store) JobEnqueueMany(ctx context.Context, exec DBTX, b *JobBatch, fn func(i int, r JobEnqueued)) error {
 	if !b.more {
 		ok, err := s.JobEnqueueDirect(ctx, exec, b, fn)
 		if err != nil || ok {
@@ -129,10 +129,8 @@ func (s *Store) JobEnqueueMany(ctx context.Context, exec DBTX, b *JobBatch, fn f
 	if n := b.Len(); len(rows) != n {
 		return fmt.Errorf("pgmsg: enqueue returned %d results for %d jobs", len(rows), n)
 	}
-	var r JobEnqueued
-	for i, row := range rows {
-		r = JobEnqueued{ID: row.ID, Duplicate: row.Duplicate, State: row.State, RunAt: row.RunAt.Time}
-		fn(i, &r)
+	for i, r := range rows {
+		fn(i, JobEnqueued{ID: r.ID, Duplicate: r.Duplicate, State: r.State, RunAt: r.RunAt.Time})
 	}
 	return nil
 }
@@ -177,11 +175,19 @@ src AS (
 )
 SELECT ins.id, ins.state, ins.run_at, (SELECT count(*) FROM wake) FROM ins ORDER BY ins.id`
 
+// enqueueDirectRow holds the scan targets of an enqueueDirectSQL row.
+type enqueueDirectRow struct {
+	id    int64
+	state string
+	runAt pgtype.Timestamptz
+	woke  int64
+}
+
 // JobEnqueueDirect runs enqueueDirectSQL for b, whose jobs must have no
 // unique key, tags or metadata, and calls fn with each job's result, in
-// b's order (fn must not keep r). It returns false, having enqueued
+// b's order. It returns false, having enqueued
 // nothing and called fn for no job, when enqueue_many() must enqueue b.
-func (s *Store) JobEnqueueDirect(ctx context.Context, exec DBTX, b *JobBatch, fn func(i int, r *JobEnqueued)) (bool, error) {
+func (s *Store) JobEnqueueDirect(ctx context.Context, exec DBTX, b *JobBatch, fn func(i int, r JobEnqueued)) (bool, error) {
 	a := &b.arg
 	rows, err := s.DB(exec).Query(ctx, enqueueDirectSQL, a.Queue, a.Payloads, a.Kinds, a.Priorities,
 		a.RunAts, a.Delays, a.MaxAttempts, s.schema+"_log", a.Timeouts)
@@ -189,19 +195,17 @@ func (s *Store) JobEnqueueDirect(ctx context.Context, exec DBTX, b *JobBatch, fn
 		return false, errs.Map(err)
 	}
 	defer rows.Close()
-	var sc struct {
-		r     JobEnqueued
-		runAt pgtype.Timestamptz
-		woke  int64
-	}
+	var sc *enqueueDirectRow // one per call, none when there is no row
 	n := 0
 	for rows.Next() {
-		if err := rows.Scan(&sc.r.ID, &sc.r.State, &sc.runAt, &sc.woke); err != nil {
+		if sc == nil {
+			sc = new(enqueueDirectRow)
+		}
+		if err := rows.Scan(&sc.id, &sc.state, &sc.runAt, &sc.woke); err != nil {
 			return false, errs.Map(err)
 		}
 		if n < len(a.Payloads) {
-			sc.r.RunAt = sc.runAt.Time
-			fn(n, &sc.r)
+			fn(n, JobEnqueued{ID: sc.id, State: sc.state, RunAt: sc.runAt.Time})
 		}
 		n++
 	}
