@@ -271,9 +271,7 @@ func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaim
 				res.Limited = true
 				return res, nil
 			case "expired":
-				// The jobs of this claim are handed out; the next claim
-				// rescues the lease first.
-				res.Expired = true
+				res.Expired = true // the claim's jobs are handed out all the same
 				continue
 			}
 			res.Unknown = true
