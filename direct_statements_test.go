@@ -299,7 +299,7 @@ func TestClaimKeepsEmptyApartFromNull(t *testing.T) {
 	require.Equal(t, []byte("v"), cl.Records[2].Value)
 }
 
-// The worker's direct claim statement (job_direct.go) claims as
+// The worker's direct claim statement (internal/store/job_claim.go) claims as
 // job_claim() does: claim order across priorities from the client's
 // position, jobs behind the position once the positioned reads run short,
 // future jobs left alone, the queue's or the given lease, a fresh token per
