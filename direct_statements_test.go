@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // The consumer's direct claim statements (claim_direct.go) against the
@@ -201,25 +202,38 @@ func TestEnqueueDirect(t *testing.T) {
 	t.Cleanup(c.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	arg := func(queue string, payloads ...[]byte) dbsqlc.JobEnqueueManyParams {
-		n := len(payloads)
-		return dbsqlc.JobEnqueueManyParams{Queue: queue, Payloads: payloads, Kinds: make([]string, n),
-			Priorities: make([]int32, n), RunAts: make([]pgtype.Timestamptz, n), Delays: make([]pgtype.Interval, n),
-			MaxAttempts: make([]int32, n), UniqueKeys: make([]string, n), CreateQueue: true}
+	job := func(payload []byte) store.JobParams { return store.JobParams{Payload: payload} }
+	arg := func(queue string, jobs ...store.JobParams) *store.JobBatch {
+		b := store.NewJobBatch(queue, len(jobs), true)
+		for i := range jobs {
+			b.Set(i, &jobs[i])
+		}
+		return &b
+	}
+	// enqueueDirect returns the direct statement's results, nil when
+	// enqueue_many() must enqueue.
+	enqueueDirect := func(b *store.JobBatch) ([]*EnqueueResult, error) {
+		out := make([]*EnqueueResult, b.Len())
+		ok, err := c.store.JobEnqueueDirect(ctx, c.pool, b, func(i int, r store.JobEnqueued) {
+			out[i] = &EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, State: JobState(r.State), RunAt: r.RunAt}
+		})
+		if !ok {
+			out = nil
+		}
+		return out, err
 	}
 
 	// An unknown queue: enqueue_many creates it (or raises PM101).
-	out, err := c.enqueueDirect(ctx, c.pool, arg("q", []byte("a")))
+	out, err := enqueueDirect(arg("q", job([]byte("a"))))
 	require.NoError(t, err)
 	require.Nil(t, out)
 
 	_, err = c.CreateQueue(ctx, "q", QueueConfig{MaxAttempts: 3, MaxPayloadBytes: 10})
 	require.NoError(t, err)
-	a := arg("q", []byte("a"), []byte("b"))
-	a.Kinds[0], a.Priorities[0] = "k", 5
-	a.Delays[1], a.MaxAttempts[1] = jobInterval(time.Hour), 7
+	a := arg("q", store.JobParams{Payload: []byte("a"), Kind: "k", Priority: 5},
+		store.JobParams{Payload: []byte("b"), Delay: time.Hour, MaxAttempts: 7})
 	before := time.Now()
-	out, err = c.enqueueDirect(ctx, c.pool, a)
+	out, err = enqueueDirect(a)
 	require.NoError(t, err)
 	require.Len(t, out, 2)
 	require.Less(t, out[0].ID, out[1].ID, "input order")
@@ -239,7 +253,7 @@ func TestEnqueueDirect(t *testing.T) {
 
 	// A payload over the queue's limit: nothing inserted, enqueue_many
 	// raises PM103.
-	out, err = c.enqueueDirect(ctx, c.pool, arg("q", []byte("ok"), make([]byte, 11)))
+	out, err = enqueueDirect(arg("q", job([]byte("ok")), job(make([]byte, 11))))
 	require.NoError(t, err)
 	require.Nil(t, out)
 	_, err = c.EnqueueMany(ctx, "q", []EnqueueParams{{Payload: []byte("ok")}, {Payload: make([]byte, 11)}}, nil)
@@ -251,7 +265,7 @@ func TestEnqueueDirect(t *testing.T) {
 	// A queue with a max_depth: enqueue_many checks it.
 	_, err = c.CreateQueue(ctx, "capped", QueueConfig{MaxDepth: 5})
 	require.NoError(t, err)
-	out, err = c.enqueueDirect(ctx, c.pool, arg("capped", []byte("a")))
+	out, err = enqueueDirect(arg("capped", job([]byte("a"))))
 	require.NoError(t, err)
 	require.Nil(t, out)
 }
@@ -285,7 +299,7 @@ func TestClaimKeepsEmptyApartFromNull(t *testing.T) {
 	require.Equal(t, []byte("v"), cl.Records[2].Value)
 }
 
-// The worker's direct claim statement (job_direct.go) claims as
+// The worker's direct claim statement (internal/store/job_claim.go) claims as
 // job_claim() does: claim order across priorities from the client's
 // position, jobs behind the position once the positioned reads run short,
 // future jobs left alone, the queue's or the given lease, a fresh token per
@@ -394,13 +408,13 @@ func TestJobClaimDirect(t *testing.T) {
 	st.valid, st.id = true, 42
 	st.mu.Unlock()
 	now := time.Now()
-	_, _, id, probe, rescue := st.next(now)
+	id, probe, rescue := st.next(now)
 	require.False(t, rescue)
 	require.False(t, id.Valid, "no position: the whole index")
 	require.True(t, probe)
-	_, _, id, probe, _ = st.next(now.Add(time.Millisecond))
+	id, probe, _ = st.next(now.Add(time.Millisecond))
 	require.True(t, id.Valid)
-	require.Equal(t, int64(42), id.Int64)
+	require.Equal(t, int64(42), id.ID)
 	require.False(t, probe)
 }
 
@@ -498,7 +512,7 @@ func TestJobClaimDirectSettings(t *testing.T) {
 	// And they apply to the statement queued after them in the same batch
 	// (pgx sends a batch with one Sync: one implicit transaction).
 	var bt pgx.Batch
-	bt.Queue(jobClaimSettingsSQL, true)
+	bt.Queue(store.JobClaimSettingsSQL, true)
 	bt.Queue(`SELECT current_setting('enable_bitmapscan') || current_setting('enable_seqscan') || current_setting('synchronous_commit')`)
 	br := b.Pool.SendBatch(ctx, &bt)
 	_, err = br.Exec()

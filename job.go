@@ -10,10 +10,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // JobState is where a job is in its life.
@@ -165,9 +164,8 @@ func (c *Client) SetJobProgress(ctx context.Context, job *Job, progress any) err
 	if err != nil {
 		return err
 	}
-	if err := c.queries.JobProgress(ctx, c.db(c.pool), dbsqlc.JobProgressParams{ID: job.ID, LeaseToken: job.LeaseToken,
-		Progress: b}); err != nil {
-		return mapError(err)
+	if err := c.store.JobProgress(ctx, c.pool, job.ID, job.LeaseToken, b); err != nil {
+		return err
 	}
 	job.Progress = b
 	return nil
@@ -185,14 +183,6 @@ type JobError struct {
 	Error   string    `json:"error"`
 }
 
-func jobTime(t pgtype.Timestamptz) *time.Time {
-	if !t.Valid {
-		return nil
-	}
-	v := t.Time
-	return &v
-}
-
 func jobErrors(raw []byte) ([]JobError, error) {
 	if len(raw) == 0 {
 		return nil, nil
@@ -204,19 +194,34 @@ func jobErrors(raw []byte) ([]JobError, error) {
 	return out, nil
 }
 
-func jobFromGetRow(r *dbsqlc.JobGetRow) (*Job, error) {
+// jobFromStore is a job as the store returns it, claimed or read; it
+// shares r's slices, strings and times.
+func jobFromStore(r *store.Job) (*Job, error) {
 	errs, err := jobErrors(r.Errors)
 	if err != nil {
 		return nil, err
 	}
 	return &Job{
 		ID: r.ID, Queue: r.Queue, State: JobState(r.State), Kind: r.Kind, Payload: r.Payload,
-		Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
-		LeaseToken: r.LeaseToken, LeaseExpiresAt: jobTime(r.LeaseExpiresAt), RunAt: jobTime(r.RunAt),
-		EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: jobTime(r.AttemptedAt), FinishedAt: jobTime(r.FinishedAt),
-		Worker: r.Worker, UniqueKey: r.UniqueKey, Errors: errs, Timeout: time.Duration(r.TimeoutUs) * time.Microsecond,
+		Priority: r.Priority, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
+		LeaseToken: r.LeaseToken, LeaseExpiresAt: r.LeaseExpiresAt, RunAt: r.RunAt,
+		EnqueuedAt: r.EnqueuedAt, AttemptedAt: r.AttemptedAt, FinishedAt: r.FinishedAt,
+		Worker: r.Worker, UniqueKey: r.UniqueKey, Errors: errs, Timeout: r.Timeout,
 		Progress: r.Progress, Result: r.Result, Tags: r.Tags, Metadata: r.Metadata,
 	}, nil
+}
+
+// jobsFromStore is jobFromStore for the rows of a listing.
+func jobsFromStore(rows []store.Job) ([]*Job, error) {
+	out := make([]*Job, 0, len(rows))
+	for i := range rows {
+		j, err := jobFromStore(&rows[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
 }
 
 // EnqueueParams is one job to enqueue.
@@ -350,9 +355,9 @@ func (c *Client) EnqueueMany(ctx context.Context, queue string, params []Enqueue
 	err := enqueue()
 	if errors.Is(err, ErrQueueFull) {
 		// Only a refused enqueue reads the queue's timeout.
-		us, qerr := c.queries.QueueBackpressureTimeout(ctx, c.db(c.pool), queue)
+		wait, qerr := c.store.QueueBackpressureTimeout(ctx, c.pool, queue)
 		if qerr == nil {
-			err = retryWhile(ctx, ErrQueueFull, time.Duration(us)*time.Microsecond, err, enqueue)
+			err = retryWhile(ctx, ErrQueueFull, wait, err, enqueue)
 		}
 	}
 	if err != nil {
@@ -380,13 +385,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 	params, endSpan := c.startEnqueueSpan(ctx, queue, params)
 	defer func() { endSpan(err) }()
 	n := len(params)
-	arg := dbsqlc.JobEnqueueManyParams{
-		Queue: queue, Payloads: make([][]byte, n), Kinds: make([]string, n), Priorities: make([]int32, n),
-		RunAts: make([]pgtype.Timestamptz, n), Delays: make([]pgtype.Interval, n), MaxAttempts: make([]int32, n),
-		UniqueKeys: make([]string, n), CreateQueue: opts == nil || !opts.DisableCreateQueue,
-	}
-	var timeouts, uniqueFors []pgtype.Interval
-	var tags, metadata [][]byte
+	batch := store.NewJobBatch(queue, n, opts == nil || !opts.DisableCreateQueue)
 	for i, p := range params {
 		switch {
 		case p.Delay < 0:
@@ -411,161 +410,25 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 				return nil, err
 			}
 		}
-		arg.Payloads[i] = p.Payload
-		if arg.Payloads[i] == nil {
-			arg.Payloads[i] = []byte{}
-		}
-		arg.Kinds[i] = p.Kind
-		arg.Priorities[i] = int32(p.Priority)
-		if !p.RunAt.IsZero() {
-			arg.RunAts[i] = pgtype.Timestamptz{Time: p.RunAt, Valid: true}
-		}
-		if p.Delay > 0 {
-			arg.Delays[i] = jobInterval(p.Delay)
-		}
-		arg.MaxAttempts[i] = int32(min(p.MaxAttempts, 1<<30))
-		arg.UniqueKeys[i] = p.UniqueKey
-		if p.UniqueFor > 0 {
-			if uniqueFors == nil {
-				uniqueFors = make([]pgtype.Interval, n)
-			}
-			uniqueFors[i] = jobInterval(p.UniqueFor)
-		}
-		if p.Timeout > 0 {
-			if timeouts == nil {
-				timeouts = make([]pgtype.Interval, n)
-			}
-			timeouts[i] = jobInterval(p.Timeout)
-		}
-		t, err := jobTagsJSON(i, p.Tags)
+		tags, err := jobTagsJSON(i, p.Tags)
 		if err != nil {
 			return nil, err
-		}
-		if t != nil {
-			if tags == nil {
-				tags = make([][]byte, n)
-			}
-			tags[i] = t
 		}
 		md, err := jobDocument(fmt.Sprintf("%d metadata", i), p.Metadata)
 		if err != nil {
 			return nil, err
 		}
-		if md != nil {
-			if !bytes.HasPrefix(bytes.TrimSpace(md), []byte("{")) {
-				return nil, newError(ErrInvalidArgument, "job %d: metadata must be a JSON object", i)
-			}
-			if metadata == nil {
-				metadata = make([][]byte, n)
-			}
-			metadata[i] = md
+		if md != nil && !bytes.HasPrefix(bytes.TrimSpace(md), []byte("{")) {
+			return nil, newError(ErrInvalidArgument, "job %d: metadata must be a JSON object", i)
 		}
-	}
-	arg.Timeouts, arg.Tags, arg.Metadata, arg.UniqueFors = timeouts, tags, metadata, uniqueFors
-	// The direct statement covers jobs without unique keys, tags or
-	// metadata; enqueue_many() the rest.
-	if !hasUniqueKeys(arg.UniqueKeys) && tags == nil && metadata == nil {
-		out, err := c.enqueueDirect(ctx, exec, arg)
-		if err != nil {
-			return nil, mapError(err)
-		}
-		if out != nil {
-			return out, nil
-		}
-	}
-	rows, err := c.queries.JobEnqueueMany(ctx, c.db(exec), arg)
-	if err != nil {
-		return nil, mapError(err)
-	}
-	if len(rows) != n {
-		return nil, fmt.Errorf("pgmsg: enqueue returned %d results for %d jobs", len(rows), n)
+		batch.Set(i, &store.JobParams{Payload: p.Payload, Kind: p.Kind, Priority: p.Priority, RunAt: p.RunAt, Delay: p.Delay,
+			MaxAttempts: p.MaxAttempts, UniqueKey: p.UniqueKey, UniqueFor: p.UniqueFor, Timeout: p.Timeout, Tags: tags, Metadata: md})
 	}
 	out := make([]*EnqueueResult, n)
-	for i, r := range rows {
-		out[i] = &EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, State: JobState(r.State), RunAt: r.RunAt.Time}
-	}
-	return out, nil
-}
-
-func hasUniqueKeys(keys []string) bool {
-	for _, k := range keys {
-		if k != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// enqueueDirectSQL inserts a batch of jobs without unique keys in one
-// statement against the tables, as enqueue_many() does on its common path,
-// from the connection's cached generic plan instead of a PL/pgSQL call
-// (issue 13; the Go client's enqueue took twice as long as the same call
-// from psql). It inserts nothing and returns no row when enqueue_many()
-// has more to do or to say: an unknown queue (created, or PM101), a queue
-// with a max_depth, or a payload over max_payload_bytes (PM103). The Go
-// client checks every other argument before (EnqueueManyTx). Idle workers
-// are woken in the transaction, as by enqueue_many().
-//
-// $1 queue, $2 payloads, $3 kinds (empty for none), $4 priorities, $5 run_ats,
-// $6 delays, $7 max attempts (0 for the queue's), $8 the notify channel,
-// $9 timeouts (NULL, or NULL entries, for none of the job's own).
-// The last column only makes the wake CTE run (a CTE without writes runs
-// only if referenced).
-const enqueueDirectSQL = `WITH q AS (
-    SELECT qq.queue_id, qq.max_attempts, qq.name FROM pgmsg.queue qq
-     WHERE qq.name = $1::text AND qq.max_depth IS NULL
-       AND NOT EXISTS (SELECT 1 FROM unnest($2::bytea[]) AS u(p) WHERE octet_length(u.p) > qq.max_payload_bytes)
-), n AS (SELECT clock_timestamp() AS ts),
-src AS (
-    SELECT nextval('pgmsg.job_id_seq') AS id, u.*
-      FROM q CROSS JOIN unnest($2::bytea[], $3::text[], $4::integer[], $5::timestamptz[], $6::interval[], $7::integer[],
-                               $9::interval[])
-           WITH ORDINALITY AS u(p, kd, pr, ra, d, m, tmo, ord)
-), pl AS (
-    INSERT INTO pgmsg.job_payload (id, payload) SELECT src.id, src.p FROM src
-), ins AS (
-    INSERT INTO pgmsg.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind, timeout)
-    SELECT src.id, q.queue_id, CASE WHEN t.at > n.ts THEN 'scheduled' ELSE 'available' END,
-           coalesce(src.pr, 0), coalesce(nullif(src.m, 0), q.max_attempts), t.at, n.ts, nullif(src.kd, ''), src.tmo
-      FROM src CROSS JOIN q CROSS JOIN n
-     CROSS JOIN LATERAL (SELECT coalesce(src.ra, n.ts + coalesce(src.d, interval '0')) AS at) t
-     ORDER BY src.ord
-    RETURNING j.id, j.state, j.run_at
-), wake AS (
-    SELECT pg_notify($8::text, 'queue:' || q.name) FROM q WHERE EXISTS (SELECT 1 FROM ins WHERE ins.state = 'available')
-)
-SELECT ins.id, ins.state, ins.run_at, (SELECT count(*) FROM wake) FROM ins ORDER BY ins.id`
-
-// enqueueDirect runs enqueueDirectSQL; nil, nil means enqueue_many() must.
-func (c *Client) enqueueDirect(ctx context.Context, exec DBTX, arg dbsqlc.JobEnqueueManyParams) ([]*EnqueueResult, error) {
-	rows, err := c.db(exec).Query(ctx, enqueueDirectSQL, arg.Queue, arg.Payloads, arg.Kinds, arg.Priorities,
-		arg.RunAts, arg.Delays, arg.MaxAttempts, c.config.Schema+"_log", arg.Timeouts)
-	if err != nil {
+	if err := c.store.JobEnqueueMany(ctx, exec, &batch, func(i int, r store.JobEnqueued) {
+		out[i] = &EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, State: JobState(r.State), RunAt: r.RunAt}
+	}); err != nil {
 		return nil, err
-	}
-	defer rows.Close()
-	out := make([]*EnqueueResult, 0, len(arg.Payloads))
-	for rows.Next() {
-		var (
-			r     EnqueueResult
-			state string
-			runAt pgtype.Timestamptz
-			woke  int64
-		)
-		if err := rows.Scan(&r.ID, &state, &runAt, &woke); err != nil {
-			return nil, err
-		}
-		r.State, r.RunAt = JobState(state), runAt.Time
-		out = append(out, &r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	if len(out) != len(arg.Payloads) {
-		return nil, fmt.Errorf("pgmsg: enqueue returned %d results for %d jobs", len(out), len(arg.Payloads))
 	}
 	return out, nil
 }
@@ -623,28 +486,27 @@ func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *C
 	if direct {
 		jobs, ok, err := c.claimJobsDirect(ctx, queue, &o, async)
 		if err != nil {
-			return nil, mapError(err)
+			return nil, err
 		}
 		if ok {
 			return jobs, nil
 		}
 	}
-	params := dbsqlc.JobClaimParams{
-		Queue: queue, MaxJobs: int32(min(o.Max, 1<<30)), Lease: jobOptInterval(o.Lease), Worker: jobOptText(o.Worker),
-		Async: async,
-	}
-	if o.MaxBytes > 0 {
-		params.MaxBytes = pgtype.Int8{Int64: o.MaxBytes, Valid: true}
-	}
-	rows, err := c.queries.JobClaim(ctx, c.db(exec), params)
-	if err != nil {
-		return nil, mapError(err)
-	}
-	out := make([]*Job, len(rows))
-	for i, r := range rows {
-		if out[i], err = jobFromClaimRow(r, o.Worker); err != nil {
-			return nil, err
+	var out []*Job
+	err := c.store.JobClaim(ctx, exec, store.JobClaimParams{Queue: queue, Max: o.Max, Lease: o.Lease, Worker: o.Worker,
+		MaxBytes: o.MaxBytes, Async: async}, func(i, n int, r *store.Job) error {
+		if out == nil {
+			out = make([]*Job, n)
 		}
+		var err error
+		out[i], err = jobFromStore(r)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = []*Job{}
 	}
 	if direct {
 		st := c.jobClaimState(queue, true)
@@ -655,9 +517,6 @@ func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *C
 	}
 	return out, nil
 }
-
-// jobQueueLimitedSQL says whether a queue has a rate limit or running cap.
-const jobQueueLimitedSQL = `SELECT qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL FROM pgmsg.queue qq WHERE qq.name = $1`
 
 // checkLimited learns, at most once per jobClaimLimitedFor, whether a
 // queue whose job_claim() call returned fewer jobs than asked is limited:
@@ -674,28 +533,12 @@ func (c *Client) checkLimited(ctx context.Context, queue string, st *jobClaimSta
 	if fresh {
 		return
 	}
-	var limited bool
-	if err := c.pool.QueryRow(ctx, c.schemaSQL(jobQueueLimitedSQL), queue).Scan(&limited); err != nil || !limited {
+	if limited, err := c.store.QueueLimited(ctx, c.pool, queue); err != nil || !limited {
 		return
 	}
 	st.mu.Lock()
 	st.limited = now
 	st.mu.Unlock()
-}
-
-// jobFromClaimRow is a claimed job, as job_claim() returns it.
-func jobFromClaimRow(r *dbsqlc.JobClaimRow, worker string) (*Job, error) {
-	errs, err := jobErrors(r.Errors)
-	if err != nil {
-		return nil, err
-	}
-	return &Job{
-		ID: r.ID, Queue: r.Queue, State: JobStateRunning, Kind: r.Kind, Payload: r.Payload,
-		Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
-		LeaseToken: r.LeaseToken, LeaseExpiresAt: jobTime(r.LeaseExpiresAt), RunAt: jobTime(r.RunAt),
-		EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: jobTime(r.AttemptedAt), Worker: worker,
-		UniqueKey: r.UniqueKey, Errors: errs, Timeout: time.Duration(r.TimeoutUs) * time.Microsecond,
-	}, nil
 }
 
 // Complete archives a job the caller holds (status completed). It fails
@@ -712,8 +555,7 @@ func (c *Client) CompleteTx(ctx context.Context, exec DBTX, job *Job) error {
 	if _, err := jobDocument("result", job.Result); err != nil {
 		return err
 	}
-	return mapError(c.queries.JobComplete(ctx, c.db(exec), dbsqlc.JobCompleteParams{ID: job.ID, LeaseToken: job.LeaseToken,
-		Result: job.Result}))
+	return c.store.JobComplete(ctx, exec, job.ID, job.LeaseToken, job.Result)
 }
 
 // CompleteManyResult says which jobs of a CompleteMany were archived.
@@ -757,18 +599,9 @@ func (c *Client) completeMany(ctx context.Context, exec DBTX, jobs []*Job) (*Com
 			results[i] = j.Result
 		}
 	}
-	var (
-		done []int64
-		err  error
-	)
-	if results == nil {
-		done, err = c.queries.JobCompleteMany(ctx, c.db(exec), dbsqlc.JobCompleteManyParams{Ids: ids, LeaseTokens: tokens})
-	} else {
-		done, err = c.queries.JobCompleteManyResults(ctx, c.db(exec), dbsqlc.JobCompleteManyResultsParams{Ids: ids,
-			LeaseTokens: tokens, Results: results})
-	}
+	done, err := c.store.JobCompleteMany(ctx, exec, ids, tokens, results)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	res.Completed = done
 	if len(done) < len(ids) {
@@ -821,15 +654,11 @@ func (c *Client) FailTx(ctx context.Context, exec DBTX, job *Job, jobErr error, 
 	if jobErr != nil {
 		msg = jobErr.Error()
 	}
-	arg := dbsqlc.JobFailParams{ID: job.ID, LeaseToken: job.LeaseToken, Error: msg, Dead: o.Dead}
-	if o.RetryIn > 0 {
-		arg.RetryIn = jobInterval(o.RetryIn)
-	}
-	row, err := c.queries.JobFail(ctx, c.db(exec), arg)
+	state, runAt, err := c.store.JobFail(ctx, exec, job.ID, job.LeaseToken, msg, o.RetryIn, o.Dead)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
-	return &FailResult{State: JobState(row.State), RunAt: row.RunAt.Time}, nil
+	return &FailResult{State: JobState(state), RunAt: runAt}, nil
 }
 
 // Snooze puts a held job back to wait delay (0: claimable at once, which
@@ -844,11 +673,7 @@ func (c *Client) SnoozeTx(ctx context.Context, exec DBTX, job *Job, delay time.D
 	if delay < 0 {
 		return time.Time{}, newError(ErrInvalidDelay, "snooze delay must not be negative, got %s", delay)
 	}
-	at, err := c.queries.JobSnooze(ctx, c.db(exec), dbsqlc.JobSnoozeParams{ID: job.ID, LeaseToken: job.LeaseToken, Delay: jobInterval(delay)})
-	if err != nil {
-		return time.Time{}, mapError(err)
-	}
-	return at.Time, nil
+	return c.store.JobSnooze(ctx, exec, job.ID, job.LeaseToken, delay)
 }
 
 // ExtendJob pushes a held job's lease to lease from now (database clock;
@@ -863,11 +688,11 @@ func (c *Client) ExtendJobTx(ctx context.Context, exec DBTX, job *Job, lease tim
 	if lease < 0 {
 		return newError(ErrInvalidArgument, "lease must not be negative, got %s", lease)
 	}
-	exp, err := c.queries.JobExtend(ctx, c.db(exec), dbsqlc.JobExtendParams{ID: job.ID, LeaseToken: job.LeaseToken, Lease: jobOptInterval(lease)})
+	exp, err := c.store.JobExtend(ctx, exec, job.ID, job.LeaseToken, lease)
 	if err != nil {
-		return mapError(err)
+		return err
 	}
-	job.LeaseExpiresAt = jobTime(exp)
+	job.LeaseExpiresAt = exp
 	return nil
 }
 
@@ -880,8 +705,7 @@ func (c *Client) CancelJob(ctx context.Context, id int64) (bool, error) {
 
 // CancelJobTx is CancelJob on exec.
 func (c *Client) CancelJobTx(ctx context.Context, exec DBTX, id int64) (bool, error) {
-	ok, err := c.queries.JobCancel(ctx, c.db(exec), id)
-	return ok, mapError(err)
+	return c.store.JobCancel(ctx, exec, id)
 }
 
 // RetryJob makes a scheduled or retrying job claimable now, keeping its
@@ -894,16 +718,15 @@ func (c *Client) RetryJob(ctx context.Context, id int64) error {
 
 // RetryJobTx is RetryJob on exec; the workers are woken when it commits.
 func (c *Client) RetryJobTx(ctx context.Context, exec DBTX, id int64) error {
-	_, err := c.queries.JobRetry(ctx, c.db(exec), id)
-	return mapError(err)
+	return c.store.JobRetry(ctx, exec, id)
 }
 
 // GetJob returns a job wherever it is: live or archived. It fails with
 // ErrUnknownJob.
 func (c *Client) GetJob(ctx context.Context, id int64) (*Job, error) {
-	row, err := c.queries.JobGet(ctx, c.db(c.pool), id)
+	row, err := c.store.JobGet(ctx, c.pool, id)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
-	return jobFromGetRow(row)
+	return jobFromStore(row)
 }

@@ -97,10 +97,6 @@ func withTraceContext(md json.RawMessage, carrier propagation.MapCarrier) json.R
 	return out
 }
 
-// jobTraceSQL reads the trace context of claimed jobs.
-const jobTraceSQL = `SELECT j.id, j.metadata->>'traceparent', coalesce(j.metadata->>'tracestate', '')
-  FROM pgmsg.job j WHERE j.id = ANY($1::bigint[]) AND j.metadata ? 'traceparent'`
-
 // loadJobTraces sets the trace context of jobs from their metadata (when
 // tracing is on). A failure leaves jobs without one: tracing never fails
 // a claim.
@@ -114,26 +110,14 @@ func (c *Client) loadJobTraces(ctx context.Context, jobs []*Job) {
 		ids[i] = j.ID
 		byID[j.ID] = j
 	}
-	rows, err := c.pool.Query(ctx, c.schemaSQL(jobTraceSQL), ids)
-	if err != nil {
-		return
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			id         int64
-			parent, st string
-		)
-		if rows.Scan(&id, &parent, &st) != nil {
-			return
-		}
+	_ = c.store.JobTraces(ctx, c.pool, ids, func(id int64, parent, st string) {
 		if j := byID[id]; j != nil {
 			j.trace = propagation.MapCarrier{"traceparent": parent}
 			if st != "" {
 				j.trace["tracestate"] = st
 			}
 		}
-	}
+	})
 }
 
 // traceJobClaim records a worker's claim call that began at start: a

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // PeriodicJob is a job enqueued on a schedule: a cron expression, a
@@ -111,20 +109,15 @@ func (c *Client) AddPeriodicJob(ctx context.Context, p PeriodicJob) (*PeriodicJo
 	if err != nil {
 		return nil, err
 	}
-	payload := p.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
-	row, err := c.queries.PeriodicAdd(ctx, c.db(c.pool), dbsqlc.PeriodicAddParams{
-		Queue: p.Queue, Name: p.Name, Schedule: p.Schedule, Payload: payload, Kind: jobOptText(p.Kind),
-		TimeZone: p.TimeZone, Priority: int32(p.Priority), MaxAttempts: jobOptInt4(p.MaxAttempts),
-		Timeout: jobOptInterval(p.Timeout), Tags: tags, Metadata: md, RunOnStart: p.RunOnStart,
+	row, err := c.store.PeriodicAdd(ctx, c.pool, &store.PeriodicParams{
+		Queue: p.Queue, Name: p.Name, Schedule: p.Schedule, Payload: p.Payload, Kind: p.Kind,
+		TimeZone: p.TimeZone, Priority: p.Priority, MaxAttempts: p.MaxAttempts,
+		Timeout: p.Timeout, Tags: tags, Metadata: md, RunOnStart: p.RunOnStart,
 	})
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
-	out := periodicFromRow((*dbsqlc.PeriodicListRow)(row))
-	return out, nil
+	return periodicFromStore(row), nil
 }
 
 // RemovePeriodicJob deletes a queue's periodic job; the jobs it enqueued
@@ -136,7 +129,7 @@ func (c *Client) RemovePeriodicJob(ctx context.Context, queue, name string) erro
 	if err := ValidateName("periodic job", name); err != nil {
 		return err
 	}
-	return mapError(c.queries.PeriodicRemove(ctx, c.db(c.pool), dbsqlc.PeriodicRemoveParams{Queue: queue, Name: name}))
+	return c.store.PeriodicRemove(ctx, c.pool, queue, name)
 }
 
 // ListPeriodicJobs returns the periodic jobs of queue ("": of every
@@ -147,13 +140,13 @@ func (c *Client) ListPeriodicJobs(ctx context.Context, queue string) ([]*Periodi
 			return nil, err
 		}
 	}
-	rows, err := c.queries.PeriodicList(ctx, c.db(c.pool), jobOptText(queue))
+	rows, err := c.store.PeriodicList(ctx, c.pool, queue)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	out := make([]*PeriodicJob, len(rows))
 	for i, r := range rows {
-		out[i] = periodicFromRow(r)
+		out[i] = periodicFromStore(r)
 	}
 	return out, nil
 }
@@ -171,16 +164,7 @@ func (c *Client) PreviewSchedule(ctx context.Context, schedule, timeZone string,
 	if timeZone == "" {
 		timeZone = "UTC"
 	}
-	ts, err := c.queries.PeriodicPreview(ctx, c.db(c.pool), dbsqlc.PeriodicPreviewParams{
-		Schedule: schedule, TimeZone: timeZone, After: pgtype.Timestamptz{Time: after, Valid: true}, Count: int32(n)})
-	if err != nil {
-		return nil, mapError(err)
-	}
-	out := make([]time.Time, len(ts))
-	for i, t := range ts {
-		out[i] = t.Time
-	}
-	return out, nil
+	return c.store.PeriodicPreview(ctx, c.pool, schedule, timeZone, after, n)
 }
 
 // PeriodicTick is one periodic job handled by EnqueueDuePeriodicJobs.
@@ -202,28 +186,28 @@ type PeriodicTick struct {
 // it every second; any process may call it too (concurrent calls share the
 // work and never enqueue a tick twice).
 func (c *Client) EnqueueDuePeriodicJobs(ctx context.Context) ([]PeriodicTick, error) {
-	rows, err := c.queries.PeriodicEnqueueDue(ctx, c.db(c.pool), 1000)
+	rows, err := c.store.PeriodicEnqueueDue(ctx, c.pool, 1000)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	out := make([]PeriodicTick, len(rows))
 	for i, r := range rows {
-		out[i] = PeriodicTick{Queue: r.Queue, Name: r.Name, Tick: r.Tick.Time, JobID: r.JobID, Duplicate: r.Duplicate,
-			NextRunAt: r.NextRunAt.Time, Error: r.Error}
+		out[i] = PeriodicTick(r) // the same fields
 		if r.Error != "" {
 			c.config.Logger.Warn("pgmsg: a periodic job's tick could not be enqueued; it stays due",
-				"queue", r.Queue, "periodic_job", r.Name, "tick", r.Tick.Time, "error", r.Error)
+				"queue", r.Queue, "periodic_job", r.Name, "tick", r.Tick, "error", r.Error)
 		}
 	}
 	return out, nil
 }
 
-func periodicFromRow(r *dbsqlc.PeriodicListRow) *PeriodicJob {
+// periodicFromStore is a periodic job as the store reads it back.
+func periodicFromStore(r *store.Periodic) *PeriodicJob {
 	p := &PeriodicJob{
 		Queue: r.Queue, Name: r.Name, Schedule: r.Schedule, TimeZone: r.TimeZone, Payload: r.Payload, Kind: r.Kind,
-		Priority: int(r.Priority), MaxAttempts: int(r.MaxAttempts), Timeout: time.Duration(r.TimeoutUs) * time.Microsecond,
-		Tags: r.Tags, RunOnStart: r.RunOnStart, DefinedAt: r.DefinedAt.Time, NextRunAt: r.NextRunAt.Time,
-		LastRunAt: r.LastRunAt.Time, LastJobID: r.LastJobID, LastError: r.LastError,
+		Priority: r.Priority, MaxAttempts: r.MaxAttempts, Timeout: r.Timeout,
+		Tags: r.Tags, RunOnStart: r.RunOnStart, DefinedAt: r.DefinedAt, NextRunAt: r.NextRunAt,
+		LastRunAt: r.LastRunAt, LastJobID: r.LastJobID, LastError: r.LastError,
 	}
 	if r.Metadata != nil {
 		p.Metadata = json.RawMessage(r.Metadata)

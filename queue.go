@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // Defaults of queue settings (QueueConfig fields left zero), as the SQL API
@@ -152,115 +152,19 @@ type QueueStats struct {
 	Paused bool `json:"paused"`
 }
 
+// jobInterval is d as an interval parameter. Only metrics.go's
+// QueueLatency still uses it; it goes when that moves to the store.
 func jobInterval(d time.Duration) pgtype.Interval {
 	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
 }
 
-func jobOptInterval(d time.Duration) pgtype.Interval {
-	if d == 0 {
-		return pgtype.Interval{}
-	}
-	return jobInterval(d)
-}
-
-func jobOptInt4(v int) pgtype.Int4 {
-	if v == 0 {
-		return pgtype.Int4{}
-	}
-	return pgtype.Int4{Int32: int32(v), Valid: true}
-}
-
-func jobOptText(s string) pgtype.Text {
-	if s == "" {
-		return pgtype.Text{}
-	}
-	return pgtype.Text{String: s, Valid: true}
-}
-
-// queueFromRow reads a queue as QueueCreate, QueueUpdate and QueueList
-// return it (one shape: their rows convert to QueueListRow).
-func queueFromRow(r *dbsqlc.QueueListRow) *Queue {
-	q := &Queue{Name: r.Name, QueueConfig: QueueConfig{
-		MaxAttempts:         int(r.MaxAttempts),
-		Lease:               time.Duration(r.LeaseUs) * time.Microsecond,
-		RetryBackoff:        time.Duration(r.RetryBackoffUs) * time.Microsecond,
-		RetryBackoffMax:     time.Duration(r.RetryBackoffMaxUs) * time.Microsecond,
-		ArchiveRetention:    time.Duration(r.ArchiveRetentionUs) * time.Microsecond,
-		MaxPayloadBytes:     int(r.MaxPayloadBytes),
-		MaxDepth:            r.MaxDepth,
-		BackpressureTimeout: time.Duration(r.BackpressureTimeoutUs) * time.Microsecond,
-		JobTimeout:          time.Duration(r.JobTimeoutUs) * time.Microsecond,
-		DeadRetention:       time.Duration(r.DeadRetentionUs) * time.Microsecond,
-		RateLimit:           r.RateLimit,
-		MaxRunning:          int(r.MaxRunning),
-	}, CreatedAt: r.CreatedAt.Time}
+// queueFromStore is a queue as the store reads it back.
+func queueFromStore(r *store.Queue) *Queue {
+	q := &Queue{Name: r.Name, QueueConfig: QueueConfig(r.QueueConfig), CreatedAt: r.CreatedAt}
 	if q.BackpressureTimeout == 0 {
 		q.BackpressureTimeout = QueueBackpressureNoWait
 	}
 	return q
-}
-
-// rateLimitParam is RateLimit for queue_create and queue_update: NULL
-// (none, unchanged), 0 (remove it) or the rate.
-func (cfg QueueConfig) rateLimitParam() pgtype.Float8 {
-	switch {
-	case cfg.RateLimit == 0:
-		return pgtype.Float8{}
-	case cfg.RateLimit < 0:
-		return pgtype.Float8{Float64: 0, Valid: true}
-	}
-	return pgtype.Float8{Float64: cfg.RateLimit, Valid: true}
-}
-
-// maxRunningParam is MaxRunning for queue_create and queue_update: NULL
-// (none, unchanged), 0 (remove it) or the cap.
-func (cfg QueueConfig) maxRunningParam() pgtype.Int4 {
-	switch {
-	case cfg.MaxRunning == 0:
-		return pgtype.Int4{}
-	case cfg.MaxRunning < 0:
-		return pgtype.Int4{Int32: 0, Valid: true}
-	}
-	return pgtype.Int4{Int32: int32(cfg.MaxRunning), Valid: true}
-}
-
-// depthParam is MaxDepth for queue_create and queue_update: NULL (default,
-// unchanged), 0 (no limit / remove it) or the limit.
-func (cfg QueueConfig) depthParam() pgtype.Int8 {
-	switch {
-	case cfg.MaxDepth == 0:
-		return pgtype.Int8{}
-	case cfg.MaxDepth < 0:
-		return pgtype.Int8{Int64: 0, Valid: true}
-	}
-	return pgtype.Int8{Int64: cfg.MaxDepth, Valid: true}
-}
-
-// backpressureParam is BackpressureTimeout for queue_create and
-// queue_update: NULL (default, unchanged), 0 (no wait) or the timeout.
-func (cfg QueueConfig) backpressureParam() pgtype.Interval {
-	if cfg.BackpressureTimeout == QueueBackpressureNoWait {
-		return jobInterval(0)
-	}
-	return jobOptInterval(cfg.BackpressureTimeout)
-}
-
-// deadRetentionParam is DeadRetention for queue_create and queue_update:
-// NULL (keep, unchanged), 0 (keep again) or the age.
-func (cfg QueueConfig) deadRetentionParam() pgtype.Interval {
-	if cfg.DeadRetention == QueueDeadRetentionNone {
-		return jobInterval(0)
-	}
-	return jobOptInterval(cfg.DeadRetention)
-}
-
-// jobTimeoutParam is JobTimeout for queue_create and queue_update: NULL
-// (none, unchanged), 0 (remove it) or the timeout.
-func (cfg QueueConfig) jobTimeoutParam() pgtype.Interval {
-	if cfg.JobTimeout == QueueJobTimeoutNone {
-		return jobInterval(0)
-	}
-	return jobOptInterval(cfg.JobTimeout)
 }
 
 func (cfg QueueConfig) validate() error {
@@ -324,18 +228,13 @@ func (c *Client) createQueue(ctx context.Context, exec DBTX, name string, cfg Qu
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	row, err := c.queries.QueueCreate(ctx, c.db(exec), dbsqlc.QueueCreateParams{
-		Name: name, MaxAttempts: jobOptInt4(cfg.MaxAttempts), Lease: jobOptInterval(cfg.Lease),
-		RetryBackoff: jobOptInterval(cfg.RetryBackoff), RetryBackoffMax: jobOptInterval(cfg.RetryBackoffMax),
-		ArchiveRetention: jobOptInterval(cfg.ArchiveRetention), MaxPayloadBytes: jobOptInt4(cfg.MaxPayloadBytes),
-		IfNotExists: ifNotExists, MaxDepth: cfg.depthParam(), BackpressureTimeout: cfg.backpressureParam(),
-		JobTimeout: cfg.jobTimeoutParam(), DeadRetention: cfg.deadRetentionParam(),
-		RateLimit: cfg.rateLimitParam(), MaxRunning: cfg.maxRunningParam(),
-	})
+	// The store's QueueConfig has the same fields, and gives the negative
+	// ...None and QueueBackpressureNoWait values their meaning.
+	row, err := c.store.QueueCreate(ctx, exec, name, store.QueueConfig(cfg), ifNotExists)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
-	return queueFromRow((*dbsqlc.QueueListRow)(row)), nil
+	return queueFromStore(row), nil
 }
 
 // UpdateQueue changes the non-zero settings of cfg. Jobs already enqueued
@@ -346,29 +245,22 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, cfg QueueConfig) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	row, err := c.queries.QueueUpdate(ctx, c.db(c.pool), dbsqlc.QueueUpdateParams{
-		Name: name, MaxAttempts: jobOptInt4(cfg.MaxAttempts), Lease: jobOptInterval(cfg.Lease),
-		RetryBackoff: jobOptInterval(cfg.RetryBackoff), RetryBackoffMax: jobOptInterval(cfg.RetryBackoffMax),
-		ArchiveRetention: jobOptInterval(cfg.ArchiveRetention), MaxPayloadBytes: jobOptInt4(cfg.MaxPayloadBytes),
-		MaxDepth: cfg.depthParam(), BackpressureTimeout: cfg.backpressureParam(),
-		JobTimeout: cfg.jobTimeoutParam(), DeadRetention: cfg.deadRetentionParam(),
-		RateLimit: cfg.rateLimitParam(), MaxRunning: cfg.maxRunningParam(),
-	})
+	row, err := c.store.QueueUpdate(ctx, c.pool, name, store.QueueConfig(cfg))
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
-	return queueFromRow((*dbsqlc.QueueListRow)(row)), nil
+	return queueFromStore(row), nil
 }
 
 // ListQueues returns every queue, by name.
 func (c *Client) ListQueues(ctx context.Context) ([]*Queue, error) {
-	rows, err := c.queries.QueueList(ctx, c.db(c.pool))
+	rows, err := c.store.QueueList(ctx, c.pool)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	out := make([]*Queue, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, queueFromRow(r))
+		out = append(out, queueFromStore(r))
 	}
 	return out, nil
 }
@@ -377,13 +269,13 @@ func (c *Client) ListQueues(ctx context.Context) ([]*Queue, error) {
 // (waiting, running or dead) fails with ErrQueueNotEmpty unless force, which
 // deletes them too.
 func (c *Client) DeleteQueue(ctx context.Context, name string, force bool) error {
-	return mapError(c.queries.QueueDelete(ctx, c.db(c.pool), dbsqlc.QueueDeleteParams{Name: name, Force: force}))
+	return c.store.QueueDelete(ctx, c.pool, name, force)
 }
 
 // QueueStats returns the job counts of one queue. It fails with
 // ErrUnknownQueue.
 func (c *Client) QueueStats(ctx context.Context, queue string) (*QueueStats, error) {
-	all, err := c.queueStats(ctx, jobOptText(queue))
+	all, err := c.queueStats(ctx, queue)
 	if err != nil {
 		return nil, err
 	}
@@ -399,34 +291,32 @@ func (c *Client) QueueStats(ctx context.Context, queue string) (*QueueStats, err
 // survives restarts, and pausing a paused queue does nothing. It fails
 // with ErrUnknownQueue.
 func (c *Client) PauseQueue(ctx context.Context, queue string) error {
-	_, err := c.queries.QueuePause(ctx, c.db(c.pool), queue)
-	return mapError(err)
+	return c.store.QueuePause(ctx, c.pool, queue)
 }
 
 // ResumeQueue lets a paused queue hand out jobs again and wakes its idle
 // workers. Resuming a queue that is not paused does nothing. It fails with
 // ErrUnknownQueue.
 func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
-	_, err := c.queries.QueueResume(ctx, c.db(c.pool), queue)
-	return mapError(err)
+	return c.store.QueueResume(ctx, c.pool, queue)
 }
 
 // AllQueueStats returns the job counts of every queue, by name.
 func (c *Client) AllQueueStats(ctx context.Context) ([]*QueueStats, error) {
-	return c.queueStats(ctx, pgtype.Text{})
+	return c.queueStats(ctx, "")
 }
 
-func (c *Client) queueStats(ctx context.Context, queue pgtype.Text) ([]*QueueStats, error) {
-	rows, err := c.queries.QueueStats(ctx, c.db(c.pool), queue)
+// queueStats returns the counts of queue ("": of every queue).
+func (c *Client) queueStats(ctx context.Context, queue string) ([]*QueueStats, error) {
+	rows, err := c.store.QueueStats(ctx, c.pool, queue)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	out := make([]*QueueStats, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, &QueueStats{
 			Queue: r.Queue, Available: r.Available, Scheduled: r.Scheduled, Running: r.Running,
-			Retrying: r.Retrying, Dead: r.Dead, Archived: r.Archived,
-			OldestAvailableAge: time.Duration(r.OldestAvailableSeconds * float64(time.Second)),
+			Retrying: r.Retrying, Dead: r.Dead, Archived: r.Archived, OldestAvailableAge: r.OldestAvailableAge,
 			ArchivedLastMinute: r.ArchivedLastMinute, Throughput: float64(r.ArchivedLastMinute) / 60, Paused: r.Paused,
 		})
 	}
@@ -457,9 +347,8 @@ func (c *Client) PruneArchive(ctx context.Context, queue string, opts *PruneArch
 	if o.BatchSize < 0 || o.OlderThan < 0 {
 		return 0, newError(ErrInvalidArgument, "batch size and older than must not be negative")
 	}
-	params := dbsqlc.ArchivePruneParams{Queue: jobOptText(queue), OlderThan: jobOptInterval(o.OlderThan),
-		MaxJobs: int32(min(o.BatchSize, 1<<30))}
-	return pruneBatches(ctx, params.MaxJobs, func() (int32, error) { return c.queries.ArchivePrune(ctx, c.db(c.pool), params) })
+	batch := int32(min(o.BatchSize, 1<<30))
+	return pruneBatches(ctx, batch, func() (int32, error) { return c.store.ArchivePrune(ctx, c.pool, queue, o.OlderThan, batch) })
 }
 
 // pruneBatches runs step (one short transaction deleting at most batch
@@ -470,7 +359,7 @@ func pruneBatches(ctx context.Context, batch int32, step func() (int32, error)) 
 	for {
 		n, err := step()
 		if err != nil {
-			return total, mapError(err)
+			return total, err
 		}
 		total += int64(n)
 		if n < batch {
@@ -488,8 +377,9 @@ func pruneBatches(ctx context.Context, batch int32, step func() (int32, error)) 
 // transaction, until none is left or ctx ends. Queues without a
 // DeadRetention keep their dead jobs. It returns how many it deleted.
 func (c *Client) PruneDeadJobs(ctx context.Context, queue string) (int64, error) {
-	params := dbsqlc.DeadPruneParams{Queue: jobOptText(queue), MaxJobs: ArchivePruneBatchDefault}
-	return pruneBatches(ctx, params.MaxJobs, func() (int32, error) { return c.queries.DeadPrune(ctx, c.db(c.pool), params) })
+	return pruneBatches(ctx, ArchivePruneBatchDefault, func() (int32, error) {
+		return c.store.DeadPrune(ctx, c.pool, queue, ArchivePruneBatchDefault)
+	})
 }
 
 // RescueJobs makes jobs of queue (every queue when "") whose lease expired
@@ -497,8 +387,8 @@ func (c *Client) PruneDeadJobs(ctx context.Context, queue string) (int64, error)
 // and returns how many. Claims do this for their queue already; this is for
 // maintenance.
 func (c *Client) RescueJobs(ctx context.Context, queue string) (int, error) {
-	n, err := c.queries.JobRescue(ctx, c.db(c.pool), dbsqlc.JobRescueParams{Queue: jobOptText(queue), MaxJobs: 100000})
-	return int(n), mapError(err)
+	n, err := c.store.JobRescue(ctx, c.pool, queue, 100000)
+	return int(n), err
 }
 
 // ListJobsOpts filter ListJobs; nil means the first 100 jobs of the
@@ -544,33 +434,22 @@ func (c *Client) ListJobs(ctx context.Context, queue string, opts *ListJobsOpts)
 	if err := ValidateName("queue", queue); err != nil {
 		return nil, err
 	}
-	arg := dbsqlc.JobListParams{Queue: queue, State: jobOptText(string(o.State)), Kind: jobOptText(o.Kind),
-		Tag: jobOptText(o.Tag), MaxJobs: int32(o.Limit), AfterID: o.AfterID}
 	if !o.Since.IsZero() {
 		if err := checkTime("since", o.Since); err != nil {
 			return nil, err
 		}
-		arg.Since = pgtype.Timestamptz{Time: o.Since, Valid: true}
 	}
 	if !o.Until.IsZero() {
 		if err := checkTime("until", o.Until); err != nil {
 			return nil, err
 		}
-		arg.Until = pgtype.Timestamptz{Time: o.Until, Valid: true}
 	}
-	rows, err := c.queries.JobList(ctx, c.db(c.pool), arg)
+	rows, err := c.store.JobList(ctx, c.pool, store.JobListParams{Queue: queue, State: string(o.State), Kind: o.Kind,
+		Tag: o.Tag, Since: o.Since, Until: o.Until, Limit: o.Limit, AfterID: o.AfterID})
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
-	out := make([]*Job, 0, len(rows))
-	for _, r := range rows {
-		j, err := jobFromGetRow((*dbsqlc.JobGetRow)(r))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, nil
+	return jobsFromStore(rows)
 }
 
 // DeadJobsOpts filter ListDeadJobs, RequeueDeadJobs and PurgeDeadJobs; nil
@@ -598,21 +477,11 @@ func (c *Client) ListDeadJobs(ctx context.Context, queue string, opts *DeadJobsO
 	if o.Limit <= 0 {
 		o.Limit = 100
 	}
-	rows, err := c.queries.DeadList(ctx, c.db(c.pool), dbsqlc.DeadListParams{
-		Queue: queue, Kind: jobOptText(o.Kind), MaxJobs: int32(min(o.Limit, 1<<30)), AfterID: o.AfterID,
-	})
+	rows, err := c.store.DeadList(ctx, c.pool, queue, o.Kind, o.Limit, o.AfterID)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
-	out := make([]*Job, 0, len(rows))
-	for _, r := range rows {
-		j, err := jobFromGetRow((*dbsqlc.JobGetRow)(r))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, nil
+	return jobsFromStore(rows)
 }
 
 // RequeueDeadJobs makes dead jobs of queue available again with their
@@ -630,14 +499,12 @@ func (c *Client) RequeueDeadJobs(ctx context.Context, queue string, opts *DeadJo
 	}
 	var total int64
 	for {
-		n, err := c.queries.DeadRequeue(ctx, c.db(c.pool), dbsqlc.DeadRequeueParams{
-			Queue: queue, Ids: o.IDs, Kind: jobOptText(o.Kind), MaxJobs: int32(min(batch, 1<<30)),
-		})
+		n, err := c.store.DeadRequeue(ctx, c.pool, queue, o.IDs, o.Kind, batch)
 		if err != nil {
-			return total, mapError(err)
+			return total, err
 		}
 		total += int64(n)
-		if int(n) < batch || o.Limit > 0 {
+		if n < batch || o.Limit > 0 {
 			return total, nil
 		}
 	}
@@ -657,15 +524,12 @@ func (c *Client) PurgeDeadJobs(ctx context.Context, queue string, opts *DeadJobs
 	}
 	var total int64
 	for {
-		n, err := c.queries.DeadPurge(ctx, c.db(c.pool), dbsqlc.DeadPurgeParams{
-			Queue: queue, Ids: o.IDs, Kind: jobOptText(o.Kind), OlderThan: jobOptInterval(o.OlderThan),
-			MaxJobs: int32(min(batch, 1<<30)),
-		})
+		n, err := c.store.DeadPurge(ctx, c.pool, queue, o.IDs, o.Kind, o.OlderThan, batch)
 		if err != nil {
-			return total, mapError(err)
+			return total, err
 		}
 		total += int64(n)
-		if int(n) < batch || o.Limit > 0 {
+		if n < batch || o.Limit > 0 {
 			return total, nil
 		}
 	}

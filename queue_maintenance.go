@@ -21,8 +21,8 @@ func init() {
 		return int64(len(ticks)), err
 	}})
 	registerMaintenanceTask(MaintenanceTask{Name: "queue.unique_prune", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
-		n, err := c.queries.JobUniquePrune(ctx, c.db(c.pool), 10000)
-		return int64(n), mapError(err)
+		n, err := c.store.JobUniquePrune(ctx, c.pool, 10000)
+		return int64(n), err
 	}})
 	registerMaintenanceTask(MaintenanceTask{Name: "queue.dead_prune", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
 		return c.PruneDeadJobs(ctx, "")

@@ -11,8 +11,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 )
 
 // Defaults of WorkerOpts fields left zero.
@@ -690,17 +688,15 @@ func (w *Worker) heartbeat(ctx context.Context, lease time.Duration, stop <-chan
 			continue
 		}
 		hctx, cancel := context.WithTimeout(ctx, max(lease/3, time.Second))
-		rows, err := c.queries.JobExtendMany(hctx, c.db(c.pool), dbsqlc.JobExtendManyParams{
-			Ids: ids, LeaseTokens: tokens, Lease: jobOptInterval(w.opts.Lease),
-		})
+		rows, err := c.store.JobExtendMany(hctx, c.pool, ids, tokens, w.opts.Lease)
 		cancel()
 		if err != nil {
-			c.config.Logger.Warn("pgmsg: worker could not extend job leases", "queue", w.queue, "error", mapError(err))
+			c.config.Logger.Warn("pgmsg: worker could not extend job leases", "queue", w.queue, "error", err)
 			continue
 		}
 		kept := make(map[int64]time.Time, len(rows))
 		for _, r := range rows {
-			kept[r.ID] = r.LeaseExpiresAt.Time
+			kept[r.ID] = r.ExpiresAt
 		}
 		w.mu.Lock()
 		for i, id := range ids {

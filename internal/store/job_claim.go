@@ -1,0 +1,303 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+	"github.com/pgmsg/pgmsg/internal/errs"
+)
+
+// JobClaimParams are the arguments of JobClaim: Lease 0 is the queue's,
+// Worker "" none, MaxBytes 0 no byte cap; Async lets a claim that is its
+// own transaction commit without waiting for its WAL flush.
+type JobClaimParams struct {
+	Queue    string
+	Max      int
+	Lease    time.Duration
+	Worker   string
+	MaxBytes int64
+	Async    bool
+}
+
+// jobFromClaimRow is a job as the claim statements return it.
+func jobFromClaimRow(j *Job, r *dbsqlc.JobClaimRow, worker string) {
+	*j = Job{
+		ID: r.ID, Queue: r.Queue, State: "running", Kind: r.Kind, Payload: r.Payload,
+		Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
+		LeaseToken: r.LeaseToken, LeaseExpiresAt: timePtr(r.LeaseExpiresAt), RunAt: timePtr(r.RunAt),
+		EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: timePtr(r.AttemptedAt), Worker: worker,
+		UniqueKey: r.UniqueKey, Errors: r.Errors, Timeout: micros(r.TimeoutUs),
+	}
+}
+
+// JobClaim claims through job_claim() on exec and calls fn with each job
+// (j, the i-th of the n claimed, in claim order); fn must not keep j (its
+// strings and slices it may). An error of fn ends the call with it. It
+// fails with errs.UnknownQueue.
+func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn func(i, n int, j *Job) error) error {
+	arg := dbsqlc.JobClaimParams{
+		Queue: p.Queue, MaxJobs: int32(min(p.Max, 1<<30)), Lease: optInterval(p.Lease), Worker: optText(p.Worker),
+		Async: p.Async,
+	}
+	if p.MaxBytes > 0 {
+		arg.MaxBytes = pgtype.Int8{Int64: p.MaxBytes, Valid: true}
+	}
+	rows, err := s.q.JobClaim(ctx, s.DB(exec), arg)
+	if err != nil {
+		return errs.Map(err)
+	}
+	var j Job
+	for i, r := range rows {
+		jobFromClaimRow(&j, r, p.Worker)
+		if err := fn(i, len(rows), &j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The worker's claim as a static statement against the tables, run from
+// the connection's cached generic plan instead of a PL/pgSQL call (issue
+// 13): job_claim() spent about 40 % of its time outside the statements
+// that do the work (planning its statements' custom plans, the pinned
+// settings' save and restore, the returned rows' tuplestore). job_claim()
+// stays the reference for the semantics (docs/sql-api.md); the statement
+// covers its common path and leaves the rest to it. (Completions are the
+// sqlc query JobCompleteMany, job_complete_many() against the tables.)
+
+// jobClaimDirectSQL claims up to $2 jobs of queue $1, as job_claim() does,
+// starting from the claim position $5, $6, $7 (priority, run_at, id of the
+// last job the client handed out; NULLs: none) and reading the whole
+// job_claim index, in claim order, when the positioned reads find too few.
+// $3 lease (NULL: the queue's), $4 worker, $8 commit asynchronously, $9 the
+// claim's first lease token (the client draws it, as job_claim() draws
+// one with _lease_token(): job k of the claim gets $9 + k - 1, wrapped into
+// [1, 2^53-1]; a SQL function call here, planned on every call, was 4 % of
+// the server's time).
+//
+// It returns the claimed jobs in claim order, then one row with a NULL id
+// and a reason in the last column when job_claim() has to follow:
+// 'unknown' when the queue does not exist (job_claim() raises the error),
+// 'expired' when $10 asked for a probe of the job_lease index and it found
+// an expired lease (the client's next claim rescues it with job_rescue()),
+// 'limited' when the queue has a rate limit or a running cap.
+// It needs no byte cap: the client calls job_claim() for those
+// (pgmsg's claimJobsDirect).
+//
+// A paused queue hands out nothing: its reads find no queue id. Nor does a
+// queue with a rate limit or a running cap (migration 010): the statement
+// answers 'limited', and job_claim(), which applies the limits, claims.
+//
+// Reads, as job_claim() does: first any claimable job of a higher
+// priority than the position, then the same priority after it, then lower
+// priorities, each an ordered read of job_claim that stops at $2 rows, and
+// read only as far as the statement asks for rows. The whole index is read
+// last, skipping what the positioned reads locked (those rows are this
+// transaction's, so SKIP LOCKED does not skip them).
+const jobClaimDirectSQL = `WITH q AS (
+    SELECT qq.queue_id, qq.name, qq.lease, qq.paused OR qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS held,
+           qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS limited, qq.job_timeout
+      FROM pgmsg.queue qq WHERE qq.name = $1::text
+), n AS (SELECT clock_timestamp() AS ts),
+hi AS (
+    SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
+       AND j.priority > $5::smallint AND j.run_at <= (SELECT n.ts FROM n)
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
+), eq AS (
+    SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
+       AND j.priority = $5::smallint AND (j.run_at, j.id) > ($6::timestamptz, $7::bigint)
+       AND j.run_at <= (SELECT n.ts FROM n)
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
+), lo AS (
+    SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
+       AND j.priority < $5::smallint AND j.run_at <= (SELECT n.ts FROM n)
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
+), pos AS (
+    SELECT hi.*, 1 AS b FROM hi UNION ALL SELECT eq.*, 2 FROM eq UNION ALL SELECT lo.*, 3 FROM lo
+), whole AS (
+    SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
+       AND j.run_at <= (SELECT n.ts FROM n)
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
+), x AS (
+    SELECT pos.id, pos.priority, pos.run_at, pos.b FROM pos
+    UNION ALL
+    SELECT w.id, w.priority, w.run_at, 4 FROM whole w WHERE w.id NOT IN (SELECT pos.id FROM pos)
+    LIMIT $2::integer
+), k AS (
+    SELECT x.id, row_number() OVER (ORDER BY x.b, x.priority DESC, x.run_at, x.id) AS ord FROM x
+), u AS (
+    UPDATE pgmsg.job j
+       SET state = 'running', attempt = j.attempt + 1, lease_token = ($9::bigint + k.ord - 1) % 9007199254740991 + 1,
+           lease_expires_at = n.ts + coalesce($3::interval, q.lease), attempted_at = n.ts, worker = $4::text
+      FROM k, n, q
+     WHERE j.id = k.id
+    RETURNING k.ord, j.id, j.kind, j.priority, j.attempt, j.max_attempts, j.lease_token,
+              j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.unique_key, j.errors, j.timeout
+), a AS (
+    SELECT CASE WHEN $8::boolean AND EXISTS (SELECT 1 FROM u) THEN set_config('synchronous_commit', 'off', true) END AS s
+)
+SELECT u.ord, u.id, q.name, coalesce(u.kind, ''), pl.payload, u.priority::integer, u.attempt, u.max_attempts, u.lease_token,
+       u.lease_expires_at, u.run_at, u.enqueued_at, u.attempted_at, coalesce(u.unique_key, ''), u.errors,
+       coalesce((extract(epoch FROM coalesce(u.timeout, q.job_timeout)) * 1000000)::bigint, 0), a.s
+  FROM u CROSS JOIN q CROSS JOIN a LEFT JOIN pgmsg.job_payload pl ON pl.id = u.id
+UNION ALL
+SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'unknown'
+ WHERE NOT EXISTS (SELECT 1 FROM q)
+UNION ALL
+SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'limited'
+ WHERE EXISTS (SELECT 1 FROM q WHERE q.limited)
+UNION ALL
+SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'expired'
+ WHERE $10::boolean AND EXISTS (
+       SELECT 1 FROM pgmsg.job j
+        WHERE j.queue_id = (SELECT q.queue_id FROM q) AND j.state = 'running'
+          AND j.lease_expires_at <= (SELECT n.ts FROM n))
+ ORDER BY 1`
+
+// JobClaimSettingsSQL pins the claim's plan to the ordered scans of
+// job_claim, as job_claim()'s SET clauses do (see 002: right after a burst
+// of enqueues the statistics can still say the queue is nearly empty, and
+// the planner would pick a bitmap scan of the whole backlog plus a sort),
+// for the transaction the statement shares with the claim (one pipelined
+// batch, one implicit transaction); $1 also lets that transaction commit
+// without waiting for its WAL flush, as job_claim()'s p_async.
+const JobClaimSettingsSQL = `SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true),
+       CASE WHEN $1::boolean THEN set_config('synchronous_commit', 'off', true) END`
+
+// BatchSender runs a pipelined batch of statements: a pool, a connection or
+// a pgx.Tx.
+type BatchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// JobClaimPosition is a claim position: the claim order's key (priority,
+// run time, id) of the last job a client handed out of a queue. Valid
+// false is none: the claim reads the whole job_claim index.
+type JobClaimPosition struct {
+	Valid    bool
+	Priority int16
+	RunAt    time.Time
+	ID       int64
+}
+
+// JobClaimDirectParams are the arguments of JobClaimDirect: Lease 0 is
+// the queue's and Worker "" none, as for JobClaim; Position is where the
+// claim starts, Probe asks for a probe for expired leases, and Async lets
+// the claim commit without waiting for its WAL flush.
+type JobClaimDirectParams struct {
+	Queue    string
+	Max      int
+	Lease    time.Duration
+	Worker   string
+	Position JobClaimPosition
+	Async    bool
+	Probe    bool
+}
+
+// JobClaimDirectResult is what JobClaimDirect learnt besides the jobs it
+// claimed.
+type JobClaimDirectResult struct {
+	// Unknown: the queue does not exist. Limited: it has a rate limit or
+	// a running cap. Either way nothing was claimed, and job_claim()
+	// (JobClaim) must answer.
+	Unknown, Limited bool
+	// Expired: the probe found an expired lease, for job_rescue()
+	// (JobRescue) to make claimable.
+	Expired bool
+}
+
+// JobClaimDirect claims through jobClaimDirectSQL on pool (a pool, or a
+// connection outside a transaction: the settings are local to the
+// transaction), in one pipelined batch with JobClaimSettingsSQL (one
+// implicit transaction), and
+// calls fn with each job, in claim order (fn must not keep j; its strings
+// and slices it may). An error of fn ends the call with it.
+func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaimDirectParams, fn func(j *Job) error) (JobClaimDirectResult, error) {
+	var res JobClaimDirectResult
+	var pri pgtype.Int2
+	var runAt pgtype.Timestamptz
+	var posID pgtype.Int8
+	if p.Position.Valid {
+		pri, runAt, posID = pgtype.Int2{Int16: p.Position.Priority, Valid: true},
+			pgtype.Timestamptz{Time: p.Position.RunAt, Valid: true}, pgtype.Int8{Int64: p.Position.ID, Valid: true}
+	}
+	var b pgx.Batch
+	b.Queue(JobClaimSettingsSQL, p.Async)
+	b.Queue(s.SQL(jobClaimDirectSQL), p.Queue, int32(min(p.Max, 1<<30)), optInterval(p.Lease),
+		optText(p.Worker), pri, runAt, posID, p.Async, leaseToken(), p.Probe)
+	br := pool.SendBatch(ctx, &b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return res, errs.Map(err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return res, errs.Map(err)
+	}
+	defer rows.Close()
+	// The job handed to fn, scanned into where it can be, and the other
+	// scan targets: one set per call.
+	var sc struct {
+		j                                          Job
+		ord, id                                    pgtype.Int8
+		leaseExpiresAt, runAt, enqueued, attempted pgtype.Timestamptz
+		timeoutUs                                  int64
+		reason                                     pgtype.Text
+	}
+	j := &sc.j
+	for rows.Next() {
+		if err := rows.Scan(&sc.ord, &sc.id, &j.Queue, &j.Kind, &j.Payload, &j.Priority, &j.Attempt, &j.MaxAttempts,
+			&j.LeaseToken, &sc.leaseExpiresAt, &sc.runAt, &sc.enqueued, &sc.attempted, &j.UniqueKey, &j.Errors, &sc.timeoutUs,
+			&sc.reason); err != nil {
+			return res, errs.Map(err)
+		}
+		if !sc.id.Valid {
+			switch sc.reason.String {
+			case "limited":
+				res.Limited = true
+				return res, nil
+			case "expired":
+				res.Expired = true // the claim's jobs are handed out all the same
+				continue
+			}
+			res.Unknown = true
+			return res, nil
+		}
+		// The fields the statement does not return are the same for every
+		// job (FinishedAt, Progress, Result, Tags and Metadata stay nil).
+		j.ID, j.State, j.Worker = sc.id.Int64, "running", p.Worker
+		j.LeaseExpiresAt, j.RunAt, j.AttemptedAt = timePtr(sc.leaseExpiresAt), timePtr(sc.runAt), timePtr(sc.attempted)
+		j.EnqueuedAt, j.Timeout = sc.enqueued.Time, micros(sc.timeoutUs)
+		if err := fn(j); err != nil {
+			return res, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return res, errs.Map(err)
+	}
+	rows.Close()
+	return res, errs.Map(br.Close())
+}
+
+// leaseToken draws a lease token as _lease_token() does: a uniformly
+// random integer in [1, 2^53-1] (exact in JSON for JavaScript and jq),
+// from the operating system's cryptographic source.
+func leaseToken() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return max(int64(binary.LittleEndian.Uint64(b[:])&(1<<53-1)), 1)
+}
