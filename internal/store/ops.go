@@ -14,11 +14,6 @@ import (
 // only plain Go values are returned as they are (the aliases below); the
 // others are converted.
 
-// interval is d as an interval parameter.
-func interval(d time.Duration) pgtype.Interval {
-	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
-}
-
 // TopicSettings is what a publish needs of a topic: its partition count,
 // record size limit and raw config (JSON).
 type TopicSettings = dbsqlc.TopicGetByNameRow

@@ -9,11 +9,6 @@ import (
 // Conversions of the queue's statements between Go values and pgtype's
 // nullable parameters (convert.go has the shared ones).
 
-// interval is d as an interval parameter (never NULL).
-func interval(d time.Duration) pgtype.Interval {
-	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
-}
-
 // optInterval is d for a nullable interval parameter: 0 is NULL.
 func optInterval(d time.Duration) pgtype.Interval {
 	if d == 0 {
