@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
@@ -353,12 +354,9 @@ func (c *Client) EnqueueMany(ctx context.Context, queue string, params []Enqueue
 		return err
 	}
 	err := enqueue()
-	if errors.Is(err, ErrQueueFull) {
-		// Only a refused enqueue reads the queue's timeout.
-		wait, qerr := c.store.QueueBackpressureTimeout(ctx, c.pool, queue)
-		if qerr == nil {
-			err = retryWhile(ctx, ErrQueueFull, wait, err, enqueue)
-		}
+	// PM109 says how long to wait: the queue's BackpressureTimeout.
+	if wait, ok := errs.BackpressureWait(err); ok && errors.Is(err, ErrQueueFull) {
+		err = retryWhile(ctx, ErrQueueFull, wait, err, enqueue)
 	}
 	if err != nil {
 		return nil, err

@@ -1006,20 +1006,6 @@ func (q *Queries) PeriodicRemove(ctx context.Context, db DBTX, arg PeriodicRemov
 	return err
 }
 
-const queueBackpressureTimeout = `-- name: QueueBackpressureTimeout :one
-SELECT (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us
-FROM pgmsg.queue WHERE name = $1::text
-`
-
-// How long Enqueue waits on a full queue; read only once an enqueue was
-// refused (a unique-index read).
-func (q *Queries) QueueBackpressureTimeout(ctx context.Context, db DBTX, name string) (int64, error) {
-	row := db.QueryRow(ctx, queueBackpressureTimeout, name)
-	var backpressure_timeout_us int64
-	err := row.Scan(&backpressure_timeout_us)
-	return backpressure_timeout_us, err
-}
-
 const queueCreate = `-- name: QueueCreate :one
 
 SELECT name::text, max_attempts::integer,

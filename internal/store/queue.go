@@ -149,13 +149,6 @@ func (s *Store) QueueStats(ctx context.Context, exec DBTX, queue string) ([]Queu
 	return out, nil
 }
 
-// QueueBackpressureTimeout returns how long enqueues wait on queue when it
-// is full.
-func (s *Store) QueueBackpressureTimeout(ctx context.Context, exec DBTX, queue string) (time.Duration, error) {
-	us, err := s.q.QueueBackpressureTimeout(ctx, s.DB(exec), queue)
-	return micros(us), errs.Map(err)
-}
-
 // queueLimitedSQL says whether a queue has a rate limit or running cap.
 const queueLimitedSQL = `SELECT qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL FROM pgmsg.queue qq WHERE qq.name = $1`
 

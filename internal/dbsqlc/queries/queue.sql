@@ -51,12 +51,6 @@ SELECT name::text, max_attempts::integer,
        created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running
 FROM pgmsg.queue_list();
 
--- name: QueueBackpressureTimeout :one
--- How long Enqueue waits on a full queue; read only once an enqueue was
--- refused (a unique-index read).
-SELECT (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us
-FROM pgmsg.queue WHERE name = @name::text;
-
 -- name: QueueDelete :exec
 SELECT pgmsg.queue_delete(@name::text, @force::boolean);
 
