@@ -5,8 +5,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
@@ -150,12 +148,6 @@ type QueueStats struct {
 	Throughput float64 `json:"throughput"`
 	// Paused queues take jobs but hand none out (PauseQueue).
 	Paused bool `json:"paused"`
-}
-
-// jobInterval is d as an interval parameter. Only metrics.go's
-// QueueLatency still uses it; it goes when that moves to the store.
-func jobInterval(d time.Duration) pgtype.Interval {
-	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
 }
 
 // queueFromStore is a queue as the store reads it back.
