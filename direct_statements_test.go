@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // The consumer's direct claim statements (claim_direct.go) against the
@@ -149,7 +150,7 @@ func TestPublishDirect(t *testing.T) {
 	batch := &partitionBatch{topic: "t", partition: 0, records: recs}
 	params, err := publishParams(batch)
 	require.NoError(t, err)
-	row, err := c.publishDirect(ctx, c.pool, batch, params)
+	row, err := c.store.PublishDirect(ctx, c.pool, &params)
 	require.NoError(t, err)
 	require.NotNil(t, row)
 	require.Equal(t, int64(0), row.BaseOffset)
@@ -162,7 +163,7 @@ func TestPublishDirect(t *testing.T) {
 	require.Equal(t, map[string][]byte{"h": []byte("v")}, got[0].Headers)
 	require.True(t, got[0].Timestamp.Equal(ts))
 	require.Nil(t, got[1].Value)
-	require.True(t, got[1].Timestamp.Equal(row.Timestamp.Time), "the publish time")
+	require.True(t, got[1].Timestamp.Equal(row.Timestamp), "the publish time")
 
 	// A batch past the segments created so far (64 records each, a few
 	// ahead): no row; publish() creates the segments.
@@ -173,7 +174,7 @@ func TestPublishDirect(t *testing.T) {
 	batch = &partitionBatch{topic: "t", partition: 0, records: big}
 	params, err = publishParams(batch)
 	require.NoError(t, err)
-	row, err = c.publishDirect(ctx, c.pool, batch, params)
+	row, err = c.store.PublishDirect(ctx, c.pool, &params)
 	require.NoError(t, err)
 	require.Nil(t, row)
 	require.NoError(t, c.Publish(ctx, big, nil))
@@ -186,7 +187,7 @@ func TestPublishDirect(t *testing.T) {
 	batch = &partitionBatch{topic: "t", partition: 0, records: recs[:1]}
 	params, err = publishParams(batch)
 	require.NoError(t, err)
-	row, err = c.publishDirect(ctx, c.pool, batch, params)
+	row, err = c.store.PublishDirect(ctx, c.pool, &params)
 	require.NoError(t, err)
 	require.Nil(t, row)
 }
