@@ -115,16 +115,22 @@ SELECT base, statement_timestamp(), segments_low FROM r`
 // PublishDirect appends b with publishDirectSQL. It returns nil, nil when
 // publish() must do it (Publish).
 func (s *Store) PublishDirect(ctx context.Context, exec DBTX, b *PublishBatch) (*PublishResult, error) {
-	res := &PublishResult{Partition: b.Partition, RecordCount: int32(len(b.Values))}
+	// One allocation for the result and the timestamp's scan target
+	// (pgx plans a scan into a pgtype.Timestamptz without allocating).
+	res := &struct {
+		PublishResult
+		ts pgtype.Timestamptz
+	}{PublishResult: PublishResult{Partition: b.Partition, RecordCount: int32(len(b.Values))}}
 	err := s.DB(exec).QueryRow(ctx, publishDirectSQL, b.Topic, b.Partition, b.Values, b.Keys, b.Headers,
-		b.timestamps).Scan(&res.BaseOffset, &res.Timestamp, &res.SegmentsLow)
+		b.timestamps).Scan(&res.BaseOffset, &res.ts, &res.SegmentsLow)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, errs.Map(err)
 	}
-	return res, nil
+	res.Timestamp = res.ts.Time
+	return &res.PublishResult, nil
 }
 
 // publishArgs are publish()'s arguments for b (dbsqlc.RecordPublishSQL).
@@ -137,12 +143,14 @@ func publishArgs(b *PublishBatch, notify bool) []any {
 func scanPublish(rows pgx.Rows, out []PublishResult) ([]PublishResult, error) {
 	defer rows.Close()
 	out = out[:0]
+	var ts pgtype.Timestamptz
 	for rows.Next() {
 		out = append(out, PublishResult{})
 		r := &out[len(out)-1]
-		if err := rows.Scan(&r.Partition, &r.BaseOffset, &r.RecordCount, &r.Timestamp, &r.SegmentsLow); err != nil {
+		if err := rows.Scan(&r.Partition, &r.BaseOffset, &r.RecordCount, &ts, &r.SegmentsLow); err != nil {
 			return nil, err
 		}
+		r.Timestamp = ts.Time
 	}
 	return out, errs.Map(rows.Err())
 }
