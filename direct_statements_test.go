@@ -15,7 +15,7 @@ import (
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
-// The consumer's direct claim statements (claim_direct.go) against the
+// The consumer's direct claim statements (internal/store/log_claim.go) against the
 // states claim_range() distinguishes: they claim and commit as it does, and
 // hand every case that needs an error explained back to it.
 func TestClaimDirect(t *testing.T) {
