@@ -239,9 +239,10 @@ type ClaimDirectResult struct {
 	LSN int64
 }
 
-// ClaimDirect runs the direct claim statement for p, the case the direct
-// statements cover (a named partition claimed by its owner, no byte cap,
-// a commit, if any, of the same partition; the caller checks). With fetch
+// ClaimDirect runs the direct claim statement for p, which must be the
+// case the direct statements cover (the caller checks): p.Partition set
+// and claimed by its owner p.Member, no byte cap, a commit, if any, of the
+// same partition, and a lease claim_range() accepts. With fetch
 // (a segment table's name) it reads the claimed records from that table
 // in the same statement (claimFetchSQL) and hands them to add, in no
 // particular order; they are the claim's records when the result says
