@@ -3,7 +3,6 @@ package pgmsg
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"sort"
@@ -395,15 +394,12 @@ func (c *Client) sendBatch(ctx context.Context, exec DBTX, b *partitionBatch, no
 // producer stored before is not written again, and its stored offsets and
 // publish time are reported (b.duplicate).
 func (c *Client) sendIdempotent(ctx context.Context, exec DBTX, b *partitionBatch, params *store.PublishBatch, notify bool) error {
-	rows, err := c.store.PublishIdempotent(ctx, exec, params, b.producerID, b.sequence, notify)
+	row, err := c.store.PublishIdempotent(ctx, exec, params, b.producerID, b.sequence, notify)
 	if err != nil {
 		return c.publishError(b.topic, err)
 	}
-	if len(rows) != 1 || rows[0].RecordCount != int32(len(b.records)) {
-		return fmt.Errorf("pgmsg: idempotent publish to topic %q partition %d answered %d rows for %d records", b.topic, b.partition, len(rows), len(b.records))
-	}
-	b.duplicate = rows[0].Duplicate
-	applyPublishResult(b, rows)
+	b.duplicate = row.Duplicate
+	applyPublishResult(b, []store.PublishResult{row})
 	return nil
 }
 
@@ -418,15 +414,15 @@ func (c *Client) sendBatches(ctx context.Context, tx pgx.Tx, batches []*partitio
 		}
 		return nil
 	}
-	params := make([]store.PublishBatch, len(batches))
-	for i, b := range batches {
-		p, err := publishParams(b)
+	pl := c.store.PublishPipeline()
+	for _, b := range batches {
+		params, err := publishParams(b)
 		if err != nil {
 			return err
 		}
-		params[i] = p
+		pl.Queue(&params, notify)
 	}
-	failed, err := c.store.PublishPipelined(ctx, tx, params, notify, func(i int, rows []store.PublishResult) {
+	failed, err := pl.Send(ctx, tx, func(i int, rows []store.PublishResult) {
 		applyPublishResult(batches[i], rows)
 	})
 	if err != nil && failed >= 0 {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -171,38 +172,53 @@ func (s *Store) Publish(ctx context.Context, exec DBTX, b *PublishBatch, notify 
 
 // PublishIdempotent appends b with publish_idempotent() as producer
 // producerID, its records numbered from sequence: a batch the producer
-// stored before is not written again (Duplicate). It returns its rows:
-// one for the partition.
-func (s *Store) PublishIdempotent(ctx context.Context, exec DBTX, b *PublishBatch, producerID string, sequence int64, notify bool) ([]PublishResult, error) {
+// stored before is not written again (Duplicate). It fails unless
+// publish_idempotent() answers one row for all of b's records.
+func (s *Store) PublishIdempotent(ctx context.Context, exec DBTX, b *PublishBatch, producerID string, sequence int64, notify bool) (PublishResult, error) {
 	rows, err := s.q.RecordPublishIdempotent(ctx, s.DB(exec), dbsqlc.RecordPublishIdempotentParams{
 		Topic: b.Topic, ProducerID: producerID, Sequence: sequence, Values: b.Values, Keys: b.Keys,
 		Headers: b.Headers, Timestamps: b.timestamps, Partition: pgtype.Int4{Int32: b.Partition, Valid: true}, Notify: notify,
 	})
 	if err != nil {
-		return nil, errs.Map(err)
+		return PublishResult{}, errs.Map(err)
 	}
-	out := make([]PublishResult, len(rows))
-	for i, r := range rows {
-		out[i] = PublishResult{Partition: r.Partition, BaseOffset: r.BaseOffset, RecordCount: r.RecordCount,
-			Timestamp: r.Timestamp.Time, SegmentsLow: r.SegmentsLow, Duplicate: r.Duplicate}
+	if len(rows) != 1 || rows[0].RecordCount != int32(len(b.Values)) {
+		return PublishResult{}, fmt.Errorf("pgmsg: idempotent publish to topic %q partition %d answered %d rows for %d records", b.Topic, b.Partition, len(rows), len(b.Values))
 	}
-	return out, nil
+	r := rows[0]
+	return PublishResult{Partition: r.Partition, BaseOffset: r.BaseOffset, RecordCount: r.RecordCount,
+		Timestamp: r.Timestamp.Time, SegmentsLow: r.SegmentsLow, Duplicate: r.Duplicate}, nil
 }
 
-// PublishPipelined appends every batch with publish() inside tx, in one
-// round trip (pipelined), and hands each batch's rows to done, in order
-// (the slice is reused for the next batch). When a batch fails it returns
-// the batch's index with the error; failed is -1 when the error is not one
-// batch's.
-func (s *Store) PublishPipelined(ctx context.Context, tx pgx.Tx, batches []PublishBatch, notify bool, done func(i int, rows []PublishResult)) (failed int, err error) {
-	var pb pgx.Batch
-	sql := s.SQL(dbsqlc.RecordPublishSQL)
-	for i := range batches {
-		pb.Queue(sql, publishArgs(&batches[i], notify)...)
-	}
-	results := tx.SendBatch(ctx, &pb)
+// PublishPipeline is publishes of several partitions' batches with
+// publish(), sent inside one transaction in one round trip (pipelined).
+// Make it with Store.PublishPipeline, Queue each batch, then Send.
+type PublishPipeline struct {
+	sql string
+	pb  pgx.Batch
+	n   int
+}
+
+// PublishPipeline returns an empty pipeline.
+func (s *Store) PublishPipeline() *PublishPipeline {
+	return &PublishPipeline{sql: s.SQL(dbsqlc.RecordPublishSQL)}
+}
+
+// Queue adds b's publish; notify sends the wake-up inside the
+// transaction.
+func (p *PublishPipeline) Queue(b *PublishBatch, notify bool) {
+	p.pb.Queue(p.sql, publishArgs(b, notify)...)
+	p.n++
+}
+
+// Send sends the queued publishes inside tx and hands each batch's rows
+// to done, in the order queued (the slice is reused for the next batch).
+// When a batch fails it returns the batch's index with the error; failed
+// is -1 when the error is not one batch's.
+func (p *PublishPipeline) Send(ctx context.Context, tx pgx.Tx, done func(i int, rows []PublishResult)) (failed int, err error) {
+	results := tx.SendBatch(ctx, &p.pb)
 	var out []PublishResult
-	for i := range batches {
+	for i := range p.n {
 		rows, err := results.Query()
 		if err != nil {
 			results.Close()
