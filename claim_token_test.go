@@ -6,11 +6,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // Issue 14: a claim's epoch fences commit, release and extend, so it must
@@ -61,14 +60,12 @@ func TestClaimEpochsUnguessable(t *testing.T) {
 		require.False(t, abs(epoch-before) < near, "%s: epoch %d is next to the clock, %d us", how, epoch, before)
 	}
 
-	params := func(commit int64) *dbsqlc.GroupClaimRangeParams {
-		p := &dbsqlc.GroupClaimRangeParams{Topic: "t", GroupName: "direct", MaxRecords: 1,
-			Lease:     pgtype.Interval{Microseconds: (30 * time.Second).Microseconds(), Valid: true},
-			Partition: pgtype.Int4{Int32: 0, Valid: true}, Member: pgtype.Text{String: "m", Valid: true},
-			RequireOwner: true}
+	params := func(commit int64) *store.ClaimParams {
+		partition := int32(0)
+		p := &store.ClaimParams{Topic: "t", Group: "direct", MaxRecords: 1, Lease: 30 * time.Second,
+			Partition: &partition, Member: "m", RequireOwner: true}
 		if commit != 0 {
-			p.CommitPartition = pgtype.Int4{Int32: 0, Valid: true}
-			p.CommitEpoch = pgtype.Int8{Int64: commit, Valid: true}
+			p.Commit, p.CommitPartition, p.CommitEpoch = true, 0, commit
 		}
 		return p
 	}

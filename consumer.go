@@ -2,7 +2,6 @@ package pgmsg
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -13,12 +12,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/internal/notifier"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // Start positions for a new group (ClaimOpts.Start, CreateGroup) and
@@ -123,23 +120,13 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 	if o.MaxRecords < 1 || o.Lease < 0 || o.MaxBytes < 0 {
 		return nil, newError(ErrInvalidArgument, "max records must be >= 1 and lease and max bytes must not be negative")
 	}
-	params := dbsqlc.GroupClaimRangeParams{
-		Topic: topic, GroupName: group, MaxRecords: int32(min(o.MaxRecords, 1<<30)),
-		Lease: pgtype.Interval{Microseconds: o.Lease.Microseconds(), Valid: true},
+	params := store.ClaimParams{
+		Topic: topic, Group: group, Partition: o.Partition, Member: o.Member,
+		MaxRecords: int32(min(o.MaxRecords, 1<<30)), MaxBytes: o.MaxBytes, Lease: o.Lease,
 		Start: o.Start, RequireOwner: o.RequireOwner, Async: async,
 	}
-	if o.Partition != nil {
-		params.Partition = pgtype.Int4{Int32: *o.Partition, Valid: true}
-	}
-	if o.Member != "" {
-		params.Member = pgtype.Text{String: o.Member, Valid: true}
-	}
-	if o.MaxBytes > 0 {
-		params.MaxBytes = pgtype.Int8{Int64: o.MaxBytes, Valid: true}
-	}
 	if commit != nil {
-		params.CommitPartition = pgtype.Int4{Int32: commit.Partition, Valid: true}
-		params.CommitEpoch = pgtype.Int8{Int64: commit.Epoch, Valid: true}
+		params.Commit, params.CommitPartition, params.CommitEpoch = true, commit.Partition, commit.Epoch
 	}
 	for {
 		row, recs, lsn, err := c.claimRow(ctx, exec, &params)
@@ -147,7 +134,7 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 			return nil, err
 		}
 		cl := &Claim{Topic: topic, Group: group, Partition: row.Partition, Epoch: row.ClaimEpoch,
-			ExpiresAt: row.ClaimExpiresAt.Time, Records: recs}
+			ExpiresAt: row.ClaimExpiresAt, Records: recs}
 		if recs == nil {
 			if cl.Records, err = c.readClaimed(ctx, exec, topic, row, lsn); err != nil {
 				return nil, err
@@ -158,8 +145,7 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 		}
 		// Compaction removed every record of the range: commit the empty
 		// claim (the cursor moves past it) and claim again.
-		params.CommitPartition = pgtype.Int4{Int32: cl.Partition, Valid: true}
-		params.CommitEpoch = pgtype.Int8{Int64: cl.Epoch, Valid: true}
+		params.Commit, params.CommitPartition, params.CommitEpoch = true, cl.Partition, cl.Epoch
 	}
 }
 
@@ -172,9 +158,9 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 // nil: the caller reads them with readClaimed. lsn is the primary's WAL
 // position after the claim when it is known (the direct statements report
 // it), else 0.
-func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupClaimRangeParams) (*dbsqlc.GroupClaimRangeRow, []*Record, int64, error) {
+func (c *Client) claimRow(ctx context.Context, exec DBTX, params *store.ClaimParams) (*store.ClaimRow, []*Record, int64, error) {
 	if canClaimDirect(params) {
-		key := topicPartition{params.Topic, params.Partition.Int32}
+		key := topicPartition{params.Topic, *params.Partition}
 		// Read the records in the same statement from the segment that
 		// held the partition's last claim, outside a caller's transaction
 		// only: retention may have dropped that table since, and the
@@ -194,10 +180,10 @@ func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupCl
 			res, err = c.claimDirect(ctx, exec, params, "")
 		}
 		if err != nil {
-			return nil, nil, 0, mapError(err)
+			return nil, nil, 0, err
 		}
 		if res.committed {
-			params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
+			params.Commit = false
 		}
 		if res.row != nil && res.row.Relname != "" && res.row.Relname != fetch {
 			c.claimSegments.Store(key, res.row.Relname)
@@ -207,32 +193,27 @@ func (c *Client) claimRow(ctx context.Context, exec DBTX, params *dbsqlc.GroupCl
 		}
 	}
 	for {
-		rows, err := c.queries.GroupClaimRange(ctx, c.db(exec), *params)
+		row, err := c.store.ClaimRange(ctx, exec, params)
 		if err != nil {
-			err = mapError(err)
-			if params.CommitEpoch.Valid && isLostClaim(err) {
-				params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
+			if params.Commit && isLostClaim(err) {
+				params.Commit = false
 				continue
 			}
 			return nil, nil, 0, err
 		}
-		params.CommitPartition, params.CommitEpoch = pgtype.Int4{}, pgtype.Int8{}
-		if len(rows) == 0 {
-			return nil, nil, 0, nil
-		}
-		return rows[0], nil, 0, nil
+		params.Commit = false
+		return row, nil, 0, nil
 	}
 }
 
 // readRange reads the records of a claim from the segment table that holds
-// them. The statement names a plain table, so it runs from a cached generic
-// plan: no partition pruning, no planning per call. A range claim_range
-// names no segment for (it spans two, or the caller may not read the
-// segment) or whose segment retention dropped since the claim is read
-// through the record table instead.
-func (c *Client) readRange(ctx context.Context, exec DBTX, topic string, row *dbsqlc.GroupClaimRangeRow) ([]*Record, error) {
-	table := claimTable(row)
-	recs, err := queryRange(ctx, exec, readRangeSQL(c.config.Schema, table, false), topic, row)
+// them (store.ReadRange). A range claim_range names no segment for (it
+// spans two, or the caller may not read the segment) or whose segment
+// retention dropped since the claim is read through the record table
+// instead.
+func (c *Client) readRange(ctx context.Context, exec DBTX, topic string, row *store.ClaimRow) ([]*Record, error) {
+	table := store.ReadTable(row.Relname)
+	recs, err := c.queryRange(ctx, exec, table, false, topic, row)
 	if err == nil {
 		return recs, nil
 	}
@@ -244,146 +225,50 @@ func (c *Client) readRange(ctx context.Context, exec DBTX, topic string, row *db
 		row2.Relname = ""
 		return c.readRange(ctx, exec, topic, &row2)
 	}
-	return nil, mapError(err)
+	return nil, err
 }
 
-// readRangeSQL reads a claim's range from table. standby: no rows unless
-// the server is a standby (a read replica that was promoted no longer
-// follows the primary, replica.go).
-func readRangeSQL(schema, table string, standby bool) string {
-	cond := ""
-	if standby {
-		cond = "pg_is_in_recovery() AND "
-	}
-	return `SELECT "offset", "timestamp", key, value, headers FROM ` + pgx.Identifier{schema, table}.Sanitize() +
-		` WHERE ` + cond + `topic_id = $1 AND partition = $2 AND "offset" BETWEEN $3 AND $4 ORDER BY "offset"`
-}
-
-// claimTable is the table that holds a claim's records: its segment, or
-// the record table when the claim names none.
-func claimTable(row *dbsqlc.GroupClaimRangeRow) string {
-	if row.Relname != "" {
-		return row.Relname
-	}
-	return "record"
-}
-
-// queryRange runs sql (readRangeSQL) for the claim row describes.
-func queryRange(ctx context.Context, db DBTX, sql, topic string, row *dbsqlc.GroupClaimRangeRow) ([]*Record, error) {
-	rows, err := db.Query(ctx, sql, row.TopicID, row.Partition, row.FirstOffset, row.LastOffset)
+// queryRange reads the claim row describes from table on exec
+// (store.ReadRange; standby: only from a standby).
+func (c *Client) queryRange(ctx context.Context, exec DBTX, table string, standby bool, topic string, row *store.ClaimRow) ([]*Record, error) {
+	sink := recordSink{topic: topic, partition: row.Partition, n: min(int(row.LastOffset-row.FirstOffset+1), recordBlockMax)}
+	sink.recs = make([]*Record, 0, sink.n)
+	err := c.store.ReadRange(ctx, exec, table, standby, row.TopicID, row.Partition, row.FirstOffset, row.LastOffset, sink.add)
 	if err != nil {
 		return nil, err
 	}
-	return scanRecords(rows, topic, row.Partition, int(row.LastOffset-row.FirstOffset+1))
+	return sink.recs, nil
 }
 
-// pgEpochUnixMicros is 2000-01-01 UTC, PostgreSQL's epoch, in Unix microseconds.
-const pgEpochUnixMicros = 946684800 * 1000000
+// recordBlockMax caps how many Records one allocation holds.
+const recordBlockMax = 4096
 
-func scanRecords(rows pgx.Rows, topic string, partition int32, capHint int) ([]*Record, error) {
-	defer rows.Close()
-	d := newRecordDecoder(rows.FieldDescriptions(), 0, topic, partition, capHint)
-	for rows.Next() {
-		if err := d.add(rows); err != nil {
-			return nil, err
-		}
-	}
-	return d.recs, rows.Err()
-}
-
-// recordDecoder turns record rows (offset, timestamp, key, value,
-// headers, from column col on) into Records.
-type recordDecoder struct {
+// recordSink collects the records a store read hands over (its add is the
+// store.RecordFunc) as Records of one partition: many Record structs per
+// allocation, and the keys and values the store decoded kept as they are.
+type recordSink struct {
 	topic     string
 	partition int32
-	col       int
-	// raw: the columns came in binary format (as they do with prepared
-	// statements) and are decoded by hand; else with Scan.
-	raw, binaryHeaders bool
-	n                  int
-	recs               []*Record
-	block              []Record // one allocation for many Record structs
-	chunk              []byte
-	dest               []any // Scan's destinations when not raw
+	n         int // Records per block, and the first capacity of recs
+	recs      []*Record
+	block     []Record
 }
 
-func newRecordDecoder(fds []pgconn.FieldDescription, col int, topic string, partition int32, capHint int) *recordDecoder {
-	n := min(capHint, 4096)
-	d := &recordDecoder{topic: topic, partition: partition, col: col, n: n, recs: make([]*Record, 0, n)}
-	// Keys, values and headers are copied out of the driver's buffer into
-	// shared chunks (one allocation per 256 KiB, not one per field) when
-	// they arrive in binary format, as they do with prepared statements.
-	// (pgx asks for jsonb in text format: headers come as JSON text or,
-	// in binary, as version 1 and the JSON text.)
-	d.raw = len(fds) == col+5
-	for _, fd := range fds[col:min(len(fds), col+4)] {
-		d.raw = d.raw && fd.Format == pgx.BinaryFormatCode
-	}
-	d.binaryHeaders = d.raw && fds[col+4].Format == pgx.BinaryFormatCode
-	if !d.raw {
-		d.dest = make([]any, len(fds))
-	}
-	return d
-}
-
-func (d *recordDecoder) keep(b []byte) []byte {
-	if b == nil {
-		return nil // NULL
-	}
-	if len(b) == 0 {
-		return []byte{} // empty, not NULL (a slice of a nil chunk would be nil)
-	}
-	if cap(d.chunk)-len(d.chunk) < len(b) {
-		d.chunk = make([]byte, 0, max(len(b), 256<<10))
-	}
-	start := len(d.chunk)
-	d.chunk = append(d.chunk, b...)
-	return d.chunk[start:len(d.chunk):len(d.chunk)]
-}
-
-// add decodes the current row of rows.
-func (d *recordDecoder) add(rows pgx.Rows) error {
-	if len(d.block) == cap(d.block) {
-		d.block = make([]Record, 0, d.n)
-	}
-	d.block = append(d.block, Record{Topic: d.topic, Partition: d.partition})
-	r := &d.block[len(d.block)-1]
-	var headers []byte
-	if d.raw {
-		// Decoded by hand (int8 and timestamptz in binary are 8 bytes,
-		// big-endian; the timestamp counts microseconds from 2000-01-01
-		// UTC): pgx's Scan was a tenth of the consumer's CPU.
-		v := rows.RawValues()[d.col:]
-		if len(v[0]) != 8 || len(v[1]) != 8 {
-			return fmt.Errorf("pgmsg: unexpected offset or timestamp in a record row")
-		}
-		r.Offset = int64(binary.BigEndian.Uint64(v[0]))
-		us := int64(binary.BigEndian.Uint64(v[1])) + pgEpochUnixMicros
-		r.Timestamp = time.Unix(us/1e6, (us%1e6)*1e3)
-		r.Key, r.Value = d.keep(v[2]), d.keep(v[3])
-		if h := v[4]; h != nil && d.binaryHeaders {
-			// Binary jsonb: version 1, then the JSON text.
-			if len(h) < 1 || h[0] != 1 {
-				return fmt.Errorf("pgmsg: unexpected binary jsonb version in headers of offset %d", r.Offset)
-			}
-			headers = h[1:]
-		} else {
-			headers = h
-		}
-	} else {
-		clear(d.dest) // nil: skip the column
-		d.dest[d.col], d.dest[d.col+1], d.dest[d.col+2], d.dest[d.col+3], d.dest[d.col+4] =
-			&r.Offset, &r.Timestamp, &r.Key, &r.Value, &headers
-		if err := rows.Scan(d.dest...); err != nil {
-			return err
-		}
-	}
-	h, err := decodeHeaders(headers)
+// add appends the record row describes.
+func (s *recordSink) add(row *store.RecordRow) error {
+	h, err := decodeHeaders(row.Headers)
 	if err != nil {
 		return err
 	}
-	r.Headers = h
-	d.recs = append(d.recs, r)
+	if s.recs == nil {
+		s.recs = make([]*Record, 0, s.n)
+	}
+	if len(s.block) == cap(s.block) {
+		s.block = make([]Record, 0, s.n)
+	}
+	s.block = append(s.block, Record{Topic: s.topic, Partition: s.partition, Offset: row.Offset, Key: row.Key,
+		Value: row.Value, Headers: h, Timestamp: row.Timestamp})
+	s.recs = append(s.recs, &s.block[len(s.block)-1])
 	return nil
 }
 
@@ -398,10 +283,7 @@ func (c *Client) Commit(ctx context.Context, cl *Claim) error {
 // the handler's own writes for exactly-once effects inside PostgreSQL.
 func (c *Client) CommitTx(ctx context.Context, exec DBTX, cl *Claim) error {
 	end := c.startSettleSpan(ctx, "commit", cl)
-	_, err := c.queries.GroupCommit(ctx, c.db(exec), dbsqlc.GroupCommitParams{
-		Topic: cl.Topic, GroupName: cl.Group, Partition: cl.Partition, ClaimEpoch: cl.Epoch,
-	})
-	err = mapError(err)
+	err := c.store.Commit(ctx, exec, cl.Topic, cl.Group, cl.Partition, cl.Epoch, nil)
 	end(err)
 	return err
 }
@@ -411,11 +293,7 @@ func (c *Client) CommitTx(ctx context.Context, exec DBTX, cl *Claim) error {
 // from next on are delivered again.
 func (c *Client) CommitOffset(ctx context.Context, cl *Claim, next int64) error {
 	end := c.startSettleSpan(ctx, "commit", cl)
-	_, err := c.queries.GroupCommit(ctx, c.db(c.pool), dbsqlc.GroupCommitParams{
-		Topic: cl.Topic, GroupName: cl.Group, Partition: cl.Partition, ClaimEpoch: cl.Epoch,
-		NextOffset: pgtype.Int8{Int64: next, Valid: true},
-	})
-	err = mapError(err)
+	err := c.store.Commit(ctx, c.pool, cl.Topic, cl.Group, cl.Partition, cl.Epoch, &next)
 	end(err)
 	return err
 }
@@ -424,9 +302,7 @@ func (c *Client) CommitOffset(ctx context.Context, cl *Claim, next int64) error 
 // at once rather than when the lease runs out.
 func (c *Client) Release(ctx context.Context, cl *Claim) error {
 	end := c.startSettleSpan(ctx, "release", cl)
-	err := mapError(c.queries.GroupRelease(ctx, c.db(c.pool), dbsqlc.GroupReleaseParams{
-		Topic: cl.Topic, GroupName: cl.Group, Partition: cl.Partition, ClaimEpoch: cl.Epoch,
-	}))
+	err := c.store.Release(ctx, c.pool, cl.Topic, cl.Group, cl.Partition, cl.Epoch)
 	end(err)
 	return err
 }
@@ -437,14 +313,11 @@ func (c *Client) Extend(ctx context.Context, cl *Claim, lease time.Duration) err
 	if lease <= 0 {
 		return newError(ErrInvalidArgument, "lease must be positive, got %s", lease)
 	}
-	exp, err := c.queries.GroupExtend(ctx, c.db(c.pool), dbsqlc.GroupExtendParams{
-		Topic: cl.Topic, GroupName: cl.Group, Partition: cl.Partition, ClaimEpoch: cl.Epoch,
-		Lease: pgtype.Interval{Microseconds: lease.Microseconds(), Valid: true},
-	})
+	exp, err := c.store.Extend(ctx, c.pool, cl.Topic, cl.Group, cl.Partition, cl.Epoch, lease)
 	if err != nil {
-		return mapError(err)
+		return err
 	}
-	cl.ExpiresAt = exp.Time
+	cl.ExpiresAt = exp
 	return nil
 }
 
@@ -768,11 +641,8 @@ func (cn *Consumer) heartbeat(ctx context.Context, topic string) (rebalancing bo
 		start = PositionEarliest
 	}
 	hbCtx, cancel := context.WithTimeout(ctx, max(cn.opts.SessionTimeout/2, time.Second))
-	row, err := cn.client.queries.GroupHeartbeat(hbCtx, cn.client.db(cn.client.pool), dbsqlc.GroupHeartbeatParams{
-		Topic: topic, GroupName: cn.group, Member: cn.memberID,
-		SessionTimeout: pgtype.Interval{Microseconds: cn.opts.SessionTimeout.Microseconds(), Valid: true},
-		Start:          start,
-	})
+	row, err := cn.client.store.GroupHeartbeat(hbCtx, cn.client.pool, topic, cn.group, cn.memberID,
+		cn.opts.SessionTimeout, start)
 	cancel()
 	cn.mu.Lock()
 	prev := cn.owned[topic]
@@ -788,7 +658,7 @@ func (cn *Consumer) heartbeat(ctx context.Context, topic string) (rebalancing bo
 		if len(lost) > 0 && cn.opts.OnLost != nil {
 			cn.opts.OnLost(topic, lost)
 		}
-		return false, mapError(err)
+		return false, err
 	}
 	cn.lastOK[topic] = time.Now()
 	var lost []int32
@@ -880,8 +750,7 @@ func (cn *Consumer) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, t := range cn.topics {
-		_, err := cn.client.queries.GroupLeave(ctx, cn.client.db(cn.client.pool), dbsqlc.GroupLeaveParams{
-			Topic: t, GroupName: cn.group, Member: cn.memberID})
+		_, err := cn.client.store.GroupLeave(ctx, cn.client.pool, t, cn.group, cn.memberID)
 		if err != nil {
 			cn.client.config.Logger.Warn("pgmsg: consumer could not leave the group; its partitions move after the session timeout",
 				"topic", t, "group", cn.group, "member", cn.memberID, "error", err)

@@ -15,7 +15,7 @@ import (
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
-// The consumer's direct claim statements (claim_direct.go) against the
+// The consumer's direct claim statements (internal/store/log_claim.go) against the
 // states claim_range() distinguishes: they claim and commit as it does, and
 // hand every case that needs an error explained back to it.
 func TestClaimDirect(t *testing.T) {
@@ -35,11 +35,9 @@ func TestClaimDirect(t *testing.T) {
 		require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Partition: 0, Value: []byte{byte(i)}}},
 			&PublishOpts{ManualPartition: true}))
 	}
-	params := func(partition int32, member string) *dbsqlc.GroupClaimRangeParams {
-		return &dbsqlc.GroupClaimRangeParams{Topic: "t", GroupName: "g", MaxRecords: 2,
-			Lease:     pgtype.Interval{Microseconds: (30 * time.Second).Microseconds(), Valid: true},
-			Partition: pgtype.Int4{Int32: partition, Valid: true}, Member: pgtype.Text{String: member, Valid: true},
-			RequireOwner: true, Async: true}
+	params := func(partition int32, member string) *store.ClaimParams {
+		return &store.ClaimParams{Topic: "t", Group: "g", MaxRecords: 2, Lease: 30 * time.Second,
+			Partition: &partition, Member: member, RequireOwner: true, Async: true}
 	}
 	cursor := func() (next int64, claimed bool) {
 		t.Helper()
@@ -68,8 +66,7 @@ func TestClaimDirect(t *testing.T) {
 
 	// Commit the first claim and claim the rest in one statement.
 	p = params(0, "m")
-	p.CommitPartition = pgtype.Int4{Int32: 0, Valid: true}
-	p.CommitEpoch = pgtype.Int8{Int64: first.ClaimEpoch, Valid: true}
+	p.Commit, p.CommitPartition, p.CommitEpoch = true, 0, first.ClaimEpoch
 	require.True(t, canClaimDirect(p))
 	res, err = c.claimDirect(ctx, c.pool, p, "")
 	require.NoError(t, err)
@@ -85,7 +82,7 @@ func TestClaimDirect(t *testing.T) {
 
 	// A commit of a claim no longer held: no row, claim_range must raise
 	// the error; nothing was written.
-	p.CommitEpoch = pgtype.Int8{Int64: first.ClaimEpoch, Valid: true}
+	p.CommitEpoch = first.ClaimEpoch
 	res, err = c.claimDirect(ctx, c.pool, p, "")
 	require.NoError(t, err)
 	require.True(t, res.fallback)
@@ -94,7 +91,7 @@ func TestClaimDirect(t *testing.T) {
 	require.Equal(t, int64(2), next)
 
 	// Committing the last claim with nothing more to read commits only.
-	p.CommitEpoch = pgtype.Int8{Int64: second.ClaimEpoch, Valid: true}
+	p.CommitEpoch = second.ClaimEpoch
 	res, err = c.claimDirect(ctx, c.pool, p, "")
 	require.NoError(t, err)
 	require.False(t, res.fallback)
@@ -111,21 +108,20 @@ func TestClaimDirect(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.fallback)
 	p = params(1, "m")
-	p.GroupName = "other"
+	p.Group = "other"
 	res, err = c.claimDirect(ctx, c.pool, p, "")
 	require.NoError(t, err)
 	require.True(t, res.fallback)
 
 	// Cases outside the direct statements' reach.
 	p = params(0, "m")
-	p.MaxBytes = pgtype.Int8{Int64: 10, Valid: true}
+	p.MaxBytes = 10
 	require.False(t, canClaimDirect(p), "byte caps")
 	p = params(0, "m")
-	p.Partition = pgtype.Int4{}
+	p.Partition = nil
 	require.False(t, canClaimDirect(p), "any partition")
 	p = params(0, "m")
-	p.CommitPartition = pgtype.Int4{Int32: 1, Valid: true}
-	p.CommitEpoch = pgtype.Int8{Int64: 1, Valid: true}
+	p.Commit, p.CommitPartition, p.CommitEpoch = true, 1, 1
 	require.False(t, canClaimDirect(p), "a commit of another partition")
 }
 
@@ -150,7 +146,7 @@ func TestPublishDirect(t *testing.T) {
 	batch := &partitionBatch{topic: "t", partition: 0, records: recs}
 	params, err := publishParams(batch)
 	require.NoError(t, err)
-	row, err := c.publishDirect(ctx, c.pool, batch, params)
+	row, err := c.store.PublishDirect(ctx, c.pool, &params)
 	require.NoError(t, err)
 	require.NotNil(t, row)
 	require.Equal(t, int64(0), row.BaseOffset)
@@ -163,7 +159,7 @@ func TestPublishDirect(t *testing.T) {
 	require.Equal(t, map[string][]byte{"h": []byte("v")}, got[0].Headers)
 	require.True(t, got[0].Timestamp.Equal(ts))
 	require.Nil(t, got[1].Value)
-	require.True(t, got[1].Timestamp.Equal(row.Timestamp.Time), "the publish time")
+	require.True(t, got[1].Timestamp.Equal(row.Timestamp), "the publish time")
 
 	// A batch past the segments created so far (64 records each, a few
 	// ahead): no row; publish() creates the segments.
@@ -174,7 +170,7 @@ func TestPublishDirect(t *testing.T) {
 	batch = &partitionBatch{topic: "t", partition: 0, records: big}
 	params, err = publishParams(batch)
 	require.NoError(t, err)
-	row, err = c.publishDirect(ctx, c.pool, batch, params)
+	row, err = c.store.PublishDirect(ctx, c.pool, &params)
 	require.NoError(t, err)
 	require.Nil(t, row)
 	require.NoError(t, c.Publish(ctx, big, nil))
@@ -187,7 +183,7 @@ func TestPublishDirect(t *testing.T) {
 	batch = &partitionBatch{topic: "t", partition: 0, records: recs[:1]}
 	params, err = publishParams(batch)
 	require.NoError(t, err)
-	row, err = c.publishDirect(ctx, c.pool, batch, params)
+	row, err = c.store.PublishDirect(ctx, c.pool, &params)
 	require.NoError(t, err)
 	require.Nil(t, row)
 }
@@ -555,14 +551,12 @@ func TestClaimFetch(t *testing.T) {
 	}
 	require.NoError(t, c.Publish(ctx, batch, &PublishOpts{ManualPartition: true}))
 	require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Partition: 1, Value: []byte("p1")}}, &PublishOpts{ManualPartition: true}))
-	params := func(max int32, commit int64) *dbsqlc.GroupClaimRangeParams {
-		p := &dbsqlc.GroupClaimRangeParams{Topic: "t", GroupName: "g", MaxRecords: max,
-			Lease:     pgtype.Interval{Microseconds: (30 * time.Second).Microseconds(), Valid: true},
-			Partition: pgtype.Int4{Int32: 0, Valid: true}, Member: pgtype.Text{String: "m", Valid: true},
-			RequireOwner: true, Async: true}
+	params := func(max int32, commit int64) *store.ClaimParams {
+		partition := int32(0)
+		p := &store.ClaimParams{Topic: "t", Group: "g", MaxRecords: max, Lease: 30 * time.Second,
+			Partition: &partition, Member: "m", RequireOwner: true, Async: true}
 		if commit != 0 {
-			p.CommitPartition = pgtype.Int4{Int32: 0, Valid: true}
-			p.CommitEpoch = pgtype.Int8{Int64: commit, Valid: true}
+			p.Commit, p.CommitPartition, p.CommitEpoch = true, 0, commit
 		}
 		return p
 	}
@@ -692,11 +686,9 @@ func TestHeartbeatAsyncUnlessCreating(t *testing.T) {
 	defer cancel()
 	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 2})
 	require.NoError(t, err)
-	hb := func(member string) *dbsqlc.GroupHeartbeatRow {
+	hb := func(member string) *store.Heartbeat {
 		t.Helper()
-		row, err := c.queries.GroupHeartbeat(ctx, c.db(c.pool), dbsqlc.GroupHeartbeatParams{Topic: "t", GroupName: "g",
-			Member: member, SessionTimeout: pgtype.Interval{Microseconds: (10 * time.Second).Microseconds(), Valid: true},
-			Start: PositionLatest})
+		row, err := c.store.GroupHeartbeat(ctx, c.pool, "t", "g", member, 10*time.Second, PositionLatest)
 		require.NoError(t, err)
 		return row
 	}

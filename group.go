@@ -3,10 +3,6 @@ package pgmsg
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 )
 
 // GroupPartition is one partition's state in a consumer group.
@@ -72,14 +68,12 @@ func (c *Client) DescribeGroup(ctx context.Context, topic, group string) (*Group
 			return newError(ErrUnknownGroup, "unknown group %q on topic %q", group, topic)
 		}
 		d.Partitions = parts
-		rows, err := c.queries.GroupMembers(ctx, c.db(exec), dbsqlc.GroupMembersParams{Topic: topic, GroupName: group})
+		members, err := c.store.GroupMembers(ctx, exec, topic, group)
 		if err != nil {
-			return mapError(err)
+			return err
 		}
-		for _, r := range rows {
-			d.Members = append(d.Members, GroupMember{MemberID: r.MemberID, JoinedAt: r.JoinedAt.Time,
-				HeartbeatAt: r.HeartbeatAt.Time, SessionTimeout: time.Duration(r.SessionTimeout.Microseconds) * time.Microsecond,
-				Alive: r.Alive, Partitions: r.Partitions})
+		for _, m := range members {
+			d.Members = append(d.Members, GroupMember(m))
 		}
 		return nil
 	})
@@ -99,8 +93,7 @@ func (c *Client) CreateGroup(ctx context.Context, topic, group, start string) (b
 	if start == "" {
 		start = PositionEarliest
 	}
-	created, err := c.queries.GroupCreate(ctx, c.db(c.pool), dbsqlc.GroupCreateParams{Topic: topic, GroupName: group, Start: start})
-	return created, mapError(err)
+	return c.store.GroupCreate(ctx, c.pool, topic, group, start)
 }
 
 // ResetGroup moves group's cursor on every partition of topic (or only
@@ -108,13 +101,9 @@ func (c *Client) CreateGroup(ctx context.Context, topic, group, start string) (b
 // an offset or an RFC 3339 timestamp. Live claims end, and their commits
 // fail with ErrClaimNotHeld. It returns the new cursors.
 func (c *Client) ResetGroup(ctx context.Context, topic, group, position string, partition *int32) ([]GroupPartition, error) {
-	params := dbsqlc.GroupResetParams{Topic: topic, GroupName: group, ToPosition: position}
-	if partition != nil {
-		params.Partition = pgtype.Int4{Int32: *partition, Valid: true}
-	}
-	rows, err := c.queries.GroupReset(ctx, c.db(c.pool), params)
+	rows, err := c.store.GroupReset(ctx, c.pool, topic, group, position, partition)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	out := make([]GroupPartition, len(rows))
 	for i, r := range rows {
@@ -125,8 +114,7 @@ func (c *Client) ResetGroup(ctx context.Context, topic, group, position string, 
 
 // DeleteGroup removes group from topic; false if it did not exist.
 func (c *Client) DeleteGroup(ctx context.Context, topic, group string) (bool, error) {
-	ok, err := c.queries.GroupDelete(ctx, c.db(c.pool), dbsqlc.GroupDeleteParams{Topic: topic, GroupName: group})
-	return ok, mapError(err)
+	return c.store.GroupDelete(ctx, c.pool, topic, group)
 }
 
 // ListGroups returns every group's partitions with lag, optionally only for
@@ -136,31 +124,13 @@ func (c *Client) ListGroups(ctx context.Context, topic, group string) ([]GroupPa
 }
 
 func (c *Client) listGroups(ctx context.Context, exec DBTX, topic, group string) ([]GroupPartition, error) {
-	params := dbsqlc.GroupListParams{}
-	if topic != "" {
-		params.Topic = pgtype.Text{String: topic, Valid: true}
-	}
-	if group != "" {
-		params.GroupName = pgtype.Text{String: group, Valid: true}
-	}
-	rows, err := c.queries.GroupList(ctx, c.db(exec), params)
+	rows, err := c.store.GroupList(ctx, exec, topic, group)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	out := make([]GroupPartition, len(rows))
 	for i, r := range rows {
-		gp := GroupPartition{Topic: r.Topic, Group: r.GroupName, Partition: r.Partition, NextOffset: r.NextOffset,
-			EndOffset: r.EndOffset, Lag: r.Lag, ClaimEpoch: r.ClaimEpoch, ClaimOwner: r.ClaimOwner,
-			Owner: r.Owner, OwnerEpoch: r.OwnerEpoch, Skipped: r.Skipped}
-		if r.ClaimExpiresAt.Valid {
-			t := r.ClaimExpiresAt.Time
-			gp.ClaimExpiresAt = &t
-		}
-		if r.CommittedAt.Valid {
-			t := r.CommittedAt.Time
-			gp.CommittedAt = &t
-		}
-		out[i] = gp
+		out[i] = GroupPartition(r)
 	}
 	return out, nil
 }
@@ -168,11 +138,9 @@ func (c *Client) listGroups(ctx context.Context, exec DBTX, topic, group string)
 // Fetch reads up to max records of one partition from offset on, without
 // claiming (replay and inspection).
 func (c *Client) Fetch(ctx context.Context, topic string, partition int32, from int64, max int) ([]*Record, error) {
-	rows, err := c.queries.RecordFetch(ctx, c.db(c.pool), dbsqlc.RecordFetchParams{
-		Topic: topic, Partition: partition, FromOffset: from, MaxRecords: limit32(max),
-	})
+	rows, err := c.store.RecordFetch(ctx, c.pool, topic, partition, from, limit32(max))
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	out := make([]*Record, len(rows))
 	for i, r := range rows {
@@ -181,7 +149,7 @@ func (c *Client) Fetch(ctx context.Context, topic string, partition int32, from 
 			return nil, err
 		}
 		out[i] = &Record{Topic: topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
-			Headers: h, Timestamp: r.Timestamp.Time}
+			Headers: h, Timestamp: r.Timestamp}
 	}
 	return out, nil
 }
@@ -199,9 +167,7 @@ func (c *Client) OffsetForTime(ctx context.Context, topic string, partition int3
 	if err := checkTime("time", t); err != nil {
 		return 0, err
 	}
-	o, err := c.queries.OffsetForTime(ctx, c.db(c.pool), dbsqlc.OffsetForTimeParams{Topic: topic, Partition: partition,
-		Ts: pgtype.Timestamptz{Time: t, Valid: true}})
-	return o, mapError(err)
+	return c.store.OffsetForTime(ctx, c.pool, topic, partition, t)
 }
 
 // PartitionOffset is an offset of one partition.
@@ -219,14 +185,13 @@ func (c *Client) OffsetsForTime(ctx context.Context, topic string, t time.Time) 
 	if err := checkTime("time", t); err != nil {
 		return nil, err
 	}
-	rows, err := c.queries.OffsetsForTime(ctx, c.db(c.pool), dbsqlc.OffsetsForTimeParams{Topic: topic,
-		Ts: pgtype.Timestamptz{Time: t, Valid: true}})
+	rows, err := c.store.OffsetsForTime(ctx, c.pool, topic, t)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	out := make([]PartitionOffset, len(rows))
 	for i, r := range rows {
-		out[i] = PartitionOffset{Partition: r.Partition, Offset: r.Offset}
+		out[i] = PartitionOffset(r)
 	}
 	return out, nil
 }
@@ -273,12 +238,9 @@ func (c *Client) Heartbeat(ctx context.Context, topic, group, member string, ses
 	if sessionTimeout < time.Microsecond || sessionTimeout > durationMax {
 		return nil, newError(ErrInvalidArgument, "session timeout must be from 1µs to %s, got %s", durationMax, sessionTimeout)
 	}
-	row, err := c.queries.GroupHeartbeat(ctx, c.db(c.pool), dbsqlc.GroupHeartbeatParams{
-		Topic: topic, GroupName: group, Member: member,
-		SessionTimeout: pgtype.Interval{Microseconds: sessionTimeout.Microseconds(), Valid: true}, Start: PositionEarliest,
-	})
+	row, err := c.store.GroupHeartbeat(ctx, c.pool, topic, group, member, sessionTimeout, PositionEarliest)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	a := &GroupAssignment{Topic: topic, Group: group, Member: member, Joined: row.Joined,
 		Partitions: []int32{}, Revoking: []int32{}}
@@ -306,6 +268,5 @@ func (c *Client) LeaveGroup(ctx context.Context, topic, group, member string) (b
 	if err := ValidateName("member", member); err != nil {
 		return false, err
 	}
-	ok, err := c.queries.GroupLeave(ctx, c.db(c.pool), dbsqlc.GroupLeaveParams{Topic: topic, GroupName: group, Member: member})
-	return ok, mapError(err)
+	return c.store.GroupLeave(ctx, c.pool, topic, group, member)
 }

@@ -3,7 +3,6 @@ package pgmsg
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"sort"
@@ -12,10 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 var pgxTxReadOnly = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
@@ -319,50 +317,35 @@ func (c *Client) choosePartition(r *Record, meta topicMeta, manual bool, spread 
 	}
 }
 
-func publishParams(b *partitionBatch) (dbsqlc.RecordPublishParams, error) {
-	params := dbsqlc.RecordPublishParams{
-		Topic:     b.topic,
-		Values:    make([][]byte, len(b.records)),
-		Partition: pgtype.Int4{Int32: b.partition, Valid: true},
-	}
+func publishParams(b *partitionBatch) (store.PublishBatch, error) {
+	params := store.NewPublishBatch(b.topic, b.partition, len(b.records))
 	for i, r := range b.records {
 		params.Values[i] = r.Value
-		if r.Key != nil {
-			if params.Keys == nil {
-				params.Keys = make([][]byte, len(b.records))
-			}
-			params.Keys[i] = r.Key
-		}
+		params.SetKey(i, r.Key)
 		if len(r.Headers) > 0 {
-			if params.Headers == nil {
-				params.Headers = make([][]byte, len(b.records))
-			}
 			h, err := encodeHeaders(r.Headers)
 			if err != nil {
 				return params, err
 			}
-			params.Headers[i] = h
+			params.SetHeaders(i, h)
 		}
 		if !r.Timestamp.IsZero() {
-			if params.Timestamps == nil {
-				params.Timestamps = make([]pgtype.Timestamptz, len(b.records))
-			}
 			// PostgreSQL keeps microseconds: send exactly what is stored,
 			// which applyPublishResult reports.
-			params.Timestamps[i] = pgtype.Timestamptz{Time: r.Timestamp.Truncate(time.Microsecond), Valid: true}
+			params.SetTimestamp(i, r.Timestamp.Truncate(time.Microsecond))
 		}
 	}
 	return params, nil
 }
 
-func applyPublishResult(b *partitionBatch, rows []*dbsqlc.RecordPublishRow) {
+func applyPublishResult(b *partitionBatch, rows []store.PublishResult) {
 	for _, row := range rows {
 		b.segmentsLow = b.segmentsLow || row.SegmentsLow
 		for i, r := range b.records {
 			r.Partition = row.Partition
 			r.Offset = row.BaseOffset + int64(i)
 			if r.Timestamp.IsZero() {
-				r.Timestamp = row.Timestamp.Time
+				r.Timestamp = row.Timestamp
 			} else {
 				r.Timestamp = r.Timestamp.Truncate(time.Microsecond)
 			}
@@ -379,7 +362,7 @@ func (c *Client) sendBatch(ctx context.Context, exec DBTX, b *partitionBatch, no
 		return err
 	}
 	if b.producerID != "" {
-		return c.sendIdempotent(ctx, exec, b, params, notify)
+		return c.sendIdempotent(ctx, exec, b, &params, notify)
 	}
 	if !notify {
 		meta, err := c.topicMeta(ctx, exec, b.topic, false)
@@ -387,18 +370,19 @@ func (c *Client) sendBatch(ctx context.Context, exec DBTX, b *partitionBatch, no
 			return err
 		}
 		if !meta.backpressure {
-			row, err := c.publishDirect(ctx, exec, b, params)
+			// The direct statement (store.PublishDirect): nil when
+			// publish() has more to do.
+			row, err := c.store.PublishDirect(ctx, exec, &params)
 			if err != nil {
 				return c.publishError(b.topic, err)
 			}
 			if row != nil {
-				applyPublishResult(b, []*dbsqlc.RecordPublishRow{row})
+				applyPublishResult(b, []store.PublishResult{*row})
 				return nil
 			}
 		}
 	}
-	params.Notify = notify
-	rows, err := c.queries.RecordPublish(ctx, c.db(exec), params)
+	rows, err := c.store.Publish(ctx, exec, &params, notify)
 	if err != nil {
 		return c.publishError(b.topic, err)
 	}
@@ -406,70 +390,16 @@ func (c *Client) sendBatch(ctx context.Context, exec DBTX, b *partitionBatch, no
 	return nil
 }
 
-// publishDirectSQL appends one partition's batch in one statement against
-// the tables, as publish() does on its common path: reserve the offsets on
-// the partition's counter row (its lock orders publishers, see
-// docs/architecture.md) and insert the records. Unlike a call of the
-// PL/pgSQL function, it runs from the connection's cached generic plan:
-// no planning, no function call, no row materialised to return (issue 12;
-// docs/benchmarks.md has the measurements). It appends nothing and returns
-// no row when publish() has more to do: a topic with backpressure
-// settings, a batch that reaches past the segments created so far, a
-// record larger than max_record_bytes (publish() raises PM006), or an
-// unknown topic (PM001); the caller then calls publish(). Timestamps,
-// partitions and the batch's shape are checked by the Go client before.
-const publishDirectSQL = `WITH t AS (
-    SELECT tt.topic_id, tt.segment_records, tt.max_record_bytes FROM pgmsg.topic tt
-    WHERE tt.name = $1::text AND NOT tt.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
-), r AS (
-    UPDATE pgmsg.topic_partition c SET next_offset = c.next_offset + cardinality($3::bytea[])
-      FROM t
-     WHERE c.topic_id = t.topic_id AND c.partition = $2::integer
-       AND c.next_offset + cardinality($3::bytea[]) <= c.segment_end
-       AND NOT EXISTS (SELECT 1 FROM unnest($3::bytea[], $4::bytea[], $5::jsonb[]) AS u(v, k, h)
-                        WHERE coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)
-                              + coalesce(octet_length(u.h::text), 0) > t.max_record_bytes)
-    RETURNING c.topic_id, c.next_offset - cardinality($3::bytea[]) AS base,
-              c.next_offset > c.segment_end - 2 * t.segment_records AS segments_low
-), ins AS (
-    INSERT INTO pgmsg.record (topic_id, partition, "offset", "timestamp", key, value, headers)
-    SELECT r.topic_id, $2::integer, r.base + u.ord - 1, coalesce(u.ts, statement_timestamp()), u.k, u.v, u.h
-      FROM r, unnest($3::bytea[], $4::bytea[], $5::jsonb[], $6::timestamptz[]) WITH ORDINALITY AS u(v, k, h, ts, ord)
-)
-SELECT base, statement_timestamp(), segments_low FROM r`
-
-// publishDirect runs publishDirectSQL; nil, nil means publish() must do it.
-func (c *Client) publishDirect(ctx context.Context, exec DBTX, b *partitionBatch, params dbsqlc.RecordPublishParams) (*dbsqlc.RecordPublishRow, error) {
-	row := &dbsqlc.RecordPublishRow{Partition: b.partition, RecordCount: int32(len(b.records))}
-	err := c.db(exec).QueryRow(ctx, publishDirectSQL, b.topic, b.partition, params.Values, params.Keys, params.Headers,
-		params.Timestamps).Scan(&row.BaseOffset, &row.Timestamp, &row.SegmentsLow)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return row, nil
-}
-
 // sendIdempotent publishes b through publish_idempotent(): a batch the
 // producer stored before is not written again, and its stored offsets and
 // publish time are reported (b.duplicate).
-func (c *Client) sendIdempotent(ctx context.Context, exec DBTX, b *partitionBatch, params dbsqlc.RecordPublishParams, notify bool) error {
-	rows, err := c.queries.RecordPublishIdempotent(ctx, c.db(exec), dbsqlc.RecordPublishIdempotentParams{
-		Topic: params.Topic, ProducerID: b.producerID, Sequence: b.sequence, Values: params.Values, Keys: params.Keys,
-		Headers: params.Headers, Timestamps: params.Timestamps, Partition: params.Partition, Notify: notify,
-	})
+func (c *Client) sendIdempotent(ctx context.Context, exec DBTX, b *partitionBatch, params *store.PublishBatch, notify bool) error {
+	row, err := c.store.PublishIdempotent(ctx, exec, params, b.producerID, b.sequence, notify)
 	if err != nil {
 		return c.publishError(b.topic, err)
 	}
-	if len(rows) != 1 || rows[0].RecordCount != int32(len(b.records)) {
-		return fmt.Errorf("pgmsg: idempotent publish to topic %q partition %d answered %d rows for %d records", b.topic, b.partition, len(rows), len(b.records))
-	}
-	row := rows[0]
 	b.duplicate = row.Duplicate
-	applyPublishResult(b, []*dbsqlc.RecordPublishRow{{Partition: row.Partition, BaseOffset: row.BaseOffset,
-		RecordCount: row.RecordCount, Timestamp: row.Timestamp, SegmentsLow: row.SegmentsLow}})
+	applyPublishResult(b, []store.PublishResult{row})
 	return nil
 }
 
@@ -484,43 +414,21 @@ func (c *Client) sendBatches(ctx context.Context, tx pgx.Tx, batches []*partitio
 		}
 		return nil
 	}
-	var pb pgx.Batch
-	sql := c.publishSQL()
+	pl := c.store.PublishPipeline()
 	for _, b := range batches {
 		params, err := publishParams(b)
 		if err != nil {
 			return err
 		}
-		pb.Queue(sql, params.Topic, params.Values, params.Keys, params.Headers, params.Timestamps, params.Partition, notify)
+		pl.Queue(&params, notify)
 	}
-	results := tx.SendBatch(ctx, &pb)
-	for _, b := range batches {
-		rows, err := results.Query()
-		if err != nil {
-			results.Close()
-			return c.publishError(b.topic, err)
-		}
-		var out []*dbsqlc.RecordPublishRow
-		for rows.Next() {
-			var r dbsqlc.RecordPublishRow
-			if err := rows.Scan(&r.Partition, &r.BaseOffset, &r.RecordCount, &r.Timestamp, &r.SegmentsLow); err != nil {
-				rows.Close()
-				results.Close()
-				return err
-			}
-			out = append(out, &r)
-		}
-		if err := rows.Err(); err != nil {
-			results.Close()
-			return c.publishError(b.topic, err)
-		}
-		applyPublishResult(b, out)
+	failed, err := pl.Send(ctx, tx, func(i int, rows []store.PublishResult) {
+		applyPublishResult(batches[i], rows)
+	})
+	if err != nil && failed >= 0 {
+		return c.publishError(batches[failed].topic, err)
 	}
-	return results.Close()
-}
-
-func (c *Client) publishSQL() string {
-	return c.schemaSQL(dbsqlc.RecordPublishSQL)
+	return err
 }
 
 func (c *Client) publishError(topic string, err error) error {
@@ -528,7 +436,6 @@ func (c *Client) publishError(topic string, err error) error {
 		c.forgetTopic(topic)
 		return newError(ErrUnknownTopic, "unknown topic %q: it was deleted while the publish ran", topic)
 	}
-	err = mapError(err)
 	if ErrorCode(err) == errs.PartitionOutOfRange.Code() || ErrorCode(err) == errs.UnknownTopic.Code() {
 		c.forgetTopic(topic)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // Read replicas (issue 20): claims, commits and cursors stay on the
@@ -179,7 +179,7 @@ func (c *Client) ReplicaStats() *ReplicaReadStats {
 // configured and holds them (outside a caller's transaction), else from
 // the primary. lsn is the primary's WAL position when the claim was made,
 // or 0 when the claim did not report it.
-func (c *Client) readClaimed(ctx context.Context, exec DBTX, topic string, row *dbsqlc.GroupClaimRangeRow, lsn int64) ([]*Record, error) {
+func (c *Client) readClaimed(ctx context.Context, exec DBTX, topic string, row *store.ClaimRow, lsn int64) ([]*Record, error) {
 	if _, inTx := exec.(pgx.Tx); c.replicas == nil || inTx {
 		return c.readRange(ctx, exec, topic, row)
 	}
@@ -206,10 +206,10 @@ func (c *Client) readClaimed(ctx context.Context, exec DBTX, topic string, row *
 
 // readReplica reads the claim row describes from replica r, and returns
 // an error when r cannot be trusted to have all of it in time.
-func (c *Client) readReplica(ctx context.Context, r *replica, topic string, row *dbsqlc.GroupClaimRangeRow, lsn int64) ([]*Record, error) {
-	sql := readRangeSQL(c.config.Schema, claimTable(row), true)
+func (c *Client) readReplica(ctx context.Context, r *replica, topic string, row *store.ClaimRow, lsn int64) ([]*Record, error) {
+	table := store.ReadTable(row.Relname)
 	want := int(row.LastOffset - row.FirstOffset + 1)
-	read := func() ([]*Record, error) { return queryRange(ctx, r.pool, sql, topic, row) }
+	read := func() ([]*Record, error) { return c.queryRange(ctx, r.pool, table, true, topic, row) }
 	deadline := time.Now().Add(c.replicas.maxWait)
 	recs, err := read()
 	for {
@@ -225,15 +225,14 @@ func (c *Client) readReplica(ctx context.Context, r *replica, topic string, row 
 		if lsn == 0 {
 			// The claim did not report the primary's position: after the
 			// claim committed, the current one is at least as far.
-			if err := c.pool.QueryRow(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&lsn); err != nil {
+			var err error
+			if lsn, err = c.store.WALInsertLSN(ctx, c.pool); err != nil {
 				return nil, fmt.Errorf("primary's WAL position: %w", err)
 			}
 		}
-		var recovering bool
-		var replay int64
-		if err := r.pool.QueryRow(ctx, `SELECT pg_is_in_recovery(), coalesce((pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint, 0)`).
-			Scan(&recovering, &replay); err != nil {
-			return nil, err
+		recovering, replay, perr := c.store.ReplayPosition(ctx, r.pool)
+		if perr != nil {
+			return nil, perr
 		}
 		if !recovering {
 			return nil, errReplicaPromoted

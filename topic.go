@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // Limits of topic settings.
@@ -123,16 +123,18 @@ func (c *Client) CreateTopicTx(ctx context.Context, exec DBTX, name string, cfg 
 	if err != nil {
 		return nil, newError(ErrInvalidArgument, "topic settings are not JSON: %v", err)
 	}
-	row, err := c.queries.TopicCreate(ctx, c.db(exec), dbsqlc.TopicCreateParams{Name: name, Partitions: int32(cfg.Partitions), Config: raw})
+	row, err := c.store.TopicCreate(ctx, exec, name, int32(cfg.Partitions), raw)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
-	return topicFromRow(row.Name, row.Partitions, row.SegmentRecords, row.MaxRecordBytes, row.Config, row.CreatedAt.Time)
+	return topicFromRow(row)
 }
 
-func topicFromRow(name string, partitions int32, seg int64, maxBytes int32, config []byte, created time.Time) (*Topic, error) {
-	t := &Topic{Name: name, Partitions: int(partitions), SegmentRecords: seg, MaxRecordBytes: int(maxBytes), CreatedAt: created}
-	if err := json.Unmarshal(config, &t.Settings); err != nil {
+// topicFromRow is the Topic a row of the topic table describes.
+func topicFromRow(r *store.Topic) (*Topic, error) {
+	t := &Topic{Name: r.Name, Partitions: int(r.Partitions), SegmentRecords: r.SegmentRecords,
+		MaxRecordBytes: int(r.MaxRecordBytes), CreatedAt: r.CreatedAt}
+	if err := json.Unmarshal(r.Config, &t.Settings); err != nil {
 		return nil, fmt.Errorf("pgmsg: decode topic settings: %w", err)
 	}
 	return t, nil
@@ -140,13 +142,13 @@ func topicFromRow(name string, partitions int32, seg int64, maxBytes int32, conf
 
 // ListTopics returns every topic, by name.
 func (c *Client) ListTopics(ctx context.Context) ([]*Topic, error) {
-	rows, err := c.queries.TopicList(ctx, c.db(c.pool))
+	rows, err := c.store.TopicList(ctx, c.pool)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	out := make([]*Topic, 0, len(rows))
-	for _, r := range rows {
-		t, err := topicFromRow(r.Name, r.Partitions, r.SegmentRecords, r.MaxRecordBytes, r.Config, r.CreatedAt.Time)
+	for i := range rows {
+		t, err := topicFromRow(&rows[i])
 		if err != nil {
 			return nil, err
 		}
@@ -160,22 +162,22 @@ func (c *Client) ListTopics(ctx context.Context) ([]*Topic, error) {
 func (c *Client) DescribeTopic(ctx context.Context, name string) (*TopicDescription, error) {
 	var desc *TopicDescription
 	err := c.readOnly(ctx, func(exec DBTX) error {
-		r, err := c.queries.TopicGet(ctx, c.db(exec), name)
+		r, err := c.store.TopicGet(ctx, exec, name)
 		if err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				// Worded as the SQL API words it (quote_literal).
 				return newError(ErrUnknownTopic, "unknown topic '%s'", strings.ReplaceAll(name, "'", "''"))
 			}
-			return mapError(err)
+			return err
 		}
-		t, err := topicFromRow(r.Name, r.Partitions, r.SegmentRecords, r.MaxRecordBytes, r.Config, r.CreatedAt.Time)
+		t, err := topicFromRow(r)
 		if err != nil {
 			return err
 		}
 		desc = &TopicDescription{Topic: *t}
-		rows, err := c.queries.TopicDescribe(ctx, c.db(exec), name)
+		rows, err := c.store.TopicDescribe(ctx, exec, name)
 		if err != nil {
-			return mapError(err)
+			return err
 		}
 		for _, r := range rows {
 			desc.PartitionInfo = append(desc.PartitionInfo, PartitionInfo{
@@ -195,12 +197,12 @@ func (c *Client) AddPartitions(ctx context.Context, name string, partitions int)
 	if partitions < PartitionsMin || partitions > PartitionsMax {
 		return nil, newError(ErrInvalidArgument, "partitions must be between %d and %d, got %d", PartitionsMin, PartitionsMax, partitions)
 	}
-	row, err := c.queries.TopicAddPartitions(ctx, c.db(c.pool), dbsqlc.TopicAddPartitionsParams{Name: name, Partitions: int32(partitions)})
+	row, err := c.store.TopicAddPartitions(ctx, c.pool, name, int32(partitions))
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	c.forgetTopic(name)
-	return topicFromRow(row.Name, row.Partitions, row.SegmentRecords, row.MaxRecordBytes, row.Config, row.CreatedAt.Time)
+	return topicFromRow(row)
 }
 
 // SetTopicSettings changes a topic's settings: each key is set to its value,
@@ -216,19 +218,19 @@ func (c *Client) SetTopicSettings(ctx context.Context, name string, settings map
 	if err != nil {
 		return nil, newError(ErrInvalidArgument, "topic settings are not JSON: %v", err)
 	}
-	row, err := c.queries.TopicConfigure(ctx, c.db(c.pool), dbsqlc.TopicConfigureParams{Name: name, Settings: raw})
+	row, err := c.store.TopicConfigure(ctx, c.pool, name, raw)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	c.forgetTopic(name)
-	return topicFromRow(row.Name, row.Partitions, row.SegmentRecords, row.MaxRecordBytes, row.Config, row.CreatedAt.Time)
+	return topicFromRow(row)
 }
 
 // DeleteTopic drops a topic with its records and groups. It fails with
 // ErrUnknownTopic.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	defer c.forgetTopic(name)
-	return mapError(c.queries.TopicDelete(ctx, c.db(c.pool), name))
+	return c.store.TopicDelete(ctx, c.pool, name)
 }
 
 // readOnly runs fn in a repeatable-read, read-only transaction, so that

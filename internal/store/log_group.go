@@ -1,0 +1,180 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgmsg/pgmsg/internal/dbsqlc"
+	"github.com/pgmsg/pgmsg/internal/errs"
+)
+
+// GroupMember is a member of a consumer group (group_members()).
+type GroupMember struct {
+	MemberID       string
+	JoinedAt       time.Time
+	HeartbeatAt    time.Time
+	SessionTimeout time.Duration
+	Alive          bool
+	Partitions     []int32
+}
+
+// GroupMembers returns the members of group on topic.
+func (s *Store) GroupMembers(ctx context.Context, exec DBTX, topic, group string) ([]GroupMember, error) {
+	rows, err := s.q.GroupMembers(ctx, s.DB(exec), dbsqlc.GroupMembersParams{Topic: topic, GroupName: group})
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	out := make([]GroupMember, len(rows))
+	for i, r := range rows {
+		out[i] = GroupMember{MemberID: r.MemberID, JoinedAt: r.JoinedAt.Time, HeartbeatAt: r.HeartbeatAt.Time,
+			SessionTimeout: time.Duration(r.SessionTimeout.Microseconds) * time.Microsecond, Alive: r.Alive,
+			Partitions: r.Partitions}
+	}
+	return out, nil
+}
+
+// GroupCreate creates group on topic with its cursors at start; false if
+// it existed already.
+func (s *Store) GroupCreate(ctx context.Context, exec DBTX, topic, group, start string) (bool, error) {
+	created, err := s.q.GroupCreate(ctx, s.DB(exec), dbsqlc.GroupCreateParams{Topic: topic, GroupName: group, Start: start})
+	return created, errs.Map(err)
+}
+
+// GroupCursor is a partition's cursor after GroupReset.
+type GroupCursor struct {
+	Partition  int32
+	NextOffset int64
+}
+
+// GroupReset moves group's cursors on topic (on partition only, when not
+// nil) to position, and returns them.
+func (s *Store) GroupReset(ctx context.Context, exec DBTX, topic, group, position string, partition *int32) ([]GroupCursor, error) {
+	arg := dbsqlc.GroupResetParams{Topic: topic, GroupName: group, ToPosition: position}
+	if partition != nil {
+		arg.Partition = pgtype.Int4{Int32: *partition, Valid: true}
+	}
+	rows, err := s.q.GroupReset(ctx, s.DB(exec), arg)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	out := make([]GroupCursor, len(rows))
+	for i, r := range rows {
+		out[i] = GroupCursor{Partition: r.Partition, NextOffset: r.NextOffset}
+	}
+	return out, nil
+}
+
+// GroupDelete removes group from topic; false if it did not exist.
+func (s *Store) GroupDelete(ctx context.Context, exec DBTX, topic, group string) (bool, error) {
+	ok, err := s.q.GroupDelete(ctx, s.DB(exec), dbsqlc.GroupDeleteParams{Topic: topic, GroupName: group})
+	return ok, errs.Map(err)
+}
+
+// GroupPartition is one partition's state in a consumer group
+// (group_list()); the root's GroupPartition has the same fields.
+type GroupPartition struct {
+	Topic          string
+	Group          string
+	Partition      int32
+	NextOffset     int64
+	EndOffset      int64
+	Lag            int64
+	ClaimEpoch     int64
+	ClaimOwner     string     // "" when no live claim
+	ClaimExpiresAt *time.Time // nil when no live claim
+	CommittedAt    *time.Time // nil when never committed
+	Owner          string     // "" when unassigned
+	OwnerEpoch     int64
+	Skipped        int64
+}
+
+// GroupList returns every group's partitions, only topic's and/or
+// group's when not "".
+func (s *Store) GroupList(ctx context.Context, exec DBTX, topic, group string) ([]GroupPartition, error) {
+	arg := dbsqlc.GroupListParams{}
+	if topic != "" {
+		arg.Topic = pgtype.Text{String: topic, Valid: true}
+	}
+	if group != "" {
+		arg.GroupName = pgtype.Text{String: group, Valid: true}
+	}
+	rows, err := s.q.GroupList(ctx, s.DB(exec), arg)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	out := make([]GroupPartition, len(rows))
+	for i, r := range rows {
+		out[i] = GroupPartition{Topic: r.Topic, Group: r.GroupName, Partition: r.Partition, NextOffset: r.NextOffset,
+			EndOffset: r.EndOffset, Lag: r.Lag, ClaimEpoch: r.ClaimEpoch, ClaimOwner: r.ClaimOwner,
+			ClaimExpiresAt: timePtr(r.ClaimExpiresAt), CommittedAt: timePtr(r.CommittedAt),
+			Owner: r.Owner, OwnerEpoch: r.OwnerEpoch, Skipped: r.Skipped}
+	}
+	return out, nil
+}
+
+// OffsetForTime returns the first offset of a partition whose record's
+// timestamp is at or after t, or the partition's end offset.
+func (s *Store) OffsetForTime(ctx context.Context, exec DBTX, topic string, partition int32, t time.Time) (int64, error) {
+	o, err := s.q.OffsetForTime(ctx, s.DB(exec), dbsqlc.OffsetForTimeParams{Topic: topic, Partition: partition,
+		Ts: pgtype.Timestamptz{Time: t, Valid: true}})
+	return o, errs.Map(err)
+}
+
+// PartitionOffset is an offset of one partition.
+type PartitionOffset struct {
+	Partition int32
+	Offset    int64
+}
+
+// OffsetsForTime is OffsetForTime for every partition of topic, in
+// partition order.
+func (s *Store) OffsetsForTime(ctx context.Context, exec DBTX, topic string, t time.Time) ([]PartitionOffset, error) {
+	rows, err := s.q.OffsetsForTime(ctx, s.DB(exec), dbsqlc.OffsetsForTimeParams{Topic: topic,
+		Ts: pgtype.Timestamptz{Time: t, Valid: true}})
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	out := make([]PartitionOffset, len(rows))
+	for i, r := range rows {
+		out[i] = PartitionOffset{Partition: r.Partition, Offset: r.Offset}
+	}
+	return out, nil
+}
+
+// Heartbeat is what GroupHeartbeat answers: the member's partitions.
+type Heartbeat struct {
+	// Joined: this heartbeat (re)joined the member.
+	Joined bool
+	// Partitions are the member's, with their owner epochs; Revoking[i]
+	// says Partitions[i] is being handed to another member.
+	Partitions  []int32
+	OwnerEpochs []int64
+	Revoking    []bool
+	// Async is "off" when the heartbeat committed asynchronously (the
+	// group existed before it), else "".
+	Async string
+}
+
+// GroupHeartbeat keeps member in group's membership on topic
+// (group_heartbeat(); the group is created at start if it does not
+// exist) and returns its assignment.
+func (s *Store) GroupHeartbeat(ctx context.Context, exec DBTX, topic, group, member string, sessionTimeout time.Duration, start string) (*Heartbeat, error) {
+	row, err := s.q.GroupHeartbeat(ctx, s.DB(exec), dbsqlc.GroupHeartbeatParams{
+		Topic: topic, GroupName: group, Member: member,
+		SessionTimeout: pgtype.Interval{Microseconds: sessionTimeout.Microseconds(), Valid: true}, Start: start,
+	})
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	return &Heartbeat{Joined: row.Joined, Partitions: row.Partitions, OwnerEpochs: row.OwnerEpochs,
+		Revoking: row.Revoking, Async: row.Async}, nil
+}
+
+// GroupLeave removes member from group on topic; false if it was not in
+// the group.
+func (s *Store) GroupLeave(ctx context.Context, exec DBTX, topic, group, member string) (bool, error) {
+	ok, err := s.q.GroupLeave(ctx, s.DB(exec), dbsqlc.GroupLeaveParams{Topic: topic, GroupName: group, Member: member})
+	return ok, errs.Map(err)
+}
