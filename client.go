@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/schemaname"
 	"github.com/pgmsg/pgmsg/internal/store"
@@ -117,9 +116,8 @@ func (c *Config) validate() error {
 // Client is pgmsg's entry point: publish, consume and administer topics
 // over a pgx pool that the caller owns. It is safe for concurrent use.
 type Client struct {
-	pool    *pgxpool.Pool
-	config  *Config
-	queries *dbsqlc.Queries
+	pool   *pgxpool.Pool
+	config *Config
 	// store runs every statement (internal/store).
 	store *store.Store
 
@@ -158,7 +156,7 @@ type topicMeta struct {
 	// before failing with ErrBackpressure (topic backpressure_timeout_ms).
 	backpressureWait time.Duration
 	// backpressure: the topic has max_lag_records or max_lag_bytes, which
-	// only publish() enforces (publishDirectSQL leaves such topics to it).
+	// only publish() enforces (the store's direct publish statement leaves such topics to it).
 	backpressure bool
 	fetched      time.Time
 }
@@ -182,7 +180,6 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	return &Client{
 		pool:     pool,
 		config:   cfg,
-		queries:  dbsqlc.New(),
 		store:    store.New(cfg.Schema),
 		meta:     map[string]topicMeta{},
 		replicas: newReplicaSet(cfg.ReadReplicas, cfg.ReplicaMaxWait),
@@ -317,13 +314,6 @@ func (c *Client) sendNotifications(stop, done chan struct{}) {
 // DBTX is what every Xxx/XxxTx pair runs on: a pool, a connection or a
 // pgx.Tx.
 type DBTX = store.DBTX
-
-// db wraps exec so that queries written for schema "pgmsg" run in the
-// configured schema.
-func (c *Client) db(exec DBTX) DBTX { return c.store.DB(exec) }
-
-// schemaSQL is q, written for schema "pgmsg", for the configured schema.
-func (c *Client) schemaSQL(q string) string { return c.store.SQL(q) }
 
 // topicMeta returns the cached partition count and record limit of a topic,
 // refreshing it when older than MetadataMaxAge (or when refresh is set).

@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
 	"github.com/pgmsg/pgmsg/internal/store"
 )

@@ -118,9 +118,6 @@ func ErrorCode(err error) string { return errs.Code(err) }
 // themselves.
 func MapError(err error) error { return errs.Map(err) }
 
-// mapError is MapError for the library's own calls.
-func mapError(err error) error { return errs.Map(err) }
-
 // IsInputError reports whether err is a database error that says the input
 // was bad or too large: a data exception (SQLSTATE class 22) or
 // program_limit_exceeded (54000), which the library maps to

@@ -12,7 +12,7 @@ import (
 // an error without a code that the HTTP API would answer with a 500.
 func TestMapErrorInputErrors(t *testing.T) {
 	for _, code := range []string{"54000", "22001", "22003", "22P02", "22007", "22008"} {
-		err := mapError(&pgconn.PgError{Code: code, Message: "m"})
+		err := MapError(&pgconn.PgError{Code: code, Message: "m"})
 		if !errors.Is(err, ErrInvalidArgument) || ErrorCode(err) != "PM004" {
 			t.Errorf("%s: got %v (code %q), want ErrInvalidArgument", code, err, ErrorCode(err))
 		}
@@ -25,7 +25,7 @@ func TestMapErrorInputErrors(t *testing.T) {
 		}
 	}
 	for _, code := range []string{"40001", "57014", "54001"} {
-		if ErrorCode(mapError(&pgconn.PgError{Code: code})) != "" {
+		if ErrorCode(MapError(&pgconn.PgError{Code: code})) != "" {
 			t.Errorf("%s: mapped to an input error", code)
 		}
 	}
@@ -34,7 +34,7 @@ func TestMapErrorInputErrors(t *testing.T) {
 // The Producer retries a failed batch only when nothing of it can have
 // been written: the server answered with an error, or it was never sent.
 func TestNothingWritten(t *testing.T) {
-	if !nothingWritten(mapError(&pgconn.PgError{Code: "55P03"})) {
+	if !nothingWritten(MapError(&pgconn.PgError{Code: "55P03"})) {
 		t.Error("a server error rolled its transaction back")
 	}
 	if nothingWritten(errors.New("write: broken pipe")) {

@@ -179,7 +179,7 @@ func FuzzIsRetryable(f *testing.F) {
 		if ignoreKnown && len(code) < 2 {
 			t.Skip("known bug: IsRetryable panics on a PgError code shorter than 2 bytes")
 		}
-		err := mapError(&pgconn.PgError{Code: code, Message: "m"})
+		err := MapError(&pgconn.PgError{Code: code, Message: "m"})
 		var retry bool
 		func() {
 			defer func() {
