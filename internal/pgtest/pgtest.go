@@ -53,8 +53,9 @@ var (
 // Main runs the tests of a package, drops the schemas still around and
 // waits for the background drops, stops the throwaway cluster if one was
 // started, and fails if goroutines leaked or a schema could not be
-// dropped. Call it from TestMain.
-func Main(m *testing.M) {
+// dropped. Call it from TestMain; m is a *testing.M, or one wrapped to do
+// more around its Run.
+func Main(m interface{ Run() int }) {
 	inMain.Store(true)
 	code := m.Run()
 	if err := closeSupply(); err != nil {

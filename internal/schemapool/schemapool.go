@@ -38,6 +38,9 @@ type Options struct {
 	// Prefix of the schemas' names, which end in a counter and random hex.
 	// Default "pgmsg_t".
 	Prefix string
+	// Name, if set, names the schemas instead (Prefix is then unused). Its
+	// names must be unique and valid (pgmsgmigrate.ValidateSchema).
+	Name func() string
 	// Workers is how many schemas are migrated (and, separately, dropped)
 	// at once. Default 2.
 	Workers int
@@ -159,6 +162,9 @@ func (p *Pool) fill() {
 }
 
 func (p *Pool) name() string {
+	if p.opts.Name != nil {
+		return p.opts.Name()
+	}
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	return fmt.Sprintf("%s%d_%s", p.opts.Prefix, p.counter.Add(1), hex.EncodeToString(rnd[:]))
