@@ -24,10 +24,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
@@ -199,8 +201,42 @@ func (p *Pool) up(schema string) error {
 	if err != nil {
 		return err
 	}
-	_, err = m.Up(p.ctx)
-	return err
+	return retry(p.ctx, func() error {
+		_, err := m.Up(p.ctx)
+		return err
+	})
+}
+
+// retry runs fn until it succeeds, fails for good, or has failed for want
+// of server resources five times. A shared test server runs out of them
+// now and then: a migration holds a lock on each object it creates (some
+// 240), a drop one on each object it drops, and the lock table is shared
+// by every session (max_locks_per_transaction times max_connections).
+func retry(ctx context.Context, fn func() error) error {
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || attempt == 5 || !transient(err) {
+			return err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+		wait *= 2
+	}
+}
+
+// transient reports whether err is the server's lack of resources (class
+// 53: out of shared memory, too many connections), a serialization failure
+// or deadlock (class 40), or a server still starting (57P03).
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return strings.HasPrefix(pgErr.Code, "53") || strings.HasPrefix(pgErr.Code, "40") || pgErr.Code == "57P03"
 }
 
 // Release drops schema, with the roles its migrations created, in the
@@ -228,13 +264,14 @@ func (p *Pool) release(schema string) {
 }
 
 // Drop drops schema and the roles its migrations created, now, through
-// pool. It waits at most a minute.
+// pool, retrying when the server lacks resources. It waits at most a
+// minute.
 func Drop(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
 	if err == nil {
-		err = m.Drop(ctx)
+		err = retry(ctx, func() error { return m.Drop(ctx) })
 	}
 	if err != nil {
 		return fmt.Errorf("schemapool: drop %s: %w", schema, err)
