@@ -117,9 +117,9 @@ func requireState(t *testing.T, err error, state string, msg ...any) {
 // that adds a function without SET search_path fails here.
 func TestFunctionsPinSearchPath(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, nil)
+	b := pgtest.Tx(t) // catalog queries only
 	ctx := context.Background()
-	rows, err := b.Pool.Query(ctx, `
+	rows, err := b.Query(ctx, `
 		SELECT p.oid::regprocedure::text
 		  FROM pg_catalog.pg_proc p
 		 WHERE p.pronamespace = pg_catalog.to_regnamespace($1)
@@ -131,7 +131,7 @@ func TestFunctionsPinSearchPath(t *testing.T) {
 	require.Empty(t, unpinned, "functions without SET search_path = pg_catalog, pg_temp")
 
 	var n int
-	require.NoError(t, b.Pool.QueryRow(ctx,
+	require.NoError(t, b.QueryRow(ctx,
 		`SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = pg_catalog.to_regnamespace($1)`,
 		pgx.Identifier{b.Schema}.Sanitize()).Scan(&n))
 	require.Greater(t, n, 50, "the schema's functions were found")
@@ -143,9 +143,9 @@ func TestFunctionsPinSearchPath(t *testing.T) {
 // A future definer function fails this test until its EXECUTE is revoked.
 func TestDefinerFunctionsNotExecutableByPublic(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, nil)
+	b := pgtest.Tx(t) // catalog queries only
 	ctx := context.Background()
-	rows, err := b.Pool.Query(ctx, `
+	rows, err := b.Query(ctx, `
 		SELECT p.oid::regprocedure::text
 		  FROM pg_catalog.pg_proc p
 		 WHERE p.pronamespace = pg_catalog.to_regnamespace($1)
@@ -159,7 +159,7 @@ func TestDefinerFunctionsNotExecutableByPublic(t *testing.T) {
 	require.Empty(t, open, "SECURITY DEFINER functions executable by PUBLIC")
 
 	var definers int
-	require.NoError(t, b.Pool.QueryRow(ctx,
+	require.NoError(t, b.QueryRow(ctx,
 		`SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = pg_catalog.to_regnamespace($1) AND prosecdef`,
 		pgx.Identifier{b.Schema}.Sanitize()).Scan(&definers))
 	require.GreaterOrEqual(t, definers, 3, "the schema's definer functions were found")

@@ -3,41 +3,27 @@ package pgmsg_test
 import (
 	"context"
 	"testing"
-	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
-	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/internal/testbundle"
 )
 
+// testBundle is a test's schema, pool, client and context
+// (internal/testbundle), with the short names the tests use.
 type testBundle struct {
-	*pgtest.Bundle
+	*testbundle.Bundle
 	client *pgmsg.Client
 	ctx    context.Context
 }
 
+// setup gives a test a migrated schema of its own and a client on it
+// configured by cfg (nil for defaults; Schema is replaced, PollInterval
+// defaults to 50ms).
 func setup(t *testing.T, cfg *pgmsg.Config) *testBundle {
 	t.Helper()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 24})
-	c := pgmsg.Config{}
-	if cfg != nil {
-		c = *cfg
-	}
-	c.Schema = b.Schema
-	if c.PollInterval == 0 {
-		c.PollInterval = 50 * time.Millisecond
-	}
-	client, err := pgmsg.NewClient(b.Pool, &c)
-	require.NoError(t, err)
-	t.Cleanup(client.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return &testBundle{Bundle: b, client: client, ctx: ctx}
+	b := testbundle.New(t, &testbundle.Opts{MaxConns: 24, Config: cfg})
+	return &testBundle{Bundle: b, client: b.Client, ctx: b.Ctx}
 }
 
-func (tb *testBundle) topic(t *testing.T, name string, partitions int) {
-	t.Helper()
-	_, err := tb.client.CreateTopic(tb.ctx, name, pgmsg.TopicConfig{Partitions: partitions, SegmentRecords: 64})
-	require.NoError(t, err)
-}
+// topic creates a topic with 64-record segments.
+func (tb *testBundle) topic(t *testing.T, name string, partitions int) { tb.Topic(t, name, partitions) }

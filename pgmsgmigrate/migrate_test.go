@@ -25,6 +25,19 @@ func newPool(t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
+// dropAll drops schema and its roles (a DROP SCHEMA alone leaves the
+// roles, which are cluster-wide, on the server).
+func dropAll(t *testing.T, pool *pgxpool.Pool, schema string) {
+	t.Helper()
+	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
+	if err == nil {
+		err = m.Drop(context.Background())
+	}
+	if err != nil {
+		t.Errorf("drop %s: %v", schema, err)
+	}
+}
+
 // Eight processes' worth of migrators run Up at once on a new schema: all
 // succeed, each version is applied exactly once.
 func TestConcurrentUp(t *testing.T) {
@@ -33,7 +46,7 @@ func TestConcurrentUp(t *testing.T) {
 	defer cancel()
 	pool := newPool(t)
 	schema := fmt.Sprintf("pgmsg_mig_%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	t.Cleanup(func() { dropAll(t, pool, schema) })
 
 	var wg sync.WaitGroup
 	applied := make([][]int, 8)
@@ -75,7 +88,7 @@ func TestDownUpRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	pool := newPool(t)
 	schema := fmt.Sprintf("pgmsg_rt_%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	t.Cleanup(func() { dropAll(t, pool, schema) })
 	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
 	require.NoError(t, err)
 

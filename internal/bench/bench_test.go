@@ -10,9 +10,23 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// dropRoles drops what is left of schema, which the bench created and
+// dropped: its roles (cluster-wide, and left by the bench's release).
+func dropRoles(t *testing.T, b *pgtest.Bundle, schema string) {
+	t.Helper()
+	m, err := pgmsgmigrate.New(b.Pool, &pgmsgmigrate.Opts{Schema: schema})
+	if err == nil {
+		err = m.Drop(context.Background())
+	}
+	if err != nil {
+		t.Errorf("drop %s: %v", schema, err)
+	}
+}
 
 func TestHistQuantiles(t *testing.T) {
 	t.Parallel()
@@ -102,6 +116,7 @@ func TestEnsureSchemaRefusesOtherData(t *testing.T) {
 
 	// A schema that does not exist is created and dropped again.
 	fresh := b.Schema + "_b"
+	t.Cleanup(func() { dropRoles(t, b, fresh) })
 	g, err = ensureSchema(ctx, b.Pool, fresh, false)
 	require.NoError(t, err)
 	require.True(t, g.created)
@@ -120,6 +135,7 @@ func TestRunSmoke(t *testing.T) {
 	b := pgtest.Schema(t, nil)
 	ctx := context.Background()
 	env := &Env{URL: b.URL, Schema: b.Schema + "_run"}
+	t.Cleanup(func() { dropRoles(t, b, env.Schema) })
 	for _, impl := range []string{ImplPgmsg, ImplSeed} {
 		// Members join a group through heartbeats before they read: give
 		// them a warm-up second.

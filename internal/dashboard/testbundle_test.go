@@ -16,7 +16,7 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/httpapi"
-	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/internal/testbundle"
 )
 
 type testBundle struct {
@@ -32,30 +32,20 @@ type testBundle struct {
 // mounted as `pgmsg serve` mounts it, an admin and a read-only token.
 func setup(t *testing.T, cfg *httpapi.Config) *testBundle {
 	t.Helper()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 12})
-	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema, PollInterval: 50 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(client.Close)
+	b := testbundle.New(t, &testbundle.Opts{MaxConns: 12, Timeout: 3 * time.Minute})
 	c := httpapi.Config{}
 	if cfg != nil {
 		c = *cfg
 	}
-	c.Client = client
+	c.Client = b.Client
 	srv, err := httpapi.New(c)
 	require.NoError(t, err)
-	dash, err := New(Config{API: srv, Client: client})
+	dash, err := New(Config{API: srv, Client: b.Client})
 	require.NoError(t, err)
 	srv.Mount(Prefix, dash)
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
-	t.Cleanup(srv.Drain)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	admin, _, err := client.CreateToken(ctx, "admin", []string{pgmsg.ScopeAdmin}, nil)
-	require.NoError(t, err)
-	reader, _, err := client.CreateToken(ctx, "viewer", []string{pgmsg.ScopeRead}, nil)
-	require.NoError(t, err)
-	return &testBundle{client: client, api: srv, ts: ts, ctx: ctx, admin: admin, reader: reader}
+	ts := testbundle.Serve(t, srv, srv.Drain)
+	return &testBundle{client: b.Client, api: srv, ts: ts, ctx: b.Ctx,
+		admin: b.Token(t, "admin", pgmsg.ScopeAdmin), reader: b.Token(t, "viewer", pgmsg.ScopeRead)}
 }
 
 // response is a decoded HTTP answer.

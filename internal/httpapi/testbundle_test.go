@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
-	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/internal/testbundle"
 )
 
 type testBundle struct {
-	*pgtest.Bundle
+	*testbundle.Bundle
 	client *pgmsg.Client
 	server *Server
 	ts     *httptest.Server
@@ -30,32 +30,21 @@ type testBundle struct {
 // admin token. cfg may be nil; its Client is filled in.
 func setup(t *testing.T, cfg *Config) *testBundle {
 	t.Helper()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 12})
-	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema, PollInterval: 50 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(client.Close)
+	b := testbundle.New(t, &testbundle.Opts{MaxConns: 12, Timeout: time.Minute})
 	c := Config{}
 	if cfg != nil {
 		c = *cfg
 	}
-	c.Client = client
+	c.Client = b.Client
 	srv, err := New(c)
 	require.NoError(t, err)
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
-	t.Cleanup(srv.Drain)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	admin, _, err := client.CreateToken(ctx, "admin", []string{pgmsg.ScopeAdmin}, nil)
-	require.NoError(t, err)
-	return &testBundle{Bundle: b, client: client, server: srv, ts: ts, ctx: ctx, admin: admin}
+	ts := testbundle.Serve(t, srv, srv.Drain)
+	return &testBundle{Bundle: b, client: b.Client, server: srv, ts: ts, ctx: b.Ctx,
+		admin: b.Token(t, "admin", pgmsg.ScopeAdmin)}
 }
 
-func (tb *testBundle) topic(t *testing.T, name string, partitions int) {
-	t.Helper()
-	_, err := tb.client.CreateTopic(tb.ctx, name, pgmsg.TopicConfig{Partitions: partitions, SegmentRecords: 64})
-	require.NoError(t, err)
-}
+// topic creates a topic with 64-record segments.
+func (tb *testBundle) topic(t *testing.T, name string, partitions int) { tb.Topic(t, name, partitions) }
 
 // response is a decoded HTTP answer.
 type response struct {
@@ -116,8 +105,5 @@ func (tb *testBundle) do(t *testing.T, method, path, token string, body any) res
 
 // token creates a token with scopes and returns its secret.
 func (tb *testBundle) token(t *testing.T, name string, scopes ...string) string {
-	t.Helper()
-	secret, _, err := tb.client.CreateToken(tb.ctx, name, scopes, nil)
-	require.NoError(t, err)
-	return secret
+	return tb.Token(t, name, scopes...)
 }

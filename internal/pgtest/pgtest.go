@@ -4,6 +4,14 @@
 // stopped by Main. Each test gets its own freshly migrated schema, dropped
 // when the test ends, and a pool whose search_path is empty so an
 // unqualified query fails.
+//
+// Schemas come from a per-binary schemapool.Pool: migrated in the
+// background ahead of demand, two at a time, and dropped in the background
+// after their test; Main waits for the drops and fails the binary if one
+// failed. A test therefore rarely waits for a migration, and never for a
+// drop. Tests that only run SQL can take a Tx instead: a transaction on a
+// migrated schema, rolled back when the test ends, which costs no
+// migration at all once the binary has one such schema free.
 package pgtest
 
 import (
@@ -21,6 +29,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pgmsg/pgmsg/internal/pgcluster"
+	"github.com/pgmsg/pgmsg/internal/schemapool"
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
 
@@ -29,13 +38,30 @@ var (
 	url     string
 	cluster *pgcluster.Cluster
 	urlErr  error
-	counter atomic.Int64
+
+	// inMain is set by Main: only then does something wait for background
+	// drops, so only then are schemas dropped in the background.
+	inMain      atomic.Bool
+	supplyOnce  sync.Once
+	supply      *schemapool.Pool
+	supplyErr   error
+	supplyMu    sync.Mutex // guards supplyDone
+	supplyDone  bool       // Main closed the supply
+	syncCounter atomic.Int64
 )
 
-// Main runs the tests of a package, stops the throwaway cluster if one was
-// started, and fails if goroutines leaked. Call it from TestMain.
-func Main(m *testing.M) {
+// Main runs the tests of a package, drops the schemas still around and
+// waits for the background drops, stops the throwaway cluster if one was
+// started, and fails if goroutines leaked or a schema could not be
+// dropped. Call it from TestMain; m is a *testing.M, or one wrapped to do
+// more around its Run.
+func Main(m interface{ Run() int }) {
+	inMain.Store(true)
 	code := m.Run()
+	if err := closeSupply(); err != nil {
+		fmt.Fprintln(os.Stderr, "pgtest:", err)
+		code = 1
+	}
 	if cluster != nil {
 		if err := cluster.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest: stop cluster:", err)
@@ -90,15 +116,98 @@ type Opts struct {
 	MaxConns int32
 }
 
-// Schema creates a uniquely named schema, migrates it, and returns a pool
-// for it. Both are removed when the test ends.
+// pool returns the pool of the running binary's schemas, creating it on
+// first use; nil when Main does not run (nothing would wait for the
+// background drops) or after Main closed it.
+func pool(tb testing.TB) *schemapool.Pool {
+	tb.Helper()
+	if !inMain.Load() {
+		return nil
+	}
+	base := URL(tb)
+	supplyOnce.Do(func() {
+		cfg, err := pgxpool.ParseConfig(base)
+		if err != nil {
+			supplyErr = err
+			return
+		}
+		supply, supplyErr = schemapool.New(context.Background(), cfg, schemapool.Options{Prefix: "pgmsg_t"})
+	})
+	if supplyErr != nil {
+		tb.Fatalf("pgtest: %v", supplyErr)
+	}
+	supplyMu.Lock()
+	defer supplyMu.Unlock()
+	if supplyDone {
+		return nil
+	}
+	return supply
+}
+
+// closeSupply drops the free Tx schemas, then closes the pool of schemas,
+// waiting for every drop.
+func closeSupply() error {
+	supplyMu.Lock()
+	supplyDone = true
+	supplyMu.Unlock()
+	if supply == nil {
+		return nil
+	}
+	txMu.Lock()
+	for _, s := range txFree {
+		supply.Release(s.name)
+	}
+	txFree = nil
+	txMu.Unlock()
+	return supply.Close()
+}
+
+// take returns a freshly migrated schema, and the function that drops it
+// (in the background when it can).
+func take(tb testing.TB) (string, func() error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if sp := pool(tb); sp != nil {
+		schema, err := sp.Take(ctx)
+		if err != nil {
+			tb.Fatalf("pgtest: %v", err)
+		}
+		return schema, func() error { sp.Release(schema); return nil }
+	}
+	// No Main: migrate here and drop in the test's cleanup.
+	base := URL(tb)
+	admin, err := pgxpool.New(ctx, base)
+	if err != nil {
+		tb.Fatalf("pgtest: connect: %v", err)
+	}
+	defer admin.Close()
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	schema := fmt.Sprintf("pgmsg_t%d_%s", syncCounter.Add(1), hex.EncodeToString(rnd[:]))
+	m, err := pgmsgmigrate.New(admin, &pgmsgmigrate.Opts{Schema: schema})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		tb.Fatalf("pgtest: migrate %s: %v", schema, err)
+	}
+	return schema, func() error {
+		admin, err := pgxpool.New(context.Background(), base)
+		if err != nil {
+			return fmt.Errorf("drop schema %s: %w", schema, err)
+		}
+		defer admin.Close()
+		return schemapool.Drop(context.Background(), admin, schema)
+	}
+}
+
+// Schema gives the test a freshly migrated schema of its own and returns
+// a pool for it (search_path empty). The pool is closed and the schema
+// dropped when the test ends.
 func Schema(tb testing.TB, opts *Opts) *Bundle {
 	tb.Helper()
 	base := URL(tb)
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:])
-	schema := fmt.Sprintf("pgmsg_t%d_%s", counter.Add(1), hex.EncodeToString(rnd[:]))
-
 	cfg, err := pgxpool.ParseConfig(base)
 	if err != nil {
 		tb.Fatalf("pgtest: parse URL: %v", err)
@@ -108,18 +217,13 @@ func Schema(tb testing.TB, opts *Opts) *Bundle {
 		cfg.MaxConns = opts.MaxConns
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = ""
-	ctx := context.Background()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	schema, drop := take(tb)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
+		if err := drop(); err != nil {
+			tb.Errorf("pgtest: %v", err)
+		}
 		tb.Fatalf("pgtest: connect: %v", err)
-	}
-	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := m.Up(ctx); err != nil {
-		pool.Close()
-		tb.Fatalf("pgtest: migrate %s: %v", schema, err)
 	}
 	tb.Cleanup(func() {
 		// A connection never released (leaked by the test or the code under
@@ -137,17 +241,7 @@ func Schema(tb testing.TB, opts *Opts) *Bundle {
 			tb.Errorf("pgtest: closing the pool of schema %s timed out: %d connection(s) never released (leaked)",
 				schema, pool.Stat().AcquiredConns())
 		}
-		admin, err := pgxpool.New(ctx, base)
-		if err != nil {
-			tb.Errorf("pgtest: drop schema: %v", err)
-			return
-		}
-		defer admin.Close()
-		m, err := pgmsgmigrate.New(admin, &pgmsgmigrate.Opts{Schema: schema})
-		if err == nil {
-			err = m.Drop(ctx)
-		}
-		if err != nil {
+		if err := drop(); err != nil {
 			tb.Errorf("pgtest: %v", err)
 		}
 	})
