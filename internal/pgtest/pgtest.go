@@ -57,6 +57,10 @@ var (
 // more around its Run.
 func Main(m interface{ Run() int }) {
 	inMain.Store(true)
+	// The goroutines running before the tests are not theirs to stop.
+	// (goleak.IgnoreCurrent records them when it is called: called after
+	// the tests, it would ignore every leak.)
+	before := goleak.IgnoreCurrent()
 	code := m.Run()
 	if err := closeSupply(); err != nil {
 		fmt.Fprintln(os.Stderr, "pgtest:", err)
@@ -68,7 +72,7 @@ func Main(m interface{ Run() int }) {
 		}
 	}
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+		if err := goleak.Find(before); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest: leaked goroutines:", err)
 			code = 1
 		}
