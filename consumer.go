@@ -407,8 +407,10 @@ type Consumer struct {
 	wake     <-chan struct{} // nil when notifications are disabled
 	wakeSub  *notifier.Subscription
 
-	startMu sync.Mutex // guards started, cancel and done
+	startMu sync.Mutex // guards started, closed, cancel and done
 	started bool
+	// closed: Close ran; the consumer never starts (heartbeats) again.
+	closed bool
 	cancel  func() // stops the heartbeat loop
 	done    chan struct{}
 	hbNow   chan struct{}
@@ -552,6 +554,9 @@ func (cn *Consumer) start(ctx context.Context) error {
 	// not remembered: the next call tries again.
 	cn.startMu.Lock()
 	defer cn.startMu.Unlock()
+	if cn.closed {
+		return newError(ErrClosed, "consumer of group %q is closed", cn.group)
+	}
 	if cn.started {
 		return nil
 	}
@@ -735,14 +740,17 @@ func (cn *Consumer) claimEnded(cl *Claim) {
 
 // Close leaves the group (its partitions move to the other members at
 // once) and stops heartbeats and notifications. Call it after Run returns.
+// A second Close does nothing; Run and Poll after Close fail with ErrClosed.
 func (cn *Consumer) Close() {
 	if cn.wakeSub != nil {
 		cn.wakeSub.Close()
 	}
 	cn.startMu.Lock()
 	stop, done := cn.cancel, cn.done
+	already := cn.closed
+	cn.closed = true
 	cn.startMu.Unlock()
-	if stop == nil {
+	if stop == nil || already {
 		return
 	}
 	stop()

@@ -649,6 +649,7 @@ func TestClaimFetch(t *testing.T) {
 	require.NoError(t, c.Publish(ctx, batch, nil))
 	cn, err := c.NewConsumer("one", "g", &ConsumerOpts{Claim: ClaimOpts{MaxRecords: 7}})
 	require.NoError(t, err)
+	t.Cleanup(cn.Close)
 	var got []*Record
 	runCtx, stop := context.WithCancel(ctx)
 	err = cn.Run(runCtx, func(_ context.Context, cl *Claim) error {

@@ -61,7 +61,7 @@ var (
 	// partition and are not that batch again (PM015): a reordered or
 	// overlapping batch. Nothing was written.
 	ErrOutOfOrderSequence error = errs.OutOfOrderSequence
-	// ErrClosed is returned by a Producer used after Close.
+	// ErrClosed is returned by a Producer or a Consumer used after Close.
 	ErrClosed error = errs.Closed
 	// ErrBufferFull is returned by a Producer with FailWhenFull whose
 	// buffer holds MaxBufferedRecords records or MaxBufferedBytes bytes.
