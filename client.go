@@ -152,9 +152,6 @@ type Client struct {
 type topicMeta struct {
 	partitions     int
 	maxRecordBytes int
-	// backpressureWait is how long a publish waits for a lagging group
-	// before failing with ErrBackpressure (topic backpressure_timeout_ms).
-	backpressureWait time.Duration
 	// backpressure: the topic has max_lag_records or max_lag_bytes, which
 	// only publish() enforces (the store's direct publish statement leaves such topics to it).
 	backpressure bool
@@ -328,19 +325,14 @@ func (c *Client) topicMeta(ctx context.Context, exec DBTX, topic string, refresh
 	if err != nil {
 		return topicMeta{}, err
 	}
-	m = topicMeta{partitions: int(row.Partitions), maxRecordBytes: int(row.MaxRecordBytes),
-		backpressureWait: BackpressureTimeoutDefault, fetched: time.Now()}
+	m = topicMeta{partitions: int(row.Partitions), maxRecordBytes: int(row.MaxRecordBytes), fetched: time.Now()}
 	var settings struct {
-		BackpressureTimeoutMs *int64          `json:"backpressure_timeout_ms"`
-		MaxLagRecords         json.RawMessage `json:"max_lag_records"`
-		MaxLagBytes           json.RawMessage `json:"max_lag_bytes"`
+		MaxLagRecords json.RawMessage `json:"max_lag_records"`
+		MaxLagBytes   json.RawMessage `json:"max_lag_bytes"`
 	}
 	if err := json.Unmarshal(row.Config, &settings); err != nil {
 		m.backpressure = true // publish() reads the settings itself
 	} else {
-		if settings.BackpressureTimeoutMs != nil && *settings.BackpressureTimeoutMs >= 0 {
-			m.backpressureWait = time.Duration(*settings.BackpressureTimeoutMs) * time.Millisecond
-		}
 		m.backpressure = settings.MaxLagRecords != nil || settings.MaxLagBytes != nil
 	}
 	c.metaMu.Lock()

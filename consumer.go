@@ -411,9 +411,9 @@ type Consumer struct {
 	started bool
 	// closed: Close ran; the consumer never starts (heartbeats) again.
 	closed bool
-	cancel  func() // stops the heartbeat loop
-	done    chan struct{}
-	hbNow   chan struct{}
+	cancel func() // stops the heartbeat loop
+	done   chan struct{}
+	hbNow  chan struct{}
 
 	mu     sync.Mutex
 	owned  map[string]map[int32]bool // member mode: claimable partitions per topic

@@ -145,11 +145,12 @@ func (c *Client) withBackpressure(ctx context.Context, topic string, publish fun
 	if !errors.Is(err, ErrBackpressure) {
 		return err
 	}
-	meta, merr := c.topicMeta(ctx, c.pool, topic, false)
-	if merr != nil {
-		return err
+	// PM014 says how long to wait: the topic's backpressure_timeout_ms.
+	wait, ok := errs.BackpressureWait(err)
+	if !ok {
+		wait = BackpressureTimeoutDefault
 	}
-	return retryWhile(ctx, ErrBackpressure, meta.backpressureWait, err, publish)
+	return retryWhile(ctx, ErrBackpressure, wait, err, publish)
 }
 
 // retryWhile calls op again while err (its last result) matches sentinel,
@@ -218,10 +219,7 @@ func (c *Client) planPublish(ctx context.Context, exec DBTX, records []*Record, 
 		if r == nil {
 			return nil, newError(ErrInvalidArgument, "nil record")
 		}
-		if err := ValidateName("topic", r.Topic); err != nil {
-			return nil, err
-		}
-		meta, err := c.topicMeta(ctx, exec, r.Topic, false)
+		meta, err := c.topicMeta(ctx, exec, r.Topic, false) // PM003, PM001 from SQL
 		if err != nil {
 			return nil, err
 		}
