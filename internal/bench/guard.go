@@ -102,7 +102,11 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p'))`, schema, t
 
 func (g *schemaGuard) release(ctx context.Context) {
 	if g.created {
-		_, _ = g.pool.Exec(ctx, fmt.Sprintf(`DROP SCHEMA %s CASCADE`, pgx.Identifier{g.schema}.Sanitize()))
+		// The migrator's Drop: the schema and the roles its migration
+		// created (DROP SCHEMA alone leaves the cluster-wide roles).
+		if m, err := pgmsgmigrate.New(g.pool, &pgmsgmigrate.Opts{Schema: g.schema}); err == nil {
+			_ = m.Drop(ctx)
+		}
 	}
 }
 
