@@ -2739,6 +2739,40 @@ AS $function$
     ORDER BY t.name, tp.partition
 $function$;
 
+-- _oldest_unconsumed is the timestamp of the first record at or after
+-- p_from in one partition, read from the segment tables that can hold it
+-- (one index probe of one segment, unless retention dropped it). A probe of
+-- the partitioned record table instead would plan, and lock, every segment
+-- of every topic once per call: with 1,000 topics (12,000 segments) that
+-- took seconds and ran out of lock memory ("out of shared memory").
+CREATE OR REPLACE FUNCTION "pgmsg"._oldest_unconsumed(p_topic_id integer, p_partition integer, p_from bigint)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    seg text;
+    ts  timestamptz;
+BEGIN
+    FOR seg IN SELECT s.relname FROM "pgmsg".segment s
+                WHERE s.topic_id = p_topic_id AND s.partition = p_partition AND s.end_offset > p_from
+                ORDER BY s.start_offset
+    LOOP
+        BEGIN
+            EXECUTE format('SELECT r."timestamp" FROM %I.%I r WHERE r.topic_id = $1 AND r.partition = $2 '
+                           'AND r."offset" >= $3 ORDER BY r."offset" LIMIT 1', 'pgmsg', seg)
+               INTO ts USING p_topic_id, p_partition, p_from;
+        EXCEPTION WHEN undefined_table THEN
+            ts := NULL;  -- retention dropped it meanwhile: the next one
+        END;
+        IF ts IS NOT NULL THEN
+            RETURN ts;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END $function$;
+
 -- group_metrics: per group and partition, the cursor, lag (end - cursor),
 -- records skipped by hard retention, and the timestamp of the oldest
 -- unconsumed record (one index probe each; NULL when caught up).
@@ -2750,9 +2784,7 @@ CREATE OR REPLACE FUNCTION "pgmsg".group_metrics()
 AS $function$
     SELECT t.name, c.group_name, c.partition, c.next_offset, greatest(tp.next_offset - c.next_offset, 0), c.skipped,
            CASE WHEN tp.next_offset > c.next_offset THEN
-               (SELECT r."timestamp" FROM "pgmsg".record r
-                 WHERE r.topic_id = c.topic_id AND r.partition = c.partition AND r."offset" >= c.next_offset
-                 ORDER BY r."offset" LIMIT 1)
+               "pgmsg"._oldest_unconsumed(c.topic_id, c.partition, c.next_offset)
            END
     FROM "pgmsg".group_cursor c
     JOIN "pgmsg".topic t ON t.topic_id = c.topic_id
