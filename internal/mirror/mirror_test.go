@@ -512,7 +512,13 @@ func TestMirrorProduceFails(t *testing.T) {
 	require.NoError(t, err)
 	s := run(t, mirror.Config{Client: b.client, Kafka: b.kafka, Topics: []string{"orders"}, CreateTopics: true,
 		Batch: 100, Metrics: metrics})
-	require.Equal(t, mirror.Stats{Mirrored: 2000}, s)
+	// A claim produced and acknowledged but not yet committed in pgmsg
+	// (the consumer commits a claim with its next one) is delivered again
+	// when the group's claims are retried after the failure; the mirror
+	// then skips it, as Kafka holds it already. So the records split
+	// between mirrored and skipped, and Kafka holds each once.
+	require.EqualValues(t, 2000, s.Mirrored+s.Skipped, "%+v", s)
+	require.Positive(t, s.Mirrored)
 	requireMirrored(t, b, "orders")
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
