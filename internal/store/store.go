@@ -45,9 +45,6 @@ func New(schema string) *Store {
 	return &Store{schema: schema, q: dbsqlc.New()}
 }
 
-// Schema returns the schema the store works in.
-func (s *Store) Schema() string { return s.schema }
-
 // SQL returns query, written for the default schema, for the store's
 // schema. Results are cached: queries are a fixed set of strings.
 func (s *Store) SQL(query string) string {
