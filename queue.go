@@ -2,6 +2,7 @@ package pgmsg
 
 import (
 	"context"
+	"github.com/pgmsg/pgmsg/pgmsgtype"
 	"math"
 	"time"
 
@@ -50,77 +51,12 @@ const (
 	QueueRateLimitMax = 1_000_000
 )
 
-// QueueConfig is a queue's settings. Zero fields take their defaults (on
-// CreateQueue) or stay unchanged (on UpdateQueue).
-type QueueConfig struct {
-	// MaxAttempts a job gets unless it sets its own; after the last failed
-	// attempt the job is dead. Default 25.
-	MaxAttempts int `json:"max_attempts,omitempty"`
-	// Lease is the visibility timeout: how long a claim holds a job before it
-	// may be rescued, unless extended. Measured on the database clock.
-	// Default 30s.
-	Lease time.Duration `json:"lease,omitempty"`
-	// RetryBackoff is the wait before the first retry; retry n waits
-	// RetryBackoff * 2^(n-1), at most RetryBackoffMax, with +-10% jitter.
-	// Default 1s.
-	RetryBackoff time.Duration `json:"retry_backoff,omitempty"`
-	// RetryBackoffMax caps the retry wait. Default 1h.
-	RetryBackoffMax time.Duration `json:"retry_backoff_max,omitempty"`
-	// ArchiveRetention is how long completed and cancelled jobs stay in the
-	// archive before PruneArchive deletes them. Default 7 days.
-	ArchiveRetention time.Duration `json:"archive_retention,omitempty"`
-	// MaxPayloadBytes is the largest payload Enqueue accepts. Default 1 MiB.
-	MaxPayloadBytes int `json:"max_payload_bytes,omitempty"`
-	// MaxDepth is the most live jobs (waiting or running; dead jobs do not
-	// count) the queue holds: an enqueue that would exceed it fails with
-	// ErrQueueFull, after waiting up to BackpressureTimeout for room
-	// (Enqueue, EnqueueMany) or at once (EnqueueTx, EnqueueManyTx).
-	// Default 0: no limit. On UpdateQueue, QueueMaxDepthNone removes the
-	// limit. Queues with a limit pay a count bounded by it per enqueue
-	// (docs/operations.md).
-	MaxDepth int64 `json:"max_depth,omitempty"`
-	// BackpressureTimeout is how long Enqueue and EnqueueMany wait for a
-	// full queue to drain below MaxDepth before failing with ErrQueueFull.
-	// Default 5s; QueueBackpressureNoWait refuses at once.
-	BackpressureTimeout time.Duration `json:"backpressure_timeout,omitempty"`
-	// JobTimeout is the longest a handler may run one of the queue's jobs
-	// (a job's own EnqueueParams.Timeout takes precedence): a Worker
-	// cancels the handler's context when it passes and fails the attempt
-	// with ErrJobTimeout. At most 366 days. Default 0: none (the worker's
-	// WorkerOpts.JobTimeout, if any). On UpdateQueue, QueueJobTimeoutNone
-	// removes it.
-	JobTimeout time.Duration `json:"job_timeout,omitempty"`
-	// DeadRetention is how long the queue keeps a dead job (for
-	// DeadJobs, RequeueDeadJobs, PurgeDeadJobs) before maintenance
-	// deletes it (PruneDeadJobs, task queue.dead_prune). At most 36525
-	// days. Default 0: kept until acted on. On UpdateQueue,
-	// QueueDeadRetentionNone keeps them again.
-	DeadRetention time.Duration `json:"dead_retention,omitempty"`
-	// RateLimit is the most jobs the queue hands out per second, on
-	// average, to all its workers together, in bursts of up to one
-	// second's worth (at least one job): a token bucket kept in the
-	// queue's row. Up to 1,000,000. Default 0: none. On UpdateQueue,
-	// QueueRateLimitNone removes it.
-	RateLimit float64 `json:"rate_limit,omitempty"`
-	// MaxRunning is the most of the queue's jobs running at once, across
-	// every worker process (a global concurrency cap; each Worker's
-	// Concurrency still bounds its own). Default 0: none. On UpdateQueue,
-	// QueueMaxRunningNone removes it.
-	//
-	// Claims of a queue with a RateLimit or a MaxRunning take turns on the
-	// queue's row for their transaction (so the limits are never
-	// overshot), and go through job_claim(). A Worker held back by a limit
-	// claims again as soon as one of its own jobs of the queue finishes
-	// (handler returned, completion committed), else at its poll interval.
-	MaxRunning int `json:"max_running,omitempty"`
-}
+// QueueConfig is a queue's settings (pgmsgtype.QueueConfig). Zero fields
+// take their defaults (on CreateQueue) or stay unchanged (on UpdateQueue).
+type QueueConfig = pgmsgtype.QueueConfig
 
-// Queue is a queue and its settings (every field filled in).
-type Queue struct {
-	Name string `json:"name"`
-	QueueConfig
-	CreatedAt time.Time `json:"created_at"`
-}
+// Queue is a queue and its settings, every field filled in (pgmsgtype.Queue).
+type Queue = pgmsgtype.Queue
 
 // QueueStats counts a queue's jobs by state. Computing them reads the
 // partial index of each state, so the cost follows the size of the states,
@@ -150,16 +86,7 @@ type QueueStats struct {
 	Paused bool `json:"paused"`
 }
 
-// queueFromStore is a queue as the store reads it back.
-func queueFromStore(r *store.Queue) *Queue {
-	q := &Queue{Name: r.Name, QueueConfig: QueueConfig(r.QueueConfig), CreatedAt: r.CreatedAt}
-	if q.BackpressureTimeout == 0 {
-		q.BackpressureTimeout = QueueBackpressureNoWait
-	}
-	return q
-}
-
-func (cfg QueueConfig) validate() error {
+func checkQueueConfig(cfg QueueConfig) error {
 	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > math.MaxInt32 {
 		return newError(ErrInvalidMaxAttempts, "max attempts must be between 1 and %d, got %d", math.MaxInt32, cfg.MaxAttempts)
 	}
@@ -217,16 +144,12 @@ func (c *Client) createQueue(ctx context.Context, exec DBTX, name string, cfg Qu
 	if err := ValidateName("queue", name); err != nil {
 		return nil, err
 	}
-	if err := cfg.validate(); err != nil {
+	if err := checkQueueConfig(cfg); err != nil {
 		return nil, err
 	}
-	// The store's QueueConfig has the same fields, and gives the negative
-	// ...None and QueueBackpressureNoWait values their meaning.
-	row, err := c.store.QueueCreate(ctx, exec, name, store.QueueConfig(cfg), ifNotExists)
-	if err != nil {
-		return nil, err
-	}
-	return queueFromStore(row), nil
+	// The store gives the negative ...None and QueueBackpressureNoWait
+	// values their meaning.
+	return c.store.QueueCreate(ctx, exec, name, cfg, ifNotExists)
 }
 
 // UpdateQueue changes the non-zero settings of cfg. Jobs already enqueued
@@ -234,27 +157,15 @@ func (c *Client) createQueue(ctx context.Context, exec DBTX, name string, cfg Qu
 // below the current depth removes no job: enqueues fail until the queue
 // drains). It fails with ErrUnknownQueue.
 func (c *Client) UpdateQueue(ctx context.Context, name string, cfg QueueConfig) (*Queue, error) {
-	if err := cfg.validate(); err != nil {
+	if err := checkQueueConfig(cfg); err != nil {
 		return nil, err
 	}
-	row, err := c.store.QueueUpdate(ctx, c.pool, name, store.QueueConfig(cfg))
-	if err != nil {
-		return nil, err
-	}
-	return queueFromStore(row), nil
+	return c.store.QueueUpdate(ctx, c.pool, name, cfg)
 }
 
 // ListQueues returns every queue, by name.
 func (c *Client) ListQueues(ctx context.Context) ([]*Queue, error) {
-	rows, err := c.store.QueueList(ctx, c.pool)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*Queue, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, queueFromStore(r))
-	}
-	return out, nil
+	return c.store.QueueList(ctx, c.pool)
 }
 
 // DeleteQueue removes a queue with its archive. A queue with live jobs

@@ -6,35 +6,21 @@ import (
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
-// QueueConfig is a queue's settings, field for field pgmsg.QueueConfig
-// (which converts to it). For QueueCreate and QueueUpdate a zero field is
-// NULL: the default on create, unchanged on update. A negative MaxDepth,
-// BackpressureTimeout, JobTimeout, DeadRetention, RateLimit or MaxRunning
-// is the SQL API's 0: no limit, no wait or none (removing the setting on
-// update). Read back, every field is set (0: none).
-type QueueConfig struct {
-	MaxAttempts         int
-	Lease               time.Duration
-	RetryBackoff        time.Duration
-	RetryBackoffMax     time.Duration
-	ArchiveRetention    time.Duration
-	MaxPayloadBytes     int
-	MaxDepth            int64
-	BackpressureTimeout time.Duration
-	JobTimeout          time.Duration
-	DeadRetention       time.Duration
-	RateLimit           float64
-	MaxRunning          int
-}
+// QueueConfig is a queue's settings, the public pgmsgtype.QueueConfig. For
+// QueueCreate and QueueUpdate a zero field is NULL: the default on create,
+// unchanged on update. A negative MaxDepth, BackpressureTimeout,
+// JobTimeout, DeadRetention, RateLimit or MaxRunning (pgmsg's ...None
+// constants and QueueBackpressureNoWait) is the SQL API's 0: no limit, no
+// wait or none (removing the setting on update). Read back, every field is
+// set: 0 is none, except a BackpressureTimeout of 0, which reads back as
+// -1 (no wait; pgmsg.QueueBackpressureNoWait).
+type QueueConfig = pgmsgtype.QueueConfig
 
 // Queue is a queue and its settings as the SQL API returns them.
-type Queue struct {
-	Name string
-	QueueConfig
-	CreatedAt time.Time
-}
+type Queue = pgmsgtype.Queue
 
 // queueFromRow reads a queue as QueueCreate, QueueUpdate and QueueList
 // return it (one shape: their rows convert to QueueListRow).
@@ -47,12 +33,21 @@ func queueFromRow(r *dbsqlc.QueueListRow) *Queue {
 		ArchiveRetention:    micros(r.ArchiveRetentionUs),
 		MaxPayloadBytes:     int(r.MaxPayloadBytes),
 		MaxDepth:            r.MaxDepth,
-		BackpressureTimeout: micros(r.BackpressureTimeoutUs),
+		BackpressureTimeout: noWaitIfZero(micros(r.BackpressureTimeoutUs)),
 		JobTimeout:          micros(r.JobTimeoutUs),
 		DeadRetention:       micros(r.DeadRetentionUs),
 		RateLimit:           r.RateLimit,
 		MaxRunning:          int(r.MaxRunning),
 	}, CreatedAt: r.CreatedAt.Time}
+}
+
+// noWaitIfZero reads a backpressure timeout: the SQL API's 0 (refuse at
+// once) is -1 in Go, where 0 means the default.
+func noWaitIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // QueueCreate creates queue name with cfg (see QueueConfig); with

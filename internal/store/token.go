@@ -6,21 +6,11 @@ import (
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
-// Token is a row of the token table (pgmsg.Token has the same fields).
-type Token struct {
-	ID     int64    `json:"id"`
-	Name   string   `json:"name"`
-	Prefix string   `json:"prefix"`
-	Scopes []string `json:"scopes"`
-	// CreatedAt, ExpiresAt (nil: never), RevokedAt (nil: live) and
-	// LastUsedAt (nil: never; updated at most once a minute).
-	CreatedAt  time.Time  `json:"created_at"`
-	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
-	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
-	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
-}
+// Token is a row of the token table: the public pgmsgtype.Token.
+type Token = pgmsgtype.Token
 
 // TokenCreate stores a new token by the hash of its secret; expiresAt nil
 // is never. It fails with errs.TokenExists when a live token has the name.
