@@ -10,8 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"go.opentelemetry.io/otel/propagation"
-
 	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
@@ -80,9 +78,6 @@ type Job struct {
 	// (by the Worker when the handler returns nil, or by Complete); GetJob
 	// returns a completed job's result.
 	Result json.RawMessage `json:"result,omitempty"`
-	// trace is the trace context the job carries in its metadata, read
-	// by a Worker when tracing is on (job_tracing.go).
-	trace propagation.MapCarrier
 }
 
 // JobDocumentMaxBytes is the largest progress or result document a job

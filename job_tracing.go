@@ -97,27 +97,26 @@ func withTraceContext(md json.RawMessage, carrier propagation.MapCarrier) json.R
 	return out
 }
 
-// loadJobTraces sets the trace context of jobs from their metadata (when
-// tracing is on). A failure leaves jobs without one: tracing never fails
-// a claim.
-func (c *Client) loadJobTraces(ctx context.Context, jobs []*Job) {
+// jobTraces reads the trace contexts that jobs carry in their metadata,
+// by job id (when tracing is on; nil otherwise). A failure leaves jobs
+// without one: tracing never fails a claim.
+func (c *Client) jobTraces(ctx context.Context, jobs []*Job) map[int64]propagation.MapCarrier {
 	if c.tracer() == nil || len(jobs) == 0 {
-		return
+		return nil
 	}
 	ids := make([]int64, len(jobs))
-	byID := make(map[int64]*Job, len(jobs))
 	for i, j := range jobs {
 		ids[i] = j.ID
-		byID[j.ID] = j
 	}
+	out := make(map[int64]propagation.MapCarrier, len(jobs))
 	_ = c.store.JobTraces(ctx, c.pool, ids, func(id int64, parent, st string) {
-		if j := byID[id]; j != nil {
-			j.trace = propagation.MapCarrier{"traceparent": parent}
-			if st != "" {
-				j.trace["tracestate"] = st
-			}
+		m := propagation.MapCarrier{"traceparent": parent}
+		if st != "" {
+			m["tracestate"] = st
 		}
+		out[id] = m
 	})
+	return out
 }
 
 // traceJobClaim records a worker's claim call that began at start: a
@@ -143,16 +142,16 @@ func (c *Client) traceJobClaim(ctx context.Context, start time.Time, queue strin
 }
 
 // startJobProcessSpan starts the span of handling job: a child of the
-// trace context the job carries (else of ctx's). The returned context
+// trace context the job carries (carrier, from jobTraces), else of ctx's. The returned context
 // carries it; end records the handler's outcome.
-func (c *Client) startJobProcessSpan(ctx context.Context, job *Job) (context.Context, func(error)) {
+func (c *Client) startJobProcessSpan(ctx context.Context, job *Job, carrier propagation.MapCarrier) (context.Context, func(error)) {
 	t := c.tracer()
 	if t == nil {
 		return ctx, func(error) {}
 	}
 	parent := ctx
-	if job.trace != nil {
-		if sc := trace.SpanContextFromContext(traceContext.Extract(context.Background(), job.trace)); sc.IsValid() {
+	if carrier != nil {
+		if sc := trace.SpanContextFromContext(traceContext.Extract(context.Background(), carrier)); sc.IsValid() {
 			parent = trace.ContextWithRemoteSpanContext(ctx, sc)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Defaults of WorkerOpts fields left zero.
@@ -291,9 +293,12 @@ func (w *Worker) reserve(n int) {
 
 // claimResult is what one claim in flight brought back.
 type claimResult struct {
-	jobs  []*Job
-	err   error
-	asked int
+	jobs []*Job
+	// traces are the trace contexts the jobs carry (by job id), when
+	// tracing is on.
+	traces map[int64]propagation.MapCarrier
+	err    error
+	asked  int
 }
 
 // fetch claims jobs while there are free handler slots, with up to
@@ -336,9 +341,9 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 			start := time.Now()
 			jobs, err := c.ClaimJobs(cctx, w.queue, &ClaimJobsOpts{Max: n, Lease: w.opts.Lease, Worker: w.opts.Name,
 				MaxBytes: w.opts.ClaimMaxBytes})
-			c.loadJobTraces(cctx, jobs)
+			traces := c.jobTraces(cctx, jobs)
 			c.traceJobClaim(cctx, start, w.queue, jobs, err)
-			results <- claimResult{jobs: jobs, err: err, asked: n}
+			results <- claimResult{jobs: jobs, traces: traces, err: err, asked: n}
 		}()
 	}
 	receive := func(r claimResult) {
@@ -346,7 +351,7 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 		// Start the jobs before giving the slots back, so that free()
 		// never counts a slot twice.
 		for _, j := range r.jobs {
-			w.start(handlerCtx, j, completions)
+			w.start(handlerCtx, j, r.traces[j.ID], completions)
 		}
 		w.reserve(-r.asked)
 		switch {
@@ -438,7 +443,7 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 	return fatal
 }
 
-func (w *Worker) start(handlerCtx context.Context, job *Job, completions chan<- *Job) {
+func (w *Worker) start(handlerCtx context.Context, job *Job, carrier propagation.MapCarrier, completions chan<- *Job) {
 	c := w.client
 	jctx, cancel := context.WithCancelCause(handlerCtx)
 	f := &inflightJob{job: job, cancel: cancel}
@@ -461,7 +466,7 @@ func (w *Worker) start(handlerCtx context.Context, job *Job, completions chan<- 
 	go func() {
 		defer w.wg.Done()
 		defer w.settle()
-		pctx, endSpan := c.startJobProcessSpan(jctx, job)
+		pctx, endSpan := c.startJobProcessSpan(jctx, job, carrier)
 		err := w.call(pctx, job)
 		endSpan(err)
 		if f.stopTimer != nil {
