@@ -11,145 +11,43 @@ import (
 	"time"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/jobdoc"
 	"github.com/pgmsg/pgmsg/internal/store"
+	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
-// JobState is where a job is in its life.
-type JobState string
+// JobState is where a job is in its life (pgmsgtype.JobState).
+type JobState = pgmsgtype.JobState
 
 // Job states. Available, scheduled and retrying jobs wait (and are claimable
 // once their RunAt passes); running jobs are held by a worker; dead jobs ran
 // out of attempts. Completed and cancelled jobs are in the archive.
 const (
-	JobStateAvailable JobState = "available"
-	JobStateScheduled JobState = "scheduled"
-	JobStateRetrying  JobState = "retrying"
-	JobStateRunning   JobState = "running"
-	JobStateDead      JobState = "dead"
-	JobStateCompleted JobState = "completed"
-	JobStateCancelled JobState = "cancelled"
+	JobStateAvailable = pgmsgtype.JobStateAvailable
+	JobStateScheduled = pgmsgtype.JobStateScheduled
+	JobStateRetrying  = pgmsgtype.JobStateRetrying
+	JobStateRunning   = pgmsgtype.JobStateRunning
+	JobStateDead      = pgmsgtype.JobStateDead
+	JobStateCompleted = pgmsgtype.JobStateCompleted
+	JobStateCancelled = pgmsgtype.JobStateCancelled
 )
 
-// JobClaimMaxDefault is how many jobs ClaimJobs claims by default.
-const JobClaimMaxDefault = 1
+// Job is a job as claimed by a worker or read by GetJob (pgmsgtype.Job).
+type Job = pgmsgtype.Job
 
-// Job is a job as claimed by a worker or read by GetJob.
-type Job struct {
-	ID    int64    `json:"id"`
-	Queue string   `json:"queue"`
-	State JobState `json:"state"`
-	// Kind is the job's optional type name, for routing in handlers.
-	Kind    string `json:"kind,omitempty"`
-	Payload []byte `json:"payload"`
-	// Priority: higher runs first.
-	Priority int `json:"priority"`
-	// Attempt counts the claims of the job that were not snoozed, this one
-	// included (1 on the first run).
-	Attempt     int `json:"attempt"`
-	MaxAttempts int `json:"max_attempts"`
-	// LeaseToken identifies the claim that holds a running job: Complete,
-	// Fail, Snooze and ExtendJob present it, and fail with ErrJobNotHeld
-	// once another claim took over.
-	LeaseToken     int64      `json:"lease_token,omitempty"`
-	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
-	RunAt          *time.Time `json:"run_at,omitempty"`
-	EnqueuedAt     time.Time  `json:"enqueued_at"`
-	AttemptedAt    *time.Time `json:"attempted_at,omitempty"`
-	// FinishedAt is when the job was archived or went dead.
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Worker     string     `json:"worker,omitempty"`
-	UniqueKey  string     `json:"unique_key,omitempty"`
-	// Errors is the error history, oldest first.
-	Errors []JobError `json:"errors,omitempty"`
-	// Timeout is the longest a handler may run the job: its own
-	// (EnqueueParams.Timeout) or its queue's JobTimeout; 0: none. Set on
-	// claimed and live jobs.
-	Timeout time.Duration `json:"timeout,omitempty"`
-	// Progress is what the job's handler last recorded with
-	// Client.SetJobProgress (JSON), as GetJob sees it: while the job runs,
-	// and kept when it finishes.
-	Progress json.RawMessage `json:"progress,omitempty"`
-	// Tags and Metadata are the job's own (EnqueueParams), as GetJob and
-	// ListJobs see them; claims do not carry them.
-	Tags     []string        `json:"tags,omitempty"`
-	Metadata json.RawMessage `json:"metadata,omitempty"`
-	// Result is the job's result (JSON): set it in the handler with
-	// SetResult and it is archived with the job when the job is completed
-	// (by the Worker when the handler returns nil, or by Complete); GetJob
-	// returns a completed job's result.
-	Result json.RawMessage `json:"result,omitempty"`
-}
+// JobError is one failed attempt of a job (pgmsgtype.JobError).
+type JobError = pgmsgtype.JobError
 
 // JobDocumentMaxBytes is the largest progress or result document a job
 // keeps: 64 KiB of JSON text, as PostgreSQL writes it (jsonb's text form).
-const JobDocumentMaxBytes = 64 << 10
+const JobDocumentMaxBytes = jobdoc.MaxBytes
 
-// SetResult encodes v as JSON (a json.RawMessage is taken as it is) and
-// makes it the job's Result, archived with the job when it is completed.
-// nil clears it. It fails with ErrInvalidArgument for what cannot be
-// stored: invalid JSON, a NUL character (\u0000, which PostgreSQL's jsonb
-// refuses), or more than JobDocumentMaxBytes.
-func (j *Job) SetResult(v any) error {
-	b, err := jobDocument("result", v)
-	if err != nil {
-		return err
-	}
-	j.Result = b
-	return nil
-}
+// jobDocument encodes and checks a job's progress, result or metadata
+// (jobdoc.Encode).
+func jobDocument(what string, v any) (json.RawMessage, error) { return jobdoc.Encode(what, v) }
 
-// jobDocument encodes a job's progress or result and checks it as
-// job_progress and job_complete_many do (_job_document_check), as far as
-// the client can: the limit applies to jsonb's text form, which adds a
-// space after each ':' and ',' of compact JSON, so a document near the
-// limit may pass here and still be refused by the server (PM004).
-func jobDocument(what string, v any) (json.RawMessage, error) {
-	if v == nil {
-		return nil, nil
-	}
-	var b []byte
-	switch x := v.(type) {
-	case json.RawMessage:
-		b = x
-	default:
-		var err error
-		if b, err = json.Marshal(v); err != nil {
-			return nil, newError(ErrInvalidArgument, "job %s: %v", what, err)
-		}
-	}
-	if b == nil || string(bytes.TrimSpace(b)) == "null" {
-		return nil, nil // none (JSON null too: SQL NULL, not a jsonb null)
-	}
-	switch {
-	case !json.Valid(b):
-		return nil, newError(ErrInvalidArgument, "job %s is not valid JSON", what)
-	case hasJSONNul(b):
-		return nil, newError(ErrInvalidArgument, "job %s contains a NUL character (\\u0000), which PostgreSQL's jsonb cannot store", what)
-	case len(b) > JobDocumentMaxBytes:
-		return nil, newError(ErrInvalidArgument, "job %s is %d bytes, more than %d", what, len(b), JobDocumentMaxBytes)
-	}
-	return b, nil
-}
-
-// hasJSONNul reports whether the JSON text b has the escape \u0000 (a
-// backslash that is not itself escaped, then u0000).
-func hasJSONNul(b []byte) bool {
-	for i := 0; ; {
-		k := bytes.Index(b[i:], []byte(`u0000`))
-		if k < 0 {
-			return false
-		}
-		k += i
-		n := 0 // backslashes right before the u
-		for j := k - 1; j >= 0 && b[j] == '\\'; j-- {
-			n++
-		}
-		if n%2 == 1 {
-			return true
-		}
-		i = k + 1
-	}
-}
+// JobClaimMaxDefault is how many jobs ClaimJobs claims by default.
+const JobClaimMaxDefault = 1
 
 // SetJobProgress records progress (encoded as JSON; nil clears it) for a
 // job the caller holds, visible to GetJob while it runs and kept when it
@@ -165,59 +63,6 @@ func (c *Client) SetJobProgress(ctx context.Context, job *Job, progress any) err
 	}
 	job.Progress = b
 	return nil
-}
-
-// UnmarshalPayload decodes a JSON payload into v.
-func (j *Job) UnmarshalPayload(v any) error {
-	return json.Unmarshal(j.Payload, v)
-}
-
-// JobError is one failed attempt of a job.
-type JobError struct {
-	Attempt int       `json:"attempt"`
-	At      time.Time `json:"at"`
-	Error   string    `json:"error"`
-}
-
-func jobErrors(raw []byte) ([]JobError, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	var out []JobError
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, fmt.Errorf("pgmsg: decode job errors: %w", err)
-	}
-	return out, nil
-}
-
-// jobFromStore is a job as the store returns it, claimed or read; it
-// shares r's slices, strings and times.
-func jobFromStore(r *store.Job) (*Job, error) {
-	errs, err := jobErrors(r.Errors)
-	if err != nil {
-		return nil, err
-	}
-	return &Job{
-		ID: r.ID, Queue: r.Queue, State: JobState(r.State), Kind: r.Kind, Payload: r.Payload,
-		Priority: r.Priority, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
-		LeaseToken: r.LeaseToken, LeaseExpiresAt: r.LeaseExpiresAt, RunAt: r.RunAt,
-		EnqueuedAt: r.EnqueuedAt, AttemptedAt: r.AttemptedAt, FinishedAt: r.FinishedAt,
-		Worker: r.Worker, UniqueKey: r.UniqueKey, Errors: errs, Timeout: r.Timeout,
-		Progress: r.Progress, Result: r.Result, Tags: r.Tags, Metadata: r.Metadata,
-	}, nil
-}
-
-// jobsFromStore is jobFromStore for the rows of a listing.
-func jobsFromStore(rows []store.Job) ([]*Job, error) {
-	out := make([]*Job, 0, len(rows))
-	for i := range rows {
-		j, err := jobFromStore(&rows[i])
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, nil
 }
 
 // EnqueueParams is one job to enqueue.
@@ -487,13 +332,12 @@ func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *C
 	}
 	var out []*Job
 	err := c.store.JobClaim(ctx, exec, store.JobClaimParams{Queue: queue, Max: o.Max, Lease: o.Lease, Worker: o.Worker,
-		MaxBytes: o.MaxBytes, Async: async}, func(i, n int, r *store.Job) error {
+		MaxBytes: o.MaxBytes, Async: async}, func(i, n int, j *Job) error {
 		if out == nil {
 			out = make([]*Job, n)
 		}
-		var err error
-		out[i], err = jobFromStore(r)
-		return err
+		out[i] = j
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -717,9 +561,5 @@ func (c *Client) RetryJobTx(ctx context.Context, exec DBTX, id int64) error {
 // GetJob returns a job wherever it is: live or archived. It fails with
 // ErrUnknownJob.
 func (c *Client) GetJob(ctx context.Context, id int64) (*Job, error) {
-	row, err := c.store.JobGet(ctx, c.pool, id)
-	if err != nil {
-		return nil, err
-	}
-	return jobFromStore(row)
+	return c.store.JobGet(ctx, c.pool, id)
 }

@@ -137,11 +137,7 @@ func (c *Client) claimJobsDirect(ctx context.Context, queue string, o *ClaimJobs
 		st.mu.Unlock()
 	}
 	res, err := c.store.JobClaimDirect(ctx, c.pool, store.JobClaimDirectParams{Queue: queue, Max: o.Max, Lease: o.Lease,
-		Worker: o.Worker, Position: pos, Async: async, Probe: probe}, func(r *store.Job) error {
-		j, err := jobFromStore(r)
-		if err != nil {
-			return err
-		}
+		Worker: o.Worker, Position: pos, Async: async, Probe: probe}, func(j *Job) error {
 		jobs = append(jobs, j)
 		return nil
 	})

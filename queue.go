@@ -347,12 +347,8 @@ func (c *Client) ListJobs(ctx context.Context, queue string, opts *ListJobsOpts)
 			return nil, err
 		}
 	}
-	rows, err := c.store.JobList(ctx, c.pool, store.JobListParams{Queue: queue, State: string(o.State), Kind: o.Kind,
+	return c.store.JobList(ctx, c.pool, store.JobListParams{Queue: queue, State: string(o.State), Kind: o.Kind,
 		Tag: o.Tag, Since: o.Since, Until: o.Until, Limit: o.Limit, AfterID: o.AfterID})
-	if err != nil {
-		return nil, err
-	}
-	return jobsFromStore(rows)
 }
 
 // DeadJobsOpts filter ListDeadJobs, RequeueDeadJobs and PurgeDeadJobs; nil
@@ -380,11 +376,7 @@ func (c *Client) ListDeadJobs(ctx context.Context, queue string, opts *DeadJobsO
 	if o.Limit <= 0 {
 		o.Limit = 100
 	}
-	rows, err := c.store.DeadList(ctx, c.pool, queue, o.Kind, o.Limit, o.AfterID)
-	if err != nil {
-		return nil, err
-	}
-	return jobsFromStore(rows)
+	return c.store.DeadList(ctx, c.pool, queue, o.Kind, o.Limit, o.AfterID)
 }
 
 // RequeueDeadJobs makes dead jobs of queue available again with their

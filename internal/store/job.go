@@ -2,56 +2,49 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
-// Job is a job as the statements return it: claimed (JobClaim,
-// JobClaimDirect: State "running", Worker the claim's, no FinishedAt,
-// Progress, Result, Tags or Metadata) or read (JobGet, JobList, DeadList).
-// Its strings and slices are its own.
-type Job struct {
-	ID          int64
-	Queue       string
-	State       string
-	Kind        string // "": none
-	Payload     []byte
-	Priority    int
-	Attempt     int
-	MaxAttempts int
-	LeaseToken  int64 // 0: none
-	// LeaseExpiresAt, RunAt, AttemptedAt and FinishedAt are nil when NULL.
-	LeaseExpiresAt *time.Time
-	RunAt          *time.Time
-	EnqueuedAt     time.Time
-	AttemptedAt    *time.Time
-	FinishedAt     *time.Time
-	Worker         string // "": none
-	UniqueKey      string // "": none
-	// Errors is the JSON array of the failed attempts (nil: none).
-	Errors []byte
-	// Timeout is the job's own or its queue's (0: none).
-	Timeout time.Duration
-	// Progress, Result and Metadata are JSON (nil: none).
-	Progress []byte
-	Result   []byte
-	Tags     []string
-	Metadata []byte
+// Job is a job as the statements return it (the public pgmsgtype.Job):
+// claimed (JobClaim, JobClaimDirect: State "running", Worker the claim's,
+// no FinishedAt, Progress, Result, Tags or Metadata) or read (JobGet,
+// JobList, DeadList). Each is the caller's to keep.
+type Job = pgmsgtype.Job
+
+// jobErrors decodes a job's error history, the JSON array of its failed
+// attempts (nil: none).
+func jobErrors(raw []byte) ([]pgmsgtype.JobError, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var out []pgmsgtype.JobError
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("pgmsg: decode job errors: %w", err)
+	}
+	return out, nil
 }
 
 // jobFromGetRow is a job as JobGet, JobList and DeadList return it (one
 // shape: their rows convert to JobGetRow).
-func jobFromGetRow(r *dbsqlc.JobGetRow) Job {
-	return Job{
-		ID: r.ID, Queue: r.Queue, State: r.State, Kind: r.Kind, Payload: r.Payload,
+func jobFromGetRow(r *dbsqlc.JobGetRow) (*Job, error) {
+	history, err := jobErrors(r.Errors)
+	if err != nil {
+		return nil, err
+	}
+	return &Job{
+		ID: r.ID, Queue: r.Queue, State: pgmsgtype.JobState(r.State), Kind: r.Kind, Payload: r.Payload,
 		Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
 		LeaseToken: r.LeaseToken, LeaseExpiresAt: timePtr(r.LeaseExpiresAt), RunAt: timePtr(r.RunAt),
 		EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: timePtr(r.AttemptedAt), FinishedAt: timePtr(r.FinishedAt),
-		Worker: r.Worker, UniqueKey: r.UniqueKey, Errors: r.Errors, Timeout: micros(r.TimeoutUs),
+		Worker: r.Worker, UniqueKey: r.UniqueKey, Errors: history, Timeout: micros(r.TimeoutUs),
 		Progress: r.Progress, Result: r.Result, Tags: r.Tags, Metadata: r.Metadata,
-	}
+	}, nil
 }
 
 // JobGet returns a job, live or archived; errs.UnknownJob when none has
@@ -61,8 +54,7 @@ func (s *Store) JobGet(ctx context.Context, exec DBTX, id int64) (*Job, error) {
 	if err != nil {
 		return nil, errs.Map(err)
 	}
-	j := jobFromGetRow(row)
-	return &j, nil
+	return jobFromGetRow(row)
 }
 
 // JobListParams filter JobList: "" State, Kind and Tag and zero Since and
@@ -77,31 +69,35 @@ type JobListParams struct {
 
 // JobList returns jobs of a queue, live and archived, in id order
 // (errs.UnknownQueue).
-func (s *Store) JobList(ctx context.Context, exec DBTX, p JobListParams) ([]Job, error) {
+func (s *Store) JobList(ctx context.Context, exec DBTX, p JobListParams) ([]*Job, error) {
 	rows, err := s.q.JobList(ctx, s.DB(exec), dbsqlc.JobListParams{Queue: p.Queue, State: optText(p.State), Kind: optText(p.Kind),
 		Tag: optText(p.Tag), MaxJobs: int32(p.Limit), AfterID: p.AfterID, Since: optTime(p.Since), Until: optTime(p.Until)})
 	if err != nil {
 		return nil, errs.Map(err)
 	}
-	out := make([]Job, len(rows))
+	out := make([]*Job, len(rows))
 	for i, r := range rows {
-		out[i] = jobFromGetRow((*dbsqlc.JobGetRow)(r))
+		if out[i], err = jobFromGetRow((*dbsqlc.JobGetRow)(r)); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
 
 // DeadList returns at most limit dead jobs of queue (of kind, unless "")
 // with ids above afterID, by id.
-func (s *Store) DeadList(ctx context.Context, exec DBTX, queue, kind string, limit int, afterID int64) ([]Job, error) {
+func (s *Store) DeadList(ctx context.Context, exec DBTX, queue, kind string, limit int, afterID int64) ([]*Job, error) {
 	rows, err := s.q.DeadList(ctx, s.DB(exec), dbsqlc.DeadListParams{
 		Queue: queue, Kind: optText(kind), MaxJobs: int32(min(limit, 1<<30)), AfterID: afterID,
 	})
 	if err != nil {
 		return nil, errs.Map(err)
 	}
-	out := make([]Job, len(rows))
+	out := make([]*Job, len(rows))
 	for i, r := range rows {
-		out[i] = jobFromGetRow((*dbsqlc.JobGetRow)(r))
+		if out[i], err = jobFromGetRow((*dbsqlc.JobGetRow)(r)); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

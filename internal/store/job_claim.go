@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
 // JobClaimParams are the arguments of JobClaim: Lease 0 is the queue's,
@@ -26,19 +27,22 @@ type JobClaimParams struct {
 }
 
 // jobFromClaimRow is a job as the claim statements return it.
-func jobFromClaimRow(j *Job, r *dbsqlc.JobClaimRow, worker string) {
-	*j = Job{
-		ID: r.ID, Queue: r.Queue, State: "running", Kind: r.Kind, Payload: r.Payload,
+func jobFromClaimRow(r *dbsqlc.JobClaimRow, worker string) (*Job, error) {
+	history, err := jobErrors(r.Errors)
+	if err != nil {
+		return nil, err
+	}
+	return &Job{
+		ID: r.ID, Queue: r.Queue, State: pgmsgtype.JobStateRunning, Kind: r.Kind, Payload: r.Payload,
 		Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
 		LeaseToken: r.LeaseToken, LeaseExpiresAt: timePtr(r.LeaseExpiresAt), RunAt: timePtr(r.RunAt),
 		EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: timePtr(r.AttemptedAt), Worker: worker,
-		UniqueKey: r.UniqueKey, Errors: r.Errors, Timeout: micros(r.TimeoutUs),
-	}
+		UniqueKey: r.UniqueKey, Errors: history, Timeout: micros(r.TimeoutUs),
+	}, nil
 }
 
 // JobClaim claims through job_claim() on exec and calls fn with each job
-// (j, the i-th of the n claimed, in claim order); fn must not keep j (its
-// strings and slices it may). An error of fn ends the call with it. It
+// (j, the i-th of the n claimed, in claim order; fn may keep it). An error of fn ends the call with it. It
 // fails with errs.UnknownQueue.
 func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn func(i, n int, j *Job) error) error {
 	arg := dbsqlc.JobClaimParams{
@@ -52,10 +56,12 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 	if err != nil {
 		return errs.Map(err)
 	}
-	var j Job
 	for i, r := range rows {
-		jobFromClaimRow(&j, r, p.Worker)
-		if err := fn(i, len(rows), &j); err != nil {
+		j, err := jobFromClaimRow(r, p.Worker)
+		if err != nil {
+			return err
+		}
+		if err := fn(i, len(rows), j); err != nil {
 			return err
 		}
 	}
@@ -224,8 +230,7 @@ type JobClaimDirectResult struct {
 // connection outside a transaction: the settings are local to the
 // transaction), in one pipelined batch with JobClaimSettingsSQL (one
 // implicit transaction), and
-// calls fn with each job, in claim order (fn must not keep j; its strings
-// and slices it may). An error of fn ends the call with it.
+// calls fn with each job, in claim order (fn may keep it). An error of fn ends the call with it.
 func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaimDirectParams, fn func(j *Job) error) (JobClaimDirectResult, error) {
 	var res JobClaimDirectResult
 	var pri pgtype.Int2
@@ -249,19 +254,18 @@ func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaim
 		return res, errs.Map(err)
 	}
 	defer rows.Close()
-	// The job handed to fn, scanned into where it can be, and the other
-	// scan targets: one set per call.
+	// The scan targets that are not a Job's fields: one set per call.
 	var sc struct {
-		j                                          Job
 		ord, id                                    pgtype.Int8
 		leaseExpiresAt, runAt, enqueued, attempted pgtype.Timestamptz
 		timeoutUs                                  int64
+		history                                    []byte
 		reason                                     pgtype.Text
 	}
-	j := &sc.j
 	for rows.Next() {
+		j := new(Job) // the caller's to keep
 		if err := rows.Scan(&sc.ord, &sc.id, &j.Queue, &j.Kind, &j.Payload, &j.Priority, &j.Attempt, &j.MaxAttempts,
-			&j.LeaseToken, &sc.leaseExpiresAt, &sc.runAt, &sc.enqueued, &sc.attempted, &j.UniqueKey, &j.Errors, &sc.timeoutUs,
+			&j.LeaseToken, &sc.leaseExpiresAt, &sc.runAt, &sc.enqueued, &sc.attempted, &j.UniqueKey, &sc.history, &sc.timeoutUs,
 			&sc.reason); err != nil {
 			return res, errs.Map(err)
 		}
@@ -279,7 +283,11 @@ func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaim
 		}
 		// The fields the statement does not return are the same for every
 		// job (FinishedAt, Progress, Result, Tags and Metadata stay nil).
-		j.ID, j.State, j.Worker = sc.id.Int64, "running", p.Worker
+		var err error
+		if j.Errors, err = jobErrors(sc.history); err != nil {
+			return res, err
+		}
+		j.ID, j.State, j.Worker = sc.id.Int64, pgmsgtype.JobStateRunning, p.Worker
 		j.LeaseExpiresAt, j.RunAt, j.AttemptedAt = timePtr(sc.leaseExpiresAt), timePtr(sc.runAt), timePtr(sc.attempted)
 		j.EnqueuedAt, j.Timeout = sc.enqueued.Time, micros(sc.timeoutUs)
 		if err := fn(j); err != nil {

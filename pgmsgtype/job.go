@@ -1,0 +1,97 @@
+package pgmsgtype
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/pgmsg/pgmsg/internal/jobdoc"
+)
+
+// JobState is where a job is in its life.
+type JobState string
+
+// Job states. Available, scheduled and retrying jobs wait (and are claimable
+// once their RunAt passes); running jobs are held by a worker; dead jobs ran
+// out of attempts. Completed and cancelled jobs are in the archive.
+const (
+	JobStateAvailable JobState = "available"
+	JobStateScheduled JobState = "scheduled"
+	JobStateRetrying  JobState = "retrying"
+	JobStateRunning   JobState = "running"
+	JobStateDead      JobState = "dead"
+	JobStateCompleted JobState = "completed"
+	JobStateCancelled JobState = "cancelled"
+)
+
+// Job is a job as claimed by a worker or read by pgmsg.Client.GetJob.
+type Job struct {
+	ID    int64    `json:"id"`
+	Queue string   `json:"queue"`
+	State JobState `json:"state"`
+	// Kind is the job's optional type name, for routing in handlers.
+	Kind    string `json:"kind,omitempty"`
+	Payload []byte `json:"payload"`
+	// Priority: higher runs first.
+	Priority int `json:"priority"`
+	// Attempt counts the claims of the job that were not snoozed, this one
+	// included (1 on the first run).
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"max_attempts"`
+	// LeaseToken identifies the claim that holds a running job: pgmsg.Client.Complete,
+	// pgmsg.Client.Fail, pgmsg.Client.Snooze and pgmsg.Client.ExtendJob present it, and fail with pgmsg.ErrJobNotHeld
+	// once another claim took over.
+	LeaseToken     int64      `json:"lease_token,omitempty"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+	RunAt          *time.Time `json:"run_at,omitempty"`
+	EnqueuedAt     time.Time  `json:"enqueued_at"`
+	AttemptedAt    *time.Time `json:"attempted_at,omitempty"`
+	// FinishedAt is when the job was archived or went dead.
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Worker     string     `json:"worker,omitempty"`
+	UniqueKey  string     `json:"unique_key,omitempty"`
+	// Errors is the error history, oldest first.
+	Errors []JobError `json:"errors,omitempty"`
+	// Timeout is the longest a handler may run the job: its own
+	// (pgmsg.EnqueueParams.Timeout) or its queue's JobTimeout; 0: none. Set on
+	// claimed and live jobs.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Progress is what the job's handler last recorded with
+	// Client.SetJobProgress (JSON), as pgmsg.Client.GetJob sees it: while the job runs,
+	// and kept when it finishes.
+	Progress json.RawMessage `json:"progress,omitempty"`
+	// Tags and Metadata are the job's own (pgmsg.EnqueueParams), as pgmsg.Client.GetJob and
+	// pgmsg.Client.ListJobs see them; claims do not carry them.
+	Tags     []string        `json:"tags,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// Result is the job's result (JSON): set it in the handler with
+	// SetResult and it is archived with the job when the job is completed
+	// (by the pgmsg.Worker when the handler returns nil, or by pgmsg.Client.Complete); pgmsg.Client.GetJob
+	// returns a completed job's result.
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// SetResult encodes v as JSON (a json.RawMessage is taken as it is) and
+// makes it the job's Result, archived with the job when it is completed.
+// nil clears it. It fails with pgmsg.ErrInvalidArgument for what cannot be
+// stored: invalid JSON, a NUL character (\u0000, which PostgreSQL's jsonb
+// refuses), or more than pgmsg.JobDocumentMaxBytes.
+func (j *Job) SetResult(v any) error {
+	b, err := jobdoc.Encode("result", v)
+	if err != nil {
+		return err
+	}
+	j.Result = b
+	return nil
+}
+
+// UnmarshalPayload decodes a JSON payload into v.
+func (j *Job) UnmarshalPayload(v any) error {
+	return json.Unmarshal(j.Payload, v)
+}
+
+// JobError is one failed attempt of a job.
+type JobError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
+}
