@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pgmsg/pgmsg/internal/maintenance"
 	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/schemaname"
 	"github.com/pgmsg/pgmsg/internal/store"
@@ -123,7 +124,9 @@ type Client struct {
 
 	metaMu sync.Mutex
 	meta   map[string]topicMeta
-	leader bool // maintenance leader, guarded by metaMu
+
+	// leader takes part in maintenance leader election (RunMaintenance).
+	leader maintenance.Elector
 
 	notifyOnce sync.Once
 	notifier   *notifier.Notifier

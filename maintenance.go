@@ -3,13 +3,9 @@ package pgmsg
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"sort"
-	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/pgmsg/pgmsg/internal/maintenance"
 )
 
 // Maintenance defaults.
@@ -82,35 +78,54 @@ type TaskResult struct {
 	Error    string        `json:"error,omitempty"`
 }
 
-// MaintenanceTask is a named maintenance step; features such as the queue
-// add theirs with registerMaintenanceTask. It returns how many items it
-// handled and must work in bounded batches and short transactions.
+// MaintenanceTask is a named maintenance step; a run runs the client's
+// fixed list of them in order, and their names are the keys of
+// MaintenanceResult.Tasks. It returns how many items it handled and must
+// work in bounded batches and short transactions.
 type MaintenanceTask struct {
 	Name string
 	Run  func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error)
 }
 
-var (
-	tasksMu sync.Mutex
-	tasks   []MaintenanceTask
-)
-
-func registerMaintenanceTask(t MaintenanceTask) {
-	tasksMu.Lock()
-	defer tasksMu.Unlock()
-	tasks = append(tasks, t)
-	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].Name < tasks[j].Name })
-}
-
 // maintenanceEventsKept is how long maintenance events are kept.
 const maintenanceEventsKept = 30 * 24 * time.Hour
 
-func init() {
-	registerMaintenanceTask(MaintenanceTask{Name: "log.segments", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
-		n, err := c.store.SegmentsEnsure(ctx, c.pool)
-		return int64(n), err
-	}})
-	registerMaintenanceTask(MaintenanceTask{Name: "log.retention", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
+// maintenanceTasks is every maintenance task, in the order a run runs
+// them: by name, the order runs had when init() functions registered the
+// tasks. Their names are the keys of MaintenanceResult.Tasks, which
+// pgmsgprom and the dashboard report.
+//
+// The queue's tasks: claims rescue expired leases of their own queue
+// already, so queue.rescue covers queues nobody claims from;
+// queue.archive_prune and queue.dead_prune keep the archive, and dead
+// jobs, within each queue's retention; queue.periodic enqueues the due
+// ticks of periodic jobs (the leader also does every second, as ticks can
+// be seconds apart); queue.unique_prune removes passed uniqueness
+// windows.
+var maintenanceTasks = []MaintenanceTask{
+	{Name: "log.compaction", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
+		rows, err := c.store.CompactRun(ctx, c.pool, limit32(cfg.Batch))
+		var removed int64
+		for _, r := range rows {
+			removed += r.Removed
+		}
+		return removed, err
+	}},
+	{Name: "log.events_prune", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
+		n, err := c.store.MaintenanceEventsPrune(ctx, c.pool, maintenanceEventsKept, 10000)
+		return n, err
+	}},
+	{Name: "log.group_expiry", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
+		rows, err := c.store.GroupExpire(ctx, c.pool, cfg.GroupTTL, limit32(cfg.Batch))
+		for _, r := range rows {
+			c.config.Logger.Info("pgmsg: consumer group expired", "topic", r.Topic, "group", r.Group, "last_active", r.LastActive)
+		}
+		return int64(len(rows)), err
+	}},
+	{Name: "log.producer_expiry", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
+		return c.store.ProducerStateExpire(ctx, c.pool, cfg.ProducerTTL, 10000)
+	}},
+	{Name: "log.retention", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
 		var total int64
 		for i := 0; i < MaintenanceMaxBatchesPerRun; i++ {
 			rows, err := c.store.RetentionRun(ctx, c.pool, limit32(cfg.Batch))
@@ -127,33 +142,33 @@ func init() {
 			}
 		}
 		return total, nil
-	}})
-	registerMaintenanceTask(MaintenanceTask{Name: "log.group_expiry", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
-		rows, err := c.store.GroupExpire(ctx, c.pool, cfg.GroupTTL, limit32(cfg.Batch))
-		for _, r := range rows {
-			c.config.Logger.Info("pgmsg: consumer group expired", "topic", r.Topic, "group", r.Group, "last_active", r.LastActive)
-		}
-		return int64(len(rows)), err
-	}})
-	registerMaintenanceTask(MaintenanceTask{Name: "log.events_prune", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
-		n, err := c.store.MaintenanceEventsPrune(ctx, c.pool, maintenanceEventsKept, 10000)
-		return n, err
-	}})
-	registerMaintenanceTask(MaintenanceTask{Name: "log.producer_expiry", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
-		return c.store.ProducerStateExpire(ctx, c.pool, cfg.ProducerTTL, 10000)
-	}})
-	registerMaintenanceTask(MaintenanceTask{Name: "log.time_index", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
+	}},
+	{Name: "log.segments", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
+		n, err := c.store.SegmentsEnsure(ctx, c.pool)
+		return int64(n), err
+	}},
+	{Name: "log.time_index", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
 		n, err := c.store.TimeIndexRun(ctx, c.pool, TimeIndexStride, 1<<20)
 		return int64(n), err
-	}})
-	registerMaintenanceTask(MaintenanceTask{Name: "log.compaction", Run: func(ctx context.Context, c *Client, cfg MaintenanceConfig) (int64, error) {
-		rows, err := c.store.CompactRun(ctx, c.pool, limit32(cfg.Batch))
-		var removed int64
-		for _, r := range rows {
-			removed += r.Removed
-		}
-		return removed, err
-	}})
+	}},
+	{Name: "queue.archive_prune", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
+		return c.PruneArchive(ctx, "", nil)
+	}},
+	{Name: "queue.dead_prune", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
+		return c.PruneDeadJobs(ctx, "")
+	}},
+	{Name: "queue.periodic", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
+		ticks, err := c.EnqueueDuePeriodicJobs(ctx)
+		return int64(len(ticks)), err
+	}},
+	{Name: "queue.rescue", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
+		n, err := c.RescueJobs(ctx, "")
+		return int64(n), err
+	}},
+	{Name: "queue.unique_prune", Run: func(ctx context.Context, c *Client, _ MaintenanceConfig) (int64, error) {
+		n, err := c.store.JobUniquePrune(ctx, c.pool, 10000)
+		return int64(n), err
+	}},
 }
 
 // MaintainOnce runs every maintenance task once, now, whether or not this
@@ -161,20 +176,18 @@ func init() {
 // just avoids duplicate work). `pgmsg maintenance run --once` calls it.
 func (c *Client) MaintainOnce(ctx context.Context, cfg *MaintenanceConfig) (*MaintenanceResult, error) {
 	conf := cfg.withDefaults()
-	tasksMu.Lock()
-	list := append([]MaintenanceTask(nil), tasks...)
-	tasksMu.Unlock()
-	res := &MaintenanceResult{Tasks: map[string]TaskResult{}}
-	var errs []error
-	for _, t := range list {
-		start := time.Now()
-		n, err := t.Run(ctx, c, conf)
-		tr := TaskResult{Items: n, Duration: time.Since(start)}
-		if err != nil {
-			tr.Error = err.Error()
-			errs = append(errs, fmt.Errorf("maintenance task %s: %w", t.Name, err))
+	list := make([]maintenance.Task, len(maintenanceTasks))
+	for i, t := range maintenanceTasks {
+		list[i] = maintenance.Task{Name: t.Name, Run: func(ctx context.Context) (int64, error) { return t.Run(ctx, c, conf) }}
+	}
+	results, err := maintenance.RunOnce(ctx, list)
+	res := &MaintenanceResult{Tasks: make(map[string]TaskResult, len(results))}
+	for name, r := range results {
+		tr := TaskResult{Items: r.Items, Duration: r.Duration}
+		if r.Err != nil {
+			tr.Error = r.Err.Error()
 		}
-		res.Tasks[t.Name] = tr
+		res.Tasks[name] = tr
 	}
 	res.SegmentsCreated = int(res.Tasks["log.segments"].Items)
 	res.SegmentsDropped = int(res.Tasks["log.retention"].Items)
@@ -183,7 +196,7 @@ func (c *Client) MaintainOnce(ctx context.Context, cfg *MaintenanceConfig) (*Mai
 	if conf.OnRun != nil {
 		conf.OnRun(res)
 	}
-	return res, errors.Join(errs...)
+	return res, err
 }
 
 // RunMaintenance takes part in maintenance leader election until ctx ends.
@@ -193,100 +206,26 @@ func (c *Client) MaintainOnce(ctx context.Context, cfg *MaintenanceConfig) (*Mai
 // process running RunMaintenance takes over within one Interval.
 func (c *Client) RunMaintenance(ctx context.Context, cfg *MaintenanceConfig) error {
 	conf := cfg.withDefaults()
-	for {
-		err := c.leadMaintenance(ctx, conf)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil {
-			c.config.Logger.Warn("pgmsg: maintenance leadership lost or not available", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(conf.Interval):
-		}
-	}
-}
-
-// maintenanceLockKey is the advisory lock that elects the leader.
-func (c *Client) maintenanceLockKey() string { return "pgmsg.maintenance." + c.config.Schema }
-
-// leadMaintenance tries to become leader; as leader it runs maintenance
-// until ctx ends or the lock connection fails.
-func (c *Client) leadMaintenance(ctx context.Context, conf MaintenanceConfig) error {
-	conn, err := pgx.ConnectConfig(ctx, c.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var leader bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext($1))", c.maintenanceLockKey()).Scan(&leader); err != nil {
-		return err
-	}
-	if !leader {
-		return nil
-	}
-	c.setLeader(true)
-	defer c.setLeader(false)
-	c.config.Logger.Info("pgmsg: this process is the maintenance leader", "schema", c.config.Schema)
-	// Periodic jobs' ticks are seconds apart, maintenance runs ten: the
-	// leader enqueues due ticks on a loop of its own while it leads.
-	pctx, stopPeriodic := context.WithCancel(ctx)
-	periodicDone := make(chan struct{})
-	go func() {
-		defer close(periodicDone)
-		c.runPeriodic(pctx)
-	}()
-	defer func() {
-		stopPeriodic()
-		<-periodicDone
-	}()
-	for {
-		if _, err := c.MaintainOnce(ctx, &conf); err != nil && ctx.Err() == nil {
-			c.config.Logger.Warn("pgmsg: maintenance run failed", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(conf.Interval):
-		}
-		// Still holding the lock? (The connection may have been cut.)
-		if err := conn.Ping(ctx); err != nil {
-			return fmt.Errorf("maintenance lock connection: %w", err)
-		}
-	}
-}
-
-// runPeriodic enqueues due periodic jobs every periodicEvery until ctx
-// ends.
-func (c *Client) runPeriodic(ctx context.Context) {
-	t := time.NewTicker(periodicEvery)
-	defer t.Stop()
-	for {
-		if _, err := c.EnqueueDuePeriodicJobs(ctx); err != nil && ctx.Err() == nil {
-			c.config.Logger.Warn("pgmsg: enqueueing due periodic jobs failed", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (c *Client) setLeader(v bool) {
-	c.metaMu.Lock()
-	c.leader = v
-	c.metaMu.Unlock()
+	return c.leader.Run(ctx, &maintenance.LeadConfig{
+		ConnConfig: c.pool.Config().ConnConfig,
+		Store:      c.store,
+		Schema:     c.config.Schema,
+		Logger:     c.config.Logger,
+		Interval:   conf.Interval,
+		Maintain: func(ctx context.Context) error {
+			_, err := c.MaintainOnce(ctx, &conf)
+			return err
+		},
+		PeriodicEvery: periodicEvery,
+		Periodic: func(ctx context.Context) error {
+			_, err := c.EnqueueDuePeriodicJobs(ctx)
+			return err
+		},
+	})
 }
 
 // IsMaintenanceLeader reports whether this client currently leads maintenance.
-func (c *Client) IsMaintenanceLeader() bool {
-	c.metaMu.Lock()
-	defer c.metaMu.Unlock()
-	return c.leader
-}
+func (c *Client) IsMaintenanceLeader() bool { return c.leader.IsLeader() }
 
 // MaintenanceEvent is one logged retention drop, skip, group expiry or compaction.
 type MaintenanceEvent struct {

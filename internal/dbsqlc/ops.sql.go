@@ -193,6 +193,20 @@ func (q *Queries) MaintenanceEventsPrune(ctx context.Context, db DBTX, arg Maint
 	return maintenance_events_prune, err
 }
 
+const maintenanceLeaderTryLock = `-- name: MaintenanceLeaderTryLock :one
+SELECT pg_try_advisory_lock(hashtext($1::text))
+`
+
+// The session advisory lock that elects a schema's maintenance leader
+// (lock_key names the schema). The leader's dedicated connection holds it
+// until it closes: there is no unlock, a closed session releases it.
+func (q *Queries) MaintenanceLeaderTryLock(ctx context.Context, db DBTX, lockKey string) (bool, error) {
+	row := db.QueryRow(ctx, maintenanceLeaderTryLock, lockKey)
+	var pg_try_advisory_lock bool
+	err := row.Scan(&pg_try_advisory_lock)
+	return pg_try_advisory_lock, err
+}
+
 const retentionRun = `-- name: RetentionRun :many
 SELECT topic::text, partition::integer, start_offset::bigint, end_offset::bigint, reason::text, skipped::bigint
 FROM pgmsg.retention_run($1::integer)

@@ -70,6 +70,16 @@ func (s *Store) MaintenanceEventsPrune(ctx context.Context, exec DBTX, older tim
 	return n, errs.Map(err)
 }
 
+// MaintenanceLeaderTryLock tries to take the session advisory lock that
+// elects the schema's maintenance leader ("pgmsg.maintenance." and the
+// schema's name) and reports whether exec's session holds it. exec must
+// be a dedicated connection: the lock is held until that connection
+// closes, which is the only release.
+func (s *Store) MaintenanceLeaderTryLock(ctx context.Context, exec DBTX) (bool, error) {
+	ok, err := s.q.MaintenanceLeaderTryLock(ctx, s.DB(exec), "pgmsg.maintenance."+s.schema)
+	return ok, errs.Map(err)
+}
+
 // ProducerStateExpire deletes up to maxStates idempotent producers' states
 // unused for longer than olderThan.
 func (s *Store) ProducerStateExpire(ctx context.Context, exec DBTX, olderThan time.Duration, maxStates int32) (int64, error) {

@@ -21,6 +21,12 @@ FROM pgmsg.maintenance_events(@max_events::integer, sqlc.narg(kind)::text);
 -- name: MaintenanceEventsPrune :one
 SELECT pgmsg.maintenance_events_prune(@older::interval, @max_events::integer);
 
+-- name: MaintenanceLeaderTryLock :one
+-- The session advisory lock that elects a schema's maintenance leader
+-- (lock_key names the schema). The leader's dedicated connection holds it
+-- until it closes: there is no unlock, a closed session releases it.
+SELECT pg_try_advisory_lock(hashtext(@lock_key::text));
+
 -- name: TopicOffsets :many
 -- topic_metrics without the segments' sizes: the offsets and segment count
 -- of every partition from pgmsg's own tables, no file sizes (topic_metrics
