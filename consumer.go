@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"os"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/membership"
 	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
@@ -406,19 +407,17 @@ type Consumer struct {
 	memberID string
 	wake     <-chan struct{} // nil when notifications are disabled
 	wakeSub  *notifier.Subscription
+	// member is the consumer's membership of its group (heartbeats,
+	// assignment, callbacks, leave); nil with manual partitions.
+	member *membership.Member
 
-	startMu sync.Mutex // guards started, closed, cancel and done
+	startMu sync.Mutex // guards started and closed
 	started bool
 	// closed: Close ran; the consumer never starts (heartbeats) again.
 	closed bool
-	cancel func() // stops the heartbeat loop
-	done   chan struct{}
-	hbNow  chan struct{}
 
-	mu     sync.Mutex
-	owned  map[string]map[int32]bool // member mode: claimable partitions per topic
-	lastOK map[string]time.Time
-	next   int
+	mu   sync.Mutex // guards next
+	next int
 }
 
 // NewConsumer returns a member of group reading topic. Close it when done.
@@ -471,8 +470,20 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 		}
 	}
 	cn := &Consumer{client: c, topics: append([]string(nil), topics...), group: group, opts: o,
-		memberID: o.MemberID, wakeSub: c.partitionWakeups(), hbNow: make(chan struct{}, 1),
-		owned: map[string]map[int32]bool{}, lastOK: map[string]time.Time{}}
+		memberID: o.MemberID, wakeSub: c.partitionWakeups()}
+	if !cn.manual() {
+		start := o.Claim.Start
+		if start == "" {
+			start = PositionEarliest
+		}
+		cn.member = membership.New(&membership.Config{
+			Store: c.store, Exec: c.pool, Logger: c.config.Logger,
+			Topics: cn.topics, Group: group, MemberID: o.MemberID, Start: start,
+			HeartbeatInterval: o.HeartbeatInterval, SessionTimeout: o.SessionTimeout,
+			OnAssigned: o.OnAssigned, OnRevoked: o.OnRevoked, OnLost: o.OnLost,
+			OnChange: cn.setWakeKeys,
+		})
+	}
 	if cn.wakeSub != nil {
 		cn.wake = cn.wakeSub.C()
 		if cn.manual() {
@@ -494,16 +505,15 @@ func wakeKey(topic string, partition int32) string {
 }
 
 // setWakeKeys subscribes to the wake-ups of the partitions the membership
-// gave this consumer (called with cn.mu held, after ownership changed).
-func (cn *Consumer) setWakeKeys() {
+// gave this consumer, owned (the member's OnChange: called with the
+// member's lock held, after its partitions changed).
+func (cn *Consumer) setWakeKeys(owned iter.Seq2[string, int32]) {
 	if cn.wakeSub == nil {
 		return
 	}
 	var keys []string
-	for t, ps := range cn.owned {
-		for p := range ps {
-			keys = append(keys, wakeKey(t, p))
-		}
+	for t, p := range owned {
+		keys = append(keys, wakeKey(t, p))
 	}
 	cn.wakeSub.Set(keys...)
 }
@@ -536,15 +546,7 @@ func (cn *Consumer) Assignment() map[string][]int32 {
 		}
 		return out
 	}
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	for t, ps := range cn.owned {
-		for p := range ps {
-			out[t] = append(out[t], p)
-		}
-		sort.Slice(out[t], func(i, j int) bool { return out[t][i] < out[t][j] })
-	}
-	return out
+	return cn.member.Assignment()
 }
 
 // start joins the group (first heartbeat, synchronously) and starts the
@@ -573,168 +575,19 @@ func (cn *Consumer) start(ctx context.Context) error {
 		cn.started = true
 		return nil
 	}
-	for _, t := range cn.topics {
-		if _, err := cn.heartbeat(ctx, t); err != nil {
-			return err
-		}
+	if err := cn.member.Join(ctx); err != nil {
+		return err
 	}
-	// The loop's context is never cancelled mid-heartbeat: Close stops it
-	// between heartbeats, so no heartbeat can still commit on the server
-	// after the member has left (a cancelled query may).
-	stop := make(chan struct{})
-	cn.cancel = func() { close(stop) }
-	cn.done = make(chan struct{})
-	go cn.heartbeatLoop(context.WithoutCancel(ctx), stop, cn.done)
 	cn.started = true
 	return nil
 }
 
-func (cn *Consumer) heartbeatLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	// The member has just joined: the group is rebalancing.
-	fast := max(cn.opts.HeartbeatInterval/20, time.Millisecond)
-	delay := fast
-	t := time.NewTimer(delay)
-	defer t.Stop()
-	log := cn.client.config.Logger
-	var failingSince time.Time // the first failure of a run of failures
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		case <-cn.hbNow:
-		}
-		rebalancing := false
-		for _, topic := range cn.topics {
-			moving, err := cn.heartbeat(ctx, topic)
-			rebalancing = rebalancing || moving
-			switch {
-			case err != nil && failingSince.IsZero():
-				// Once per run of failures (a database restart fails every
-				// heartbeat until it is back); the rest at debug level.
-				failingSince = time.Now()
-				log.Warn("pgmsg: consumer heartbeat failed; retrying", "topic", topic, "group", cn.group,
-					"member", cn.memberID, "error", err)
-			case err != nil:
-				log.Debug("pgmsg: consumer heartbeat failed again", "topic", topic, "group", cn.group,
-					"member", cn.memberID, "error", err)
-			case !failingSince.IsZero():
-				log.Info("pgmsg: consumer heartbeats succeed again", "topic", topic, "group", cn.group,
-					"member", cn.memberID, "after", time.Since(failingSince).Round(time.Millisecond))
-				failingSince = time.Time{}
-			}
-		}
-		// A rebalance takes a few heartbeats: the old owner's, to learn a
-		// partition is being handed over and then to complete the hand-over
-		// once its claim has ended; the new owner's, to learn it owns it.
-		if rebalancing {
-			delay = fast
-		} else {
-			delay = min(2*delay, cn.opts.HeartbeatInterval)
-		}
-		t.Reset(delay)
-	}
-}
-
-// heartbeat keeps the membership for one topic alive, applies the
-// assignment it returns and runs the callbacks. rebalancing: the member
-// joined, its assignment changed, or a partition of it is being handed over.
-func (cn *Consumer) heartbeat(ctx context.Context, topic string) (rebalancing bool, err error) {
-	start := cn.opts.Claim.Start
-	if start == "" {
-		start = PositionEarliest
-	}
-	hbCtx, cancel := context.WithTimeout(ctx, max(cn.opts.SessionTimeout/2, time.Second))
-	row, err := cn.client.store.GroupHeartbeat(hbCtx, cn.client.pool, topic, cn.group, cn.memberID,
-		cn.opts.SessionTimeout, start)
-	cancel()
-	cn.mu.Lock()
-	prev := cn.owned[topic]
-	if err != nil {
-		// Without a heartbeat for a whole session the group has moved our
-		// partitions: stop claiming them.
-		var lost []int32
-		if len(prev) > 0 && time.Since(cn.lastOK[topic]) > cn.opts.SessionTimeout {
-			lost = keys(prev)
-			delete(cn.owned, topic)
-		}
-		cn.mu.Unlock()
-		if len(lost) > 0 && cn.opts.OnLost != nil {
-			cn.opts.OnLost(topic, lost)
-		}
-		return false, err
-	}
-	cn.lastOK[topic] = time.Now()
-	var lost []int32
-	if row.Joined && len(prev) > 0 {
-		lost = keys(prev)
-		prev = nil
-	}
-	rebalancing = row.Joined
-	cur := map[int32]bool{}
-	for i, p := range row.Partitions {
-		if !row.Revoking[i] {
-			cur[p] = true
-		}
-	}
-	var assigned, revoked []int32
-	for p := range cur {
-		if !prev[p] {
-			assigned = append(assigned, p)
-		}
-	}
-	for p := range prev {
-		if !cur[p] {
-			revoked = append(revoked, p)
-		}
-	}
-	cn.owned[topic] = cur
-	if len(assigned) > 0 || len(revoked) > 0 || len(lost) > 0 {
-		cn.setWakeKeys()
-	}
-	cn.mu.Unlock()
-	sortInt32(lost)
-	sortInt32(assigned)
-	sortInt32(revoked)
-	if len(lost) > 0 && cn.opts.OnLost != nil {
-		cn.opts.OnLost(topic, lost)
-	}
-	if len(revoked) > 0 && cn.opts.OnRevoked != nil {
-		cn.opts.OnRevoked(topic, revoked)
-	}
-	if len(assigned) > 0 && cn.opts.OnAssigned != nil {
-		cn.opts.OnAssigned(topic, assigned)
-	}
-	return rebalancing || len(lost) > 0 || len(assigned) > 0 || len(revoked) > 0, nil
-}
-
-func keys(m map[int32]bool) []int32 {
-	out := make([]int32, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
-func sortInt32(s []int32) { sort.Slice(s, func(i, j int) bool { return s[i] < s[j] }) }
-
 // claimEnded is called when a claim of this member has been committed or
-// released. If its partition is being handed over (no longer in the
-// member's assignment), a heartbeat now completes the hand-over instead of
-// one up to HeartbeatInterval later.
+// released: the member heartbeats now if the claim's partition is being
+// handed over (membership.Member.ClaimEnded).
 func (cn *Consumer) claimEnded(cl *Claim) {
-	if cn.manual() {
-		return
-	}
-	cn.mu.Lock()
-	owned := cn.owned[cl.Topic][cl.Partition]
-	cn.mu.Unlock()
-	if !owned {
-		select {
-		case cn.hbNow <- struct{}{}:
-		default:
-		}
+	if cn.member != nil {
+		cn.member.ClaimEnded(cl.Topic, cl.Partition)
 	}
 }
 
@@ -746,23 +599,12 @@ func (cn *Consumer) Close() {
 		cn.wakeSub.Close()
 	}
 	cn.startMu.Lock()
-	stop, done := cn.cancel, cn.done
-	already := cn.closed
 	cn.closed = true
 	cn.startMu.Unlock()
-	if stop == nil || already {
-		return
-	}
-	stop()
-	<-done
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, t := range cn.topics {
-		_, err := cn.client.store.GroupLeave(ctx, cn.client.pool, t, cn.group, cn.memberID)
-		if err != nil {
-			cn.client.config.Logger.Warn("pgmsg: consumer could not leave the group; its partitions move after the session timeout",
-				"topic", t, "group", cn.group, "member", cn.memberID, "error", err)
-		}
+	if cn.member != nil {
+		// Stops the heartbeat loop between heartbeats, then leaves; a
+		// member that never joined, or has left, does nothing.
+		cn.member.Close()
 	}
 }
 
@@ -832,13 +674,7 @@ func (cn *Consumer) claimOnce(ctx context.Context, commit *Claim) (cl *Claim, er
 			}
 			continue
 		}
-		cn.mu.Lock()
-		n := len(cn.owned[topic])
-		var only int32
-		for p := range cn.owned[topic] {
-			only = p
-		}
-		cn.mu.Unlock()
+		n, only := cn.member.Count(topic)
 		if n == 0 {
 			continue
 		}
@@ -853,10 +689,7 @@ func (cn *Consumer) claimOnce(ctx context.Context, commit *Claim) (cl *Claim, er
 		if errors.Is(err, ErrNotMember) || errors.Is(err, ErrNotAssigned) {
 			// Our session expired, or the partition moved since our last
 			// heartbeat: learn the assignment at the next heartbeat.
-			select {
-			case cn.hbNow <- struct{}{}:
-			default:
-			}
+			cn.member.HeartbeatNow()
 			continue
 		}
 		if err != nil || cl != nil {

@@ -239,9 +239,8 @@ func (cn *Consumer) readsSeveral(topic string) bool {
 	if cn.manual() {
 		return len(cn.opts.Partitions) > 1
 	}
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	return len(cn.owned[topic]) > 1
+	n, _ := cn.member.Count(topic)
+	return n > 1
 }
 
 // stillOwns reports whether the membership still gives cl's partition to
@@ -250,9 +249,7 @@ func (cn *Consumer) stillOwns(cl *Claim) bool {
 	if cn.manual() {
 		return true
 	}
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	return cn.owned[cl.Topic][cl.Partition]
+	return cn.member.Owns(cl.Topic, cl.Partition)
 }
 
 // setAside publishes dead to the claim's dead-letter topic and commits the
