@@ -359,7 +359,7 @@ func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *C
 // queue whose job_claim() call returned fewer jobs than asked is limited:
 // the direct statement says so itself, but a queue's first claims go
 // through job_claim(), and a Worker needs to know (it claims again when a
-// handler frees a slot of a limited queue; see fetch).
+// handler frees a slot of a limited queue; see fetch in internal/worker).
 func (c *Client) checkLimited(ctx context.Context, queue string, st *jobClaimState, now time.Time) {
 	st.mu.Lock()
 	fresh := now.Sub(st.limitChecked) < jobClaimLimitedFor || now.Sub(st.limited) < jobClaimLimitedFor

@@ -66,3 +66,39 @@ func BenchmarkJobBatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWorker measures a Worker end to end per batch of 100 jobs
+// (allocs/op is what the worker's engine must not raise): the enqueue of
+// the batch, and the worker's claims, handler calls and batched
+// completions until the last of its jobs is archived.
+func BenchmarkWorker(b *testing.B) {
+	const n = 100
+	params := make([]pgmsg.EnqueueParams, n)
+	for i := range params {
+		params[i] = pgmsg.EnqueueParams{Payload: []byte(`{"n":1}`), Kind: "k"}
+	}
+	client, ctx := benchQueue(b)
+	completed := make(chan int, 1024)
+	w, err := client.NewWorker("q", func(context.Context, *pgmsg.Job) error { return nil },
+		&pgmsg.WorkerOpts{OnCompleted: func(jobs []*pgmsg.Job) { completed <- len(jobs) }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	b.Cleanup(func() {
+		stop()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			b.Errorf("Run: %v", err)
+		}
+	})
+	for b.Loop() {
+		if _, err := client.EnqueueMany(ctx, "q", params, nil); err != nil {
+			b.Fatal(err)
+		}
+		for got := 0; got < n; {
+			got += <-completed
+		}
+	}
+}
