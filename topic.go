@@ -100,14 +100,14 @@ func (c *Client) CreateTopic(ctx context.Context, name string, cfg TopicConfig) 
 
 // CreateTopicTx is CreateTopic on exec (typically a pgx.Tx).
 func (c *Client) CreateTopicTx(ctx context.Context, exec DBTX, name string, cfg TopicConfig) (*Topic, error) {
-	if err := ValidateName("topic", name); err != nil {
+	// topic_create() refuses a bad name (PM003) and partition count
+	// (PM004), in that order, before it writes anything; Go only a name
+	// that cannot be sent.
+	if err := sendableNames("topic", name); err != nil {
 		return nil, err
 	}
 	if cfg.Partitions == 0 {
 		cfg.Partitions = 1
-	}
-	if cfg.Partitions < PartitionsMin || cfg.Partitions > PartitionsMax {
-		return nil, newError(ErrInvalidArgument, "partitions must be between %d and %d, got %d", PartitionsMin, PartitionsMax, cfg.Partitions)
 	}
 	settings := map[string]any{}
 	for k, v := range cfg.Settings {
@@ -123,7 +123,7 @@ func (c *Client) CreateTopicTx(ctx context.Context, exec DBTX, name string, cfg 
 	if err != nil {
 		return nil, newError(ErrInvalidArgument, "topic settings are not JSON: %v", err)
 	}
-	row, err := c.store.TopicCreate(ctx, exec, name, int32(cfg.Partitions), raw)
+	row, err := c.store.TopicCreate(ctx, exec, name, limit32(cfg.Partitions), raw)
 	if err != nil {
 		return nil, err
 	}

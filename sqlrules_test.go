@@ -1,0 +1,85 @@
+package pgmsg_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// callCode calls the SQL API function fn of tb's schema directly (bypassing
+// Go) with args and returns the SQLSTATE it fails with.
+func callCode(t *testing.T, tb *testBundle, fn string, args ...any) string {
+	t.Helper()
+	ph := make([]string, len(args))
+	for i := range args {
+		ph[i] = "$" + string(rune('1'+i))
+	}
+	_, err := tb.Pool.Exec(tb.ctx, "SELECT "+pgx.Identifier{tb.Schema, fn}.Sanitize()+"("+strings.Join(ph, ", ")+")", args...)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "%s%v", fn, args)
+	return pgErr.Code
+}
+
+// The consumer-group calls leave bad names to the SQL API: it refuses them
+// with PM003 (ErrInvalidName) before anything else, on an existing topic
+// and on an unknown one alike; Go refuses only names it cannot send.
+func TestGroupNamesRefusedBySQL(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "names", 1)
+	ctx, c := tb.ctx, tb.client
+	bad := []string{"bad name!", "null\x00byte", "\xff", strings.Repeat("b", 201), ""}
+	for _, topic := range []string{"names", "missing"} {
+		for _, name := range bad {
+			_, err := c.CreateGroup(ctx, topic, name, "")
+			require.ErrorIs(t, err, pgmsg.ErrInvalidName, "CreateGroup(%q, %q)", topic, name)
+			_, err = c.Heartbeat(ctx, topic, name, "m", 0)
+			require.ErrorIs(t, err, pgmsg.ErrInvalidName, "Heartbeat group %q", name)
+			_, err = c.Heartbeat(ctx, topic, "g", name, 0)
+			require.ErrorIs(t, err, pgmsg.ErrInvalidName, "Heartbeat member %q", name)
+			_, err = c.LeaveGroup(ctx, topic, name, "m")
+			require.ErrorIs(t, err, pgmsg.ErrInvalidName, "LeaveGroup group %q", name)
+			_, err = c.LeaveGroup(ctx, topic, "g", name)
+			require.ErrorIs(t, err, pgmsg.ErrInvalidName, "LeaveGroup member %q", name)
+			_, err = c.Claim(ctx, topic, name, nil)
+			require.ErrorIs(t, err, pgmsg.ErrInvalidName, "Claim group %q", name)
+			_, err = c.Heartbeat(ctx, name, "g", "m", 0)
+			require.ErrorIs(t, err, pgmsg.ErrInvalidName, "Heartbeat topic %q", name)
+			_, err = c.OffsetForTime(ctx, name, 0, time.Now())
+			require.ErrorIs(t, err, pgmsg.ErrInvalidName, "OffsetForTime topic %q", name)
+			_, err = c.OffsetsForTime(ctx, name, time.Now())
+			require.ErrorIs(t, err, pgmsg.ErrInvalidName, "OffsetsForTime topic %q", name)
+		}
+		_, err := c.Claim(ctx, topic, "bad!", &pgmsg.ClaimOpts{Partition: ptr(int32(9))})
+		require.ErrorIs(t, err, pgmsg.ErrInvalidName, "Claim of a partition out of range")
+		// A bad session timeout is PM004 on an unknown topic too.
+		_, err = c.Heartbeat(ctx, topic, "g", "m", -time.Second)
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+		_, err = c.Heartbeat(ctx, topic, "g", "m", 367*24*time.Hour)
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+
+		// The same through the SQL API.
+		require.Equal(t, "PM003", callCode(t, tb, "claim_range", topic, "bad!"))
+		require.Equal(t, "PM003", callCode(t, tb, "group_create", topic, "bad!"))
+		require.Equal(t, "PM003", callCode(t, tb, "group_heartbeat", topic, "bad!", "m"))
+		require.Equal(t, "PM003", callCode(t, tb, "group_heartbeat", topic, "g", "bad!"))
+		require.Equal(t, "PM003", callCode(t, tb, "group_heartbeat", "bad!", "g", "m"))
+		require.Equal(t, "PM004", callCode(t, tb, "group_heartbeat", topic, "g", "m", "0s"))
+		require.Equal(t, "PM003", callCode(t, tb, "group_leave", topic, "bad!", "m"))
+		require.Equal(t, "PM003", callCode(t, tb, "group_leave", topic, "g", "bad!"))
+		require.Equal(t, "PM003", callCode(t, tb, "group_leave", "bad!", "g", "m"))
+	}
+	// Nothing was created.
+	groups, err := c.ListGroups(ctx, "", "")
+	require.NoError(t, err)
+	require.Empty(t, groups)
+	left, err := c.LeaveGroup(ctx, "names", "g", "m")
+	require.NoError(t, err)
+	require.False(t, left)
+}
