@@ -123,10 +123,9 @@ func (c *Client) AddPeriodicJob(ctx context.Context, p PeriodicJob) (*PeriodicJo
 // RemovePeriodicJob deletes a queue's periodic job; the jobs it enqueued
 // stay. It fails with ErrUnknownQueue or ErrUnknownPeriodicJob.
 func (c *Client) RemovePeriodicJob(ctx context.Context, queue, name string) error {
-	if err := ValidateName("queue", queue); err != nil {
-		return err
-	}
-	if err := ValidateName("periodic job", name); err != nil {
+	// periodic_remove() refuses bad names (PM003) first; Go only what
+	// cannot be sent.
+	if err := sendableNames("queue", queue, "periodic job", name); err != nil {
 		return err
 	}
 	return c.store.PeriodicRemove(ctx, c.pool, queue, name)
@@ -135,10 +134,10 @@ func (c *Client) RemovePeriodicJob(ctx context.Context, queue, name string) erro
 // ListPeriodicJobs returns the periodic jobs of queue ("": of every
 // queue), by queue and name. It fails with ErrUnknownQueue.
 func (c *Client) ListPeriodicJobs(ctx context.Context, queue string) ([]*PeriodicJob, error) {
-	if queue != "" {
-		if err := ValidateName("queue", queue); err != nil {
-			return nil, err
-		}
+	// periodic_list() refuses a bad queue name (PM003, through _queue());
+	// Go only one that cannot be sent.
+	if err := sendableNames("queue", queue); err != nil {
+		return nil, err
 	}
 	rows, err := c.store.PeriodicList(ctx, c.pool, queue)
 	if err != nil {

@@ -83,3 +83,41 @@ func TestGroupNamesRefusedBySQL(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, left)
 }
+
+// A name no queue can have is PM003 (ErrInvalidName) from every function
+// that looks a queue up, as for topics; an unknown valid name stays PM101.
+func TestQueueNamesRefusedBySQL(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ctx, c := tb.ctx, tb.client
+	_, err := c.CreateQueue(ctx, "names", pgmsg.QueueConfig{})
+	require.NoError(t, err)
+	bad := []string{"bad name!", "null\x00byte", "\xff", strings.Repeat("b", 201)}
+	for _, queue := range []string{"names", "missing"} {
+		for _, name := range bad {
+			require.ErrorIs(t, c.RemovePeriodicJob(ctx, queue, name), pgmsg.ErrInvalidName, "RemovePeriodicJob(%q, %q)", queue, name)
+			require.ErrorIs(t, c.RemovePeriodicJob(ctx, name, "p"), pgmsg.ErrInvalidName, "RemovePeriodicJob queue %q", name)
+			_, err := c.ListPeriodicJobs(ctx, name)
+			require.ErrorIs(t, err, pgmsg.ErrInvalidName, "ListPeriodicJobs(%q)", name)
+		}
+		require.Equal(t, "PM003", callCode(t, tb, "periodic_remove", queue, "bad!"))
+	}
+	require.ErrorIs(t, c.RemovePeriodicJob(ctx, "missing", "p"), pgmsg.ErrUnknownQueue)
+	require.ErrorIs(t, c.RemovePeriodicJob(ctx, "names", "p"), pgmsg.ErrUnknownPeriodicJob)
+	_, err = c.ListPeriodicJobs(ctx, "missing")
+	require.ErrorIs(t, err, pgmsg.ErrUnknownQueue)
+	jobs, err := c.ListPeriodicJobs(ctx, "")
+	require.NoError(t, err)
+	require.Empty(t, jobs)
+
+	// The SQL API: _queue() refuses the name before it says unknown.
+	for _, fn := range []string{"periodic_list", "job_list", "periodic_remove"} {
+		args := []any{"bad!"}
+		if fn == "periodic_remove" {
+			args = append(args, "p")
+		}
+		require.Equal(t, "PM003", callCode(t, tb, fn, args...), fn)
+		args[0] = "missing"
+		require.Equal(t, "PM101", callCode(t, tb, fn, args...), fn)
+	}
+}
