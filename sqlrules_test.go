@@ -121,3 +121,24 @@ func TestQueueNamesRefusedBySQL(t *testing.T) {
 		require.Equal(t, "PM101", callCode(t, tb, fn, args...), fn)
 	}
 }
+
+// CreateToken leaves names and scopes to token_create(): PM003 for a bad
+// name first, then PM004 for no scope or a bad one.
+func TestCreateTokenRefusedBySQL(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ctx, c := tb.ctx, tb.client
+	for _, name := range []string{"bad name", "null\x00byte", "\xff", strings.Repeat("t", 201), ""} {
+		_, _, err := c.CreateToken(ctx, name, nil, nil)
+		require.ErrorIs(t, err, pgmsg.ErrInvalidName, "name %q", name)
+	}
+	for _, scopes := range [][]string{nil, {}, {"root"}, {"admin", "publish:"}, {"consume:x/group:"}, {"publish:a b"}, {"claim:x\x00"}} {
+		_, _, err := c.CreateToken(ctx, "t", scopes, nil)
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "scopes %q", scopes)
+	}
+	_, _, err := c.CreateToken(ctx, "t", []string{"admin", "read", "publish:o.*", "consume:*/group:g-1"}, nil)
+	require.NoError(t, err)
+	toks, err := c.ListTokens(ctx)
+	require.NoError(t, err)
+	require.Len(t, toks, 1)
+}
