@@ -374,6 +374,9 @@ func (c *Client) EnqueueMany(ctx context.Context, queue string, params []Enqueue
 // locks, so it is the caller's to retry (IsRetryable reports true).
 // Idle workers of the queue are woken when the transaction commits.
 func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, params []EnqueueParams, opts *EnqueueOpts) (res []*EnqueueResult, err error) {
+	// Stays in Go although enqueue_many() checks it too: the per-job
+	// checks below run before the round trip, and a bad name must be
+	// ErrInvalidName whatever else is wrong.
 	if err := ValidateName("queue", queue); err != nil {
 		return nil, err
 	}
@@ -404,6 +407,8 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 			return nil, newError(ErrInvalidArgument, "job %d: timeout must be from 1µs to %s (0: the queue's), got %s", i, durationMax, p.Timeout)
 		}
 		if !p.RunAt.IsZero() {
+			// A time pgx can send and PostgreSQL hold (enqueue_many()
+			// refuses the other years outside 0001..9999, PM004, too).
 			if err := checkTime(fmt.Sprintf("job %d: run at", i), p.RunAt); err != nil {
 				return nil, err
 			}

@@ -84,6 +84,9 @@ const periodicEvery = time.Second
 // EnqueueMany refuses in the job (ErrPayloadTooLarge, ErrInvalidArgument,
 // ErrInvalidMaxAttempts); nothing is stored then.
 func (c *Client) AddPeriodicJob(ctx context.Context, p PeriodicJob) (*PeriodicJob, error) {
+	// The names stay checked in Go (periodic_add() checks them too): the
+	// checks of the job's Go values below run before the round trip, and a
+	// bad name must be ErrInvalidName whatever else is wrong.
 	if err := ValidateName("queue", p.Queue); err != nil {
 		return nil, err
 	}
@@ -157,6 +160,7 @@ func (c *Client) PreviewSchedule(ctx context.Context, schedule, timeZone string,
 	if n < 1 || n > 1000 {
 		return nil, newError(ErrInvalidArgument, "count must be from 1 to 1000, got %d", n)
 	}
+	// A time pgx can send and PostgreSQL hold.
 	if err := checkTime("after", after); err != nil {
 		return nil, err
 	}
