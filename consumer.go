@@ -118,12 +118,13 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 	if o.Start == "" {
 		o.Start = PositionEarliest
 	}
-	if o.MaxRecords < 1 || o.Lease < 0 || o.MaxBytes < 0 {
-		return nil, newError(ErrInvalidArgument, "max records must be >= 1 and lease and max bytes must not be negative")
-	}
+	// claim_range() refuses max records under 1, a lease that is not
+	// positive (one under 1µs is sent as 0) and negative max bytes (PM004,
+	// after a bad name's PM003); the direct statements leave those cases
+	// to it (canClaimDirect).
 	params := store.ClaimParams{
 		Topic: topic, Group: group, Partition: o.Partition, Member: o.Member,
-		MaxRecords: int32(min(o.MaxRecords, 1<<30)), MaxBytes: o.MaxBytes, Lease: o.Lease,
+		MaxRecords: limit32(o.MaxRecords), MaxBytes: o.MaxBytes, Lease: o.Lease,
 		Start: o.Start, RequireOwner: o.RequireOwner, Async: async,
 	}
 	if commit != nil {

@@ -1,6 +1,7 @@
 package pgmsg_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ func callCode(t *testing.T, tb *testBundle, fn string, args ...any) string {
 	t.Helper()
 	ph := make([]string, len(args))
 	for i := range args {
-		ph[i] = "$" + string(rune('1'+i))
+		ph[i] = "$" + strconv.Itoa(i+1)
 	}
 	_, err := tb.Pool.Exec(tb.ctx, "SELECT "+pgx.Identifier{tb.Schema, fn}.Sanitize()+"("+strings.Join(ph, ", ")+")", args...)
 	var pgErr *pgconn.PgError
@@ -141,4 +142,37 @@ func TestCreateTokenRefusedBySQL(t *testing.T) {
 	toks, err := c.ListTokens(ctx)
 	require.NoError(t, err)
 	require.Len(t, toks, 1)
+}
+
+// A claim's options are claim_range()'s to refuse (PM004), after bad names
+// (PM003) and before an unknown topic (PM001), as when Go checked them;
+// the direct statements leave them to it.
+func TestClaimOptionsRefusedBySQL(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "opts", 1)
+	ctx, c := tb.ctx, tb.client
+	_, err := c.Heartbeat(ctx, "opts", "g", "m", 0)
+	require.NoError(t, err)
+	bad := []*pgmsg.ClaimOpts{
+		{MaxRecords: -1}, {MaxRecords: -1 << 40}, {Lease: -time.Second}, {Lease: time.Nanosecond},
+		{Lease: 367 * 24 * time.Hour}, {MaxBytes: -1},
+		// What Consumer.Run claims with (the direct statements' case).
+		{MaxRecords: -5, Partition: ptr(int32(0)), Member: "m", RequireOwner: true},
+	}
+	for _, o := range bad {
+		for _, topic := range []string{"opts", "missing"} {
+			_, err := c.Claim(ctx, topic, "g", o)
+			requireCode(t, err, pgmsg.ErrInvalidArgument, "PM004")
+		}
+		_, err := c.Claim(ctx, "bad topic!", "g", o)
+		require.ErrorIs(t, err, pgmsg.ErrInvalidName, "%+v", o)
+		_, err = c.Claim(ctx, "opts", "bad group!", o)
+		require.ErrorIs(t, err, pgmsg.ErrInvalidName, "%+v", o)
+	}
+	// A huge MaxRecords is capped, not wrapped.
+	_, err = c.Claim(ctx, "opts", "g", &pgmsg.ClaimOpts{MaxRecords: 1<<32 + 1})
+	require.NoError(t, err)
+	require.Equal(t, "PM004", callCode(t, tb, "claim_range", "opts", "g", 10, "30s", nil, "earliest", nil, false, false, nil, nil, int64(-1)))
+	require.Equal(t, "PM003", callCode(t, tb, "claim_range", "opts", "bad!", 0))
 }

@@ -1179,11 +1179,22 @@ DECLARE
     done_to  bigint;   -- where that commit moves its cursor
     created  boolean := false;
 BEGIN
+    -- A bad name is PM003 whatever else is wrong: the names are checked in
+    -- each failure branch (none costs the claim that succeeds anything).
     IF p_max_records IS NULL OR p_max_records < 1 THEN
+        PERFORM {{schema}}._check_name('topic', p_topic);
+        PERFORM {{schema}}._check_name('group', p_group);
         PERFORM {{schema}}._raise('PM004', 'max_records must be at least 1');
     END IF;
     IF p_lease IS NULL OR p_lease <= interval '0' OR p_lease > interval '366 days' THEN
+        PERFORM {{schema}}._check_name('topic', p_topic);
+        PERFORM {{schema}}._check_name('group', p_group);
         PERFORM {{schema}}._raise('PM004', 'lease must be positive and at most 366 days');
+    END IF;
+    IF p_max_bytes < 0 THEN
+        PERFORM {{schema}}._check_name('topic', p_topic);
+        PERFORM {{schema}}._check_name('group', p_group);
+        PERFORM {{schema}}._raise('PM004', 'max_bytes must not be negative (NULL: no cap)');
     END IF;
     SELECT tt.topic_id, tt.partitions INTO v_topic, v_parts FROM {{schema}}.topic tt WHERE tt.name = p_topic;
     IF NOT FOUND THEN
