@@ -176,3 +176,34 @@ func TestClaimOptionsRefusedBySQL(t *testing.T) {
 	require.Equal(t, "PM004", callCode(t, tb, "claim_range", "opts", "g", 10, "30s", nil, "earliest", nil, false, false, nil, nil, int64(-1)))
 	require.Equal(t, "PM003", callCode(t, tb, "claim_range", "opts", "bad!", 0))
 }
+
+// Partition counts out of 1..1024 are topic_create()'s and
+// topic_add_partitions()'s to refuse (PM004), before a bad name or an
+// unknown topic for the latter, as when Go checked them.
+func TestPartitionCountsRefusedBySQL(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "parts", 2)
+	ctx, c := tb.ctx, tb.client
+	for _, n := range []int{-1, 1025, 1<<32 + 2, -1 << 40} {
+		_, err := c.CreateTopic(ctx, "new", pgmsg.TopicConfig{Partitions: n})
+		requireCode(t, err, pgmsg.ErrInvalidArgument, "PM004")
+		for _, topic := range []string{"parts", "missing", "bad name!"} {
+			_, err = c.AddPartitions(ctx, topic, n)
+			requireCode(t, err, pgmsg.ErrInvalidArgument, "PM004")
+		}
+	}
+	_, err := c.AddPartitions(ctx, "parts", 0)
+	requireCode(t, err, pgmsg.ErrInvalidArgument, "PM004")
+	_, err = c.AddPartitions(ctx, "missing", 5)
+	require.ErrorIs(t, err, pgmsg.ErrUnknownTopic)
+	_, err = c.AddPartitions(ctx, "parts", 2) // not more than the current count
+	requireCode(t, err, pgmsg.ErrInvalidArgument, "PM004")
+	require.Equal(t, "PM004", callCode(t, tb, "topic_add_partitions", "missing", 0))
+	require.Equal(t, "PM004", callCode(t, tb, "topic_add_partitions", "missing", 1025))
+	require.Equal(t, "PM001", callCode(t, tb, "topic_add_partitions", "missing", 3))
+	topics, err := c.ListTopics(ctx)
+	require.NoError(t, err)
+	require.Len(t, topics, 1)
+	require.Equal(t, 2, topics[0].Partitions)
+}

@@ -791,6 +791,11 @@ AS $function$
 DECLARE
     t "pgmsg".topic;
 BEGIN
+    -- A count no topic can have first (PM004), whether or not the topic
+    -- exists.
+    IF p_partitions IS NULL OR p_partitions < 1 OR p_partitions > 1024 THEN
+        PERFORM "pgmsg"._invalid_partitions(p_partitions);
+    END IF;
     PERFORM "pgmsg"._topic(p_name);
     SELECT * INTO t FROM "pgmsg".topic WHERE name = p_name FOR UPDATE;
     IF p_partitions IS NULL OR p_partitions <= t.partitions OR p_partitions > 1024 THEN

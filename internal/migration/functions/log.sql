@@ -192,6 +192,11 @@ AS $function$
 DECLARE
     t {{schema}}.topic;
 BEGIN
+    -- A count no topic can have first (PM004), whether or not the topic
+    -- exists.
+    IF p_partitions IS NULL OR p_partitions < 1 OR p_partitions > 1024 THEN
+        PERFORM {{schema}}._invalid_partitions(p_partitions);
+    END IF;
     PERFORM {{schema}}._topic(p_name);
     SELECT * INTO t FROM {{schema}}.topic WHERE name = p_name FOR UPDATE;
     IF p_partitions IS NULL OR p_partitions <= t.partitions OR p_partitions > 1024 THEN
