@@ -207,3 +207,26 @@ func TestPartitionCountsRefusedBySQL(t *testing.T) {
 	require.Len(t, topics, 1)
 	require.Equal(t, 2, topics[0].Partitions)
 }
+
+// Extend's lease is extend()'s to refuse (PM004), before it looks the
+// claim up, as when Go checked it.
+func TestExtendLeaseRefusedBySQL(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "ext", 1)
+	ctx, c := tb.ctx, tb.client
+	require.NoError(t, c.Publish(ctx, []*pgmsg.Record{{Topic: "ext", Value: []byte("v")}}, nil))
+	cl, err := c.Claim(ctx, "ext", "g", nil)
+	require.NoError(t, err)
+	lost := &pgmsg.Claim{Topic: "ext", Group: "g", Partition: 0, Epoch: cl.Epoch + 1}
+	gone := &pgmsg.Claim{Topic: "missing", Group: "g", Partition: 0, Epoch: 1}
+	for _, lease := range []time.Duration{0, -time.Second, time.Nanosecond, 367 * 24 * time.Hour} {
+		for _, claim := range []*pgmsg.Claim{cl, lost, gone} {
+			requireCode(t, c.Extend(ctx, claim, lease), pgmsg.ErrInvalidArgument, "PM004")
+		}
+	}
+	require.ErrorIs(t, c.Extend(ctx, lost, time.Minute), pgmsg.ErrClaimNotHeld)
+	require.ErrorIs(t, c.Extend(ctx, gone, time.Minute), pgmsg.ErrUnknownTopic)
+	require.NoError(t, c.Extend(ctx, cl, time.Minute))
+	require.Equal(t, "PM004", callCode(t, tb, "extend", "missing", "g", 0, int64(1), "0s"))
+}

@@ -2104,12 +2104,14 @@ CREATE OR REPLACE FUNCTION "pgmsg".extend(p_topic text, p_group text, p_partitio
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    cur "pgmsg".group_cursor := "pgmsg"._held(p_topic, p_group, p_partition, p_claim_epoch);
+    cur "pgmsg".group_cursor;
     expires timestamptz;
 BEGIN
+    -- The lease first: a bad one is PM004 whether or not the claim is held.
     IF p_lease IS NULL OR p_lease <= interval '0' OR p_lease > interval '366 days' THEN
         PERFORM "pgmsg"._raise('PM004', 'lease must be positive and at most 366 days');
     END IF;
+    cur := "pgmsg"._held(p_topic, p_group, p_partition, p_claim_epoch);
     expires := clock_timestamp() + p_lease;
     UPDATE "pgmsg".group_cursor c SET claim_expires_at = expires
      WHERE c.topic_id = cur.topic_id AND c.group_name = cur.group_name AND c.partition = cur.partition;
