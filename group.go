@@ -163,10 +163,10 @@ func (c *Client) Fetch(ctx context.Context, topic string, partition int32, from 
 // log.time_index): about TimeIndexStride records, not the partition. It
 // fails with ErrUnknownTopic or ErrPartitionOutOfRange.
 func (c *Client) OffsetForTime(ctx context.Context, topic string, partition int32, t time.Time) (int64, error) {
-	// The topic's name is the SQL function's to refuse (PM003, through
-	// _topic()); Go refuses a name that cannot be sent, and a time outside
-	// 0001..9999 (one pgx might not send, or PostgreSQL not hold).
-	if err := sendableNames("topic", topic); err != nil {
+	// The SQL function refuses a bad name too (PM003, through _topic());
+	// it stays here because the time's check, which must run before the
+	// round trip (a time pgx can send and PostgreSQL hold), follows it.
+	if err := ValidateName("topic", topic); err != nil {
 		return 0, err
 	}
 	if err := checkTime("time", t); err != nil {
@@ -184,10 +184,10 @@ type PartitionOffset struct {
 // OffsetsForTime is OffsetForTime for every partition of topic, in
 // partition order, in one statement.
 func (c *Client) OffsetsForTime(ctx context.Context, topic string, t time.Time) ([]PartitionOffset, error) {
-	// The topic's name is the SQL function's to refuse (PM003, through
-	// _topic()); Go refuses a name that cannot be sent, and a time outside
-	// 0001..9999 (one pgx might not send, or PostgreSQL not hold).
-	if err := sendableNames("topic", topic); err != nil {
+	// The SQL function refuses a bad name too (PM003, through _topic());
+	// it stays here because the time's check, which must run before the
+	// round trip (a time pgx can send and PostgreSQL hold), follows it.
+	if err := ValidateName("topic", topic); err != nil {
 		return nil, err
 	}
 	if err := checkTime("time", t); err != nil {
