@@ -650,6 +650,8 @@ func (c *Client) FailTx(ctx context.Context, exec DBTX, job *Job, jobErr error, 
 	if opts != nil {
 		o = *opts
 	}
+	// job_fail() refuses a negative delay too (PM104); Go keeps the check
+	// because one under 1µs would be sent as 0, a valid delay.
 	if o.RetryIn < 0 {
 		return nil, newError(ErrInvalidDelay, "retry delay must not be negative, got %s", o.RetryIn)
 	}
@@ -673,6 +675,7 @@ func (c *Client) Snooze(ctx context.Context, job *Job, delay time.Duration) (tim
 
 // SnoozeTx is Snooze on exec.
 func (c *Client) SnoozeTx(ctx context.Context, exec DBTX, job *Job, delay time.Duration) (time.Time, error) {
+	// As in FailTx: a negative delay under 1µs would be sent as 0.
 	if delay < 0 {
 		return time.Time{}, newError(ErrInvalidDelay, "snooze delay must not be negative, got %s", delay)
 	}
@@ -688,6 +691,7 @@ func (c *Client) ExtendJob(ctx context.Context, job *Job, lease time.Duration) e
 
 // ExtendJobTx is ExtendJob on exec.
 func (c *Client) ExtendJobTx(ctx context.Context, exec DBTX, job *Job, lease time.Duration) error {
+	// Kept in Go: a negative lease under 1µs would be sent as 0.
 	if lease < 0 {
 		return newError(ErrInvalidArgument, "lease must not be negative, got %s", lease)
 	}
