@@ -691,10 +691,9 @@ func (c *Client) ExtendJob(ctx context.Context, job *Job, lease time.Duration) e
 
 // ExtendJobTx is ExtendJob on exec.
 func (c *Client) ExtendJobTx(ctx context.Context, exec DBTX, job *Job, lease time.Duration) error {
-	// Kept in Go: a negative lease under 1µs would be sent as 0.
-	if lease < 0 {
-		return newError(ErrInvalidArgument, "lease must not be negative, got %s", lease)
-	}
+	// job_extend() refuses a negative lease (PM004) before it looks the
+	// job up; one under 1µs is sent as 0 seconds, which it refuses too (0
+	// itself is sent as NULL: the queue's lease).
 	exp, err := c.store.JobExtend(ctx, exec, job.ID, job.LeaseToken, lease)
 	if err != nil {
 		return err

@@ -230,3 +230,26 @@ func TestExtendLeaseRefusedBySQL(t *testing.T) {
 	require.NoError(t, c.Extend(ctx, cl, time.Minute))
 	require.Equal(t, "PM004", callCode(t, tb, "extend", "missing", "g", 0, int64(1), "0s"))
 }
+
+// ExtendJob's lease is job_extend()'s to refuse (PM004), before it looks
+// the job up.
+func TestExtendJobLeaseRefusedBySQL(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ctx, c := tb.ctx, tb.client
+	_, err := c.Enqueue(ctx, "q", pgmsg.EnqueueParams{Payload: []byte("1")}, nil)
+	require.NoError(t, err)
+	jobs, err := c.ClaimJobs(ctx, "q", &pgmsg.ClaimJobsOpts{Max: 1})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	lost := *jobs[0]
+	lost.LeaseToken++
+	for _, lease := range []time.Duration{-time.Second, -time.Nanosecond, 367 * 24 * time.Hour} {
+		for _, j := range []*pgmsg.Job{jobs[0], &lost} {
+			requireCode(t, c.ExtendJob(ctx, j, lease), pgmsg.ErrInvalidArgument, "PM004")
+		}
+	}
+	require.ErrorIs(t, c.ExtendJob(ctx, &lost, time.Minute), pgmsg.ErrJobNotHeld)
+	require.NoError(t, c.ExtendJob(ctx, jobs[0], 0)) // the queue's lease
+	require.NoError(t, c.ExtendJob(ctx, jobs[0], time.Minute))
+}
