@@ -2,7 +2,9 @@ package pgmsg
 
 import (
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Bounds of client-supplied values, checked in Go before a round trip and
@@ -42,6 +44,20 @@ var (
 func checkTime(what string, t time.Time) error {
 	if t.Before(timeMin) || t.Truncate(time.Microsecond).After(timeMax) {
 		return newError(ErrInvalidArgument, "%s %s is outside the UTC years 0001 to 9999", what, t.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// sendableNames refuses, with ValidateName's ErrInvalidName, a name that
+// PostgreSQL cannot receive as text (a NUL byte, or not UTF-8): the server
+// would refuse it as ErrInvalidArgument (22021) before the SQL API's check
+// of names (PM003) runs. Every other bad name is the SQL API's to refuse.
+// kindNames alternates kinds and names, as ValidateName takes them.
+func sendableNames(kindNames ...string) error {
+	for i := 0; i+1 < len(kindNames); i += 2 {
+		if n := kindNames[i+1]; strings.IndexByte(n, 0) >= 0 || !utf8.ValidString(n) {
+			return ValidateName(kindNames[i], n)
+		}
 	}
 	return nil
 }

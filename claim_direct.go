@@ -33,10 +33,10 @@ type claimDirectResult struct {
 
 // canClaimDirect reports whether params are the case the direct statements
 // cover: a named partition claimed by its owner, no byte cap, a commit (if
-// any) of the same partition, and a lease claim_range() accepts (the
-// statements do not check it).
+// any) of the same partition, and a lease and max records claim_range()
+// accepts (the statements do not check them).
 func canClaimDirect(params *store.ClaimParams) bool {
-	return params.Partition != nil && params.RequireOwner && params.Member != "" && params.MaxBytes == 0 &&
+	return params.Partition != nil && params.RequireOwner && params.Member != "" && params.MaxBytes == 0 && params.MaxRecords >= 1 &&
 		(!params.Commit || params.CommitPartition == *params.Partition) &&
 		params.Lease.Microseconds() > 0 && params.Lease.Microseconds() <= durationMax.Microseconds()
 }

@@ -99,10 +99,11 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 		start := time.Now()
 		defer func() { c.traceClaim(ctx, start, topic, group, commit, cl, err) }()
 	}
-	if err := ValidateName("topic", topic); err != nil {
-		return nil, err
-	}
-	if err := ValidateName("group", group); err != nil {
+	// Names are claim_range()'s to refuse (PM003: an unknown topic's name
+	// through _topic(), an unknown group's through group_create()); the
+	// direct statements find no row for a bad name and leave it to
+	// claim_range(). Go refuses only what cannot be sent.
+	if err := sendableNames("topic", topic, "group", group); err != nil {
 		return nil, err
 	}
 	o := ClaimOpts{}
@@ -118,12 +119,13 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 	if o.Start == "" {
 		o.Start = PositionEarliest
 	}
-	if o.MaxRecords < 1 || o.Lease < 0 || o.MaxBytes < 0 {
-		return nil, newError(ErrInvalidArgument, "max records must be >= 1 and lease and max bytes must not be negative")
-	}
+	// claim_range() refuses max records under 1, a lease that is not
+	// positive (one under 1µs is sent as 0) and negative max bytes (PM004,
+	// after a bad name's PM003); the direct statements leave those cases
+	// to it (canClaimDirect).
 	params := store.ClaimParams{
 		Topic: topic, Group: group, Partition: o.Partition, Member: o.Member,
-		MaxRecords: int32(min(o.MaxRecords, 1<<30)), MaxBytes: o.MaxBytes, Lease: o.Lease,
+		MaxRecords: limit32(o.MaxRecords), MaxBytes: o.MaxBytes, Lease: o.Lease,
 		Start: o.Start, RequireOwner: o.RequireOwner, Async: async,
 	}
 	if commit != nil {
@@ -311,9 +313,8 @@ func (c *Client) Release(ctx context.Context, cl *Claim) error {
 // Extend keeps a claim for lease more from now (database clock), for long
 // handlers. It fails like Commit when the claim is lost.
 func (c *Client) Extend(ctx context.Context, cl *Claim, lease time.Duration) error {
-	if lease <= 0 {
-		return newError(ErrInvalidArgument, "lease must be positive, got %s", lease)
-	}
+	// extend() refuses a lease that is not positive (one under 1µs is sent
+	// as 0) or over 366 days (PM004) before it looks the claim up.
 	exp, err := c.store.Extend(ctx, c.pool, cl.Topic, cl.Group, cl.Partition, cl.Epoch, lease)
 	if err != nil {
 		return err
@@ -427,6 +428,8 @@ func (c *Client) NewConsumer(topic, group string, opts *ConsumerOpts) (*Consumer
 
 // NewGroupConsumer returns a member of group reading several topics.
 func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerOpts) (*Consumer, error) {
+	// The names are checked here although the SQL API checks them again:
+	// a constructor makes no round trip, and a bad name fails it at once.
 	if err := ValidateName("group", group); err != nil {
 		return nil, err
 	}

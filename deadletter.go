@@ -71,6 +71,8 @@ func (o *ConsumerOpts) checkDeadLetters(topics []string) error {
 	}
 	for _, t := range topics {
 		dlq := deadLetterTopic(o.DeadLetterTopic, t)
+		// Checked in the constructor (NewConsumer), which makes no round
+		// trip: a bad name fails it at once, not the first dead letter.
 		if err := ValidateName("dead-letter topic", dlq); err != nil {
 			return err
 		}
@@ -370,7 +372,10 @@ type DeadLettersOpts struct {
 }
 
 // resolve checks topic, group and o, and returns the dead-letter topic and
-// the limit.
+// the limit. The names stay checked in Go: the group is only matched
+// against headers (SQL sees it only when the dead-letter topic exists),
+// and the topic's and dead-letter topic's names come before the limit's
+// Go check, so that a bad name is ErrInvalidName whatever else is wrong.
 func (o *DeadLettersOpts) resolve(topic, group string) (string, int, error) {
 	if err := ValidateName("topic", topic); err != nil {
 		return "", 0, err
@@ -471,6 +476,8 @@ func (c *Client) ReplayDeadLetters(ctx context.Context, topic, group string, opt
 		return 0, err
 	}
 	replayGroup := group + ReplayGroupSuffix
+	// Stays in Go: the statements that follow do not check this name, and
+	// a dead-letter topic that does not exist would answer 0 for it.
 	if err := ValidateName("group", replayGroup); err != nil {
 		return 0, err
 	}

@@ -87,7 +87,9 @@ func (c *Client) DescribeGroup(ctx context.Context, topic, group string) (*Group
 // (PositionEarliest, PositionLatest, an offset or an RFC 3339 timestamp).
 // It returns false if the group already existed (left unchanged).
 func (c *Client) CreateGroup(ctx context.Context, topic, group, start string) (bool, error) {
-	if err := ValidateName("group", group); err != nil {
+	// group_create() refuses a bad name (PM003); Go only what cannot be
+	// sent.
+	if err := sendableNames("topic", topic, "group", group); err != nil {
 		return false, err
 	}
 	if start == "" {
@@ -161,6 +163,9 @@ func (c *Client) Fetch(ctx context.Context, topic string, partition int32, from 
 // log.time_index): about TimeIndexStride records, not the partition. It
 // fails with ErrUnknownTopic or ErrPartitionOutOfRange.
 func (c *Client) OffsetForTime(ctx context.Context, topic string, partition int32, t time.Time) (int64, error) {
+	// The SQL function refuses a bad name too (PM003, through _topic());
+	// it stays here because the time's check, which must run before the
+	// round trip (a time pgx can send and PostgreSQL hold), follows it.
 	if err := ValidateName("topic", topic); err != nil {
 		return 0, err
 	}
@@ -179,6 +184,9 @@ type PartitionOffset struct {
 // OffsetsForTime is OffsetForTime for every partition of topic, in
 // partition order, in one statement.
 func (c *Client) OffsetsForTime(ctx context.Context, topic string, t time.Time) ([]PartitionOffset, error) {
+	// The SQL function refuses a bad name too (PM003, through _topic());
+	// it stays here because the time's check, which must run before the
+	// round trip (a time pgx can send and PostgreSQL hold), follows it.
 	if err := ValidateName("topic", topic); err != nil {
 		return nil, err
 	}
@@ -223,21 +231,16 @@ type GroupAssignment struct {
 // claim with ClaimOpts{Member: member, RequireOwner: true}. The group is
 // created at its earliest records if it does not exist.
 func (c *Client) Heartbeat(ctx context.Context, topic, group, member string, sessionTimeout time.Duration) (*GroupAssignment, error) {
-	if err := ValidateName("topic", topic); err != nil {
-		return nil, err
-	}
-	if err := ValidateName("group", group); err != nil {
-		return nil, err
-	}
-	if err := ValidateName("member", member); err != nil {
+	// group_heartbeat() refuses bad names (PM003) before anything else;
+	// Go only what cannot be sent.
+	if err := sendableNames("topic", topic, "group", group, "member", member); err != nil {
 		return nil, err
 	}
 	if sessionTimeout == 0 {
 		sessionTimeout = SessionTimeoutDefault
 	}
-	if sessionTimeout < time.Microsecond || sessionTimeout > durationMax {
-		return nil, newError(ErrInvalidArgument, "session timeout must be from 1µs to %s, got %s", durationMax, sessionTimeout)
-	}
+	// It also refuses a session timeout out of range (PM004), before it
+	// looks the topic up; one under 1µs is sent as 0.
 	row, err := c.store.GroupHeartbeat(ctx, c.pool, topic, group, member, sessionTimeout, PositionEarliest)
 	if err != nil {
 		return nil, err
@@ -259,13 +262,9 @@ func (c *Client) Heartbeat(ctx context.Context, topic, group, member string, ses
 // without waiting for its session to expire. It reports whether member
 // was in the group.
 func (c *Client) LeaveGroup(ctx context.Context, topic, group, member string) (bool, error) {
-	if err := ValidateName("topic", topic); err != nil {
-		return false, err
-	}
-	if err := ValidateName("group", group); err != nil {
-		return false, err
-	}
-	if err := ValidateName("member", member); err != nil {
+	// group_leave() refuses bad names (PM003); Go only what cannot be
+	// sent.
+	if err := sendableNames("topic", topic, "group", group, "member", member); err != nil {
 		return false, err
 	}
 	return c.store.GroupLeave(ctx, c.pool, topic, group, member)

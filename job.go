@@ -214,6 +214,9 @@ func (c *Client) EnqueueMany(ctx context.Context, queue string, params []Enqueue
 // locks, so it is the caller's to retry (IsRetryable reports true).
 // Idle workers of the queue are woken when the transaction commits.
 func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, params []EnqueueParams, opts *EnqueueOpts) (res []*EnqueueResult, err error) {
+	// Stays in Go although enqueue_many() checks it too: the per-job
+	// checks below run before the round trip, and a bad name must be
+	// ErrInvalidName whatever else is wrong.
 	if err := ValidateName("queue", queue); err != nil {
 		return nil, err
 	}
@@ -244,6 +247,8 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 			return nil, newError(ErrInvalidArgument, "job %d: timeout must be from 1µs to %s (0: the queue's), got %s", i, durationMax, p.Timeout)
 		}
 		if !p.RunAt.IsZero() {
+			// A time pgx can send and PostgreSQL hold (enqueue_many()
+			// refuses the other years outside 0001..9999, PM004, too).
 			if err := checkTime(fmt.Sprintf("job %d: run at", i), p.RunAt); err != nil {
 				return nil, err
 			}
@@ -484,6 +489,8 @@ func (c *Client) FailTx(ctx context.Context, exec DBTX, job *Job, jobErr error, 
 	if opts != nil {
 		o = *opts
 	}
+	// job_fail() refuses a negative delay too (PM104); Go keeps the check
+	// because one under 1µs would be sent as 0, a valid delay.
 	if o.RetryIn < 0 {
 		return nil, newError(ErrInvalidDelay, "retry delay must not be negative, got %s", o.RetryIn)
 	}
@@ -507,6 +514,7 @@ func (c *Client) Snooze(ctx context.Context, job *Job, delay time.Duration) (tim
 
 // SnoozeTx is Snooze on exec.
 func (c *Client) SnoozeTx(ctx context.Context, exec DBTX, job *Job, delay time.Duration) (time.Time, error) {
+	// As in FailTx: a negative delay under 1µs would be sent as 0.
 	if delay < 0 {
 		return time.Time{}, newError(ErrInvalidDelay, "snooze delay must not be negative, got %s", delay)
 	}
@@ -522,9 +530,9 @@ func (c *Client) ExtendJob(ctx context.Context, job *Job, lease time.Duration) e
 
 // ExtendJobTx is ExtendJob on exec.
 func (c *Client) ExtendJobTx(ctx context.Context, exec DBTX, job *Job, lease time.Duration) error {
-	if lease < 0 {
-		return newError(ErrInvalidArgument, "lease must not be negative, got %s", lease)
-	}
+	// job_extend() refuses a negative lease (PM004) before it looks the
+	// job up; one under 1µs is sent as 0 seconds, which it refuses too (0
+	// itself is sent as NULL: the queue's lease).
 	exp, err := c.store.JobExtend(ctx, exec, job.ID, job.LeaseToken, lease)
 	if err != nil {
 		return err

@@ -84,6 +84,9 @@ const periodicEvery = time.Second
 // EnqueueMany refuses in the job (ErrPayloadTooLarge, ErrInvalidArgument,
 // ErrInvalidMaxAttempts); nothing is stored then.
 func (c *Client) AddPeriodicJob(ctx context.Context, p PeriodicJob) (*PeriodicJob, error) {
+	// The names stay checked in Go (periodic_add() checks them too): the
+	// checks of the job's Go values below run before the round trip, and a
+	// bad name must be ErrInvalidName whatever else is wrong.
 	if err := ValidateName("queue", p.Queue); err != nil {
 		return nil, err
 	}
@@ -123,10 +126,9 @@ func (c *Client) AddPeriodicJob(ctx context.Context, p PeriodicJob) (*PeriodicJo
 // RemovePeriodicJob deletes a queue's periodic job; the jobs it enqueued
 // stay. It fails with ErrUnknownQueue or ErrUnknownPeriodicJob.
 func (c *Client) RemovePeriodicJob(ctx context.Context, queue, name string) error {
-	if err := ValidateName("queue", queue); err != nil {
-		return err
-	}
-	if err := ValidateName("periodic job", name); err != nil {
+	// periodic_remove() refuses bad names (PM003) first; Go only what
+	// cannot be sent.
+	if err := sendableNames("queue", queue, "periodic job", name); err != nil {
 		return err
 	}
 	return c.store.PeriodicRemove(ctx, c.pool, queue, name)
@@ -135,10 +137,10 @@ func (c *Client) RemovePeriodicJob(ctx context.Context, queue, name string) erro
 // ListPeriodicJobs returns the periodic jobs of queue ("": of every
 // queue), by queue and name. It fails with ErrUnknownQueue.
 func (c *Client) ListPeriodicJobs(ctx context.Context, queue string) ([]*PeriodicJob, error) {
-	if queue != "" {
-		if err := ValidateName("queue", queue); err != nil {
-			return nil, err
-		}
+	// periodic_list() refuses a bad queue name (PM003, through _queue());
+	// Go only one that cannot be sent.
+	if err := sendableNames("queue", queue); err != nil {
+		return nil, err
 	}
 	rows, err := c.store.PeriodicList(ctx, c.pool, queue)
 	if err != nil {
@@ -158,6 +160,7 @@ func (c *Client) PreviewSchedule(ctx context.Context, schedule, timeZone string,
 	if n < 1 || n > 1000 {
 		return nil, newError(ErrInvalidArgument, "count must be from 1 to 1000, got %d", n)
 	}
+	// A time pgx can send and PostgreSQL hold.
 	if err := checkTime("after", after); err != nil {
 		return nil, err
 	}

@@ -223,8 +223,15 @@ func (c *Client) planPublish(ctx context.Context, exec DBTX, records []*Record, 
 		if err != nil {
 			return nil, err
 		}
-		if err := checkRecord(r, meta); err != nil {
-			return nil, err
+		// Only what the call needs: a timestamp pgx can send and
+		// PostgreSQL can hold (publish() refuses the rest of the years
+		// outside 0001..9999 with the same PM004). Record sizes are
+		// publish()'s to refuse (PM006; the direct statement declines an
+		// oversized record and leaves it to publish()).
+		if !r.Timestamp.IsZero() {
+			if err := checkTime("record timestamp", r.Timestamp); err != nil {
+				return nil, err
+			}
 		}
 		p, err := c.choosePartition(r, meta, manual, func() int32 {
 			if s, ok := spread[r.Topic]; ok {
@@ -287,6 +294,8 @@ func (i *idempotence) spread(partitions int) int32 {
 
 // checkRecord refuses, before a round trip, a record whose timestamp is
 // outside the UTC years 0001..9999 or that is larger than the topic allows.
+// The Producer checks each record with it before batching, so that a bad
+// record fails alone instead of the batch it would share with others'.
 func checkRecord(r *Record, meta topicMeta) error {
 	if !r.Timestamp.IsZero() {
 		if err := checkTime("record timestamp", r.Timestamp); err != nil {

@@ -86,6 +86,14 @@ type QueueStats struct {
 	Paused bool `json:"paused"`
 }
 
+// checkQueueConfig checks what the store cannot send faithfully, which the SQL
+// API therefore never sees: values past int32, durations under 1µs
+// (sent as 0, which means "none" or "default"), and negative values other
+// than the ...None sentinels (all sent as 0, "remove"). The ranges it
+// checks besides (negative durations, upper bounds) repeat _queue_check()'s
+// with the same codes; they stay so that one Go check reports a bad
+// setting before the round trip whatever the queue's name or existence
+// (queue_update() looks the queue up first).
 func checkQueueConfig(cfg QueueConfig) error {
 	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > math.MaxInt32 {
 		return newError(ErrInvalidMaxAttempts, "max attempts must be between 1 and %d, got %d", math.MaxInt32, cfg.MaxAttempts)
@@ -141,6 +149,9 @@ func (c *Client) EnsureQueue(ctx context.Context, name string, cfg QueueConfig) 
 }
 
 func (c *Client) createQueue(ctx context.Context, exec DBTX, name string, cfg QueueConfig, ifNotExists bool) (*Queue, error) {
+	// queue_create() checks the name too; it stays here because validate
+	// runs before the round trip, and a bad name must be ErrInvalidName
+	// whatever else is wrong.
 	if err := ValidateName("queue", name); err != nil {
 		return nil, err
 	}
@@ -334,9 +345,12 @@ func (c *Client) ListJobs(ctx context.Context, queue string, opts *ListJobsOpts)
 	if o.AfterID < 0 {
 		return nil, newError(ErrInvalidArgument, "after id must not be negative, got %d", o.AfterID)
 	}
+	// job_list() refuses a bad name too (PM003, through _queue()); checked
+	// here because the times' checks below run before the round trip.
 	if err := ValidateName("queue", queue); err != nil {
 		return nil, err
 	}
+	// Times pgx can send and PostgreSQL hold.
 	if !o.Since.IsZero() {
 		if err := checkTime("since", o.Since); err != nil {
 			return nil, err

@@ -98,16 +98,12 @@ func HashToken(secret string) []byte {
 // fails with ErrInvalidName, ErrInvalidArgument (a bad scope) or
 // ErrTokenExists.
 func (c *Client) CreateToken(ctx context.Context, name string, scopes []string, opts *CreateTokenOpts) (string, *Token, error) {
-	if err := ValidateName("token", name); err != nil {
+	// token_create() refuses a bad name (PM003) and then bad scopes (PM004:
+	// none, or one ValidateScope refuses), before it writes anything; Go
+	// refuses only a name that cannot be sent (a scope that cannot is
+	// refused by the server as ErrInvalidArgument too).
+	if err := sendableNames("token", name); err != nil {
 		return "", nil, err
-	}
-	if len(scopes) == 0 {
-		return "", nil, newError(ErrInvalidArgument, "a token needs at least one scope, e.g. admin or publish:orders")
-	}
-	for _, s := range scopes {
-		if err := ValidateScope(s); err != nil {
-			return "", nil, err
-		}
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {

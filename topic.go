@@ -100,14 +100,14 @@ func (c *Client) CreateTopic(ctx context.Context, name string, cfg TopicConfig) 
 
 // CreateTopicTx is CreateTopic on exec (typically a pgx.Tx).
 func (c *Client) CreateTopicTx(ctx context.Context, exec DBTX, name string, cfg TopicConfig) (*Topic, error) {
-	if err := ValidateName("topic", name); err != nil {
+	// topic_create() refuses a bad name (PM003) and partition count
+	// (PM004), in that order, before it writes anything; Go only a name
+	// that cannot be sent.
+	if err := sendableNames("topic", name); err != nil {
 		return nil, err
 	}
 	if cfg.Partitions == 0 {
 		cfg.Partitions = 1
-	}
-	if cfg.Partitions < PartitionsMin || cfg.Partitions > PartitionsMax {
-		return nil, newError(ErrInvalidArgument, "partitions must be between %d and %d, got %d", PartitionsMin, PartitionsMax, cfg.Partitions)
 	}
 	settings := map[string]any{}
 	for k, v := range cfg.Settings {
@@ -123,7 +123,7 @@ func (c *Client) CreateTopicTx(ctx context.Context, exec DBTX, name string, cfg 
 	if err != nil {
 		return nil, newError(ErrInvalidArgument, "topic settings are not JSON: %v", err)
 	}
-	row, err := c.store.TopicCreate(ctx, exec, name, int32(cfg.Partitions), raw)
+	row, err := c.store.TopicCreate(ctx, exec, name, limit32(cfg.Partitions), raw)
 	if err != nil {
 		return nil, err
 	}
@@ -194,10 +194,9 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (*TopicDescript
 // read the new partitions from their start. Keys may map to different
 // partitions afterwards, as in Kafka.
 func (c *Client) AddPartitions(ctx context.Context, name string, partitions int) (*Topic, error) {
-	if partitions < PartitionsMin || partitions > PartitionsMax {
-		return nil, newError(ErrInvalidArgument, "partitions must be between %d and %d, got %d", PartitionsMin, PartitionsMax, partitions)
-	}
-	row, err := c.store.TopicAddPartitions(ctx, c.pool, name, int32(partitions))
+	// topic_add_partitions() refuses a count out of 1..1024 (PM004) before
+	// it looks the topic up; the count is sent capped, not wrapped.
+	row, err := c.store.TopicAddPartitions(ctx, c.pool, name, limit32(partitions))
 	if err != nil {
 		return nil, err
 	}

@@ -128,6 +128,8 @@ func (c *Client) Work(ctx context.Context, queue string, handler JobHandler, con
 // NewWorker returns a Worker for queue. It fails with ErrInvalidName or
 // ErrInvalidArgument.
 func (c *Client) NewWorker(queue string, handler JobHandler, opts *WorkerOpts) (*Worker, error) {
+	// Checked here although the SQL API checks it again: a constructor
+	// makes no round trip, and a bad name fails it at once.
 	if err := ValidateName("queue", queue); err != nil {
 		return nil, err
 	}

@@ -791,6 +791,11 @@ AS $function$
 DECLARE
     t "pgmsg".topic;
 BEGIN
+    -- A count no topic can have first (PM004), whether or not the topic
+    -- exists.
+    IF p_partitions IS NULL OR p_partitions < 1 OR p_partitions > 1024 THEN
+        PERFORM "pgmsg"._invalid_partitions(p_partitions);
+    END IF;
     PERFORM "pgmsg"._topic(p_name);
     SELECT * INTO t FROM "pgmsg".topic WHERE name = p_name FOR UPDATE;
     IF p_partitions IS NULL OR p_partitions <= t.partitions OR p_partitions > 1024 THEN
@@ -1778,17 +1783,33 @@ DECLARE
     done_to  bigint;   -- where that commit moves its cursor
     created  boolean := false;
 BEGIN
+    -- A bad name is PM003 whatever else is wrong: the names are checked in
+    -- each failure branch (none costs the claim that succeeds anything).
     IF p_max_records IS NULL OR p_max_records < 1 THEN
+        PERFORM "pgmsg"._check_name('topic', p_topic);
+        PERFORM "pgmsg"._check_name('group', p_group);
         PERFORM "pgmsg"._raise('PM004', 'max_records must be at least 1');
     END IF;
     IF p_lease IS NULL OR p_lease <= interval '0' OR p_lease > interval '366 days' THEN
+        PERFORM "pgmsg"._check_name('topic', p_topic);
+        PERFORM "pgmsg"._check_name('group', p_group);
         PERFORM "pgmsg"._raise('PM004', 'lease must be positive and at most 366 days');
+    END IF;
+    IF p_max_bytes < 0 THEN
+        PERFORM "pgmsg"._check_name('topic', p_topic);
+        PERFORM "pgmsg"._check_name('group', p_group);
+        PERFORM "pgmsg"._raise('PM004', 'max_bytes must not be negative (NULL: no cap)');
     END IF;
     SELECT tt.topic_id, tt.partitions INTO v_topic, v_parts FROM "pgmsg".topic tt WHERE tt.name = p_topic;
     IF NOT FOUND THEN
+        -- Bad names are PM003 whether or not the topic exists (a bad
+        -- group's is otherwise raised by group_create() below).
+        PERFORM "pgmsg"._check_name('topic', p_topic);
+        PERFORM "pgmsg"._check_name('group', p_group);
         PERFORM "pgmsg"._topic(p_topic);  -- raises PM001
     END IF;
     IF p_partition IS NOT NULL AND (p_partition < 0 OR p_partition >= v_parts) THEN
+        PERFORM "pgmsg"._check_name('group', p_group);  -- PM003 first
         PERFORM "pgmsg"._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
                                                   p_partition, quote_literal(p_topic), v_parts));
     END IF;
@@ -2083,12 +2104,14 @@ CREATE OR REPLACE FUNCTION "pgmsg".extend(p_topic text, p_group text, p_partitio
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    cur "pgmsg".group_cursor := "pgmsg"._held(p_topic, p_group, p_partition, p_claim_epoch);
+    cur "pgmsg".group_cursor;
     expires timestamptz;
 BEGIN
+    -- The lease first: a bad one is PM004 whether or not the claim is held.
     IF p_lease IS NULL OR p_lease <= interval '0' OR p_lease > interval '366 days' THEN
         PERFORM "pgmsg"._raise('PM004', 'lease must be positive and at most 366 days');
     END IF;
+    cur := "pgmsg"._held(p_topic, p_group, p_partition, p_claim_epoch);
     expires := clock_timestamp() + p_lease;
     UPDATE "pgmsg".group_cursor c SET claim_expires_at = expires
      WHERE c.topic_id = cur.topic_id AND c.group_name = cur.group_name AND c.partition = cur.partition;
@@ -2132,9 +2155,11 @@ CREATE OR REPLACE FUNCTION "pgmsg".group_create(p_topic text, p_group text, p_st
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    t "pgmsg".topic := "pgmsg"._topic(p_topic);
+    t "pgmsg".topic;
 BEGIN
+    -- The group's name first: a bad one is PM003 on any topic.
     PERFORM "pgmsg"._check_name('group', p_group);
+    t := "pgmsg"._topic(p_topic);
     INSERT INTO "pgmsg".consumer_group (topic_id, group_name) VALUES (t.topic_id, p_group)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
@@ -2242,13 +2267,17 @@ CREATE OR REPLACE FUNCTION "pgmsg".group_heartbeat(p_topic text, p_group text, p
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    t        "pgmsg".topic := "pgmsg"._topic(p_topic);
+    t        "pgmsg".topic;
     v_joined boolean;
 BEGIN
+    -- Bad arguments first (PM003, PM004), whether or not the topic exists.
+    PERFORM "pgmsg"._check_name('topic', p_topic);
+    PERFORM "pgmsg"._check_name('group', p_group);
     PERFORM "pgmsg"._check_name('member', p_member);
     IF p_session_timeout IS NULL OR p_session_timeout <= interval '0' OR p_session_timeout > interval '366 days' THEN
         PERFORM "pgmsg"._raise('PM004', 'session timeout must be positive and at most 366 days');
     END IF;
+    t := "pgmsg"._topic(p_topic);
     IF NOT EXISTS (SELECT 1 FROM "pgmsg".consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group) THEN
         PERFORM "pgmsg".group_create(p_topic, p_group, p_start);
     END IF;
@@ -2295,9 +2324,15 @@ CREATE OR REPLACE FUNCTION "pgmsg".group_leave(p_topic text, p_group text, p_mem
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    t       "pgmsg".topic := "pgmsg"._topic(p_topic);
+    t       "pgmsg".topic;
     v_found boolean;
 BEGIN
+    -- Bad names are the caller's mistake (PM003), not a member that was
+    -- not in the group.
+    PERFORM "pgmsg"._check_name('topic', p_topic);
+    PERFORM "pgmsg"._check_name('group', p_group);
+    PERFORM "pgmsg"._check_name('member', p_member);
+    t := "pgmsg"._topic(p_topic);
     PERFORM 1 FROM "pgmsg".consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group FOR UPDATE;
     IF NOT FOUND THEN
         RETURN false;
@@ -2822,6 +2857,9 @@ DECLARE
 BEGIN
     SELECT * INTO q FROM "pgmsg".queue WHERE name = p_name;
     IF NOT FOUND THEN
+        -- A name no queue can have is the caller's mistake (PM003), as
+        -- _topic() has it.
+        PERFORM "pgmsg"._check_name('queue', p_name);
         PERFORM "pgmsg"._raise('PM101', format('unknown queue %s', left(quote_literal(coalesce(p_name, '')), 210)));
     END IF;
     RETURN q;
@@ -4629,8 +4667,12 @@ CREATE OR REPLACE FUNCTION "pgmsg".periodic_remove(p_queue text, p_name text)
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    q "pgmsg".queue := "pgmsg"._queue(p_queue);
+    q "pgmsg".queue;
 BEGIN
+    -- Bad names are PM003 whether or not the queue exists.
+    PERFORM "pgmsg"._check_name('queue', p_queue);
+    PERFORM "pgmsg"._check_name('periodic job', p_name);
+    q := "pgmsg"._queue(p_queue);
     DELETE FROM "pgmsg".periodic_job pj WHERE pj.queue_id = q.queue_id AND pj.name = p_name;
     IF NOT FOUND THEN
         PERFORM "pgmsg"._raise('PM111', format('unknown periodic job %s in queue %s',
@@ -4638,7 +4680,8 @@ BEGIN
     END IF;
 END $function$;
 
--- periodic_list returns the periodic jobs of a queue (PM101 if unknown),
+-- periodic_list returns the periodic jobs of a queue (PM101 if unknown,
+-- PM003 for a name no queue can have),
 -- or of every queue with NULL, by queue and name.
 CREATE OR REPLACE FUNCTION "pgmsg".periodic_list(p_queue text DEFAULT NULL::text)
  RETURNS TABLE(queue text, name text, schedule text, time_zone text, payload bytea, kind text, priority integer, max_attempts integer, timeout interval, tags text[], metadata jsonb, run_on_start boolean, defined_at timestamp with time zone, next_run_at timestamp with time zone, last_run_at timestamp with time zone, last_job_id bigint, last_error text)

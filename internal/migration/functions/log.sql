@@ -192,6 +192,11 @@ AS $function$
 DECLARE
     t {{schema}}.topic;
 BEGIN
+    -- A count no topic can have first (PM004), whether or not the topic
+    -- exists.
+    IF p_partitions IS NULL OR p_partitions < 1 OR p_partitions > 1024 THEN
+        PERFORM {{schema}}._invalid_partitions(p_partitions);
+    END IF;
     PERFORM {{schema}}._topic(p_name);
     SELECT * INTO t FROM {{schema}}.topic WHERE name = p_name FOR UPDATE;
     IF p_partitions IS NULL OR p_partitions <= t.partitions OR p_partitions > 1024 THEN
@@ -1179,17 +1184,33 @@ DECLARE
     done_to  bigint;   -- where that commit moves its cursor
     created  boolean := false;
 BEGIN
+    -- A bad name is PM003 whatever else is wrong: the names are checked in
+    -- each failure branch (none costs the claim that succeeds anything).
     IF p_max_records IS NULL OR p_max_records < 1 THEN
+        PERFORM {{schema}}._check_name('topic', p_topic);
+        PERFORM {{schema}}._check_name('group', p_group);
         PERFORM {{schema}}._raise('PM004', 'max_records must be at least 1');
     END IF;
     IF p_lease IS NULL OR p_lease <= interval '0' OR p_lease > interval '366 days' THEN
+        PERFORM {{schema}}._check_name('topic', p_topic);
+        PERFORM {{schema}}._check_name('group', p_group);
         PERFORM {{schema}}._raise('PM004', 'lease must be positive and at most 366 days');
+    END IF;
+    IF p_max_bytes < 0 THEN
+        PERFORM {{schema}}._check_name('topic', p_topic);
+        PERFORM {{schema}}._check_name('group', p_group);
+        PERFORM {{schema}}._raise('PM004', 'max_bytes must not be negative (NULL: no cap)');
     END IF;
     SELECT tt.topic_id, tt.partitions INTO v_topic, v_parts FROM {{schema}}.topic tt WHERE tt.name = p_topic;
     IF NOT FOUND THEN
+        -- Bad names are PM003 whether or not the topic exists (a bad
+        -- group's is otherwise raised by group_create() below).
+        PERFORM {{schema}}._check_name('topic', p_topic);
+        PERFORM {{schema}}._check_name('group', p_group);
         PERFORM {{schema}}._topic(p_topic);  -- raises PM001
     END IF;
     IF p_partition IS NOT NULL AND (p_partition < 0 OR p_partition >= v_parts) THEN
+        PERFORM {{schema}}._check_name('group', p_group);  -- PM003 first
         PERFORM {{schema}}._raise('PM005', format('partition %s out of range: topic %s has %s partitions',
                                                   p_partition, quote_literal(p_topic), v_parts));
     END IF;
@@ -1484,12 +1505,14 @@ CREATE OR REPLACE FUNCTION {{schema}}.extend(p_topic text, p_group text, p_parti
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    cur {{schema}}.group_cursor := {{schema}}._held(p_topic, p_group, p_partition, p_claim_epoch);
+    cur {{schema}}.group_cursor;
     expires timestamptz;
 BEGIN
+    -- The lease first: a bad one is PM004 whether or not the claim is held.
     IF p_lease IS NULL OR p_lease <= interval '0' OR p_lease > interval '366 days' THEN
         PERFORM {{schema}}._raise('PM004', 'lease must be positive and at most 366 days');
     END IF;
+    cur := {{schema}}._held(p_topic, p_group, p_partition, p_claim_epoch);
     expires := clock_timestamp() + p_lease;
     UPDATE {{schema}}.group_cursor c SET claim_expires_at = expires
      WHERE c.topic_id = cur.topic_id AND c.group_name = cur.group_name AND c.partition = cur.partition;
@@ -1533,9 +1556,11 @@ CREATE OR REPLACE FUNCTION {{schema}}.group_create(p_topic text, p_group text, p
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    t {{schema}}.topic := {{schema}}._topic(p_topic);
+    t {{schema}}.topic;
 BEGIN
+    -- The group's name first: a bad one is PM003 on any topic.
     PERFORM {{schema}}._check_name('group', p_group);
+    t := {{schema}}._topic(p_topic);
     INSERT INTO {{schema}}.consumer_group (topic_id, group_name) VALUES (t.topic_id, p_group)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
@@ -1643,13 +1668,17 @@ CREATE OR REPLACE FUNCTION {{schema}}.group_heartbeat(p_topic text, p_group text
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    t        {{schema}}.topic := {{schema}}._topic(p_topic);
+    t        {{schema}}.topic;
     v_joined boolean;
 BEGIN
+    -- Bad arguments first (PM003, PM004), whether or not the topic exists.
+    PERFORM {{schema}}._check_name('topic', p_topic);
+    PERFORM {{schema}}._check_name('group', p_group);
     PERFORM {{schema}}._check_name('member', p_member);
     IF p_session_timeout IS NULL OR p_session_timeout <= interval '0' OR p_session_timeout > interval '366 days' THEN
         PERFORM {{schema}}._raise('PM004', 'session timeout must be positive and at most 366 days');
     END IF;
+    t := {{schema}}._topic(p_topic);
     IF NOT EXISTS (SELECT 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group) THEN
         PERFORM {{schema}}.group_create(p_topic, p_group, p_start);
     END IF;
@@ -1696,9 +1725,15 @@ CREATE OR REPLACE FUNCTION {{schema}}.group_leave(p_topic text, p_group text, p_
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    t       {{schema}}.topic := {{schema}}._topic(p_topic);
+    t       {{schema}}.topic;
     v_found boolean;
 BEGIN
+    -- Bad names are the caller's mistake (PM003), not a member that was
+    -- not in the group.
+    PERFORM {{schema}}._check_name('topic', p_topic);
+    PERFORM {{schema}}._check_name('group', p_group);
+    PERFORM {{schema}}._check_name('member', p_member);
+    t := {{schema}}._topic(p_topic);
     PERFORM 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group FOR UPDATE;
     IF NOT FOUND THEN
         RETURN false;

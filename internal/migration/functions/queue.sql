@@ -17,6 +17,9 @@ DECLARE
 BEGIN
     SELECT * INTO q FROM {{schema}}.queue WHERE name = p_name;
     IF NOT FOUND THEN
+        -- A name no queue can have is the caller's mistake (PM003), as
+        -- _topic() has it.
+        PERFORM {{schema}}._check_name('queue', p_name);
         PERFORM {{schema}}._raise('PM101', format('unknown queue %s', left(quote_literal(coalesce(p_name, '')), 210)));
     END IF;
     RETURN q;
@@ -1824,8 +1827,12 @@ CREATE OR REPLACE FUNCTION {{schema}}.periodic_remove(p_queue text, p_name text)
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    q {{schema}}.queue := {{schema}}._queue(p_queue);
+    q {{schema}}.queue;
 BEGIN
+    -- Bad names are PM003 whether or not the queue exists.
+    PERFORM {{schema}}._check_name('queue', p_queue);
+    PERFORM {{schema}}._check_name('periodic job', p_name);
+    q := {{schema}}._queue(p_queue);
     DELETE FROM {{schema}}.periodic_job pj WHERE pj.queue_id = q.queue_id AND pj.name = p_name;
     IF NOT FOUND THEN
         PERFORM {{schema}}._raise('PM111', format('unknown periodic job %s in queue %s',
@@ -1833,7 +1840,8 @@ BEGIN
     END IF;
 END $function$;
 
--- periodic_list returns the periodic jobs of a queue (PM101 if unknown),
+-- periodic_list returns the periodic jobs of a queue (PM101 if unknown,
+-- PM003 for a name no queue can have),
 -- or of every queue with NULL, by queue and name.
 CREATE OR REPLACE FUNCTION {{schema}}.periodic_list(p_queue text DEFAULT NULL::text)
  RETURNS TABLE(queue text, name text, schedule text, time_zone text, payload bytea, kind text, priority integer, max_attempts integer, timeout interval, tags text[], metadata jsonb, run_on_start boolean, defined_at timestamp with time zone, next_run_at timestamp with time zone, last_run_at timestamp with time zone, last_job_id bigint, last_error text)
