@@ -272,7 +272,7 @@ func (c *Client) sendNotifications(stop, done chan struct{}) {
 		c.sendMu.Unlock()
 		if len(topics) > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := c.pool.Exec(ctx, "SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t", channel, topics)
+			err := c.store.NotifyTopics(ctx, c.pool, channel, topics)
 			cancel()
 			if err != nil {
 				c.config.Logger.Debug("pgmsg: publish notification not sent; consumers will poll", "error", err)

@@ -205,3 +205,10 @@ func (s *Store) ReplayPosition(ctx context.Context, exec DBTX) (recovering bool,
 		Scan(&recovering, &replay)
 	return recovering, replay, errs.Map(err)
 }
+
+// NotifyTopics sends one notification per topic on channel (the wake-ups
+// of consumers of publishes whose own statement did not notify).
+func (s *Store) NotifyTopics(ctx context.Context, exec DBTX, channel string, topics []string) error {
+	_, err := exec.Exec(ctx, "SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t", channel, topics)
+	return errs.Map(err)
+}
