@@ -258,7 +258,11 @@ func (c *Client) PruneArchive(ctx context.Context, queue string, opts *PruneArch
 	if o.BatchSize == 0 {
 		o.BatchSize = ArchivePruneBatchDefault
 	}
-	if o.BatchSize < 0 || o.OlderThan < 0 {
+	// archive_prune() refuses a negative older than (PM004) before
+	// anything else; Go keeps what it cannot leave to it: one under 1µs
+	// would be sent as 0 (prune everything), and a negative batch size,
+	// which archive_prune() takes as 0, would never end the loop below.
+	if o.BatchSize < 0 || (o.OlderThan < 0 && o.OlderThan > -time.Microsecond) {
 		return 0, newError(ErrInvalidArgument, "batch size and older than must not be negative")
 	}
 	batch := int32(min(o.BatchSize, 1<<30))
