@@ -302,3 +302,46 @@ func TestPruneArchiveRefusedBySQL(t *testing.T) {
 	require.Equal(t, "PM004", callCode(t, tb, "archive_prune", nil, "-1 second"))
 	require.Equal(t, "PM004", callCode(t, tb, "archive_prune", "missing", "-1 second"))
 }
+
+// ClaimJobs' options are job_claim()'s to refuse (PM004), before it looks
+// the queue up (a bad or unknown name) or finds it paused or limited, as
+// when Go checked them; the direct statement leaves them to it.
+func TestClaimJobsOptionsRefusedBySQL(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ctx, c := tb.ctx, tb.client
+	tb.queue(t, "opts", pgmsg.QueueConfig{})
+	tb.queue(t, "paused", pgmsg.QueueConfig{})
+	require.NoError(t, c.PauseQueue(ctx, "paused"))
+	tb.queue(t, "limited", pgmsg.QueueConfig{MaxRunning: 1})
+	for _, q := range []string{"opts", "paused", "limited"} {
+		_, err := c.Enqueue(ctx, q, pgmsg.EnqueueParams{Payload: []byte("x")}, nil)
+		require.NoError(t, err)
+	}
+	bad := []*pgmsg.ClaimJobsOpts{
+		{Max: -1}, {Max: -1 << 40}, {Max: -1<<32 + 5}, {Lease: -time.Second}, {Lease: -time.Nanosecond},
+		{Lease: time.Nanosecond}, {Lease: 367 * 24 * time.Hour}, {MaxBytes: -1}, {Max: -1, MaxBytes: 10},
+	}
+	for _, o := range bad {
+		for _, q := range []string{"opts", "paused", "limited", "missing", "bad name!"} {
+			_, err := c.ClaimJobs(ctx, q, o)
+			requireCode(t, err, pgmsg.ErrInvalidArgument, "PM004")
+			err = pgx.BeginFunc(ctx, tb.Pool, func(tx pgx.Tx) error {
+				_, err := c.ClaimJobsTx(ctx, tx, q, o)
+				return err
+			})
+			requireCode(t, err, pgmsg.ErrInvalidArgument, "PM004")
+		}
+	}
+	// Nothing was claimed; a huge Max is capped, not wrapped.
+	for _, q := range []string{"opts", "limited"} {
+		jobs, err := c.ClaimJobs(ctx, q, &pgmsg.ClaimJobsOpts{Max: 1<<32 + 1})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1, q)
+	}
+	for _, args := range [][]any{{"opts", 0}, {"paused", 1, "-1 second"}, {"missing", 1, nil, nil, int64(0)}, {"bad!", 1, "367 days"}} {
+		require.Equal(t, "PM004", callCode(t, tb, "job_claim", args...), "job_claim%v", args)
+	}
+	require.Equal(t, "PM003", callCode(t, tb, "job_claim", "bad!", 1))
+	require.Equal(t, "PM101", callCode(t, tb, "job_claim", "missing", 1))
+}

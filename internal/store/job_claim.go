@@ -46,10 +46,10 @@ func jobFromClaimRow(r *dbsqlc.JobClaimRow, worker string) (*Job, error) {
 // fails with errs.UnknownQueue.
 func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn func(i, n int, j *Job) error) error {
 	arg := dbsqlc.JobClaimParams{
-		Queue: p.Queue, MaxJobs: int32(min(p.Max, 1<<30)), Lease: optInterval(p.Lease), Worker: optText(p.Worker),
+		Queue: p.Queue, MaxJobs: limit32(p.Max), Lease: optInterval(p.Lease), Worker: optText(p.Worker),
 		Async: p.Async,
 	}
-	if p.MaxBytes > 0 {
+	if p.MaxBytes != 0 { // a negative one for job_claim() to refuse
 		arg.MaxBytes = pgtype.Int8{Int64: p.MaxBytes, Valid: true}
 	}
 	rows, err := s.q.JobClaim(ctx, s.DB(exec), arg)
@@ -242,7 +242,7 @@ func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaim
 	}
 	var b pgx.Batch
 	b.Queue(JobClaimSettingsSQL, p.Async)
-	b.Queue(s.SQL(jobClaimDirectSQL), p.Queue, int32(min(p.Max, 1<<30)), optInterval(p.Lease),
+	b.Queue(s.SQL(jobClaimDirectSQL), p.Queue, limit32(p.Max), optInterval(p.Lease),
 		optText(p.Worker), pri, runAt, posID, p.Async, leaseToken(), p.Probe)
 	br := pool.SendBatch(ctx, &b)
 	defer br.Close()
