@@ -96,6 +96,11 @@ func (c *Client) AddPeriodicJob(ctx context.Context, p PeriodicJob) (*PeriodicJo
 	if p.TimeZone == "" {
 		p.TimeZone = "UTC"
 	}
+	// The job's checks stay in Go although periodic_add() makes them too
+	// (through enqueue_many()): it makes them after it looks the queue up
+	// (PM101) and checks the time zone (PM112), so a bad priority with an
+	// unknown queue or a bad time zone would get another code. A timeout
+	// under 1µs would be sent as 0 (the queue's).
 	switch {
 	case p.Priority < JobPriorityMin || p.Priority > JobPriorityMax:
 		return nil, newError(ErrInvalidArgument, "priority must be between %d and %d, got %d", JobPriorityMin, JobPriorityMax, p.Priority)

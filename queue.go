@@ -343,6 +343,10 @@ func (c *Client) ListJobs(ctx context.Context, queue string, opts *ListJobsOpts)
 	if o.Limit == 0 {
 		o.Limit = 100
 	}
+	// Stays in Go although job_list() refuses the limit too (PM004): it
+	// does so after it looks the queue up, so a bad limit of an unknown or
+	// badly named queue would become PM101 or PM003. job_list() takes a
+	// negative after id as 0, so that check is Go's alone.
 	if o.Limit < 0 || o.Limit > 1000 {
 		return nil, newError(ErrInvalidArgument, "limit must be between 1 and 1000, got %d", o.Limit)
 	}
