@@ -203,7 +203,10 @@ type JobClaimPosition struct {
 // JobClaimDirectParams are the arguments of JobClaimDirect: Lease 0 is
 // the queue's and Worker "" none, as for JobClaim; Position is where the
 // claim starts, Probe asks for a probe for expired leases, and Async lets
-// the claim commit without waiting for its WAL flush.
+// the claim commit without waiting for its WAL flush. The statement checks
+// none of them: its caller sends only a Max of at least 1 and a Lease
+// job_claim() accepts (0, or 1µs to 366 days), and leaves the rest to
+// JobClaim.
 type JobClaimDirectParams struct {
 	Queue    string
 	Max      int
