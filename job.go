@@ -227,6 +227,13 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 	defer func() { endSpan(err) }()
 	n := len(params)
 	batch := store.NewJobBatch(queue, n, opts == nil || !opts.DisableCreateQueue)
+	// The per-job checks stay in Go although enqueue_many() makes them all
+	// with the same codes: the direct statement (store.JobEnqueueDirect),
+	// which most batches take, makes none of them, and having it decline
+	// to enqueue_many() for them would cost the same tests on its common
+	// path; and enqueue_many() checks windows, tags, metadata and payload
+	// sizes (PM103) first, batch-wide, so a batch with two faults would get
+	// another code. Durations under 1µs would be sent as 0 (none).
 	for i, p := range params {
 		switch {
 		case p.Delay < 0:
@@ -318,13 +325,14 @@ func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *C
 	if o.Max == 0 {
 		o.Max = JobClaimMaxDefault
 	}
-	if o.Max < 0 || o.Lease < 0 || o.MaxBytes < 0 {
-		return nil, newError(ErrInvalidArgument, "max must be at least 1, and lease and max bytes must not be negative")
-	}
-	// The direct statement covers claims on the client's pool without a
-	// byte cap (the worker's), and leases job_claim() accepts; job_claim()
-	// answers the rest.
-	direct := exec == DBTX(c.pool) && o.MaxBytes == 0 && o.Lease <= durationMax
+	// job_claim() refuses a max under 1, a lease that is not positive (one
+	// under 1µs is sent as 0) or over 366 days and a max bytes under 1
+	// (PM004), before it looks the queue up. The direct statement covers
+	// claims on the client's pool without a byte cap (the worker's), and a
+	// max and lease job_claim() accepts (it does not check them);
+	// job_claim() answers the rest.
+	direct := exec == DBTX(c.pool) && o.MaxBytes == 0 && o.Max >= 1 &&
+		(o.Lease == 0 || (o.Lease.Microseconds() > 0 && o.Lease <= durationMax))
 	now := time.Now()
 	if direct {
 		jobs, ok, err := c.claimJobsDirect(ctx, queue, &o, async)

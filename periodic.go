@@ -96,6 +96,11 @@ func (c *Client) AddPeriodicJob(ctx context.Context, p PeriodicJob) (*PeriodicJo
 	if p.TimeZone == "" {
 		p.TimeZone = "UTC"
 	}
+	// The job's checks stay in Go although periodic_add() makes them too
+	// (through enqueue_many()): it makes them after it looks the queue up
+	// (PM101) and checks the time zone (PM112), so a bad priority with an
+	// unknown queue or a bad time zone would get another code. A timeout
+	// under 1µs would be sent as 0 (the queue's).
 	switch {
 	case p.Priority < JobPriorityMin || p.Priority > JobPriorityMax:
 		return nil, newError(ErrInvalidArgument, "priority must be between %d and %d, got %d", JobPriorityMin, JobPriorityMax, p.Priority)
@@ -157,17 +162,16 @@ func (c *Client) ListPeriodicJobs(ctx context.Context, queue string) ([]*Periodi
 // timeZone ("": UTC) after after, as a periodic job would run them. It
 // fails with ErrInvalidSchedule.
 func (c *Client) PreviewSchedule(ctx context.Context, schedule, timeZone string, after time.Time, n int) ([]time.Time, error) {
-	if n < 1 || n > 1000 {
-		return nil, newError(ErrInvalidArgument, "count must be from 1 to 1000, got %d", n)
-	}
-	// A time pgx can send and PostgreSQL hold.
+	// periodic_preview() refuses a count outside 1..1000 (PM004) before
+	// anything else; n is sent capped, not wrapped (limit32). Go checks
+	// only the time, which pgx must be able to send and PostgreSQL hold.
 	if err := checkTime("after", after); err != nil {
 		return nil, err
 	}
 	if timeZone == "" {
 		timeZone = "UTC"
 	}
-	return c.store.PeriodicPreview(ctx, c.pool, schedule, timeZone, after, n)
+	return c.store.PeriodicPreview(ctx, c.pool, schedule, timeZone, after, limit32(n))
 }
 
 // PeriodicTick is one periodic job handled by EnqueueDuePeriodicJobs.

@@ -258,7 +258,11 @@ func (c *Client) PruneArchive(ctx context.Context, queue string, opts *PruneArch
 	if o.BatchSize == 0 {
 		o.BatchSize = ArchivePruneBatchDefault
 	}
-	if o.BatchSize < 0 || o.OlderThan < 0 {
+	// archive_prune() refuses a negative older than (PM004) before
+	// anything else; Go keeps what it cannot leave to it: one under 1µs
+	// would be sent as 0 (prune everything), and a negative batch size,
+	// which archive_prune() takes as 0, would never end the loop below.
+	if o.BatchSize < 0 || (o.OlderThan < 0 && o.OlderThan > -time.Microsecond) {
 		return 0, newError(ErrInvalidArgument, "batch size and older than must not be negative")
 	}
 	batch := int32(min(o.BatchSize, 1<<30))
@@ -339,6 +343,10 @@ func (c *Client) ListJobs(ctx context.Context, queue string, opts *ListJobsOpts)
 	if o.Limit == 0 {
 		o.Limit = 100
 	}
+	// Stays in Go although job_list() refuses the limit too (PM004): it
+	// does so after it looks the queue up, so a bad limit of an unknown or
+	// badly named queue would become PM101 or PM003. job_list() takes a
+	// negative after id as 0, so that check is Go's alone.
 	if o.Limit < 0 || o.Limit > 1000 {
 		return nil, newError(ErrInvalidArgument, "limit must be between 1 and 1000, got %d", o.Limit)
 	}

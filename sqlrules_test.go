@@ -253,3 +253,95 @@ func TestExtendJobLeaseRefusedBySQL(t *testing.T) {
 	require.NoError(t, c.ExtendJob(ctx, jobs[0], 0)) // the queue's lease
 	require.NoError(t, c.ExtendJob(ctx, jobs[0], time.Minute))
 }
+
+// PreviewSchedule's count is periodic_preview()'s to refuse (PM004), before
+// the schedule and time zone, as when Go checked it; a huge count is sent
+// capped, not wrapped.
+func TestPreviewCountRefusedBySQL(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ctx, c := tb.ctx, tb.client
+	for _, n := range []int{0, -1, 1001, 1 << 32, -1 << 40} {
+		for _, schedule := range []string{"@hourly", "@often"} {
+			_, err := c.PreviewSchedule(ctx, schedule, "", time.Now(), n)
+			requireCode(t, err, pgmsg.ErrInvalidArgument, "PM004")
+		}
+		_, err := c.PreviewSchedule(ctx, "@hourly", "Mars/Olympus", time.Now(), n)
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "count %d", n)
+	}
+	ticks, err := c.PreviewSchedule(ctx, "@hourly", "", time.Now(), 1000)
+	require.NoError(t, err)
+	require.Len(t, ticks, 1000)
+	require.Equal(t, "PM004", callCode(t, tb, "periodic_preview", "@hourly", "UTC", time.Now(), 0))
+	require.Equal(t, "PM004", callCode(t, tb, "periodic_preview", "@often", "UTC", time.Now(), 1001))
+}
+
+// PruneArchive's older than is archive_prune()'s to refuse (PM004), before
+// the queue is looked up; Go keeps one under 1µs (sent as 0: prune
+// everything) and a negative batch size.
+func TestPruneArchiveRefusedBySQL(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ctx, c := tb.ctx, tb.client
+	tb.queue(t, "prune", pgmsg.QueueConfig{})
+	_, err := c.Enqueue(ctx, "prune", pgmsg.EnqueueParams{Payload: []byte("x")}, nil)
+	require.NoError(t, err)
+	jobs, err := c.ClaimJobs(ctx, "prune", nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.NoError(t, c.Complete(ctx, jobs[0]))
+	for _, queue := range []string{"", "prune", "missing", "bad name!"} {
+		for _, o := range []*pgmsg.PruneArchiveOpts{{OlderThan: -time.Second}, {OlderThan: -time.Nanosecond}, {BatchSize: -1},
+			{OlderThan: -time.Hour, BatchSize: -1}} {
+			n, err := c.PruneArchive(ctx, queue, o)
+			requireCode(t, err, pgmsg.ErrInvalidArgument, "PM004")
+			require.Zero(t, n)
+		}
+	}
+	require.Equal(t, int64(1), tb.stats(t, "prune").Archived, "nothing pruned")
+	require.Equal(t, "PM004", callCode(t, tb, "archive_prune", nil, "-1 second"))
+	require.Equal(t, "PM004", callCode(t, tb, "archive_prune", "missing", "-1 second"))
+}
+
+// ClaimJobs' options are job_claim()'s to refuse (PM004), before it looks
+// the queue up (a bad or unknown name) or finds it paused or limited, as
+// when Go checked them; the direct statement leaves them to it.
+func TestClaimJobsOptionsRefusedBySQL(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ctx, c := tb.ctx, tb.client
+	tb.queue(t, "opts", pgmsg.QueueConfig{})
+	tb.queue(t, "paused", pgmsg.QueueConfig{})
+	require.NoError(t, c.PauseQueue(ctx, "paused"))
+	tb.queue(t, "limited", pgmsg.QueueConfig{MaxRunning: 1})
+	for _, q := range []string{"opts", "paused", "limited"} {
+		_, err := c.Enqueue(ctx, q, pgmsg.EnqueueParams{Payload: []byte("x")}, nil)
+		require.NoError(t, err)
+	}
+	bad := []*pgmsg.ClaimJobsOpts{
+		{Max: -1}, {Max: -1 << 40}, {Max: -1<<32 + 5}, {Lease: -time.Second}, {Lease: -time.Nanosecond},
+		{Lease: time.Nanosecond}, {Lease: 367 * 24 * time.Hour}, {MaxBytes: -1}, {Max: -1, MaxBytes: 10},
+	}
+	for _, o := range bad {
+		for _, q := range []string{"opts", "paused", "limited", "missing", "bad name!"} {
+			_, err := c.ClaimJobs(ctx, q, o)
+			requireCode(t, err, pgmsg.ErrInvalidArgument, "PM004")
+			err = pgx.BeginFunc(ctx, tb.Pool, func(tx pgx.Tx) error {
+				_, err := c.ClaimJobsTx(ctx, tx, q, o)
+				return err
+			})
+			requireCode(t, err, pgmsg.ErrInvalidArgument, "PM004")
+		}
+	}
+	// Nothing was claimed; a huge Max is capped, not wrapped.
+	for _, q := range []string{"opts", "limited"} {
+		jobs, err := c.ClaimJobs(ctx, q, &pgmsg.ClaimJobsOpts{Max: 1<<32 + 1})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1, q)
+	}
+	for _, args := range [][]any{{"opts", 0}, {"paused", 1, "-1 second"}, {"missing", 1, nil, nil, int64(0)}, {"bad!", 1, "367 days"}} {
+		require.Equal(t, "PM004", callCode(t, tb, "job_claim", args...), "job_claim%v", args)
+	}
+	require.Equal(t, "PM003", callCode(t, tb, "job_claim", "bad!", 1))
+	require.Equal(t, "PM101", callCode(t, tb, "job_claim", "missing", 1))
+}

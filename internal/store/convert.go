@@ -1,6 +1,7 @@
 package store
 
 import (
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -29,4 +30,12 @@ func timestamptz(t *time.Time) pgtype.Timestamptz {
 // interval is d as an interval parameter (never NULL).
 func interval(d time.Duration) pgtype.Interval {
 	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
+}
+
+// limit32 converts a count or limit for an integer parameter of the SQL API
+// without wrapping around: values above 1<<30 become 1<<30 (a cap no
+// caller reaches) and negative ones stay negative, for the SQL API to
+// refuse (as the root's limit32).
+func limit32(v int) int32 {
+	return int32(max(min(v, 1<<30), math.MinInt32))
 }

@@ -46,10 +46,10 @@ func jobFromClaimRow(r *dbsqlc.JobClaimRow, worker string) (*Job, error) {
 // fails with errs.UnknownQueue.
 func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn func(i, n int, j *Job) error) error {
 	arg := dbsqlc.JobClaimParams{
-		Queue: p.Queue, MaxJobs: int32(min(p.Max, 1<<30)), Lease: optInterval(p.Lease), Worker: optText(p.Worker),
+		Queue: p.Queue, MaxJobs: limit32(p.Max), Lease: optInterval(p.Lease), Worker: optText(p.Worker),
 		Async: p.Async,
 	}
-	if p.MaxBytes > 0 {
+	if p.MaxBytes != 0 { // a negative one for job_claim() to refuse
 		arg.MaxBytes = pgtype.Int8{Int64: p.MaxBytes, Valid: true}
 	}
 	rows, err := s.q.JobClaim(ctx, s.DB(exec), arg)
@@ -203,7 +203,10 @@ type JobClaimPosition struct {
 // JobClaimDirectParams are the arguments of JobClaimDirect: Lease 0 is
 // the queue's and Worker "" none, as for JobClaim; Position is where the
 // claim starts, Probe asks for a probe for expired leases, and Async lets
-// the claim commit without waiting for its WAL flush.
+// the claim commit without waiting for its WAL flush. The statement checks
+// none of them: its caller sends only a Max of at least 1 and a Lease
+// job_claim() accepts (0, or 1µs to 366 days), and leaves the rest to
+// JobClaim.
 type JobClaimDirectParams struct {
 	Queue    string
 	Max      int
@@ -242,7 +245,7 @@ func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaim
 	}
 	var b pgx.Batch
 	b.Queue(JobClaimSettingsSQL, p.Async)
-	b.Queue(s.SQL(jobClaimDirectSQL), p.Queue, int32(min(p.Max, 1<<30)), optInterval(p.Lease),
+	b.Queue(s.SQL(jobClaimDirectSQL), p.Queue, limit32(p.Max), optInterval(p.Lease),
 		optText(p.Worker), pri, runAt, posID, p.Async, leaseToken(), p.Probe)
 	br := pool.SendBatch(ctx, &b)
 	defer br.Close()

@@ -92,9 +92,9 @@ func (s *Store) PeriodicList(ctx context.Context, exec DBTX, queue string) ([]*P
 
 // PeriodicPreview returns the next n ticks of schedule in timeZone after
 // after (errs.InvalidSchedule).
-func (s *Store) PeriodicPreview(ctx context.Context, exec DBTX, schedule, timeZone string, after time.Time, n int) ([]time.Time, error) {
+func (s *Store) PeriodicPreview(ctx context.Context, exec DBTX, schedule, timeZone string, after time.Time, n int32) ([]time.Time, error) {
 	ts, err := s.q.PeriodicPreview(ctx, s.DB(exec), dbsqlc.PeriodicPreviewParams{
-		Schedule: schedule, TimeZone: timeZone, After: pgtype.Timestamptz{Time: after, Valid: true}, Count: int32(n)})
+		Schedule: schedule, TimeZone: timeZone, After: pgtype.Timestamptz{Time: after, Valid: true}, Count: n})
 	if err != nil {
 		return nil, errs.Map(err)
 	}

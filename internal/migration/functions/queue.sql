@@ -722,14 +722,17 @@ $function$;
 
 -- job_claim: see _job_claim. A paused queue hands out nothing; a queue
 -- with a rate_limit or max_running (migration 010) hands out at most what
--- its limits allow now, its claims taking turns on the queue's row.
+-- its limits allow now, its claims taking turns on the queue's row. The
+-- arguments are checked first (PM004), before the queue is looked up
+-- (PM003, PM101) or found paused: a bad argument is refused whatever else
+-- is wrong, as the Go client refused it before its call.
 CREATE OR REPLACE FUNCTION {{schema}}.job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL::interval, p_worker text DEFAULT NULL::text, p_max_bytes bigint DEFAULT NULL::bigint, p_async boolean DEFAULT false)
  RETURNS TABLE(id bigint, queue text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, unique_key text, errors jsonb, timeout interval)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    q      {{schema}}.queue := {{schema}}._queue(p_queue);
+    q      {{schema}}.queue;
     now_ts timestamptz;
     allow  integer;
     tokens double precision;
@@ -737,8 +740,18 @@ DECLARE
     busy   integer;
     got    integer;
 BEGIN
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        PERFORM {{schema}}._raise('PM004', 'limit must be at least 1');
+    END IF;
+    IF p_lease IS NOT NULL AND (p_lease <= interval '0' OR p_lease > interval '366 days') THEN
+        PERFORM {{schema}}._raise('PM004', 'lease must be positive and at most 366 days');
+    END IF;
+    IF p_max_bytes IS NOT NULL AND p_max_bytes < 1 THEN
+        PERFORM {{schema}}._raise('PM004', 'max_bytes must be at least 1');
+    END IF;
+    q := {{schema}}._queue(p_queue);
     IF q.paused THEN
-        RETURN; -- nothing handed out (nor the other arguments checked)
+        RETURN; -- nothing handed out
     END IF;
     IF q.rate_limit IS NULL AND q.max_running IS NULL THEN
         RETURN QUERY SELECT * FROM {{schema}}._job_claim(p_queue, p_limit, p_lease, p_worker, p_max_bytes, p_async);
@@ -747,9 +760,6 @@ BEGIN
     -- A limited queue (migration 010): its claims take turns on the queue's
     -- row until they commit, so the running count and the token bucket
     -- they read are exact.
-    IF p_limit IS NULL OR p_limit < 1 THEN
-        PERFORM {{schema}}._raise('PM004', 'limit must be at least 1');
-    END IF;
     SELECT * INTO q FROM {{schema}}.queue qq WHERE qq.queue_id = q.queue_id FOR UPDATE;
     IF q.paused THEN
         RETURN;
@@ -787,7 +797,8 @@ END $function$;
 -- incremented; the lease lasts p_lease (default the queue's) on the
 -- database clock. Rows other claimers hold are skipped (SKIP LOCKED), so
 -- claimers never wait on each other. Expired leases of the queue are rescued
--- first. Returns no rows when nothing is claimable.
+-- first. Returns no rows when nothing is claimable. Its arguments are
+-- job_claim()'s, which checked them.
 CREATE OR REPLACE FUNCTION {{schema}}._job_claim(p_queue text, p_limit integer DEFAULT 1, p_lease interval DEFAULT NULL::interval, p_worker text DEFAULT NULL::text, p_max_bytes bigint DEFAULT NULL::bigint, p_async boolean DEFAULT false)
  RETURNS TABLE(id bigint, queue text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, unique_key text, errors jsonb, timeout interval)
  LANGUAGE plpgsql
@@ -819,15 +830,6 @@ DECLARE
     cum      bigint := 0;
     token0   bigint;
 BEGIN
-    IF p_limit IS NULL OR p_limit < 1 THEN
-        PERFORM {{schema}}._raise('PM004', 'limit must be at least 1');
-    END IF;
-    IF p_lease IS NOT NULL AND (p_lease <= interval '0' OR p_lease > interval '366 days') THEN
-        PERFORM {{schema}}._raise('PM004', 'lease must be positive and at most 366 days');
-    END IF;
-    IF p_max_bytes IS NOT NULL AND p_max_bytes < 1 THEN
-        PERFORM {{schema}}._raise('PM004', 'max_bytes must be at least 1');
-    END IF;
     IF p_async THEN
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
