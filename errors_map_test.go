@@ -30,14 +30,3 @@ func TestMapErrorInputErrors(t *testing.T) {
 		}
 	}
 }
-
-// The Producer retries a failed batch only when nothing of it can have
-// been written: the server answered with an error, or it was never sent.
-func TestNothingWritten(t *testing.T) {
-	if !nothingWritten(MapError(&pgconn.PgError{Code: "55P03"})) {
-		t.Error("a server error rolled its transaction back")
-	}
-	if nothingWritten(errors.New("write: broken pipe")) {
-		t.Error("an error of unknown outcome counted as nothing written")
-	}
-}

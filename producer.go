@@ -4,15 +4,11 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/producer"
 )
 
 // Producer defaults.
@@ -83,39 +79,15 @@ type ProducerConfig struct {
 // are committed in the order Produce was called. Safe for concurrent use.
 type Producer struct {
 	client *Client
-	cfg    ProducerConfig
-
-	mu      sync.Mutex
-	closed  bool
-	parts   map[topicPartition]*partBatcher
-	sticky  map[string]int32
-	senders int        // running sender goroutines, guarded by mu
-	idle    *sync.Cond // signalled (with mu) when senders drops to 0
-	// held and heldBytes count the records (and their key+value bytes)
-	// queued or in flight; room is closed, and replaced, when they drop.
-	held      int
-	heldBytes int64
-	room      chan struct{}
+	// engine is the batching machinery (internal/producer); it publishes
+	// through client (producerSink).
+	engine *producer.Producer
 }
 
+// topicPartition names one partition of a topic.
 type topicPartition struct {
 	topic     string
 	partition int32
-}
-
-type pendingRecord struct {
-	rec     *Record
-	promise func(*Record, error)
-}
-
-type partBatcher struct {
-	tp      topicPartition
-	pending []pendingRecord
-	bytes   int
-	sending bool
-	timer   *time.Timer
-	// nextSeq numbers the next batch's first record (Idempotent).
-	nextSeq int64
 }
 
 // NewProducer returns a Producer. Close it to flush and stop it.
@@ -161,9 +133,21 @@ func (c *Client) NewProducer(cfg *ProducerConfig) (*Producer, error) {
 	if out.Idempotent && len(out.ProducerID) > 200 {
 		return nil, fmt.Errorf("pgmsg: ProducerConfig.ProducerID must be at most 200 bytes, got %d", len(out.ProducerID))
 	}
-	p := &Producer{client: c, cfg: out, parts: map[topicPartition]*partBatcher{}, sticky: map[string]int32{}}
-	p.idle = sync.NewCond(&p.mu)
-	return p, nil
+	ecfg := producer.Config{
+		Linger:             out.Linger,
+		MaxBatchRecords:    out.MaxBatchRecords,
+		MaxBatchBytes:      out.MaxBatchBytes,
+		RequestTimeout:     out.RequestTimeout,
+		ManualPartition:    out.ManualPartition,
+		MaxBufferedRecords: out.MaxBufferedRecords,
+		MaxBufferedBytes:   out.MaxBufferedBytes,
+		FailWhenFull:       out.FailWhenFull,
+		DeliveryTimeout:    out.DeliveryTimeout,
+	}
+	if out.Idempotent {
+		ecfg.ProducerID = out.ProducerID
+	}
+	return &Producer{client: c, engine: producer.New(producerSink{c}, ecfg)}, nil
 }
 
 // Produce queues rec and returns. promise (may be nil) is called exactly
@@ -202,82 +186,7 @@ func (p *Producer) Produce(ctx context.Context, rec *Record, promise func(*Recor
 		promise(rec, err)
 		return
 	}
-	size := int64(len(rec.Key) + len(rec.Value))
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for {
-		if p.closed {
-			promise(rec, newError(ErrClosed, "producer is closed"))
-			return
-		}
-		if p.hasRoomLocked(size) {
-			break
-		}
-		if p.cfg.FailWhenFull {
-			promise(rec, newError(ErrBufferFull, "producer buffer full: %d records, %d bytes held (MaxBufferedRecords %d, MaxBufferedBytes %d)",
-				p.held, p.heldBytes, p.cfg.MaxBufferedRecords, p.cfg.MaxBufferedBytes))
-			return
-		}
-		if p.room == nil {
-			p.room = make(chan struct{})
-		}
-		room := p.room
-		p.mu.Unlock()
-		select {
-		case <-room:
-			p.mu.Lock()
-		case <-ctx.Done():
-			p.mu.Lock()
-			promise(rec, ctx.Err())
-			return
-		}
-	}
-	part, err := p.client.choosePartition(rec, meta, p.cfg.ManualPartition, func() int32 {
-		s, ok := p.sticky[rec.Topic]
-		if !ok || int(s) >= meta.partitions {
-			s = rand.Int32N(int32(meta.partitions))
-			p.sticky[rec.Topic] = s
-		}
-		return s
-	})
-	if err != nil {
-		promise(rec, err)
-		return
-	}
-	tp := topicPartition{rec.Topic, part}
-	b := p.parts[tp]
-	if b == nil {
-		b = &partBatcher{tp: tp}
-		p.parts[tp] = b
-	}
-	b.pending = append(b.pending, pendingRecord{rec: rec, promise: promise})
-	b.bytes += len(rec.Key) + len(rec.Value)
-	p.held++
-	p.heldBytes += size
-	p.maybeSendLocked(b)
-}
-
-// hasRoomLocked reports whether a record of size bytes fits in the buffer;
-// one record always fits when nothing is held.
-func (p *Producer) hasRoomLocked(size int64) bool {
-	if p.held == 0 {
-		return true
-	}
-	if p.held >= p.cfg.MaxBufferedRecords {
-		return false
-	}
-	return p.cfg.MaxBufferedBytes == 0 || p.heldBytes+size <= p.cfg.MaxBufferedBytes
-}
-
-// releaseLocked gives back the room of records that are done, waking
-// Produce calls waiting for it.
-func (p *Producer) releaseLocked(n int, bytes int64) {
-	p.held -= n
-	p.heldBytes -= bytes
-	if p.room != nil {
-		close(p.room)
-		p.room = nil
-	}
+	p.engine.Produce(ctx, rec, meta.partitions, promise)
 }
 
 // ProduceSync produces records and waits until each is committed or
@@ -302,184 +211,30 @@ func (p *Producer) ProduceSync(ctx context.Context, records ...*Record) error {
 	return nil
 }
 
-func (p *Producer) full(b *partBatcher) bool {
-	return len(b.pending) >= p.cfg.MaxBatchRecords || b.bytes >= p.cfg.MaxBatchBytes
+// producerSink is the database side of a Producer's engine
+// (producer.Sink): partition choice and one batch's publish.
+type producerSink struct{ c *Client }
+
+func (s producerSink) Partition(rec *Record, partitions int, manual bool, spread producer.Spreader) (int32, error) {
+	return s.c.choosePartition(rec, topicMeta{partitions: partitions}, manual, func() int32 {
+		return spread.Spread(rec.Topic, partitions)
+	})
 }
 
-// maybeSendLocked starts the sender of b unless one runs, honouring Linger.
-func (p *Producer) maybeSendLocked(b *partBatcher) {
-	if b.sending || len(b.pending) == 0 {
-		return
+func (s producerSink) Publish(ctx context.Context, b producer.Batch) error {
+	pb := &partitionBatch{topic: b.Topic, partition: b.Partition, records: b.Records, producerID: b.ProducerID, sequence: b.Sequence}
+	err := s.c.withBackpressure(ctx, pb.topic, func() error { return s.c.sendBatch(ctx, s.c.pool, pb, false) })
+	if err == nil {
+		s.c.afterCommit(pb, true)
 	}
-	if p.cfg.Linger > 0 && !p.full(b) && !p.closed {
-		if b.timer == nil {
-			b.timer = time.AfterFunc(p.cfg.Linger, func() {
-				p.mu.Lock()
-				b.timer = nil
-				p.startLocked(b)
-				p.mu.Unlock()
-			})
-		}
-		return
-	}
-	p.startLocked(b)
-}
-
-func (p *Producer) startLocked(b *partBatcher) {
-	if b.sending || len(b.pending) == 0 {
-		return
-	}
-	if b.timer != nil {
-		b.timer.Stop()
-		b.timer = nil
-	}
-	b.sending = true
-	p.senders++
-	go p.sender(b)
-}
-
-// sender sends b's pending records batch after batch until none is left.
-func (p *Producer) sender(b *partBatcher) {
-	for {
-		p.mu.Lock()
-		if len(b.pending) == 0 {
-			b.sending = false
-			p.senders--
-			if p.senders == 0 {
-				p.idle.Broadcast()
-			}
-			p.mu.Unlock()
-			return
-		}
-		n, bytes := 0, 0
-		for n < len(b.pending) && n < p.cfg.MaxBatchRecords {
-			sz := len(b.pending[n].rec.Key) + len(b.pending[n].rec.Value)
-			if n > 0 && bytes+sz > p.cfg.MaxBatchBytes {
-				break
-			}
-			bytes += sz
-			n++
-		}
-		batch := b.pending[:n:n]
-		b.pending = b.pending[n:]
-		b.bytes -= bytes
-		// The sticky partition moves on once its batch is closed, so unkeyed
-		// records spread over partitions batch by batch (Kafka's sticky
-		// partitioner).
-		if s, ok := p.sticky[b.tp.topic]; ok && s == b.tp.partition {
-			delete(p.sticky, b.tp.topic)
-		}
-		p.mu.Unlock()
-
-		recs := make([]*Record, n)
-		for i, pr := range batch {
-			recs[i] = pr.rec
-		}
-		pb := &partitionBatch{topic: b.tp.topic, partition: b.tp.partition, records: recs}
-		if p.cfg.Idempotent {
-			// The sequence moves on whatever the outcome: a batch that
-			// failed after all may be stored, and the next must not
-			// overlap it.
-			p.mu.Lock()
-			pb.producerID, pb.sequence = p.cfg.ProducerID, b.nextSeq
-			b.nextSeq += int64(n)
-			p.mu.Unlock()
-		}
-		err := p.send(pb)
-		if err == nil {
-			p.client.afterCommit(pb, true)
-		}
-		for _, pr := range batch {
-			pr.promise(pr.rec, err)
-		}
-		p.mu.Lock()
-		p.releaseLocked(n, int64(bytes))
-		p.mu.Unlock()
-	}
-}
-
-// send publishes one batch, retrying for up to DeliveryTimeout while it
-// fails with a retryable error that left nothing written (never past a
-// negative DeliveryTimeout: the deadline has passed).
-func (p *Producer) send(pb *partitionBatch) error {
-	deadline := time.Now().Add(p.cfg.DeliveryTimeout)
-	pause := 50 * time.Millisecond
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
-		err := p.client.withBackpressure(ctx, pb.topic, func() error { return p.client.sendBatch(ctx, p.client.pool, pb, false) })
-		cancel()
-		// Backpressure has its own wait (the topic's backpressure_timeout_ms,
-		// in withBackpressure).
-		// An idempotent batch is retried whatever its outcome was: if it
-		// was stored, the retry only reports where.
-		retry := IsRetryable(err) && nothingWritten(err)
-		if pb.producerID != "" {
-			retry = retryIdempotent(err)
-		}
-		if err == nil || errors.Is(err, ErrBackpressure) || !retry || time.Now().Add(pause).After(deadline) {
-			return err
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, time.Second)
-	}
-}
-
-// retryIdempotent reports whether an idempotent batch that failed with err
-// is sent again: a retryable error, or one that left the outcome unknown
-// (the connection broke, the request timed out), which the retry settles.
-// Errors the server or the client answered are final.
-func retryIdempotent(err error) bool {
-	if IsRetryable(err) {
-		return true
-	}
-	if _, ok := errors.AsType[*Sentinel](err); ok {
-		return false
-	}
-	return !errs.IsDatabase(err) && !errors.Is(err, pgx.ErrTxClosed)
-}
-
-// nothingWritten reports whether a failed publish is known to have
-// written nothing: the server answered with an error (its transaction
-// rolled back), or the statement was never sent.
-func nothingWritten(err error) bool {
-	return errs.IsDatabase(err) || errs.SafeToRetry(err)
+	return err
 }
 
 // Flush sends every queued record now (ignoring Linger) and waits until no
 // record is queued or in flight, so every record produced before the call
 // is committed or failed.
-func (p *Producer) Flush(ctx context.Context) error {
-	p.mu.Lock()
-	for _, b := range p.parts {
-		p.startLocked(b)
-	}
-	p.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		p.mu.Lock()
-		for p.senders > 0 {
-			p.idle.Wait()
-		}
-		p.mu.Unlock()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (p *Producer) Flush(ctx context.Context) error { return p.engine.Flush(ctx) }
 
 // Close flushes queued records and stops the producer; Produce fails after
 // (also a Produce waiting for room) with ErrClosed.
-func (p *Producer) Close(ctx context.Context) error {
-	p.mu.Lock()
-	p.closed = true
-	if p.room != nil {
-		close(p.room)
-		p.room = nil
-	}
-	p.mu.Unlock()
-	return p.Flush(ctx)
-}
+func (p *Producer) Close(ctx context.Context) error { return p.engine.Close(ctx) }
