@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/logconsumer"
 	"github.com/pgmsg/pgmsg/internal/membership"
 	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/store"
@@ -411,6 +412,8 @@ type Consumer struct {
 	// member is the consumer's membership of its group (heartbeats,
 	// assignment, callbacks, leave); nil with manual partitions.
 	member *membership.Member
+	// sup runs handlers while extending their claims' leases.
+	sup logconsumer.Supervisor[*Claim]
 
 	startMu sync.Mutex // guards started and closed
 	started bool
@@ -473,7 +476,8 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 		}
 	}
 	cn := &Consumer{client: c, topics: append([]string(nil), topics...), group: group, opts: o,
-		memberID: o.MemberID, wakeSub: c.partitionWakeups()}
+		memberID: o.MemberID, wakeSub: c.partitionWakeups(),
+		sup: logconsumer.Supervisor[*Claim]{Extend: c.Extend, IsLost: isLostClaim}}
 	if !cn.manual() {
 		start := o.Claim.Start
 		if start == "" {
@@ -618,15 +622,7 @@ func (cn *Consumer) wait(ctx context.Context) error {
 
 // waitFor blocks until a notification for a topic, d, or ctx.
 func (cn *Consumer) waitFor(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-cn.wake:
-	case <-t.C:
-	}
-	return nil
+	return logconsumer.Wait(ctx, cn.wake, d)
 }
 
 // claimOnce tries each topic (and, manually, each partition) once, in
@@ -721,11 +717,12 @@ func (cn *Consumer) poll(ctx context.Context, commit *Claim) (*Claim, error) {
 	if commit != nil && !cn.mayHaveMore(commit) {
 		// The handled claim took everything its partition had: a claim sent
 		// now would most likely find nothing and only carry the commit.
-		// Wait for a wake-up first (at most commitLingerMax) and send the
-		// commit with the claim that follows it: one call per claim cycle
-		// instead of two. The handled claim stays uncommitted a little
-		// longer; its lease is far longer, and a crash meanwhile only
-		// delivers its records again (at-least-once).
+		// Wait for a wake-up first (at most
+		// logconsumer.CommitLingerMax) and send the commit with the claim
+		// that follows it: one call per claim cycle instead of two. The
+		// handled claim stays uncommitted a little longer; its lease is
+		// far longer, and a crash meanwhile only delivers its records
+		// again (at-least-once).
 		if err := cn.waitFor(ctx, cn.commitLinger(commit)); err != nil {
 			if cerr := cn.client.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !isLostClaim(cerr) {
 				return nil, cerr
@@ -745,14 +742,9 @@ func (cn *Consumer) poll(ctx context.Context, commit *Claim) (*Claim, error) {
 	}
 }
 
-// commitLingerMax bounds how long Run holds a handled claim's commit
-// while it waits for records to claim along with it.
-const commitLingerMax = 100 * time.Millisecond
-
-// commitLinger is how long Run may hold cl's commit: commitLingerMax, or
-// less with a short poll interval or lease (well before cl expires).
+// commitLinger is how long Run may hold cl's commit (logconsumer.CommitLinger).
 func (cn *Consumer) commitLinger(cl *Claim) time.Duration {
-	return max(0, min(cn.opts.PollInterval, commitLingerMax, time.Until(cl.ExpiresAt)/2))
+	return logconsumer.CommitLinger(cn.opts.PollInterval, cl.ExpiresAt)
 }
 
 // mayHaveMore reports whether records may have been left behind when cl
@@ -763,7 +755,7 @@ func (cn *Consumer) mayHaveMore(cl *Claim) bool {
 	if maxRecords == 0 {
 		maxRecords = ClaimMaxRecordsDefault
 	}
-	return cn.opts.Claim.MaxBytes > 0 || len(cl.Records) >= maxRecords
+	return logconsumer.MayHaveMore(len(cl.Records), maxRecords, cn.opts.Claim.MaxBytes)
 }
 
 // Run claims records and calls handler with each claim until ctx ends.
@@ -806,7 +798,7 @@ func (cn *Consumer) Run(ctx context.Context, handler func(ctx context.Context, c
 		if !IsRetryable(err) {
 			return err
 		}
-		backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+		backoff = logconsumer.RetryBackoff(backoff)
 		cn.client.config.Logger.Warn("pgmsg: consumer retrying after a transient error", "group", cn.group,
 			"member", cn.memberID, "backoff", backoff, "error", err)
 		select {
@@ -844,39 +836,19 @@ func (cn *Consumer) release(ctx context.Context, cl *Claim) error {
 	return nil
 }
 
-// handle runs handler while extending the claim every third of its lease.
+// handle runs handler while extending the claim every third of its lease,
+// cancelling its ctx if the claim is lost (logconsumer.Supervisor.Handle).
 func (cn *Consumer) handle(ctx context.Context, cl *Claim, handler func(ctx context.Context, cl *Claim) error) error {
 	lease := cn.opts.Claim.Lease
 	if lease == 0 {
 		lease = cn.client.config.ClaimLease
 	}
-	hctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(max(lease/3, 10*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				if err := cn.client.Extend(hctx, cl, lease); err != nil && isLostClaim(err) {
-					cancel()
-					return
-				}
-			}
-		}
-	}()
-	sctx, end := cn.client.startProcessSpan(hctx, cl)
-	err := handler(sctx, cl)
-	end(err)
-	close(stop)
-	wg.Wait()
-	return err
+	return cn.sup.Handle(ctx, cl, lease, func(hctx context.Context, cl *Claim) error {
+		sctx, end := cn.client.startProcessSpan(hctx, cl)
+		err := handler(sctx, cl)
+		end(err)
+		return err
+	})
 }
 
 func isLostClaim(err error) bool {

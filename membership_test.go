@@ -300,7 +300,7 @@ func TestMembershipPausedMemberFenced(t *testing.T) {
 	// The paused member wakes up and commits: fenced.
 	require.ErrorIs(t, tb.client.Commit(tb.ctx, stale), pgmsg.ErrClaimNotHeld)
 	// The new owner commits what it handled (Run sends that commit with
-	// its next claim, or on its own within commitLingerMax).
+	// its next claim, or on its own within logconsumer.CommitLingerMax).
 	require.Eventually(t, func() bool {
 		lags, err := tb.client.ListGroups(tb.ctx, "pause", "g")
 		return err == nil && lags[0].Owner == "other" && lags[0].NextOffset == 2
