@@ -18,6 +18,7 @@ import (
 	"github.com/pgmsg/pgmsg/internal/membership"
 	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/store"
+	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
 // Start positions for a new group (ClaimOpts.Start, CreateGroup) and
@@ -53,22 +54,9 @@ type ClaimOpts struct {
 }
 
 // Claim is a leased, contiguous range of one partition's records for one
-// group. Commit it to advance the group; if it is neither committed nor
-// released before ExpiresAt, its records are delivered again.
-type Claim struct {
-	Topic     string
-	Group     string
-	Partition int32
-	// Epoch identifies the claim; Commit, Release and Extend present it.
-	Epoch     int64
-	ExpiresAt time.Time
-	Records   []*Record
-}
-
-// NextOffset is the offset after the claim's last record.
-func (cl *Claim) NextOffset() int64 {
-	return cl.Records[len(cl.Records)-1].Offset + 1
-}
+// group (pgmsgtype.Claim). Commit it to advance the group; if it is neither
+// committed nor released before ExpiresAt, its records are delivered again.
+type Claim = pgmsgtype.Claim
 
 // Claim leases the next records of topic for group, and returns them in the
 // same round trip. It returns nil, nil when there is nothing to read (and
