@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pgmsg/pgmsg/internal/logread"
 	"github.com/pgmsg/pgmsg/internal/maintenance"
 	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/schemaname"
@@ -143,13 +144,9 @@ type Client struct {
 
 	jobClaims sync.Map // queue name -> *jobClaimState
 
-	// claimSegments: the segment table that held each partition's last
-	// direct claim (topicPartition -> relname), which the next claim reads
-	// its records from in the same statement (claimRow).
-	claimSegments sync.Map
-
-	// replicas are Config.ReadReplicas (nil when none).
-	replicas *replicaSet
+	// reader makes claims and reads their records (internal/logread),
+	// with the segment cache of the direct claims and the read replicas.
+	reader *logread.Reader
 }
 
 type topicMeta struct {
@@ -177,12 +174,16 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	st := store.New(cfg.Schema)
 	return &Client{
-		pool:     pool,
-		config:   cfg,
-		store:    store.New(cfg.Schema),
-		meta:     map[string]topicMeta{},
-		replicas: newReplicaSet(cfg.ReadReplicas, cfg.ReplicaMaxWait),
+		pool:   pool,
+		config: cfg,
+		store:  st,
+		meta:   map[string]topicMeta{},
+		reader: logread.New(&logread.Config{
+			Store: st, Primary: pool, Replicas: cfg.ReadReplicas, ReplicaMaxWait: cfg.ReplicaMaxWait,
+			LeaseMax: durationMax, DecodeHeaders: decodeHeaders, Logger: cfg.Logger,
+		}),
 	}, nil
 }
 

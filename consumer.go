@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/internal/logconsumer"
 	"github.com/pgmsg/pgmsg/internal/membership"
 	"github.com/pgmsg/pgmsg/internal/notifier"
@@ -82,7 +81,9 @@ func (c *Client) claim(ctx context.Context, exec DBTX, topic, group string, opts
 // and group, or nil) in the same statement: one transaction and one WAL
 // flush per claim cycle. A commit that fails because the claim was lost
 // (ErrClaimExpired, ErrClaimNotHeld) rolls the call back; the claim is then
-// made again without it, as Consumer.Run ignores lost claims anyway.
+// made again without it, as Consumer.Run ignores lost claims anyway
+// (internal/logread's Reader.Claim, which also reads the records and moves
+// past ranges compaction emptied).
 func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string, opts *ClaimOpts, async bool, commit *Claim) (cl *Claim, err error) {
 	if c.tracer() != nil {
 		start := time.Now()
@@ -111,7 +112,7 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 	// claim_range() refuses max records under 1, a lease that is not
 	// positive (one under 1µs is sent as 0) and negative max bytes (PM004,
 	// after a bad name's PM003); the direct statements leave those cases
-	// to it (canClaimDirect).
+	// to it (internal/logread).
 	params := store.ClaimParams{
 		Topic: topic, Group: group, Partition: o.Partition, Member: o.Member,
 		MaxRecords: limit32(o.MaxRecords), MaxBytes: o.MaxBytes, Lease: o.Lease,
@@ -120,148 +121,7 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 	if commit != nil {
 		params.Commit, params.CommitPartition, params.CommitEpoch = true, commit.Partition, commit.Epoch
 	}
-	for {
-		row, recs, lsn, err := c.claimRow(ctx, exec, &params)
-		if err != nil || row == nil {
-			return nil, err
-		}
-		cl := &Claim{Topic: topic, Group: group, Partition: row.Partition, Epoch: row.ClaimEpoch,
-			ExpiresAt: row.ClaimExpiresAt, Records: recs}
-		if recs == nil {
-			if cl.Records, err = c.readClaimed(ctx, exec, topic, row, lsn); err != nil {
-				return nil, err
-			}
-		}
-		if len(cl.Records) > 0 {
-			return cl, nil
-		}
-		// Compaction removed every record of the range: commit the empty
-		// claim (the cursor moves past it) and claim again.
-		params.Commit, params.CommitPartition, params.CommitEpoch = true, cl.Partition, cl.Epoch
-	}
-}
-
-// claimRow makes the claim params describe (committing the claim they
-// name first), with a direct statement when it covers the case, else with
-// claim_range(). A commit that fails because the claim was lost is
-// dropped and the claim made without it. It clears the commit from params
-// once done; nil, nil, nil means nothing to claim. recs are the claim's
-// records when the statement read them too (non-nil, maybe empty), else
-// nil: the caller reads them with readClaimed. lsn is the primary's WAL
-// position after the claim when it is known (the direct statements report
-// it), else 0.
-func (c *Client) claimRow(ctx context.Context, exec DBTX, params *store.ClaimParams) (*store.ClaimRow, []*Record, int64, error) {
-	if canClaimDirect(params) {
-		key := topicPartition{params.Topic, *params.Partition}
-		// Read the records in the same statement from the segment that
-		// held the partition's last claim, outside a caller's transaction
-		// only: retention may have dropped that table since, and the
-		// error would abort the transaction. With read replicas the
-		// records are read from a replica instead.
-		var fetch string
-		if _, inTx := exec.(pgx.Tx); !inTx && c.replicas == nil {
-			if v, ok := c.claimSegments.Load(key); ok {
-				fetch = v.(string)
-			}
-		}
-		res, err := c.claimDirect(ctx, exec, params, fetch)
-		if fetch != "" && errs.IsUndefinedTable(err) {
-			// The segment was dropped: nothing was done; claim again
-			// without reading records.
-			c.claimSegments.Delete(key)
-			res, err = c.claimDirect(ctx, exec, params, "")
-		}
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		if res.committed {
-			params.Commit = false
-		}
-		if res.row != nil && res.row.Relname != "" && res.row.Relname != fetch {
-			c.claimSegments.Store(key, res.row.Relname)
-		}
-		if !res.fallback {
-			return res.row, res.records, res.lsn, nil
-		}
-	}
-	for {
-		row, err := c.store.ClaimRange(ctx, exec, params)
-		if err != nil {
-			if params.Commit && isLostClaim(err) {
-				params.Commit = false
-				continue
-			}
-			return nil, nil, 0, err
-		}
-		params.Commit = false
-		return row, nil, 0, nil
-	}
-}
-
-// readRange reads the records of a claim from the segment table that holds
-// them (store.ReadRange). A range claim_range names no segment for (it
-// spans two, or the caller may not read the segment) or whose segment
-// retention dropped since the claim is read through the record table
-// instead.
-func (c *Client) readRange(ctx context.Context, exec DBTX, topic string, row *store.ClaimRow) ([]*Record, error) {
-	table := store.ReadTable(row.Relname)
-	recs, err := c.queryRange(ctx, exec, table, false, topic, row)
-	if err == nil {
-		return recs, nil
-	}
-	// 42P01: retention dropped the segment since the claim: read through
-	// the record table, as claim() does. (Outside a transaction; inside
-	// one the error has aborted it, and the caller retries.)
-	if _, inTx := exec.(pgx.Tx); !inTx && table != "record" && errs.IsUndefinedTable(err) {
-		row2 := *row
-		row2.Relname = ""
-		return c.readRange(ctx, exec, topic, &row2)
-	}
-	return nil, err
-}
-
-// queryRange reads the claim row describes from table on exec
-// (store.ReadRange; standby: only from a standby).
-func (c *Client) queryRange(ctx context.Context, exec DBTX, table string, standby bool, topic string, row *store.ClaimRow) ([]*Record, error) {
-	sink := recordSink{topic: topic, partition: row.Partition, n: min(int(row.LastOffset-row.FirstOffset+1), recordBlockMax)}
-	sink.recs = make([]*Record, 0, sink.n)
-	err := c.store.ReadRange(ctx, exec, table, standby, row.TopicID, row.Partition, row.FirstOffset, row.LastOffset, sink.add)
-	if err != nil {
-		return nil, err
-	}
-	return sink.recs, nil
-}
-
-// recordBlockMax caps how many Records one allocation holds.
-const recordBlockMax = 4096
-
-// recordSink collects the records a store read hands over (its add is the
-// store.RecordFunc) as Records of one partition: many Record structs per
-// allocation, and the keys and values the store decoded kept as they are.
-type recordSink struct {
-	topic     string
-	partition int32
-	n         int // Records per block, and the first capacity of recs
-	recs      []*Record
-	block     []Record
-}
-
-// add appends the record row describes.
-func (s *recordSink) add(row *store.RecordRow) error {
-	h, err := decodeHeaders(row.Headers)
-	if err != nil {
-		return err
-	}
-	if s.recs == nil {
-		s.recs = make([]*Record, 0, s.n)
-	}
-	if len(s.block) == cap(s.block) {
-		s.block = make([]Record, 0, s.n)
-	}
-	s.block = append(s.block, Record{Topic: s.topic, Partition: s.partition, Offset: row.Offset, Key: row.Key,
-		Value: row.Value, Headers: h, Timestamp: row.Timestamp})
-	s.recs = append(s.recs, &s.block[len(s.block)-1])
-	return nil
+	return c.reader.Claim(ctx, exec, &params)
 }
 
 // Commit advances the group's cursor past the claim and ends it. It fails
@@ -275,7 +135,7 @@ func (c *Client) Commit(ctx context.Context, cl *Claim) error {
 // the handler's own writes for exactly-once effects inside PostgreSQL.
 func (c *Client) CommitTx(ctx context.Context, exec DBTX, cl *Claim) error {
 	end := c.startSettleSpan(ctx, "commit", cl)
-	err := c.store.Commit(ctx, exec, cl.Topic, cl.Group, cl.Partition, cl.Epoch, nil)
+	err := c.reader.Commit(ctx, exec, cl, nil)
 	end(err)
 	return err
 }
@@ -285,7 +145,7 @@ func (c *Client) CommitTx(ctx context.Context, exec DBTX, cl *Claim) error {
 // from next on are delivered again.
 func (c *Client) CommitOffset(ctx context.Context, cl *Claim, next int64) error {
 	end := c.startSettleSpan(ctx, "commit", cl)
-	err := c.store.Commit(ctx, c.pool, cl.Topic, cl.Group, cl.Partition, cl.Epoch, &next)
+	err := c.reader.Commit(ctx, c.pool, cl, &next)
 	end(err)
 	return err
 }
@@ -294,7 +154,7 @@ func (c *Client) CommitOffset(ctx context.Context, cl *Claim, next int64) error 
 // at once rather than when the lease runs out.
 func (c *Client) Release(ctx context.Context, cl *Claim) error {
 	end := c.startSettleSpan(ctx, "release", cl)
-	err := c.store.Release(ctx, c.pool, cl.Topic, cl.Group, cl.Partition, cl.Epoch)
+	err := c.reader.Release(ctx, c.pool, cl)
 	end(err)
 	return err
 }
@@ -302,14 +162,7 @@ func (c *Client) Release(ctx context.Context, cl *Claim) error {
 // Extend keeps a claim for lease more from now (database clock), for long
 // handlers. It fails like Commit when the claim is lost.
 func (c *Client) Extend(ctx context.Context, cl *Claim, lease time.Duration) error {
-	// extend() refuses a lease that is not positive (one under 1µs is sent
-	// as 0) or over 366 days (PM004) before it looks the claim up.
-	exp, err := c.store.Extend(ctx, c.pool, cl.Topic, cl.Group, cl.Partition, cl.Epoch, lease)
-	if err != nil {
-		return err
-	}
-	cl.ExpiresAt = exp
-	return nil
+	return c.reader.Extend(ctx, c.pool, cl, lease)
 }
 
 // Consumer defaults.

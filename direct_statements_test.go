@@ -13,116 +13,6 @@ import (
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
-// The consumer's direct claim statements (internal/store/log_claim.go) against the
-// states claim_range() distinguishes: they claim and commit as it does, and
-// hand every case that needs an error explained back to it.
-func TestClaimDirect(t *testing.T) {
-	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 2, SegmentRecords: 64})
-	require.NoError(t, err)
-	// Member m joins group g and owns both partitions.
-	_, err = b.Pool.Exec(ctx, `SELECT * FROM `+pgx.Identifier{b.Schema}.Sanitize()+`.group_heartbeat('t', 'g', 'm')`)
-	require.NoError(t, err)
-	for i := 0; i < 3; i++ {
-		require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Partition: 0, Value: []byte{byte(i)}}},
-			&PublishOpts{ManualPartition: true}))
-	}
-	params := func(partition int32, member string) *store.ClaimParams {
-		return &store.ClaimParams{Topic: "t", Group: "g", MaxRecords: 2, Lease: 30 * time.Second,
-			Partition: &partition, Member: member, RequireOwner: true, Async: true}
-	}
-	cursor := func() (next int64, claimed bool) {
-		t.Helper()
-		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT next_offset, claim_end IS NOT NULL FROM `+
-			pgx.Identifier{b.Schema, "group_cursor"}.Sanitize()+` WHERE group_name = 'g' AND partition = 0`).Scan(&next, &claimed))
-		return next, claimed
-	}
-
-	p := params(0, "m")
-	require.True(t, canClaimDirect(p))
-	res, err := c.claimDirect(ctx, c.pool, p, "")
-	require.NoError(t, err)
-	require.False(t, res.fallback)
-	require.NotNil(t, res.row)
-	require.Equal(t, int64(0), res.row.FirstOffset)
-	require.Equal(t, int64(1), res.row.LastOffset, "max records 2")
-	require.NotEmpty(t, res.row.Relname, "the segment that holds the range")
-	require.Greater(t, res.row.ClaimEpoch, int64(0))
-	first := res.row
-
-	// The partition is claimed: nothing to claim, and nothing to explain.
-	res, err = c.claimDirect(ctx, c.pool, params(0, "m"), "")
-	require.NoError(t, err)
-	require.Nil(t, res.row)
-	require.False(t, res.fallback)
-
-	// Commit the first claim and claim the rest in one statement.
-	p = params(0, "m")
-	p.Commit, p.CommitPartition, p.CommitEpoch = true, 0, first.ClaimEpoch
-	require.True(t, canClaimDirect(p))
-	res, err = c.claimDirect(ctx, c.pool, p, "")
-	require.NoError(t, err)
-	require.True(t, res.committed)
-	require.NotNil(t, res.row)
-	require.Equal(t, int64(2), res.row.FirstOffset)
-	require.Equal(t, int64(2), res.row.LastOffset)
-	require.NotEqual(t, first.ClaimEpoch, res.row.ClaimEpoch)
-	next, claimed := cursor()
-	require.Equal(t, int64(2), next)
-	require.True(t, claimed)
-	second := res.row
-
-	// A commit of a claim no longer held: no row, claim_range must raise
-	// the error; nothing was written.
-	p.CommitEpoch = first.ClaimEpoch
-	res, err = c.claimDirect(ctx, c.pool, p, "")
-	require.NoError(t, err)
-	require.True(t, res.fallback)
-	require.False(t, res.committed)
-	next, _ = cursor()
-	require.Equal(t, int64(2), next)
-
-	// Committing the last claim with nothing more to read commits only.
-	p.CommitEpoch = second.ClaimEpoch
-	res, err = c.claimDirect(ctx, c.pool, p, "")
-	require.NoError(t, err)
-	require.False(t, res.fallback)
-	require.True(t, res.committed)
-	require.Nil(t, res.row)
-	next, claimed = cursor()
-	require.Equal(t, int64(3), next)
-	require.False(t, claimed)
-
-	// Another member's partition, and a group with no cursor row: both go
-	// to claim_range, which says why (ErrNotMember, or creates the group).
-	require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Partition: 1, Value: []byte("x")}}, &PublishOpts{ManualPartition: true}))
-	res, err = c.claimDirect(ctx, c.pool, params(1, "stranger"), "")
-	require.NoError(t, err)
-	require.True(t, res.fallback)
-	p = params(1, "m")
-	p.Group = "other"
-	res, err = c.claimDirect(ctx, c.pool, p, "")
-	require.NoError(t, err)
-	require.True(t, res.fallback)
-
-	// Cases outside the direct statements' reach.
-	p = params(0, "m")
-	p.MaxBytes = 10
-	require.False(t, canClaimDirect(p), "byte caps")
-	p = params(0, "m")
-	p.Partition = nil
-	require.False(t, canClaimDirect(p), "any partition")
-	p = params(0, "m")
-	p.Commit, p.CommitPartition, p.CommitEpoch = true, 1, 1
-	require.False(t, canClaimDirect(p), "a commit of another partition")
-}
-
 // The direct publish statement stores what publish() stores, and leaves to
 // it the topics and batches it does not cover: backpressure settings and a
 // batch reaching past the segments created so far.
@@ -518,13 +408,12 @@ func TestJobClaimDirectSettings(t *testing.T) {
 	require.Equal(t, before, settings())
 }
 
-// A direct claim that reads its records in the same statement
-// (claimFetchSQL) returns what readRange would, in order, with keys, empty
-// values and headers intact; records read from a table that is not the
-// claim's segment are dropped; a table dropped since (retention) makes
-// claimRow claim again without reading; the segment learnt is the next
-// claim's.
-func TestClaimFetch(t *testing.T) {
+// Through Consumer.Run (one member, so it owns the topic's only
+// partition and claims it directly): every record once, in order, across
+// the segment boundary, with keys, empty values and headers intact; the
+// consumer's claims learn the partition's segment. (internal/logread's
+// TestClaimFetch tests the direct claims that read their records.)
+func TestClaimFetchThroughConsumer(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
 	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
@@ -532,10 +421,6 @@ func TestClaimFetch(t *testing.T) {
 	t.Cleanup(c.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 2, SegmentRecords: 64})
-	require.NoError(t, err)
-	_, err = b.Pool.Exec(ctx, `SELECT * FROM `+pgx.Identifier{b.Schema}.Sanitize()+`.group_heartbeat('t', 'g', 'm')`)
-	require.NoError(t, err)
 	var batch []*Record
 	for i := 0; i < 100; i++ {
 		r := &Record{Topic: "t", Partition: 0, Value: []byte(fmt.Sprint(i))}
@@ -546,17 +431,6 @@ func TestClaimFetch(t *testing.T) {
 			r.Key, r.Headers = []byte("k"), map[string][]byte{"h": []byte(fmt.Sprint(i))}
 		}
 		batch = append(batch, r)
-	}
-	require.NoError(t, c.Publish(ctx, batch, &PublishOpts{ManualPartition: true}))
-	require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Partition: 1, Value: []byte("p1")}}, &PublishOpts{ManualPartition: true}))
-	params := func(max int32, commit int64) *store.ClaimParams {
-		partition := int32(0)
-		p := &store.ClaimParams{Topic: "t", Group: "g", MaxRecords: max, Lease: 30 * time.Second,
-			Partition: &partition, Member: "m", RequireOwner: true, Async: true}
-		if commit != 0 {
-			p.Commit, p.CommitPartition, p.CommitEpoch = true, 0, commit
-		}
-		return p
 	}
 	check := func(recs []*Record, first, last int64) {
 		t.Helper()
@@ -576,71 +450,6 @@ func TestClaimFetch(t *testing.T) {
 		}
 	}
 
-	// The first claim learns the segment.
-	res, err := c.claimDirect(ctx, c.pool, params(10, 0), "")
-	require.NoError(t, err)
-	require.NotNil(t, res.row)
-	require.False(t, res.fetched)
-	seg := res.row.Relname
-	require.NotEmpty(t, seg)
-
-	// Commit it and claim the next ten, reading them in the same statement.
-	res, err = c.claimDirect(ctx, c.pool, params(10, res.row.ClaimEpoch), seg)
-	require.NoError(t, err)
-	require.True(t, res.committed)
-	require.True(t, res.fetched)
-	require.Equal(t, int64(10), res.row.FirstOffset)
-	check(res.records, 10, 19)
-
-	// Read from another table (partition 1's segment): not the claim's
-	// records, dropped.
-	var other string
-	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT relname FROM `+pgx.Identifier{b.Schema, "segment"}.Sanitize()+
-		` WHERE partition = 1 ORDER BY start_offset LIMIT 1`).Scan(&other))
-	res, err = c.claimDirect(ctx, c.pool, params(10, res.row.ClaimEpoch), other)
-	require.NoError(t, err)
-	require.NotNil(t, res.row)
-	require.False(t, res.fetched)
-	require.Nil(t, res.records)
-	require.Equal(t, int64(20), res.row.FirstOffset)
-
-	// Through claimRow: a cached table that no longer exists is forgotten
-	// and the claim made without it; the claim's own segment is learnt.
-	key := topicPartition{"t", 0}
-	c.claimSegments.Store(key, "record_dropped_since")
-	row, recs, _, err := c.claimRow(ctx, c.pool, params(10, res.row.ClaimEpoch))
-	require.NoError(t, err)
-	require.Nil(t, recs)
-	require.Equal(t, int64(30), row.FirstOffset)
-	v, ok := c.claimSegments.Load(key)
-	require.True(t, ok)
-	require.Equal(t, seg, v)
-	row, recs, _, err = c.claimRow(ctx, c.pool, params(10, row.ClaimEpoch))
-	require.NoError(t, err)
-	require.Equal(t, int64(40), row.FirstOffset)
-	check(recs, 40, 49)
-
-	// A claim that reaches into the next segment (offsets 64 on): the
-	// segment learnt does not hold it, the records come from readRange.
-	row, recs, _, err = c.claimRow(ctx, c.pool, params(20, row.ClaimEpoch))
-	require.NoError(t, err)
-	require.Equal(t, int64(50), row.FirstOffset)
-	require.Equal(t, int64(69), row.LastOffset)
-	require.Nil(t, recs)
-	recs, err = c.readRange(ctx, c.pool, "t", row)
-	require.NoError(t, err)
-	check(recs, 50, 69)
-	row, recs, _, err = c.claimRow(ctx, c.pool, params(100, row.ClaimEpoch))
-	require.NoError(t, err)
-	require.Equal(t, int64(70), row.FirstOffset)
-	require.Nil(t, recs, "the segment of offsets 64 on is learnt by this claim")
-	row, _, _, err = c.claimRow(ctx, c.pool, params(100, row.ClaimEpoch))
-	require.NoError(t, err)
-	require.Nil(t, row, "all read")
-
-	// Through Consumer.Run (one member, so it owns the topic's only
-	// partition and claims it directly): every record once, in order,
-	// across the segment boundary.
 	_, err = c.CreateTopic(ctx, "one", TopicConfig{Partitions: 1, SegmentRecords: 64})
 	require.NoError(t, err)
 	for _, r := range batch {
@@ -664,12 +473,8 @@ func TestClaimFetch(t *testing.T) {
 		r.Topic = "t" // as check expects
 	}
 	check(got, 0, 99)
-	n := 0
-	c.claimSegments.Range(func(k, _ any) bool {
-		n += map[bool]int{true: 1}[k.(topicPartition).topic == "one"]
-		return true
-	})
-	require.Equal(t, 1, n, "the consumer's claims learnt the partition's segment")
+	_, ok := c.reader.CachedSegment("one", 0)
+	require.True(t, ok, "the consumer's claims learnt the partition's segment")
 }
 
 // The client's heartbeat commits asynchronously only when the group

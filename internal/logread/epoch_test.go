@@ -1,4 +1,4 @@
-package pgmsg
+package logread
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgmsg/pgmsg/internal/pgtest"
 	"github.com/pgmsg/pgmsg/internal/store"
+	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
 // Issue 14: a claim's epoch fences commit, release and extend, so it must
@@ -21,20 +22,17 @@ import (
 func TestClaimEpochsUnguessable(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	c := newTestReader(t, ctx, b)
 	s := pgx.Identifier{b.Schema}.Sanitize()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
-	require.NoError(t, err)
-	recs := make([]*Record, 40)
+	c.createTopic("t", 1, 0)
+	recs := make([]*pgmsgtype.Record, 40)
 	for i := range recs {
-		recs[i] = &Record{Topic: "t", Value: []byte{byte(i)}}
+		recs[i] = &pgmsgtype.Record{Topic: "t", Value: []byte{byte(i)}}
 	}
-	require.NoError(t, c.Publish(ctx, recs, nil))
-	_, err = b.Pool.Exec(ctx, `SELECT * FROM `+s+`.group_heartbeat('t', 'direct', 'm')`)
+	c.publish("t", 0, recs)
+	_, err := b.Pool.Exec(ctx, `SELECT * FROM `+s+`.group_heartbeat('t', 'direct', 'm')`)
 	require.NoError(t, err)
 
 	// stored is the cursor row's epoch (the previous claim's, or what a
@@ -76,12 +74,12 @@ func TestClaimEpochsUnguessable(t *testing.T) {
 		if i%2 == 1 {
 			commit = held // commit the held claim and claim the next record in one statement
 		} else if held != 0 {
-			require.NoError(t, c.Commit(ctx, &Claim{Topic: "t", Group: "direct", Partition: 0, Epoch: held}))
+			require.NoError(t, c.Commit(ctx, b.Pool, &pgmsgtype.Claim{Topic: "t", Group: "direct", Partition: 0, Epoch: held}, nil))
 			prev = stored("direct")
 		}
 		p := params(commit)
-		require.True(t, canClaimDirect(p))
-		res, err := c.claimDirect(ctx, c.pool, p, "")
+		require.True(t, c.canClaimDirect(p))
+		res, err := c.claimDirect(ctx, b.Pool, p, "")
 		require.NoError(t, err)
 		require.NotNil(t, res.row, "claim %d", i)
 		check("direct claim", prev, before, res.row.ClaimEpoch)

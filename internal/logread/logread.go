@@ -1,0 +1,281 @@
+// Package logread is the claim engine of the log (Kafka's fetch path is
+// the analogue): it makes a group's claims on a topic's partitions, with
+// the direct statements when they cover the case and claim_range()
+// otherwise (dropping a commit that rides on the claim when that claim
+// was lost), reads the claimed records (in the claim's own statement from
+// the segment the partition's last claim learnt, from a read replica that
+// has replayed them, or from the primary), moves past ranges compaction
+// emptied, and commits, releases and extends claims.
+//
+// It does not own the public API (pgmsg.ClaimOpts and its defaults, the
+// checks of names that cannot be sent, Client.Claim and friends stay in
+// the root, which builds the store.ClaimParams this package takes),
+// tracing (the root wraps each call in its span), nor the Consumer's loop
+// (the root and internal/logconsumer). Every statement goes through
+// internal/store; it works on *pgmsgtype.Claim and *pgmsgtype.Record.
+package logread
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/store"
+	"github.com/pgmsg/pgmsg/pgmsgtype"
+)
+
+// Config is what a Reader needs, all set (the root fills in defaults and
+// checks them).
+type Config struct {
+	// Store runs the statements.
+	Store *store.Store
+	// Primary is the pool claims are made on; a read on a replica asks it
+	// for the WAL position when the claim did not report one.
+	Primary store.DBTX
+	// Replicas are pools on streaming replicas (pgmsg.Config.ReadReplicas;
+	// none: every read is on the primary), ReplicaMaxWait how long a read
+	// waits for a lagging one.
+	Replicas       []*pgxpool.Pool
+	ReplicaMaxWait time.Duration
+	// LeaseMax is the longest lease the SQL API accepts: the direct
+	// statements, which do not check it, leave longer ones to
+	// claim_range() to refuse.
+	LeaseMax time.Duration
+	// DecodeHeaders turns a record's stored headers (a JSON object, nil
+	// for none) into its Headers: the root's one decoding, shared with its
+	// other reads.
+	DecodeHeaders func(raw []byte) (map[string][]byte, error)
+	// Logger receives the debug line of a read that fell back from a
+	// replica to the primary.
+	Logger *slog.Logger
+}
+
+// Reader makes claims and reads their records. Safe for concurrent use.
+type Reader struct {
+	store         *store.Store
+	primary       store.DBTX
+	leaseMax      time.Duration
+	decodeHeaders func(raw []byte) (map[string][]byte, error)
+	logger        *slog.Logger
+
+	// segments: the segment table that held each partition's last direct
+	// claim (partitionKey -> relname), which the next claim reads its
+	// records from in the same statement (claimRow).
+	segments sync.Map
+
+	// replicas are Config.Replicas (nil when none).
+	replicas *replicaSet
+}
+
+// partitionKey names one partition of a topic (the segments' key).
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
+// New returns a Reader for cfg.
+func New(cfg *Config) *Reader {
+	return &Reader{
+		store: cfg.Store, primary: cfg.Primary, leaseMax: cfg.LeaseMax,
+		decodeHeaders: cfg.DecodeHeaders, logger: cfg.Logger,
+		replicas: newReplicaSet(cfg.Replicas, cfg.ReplicaMaxWait),
+	}
+}
+
+// Claim makes the claim params describe on exec (committing first the
+// claim params names, if any: one transaction and one WAL flush per claim
+// cycle) and reads its records. It returns nil, nil when there is nothing
+// to read. A commit that fails because the claim was lost (ClaimExpired,
+// ClaimNotHeld) rolls the call back; the claim is then made again without
+// it, as Consumer.Run ignores lost claims anyway. params must be complete
+// (the root applies pgmsg.ClaimOpts' defaults); Claim changes its commit
+// fields as it goes.
+func (r *Reader) Claim(ctx context.Context, exec store.DBTX, params *store.ClaimParams) (*pgmsgtype.Claim, error) {
+	for {
+		row, recs, lsn, err := r.claimRow(ctx, exec, params)
+		if err != nil || row == nil {
+			return nil, err
+		}
+		cl := &pgmsgtype.Claim{Topic: params.Topic, Group: params.Group, Partition: row.Partition, Epoch: row.ClaimEpoch,
+			ExpiresAt: row.ClaimExpiresAt, Records: recs}
+		if recs == nil {
+			if cl.Records, err = r.readClaimed(ctx, exec, params.Topic, row, lsn); err != nil {
+				return nil, err
+			}
+		}
+		if len(cl.Records) > 0 {
+			return cl, nil
+		}
+		// Compaction removed every record of the range: commit the empty
+		// claim (the cursor moves past it) and claim again.
+		params.Commit, params.CommitPartition, params.CommitEpoch = true, cl.Partition, cl.Epoch
+	}
+}
+
+// claimRow makes the claim params describe (committing the claim they
+// name first), with a direct statement when it covers the case, else with
+// claim_range(). A commit that fails because the claim was lost is
+// dropped and the claim made without it. It clears the commit from params
+// once done; nil, nil, nil means nothing to claim. recs are the claim's
+// records when the statement read them too (non-nil, maybe empty), else
+// nil: the caller reads them with readClaimed. lsn is the primary's WAL
+// position after the claim when it is known (the direct statements report
+// it), else 0.
+func (r *Reader) claimRow(ctx context.Context, exec store.DBTX, params *store.ClaimParams) (*store.ClaimRow, []*pgmsgtype.Record, int64, error) {
+	if r.canClaimDirect(params) {
+		key := partitionKey{params.Topic, *params.Partition}
+		// Read the records in the same statement from the segment that
+		// held the partition's last claim, outside a caller's transaction
+		// only: retention may have dropped that table since, and the
+		// error would abort the transaction. With read replicas the
+		// records are read from a replica instead.
+		var fetch string
+		if _, inTx := exec.(pgx.Tx); !inTx && r.replicas == nil {
+			if v, ok := r.segments.Load(key); ok {
+				fetch = v.(string)
+			}
+		}
+		res, err := r.claimDirect(ctx, exec, params, fetch)
+		if fetch != "" && errs.IsUndefinedTable(err) {
+			// The segment was dropped: nothing was done; claim again
+			// without reading records.
+			r.segments.Delete(key)
+			res, err = r.claimDirect(ctx, exec, params, "")
+		}
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if res.committed {
+			params.Commit = false
+		}
+		if res.row != nil && res.row.Relname != "" && res.row.Relname != fetch {
+			r.segments.Store(key, res.row.Relname)
+		}
+		if !res.fallback {
+			return res.row, res.records, res.lsn, nil
+		}
+	}
+	for {
+		row, err := r.store.ClaimRange(ctx, exec, params)
+		if err != nil {
+			if params.Commit && errs.IsLostClaim(err) {
+				params.Commit = false
+				continue
+			}
+			return nil, nil, 0, err
+		}
+		params.Commit = false
+		return row, nil, 0, nil
+	}
+}
+
+// CachedSegment returns the segment table the partition's next direct
+// claim reads its records from in the same statement ("", false when none
+// is known). For tests of that cache, and diagnostics.
+func (r *Reader) CachedSegment(topic string, partition int32) (string, bool) {
+	v, ok := r.segments.Load(partitionKey{topic, partition})
+	if !ok {
+		return "", false
+	}
+	return v.(string), true
+}
+
+// readRange reads the records of a claim from the segment table that holds
+// them (store.ReadRange). A range claim_range names no segment for (it
+// spans two, or the caller may not read the segment) or whose segment
+// retention dropped since the claim is read through the record table
+// instead.
+func (r *Reader) readRange(ctx context.Context, exec store.DBTX, topic string, row *store.ClaimRow) ([]*pgmsgtype.Record, error) {
+	table := store.ReadTable(row.Relname)
+	recs, err := r.queryRange(ctx, exec, table, false, topic, row)
+	if err == nil {
+		return recs, nil
+	}
+	// 42P01: retention dropped the segment since the claim: read through
+	// the record table, as claim() does. (Outside a transaction; inside
+	// one the error has aborted it, and the caller retries.)
+	if _, inTx := exec.(pgx.Tx); !inTx && table != "record" && errs.IsUndefinedTable(err) {
+		row2 := *row
+		row2.Relname = ""
+		return r.readRange(ctx, exec, topic, &row2)
+	}
+	return nil, err
+}
+
+// queryRange reads the claim row describes from table on exec
+// (store.ReadRange; standby: only from a standby).
+func (r *Reader) queryRange(ctx context.Context, exec store.DBTX, table string, standby bool, topic string, row *store.ClaimRow) ([]*pgmsgtype.Record, error) {
+	sink := recordSink{decode: r.decodeHeaders, topic: topic, partition: row.Partition,
+		n: min(int(row.LastOffset-row.FirstOffset+1), recordBlockMax)}
+	sink.recs = make([]*pgmsgtype.Record, 0, sink.n)
+	err := r.store.ReadRange(ctx, exec, table, standby, row.TopicID, row.Partition, row.FirstOffset, row.LastOffset, sink.add)
+	if err != nil {
+		return nil, err
+	}
+	return sink.recs, nil
+}
+
+// recordBlockMax caps how many Records one allocation holds.
+const recordBlockMax = 4096
+
+// recordSink collects the records a store read hands over (its add is the
+// store.RecordFunc) as Records of one partition: many Record structs per
+// allocation, and the keys and values the store decoded kept as they are.
+type recordSink struct {
+	decode    func(raw []byte) (map[string][]byte, error)
+	topic     string
+	partition int32
+	n         int // Records per block, and the first capacity of recs
+	recs      []*pgmsgtype.Record
+	block     []pgmsgtype.Record
+}
+
+// add appends the record row describes.
+func (s *recordSink) add(row *store.RecordRow) error {
+	h, err := s.decode(row.Headers)
+	if err != nil {
+		return err
+	}
+	if s.recs == nil {
+		s.recs = make([]*pgmsgtype.Record, 0, s.n)
+	}
+	if len(s.block) == cap(s.block) {
+		s.block = make([]pgmsgtype.Record, 0, s.n)
+	}
+	s.block = append(s.block, pgmsgtype.Record{Topic: s.topic, Partition: s.partition, Offset: row.Offset, Key: row.Key,
+		Value: row.Value, Headers: h, Timestamp: row.Timestamp})
+	s.recs = append(s.recs, &s.block[len(s.block)-1])
+	return nil
+}
+
+// Commit advances the group's cursor past cl (to next, when not nil:
+// which must lie within the claim, or just past it) and ends it, on exec.
+// It fails with ClaimExpired or ClaimNotHeld (writing nothing) when the
+// claim is no longer the caller's.
+func (r *Reader) Commit(ctx context.Context, exec store.DBTX, cl *pgmsgtype.Claim, next *int64) error {
+	return r.store.Commit(ctx, exec, cl.Topic, cl.Group, cl.Partition, cl.Epoch, next)
+}
+
+// Release ends cl without committing, on exec: its records are delivered
+// again at once rather than when the lease runs out.
+func (r *Reader) Release(ctx context.Context, exec store.DBTX, cl *pgmsgtype.Claim) error {
+	return r.store.Release(ctx, exec, cl.Topic, cl.Group, cl.Partition, cl.Epoch)
+}
+
+// Extend keeps cl for lease more from now (database clock), on exec, and
+// sets its ExpiresAt. It fails like Commit when the claim is lost.
+func (r *Reader) Extend(ctx context.Context, exec store.DBTX, cl *pgmsgtype.Claim, lease time.Duration) error {
+	// extend() refuses a lease that is not positive (one under 1µs is sent
+	// as 0) or over 366 days (PM004) before it looks the claim up.
+	exp, err := r.store.Extend(ctx, exec, cl.Topic, cl.Group, cl.Partition, cl.Epoch, lease)
+	if err != nil {
+		return err
+	}
+	cl.ExpiresAt = exp
+	return nil
+}

@@ -1,0 +1,323 @@
+package logread
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/internal/store"
+	"github.com/pgmsg/pgmsg/pgmsgtype"
+)
+
+// The engine's statements against PostgreSQL: the direct claims and the
+// reads of what they claimed. Claims through the root's Client (defaults,
+// Consumer.Run, read replicas, tracing) are tested in the root.
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// leaseMax is the root's durationMax, the SQL API's longest lease.
+const leaseMax = 366 * 24 * time.Hour
+
+// testReader is a Reader on b's schema, without read replicas, and the
+// helpers that set its topics up through the store.
+type testReader struct {
+	*Reader
+	t    *testing.T
+	ctx  context.Context
+	pool *pgtest.Bundle
+}
+
+func newTestReader(t *testing.T, ctx context.Context, b *pgtest.Bundle) *testReader {
+	r := New(&Config{Store: store.New(b.Schema), Primary: b.Pool, LeaseMax: leaseMax,
+		DecodeHeaders: decodeHeaders, Logger: slog.Default()})
+	return &testReader{Reader: r, t: t, ctx: ctx, pool: b}
+}
+
+// createTopic creates topic with partitions and, when not 0, segmentRecords.
+func (r *testReader) createTopic(topic string, partitions int32, segmentRecords int64) {
+	r.t.Helper()
+	settings := map[string]any{}
+	if segmentRecords != 0 {
+		settings["segment_records"] = segmentRecords
+	}
+	raw, err := json.Marshal(settings)
+	require.NoError(r.t, err)
+	_, err = r.store.TopicCreate(r.ctx, r.pool.Pool, topic, partitions, raw)
+	require.NoError(r.t, err)
+}
+
+// publish appends recs to partition (each record's Topic is topic), with
+// publish().
+func (r *testReader) publish(topic string, partition int32, recs []*pgmsgtype.Record) {
+	r.t.Helper()
+	b := store.NewPublishBatch(topic, partition, len(recs))
+	for i, rec := range recs {
+		b.Values[i] = rec.Value
+		b.SetKey(i, rec.Key)
+		if len(rec.Headers) > 0 {
+			m := map[string]string{}
+			for k, v := range rec.Headers {
+				m[k] = base64.StdEncoding.EncodeToString(v)
+			}
+			h, err := json.Marshal(m)
+			require.NoError(r.t, err)
+			b.SetHeaders(i, h)
+		}
+	}
+	_, err := r.store.Publish(r.ctx, r.pool.Pool, &b, false)
+	require.NoError(r.t, err)
+}
+
+// decodeHeaders decodes stored headers as the root's decodeHeaders does
+// (a JSON object of base64 values).
+func decodeHeaders(raw []byte) (map[string][]byte, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(m))
+	for k, v := range m {
+		b, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = b
+	}
+	return out, nil
+}
+
+// The consumer's direct claim statements (internal/store/log_claim.go) against the
+// states claim_range() distinguishes: they claim and commit as it does, and
+// hand every case that needs an error explained back to it.
+func TestClaimDirect(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := newTestReader(t, ctx, b)
+	c.createTopic("t", 2, 64)
+	// Member m joins group g and owns both partitions.
+	_, err := b.Pool.Exec(ctx, `SELECT * FROM `+pgx.Identifier{b.Schema}.Sanitize()+`.group_heartbeat('t', 'g', 'm')`)
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		c.publish("t", 0, []*pgmsgtype.Record{{Topic: "t", Partition: 0, Value: []byte{byte(i)}}})
+	}
+	params := func(partition int32, member string) *store.ClaimParams {
+		return &store.ClaimParams{Topic: "t", Group: "g", MaxRecords: 2, Lease: 30 * time.Second,
+			Partition: &partition, Member: member, RequireOwner: true, Async: true}
+	}
+	cursor := func() (next int64, claimed bool) {
+		t.Helper()
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT next_offset, claim_end IS NOT NULL FROM `+
+			pgx.Identifier{b.Schema, "group_cursor"}.Sanitize()+` WHERE group_name = 'g' AND partition = 0`).Scan(&next, &claimed))
+		return next, claimed
+	}
+
+	p := params(0, "m")
+	require.True(t, c.canClaimDirect(p))
+	res, err := c.claimDirect(ctx, b.Pool, p, "")
+	require.NoError(t, err)
+	require.False(t, res.fallback)
+	require.NotNil(t, res.row)
+	require.Equal(t, int64(0), res.row.FirstOffset)
+	require.Equal(t, int64(1), res.row.LastOffset, "max records 2")
+	require.NotEmpty(t, res.row.Relname, "the segment that holds the range")
+	require.Greater(t, res.row.ClaimEpoch, int64(0))
+	first := res.row
+
+	// The partition is claimed: nothing to claim, and nothing to explain.
+	res, err = c.claimDirect(ctx, b.Pool, params(0, "m"), "")
+	require.NoError(t, err)
+	require.Nil(t, res.row)
+	require.False(t, res.fallback)
+
+	// Commit the first claim and claim the rest in one statement.
+	p = params(0, "m")
+	p.Commit, p.CommitPartition, p.CommitEpoch = true, 0, first.ClaimEpoch
+	require.True(t, c.canClaimDirect(p))
+	res, err = c.claimDirect(ctx, b.Pool, p, "")
+	require.NoError(t, err)
+	require.True(t, res.committed)
+	require.NotNil(t, res.row)
+	require.Equal(t, int64(2), res.row.FirstOffset)
+	require.Equal(t, int64(2), res.row.LastOffset)
+	require.NotEqual(t, first.ClaimEpoch, res.row.ClaimEpoch)
+	next, claimed := cursor()
+	require.Equal(t, int64(2), next)
+	require.True(t, claimed)
+	second := res.row
+
+	// A commit of a claim no longer held: no row, claim_range must raise
+	// the error; nothing was written.
+	p.CommitEpoch = first.ClaimEpoch
+	res, err = c.claimDirect(ctx, b.Pool, p, "")
+	require.NoError(t, err)
+	require.True(t, res.fallback)
+	require.False(t, res.committed)
+	next, _ = cursor()
+	require.Equal(t, int64(2), next)
+
+	// Committing the last claim with nothing more to read commits only.
+	p.CommitEpoch = second.ClaimEpoch
+	res, err = c.claimDirect(ctx, b.Pool, p, "")
+	require.NoError(t, err)
+	require.False(t, res.fallback)
+	require.True(t, res.committed)
+	require.Nil(t, res.row)
+	next, claimed = cursor()
+	require.Equal(t, int64(3), next)
+	require.False(t, claimed)
+
+	// Another member's partition, and a group with no cursor row: both go
+	// to claim_range, which says why (ErrNotMember, or creates the group).
+	c.publish("t", 1, []*pgmsgtype.Record{{Topic: "t", Partition: 1, Value: []byte("x")}})
+	res, err = c.claimDirect(ctx, b.Pool, params(1, "stranger"), "")
+	require.NoError(t, err)
+	require.True(t, res.fallback)
+	p = params(1, "m")
+	p.Group = "other"
+	res, err = c.claimDirect(ctx, b.Pool, p, "")
+	require.NoError(t, err)
+	require.True(t, res.fallback)
+
+	// Cases outside the direct statements' reach.
+	p = params(0, "m")
+	p.MaxBytes = 10
+	require.False(t, c.canClaimDirect(p), "byte caps")
+	p = params(0, "m")
+	p.Partition = nil
+	require.False(t, c.canClaimDirect(p), "any partition")
+	p = params(0, "m")
+	p.Commit, p.CommitPartition, p.CommitEpoch = true, 1, 1
+	require.False(t, c.canClaimDirect(p), "a commit of another partition")
+}
+
+// A direct claim that reads its records in the same statement
+// (claimFetchSQL) returns what readRange would, in order, with keys, empty
+// values and headers intact; records read from a table that is not the
+// claim's segment are dropped; a table dropped since (retention) makes
+// claimRow claim again without reading; the segment learnt is the next
+// claim's. (The root's TestClaimFetchThroughConsumer reads across segments
+// with Consumer.Run.)
+func TestClaimFetch(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := newTestReader(t, ctx, b)
+	c.createTopic("t", 2, 64)
+	_, err := b.Pool.Exec(ctx, `SELECT * FROM `+pgx.Identifier{b.Schema}.Sanitize()+`.group_heartbeat('t', 'g', 'm')`)
+	require.NoError(t, err)
+	var batch []*pgmsgtype.Record
+	for i := 0; i < 100; i++ {
+		r := &pgmsgtype.Record{Topic: "t", Partition: 0, Value: []byte(fmt.Sprint(i))}
+		switch i % 3 {
+		case 0:
+			r.Key, r.Value = []byte{}, []byte{}
+		case 1:
+			r.Key, r.Headers = []byte("k"), map[string][]byte{"h": []byte(fmt.Sprint(i))}
+		}
+		batch = append(batch, r)
+	}
+	c.publish("t", 0, batch)
+	c.publish("t", 1, []*pgmsgtype.Record{{Topic: "t", Partition: 1, Value: []byte("p1")}})
+	params := func(max int32, commit int64) *store.ClaimParams {
+		partition := int32(0)
+		p := &store.ClaimParams{Topic: "t", Group: "g", MaxRecords: max, Lease: 30 * time.Second,
+			Partition: &partition, Member: "m", RequireOwner: true, Async: true}
+		if commit != 0 {
+			p.Commit, p.CommitPartition, p.CommitEpoch = true, 0, commit
+		}
+		return p
+	}
+	check := func(recs []*pgmsgtype.Record, first, last int64) {
+		t.Helper()
+		require.Len(t, recs, int(last-first+1))
+		for i, r := range recs {
+			want := batch[first+int64(i)]
+			require.Equal(t, first+int64(i), r.Offset)
+			require.Equal(t, "t", r.Topic)
+			require.Equal(t, int32(0), r.Partition)
+			require.Equal(t, want.Key, r.Key, "offset %d", r.Offset)
+			require.Equal(t, want.Value, r.Value, "offset %d", r.Offset)
+			require.Equal(t, len(want.Headers), len(r.Headers), "offset %d", r.Offset)
+			for k, v := range want.Headers {
+				require.Equal(t, v, r.Headers[k])
+			}
+			require.False(t, r.Timestamp.IsZero())
+		}
+	}
+
+	// The first claim learns the segment.
+	res, err := c.claimDirect(ctx, b.Pool, params(10, 0), "")
+	require.NoError(t, err)
+	require.NotNil(t, res.row)
+	require.False(t, res.fetched)
+	seg := res.row.Relname
+	require.NotEmpty(t, seg)
+
+	// Commit it and claim the next ten, reading them in the same statement.
+	res, err = c.claimDirect(ctx, b.Pool, params(10, res.row.ClaimEpoch), seg)
+	require.NoError(t, err)
+	require.True(t, res.committed)
+	require.True(t, res.fetched)
+	require.Equal(t, int64(10), res.row.FirstOffset)
+	check(res.records, 10, 19)
+
+	// Read from another table (partition 1's segment): not the claim's
+	// records, dropped.
+	var other string
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT relname FROM `+pgx.Identifier{b.Schema, "segment"}.Sanitize()+
+		` WHERE partition = 1 ORDER BY start_offset LIMIT 1`).Scan(&other))
+	res, err = c.claimDirect(ctx, b.Pool, params(10, res.row.ClaimEpoch), other)
+	require.NoError(t, err)
+	require.NotNil(t, res.row)
+	require.False(t, res.fetched)
+	require.Nil(t, res.records)
+	require.Equal(t, int64(20), res.row.FirstOffset)
+
+	// Through claimRow: a cached table that no longer exists is forgotten
+	// and the claim made without it; the claim's own segment is learnt.
+	key := partitionKey{"t", 0}
+	c.segments.Store(key, "record_dropped_since")
+	row, recs, _, err := c.claimRow(ctx, b.Pool, params(10, res.row.ClaimEpoch))
+	require.NoError(t, err)
+	require.Nil(t, recs)
+	require.Equal(t, int64(30), row.FirstOffset)
+	v, ok := c.segments.Load(key)
+	require.True(t, ok)
+	require.Equal(t, seg, v)
+	row, recs, _, err = c.claimRow(ctx, b.Pool, params(10, row.ClaimEpoch))
+	require.NoError(t, err)
+	require.Equal(t, int64(40), row.FirstOffset)
+	check(recs, 40, 49)
+
+	// A claim that reaches into the next segment (offsets 64 on): the
+	// segment learnt does not hold it, the records come from readRange.
+	row, recs, _, err = c.claimRow(ctx, b.Pool, params(20, row.ClaimEpoch))
+	require.NoError(t, err)
+	require.Equal(t, int64(50), row.FirstOffset)
+	require.Equal(t, int64(69), row.LastOffset)
+	require.Nil(t, recs)
+	recs, err = c.readRange(ctx, b.Pool, "t", row)
+	require.NoError(t, err)
+	check(recs, 50, 69)
+	row, recs, _, err = c.claimRow(ctx, b.Pool, params(100, row.ClaimEpoch))
+	require.NoError(t, err)
+	require.Equal(t, int64(70), row.FirstOffset)
+	require.Nil(t, recs, "the segment of offsets 64 on is learnt by this claim")
+	row, _, _, err = c.claimRow(ctx, b.Pool, params(100, row.ClaimEpoch))
+	require.NoError(t, err)
+	require.Nil(t, row, "all read")
+}
