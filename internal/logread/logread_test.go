@@ -30,15 +30,15 @@ const leaseMax = 366 * 24 * time.Hour
 // helpers that set its topics up through the store.
 type testReader struct {
 	*Reader
-	t    *testing.T
-	ctx  context.Context
-	pool *pgtest.Bundle
+	t   *testing.T
+	ctx context.Context
+	b   *pgtest.Bundle
 }
 
 func newTestReader(t *testing.T, ctx context.Context, b *pgtest.Bundle) *testReader {
 	r := New(&Config{Store: store.New(b.Schema), Primary: b.Pool, LeaseMax: leaseMax,
 		DecodeHeaders: decodeHeaders, Logger: slog.Default()})
-	return &testReader{Reader: r, t: t, ctx: ctx, pool: b}
+	return &testReader{Reader: r, t: t, ctx: ctx, b: b}
 }
 
 // createTopic creates topic with partitions and, when not 0, segmentRecords.
@@ -50,7 +50,7 @@ func (r *testReader) createTopic(topic string, partitions int32, segmentRecords 
 	}
 	raw, err := json.Marshal(settings)
 	require.NoError(r.t, err)
-	_, err = r.store.TopicCreate(r.ctx, r.pool.Pool, topic, partitions, raw)
+	_, err = r.store.TopicCreate(r.ctx, r.b.Pool, topic, partitions, raw)
 	require.NoError(r.t, err)
 }
 
@@ -72,7 +72,7 @@ func (r *testReader) publish(topic string, partition int32, recs []*pgmsgtype.Re
 			b.SetHeaders(i, h)
 		}
 	}
-	_, err := r.store.Publish(r.ctx, r.pool.Pool, &b, false)
+	_, err := r.store.Publish(r.ctx, r.b.Pool, &b, false)
 	require.NoError(r.t, err)
 }
 
