@@ -150,26 +150,12 @@ func (c *Client) withBackpressure(ctx context.Context, topic string, publish fun
 	if !ok {
 		wait = BackpressureTimeoutDefault
 	}
-	return retryWhile(ctx, ErrBackpressure, wait, err, publish)
+	return errs.RetryWhile(ctx, ErrBackpressure, wait, err, publish)
 }
 
-// retryWhile calls op again while err (its last result) matches sentinel,
-// backing off from 10 ms to 250 ms, for as long as the next attempt still
-// starts within wait of now. It is how publishes and enqueues wait out
-// backpressure; the consumer or worker making room is what ends the wait.
+// retryWhile is errs.RetryWhile, for job.go's wait on a full queue.
 func retryWhile(ctx context.Context, sentinel error, wait time.Duration, err error, op func() error) error {
-	deadline := time.Now().Add(wait)
-	pause := 10 * time.Millisecond
-	for errors.Is(err, sentinel) && time.Now().Add(pause).Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pause):
-		}
-		pause = min(pause*2, 250*time.Millisecond)
-		err = op()
-	}
-	return err
+	return errs.RetryWhile(ctx, sentinel, wait, err, op)
 }
 
 // PublishTx is Publish inside the caller's transaction: the transactional
