@@ -2,8 +2,6 @@ package pgmsg
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -12,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pgmsg/pgmsg/internal/logpublish"
 	"github.com/pgmsg/pgmsg/internal/logread"
 	"github.com/pgmsg/pgmsg/internal/maintenance"
 	"github.com/pgmsg/pgmsg/internal/notifier"
@@ -123,24 +122,15 @@ type Client struct {
 	// store runs every statement (internal/store).
 	store *store.Store
 
-	metaMu sync.Mutex
-	meta   map[string]topicMeta
+	// publisher is the publish path's engine (internal/logpublish): the
+	// topic metadata cache and the post-commit work.
+	publisher *logpublish.Publisher
 
 	// leader takes part in maintenance leader election (RunMaintenance).
 	leader maintenance.Elector
 
 	notifyOnce sync.Once
 	notifier   *notifier.Notifier
-
-	// Post-commit work (afterCommit): topics waiting to be notified,
-	// partitions whose segments ahead run low, and the goroutine that
-	// handles them.
-	sendMu      sync.Mutex
-	sendPending map[string]struct{}
-	segPending  map[topicPartition]struct{}
-	sendKick    chan struct{}
-	sendStop    chan struct{}
-	sendDone    chan struct{}
 
 	jobClaims sync.Map // queue name -> *jobClaimState
 
@@ -149,13 +139,11 @@ type Client struct {
 	reader *logread.Reader
 }
 
+// topicMeta is what the root's callers of Client.topicMeta read of a
+// topic's cached metadata (logpublish.TopicMeta).
 type topicMeta struct {
 	partitions     int
 	maxRecordBytes int
-	// backpressure: the topic has max_lag_records or max_lag_bytes, which
-	// only publish() enforces (the store's direct publish statement leaves such topics to it).
-	backpressure bool
-	fetched      time.Time
 }
 
 // BackpressureTimeoutDefault is how long publishes wait on a topic's
@@ -179,10 +167,19 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		pool:   pool,
 		config: cfg,
 		store:  st,
-		meta:   map[string]topicMeta{},
 		reader: logread.New(&logread.Config{
 			Store: st, Primary: pool, Replicas: cfg.ReadReplicas, ReplicaMaxWait: cfg.ReplicaMaxWait,
 			LeaseMax: durationMax, DecodeHeaders: decodeHeaders, Logger: cfg.Logger,
+		}),
+		publisher: logpublish.New(st, pool, logpublish.Config{
+			MetadataMaxAge:      cfg.MetadataMaxAge,
+			DisableNotify:       cfg.DisableNotify,
+			Channel:             cfg.Schema + "_log",
+			Logger:              cfg.Logger,
+			BackpressureTimeout: BackpressureTimeoutDefault,
+			CheckTime:           checkTime,
+			EncodeHeaders:       encodeHeaders,
+			WakeKey:             wakeKey,
 		}),
 	}, nil
 }
@@ -199,117 +196,7 @@ func (c *Client) Close() {
 	if c.notifier != nil {
 		c.notifier.Close()
 	}
-	c.sendMu.Lock()
-	stop, done := c.sendStop, c.sendDone
-	c.sendStop = nil
-	c.sendMu.Unlock()
-	if stop != nil {
-		close(stop)
-		<-done
-	}
-}
-
-// afterCommit queues the work that follows a committed publish of b, done
-// by one goroutine per client outside any publishing transaction:
-//
-//   - notify (when asked): wake consumers of the topic. Notifying inside
-//     the publishing transaction would make its commit take PostgreSQL's
-//     cluster-wide notify lock through the WAL flush, serialising the
-//     commits of all publishers. Pending topics go out in one statement,
-//     at most one in flight; a notification lost because the process dies
-//     is only a later wake-up (consumers poll).
-//   - segment_ensure for a partition whose segments ahead run low, in its
-//     own transaction (creating segments inside publishing transactions
-//     can deadlock multi-partition publishes).
-func (c *Client) afterCommit(b *partitionBatch, notify bool) {
-	notify = notify && !c.config.DisableNotify
-	if !notify && !b.segmentsLow {
-		return
-	}
-	c.sendMu.Lock()
-	if c.sendPending == nil {
-		c.sendPending = map[string]struct{}{}
-		c.segPending = map[topicPartition]struct{}{}
-		c.sendKick = make(chan struct{}, 1)
-		c.sendStop = make(chan struct{})
-		c.sendDone = make(chan struct{})
-		go c.sendNotifications(c.sendStop, c.sendDone)
-	}
-	if notify {
-		// "topic#partition": only the consumers of that partition wake up
-		// (internal/notifier); SQL publish() notifies the whole topic.
-		c.sendPending[wakeKey(b.topic, b.partition)] = struct{}{}
-	}
-	if b.segmentsLow {
-		c.segPending[topicPartition{b.topic, b.partition}] = struct{}{}
-	}
-	c.sendMu.Unlock()
-	select {
-	case c.sendKick <- struct{}{}:
-	default:
-	}
-}
-
-func (c *Client) sendNotifications(stop, done chan struct{}) {
-	defer close(done)
-	channel := c.config.Schema + "_log"
-	for {
-		select {
-		case <-stop:
-			return
-		case <-c.sendKick:
-		}
-		c.sendMu.Lock()
-		topics := make([]string, 0, len(c.sendPending))
-		for t := range c.sendPending {
-			topics = append(topics, t)
-		}
-		clear(c.sendPending)
-		segs := make([]topicPartition, 0, len(c.segPending))
-		for tp := range c.segPending {
-			segs = append(segs, tp)
-		}
-		clear(c.segPending)
-		c.sendMu.Unlock()
-		if len(topics) > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err := c.store.NotifyTopics(ctx, c.pool, channel, topics)
-			cancel()
-			if err != nil {
-				c.config.Logger.Debug("pgmsg: publish notification not sent; consumers will poll", "error", err)
-			}
-		}
-		busy := false
-		for _, tp := range segs {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			n, err := c.store.SegmentEnsure(ctx, c.pool, tp.topic, tp.partition)
-			cancel()
-			switch {
-			case errors.Is(err, ErrUnknownTopic), errors.Is(err, ErrPartitionOutOfRange):
-				// The topic was deleted meanwhile: nothing to do.
-			case err != nil:
-				c.config.Logger.Warn("pgmsg: creating segments ahead failed; publishers create them when needed",
-					"topic", tp.topic, "partition", tp.partition, "error", err)
-			case n < 0:
-				// A publisher holds the partition's counter row: try again.
-				busy = true
-				c.sendMu.Lock()
-				c.segPending[tp] = struct{}{}
-				c.sendMu.Unlock()
-			}
-		}
-		if busy {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			select {
-			case c.sendKick <- struct{}{}:
-			default:
-			}
-		}
-	}
+	c.publisher.Close()
 }
 
 // DBTX is what every Xxx/XxxTx pair runs on: a pool, a connection or a
@@ -319,37 +206,11 @@ type DBTX = store.DBTX
 // topicMeta returns the cached partition count and record limit of a topic,
 // refreshing it when older than MetadataMaxAge (or when refresh is set).
 func (c *Client) topicMeta(ctx context.Context, exec DBTX, topic string, refresh bool) (topicMeta, error) {
-	c.metaMu.Lock()
-	m, ok := c.meta[topic]
-	c.metaMu.Unlock()
-	if ok && !refresh && time.Since(m.fetched) < c.config.MetadataMaxAge {
-		return m, nil
-	}
-	row, err := c.store.TopicSettings(ctx, exec, topic) // PM003, PM001 from SQL
-	if err != nil {
-		return topicMeta{}, err
-	}
-	m = topicMeta{partitions: int(row.Partitions), maxRecordBytes: int(row.MaxRecordBytes), fetched: time.Now()}
-	var settings struct {
-		MaxLagRecords json.RawMessage `json:"max_lag_records"`
-		MaxLagBytes   json.RawMessage `json:"max_lag_bytes"`
-	}
-	if err := json.Unmarshal(row.Config, &settings); err != nil {
-		m.backpressure = true // publish() reads the settings itself
-	} else {
-		m.backpressure = settings.MaxLagRecords != nil || settings.MaxLagBytes != nil
-	}
-	c.metaMu.Lock()
-	c.meta[topic] = m
-	c.metaMu.Unlock()
-	return m, nil
+	m, err := c.publisher.TopicMeta(ctx, exec, topic, refresh)
+	return topicMeta{partitions: m.Partitions, maxRecordBytes: m.MaxRecordBytes}, err
 }
 
-func (c *Client) forgetTopic(topic string) {
-	c.metaMu.Lock()
-	delete(c.meta, topic)
-	c.metaMu.Unlock()
-}
+func (c *Client) forgetTopic(topic string) { c.publisher.ForgetTopic(topic) }
 
 // wakeups subscribes to publish notifications for keys (topic names, or
 // "queue:"+name for queues). The channel also fires when the listener

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgmsg/pgmsg/internal/logpublish"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
@@ -31,8 +32,8 @@ func TestPublishDirect(t *testing.T) {
 		{Topic: "t", Value: []byte("a"), Key: []byte("k"), Headers: map[string][]byte{"h": []byte("v")}, Timestamp: ts},
 		{Topic: "t", Value: nil},
 	}
-	batch := &partitionBatch{topic: "t", partition: 0, records: recs}
-	params, err := publishParams(batch)
+	batch := &logpublish.Batch{Topic: "t", Partition: 0, Records: recs}
+	params, err := c.publisher.Params(batch)
 	require.NoError(t, err)
 	row, err := c.store.PublishDirect(ctx, c.pool, &params)
 	require.NoError(t, err)
@@ -55,8 +56,8 @@ func TestPublishDirect(t *testing.T) {
 	for i := range big {
 		big[i] = &Record{Topic: "t", Value: []byte("x")}
 	}
-	batch = &partitionBatch{topic: "t", partition: 0, records: big}
-	params, err = publishParams(batch)
+	batch = &logpublish.Batch{Topic: "t", Partition: 0, Records: big}
+	params, err = c.publisher.Params(batch)
 	require.NoError(t, err)
 	row, err = c.store.PublishDirect(ctx, c.pool, &params)
 	require.NoError(t, err)
@@ -68,8 +69,8 @@ func TestPublishDirect(t *testing.T) {
 	_, err = b.Pool.Exec(ctx, `UPDATE `+pgx.Identifier{b.Schema, "topic"}.Sanitize()+
 		` SET config = config || '{"max_lag_records": 1000000}' WHERE name = 't'`)
 	require.NoError(t, err)
-	batch = &partitionBatch{topic: "t", partition: 0, records: recs[:1]}
-	params, err = publishParams(batch)
+	batch = &logpublish.Batch{Topic: "t", Partition: 0, Records: recs[:1]}
+	params, err = c.publisher.Params(batch)
 	require.NoError(t, err)
 	row, err = c.store.PublishDirect(ctx, c.pool, &params)
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pgmsg/pgmsg/internal/logpublish"
 	"github.com/pgmsg/pgmsg/internal/producer"
 )
 
@@ -177,16 +178,16 @@ func (p *Producer) Produce(ctx context.Context, rec *Record, promise func(*Recor
 		promise(rec, err)
 		return
 	}
-	meta, err := p.client.topicMeta(ctx, p.client.pool, rec.Topic, false)
+	meta, err := p.client.publisher.TopicMeta(ctx, p.client.pool, rec.Topic, false)
 	if err != nil {
 		promise(rec, err)
 		return
 	}
-	if err := checkRecord(rec, meta); err != nil {
+	if err := p.client.publisher.CheckRecord(rec, meta); err != nil {
 		promise(rec, err)
 		return
 	}
-	p.engine.Produce(ctx, rec, meta.partitions, promise)
+	p.engine.Produce(ctx, rec, meta.Partitions, promise)
 }
 
 // ProduceSync produces records and waits until each is committed or
@@ -212,22 +213,19 @@ func (p *Producer) ProduceSync(ctx context.Context, records ...*Record) error {
 }
 
 // producerSink is the database side of a Producer's engine
-// (producer.Sink): partition choice and one batch's publish.
+// (producer.Sink): partition choice and one batch's publish, both the
+// publish engine's (internal/logpublish).
 type producerSink struct{ c *Client }
 
 func (s producerSink) Partition(rec *Record, partitions int, manual bool, spread producer.Spreader) (int32, error) {
-	return s.c.choosePartition(rec, topicMeta{partitions: partitions}, manual, func() int32 {
+	return s.c.publisher.Partition(rec, partitions, manual, func() int32 {
 		return spread.Spread(rec.Topic, partitions)
 	})
 }
 
 func (s producerSink) Publish(ctx context.Context, b producer.Batch) error {
-	pb := &partitionBatch{topic: b.Topic, partition: b.Partition, records: b.Records, producerID: b.ProducerID, sequence: b.Sequence}
-	err := s.c.withBackpressure(ctx, pb.topic, func() error { return s.c.sendBatch(ctx, s.c.pool, pb, false) })
-	if err == nil {
-		s.c.afterCommit(pb, true)
-	}
-	return err
+	return s.c.publisher.SendOne(ctx, b.Topic, b.Partition, b.Records,
+		logpublish.Idempotence{ProducerID: b.ProducerID, Sequence: b.Sequence})
 }
 
 // Flush sends every queued record now (ignoring Linger) and waits until no
