@@ -25,8 +25,11 @@ type PublishOpts struct {
 // given is truncated to the microsecond (PostgreSQL's precision), and a
 // zero one becomes the publish time. A record's partition is
 // Record.Partition under ManualPartition, else the Kafka-compatible hash of
-// its key, else one random partition of its topic shared by all unkeyed
-// records of the call.
+// its key, else one partition of its topic shared by all unkeyed records
+// of the call, chosen at random among those this client is not publishing
+// to at the moment. Calls to one partition that wait for another call of
+// the client to it are sent together, in one statement, when it ends
+// (each call still all or none, its records contiguous).
 func (c *Client) Publish(ctx context.Context, records []*Record, opts *PublishOpts) (err error) {
 	batches, err := c.publisher.Plan(ctx, c.pool, records, opts != nil && opts.ManualPartition, logpublish.Idempotence{})
 	if err != nil {

@@ -77,6 +77,10 @@ type Publisher struct {
 	sendKick    chan struct{}
 	sendStop    chan struct{}
 	sendDone    chan struct{}
+
+	// lanes: each partition's publishes in flight and waiting
+	// (topicPartition -> *publishLane; merge.go).
+	lanes sync.Map
 }
 
 // topicPartition names one partition of a topic.

@@ -3,7 +3,6 @@ package logpublish
 import (
 	"context"
 	"hash/fnv"
-	"math/rand/v2"
 	"sort"
 	"strconv"
 
@@ -89,9 +88,11 @@ func (p *Publisher) Plan(ctx context.Context, exec store.DBTX, records []*pgmsgt
 			if s, ok := spread[r.Topic]; ok {
 				return s
 			}
-			s := rand.Int32N(int32(meta.Partitions))
+			var s int32
 			if idem.ProducerID != "" {
 				s = idem.spread(meta.Partitions)
+			} else {
+				s = p.idlePartition(r.Topic, meta.Partitions)
 			}
 			spread[r.Topic] = s
 			return s

@@ -20,7 +20,12 @@ import (
 func (p *Publisher) Send(ctx context.Context, batches []*Batch) error {
 	err := p.withBackpressure(ctx, batches[0].Topic, func() error {
 		if len(batches) == 1 {
-			// One partition: one statement in autocommit, one round trip.
+			// One partition: one statement in autocommit, one round trip,
+			// merged with this client's other calls to the partition that
+			// wait for the one in flight (merge.go).
+			if batches[0].ProducerID == "" {
+				return p.sendMerged(ctx, batches[0])
+			}
 			return p.sendBatch(ctx, p.pool, batches[0], false)
 		}
 		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error { return p.sendBatches(ctx, tx, batches, false) })

@@ -1,0 +1,185 @@
+package pgmsg
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+)
+
+// laneState is how many calls wait in a partition's lane, and whether a
+// send is in flight (internal/logpublish, merge.go).
+func (c *Client) laneState(topic string, partition int32) (busy bool, queued int) {
+	return c.publisher.LaneState(topic, partition)
+}
+
+// Calls to one partition that queue behind a send in flight go in one
+// statement: their records share a transaction (xmin), each call's are
+// contiguous and in order, and a call whose record the server refuses
+// fails alone while the others of its merged send are stored. The send in
+// flight is held deterministically: another transaction holds the
+// partition's counter row lock (PublishTx, not yet committed).
+func TestPublishMergesQueuedCalls(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 8})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1, MaxRecordBytes: 1000})
+	require.NoError(t, err)
+
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("waiting for %s: %v", what, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	calls := func(n, size int, tag byte) [][]*Record {
+		out := make([][]*Record, n)
+		for i := range out {
+			for j := 0; j < 3; j++ {
+				out[i] = append(out[i], &Record{Topic: "t", Value: append(make([]byte, size), tag, byte(i), byte(j))})
+			}
+		}
+		return out
+	}
+	// round holds the partition's lock, starts a leader call and then
+	// queued, waits until all queued wait in the lane, releases the lock
+	// and returns each call's error (leader first).
+	round := func(leader []*Record, queued [][]*Record) []error {
+		tx, err := b.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		require.NoError(t, c.PublishTx(ctx, tx, []*Record{{Topic: "t", Value: []byte("holder")}}, nil))
+		all := append([][]*Record{leader}, queued...)
+		errc := make([]chan error, len(all))
+		for i, recs := range all {
+			errc[i] = make(chan error, 1)
+			go func() { errc[i] <- c.Publish(ctx, recs, nil) }()
+			if i == 0 {
+				waitFor("the leader's send", func() bool { busy, _ := c.laneState("t", 0); return busy })
+			} else {
+				waitFor("a queued call", func() bool { _, q := c.laneState("t", 0); return q == i })
+			}
+		}
+		require.NoError(t, tx.Commit(ctx))
+		out := make([]error, len(all))
+		for i := range errc {
+			out[i] = <-errc[i]
+		}
+		return out
+	}
+	s := pgx.Identifier{b.Schema}.Sanitize()
+	xmins := func(recs []*Record) map[string]bool {
+		t.Helper()
+		out := map[string]bool{}
+		for _, r := range recs {
+			var x string
+			require.NoError(t, b.Pool.QueryRow(ctx, `SELECT xmin::text FROM `+s+`.record WHERE partition = 0 AND "offset" = $1`, r.Offset).Scan(&x))
+			out[x] = true
+		}
+		return out
+	}
+	contiguous := func(recs []*Record) {
+		t.Helper()
+		for i := range recs {
+			require.Equal(t, recs[0].Offset+int64(i), recs[i].Offset)
+			require.Equal(t, int32(0), recs[i].Partition)
+		}
+	}
+
+	// Three calls queue behind the leader: one statement for the three.
+	leader := calls(1, 10, 'L')[0]
+	queued := calls(3, 10, 'Q')
+	for i, err := range round(leader, queued) {
+		require.NoError(t, err, "call %d", i)
+	}
+	contiguous(leader)
+	var merged []*Record
+	for _, recs := range queued {
+		contiguous(recs)
+		merged = append(merged, recs...)
+	}
+	require.Len(t, xmins(merged), 1, "the queued calls were not merged into one transaction")
+	require.NotEqual(t, xmins(leader), xmins(merged))
+
+	// One queued call has a record over max_record_bytes: the merged
+	// send is refused, each call goes alone, only that call fails.
+	leader = calls(1, 10, 'l')[0]
+	queued = calls(3, 10, 'q')
+	bad := calls(1, 2000, 'x')[0]
+	queued = append(queued[:1], append([][]*Record{bad}, queued[1:]...)...)
+	res := round(leader, queued)
+	require.NoError(t, res[0])
+	for i, recs := range queued {
+		if i == 1 {
+			require.True(t, errors.Is(res[i+1], ErrRecordTooLarge), "call %d: %v", i, res[i+1])
+			continue
+		}
+		require.NoError(t, res[i+1], "call %d", i)
+		contiguous(recs)
+	}
+	var n int
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM `+s+`.record WHERE value LIKE '%x%'::bytea`).Scan(&n))
+	require.Zero(t, n, "a record of the refused call was stored")
+	// Every record of the successful calls is stored once: holder ×2,
+	// 4 + 3 calls of 3 records, and the leader's 3 each round.
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM `+s+`.record`).Scan(&n))
+	require.Equal(t, 2+3+9+3+9, n)
+}
+
+// A call that waits in a lane and whose context ends before its turn
+// returns the context's error and stores nothing; the calls around it are
+// unaffected.
+func TestPublishMergeCancelledWhileQueued(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 8})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	tx, err := b.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	require.NoError(t, c.PublishTx(ctx, tx, []*Record{{Topic: "t", Value: []byte("holder")}}, nil))
+
+	lead := make(chan error, 1)
+	go func() { lead <- c.Publish(ctx, []*Record{{Topic: "t", Value: []byte("lead")}}, nil) }()
+	for busy, _ := c.laneState("t", 0); !busy; busy, _ = c.laneState("t", 0) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	qctx, qcancel := context.WithCancel(ctx)
+	queued := make(chan error, 1)
+	go func() { queued <- c.Publish(qctx, []*Record{{Topic: "t", Value: []byte("gone")}}, nil) }()
+	for _, q := c.laneState("t", 0); q != 1; _, q = c.laneState("t", 0) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	qcancel()
+	require.ErrorIs(t, <-queued, context.Canceled)
+	_, q := c.laneState("t", 0)
+	require.Zero(t, q)
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-lead)
+	var n int
+	s := pgx.Identifier{b.Schema}.Sanitize()
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM `+s+`.record WHERE value = 'gone'::bytea`).Scan(&n))
+	require.Zero(t, n)
+	// The lane is idle again: the next call sends at once.
+	require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Value: []byte("after")}}, nil))
+	busy, _ := c.laneState("t", 0)
+	require.False(t, busy)
+}
