@@ -61,30 +61,7 @@ type Queue = pgmsgtype.Queue
 // QueueStats counts a queue's jobs by state. Computing them reads the
 // partial index of each state, so the cost follows the size of the states,
 // not of the table; calling it every few seconds is fine.
-type QueueStats struct {
-	Queue string `json:"queue"`
-	// Available jobs can be claimed now (run_at has passed).
-	Available int64 `json:"available"`
-	// Scheduled jobs wait for a future run_at (enqueued with a delay, or snoozed).
-	Scheduled int64 `json:"scheduled"`
-	// Running jobs are held by a worker.
-	Running int64 `json:"running"`
-	// Retrying jobs failed and wait for their retry.
-	Retrying int64 `json:"retrying"`
-	// Dead jobs ran out of attempts (dead-letter).
-	Dead int64 `json:"dead"`
-	// Archived jobs completed or were cancelled and are not yet pruned.
-	Archived int64 `json:"archived"`
-	// OldestAvailableAge is how long the oldest available job has waited
-	// since its run_at (0 when none is available).
-	OldestAvailableAge time.Duration `json:"oldest_available_age"`
-	// ArchivedLastMinute counts jobs archived in the last minute.
-	ArchivedLastMinute int64 `json:"archived_last_minute"`
-	// Throughput is ArchivedLastMinute per second.
-	Throughput float64 `json:"throughput"`
-	// Paused queues take jobs but hand none out (PauseQueue).
-	Paused bool `json:"paused"`
-}
+type QueueStats = pgmsgtype.QueueStats
 
 // checkQueueConfig checks what the store cannot send faithfully, which the SQL
 // API therefore never sees: values past int32, durations under 1µs
