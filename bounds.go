@@ -24,10 +24,6 @@ const (
 // not, leave longer leases to claim_range() and job_claim() to refuse.
 const durationMax = 366 * 24 * time.Hour
 
-// retentionMax is the longest archive or dead-job retention the SQL API
-// accepts (36525 days, 100 years; PM004 past it).
-const retentionMax = 36525 * 24 * time.Hour
-
 // timeMin and timeMax bound the timestamps a client may give (record
 // timestamps, job run times): the UTC years 0001 to 9999, the range that
 // RFC 3339, JSON and most languages' time types can represent. PostgreSQL

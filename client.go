@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgmsg/pgmsg/internal/maintenance"
 	"github.com/pgmsg/pgmsg/internal/notifier"
+	"github.com/pgmsg/pgmsg/internal/queue"
 	"github.com/pgmsg/pgmsg/internal/schemaname"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
@@ -141,7 +142,8 @@ type Client struct {
 	sendStop    chan struct{}
 	sendDone    chan struct{}
 
-	jobClaims sync.Map // queue name -> *jobClaimState
+	// queues is the job queue's engine (internal/queue).
+	queues *queue.Queues
 
 	// claimSegments: the segment table that held each partition's last
 	// direct claim (topicPartition -> relname), which the next claim reads
@@ -177,10 +179,12 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	st := store.New(cfg.Schema)
 	return &Client{
 		pool:     pool,
 		config:   cfg,
-		store:    store.New(cfg.Schema),
+		store:    st,
+		queues:   newQueues(st, pool, cfg),
 		meta:     map[string]topicMeta{},
 		replicas: newReplicaSet(cfg.ReadReplicas, cfg.ReplicaMaxWait),
 	}, nil
