@@ -187,12 +187,16 @@ func (q *Queues) Rescue(ctx context.Context, queue string) (int, error) {
 
 // ListOpts filter List (pgmsg.ListJobsOpts, defaults not yet applied).
 type ListOpts struct {
-	State        pgmsgtype.JobState
-	Kind         string
-	Tag          string
+	// State, Kind and Tag keep only the jobs that have them ("": any).
+	State pgmsgtype.JobState
+	Kind  string
+	Tag   string
+	// Since and Until bound the enqueue time (zero: unbounded).
 	Since, Until time.Time
-	Limit        int
-	AfterID      int64
+	// Limit caps the jobs returned, 1..1000; 0: 100.
+	Limit int
+	// AfterID pages: only jobs with a larger id.
+	AfterID int64
 }
 
 // ListJobs returns jobs of queue, live and archived, in id order,
@@ -234,11 +238,17 @@ func (q *Queues) ListJobs(ctx context.Context, queue string, o ListOpts) ([]*pgm
 // DeadOpts filter the dead-job calls (pgmsg.DeadJobsOpts, defaults not
 // yet applied).
 type DeadOpts struct {
-	IDs       []int64
-	Kind      string
+	// IDs restricts requeue and purge to these jobs (none: all).
+	IDs []int64
+	// Kind restricts the call to jobs of this kind ("": any).
+	Kind string
+	// OlderThan restricts purge to jobs dead for longer than this.
 	OlderThan time.Duration
-	Limit     int
-	AfterID   int64
+	// Limit caps the jobs of one call (0: ListDead 100; requeue and
+	// purge all, deadBatch per statement).
+	Limit int
+	// AfterID pages ListDead: only jobs with a larger id.
+	AfterID int64
 }
 
 // ListDead returns dead jobs of queue by id, with their error history.

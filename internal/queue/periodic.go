@@ -13,15 +13,19 @@ import (
 // PeriodicSpec is a periodic job's definition (the fields of
 // pgmsg.PeriodicJob that AddPeriodicJob reads).
 type PeriodicSpec struct {
+	// Queue and Name identify it; Schedule and TimeZone ("": UTC) say
+	// when it ticks.
 	Queue, Name, Schedule, TimeZone string
-	Payload                         []byte
-	Kind                            string
-	Priority                        int
-	MaxAttempts                     int
-	Timeout                         time.Duration
-	Tags                            []string
-	Metadata                        json.RawMessage
-	RunOnStart                      bool
+	// The job each tick enqueues (as in pgmsgtype.EnqueueParams).
+	Payload     []byte
+	Kind        string
+	Priority    int
+	MaxAttempts int
+	Timeout     time.Duration
+	Tags        []string
+	Metadata    json.RawMessage
+	// RunOnStart enqueues a job on the leader's next pass.
+	RunOnStart bool
 }
 
 // AddPeriodic adds p to its queue, or replaces the periodic job of the
