@@ -102,8 +102,13 @@ func (c *Client) EnqueueMany(ctx context.Context, queue string, params []Enqueue
 		res, err = c.EnqueueManyTx(ctx, c.pool, queue, params, opts)
 		return err
 	}
-	// Each attempt is its own EnqueueManyTx, with its own span.
-	if err := c.queues.WaitForRoom(ctx, enqueue(), enqueue); err != nil {
+	err := enqueue()
+	// PM109 says how long to wait: the queue's BackpressureTimeout. Each
+	// attempt is its own EnqueueManyTx, with its own span.
+	if wait, ok := c.queues.RoomWait(err); ok {
+		err = retryWhile(ctx, ErrQueueFull, wait, err, enqueue)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return res, nil

@@ -16,17 +16,14 @@ import (
 )
 
 // newTestQueues is an engine on b's schema. The root's rules it is handed
-// (names, times, the backpressure retry) are tested with the root's
-// Client; these tests give valid names and times and never wait.
+// (names, times) are tested with the root's Client; these tests give
+// valid names and times.
 func newTestQueues(b *pgtest.Bundle) *Queues {
 	return New(store.New(b.Schema), b.Pool, Config{
 		Logger:       slog.Default(),
 		ValidateName: func(string, string) error { return nil },
 		CheckTime:    func(string, time.Time) error { return nil },
-		RetryWhile: func(_ context.Context, _ error, _ time.Duration, err error, _ func() error) error {
-			return err
-		},
-		DurationMax: 366 * 24 * time.Hour,
+		DurationMax:  366 * 24 * time.Hour,
 	})
 }
 

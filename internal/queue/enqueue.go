@@ -100,15 +100,14 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 	return out, nil
 }
 
-// WaitForRoom is the backpressure wait of an enqueue outside a caller's
-// transaction: when err, enqueue's last result, is ErrQueueFull, it calls
-// enqueue again for as long as the error's wait (PM109 says it: the
-// queue's BackpressureTimeout) allows, and returns the last result.
-// Inside a caller's transaction the wait would hold its locks, so Tx
-// forms do not call it.
-func (q *Queues) WaitForRoom(ctx context.Context, err error, enqueue func() error) error {
-	if wait, ok := errs.BackpressureWait(err); ok && errors.Is(err, errs.QueueFull) {
-		err = q.cfg.RetryWhile(ctx, errs.QueueFull, wait, err, enqueue)
-	}
-	return err
+// RoomWait reports whether err, an enqueue's outcome, is a full queue
+// (ErrQueueFull) that an enqueue outside a caller's transaction waits out
+// by trying again, and for how long: PM109 carries the queue's
+// BackpressureTimeout. Inside a caller's transaction the wait would hold
+// its locks, so the Tx forms fail at once. The root runs the retries
+// (retryWhile, the publishes' wait too), calling its enqueue directly: a
+// closure handed through a function value would be allocated per call.
+func (q *Queues) RoomWait(err error) (time.Duration, bool) {
+	wait, ok := errs.BackpressureWait(err)
+	return wait, ok && errors.Is(err, errs.QueueFull)
 }

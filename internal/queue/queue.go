@@ -16,12 +16,11 @@
 // its constants equal this package's), the tracing spans (job_tracing.go
 // wraps the calls here), the Worker's engine (internal/worker, whose
 // Queue the root implements with the calls here), the typed Kinds, and
-// the rules the log shares (names, times, the backpressure retry), which
-// it hands over in Config.
+// the rules the log shares (names, times), which it hands over in Config,
+// and the backpressure retry (RoomWait says when and how long).
 package queue
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -78,10 +77,6 @@ type Config struct {
 	// CheckTime refuses a time outside the UTC years 0001 to 9999
 	// (ErrInvalidArgument), which pgx could not send or PostgreSQL hold.
 	CheckTime func(what string, t time.Time) error
-	// RetryWhile calls op again while err (its last result) matches
-	// sentinel, backing off, for up to wait: the publishes' backpressure
-	// wait, which enqueues share.
-	RetryWhile func(ctx context.Context, sentinel error, wait time.Duration, err error, op func() error) error
 	// DurationMax is the longest lease, timeout or window the SQL API
 	// accepts (366 days; PM004 past it).
 	DurationMax time.Duration
