@@ -20,13 +20,10 @@ const (
 
 // durationMax is the longest lease, session timeout, retry backoff or wait
 // the SQL API accepts (migration 019; PM004 past it). Go does not check it:
-// the direct claim statements (claim_direct.go, job_direct.go), which do
-// not, leave longer leases to claim_range() and job_claim() to refuse.
+// the direct claim statements (claim_direct.go, internal/queue's
+// claim.go), which do not, leave longer leases to claim_range() and
+// job_claim() to refuse. The queue engine gets it from newQueues.
 const durationMax = 366 * 24 * time.Hour
-
-// retentionMax is the longest archive or dead-job retention the SQL API
-// accepts (36525 days, 100 years; PM004 past it).
-const retentionMax = 36525 * 24 * time.Hour
 
 // timeMin and timeMax bound the timestamps a client may give (record
 // timestamps, job run times): the UTC years 0001 to 9999, the range that

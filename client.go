@@ -14,6 +14,7 @@ import (
 	"github.com/pgmsg/pgmsg/internal/logread"
 	"github.com/pgmsg/pgmsg/internal/maintenance"
 	"github.com/pgmsg/pgmsg/internal/notifier"
+	"github.com/pgmsg/pgmsg/internal/queue"
 	"github.com/pgmsg/pgmsg/internal/schemaname"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
@@ -132,7 +133,8 @@ type Client struct {
 	notifyOnce sync.Once
 	notifier   *notifier.Notifier
 
-	jobClaims sync.Map // queue name -> *jobClaimState
+	// queues is the job queue's engine (internal/queue).
+	queues *queue.Queues
 
 	// reader makes claims and reads their records (internal/logread),
 	// with the segment cache of the direct claims and the read replicas.
@@ -167,6 +169,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		pool:   pool,
 		config: cfg,
 		store:  st,
+		queues: newQueues(st, pool, cfg),
 		reader: logread.New(&logread.Config{
 			Store: st, Primary: pool, Replicas: cfg.ReadReplicas, ReplicaMaxWait: cfg.ReplicaMaxWait,
 			LeaseMax: durationMax, DecodeHeaders: decodeHeaders, Logger: cfg.Logger,

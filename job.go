@@ -1,18 +1,12 @@
 package pgmsg
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"regexp"
-	"slices"
 	"time"
 
-	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/internal/jobdoc"
-	"github.com/pgmsg/pgmsg/internal/store"
+	"github.com/pgmsg/pgmsg/internal/queue"
 	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
@@ -42,10 +36,6 @@ type JobError = pgmsgtype.JobError
 // keeps: 64 KiB of JSON text, as PostgreSQL writes it (jsonb's text form).
 const JobDocumentMaxBytes = jobdoc.MaxBytes
 
-// jobDocument encodes and checks a job's progress, result or metadata
-// (jobdoc.Encode).
-func jobDocument(what string, v any) (json.RawMessage, error) { return jobdoc.Encode(what, v) }
-
 // JobClaimMaxDefault is how many jobs ClaimJobs claims by default.
 const JobClaimMaxDefault = 1
 
@@ -54,85 +44,14 @@ const JobClaimMaxDefault = 1
 // finishes. It fails with ErrJobNotHeld when the job's lease was lost, and
 // ErrInvalidArgument for what SetResult refuses.
 func (c *Client) SetJobProgress(ctx context.Context, job *Job, progress any) error {
-	b, err := jobDocument("progress", progress)
-	if err != nil {
-		return err
-	}
-	if err := c.store.JobProgress(ctx, c.pool, job.ID, job.LeaseToken, b); err != nil {
-		return err
-	}
-	job.Progress = b
-	return nil
+	return c.queues.SetProgress(ctx, job, progress)
 }
 
-// EnqueueParams is one job to enqueue.
-type EnqueueParams struct {
-	// Payload is the job's data, opaque to pgmsg (JSONPayload encodes JSON).
-	// At most the queue's MaxPayloadBytes.
-	Payload []byte
-	// Kind is an optional type name for handlers to dispatch on.
-	Kind string
-	// Priority orders claims: higher first, -32768..32767. Default 0.
-	Priority int
-	// RunAt is when the job becomes claimable (client clock). Default now.
-	// Give RunAt or Delay, not both.
-	RunAt time.Time
-	// Delay makes the job claimable this long after the enqueue, on the
-	// database clock. Must not be negative. Default 0.
-	Delay time.Duration
-	// MaxAttempts overrides the queue's MaxAttempts for this job (>= 1).
-	// Default 0: the queue's.
-	MaxAttempts int
-	// UniqueKey, if set, makes the job unique among the queue's live
-	// (waiting or running) jobs: enqueueing another job with the same key
-	// while one is live is a no-op that reports the existing job
-	// (EnqueueResult.Duplicate).
-	UniqueKey string
-	// UniqueFor makes UniqueKey unique within a window of this length
-	// instead, whatever became of the window's job (waiting, running,
-	// completed, cancelled or dead): at most one "sync-user-42" job per
-	// hour. Windows are fixed and aligned to the Unix epoch (an hour's
-	// from the top of the hour, UTC); the job's UniqueKey is stored as
-	// <key>@<window start>, so a live job of an earlier window does not
-	// make it a duplicate. From 1 second to 366 days; needs UniqueKey.
-	// Default 0: unique among live jobs only.
-	UniqueFor time.Duration
-	// Timeout is the longest a handler may run this job, overriding its
-	// queue's JobTimeout (QueueConfig): a Worker cancels the handler's
-	// context when it passes and fails the attempt with ErrJobTimeout.
-	// At most 366 days. Default 0: the queue's.
-	Timeout time.Duration
-	// Tags label the job for search (ListJobsOpts.Tag): at most
-	// JobTagsMax, each 1 to 100 of A-Z a-z 0-9 . _ : / = @ + - (duplicates
-	// are stored once, sorted). Kept in the archive.
-	Tags []string
-	// Metadata is a JSON object the application keeps with the job (who
-	// asked, a trace id, ...): at most JobDocumentMaxBytes. Shown by GetJob
-	// and ListJobs and kept in the archive; claims do not carry it.
-	Metadata json.RawMessage
-}
+// EnqueueParams is one job to enqueue (pgmsgtype.EnqueueParams).
+type EnqueueParams = pgmsgtype.EnqueueParams
 
 // JobTagsMax is the most tags a job may have.
 const JobTagsMax = 20
-
-var jobTagRE = regexp.MustCompile(`^[A-Za-z0-9._:/=@+-]{1,100}$`)
-
-// jobTagsJSON checks a job's tags as _job_tags() does and encodes them for
-// enqueue_many() (nil: none).
-func jobTagsJSON(i int, tags []string) ([]byte, error) {
-	if len(tags) == 0 {
-		return nil, nil
-	}
-	if len(tags) > JobTagsMax {
-		return nil, newError(ErrInvalidArgument, "job %d: at most %d tags, got %d", i, JobTagsMax, len(tags))
-	}
-	for _, t := range tags {
-		if !jobTagRE.MatchString(t) {
-			return nil, newError(ErrInvalidArgument, "job %d: tag %q: a tag is 1 to 100 of A-Z a-z 0-9 . _ : / = @ + -", i, t)
-		}
-	}
-	return json.Marshal(tags)
-}
 
 // JSONPayload encodes v as JSON for EnqueueParams.Payload.
 func JSONPayload(v any) ([]byte, error) {
@@ -151,18 +70,8 @@ type EnqueueOpts struct {
 	DisableCreateQueue bool
 }
 
-// EnqueueResult is what an enqueue did with one job.
-type EnqueueResult struct {
-	// ID of the job: the new job, or the existing one for a duplicate.
-	ID int64 `json:"id"`
-	// Duplicate reports that a live job with the same UniqueKey existed
-	// (with UniqueFor: a job of the key's window, in any state); nothing
-	// was inserted and ID, State and RunAt are that job's (a window's job
-	// the archive no longer keeps reports State completed and no RunAt).
-	Duplicate bool      `json:"duplicate"`
-	State     JobState  `json:"state"`
-	RunAt     time.Time `json:"run_at"`
-}
+// EnqueueResult is what an enqueue did with one job (pgmsgtype.EnqueueResult).
+type EnqueueResult = pgmsgtype.EnqueueResult
 
 // Enqueue adds one job to queue. See EnqueueMany.
 func (c *Client) Enqueue(ctx context.Context, queue string, params EnqueueParams, opts *EnqueueOpts) (*EnqueueResult, error) {
@@ -194,8 +103,9 @@ func (c *Client) EnqueueMany(ctx context.Context, queue string, params []Enqueue
 		return err
 	}
 	err := enqueue()
-	// PM109 says how long to wait: the queue's BackpressureTimeout.
-	if wait, ok := errs.BackpressureWait(err); ok && errors.Is(err, ErrQueueFull) {
+	// PM109 says how long to wait: the queue's BackpressureTimeout. Each
+	// attempt is its own EnqueueManyTx, with its own span.
+	if wait, ok := c.queues.RoomWait(err); ok {
 		err = retryWhile(ctx, ErrQueueFull, wait, err, enqueue)
 	}
 	if err != nil {
@@ -215,8 +125,9 @@ func (c *Client) EnqueueMany(ctx context.Context, queue string, params []Enqueue
 // Idle workers of the queue are woken when the transaction commits.
 func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, params []EnqueueParams, opts *EnqueueOpts) (res []*EnqueueResult, err error) {
 	// Stays in Go although enqueue_many() checks it too: the per-job
-	// checks below run before the round trip, and a bad name must be
-	// ErrInvalidName whatever else is wrong.
+	// checks (queue.Queues.Enqueue) run before the round trip, and a bad
+	// name must be ErrInvalidName whatever else is wrong. Both checks come
+	// before the span, as the per-job ones come after it.
 	if err := ValidateName("queue", queue); err != nil {
 		return nil, err
 	}
@@ -225,62 +136,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 	}
 	params, endSpan := c.startEnqueueSpan(ctx, queue, params)
 	defer func() { endSpan(err) }()
-	n := len(params)
-	batch := store.NewJobBatch(queue, n, opts == nil || !opts.DisableCreateQueue)
-	// The per-job checks stay in Go although enqueue_many() makes them all
-	// with the same codes: the direct statement (store.JobEnqueueDirect),
-	// which most batches take, makes none of them, and having it decline
-	// to enqueue_many() for them would cost the same tests on its common
-	// path; and enqueue_many() checks windows, tags, metadata and payload
-	// sizes (PM103) first, batch-wide, so a batch with two faults would get
-	// another code. Durations under 1µs would be sent as 0 (none).
-	for i, p := range params {
-		switch {
-		case p.Delay < 0:
-			return nil, newError(ErrInvalidDelay, "job %d: delay must not be negative, got %s", i, p.Delay)
-		case p.MaxAttempts < 0:
-			return nil, newError(ErrInvalidMaxAttempts, "job %d: max attempts must be at least 1, got %d", i, p.MaxAttempts)
-		case p.Priority < JobPriorityMin || p.Priority > JobPriorityMax:
-			return nil, newError(ErrInvalidArgument, "job %d: priority must be between %d and %d, got %d", i, JobPriorityMin, JobPriorityMax, p.Priority)
-		case !p.RunAt.IsZero() && p.Delay != 0:
-			return nil, newError(ErrInvalidArgument, "job %d: give RunAt or Delay, not both", i)
-		case len(p.Kind) > JobKindMaxBytes:
-			return nil, newError(ErrInvalidArgument, "job %d: kind must be at most %d bytes, got %d", i, JobKindMaxBytes, len(p.Kind))
-		case len(p.UniqueKey) > JobUniqueKeyMaxBytes:
-			return nil, newError(ErrInvalidArgument, "job %d: unique key must be at most %d bytes, got %d", i, JobUniqueKeyMaxBytes, len(p.UniqueKey))
-		case p.UniqueFor != 0 && (p.UniqueKey == "" || p.UniqueFor < time.Second || p.UniqueFor > durationMax):
-			return nil, newError(ErrInvalidArgument, "job %d: a uniqueness window needs a unique key and lasts from 1s to %s, got %s", i, durationMax, p.UniqueFor)
-		case p.Timeout < 0 || (p.Timeout > 0 && p.Timeout < time.Microsecond) || p.Timeout > durationMax:
-			return nil, newError(ErrInvalidArgument, "job %d: timeout must be from 1µs to %s (0: the queue's), got %s", i, durationMax, p.Timeout)
-		}
-		if !p.RunAt.IsZero() {
-			// A time pgx can send and PostgreSQL hold (enqueue_many()
-			// refuses the other years outside 0001..9999, PM004, too).
-			if err := checkTime(fmt.Sprintf("job %d: run at", i), p.RunAt); err != nil {
-				return nil, err
-			}
-		}
-		tags, err := jobTagsJSON(i, p.Tags)
-		if err != nil {
-			return nil, err
-		}
-		md, err := jobDocument(fmt.Sprintf("%d metadata", i), p.Metadata)
-		if err != nil {
-			return nil, err
-		}
-		if md != nil && !bytes.HasPrefix(bytes.TrimSpace(md), []byte("{")) {
-			return nil, newError(ErrInvalidArgument, "job %d: metadata must be a JSON object", i)
-		}
-		batch.Set(i, &store.JobParams{Payload: p.Payload, Kind: p.Kind, Priority: p.Priority, RunAt: p.RunAt, Delay: p.Delay,
-			MaxAttempts: p.MaxAttempts, UniqueKey: p.UniqueKey, UniqueFor: p.UniqueFor, Timeout: p.Timeout, Tags: tags, Metadata: md})
-	}
-	out := make([]*EnqueueResult, n)
-	if err := c.store.JobEnqueueMany(ctx, exec, &batch, func(i int, r store.JobEnqueued) {
-		out[i] = &EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, State: JobState(r.State), RunAt: r.RunAt}
-	}); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return c.queues.Enqueue(ctx, exec, queue, params, opts == nil || !opts.DisableCreateQueue)
 }
 
 // ClaimJobsOpts are options of ClaimJobs; nil means defaults.
@@ -305,90 +161,21 @@ type ClaimJobsOpts struct {
 // wait on one another. It returns no jobs (and no error) when none is
 // claimable, and fails with ErrUnknownQueue.
 func (c *Client) ClaimJobs(ctx context.Context, queue string, opts *ClaimJobsOpts) ([]*Job, error) {
-	return c.claimJobs(ctx, c.pool, queue, opts, true)
+	return c.queues.Claim(ctx, c.pool, queue, claimOpts(opts), true)
 }
 
 // ClaimJobsTx is ClaimJobs on exec. Inside a transaction the claim is only
 // visible once it commits; other claimers skip the jobs meanwhile.
 func (c *Client) ClaimJobsTx(ctx context.Context, exec DBTX, queue string, opts *ClaimJobsOpts) ([]*Job, error) {
-	return c.claimJobs(ctx, exec, queue, opts, false)
+	return c.queues.Claim(ctx, exec, queue, claimOpts(opts), false)
 }
 
-// claimJobs claims on exec. async (only for a claim that is its own
-// transaction) lets the claim commit without waiting for its WAL flush:
-// a claim lost in a crash is claimed again, which at-least-once allows.
-func (c *Client) claimJobs(ctx context.Context, exec DBTX, queue string, opts *ClaimJobsOpts, async bool) ([]*Job, error) {
-	o := ClaimJobsOpts{}
-	if opts != nil {
-		o = *opts
+// claimOpts is opts for the engine (nil: defaults, which it applies).
+func claimOpts(opts *ClaimJobsOpts) queue.ClaimOpts {
+	if opts == nil {
+		return queue.ClaimOpts{}
 	}
-	if o.Max == 0 {
-		o.Max = JobClaimMaxDefault
-	}
-	// job_claim() refuses a max under 1, a lease that is not positive (one
-	// under 1µs is sent as 0) or over 366 days and a max bytes under 1
-	// (PM004), before it looks the queue up. The direct statement covers
-	// claims on the client's pool without a byte cap (the worker's), and a
-	// max and lease job_claim() accepts (it does not check them);
-	// job_claim() answers the rest.
-	direct := exec == DBTX(c.pool) && o.MaxBytes == 0 && o.Max >= 1 &&
-		(o.Lease == 0 || (o.Lease.Microseconds() > 0 && o.Lease <= durationMax))
-	now := time.Now()
-	if direct {
-		jobs, ok, err := c.claimJobsDirect(ctx, queue, &o, async)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return jobs, nil
-		}
-	}
-	var out []*Job
-	err := c.store.JobClaim(ctx, exec, store.JobClaimParams{Queue: queue, Max: o.Max, Lease: o.Lease, Worker: o.Worker,
-		MaxBytes: o.MaxBytes, Async: async}, func(i, n int, j *Job) error {
-		if out == nil {
-			out = make([]*Job, n)
-		}
-		out[i] = j
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if out == nil {
-		out = []*Job{}
-	}
-	if direct {
-		st := c.jobClaimState(queue, true)
-		st.claimed(out, true, now)
-		if len(out) < o.Max {
-			c.checkLimited(ctx, queue, st, now)
-		}
-	}
-	return out, nil
-}
-
-// checkLimited learns, at most once per jobClaimLimitedFor, whether a
-// queue whose job_claim() call returned fewer jobs than asked is limited:
-// the direct statement says so itself, but a queue's first claims go
-// through job_claim(), and a Worker needs to know (it claims again when a
-// handler frees a slot of a limited queue; see fetch in internal/worker).
-func (c *Client) checkLimited(ctx context.Context, queue string, st *jobClaimState, now time.Time) {
-	st.mu.Lock()
-	fresh := now.Sub(st.limitChecked) < jobClaimLimitedFor || now.Sub(st.limited) < jobClaimLimitedFor
-	if !fresh {
-		st.limitChecked = now
-	}
-	st.mu.Unlock()
-	if fresh {
-		return
-	}
-	if limited, err := c.store.QueueLimited(ctx, c.pool, queue); err != nil || !limited {
-		return
-	}
-	st.mu.Lock()
-	st.limited = now
-	st.mu.Unlock()
+	return queue.ClaimOpts(*opts)
 }
 
 // Complete archives a job the caller holds (status completed). It fails
@@ -402,10 +189,7 @@ func (c *Client) Complete(ctx context.Context, job *Job) error {
 // CompleteTx is Complete on exec: complete the job in the same transaction
 // as the handler's own writes, so both commit or neither does.
 func (c *Client) CompleteTx(ctx context.Context, exec DBTX, job *Job) error {
-	if _, err := jobDocument("result", job.Result); err != nil {
-		return err
-	}
-	return c.store.JobComplete(ctx, exec, job.ID, job.LeaseToken, job.Result)
+	return c.queues.Complete(ctx, exec, job)
 }
 
 // CompleteManyResult says which jobs of a CompleteMany were archived.
@@ -425,44 +209,11 @@ func (c *Client) CompleteMany(ctx context.Context, jobs []*Job) (*CompleteManyRe
 
 // CompleteManyTx is CompleteMany on exec.
 func (c *Client) CompleteManyTx(ctx context.Context, exec DBTX, jobs []*Job) (*CompleteManyResult, error) {
-	return c.completeMany(ctx, exec, jobs)
-}
-
-// completeMany archives jobs with their results: with the direct statement
-// when none has one, else with job_complete_many(), which checks them.
-func (c *Client) completeMany(ctx context.Context, exec DBTX, jobs []*Job) (*CompleteManyResult, error) {
-	res := &CompleteManyResult{}
-	if len(jobs) == 0 {
-		return res, nil
-	}
-	ids, tokens := make([]int64, len(jobs)), make([]int64, len(jobs))
-	var results [][]byte
-	for i, j := range jobs {
-		ids[i], tokens[i] = j.ID, j.LeaseToken
-		if j.Result != nil {
-			if _, err := jobDocument("result", j.Result); err != nil {
-				return nil, fmt.Errorf("job %d: %w", j.ID, err)
-			}
-			if results == nil {
-				results = make([][]byte, len(jobs))
-			}
-			results[i] = j.Result
-		}
-	}
-	done, err := c.store.JobCompleteMany(ctx, exec, ids, tokens, results)
+	done, notHeld, err := c.queues.CompleteMany(ctx, exec, jobs)
 	if err != nil {
 		return nil, err
 	}
-	res.Completed = done
-	if len(done) < len(ids) {
-		slices.Sort(done)
-		for _, id := range ids {
-			if _, ok := slices.BinarySearch(done, id); !ok {
-				res.NotHeld = append(res.NotHeld, id)
-			}
-		}
-	}
-	return res, nil
+	return &CompleteManyResult{Completed: done, NotHeld: notHeld}, nil
 }
 
 // FailOpts are options of Fail; nil means defaults.
@@ -497,20 +248,11 @@ func (c *Client) FailTx(ctx context.Context, exec DBTX, job *Job, jobErr error, 
 	if opts != nil {
 		o = *opts
 	}
-	// job_fail() refuses a negative delay too (PM104); Go keeps the check
-	// because one under 1µs would be sent as 0, a valid delay.
-	if o.RetryIn < 0 {
-		return nil, newError(ErrInvalidDelay, "retry delay must not be negative, got %s", o.RetryIn)
-	}
-	msg := "unknown error"
-	if jobErr != nil {
-		msg = jobErr.Error()
-	}
-	state, runAt, err := c.store.JobFail(ctx, exec, job.ID, job.LeaseToken, msg, o.RetryIn, o.Dead)
+	state, runAt, err := c.queues.Fail(ctx, exec, job, jobErr, o.RetryIn, o.Dead)
 	if err != nil {
 		return nil, err
 	}
-	return &FailResult{State: JobState(state), RunAt: runAt}, nil
+	return &FailResult{State: state, RunAt: runAt}, nil
 }
 
 // Snooze puts a held job back to wait delay (0: claimable at once, which
@@ -522,11 +264,7 @@ func (c *Client) Snooze(ctx context.Context, job *Job, delay time.Duration) (tim
 
 // SnoozeTx is Snooze on exec.
 func (c *Client) SnoozeTx(ctx context.Context, exec DBTX, job *Job, delay time.Duration) (time.Time, error) {
-	// As in FailTx: a negative delay under 1µs would be sent as 0.
-	if delay < 0 {
-		return time.Time{}, newError(ErrInvalidDelay, "snooze delay must not be negative, got %s", delay)
-	}
-	return c.store.JobSnooze(ctx, exec, job.ID, job.LeaseToken, delay)
+	return c.queues.Snooze(ctx, exec, job, delay)
 }
 
 // ExtendJob pushes a held job's lease to lease from now (database clock;
@@ -538,15 +276,7 @@ func (c *Client) ExtendJob(ctx context.Context, job *Job, lease time.Duration) e
 
 // ExtendJobTx is ExtendJob on exec.
 func (c *Client) ExtendJobTx(ctx context.Context, exec DBTX, job *Job, lease time.Duration) error {
-	// job_extend() refuses a negative lease (PM004) before it looks the
-	// job up; one under 1µs is sent as 0 seconds, which it refuses too (0
-	// itself is sent as NULL: the queue's lease).
-	exp, err := c.store.JobExtend(ctx, exec, job.ID, job.LeaseToken, lease)
-	if err != nil {
-		return err
-	}
-	job.LeaseExpiresAt = exp
-	return nil
+	return c.queues.Extend(ctx, exec, job, lease)
 }
 
 // CancelJob archives a job (status cancelled) whatever its state; a worker
@@ -558,7 +288,7 @@ func (c *Client) CancelJob(ctx context.Context, id int64) (bool, error) {
 
 // CancelJobTx is CancelJob on exec.
 func (c *Client) CancelJobTx(ctx context.Context, exec DBTX, id int64) (bool, error) {
-	return c.store.JobCancel(ctx, exec, id)
+	return c.queues.Cancel(ctx, exec, id)
 }
 
 // RetryJob makes a scheduled or retrying job claimable now, keeping its
@@ -571,11 +301,11 @@ func (c *Client) RetryJob(ctx context.Context, id int64) error {
 
 // RetryJobTx is RetryJob on exec; the workers are woken when it commits.
 func (c *Client) RetryJobTx(ctx context.Context, exec DBTX, id int64) error {
-	return c.store.JobRetry(ctx, exec, id)
+	return c.queues.Retry(ctx, exec, id)
 }
 
 // GetJob returns a job wherever it is: live or archived. It fails with
 // ErrUnknownJob.
 func (c *Client) GetJob(ctx context.Context, id int64) (*Job, error) {
-	return c.store.JobGet(ctx, c.pool, id)
+	return c.queues.Get(ctx, id)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/pgmsg/pgmsg/internal/queue"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
@@ -84,43 +85,10 @@ const periodicEvery = time.Second
 // EnqueueMany refuses in the job (ErrPayloadTooLarge, ErrInvalidArgument,
 // ErrInvalidMaxAttempts); nothing is stored then.
 func (c *Client) AddPeriodicJob(ctx context.Context, p PeriodicJob) (*PeriodicJob, error) {
-	// The names stay checked in Go (periodic_add() checks them too): the
-	// checks of the job's Go values below run before the round trip, and a
-	// bad name must be ErrInvalidName whatever else is wrong.
-	if err := ValidateName("queue", p.Queue); err != nil {
-		return nil, err
-	}
-	if err := ValidateName("periodic job", p.Name); err != nil {
-		return nil, err
-	}
-	if p.TimeZone == "" {
-		p.TimeZone = "UTC"
-	}
-	// The job's checks stay in Go although periodic_add() makes them too
-	// (through enqueue_many()): it makes them after it looks the queue up
-	// (PM101) and checks the time zone (PM112), so a bad priority with an
-	// unknown queue or a bad time zone would get another code. A timeout
-	// under 1µs would be sent as 0 (the queue's).
-	switch {
-	case p.Priority < JobPriorityMin || p.Priority > JobPriorityMax:
-		return nil, newError(ErrInvalidArgument, "priority must be between %d and %d, got %d", JobPriorityMin, JobPriorityMax, p.Priority)
-	case p.MaxAttempts < 0 || p.MaxAttempts > 1<<30:
-		return nil, newError(ErrInvalidMaxAttempts, "max attempts must be from 1 to %d (0: the queue's), got %d", 1<<30, p.MaxAttempts)
-	case p.Timeout < 0 || (p.Timeout > 0 && p.Timeout < time.Microsecond) || p.Timeout > durationMax:
-		return nil, newError(ErrInvalidArgument, "timeout must be from 1µs to %s (0: the queue's), got %s", durationMax, p.Timeout)
-	}
-	tags, err := jobTagsJSON(0, p.Tags)
-	if err != nil {
-		return nil, err
-	}
-	md, err := jobDocument("metadata", p.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	row, err := c.store.PeriodicAdd(ctx, c.pool, &store.PeriodicParams{
-		Queue: p.Queue, Name: p.Name, Schedule: p.Schedule, Payload: p.Payload, Kind: p.Kind,
-		TimeZone: p.TimeZone, Priority: p.Priority, MaxAttempts: p.MaxAttempts,
-		Timeout: p.Timeout, Tags: tags, Metadata: md, RunOnStart: p.RunOnStart,
+	row, err := c.queues.AddPeriodic(ctx, queue.PeriodicSpec{
+		Queue: p.Queue, Name: p.Name, Schedule: p.Schedule, TimeZone: p.TimeZone, Payload: p.Payload, Kind: p.Kind,
+		Priority: p.Priority, MaxAttempts: p.MaxAttempts, Timeout: p.Timeout, Tags: p.Tags, Metadata: p.Metadata,
+		RunOnStart: p.RunOnStart,
 	})
 	if err != nil {
 		return nil, err
@@ -136,7 +104,7 @@ func (c *Client) RemovePeriodicJob(ctx context.Context, queue, name string) erro
 	if err := sendableNames("queue", queue, "periodic job", name); err != nil {
 		return err
 	}
-	return c.store.PeriodicRemove(ctx, c.pool, queue, name)
+	return c.queues.RemovePeriodic(ctx, queue, name)
 }
 
 // ListPeriodicJobs returns the periodic jobs of queue ("": of every
@@ -147,7 +115,7 @@ func (c *Client) ListPeriodicJobs(ctx context.Context, queue string) ([]*Periodi
 	if err := sendableNames("queue", queue); err != nil {
 		return nil, err
 	}
-	rows, err := c.store.PeriodicList(ctx, c.pool, queue)
+	rows, err := c.queues.ListPeriodic(ctx, queue)
 	if err != nil {
 		return nil, err
 	}
@@ -162,16 +130,9 @@ func (c *Client) ListPeriodicJobs(ctx context.Context, queue string) ([]*Periodi
 // timeZone ("": UTC) after after, as a periodic job would run them. It
 // fails with ErrInvalidSchedule.
 func (c *Client) PreviewSchedule(ctx context.Context, schedule, timeZone string, after time.Time, n int) ([]time.Time, error) {
-	// periodic_preview() refuses a count outside 1..1000 (PM004) before
-	// anything else; n is sent capped, not wrapped (limit32). Go checks
-	// only the time, which pgx must be able to send and PostgreSQL hold.
-	if err := checkTime("after", after); err != nil {
-		return nil, err
-	}
-	if timeZone == "" {
-		timeZone = "UTC"
-	}
-	return c.store.PeriodicPreview(ctx, c.pool, schedule, timeZone, after, limit32(n))
+	// n is sent capped, not wrapped (limit32), for periodic_preview() to
+	// refuse a count outside 1..1000 (PM004).
+	return c.queues.PreviewSchedule(ctx, schedule, timeZone, after, limit32(n))
 }
 
 // PeriodicTick is one periodic job handled by EnqueueDuePeriodicJobs.
@@ -193,17 +154,13 @@ type PeriodicTick struct {
 // it every second; any process may call it too (concurrent calls share the
 // work and never enqueue a tick twice).
 func (c *Client) EnqueueDuePeriodicJobs(ctx context.Context) ([]PeriodicTick, error) {
-	rows, err := c.store.PeriodicEnqueueDue(ctx, c.pool, 1000)
+	rows, err := c.queues.EnqueueDuePeriodic(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]PeriodicTick, len(rows))
 	for i, r := range rows {
 		out[i] = PeriodicTick(r) // the same fields
-		if r.Error != "" {
-			c.config.Logger.Warn("pgmsg: a periodic job's tick could not be enqueued; it stays due",
-				"queue", r.Queue, "periodic_job", r.Name, "tick", r.Tick, "error", r.Error)
-		}
 	}
 	return out, nil
 }

@@ -2,11 +2,13 @@ package pgmsg
 
 import (
 	"context"
-	"github.com/pgmsg/pgmsg/pgmsgtype"
-	"math"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgmsg/pgmsg/internal/queue"
 	"github.com/pgmsg/pgmsg/internal/store"
+	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
 // Defaults of queue settings (QueueConfig fields left zero), as the SQL API
@@ -61,73 +63,7 @@ type Queue = pgmsgtype.Queue
 // QueueStats counts a queue's jobs by state. Computing them reads the
 // partial index of each state, so the cost follows the size of the states,
 // not of the table; calling it every few seconds is fine.
-type QueueStats struct {
-	Queue string `json:"queue"`
-	// Available jobs can be claimed now (run_at has passed).
-	Available int64 `json:"available"`
-	// Scheduled jobs wait for a future run_at (enqueued with a delay, or snoozed).
-	Scheduled int64 `json:"scheduled"`
-	// Running jobs are held by a worker.
-	Running int64 `json:"running"`
-	// Retrying jobs failed and wait for their retry.
-	Retrying int64 `json:"retrying"`
-	// Dead jobs ran out of attempts (dead-letter).
-	Dead int64 `json:"dead"`
-	// Archived jobs completed or were cancelled and are not yet pruned.
-	Archived int64 `json:"archived"`
-	// OldestAvailableAge is how long the oldest available job has waited
-	// since its run_at (0 when none is available).
-	OldestAvailableAge time.Duration `json:"oldest_available_age"`
-	// ArchivedLastMinute counts jobs archived in the last minute.
-	ArchivedLastMinute int64 `json:"archived_last_minute"`
-	// Throughput is ArchivedLastMinute per second.
-	Throughput float64 `json:"throughput"`
-	// Paused queues take jobs but hand none out (PauseQueue).
-	Paused bool `json:"paused"`
-}
-
-// checkQueueConfig checks what the store cannot send faithfully, which the SQL
-// API therefore never sees: values past int32, durations under 1µs
-// (sent as 0, which means "none" or "default"), and negative values other
-// than the ...None sentinels (all sent as 0, "remove"). The ranges it
-// checks besides (negative durations, upper bounds) repeat _queue_check()'s
-// with the same codes; they stay so that one Go check reports a bad
-// setting before the round trip whatever the queue's name or existence
-// (queue_update() looks the queue up first).
-func checkQueueConfig(cfg QueueConfig) error {
-	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > math.MaxInt32 {
-		return newError(ErrInvalidMaxAttempts, "max attempts must be between 1 and %d, got %d", math.MaxInt32, cfg.MaxAttempts)
-	}
-	if cfg.MaxPayloadBytes > math.MaxInt32 {
-		return newError(ErrInvalidArgument, "max payload bytes must be at most %d, got %d", math.MaxInt32, cfg.MaxPayloadBytes)
-	}
-	if cfg.Lease < 0 || cfg.RetryBackoff < 0 || cfg.RetryBackoffMax < 0 || cfg.ArchiveRetention < 0 || cfg.MaxPayloadBytes < 0 {
-		return newError(ErrInvalidArgument, "queue durations and max payload bytes must not be negative")
-	}
-	if cfg.Lease > 0 && cfg.Lease < time.Microsecond {
-		return newError(ErrInvalidArgument, "lease must be at least 1µs, got %s", cfg.Lease)
-	}
-	if cfg.MaxDepth < QueueMaxDepthNone {
-		return newError(ErrInvalidArgument, "max depth must be at least 1 (0: no limit or unchanged, QueueMaxDepthNone: remove), got %d", cfg.MaxDepth)
-	}
-	if b := cfg.BackpressureTimeout; b < QueueBackpressureNoWait || (b > 0 && b < time.Microsecond) {
-		return newError(ErrInvalidArgument, "backpressure timeout must be at least 1µs or QueueBackpressureNoWait, got %s", b)
-	}
-	if t := cfg.JobTimeout; t < QueueJobTimeoutNone || (t > 0 && t < time.Microsecond) || t > durationMax {
-		return newError(ErrInvalidArgument, "job timeout must be from 1µs to %s (0: none or unchanged, QueueJobTimeoutNone: remove), got %s", durationMax, t)
-	}
-	if d := cfg.DeadRetention; d < QueueDeadRetentionNone || (d > 0 && d < time.Microsecond) || d > retentionMax {
-		return newError(ErrInvalidArgument, "dead retention must be from 1µs to 36525 days (0: keep or unchanged, QueueDeadRetentionNone: keep again), got %s", d)
-	}
-	if r := cfg.RateLimit; math.IsNaN(r) || math.IsInf(r, 0) || (r < 0 && r != QueueRateLimitNone) || r > QueueRateLimitMax {
-		return newError(ErrInvalidArgument, "rate limit must be more than 0 and at most %d jobs per second (0: none or unchanged, QueueRateLimitNone: remove), got %v",
-			QueueRateLimitMax, r)
-	}
-	if m := cfg.MaxRunning; m < QueueMaxRunningNone || m > math.MaxInt32 {
-		return newError(ErrInvalidArgument, "max running must be from 1 to %d (0: none or unchanged, QueueMaxRunningNone: remove), got %d", math.MaxInt32, m)
-	}
-	return nil
-}
+type QueueStats = pgmsgtype.QueueStats
 
 // CreateQueue creates a queue with cfg's settings (zero fields: defaults).
 // It fails with ErrQueueExists, ErrInvalidName, ErrInvalidMaxAttempts or
@@ -139,28 +75,13 @@ func (c *Client) CreateQueue(ctx context.Context, name string, cfg QueueConfig) 
 
 // CreateQueueTx is CreateQueue on exec.
 func (c *Client) CreateQueueTx(ctx context.Context, exec DBTX, name string, cfg QueueConfig) (*Queue, error) {
-	return c.createQueue(ctx, exec, name, cfg, false)
+	return c.queues.Create(ctx, exec, name, cfg, false)
 }
 
 // EnsureQueue returns the queue, creating it with cfg's settings if it does
 // not exist. An existing queue's settings are left as they are.
 func (c *Client) EnsureQueue(ctx context.Context, name string, cfg QueueConfig) (*Queue, error) {
-	return c.createQueue(ctx, c.pool, name, cfg, true)
-}
-
-func (c *Client) createQueue(ctx context.Context, exec DBTX, name string, cfg QueueConfig, ifNotExists bool) (*Queue, error) {
-	// queue_create() checks the name too; it stays here because validate
-	// runs before the round trip, and a bad name must be ErrInvalidName
-	// whatever else is wrong.
-	if err := ValidateName("queue", name); err != nil {
-		return nil, err
-	}
-	if err := checkQueueConfig(cfg); err != nil {
-		return nil, err
-	}
-	// The store gives the negative ...None and QueueBackpressureNoWait
-	// values their meaning.
-	return c.store.QueueCreate(ctx, exec, name, cfg, ifNotExists)
+	return c.queues.Create(ctx, c.pool, name, cfg, true)
 }
 
 // UpdateQueue changes the non-zero settings of cfg. Jobs already enqueued
@@ -168,35 +89,25 @@ func (c *Client) createQueue(ctx context.Context, exec DBTX, name string, cfg Qu
 // below the current depth removes no job: enqueues fail until the queue
 // drains). It fails with ErrUnknownQueue.
 func (c *Client) UpdateQueue(ctx context.Context, name string, cfg QueueConfig) (*Queue, error) {
-	if err := checkQueueConfig(cfg); err != nil {
-		return nil, err
-	}
-	return c.store.QueueUpdate(ctx, c.pool, name, cfg)
+	return c.queues.Update(ctx, name, cfg)
 }
 
 // ListQueues returns every queue, by name.
 func (c *Client) ListQueues(ctx context.Context) ([]*Queue, error) {
-	return c.store.QueueList(ctx, c.pool)
+	return c.queues.List(ctx)
 }
 
 // DeleteQueue removes a queue with its archive. A queue with live jobs
 // (waiting, running or dead) fails with ErrQueueNotEmpty unless force, which
 // deletes them too.
 func (c *Client) DeleteQueue(ctx context.Context, name string, force bool) error {
-	return c.store.QueueDelete(ctx, c.pool, name, force)
+	return c.queues.Delete(ctx, name, force)
 }
 
 // QueueStats returns the job counts of one queue. It fails with
 // ErrUnknownQueue.
 func (c *Client) QueueStats(ctx context.Context, queue string) (*QueueStats, error) {
-	all, err := c.queueStats(ctx, queue)
-	if err != nil {
-		return nil, err
-	}
-	if len(all) == 0 {
-		return nil, newError(ErrUnknownQueue, "unknown queue %q", queue)
-	}
-	return all[0], nil
+	return c.queues.Stats(ctx, queue)
 }
 
 // PauseQueue stops queue from handing out jobs: claims (workers,
@@ -205,36 +116,19 @@ func (c *Client) QueueStats(ctx context.Context, queue string) (*QueueStats, err
 // survives restarts, and pausing a paused queue does nothing. It fails
 // with ErrUnknownQueue.
 func (c *Client) PauseQueue(ctx context.Context, queue string) error {
-	return c.store.QueuePause(ctx, c.pool, queue)
+	return c.queues.Pause(ctx, queue)
 }
 
 // ResumeQueue lets a paused queue hand out jobs again and wakes its idle
 // workers. Resuming a queue that is not paused does nothing. It fails with
 // ErrUnknownQueue.
 func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
-	return c.store.QueueResume(ctx, c.pool, queue)
+	return c.queues.Resume(ctx, queue)
 }
 
 // AllQueueStats returns the job counts of every queue, by name.
 func (c *Client) AllQueueStats(ctx context.Context) ([]*QueueStats, error) {
-	return c.queueStats(ctx, "")
-}
-
-// queueStats returns the counts of queue ("": of every queue).
-func (c *Client) queueStats(ctx context.Context, queue string) ([]*QueueStats, error) {
-	rows, err := c.store.QueueStats(ctx, c.pool, queue)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*QueueStats, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, &QueueStats{
-			Queue: r.Queue, Available: r.Available, Scheduled: r.Scheduled, Running: r.Running,
-			Retrying: r.Retrying, Dead: r.Dead, Archived: r.Archived, OldestAvailableAge: r.OldestAvailableAge,
-			ArchivedLastMinute: r.ArchivedLastMinute, Throughput: float64(r.ArchivedLastMinute) / 60, Paused: r.Paused,
-		})
-	}
-	return out, nil
+	return c.queues.AllStats(ctx, "")
 }
 
 // PruneArchiveOpts are options of PruneArchive; nil means defaults.
@@ -255,38 +149,7 @@ func (c *Client) PruneArchive(ctx context.Context, queue string, opts *PruneArch
 	if opts != nil {
 		o = *opts
 	}
-	if o.BatchSize == 0 {
-		o.BatchSize = ArchivePruneBatchDefault
-	}
-	// archive_prune() refuses a negative older than (PM004) before
-	// anything else; Go keeps what it cannot leave to it: one under 1µs
-	// would be sent as 0 (prune everything), and a negative batch size,
-	// which archive_prune() takes as 0, would never end the loop below.
-	if o.BatchSize < 0 || (o.OlderThan < 0 && o.OlderThan > -time.Microsecond) {
-		return 0, newError(ErrInvalidArgument, "batch size and older than must not be negative")
-	}
-	batch := int32(min(o.BatchSize, 1<<30))
-	return pruneBatches(ctx, batch, func() (int32, error) { return c.store.ArchivePrune(ctx, c.pool, queue, o.OlderThan, batch) })
-}
-
-// pruneBatches runs step (one short transaction deleting at most batch
-// rows) until it deletes fewer than batch or ctx ends, and returns the
-// total.
-func pruneBatches(ctx context.Context, batch int32, step func() (int32, error)) (int64, error) {
-	var total int64
-	for {
-		n, err := step()
-		if err != nil {
-			return total, err
-		}
-		total += int64(n)
-		if n < batch {
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-	}
+	return c.queues.PruneArchive(ctx, queue, o.OlderThan, o.BatchSize)
 }
 
 // PruneDeadJobs deletes the dead jobs of queue (every queue when queue is
@@ -295,9 +158,7 @@ func pruneBatches(ctx context.Context, batch int32, step func() (int32, error)) 
 // transaction, until none is left or ctx ends. Queues without a
 // DeadRetention keep their dead jobs. It returns how many it deleted.
 func (c *Client) PruneDeadJobs(ctx context.Context, queue string) (int64, error) {
-	return pruneBatches(ctx, ArchivePruneBatchDefault, func() (int32, error) {
-		return c.store.DeadPrune(ctx, c.pool, queue, ArchivePruneBatchDefault)
-	})
+	return c.queues.PruneDead(ctx, queue)
 }
 
 // RescueJobs makes jobs of queue (every queue when "") whose lease expired
@@ -305,8 +166,7 @@ func (c *Client) PruneDeadJobs(ctx context.Context, queue string) (int64, error)
 // and returns how many. Claims do this for their queue already; this is for
 // maintenance.
 func (c *Client) RescueJobs(ctx context.Context, queue string) (int, error) {
-	n, err := c.store.JobRescue(ctx, c.pool, queue, 100000)
-	return int(n), err
+	return c.queues.Rescue(ctx, queue)
 }
 
 // ListJobsOpts filter ListJobs; nil means the first 100 jobs of the
@@ -336,41 +196,15 @@ type ListJobsOpts struct {
 // archive retention prunes them. ErrUnknownQueue for a queue that does
 // not exist; ErrInvalidArgument for an unknown state or a limit over 1000.
 func (c *Client) ListJobs(ctx context.Context, queue string, opts *ListJobsOpts) ([]*Job, error) {
-	o := ListJobsOpts{}
-	if opts != nil {
-		o = *opts
+	return c.queues.ListJobs(ctx, queue, listOpts(opts))
+}
+
+// listOpts is opts for the engine (nil: defaults, which it applies).
+func listOpts(opts *ListJobsOpts) queue.ListOpts {
+	if opts == nil {
+		return queue.ListOpts{}
 	}
-	if o.Limit == 0 {
-		o.Limit = 100
-	}
-	// Stays in Go although job_list() refuses the limit too (PM004): it
-	// does so after it looks the queue up, so a bad limit of an unknown or
-	// badly named queue would become PM101 or PM003. job_list() takes a
-	// negative after id as 0, so that check is Go's alone.
-	if o.Limit < 0 || o.Limit > 1000 {
-		return nil, newError(ErrInvalidArgument, "limit must be between 1 and 1000, got %d", o.Limit)
-	}
-	if o.AfterID < 0 {
-		return nil, newError(ErrInvalidArgument, "after id must not be negative, got %d", o.AfterID)
-	}
-	// job_list() refuses a bad name too (PM003, through _queue()); checked
-	// here because the times' checks below run before the round trip.
-	if err := ValidateName("queue", queue); err != nil {
-		return nil, err
-	}
-	// Times pgx can send and PostgreSQL hold.
-	if !o.Since.IsZero() {
-		if err := checkTime("since", o.Since); err != nil {
-			return nil, err
-		}
-	}
-	if !o.Until.IsZero() {
-		if err := checkTime("until", o.Until); err != nil {
-			return nil, err
-		}
-	}
-	return c.store.JobList(ctx, c.pool, store.JobListParams{Queue: queue, State: string(o.State), Kind: o.Kind,
-		Tag: o.Tag, Since: o.Since, Until: o.Until, Limit: o.Limit, AfterID: o.AfterID})
+	return queue.ListOpts(*opts)
 }
 
 // DeadJobsOpts filter ListDeadJobs, RequeueDeadJobs and PurgeDeadJobs; nil
@@ -391,14 +225,15 @@ type DeadJobsOpts struct {
 
 // ListDeadJobs returns dead jobs of queue by id, with their error history.
 func (c *Client) ListDeadJobs(ctx context.Context, queue string, opts *DeadJobsOpts) ([]*Job, error) {
-	o := DeadJobsOpts{}
-	if opts != nil {
-		o = *opts
+	return c.queues.ListDead(ctx, queue, deadOpts(opts))
+}
+
+// deadOpts is opts for the engine (nil: defaults, which it applies).
+func deadOpts(opts *DeadJobsOpts) queue.DeadOpts {
+	if opts == nil {
+		return queue.DeadOpts{}
 	}
-	if o.Limit <= 0 {
-		o.Limit = 100
-	}
-	return c.store.DeadList(ctx, c.pool, queue, o.Kind, o.Limit, o.AfterID)
+	return queue.DeadOpts(*opts)
 }
 
 // RequeueDeadJobs makes dead jobs of queue available again with their
@@ -406,48 +241,46 @@ func (c *Client) ListDeadJobs(ctx context.Context, queue string, opts *DeadJobsO
 // (of opts.Kind) when IDs is empty. A dead job whose unique key is taken by
 // a live job stays dead. It returns how many were requeued.
 func (c *Client) RequeueDeadJobs(ctx context.Context, queue string, opts *DeadJobsOpts) (int64, error) {
-	o := DeadJobsOpts{}
-	if opts != nil {
-		o = *opts
-	}
-	batch := o.Limit
-	if batch <= 0 {
-		batch = 10000
-	}
-	var total int64
-	for {
-		n, err := c.store.DeadRequeue(ctx, c.pool, queue, o.IDs, o.Kind, batch)
-		if err != nil {
-			return total, err
-		}
-		total += int64(n)
-		if n < batch || o.Limit > 0 {
-			return total, nil
-		}
-	}
+	return c.queues.RequeueDead(ctx, queue, deadOpts(opts))
 }
 
 // PurgeDeadJobs deletes dead jobs of queue for good: those in opts.IDs, or
 // all (of opts.Kind, dead longer than opts.OlderThan) when IDs is empty. It
 // returns how many.
 func (c *Client) PurgeDeadJobs(ctx context.Context, queue string, opts *DeadJobsOpts) (int64, error) {
-	o := DeadJobsOpts{}
-	if opts != nil {
-		o = *opts
-	}
-	batch := o.Limit
-	if batch <= 0 {
-		batch = 10000
-	}
-	var total int64
-	for {
-		n, err := c.store.DeadPurge(ctx, c.pool, queue, o.IDs, o.Kind, o.OlderThan, batch)
-		if err != nil {
-			return total, err
-		}
-		total += int64(n)
-		if n < batch || o.Limit > 0 {
-			return total, nil
-		}
-	}
+	return c.queues.PurgeDead(ctx, queue, deadOpts(opts))
 }
+
+// newQueues builds a client's queue engine (NewClient) on its store and
+// pool. The rules the engine shares with the log's code stay in the root,
+// one home each, and are handed over: names (ValidateName), times
+// (checkTime) and the SQL API's longest duration. The backpressure retry
+// (retryWhile) is run by EnqueueMany itself.
+func newQueues(st *store.Store, pool *pgxpool.Pool, cfg *Config) *queue.Queues {
+	return queue.New(st, pool, queue.Config{
+		Logger:       cfg.Logger,
+		ValidateName: ValidateName,
+		CheckTime:    checkTime,
+		DurationMax:  durationMax,
+	})
+}
+
+// The engine checks against its own constants; the exported ones are the
+// same values (each line fails to compile when they differ: the index
+// leaves [0, 1)).
+var (
+	_ = [1]struct{}{}[JobPriorityMin-queue.PriorityMin]
+	_ = [1]struct{}{}[JobPriorityMax-queue.PriorityMax]
+	_ = [1]struct{}{}[JobKindMaxBytes-queue.KindMaxBytes]
+	_ = [1]struct{}{}[JobUniqueKeyMaxBytes-queue.UniqueKeyMaxBytes]
+	_ = [1]struct{}{}[JobTagsMax-queue.TagsMax]
+	_ = [1]struct{}{}[JobClaimMaxDefault-queue.ClaimMaxDefault]
+	_ = [1]struct{}{}[ArchivePruneBatchDefault-queue.PruneBatchDefault]
+	_ = [1]struct{}{}[QueueMaxDepthNone-queue.MaxDepthNone]
+	_ = [1]struct{}{}[QueueJobTimeoutNone-queue.JobTimeoutNone]
+	_ = [1]struct{}{}[QueueDeadRetentionNone-queue.DeadRetentionNone]
+	_ = [1]struct{}{}[QueueBackpressureNoWait-queue.BackpressureNoWait]
+	_ = [1]struct{}{}[QueueRateLimitNone-queue.RateLimitNone]
+	_ = [1]struct{}{}[QueueMaxRunningNone-queue.MaxRunningNone]
+	_ = [1]struct{}{}[QueueRateLimitMax-queue.RateLimitMax]
+)

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/pgmsg/pgmsg/internal/queue"
 	"github.com/pgmsg/pgmsg/internal/worker"
 )
 
@@ -208,8 +209,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	return w.engine.Run(ctx, lease, wake)
 }
 
-// workerQueue is the queue a Worker's engine works: the Client's
-// statements with the worker's claim options, and its tracing.
+// workerQueue is the queue a Worker's engine works: the Client's queue
+// engine (internal/queue) with the worker's claim options, and the
+// Client's tracing around it.
 type workerQueue struct {
 	c        *Client
 	queue    string
@@ -220,7 +222,7 @@ type workerQueue struct {
 
 func (q *workerQueue) Claim(ctx context.Context, n int) ([]*Job, map[int64]propagation.MapCarrier, error) {
 	start := time.Now()
-	jobs, err := q.c.ClaimJobs(ctx, q.queue, &ClaimJobsOpts{Max: n, Lease: q.lease, Worker: q.name, MaxBytes: q.maxBytes})
+	jobs, err := q.c.queues.Claim(ctx, q.c.pool, q.queue, queue.ClaimOpts{Max: n, Lease: q.lease, Worker: q.name, MaxBytes: q.maxBytes}, true)
 	traces := q.c.jobTraces(ctx, jobs)
 	q.c.traceJobClaim(ctx, start, q.queue, jobs, err)
 	return jobs, traces, err
@@ -228,41 +230,29 @@ func (q *workerQueue) Claim(ctx context.Context, n int) ([]*Job, map[int64]propa
 
 func (q *workerQueue) CompleteMany(ctx context.Context, jobs []*Job) ([]int64, error) {
 	endSpan := q.c.startJobSettleSpan(ctx, q.queue, len(jobs))
-	res, err := q.c.completeMany(ctx, q.c.pool, jobs)
+	_, notHeld, err := q.c.queues.CompleteMany(ctx, q.c.pool, jobs)
 	endSpan(err)
 	if err != nil {
 		return nil, err
 	}
-	return res.NotHeld, nil
+	return notHeld, nil
 }
 
 func (q *workerQueue) Fail(ctx context.Context, job *Job, jobErr error, dead bool) error {
-	var opts *FailOpts
-	if dead {
-		opts = &FailOpts{Dead: true}
-	}
-	_, err := q.c.Fail(ctx, job, jobErr, opts)
+	_, _, err := q.c.queues.Fail(ctx, q.c.pool, job, jobErr, 0, dead)
 	return err
 }
 
 func (q *workerQueue) Snooze(ctx context.Context, job *Job, delay time.Duration) error {
-	_, err := q.c.Snooze(ctx, job, delay)
+	_, err := q.c.queues.Snooze(ctx, q.c.pool, job, delay)
 	return err
 }
 
 func (q *workerQueue) ExtendLeases(ctx context.Context, ids, tokens []int64) ([]int64, error) {
-	rows, err := q.c.store.JobExtendMany(ctx, q.c.pool, ids, tokens, q.lease)
-	if err != nil {
-		return nil, err
-	}
-	kept := make([]int64, len(rows))
-	for i, r := range rows {
-		kept[i] = r.ID
-	}
-	return kept, nil
+	return q.c.queues.ExtendLeases(ctx, ids, tokens, q.lease)
 }
 
-func (q *workerQueue) Limited() bool { return q.c.queueLimited(q.queue) }
+func (q *workerQueue) Limited() bool { return q.c.queues.Limited(q.queue) }
 
 func (q *workerQueue) StartProcessSpan(ctx context.Context, job *Job, carrier propagation.MapCarrier) (context.Context, func(error)) {
 	return q.c.startJobProcessSpan(ctx, job, carrier)
