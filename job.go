@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/internal/jobdoc"
 	"github.com/pgmsg/pgmsg/internal/queue"
 	"github.com/pgmsg/pgmsg/pgmsgtype"
@@ -106,7 +107,7 @@ func (c *Client) EnqueueMany(ctx context.Context, queue string, params []Enqueue
 	// PM109 says how long to wait: the queue's BackpressureTimeout. Each
 	// attempt is its own EnqueueManyTx, with its own span.
 	if wait, ok := c.queues.RoomWait(err); ok {
-		err = retryWhile(ctx, ErrQueueFull, wait, err, enqueue)
+		err = errs.RetryWhile(ctx, ErrQueueFull, wait, err, enqueue)
 	}
 	if err != nil {
 		return nil, err

@@ -2,11 +2,9 @@ package pgmsg
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/internal/logpublish"
 )
 
@@ -72,11 +70,6 @@ func (c *Client) PublishIdempotent(ctx context.Context, producerID string, seque
 		return false, err
 	}
 	return batches[0].Duplicate, nil
-}
-
-// retryWhile is errs.RetryWhile, for job.go's wait on a full queue.
-func retryWhile(ctx context.Context, sentinel error, wait time.Duration, err error, op func() error) error {
-	return errs.RetryWhile(ctx, sentinel, wait, err, op)
 }
 
 // PublishTx is Publish inside the caller's transaction: the transactional

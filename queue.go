@@ -255,7 +255,7 @@ func (c *Client) PurgeDeadJobs(ctx context.Context, queue string, opts *DeadJobs
 // pool. The rules the engine shares with the log's code stay in the root,
 // one home each, and are handed over: names (ValidateName), times
 // (checkTime) and the SQL API's longest duration. The backpressure retry
-// (retryWhile) is run by EnqueueMany itself.
+// (errs.RetryWhile) is run by EnqueueMany itself.
 func newQueues(st *store.Store, pool *pgxpool.Pool, cfg *Config) *queue.Queues {
 	return queue.New(st, pool, queue.Config{
 		Logger:       cfg.Logger,
