@@ -2,20 +2,16 @@ package pgmsg
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"iter"
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmsg/pgmsg/internal/logconsumer"
 	"github.com/pgmsg/pgmsg/internal/membership"
-	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/store"
 	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
@@ -243,26 +239,13 @@ type ConsumerOpts struct {
 // docs/architecture.md for the protocol. With ConsumerOpts.Partitions it
 // reads those partitions only and takes no part in balancing.
 type Consumer struct {
-	client   *Client
-	topics   []string
-	group    string
-	opts     ConsumerOpts
+	// e is the engine (internal/logconsumer): the claim loop, the
+	// membership, redelivery and dead letters; it reads through log.
+	// Both are embedded, not pointed to: a Consumer is one allocation,
+	// as it was before the engine moved.
+	e        logconsumer.Consumer
+	log      consumerLog
 	memberID string
-	wake     <-chan struct{} // nil when notifications are disabled
-	wakeSub  *notifier.Subscription
-	// member is the consumer's membership of its group (heartbeats,
-	// assignment, callbacks, leave); nil with manual partitions.
-	member *membership.Member
-	// sup runs handlers while extending their claims' leases.
-	sup logconsumer.Supervisor[*Claim]
-
-	startMu sync.Mutex // guards started and closed
-	started bool
-	// closed: Close ran; the consumer never starts (heartbeats) again.
-	closed bool
-
-	mu   sync.Mutex // guards next
-	next int
 }
 
 // NewConsumer returns a member of group reading topic. Close it when done.
@@ -316,54 +299,43 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 			return nil, newError(ErrPartitionOutOfRange, "partition %d out of range", p)
 		}
 	}
-	cn := &Consumer{client: c, topics: append([]string(nil), topics...), group: group, opts: o,
-		memberID: o.MemberID, wakeSub: c.partitionWakeups(),
-		sup: logconsumer.Supervisor[*Claim]{Extend: c.Extend, IsLost: isLostClaim}}
-	if !cn.manual() {
-		start := o.Claim.Start
-		if start == "" {
-			start = PositionEarliest
-		}
-		cn.member = membership.New(&membership.Config{
+	topics = append([]string(nil), topics...)
+	start := o.Claim.Start
+	if start == "" {
+		start = PositionEarliest
+	}
+	lease := o.Claim.Lease
+	if lease == 0 {
+		lease = c.config.ClaimLease
+	}
+	maxRecords := o.Claim.MaxRecords
+	if maxRecords == 0 {
+		maxRecords = ClaimMaxRecordsDefault
+	}
+	cfg := logconsumer.Config{
+		Topics: topics, Group: group, MemberID: o.MemberID, Partitions: o.Partitions, Start: start,
+		Lease: lease, MaxRecords: maxRecords, MaxBytes: o.Claim.MaxBytes, PollInterval: o.PollInterval,
+		MaxDeliveries: o.MaxDeliveries, RedeliveryBackoff: o.RedeliveryBackoff,
+		RedeliveryBackoffMax: o.RedeliveryBackoffMax, DeadLetterTopic: o.DeadLetterTopic, LeaseMax: durationMax,
+		Wake: c.partitionWakeups(), WakeKey: wakeKey, Logger: c.config.Logger,
+	}
+	if len(o.Partitions) == 0 {
+		cfg.Member = membership.Config{
 			Store: c.store, Exec: c.pool, Logger: c.config.Logger,
-			Topics: cn.topics, Group: group, MemberID: o.MemberID, Start: start,
+			Topics: topics, Group: group, MemberID: o.MemberID, Start: start,
 			HeartbeatInterval: o.HeartbeatInterval, SessionTimeout: o.SessionTimeout,
 			OnAssigned: o.OnAssigned, OnRevoked: o.OnRevoked, OnLost: o.OnLost,
-			OnChange: cn.setWakeKeys,
-		})
-	}
-	if cn.wakeSub != nil {
-		cn.wake = cn.wakeSub.C()
-		if cn.manual() {
-			var keys []string
-			for _, t := range cn.topics {
-				for _, p := range o.Partitions {
-					keys = append(keys, wakeKey(t, p))
-				}
-			}
-			cn.wakeSub.Set(keys...)
 		}
 	}
+	cn := &Consumer{log: consumerLog{c: c, group: group, opts: o.Claim}, memberID: o.MemberID}
+	cn.log.opts.Member = o.MemberID
+	cn.e.Init(&cn.log, cfg)
 	return cn, nil
 }
 
 // wakeKey is the notification key of one partition (internal/notifier).
 func wakeKey(topic string, partition int32) string {
 	return topic + "#" + strconv.Itoa(int(partition))
-}
-
-// setWakeKeys subscribes to the wake-ups of the partitions the membership
-// gave this consumer, owned (the member's OnChange: called with the
-// member's lock held, after its partitions changed).
-func (cn *Consumer) setWakeKeys(owned iter.Seq2[string, int32]) {
-	if cn.wakeSub == nil {
-		return
-	}
-	var keys []string
-	for t, p := range owned {
-		keys = append(keys, wakeKey(t, p))
-	}
-	cn.wakeSub.Set(keys...)
 }
 
 func sanitizeMember(s string) string {
@@ -382,222 +354,17 @@ func sanitizeMember(s string) string {
 // MemberID is this consumer's member id in the group.
 func (cn *Consumer) MemberID() string { return cn.memberID }
 
-func (cn *Consumer) manual() bool { return len(cn.opts.Partitions) > 0 }
-
 // Assignment returns the partitions this member may claim now, per topic
 // (the manual partitions, or the current automatic assignment).
-func (cn *Consumer) Assignment() map[string][]int32 {
-	out := map[string][]int32{}
-	if cn.manual() {
-		for _, t := range cn.topics {
-			out[t] = append([]int32(nil), cn.opts.Partitions...)
-		}
-		return out
-	}
-	return cn.member.Assignment()
-}
-
-// start joins the group (first heartbeat, synchronously) and starts the
-// heartbeat loop. Manual consumers only create the group.
-func (cn *Consumer) start(ctx context.Context) error {
-	// A failed start (a short ctx on the first Poll, a database hiccup) is
-	// not remembered: the next call tries again.
-	cn.startMu.Lock()
-	defer cn.startMu.Unlock()
-	if cn.closed {
-		return newError(ErrClosed, "consumer of group %q is closed", cn.group)
-	}
-	if cn.started {
-		return nil
-	}
-	if cn.manual() {
-		for _, t := range cn.topics {
-			start := cn.opts.Claim.Start
-			if start == "" {
-				start = PositionEarliest
-			}
-			if _, err := cn.client.CreateGroup(ctx, t, cn.group, start); err != nil {
-				return err
-			}
-		}
-		cn.started = true
-		return nil
-	}
-	if err := cn.member.Join(ctx); err != nil {
-		return err
-	}
-	cn.started = true
-	return nil
-}
-
-// claimEnded is called when a claim of this member has been committed or
-// released: the member heartbeats now if the claim's partition is being
-// handed over (membership.Member.ClaimEnded).
-func (cn *Consumer) claimEnded(cl *Claim) {
-	if cn.member != nil {
-		cn.member.ClaimEnded(cl.Topic, cl.Partition)
-	}
-}
+func (cn *Consumer) Assignment() map[string][]int32 { return cn.e.Assignment() }
 
 // Close leaves the group (its partitions move to the other members at
 // once) and stops heartbeats and notifications. Call it after Run returns.
 // A second Close does nothing; Run and Poll after Close fail with ErrClosed.
-func (cn *Consumer) Close() {
-	if cn.wakeSub != nil {
-		cn.wakeSub.Close()
-	}
-	cn.startMu.Lock()
-	cn.closed = true
-	cn.startMu.Unlock()
-	if cn.member != nil {
-		// Stops the heartbeat loop between heartbeats, then leaves; a
-		// member that never joined, or has left, does nothing.
-		cn.member.Close()
-	}
-}
-
-// wait blocks until a notification for a topic, the poll interval, or ctx.
-func (cn *Consumer) wait(ctx context.Context) error {
-	return cn.waitFor(ctx, cn.opts.PollInterval)
-}
-
-// waitFor blocks until a notification for a topic, d, or ctx.
-func (cn *Consumer) waitFor(ctx context.Context, d time.Duration) error {
-	return logconsumer.Wait(ctx, cn.wake, d)
-}
-
-// claimOnce tries each topic (and, manually, each partition) once, in
-// rotation, and returns the first claim. commit, if not nil, is a handled
-// claim to commit: it rides on the first claim of its topic (one
-// transaction for both), or is committed on its own at the end.
-func (cn *Consumer) claimOnce(ctx context.Context, commit *Claim) (cl *Claim, err error) {
-	if commit != nil {
-		defer cn.claimEnded(commit)
-	}
-	defer func() {
-		if commit == nil {
-			return
-		}
-		if cerr := cn.client.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !isLostClaim(cerr) && err == nil {
-			if cl != nil {
-				_ = cn.client.Release(context.WithoutCancel(ctx), cl)
-			}
-			cl, err = nil, cerr
-		}
-	}()
-	claim := func(topic string, opts *ClaimOpts) (*Claim, error) {
-		if commit == nil || commit.Topic != topic {
-			return cn.client.Claim(ctx, topic, cn.group, opts)
-		}
-		cl, err := cn.client.claimCommit(ctx, cn.client.pool, topic, cn.group, opts, true, commit)
-		if err == nil {
-			commit = nil
-		}
-		return cl, err
-	}
-	cn.mu.Lock()
-	start := cn.next
-	cn.next++
-	cn.mu.Unlock()
-	for i := range cn.topics {
-		topic := cn.topics[(start+i)%len(cn.topics)]
-		opts := cn.opts.Claim
-		opts.Member = cn.memberID
-		if cn.manual() {
-			for j := range cn.opts.Partitions {
-				p := cn.opts.Partitions[(start+j)%len(cn.opts.Partitions)]
-				opts.Partition = &p
-				cl, err := claim(topic, &opts)
-				if err != nil || cl != nil {
-					return cl, err
-				}
-			}
-			continue
-		}
-		n, only := cn.member.Count(topic)
-		if n == 0 {
-			continue
-		}
-		opts.RequireOwner = true
-		if n == 1 {
-			// Name the partition: the claim then reads one cursor row, not
-			// every row of the group (which matters while a long snapshot
-			// keeps their old versions from being pruned).
-			opts.Partition = &only
-		}
-		cl, err := claim(topic, &opts)
-		if errors.Is(err, ErrNotMember) || errors.Is(err, ErrNotAssigned) {
-			// Our session expired, or the partition moved since our last
-			// heartbeat: learn the assignment at the next heartbeat.
-			cn.member.HeartbeatNow()
-			continue
-		}
-		if err != nil || cl != nil {
-			return cl, err
-		}
-	}
-	return nil, nil
-}
+func (cn *Consumer) Close() { cn.e.Close() }
 
 // Poll blocks until it has claimed records (or ctx ends).
-func (cn *Consumer) Poll(ctx context.Context) (*Claim, error) {
-	return cn.poll(ctx, nil)
-}
-
-// poll is Poll, committing commit (if not nil) first or along with the
-// first claim.
-func (cn *Consumer) poll(ctx context.Context, commit *Claim) (*Claim, error) {
-	if err := cn.start(ctx); err != nil {
-		if commit != nil {
-			if cerr := cn.client.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !isLostClaim(cerr) {
-				return nil, cerr
-			}
-		}
-		return nil, err
-	}
-	if commit != nil && !cn.mayHaveMore(commit) {
-		// The handled claim took everything its partition had: a claim sent
-		// now would most likely find nothing and only carry the commit.
-		// Wait for a wake-up first (at most
-		// logconsumer.CommitLingerMax) and send the commit with the claim
-		// that follows it: one call per claim cycle instead of two. The
-		// handled claim stays uncommitted a little longer; its lease is
-		// far longer, and a crash meanwhile only delivers its records
-		// again (at-least-once).
-		if err := cn.waitFor(ctx, cn.commitLinger(commit)); err != nil {
-			if cerr := cn.client.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !isLostClaim(cerr) {
-				return nil, cerr
-			}
-			return nil, err
-		}
-	}
-	for {
-		cl, err := cn.claimOnce(ctx, commit)
-		commit = nil
-		if err != nil || cl != nil {
-			return cl, err
-		}
-		if err := cn.wait(ctx); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// commitLinger is how long Run may hold cl's commit (logconsumer.CommitLinger).
-func (cn *Consumer) commitLinger(cl *Claim) time.Duration {
-	return logconsumer.CommitLinger(cn.opts.PollInterval, cl.ExpiresAt)
-}
-
-// mayHaveMore reports whether records may have been left behind when cl
-// was claimed: it is as large as the claim options allow (or was cut by
-// bytes, which cannot be told apart).
-func (cn *Consumer) mayHaveMore(cl *Claim) bool {
-	maxRecords := cn.opts.Claim.MaxRecords
-	if maxRecords == 0 {
-		maxRecords = ClaimMaxRecordsDefault
-	}
-	return logconsumer.MayHaveMore(len(cl.Records), maxRecords, cn.opts.Claim.MaxBytes)
-}
+func (cn *Consumer) Poll(ctx context.Context) (*Claim, error) { return cn.e.Poll(ctx, nil) }
 
 // Run claims records and calls handler with each claim until ctx ends.
 // While handler runs, the claim's lease is extended; if the claim is lost
@@ -614,92 +381,8 @@ func (cn *Consumer) mayHaveMore(cl *Claim) bool {
 // ctx's error, or the first error that is neither transient, a handler
 // error nor a lost claim.
 func (cn *Consumer) Run(ctx context.Context, handler func(ctx context.Context, cl *Claim) error) error {
-	backoff := 0 * time.Millisecond
-	// done is the last claim handled and not yet committed: its commit
-	// rides on the next claim (one transaction for both).
-	var done *Claim
-	defer func() {
-		if done != nil {
-			if err := cn.client.Commit(context.WithoutCancel(ctx), done); err != nil && !isLostClaim(err) {
-				cn.client.config.Logger.Warn("pgmsg: consumer could not commit its last claim (its records will be delivered again)",
-					"group", cn.group, "member", cn.memberID, "error", err)
-			}
-		}
-	}()
-	for {
-		var err error
-		done, err = cn.runOnce(ctx, handler, done)
-		if err == nil {
-			backoff = 0
-			continue
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !IsRetryable(err) {
-			return err
-		}
-		backoff = logconsumer.RetryBackoff(backoff)
-		cn.client.config.Logger.Warn("pgmsg: consumer retrying after a transient error", "group", cn.group,
-			"member", cn.memberID, "backoff", backoff, "error", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-	}
+	return cn.e.Run(ctx, handler)
 }
-
-// runOnce commits done (the previous claim, if any) along with polling the
-// next claim, handles that claim, and returns it to be committed, or
-// releases it when the handler fails.
-func (cn *Consumer) runOnce(ctx context.Context, handler func(ctx context.Context, cl *Claim) error, done *Claim) (*Claim, error) {
-	cl, err := cn.poll(ctx, done)
-	if err != nil {
-		return nil, err
-	}
-	mine := cn.replayedForUs(cl)
-	if mine == nil {
-		return cl, nil // only records replayed for other groups
-	}
-	if herr := cn.handle(ctx, mine, handler); herr != nil {
-		return cn.redeliver(ctx, cl, mine, handler, herr)
-	}
-	return cl, nil
-}
-
-// release gives cl back (its records are delivered again at once).
-func (cn *Consumer) release(ctx context.Context, cl *Claim) error {
-	defer cn.claimEnded(cl)
-	if err := cn.client.Release(context.WithoutCancel(ctx), cl); err != nil && !isLostClaim(err) {
-		return err
-	}
-	return nil
-}
-
-// handle runs handler while extending the claim every third of its lease,
-// cancelling its ctx if the claim is lost (logconsumer.Supervisor.Handle).
-func (cn *Consumer) handle(ctx context.Context, cl *Claim, handler func(ctx context.Context, cl *Claim) error) error {
-	lease := cn.opts.Claim.Lease
-	if lease == 0 {
-		lease = cn.client.config.ClaimLease
-	}
-	return cn.sup.Handle(ctx, cl, lease, func(hctx context.Context, cl *Claim) error {
-		sctx, end := cn.client.startProcessSpan(hctx, cl)
-		err := handler(sctx, cl)
-		end(err)
-		return err
-	})
-}
-
-func isLostClaim(err error) bool {
-	return errors.Is(err, ErrClaimExpired) || errors.Is(err, ErrClaimNotHeld)
-}
-
-// processTxLease is the lease of a claim made inside ProcessTx. The claim
-// only becomes visible if the transaction commits, and the commit ends it,
-// so the lease never outlives the transaction: the row lock is the claim.
-const processTxLease = 24 * time.Hour
 
 // ProcessTx claims records and runs handler with them in one transaction
 // that also commits the group's cursor: the handler's writes and the
@@ -707,66 +390,91 @@ const processTxLease = 24 * time.Hour
 // inside PostgreSQL). It returns false when there was nothing to read, and
 // handler's error (after rolling back) when it fails.
 func (cn *Consumer) ProcessTx(ctx context.Context, handler func(ctx context.Context, tx pgx.Tx, cl *Claim) error) (bool, error) {
-	processed := false
-	if err := cn.start(ctx); err != nil {
-		return false, err
-	}
-	err := pgx.BeginFunc(ctx, cn.client.pool, func(tx pgx.Tx) error {
-		cl, err := cn.claimOnceTx(ctx, tx)
-		if err != nil || cl == nil {
-			return err
-		}
-		if err := handler(ctx, tx, cl); err != nil {
-			return err
-		}
-		processed = true
-		return cn.client.CommitTx(ctx, tx, cl)
-	})
-	if err != nil {
-		return false, err
-	}
-	return processed, nil
-}
-
-// claimOnceTx is claimOnce inside tx, with the long in-transaction lease.
-func (cn *Consumer) claimOnceTx(ctx context.Context, tx pgx.Tx) (*Claim, error) {
-	for _, topic := range cn.topics {
-		opts := cn.opts.Claim
-		opts.Lease = processTxLease
-		opts.Member = cn.memberID
-		if cn.manual() {
-			for _, p := range cn.opts.Partitions {
-				p := p
-				opts.Partition = &p
-				cl, err := cn.client.ClaimTx(ctx, tx, topic, cn.group, &opts)
-				if err != nil || cl != nil {
-					return cl, err
-				}
-			}
-			continue
-		}
-		opts.RequireOwner = true
-		cl, err := cn.client.ClaimTx(ctx, tx, topic, cn.group, &opts)
-		if err != nil || cl != nil {
-			return cl, err
-		}
-	}
-	return nil, nil
+	return cn.e.ProcessTx(ctx, handler)
 }
 
 // RunTx calls ProcessTx until ctx ends, waiting for records when there are
 // none. A handler error rolls back that transaction (the records are
 // delivered again) and is returned.
 func (cn *Consumer) RunTx(ctx context.Context, handler func(ctx context.Context, tx pgx.Tx, cl *Claim) error) error {
-	for {
-		ok, err := cn.ProcessTx(ctx, handler)
-		if err != nil {
-			return fmt.Errorf("pgmsg: RunTx: %w", err)
-		}
-		if !ok {
-			if err := cn.wait(ctx); err != nil {
-				return err
-			}
-		}
+	return cn.e.RunTx(ctx, handler)
+}
+
+// isLostClaim reports whether err says a claim is no longer held
+// (logconsumer.IsLostClaim).
+func isLostClaim(err error) bool { return logconsumer.IsLostClaim(err) }
+
+// consumerLog is the log a Consumer reads (logconsumer.Log): the Client,
+// bound to the consumer's group and claim options (Member set).
+type consumerLog struct {
+	c     *Client
+	group string
+	opts  ClaimOpts
+}
+
+// Claim makes a claim with the consumer's options; partition and
+// requireOwner override the options' Partition and RequireOwner when
+// given, as the rotation asks. With commit it rides on the claim
+// (claimCommit).
+func (l *consumerLog) Claim(ctx context.Context, topic string, partition int32, requireOwner bool, commit *Claim) (*Claim, error) {
+	opts := l.opts
+	if partition != logconsumer.AnyPartition {
+		p := partition // on the heap only when named
+		opts.Partition = &p
 	}
+	if requireOwner {
+		opts.RequireOwner = true
+	}
+	if commit == nil {
+		return l.c.Claim(ctx, topic, l.group, &opts)
+	}
+	return l.c.claimCommit(ctx, l.c.pool, topic, l.group, &opts, true, commit)
+}
+
+// ClaimTx is Claim on tx with lease.
+func (l *consumerLog) ClaimTx(ctx context.Context, tx pgx.Tx, topic string, partition int32, requireOwner bool, lease time.Duration) (*Claim, error) {
+	opts := l.opts
+	opts.Lease = lease
+	if partition != logconsumer.AnyPartition {
+		p := partition
+		opts.Partition = &p
+	}
+	if requireOwner {
+		opts.RequireOwner = true
+	}
+	return l.c.ClaimTx(ctx, tx, topic, l.group, &opts)
+}
+
+func (l *consumerLog) Commit(ctx context.Context, cl *Claim) error { return l.c.Commit(ctx, cl) }
+
+func (l *consumerLog) CommitTx(ctx context.Context, tx pgx.Tx, cl *Claim) error {
+	return l.c.CommitTx(ctx, tx, cl)
+}
+
+func (l *consumerLog) Release(ctx context.Context, cl *Claim) error { return l.c.Release(ctx, cl) }
+
+func (l *consumerLog) Extend(ctx context.Context, cl *Claim, lease time.Duration) error {
+	return l.c.Extend(ctx, cl, lease)
+}
+
+func (l *consumerLog) CreateGroup(ctx context.Context, topic, start string) error {
+	_, err := l.c.CreateGroup(ctx, topic, l.group, start)
+	return err
+}
+
+func (l *consumerLog) BeginFunc(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, l.c.pool, fn)
+}
+
+func (l *consumerLog) DeadLetterPartitions(ctx context.Context, dlq, topic string) (int, error) {
+	return l.c.ensureDeadLetterTopic(ctx, dlq, topic)
+}
+
+// PublishTx publishes dead letters, each to the partition set aside for it.
+func (l *consumerLog) PublishTx(ctx context.Context, tx pgx.Tx, recs []*Record) error {
+	return l.c.PublishTx(ctx, tx, recs, &PublishOpts{ManualPartition: true})
+}
+
+func (l *consumerLog) StartProcessSpan(ctx context.Context, cl *Claim) (context.Context, func(error)) {
+	return l.c.startProcessSpan(ctx, cl)
 }

@@ -3,21 +3,20 @@ package pgmsg
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmsg/pgmsg/internal/deadletter"
 )
 
-// Poison records: a record the handler keeps failing on is handed over
-// again with a growing backoff and, with ConsumerOpts.MaxDeliveries, set
-// aside in a dead-letter topic so that its partition moves on. Everything
-// here runs only after a handler failed; Run's path for records handled
-// at the first try only checks their headers for ReplayHeaderGroup.
+// Dead letters: the public names of the poison-record options' defaults
+// and of the dead-letter format, the options' checks, and the Client's
+// listing and replay. When a record is set aside is the Consumer's engine's
+// (internal/logconsumer); the format itself (headers, naming, decoding)
+// is internal/deadletter's, whose constants these must spell alike
+// (TestDeadLetterNames).
 
 // Headers of a record set aside in a dead-letter topic, naming where it
 // came from and why. The record keeps its key, value, timestamp and its
@@ -46,11 +45,6 @@ const (
 	// ReplayGroupSuffix names the group (on the dead-letter topic) whose
 	// cursor remembers what ReplayDeadLetters has replayed for a group.
 	ReplayGroupSuffix = ".replay"
-	// deadLetterErrorMax bounds the handler error kept in a dead letter.
-	deadLetterErrorMax = 4096
-	// deadLetterHeadersRoom is what a dead-letter topic allows per record
-	// beyond its source topic: the pgmsg.dlq.* headers, base64 in jsonb.
-	deadLetterHeadersRoom = 16 << 10
 )
 
 // checkDeadLetters validates and defaults the poison-record options.
@@ -70,7 +64,7 @@ func (o *ConsumerOpts) checkDeadLetters(topics []string) error {
 		return nil
 	}
 	for _, t := range topics {
-		dlq := deadLetterTopic(o.DeadLetterTopic, t)
+		dlq := deadletter.Topic(o.DeadLetterTopic, t)
 		// Checked in the constructor (NewConsumer), which makes no round
 		// trip: a bad name fails it at once, not the first dead letter.
 		if err := ValidateName("dead-letter topic", dlq); err != nil {
@@ -80,225 +74,6 @@ func (o *ConsumerOpts) checkDeadLetters(topics []string) error {
 			return newError(ErrInvalidArgument, "the dead-letter topic of %q must be another topic", t)
 		}
 	}
-	return nil
-}
-
-// deadLetterTopic is the dead-letter topic of topic: name, or topic's
-// default.
-func deadLetterTopic(name, topic string) string {
-	if name != "" {
-		return name
-	}
-	return topic + DeadLetterSuffix
-}
-
-// replayedForUs returns cl, or a copy without the records replayed for
-// other groups (ReplayHeaderGroup), or nil when none is left. The claim
-// committed is always cl: it covers the records skipped.
-func (cn *Consumer) replayedForUs(cl *Claim) *Claim {
-	var keep []*Record
-	skipped := false
-	for i, r := range cl.Records {
-		if g, ok := r.Headers[ReplayHeaderGroup]; ok && string(g) != cn.group {
-			if !skipped {
-				keep = append([]*Record(nil), cl.Records[:i]...)
-				skipped = true
-			}
-			continue
-		}
-		if skipped {
-			keep = append(keep, r)
-		}
-	}
-	switch {
-	case !skipped:
-		return cl
-	case len(keep) == 0:
-		return nil
-	}
-	cp := *cl
-	cp.Records = keep
-	return &cp
-}
-
-// deadLetter is a record to set aside and why.
-type deadLetter struct {
-	rec        *Record
-	err        error
-	deliveries int
-}
-
-// redeliver handles the records of claim cl that the handler failed on
-// (mine: cl without records replayed for other groups; herr: the
-// failure), as ConsumerOpts.MaxDeliveries says. It returns the claim for
-// Run to commit, or nil when there is nothing to commit: the claim was
-// committed along with its dead letters, given back because ctx ended, or
-// lost to another member (which delivers its records again).
-func (cn *Consumer) redeliver(ctx context.Context, cl, mine *Claim, handler func(ctx context.Context, cl *Claim) error, herr error) (*Claim, error) {
-	if ctx.Err() != nil {
-		return nil, cn.release(ctx, cl)
-	}
-	if cn.opts.MaxDeliveries == 0 && cn.readsSeveral(cl.Topic) {
-		// Retrying in place would hold up the member's other partitions
-		// for as long as the records keep failing: give the claim back at
-		// once; the claim order (least recently claimed first) hands the
-		// others out before this one comes back.
-		return nil, cn.release(ctx, cl)
-	}
-	var dead []deadLetter
-	if cn.opts.MaxDeliveries == 0 || len(mine.Records) == 1 {
-		// The whole claim again, until it succeeds or (one record) until
-		// it has had its deliveries.
-		for deliveries := 1; ; deliveries++ {
-			if cn.opts.MaxDeliveries > 0 && deliveries >= cn.opts.MaxDeliveries {
-				dead = append(dead, deadLetter{rec: mine.Records[0], err: herr, deliveries: deliveries})
-				break
-			}
-			if keep, err := cn.backoff(ctx, cl, deliveries); !keep {
-				return nil, err
-			}
-			if herr = cn.handle(ctx, mine, handler); herr == nil {
-				return cl, nil
-			}
-		}
-	} else {
-		// Several records: one at a time, so that only the records that
-		// fail on their own are set aside.
-		for _, r := range mine.Records {
-			one := *mine
-			one.Records = []*Record{r}
-			for deliveries := 0; ; deliveries++ {
-				if deliveries > 0 {
-					if deliveries >= cn.opts.MaxDeliveries {
-						dead = append(dead, deadLetter{rec: r, err: herr, deliveries: deliveries})
-						break
-					}
-					if keep, err := cn.backoff(ctx, cl, deliveries); !keep {
-						return nil, err
-					}
-				}
-				if herr = cn.handle(ctx, &one, handler); herr == nil {
-					break
-				}
-				if ctx.Err() != nil {
-					return nil, cn.release(ctx, cl)
-				}
-			}
-		}
-	}
-	if len(dead) == 0 {
-		return cl, nil
-	}
-	return nil, cn.setAside(ctx, cl, dead)
-}
-
-// backoff waits before delivery n+1 of a claim's records, with the claim's
-// lease extended over the wait. It reports false (and what Run should
-// return) when the records must not be handed over again here: ctx ended
-// or the group is moving the partition to another member (the claim is
-// given back: a hand-over waits for it), or the claim was lost.
-func (cn *Consumer) backoff(ctx context.Context, cl *Claim, n int) (bool, error) {
-	if ctx.Err() != nil || !cn.stillOwns(cl) {
-		return false, cn.release(ctx, cl)
-	}
-	wait := cn.opts.RedeliveryBackoff
-	for i := 1; i < n && wait < cn.opts.RedeliveryBackoffMax; i++ {
-		wait *= 2 // both are at most durationMax: no overflow
-	}
-	wait = min(wait, cn.opts.RedeliveryBackoffMax)
-	lease := cn.opts.Claim.Lease
-	if lease == 0 {
-		lease = cn.client.config.ClaimLease
-	}
-	if err := cn.client.Extend(ctx, cl, min(lease+wait, durationMax)); err != nil {
-		if isLostClaim(err) {
-			return false, nil
-		}
-		if ctx.Err() != nil {
-			return false, cn.release(ctx, cl)
-		}
-		return false, err
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false, cn.release(ctx, cl)
-	case <-t.C:
-	}
-	if !cn.stillOwns(cl) {
-		return false, cn.release(ctx, cl)
-	}
-	return true, nil
-}
-
-// readsSeveral reports whether the consumer reads more than one partition
-// (of topic, or several topics).
-func (cn *Consumer) readsSeveral(topic string) bool {
-	if len(cn.topics) > 1 {
-		return true
-	}
-	if cn.manual() {
-		return len(cn.opts.Partitions) > 1
-	}
-	n, _ := cn.member.Count(topic)
-	return n > 1
-}
-
-// stillOwns reports whether the membership still gives cl's partition to
-// this member (always, for a consumer of fixed partitions).
-func (cn *Consumer) stillOwns(cl *Claim) bool {
-	if cn.manual() {
-		return true
-	}
-	return cn.member.Owns(cl.Topic, cl.Partition)
-}
-
-// setAside publishes dead to the claim's dead-letter topic and commits the
-// claim, in one transaction: each record is set aside once, and the
-// partition moves on. A claim lost meanwhile writes nothing.
-func (cn *Consumer) setAside(ctx context.Context, cl *Claim, dead []deadLetter) error {
-	c := cn.client
-	ctx = context.WithoutCancel(ctx)
-	dlq := deadLetterTopic(cn.opts.DeadLetterTopic, cl.Topic)
-	partitions, err := c.ensureDeadLetterTopic(ctx, dlq, cl.Topic)
-	if err != nil {
-		return err
-	}
-	recs := make([]*Record, len(dead))
-	offsets := make([]int64, len(dead))
-	for i, d := range dead {
-		h := map[string][]byte{}
-		for k, v := range d.rec.Headers {
-			if k != ReplayHeaderGroup && !strings.HasPrefix(k, "pgmsg.dlq.") {
-				h[k] = v
-			}
-		}
-		h[DeadLetterHeaderTopic] = []byte(cl.Topic)
-		h[DeadLetterHeaderPartition] = []byte(strconv.Itoa(int(cl.Partition)))
-		h[DeadLetterHeaderOffset] = []byte(strconv.FormatInt(d.rec.Offset, 10))
-		h[DeadLetterHeaderGroup] = []byte(cn.group)
-		h[DeadLetterHeaderError] = []byte(truncateUTF8(errorText(d.err), deadLetterErrorMax))
-		h[DeadLetterHeaderDeliveries] = []byte(strconv.Itoa(d.deliveries))
-		recs[i] = &Record{Topic: dlq, Partition: cl.Partition % int32(partitions), Key: d.rec.Key, Value: d.rec.Value,
-			Headers: h, Timestamp: d.rec.Timestamp}
-		offsets[i] = d.rec.Offset
-	}
-	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		if err := c.PublishTx(ctx, tx, recs, &PublishOpts{ManualPartition: true}); err != nil {
-			return fmt.Errorf("pgmsg: setting records of %s partition %d aside in %s: %w", cl.Topic, cl.Partition, dlq, err)
-		}
-		return c.CommitTx(ctx, tx, cl)
-	})
-	if isLostClaim(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	c.config.Logger.Warn("pgmsg: records set aside in the dead-letter topic after failing every delivery",
-		"topic", cl.Topic, "partition", cl.Partition, "offsets", offsets, "group", cn.group,
-		"dead_letter_topic", dlq, "error", errorText(dead[len(dead)-1].err))
 	return nil
 }
 
@@ -315,30 +90,12 @@ func (c *Client) ensureDeadLetterTopic(ctx context.Context, dlq, topic string) (
 	if err != nil {
 		return 0, err
 	}
-	cfg := TopicConfig{Partitions: src.partitions, MaxRecordBytes: int(min(int64(src.maxRecordBytes)+deadLetterHeadersRoom, math.MaxInt32))}
+	cfg := TopicConfig{Partitions: src.partitions, MaxRecordBytes: int(min(int64(src.maxRecordBytes)+deadletter.HeadersRoom, math.MaxInt32))}
 	if _, err := c.CreateTopic(ctx, dlq, cfg); err != nil && !errors.Is(err, ErrTopicExists) {
 		return 0, err
 	}
 	m, err := c.topicMeta(ctx, c.pool, dlq, true)
 	return m.partitions, err
-}
-
-func errorText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-// truncateUTF8 cuts s to at most n bytes without splitting a character.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // DeadLetter is a record a consumer group set aside
@@ -393,27 +150,11 @@ func (o *DeadLettersOpts) resolve(topic, group string) (string, int, error) {
 	if opts.Limit == 0 {
 		opts.Limit = 1000
 	}
-	dlq := deadLetterTopic(opts.DeadLetterTopic, topic)
+	dlq := deadletter.Topic(opts.DeadLetterTopic, topic)
 	if err := ValidateName("dead-letter topic", dlq); err != nil {
 		return "", 0, err
 	}
 	return dlq, opts.Limit, nil
-}
-
-// deadLetterOf reads a record of a dead-letter topic; ok is false when it
-// is not one of group's dead letters of topic.
-func deadLetterOf(r *Record, topic, group string) (*DeadLetter, bool) {
-	if string(r.Headers[DeadLetterHeaderGroup]) != group || string(r.Headers[DeadLetterHeaderTopic]) != topic {
-		return nil, false
-	}
-	p, err1 := strconv.ParseInt(string(r.Headers[DeadLetterHeaderPartition]), 10, 32)
-	off, err2 := strconv.ParseInt(string(r.Headers[DeadLetterHeaderOffset]), 10, 64)
-	n, err3 := strconv.Atoi(string(r.Headers[DeadLetterHeaderDeliveries]))
-	if err1 != nil || err2 != nil || err3 != nil {
-		return nil, false
-	}
-	return &DeadLetter{Record: r, Topic: topic, Partition: int32(p), Offset: off, Group: group,
-		Error: string(r.Headers[DeadLetterHeaderError]), Deliveries: n}, true
 }
 
 // DeadLetters lists group's dead letters of topic, oldest first in each
@@ -428,36 +169,14 @@ func (c *Client) DeadLetters(ctx context.Context, topic, group string, opts *Dea
 	if _, err := c.topicMeta(ctx, c.pool, topic, false); err != nil {
 		return nil, err
 	}
-	desc, err := c.DescribeTopic(ctx, dlq)
-	if errors.Is(err, ErrUnknownTopic) {
-		return nil, nil
-	}
-	if err != nil {
+	ls, err := deadletter.List(ctx, deadLetterAdmin{c}, dlq, topic, group, limit)
+	if err != nil || ls == nil {
 		return nil, err
 	}
-	replayed := map[int32]int64{}
-	gs, err := c.ListGroups(ctx, dlq, group+ReplayGroupSuffix)
-	if err != nil {
-		return nil, err
-	}
-	for _, g := range gs {
-		replayed[g.Partition] = g.NextOffset
-	}
-	var out []*DeadLetter
-	for _, p := range desc.PartitionInfo {
-		for from := p.StartOffset; from < p.NextOffset && len(out) < limit; {
-			recs, err := c.Fetch(ctx, dlq, p.Partition, from, 500)
-			if err != nil {
-				return nil, err
-			}
-			from += 500
-			for _, r := range recs {
-				if d, ok := deadLetterOf(r, topic, group); ok && len(out) < limit {
-					d.Replayed = r.Offset < replayed[p.Partition]
-					out = append(out, d)
-				}
-			}
-		}
+	out := make([]*DeadLetter, len(ls))
+	for i, l := range ls {
+		out[i] = &DeadLetter{Record: l.Record, Topic: topic, Partition: l.Partition, Offset: l.Offset, Group: group,
+			Error: l.Error, Deliveries: l.Deliveries, Replayed: l.Replayed}
 	}
 	return out, nil
 }
@@ -475,10 +194,9 @@ func (c *Client) ReplayDeadLetters(ctx context.Context, topic, group string, opt
 	if err != nil {
 		return 0, err
 	}
-	replayGroup := group + ReplayGroupSuffix
 	// Stays in Go: the statements that follow do not check this name, and
 	// a dead-letter topic that does not exist would answer 0 for it.
-	if err := ValidateName("group", replayGroup); err != nil {
+	if err := ValidateName("group", group+ReplayGroupSuffix); err != nil {
 		return 0, err
 	}
 	if _, err := c.topicMeta(ctx, c.pool, topic, false); err != nil {
@@ -489,47 +207,54 @@ func (c *Client) ReplayDeadLetters(ctx context.Context, topic, group string, opt
 	} else if err != nil {
 		return 0, err
 	}
-	replayed := 0
-	for replayed < limit {
-		more := false
-		err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-			cl, err := c.ClaimTx(ctx, tx, dlq, replayGroup, &ClaimOpts{MaxRecords: min(limit-replayed, 500), Start: PositionEarliest})
-			if err != nil || cl == nil {
-				return err
-			}
-			more = true
-			var recs []*Record
-			for _, r := range cl.Records {
-				d, ok := deadLetterOf(r, topic, group)
-				if !ok {
-					continue
-				}
-				h := map[string][]byte{ReplayHeaderGroup: []byte(group)}
-				for k, v := range r.Headers {
-					if !strings.HasPrefix(k, "pgmsg.dlq.") {
-						h[k] = v
-					}
-				}
-				recs = append(recs, &Record{Topic: topic, Partition: d.Partition, Key: r.Key, Value: r.Value,
-					Headers: h, Timestamp: r.Timestamp})
-			}
-			if len(recs) > 0 {
-				if err := c.PublishTx(ctx, tx, recs, &PublishOpts{ManualPartition: true}); err != nil {
-					return err
-				}
-			}
-			if err := c.CommitTx(ctx, tx, cl); err != nil {
-				return err
-			}
-			replayed += len(recs)
-			return nil
-		})
-		if err != nil {
-			return replayed, err
-		}
-		if !more {
-			break
-		}
+	return deadletter.Replay(ctx, deadLetterAdmin{c}, dlq, topic, group, limit)
+}
+
+// deadLetterAdmin is the Client as listing and replaying dead letters
+// need it (deadletter.Admin): its public reads, a claim of the replay
+// group, and the publish and commit of a replay.
+type deadLetterAdmin struct{ c *Client }
+
+func (a deadLetterAdmin) Partitions(ctx context.Context, dlq string) ([]deadletter.Range, error) {
+	desc, err := a.c.DescribeTopic(ctx, dlq)
+	if err != nil {
+		return nil, err
 	}
-	return replayed, nil
+	out := make([]deadletter.Range, len(desc.PartitionInfo))
+	for i, p := range desc.PartitionInfo {
+		out[i] = deadletter.Range{Partition: p.Partition, StartOffset: p.StartOffset, NextOffset: p.NextOffset}
+	}
+	return out, nil
+}
+
+func (a deadLetterAdmin) Positions(ctx context.Context, dlq, group string) (map[int32]int64, error) {
+	gs, err := a.c.ListGroups(ctx, dlq, group)
+	if err != nil {
+		return nil, err
+	}
+	next := map[int32]int64{}
+	for _, g := range gs {
+		next[g.Partition] = g.NextOffset
+	}
+	return next, nil
+}
+
+func (a deadLetterAdmin) Fetch(ctx context.Context, dlq string, partition int32, from int64, max int) ([]*Record, error) {
+	return a.c.Fetch(ctx, dlq, partition, from, max)
+}
+
+func (a deadLetterAdmin) BeginFunc(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, a.c.pool, fn)
+}
+
+func (a deadLetterAdmin) ClaimTx(ctx context.Context, tx pgx.Tx, dlq, group string, max int) (*Claim, error) {
+	return a.c.ClaimTx(ctx, tx, dlq, group, &ClaimOpts{MaxRecords: max, Start: PositionEarliest})
+}
+
+func (a deadLetterAdmin) PublishTx(ctx context.Context, tx pgx.Tx, recs []*Record) error {
+	return a.c.PublishTx(ctx, tx, recs, &PublishOpts{ManualPartition: true})
+}
+
+func (a deadLetterAdmin) CommitTx(ctx context.Context, tx pgx.Tx, cl *Claim) error {
+	return a.c.CommitTx(ctx, tx, cl)
 }

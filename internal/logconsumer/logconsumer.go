@@ -1,17 +1,25 @@
-// Package logconsumer holds the parts of pgmsg.Consumer's run loop that
-// need neither the Client nor the public Claim: the supervision of a
-// handler (its claim's lease extended every third of the lease while it
-// runs, its context cancelled when the claim turns out lost) and the
-// poll policy (how long a handled claim's commit may wait for the next
-// claim to ride on, whether a claim may have left records behind, the
-// wait for a wake-up, the backoff after a transient error).
+// Package logconsumer is the engine behind pgmsg.Consumer: one member of
+// a consumer group claiming records, running a handler on them and
+// committing them. It owns the claim loop (the rotation over the topics
+// and, for manual partitions, the partitions; the commit of a handled
+// claim riding on the next claim, or lingering for one), the start (the
+// group membership's join, internal/membership, or a manual consumer's
+// group creation) and Close, the supervision of a handler (Supervisor:
+// its claim's lease extended every third of the lease while it runs, its
+// context cancelled when the claim turns out lost), redelivery of
+// records a handler failed on with its backoff, the decision to set them
+// aside as dead letters and the transaction that does it, ProcessTx's
+// claim inside the caller's transaction, and the poll policy
+// (CommitLinger, MayHaveMore, Wait, RetryBackoff).
 //
-// The root keeps the rest of the loop, which is entangled with the
-// Client's claim statements, the group membership and the dead-letter
-// handling: the claim rotation over topics and partitions, the commit
-// riding on the next claim, redelivery and ProcessTx. Supervisor is
-// generic over the claim type, so the root hands it its *pgmsg.Claim
-// without a wrapper or an interface conversion per claim.
+// Everything it needs of the database, the notifications and tracing
+// comes through Log, which the root's Client implements, bound to the
+// consumer's group and claim options; it works on *pgmsgtype.Claim. It
+// does not own the claim statements (the root's Client and
+// internal/store), the public API and its option checks (pgmsg.Consumer,
+// ConsumerOpts, NewConsumer), nor the dead-letter format (naming,
+// headers, listing and replay: internal/deadletter and the root's
+// Client).
 package logconsumer
 
 import (
