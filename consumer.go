@@ -400,10 +400,6 @@ func (cn *Consumer) RunTx(ctx context.Context, handler func(ctx context.Context,
 	return cn.e.RunTx(ctx, handler)
 }
 
-// isLostClaim reports whether err says a claim is no longer held
-// (logconsumer.IsLostClaim).
-func isLostClaim(err error) bool { return logconsumer.IsLostClaim(err) }
-
 // consumerLog is the log a Consumer reads (logconsumer.Log): the Client,
 // bound to the consumer's group and claim options (Member set).
 type consumerLog struct {

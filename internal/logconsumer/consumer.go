@@ -132,7 +132,7 @@ type Consumer struct {
 // trip. cn must not be copied afterwards.
 func (cn *Consumer) Init(log Log, cfg Config) {
 	cn.log, cn.cfg = log, cfg
-	cn.sup = Supervisor[*pgmsgtype.Claim]{Extend: log.Extend, IsLost: IsLostClaim}
+	cn.sup = Supervisor[*pgmsgtype.Claim]{Extend: log.Extend, IsLost: errs.IsLostClaim}
 	if !cn.manual() {
 		mc := cfg.Member
 		mc.OnChange = cn.setWakeKeys
@@ -150,13 +150,6 @@ func (cn *Consumer) Init(log Log, cfg Config) {
 			cfg.Wake.Set(keys...)
 		}
 	}
-}
-
-// IsLostClaim reports whether err says a claim is no longer held
-// (expired or fenced): its records are delivered again, to this member
-// or another, so the loop ignores it.
-func IsLostClaim(err error) bool {
-	return errors.Is(err, errs.ClaimExpired) || errors.Is(err, errs.ClaimNotHeld)
 }
 
 // setWakeKeys subscribes to the wake-ups of the partitions the membership
@@ -260,7 +253,7 @@ func (cn *Consumer) claimOnce(ctx context.Context, commit *pgmsgtype.Claim) (cl 
 		if commit == nil {
 			return
 		}
-		if cerr := cn.log.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !IsLostClaim(cerr) && err == nil {
+		if cerr := cn.log.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !errs.IsLostClaim(cerr) && err == nil {
 			if cl != nil {
 				_ = cn.log.Release(context.WithoutCancel(ctx), cl)
 			}
@@ -324,7 +317,7 @@ func (cn *Consumer) claimOnce(ctx context.Context, commit *pgmsgtype.Claim) (cl 
 func (cn *Consumer) Poll(ctx context.Context, commit *pgmsgtype.Claim) (*pgmsgtype.Claim, error) {
 	if err := cn.start(ctx); err != nil {
 		if commit != nil {
-			if cerr := cn.log.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !IsLostClaim(cerr) {
+			if cerr := cn.log.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !errs.IsLostClaim(cerr) {
 				return nil, cerr
 			}
 		}
@@ -339,7 +332,7 @@ func (cn *Consumer) Poll(ctx context.Context, commit *pgmsgtype.Claim) (*pgmsgty
 		// longer; its lease is far longer, and a crash meanwhile only
 		// delivers its records again (at-least-once).
 		if err := Wait(ctx, cn.wake, CommitLinger(cn.cfg.PollInterval, commit.ExpiresAt)); err != nil {
-			if cerr := cn.log.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !IsLostClaim(cerr) {
+			if cerr := cn.log.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !errs.IsLostClaim(cerr) {
 				return nil, cerr
 			}
 			return nil, err
@@ -366,7 +359,7 @@ func (cn *Consumer) Run(ctx context.Context, handler Handler) error {
 	var done *pgmsgtype.Claim
 	defer func() {
 		if done != nil {
-			if err := cn.log.Commit(context.WithoutCancel(ctx), done); err != nil && !IsLostClaim(err) {
+			if err := cn.log.Commit(context.WithoutCancel(ctx), done); err != nil && !errs.IsLostClaim(err) {
 				cn.cfg.Logger.Warn("pgmsg: consumer could not commit its last claim (its records will be delivered again)",
 					"group", cn.cfg.Group, "member", cn.cfg.MemberID, "error", err)
 			}
@@ -417,7 +410,7 @@ func (cn *Consumer) runOnce(ctx context.Context, handler Handler, done *pgmsgtyp
 // release gives cl back (its records are delivered again at once).
 func (cn *Consumer) release(ctx context.Context, cl *pgmsgtype.Claim) error {
 	defer cn.claimEnded(cl)
-	if err := cn.log.Release(context.WithoutCancel(ctx), cl); err != nil && !IsLostClaim(err) {
+	if err := cn.log.Release(context.WithoutCancel(ctx), cl); err != nil && !errs.IsLostClaim(err) {
 		return err
 	}
 	return nil

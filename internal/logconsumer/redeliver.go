@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmsg/pgmsg/internal/deadletter"
+	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
@@ -98,7 +99,7 @@ func (cn *Consumer) backoff(ctx context.Context, cl *pgmsgtype.Claim, n int) (bo
 	}
 	wait = min(wait, cn.cfg.RedeliveryBackoffMax)
 	if err := cn.log.Extend(ctx, cl, min(cn.cfg.Lease+wait, cn.cfg.LeaseMax)); err != nil {
-		if IsLostClaim(err) {
+		if errs.IsLostClaim(err) {
 			return false, nil
 		}
 		if ctx.Err() != nil {
@@ -163,7 +164,7 @@ func (cn *Consumer) setAside(ctx context.Context, cl *pgmsgtype.Claim, dead []de
 		}
 		return cn.log.CommitTx(ctx, tx, cl)
 	})
-	if IsLostClaim(err) {
+	if errs.IsLostClaim(err) {
 		return nil
 	}
 	if err != nil {
