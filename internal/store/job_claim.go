@@ -94,7 +94,7 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 // an expired lease (the client's next claim rescues it with job_rescue()),
 // 'limited' when the queue has a rate limit or a running cap.
 // It needs no byte cap: the client calls job_claim() for those
-// (pgmsg's claimJobsDirect).
+// (internal/queue's direct claim).
 //
 // A paused queue hands out nothing: its reads find no queue id. Nor does a
 // queue with a rate limit or a running cap (migration 010): the statement

@@ -122,7 +122,7 @@ SELECT upd.owned, CASE WHEN upd.claiming THEN upd.claim_epoch END, upd.claim_exp
 // relname is the table that held the partition's previous claim: when
 // the head names another segment (the range moved on to the next one, or
 // spans two), the records read are not the claim's and the caller reads
-// them with readRange. The statement names a plain table, so it runs from
+// them with internal/logread's readRange. The statement names a plain table, so it runs from
 // a cached generic plan.
 func claimFetchSQL(cte, head, relname string) string {
 	return cte + `, h AS (` + head + `)
