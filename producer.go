@@ -85,12 +85,6 @@ type Producer struct {
 	engine *producer.Producer
 }
 
-// topicPartition names one partition of a topic.
-type topicPartition struct {
-	topic     string
-	partition int32
-}
-
 // NewProducer returns a Producer. Close it to flush and stop it.
 func (c *Client) NewProducer(cfg *ProducerConfig) (*Producer, error) {
 	out := ProducerConfig{}
