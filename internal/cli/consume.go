@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmsg/pgmsg"
-	"github.com/pgmsg/pgmsg/internal/httpapi"
 	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
@@ -80,7 +79,7 @@ Values print as JSON when they are JSON, else as text, else base64 (then
 			}
 			// Each batch holds at most MaxAnswerBytesDefault of keys and
 			// values (and at least one record), as an HTTP consume would.
-			opts := pgmsg.ClaimOpts{Start: from, Member: "pgmsg-cli", MaxBytes: httpapi.MaxAnswerBytesDefault}
+			opts := pgmsg.ClaimOpts{Start: from, Member: "pgmsg-cli", MaxBytes: wire.MaxAnswerBytesDefault}
 			if cmd.Flags().Changed("partition") {
 				opts.Partition = &partition
 			}

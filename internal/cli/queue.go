@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmsg/pgmsg"
-	"github.com/pgmsg/pgmsg/internal/httpapi"
 	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
@@ -394,7 +393,7 @@ another tool. Without --follow it stops when no job is claimable.`,
 					n = min(n, max-worked)
 				}
 				jobs, err := c.ClaimJobs(ctx, queue, &pgmsg.ClaimJobsOpts{Max: n, Worker: "pgmsg-cli",
-					MaxBytes: httpapi.MaxAnswerBytesDefault})
+					MaxBytes: wire.MaxAnswerBytesDefault})
 				if err != nil {
 					if follow && ctx.Err() != nil {
 						return nil

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 // Defaults and limits of Config fields left zero.
@@ -47,8 +48,8 @@ const (
 	// does not say.
 	ConsumeMaxRecordsDefault = 100
 	// MaxAnswerBytesDefault caps the stored bytes of one consume or claim
-	// answer (16 MiB).
-	MaxAnswerBytesDefault = 16 << 20
+	// answer (wire.MaxAnswerBytesDefault, 16 MiB).
+	MaxAnswerBytesDefault = wire.MaxAnswerBytesDefault
 	// MetricsCacheTTLDefault is how long /metrics serves the pgmsg state
 	// figures it collected before asking the database again.
 	MetricsCacheTTLDefault = 5 * time.Second

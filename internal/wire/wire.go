@@ -15,6 +15,12 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
+// MaxAnswerBytesDefault caps the stored bytes (record key+value, job
+// payload) of one answer that hands out records or jobs: an HTTP consume
+// or claim (pgmsg serve --max-answer-bytes), a batch of pgmsg consume or
+// pgmsg queue work. 16 MiB.
+const MaxAnswerBytesDefault = 16 << 20
+
 // Value encodings: how a value travels in JSON.
 const (
 	// EncodingJSON: the value is any JSON document, stored as its compact text.
