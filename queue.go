@@ -217,7 +217,8 @@ type DeadJobsOpts struct {
 	// OlderThan restricts PurgeDeadJobs to jobs dead for longer than this.
 	OlderThan time.Duration
 	// Limit caps the jobs of one call: ListDeadJobs default 100; requeue and
-	// purge default 10000 per statement (they loop until done).
+	// purge default 10000 per statement (they loop until done). A negative
+	// Limit or OlderThan is refused (ErrInvalidArgument).
 	Limit int
 	// AfterID pages ListDeadJobs: only jobs with a larger id.
 	AfterID int64

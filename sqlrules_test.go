@@ -1,6 +1,8 @@
 package pgmsg_test
 
 import (
+	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -344,4 +346,55 @@ func TestClaimJobsOptionsRefusedBySQL(t *testing.T) {
 	}
 	require.Equal(t, "PM003", callCode(t, tb, "job_claim", "bad!", 1))
 	require.Equal(t, "PM101", callCode(t, tb, "job_claim", "missing", 1))
+}
+
+// A negative limit (and purge's negative older-than) is refused by the
+// dead-job calls, in SQL and through Go, before anything is listed,
+// requeued or purged: Go read it as "not set" (a purge of every dead job)
+// and SQL as 0, and a limit below -2^31 wrapped to a positive int32 on its
+// way to SQL.
+func TestDeadJobLimitsRefuseNegative(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ctx, c := tb.ctx, tb.client
+	_, err := c.CreateQueue(ctx, "dq", pgmsg.QueueConfig{MaxAttempts: 1})
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		_, err := c.Enqueue(ctx, "dq", pgmsg.EnqueueParams{Payload: []byte("p")}, nil)
+		require.NoError(t, err)
+	}
+	jobs, err := c.ClaimJobs(ctx, "dq", &pgmsg.ClaimJobsOpts{Max: 3})
+	require.NoError(t, err)
+	require.Len(t, jobs, 3)
+	for _, j := range jobs {
+		_, err := c.Fail(ctx, j, errors.New("boom"), nil)
+		require.NoError(t, err)
+	}
+
+	for _, limit := range []int{-1, math.MinInt32 - 5, math.MinInt64} {
+		_, err := c.ListDeadJobs(ctx, "dq", &pgmsg.DeadJobsOpts{Limit: limit})
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "ListDeadJobs limit %d", limit)
+		_, err = c.RequeueDeadJobs(ctx, "dq", &pgmsg.DeadJobsOpts{Limit: limit})
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "RequeueDeadJobs limit %d", limit)
+		_, err = c.PurgeDeadJobs(ctx, "dq", &pgmsg.DeadJobsOpts{Limit: limit})
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "PurgeDeadJobs limit %d", limit)
+	}
+	_, err = c.PurgeDeadJobs(ctx, "dq", &pgmsg.DeadJobsOpts{OlderThan: -time.Hour})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "PurgeDeadJobs older than -1h")
+
+	require.Equal(t, "PM004", callCode(t, tb, "dead_list", "dq", nil, -1, 0))
+	require.Equal(t, "PM004", callCode(t, tb, "dead_requeue", "dq", nil, nil, -1))
+	require.Equal(t, "PM004", callCode(t, tb, "dead_purge", "dq", nil, nil, nil, -1))
+	require.Equal(t, "PM004", callCode(t, tb, "dead_purge", "dq", nil, nil, "-1 hour", 10))
+
+	dead, err := c.ListDeadJobs(ctx, "dq", nil)
+	require.NoError(t, err)
+	require.Len(t, dead, 3, "a refused call requeued or purged dead jobs")
+	// Zero is still the default, and a limit still caps.
+	n, err := c.RequeueDeadJobs(ctx, "dq", &pgmsg.DeadJobsOpts{Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	n, err = c.PurgeDeadJobs(ctx, "dq", nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n)
 }

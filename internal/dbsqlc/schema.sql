@@ -4216,7 +4216,9 @@ END $function$;
 -- ---------------------------------------------------------------------------
 
 -- dead_list pages through a queue's dead jobs by id (after p_after_id),
--- optionally only those of one kind.
+-- optionally only those of one kind. A negative p_limit is refused (PM004),
+-- as by dead_requeue and dead_purge (and a negative p_older_than by
+-- dead_purge): a purge must not read a typo as "all".
 CREATE OR REPLACE FUNCTION "pgmsg".dead_list(p_queue text, p_kind text DEFAULT NULL::text, p_limit integer DEFAULT 100, p_after_id bigint DEFAULT 0)
  RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, tags text[], metadata jsonb)
  LANGUAGE plpgsql
@@ -4227,6 +4229,9 @@ AS $function$
 DECLARE
     q "pgmsg".queue := "pgmsg"._queue(p_queue);
 BEGIN
+    IF p_limit < 0 THEN
+        PERFORM "pgmsg"._raise('PM004', format('limit must not be negative, got %s', p_limit));
+    END IF;
     RETURN QUERY
     SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = j.id), j.priority::integer, j.attempt, j.max_attempts, j.lease_token,
            j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors,
@@ -4253,6 +4258,9 @@ DECLARE
     now_ts timestamptz := clock_timestamp();
     n      integer;
 BEGIN
+    IF p_limit < 0 THEN
+        PERFORM "pgmsg"._raise('PM004', format('limit must not be negative, got %s', p_limit));
+    END IF;
     WITH r AS (
         SELECT j.id FROM "pgmsg".job j
         WHERE j.queue_id = q.queue_id AND j.state = 'dead'
@@ -4288,6 +4296,12 @@ DECLARE
     q "pgmsg".queue := "pgmsg"._queue(p_queue);
     n integer;
 BEGIN
+    IF p_limit < 0 THEN
+        PERFORM "pgmsg"._raise('PM004', format('limit must not be negative, got %s', p_limit));
+    END IF;
+    IF p_older_than < interval '0' THEN
+        PERFORM "pgmsg"._raise('PM004', format('older than must not be negative, got %s', p_older_than));
+    END IF;
     WITH d AS (
     DELETE FROM "pgmsg".job j
     WHERE j.id IN (

@@ -245,7 +245,7 @@ type DeadOpts struct {
 	// OlderThan restricts purge to jobs dead for longer than this.
 	OlderThan time.Duration
 	// Limit caps the jobs of one call (0: ListDead 100; requeue and
-	// purge all, deadBatch per statement).
+	// purge all, deadBatch per statement; negative: PM004).
 	Limit int
 	// AfterID pages ListDead: only jobs with a larger id.
 	AfterID int64
@@ -253,9 +253,10 @@ type DeadOpts struct {
 
 // ListDead returns dead jobs of queue by id, with their error history.
 func (q *Queues) ListDead(ctx context.Context, queue string, o DeadOpts) ([]*pgmsgtype.Job, error) {
-	if o.Limit <= 0 {
+	if o.Limit == 0 {
 		o.Limit = 100
 	}
+	// A negative limit is dead_list()'s to refuse (PM004).
 	return q.store.DeadList(ctx, q.pool, queue, o.Kind, o.Limit, o.AfterID)
 }
 
@@ -283,8 +284,10 @@ func (q *Queues) PurgeDead(ctx context.Context, queue string, o DeadOpts) (int64
 // deadLoop runs step with limit (one statement) when limit is set, else
 // with deadBatch until a statement does less, and returns the total.
 func deadLoop(limit int, step func(batch int) (int, error)) (int64, error) {
+	// A negative limit goes to the statement, which refuses it (PM004):
+	// read as "not set", it would requeue or purge every dead job.
 	batch := limit
-	if batch <= 0 {
+	if batch == 0 {
 		batch = deadBatch
 	}
 	var total int64
@@ -294,7 +297,7 @@ func deadLoop(limit int, step func(batch int) (int, error)) (int64, error) {
 			return total, err
 		}
 		total += int64(n)
-		if n < batch || limit > 0 {
+		if n < batch || limit != 0 {
 			return total, nil
 		}
 	}

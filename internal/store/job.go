@@ -88,7 +88,7 @@ func (s *Store) JobList(ctx context.Context, exec DBTX, p JobListParams) ([]*Job
 // with ids above afterID, by id.
 func (s *Store) DeadList(ctx context.Context, exec DBTX, queue, kind string, limit int, afterID int64) ([]*Job, error) {
 	rows, err := s.q.DeadList(ctx, s.DB(exec), dbsqlc.DeadListParams{
-		Queue: queue, Kind: optText(kind), MaxJobs: int32(min(limit, 1<<30)), AfterID: afterID,
+		Queue: queue, Kind: optText(kind), MaxJobs: limit32(limit), AfterID: afterID,
 	})
 	if err != nil {
 		return nil, errs.Map(err)
@@ -107,7 +107,7 @@ func (s *Store) DeadList(ctx context.Context, exec DBTX, queue, kind string, lim
 // how many.
 func (s *Store) DeadRequeue(ctx context.Context, exec DBTX, queue string, ids []int64, kind string, limit int) (int, error) {
 	n, err := s.q.DeadRequeue(ctx, s.DB(exec), dbsqlc.DeadRequeueParams{
-		Queue: queue, Ids: ids, Kind: optText(kind), MaxJobs: int32(min(limit, 1<<30)),
+		Queue: queue, Ids: ids, Kind: optText(kind), MaxJobs: limit32(limit),
 	})
 	return int(n), errs.Map(err)
 }
@@ -117,7 +117,7 @@ func (s *Store) DeadRequeue(ctx context.Context, exec DBTX, queue string, ids []
 // empty. It returns how many.
 func (s *Store) DeadPurge(ctx context.Context, exec DBTX, queue string, ids []int64, kind string, olderThan time.Duration, limit int) (int, error) {
 	n, err := s.q.DeadPurge(ctx, s.DB(exec), dbsqlc.DeadPurgeParams{
-		Queue: queue, Ids: ids, Kind: optText(kind), OlderThan: optInterval(olderThan), MaxJobs: int32(min(limit, 1<<30)),
+		Queue: queue, Ids: ids, Kind: optText(kind), OlderThan: optInterval(olderThan), MaxJobs: limit32(limit),
 	})
 	return int(n), errs.Map(err)
 }

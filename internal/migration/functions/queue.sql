@@ -1376,7 +1376,9 @@ END $function$;
 -- ---------------------------------------------------------------------------
 
 -- dead_list pages through a queue's dead jobs by id (after p_after_id),
--- optionally only those of one kind.
+-- optionally only those of one kind. A negative p_limit is refused (PM004),
+-- as by dead_requeue and dead_purge (and a negative p_older_than by
+-- dead_purge): a purge must not read a typo as "all".
 CREATE OR REPLACE FUNCTION {{schema}}.dead_list(p_queue text, p_kind text DEFAULT NULL::text, p_limit integer DEFAULT 100, p_after_id bigint DEFAULT 0)
  RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, tags text[], metadata jsonb)
  LANGUAGE plpgsql
@@ -1387,6 +1389,9 @@ AS $function$
 DECLARE
     q {{schema}}.queue := {{schema}}._queue(p_queue);
 BEGIN
+    IF p_limit < 0 THEN
+        PERFORM {{schema}}._raise('PM004', format('limit must not be negative, got %s', p_limit));
+    END IF;
     RETURN QUERY
     SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM {{schema}}.job_payload pl WHERE pl.id = j.id), j.priority::integer, j.attempt, j.max_attempts, j.lease_token,
            j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors,
@@ -1413,6 +1418,9 @@ DECLARE
     now_ts timestamptz := clock_timestamp();
     n      integer;
 BEGIN
+    IF p_limit < 0 THEN
+        PERFORM {{schema}}._raise('PM004', format('limit must not be negative, got %s', p_limit));
+    END IF;
     WITH r AS (
         SELECT j.id FROM {{schema}}.job j
         WHERE j.queue_id = q.queue_id AND j.state = 'dead'
@@ -1448,6 +1456,12 @@ DECLARE
     q {{schema}}.queue := {{schema}}._queue(p_queue);
     n integer;
 BEGIN
+    IF p_limit < 0 THEN
+        PERFORM {{schema}}._raise('PM004', format('limit must not be negative, got %s', p_limit));
+    END IF;
+    IF p_older_than < interval '0' THEN
+        PERFORM {{schema}}._raise('PM004', format('older than must not be negative, got %s', p_older_than));
+    END IF;
     WITH d AS (
     DELETE FROM {{schema}}.job j
     WHERE j.id IN (
