@@ -182,7 +182,6 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 			BackpressureTimeout: BackpressureTimeoutDefault,
 			CheckTime:           checkTime,
 			EncodeHeaders:       encodeHeaders,
-			WakeKey:             wakeKey,
 		}),
 	}, nil
 }

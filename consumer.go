@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -317,7 +316,7 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 		Lease: lease, MaxRecords: maxRecords, MaxBytes: o.Claim.MaxBytes, PollInterval: o.PollInterval,
 		MaxDeliveries: o.MaxDeliveries, RedeliveryBackoff: o.RedeliveryBackoff,
 		RedeliveryBackoffMax: o.RedeliveryBackoffMax, DeadLetterTopic: o.DeadLetterTopic, LeaseMax: durationMax,
-		Wake: c.partitionWakeups(), WakeKey: wakeKey, Logger: c.config.Logger,
+		Wake: c.partitionWakeups(), Logger: c.config.Logger,
 	}
 	if len(o.Partitions) == 0 {
 		cfg.Member = membership.Config{
@@ -331,11 +330,6 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 	cn.log.opts.Member = o.MemberID
 	cn.e.Init(&cn.log, cfg)
 	return cn, nil
-}
-
-// wakeKey is the notification key of one partition (internal/notifier).
-func wakeKey(topic string, partition int32) string {
-	return topic + "#" + strconv.Itoa(int(partition))
 }
 
 func sanitizeMember(s string) string {

@@ -98,10 +98,9 @@ type Config struct {
 	DeadLetterTopic      string
 	LeaseMax             time.Duration
 	// Wake is the consumer's subscription to wake-ups (nil: notifications
-	// are off); WakeKey names a partition's wake-ups.
-	Wake    *notifier.Subscription
-	WakeKey func(topic string, partition int32) string
-	Logger  *slog.Logger
+	// are off).
+	Wake   *notifier.Subscription
+	Logger *slog.Logger
 }
 
 // Consumer is the engine behind pgmsg.Consumer: one member of a group
@@ -144,7 +143,7 @@ func (cn *Consumer) Init(log Log, cfg Config) {
 			var keys []string
 			for _, t := range cfg.Topics {
 				for _, p := range cfg.Partitions {
-					keys = append(keys, cfg.WakeKey(t, p))
+					keys = append(keys, notifier.PartitionKey(t, p))
 				}
 			}
 			cfg.Wake.Set(keys...)
@@ -161,7 +160,7 @@ func (cn *Consumer) setWakeKeys(owned iter.Seq2[string, int32]) {
 	}
 	var keys []string
 	for t, p := range owned {
-		keys = append(keys, cn.cfg.WakeKey(t, p))
+		keys = append(keys, notifier.PartitionKey(t, p))
 	}
 	cn.cfg.Wake.Set(keys...)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/notifier"
 )
 
 // afterCommit queues the work that follows a committed publish of b, done
@@ -37,7 +38,7 @@ func (p *Publisher) afterCommit(b *Batch, notify bool) {
 	if notify {
 		// "topic#partition": only the consumers of that partition wake up
 		// (internal/notifier); SQL publish() notifies the whole topic.
-		p.sendPending[p.cfg.WakeKey(b.Topic, b.Partition)] = struct{}{}
+		p.sendPending[notifier.PartitionKey(b.Topic, b.Partition)] = struct{}{}
 	}
 	if b.SegmentsLow {
 		p.segPending[topicPartition{b.Topic, b.Partition}] = struct{}{}

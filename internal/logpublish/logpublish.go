@@ -53,9 +53,6 @@ type Config struct {
 	// EncodeHeaders encodes a record's headers as the JSON object the SQL
 	// API stores (the root's encodeHeaders, beside its decoder).
 	EncodeHeaders func(map[string][]byte) ([]byte, error)
-	// WakeKey is the notification key of one partition, as the consumers
-	// subscribe to it (the root's wakeKey; internal/notifier reads it).
-	WakeKey func(topic string, partition int32) string
 }
 
 // Publisher publishes records to the log for one Client. Safe for

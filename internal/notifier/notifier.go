@@ -14,6 +14,7 @@ package notifier
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,12 @@ type Notifier struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// PartitionKey is the key of one partition's wake-ups: "topic#partition",
+// the payload a publish to it sends and what its consumers subscribe to.
+func PartitionKey(topic string, partition int32) string {
+	return topic + "#" + strconv.Itoa(int(partition))
 }
 
 // New starts a Notifier listening on channel.
