@@ -172,7 +172,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		queues: newQueues(st, pool, cfg),
 		reader: logread.New(&logread.Config{
 			Store: st, Primary: pool, Replicas: cfg.ReadReplicas, ReplicaMaxWait: cfg.ReplicaMaxWait,
-			LeaseMax: durationMax, DecodeHeaders: decodeHeaders, Logger: cfg.Logger,
+			LeaseMax: durationMax, Logger: cfg.Logger,
 		}),
 		publisher: logpublish.New(st, pool, logpublish.Config{
 			MetadataMaxAge:      cfg.MetadataMaxAge,
@@ -181,7 +181,6 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 			Logger:              cfg.Logger,
 			BackpressureTimeout: BackpressureTimeoutDefault,
 			CheckTime:           checkTime,
-			EncodeHeaders:       encodeHeaders,
 		}),
 	}, nil
 }

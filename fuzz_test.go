@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // hostile are strings built to break naive SQL building, parsing and
@@ -103,15 +104,15 @@ func FuzzHeaders(f *testing.F) {
 	f.Add([]byte(`{"a":1}`), "é", []byte("日本"))
 	f.Add([]byte(`null`), `"`, []byte(`\`))
 	f.Fuzz(func(t *testing.T, raw []byte, k string, v []byte) {
-		_, _ = decodeHeaders(raw)
+		_, _ = store.DecodeHeaders(raw)
 		if !utf8.ValidString(k) {
 			return // JSON object keys are UTF-8; invalid bytes are replaced
 		}
-		enc, err := encodeHeaders(map[string][]byte{k: v})
+		enc, err := store.EncodeHeaders(map[string][]byte{k: v})
 		if err != nil {
 			t.Fatalf("encodeHeaders: %v", err)
 		}
-		got, err := decodeHeaders(enc)
+		got, err := store.DecodeHeaders(enc)
 		if err != nil {
 			t.Fatalf("decodeHeaders(%s): %v", enc, err)
 		}

@@ -3,6 +3,8 @@ package pgmsg
 import (
 	"context"
 	"time"
+
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // GroupPartition is one partition's state in a consumer group.
@@ -146,7 +148,7 @@ func (c *Client) Fetch(ctx context.Context, topic string, partition int32, from 
 	}
 	out := make([]*Record, len(rows))
 	for i, r := range rows {
-		h, err := decodeHeaders(r.Headers)
+		h, err := store.DecodeHeaders(r.Headers)
 		if err != nil {
 			return nil, err
 		}

@@ -50,9 +50,6 @@ type Config struct {
 	// (the root's checkTime: the UTC years 0001..9999), with what naming
 	// the value.
 	CheckTime func(what string, t time.Time) error
-	// EncodeHeaders encodes a record's headers as the JSON object the SQL
-	// API stores (the root's encodeHeaders, beside its decoder).
-	EncodeHeaders func(map[string][]byte) ([]byte, error)
 }
 
 // Publisher publishes records to the log for one Client. Safe for

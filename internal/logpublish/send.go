@@ -122,7 +122,7 @@ func (p *Publisher) Params(b *Batch) (store.PublishBatch, error) {
 		params.Values[i] = r.Value
 		params.SetKey(i, r.Key)
 		if len(r.Headers) > 0 {
-			h, err := p.cfg.EncodeHeaders(r.Headers)
+			h, err := store.EncodeHeaders(r.Headers)
 			if err != nil {
 				return params, err
 			}

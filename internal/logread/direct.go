@@ -48,7 +48,7 @@ func (r *Reader) canClaimDirect(params *store.ClaimParams) bool {
 func (r *Reader) claimDirect(ctx context.Context, exec store.DBTX, params *store.ClaimParams, fetch string) (claimDirectResult, error) {
 	// The records' slice is made on the first record: none for a claim
 	// that reads no records.
-	sink := recordSink{decode: r.decodeHeaders, topic: params.Topic, partition: *params.Partition,
+	sink := recordSink{topic: params.Topic, partition: *params.Partition,
 		n: min(int(params.MaxRecords), recordBlockMax)}
 	res0, err := r.store.ClaimDirect(ctx, exec, params, fetch, sink.add)
 	if err != nil {

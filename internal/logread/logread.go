@@ -46,10 +46,6 @@ type Config struct {
 	// statements, which do not check it, leave longer ones to
 	// claim_range() to refuse.
 	LeaseMax time.Duration
-	// DecodeHeaders turns a record's stored headers (a JSON object, nil
-	// for none) into its Headers: the root's one decoding, shared with its
-	// other reads.
-	DecodeHeaders func(raw []byte) (map[string][]byte, error)
 	// Logger receives the debug line of a read that fell back from a
 	// replica to the primary.
 	Logger *slog.Logger
@@ -57,11 +53,10 @@ type Config struct {
 
 // Reader makes claims and reads their records. Safe for concurrent use.
 type Reader struct {
-	store         *store.Store
-	primary       store.DBTX
-	leaseMax      time.Duration
-	decodeHeaders func(raw []byte) (map[string][]byte, error)
-	logger        *slog.Logger
+	store    *store.Store
+	primary  store.DBTX
+	leaseMax time.Duration
+	logger   *slog.Logger
 
 	// segments: the segment table that held each partition's last direct
 	// claim (partitionKey -> relname), which the next claim reads its
@@ -82,7 +77,7 @@ type partitionKey struct {
 func New(cfg *Config) *Reader {
 	return &Reader{
 		store: cfg.Store, primary: cfg.Primary, leaseMax: cfg.LeaseMax,
-		decodeHeaders: cfg.DecodeHeaders, logger: cfg.Logger,
+		logger:   cfg.Logger,
 		replicas: newReplicaSet(cfg.Replicas, cfg.ReplicaMaxWait),
 	}
 }
@@ -210,7 +205,7 @@ func (r *Reader) readRange(ctx context.Context, exec store.DBTX, topic string, r
 // queryRange reads the claim row describes from table on exec
 // (store.ReadRange; standby: only from a standby).
 func (r *Reader) queryRange(ctx context.Context, exec store.DBTX, table string, standby bool, topic string, row *store.ClaimRow) ([]*pgmsgtype.Record, error) {
-	sink := recordSink{decode: r.decodeHeaders, topic: topic, partition: row.Partition,
+	sink := recordSink{topic: topic, partition: row.Partition,
 		n: min(int(row.LastOffset-row.FirstOffset+1), recordBlockMax)}
 	sink.recs = make([]*pgmsgtype.Record, 0, sink.n)
 	err := r.store.ReadRange(ctx, exec, table, standby, row.TopicID, row.Partition, row.FirstOffset, row.LastOffset, sink.add)
@@ -227,7 +222,6 @@ const recordBlockMax = 4096
 // store.RecordFunc) as Records of one partition: many Record structs per
 // allocation, and the keys and values the store decoded kept as they are.
 type recordSink struct {
-	decode    func(raw []byte) (map[string][]byte, error)
 	topic     string
 	partition int32
 	n         int // Records per block, and the first capacity of recs
@@ -237,7 +231,7 @@ type recordSink struct {
 
 // add appends the record row describes.
 func (s *recordSink) add(row *store.RecordRow) error {
-	h, err := s.decode(row.Headers)
+	h, err := store.DecodeHeaders(row.Headers)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package logread
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -37,7 +36,7 @@ type testReader struct {
 
 func newTestReader(t *testing.T, ctx context.Context, b *pgtest.Bundle) *testReader {
 	r := New(&Config{Store: store.New(b.Schema), Primary: b.Pool, LeaseMax: leaseMax,
-		DecodeHeaders: decodeHeaders, Logger: slog.Default()})
+		Logger: slog.Default()})
 	return &testReader{Reader: r, t: t, ctx: ctx, b: b}
 }
 
@@ -63,38 +62,13 @@ func (r *testReader) publish(topic string, partition int32, recs []*pgmsgtype.Re
 		b.Values[i] = rec.Value
 		b.SetKey(i, rec.Key)
 		if len(rec.Headers) > 0 {
-			m := map[string]string{}
-			for k, v := range rec.Headers {
-				m[k] = base64.StdEncoding.EncodeToString(v)
-			}
-			h, err := json.Marshal(m)
+			h, err := store.EncodeHeaders(rec.Headers)
 			require.NoError(r.t, err)
 			b.SetHeaders(i, h)
 		}
 	}
 	_, err := r.store.Publish(r.ctx, r.b.Pool, &b, false)
 	require.NoError(r.t, err)
-}
-
-// decodeHeaders decodes stored headers as the root's decodeHeaders does
-// (a JSON object of base64 values).
-func decodeHeaders(raw []byte) (map[string][]byte, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	var m map[string]string
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
-	}
-	out := make(map[string][]byte, len(m))
-	for k, v := range m {
-		b, err := base64.StdEncoding.DecodeString(v)
-		if err != nil {
-			return nil, err
-		}
-		out[k] = b
-	}
-	return out, nil
 }
 
 // The consumer's direct claim statements (internal/store/log_claim.go) against the
