@@ -81,9 +81,13 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 		if err != nil {
 			return nil, err
 		}
-		md, err := jobdoc.Encode(fmt.Sprintf("%d metadata", i), p.Metadata)
-		if err != nil {
-			return nil, err
+		var md json.RawMessage
+		if p.Metadata != nil {
+			// The document's name is formatted only for a job that has
+			// one: a string per job was a tenth of a batch's allocations.
+			if md, err = jobdoc.Encode(fmt.Sprintf("%d metadata", i), p.Metadata); err != nil {
+				return nil, err
+			}
 		}
 		if md != nil && !bytes.HasPrefix(bytes.TrimSpace(md), []byte("{")) {
 			return nil, errs.New(errs.InvalidArgument, "job %d: metadata must be a JSON object", i)
