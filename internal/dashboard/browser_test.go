@@ -135,7 +135,12 @@ func (b *browser) text(t *testing.T, sel string) string {
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-	require.NoError(t, err, sel)
+	if err != nil {
+		// Say what the page shows instead (an error panel, a toast), so
+		// that a failure here is diagnosable from the log.
+		page, perr := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 2000) : ""`))
+		require.NoError(t, err, "%s; the page shows: %q (%v)", sel, page, perr)
+	}
 	return strings.TrimSpace(s)
 }
 
