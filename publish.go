@@ -8,8 +8,6 @@ import (
 	"github.com/pgmsg/pgmsg/internal/logpublish"
 )
 
-var pgxTxReadOnly = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-
 // PublishOpts are per-call options of Publish; nil means defaults.
 type PublishOpts struct {
 	// ManualPartition publishes each record to its Record.Partition instead

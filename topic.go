@@ -235,7 +235,7 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 // readOnly runs fn in a repeatable-read, read-only transaction, so that
 // several reads see one snapshot.
 func (c *Client) readOnly(ctx context.Context, fn func(exec DBTX) error) error {
-	tx, err := c.pool.BeginTx(ctx, pgxTxReadOnly)
+	tx, err := c.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return err
 	}
