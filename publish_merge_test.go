@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
 )
 
@@ -182,4 +183,116 @@ func TestPublishMergeCancelledWhileQueued(t *testing.T) {
 	require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Value: []byte("after")}}, nil))
 	busy, _ := c.laneState("t", 0)
 	require.False(t, busy)
+}
+
+// A merged send whose session is terminated while it runs (FATAL 57P01,
+// which may come after a commit) is not sent again call by call: every
+// call of it gets the error, as each would alone, and nothing is stored
+// twice. Here the send is held deterministically in flight: tx1 holds
+// the partition's counter row, the leader's statement waits for it, tx2
+// queues for the row behind the leader (row locks are granted in order),
+// two calls queue in the lane; when tx1 commits, the leader's statement
+// runs, tx2 takes the row, and the merged send of the two calls waits
+// behind tx2, where its backend is terminated.
+func TestPublishMergedSendTerminated(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 8})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	s := pgx.Identifier{b.Schema}.Sanitize()
+	// Warm the topic's metadata cache (its lookup is not under test).
+	require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Value: []byte("warm")}}, nil))
+
+	conn, err := b.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	// lockWaiters lists the backends (but tx2's) waiting for a lock on
+	// this schema's tables.
+	lockWaiters := func(except int32) []int32 {
+		t.Helper()
+		rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> $1
+			  AND query LIKE '%' || $2 || '.topic_partition%'`, except, s)
+		require.NoError(t, err)
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		require.NoError(t, err)
+		return pids
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("waiting for %s: %v", what, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+
+	tx1, err := b.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx1.Rollback(ctx) }()
+	require.NoError(t, c.PublishTx(ctx, tx1, []*Record{{Topic: "t", Value: []byte("tx1")}}, nil))
+
+	lead := make(chan error, 1)
+	go func() { lead <- c.Publish(ctx, []*Record{{Topic: "t", Value: []byte("lead")}}, nil) }()
+	waitFor("the leader's statement to wait for tx1", func() bool { return len(lockWaiters(0)) == 1 })
+
+	tx2, err := b.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx2.Rollback(ctx) }()
+	var tx2pid int32
+	require.NoError(t, tx2.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&tx2pid))
+	tx2locked := make(chan error, 1)
+	go func() {
+		_, err := tx2.Exec(ctx, `SELECT 1 FROM `+s+`.topic_partition WHERE partition = 0 FOR UPDATE`)
+		tx2locked <- err
+	}()
+	waitFor("tx2 to queue behind the leader", func() bool {
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, tx2pid).Scan(&n))
+		return n == 1
+	})
+
+	queued := make([]chan error, 2)
+	for i := range queued {
+		queued[i] = make(chan error, 1)
+		go func() { queued[i] <- c.Publish(ctx, []*Record{{Topic: "t", Value: []byte{'q', byte(i)}}}, nil) }()
+		waitFor("a queued call", func() bool { _, q := c.laneState("t", 0); return q == i+1 })
+	}
+
+	require.NoError(t, tx1.Commit(ctx))
+	require.NoError(t, <-lead)
+	require.NoError(t, <-tx2locked)
+	var merged []int32
+	waitFor("the merged send to wait for tx2", func() bool {
+		_, q := c.laneState("t", 0)
+		merged = lockWaiters(tx2pid)
+		return q == 0 && len(merged) == 1
+	})
+	var terminated bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, merged[0]).Scan(&terminated))
+	require.True(t, terminated)
+	for i, ch := range queued {
+		err := <-ch
+		require.Error(t, err, "call %d: the terminated merged send was reported as stored", i)
+		require.False(t, errs.IsStatementError(err), "call %d: %v", i, err)
+	}
+	require.NoError(t, tx2.Rollback(ctx))
+
+	// Nothing of the terminated send was stored, nor sent again; the lane
+	// is idle and the next call goes through.
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM `+s+`.record WHERE value IN ('\x7100'::bytea, '\x7101'::bytea)`).Scan(&n))
+	require.Zero(t, n)
+	busy, _ := c.laneState("t", 0)
+	require.False(t, busy)
+	require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Value: []byte("after")}}, nil))
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM `+s+`.record`).Scan(&n))
+	require.Equal(t, 4, n, "warm, tx1, lead, after")
 }

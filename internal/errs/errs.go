@@ -243,6 +243,23 @@ func IsDatabase(err error) bool {
 	return errors.As(err, &pgErr)
 }
 
+// IsStatementError reports an error the server raised while running a
+// statement (severity ERROR): the statement's transaction, or the
+// autocommit statement, was rolled back. A FATAL or PANIC one ends the
+// session and may come after a commit (a backend terminated while it
+// answered), so it says nothing of what was stored.
+func IsStatementError(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	sev := pgErr.SeverityUnlocalized
+	if sev == "" {
+		sev = pgErr.Severity
+	}
+	return sev == "ERROR"
+}
+
 // SafeToRetry reports an error pgx says was returned before anything
 // reached the server.
 func SafeToRetry(err error) bool { return pgconn.SafeToRetry(err) }

@@ -24,8 +24,8 @@ import (
 // fails in the server (a record too large, a topic deleted meanwhile),
 // nothing was stored and each call is sent again alone, so each gets its
 // own answer, as without merging; if its outcome is unknown (the
-// connection was lost), every call of it gets that error, as each would
-// alone.
+// connection was lost, the session terminated), every call of it gets
+// that error, as each would alone.
 
 // mergeMaxCalls and mergeMaxRecords cap what one merged send carries.
 const (
@@ -185,9 +185,12 @@ func (p *Publisher) leadLane(ctx context.Context, l *publishLane, calls []*laneC
 		next[0].turn <- laneTurn{lead: next}
 	}
 
-	// A merged send the server refused stored nothing: each call is sent
-	// again alone for its own answer.
-	alone := err != nil && len(calls) > 1 && errs.IsDatabase(err)
+	// A merged send the server refused (a statement error: rolled back),
+	// or that never reached it, stored nothing: each call is sent again
+	// alone for its own answer. Any other failure (the connection lost,
+	// the session terminated) may have come after the commit: every call
+	// gets it, as each would alone, and none is sent again.
+	alone := err != nil && len(calls) > 1 && (errs.IsStatementError(err) || errs.SafeToRetry(err))
 	for _, call := range calls[1:] {
 		call.turn <- laneTurn{err: err, alone: alone}
 	}
