@@ -158,9 +158,16 @@ func TestMirrorKill9(t *testing.T) {
 	mirrored, _ := strconv.ParseInt(m[1], 10, 64)
 	skipped, _ := strconv.ParseInt(m[2], 10, 64)
 	t.Logf("restart: %d mirrored, %d skipped (in Kafka before the pgmsg commit)", mirrored, skipped)
-	// Every record the restarted mirror claimed was either written or
-	// found in Kafka already.
-	require.Equal(t, int64(n)-cursor, mirrored+skipped)
+	// Every record past the cursor was either written by the restarted
+	// mirror or found in Kafka already, and it wrote none twice
+	// (requireMirrored: each record once, in order). A claim can be
+	// delivered again within the restart (its 2 s lease ran out on the
+	// loaded machine after Kafka acknowledged it, or its partition moved
+	// when the dead member's session expired): the second delivery is
+	// skipped, so mirrored+skipped may exceed what was left (one CI run:
+	// 16,200 for 15,800), while mirrored never does.
+	require.GreaterOrEqual(t, mirrored+skipped, int64(n)-cursor)
+	require.LessOrEqual(t, mirrored, int64(n)-cursor)
 	requireMirrored(t, b, "events")
 
 	// The switch: translate billing, then read it from Kafka.

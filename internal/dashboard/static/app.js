@@ -516,10 +516,17 @@ async function tokensPage(main) {
 
 // ---- Router ----
 
+// routeGen numbers the calls of route(): a call that a later one
+// superseded (a page's reload still awaiting its data when the user
+// navigates away) must not draw over the page shown now.
+let routeGen = 0;
+
 async function route() {
+  const gen = ++routeGen;
   for (const t of timers) if (t.id !== null) clearInterval(t.id);
   timers = [];
-  const main = document.getElementById("main");
+  const view = document.getElementById("main");
+  const main = { replaceChildren: (...c) => { if (gen === routeGen) view.replaceChildren(...c); } };
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   try {
     if (parts.length === 0) await overview(main);
@@ -532,7 +539,7 @@ async function route() {
   } catch (e) {
     main.replaceChildren(h("h1", {}, "Error"), h("p", { class: "error", role: "alert" }, e.message));
   }
-  document.body.dataset.ready = location.hash || "#/";
+  if (gen === routeGen) document.body.dataset.ready = location.hash || "#/";
 }
 
 async function start() {
