@@ -19,6 +19,19 @@ func (c *Client) laneState(topic string, partition int32) (busy bool, queued int
 	return c.publisher.LaneState(topic, partition)
 }
 
+// waitUntil polls cond every 5 ms until it holds, failing the test when
+// ctx ends first.
+func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // Calls to one partition that queue behind a send in flight go in one
 // statement: their records share a transaction (xmin), each call's are
 // contiguous and in order, and a call whose record the server refuses
@@ -36,16 +49,6 @@ func TestPublishMergesQueuedCalls(t *testing.T) {
 	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1, MaxRecordBytes: 1000})
 	require.NoError(t, err)
 
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for !cond() {
-			select {
-			case <-ctx.Done():
-				t.Fatalf("waiting for %s: %v", what, ctx.Err())
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}
 	calls := func(n, size int, tag byte) [][]*Record {
 		out := make([][]*Record, n)
 		for i := range out {
@@ -69,9 +72,9 @@ func TestPublishMergesQueuedCalls(t *testing.T) {
 			errc[i] = make(chan error, 1)
 			go func() { errc[i] <- c.Publish(ctx, recs, nil) }()
 			if i == 0 {
-				waitFor("the leader's send", func() bool { busy, _ := c.laneState("t", 0); return busy })
+				waitUntil(t, ctx, "the leader's send", func() bool { busy, _ := c.laneState("t", 0); return busy })
 			} else {
-				waitFor("a queued call", func() bool { _, q := c.laneState("t", 0); return q == i })
+				waitUntil(t, ctx, "a queued call", func() bool { _, q := c.laneState("t", 0); return q == i })
 			}
 		}
 		require.NoError(t, tx.Commit(ctx))
@@ -160,15 +163,11 @@ func TestPublishMergeCancelledWhileQueued(t *testing.T) {
 
 	lead := make(chan error, 1)
 	go func() { lead <- c.Publish(ctx, []*Record{{Topic: "t", Value: []byte("lead")}}, nil) }()
-	for busy, _ := c.laneState("t", 0); !busy; busy, _ = c.laneState("t", 0) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, ctx, "the leader's send", func() bool { busy, _ := c.laneState("t", 0); return busy })
 	qctx, qcancel := context.WithCancel(ctx)
 	queued := make(chan error, 1)
 	go func() { queued <- c.Publish(qctx, []*Record{{Topic: "t", Value: []byte("gone")}}, nil) }()
-	for _, q := c.laneState("t", 0); q != 1; _, q = c.laneState("t", 0) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, ctx, "the queued call", func() bool { _, q := c.laneState("t", 0); return q == 1 })
 	qcancel()
 	require.ErrorIs(t, <-queued, context.Canceled)
 	_, q := c.laneState("t", 0)
@@ -222,16 +221,6 @@ func TestPublishMergedSendTerminated(t *testing.T) {
 		require.NoError(t, err)
 		return pids
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for !cond() {
-			select {
-			case <-ctx.Done():
-				t.Fatalf("waiting for %s: %v", what, ctx.Err())
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}
 
 	tx1, err := b.Pool.Begin(ctx)
 	require.NoError(t, err)
@@ -242,19 +231,19 @@ func TestPublishMergedSendTerminated(t *testing.T) {
 	lead := make(chan error, 1)
 	go func() { lead <- c.Publish(leadCtx, []*Record{{Topic: "t", Value: []byte("lead")}}, nil) }()
 	var leader []int32
-	waitFor("the leader's statement to wait for tx1", func() bool { leader = lockWaiters(); return len(leader) == 1 })
+	waitUntil(t, ctx, "the leader's statement to wait for tx1", func() bool { leader = lockWaiters(); return len(leader) == 1 })
 
 	queued := make([]chan error, 2)
 	for i := range queued {
 		queued[i] = make(chan error, 1)
 		go func() { queued[i] <- c.Publish(ctx, []*Record{{Topic: "t", Value: []byte{'q', byte(i)}}}, nil) }()
-		waitFor("a queued call", func() bool { _, q := c.laneState("t", 0); return q == i+1 })
+		waitUntil(t, ctx, "a queued call", func() bool { _, q := c.laneState("t", 0); return q == i+1 })
 	}
 
 	leadCancel()
 	require.ErrorIs(t, <-lead, context.Canceled)
 	var merged []int32
-	waitFor("the merged send to wait for tx1", func() bool {
+	waitUntil(t, ctx, "the merged send to wait for tx1", func() bool {
 		_, q := c.laneState("t", 0)
 		merged = lockWaiters()
 		return q == 0 && len(merged) == 1 && merged[0] != leader[0]
