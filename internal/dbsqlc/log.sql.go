@@ -868,7 +868,7 @@ func (q *Queries) TopicGet(ctx context.Context, db DBTX, name string) (*TopicGet
 
 const topicGetByName = `-- name: TopicGetByName :one
 SELECT t.name::text AS name, t.partitions::integer AS partitions, t.max_record_bytes::integer AS max_record_bytes,
-       t.config::jsonb AS config
+       t.config::jsonb AS config, t.topic_id::integer AS topic_id
 FROM pgmsg._topic($1::text) t
 `
 
@@ -877,6 +877,7 @@ type TopicGetByNameRow struct {
 	Partitions     int32
 	MaxRecordBytes int32
 	Config         []byte
+	TopicID        int32
 }
 
 // The producer's metadata cache: a primary-key read, through _topic(),
@@ -889,6 +890,7 @@ func (q *Queries) TopicGetByName(ctx context.Context, db DBTX, name string) (*To
 		&i.Partitions,
 		&i.MaxRecordBytes,
 		&i.Config,
+		&i.TopicID,
 	)
 	return &i, err
 }

@@ -216,4 +216,5 @@ type PgmsgTopicPartition struct {
 	SegmentEnd  int64
 	CompactedTo int64
 	NextByte    int64
+	OffsetSeq   pgtype.Uint32
 }

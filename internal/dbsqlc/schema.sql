@@ -532,6 +532,28 @@ CREATE TABLE "pgmsg".time_index (
     FOREIGN KEY (topic_id, partition) REFERENCES "pgmsg".topic_partition ON DELETE CASCADE
 );
 
+-- pgmsg 012: publishing a batch with COPY (issue 12).
+--
+-- The Go client appends a partition's batch of records with one simple-query
+-- message: _publish_copy_begin(), COPY into the record table, then
+-- _publish_copy_end() (functions/log.sql; docs/architecture.md). COPY writes
+-- a page of records per WAL record where INSERT writes one per record, and
+-- it may not call a volatile function per row; so the record's offset comes
+-- from a column default, nextval() of a sequence per partition that
+-- _publish_copy_begin() sets to the offsets it reserved on the partition's
+-- counter row (whose lock it holds until the commit), and the timestamp
+-- from statement_timestamp(), as publish() stamps it. The default names the
+-- partition's sequence through a transaction-local setting, so an INSERT
+-- that gives no offset still fails, as it did before.
+
+-- The partition's offset sequence, created on its first COPY publish
+-- (_offset_seq_create); dropped with the topic's table, which owns it.
+ALTER TABLE "pgmsg".topic_partition ADD COLUMN offset_seq oid;
+
+ALTER TABLE "pgmsg".record
+    ALTER COLUMN "offset" SET DEFAULT nextval(current_setting('pgmsg.copy_offset_seq')::oid::regclass),
+    ALTER COLUMN "timestamp" SET DEFAULT statement_timestamp();
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -1016,6 +1038,108 @@ BEGIN
          WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
     END IF;
     RETURN seg_end;
+END $function$;
+
+-- A COPY publish (migration 012) is one simple-query message from the Go
+-- client: SELECT _publish_copy_begin(...); COPY record (...) FROM STDIN;
+-- SELECT * FROM _publish_copy_end(...), one implicit transaction. begin
+-- reserves the batch's offsets on the partition's counter row, as the
+-- direct publish statement does, and points the record table's offset
+-- default at the partition's sequence, set to the first reserved offset:
+-- COPY's rows take the offsets in order, under the row's lock. end checks
+-- that the COPY stored exactly the records reserved and answers what
+-- publish() answers. begin raises PM016 (nothing stored) when publish()
+-- has more to do: an unknown topic or partition, backpressure settings, a
+-- batch reaching past the segments created so far, or a record that may
+-- exceed max_record_bytes (p_max_record: the client's upper bound of the
+-- batch's largest key + value + headers as jsonb text). The Go client then
+-- publishes the batch with the direct statement or publish().
+
+-- _offset_seq_create creates partition p_partition's offset sequence,
+-- owned by the topic's table (dropped with it), usable by whoever may
+-- insert into the record table, and returns it. The caller holds the
+-- partition's counter row lock.
+CREATE OR REPLACE FUNCTION "pgmsg"._offset_seq_create(p_topic_id integer, p_partition integer)
+ RETURNS oid
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    rel     text := format('record_%s_p%s_offset', p_topic_id, p_partition);
+    seq     oid;
+    grantee oid;
+BEGIN
+    SELECT c.offset_seq INTO seq FROM "pgmsg".topic_partition c
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
+    IF NOT FOUND THEN
+        PERFORM "pgmsg"._raise('PM005', format('no partition %s of topic id %s', p_partition, p_topic_id));
+    END IF;
+    IF seq IS NOT NULL THEN
+        RETURN seq;
+    END IF;
+    EXECUTE format('CREATE SEQUENCE %I.%I AS bigint MINVALUE 0 OWNED BY %I.%I."offset"',
+                   'pgmsg', rel, 'pgmsg', 'record_' || p_topic_id);
+    seq := format('%I.%I', 'pgmsg', rel)::regclass::oid;
+    FOR grantee IN
+        SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
+         WHERE c.oid = format('%I.record', 'pgmsg')::regclass
+           AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner
+    LOOP
+        EXECUTE format('GRANT USAGE, UPDATE ON SEQUENCE %I.%I TO %s', 'pgmsg', rel,
+                       CASE WHEN grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(grantee)) END);
+    END LOOP;
+    UPDATE "pgmsg".topic_partition c SET offset_seq = seq
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
+    RETURN seq;
+END $function$;
+
+CREATE OR REPLACE FUNCTION "pgmsg"._publish_copy_begin(p_topic_id integer, p_partition integer, p_count integer, p_max_record bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    base bigint;
+    seq  oid;
+BEGIN
+    UPDATE "pgmsg".topic_partition c SET next_offset = c.next_offset + p_count
+      FROM "pgmsg".topic t
+     WHERE t.topic_id = p_topic_id AND c.topic_id = t.topic_id AND c.partition = p_partition
+       AND p_count > 0 AND c.next_offset + p_count <= c.segment_end
+       AND p_max_record <= t.max_record_bytes
+       AND NOT t.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
+    RETURNING c.next_offset - p_count, c.offset_seq INTO base, seq;
+    IF base IS NULL THEN
+        PERFORM "pgmsg"._raise('PM016', 'publish with publish()');
+    END IF;
+    IF seq IS NULL THEN
+        seq := "pgmsg"._offset_seq_create(p_topic_id, p_partition);
+    END IF;
+    PERFORM set_config('pgmsg.copy_offset_seq', seq::text, true);
+    PERFORM setval(seq::regclass, base, false);
+END $function$;
+
+CREATE OR REPLACE FUNCTION "pgmsg"._publish_copy_end(p_topic_id integer, p_partition integer, p_count integer)
+ RETURNS TABLE(base_offset bigint, published_at_us bigint, segments_low boolean)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    next_off bigint;
+    low      boolean;
+BEGIN
+    SELECT c.next_offset, c.next_offset > c.segment_end - 2 * t.segment_records INTO next_off, low
+      FROM "pgmsg".topic_partition c JOIN "pgmsg".topic t USING (topic_id)
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
+    -- The COPY's rows took base .. currval: exactly p_count of them.
+    IF currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) IS DISTINCT FROM next_off - 1 THEN
+        PERFORM "pgmsg"._raise('PM004', format('the COPY stored %s records, not the %s reserved',
+            currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (next_off - p_count) + 1, p_count));
+    END IF;
+    PERFORM set_config('pgmsg.copy_offset_seq', '', true);
+    RETURN QUERY SELECT next_off - p_count,
+        (extract(epoch FROM statement_timestamp()) * 1000000)::bigint, low;
 END $function$;
 
 -- segment_ensure creates the segments of one partition ahead of need (two
@@ -2836,7 +2960,8 @@ REVOKE EXECUTE ON FUNCTION "pgmsg".topic_create(text, integer, jsonb), "pgmsg".t
     "pgmsg".topic_add_partitions(text, integer), "pgmsg".topic_configure(text, jsonb),
     "pgmsg".retention_run(integer), "pgmsg".compact_run(integer), "pgmsg".segments_ensure(),
     "pgmsg"._segment_lock(integer), "pgmsg"._segment_create(integer, integer, bigint, bigint),
-    "pgmsg"._segment_ensure(integer, integer, bigint, bigint, bigint) FROM PUBLIC;
+    "pgmsg"._segment_ensure(integer, integer, bigint, bigint, bigint),
+    "pgmsg"._offset_seq_create(integer, integer) FROM PUBLIC;
 
 -- pgmsg functions: the job queue (queues, enqueue, claims, completion,
 -- retries, dead-letter, archive, pause). Applied as described in
@@ -4951,7 +5076,13 @@ BEGIN
         -- Idempotent publishes keep each producer's last batch.
         EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.producer_state TO %I', s, s || '_producer');
         EXECUTE format('GRANT EXECUTE ON FUNCTION %I._segment_lock(integer), %I._segment_create(integer, integer, bigint, bigint), '
-                       '%I._segment_ensure(integer, integer, bigint, bigint, bigint) TO %I', s, s, s, s || '_producer');
+                       '%I._segment_ensure(integer, integer, bigint, bigint, bigint), %I._offset_seq_create(integer, integer) TO %I',
+                       s, s, s, s, s || '_producer');
+        -- COPY publishes take offsets from the partitions' sequences
+        -- (_offset_seq_create grants the ones created later).
+        FOR rel IN EXECUTE format('SELECT offset_seq::regclass::text FROM %I.topic_partition WHERE offset_seq IS NOT NULL', s) LOOP
+            EXECUTE format('GRANT USAGE, UPDATE ON SEQUENCE %s TO %I', rel, s || '_producer');
+        END LOOP;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_consumer') THEN
         EXECUTE format('GRANT SELECT ON %I.topic, %I.topic_partition, %I.segment, %I.record TO %I',
@@ -4991,10 +5122,11 @@ BEGIN
         END LOOP;
         EXECUTE format('GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %I TO %I', s, s || '_admin');
         EXECUTE format('GRANT EXECUTE ON FUNCTION %I._segment_lock(integer), %I._segment_create(integer, integer, bigint, bigint), '
-                       '%I._segment_ensure(integer, integer, bigint, bigint, bigint), %I.topic_create(text, integer, jsonb), '
+                       '%I._segment_ensure(integer, integer, bigint, bigint, bigint), %I._offset_seq_create(integer, integer), '
+                       '%I.topic_create(text, integer, jsonb), '
                        '%I.topic_delete(text), %I.topic_add_partitions(text, integer), %I.topic_configure(text, jsonb), '
                        '%I.retention_run(integer), %I.compact_run(integer), %I.segments_ensure() TO %I',
-                       s, s, s, s, s, s, s, s, s, s, s || '_admin');
+                       s, s, s, s, s, s, s, s, s, s, s, s || '_admin');
     END IF;
     RETURN n;
 END $function$;

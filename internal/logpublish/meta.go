@@ -12,6 +12,8 @@ import (
 // MetadataMaxAge so that a publish costs no lookup round trip; the SQL
 // API checks the settings again on every publish.
 type TopicMeta struct {
+	// ID is the topic's topic_id.
+	ID int32
 	// Partitions is the topic's partition count.
 	Partitions int
 	// MaxRecordBytes is the topic's max_record_bytes.
@@ -37,7 +39,7 @@ func (p *Publisher) TopicMeta(ctx context.Context, exec store.DBTX, topic string
 	if err != nil {
 		return TopicMeta{}, err
 	}
-	m = TopicMeta{Partitions: int(row.Partitions), MaxRecordBytes: int(row.MaxRecordBytes), fetched: time.Now()}
+	m = TopicMeta{ID: row.TopicID, Partitions: int(row.Partitions), MaxRecordBytes: int(row.MaxRecordBytes), fetched: time.Now()}
 	var settings struct {
 		MaxLagRecords json.RawMessage `json:"max_lag_records"`
 		MaxLagBytes   json.RawMessage `json:"max_lag_bytes"`

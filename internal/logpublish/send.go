@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/internal/store"
@@ -169,8 +170,20 @@ func (p *Publisher) sendBatch(ctx context.Context, exec store.DBTX, b *Batch, no
 			return err
 		}
 		if !meta.Backpressure {
-			// The direct statement (store.PublishDirect): nil when
+			// A batch of its own transaction goes with COPY when it is
+			// large enough (store.PublishCopy), else with the direct
+			// statement (store.PublishDirect); each answers nil when
 			// publish() has more to do.
+			if pool, ok := exec.(*pgxpool.Pool); ok && params.CopyEligible() {
+				row, err := p.store.PublishCopy(ctx, pool, meta.ID, &params)
+				if err != nil {
+					return p.publishError(b.Topic, err)
+				}
+				if row != nil {
+					applyPublishResult(b, []store.PublishResult{*row})
+					return nil
+				}
+			}
 			row, err := p.store.PublishDirect(ctx, exec, &params)
 			if err != nil {
 				return p.publishError(b.Topic, err)

@@ -13,6 +13,9 @@ import (
 type DBState struct {
 	// Partitions of the topic: start_offset and next_offset.
 	Partitions map[int32][2]int64
+	// CopyPartitions counts the partitions that published with COPY
+	// (they have an offset sequence, migration 012).
+	CopyPartitions int
 	// Log holds every stored record's id by partition and offset.
 	Log map[int32]map[int64]string
 	// Cursors holds each group's next_offset by partition.

@@ -76,9 +76,12 @@ type Options struct {
 	// XminHold is the length of one xmin-horizon hold. Holds run
 	// concurrently with the other faults, one after another with a short
 	// gap, for as long as faults are injected (0: none).
-	XminHold       time.Duration
-	DrainTimeout   time.Duration
-	Producers      int // sync Publish producers
+	XminHold     time.Duration
+	DrainTimeout time.Duration
+	Producers    int // sync Publish producers
+	// CopyProducers publish batches of 20 records with Client.Publish,
+	// not idempotently, one attempt each: the COPY path (migration 012).
+	CopyProducers  int
 	AsyncProducers int // Producer (batching) producers
 	Consumers      int // Claim/Commit members of group g-run
 	TxConsumers    int // ProcessTx members of group g-tx
@@ -281,6 +284,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		checkDeadLetters(rep, events, db, groupDLQ)
 	}
 	rep.TornLines = torn
+	if h.o.CopyProducers > 0 && db.CopyPartitions == 0 {
+		rep.violate("copy-unused", "CopyProducers ran, but no partition published with COPY")
+	}
 	res = &Result{Dir: h.dir, Report: rep, Faults: faultStats(events, db), Elapsed: time.Since(start)}
 	h.mu.Lock()
 	res.Unplanned = append(res.Unplanned, h.unplanned...)
@@ -386,6 +392,7 @@ func (h *Harness) startAgents() {
 	// consumers have no lock_timeout but a 1.5s statement_timeout, so a held
 	// lock shows both kinds of timeout.
 	add("producer", h.o.Producers, "-rate", rate, "-lock-timeout", "500ms")
+	add("cproducer", h.o.CopyProducers, "-rate", rate, "-batch", "20", "-lock-timeout", "500ms")
 	add("aproducer", h.o.AsyncProducers, "-rate", rate, "-lock-timeout", "500ms")
 	add("consumer", h.o.Consumers, "-group", groupRun, "-lease", lease, "-work", "150ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
 	add("txconsumer", h.o.TxConsumers, "-group", groupTx, "-work", "50ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
@@ -576,7 +583,7 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 	}
 	switch kind {
 	case FaultKillProducer:
-		kill("producer", "aproducer", "enqueuer")
+		kill("producer", "cproducer", "aproducer", "enqueuer")
 	case FaultKillConsumer:
 		kill("consumer", "txconsumer", "dlqconsumer")
 	case FaultKillWorker:
@@ -746,7 +753,7 @@ func (h *Harness) holdXmin(ctx context.Context, d time.Duration) bool {
 // waits until every group reached the end of every partition and no job is
 // waiting or running.
 func (h *Harness) drain(ctx context.Context) error {
-	h.stopAll(map[string]bool{"producer": true, "aproducer": true, "enqueuer": true, "hproducer": true})
+	h.stopAll(map[string]bool{"producer": true, "cproducer": true, "aproducer": true, "enqueuer": true, "hproducer": true})
 	for _, s := range h.slots {
 		h.signal(s, syscall.SIGCONT, false)
 	}
@@ -818,7 +825,7 @@ func (h *Harness) readState(ctx context.Context) (*DBState, error) {
 		Cursors: map[string]map[int32]int64{}, Effects: map[string]map[int32]map[int64][]string{},
 		Jobs: map[int64]JobRow{}, Archive: map[int64]string{},
 	}
-	rows, err := h.admin.Query(ctx, `SELECT partition, start_offset, next_offset FROM pgmsg.topic_partition tp
+	rows, err := h.admin.Query(ctx, `SELECT partition, start_offset, next_offset, offset_seq IS NOT NULL FROM pgmsg.topic_partition tp
 		JOIN pgmsg.topic t USING (topic_id) WHERE t.name = $1`, topicName)
 	if err != nil {
 		return nil, err
@@ -826,11 +833,15 @@ func (h *Harness) readState(ctx context.Context) (*DBState, error) {
 	for rows.Next() {
 		var p int32
 		var s, n int64
-		if err := rows.Scan(&p, &s, &n); err != nil {
+		var copied bool
+		if err := rows.Scan(&p, &s, &n, &copied); err != nil {
 			return nil, err
 		}
 		db.Partitions[p] = [2]int64{s, n}
 		db.Log[p] = map[int64]string{}
+		if copied {
+			db.CopyPartitions++
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

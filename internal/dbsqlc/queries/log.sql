@@ -21,7 +21,7 @@ FROM pgmsg.topic_list();
 -- The producer's metadata cache: a primary-key read, through _topic(),
 -- which raises PM003 for an invalid name and PM001 for an unknown topic.
 SELECT t.name::text AS name, t.partitions::integer AS partitions, t.max_record_bytes::integer AS max_record_bytes,
-       t.config::jsonb AS config
+       t.config::jsonb AS config, t.topic_id::integer AS topic_id
 FROM pgmsg._topic(@name::text) t;
 
 -- name: TopicGet :one

@@ -139,7 +139,13 @@ BEGIN
         -- Idempotent publishes keep each producer's last batch.
         EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.producer_state TO %I', s, s || '_producer');
         EXECUTE format('GRANT EXECUTE ON FUNCTION %I._segment_lock(integer), %I._segment_create(integer, integer, bigint, bigint), '
-                       '%I._segment_ensure(integer, integer, bigint, bigint, bigint) TO %I', s, s, s, s || '_producer');
+                       '%I._segment_ensure(integer, integer, bigint, bigint, bigint), %I._offset_seq_create(integer, integer) TO %I',
+                       s, s, s, s, s || '_producer');
+        -- COPY publishes take offsets from the partitions' sequences
+        -- (_offset_seq_create grants the ones created later).
+        FOR rel IN EXECUTE format('SELECT offset_seq::regclass::text FROM %I.topic_partition WHERE offset_seq IS NOT NULL', s) LOOP
+            EXECUTE format('GRANT USAGE, UPDATE ON SEQUENCE %s TO %I', rel, s || '_producer');
+        END LOOP;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_consumer') THEN
         EXECUTE format('GRANT SELECT ON %I.topic, %I.topic_partition, %I.segment, %I.record TO %I',
@@ -179,10 +185,11 @@ BEGIN
         END LOOP;
         EXECUTE format('GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %I TO %I', s, s || '_admin');
         EXECUTE format('GRANT EXECUTE ON FUNCTION %I._segment_lock(integer), %I._segment_create(integer, integer, bigint, bigint), '
-                       '%I._segment_ensure(integer, integer, bigint, bigint, bigint), %I.topic_create(text, integer, jsonb), '
+                       '%I._segment_ensure(integer, integer, bigint, bigint, bigint), %I._offset_seq_create(integer, integer), '
+                       '%I.topic_create(text, integer, jsonb), '
                        '%I.topic_delete(text), %I.topic_add_partitions(text, integer), %I.topic_configure(text, jsonb), '
                        '%I.retention_run(integer), %I.compact_run(integer), %I.segments_ensure() TO %I',
-                       s, s, s, s, s, s, s, s, s, s, s || '_admin');
+                       s, s, s, s, s, s, s, s, s, s, s, s || '_admin');
     END IF;
     RETURN n;
 END $function$;

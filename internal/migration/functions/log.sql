@@ -419,6 +419,108 @@ BEGIN
     RETURN seg_end;
 END $function$;
 
+-- A COPY publish (migration 012) is one simple-query message from the Go
+-- client: SELECT _publish_copy_begin(...); COPY record (...) FROM STDIN;
+-- SELECT * FROM _publish_copy_end(...), one implicit transaction. begin
+-- reserves the batch's offsets on the partition's counter row, as the
+-- direct publish statement does, and points the record table's offset
+-- default at the partition's sequence, set to the first reserved offset:
+-- COPY's rows take the offsets in order, under the row's lock. end checks
+-- that the COPY stored exactly the records reserved and answers what
+-- publish() answers. begin raises PM016 (nothing stored) when publish()
+-- has more to do: an unknown topic or partition, backpressure settings, a
+-- batch reaching past the segments created so far, or a record that may
+-- exceed max_record_bytes (p_max_record: the client's upper bound of the
+-- batch's largest key + value + headers as jsonb text). The Go client then
+-- publishes the batch with the direct statement or publish().
+
+-- _offset_seq_create creates partition p_partition's offset sequence,
+-- owned by the topic's table (dropped with it), usable by whoever may
+-- insert into the record table, and returns it. The caller holds the
+-- partition's counter row lock.
+CREATE OR REPLACE FUNCTION {{schema}}._offset_seq_create(p_topic_id integer, p_partition integer)
+ RETURNS oid
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    rel     text := format('record_%s_p%s_offset', p_topic_id, p_partition);
+    seq     oid;
+    grantee oid;
+BEGIN
+    SELECT c.offset_seq INTO seq FROM {{schema}}.topic_partition c
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
+    IF NOT FOUND THEN
+        PERFORM {{schema}}._raise('PM005', format('no partition %s of topic id %s', p_partition, p_topic_id));
+    END IF;
+    IF seq IS NOT NULL THEN
+        RETURN seq;
+    END IF;
+    EXECUTE format('CREATE SEQUENCE %I.%I AS bigint MINVALUE 0 OWNED BY %I.%I."offset"',
+                   {{schema_lit}}, rel, {{schema_lit}}, 'record_' || p_topic_id);
+    seq := format('%I.%I', {{schema_lit}}, rel)::regclass::oid;
+    FOR grantee IN
+        SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
+         WHERE c.oid = format('%I.record', {{schema_lit}})::regclass
+           AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner
+    LOOP
+        EXECUTE format('GRANT USAGE, UPDATE ON SEQUENCE %I.%I TO %s', {{schema_lit}}, rel,
+                       CASE WHEN grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(grantee)) END);
+    END LOOP;
+    UPDATE {{schema}}.topic_partition c SET offset_seq = seq
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
+    RETURN seq;
+END $function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}._publish_copy_begin(p_topic_id integer, p_partition integer, p_count integer, p_max_record bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    base bigint;
+    seq  oid;
+BEGIN
+    UPDATE {{schema}}.topic_partition c SET next_offset = c.next_offset + p_count
+      FROM {{schema}}.topic t
+     WHERE t.topic_id = p_topic_id AND c.topic_id = t.topic_id AND c.partition = p_partition
+       AND p_count > 0 AND c.next_offset + p_count <= c.segment_end
+       AND p_max_record <= t.max_record_bytes
+       AND NOT t.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
+    RETURNING c.next_offset - p_count, c.offset_seq INTO base, seq;
+    IF base IS NULL THEN
+        PERFORM {{schema}}._raise('PM016', 'publish with publish()');
+    END IF;
+    IF seq IS NULL THEN
+        seq := {{schema}}._offset_seq_create(p_topic_id, p_partition);
+    END IF;
+    PERFORM set_config('pgmsg.copy_offset_seq', seq::text, true);
+    PERFORM setval(seq::regclass, base, false);
+END $function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}._publish_copy_end(p_topic_id integer, p_partition integer, p_count integer)
+ RETURNS TABLE(base_offset bigint, published_at_us bigint, segments_low boolean)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    next_off bigint;
+    low      boolean;
+BEGIN
+    SELECT c.next_offset, c.next_offset > c.segment_end - 2 * t.segment_records INTO next_off, low
+      FROM {{schema}}.topic_partition c JOIN {{schema}}.topic t USING (topic_id)
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
+    -- The COPY's rows took base .. currval: exactly p_count of them.
+    IF currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) IS DISTINCT FROM next_off - 1 THEN
+        PERFORM {{schema}}._raise('PM004', format('the COPY stored %s records, not the %s reserved',
+            currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (next_off - p_count) + 1, p_count));
+    END IF;
+    PERFORM set_config('pgmsg.copy_offset_seq', '', true);
+    RETURN QUERY SELECT next_off - p_count,
+        (extract(epoch FROM statement_timestamp()) * 1000000)::bigint, low;
+END $function$;
+
 -- segment_ensure creates the segments of one partition ahead of need (two
 -- segments of headroom), in its own transaction: lock order is the topic
 -- table's SHARE UPDATE EXCLUSIVE lock first, then the counter row, so it
@@ -2237,4 +2339,5 @@ REVOKE EXECUTE ON FUNCTION {{schema}}.topic_create(text, integer, jsonb), {{sche
     {{schema}}.topic_add_partitions(text, integer), {{schema}}.topic_configure(text, jsonb),
     {{schema}}.retention_run(integer), {{schema}}.compact_run(integer), {{schema}}.segments_ensure(),
     {{schema}}._segment_lock(integer), {{schema}}._segment_create(integer, integer, bigint, bigint),
-    {{schema}}._segment_ensure(integer, integer, bigint, bigint, bigint) FROM PUBLIC;
+    {{schema}}._segment_ensure(integer, integer, bigint, bigint, bigint),
+    {{schema}}._offset_seq_create(integer, integer) FROM PUBLIC;

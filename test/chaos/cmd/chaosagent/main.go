@@ -36,7 +36,7 @@ import (
 
 var (
 	flagURL      = flag.String("url", "", "PostgreSQL URL (through the harness's proxy)")
-	flagRole     = flag.String("role", "", "producer | aproducer | consumer | txconsumer | enqueuer | worker | hproducer | hconsumer")
+	flagRole     = flag.String("role", "", "producer | cproducer | aproducer | consumer | txconsumer | enqueuer | worker | hproducer | hconsumer")
 	flagName     = flag.String("name", "", "unique name of this incarnation (ids are prefixed with it)")
 	flagOut      = flag.String("out", "", "history file (appended)")
 	flagTopic    = flag.String("topic", "chaos", "topic")
@@ -130,7 +130,9 @@ func main() {
 	a := &agent{ctx: ctx, c: client, pool: pool, h: h}
 	switch *flagRole {
 	case "producer":
-		a.produce()
+		a.produce(true)
+	case "cproducer":
+		a.produce(false)
 	case "aproducer":
 		a.produceAsync()
 	case "consumer":
@@ -220,8 +222,10 @@ func (a *agent) retryIdempotent(publish func(context.Context) error, final func(
 // produce publishes batches with Client.PublishIdempotent (one transaction
 // per call) as producer <name>, retrying a batch whose outcome is unknown
 // with the same sequence. Half of the batches are keyed (spread by hash),
-// half unkeyed.
-func (a *agent) produce() {
+// half unkeyed. Unless idempotent, it publishes with Client.Publish, once
+// per batch (an unknown outcome is not retried, so that nothing is stored
+// twice): batches of at least store.CopyMinRecords records go with COPY.
+func (a *agent) produce(idempotent bool) {
 	producerID := *flagName // one per process start
 	var seq int64
 	tick := time.NewTicker(interval())
@@ -250,12 +254,20 @@ func (a *agent) produce() {
 		// records the checker must know were attempted.
 		a.h.write(map[string]any{"k": "pubtry", "ids": tried})
 		var dup bool
-		retries, err := a.retryIdempotent(func(ctx context.Context) error {
-			var err error
-			dup, err = a.c.PublishIdempotent(ctx, producerID, seq, recs, nil)
-			return err
-		}, func(err error) bool { return pgmsg.IsInputError(err) || errors.Is(err, pgmsg.ErrOutOfOrderSequence) })
-		seq += int64(len(recs))
+		var retries int
+		var err error
+		if idempotent {
+			retries, err = a.retryIdempotent(func(ctx context.Context) error {
+				var err error
+				dup, err = a.c.PublishIdempotent(ctx, producerID, seq, recs, nil)
+				return err
+			}, func(err error) bool { return pgmsg.IsInputError(err) || errors.Is(err, pgmsg.ErrOutOfOrderSequence) })
+			seq += int64(len(recs))
+		} else {
+			ctx, cancel := context.WithTimeout(a.ctx, 10*time.Second)
+			err = a.c.Publish(ctx, recs, nil)
+			cancel()
+		}
 		if err != nil {
 			ids := make([]string, len(recs))
 			for i, r := range recs {
