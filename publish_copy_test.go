@@ -26,6 +26,19 @@ func copySequence(t *testing.T, ctx context.Context, b *pgtest.Bundle, topic str
 	return seq != nil
 }
 
+// copyTestClient returns a schema with maxConns connections, a client on
+// it, and a context that ends with the test (at most a minute).
+func copyTestClient(t *testing.T, maxConns int32) (*pgtest.Bundle, *Client, context.Context) {
+	t.Helper()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: maxConns})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return b, c, ctx
+}
+
 // Batches of store.CopyMinRecords records or more go with COPY: what is
 // stored and what Publish reports are what the direct statement gives
 // (offsets contiguous and gapless across both paths, keys, headers,
@@ -34,13 +47,8 @@ func copySequence(t *testing.T, ctx context.Context, b *pgtest.Bundle, topic str
 // direct way.
 func TestPublishCopy(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 2})
+	b, c, ctx := copyTestClient(t, 4)
+	_, err := c.CreateTopic(ctx, "t", TopicConfig{Partitions: 2})
 	require.NoError(t, err)
 
 	n := store.CopyMinRecords + 4
@@ -126,13 +134,8 @@ func TestPublishCopy(t *testing.T) {
 // offsets stay gapless and every record is stored once.
 func TestPublishCopyDeclines(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "seg", TopicConfig{Partitions: 1, SegmentRecords: 50})
+	b, c, ctx := copyTestClient(t, 4)
+	_, err := c.CreateTopic(ctx, "seg", TopicConfig{Partitions: 1, SegmentRecords: 50})
 	require.NoError(t, err)
 	_, err = c.CreateTopic(ctx, "size", TopicConfig{Partitions: 1, MaxRecordBytes: 300})
 	require.NoError(t, err)
@@ -188,13 +191,8 @@ func TestPublishCopyDeclines(t *testing.T) {
 // does, and the connection stays usable.
 func TestPublishCopyCancelled(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 2})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	b, c, ctx := copyTestClient(t, 2)
+	_, err := c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
 	require.NoError(t, err)
 	recs := func(tag string) []*Record {
 		out := make([]*Record, store.CopyMinRecords)
@@ -230,13 +228,8 @@ func TestPublishCopyCancelled(t *testing.T) {
 // is stored and the counter is unchanged.
 func TestPublishCopyCountChecked(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 2})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	b, c, ctx := copyTestClient(t, 2)
+	_, err := c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
 	require.NoError(t, err)
 	s := pgx.Identifier{b.Schema}.Sanitize()
 	var id int32
