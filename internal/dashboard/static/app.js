@@ -470,7 +470,11 @@ async function jobPage(main, id) {
       table([{ label: "Attempt", num: true }, { label: "At" }, { label: "Error", cls: "wrap" }], (j.errors || []).map((e) => ({ cells: [e.attempt, when(e.at), e.error] })), { id: "attempts", empty: "No failed attempts." })),
     h("section", { class: "card", "aria-labelledby": "h-pl" }, h("h2", { id: "h-pl" }, "Payload"),
       h("pre", { class: "wrap" }, showValue(j.payload, j.payload_encoding, "auto"))));
-  const reload = () => route();
+  // A reload after an action redraws this page only while it is the one
+  // shown: pushed by a superseded route (its data arrived after the user
+  // moved on), it would redraw the page shown now, and wipe what that
+  // page shows once (a new token's secret).
+  const reload = () => { if (main.gen === routeGen) route(); };
   timers.push({ run: reload, id: null });
 }
 
@@ -526,7 +530,7 @@ async function route() {
   for (const t of timers) if (t.id !== null) clearInterval(t.id);
   timers = [];
   const view = document.getElementById("main");
-  const main = { replaceChildren: (...c) => { if (gen === routeGen) view.replaceChildren(...c); } };
+  const main = { gen, replaceChildren: (...c) => { if (gen === routeGen) view.replaceChildren(...c); } };
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   try {
     if (parts.length === 0) await overview(main);
