@@ -25,7 +25,11 @@ import (
 // which stays the reference for the semantics (docs/sql-api.md).
 //
 // Parameters: $1 topic, $2 group, $3 partition, $4 member, $5 max records,
-// $6 lease. A claim's epoch is drawn by _claim_token, as in claim_range.
+// $6 lease, $8 the claim's epoch, drawn by the client (leaseToken) as
+// _claim_token() draws claim_range()'s: a PL/pgSQL call with a pinned
+// search_path on every claim cost its executor set-up and PostgreSQL 15's
+// walk of every setting when the call's own ended (AtEOXact_GUC), for a
+// random number the client draws from the same kind of source.
 
 // claimDirectCTE and claimDirectHead (one statement) claim the next
 // records of one partition for its owner, skipping it if another
@@ -50,7 +54,7 @@ cur AS (
        FOR UPDATE OF c SKIP LOCKED
 ), upd AS (
     UPDATE pgmsg.group_cursor c
-       SET claim_epoch = pgmsg._claim_token(cur.claim_epoch),
+       SET claim_epoch = CASE WHEN $8::bigint = cur.claim_epoch THEN $8::bigint % 9007199254740991 + 1 ELSE $8::bigint END,
            claim_start = cur.next_offset, claim_end = least(cur.tip - 1, cur.next_offset + $5::integer - 1),
            claim_expires_at = n.ts + $6::interval, claim_owner = $4::text, claimed_at = n.ts
       FROM cur, n
@@ -93,7 +97,8 @@ cur AS (
 ), upd AS (
     UPDATE pgmsg.group_cursor c
        SET next_offset = p.done_to, committed_at = n.ts,
-           claim_epoch = CASE WHEN p.claiming THEN pgmsg._claim_token(p.claim_epoch) ELSE c.claim_epoch END,
+           claim_epoch = CASE WHEN NOT p.claiming THEN c.claim_epoch
+                              WHEN $8::bigint = p.claim_epoch THEN $8::bigint % 9007199254740991 + 1 ELSE $8::bigint END,
            claim_start = CASE WHEN p.claiming THEN p.done_to END,
            claim_end = CASE WHEN p.claiming THEN least(p.tip - 1, p.done_to + $5::integer - 1) END,
            claim_expires_at = CASE WHEN p.claiming THEN n.ts + $6::interval END,
@@ -267,6 +272,7 @@ func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetc
 	} else {
 		args = append(args, p.Async)
 	}
+	args = append(args, leaseToken())
 	var (
 		err     error
 		headRow bool
