@@ -554,6 +554,18 @@ ALTER TABLE "pgmsg".record
     ALTER COLUMN "offset" SET DEFAULT nextval(current_setting('pgmsg.copy_offset_seq')::oid::regclass),
     ALTER COLUMN "timestamp" SET DEFAULT statement_timestamp();
 
+-- pgmsg 013: a COPY publish's records are stamped with the transaction's
+-- start (issue 12).
+--
+-- The Go client now sends a COPY publish as a pipeline of extended-protocol
+-- messages (prepared statements around the COPY, one implicit transaction;
+-- internal/store/log_publish_copy.go), where each statement has its own
+-- statement_timestamp(). transaction_timestamp() is the same for the COPY's
+-- rows and for the time _publish_copy_end() and the client's end statement
+-- report. In one simple-query message, as docs/sql-api.md shows, the two
+-- are the same value.
+ALTER TABLE "pgmsg".record ALTER COLUMN "timestamp" SET DEFAULT transaction_timestamp();
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -1139,7 +1151,7 @@ BEGIN
     END IF;
     PERFORM set_config('pgmsg.copy_offset_seq', '', true);
     RETURN QUERY SELECT next_off - p_count,
-        (extract(epoch FROM statement_timestamp()) * 1000000)::bigint, low;
+        (extract(epoch FROM transaction_timestamp()) * 1000000)::bigint, low;
 END $function$;
 
 -- segment_ensure creates the segments of one partition ahead of need (two

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,16 +20,56 @@ import (
 // A COPY publish appends one partition's batch with COPY, which writes a
 // page of records per WAL record where the direct statement's INSERT
 // writes one per record (migration 012; docs/benchmarks.md has the
-// measurements). The whole publish is one simple-query message and its
-// data, written at once: _publish_copy_begin() reserves the offsets, COPY
-// stores the records, _publish_copy_end() checks the count and answers,
-// in one implicit transaction and one round trip.
+// measurements). The whole publish is one pipeline of extended-protocol
+// messages and its data, written at once: copyBeginSQL reserves the
+// offsets, COPY stores the records, copyEndSQL checks the count and
+// answers, in one implicit transaction (committed by the Sync at the end)
+// and one round trip.
+//
+// copyBeginSQL and copyEndSQL are what _publish_copy_begin() and
+// _publish_copy_end() do, as plain statements prepared once per
+// connection: the functions' calls (PL/pgSQL, a pinned search_path, whose
+// end walks every setting in PostgreSQL 15) and the parsing and planning
+// of a simple-query message cost a tenth of the server's time at batch 100
+// (docs/benchmarks.md, seventh pass). They call the functions for what
+// only the functions do: the first publish of a partition (its offset
+// sequence), declining (PM016) and the count check's error (PM004).
 //
 // pgx's CopyFrom cannot return the last statement's row, so the messages
 // are written and read on the connection's socket directly, as CopyFrom
-// does it: the query and the data go out before the server answers the
-// COPY (the server reads them in order, and ignores copy data that
-// arrives after an error has ended the query).
+// does it: the statements and the data go out before the server answers
+// the COPY (the server reads them in order; after an error it discards
+// every message up to the Sync).
+
+// copyBeginSQL reserves $3 offsets of partition $2 of topic $1 for a batch
+// whose largest record is at most $4 bytes, and points the record table's
+// offset default at the partition's offset sequence, set to the first of
+// them (_publish_copy_begin()).
+const copyBeginSQL = `WITH u AS (
+    UPDATE pgmsg.topic_partition c SET next_offset = c.next_offset + $3::integer
+      FROM pgmsg.topic t
+     WHERE t.topic_id = $1::integer AND c.topic_id = t.topic_id AND c.partition = $2::integer
+       AND $3::integer > 0 AND c.next_offset + $3::integer <= c.segment_end
+       AND $4::bigint <= t.max_record_bytes
+       AND NOT t.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
+       AND c.offset_seq IS NOT NULL
+    RETURNING c.next_offset - $3::integer AS base, c.offset_seq AS seq
+)
+SELECT CASE WHEN u.seq IS NULL THEN pgmsg._publish_copy_begin($1::integer, $2::integer, $3::integer, $4::bigint)::text
+            ELSE set_config({{copy_offset_seq}}, u.seq::text, true) || setval(u.seq::regclass, u.base, false)::text END
+  FROM (SELECT 1) one LEFT JOIN u ON true`
+
+// copyEndSQL answers the COPY publish of $3 records to partition $2 of
+// topic $1: base offset, publish time in Unix microseconds, segments_low.
+// When COPY did not store exactly the records reserved,
+// _publish_copy_end() raises the error (PM004).
+const copyEndSQL = `SELECT CASE WHEN currval(current_setting({{copy_offset_seq}})::oid::regclass) = c.next_offset - 1
+            THEN c.next_offset - $3::integer
+            ELSE (SELECT e.base_offset FROM pgmsg._publish_copy_end($1::integer, $2::integer, $3::integer) e) END,
+       (extract(epoch FROM transaction_timestamp()) * 1000000)::bigint,
+       c.next_offset > c.segment_end - 2 * t.segment_records
+  FROM pgmsg.topic_partition c JOIN pgmsg.topic t ON t.topic_id = c.topic_id
+ WHERE c.topic_id = $1::integer AND c.partition = $2::integer`
 
 // CopyMinRecords is the smallest batch published with COPY: below it the
 // COPY statement's set-up costs more than the WAL records it saves.
@@ -101,20 +141,30 @@ func (b *PublishBatch) MaxRecordBound() int64 {
 // or publish() must do it) or when the connection's role may not use the
 // partition's offset sequence; nothing is stored then.
 func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int32, b *PublishBatch) (*PublishResult, error) {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Release()
+	// Prepared once per connection (pgx keeps them by their text).
+	begin, err := s.prepare(ctx, c.Conn(), copyBeginSQL)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	end, err := s.prepare(ctx, c.Conn(), copyEndSQL)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+
 	bp := copyBufs.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) <= 1<<20 {
 			copyBufs.Put(bp)
 		}
 	}()
-	buf := s.encodeCopy((*bp)[:0], topicID, b)
+	buf := s.encodeCopy((*bp)[:0], begin, end, topicID, b)
 	*bp = buf
 
-	c, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Release()
 	res, err := roundTrip(ctx, c.Conn(), buf)
 	if err != nil {
 		var pgErr *pgconn.PgError
@@ -128,10 +178,33 @@ func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int
 	return res, nil
 }
 
-// encodeCopy appends to buf the publish's messages: the query, the COPY's
-// data (binary format) in one CopyData message, and CopyDone.
-func (s *Store) encodeCopy(buf []byte, topicID int32, b *PublishBatch) []byte {
-	schema := pgx.Identifier{s.schema}.Sanitize()
+// copyOffsetSeqSetting names the setting through which the record
+// table's offset default finds the partition's offset sequence (migration
+// 012); it is the same in every schema.
+const copyOffsetSeqSetting = "pgmsg.copy_offset_seq"
+
+// prepare prepares query (in the store's schema) on conn, once: it
+// returns the statement's name.
+func (s *Store) prepare(ctx context.Context, conn *pgx.Conn, query string) (string, error) {
+	// After qualifying: the setting's name is not a schema's.
+	q := strings.ReplaceAll(s.SQL(query), "{{copy_offset_seq}}", "'"+copyOffsetSeqSetting+"'")
+	sd, err := conn.Prepare(ctx, q, q)
+	if err != nil {
+		return "", err
+	}
+	return sd.Name, nil
+}
+
+// encodeCopy appends to buf the publish's messages: the prepared begin
+// statement's Bind and Execute, the COPY's Parse, Bind and Execute, its
+// data (binary format) in one CopyData message and CopyDone, the
+// prepared end statement's Bind and Execute, and Sync.
+func (s *Store) encodeCopy(buf []byte, begin, end string, topicID int32, b *PublishBatch) []byte {
+	n := len(b.Values)
+	buf = appendBind(buf, begin, int32Param(topicID), int32Param(b.Partition), int32Param(int32(n)),
+		binary.BigEndian.AppendUint64(nil, uint64(b.MaxRecordBound())))
+	buf = appendExecute(buf)
+
 	cols := "topic_id, partition, value"
 	if b.Keys != nil {
 		cols += ", key"
@@ -142,15 +215,14 @@ func (s *Store) encodeCopy(buf []byte, topicID int32, b *PublishBatch) []byte {
 	if b.timestamps != nil {
 		cols += `, "timestamp"`
 	}
-	n := len(b.Values)
-	q := fmt.Sprintf(`SELECT %[1]s._publish_copy_begin(%[2]d, %[3]d, %[4]d, %[5]d); `+
-		`COPY %[1]s.record (%[6]s) FROM STDIN (FORMAT binary); `+
-		`SELECT * FROM %[1]s._publish_copy_end(%[2]d, %[3]d, %[4]d)`,
-		schema, topicID, b.Partition, n, b.MaxRecordBound(), cols)
-	buf = append(buf, 'Q')
-	buf = binary.BigEndian.AppendUint32(buf, uint32(4+len(q)+1))
+	q := "COPY " + pgx.Identifier{s.schema}.Sanitize() + ".record (" + cols + ") FROM STDIN (FORMAT binary)"
+	buf = append(buf, 'P')
+	buf = binary.BigEndian.AppendUint32(buf, uint32(4+1+len(q)+1+2))
+	buf = append(buf, 0) // the unnamed statement
 	buf = append(buf, q...)
-	buf = append(buf, 0)
+	buf = append(buf, 0, 0, 0) // no parameter types
+	buf = appendBind(buf, "")
+	buf = appendExecute(buf)
 
 	start := len(buf)
 	buf = append(buf, 'd', 0, 0, 0, 0)
@@ -188,7 +260,39 @@ func (s *Store) encodeCopy(buf []byte, topicID int32, b *PublishBatch) []byte {
 	}
 	buf = binary.BigEndian.AppendUint16(buf, 0xffff) // trailer: -1
 	binary.BigEndian.PutUint32(buf[start+1:], uint32(len(buf)-start-1))
-	return append(buf, 'c', 0, 0, 0, 4)
+	buf = append(buf, 'c', 0, 0, 0, 4)
+
+	buf = appendBind(buf, end, int32Param(topicID), int32Param(b.Partition), int32Param(int32(n)))
+	buf = appendExecute(buf)
+	return append(buf, 'S', 0, 0, 0, 4)
+}
+
+func int32Param(v int32) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
+
+// appendBind appends a Bind message of statement stmt to the unnamed
+// portal: params in binary format, results in binary format.
+func appendBind(buf []byte, stmt string, params ...[]byte) []byte {
+	start := len(buf)
+	buf = append(buf, 'B', 0, 0, 0, 0)
+	buf = append(buf, 0) // the unnamed portal
+	buf = append(buf, stmt...)
+	buf = append(buf, 0)
+	buf = binary.BigEndian.AppendUint16(buf, 1) // one format for all parameters:
+	buf = binary.BigEndian.AppendUint16(buf, 1) // binary
+	buf = binary.BigEndian.AppendUint16(buf, uint16(len(params)))
+	for _, p := range params {
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(p)))
+		buf = append(buf, p...)
+	}
+	buf = binary.BigEndian.AppendUint16(buf, 1) // one format for all results:
+	buf = binary.BigEndian.AppendUint16(buf, 1) // binary
+	binary.BigEndian.PutUint32(buf[start+1:], uint32(len(buf)-start-1))
+	return buf
+}
+
+// appendExecute appends an Execute message of the unnamed portal, all rows.
+func appendExecute(buf []byte) []byte {
+	return append(buf, 'E', 0, 0, 0, 9, 0, 0, 0, 0, 0)
 }
 
 // pgEpochMicros is 2000-01-01 UTC, PostgreSQL's epoch, in Unix microseconds.
@@ -274,16 +378,19 @@ func exchange(pg *pgconn.PgConn, nc interface{ Write([]byte) (int, error) }, msg
 	fe := pg.Frontend()
 	var res *PublishResult
 	var serverErr error
+	completed := 0 // statements done: begin, COPY, end
 	for {
 		msg, err := fe.Receive()
 		if err != nil {
 			return nil, err
 		}
 		switch m := msg.(type) {
+		case *pgproto3.CommandComplete:
+			completed++
 		case *pgproto3.DataRow:
-			if len(m.Values) == 3 && serverErr == nil {
+			if completed == 2 && serverErr == nil {
 				if res, err = parseCopyEnd(m.Values); err != nil {
-					serverErr = err
+					return nil, err
 				}
 			}
 		case *pgproto3.ErrorResponse:
@@ -295,20 +402,20 @@ func exchange(pg *pgconn.PgConn, nc interface{ Write([]byte) (int, error) }, msg
 				return nil, serverErr
 			}
 			if res == nil {
-				return nil, errors.New("pgmsg: COPY publish: no answer from _publish_copy_end")
+				return nil, errors.New("pgmsg: COPY publish: no answer from the end statement")
 			}
 			return res, nil
 		}
 	}
 }
 
-// parseCopyEnd reads _publish_copy_end()'s row, in text format: the base
-// offset, the publish time in Unix microseconds, segments_low.
+// parseCopyEnd reads copyEndSQL's row, in binary format: the base offset,
+// the publish time in Unix microseconds, segments_low. A row of another
+// shape ends the exchange as a cut one (the connection is closed).
 func parseCopyEnd(v [][]byte) (*PublishResult, error) {
-	base, err1 := strconv.ParseInt(string(v[0]), 10, 64)
-	us, err2 := strconv.ParseInt(string(v[1]), 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("pgmsg: COPY publish: bad answer: %w", err)
+	if len(v) != 3 || len(v[0]) != 8 || len(v[1]) != 8 || len(v[2]) != 1 {
+		return nil, errors.New("pgmsg: COPY publish: bad answer from the end statement")
 	}
-	return &PublishResult{BaseOffset: base, Timestamp: time.UnixMicro(us), SegmentsLow: string(v[2]) == "t"}, nil
+	return &PublishResult{BaseOffset: int64(binary.BigEndian.Uint64(v[0])),
+		Timestamp: time.UnixMicro(int64(binary.BigEndian.Uint64(v[1]))), SegmentsLow: v[2][0] == 1}, nil
 }

@@ -518,7 +518,7 @@ BEGIN
     END IF;
     PERFORM set_config('pgmsg.copy_offset_seq', '', true);
     RETURN QUERY SELECT next_off - p_count,
-        (extract(epoch FROM statement_timestamp()) * 1000000)::bigint, low;
+        (extract(epoch FROM transaction_timestamp()) * 1000000)::bigint, low;
 END $function$;
 
 -- segment_ensure creates the segments of one partition ahead of need (two

@@ -1,0 +1,11 @@
+-- pgmsg 013: a COPY publish's records are stamped with the transaction's
+-- start (issue 12).
+--
+-- The Go client now sends a COPY publish as a pipeline of extended-protocol
+-- messages (prepared statements around the COPY, one implicit transaction;
+-- internal/store/log_publish_copy.go), where each statement has its own
+-- statement_timestamp(). transaction_timestamp() is the same for the COPY's
+-- rows and for the time _publish_copy_end() and the client's end statement
+-- report. In one simple-query message, as docs/sql-api.md shows, the two
+-- are the same value.
+ALTER TABLE {{schema}}.record ALTER COLUMN "timestamp" SET DEFAULT transaction_timestamp();
