@@ -54,7 +54,7 @@ func (d *pgmsgPubSub) setup(ctx context.Context) error {
 		}
 		d.replicas = append(d.replicas, p)
 	}
-	if d.c, err = pgmsg.NewClient(d.pool, &pgmsg.Config{Schema: d.env.Schema, PollInterval: d.o.Poll,
+	if d.c, err = pgmsg.NewClient(d.pool, &pgmsg.Config{Schema: d.env.Schema, PollInterval: d.o.PgmsgPoll,
 		ReadReplicas: d.replicas}); err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (d *pgmsgPubSub) joinGroups(ctx context.Context) error {
 		for i := 0; i < d.o.Partitions; i++ {
 			cn, err := d.c.NewConsumer(d.topic, groupName(g), &pgmsg.ConsumerOpts{
 				Claim:        pgmsg.ClaimOpts{MaxRecords: d.o.ClaimBatch, Member: fmt.Sprintf("bench-%d", i)},
-				PollInterval: d.o.Poll,
+				PollInterval: d.o.PgmsgPoll,
 			})
 			if err != nil {
 				return err

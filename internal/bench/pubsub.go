@@ -39,9 +39,15 @@ type PubSubOptions struct {
 	// Prefill publishes this many records before the run (untimed), for
 	// consume-only runs (Producers 0). Default 0.
 	Prefill int
-	// Poll is how long an idle consumer waits before claiming again.
-	// pgmsg consumers are also woken by notifications. Default 10ms.
+	// Poll is how long an idle consumer of the seeds' SQL (seed, packed),
+	// which nothing wakes, waits before claiming again. Default 10ms.
 	Poll time.Duration
+	// PgmsgPoll is pgmsg's Config.PollInterval: how often an idle pgmsg
+	// consumer, which a notification wakes when records arrive, polls
+	// anyway. Default 0: pgmsg's default, what an application gets. (Until
+	// 2026-12-03 pgmsg's consumers polled every Poll, as the seed's do;
+	// docs/benchmarks.md, seventh pass, measures the difference.)
+	PgmsgPoll time.Duration
 }
 
 func (o *PubSubOptions) defaults() {
