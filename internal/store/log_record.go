@@ -207,8 +207,14 @@ func (s *Store) ReplayPosition(ctx context.Context, exec DBTX) (recovering bool,
 }
 
 // NotifyTopics sends one notification per topic on channel (the wake-ups
-// of consumers of publishes whose own statement did not notify).
+// of consumers of publishes whose own statement did not notify), in its
+// own transaction, committed asynchronously: a transaction that notifies
+// holds PostgreSQL's cluster-wide notify lock through its commit, and a
+// synchronous commit would hold it through a WAL flush, for a wake-up
+// that nothing needs to survive a crash (consumers poll). exec must not
+// be in a transaction.
 func (s *Store) NotifyTopics(ctx context.Context, exec DBTX, channel string, topics []string) error {
-	_, err := exec.Exec(ctx, "SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t", channel, topics)
+	_, err := exec.Exec(ctx, "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, t) FROM unnest($2::text[]) AS t",
+		channel, topics)
 	return errs.Map(err)
 }
