@@ -197,38 +197,87 @@ func partitionOffsets(ctx context.Context, adm *kadm.Client, topics ...string) (
 	return out, nil
 }
 
-// tailWindow is how many records from a partition's end lastMirrored reads
-// first; it grows eightfold while the window holds no mirrored record
+// tailWindow is how many records from a partition's end readTail reads at
+// least; it grows eightfold while the window holds no mirrored record
 // (records that producers wrote to Kafka directly after a cut-over).
 const tailWindow = 1000
 
-// lastMirrored returns the highest pgmsg offset mirrored to a Kafka
-// partition, or -1 when it holds no mirrored record. It reads the
-// partition's tail only: the mirror writes each partition in order.
-func lastMirrored(ctx context.Context, adm *kadm.Client, opts []kgo.Opt, topic string, partition int32) (int64, error) {
+// kafkaTail is what a Kafka partition holds of a pgmsg partition, as far
+// as the mirror needs to know: every pgmsg offset up to upTo, and those in
+// have.
+//
+// The mirror writes a partition in pgmsg order, one claim at a time, with
+// one exception: a produce request that Kafka refused may be followed by
+// one of the same claim that Kafka accepted (the producer splits a claim
+// into several requests, and Kafka accepts the first sequence of a
+// producer it does not know). The claim's tail is then in Kafka and its
+// head is not, until the retry writes it after the tail. A partition's
+// highest pgmsg offset does not say where the copy stands then; the set
+// of offsets in its last records does.
+type kafkaTail struct {
+	upTo int64
+	have map[int64]struct{}
+}
+
+// holds reports whether Kafka holds the record of pgmsg offset o.
+func (t *kafkaTail) holds(o int64) bool {
+	if o <= t.upTo {
+		return true
+	}
+	_, ok := t.have[o]
+	return ok
+}
+
+// wrote records that Kafka acknowledged every record of a claim up to
+// pgmsg offset last.
+func (t *kafkaTail) wrote(last int64) {
+	t.upTo = max(t.upTo, last)
+	for o := range t.have {
+		if o <= t.upTo {
+			delete(t.have, o)
+		}
+	}
+}
+
+// readTail reads what a Kafka partition holds of the pgmsg partition from
+// the pgmsg offsets of its last records: at least window of them, so that
+// the window reaches past the one claim that may have been written in
+// part (window must exceed the mirror's claim size). The pgmsg offsets
+// below the lowest one in the window are in Kafka, unless the window
+// starts at the partition's start.
+func readTail(ctx context.Context, adm *kadm.Client, opts []kgo.Opt, topic string, partition int32, window int64) (kafkaTail, error) {
 	all, err := partitionOffsets(ctx, adm, topic)
 	if err != nil {
-		return 0, err
+		return kafkaTail{}, err
 	}
 	s, ok := all[topic][partition]
 	if !ok {
-		return 0, fmt.Errorf("kafka: topic %q has no partition %d", topic, partition)
+		return kafkaTail{}, fmt.Errorf("kafka: topic %q has no partition %d", topic, partition)
 	}
-	for w := int64(tailWindow); ; w *= 8 {
+	for w := max(window, tailWindow); ; w *= 8 {
 		from := max(s.From, s.To-w)
-		last := int64(-1)
+		have := map[int64]struct{}{}
+		lowest := int64(-1)
 		err := scan(ctx, opts, map[string]map[int32]span{topic: {partition: {from, s.To}}}, func(r *kgo.Record) error {
 			o, ok, err := pgmsgOffset(r)
 			if ok {
-				last = max(last, o)
+				have[o] = struct{}{}
+				if lowest < 0 || o < lowest {
+					lowest = o
+				}
 			}
 			return err
 		})
 		if err != nil {
-			return 0, err
+			return kafkaTail{}, err
 		}
-		if last >= 0 || from == s.From {
-			return last, nil
+		if from == s.From {
+			return kafkaTail{upTo: -1, have: have}, nil
+		}
+		if lowest >= 0 {
+			t := kafkaTail{upTo: lowest - 1, have: have}
+			t.wrote(t.upTo)
+			return t, nil
 		}
 	}
 }

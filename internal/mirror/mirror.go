@@ -10,8 +10,8 @@
 // acknowledged every record of it. A crash therefore loses nothing, and
 // records Kafka got but pgmsg did not see committed are found again on
 // restart: every mirrored record carries its pgmsg offset (OffsetHeader),
-// the mirror reads the last one of a partition before it writes to it, and
-// skips what Kafka already has instead of writing it twice.
+// the mirror reads those of a partition's last records before it writes to
+// it, and skips what Kafka already has instead of writing it twice.
 package mirror
 
 import (
@@ -59,8 +59,8 @@ type Config struct {
 	// Workers is how many members of Group the mirror runs (at most one
 	// per partition does work). Default WorkersDefault.
 	Workers int
-	// Batch caps the records of one claim, which is one produce request
-	// and one commit. Default BatchDefault.
+	// Batch caps the records of one claim, which is produced at once and
+	// committed at once. Default BatchDefault.
 	Batch int
 	// Lease is the claims' lease and SessionTimeout the members' session
 	// (defaults: pgmsg's, 30s and 10s). After a crash, the next run
@@ -105,12 +105,12 @@ type partKey struct {
 // others, but a lost claim's handler may still be running).
 type partState struct {
 	mu sync.Mutex
-	// stale is set until last has been read from Kafka, and again when
+	// stale is set until tail has been read from Kafka, and again when
 	// the partition is (re)assigned or a produce failed: another member
 	// (or a failed request) may have written records meanwhile.
 	stale bool
-	// last is the highest pgmsg offset Kafka holds, -1 for none.
-	last int64
+	// tail is what Kafka holds of the partition.
+	tail kafkaTail
 	// failures counts the produce requests that failed in a row.
 	failures int
 }
@@ -323,7 +323,7 @@ func (m *Mirror) part(topic string, partition int32) *partState {
 	k := partKey{topic, partition}
 	ps := m.parts[k]
 	if ps == nil {
-		ps = &partState{stale: true, last: -1}
+		ps = &partState{stale: true, tail: kafkaTail{upTo: -1}}
 		m.parts[k] = ps
 	}
 	return ps
@@ -348,20 +348,32 @@ func (m *Mirror) handle(ctx context.Context, cl *pgmsg.Claim) error {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.stale {
-		last, err := lastMirrored(ctx, m.adm, m.cfg.Kafka, cl.Topic, cl.Partition)
+		tail, err := readTail(ctx, m.adm, m.cfg.Kafka, cl.Topic, cl.Partition, 2*int64(m.cfg.Batch))
 		if err != nil {
 			return err
 		}
-		ps.last, ps.stale = last, false
+		ps.tail, ps.stale = tail, false
 	}
 	recs := make([]*kgo.Record, 0, len(cl.Records))
+	held := int64(-1) // the highest offset of the claim Kafka holds
 	for _, r := range cl.Records {
-		if r.Offset <= ps.last {
+		if ps.tail.holds(r.Offset) {
+			held = r.Offset
 			continue
 		}
 		recs = append(recs, kafkaRecord(r))
 	}
 	skipped := len(cl.Records) - len(recs)
+	behind := 0 // records Kafka gets after later ones of the claim
+	for _, r := range cl.Records {
+		if r.Offset < held && !ps.tail.holds(r.Offset) {
+			behind++
+		}
+	}
+	if behind > 0 {
+		m.cfg.Logger.Warn("pgmsg mirror: Kafka accepted part of a claim after refusing records before it: those are written now, after the later ones (out of order in Kafka; none lost, none twice)",
+			"topic", cl.Topic, "partition", cl.Partition, "records", behind)
+	}
 	if len(recs) > 0 {
 		if err := m.kafka.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			// Part of the batch may have been written: read the tail again
@@ -380,8 +392,9 @@ func (m *Mirror) handle(ctx context.Context, cl *pgmsg.Claim) error {
 			}
 			return fmt.Errorf("kafka: produce to %s/%d: %w", cl.Topic, cl.Partition, err)
 		}
-		ps.last, ps.failures = cl.Records[len(cl.Records)-1].Offset, 0
+		ps.failures = 0
 	}
+	ps.tail.wrote(cl.Records[len(cl.Records)-1].Offset)
 	m.mirrored.Add(int64(len(recs)))
 	m.skipped.Add(int64(skipped))
 	if m.cfg.Metrics != nil {
