@@ -44,7 +44,7 @@ func (r *Reader) canClaimDirect(params *store.ClaimParams) bool {
 
 // claimDirect runs the direct claim statement params describe. With fetch
 // (a segment table's name) it reads the claimed records from that table in
-// the same statement.
+// the same round trip.
 func (r *Reader) claimDirect(ctx context.Context, exec store.DBTX, params *store.ClaimParams, fetch string) (claimDirectResult, error) {
 	// The records' slice is made on the first record: none for a claim
 	// that reads no records.

@@ -60,7 +60,7 @@ type Reader struct {
 
 	// segments: the segment table that held each partition's last direct
 	// claim (partitionKey -> relname), which the next claim reads its
-	// records from in the same statement (claimRow).
+	// records from in the same round trip (claimRow).
 	segments sync.Map
 
 	// replicas are Config.Replicas (nil when none).
@@ -124,7 +124,7 @@ func (r *Reader) Claim(ctx context.Context, exec store.DBTX, params *store.Claim
 func (r *Reader) claimRow(ctx context.Context, exec store.DBTX, params *store.ClaimParams) (*store.ClaimRow, []*pgmsgtype.Record, int64, error) {
 	if r.canClaimDirect(params) {
 		key := partitionKey{params.Topic, *params.Partition}
-		// Read the records in the same statement from the segment that
+		// Read the records in the same round trip from the segment that
 		// held the partition's last claim, outside a caller's transaction
 		// only: retention may have dropped that table since, and the
 		// error would abort the transaction. With read replicas the
@@ -170,7 +170,7 @@ func (r *Reader) claimRow(ctx context.Context, exec store.DBTX, params *store.Cl
 }
 
 // CachedSegment returns the segment table the partition's next direct
-// claim reads its records from in the same statement ("", false when none
+// claim reads its records from in the same round trip ("", false when none
 // is known). For tests of that cache, and diagnostics.
 func (r *Reader) CachedSegment(topic string, partition int32) (string, bool) {
 	v, ok := r.segments.Load(partitionKey{topic, partition})

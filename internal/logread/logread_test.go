@@ -177,8 +177,8 @@ func TestClaimDirect(t *testing.T) {
 	require.False(t, c.canClaimDirect(p), "a commit of another partition")
 }
 
-// A direct claim that reads its records in the same statement
-// (claimFetchSQL) returns what readRange would, in order, with keys, empty
+// A direct claim that reads its records in the same round trip
+// (claimRecordsSQL) returns what readRange would, in order, with keys, empty
 // values and headers intact; records read from a table that is not the
 // claim's segment are dropped; a table dropped since (retention) makes
 // claimRow claim again without reading; the segment learnt is the next
@@ -241,7 +241,7 @@ func TestClaimFetch(t *testing.T) {
 	seg := res.row.Relname
 	require.NotEmpty(t, seg)
 
-	// Commit it and claim the next ten, reading them in the same statement.
+	// Commit it and claim the next ten, reading them in the same round trip.
 	res, err = c.claimDirect(ctx, b.Pool, params(10, res.row.ClaimEpoch), seg)
 	require.NoError(t, err)
 	require.True(t, res.committed)

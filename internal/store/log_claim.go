@@ -119,29 +119,42 @@ SELECT upd.owned, CASE WHEN upd.claiming THEN upd.claim_epoch END, upd.claim_exp
        NULL::text, ` + claimLSNColumn + `
   FROM upd`
 
-// claimFetchSQL is a direct claim statement (its CTEs and its head row,
-// as above) that also returns the claimed records, read from the segment
-// table relname in the same statement: one round trip per claim cycle
-// instead of two (issue 12). The head row comes first with the record
-// columns NULL, then one row per record with the head's columns NULL.
-// relname is the table that held the partition's previous claim: when
-// the head names another segment (the range moved on to the next one, or
-// spans two), the records read are not the claim's and the caller reads
-// them with internal/logread's readRange. The statement names a plain table, so it runs from
-// a cached generic plan.
-func claimFetchSQL(cte, head, relname string) string {
-	return cte + `, h AS (` + head + `)
-SELECT h.*, NULL::bigint, NULL::timestamptz, NULL::bytea, NULL::bytea, NULL::jsonb FROM h
-UNION ALL
-SELECT NULL::boolean, NULL::bigint, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::integer, NULL::text, NULL::text,
-       NULL::bigint, r."offset", r."timestamp", r.key, r.value, r.headers
-  FROM upd JOIN pgmsg.` + pgx.Identifier{relname}.Sanitize() + ` r
-    ON r.topic_id = upd.topic_id AND r.partition = $3::integer AND r."offset" BETWEEN upd.claim_start AND upd.claim_end`
+// claimRecordsSQL reads the records of the claim a direct claim statement
+// just made, from the segment table relname: the claim statement and this
+// one go in one pipeline (one round trip, one implicit transaction), so it
+// sees the claim's cursor row. It is a plain SELECT, which PostgreSQL
+// streams to the client as it reads: the claim statement is a
+// data-modifying WITH, whose rows PostgreSQL runs to completion into a
+// tuplestore before it sends them, and returning the records from it cost
+// a copy of each record into fresh memory (form, zero, page faults) and a
+// read back (issue 12: 8 % of the server's samples reading a backlog).
+// $4 is the claim statement's $8: the claim's epoch is that or the next
+// number. relname is the table that held the partition's previous claim:
+// when the claim statement's head names another segment (the range moved
+// on to the next one, or spans two), the records read are not the claim's
+// and the caller reads them with internal/logread's readRange. The
+// statement names a plain table, so it runs from a cached generic plan.
+func claimRecordsSQL(relname string) string {
+	// The claim's range comes first (one cursor row), and the records
+	// are read by it through a LATERAL subquery that OFFSET 0 keeps from
+	// being flattened: a generic plan may otherwise drive the join from
+	// the segment's rows and look the cursor up for each.
+	return `SELECT r."offset", r."timestamp", r.key, r.value, r.headers
+  FROM pgmsg.topic tt
+  JOIN pgmsg.group_cursor c ON c.topic_id = tt.topic_id
+  CROSS JOIN LATERAL (
+    SELECT r."offset", r."timestamp", r.key, r.value, r.headers
+      FROM pgmsg.` + pgx.Identifier{relname}.Sanitize() + ` r
+     WHERE r.topic_id = c.topic_id AND r.partition = $3::integer AND r."offset" BETWEEN c.claim_start AND c.claim_end
+    OFFSET 0) r
+ WHERE tt.name = $1::text AND c.group_name = $2::text AND c.partition = $3::integer
+   AND c.claim_epoch IN ($4::bigint, $4::bigint % 9007199254740991 + 1)`
 }
 
-// claimFetchColumns is how many columns of claimFetchSQL's rows are the
-// head's; the record's five follow.
-const claimFetchColumns = 9
+// batcher is what sends a pipeline: a pool, a connection or a transaction.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
 
 // claimLSNColumn is the primary's WAL insert position when the claim
 // statement began (read before its UPDATE), in bytes: every record the
@@ -248,10 +261,10 @@ type ClaimDirectResult struct {
 // case the direct statements cover (the caller checks): p.Partition set
 // and claimed by its owner p.Member, no byte cap, a commit, if any, of the
 // same partition, and a lease claim_range() accepts. With fetch
-// (a segment table's name) it reads the claimed records from that table
-// in the same statement (claimFetchSQL) and hands them to add, in no
-// particular order; they are the claim's records when the result says
-// Fetched.
+// (a segment table's name) and an exec that can send a pipeline, it reads
+// the claimed records from that table in the same round trip and
+// transaction (claimRecordsSQL) and hands them to add; they are the
+// claim's records when the result says Fetched.
 func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetch string, add RecordFunc) (ClaimDirectResult, error) {
 	var (
 		owned   pgtype.Bool
@@ -272,39 +285,56 @@ func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetc
 	} else {
 		args = append(args, p.Async)
 	}
-	args = append(args, leaseToken())
+	token := leaseToken()
+	args = append(args, token)
+	sb, ok := exec.(batcher)
+	if !ok {
+		fetch = ""
+	}
 	var (
 		err     error
 		headRow bool
-		recs    *recordDecoder
+		fetched bool
 	)
 	if fetch == "" {
 		err = s.DB(exec).QueryRow(ctx, cte+head, args...).Scan(&owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored, &lsn)
-		headRow = err == nil
-		if errors.Is(err, pgx.ErrNoRows) {
-			err = nil
-		}
 	} else {
-		var rows pgx.Rows
-		rows, err = s.DB(exec).Query(ctx, claimFetchSQL(cte, head, fetch), args...)
-		if err == nil {
-			for rows.Next() && err == nil {
-				if v := rows.RawValues(); len(v) > claimFetchColumns && v[claimFetchColumns] != nil {
-					if recs == nil {
-						recs = newRecordDecoder(rows.FieldDescriptions(), claimFetchColumns)
+		b := &pgx.Batch{}
+		b.Queue(s.SQL(cte+head), args...)
+		b.Queue(s.SQL(claimRecordsSQL(fetch)), p.Topic, p.Group, *p.Partition, token)
+		br := sb.SendBatch(ctx, b)
+		err = br.QueryRow().Scan(&owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored, &lsn)
+		if err == nil || errors.Is(err, pgx.ErrNoRows) {
+			// The records' statement runs either way: its error (the
+			// segment was dropped) aborts the pipeline's transaction,
+			// the claim included.
+			fetched = err == nil && epoch.Valid && relname.Valid && relname.String == fetch
+			rows, qerr := br.Query()
+			if qerr == nil {
+				if fetched {
+					recs := newRecordDecoder(rows.FieldDescriptions(), 0)
+					for rows.Next() && qerr == nil {
+						qerr = recs.decode(rows, add)
 					}
-					err = recs.decode(rows, add)
-					continue
 				}
-				headRow = true
-				err = rows.Scan(&owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored, &lsn,
-					nil, nil, nil, nil, nil)
+				rows.Close()
+				if qerr == nil {
+					qerr = rows.Err()
+				}
 			}
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
+			if qerr != nil {
+				err = qerr
 			}
 		}
+		if cerr := br.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) {
+			if cerr != nil {
+				err = cerr
+			}
+		}
+	}
+	headRow = err == nil
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = nil
 	}
 	if err != nil {
 		return ClaimDirectResult{}, errs.Map(err)
@@ -320,7 +350,7 @@ func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetc
 		return ClaimDirectResult{Fallback: !owned.Valid || !owned.Bool, Committed: p.Commit}, nil
 	}
 	return ClaimDirectResult{Committed: p.Commit, LSN: lsn.Int64,
-		Fetched: fetch != "" && relname.Valid && relname.String == fetch,
+		Fetched: fetched,
 		Row: &ClaimRow{Partition: *p.Partition, ClaimEpoch: epoch.Int64, ClaimExpiresAt: expires.Time,
 			FirstOffset: first.Int64, LastOffset: last.Int64, TopicID: topicID.Int32, Relname: relname.String}}, nil
 }
