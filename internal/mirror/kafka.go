@@ -275,9 +275,7 @@ func readTail(ctx context.Context, adm *kadm.Client, opts []kgo.Opt, topic strin
 			return kafkaTail{upTo: -1, have: have}, nil
 		}
 		if lowest >= 0 {
-			t := kafkaTail{upTo: lowest - 1, have: have}
-			t.wrote(t.upTo)
-			return t, nil
+			return kafkaTail{upTo: lowest - 1, have: have}, nil
 		}
 	}
 }

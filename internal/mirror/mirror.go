@@ -355,21 +355,15 @@ func (m *Mirror) handle(ctx context.Context, cl *pgmsg.Claim) error {
 		ps.tail, ps.stale = tail, false
 	}
 	recs := make([]*kgo.Record, 0, len(cl.Records))
-	held := int64(-1) // the highest offset of the claim Kafka holds
+	behind := 0 // records Kafka gets after later ones of the claim
 	for _, r := range cl.Records {
 		if ps.tail.holds(r.Offset) {
-			held = r.Offset
+			behind = len(recs) // every record to write so far precedes this one
 			continue
 		}
 		recs = append(recs, kafkaRecord(r))
 	}
 	skipped := len(cl.Records) - len(recs)
-	behind := 0 // records Kafka gets after later ones of the claim
-	for _, r := range cl.Records {
-		if r.Offset < held && !ps.tail.holds(r.Offset) {
-			behind++
-		}
-	}
 	if behind > 0 {
 		m.cfg.Logger.Warn("pgmsg mirror: Kafka accepted part of a claim after refusing records before it: those are written now, after the later ones (out of order in Kafka; none lost, none twice)",
 			"topic", cl.Topic, "partition", cl.Partition, "records", behind)

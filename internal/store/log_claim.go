@@ -307,18 +307,15 @@ func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetc
 		if err == nil || errors.Is(err, pgx.ErrNoRows) {
 			// The records' statement runs either way: its error (the
 			// segment was dropped) aborts the pipeline's transaction,
-			// the claim included.
+			// the claim included. Its rows are the claim's only when the
+			// claim's range is in that segment.
 			fetched = err == nil && epoch.Valid && relname.Valid && relname.String == fetch
 			rows, qerr := br.Query()
 			if qerr == nil {
 				if fetched {
-					recs := newRecordDecoder(rows.FieldDescriptions(), 0)
-					for rows.Next() && qerr == nil {
-						qerr = recs.decode(rows, add)
-					}
-				}
-				rows.Close()
-				if qerr == nil {
+					qerr = decodeRecords(rows, add)
+				} else {
+					rows.Close()
 					qerr = rows.Err()
 				}
 			}
@@ -326,10 +323,8 @@ func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetc
 				err = qerr
 			}
 		}
-		if cerr := br.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) {
-			if cerr != nil {
-				err = cerr
-			}
+		if cerr := br.Close(); cerr != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
+			err = cerr
 		}
 	}
 	headRow = err == nil

@@ -35,9 +35,8 @@ type RecordRow struct {
 type RecordFunc func(row *RecordRow) error
 
 // recordDecoder turns record rows (offset, timestamp, key, value,
-// headers, from column col on) into RecordRows for a RecordFunc.
+// headers) into RecordRows for a RecordFunc.
 type recordDecoder struct {
-	col int
 	// raw: the columns came in binary format (as they do with prepared
 	// statements) and are decoded by hand; else with Scan.
 	raw, binaryHeaders bool
@@ -46,18 +45,18 @@ type recordDecoder struct {
 	row                RecordRow
 }
 
-func newRecordDecoder(fds []pgconn.FieldDescription, col int) *recordDecoder {
-	d := &recordDecoder{col: col}
+func newRecordDecoder(fds []pgconn.FieldDescription) *recordDecoder {
+	d := &recordDecoder{}
 	// Keys, values and headers are copied out of the driver's buffer into
 	// shared chunks (one allocation per 256 KiB, not one per field) when
 	// they arrive in binary format, as they do with prepared statements.
 	// (pgx asks for jsonb in text format: headers come as JSON text or,
 	// in binary, as version 1 and the JSON text.)
-	d.raw = len(fds) == col+5
-	for _, fd := range fds[col:min(len(fds), col+4)] {
+	d.raw = len(fds) == 5
+	for _, fd := range fds[:min(len(fds), 4)] {
 		d.raw = d.raw && fd.Format == pgx.BinaryFormatCode
 	}
-	d.binaryHeaders = d.raw && fds[col+4].Format == pgx.BinaryFormatCode
+	d.binaryHeaders = d.raw && fds[4].Format == pgx.BinaryFormatCode
 	if !d.raw {
 		d.dest = make([]any, len(fds))
 	}
@@ -90,7 +89,7 @@ func (d *recordDecoder) decode(rows pgx.Rows, add RecordFunc) error {
 		// Decoded by hand (int8 and timestamptz in binary are 8 bytes,
 		// big-endian; the timestamp counts microseconds from 2000-01-01
 		// UTC): pgx's Scan was a tenth of the consumer's CPU.
-		v := rows.RawValues()[d.col:]
+		v := rows.RawValues()
 		if len(v[0]) != 8 || len(v[1]) != 8 {
 			return fmt.Errorf("pgmsg: unexpected offset or timestamp in a record row")
 		}
@@ -109,13 +108,25 @@ func (d *recordDecoder) decode(rows pgx.Rows, add RecordFunc) error {
 		}
 	} else {
 		clear(d.dest) // nil: skip the column
-		d.dest[d.col], d.dest[d.col+1], d.dest[d.col+2], d.dest[d.col+3], d.dest[d.col+4] =
-			&r.Offset, &r.Timestamp, &r.Key, &r.Value, &r.Headers
+		d.dest[0], d.dest[1], d.dest[2], d.dest[3], d.dest[4] = &r.Offset, &r.Timestamp, &r.Key, &r.Value, &r.Headers
 		if err := rows.Scan(d.dest...); err != nil {
 			return err
 		}
 	}
 	return add(r)
+}
+
+// decodeRecords hands every row of rows (the record columns, as
+// recordDecoder takes them) to add, then closes rows.
+func decodeRecords(rows pgx.Rows, add RecordFunc) error {
+	defer rows.Close()
+	d := newRecordDecoder(rows.FieldDescriptions())
+	for rows.Next() {
+		if err := d.decode(rows, add); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // ReadTable is the table that holds a claim's records: its segment
@@ -153,14 +164,7 @@ func (s *Store) ReadRange(ctx context.Context, exec DBTX, table string, standby 
 	if err != nil {
 		return errs.Map(err)
 	}
-	defer rows.Close()
-	d := newRecordDecoder(rows.FieldDescriptions(), 0)
-	for rows.Next() {
-		if err := d.decode(rows, add); err != nil {
-			return errs.Map(err)
-		}
-	}
-	return errs.Map(rows.Err())
+	return errs.Map(decodeRecords(rows, add))
 }
 
 // FetchedRecord is a record read by RecordFetch.
