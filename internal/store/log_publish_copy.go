@@ -83,6 +83,14 @@ const copyMaxBytes = 32 << 20
 // more to do (PM016).
 const copyDeclinedCode = "PM016"
 
+// copyMessagesBytes bounds what a COPY publish sends besides its rows
+// (copySize): the statements' messages, the COPY's header and trailer.
+const copyMessagesBytes = 1024
+
+// copyPoolMaxBytes is the largest buffer kept for the next COPY publish:
+// a batch of 1,000 records of 1 KiB, or a few merged, fits.
+const copyPoolMaxBytes = 8 << 20
+
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 // CopyEligible reports whether b can be published with COPY: a batch of
@@ -156,12 +164,18 @@ func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int
 		return nil, errs.Map(err)
 	}
 
+	// The buffer is sized once: growing it as the records are appended
+	// copied each batch about twice more and was a third of the client's
+	// CPU at batch 1000 (docs/benchmarks.md, ninth pass).
 	bp := copyBufs.Get().(*[]byte)
 	defer func() {
-		if cap(*bp) <= 1<<20 {
+		if cap(*bp) <= copyPoolMaxBytes {
 			copyBufs.Put(bp)
 		}
 	}()
+	if need := b.copySize() + copyMessagesBytes; cap(*bp) < need {
+		*bp = make([]byte, 0, need)
+	}
 	buf := s.encodeCopy((*bp)[:0], begin, end, topicID, b)
 	*bp = buf
 

@@ -1,0 +1,47 @@
+package store
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// PublishCopy sizes its buffer once, from copySize and copyMessagesBytes:
+// the messages encodeCopy writes must fit in that bound, or every publish
+// grows the buffer (copying the batch again) as it did before the bound.
+func TestEncodeCopyFitsItsBound(t *testing.T) {
+	long := strings.Repeat("s", 63) // the longest schema name PostgreSQL keeps
+	for _, tc := range []struct {
+		name                 string
+		n, size              int
+		keys, headers, stamp bool
+	}{
+		{"one record", 1, 1, false, false, false},
+		{"values", 16, 1, false, false, false},
+		{"empty values", 1000, 0, false, false, false},
+		{"1 KiB values", 1000, 1024, false, false, false},
+		{"everything set", 100, 10, true, true, true},
+	} {
+		b := NewPublishBatch("t", 3, tc.n)
+		for i := range b.Values {
+			b.Values[i] = make([]byte, tc.size)
+			if tc.keys {
+				b.SetKey(i, []byte("k"))
+			}
+			if tc.headers {
+				b.SetHeaders(i, []byte(`{"a":"b"}`))
+			}
+			if tc.stamp {
+				b.SetTimestamp(i, time.Unix(1, 0))
+			}
+		}
+		for _, s := range []*Store{New("pgmsg"), New(long)} {
+			// pgx names a statement prepared under its text "stmt_" and 48 hex digits.
+			stmt := "stmt_" + strings.Repeat("f", 48)
+			buf := s.encodeCopy(nil, stmt, stmt, 7, &b)
+			if bound := b.copySize() + copyMessagesBytes; len(buf) > bound {
+				t.Errorf("%s, schema %q: %d bytes encoded, more than the %d PublishCopy allocates", tc.name, s.schema, len(buf), bound)
+			}
+		}
+	}
+}
