@@ -313,7 +313,7 @@ func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetc
 			rows, qerr := br.Query()
 			if qerr == nil {
 				if fetched {
-					qerr = decodeRecords(rows, add)
+					qerr = decodeRecords(rows, last.Int64-first.Int64+1, add)
 				} else {
 					rows.Close()
 					qerr = rows.Err()

@@ -26,6 +26,10 @@ type RecordRow struct {
 	// Headers is the jsonb object's JSON text, nil for NULL. It is only
 	// valid until the RecordFunc returns.
 	Headers []byte
+	// Left is how many rows the read returns from this one on, this one
+	// included, when the read knows it (its range of offsets), else 0: a
+	// RecordFunc sizes what it allocates with it.
+	Left int64
 }
 
 // RecordFunc receives each record a read returns, in the order the rows
@@ -43,7 +47,12 @@ type recordDecoder struct {
 	chunk              []byte
 	dest               []any // Scan's destinations when not raw
 	row                RecordRow
+	left               int64 // rows expected from the next one on; 0: unknown
 }
+
+// chunkMax is the most a chunk of keys and values holds, unless one
+// record needs more: a caller that keeps one record keeps its chunk.
+const chunkMax = 256 << 10
 
 func newRecordDecoder(fds []pgconn.FieldDescription) *recordDecoder {
 	d := &recordDecoder{}
@@ -63,6 +72,24 @@ func newRecordDecoder(fds []pgconn.FieldDescription) *recordDecoder {
 	return d
 }
 
+// reserve makes room in the chunk for need bytes, the current row's key
+// and value. A new chunk is sized for the rows still expected, each as
+// large as this one (up to chunkMax): a claim of records of one size
+// allocates what it holds, where a fixed 256 KiB chunk per read cleared
+// twice what a claim of 125 records of 1 KiB used (docs/benchmarks.md,
+// ninth pass).
+func (d *recordDecoder) reserve(need int) {
+	if cap(d.chunk)-len(d.chunk) >= need {
+		return
+	}
+	size := int64(chunkMax)
+	if left := d.row.Left; left > 0 {
+		size = min(size, left*int64(need))
+	}
+	d.chunk = make([]byte, 0, max(int64(need), size))
+}
+
+// keep copies b into the chunk (reserve made room for it).
 func (d *recordDecoder) keep(b []byte) []byte {
 	if b == nil {
 		return nil // NULL
@@ -70,9 +97,7 @@ func (d *recordDecoder) keep(b []byte) []byte {
 	if len(b) == 0 {
 		return []byte{} // empty, not NULL (a slice of a nil chunk would be nil)
 	}
-	if cap(d.chunk)-len(d.chunk) < len(b) {
-		d.chunk = make([]byte, 0, max(len(b), 256<<10))
-	}
+	d.reserve(len(b))
 	start := len(d.chunk)
 	d.chunk = append(d.chunk, b...)
 	return d.chunk[start:len(d.chunk):len(d.chunk)]
@@ -84,7 +109,10 @@ const pgEpochUnixMicros = 946684800 * 1000000
 // decode decodes the current row of rows and hands it to add.
 func (d *recordDecoder) decode(rows pgx.Rows, add RecordFunc) error {
 	r := &d.row
-	*r = RecordRow{}
+	*r = RecordRow{Left: d.left}
+	if d.left > 0 {
+		d.left--
+	}
 	if d.raw {
 		// Decoded by hand (int8 and timestamptz in binary are 8 bytes,
 		// big-endian; the timestamp counts microseconds from 2000-01-01
@@ -96,6 +124,7 @@ func (d *recordDecoder) decode(rows pgx.Rows, add RecordFunc) error {
 		r.Offset = int64(binary.BigEndian.Uint64(v[0]))
 		us := int64(binary.BigEndian.Uint64(v[1])) + pgEpochUnixMicros
 		r.Timestamp = time.Unix(us/1e6, (us%1e6)*1e3)
+		d.reserve(len(v[2]) + len(v[3]))
 		r.Key, r.Value = d.keep(v[2]), d.keep(v[3])
 		if h := v[4]; h != nil && d.binaryHeaders {
 			// Binary jsonb: version 1, then the JSON text.
@@ -117,10 +146,12 @@ func (d *recordDecoder) decode(rows pgx.Rows, add RecordFunc) error {
 }
 
 // decodeRecords hands every row of rows (the record columns, as
-// recordDecoder takes them) to add, then closes rows.
-func decodeRecords(rows pgx.Rows, add RecordFunc) error {
+// recordDecoder takes them) to add, then closes rows. expect is how many
+// rows the statement returns at most (its range of offsets), or 0.
+func decodeRecords(rows pgx.Rows, expect int64, add RecordFunc) error {
 	defer rows.Close()
 	d := newRecordDecoder(rows.FieldDescriptions())
+	d.left = max(expect, 0)
 	for rows.Next() {
 		if err := d.decode(rows, add); err != nil {
 			return err
@@ -164,7 +195,7 @@ func (s *Store) ReadRange(ctx context.Context, exec DBTX, table string, standby 
 	if err != nil {
 		return errs.Map(err)
 	}
-	return errs.Map(decodeRecords(rows, add))
+	return errs.Map(decodeRecords(rows, last-first+1, add))
 }
 
 // FetchedRecord is a record read by RecordFetch.
