@@ -155,11 +155,12 @@ func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int
 	}
 	defer c.Release()
 	// Prepared once per connection (pgx keeps them by their text).
-	begin, err := s.prepare(ctx, c.Conn(), copyBeginSQL)
+	t := s.copyTexts()
+	begin, err := c.Conn().Prepare(ctx, t.begin, t.begin)
 	if err != nil {
 		return nil, errs.Map(err)
 	}
-	end, err := s.prepare(ctx, c.Conn(), copyEndSQL)
+	end, err := c.Conn().Prepare(ctx, t.end, t.end)
 	if err != nil {
 		return nil, errs.Map(err)
 	}
@@ -176,7 +177,7 @@ func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int
 	if need := b.copySize() + copyMessagesBytes; cap(*bp) < need {
 		*bp = make([]byte, 0, need)
 	}
-	buf := s.encodeCopy((*bp)[:0], begin, end, topicID, b)
+	buf := s.encodeCopy((*bp)[:0], begin.Name, end.Name, topicID, b)
 	*bp = buf
 
 	res, err := roundTrip(ctx, c.Conn(), buf)
@@ -197,16 +198,46 @@ func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int
 // 012); it is the same in every schema.
 const copyOffsetSeqSetting = "pgmsg.copy_offset_seq"
 
-// prepare prepares query (in the store's schema) on conn, once: it
-// returns the statement's name.
-func (s *Store) prepare(ctx context.Context, conn *pgx.Conn, query string) (string, error) {
-	// After qualifying: the setting's name is not a schema's.
-	q := strings.ReplaceAll(s.SQL(query), "{{copy_offset_seq}}", "'"+copyOffsetSeqSetting+"'")
-	sd, err := conn.Prepare(ctx, q, q)
-	if err != nil {
-		return "", err
-	}
-	return sd.Name, nil
+// copyTexts are a store's COPY publish statements, made once: the begin
+// and end statements in its schema, and the COPY statement for each set
+// of columns a batch may give (copyColumns).
+type copyTexts struct {
+	once       sync.Once
+	begin, end string
+	copy       [8]string
+}
+
+// Bits of copyTexts.copy's index: the batch gives keys, headers,
+// timestamps.
+const (
+	copyKeys = 1 << iota
+	copyHeaders
+	copyTimestamps
+)
+
+func (s *Store) copyTexts() *copyTexts {
+	t := &s.copy
+	t.once.Do(func() {
+		// After qualifying: the setting's name is not a schema's.
+		setting := func(q string) string {
+			return strings.ReplaceAll(s.SQL(q), "{{copy_offset_seq}}", "'"+copyOffsetSeqSetting+"'")
+		}
+		t.begin, t.end = setting(copyBeginSQL), setting(copyEndSQL)
+		for i := range t.copy {
+			cols := "topic_id, partition, value"
+			if i&copyKeys != 0 {
+				cols += ", key"
+			}
+			if i&copyHeaders != 0 {
+				cols += ", headers"
+			}
+			if i&copyTimestamps != 0 {
+				cols += `, "timestamp"`
+			}
+			t.copy[i] = "COPY " + pgx.Identifier{s.schema}.Sanitize() + ".record (" + cols + ") FROM STDIN (FORMAT binary)"
+		}
+	})
+	return t
 }
 
 // encodeCopy appends to buf the publish's messages: the prepared begin
@@ -214,22 +245,27 @@ func (s *Store) prepare(ctx context.Context, conn *pgx.Conn, query string) (stri
 // data (binary format) in one CopyData message and CopyDone, the
 // prepared end statement's Bind and Execute, and Sync.
 func (s *Store) encodeCopy(buf []byte, begin, end string, topicID int32, b *PublishBatch) []byte {
-	n := len(b.Values)
-	buf = appendBind(buf, begin, int32Param(topicID), int32Param(b.Partition), int32Param(int32(n)),
-		binary.BigEndian.AppendUint64(nil, uint64(b.MaxRecordBound())))
+	// The parameters in binary format, from arrays on the stack.
+	var topic, part, count [4]byte
+	var bound [8]byte
+	binary.BigEndian.PutUint32(topic[:], uint32(topicID))
+	binary.BigEndian.PutUint32(part[:], uint32(b.Partition))
+	binary.BigEndian.PutUint32(count[:], uint32(len(b.Values)))
+	binary.BigEndian.PutUint64(bound[:], uint64(b.MaxRecordBound()))
+	buf = appendBind(buf, begin, topic[:], part[:], count[:], bound[:])
 	buf = appendExecute(buf)
 
-	cols := "topic_id, partition, value"
+	cols := 0
 	if b.Keys != nil {
-		cols += ", key"
+		cols |= copyKeys
 	}
 	if b.Headers != nil {
-		cols += ", headers"
+		cols |= copyHeaders
 	}
 	if b.timestamps != nil {
-		cols += `, "timestamp"`
+		cols |= copyTimestamps
 	}
-	q := "COPY " + pgx.Identifier{s.schema}.Sanitize() + ".record (" + cols + ") FROM STDIN (FORMAT binary)"
+	q := s.copyTexts().copy[cols]
 	buf = append(buf, 'P')
 	buf = binary.BigEndian.AppendUint32(buf, uint32(4+1+len(q)+1+2))
 	buf = append(buf, 0) // the unnamed statement
@@ -276,12 +312,10 @@ func (s *Store) encodeCopy(buf []byte, begin, end string, topicID int32, b *Publ
 	binary.BigEndian.PutUint32(buf[start+1:], uint32(len(buf)-start-1))
 	buf = append(buf, 'c', 0, 0, 0, 4)
 
-	buf = appendBind(buf, end, int32Param(topicID), int32Param(b.Partition), int32Param(int32(n)))
+	buf = appendBind(buf, end, topic[:], part[:], count[:])
 	buf = appendExecute(buf)
 	return append(buf, 'S', 0, 0, 0, 4)
 }
-
-func int32Param(v int32) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
 
 // appendBind appends a Bind message of statement stmt to the unnamed
 // portal: params in binary format, results in binary format.

@@ -45,3 +45,21 @@ func TestEncodeCopyFitsItsBound(t *testing.T) {
 		}
 	}
 }
+
+// Encoding a COPY publish into a buffer of the size PublishCopy gives it
+// allocates nothing: the statements' texts are made once per store and the
+// parameters are encoded from the stack.
+func TestEncodeCopyAllocatesNothing(t *testing.T) {
+	b := NewPublishBatch("t", 3, 100)
+	for i := range b.Values {
+		b.Values[i] = make([]byte, 1024)
+		b.SetKey(i, []byte("k"))
+	}
+	s := New("pgmsg_x")
+	s.copyTexts()
+	buf := make([]byte, 0, b.copySize()+copyMessagesBytes)
+	stmt := "stmt_" + strings.Repeat("f", 48)
+	if n := testing.AllocsPerRun(20, func() { buf = s.encodeCopy(buf[:0], stmt, stmt, 7, &b) }); n != 0 {
+		t.Errorf("encodeCopy allocated %v times per publish, want 0", n)
+	}
+}

@@ -38,6 +38,7 @@ type Store struct {
 	schema string
 	q      *dbsqlc.Queries
 	sql    sync.Map // query text for the default schema -> for schema
+	copy   copyTexts
 }
 
 // New returns a Store for schema (already validated).
