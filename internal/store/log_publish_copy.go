@@ -166,7 +166,7 @@ func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int
 	}
 
 	// The buffer is sized once: growing it as the records are appended
-	// copied each batch about twice more and was a third of the client's
+	// copied each batch about twice more and was about half of the client's
 	// CPU at batch 1000 (docs/benchmarks.md, ninth pass).
 	bp := copyBufs.Get().(*[]byte)
 	defer func() {
@@ -200,7 +200,7 @@ const copyOffsetSeqSetting = "pgmsg.copy_offset_seq"
 
 // copyTexts are a store's COPY publish statements, made once: the begin
 // and end statements in its schema, and the COPY statement for each set
-// of columns a batch may give (copyColumns).
+// of columns a batch may give (copyKeys, copyHeaders, copyTimestamps).
 type copyTexts struct {
 	once       sync.Once
 	begin, end string
