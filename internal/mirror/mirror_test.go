@@ -554,7 +554,13 @@ func TestMirrorProduceFails(t *testing.T) {
 			failed = mf.GetMetric()[0].GetCounter().GetValue()
 		}
 	}
-	require.GreaterOrEqual(t, failed, 3.0, "three refused requests, each failing at least one claim")
+	// Each failed claim is counted once. A refused request fails the
+	// claims whose records it carried (one per partition, at most two
+	// here), and one claim's records may go in several requests: two of
+	// the three refused ones then fail one claim (as in a CI run on
+	// 2026-12-03, which counted 2).
+	require.GreaterOrEqual(t, failed, 1.0, "the refused requests' claims counted")
+	require.LessOrEqual(t, failed, 6.0, "at most one failure per partition of each refused request")
 }
 
 // TestMirrorRepairsPartialClaim starts the mirror on a Kafka topic that
