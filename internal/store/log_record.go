@@ -89,7 +89,9 @@ func (d *recordDecoder) reserve(need int) {
 	d.chunk = make([]byte, 0, max(int64(need), size))
 }
 
-// keep copies b into the chunk (reserve made room for it).
+// keep copies b into the chunk, where decode reserved room for it (were
+// there none, append would move the chunk; the slices handed out before
+// keep the old one).
 func (d *recordDecoder) keep(b []byte) []byte {
 	if b == nil {
 		return nil // NULL
@@ -97,7 +99,6 @@ func (d *recordDecoder) keep(b []byte) []byte {
 	if len(b) == 0 {
 		return []byte{} // empty, not NULL (a slice of a nil chunk would be nil)
 	}
-	d.reserve(len(b))
 	start := len(d.chunk)
 	d.chunk = append(d.chunk, b...)
 	return d.chunk[start:len(d.chunk):len(d.chunk)]
