@@ -368,7 +368,13 @@ func (cn *Consumer) Poll(ctx context.Context) (*Claim, error) { return cn.e.Poll
 // (doubling), until it succeeds or, with ConsumerOpts.MaxDeliveries, until
 // the records it keeps failing on are set aside in the dead-letter topic
 // (committed with the claim); a claim whose partition the group moves
-// meanwhile is released to the new owner. Records that ReplayDeadLetters
+// meanwhile is released to the new owner. The commit of a handled claim
+// rides on the next claim, in its transaction, which commits without
+// waiting for the WAL flush (as Kafka consumers commit offsets): a
+// PostgreSQL crash can lose the last fraction of a second of them, and
+// their records are then delivered again, as at-least-once allows. The
+// last commit, when Run returns, waits for the flush; so do Client.Commit
+// and ProcessTx. Records that ReplayDeadLetters
 // published for another group are committed without calling handler.
 // Transient database errors (IsRetryable: lost connections,
 // deadlocks, timeouts) are logged and retried with backoff. Run returns

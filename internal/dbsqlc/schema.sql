@@ -2029,10 +2029,11 @@ BEGIN
         RETURN;
     END LOOP;
 
-    IF p_async AND d_part IS NULL AND p_commit_epoch IS NULL AND NOT created THEN
-        -- As in claim(): a lease lost in a crash is only a redelivery. Not
-        -- when a commit rides along (commits are always synchronous) and not
-        -- when this call created the group (its start must be durable).
+    IF p_async AND NOT created THEN
+        -- As in claim(): a lease lost in a crash is only a redelivery, and
+        -- so is a riding commit lost in a crash (Consumer.Run's: nobody was
+        -- told it was durable). Not when this call created the group (its
+        -- start must be durable).
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
     IF d_part IS NOT NULL AND c_part <> d_part THEN

@@ -177,6 +177,79 @@ func TestClaimDirect(t *testing.T) {
 	require.False(t, c.canClaimDirect(p), "a commit of another partition")
 }
 
+// A commit that rides on a claim (Consumer.Run's) commits as the claim
+// does: asynchronously with Async, through the direct statement and
+// through claim_range() alike, and synchronously without it or when the
+// call creates the group (its start must be durable).
+func TestClaimRidingCommitAsync(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := newTestReader(t, ctx, b)
+	c.createTopic("t", 1, 0)
+	_, err := b.Pool.Exec(ctx, `SELECT * FROM `+pgx.Identifier{b.Schema}.Sanitize()+`.group_heartbeat('t', 'g', 'm')`)
+	require.NoError(t, err)
+	for i := 0; i < 4; i++ {
+		c.publish("t", 0, []*pgmsgtype.Record{{Topic: "t", Partition: 0, Value: []byte{byte(i)}}})
+	}
+	partition := int32(0)
+	params := func(async bool) *store.ClaimParams {
+		return &store.ClaimParams{Topic: "t", Group: "g", MaxRecords: 1, Lease: 30 * time.Second, Start: "earliest",
+			Partition: &partition, Member: "m", RequireOwner: true, Async: async}
+	}
+	first, err := c.claimDirect(ctx, b.Pool, params(true), "")
+	require.NoError(t, err)
+	require.NotNil(t, first.row)
+
+	// setting runs claim in a transaction that starts with synchronous
+	// commits (the test clusters may run without), rolls it back, and
+	// returns the setting the claim left.
+	setting := func(claim func(tx pgx.Tx)) string {
+		t.Helper()
+		tx, err := b.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, "SET LOCAL synchronous_commit = on")
+		require.NoError(t, err)
+		claim(tx)
+		var v string
+		require.NoError(t, tx.QueryRow(ctx, "SELECT pg_catalog.current_setting('synchronous_commit')").Scan(&v))
+		return v
+	}
+	riding := func(async bool) *store.ClaimParams {
+		p := params(async)
+		p.Commit, p.CommitPartition, p.CommitEpoch = true, 0, first.row.ClaimEpoch
+		return p
+	}
+	for _, async := range []bool{true, false} {
+		want := map[bool]string{true: "off", false: "on"}[async]
+		got := setting(func(tx pgx.Tx) {
+			res, err := c.claimDirect(ctx, tx, riding(async), "")
+			require.NoError(t, err)
+			require.False(t, res.fallback)
+			require.True(t, res.committed)
+			require.NotNil(t, res.row, "the next record claimed")
+		})
+		require.Equal(t, want, got, "direct statement, async %v", async)
+		got = setting(func(tx pgx.Tx) {
+			row, err := c.store.ClaimRange(ctx, tx, riding(async))
+			require.NoError(t, err)
+			require.NotNil(t, row, "the next record claimed")
+			require.Equal(t, first.row.LastOffset+1, row.FirstOffset, "the commit moved the cursor")
+		})
+		require.Equal(t, want, got, "claim_range(), async %v", async)
+	}
+	// A claim that creates its group commits synchronously, async or not.
+	got := setting(func(tx pgx.Tx) {
+		row, err := c.store.ClaimRange(ctx, tx, &store.ClaimParams{Topic: "t", Group: "new", MaxRecords: 1,
+			Lease: 30 * time.Second, Start: "earliest", Async: true})
+		require.NoError(t, err)
+		require.NotNil(t, row)
+	})
+	require.Equal(t, "on", got, "the claim that created the group")
+}
+
 // A direct claim that reads its records in the same round trip
 // (claimRecordsSQL) returns what readRange would, in order, with keys, empty
 // values and headers intact; records read from a table that is not the

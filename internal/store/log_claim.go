@@ -80,7 +80,10 @@ SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
 // the claim $7 (an epoch) of the partition
 // and claims the partition's next records in the same row version: it
 // returns no row when that claim is no longer held (claim_range() then
-// raises the error commit() would). The commit is synchronous.
+// raises the error commit() would). $9: commit asynchronously, as
+// claim_range's p_async with a riding commit (Consumer.Run's, which no
+// caller is told of: a server crash that loses it only delivers its
+// records again).
 const claimCommitDirectCTE = `WITH n AS (SELECT clock_timestamp() AS ts, pg_current_wal_insert_lsn() AS lsn),
 cur AS (
     SELECT c.ctid AS tid, c.topic_id, c.claim_end + 1 AS done_to, c.claim_epoch, tp.next_offset AS tip,
@@ -116,7 +119,7 @@ SELECT upd.owned, CASE WHEN upd.claiming THEN upd.claim_epoch END, upd.claim_exp
          WHERE s.topic_id = upd.topic_id AND s.partition = $3::integer AND s.start_offset <= upd.claim_start
            AND s.end_offset > upd.claim_end
          ORDER BY s.start_offset DESC LIMIT 1),
-       NULL::text, ` + claimLSNColumn + `
+       CASE WHEN $9::boolean THEN set_config('synchronous_commit', 'off', true) END, ` + claimLSNColumn + `
   FROM upd`
 
 // claimRecordsSQL reads the records of the claim a direct claim statement
@@ -179,7 +182,8 @@ type ClaimParams struct {
 	Start string
 	// RequireOwner restricts the claim to partitions assigned to Member.
 	RequireOwner bool
-	// Async commits the claim asynchronously (claim_range's p_async).
+	// Async commits the call's transaction asynchronously (claim_range's
+	// p_async), the riding commit (Commit) included.
 	Async bool
 	// Commit, when set, commits the claim CommitEpoch of CommitPartition
 	// first, in the same statement.
@@ -287,6 +291,9 @@ func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetc
 	}
 	token := leaseToken()
 	args = append(args, token)
+	if p.Commit {
+		args = append(args, p.Async)
+	}
 	sb, ok := exec.(batcher)
 	if !ok {
 		fetch = ""
