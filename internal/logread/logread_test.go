@@ -240,6 +240,41 @@ func TestClaimRidingCommitAsync(t *testing.T) {
 		})
 		require.Equal(t, want, got, "claim_range(), async %v", async)
 	}
+	// A riding commit with nothing left to claim commits alone, the same
+	// way: group g2's member claims every record, then commits.
+	_, err = b.Pool.Exec(ctx, `SELECT * FROM `+pgx.Identifier{b.Schema}.Sanitize()+`.group_heartbeat('t', 'g2', 'm')`)
+	require.NoError(t, err)
+	all := params(true)
+	all.Group, all.MaxRecords = "g2", 100
+	held, err := c.claimDirect(ctx, b.Pool, all, "")
+	require.NoError(t, err)
+	require.NotNil(t, held.row)
+	for _, async := range []bool{true, false} {
+		want := map[bool]string{true: "off", false: "on"}[async]
+		commitOnly := func() *store.ClaimParams {
+			p := riding(async)
+			p.Group, p.CommitEpoch = "g2", held.row.ClaimEpoch
+			return p
+		}
+		got := setting(func(tx pgx.Tx) {
+			res, err := c.claimDirect(ctx, tx, commitOnly(), "")
+			require.NoError(t, err)
+			require.False(t, res.fallback)
+			require.True(t, res.committed)
+			require.Nil(t, res.row, "nothing left to claim")
+		})
+		require.Equal(t, want, got, "direct statement, commit alone, async %v", async)
+		got = setting(func(tx pgx.Tx) {
+			row, err := c.store.ClaimRange(ctx, tx, commitOnly())
+			require.NoError(t, err)
+			require.Nil(t, row, "nothing left to claim")
+			var next int64
+			require.NoError(t, tx.QueryRow(ctx, `SELECT next_offset FROM `+pgx.Identifier{b.Schema, "group_cursor"}.Sanitize()+
+				` WHERE group_name = 'g2' AND partition = 0`).Scan(&next))
+			require.Equal(t, held.row.LastOffset+1, next, "the commit moved the cursor")
+		})
+		require.Equal(t, want, got, "claim_range(), commit alone, async %v", async)
+	}
 	// A claim that creates its group commits synchronously, async or not.
 	got := setting(func(tx pgx.Tx) {
 		row, err := c.store.ClaimRange(ctx, tx, &store.ClaimParams{Topic: "t", Group: "new", MaxRecords: 1,

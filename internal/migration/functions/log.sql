@@ -1371,6 +1371,10 @@ BEGIN
                    claim_owner = NULL, committed_at = now_ts
              WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = d_part;
             d_part := NULL;
+            IF p_async AND NOT created THEN
+                -- The riding commit alone: as below.
+                PERFORM set_config('synchronous_commit', 'off', true);
+            END IF;
         END IF;
         -- Nothing to claim: now the checks that explain why, or create the
         -- group and look again.
