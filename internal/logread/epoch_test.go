@@ -32,8 +32,7 @@ func TestClaimEpochsUnguessable(t *testing.T) {
 		recs[i] = &pgmsgtype.Record{Topic: "t", Value: []byte{byte(i)}}
 	}
 	c.publish("t", 0, recs)
-	_, err := b.Pool.Exec(ctx, `SELECT * FROM `+s+`.group_heartbeat('t', 'direct', 'm')`)
-	require.NoError(t, err)
+	c.join("t", "direct", "m")
 
 	// stored is the cursor row's epoch (the previous claim's, or what a
 	// release left); nowUS the database clock in microseconds.

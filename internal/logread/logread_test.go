@@ -53,6 +53,15 @@ func (r *testReader) createTopic(topic string, partitions int32, segmentRecords 
 	require.NoError(r.t, err)
 }
 
+// join makes member a member of topic's group (group_heartbeat), which
+// gives it every partition while it is the only one.
+func (r *testReader) join(topic, group, member string) {
+	r.t.Helper()
+	_, err := r.b.Pool.Exec(r.ctx, `SELECT * FROM `+pgx.Identifier{r.b.Schema}.Sanitize()+`.group_heartbeat($1, $2, $3)`,
+		topic, group, member)
+	require.NoError(r.t, err)
+}
+
 // publish appends recs to partition (each record's Topic is topic), with
 // publish().
 func (r *testReader) publish(topic string, partition int32, recs []*pgmsgtype.Record) {
@@ -82,8 +91,7 @@ func TestClaimDirect(t *testing.T) {
 	c := newTestReader(t, ctx, b)
 	c.createTopic("t", 2, 64)
 	// Member m joins group g and owns both partitions.
-	_, err := b.Pool.Exec(ctx, `SELECT * FROM `+pgx.Identifier{b.Schema}.Sanitize()+`.group_heartbeat('t', 'g', 'm')`)
-	require.NoError(t, err)
+	c.join("t", "g", "m")
 	for i := 0; i < 3; i++ {
 		c.publish("t", 0, []*pgmsgtype.Record{{Topic: "t", Partition: 0, Value: []byte{byte(i)}}})
 	}
@@ -188,8 +196,7 @@ func TestClaimRidingCommitAsync(t *testing.T) {
 	defer cancel()
 	c := newTestReader(t, ctx, b)
 	c.createTopic("t", 1, 0)
-	_, err := b.Pool.Exec(ctx, `SELECT * FROM `+pgx.Identifier{b.Schema}.Sanitize()+`.group_heartbeat('t', 'g', 'm')`)
-	require.NoError(t, err)
+	c.join("t", "g", "m")
 	for i := 0; i < 4; i++ {
 		c.publish("t", 0, []*pgmsgtype.Record{{Topic: "t", Partition: 0, Value: []byte{byte(i)}}})
 	}
@@ -242,8 +249,7 @@ func TestClaimRidingCommitAsync(t *testing.T) {
 	}
 	// A riding commit with nothing left to claim commits alone, the same
 	// way: group g2's member claims every record, then commits.
-	_, err = b.Pool.Exec(ctx, `SELECT * FROM `+pgx.Identifier{b.Schema}.Sanitize()+`.group_heartbeat('t', 'g2', 'm')`)
-	require.NoError(t, err)
+	c.join("t", "g2", "m")
 	all := params(true)
 	all.Group, all.MaxRecords = "g2", 100
 	held, err := c.claimDirect(ctx, b.Pool, all, "")
@@ -299,8 +305,7 @@ func TestClaimFetch(t *testing.T) {
 	defer cancel()
 	c := newTestReader(t, ctx, b)
 	c.createTopic("t", 2, 64)
-	_, err := b.Pool.Exec(ctx, `SELECT * FROM `+pgx.Identifier{b.Schema}.Sanitize()+`.group_heartbeat('t', 'g', 'm')`)
-	require.NoError(t, err)
+	c.join("t", "g", "m")
 	var batch []*pgmsgtype.Record
 	for i := 0; i < 100; i++ {
 		r := &pgmsgtype.Record{Topic: "t", Partition: 0, Value: []byte(fmt.Sprint(i))}
