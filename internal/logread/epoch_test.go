@@ -1,14 +1,12 @@
 package logread
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgmsg/pgmsg/internal/pgtest"
 	"github.com/pgmsg/pgmsg/internal/store"
 	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
@@ -21,10 +19,8 @@ import (
 // release), and that each is a positive value exact in JSON.
 func TestClaimEpochsUnguessable(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := newTestReader(t, ctx, b)
+	c := newTestReader(t)
+	b, ctx := c.b, c.ctx
 	s := pgx.Identifier{b.Schema}.Sanitize()
 	c.createTopic("t", 1, 0)
 	recs := make([]*pgmsgtype.Record, 40)

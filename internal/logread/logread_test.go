@@ -34,7 +34,12 @@ type testReader struct {
 	b   *pgtest.Bundle
 }
 
-func newTestReader(t *testing.T, ctx context.Context, b *pgtest.Bundle) *testReader {
+// newTestReader makes a schema of its own for t (at most 4 connections)
+// and a reader on it, with a context that ends after a minute.
+func newTestReader(t *testing.T) *testReader {
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
 	r := New(&Config{Store: store.New(b.Schema), Primary: b.Pool, LeaseMax: leaseMax,
 		Logger: slog.Default()})
 	return &testReader{Reader: r, t: t, ctx: ctx, b: b}
@@ -85,10 +90,8 @@ func (r *testReader) publish(topic string, partition int32, recs []*pgmsgtype.Re
 // hand every case that needs an error explained back to it.
 func TestClaimDirect(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := newTestReader(t, ctx, b)
+	c := newTestReader(t)
+	b, ctx := c.b, c.ctx
 	c.createTopic("t", 2, 64)
 	// Member m joins group g and owns both partitions.
 	c.join("t", "g", "m")
@@ -191,10 +194,8 @@ func TestClaimDirect(t *testing.T) {
 // call creates the group (its start must be durable).
 func TestClaimRidingCommitAsync(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := newTestReader(t, ctx, b)
+	c := newTestReader(t)
+	b, ctx := c.b, c.ctx
 	c.createTopic("t", 1, 0)
 	c.join("t", "g", "m")
 	for i := 0; i < 4; i++ {
@@ -230,7 +231,7 @@ func TestClaimRidingCommitAsync(t *testing.T) {
 		return p
 	}
 	for _, async := range []bool{true, false} {
-		want := map[bool]string{true: "off", false: "on"}[async]
+		want := syncSetting(async)
 		got := setting(func(tx pgx.Tx) {
 			res, err := c.claimDirect(ctx, tx, riding(async), "")
 			require.NoError(t, err)
@@ -256,7 +257,7 @@ func TestClaimRidingCommitAsync(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, held.row)
 	for _, async := range []bool{true, false} {
-		want := map[bool]string{true: "off", false: "on"}[async]
+		want := syncSetting(async)
 		commitOnly := func() *store.ClaimParams {
 			p := riding(async)
 			p.Group, p.CommitEpoch = "g2", held.row.ClaimEpoch
@@ -291,6 +292,15 @@ func TestClaimRidingCommitAsync(t *testing.T) {
 	require.Equal(t, "on", got, "the claim that created the group")
 }
 
+// syncSetting is the synchronous_commit a claim leaves in its transaction
+// when it commits asynchronously or not.
+func syncSetting(async bool) string {
+	if async {
+		return "off"
+	}
+	return "on"
+}
+
 // A direct claim that reads its records in the same round trip
 // (claimRecordsSQL) returns what readRange would, in order, with keys, empty
 // values and headers intact; records read from a table that is not the
@@ -300,10 +310,8 @@ func TestClaimRidingCommitAsync(t *testing.T) {
 // with Consumer.Run.)
 func TestClaimFetch(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := newTestReader(t, ctx, b)
+	c := newTestReader(t)
+	b, ctx := c.b, c.ctx
 	c.createTopic("t", 2, 64)
 	c.join("t", "g", "m")
 	var batch []*pgmsgtype.Record
