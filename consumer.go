@@ -164,6 +164,8 @@ func (c *Client) Extend(ctx context.Context, cl *Claim, lease time.Duration) err
 const (
 	HeartbeatIntervalDefault = time.Second
 	SessionTimeoutDefault    = 10 * time.Second
+	// ClaimLingerMax is the longest ConsumerOpts.ClaimLinger.
+	ClaimLingerMax = time.Minute
 )
 
 // ConsumerOpts configure a Consumer; nil means defaults.
@@ -173,6 +175,16 @@ type ConsumerOpts struct {
 	Claim ClaimOpts
 	// PollInterval overrides Config.PollInterval for this consumer.
 	PollInterval time.Duration
+	// ClaimLinger is how long the consumer waits after a notification
+	// before it claims, so that the records published meanwhile come in
+	// the same claim: fewer, larger claims (one transaction each) for up
+	// to ClaimLinger more latency, as a Kafka consumer's fetch.min.bytes
+	// and fetch.max.wait.ms trade. It applies only after a notification:
+	// a claim that may have left records behind is followed by the next
+	// at once. Default 0: claim as soon as notified. At most one minute.
+	// Worth setting where many groups read a busy topic and the database's
+	// CPU is the limit (docs/benchmarks.md, "Eleventh pass").
+	ClaimLinger time.Duration
 	// MemberID names this member of the group. Default: host-pid-random.
 	MemberID string
 	// Partitions assigns partitions by hand: the consumer claims only these
@@ -283,6 +295,9 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 	if o.PollInterval < 0 || o.HeartbeatInterval < 0 || o.SessionTimeout < 0 {
 		return nil, newError(ErrInvalidArgument, "poll interval, heartbeat interval and session timeout must not be negative")
 	}
+	if o.ClaimLinger < 0 || o.ClaimLinger > ClaimLingerMax {
+		return nil, newError(ErrInvalidArgument, "claim linger must be between 0 and %s, got %s", ClaimLingerMax, o.ClaimLinger)
+	}
 	if err := o.checkDeadLetters(topics); err != nil {
 		return nil, err
 	}
@@ -314,7 +329,7 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 	cfg := logconsumer.Config{
 		Topics: topics, Group: group, MemberID: o.MemberID, Partitions: o.Partitions, Start: start,
 		Lease: lease, MaxRecords: maxRecords, MaxBytes: o.Claim.MaxBytes, PollInterval: o.PollInterval,
-		MaxDeliveries: o.MaxDeliveries, RedeliveryBackoff: o.RedeliveryBackoff,
+		ClaimLinger: o.ClaimLinger, MaxDeliveries: o.MaxDeliveries, RedeliveryBackoff: o.RedeliveryBackoff,
 		RedeliveryBackoffMax: o.RedeliveryBackoffMax, DeadLetterTopic: o.DeadLetterTopic, LeaseMax: durationMax,
 		Wake: c.partitionWakeups(), Logger: c.config.Logger,
 	}

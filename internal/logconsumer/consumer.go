@@ -89,6 +89,9 @@ type Config struct {
 	MaxRecords   int
 	MaxBytes     int64
 	PollInterval time.Duration
+	// ClaimLinger is how long the consumer waits after a wake-up before
+	// it claims (pgmsg.ConsumerOpts.ClaimLinger; 0: claim at once).
+	ClaimLinger time.Duration
 	// MaxDeliveries, RedeliveryBackoff, RedeliveryBackoffMax and
 	// DeadLetterTopic are pgmsg.ConsumerOpts's; LeaseMax bounds a lease
 	// extended over a redelivery backoff.
@@ -237,7 +240,7 @@ func (cn *Consumer) Close() {
 
 // wait blocks until a notification for a topic, the poll interval, or ctx.
 func (cn *Consumer) wait(ctx context.Context) error {
-	return Wait(ctx, cn.wake, cn.cfg.PollInterval)
+	return Wait(ctx, cn.wake, cn.cfg.PollInterval, cn.cfg.ClaimLinger)
 }
 
 // claimOnce tries each topic (and, manually, each partition) once, in
@@ -330,7 +333,10 @@ func (cn *Consumer) Poll(ctx context.Context, commit *pgmsgtype.Claim) (*pgmsgty
 		// instead of two. The handled claim stays uncommitted a little
 		// longer; its lease is far longer, and a crash meanwhile only
 		// delivers its records again (at-least-once).
-		if err := Wait(ctx, cn.wake, CommitLinger(cn.cfg.PollInterval, commit.ExpiresAt)); err != nil {
+		// ClaimLinger, after the wake-up, holds the commit too: at most
+		// until half the claim's remaining lease.
+		linger := min(cn.cfg.ClaimLinger, max(0, time.Until(commit.ExpiresAt)/2))
+		if err := Wait(ctx, cn.wake, CommitLinger(cn.cfg.PollInterval, commit.ExpiresAt), linger); err != nil {
 			if cerr := cn.log.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !errs.IsLostClaim(cerr) {
 				return nil, cerr
 			}

@@ -95,11 +95,32 @@ func TestWait(t *testing.T) {
 	t.Parallel()
 	wake := make(chan struct{}, 1)
 	wake <- struct{}{}
-	require.NoError(t, Wait(context.Background(), wake, time.Hour))
-	require.NoError(t, Wait(context.Background(), nil, time.Millisecond))
+	require.NoError(t, Wait(context.Background(), wake, time.Hour, 0))
+	require.NoError(t, Wait(context.Background(), nil, time.Millisecond, 0))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.ErrorIs(t, Wait(ctx, nil, time.Hour), context.Canceled)
+	require.ErrorIs(t, Wait(ctx, nil, time.Hour, 0), context.Canceled)
+}
+
+// A wake-up is followed by the linger; a wait the timer ended is not,
+// and the end of ctx ends the linger.
+func TestWaitLinger(t *testing.T) {
+	t.Parallel()
+	wake := make(chan struct{}, 1)
+	wake <- struct{}{}
+	start := time.Now()
+	require.NoError(t, Wait(context.Background(), wake, time.Hour, 50*time.Millisecond))
+	require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "the wake-up was not followed by the linger")
+
+	// The timer ends the wait: no linger (an hour's would hang the test).
+	require.NoError(t, Wait(context.Background(), make(chan struct{}), time.Millisecond, time.Hour))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	wake <- struct{}{}
+	done := make(chan error, 1)
+	go func() { done <- Wait(ctx, wake, time.Hour, time.Hour) }()
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
 }
 
 func TestRetryBackoff(t *testing.T) {

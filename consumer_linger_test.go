@@ -1,0 +1,96 @@
+package pgmsg_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// ClaimLinger outside 0..ClaimLingerMax is refused with a clear error.
+func TestConsumerClaimLingerChecked(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	for _, d := range []time.Duration{-time.Nanosecond, pgmsg.ClaimLingerMax + time.Nanosecond} {
+		_, err := tb.client.NewConsumer("lingerchecked", "g", &pgmsg.ConsumerOpts{ClaimLinger: d})
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "ClaimLinger %s", d)
+		require.ErrorContains(t, err, "claim linger")
+	}
+	cn, err := tb.client.NewConsumer("lingerchecked", "g", &pgmsg.ConsumerOpts{ClaimLinger: pgmsg.ClaimLingerMax})
+	require.NoError(t, err)
+	cn.Close()
+}
+
+// A lingering consumer loses and repeats nothing: records published one
+// at a time by several publishers while it runs are each handled once,
+// in offset order per partition, and the group ends with no lag.
+func TestConsumerClaimLingerHandlesEveryRecordOnce(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateTopic(tb.ctx, "linger", pgmsg.TopicConfig{Partitions: 2})
+	require.NoError(t, err)
+	cn, err := tb.client.NewConsumer("linger", "g", &pgmsg.ConsumerOpts{
+		ClaimLinger: 100 * time.Millisecond, PollInterval: time.Hour,
+	})
+	require.NoError(t, err)
+	defer cn.Close()
+
+	const publishers, each = 3, 10
+	ctx, cancel := context.WithCancel(tb.ctx)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	last := map[int32]int64{0: -1, 1: -1}
+	done := make(chan error, 1)
+	go func() {
+		done <- cn.Run(ctx, func(_ context.Context, cl *pgmsg.Claim) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range cl.Records {
+				if r.Offset <= last[r.Partition] {
+					return fmt.Errorf("partition %d: offset %d after %d", r.Partition, r.Offset, last[r.Partition])
+				}
+				last[r.Partition] = r.Offset
+				seen[string(r.Value)]++
+			}
+			if len(seen) == publishers*each {
+				cancel()
+			}
+			return nil
+		})
+	}()
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				v := fmt.Sprintf("%d-%d", p, i)
+				if err := tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "linger", Key: []byte(v), Value: []byte(v)}}, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not read every record")
+	}
+	require.Len(t, seen, publishers*each)
+	for v, n := range seen {
+		require.Equal(t, 1, n, "record %s handled %d times", v, n)
+	}
+	gs, err := tb.client.ListGroups(tb.ctx, "linger", "g")
+	require.NoError(t, err)
+	for _, g := range gs {
+		require.Zero(t, g.Lag, "partition %d", g.Partition)
+	}
+}
