@@ -131,17 +131,26 @@ func TestConsumerRunCommitsLastClaimOnExit(t *testing.T) {
 			return nil
 		})
 	}()
+	requireRunHandledOnce(t, tb, done, seen, len(recs), "runexit")
+}
+
+// requireRunHandledOnce waits for Run's result on done (it must end with
+// context.Canceled, the handler having cancelled it once every record
+// was seen), then checks that want records were each handled once and
+// that the group g of topic has no lag left.
+func requireRunHandledOnce(t *testing.T, tb *testBundle, done <-chan error, seen map[string]int, want int, topic string) {
+	t.Helper()
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, context.Canceled)
 	case <-time.After(time.Minute):
 		t.Fatal("Run did not read every record")
 	}
-	require.Len(t, seen, len(recs))
+	require.Len(t, seen, want)
 	for v, n := range seen {
 		require.Equal(t, 1, n, "record %s handled %d times", v, n)
 	}
-	gs, err := tb.client.ListGroups(tb.ctx, "runexit", "g")
+	gs, err := tb.client.ListGroups(tb.ctx, topic, "g")
 	require.NoError(t, err)
 	for _, g := range gs {
 		require.Zero(t, g.Lag, "partition %d", g.Partition)

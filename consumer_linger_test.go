@@ -78,19 +78,5 @@ func TestConsumerClaimLingerHandlesEveryRecordOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, context.Canceled)
-	case <-time.After(time.Minute):
-		t.Fatal("Run did not read every record")
-	}
-	require.Len(t, seen, publishers*each)
-	for v, n := range seen {
-		require.Equal(t, 1, n, "record %s handled %d times", v, n)
-	}
-	gs, err := tb.client.ListGroups(tb.ctx, "linger", "g")
-	require.NoError(t, err)
-	for _, g := range gs {
-		require.Zero(t, g.Lag, "partition %d", g.Partition)
-	}
+	requireRunHandledOnce(t, tb, done, seen, publishers*each, "linger")
 }
