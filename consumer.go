@@ -164,8 +164,10 @@ func (c *Client) Extend(ctx context.Context, cl *Claim, lease time.Duration) err
 const (
 	HeartbeatIntervalDefault = time.Second
 	SessionTimeoutDefault    = 10 * time.Second
-	// ClaimLingerMax is the longest ConsumerOpts.ClaimLinger.
-	ClaimLingerMax = time.Minute
+	// ClaimCooldownDefault is ConsumerOpts.ClaimCooldown's default.
+	ClaimCooldownDefault = 30 * time.Millisecond
+	// ClaimCooldownMax is the longest ConsumerOpts.ClaimCooldown.
+	ClaimCooldownMax = time.Minute
 )
 
 // ConsumerOpts configure a Consumer; nil means defaults.
@@ -175,16 +177,19 @@ type ConsumerOpts struct {
 	Claim ClaimOpts
 	// PollInterval overrides Config.PollInterval for this consumer.
 	PollInterval time.Duration
-	// ClaimLinger is how long the consumer waits after a notification
-	// before it claims, so that the records published meanwhile come in
-	// the same claim: fewer, larger claims (one transaction each) for up
-	// to ClaimLinger more latency, as a Kafka consumer's fetch.min.bytes
-	// and fetch.max.wait.ms trade. It applies only after a notification:
-	// a claim that may have left records behind is followed by the next
-	// at once. Default 0: claim as soon as notified. At most one minute.
-	// Worth setting where many groups read a busy topic and the database's
-	// CPU is the limit (docs/benchmarks.md, "Eleventh pass").
-	ClaimLinger time.Duration
+	// ClaimCooldown is the least time between the starts of two claims
+	// when the second follows a notification (River's FetchCooldown): a
+	// consumer notified sooner waits until ClaimCooldown has passed since
+	// its previous claim, and the records published meanwhile come in the
+	// same claim. A consumer that has been idle for ClaimCooldown claims
+	// as soon as it is notified, so a lightly loaded topic's latency is
+	// unchanged; under sustained load it trades up to ClaimCooldown of
+	// latency for fewer, larger claims (one transaction each), which is
+	// what bounds throughput where many groups read a busy topic. A claim
+	// that may have left records behind is followed by the next at once.
+	// Default ClaimCooldownDefault (30ms); negative: none, claim as soon as
+	// notified; at most one minute (docs/benchmarks.md, "Twelfth pass").
+	ClaimCooldown time.Duration
 	// MemberID names this member of the group. Default: host-pid-random.
 	MemberID string
 	// Partitions assigns partitions by hand: the consumer claims only these
@@ -295,8 +300,13 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 	if o.PollInterval < 0 || o.HeartbeatInterval < 0 || o.SessionTimeout < 0 {
 		return nil, newError(ErrInvalidArgument, "poll interval, heartbeat interval and session timeout must not be negative")
 	}
-	if o.ClaimLinger < 0 || o.ClaimLinger > ClaimLingerMax {
-		return nil, newError(ErrInvalidArgument, "claim linger must be between 0 and %s, got %s", ClaimLingerMax, o.ClaimLinger)
+	switch {
+	case o.ClaimCooldown == 0:
+		o.ClaimCooldown = ClaimCooldownDefault
+	case o.ClaimCooldown < 0:
+		o.ClaimCooldown = 0
+	case o.ClaimCooldown > ClaimCooldownMax:
+		return nil, newError(ErrInvalidArgument, "claim cooldown must be at most %s (negative: none), got %s", ClaimCooldownMax, o.ClaimCooldown)
 	}
 	if err := o.checkDeadLetters(topics); err != nil {
 		return nil, err
@@ -329,7 +339,7 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 	cfg := logconsumer.Config{
 		Topics: topics, Group: group, MemberID: o.MemberID, Partitions: o.Partitions, Start: start,
 		Lease: lease, MaxRecords: maxRecords, MaxBytes: o.Claim.MaxBytes, PollInterval: o.PollInterval,
-		ClaimLinger: o.ClaimLinger, MaxDeliveries: o.MaxDeliveries, RedeliveryBackoff: o.RedeliveryBackoff,
+		ClaimCooldown: o.ClaimCooldown, MaxDeliveries: o.MaxDeliveries, RedeliveryBackoff: o.RedeliveryBackoff,
 		RedeliveryBackoffMax: o.RedeliveryBackoffMax, DeadLetterTopic: o.DeadLetterTopic, LeaseMax: durationMax,
 		Wake: c.partitionWakeups(), Logger: c.config.Logger,
 	}

@@ -118,7 +118,7 @@ func (d *pgmsgPubSub) joinGroups(ctx context.Context) error {
 		for i := 0; i < d.o.Partitions; i++ {
 			cn, err := d.c.NewConsumer(d.topic, groupName(g), &pgmsg.ConsumerOpts{
 				Claim:        pgmsg.ClaimOpts{MaxRecords: d.o.ClaimBatch, Member: fmt.Sprintf("bench-%d", i)},
-				PollInterval: d.o.PgmsgPoll, ClaimLinger: d.o.PgmsgClaimLinger,
+				PollInterval: d.o.PgmsgPoll, ClaimCooldown: d.o.PgmsgClaimCooldown,
 			})
 			if err != nil {
 				return err

@@ -48,9 +48,10 @@ type PubSubOptions struct {
 	// 2026-12-03 pgmsg's consumers polled every Poll, as the seed's do;
 	// docs/benchmarks.md, seventh pass, measures the difference.)
 	PgmsgPoll time.Duration
-	// PgmsgClaimLinger is pgmsg's ConsumerOpts.ClaimLinger: how long a
-	// notified consumer waits before it claims. Default 0, pgmsg's.
-	PgmsgClaimLinger time.Duration
+	// PgmsgClaimCooldown is pgmsg's ConsumerOpts.ClaimCooldown: the least
+	// time between a notified consumer's claims. Default 0, pgmsg's
+	// default; negative: none.
+	PgmsgClaimCooldown time.Duration
 }
 
 func (o *PubSubOptions) defaults() {

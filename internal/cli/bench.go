@@ -92,7 +92,7 @@ func newBenchPubSub(g *globals) *cobra.Command {
 	fl.IntVar(&o.Prefill, "prefill", 0, "records published before the run (untimed); with --producers 0 the run measures consumption alone")
 	fl.DurationVar(&o.Poll, "poll", 10*time.Millisecond, "wait of an idle consumer of the seeds' SQL (seed, packed: nothing wakes them) before it polls again")
 	fl.DurationVar(&o.PgmsgPoll, "pgmsg-poll", 0, "pgmsg consumers' poll interval when no notification wakes them (0: pgmsg's default, Config.PollInterval)")
-	fl.DurationVar(&o.PgmsgClaimLinger, "pgmsg-claim-linger", 0, "how long a notified pgmsg consumer waits before it claims, to claim what is published meanwhile too (ConsumerOpts.ClaimLinger; 0: pgmsg's default)")
+	fl.DurationVar(&o.PgmsgClaimCooldown, "pgmsg-claim-cooldown", 0, "least time between a notified pgmsg consumer's claims, so that what is published meanwhile comes in the same claim (ConsumerOpts.ClaimCooldown; 0: pgmsg's default, negative: none)")
 	fl.StringArrayVar(&o.ReadReplicas, "read-replica-url", nil, "a streaming replica of the database that pgmsg's consumers read claimed records from (repeatable; pgmsg only)")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -89,9 +90,10 @@ type Config struct {
 	MaxRecords   int
 	MaxBytes     int64
 	PollInterval time.Duration
-	// ClaimLinger is how long the consumer waits after a wake-up before
-	// it claims (pgmsg.ConsumerOpts.ClaimLinger; 0: claim at once).
-	ClaimLinger time.Duration
+	// ClaimCooldown is the least time between the starts of two claims
+	// when the second follows a wake-up (pgmsg.ConsumerOpts.ClaimCooldown;
+	// 0: none).
+	ClaimCooldown time.Duration
 	// MaxDeliveries, RedeliveryBackoff, RedeliveryBackoffMax and
 	// DeadLetterTopic are pgmsg.ConsumerOpts's; LeaseMax bounds a lease
 	// extended over a redelivery backoff.
@@ -126,6 +128,9 @@ type Consumer struct {
 
 	mu   sync.Mutex // guards next
 	next int
+	// lastClaim is when the latest claim started (UnixNano), for
+	// ClaimCooldown.
+	lastClaim atomic.Int64
 }
 
 // Init makes cn, the zero Consumer, read through log (a Consumer is
@@ -238,9 +243,16 @@ func (cn *Consumer) Close() {
 	}
 }
 
-// wait blocks until a notification for a topic, the poll interval, or ctx.
+// wait blocks until a notification for a topic (held until the claim
+// cooldown has passed), the poll interval, or ctx.
 func (cn *Consumer) wait(ctx context.Context) error {
-	return Wait(ctx, cn.wake, cn.cfg.PollInterval, cn.cfg.ClaimLinger)
+	return Wait(ctx, cn.wake, cn.cfg.PollInterval, cn.claimNotBefore())
+}
+
+// claimNotBefore is when ClaimCooldown lets a claim that follows a
+// wake-up start: ClaimCooldown after the latest claim started.
+func (cn *Consumer) claimNotBefore() time.Time {
+	return time.Unix(0, cn.lastClaim.Load()).Add(cn.cfg.ClaimCooldown)
 }
 
 // claimOnce tries each topic (and, manually, each partition) once, in
@@ -276,6 +288,7 @@ func (cn *Consumer) claimOnce(ctx context.Context, commit *pgmsgtype.Claim) (cl 
 	start := cn.next
 	cn.next++
 	cn.mu.Unlock()
+	cn.lastClaim.Store(time.Now().UnixNano())
 	topics := cn.cfg.Topics
 	for i := range topics {
 		topic := topics[(start+i)%len(topics)]
@@ -333,10 +346,13 @@ func (cn *Consumer) Poll(ctx context.Context, commit *pgmsgtype.Claim) (*pgmsgty
 		// instead of two. The handled claim stays uncommitted a little
 		// longer; its lease is far longer, and a crash meanwhile only
 		// delivers its records again (at-least-once).
-		// ClaimLinger, after the wake-up, holds the commit too: at most
-		// until half the claim's remaining lease.
-		linger := min(cn.cfg.ClaimLinger, max(0, time.Until(commit.ExpiresAt)/2))
-		if err := Wait(ctx, cn.wake, CommitLinger(cn.cfg.PollInterval, commit.ExpiresAt), linger); err != nil {
+		// ClaimCooldown holds the commit too: at most until half the
+		// claim's remaining lease.
+		notBefore := cn.claimNotBefore()
+		if limit := time.Now().Add(time.Until(commit.ExpiresAt) / 2); limit.Before(notBefore) {
+			notBefore = limit
+		}
+		if err := Wait(ctx, cn.wake, CommitLinger(cn.cfg.PollInterval, commit.ExpiresAt), notBefore); err != nil {
 			if cerr := cn.log.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !errs.IsLostClaim(cerr) {
 				return nil, cerr
 			}

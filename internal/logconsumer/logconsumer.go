@@ -96,19 +96,19 @@ func MayHaveMore(n, maxRecords int, maxBytes int64) bool {
 }
 
 // Wait blocks until a wake-up on wake (nil: never), d, or the end of ctx,
-// whose error it then returns. After a wake-up it waits linger more (the
-// consumer's ClaimLinger, capped by the caller), so that the records
-// published meanwhile are claimed together; a wait that d ended does not
-// linger.
-func Wait(ctx context.Context, wake <-chan struct{}, d, linger time.Duration) error {
+// whose error it then returns. A wake-up that comes before notBefore (the
+// consumer's ClaimCooldown after its previous claim, capped by the
+// caller) is held until then, so that the records published meanwhile
+// are claimed together; a wait that d ended returns at once.
+func Wait(ctx context.Context, wake <-chan struct{}, d time.Duration, notBefore time.Time) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-wake:
-		if linger > 0 {
-			t.Reset(linger)
+		if hold := time.Until(notBefore); hold > 0 {
+			t.Reset(hold)
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

@@ -95,30 +95,35 @@ func TestWait(t *testing.T) {
 	t.Parallel()
 	wake := make(chan struct{}, 1)
 	wake <- struct{}{}
-	require.NoError(t, Wait(context.Background(), wake, time.Hour, 0))
-	require.NoError(t, Wait(context.Background(), nil, time.Millisecond, 0))
+	require.NoError(t, Wait(context.Background(), wake, time.Hour, time.Time{}))
+	require.NoError(t, Wait(context.Background(), nil, time.Millisecond, time.Time{}))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.ErrorIs(t, Wait(ctx, nil, time.Hour, 0), context.Canceled)
+	require.ErrorIs(t, Wait(ctx, nil, time.Hour, time.Time{}), context.Canceled)
 }
 
-// A wake-up is followed by the linger; a wait the timer ended is not,
-// and the end of ctx ends the linger.
-func TestWaitLinger(t *testing.T) {
+// A wake-up before notBefore is held until then; one after it is not; a
+// wait the timer ended is not held; the end of ctx ends the hold.
+func TestWaitCooldown(t *testing.T) {
 	t.Parallel()
 	wake := make(chan struct{}, 1)
 	wake <- struct{}{}
 	start := time.Now()
-	require.NoError(t, Wait(context.Background(), wake, time.Hour, 50*time.Millisecond))
-	require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "the wake-up was not followed by the linger")
+	require.NoError(t, Wait(context.Background(), wake, time.Hour, start.Add(50*time.Millisecond)))
+	require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "the wake-up was not held until notBefore")
 
-	// The timer ends the wait: no linger (an hour's would hang the test).
-	require.NoError(t, Wait(context.Background(), make(chan struct{}), time.Millisecond, time.Hour))
+	// notBefore has passed: the wake-up returns at once (an hour's timer
+	// would hang the test otherwise).
+	wake <- struct{}{}
+	require.NoError(t, Wait(context.Background(), wake, time.Hour, time.Now().Add(-time.Second)))
+
+	// The timer ends the wait: no hold (an hour's would hang the test).
+	require.NoError(t, Wait(context.Background(), make(chan struct{}), time.Millisecond, time.Now().Add(time.Hour)))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	wake <- struct{}{}
 	done := make(chan error, 1)
-	go func() { done <- Wait(ctx, wake, time.Hour, time.Hour) }()
+	go func() { done <- Wait(ctx, wake, time.Hour, time.Now().Add(time.Hour)) }()
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 }

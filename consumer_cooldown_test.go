@@ -12,30 +12,31 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-// ClaimLinger outside 0..ClaimLingerMax is refused with a clear error.
-func TestConsumerClaimLingerChecked(t *testing.T) {
+// ClaimCooldown above ClaimCooldownMax is refused with a clear error; a
+// negative one (none) and the longest are accepted.
+func TestConsumerClaimCooldownChecked(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
-	for _, d := range []time.Duration{-time.Nanosecond, pgmsg.ClaimLingerMax + time.Nanosecond} {
-		_, err := tb.client.NewConsumer("lingerchecked", "g", &pgmsg.ConsumerOpts{ClaimLinger: d})
-		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "ClaimLinger %s", d)
-		require.ErrorContains(t, err, "claim linger")
+	_, err := tb.client.NewConsumer("cooldownchecked", "g", &pgmsg.ConsumerOpts{ClaimCooldown: pgmsg.ClaimCooldownMax + time.Nanosecond})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+	require.ErrorContains(t, err, "claim cooldown")
+	for _, d := range []time.Duration{-time.Nanosecond, pgmsg.ClaimCooldownMax} {
+		cn, err := tb.client.NewConsumer("cooldownchecked", "g", &pgmsg.ConsumerOpts{ClaimCooldown: d})
+		require.NoError(t, err, "ClaimCooldown %s", d)
+		cn.Close()
 	}
-	cn, err := tb.client.NewConsumer("lingerchecked", "g", &pgmsg.ConsumerOpts{ClaimLinger: pgmsg.ClaimLingerMax})
-	require.NoError(t, err)
-	cn.Close()
 }
 
-// A lingering consumer loses and repeats nothing: records published one
+// A consumer whose claims the cooldown holds loses and repeats nothing: records published one
 // at a time by several publishers while it runs are each handled once,
 // in offset order per partition, and the group ends with no lag.
-func TestConsumerClaimLingerHandlesEveryRecordOnce(t *testing.T) {
+func TestConsumerClaimCooldownHandlesEveryRecordOnce(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
-	_, err := tb.client.CreateTopic(tb.ctx, "linger", pgmsg.TopicConfig{Partitions: 2})
+	_, err := tb.client.CreateTopic(tb.ctx, "cooldown", pgmsg.TopicConfig{Partitions: 2})
 	require.NoError(t, err)
-	cn, err := tb.client.NewConsumer("linger", "g", &pgmsg.ConsumerOpts{
-		ClaimLinger: 100 * time.Millisecond, PollInterval: time.Hour,
+	cn, err := tb.client.NewConsumer("cooldown", "g", &pgmsg.ConsumerOpts{
+		ClaimCooldown: 100 * time.Millisecond, PollInterval: time.Hour,
 	})
 	require.NoError(t, err)
 	defer cn.Close()
@@ -70,7 +71,7 @@ func TestConsumerClaimLingerHandlesEveryRecordOnce(t *testing.T) {
 			defer wg.Done()
 			for i := range each {
 				v := fmt.Sprintf("%d-%d", p, i)
-				if err := tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "linger", Key: []byte(v), Value: []byte(v)}}, nil); err != nil {
+				if err := tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "cooldown", Key: []byte(v), Value: []byte(v)}}, nil); err != nil {
 					t.Error(err)
 					return
 				}
@@ -78,5 +79,5 @@ func TestConsumerClaimLingerHandlesEveryRecordOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	requireRunHandledOnce(t, tb, done, seen, publishers*each, "linger")
+	requireRunHandledOnce(t, tb, done, seen, publishers*each, "cooldown")
 }
