@@ -27,9 +27,10 @@ func TestConsumerClaimCooldownChecked(t *testing.T) {
 	}
 }
 
-// A consumer whose claims the cooldown holds loses and repeats nothing: records published one
-// at a time by several publishers while it runs are each handled once,
-// in offset order per partition, and the group ends with no lag.
+// A consumer whose claims the cooldown holds loses and repeats nothing:
+// records published one at a time by several publishers while it runs
+// are each handled once, in offset order per partition, and the group
+// ends with no lag.
 func TestConsumerClaimCooldownHandlesEveryRecordOnce(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
