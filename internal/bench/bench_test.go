@@ -163,6 +163,12 @@ func TestRunSmoke(t *testing.T) {
 	require.Zero(t, r.Errors, r.FirstError)
 	require.Positive(t, r.WritesPerSec)
 	require.Positive(t, r.ReadsPerSec)
+	r, err = RunPubSub(ctx, env, ImplFloor, PubSubOptions{Duration: 2 * time.Second, Warmup: 500 * time.Millisecond,
+		Producers: 2, Batch: 10, Groups: 2, ClaimBatch: 50, Partitions: 2, Rate: 2000})
+	require.NoError(t, err)
+	require.Zero(t, r.Errors, r.FirstError)
+	require.Positive(t, r.WritesPerSec)
+	require.Positive(t, r.ReadsPerSec)
 	r, err = RunPubSub(ctx, env, ImplCopy, PubSubOptions{Duration: 300 * time.Millisecond, Warmup: 1, Producers: 1, Batch: 100})
 	require.NoError(t, err)
 	require.Positive(t, r.WritesPerSec)

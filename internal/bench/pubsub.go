@@ -152,8 +152,10 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 			return nil, fmt.Errorf("bench: the copy baseline only publishes: use --groups 0")
 		}
 		d = &copyPubSub{env: env, o: o}
+	case ImplFloor:
+		d = &floorPubSub{env: env, o: o}
 	default:
-		return nil, fmt.Errorf("bench: unknown pubsub implementation %q (want pgmsg, pgmsg-idempotent, seed, packed or copy)", impl)
+		return nil, fmt.Errorf("bench: unknown pubsub implementation %q (want pgmsg, pgmsg-idempotent, seed, packed, copy or floor)", impl)
 	}
 	if err := d.setup(ctx); err != nil {
 		_ = d.teardown(context.WithoutCancel(ctx))

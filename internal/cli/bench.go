@@ -34,7 +34,7 @@ func (f *benchFlags) add(cmd *cobra.Command) {
 	fl.DurationVar(&f.warmup, "warmup", time.Second, "load before measuring (not counted)")
 	fl.IntVar(&f.payload, "payload", 1024, "payload bytes per record or job (incompressible)")
 	fl.BoolVar(&f.json, "json", false, "print a machine-readable JSON summary on stdout")
-	fl.StringSliceVar(&f.baseline, "baseline", nil, "also run these baselines with the same settings, side by side: seed (the seeds' SQL verbatim), copy (pubsub only: raw COPY into a bare table)")
+	fl.StringSliceVar(&f.baseline, "baseline", nil, "also run these baselines with the same settings, side by side: seed (the seeds' SQL verbatim), copy (pubsub only: raw COPY into a bare table), floor (pubsub only: a publish with NOTIFY and readers that write nothing, the least any log can do per delivery)")
 	fl.StringVar(&f.impl, "impl", bench.ImplPgmsg, "what to measure: pgmsg, pgmsg-idempotent (pubsub only: idempotent publishes), seed, packed (pubsub only: the seeds' SQL, 7 records per row) or copy (pubsub only)")
 	fl.BoolVar(&f.force, "force", false, "run even if the schema holds other pgmsg data (only the bench's own topic or queue is created and dropped)")
 	fl.IntVar(&f.rounds, "rounds", 1, "run pgmsg and the baselines this many times, alternating, and report each figure's median (the machine's noise hits both sides alike)")
