@@ -168,6 +168,9 @@ const (
 	ClaimCooldownDefault = 30 * time.Millisecond
 	// ClaimCooldownMax is the longest ConsumerOpts.ClaimCooldown.
 	ClaimCooldownMax = time.Minute
+	// ClaimCooldownMinRateDefault is ConsumerOpts.ClaimCooldownMinRate's
+	// default, in records per second.
+	ClaimCooldownMinRateDefault = 3000
 )
 
 // ConsumerOpts configure a Consumer; nil means defaults.
@@ -187,9 +190,19 @@ type ConsumerOpts struct {
 	// latency for fewer, larger claims (one transaction each), which is
 	// what bounds throughput where many groups read a busy topic. A claim
 	// that may have left records behind is followed by the next at once.
-	// Default ClaimCooldownDefault (30ms); negative: none, claim as soon as
-	// notified; at most one minute (docs/benchmarks.md, "Twelfth pass").
+	// The cooldown holds only a consumer whose claims return at least
+	// ClaimCooldownMinRate records a second. Default ClaimCooldownDefault
+	// (30ms); negative: none, claim as soon as notified; at most one
+	// minute (docs/benchmarks.md, "Twelfth pass" and "Thirteenth pass").
 	ClaimCooldown time.Duration
+	// ClaimCooldownMinRate is the rate, in records per second over the
+	// consumer's recent claims, below which a notified consumer claims at
+	// once whatever ClaimCooldown says: a topic read more slowly gets the
+	// lowest latency, and only a consumer busy enough for its claims'
+	// cost to matter trades latency for fewer claims. Default
+	// ClaimCooldownMinRateDefault (3,000 records/s); negative: the
+	// cooldown holds at any rate.
+	ClaimCooldownMinRate int
 	// MemberID names this member of the group. Default: host-pid-random.
 	MemberID string
 	// Partitions assigns partitions by hand: the consumer claims only these
@@ -308,6 +321,12 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 	case o.ClaimCooldown > ClaimCooldownMax:
 		return nil, newError(ErrInvalidArgument, "claim cooldown must be at most %s (negative: none), got %s", ClaimCooldownMax, o.ClaimCooldown)
 	}
+	switch {
+	case o.ClaimCooldownMinRate == 0:
+		o.ClaimCooldownMinRate = ClaimCooldownMinRateDefault
+	case o.ClaimCooldownMinRate < 0:
+		o.ClaimCooldownMinRate = 0
+	}
 	if err := o.checkDeadLetters(topics); err != nil {
 		return nil, err
 	}
@@ -339,7 +358,7 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 	cfg := logconsumer.Config{
 		Topics: topics, Group: group, MemberID: o.MemberID, Partitions: o.Partitions, Start: start,
 		Lease: lease, MaxRecords: maxRecords, MaxBytes: o.Claim.MaxBytes, PollInterval: o.PollInterval,
-		ClaimCooldown: o.ClaimCooldown, MaxDeliveries: o.MaxDeliveries, RedeliveryBackoff: o.RedeliveryBackoff,
+		ClaimCooldown: o.ClaimCooldown, ClaimCooldownMinRate: float64(o.ClaimCooldownMinRate), MaxDeliveries: o.MaxDeliveries, RedeliveryBackoff: o.RedeliveryBackoff,
 		RedeliveryBackoffMax: o.RedeliveryBackoffMax, DeadLetterTopic: o.DeadLetterTopic, LeaseMax: durationMax,
 		Wake: c.partitionWakeups(), Logger: c.config.Logger,
 	}

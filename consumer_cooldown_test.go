@@ -37,7 +37,8 @@ func TestConsumerClaimCooldownHandlesEveryRecordOnce(t *testing.T) {
 	_, err := tb.client.CreateTopic(tb.ctx, "cooldown", pgmsg.TopicConfig{Partitions: 2})
 	require.NoError(t, err)
 	cn, err := tb.client.NewConsumer("cooldown", "g", &pgmsg.ConsumerOpts{
-		ClaimCooldown: 100 * time.Millisecond, PollInterval: time.Hour,
+		// At any rate: the cooldown must hold these claims.
+		ClaimCooldown: 100 * time.Millisecond, ClaimCooldownMinRate: -1, PollInterval: time.Hour,
 	})
 	require.NoError(t, err)
 	defer cn.Close()

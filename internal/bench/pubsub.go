@@ -52,6 +52,11 @@ type PubSubOptions struct {
 	// time between a notified consumer's claims. Default 0, pgmsg's
 	// default; negative: none.
 	PgmsgClaimCooldown time.Duration
+	// PgmsgClaimCooldownMinRate is pgmsg's
+	// ConsumerOpts.ClaimCooldownMinRate: the records per second below
+	// which the cooldown does not hold. Default 0, pgmsg's default;
+	// negative: the cooldown holds at any rate.
+	PgmsgClaimCooldownMinRate int
 }
 
 func (o *PubSubOptions) defaults() {

@@ -93,6 +93,7 @@ func newBenchPubSub(g *globals) *cobra.Command {
 	fl.DurationVar(&o.Poll, "poll", 10*time.Millisecond, "wait of an idle consumer of the seeds' SQL (seed, packed: nothing wakes them) before it polls again")
 	fl.DurationVar(&o.PgmsgPoll, "pgmsg-poll", 0, "pgmsg consumers' poll interval when no notification wakes them (0: pgmsg's default, Config.PollInterval)")
 	fl.DurationVar(&o.PgmsgClaimCooldown, "pgmsg-claim-cooldown", 0, "least time between a notified pgmsg consumer's claims, so that what is published meanwhile comes in the same claim (ConsumerOpts.ClaimCooldown; 0: pgmsg's default, negative: none)")
+	fl.IntVar(&o.PgmsgClaimCooldownMinRate, "pgmsg-claim-cooldown-min-rate", 0, "records per second a pgmsg consumer must be receiving for its claim cooldown to hold (ConsumerOpts.ClaimCooldownMinRate; 0: pgmsg's default, negative: at any rate)")
 	fl.StringArrayVar(&o.ReadReplicas, "read-replica-url", nil, "a streaming replica of the database that pgmsg's consumers read claimed records from (repeatable; pgmsg only)")
 	return cmd
 }

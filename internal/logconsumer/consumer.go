@@ -94,6 +94,10 @@ type Config struct {
 	// when the second follows a wake-up (pgmsg.ConsumerOpts.ClaimCooldown;
 	// 0: none).
 	ClaimCooldown time.Duration
+	// ClaimCooldownMinRate is the records per second the consumer's claims
+	// must be returning for ClaimCooldown to hold a wake-up
+	// (pgmsg.ConsumerOpts.ClaimCooldownMinRate; 0: at any rate).
+	ClaimCooldownMinRate float64
 	// MaxDeliveries, RedeliveryBackoff, RedeliveryBackoffMax and
 	// DeadLetterTopic are pgmsg.ConsumerOpts's; LeaseMax bounds a lease
 	// extended over a redelivery backoff.
@@ -131,6 +135,9 @@ type Consumer struct {
 	// lastClaim is when the latest claim started (UnixNano), for
 	// ClaimCooldown.
 	lastClaim atomic.Int64
+	// received is the rate of the records claimed, for
+	// ClaimCooldownMinRate.
+	received rateMeter
 }
 
 // Init makes cn, the zero Consumer, read through log (a Consumer is
@@ -250,8 +257,13 @@ func (cn *Consumer) wait(ctx context.Context) error {
 }
 
 // claimNotBefore is when ClaimCooldown lets a claim that follows a
-// wake-up start: ClaimCooldown after the latest claim started.
+// wake-up start: ClaimCooldown after the latest claim started, once the
+// consumer receives at least ClaimCooldownMinRate records a second;
+// below that rate, at once.
 func (cn *Consumer) claimNotBefore() time.Time {
+	if cn.cfg.ClaimCooldown <= 0 || cn.received.rate() < cn.cfg.ClaimCooldownMinRate {
+		return time.Time{}
+	}
 	return time.Unix(0, cn.lastClaim.Load()).Add(cn.cfg.ClaimCooldown)
 }
 
@@ -263,6 +275,13 @@ func (cn *Consumer) claimOnce(ctx context.Context, commit *pgmsgtype.Claim) (cl 
 	if commit != nil {
 		defer cn.claimEnded(commit)
 	}
+	defer func() {
+		n := 0
+		if cl != nil {
+			n = len(cl.Records)
+		}
+		cn.received.add(n, time.Now())
+	}()
 	defer func() {
 		if commit == nil {
 			return
