@@ -36,10 +36,10 @@ const (
 	// experiment measuring what a batch layout would buy (docs/benchmarks.md).
 	ImplPacked = "packed"
 	ImplRiver  = "river" // River, from bench/peers
-	// ImplFloor is the delivery floor: a publish and a NOTIFY, readers that
-	// keep their positions in memory and read with a plain SELECT; no
-	// claims, no offsets written (floor_pubsub.go). Not a product: what a
-	// latency target is held against.
+	// ImplFloor is the delivery floor: a publish, a wake-up sent after its
+	// commit, and readers that keep their positions in memory and read with
+	// a plain SELECT; no claims, no offsets written (floor_pubsub.go). Not
+	// a product: what a latency target is held against.
 	ImplFloor = "floor"
 )
 
