@@ -63,6 +63,15 @@ type Config struct {
 	// ReplicaMaxWait is how long reading a claim waits for a lagging
 	// replica before it reads from the primary. Default 100ms.
 	ReplicaMaxWait time.Duration
+	// ClaimGatherWait is how long a consumer's claim of a partition waits
+	// for the claims that the client's consumers of other groups are
+	// about to make of the same partition (they are woken together), so
+	// that all of them go out as one statement and the records cross the
+	// wire once. Each group keeps its own claim, epoch and lease. A claim
+	// waits only while other groups of this client have claimed the
+	// partition within the last second. Default 1ms; negative: claims are
+	// never gathered.
+	ClaimGatherWait time.Duration
 }
 
 func (c *Config) withDefaults() *Config {
@@ -87,6 +96,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.ReplicaMaxWait == 0 {
 		out.ReplicaMaxWait = ReplicaMaxWaitDefault
+	}
+	if out.ClaimGatherWait == 0 {
+		out.ClaimGatherWait = ClaimGatherWaitDefault
 	}
 	return &out
 }
@@ -154,6 +166,9 @@ type topicMeta struct {
 // BackpressureTimeout says).
 const BackpressureTimeoutDefault = 5 * time.Second
 
+// ClaimGatherWaitDefault is Config.ClaimGatherWait's default.
+const ClaimGatherWaitDefault = time.Millisecond
+
 // NewClient returns a Client using pool. config may be nil for defaults.
 // The schema must have been migrated (pgmsgmigrate or `pgmsg migrate up`).
 func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
@@ -172,7 +187,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		queues: newQueues(st, pool, cfg),
 		reader: logread.New(&logread.Config{
 			Store: st, Primary: pool, Replicas: cfg.ReadReplicas, ReplicaMaxWait: cfg.ReplicaMaxWait,
-			LeaseMax: durationMax, Logger: cfg.Logger,
+			LeaseMax: durationMax, Logger: cfg.Logger, GatherWait: max(cfg.ClaimGatherWait, 0),
 		}),
 		publisher: logpublish.New(st, pool, logpublish.Config{
 			MetadataMaxAge:      cfg.MetadataMaxAge,

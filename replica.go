@@ -27,6 +27,11 @@ type ReplicaReadStats = pgmsgtype.ReplicaReadStats
 
 // ReplicaStats returns the read replicas' counters since the client
 // started (nil without Config.ReadReplicas). pgmsgprom exposes them.
+// GatheredClaims is how many of the client's claims went out gathered
+// with other groups' claims of the same partition, in one statement each
+// batch (Config.ClaimGatherWait), since the client was made.
+func (c *Client) GatheredClaims() int64 { return c.reader.GatheredClaims() }
+
 func (c *Client) ReplicaStats() *ReplicaReadStats {
 	return c.reader.ReplicaStats()
 }

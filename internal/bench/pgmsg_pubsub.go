@@ -55,7 +55,7 @@ func (d *pgmsgPubSub) setup(ctx context.Context) error {
 		d.replicas = append(d.replicas, p)
 	}
 	if d.c, err = pgmsg.NewClient(d.pool, &pgmsg.Config{Schema: d.env.Schema, PollInterval: d.o.PgmsgPoll,
-		ReadReplicas: d.replicas}); err != nil {
+		ReadReplicas: d.replicas, ClaimGatherWait: d.o.PgmsgClaimGatherWait}); err != nil {
 		return err
 	}
 	d.topic = "bench-" + randomSuffix()

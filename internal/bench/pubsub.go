@@ -57,6 +57,10 @@ type PubSubOptions struct {
 	// which the cooldown does not hold. Default 0, pgmsg's default;
 	// negative: the cooldown holds at any rate.
 	PgmsgClaimCooldownMinRate int
+	// PgmsgClaimGatherWait is pgmsg's Config.ClaimGatherWait: how long a
+	// claim waits for the other groups' claims of its partition. Default
+	// 0, pgmsg's default; negative: claims are not gathered.
+	PgmsgClaimGatherWait time.Duration
 }
 
 func (o *PubSubOptions) defaults() {

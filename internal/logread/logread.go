@@ -49,6 +49,11 @@ type Config struct {
 	// Logger receives the debug line of a read that fell back from a
 	// replica to the primary.
 	Logger *slog.Logger
+	// GatherWait is how long a direct claim of a partition waits for the
+	// claims other groups of this process are about to make of it, to go
+	// out with them as one statement (gather.go); 0: claims are not
+	// gathered.
+	GatherWait time.Duration
 }
 
 // Reader makes claims and reads their records. Safe for concurrent use.
@@ -65,6 +70,10 @@ type Reader struct {
 
 	// replicas are Config.Replicas (nil when none).
 	replicas *replicaSet
+
+	// gather gathers the direct claims of several groups of a partition
+	// into one statement (gather.go).
+	gather gatherer
 }
 
 // partitionKey names one partition of a topic (the segments' key).
@@ -79,6 +88,7 @@ func New(cfg *Config) *Reader {
 		store: cfg.Store, primary: cfg.Primary, leaseMax: cfg.LeaseMax,
 		logger:   cfg.Logger,
 		replicas: newReplicaSet(cfg.Replicas, cfg.ReplicaMaxWait),
+		gather:   gatherer{wait: cfg.GatherWait},
 	}
 }
 
@@ -135,7 +145,17 @@ func (r *Reader) claimRow(ctx context.Context, exec store.DBTX, params *store.Cl
 				fetch = v.(string)
 			}
 		}
-		res, err := r.claimDirect(ctx, exec, params, fetch)
+		var (
+			res     claimDirectResult
+			err     error
+			settled bool
+		)
+		if fetch != "" && r.gather.wait > 0 && exec == r.primary {
+			res, settled = r.claimGathered(ctx, params, fetch)
+		}
+		if !settled {
+			res, err = r.claimDirect(ctx, exec, params, fetch)
+		}
 		if fetch != "" && errs.IsUndefinedTable(err) {
 			// The segment was dropped: nothing was done; claim again
 			// without reading records.

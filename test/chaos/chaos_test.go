@@ -50,14 +50,18 @@ func TestChaosSmoke(t *testing.T) {
 		Producers:      1,
 		CopyProducers:  1,
 		AsyncProducers: 1,
-		Consumers:      2,
-		TxConsumers:    1,
-		DLQConsumers:   2,
-		Enqueuers:      1,
-		Workers:        2,
-		HTTPProducers:  1,
-		HTTPConsumers:  1,
-		Rate:           100,
+		// Two partitions for the two consumer agents: each member then
+		// owns one, whose claims (of g-run and g-run2, in one process)
+		// are direct and go out gathered.
+		Partitions:    2,
+		Consumers:     2,
+		TxConsumers:   1,
+		DLQConsumers:  2,
+		Enqueuers:     1,
+		Workers:       2,
+		HTTPProducers: 1,
+		HTTPConsumers: 1,
+		Rate:          100,
 	})
 }
 

@@ -63,6 +63,9 @@ type Report struct {
 	PubRetried       int // idempotent batches acknowledged after a retry
 	PubRetriedDup    int // ... whose first attempt had been stored (answered as duplicates)
 	Groups           map[string]*GroupStats
+	// GatheredClaims are the consumer agents' claims that went out
+	// gathered with another group's (g-run with g-run2).
+	GatheredClaims int
 
 	Enqueued        int // enqueues acknowledged
 	EnqUnknown      int
@@ -131,6 +134,8 @@ func checkLog(r *Report, events []Event, db *DBState) {
 	unknown := map[string]bool{}
 	for _, ev := range events {
 		switch ev.K {
+		case "gathered":
+			r.GatheredClaims += ev.N
 		case "pub":
 			if prev, dup := acked[ev.ID]; dup {
 				r.violate("pub-acked-twice", "id %s acknowledged at %v and at %d/%d", ev.ID, prev, ev.P, ev.O)
@@ -569,6 +574,9 @@ func (r *Report) Summary() string {
 		r.Enqueued, r.EnqUnknown, r.JobsCompleted, r.JobsDead, r.JobsPoisonDead, r.JobsLost, r.JobsUnfinished, r.JobsDoubleDone, r.JobRunsDup, r.JobDoneRejected)
 	if r.SoakCommits > 0 {
 		fmt.Fprintf(&b, "group g-run: %d records delivered in %d accepted commits; every cursor at the end\n", r.SoakDelivered, r.SoakCommits)
+	}
+	if r.GatheredClaims > 0 {
+		fmt.Fprintf(&b, "gathered claims: %d of the consumer agents' claims went out with another group's\n", r.GatheredClaims)
 	}
 	fmt.Fprintf(&b, "membership: %d partition losses reported to members (session expired)\n", r.SessionsLost)
 	if r.TornLines > 0 {

@@ -84,7 +84,7 @@ type Options struct {
 	// path (migration 012).
 	CopyProducers  int
 	AsyncProducers int // Producer (batching) producers
-	Consumers      int // Claim/Commit members of group g-run
+	Consumers      int // Claim/Commit members of groups g-run and g-run2 (both in each process)
 	TxConsumers    int // ProcessTx members of group g-tx
 	// DLQConsumers run Consumer.Run with MaxDeliveries in group g-dlq,
 	// failing on every poison record (PoisonRecord).
@@ -140,6 +140,10 @@ const (
 	topicName = "chaos"
 	queueName = "chaos"
 	groupRun  = "g-run"
+	// groupRun2 is read by the same agents as g-run, in the same
+	// processes: their claims of a partition go out gathered
+	// (pgmsg.Config.ClaimGatherWait).
+	groupRun2 = "g-run2"
 	groupTx   = "g-tx"
 	groupDLQ  = "g-dlq"
 	groupHTTP = "g-http"
@@ -361,7 +365,7 @@ func (h *Harness) setup(ctx context.Context) error {
 	if _, err := client.CreateTopic(ctx, topicName, pgmsg.TopicConfig{Partitions: h.o.Partitions, SegmentRecords: h.o.SegmentRecords}); err != nil {
 		return err
 	}
-	groups := []string{groupRun, groupTx, groupHTTP}
+	groups := []string{groupRun, groupRun2, groupTx, groupHTTP}
 	if h.o.DLQConsumers > 0 {
 		groups = append(groups, groupDLQ)
 	}
@@ -398,7 +402,7 @@ func (h *Harness) startAgents() {
 	// behind at the end of a chaos-goal run's 3-minute drain.
 	add("cproducer", h.o.CopyProducers, "-rate", strconv.Itoa(max(h.o.Rate/4, 1)), "-batch", "20", "-lock-timeout", "500ms")
 	add("aproducer", h.o.AsyncProducers, "-rate", rate, "-lock-timeout", "500ms")
-	add("consumer", h.o.Consumers, "-group", groupRun, "-lease", lease, "-work", "150ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
+	add("consumer", h.o.Consumers, "-group", groupRun, "-group2", groupRun2, "-lease", lease, "-work", "150ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
 	add("txconsumer", h.o.TxConsumers, "-group", groupTx, "-work", "50ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
 	// A failed claim is retried record by record: keep the work per
 	// handler call short, or a poison record costs a claim's worth of it.

@@ -105,7 +105,8 @@ func Soak(ctx context.Context, so SoakOptions) (res *SoakResult, err error) {
 		return nil, err
 	}
 	// Only g-run is read during a soak.
-	if _, err := h.admin.Exec(ctx, `SELECT pgmsg.group_delete($1, $2), pgmsg.group_delete($1, $3)`, topicName, groupTx, groupHTTP); err != nil {
+	if _, err := h.admin.Exec(ctx, `SELECT pgmsg.group_delete($1, $2), pgmsg.group_delete($1, $3), pgmsg.group_delete($1, $4)`,
+		topicName, groupTx, groupHTTP, groupRun2); err != nil {
 		return nil, err
 	}
 	res = &SoakResult{Dir: h.dir}

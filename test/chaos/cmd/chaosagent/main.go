@@ -41,6 +41,7 @@ var (
 	flagOut      = flag.String("out", "", "history file (appended)")
 	flagTopic    = flag.String("topic", "chaos", "topic")
 	flagGroup    = flag.String("group", "g-run", "consumer group")
+	flagGroup2   = flag.String("group2", "", "consumer: a second group consumed in the same process, whose claims of a partition go out gathered with the first group's")
 	flagQueue    = flag.String("queue", "chaos", "queue")
 	flagRate     = flag.Int("rate", 200, "records or jobs per second (producers, enqueuer)")
 	flagBatch    = flag.Int("batch", 10, "records or jobs per call")
@@ -340,11 +341,46 @@ func idOf(v []byte) string {
 // and commits; now and then it releases instead. Every received record and
 // every commit outcome is recorded with the claim's epoch.
 func (a *agent) consume() {
-	cn, err := a.c.NewConsumer(*flagTopic, *flagGroup, &pgmsg.ConsumerOpts{
+	if *flagGroup2 == "" {
+		a.consumeGroup(*flagGroup)
+		return
+	}
+	// Report the claims gathered with the other group's, now and then
+	// (a killed agent loses at most the last second's).
+	go func() {
+		var sent int64
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-a.ctx.Done():
+				return
+			case <-t.C:
+			}
+			if n := a.c.GatheredClaims(); n > sent {
+				a.h.write(map[string]any{"k": "gathered", "n": n - sent})
+				sent = n
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for _, g := range []string{*flagGroup, *flagGroup2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.consumeGroup(g)
+		}()
+	}
+	wg.Wait()
+}
+
+// consumeGroup is consume for one group.
+func (a *agent) consumeGroup(group string) {
+	cn, err := a.c.NewConsumer(*flagTopic, group, &pgmsg.ConsumerOpts{
 		Claim:    pgmsg.ClaimOpts{MaxRecords: 50, Lease: *flagLease, Member: *flagName},
 		MemberID: *flagName, SessionTimeout: *flagSession, HeartbeatInterval: *flagSession / 6,
 		OnLost: func(topic string, parts []int32) {
-			a.h.write(map[string]any{"k": "lost", "g": *flagGroup, "m": *flagName, "parts": parts})
+			a.h.write(map[string]any{"k": "lost", "g": group, "m": *flagName, "parts": parts})
 		},
 	})
 	if err != nil {
@@ -358,7 +394,7 @@ func (a *agent) consume() {
 			return
 		}
 		if err != nil {
-			a.h.write(map[string]any{"k": "claimerr", "g": *flagGroup, "code": errCode(err), "err": err.Error()})
+			a.h.write(map[string]any{"k": "claimerr", "g": group, "code": errCode(err), "err": err.Error()})
 			a.pause(100 * time.Millisecond)
 			continue
 		}
@@ -369,12 +405,12 @@ func (a *agent) consume() {
 		if rand.Float64() < *flagRelease {
 			err = a.c.Release(ctx, cl)
 			cancel()
-			a.h.write(map[string]any{"k": "release", "g": *flagGroup, "m": *flagName, "p": cl.Partition, "e": cl.Epoch, "ok": err == nil})
+			a.h.write(map[string]any{"k": "release", "g": group, "m": *flagName, "p": cl.Partition, "e": cl.Epoch, "ok": err == nil})
 			continue
 		}
 		err = a.c.Commit(ctx, cl)
 		cancel()
-		ev := map[string]any{"g": *flagGroup, "m": *flagName, "p": cl.Partition, "e": cl.Epoch,
+		ev := map[string]any{"g": group, "m": *flagName, "p": cl.Partition, "e": cl.Epoch,
 			"from": cl.Records[0].Offset, "to": cl.Records[len(cl.Records)-1].Offset, "sent": sent}
 		if err != nil {
 			ev["k"], ev["code"], ev["err"] = "commiterr", errCode(err), err.Error()

@@ -1,0 +1,252 @@
+package pgmsg
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/internal/store"
+)
+
+// The gathered claim statement (store.ClaimGather) does, for each group,
+// what the direct statements do: it claims for the partition's owner,
+// commits a claim still held and claims on in the same row version, and
+// leaves to the caller what it cannot settle (a claim no longer held, a
+// member that does not own the partition, a group that does not exist),
+// writing nothing for those. The records of a range claimed by several
+// groups are read once.
+func TestClaimGatherStatement(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	for _, g := range []string{"a", "b", "c"} {
+		_, err = c.CreateGroup(ctx, "t", g, PositionEarliest)
+		require.NoError(t, err)
+	}
+	tbl := func(name string) string { return pgx.Identifier{b.Schema, name}.Sanitize() }
+	_, err = b.Pool.Exec(ctx, `UPDATE `+tbl("group_cursor")+` SET owner = 'm'`)
+	require.NoError(t, err)
+	publish := func(n int) {
+		recs := make([]*Record, n)
+		for i := range recs {
+			recs[i] = &Record{Topic: "t", Value: []byte(fmt.Sprint("v", i))}
+		}
+		require.NoError(t, c.Publish(ctx, recs, nil))
+	}
+	publish(5)
+	var seg string
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT relname FROM `+tbl("segment")+` ORDER BY start_offset LIMIT 1`).Scan(&seg))
+	type cursor struct {
+		next       int64
+		epoch      *int64
+		start, end *int64
+	}
+	cursorOf := func(g string) cursor {
+		var cu cursor
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT next_offset, claim_epoch, claim_start, claim_end FROM `+tbl("group_cursor")+
+			` WHERE group_name = $1`, g).Scan(&cu.next, &cu.epoch, &cu.start, &cu.end))
+		return cu
+	}
+	gather := func(reqs ...store.ClaimGatherReq) ([]store.ClaimGatherResult, []int64) {
+		t.Helper()
+		var offsets []int64
+		res, err := c.store.ClaimGather(ctx, c.pool, "t", 0, seg, true, reqs, func(r *store.RecordRow) error {
+			offsets = append(offsets, r.Offset)
+			return nil
+		})
+		require.NoError(t, err)
+		require.Len(t, res, len(reqs))
+		return res, offsets
+	}
+	req := func(g, member string) store.ClaimGatherReq {
+		return store.ClaimGatherReq{Group: g, Member: member, MaxRecords: 10, Lease: time.Minute}
+	}
+
+	// Three owners claim the same five records: read once.
+	res, offsets := gather(req("a", "m"), req("b", "m"), req("c", "m"), req("nope", "m"), req("a", "other"))
+	require.ElementsMatch(t, []int64{0, 1, 2, 3, 4}, offsets, "one range, its records once")
+	epochs := map[string]int64{}
+	for i, g := range []string{"a", "b", "c"} {
+		r := res[i]
+		require.True(t, r.Settled, g)
+		require.False(t, r.Committed, g)
+		require.NotNil(t, r.Row, g)
+		require.True(t, r.Fetched, g)
+		require.Equal(t, int64(0), r.Row.FirstOffset, g)
+		require.Equal(t, int64(4), r.Row.LastOffset, g)
+		require.Equal(t, seg, r.Row.Relname, g)
+		require.Positive(t, r.LSN, g)
+		cu := cursorOf(g)
+		require.Equal(t, r.Row.ClaimEpoch, *cu.epoch, g)
+		require.Equal(t, int64(0), cu.next, g)
+		epochs[g] = r.Row.ClaimEpoch
+	}
+	require.False(t, res[3].Settled, "a group that does not exist is left to claim_range()")
+	// The fifth request names group a again with a member that does not
+	// own the partition (a caller never sends one group twice): unsettled.
+	require.False(t, res[4].Settled)
+	require.Nil(t, res[4].Row)
+
+	// a commits and claims on; b's claim to commit is not held (a wrong
+	// epoch): nothing is done for it; c has no commit and its claim is
+	// still leased: settled, nothing to claim.
+	publish(3)
+	bad := req("b", "m")
+	bad.Commit, bad.CommitEpoch = true, epochs["b"]+1
+	commitA := req("a", "m")
+	commitA.Commit, commitA.CommitEpoch = true, epochs["a"]
+	res, offsets = gather(commitA, bad, req("c", "m"))
+	require.ElementsMatch(t, []int64{5, 6, 7}, offsets)
+	require.True(t, res[0].Settled)
+	require.True(t, res[0].Committed)
+	require.NotNil(t, res[0].Row)
+	require.Equal(t, int64(5), res[0].Row.FirstOffset)
+	require.Equal(t, int64(7), res[0].Row.LastOffset)
+	require.NotEqual(t, epochs["a"], res[0].Row.ClaimEpoch, "a new epoch fences the committed claim")
+	require.Equal(t, int64(5), cursorOf("a").next)
+	require.False(t, res[1].Settled)
+	require.False(t, res[1].Committed)
+	cb := cursorOf("b")
+	require.Equal(t, int64(0), cb.next, "nothing written for an unsettled request")
+	require.Equal(t, epochs["b"], *cb.epoch)
+	require.True(t, res[2].Settled)
+	require.Nil(t, res[2].Row)
+	// The committed claim's epoch is no longer held: committing it again
+	// through the API fails as for any lost claim.
+	require.ErrorIs(t, c.Commit(ctx, &Claim{Topic: "t", Group: "a", Partition: 0, Epoch: epochs["a"]}), ErrClaimNotHeld)
+
+	// b commits its claim (the right epoch) and claims on: 5..7; c's
+	// lease has not expired. a commits and finds nothing new: its claim
+	// ends.
+	okB := req("b", "m")
+	okB.Commit, okB.CommitEpoch = true, epochs["b"]
+	commitA.CommitEpoch = res[0].Row.ClaimEpoch
+	res, offsets = gather(okB, commitA)
+	require.ElementsMatch(t, []int64{5, 6, 7}, offsets)
+	require.True(t, res[0].Settled)
+	require.Equal(t, int64(5), res[0].Row.FirstOffset)
+	require.Equal(t, int64(5), cursorOf("b").next)
+	require.True(t, res[1].Settled)
+	require.True(t, res[1].Committed)
+	require.Nil(t, res[1].Row)
+	ca := cursorOf("a")
+	require.Equal(t, int64(8), ca.next)
+	require.Nil(t, ca.start, "nothing claimed: the claim ended")
+}
+
+// Consumers of several groups in one client, woken together, claim
+// through one gathered statement: every group gets every record once and
+// in order, and each its own copies (a handler that changes its records
+// changes no other group's).
+func TestConsumersGatherClaims(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 12})
+	// A long gather wait: a claim waits until the other groups' join it
+	// (they are woken together), however slow the machine.
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema, ClaimGatherWait: 2 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	groups := []string{"a", "b", "c"}
+	var (
+		mu  sync.Mutex
+		got = map[string][]int64{}
+	)
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		cn, err := c.NewConsumer("t", g, nil)
+		require.NoError(t, err)
+		t.Cleanup(cn.Close)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = cn.Run(runCtx, func(_ context.Context, cl *Claim) error {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, r := range cl.Records {
+					if !bytes.Equal(r.Value, []byte(fmt.Sprint(r.Offset))) {
+						return fmt.Errorf("group %s offset %d: value %q", g, r.Offset, r.Value)
+					}
+					got[g] = append(got[g], r.Offset)
+					// Change what we were given: no other group may see it.
+					for i := range r.Value {
+						r.Value[i] = 'x'
+					}
+				}
+				return nil
+			})
+		}()
+	}
+	// Publish one record at a time, each after every group has read the
+	// previous one, until some claims went out gathered (the first claims
+	// of a partition learn its segment and go alone).
+	var next int64
+	caughtUp := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, g := range groups {
+			if int64(len(got[g])) < next {
+				return false
+			}
+		}
+		return true
+	}
+	for next < 200 && (next < 10 || c.reader.GatheredClaims() == 0) {
+		require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Value: []byte(fmt.Sprint(next))}}, nil))
+		next++
+		require.Eventually(t, caughtUp, time.Minute, time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	require.Positive(t, c.reader.GatheredClaims(), "claims went out gathered")
+	for _, g := range groups {
+		want := make([]int64, next)
+		for i := range want {
+			want[i] = int64(i)
+		}
+		require.Equal(t, want, got[g], "group %s: every record once, in order", g)
+	}
+}
+
+// A claim that no other group of the client makes of its partition goes
+// out at once, whatever ClaimGatherWait says.
+func TestClaimGatherAloneDoesNotWait(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema, ClaimGatherWait: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	cn, err := c.NewConsumer("t", "g", nil)
+	require.NoError(t, err)
+	t.Cleanup(cn.Close)
+	for i := range 20 {
+		require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Value: []byte(fmt.Sprint(i))}}, nil))
+		cl, err := cn.Poll(ctx) // fails with the test's deadline if the claim waited
+		require.NoError(t, err)
+		require.Len(t, cl.Records, 1)
+		require.Equal(t, int64(i), cl.Records[0].Offset)
+		require.NoError(t, c.Commit(ctx, cl))
+	}
+	require.Zero(t, c.GatheredClaims())
+}
