@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg/internal/pgtest"
@@ -230,7 +231,7 @@ func TestConsumersGatherClaims(t *testing.T) {
 func TestClaimGatherAloneDoesNotWait(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema, ClaimGatherWait: time.Hour})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema, ClaimGatherWait: time.Minute})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -242,11 +243,27 @@ func TestClaimGatherAloneDoesNotWait(t *testing.T) {
 	t.Cleanup(cn.Close)
 	for i := range 20 {
 		require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Value: []byte(fmt.Sprint(i))}}, nil))
-		cl, err := cn.Poll(ctx) // fails with the test's deadline if the claim waited
+		cl, err := cn.Poll(ctx) // past the test's deadline if claims waited
 		require.NoError(t, err)
 		require.Len(t, cl.Records, 1)
 		require.Equal(t, int64(i), cl.Records[0].Offset)
 		require.NoError(t, c.Commit(ctx, cl))
 	}
 	require.Zero(t, c.GatheredClaims())
+}
+
+// ClaimGatherWait: negative turns gathering off, over a minute is refused.
+func TestClaimGatherWaitConfig(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none") // never connected
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = NewClient(pool, &Config{ClaimGatherWait: time.Minute + time.Nanosecond})
+	require.ErrorContains(t, err, "Config.ClaimGatherWait must be at most 1m")
+	c, err := NewClient(pool, &Config{ClaimGatherWait: -1})
+	require.NoError(t, err)
+	require.Zero(t, c.reader.GatherWait())
+	c, err = NewClient(pool, nil)
+	require.NoError(t, err)
+	require.Equal(t, ClaimGatherWaitDefault, c.reader.GatherWait())
 }

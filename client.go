@@ -70,7 +70,7 @@ type Config struct {
 	// wire once. Each group keeps its own claim, epoch and lease. A claim
 	// waits only while other groups of this client have claimed the
 	// partition within the last second. Default 1ms; negative: claims are
-	// never gathered.
+	// never gathered; at most one minute.
 	ClaimGatherWait time.Duration
 }
 
@@ -118,6 +118,9 @@ func (c *Config) validate() error {
 	}
 	if c.ReplicaMaxWait < 0 {
 		return fmt.Errorf("pgmsg: Config.ReplicaMaxWait must not be negative, got %s", c.ReplicaMaxWait)
+	}
+	if c.ClaimGatherWait > time.Minute {
+		return fmt.Errorf("pgmsg: Config.ClaimGatherWait must be at most 1m, got %s", c.ClaimGatherWait)
 	}
 	for i, p := range c.ReadReplicas {
 		if p == nil {

@@ -66,6 +66,9 @@ type gatherer struct {
 	gathered atomic.Int64
 }
 
+// GatherWait is Config.GatherWait (0: claims are not gathered).
+func (r *Reader) GatherWait() time.Duration { return r.gather.wait }
+
 // GatheredClaims is how many claims gathered statements have settled
 // (for tests and diagnostics).
 func (r *Reader) GatheredClaims() int64 { return r.gather.gathered.Load() }
@@ -124,6 +127,8 @@ func (r *Reader) claimGathered(ctx context.Context, params *store.ClaimParams, f
 	case <-b.full:
 	case <-t.C:
 		timedOut = true
+	case <-ctx.Done():
+		// The batch goes out with what it has: the others ride on it.
 	}
 	t.Stop()
 	g.mu.Lock()
@@ -169,8 +174,12 @@ func (r *Reader) runGather(ctx context.Context, key gatherKey, reqs []*gatherReq
 	// made would be delivered again anyway.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease)
 	defer cancel()
+	pool, ok := r.primary.(store.BatchSender)
+	if !ok {
+		return // each claim is made on its own
+	}
 	sink := recordSink{topic: key.topic, partition: key.partition, n: recordBlockMax}
-	res, err := r.store.ClaimGather(sctx, r.primary.(store.BatchSender), key.topic, key.partition, key.fetch, key.async, sreqs, sink.add)
+	res, err := r.store.ClaimGather(sctx, pool, key.topic, key.partition, key.fetch, key.async, sreqs, sink.add)
 	if err != nil {
 		// Nothing was done: each claim is made on its own, which reports
 		// the error (or clears the segment cache of a dropped table).
