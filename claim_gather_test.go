@@ -16,6 +16,22 @@ import (
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
+// gatherTestClient returns a schema, a client on it with ClaimGatherWait
+// wait (0: the default) and topic "t" of one partition, and a context
+// for the test (two minutes).
+func gatherTestClient(t *testing.T, conns int32, wait time.Duration) (*pgtest.Bundle, *Client, context.Context) {
+	t.Helper()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: conns})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema, ClaimGatherWait: wait})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	return b, c, ctx
+}
+
 // The gathered claim statement (store.ClaimGather) does, for each group,
 // what the direct statements do: it claims for the partition's owner,
 // commits a claim still held and claims on in the same row version, and
@@ -25,20 +41,13 @@ import (
 // groups are read once.
 func TestClaimGatherStatement(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
-	require.NoError(t, err)
+	b, c, ctx := gatherTestClient(t, 4, 0)
 	for _, g := range []string{"a", "b", "c"} {
-		_, err = c.CreateGroup(ctx, "t", g, PositionEarliest)
+		_, err := c.CreateGroup(ctx, "t", g, PositionEarliest)
 		require.NoError(t, err)
 	}
 	tbl := func(name string) string { return pgx.Identifier{b.Schema, name}.Sanitize() }
-	_, err = b.Pool.Exec(ctx, `UPDATE `+tbl("group_cursor")+` SET owner = 'm'`)
+	_, err := b.Pool.Exec(ctx, `UPDATE `+tbl("group_cursor")+` SET owner = 'm'`)
 	require.NoError(t, err)
 	publish := func(n int) {
 		recs := make([]*Record, n)
@@ -154,16 +163,9 @@ func TestClaimGatherStatement(t *testing.T) {
 // changes no other group's).
 func TestConsumersGatherClaims(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 12})
 	// A long gather wait: a claim waits until the other groups' join it
 	// (they are woken together), however slow the machine.
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema, ClaimGatherWait: 2 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
-	require.NoError(t, err)
+	_, c, ctx := gatherTestClient(t, 12, 2*time.Second)
 	groups := []string{"a", "b", "c"}
 	var (
 		mu  sync.Mutex
@@ -230,14 +232,7 @@ func TestConsumersGatherClaims(t *testing.T) {
 // out at once, whatever ClaimGatherWait says.
 func TestClaimGatherAloneDoesNotWait(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema, ClaimGatherWait: time.Minute})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
-	require.NoError(t, err)
+	_, c, ctx := gatherTestClient(t, 4, time.Minute)
 	cn, err := c.NewConsumer("t", "g", nil)
 	require.NoError(t, err)
 	t.Cleanup(cn.Close)

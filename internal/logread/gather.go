@@ -202,7 +202,6 @@ func (r *Reader) runGather(ctx context.Context, key gatherKey, reqs []*gatherReq
 		if g.Row == nil {
 			continue
 		}
-		g.Row.Partition = key.partition
 		q.res.row = g.Row
 		if !g.Fetched {
 			continue

@@ -261,6 +261,32 @@ type ClaimDirectResult struct {
 	LSN int64
 }
 
+// claimHead is the row a direct claim statement's head returns: whether
+// the partition is the member's, the claim's columns (NULL when nothing
+// was claimed), the segment table holding its whole range, the
+// set_config column, and the claim's WAL position.
+type claimHead struct {
+	owned       pgtype.Bool
+	epoch       pgtype.Int8
+	expires     pgtype.Timestamptz
+	first, last pgtype.Int8
+	topicID     pgtype.Int4
+	relname     pgtype.Text
+	ignored     pgtype.Text
+	lsn         pgtype.Int8
+}
+
+// dest is what Scan fills.
+func (h *claimHead) dest() []any {
+	return []any{&h.owned, &h.epoch, &h.expires, &h.first, &h.last, &h.topicID, &h.relname, &h.ignored, &h.lsn}
+}
+
+// row is the claim made, of partition.
+func (h *claimHead) row(partition int32) *ClaimRow {
+	return &ClaimRow{Partition: partition, ClaimEpoch: h.epoch.Int64, ClaimExpiresAt: h.expires.Time,
+		FirstOffset: h.first.Int64, LastOffset: h.last.Int64, TopicID: h.topicID.Int32, Relname: h.relname.String}
+}
+
 // ClaimDirect runs the direct claim statement for p, which must be the
 // case the direct statements cover (the caller checks): p.Partition set
 // and claimed by its owner p.Member, no byte cap, a commit, if any, of the
@@ -270,17 +296,7 @@ type ClaimDirectResult struct {
 // transaction (claimRecordsSQL) and hands them to add; they are the
 // claim's records when the result says Fetched.
 func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetch string, add RecordFunc) (ClaimDirectResult, error) {
-	var (
-		owned   pgtype.Bool
-		epoch   pgtype.Int8
-		expires pgtype.Timestamptz
-		first   pgtype.Int8
-		last    pgtype.Int8
-		topicID pgtype.Int4
-		relname pgtype.Text
-		ignored pgtype.Text
-		lsn     pgtype.Int8
-	)
+	var h claimHead
 	args := []any{p.Topic, p.Group, *p.Partition, p.Member, p.MaxRecords, lease(p.Lease)}
 	cte, head := claimDirectCTE, claimDirectHead
 	if p.Commit {
@@ -304,23 +320,23 @@ func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetc
 		fetched bool
 	)
 	if fetch == "" {
-		err = s.DB(exec).QueryRow(ctx, cte+head, args...).Scan(&owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored, &lsn)
+		err = s.DB(exec).QueryRow(ctx, cte+head, args...).Scan(h.dest()...)
 	} else {
 		b := &pgx.Batch{}
 		b.Queue(s.SQL(cte+head), args...)
 		b.Queue(s.SQL(claimRecordsSQL(fetch)), p.Topic, p.Group, *p.Partition, token)
 		br := sb.SendBatch(ctx, b)
-		err = br.QueryRow().Scan(&owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored, &lsn)
+		err = br.QueryRow().Scan(h.dest()...)
 		if err == nil || errors.Is(err, pgx.ErrNoRows) {
 			// The records' statement runs either way: its error (the
 			// segment was dropped) aborts the pipeline's transaction,
 			// the claim included. Its rows are the claim's only when the
 			// claim's range is in that segment.
-			fetched = err == nil && epoch.Valid && relname.Valid && relname.String == fetch
+			fetched = err == nil && h.epoch.Valid && h.relname.Valid && h.relname.String == fetch
 			rows, qerr := br.Query()
 			if qerr == nil {
 				if fetched {
-					qerr = decodeRecords(rows, last.Int64-first.Int64+1, add)
+					qerr = decodeRecords(rows, h.last.Int64-h.first.Int64+1, add)
 				} else {
 					rows.Close()
 					qerr = rows.Err()
@@ -346,15 +362,12 @@ func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetc
 		// the claim to commit is no longer held (it raises the error).
 		return ClaimDirectResult{Fallback: true}, nil
 	}
-	if !epoch.Valid {
+	if !h.epoch.Valid {
 		// Nothing claimed: nothing to read, or not this member's partition
 		// (claim_range then raises ErrNotAssigned or ErrNotMember).
-		return ClaimDirectResult{Fallback: !owned.Valid || !owned.Bool, Committed: p.Commit}, nil
+		return ClaimDirectResult{Fallback: !h.owned.Valid || !h.owned.Bool, Committed: p.Commit}, nil
 	}
-	return ClaimDirectResult{Committed: p.Commit, LSN: lsn.Int64,
-		Fetched: fetched,
-		Row: &ClaimRow{Partition: *p.Partition, ClaimEpoch: epoch.Int64, ClaimExpiresAt: expires.Time,
-			FirstOffset: first.Int64, LastOffset: last.Int64, TopicID: topicID.Int32, Relname: relname.String}}, nil
+	return ClaimDirectResult{Committed: p.Commit, LSN: h.lsn.Int64, Fetched: fetched, Row: h.row(*p.Partition)}, nil
 }
 
 // Commit advances the group's cursor past the claim epoch of partition

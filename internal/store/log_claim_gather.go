@@ -192,7 +192,7 @@ func (s *Store) ClaimGather(ctx context.Context, pool BatchSender, topic string,
 	_, err := br.Exec()
 	var res []ClaimGatherResult
 	if err == nil {
-		res, err = s.scanGather(br, reqs, fetch)
+		res, err = s.scanGather(br, partition, reqs, fetch)
 	}
 	if err == nil {
 		var rows pgx.Rows
@@ -228,7 +228,7 @@ func gatherExpect(res []ClaimGatherResult) int64 {
 }
 
 // scanGather reads the gathered claim statement's rows (one per request).
-func (s *Store) scanGather(br pgx.BatchResults, reqs []ClaimGatherReq, fetch string) ([]ClaimGatherResult, error) {
+func (s *Store) scanGather(br pgx.BatchResults, partition int32, reqs []ClaimGatherReq, fetch string) ([]ClaimGatherResult, error) {
 	rows, err := br.Query()
 	if err != nil {
 		return nil, err
@@ -238,33 +238,24 @@ func (s *Store) scanGather(br pgx.BatchResults, reqs []ClaimGatherReq, fetch str
 	for rows.Next() {
 		var (
 			settled bool
-			owned   pgtype.Bool
-			epoch   pgtype.Int8
-			expires pgtype.Timestamptz
-			first   pgtype.Int8
-			last    pgtype.Int8
-			topicID pgtype.Int4
-			relname pgtype.Text
-			ignored pgtype.Text
-			lsn     pgtype.Int8
+			h       claimHead
 		)
-		if err := rows.Scan(&settled, &owned, &epoch, &expires, &first, &last, &topicID, &relname, &ignored, &lsn); err != nil {
+		if err := rows.Scan(append([]any{&settled}, h.dest()...)...); err != nil {
 			return nil, err
 		}
 		i := len(res)
 		if i >= len(reqs) {
 			return nil, errors.New("pgmsg: the gathered claim returned more rows than requests")
 		}
-		r := ClaimGatherResult{LSN: lsn.Int64}
+		r := ClaimGatherResult{LSN: h.lsn.Int64}
 		switch {
 		case settled:
 			r.Settled, r.Committed = true, reqs[i].Commit
-			if epoch.Valid {
-				r.Row = &ClaimRow{ClaimEpoch: epoch.Int64, ClaimExpiresAt: expires.Time, FirstOffset: first.Int64,
-					LastOffset: last.Int64, TopicID: topicID.Int32, Relname: relname.String}
-				r.Fetched = relname.Valid && relname.String == fetch
+			if h.epoch.Valid {
+				r.Row = h.row(partition)
+				r.Fetched = h.relname.Valid && h.relname.String == fetch
 			}
-		case !reqs[i].Commit && owned.Valid && owned.Bool:
+		case !reqs[i].Commit && h.owned.Valid && h.owned.Bool:
 			// The owner's partition has nothing to claim (or another
 			// transaction is claiming it): the direct statement's answer.
 			r.Settled = true
