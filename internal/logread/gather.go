@@ -59,9 +59,10 @@ type gatherer struct {
 	wait time.Duration // 0: off
 	mu   sync.Mutex
 	open map[gatherKey]*gatherBatch
-	// seen is when each group last made a gathered-or-gatherable claim
-	// of a key, for the number a batch waits for.
-	seen map[gatherKey]map[string]time.Time
+	// seen is when each group last made a gatherable claim of a
+	// partition, for the number a batch waits for (by partition only:
+	// a key's segment changes as the partition grows).
+	seen map[partitionKey]map[string]time.Time
 	// gathered counts the claims a gathered statement settled.
 	gathered atomic.Int64
 }
@@ -83,13 +84,14 @@ func (r *Reader) claimGathered(ctx context.Context, params *store.ClaimParams, f
 	key := gatherKey{params.Topic, *params.Partition, fetch, params.Async}
 	now := time.Now()
 	g.mu.Lock()
-	peers := g.seen[key]
+	pk := partitionKey{params.Topic, *params.Partition}
+	peers := g.seen[pk]
 	if peers == nil {
 		if g.seen == nil {
-			g.seen, g.open = map[gatherKey]map[string]time.Time{}, map[gatherKey]*gatherBatch{}
+			g.seen, g.open = map[partitionKey]map[string]time.Time{}, map[gatherKey]*gatherBatch{}
 		}
 		peers = map[string]time.Time{}
-		g.seen[key] = peers
+		g.seen[pk] = peers
 	}
 	peers[params.Group] = now
 	maps.DeleteFunc(peers, func(_ string, t time.Time) bool { return now.Sub(t) > peerWindow })
@@ -140,7 +142,7 @@ func (r *Reader) claimGathered(ctx context.Context, params *store.ClaimParams, f
 		// The groups that did not come are not waited for again until
 		// they claim the partition again: a busy or slower group costs
 		// the others one wait per claim of its own, not one per theirs.
-		maps.DeleteFunc(g.seen[key], func(group string, _ time.Time) bool {
+		maps.DeleteFunc(g.seen[pk], func(group string, _ time.Time) bool {
 			return !slices.ContainsFunc(reqs, func(q *gatherReq) bool { return q.params.Group == group })
 		})
 	}
