@@ -3,6 +3,7 @@ package pgmsg_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -259,7 +260,9 @@ func TestPeriodicEnqueueOncePerTick(t *testing.T) {
 	require.Contains(t, list[0].LastError, "max_payload_bytes")
 	_, err = tb.client.UpdateQueue(tb.ctx, "pq", pgmsg.QueueConfig{MaxPayloadBytes: 100})
 	require.NoError(t, err)
-	ticks = race()
+	// Only big's tick: the minutely job is due again when the test
+	// crosses a minute boundary.
+	ticks = slices.DeleteFunc(race(), func(tk pgmsg.PeriodicTick) bool { return tk.Name != "big" })
 	require.Len(t, ticks, 1)
 	require.NotZero(t, ticks[0].JobID)
 	require.Empty(t, ticks[0].Error)
