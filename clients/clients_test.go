@@ -112,6 +112,28 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) st
 	return stdout.String()
 }
 
+// start starts a client subprocess as run does; the function it returns
+// waits for it (at most two minutes from its start: a consumer that no
+// notification wakes is killed then, and the test fails with its output).
+func start(t *testing.T, dir string, env []string, name string, args ...string) (wait func() string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	return func() string {
+		t.Helper()
+		err := cmd.Wait()
+		cancel()
+		require.NoError(t, err, "%s %s\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), stdout.String(), stderr.String())
+		return stdout.String()
+	}
+}
+
 func testEnv(b *pgtest.Bundle) []string {
 	return []string{"PGMSG_TEST_DATABASE_URL=" + b.URL, "PGMSG_TEST_SCHEMA=" + b.Schema, "PYTHONDONTWRITEBYTECODE=1"}
 }
@@ -125,6 +147,10 @@ func TestClients(t *testing.T) {
 	t.Run("InteropGoPublishesPythonThenNodeConsume", func(t *testing.T) {
 		t.Parallel()
 		testInteropGoPublishesPythonThenNodeConsume(t, nb)
+	})
+	t.Run("InteropGoPublishWakesPythonAndNode", func(t *testing.T) {
+		t.Parallel()
+		testInteropGoPublishWakesPythonAndNode(t, nb)
 	})
 	t.Run("InteropPythonAndNodeEnqueueGoWorks", func(t *testing.T) {
 		t.Parallel()
@@ -217,6 +243,46 @@ func testInteropGoPublishesPythonThenNodeConsume(t *testing.T, nb *nodeBuild) {
 	for _, p := range parts {
 		require.Zero(t, p.Lag, "the commits of both clients moved the cursor of partition %d to the end", p.Partition)
 	}
+}
+
+// The Go client's publisher notifies "topic#partition" after its commit;
+// the Python and Node consumers wait for their topic's name. A consumer of
+// each, LISTENing and polling once an hour, is woken by one Go publish to
+// partition 1 and reads it.
+func testInteropGoPublishWakesPythonAndNode(t *testing.T, nb *nodeBuild) {
+	py := python(t)
+	nodeBin, dir := nb.node(t)
+	b := pgtest.Schema(t, nil)
+	ctx := context.Background()
+	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema})
+	require.NoError(t, err)
+	defer client.Close()
+	_, err = client.CreateTopic(ctx, "wake", pgmsg.TopicConfig{Partitions: 2})
+	require.NoError(t, err)
+
+	env := append(testEnv(b), nodeEnv(t))
+	tag := func(name string) string {
+		return fmt.Sprintf("%s%sapplication_name=%s", b.URL, map[bool]string{true: "&", false: "?"}[strings.Contains(b.URL, "?")], name)
+	}
+	pyApp, nodeApp := "wake_py_"+b.Schema, "wake_node_"+b.Schema
+	pyOut := start(t, "python", env, py, "-m", "tests.interop", "wait", tag(pyApp), b.Schema, "wake", "py", "1")
+	nodeOut := start(t, "node", env, nodeBin, filepath.Join(dir, "test", "interop.js"), "wait", tag(nodeApp), b.Schema, "wake", "node", "1")
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = ANY($1) AND query LIKE 'LISTEN %' AND state = 'idle'`,
+			[]string{pyApp, nodeApp}).Scan(&n))
+		return n == 2
+	}, 2*time.Minute, 20*time.Millisecond, "both consumers listen")
+
+	require.NoError(t, client.Publish(ctx, []*pgmsg.Record{{Topic: "wake", Partition: 1, Value: []byte("woken")}},
+		&pgmsg.PublishOpts{ManualPartition: true}))
+	type value struct {
+		Value string `json:"value"`
+	}
+	want := []value{{"woken"}}
+	require.Equal(t, want, parseLines[value](t, pyOut()), "Python woke on the Go publish's notification")
+	require.Equal(t, want, parseLines[value](t, nodeOut()), "Node woke on the Go publish's notification")
 }
 
 // Python and Node enqueue jobs through the SQL API; a Go worker completes

@@ -28,7 +28,9 @@ export class Listener {
   private async open(): Promise<void> {
     const conn = await this.pool.connect();
     conn.on("notification", (n) => {
-      const p = n.payload ?? "";
+      // The Go client notifies "topic#partition" (names cannot hold "#"),
+      // SQL publish() the topic: either wakes the topic's waiter.
+      const p = (n.payload ?? "").split("#", 1)[0];
       if (this.waiter && this.waiter.payload === p) this.wake(true);
       else this.pending.add(p);
     });

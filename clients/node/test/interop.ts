@@ -2,6 +2,7 @@
 // it as a subprocess and checks what it prints (JSON, one object a line).
 //
 //   node dist/test/interop.js consume URL SCHEMA TOPIC GROUP LIMIT
+//   node dist/test/interop.js wait URL SCHEMA TOPIC GROUP LIMIT
 //   node dist/test/interop.js enqueue URL SCHEMA QUEUE COUNT
 // (as clients/python/tests/interop.py; kind "node").
 import { Pool } from "pg";
@@ -26,6 +27,17 @@ async function main(): Promise<void> {
         if (!got) break;
       }
       for (const o of out) console.log(JSON.stringify(o));
+    } else if (cmd === "wait") {
+      // LISTENing and polling once an hour: only a notification wakes it.
+      const limit = Number(arg2);
+      const out: string[] = [];
+      const cons = new Consumer(pool, name, arg, { schema, pollIntervalMs: 3_600_000 });
+      await cons.run(async (claim) => {
+        out.push(...claim.records.map((r) => r.value!.toString()));
+        if (out.length >= limit) cons.stop();
+      });
+      cons.close();
+      for (const v of out) console.log(JSON.stringify({ value: v }));
     } else if (cmd === "enqueue") {
       const c = new Pgmsg(pool, { schema });
       const jobs = Array.from({ length: Number(arg) }, (_, i) => ({ payload: JSON.stringify({ n: i }).replace(":", ": "), kind: "node" }));

@@ -173,8 +173,15 @@ class _Pending:
     def __init__(self) -> None:
         self.payloads: set = set()
 
+    @staticmethod
+    def name(payload: str) -> str:
+        """The topic or 'queue:<name>' a payload wakes: the Go client
+        notifies 'topic#partition' (names cannot hold '#'), SQL publish()
+        the topic."""
+        return payload.split("#", 1)[0]
+
     def handler(self, n: Any) -> None:
-        self.payloads.add(n.payload)
+        self.payloads.add(self.name(n.payload))
 
     def take(self, pg: Any, payload: str) -> bool:
         """Collects what libpq holds; True (and forgets it) if payload came."""
@@ -182,7 +189,7 @@ class _Pending:
             n = pg.notifies()
             if n is None:
                 break
-            self.payloads.add(n.extra.decode())
+            self.payloads.add(self.name(n.extra.decode()))
         if payload in self.payloads:
             self.payloads.discard(payload)
             return True

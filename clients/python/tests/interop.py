@@ -4,6 +4,9 @@ runs it as a subprocess and checks what it prints (JSON, one object a line).
     python3 -m tests.interop consume URL SCHEMA TOPIC GROUP LIMIT
         consumes as GROUP, one committed claim after another, until it has
         read LIMIT records or nothing is left; prints each record.
+    python3 -m tests.interop wait URL SCHEMA TOPIC GROUP LIMIT
+        as consume, but LISTENing and polling once an hour: only a
+        notification wakes it (the caller publishes once it listens).
     python3 -m tests.interop enqueue URL SCHEMA QUEUE COUNT
         enqueues COUNT jobs of kind "py" with payload {"n": i}; prints their ids.
 """
@@ -37,6 +40,19 @@ def consume(url, schema, topic, group, limit):
         print(json.dumps(o))
 
 
+def wait(url, schema, topic, group, limit):
+    out = []
+    with pgmsg.Consumer(url, topic, group, schema=schema, poll_interval=3600) as c:
+        def handle(claim):
+            out.extend(r.value.decode() for r in claim.records)
+            if len(out) >= limit:
+                c.stop()
+
+        c.run(handle)
+    for v in out:
+        print(json.dumps({"value": v}))
+
+
 def enqueue(url, schema, queue, count):
     with psycopg.connect(url, autocommit=True) as conn:
         c = pgmsg.Client(conn, schema)
@@ -49,6 +65,8 @@ if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "consume":
         consume(args[0], args[1], args[2], args[3], int(args[4]))
+    elif cmd == "wait":
+        wait(args[0], args[1], args[2], args[3], int(args[4]))
     elif cmd == "enqueue":
         enqueue(args[0], args[1], args[2], int(args[3]))
     else:
