@@ -73,7 +73,7 @@ func TestClaimGatherStatement(t *testing.T) {
 	gather := func(reqs ...store.ClaimGatherReq) ([]store.ClaimGatherResult, []int64) {
 		t.Helper()
 		var offsets []int64
-		res, err := c.store.ClaimGather(ctx, c.pool, "t", 0, seg, true, reqs, func(r *store.RecordRow) error {
+		res, err := c.store.ClaimGather(ctx, c.pool, "t", 0, seg, true, store.Held{}, reqs, func(r *store.RecordRow) error {
 			offsets = append(offsets, r.Offset)
 			return nil
 		})

@@ -72,6 +72,14 @@ type Config struct {
 	// partition within the last second. Default 1ms; negative: claims are
 	// never gathered; at most one minute.
 	ClaimGatherWait time.Duration
+	// RecordCacheBytes is how many bytes of records the client keeps of
+	// the partitions that its consumers of several groups read, so that
+	// the records a claim of one group read are not read again for
+	// another group's claim of them (gathered or not): each record of
+	// such a partition crosses the wire about once for all the groups.
+	// Each claim still gets its own copies. Default 64 MiB; negative: no
+	// cache.
+	RecordCacheBytes int64
 }
 
 func (c *Config) withDefaults() *Config {
@@ -99,6 +107,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.ClaimGatherWait == 0 {
 		out.ClaimGatherWait = ClaimGatherWaitDefault
+	}
+	if out.RecordCacheBytes == 0 {
+		out.RecordCacheBytes = RecordCacheBytesDefault
 	}
 	return &out
 }
@@ -172,6 +183,9 @@ const BackpressureTimeoutDefault = 5 * time.Second
 // ClaimGatherWaitDefault is Config.ClaimGatherWait's default.
 const ClaimGatherWaitDefault = time.Millisecond
 
+// RecordCacheBytesDefault is Config.RecordCacheBytes's default.
+const RecordCacheBytesDefault = 64 << 20
+
 // NewClient returns a Client using pool. config may be nil for defaults.
 // The schema must have been migrated (pgmsgmigrate or `pgmsg migrate up`).
 func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
@@ -191,6 +205,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		reader: logread.New(&logread.Config{
 			Store: st, Primary: pool, Replicas: cfg.ReadReplicas, ReplicaMaxWait: cfg.ReplicaMaxWait,
 			LeaseMax: durationMax, Logger: cfg.Logger, GatherWait: max(cfg.ClaimGatherWait, 0),
+			RecordCacheBytes: max(cfg.RecordCacheBytes, 0),
 		}),
 		publisher: logpublish.New(st, pool, logpublish.Config{
 			MetadataMaxAge:      cfg.MetadataMaxAge,

@@ -25,13 +25,18 @@ type ReplicaStats = pgmsgtype.ReplicaStats
 // (pgmsgtype.ReplicaReadStats).
 type ReplicaReadStats = pgmsgtype.ReplicaReadStats
 
-// ReplicaStats returns the read replicas' counters since the client
-// started (nil without Config.ReadReplicas). pgmsgprom exposes them.
 // GatheredClaims is how many of the client's claims went out gathered
 // with other groups' claims of the same partition, in one statement each
 // batch (Config.ClaimGatherWait), since the client was made.
 func (c *Client) GatheredClaims() int64 { return c.reader.GatheredClaims() }
 
+// CachedRecordsServed is how many records the client's claims took from
+// its record cache instead of reading them (Config.RecordCacheBytes),
+// since the client was made.
+func (c *Client) CachedRecordsServed() int64 { return c.reader.CachedRecordsServed() }
+
+// ReplicaStats returns the read replicas' counters since the client
+// started (nil without Config.ReadReplicas). pgmsgprom exposes them.
 func (c *Client) ReplicaStats() *ReplicaReadStats {
 	return c.reader.ReplicaStats()
 }

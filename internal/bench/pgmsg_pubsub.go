@@ -55,7 +55,8 @@ func (d *pgmsgPubSub) setup(ctx context.Context) error {
 		d.replicas = append(d.replicas, p)
 	}
 	if d.c, err = pgmsg.NewClient(d.pool, &pgmsg.Config{Schema: d.env.Schema, PollInterval: d.o.PgmsgPoll,
-		ReadReplicas: d.replicas, ClaimGatherWait: d.o.PgmsgClaimGatherWait}); err != nil {
+		ReadReplicas: d.replicas, ClaimGatherWait: d.o.PgmsgClaimGatherWait,
+		RecordCacheBytes: d.o.PgmsgRecordCacheBytes}); err != nil {
 		return err
 	}
 	d.topic = "bench-" + randomSuffix()
@@ -215,6 +216,12 @@ func (d *pgmsgPubSub) readSplit() (replica, primary int64) {
 		replica += r.Records
 	}
 	return replica, rs.PrimaryRecords
+}
+
+// readShare is how many claims went out gathered and how many records
+// claims took from the record cache.
+func (d *pgmsgPubSub) readShare() (gathered, cached int64) {
+	return d.c.GatheredClaims(), d.c.CachedRecordsServed()
 }
 
 func (d *pgmsgPubSub) teardown(ctx context.Context) error {

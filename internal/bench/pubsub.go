@@ -61,6 +61,9 @@ type PubSubOptions struct {
 	// claim waits for the other groups' claims of its partition. Default
 	// 0, pgmsg's default; negative: claims are not gathered.
 	PgmsgClaimGatherWait time.Duration
+	// PgmsgRecordCacheBytes is pgmsg's Config.RecordCacheBytes (0: its
+	// default, negative: no record cache).
+	PgmsgRecordCacheBytes int64
 }
 
 func (o *PubSubOptions) defaults() {
@@ -116,7 +119,12 @@ type PubSubResult struct {
 	// ReplicaRecords and PrimaryRecords split the records pgmsg's
 	// consumers read, warm-up included, between read replicas and the
 	// primary (with --read-replica-url only).
-	ReplicaRecords int64  `json:"replica_records,omitempty"`
+	ReplicaRecords int64 `json:"replica_records,omitempty"`
+	// GatheredClaims and CachedRecords are pgmsg's claims that went out
+	// gathered (Config.ClaimGatherWait) and the records its claims took
+	// from its record cache (Config.RecordCacheBytes), warm-up included.
+	GatheredClaims int64  `json:"gathered_claims,omitempty"`
+	CachedRecords  int64  `json:"cached_records,omitempty"`
 	PrimaryRecords int64  `json:"primary_records,omitempty"`
 	Errors         int64  `json:"errors"`
 	FirstError     string `json:"first_error,omitempty"`
@@ -284,9 +292,12 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 	if !drained.IsZero() {
 		end = drained
 	}
-	var replicaRecords, primaryRecords int64
+	var replicaRecords, primaryRecords, gathered, cached int64
 	if rr, ok := d.(interface{ readSplit() (int64, int64) }); ok {
 		replicaRecords, primaryRecords = rr.readSplit()
+	}
+	if rs, ok := d.(interface{ readShare() (int64, int64) }); ok {
+		gathered, cached = rs.readShare()
 	}
 	lag, err := d.lag(context.WithoutCancel(ctx))
 	if err != nil {
@@ -304,7 +315,7 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 		PublishP50MS: round(st.pubTotal.quantileMS(0.5), 2), PublishP99MS: round(st.pubTotal.quantileMS(0.99), 2),
 		E2EP50MS: round(st.e2eTotal.quantileMS(0.5), 2), E2EP99MS: round(st.e2eTotal.quantileMS(0.99), 2),
 		FinalLag: lag, Errors: st.errors.Load(), FirstError: st.firstError(),
-		ReplicaRecords: replicaRecords, PrimaryRecords: primaryRecords,
+		ReplicaRecords: replicaRecords, PrimaryRecords: primaryRecords, GatheredClaims: gathered, CachedRecords: cached,
 	}
 	r.WritesPerSec = rate(r.Writes, el)
 	r.ReadsPerSec = rate(r.Reads, el)

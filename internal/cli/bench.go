@@ -95,6 +95,7 @@ func newBenchPubSub(g *globals) *cobra.Command {
 	fl.DurationVar(&o.PgmsgClaimCooldown, "pgmsg-claim-cooldown", 0, "least time between a notified pgmsg consumer's claims, so that what is published meanwhile comes in the same claim (ConsumerOpts.ClaimCooldown; 0: pgmsg's default, negative: none)")
 	fl.IntVar(&o.PgmsgClaimCooldownMinRate, "pgmsg-claim-cooldown-min-rate", 0, "records per second a pgmsg consumer must be receiving for its claim cooldown to hold (ConsumerOpts.ClaimCooldownMinRate; 0: pgmsg's default, negative: at any rate)")
 	fl.DurationVar(&o.PgmsgClaimGatherWait, "pgmsg-claim-gather-wait", 0, "how long a pgmsg consumer's claim of a partition waits for the other groups' claims of it, to go out as one statement (Config.ClaimGatherWait; 0: pgmsg's default, negative: never gathered)")
+	fl.Int64Var(&o.PgmsgRecordCacheBytes, "pgmsg-record-cache-bytes", 0, "bytes of records a pgmsg client keeps of partitions that several of its groups read, so that each record is read once for them (Config.RecordCacheBytes; 0: pgmsg's default, negative: none)")
 	fl.StringArrayVar(&o.ReadReplicas, "read-replica-url", nil, "a streaming replica of the database that pgmsg's consumers read claimed records from (repeatable; pgmsg only)")
 	return cmd
 }

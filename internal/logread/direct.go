@@ -1,7 +1,6 @@
 package logread
 
 import (
-	"cmp"
 	"context"
 	"slices"
 
@@ -44,13 +43,22 @@ func (r *Reader) canClaimDirect(params *store.ClaimParams) bool {
 
 // claimDirect runs the direct claim statement params describe. With fetch
 // (a segment table's name) it reads the claimed records from that table in
-// the same round trip.
+// the same round trip, but for those the record cache holds, which it
+// takes from there.
 func (r *Reader) claimDirect(ctx context.Context, exec store.DBTX, params *store.ClaimParams, fetch string) (claimDirectResult, error) {
+	pk := partitionKey{params.Topic, *params.Partition}
+	var (
+		held store.Held
+		snap []*pgmsgtype.Record
+	)
+	if fetch != "" {
+		held, snap = r.cache.held(pk)
+	}
 	// The records' slice is made on the first record: none for a claim
 	// that reads no records.
 	sink := recordSink{topic: params.Topic, partition: *params.Partition,
 		n: min(int(params.MaxRecords), recordBlockMax)}
-	res0, err := r.store.ClaimDirect(ctx, exec, params, fetch, sink.add)
+	res0, err := r.store.ClaimDirect(ctx, exec, params, fetch, held, sink.add)
 	if err != nil {
 		return claimDirectResult{}, err
 	}
@@ -60,11 +68,14 @@ func (r *Reader) claimDirect(ctx context.Context, exec store.DBTX, params *store
 		if sink.recs != nil {
 			res.records = sink.recs
 		}
-		if !slices.IsSortedFunc(res.records, func(a, b *pgmsgtype.Record) int { return cmp.Compare(a.Offset, b.Offset) }) {
+		if !slices.IsSortedFunc(res.records, byOffset) {
 			// The statement has no ORDER BY (a sort of up to a claim of
 			// records for a plan that reads them in order anyway).
-			slices.SortFunc(res.records, func(a, b *pgmsgtype.Record) int { return cmp.Compare(a.Offset, b.Offset) })
+			slices.SortFunc(res.records, byOffset)
 		}
+		row := res.row
+		res.records = r.cache.assemble(held, snap, row.TopicID, row.FirstOffset, row.LastOffset, res.records)
+		r.cache.offer(pk, row.TopicID, row.FirstOffset, row.LastOffset, res.records)
 	}
 	return res, nil
 }

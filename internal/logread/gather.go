@@ -1,7 +1,6 @@
 package logread
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"maps"
@@ -180,8 +179,10 @@ func (r *Reader) runGather(ctx context.Context, key gatherKey, reqs []*gatherReq
 	if !ok {
 		return // each claim is made on its own
 	}
+	pk := partitionKey{key.topic, key.partition}
+	held, snap := r.cache.held(pk)
 	sink := recordSink{topic: key.topic, partition: key.partition, n: recordBlockMax}
-	res, err := r.store.ClaimGather(sctx, pool, key.topic, key.partition, key.fetch, key.async, sreqs, sink.add)
+	res, err := r.store.ClaimGather(sctx, pool, key.topic, key.partition, key.fetch, key.async, held, sreqs, sink.add)
 	if err != nil {
 		// Nothing was done: each claim is made on its own, which reports
 		// the error (or clears the segment cache of a dropped table).
@@ -217,27 +218,48 @@ func (r *Reader) runGather(ctx context.Context, key gatherKey, reqs []*gatherReq
 			mine = cloneRecords(mine)
 		}
 		shared = true
-		q.res.fetched, q.res.records = true, mine
-		if q.res.records == nil {
-			q.res.records = []*pgmsgtype.Record{}
+		if mine == nil {
+			mine = []*pgmsgtype.Record{}
 		}
+		row := g.Row
+		mine = r.cache.assemble(held, snap, row.TopicID, row.FirstOffset, row.LastOffset, mine)
+		r.cache.offer(pk, row.TopicID, row.FirstOffset, row.LastOffset, mine)
+		q.res.fetched, q.res.records = true, mine
 	}
 }
 
 func byOffset(a, b *pgmsgtype.Record) int { return cmp.Compare(a.Offset, b.Offset) }
 
-// cloneRecords returns deep copies of recs.
+// cloneRecords returns deep copies of recs: the keys, values and headers
+// in one allocation (each capped at its length, so that an append to one
+// does not write over the next), the Records in another.
 func cloneRecords(recs []*pgmsgtype.Record) []*pgmsgtype.Record {
+	n := 0
+	for _, r := range recs {
+		n += len(r.Key) + len(r.Value)
+		for _, v := range r.Headers {
+			n += len(v)
+		}
+	}
+	buf := make([]byte, 0, n)
+	clone := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		i := len(buf)
+		buf = append(buf, b...)
+		return buf[i:len(buf):len(buf)]
+	}
 	out := make([]*pgmsgtype.Record, len(recs))
 	block := make([]pgmsgtype.Record, len(recs))
 	for i, r := range recs {
 		c := &block[i]
 		*c = *r
-		c.Key, c.Value = bytes.Clone(r.Key), bytes.Clone(r.Value)
+		c.Key, c.Value = clone(r.Key), clone(r.Value)
 		if r.Headers != nil {
 			c.Headers = make(map[string][]byte, len(r.Headers))
 			for k, v := range r.Headers {
-				c.Headers[k] = bytes.Clone(v)
+				c.Headers[k] = clone(v)
 			}
 		}
 		out[i] = c

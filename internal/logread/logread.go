@@ -54,6 +54,10 @@ type Config struct {
 	// out with them as one statement (gather.go); 0: claims are not
 	// gathered.
 	GatherWait time.Duration
+	// RecordCacheBytes is how many bytes of records the Reader keeps for
+	// its groups' claims of partitions that several of them read
+	// (cache.go); 0: none.
+	RecordCacheBytes int64
 }
 
 // Reader makes claims and reads their records. Safe for concurrent use.
@@ -74,6 +78,10 @@ type Reader struct {
 	// gather gathers the direct claims of several groups of a partition
 	// into one statement (gather.go).
 	gather gatherer
+
+	// cache holds the records read of partitions that several groups
+	// claim, for their next claims (cache.go).
+	cache recordCache
 }
 
 // partitionKey names one partition of a topic (the segments' key).
@@ -89,6 +97,7 @@ func New(cfg *Config) *Reader {
 		logger:   cfg.Logger,
 		replicas: newReplicaSet(cfg.Replicas, cfg.ReplicaMaxWait),
 		gather:   gatherer{wait: cfg.GatherWait},
+		cache:    recordCache{max: cfg.RecordCacheBytes},
 	}
 }
 
@@ -150,6 +159,9 @@ func (r *Reader) claimRow(ctx context.Context, exec store.DBTX, params *store.Cl
 			err     error
 			settled bool
 		)
+		if fetch != "" {
+			r.cache.note(key, params.Group)
+		}
 		if fetch != "" && r.gather.wait > 0 && exec == r.primary {
 			res, settled = r.claimGathered(ctx, params, fetch)
 		}

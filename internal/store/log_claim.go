@@ -148,10 +148,64 @@ func claimRecordsSQL(relname string) string {
   CROSS JOIN LATERAL (
     SELECT r."offset", r."timestamp", r.key, r.value, r.headers
       FROM pgmsg.` + pgx.Identifier{relname}.Sanitize() + ` r
-     WHERE r.topic_id = c.topic_id AND r.partition = $3::integer AND r."offset" BETWEEN c.claim_start AND c.claim_end
+     WHERE r.topic_id = c.topic_id AND r.partition = $3::integer
+       AND r."offset" BETWEEN ` + heldLow("c", "$5", "$6", "$7") + ` AND ` + heldHigh("c", "$5", "$6", "$7") + `
     OFFSET 0) r
  WHERE tt.name = $1::text AND c.group_name = $2::text AND c.partition = $3::integer
    AND c.claim_epoch IN ($4::bigint, $4::bigint % 9007199254740991 + 1)`
+}
+
+// Held is a range of one partition's records that the caller holds in
+// memory (a record cache shared by a process's groups, internal/logread):
+// a claim's records statement skips the part of the claim it covers when
+// the claim begins or ends inside it (Skipped says which). The zero Held
+// holds nothing.
+type Held struct {
+	TopicID     int32
+	First, Last int64 // Last < First: nothing held
+}
+
+// args are the statement parameters of h: topic id, first, last.
+func (h Held) args() []any {
+	if h.Last < h.First {
+		return []any{int32(-1), int64(1), int64(0)}
+	}
+	return []any{h.TopicID, h.First, h.Last}
+}
+
+// Skipped is the part first..last of the claim [first, last] of topicID
+// whose records the statement did not read because h holds them (ok
+// false: none). It mirrors heldLow and heldHigh: a claim that starts in h
+// is read from past h's end, one that ends in h up to before its start,
+// one that does both is not read, and one that covers h at both ends is
+// read whole.
+func (h Held) Skipped(topicID int32, first, last int64) (lo, hi int64, ok bool) {
+	if h.Last < h.First || topicID != h.TopicID {
+		return 0, 0, false
+	}
+	startIn, endIn := first >= h.First && first <= h.Last, last >= h.First && last <= h.Last
+	switch {
+	case startIn && endIn:
+		return first, last, true
+	case startIn:
+		return first, h.Last, true
+	case endIn:
+		return h.First, last, true
+	}
+	return 0, 0, false
+}
+
+// heldLow and heldHigh bound the records a claim (alias c: topic_id,
+// claim_start, claim_end) reads when the caller holds first..last of the
+// topic id tid (Held.Skipped).
+func heldLow(c, tid, first, last string) string {
+	return `CASE WHEN ` + c + `.topic_id = ` + tid + `::integer AND ` + c + `.claim_start BETWEEN ` + first + `::bigint AND ` + last +
+		`::bigint THEN ` + last + `::bigint + 1 ELSE ` + c + `.claim_start END`
+}
+
+func heldHigh(c, tid, first, last string) string {
+	return `CASE WHEN ` + c + `.topic_id = ` + tid + `::integer AND ` + c + `.claim_end BETWEEN ` + first + `::bigint AND ` + last +
+		`::bigint THEN ` + first + `::bigint - 1 ELSE ` + c + `.claim_end END`
 }
 
 // batcher is what sends a pipeline: a pool, a connection or a transaction.
@@ -293,9 +347,10 @@ func (h *claimHead) row(partition int32) *ClaimRow {
 // same partition, and a lease claim_range() accepts. With fetch
 // (a segment table's name) and an exec that can send a pipeline, it reads
 // the claimed records from that table in the same round trip and
-// transaction (claimRecordsSQL) and hands them to add; they are the
-// claim's records when the result says Fetched.
-func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetch string, add RecordFunc) (ClaimDirectResult, error) {
+// transaction (claimRecordsSQL) and hands them to add, but for those held
+// covers (Held.Skipped); they are the claim's records when the result
+// says Fetched.
+func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetch string, held Held, add RecordFunc) (ClaimDirectResult, error) {
 	var h claimHead
 	args := []any{p.Topic, p.Group, *p.Partition, p.Member, p.MaxRecords, lease(p.Lease)}
 	cte, head := claimDirectCTE, claimDirectHead
@@ -324,7 +379,7 @@ func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetc
 	} else {
 		b := &pgx.Batch{}
 		b.Queue(s.SQL(cte+head), args...)
-		b.Queue(s.SQL(claimRecordsSQL(fetch)), p.Topic, p.Group, *p.Partition, token)
+		b.Queue(s.SQL(claimRecordsSQL(fetch)), append([]any{p.Topic, p.Group, *p.Partition, token}, held.args()...)...)
 		br := sb.SendBatch(ctx, b)
 		err = br.QueryRow().Scan(h.dest()...)
 		if err == nil || errors.Is(err, pgx.ErrNoRows) {

@@ -99,8 +99,9 @@ SELECT u.ord IS NOT NULL,
 // statement just made (in the same pipeline, as claimRecordsSQL) from the
 // segment table relname, once per distinct range: the groups of a
 // partition that keep up claim the same range, and its records cross the
-// wire once. $1 topic, $2 groups, $3 the claims' epochs as drawn ($7 of
-// the claim statement), $4 partition.
+// wire once, but for the part the caller holds (Held). $1 topic, $2
+// groups, $3 the claims' epochs as drawn ($7 of the claim statement), $4
+// partition, $5 to $7 Held.args.
 func claimGatherRecordsSQL(relname string) string {
 	return `SELECT r."offset", r."timestamp", r.key, r.value, r.headers
   FROM (SELECT DISTINCT c.topic_id, c.claim_start, c.claim_end
@@ -116,7 +117,8 @@ func claimGatherRecordsSQL(relname string) string {
   CROSS JOIN LATERAL (
     SELECT r."offset", r."timestamp", r.key, r.value, r.headers
       FROM pgmsg.` + pgx.Identifier{relname}.Sanitize() + ` r
-     WHERE r.topic_id = g.topic_id AND r.partition = $4::integer AND r."offset" BETWEEN g.claim_start AND g.claim_end
+     WHERE r.topic_id = g.topic_id AND r.partition = $4::integer
+       AND r."offset" BETWEEN ` + heldLow("g", "$5", "$6", "$7") + ` AND ` + heldHigh("g", "$5", "$6", "$7") + `
     OFFSET 0) r`
 }
 
@@ -161,12 +163,13 @@ type ClaimGatherResult struct {
 // one statement on pool, and reads the claimed records from the segment
 // table fetch in the same round trip, each distinct range once, handing
 // them to add (in no particular order; a record may come twice when two
-// claims' ranges overlap without being equal). Each request must be the
+// claims' ranges overlap without being equal), but for those held covers
+// (Held.Skipped, claim by claim). Each request must be the
 // case ClaimDirect covers, and no two may name the same group. async
 // commits the transaction asynchronously. An error means nothing was done
 // for any request.
 func (s *Store) ClaimGather(ctx context.Context, pool BatchSender, topic string, partition int32, fetch string, async bool,
-	reqs []ClaimGatherReq, add RecordFunc) ([]ClaimGatherResult, error) {
+	held Held, reqs []ClaimGatherReq, add RecordFunc) ([]ClaimGatherResult, error) {
 	n := len(reqs)
 	groups, members := make([]string, n), make([]string, n)
 	maxRecords := make([]int32, n)
@@ -187,7 +190,7 @@ func (s *Store) ClaimGather(ctx context.Context, pool BatchSender, topic string,
 	// pipeline's transaction asks for the generic plan.
 	b.Queue(gatherGenericPlanSQL)
 	b.Queue(s.SQL(claimGatherSQL), topic, groups, members, maxRecords, leases, commits, tokens, partition, async)
-	b.Queue(s.SQL(claimGatherRecordsSQL(fetch)), topic, groups, tokens, partition)
+	b.Queue(s.SQL(claimGatherRecordsSQL(fetch)), append([]any{topic, groups, tokens, partition}, held.args()...)...)
 	br := pool.SendBatch(ctx, b)
 	_, err := br.Exec()
 	var res []ClaimGatherResult

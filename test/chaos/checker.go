@@ -66,6 +66,9 @@ type Report struct {
 	// GatheredClaims are the consumer agents' claims that went out
 	// gathered with another group's (g-run with g-run2).
 	GatheredClaims int
+	// CachedRecords are the records the consumer agents' claims took
+	// from their record cache instead of reading them.
+	CachedRecords int
 
 	Enqueued        int // enqueues acknowledged
 	EnqUnknown      int
@@ -136,6 +139,8 @@ func checkLog(r *Report, events []Event, db *DBState) {
 		switch ev.K {
 		case "gathered":
 			r.GatheredClaims += ev.N
+		case "cached":
+			r.CachedRecords += ev.N
 		case "pub":
 			if prev, dup := acked[ev.ID]; dup {
 				r.violate("pub-acked-twice", "id %s acknowledged at %v and at %d/%d", ev.ID, prev, ev.P, ev.O)
@@ -577,6 +582,9 @@ func (r *Report) Summary() string {
 	}
 	if r.GatheredClaims > 0 {
 		fmt.Fprintf(&b, "gathered claims: %d of the consumer agents' claims went out with another group's\n", r.GatheredClaims)
+	}
+	if r.CachedRecords > 0 {
+		fmt.Fprintf(&b, "record cache: %d records the consumer agents' claims took from it (checked as every delivery is)\n", r.CachedRecords)
 	}
 	fmt.Fprintf(&b, "membership: %d partition losses reported to members (session expired)\n", r.SessionsLost)
 	if r.TornLines > 0 {

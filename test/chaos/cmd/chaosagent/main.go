@@ -41,7 +41,7 @@ var (
 	flagOut      = flag.String("out", "", "history file (appended)")
 	flagTopic    = flag.String("topic", "chaos", "topic")
 	flagGroup    = flag.String("group", "g-run", "consumer group")
-	flagGroup2   = flag.String("group2", "", "consumer: a second group consumed in the same process, whose claims of a partition go out gathered with the first group's")
+	flagGroup2   = flag.String("group2", "", "consumer: a second group consumed in the same process, whose claims of a partition go out gathered with the first group's, or take the records the first read from the record cache")
 	flagQueue    = flag.String("queue", "chaos", "queue")
 	flagRate     = flag.Int("rate", 200, "records or jobs per second (producers, enqueuer)")
 	flagBatch    = flag.Int("batch", 10, "records or jobs per call")
@@ -345,10 +345,11 @@ func (a *agent) consume() {
 		a.consumeGroup(*flagGroup)
 		return
 	}
-	// Report the claims gathered with the other group's, now and then
-	// (a killed agent loses at most the last second's).
+	// Report the claims gathered with the other group's and the records
+	// claims took from the record cache, now and then (a killed agent
+	// loses at most the last second's).
 	go func() {
-		var sent int64
+		var sent, sentCached int64
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
@@ -360,6 +361,10 @@ func (a *agent) consume() {
 			if n := a.c.GatheredClaims(); n > sent {
 				a.h.write(map[string]any{"k": "gathered", "n": n - sent})
 				sent = n
+			}
+			if n := a.c.CachedRecordsServed(); n > sentCached {
+				a.h.write(map[string]any{"k": "cached", "n": n - sentCached})
+				sentCached = n
 			}
 		}
 	}()
