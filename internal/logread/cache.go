@@ -157,9 +157,10 @@ func (c *recordCache) assemble(held store.Held, snap []*pgmsgtype.Record, topicI
 // offer puts the records of a claim of offsets first..last of topicID
 // (all that exist there, in offset order) into the partition's window,
 // copied, when they follow on from it; a range past a gap starts the
-// window anew. A window keeps at most half the budget (its oldest
-// records go first); other partitions' windows are emptied while the
-// whole is over it.
+// window anew. A window keeps at most its share of the budget (the
+// budget over the partitions that two groups read; its oldest records go
+// first); other partitions' windows are emptied while the whole is over
+// it.
 func (c *recordCache) offer(pk partitionKey, topicID int32, first, last int64, recs []*pgmsgtype.Record) {
 	if c.max <= 0 || last < first {
 		return
@@ -185,10 +186,18 @@ func (c *recordCache) offer(pk partitionKey, topicID int32, first, last int64, r
 		c.bytes += b
 	}
 	w.last = last
-	// The budget: this window's oldest records beyond half of it (so that
-	// several partitions can share it), then other partitions' windows.
+	// The budget: each window that two groups read keeps its share of it
+	// (its oldest records go first); other windows are emptied while the
+	// whole is still over it.
+	active := int64(0)
+	for _, o := range c.win {
+		if len(o.groups) >= 2 {
+			active++
+		}
+	}
+	share := c.max / max(active, 1)
 	n := 0
-	for n < len(w.recs) && w.bytes > c.max/2 {
+	for n < len(w.recs) && w.bytes > share {
 		b := recordBytes(w.recs[n])
 		w.bytes -= b
 		c.bytes -= b

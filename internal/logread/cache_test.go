@@ -13,7 +13,7 @@ import (
 func cacheRecs(offsets ...int64) []*pgmsgtype.Record {
 	out := make([]*pgmsgtype.Record, len(offsets))
 	for i, o := range offsets {
-		out[i] = &pgmsgtype.Record{Offset: o, Value: []byte(fmt.Sprint("v", o))}
+		out[i] = &pgmsgtype.Record{Offset: o, Value: []byte(fmt.Sprintf("v%03d", o))}
 	}
 	return out
 }
@@ -51,7 +51,7 @@ func TestRecordCacheWindow(t *testing.T) {
 	// Copies: changing them changes nothing the window holds.
 	got[0].Value[0] = 'x'
 	_, snap2 := c.held(pk)
-	require.Equal(t, "v6", string(snap2[3].Value))
+	require.Equal(t, "v006", string(snap2[3].Value))
 	// A gathered statement may have read part of it for another claim's
 	// range: each offset once, the record read taken.
 	read := cacheRecs(6, 10)
@@ -64,7 +64,7 @@ func TestRecordCacheWindow(t *testing.T) {
 	require.Equal(t, []int64{0, 1, 2, 3, 4, 6, 9, 10}, offsetsOf(got))
 	// Another topic id (the topic was created again) takes nothing.
 	got = c.assemble(h, snap, 8, 0, 3, cacheRecs(0, 1, 2, 3))
-	require.Equal(t, "v0", string(got[0].Value))
+	require.Equal(t, "v000", string(got[0].Value))
 	require.Equal(t, int64(4), c.served, "the records of the skipped parts")
 
 	// A claim past a gap starts the window anew; so does another topic id.
@@ -76,30 +76,32 @@ func TestRecordCacheWindow(t *testing.T) {
 	require.Equal(t, store.Held{TopicID: 8, First: 0, Last: 1}, h)
 }
 
-// The budget: a window holds at most half of it, its oldest records going
-// first, and other partitions' windows are emptied when the whole is over.
+// The budget: a window keeps its share of it (the budget over the
+// partitions two groups read), its oldest records going first, and other
+// windows are emptied while the whole is over it.
 func TestRecordCacheBudget(t *testing.T) {
-	per := recordBytes(cacheRecs(0)[0]) // "v0": every record of 0..9 costs as much
+	per := recordBytes(cacheRecs(0)[0]) // every record costs as much
 	c := &recordCache{max: 8 * per}
-	p0, p1 := partitionKey{"t", 0}, partitionKey{"t", 1}
-	for _, pk := range []partitionKey{p0, p1} {
-		c.note(pk, "a")
-		c.note(pk, "b")
-	}
-	c.offer(p0, 1, 0, 5, cacheRecs(0, 1, 2, 3, 4, 5))
+	p0, p1, p2 := partitionKey{"t", 0}, partitionKey{"t", 1}, partitionKey{"t", 2}
+	c.note(p0, "a")
+	c.note(p0, "b")
+	c.offer(p0, 1, 0, 9, cacheRecs(0, 1, 2, 3, 4, 5, 6, 7, 8, 9))
 	h, snap := c.held(p0)
-	require.Equal(t, store.Held{TopicID: 1, First: 2, Last: 5}, h, "half the budget")
-	require.Equal(t, []int64{2, 3, 4, 5}, offsetsOf(snap))
-	c.offer(p1, 1, 0, 3, cacheRecs(0, 1, 2, 3))
-	require.Equal(t, 8*per, c.bytes)
-	c.offer(p1, 1, 4, 4, cacheRecs(4))
+	require.Equal(t, store.Held{TopicID: 1, First: 2, Last: 9}, h, "one partition: the whole budget")
+	require.Equal(t, []int64{2, 3, 4, 5, 6, 7, 8, 9}, offsetsOf(snap))
+
+	c.note(p1, "a")
+	c.note(p1, "b")
+	c.offer(p1, 1, 0, 5, cacheRecs(0, 1, 2, 3, 4, 5))
 	h, _ = c.held(p1)
-	require.Equal(t, store.Held{TopicID: 1, First: 1, Last: 4}, h)
+	require.Equal(t, store.Held{TopicID: 1, First: 2, Last: 5}, h, "two partitions: half each")
 	h, _ = c.held(p0)
-	require.Equal(t, store.Held{TopicID: 1, First: 2, Last: 5}, h, "p1 kept to its half: p0 untouched")
+	require.Equal(t, store.Held{}, h, "the whole was over: the other window emptied")
+	require.Equal(t, 4*per, c.bytes)
+	c.offer(p0, 1, 10, 13, cacheRecs(10, 11, 12, 13))
 	require.Equal(t, 8*per, c.bytes)
-	// A third partition: the whole is over, another window is emptied.
-	p2 := partitionKey{"t", 2}
+
+	// A third partition: a third each; p2's record puts the whole over.
 	c.note(p2, "a")
 	c.note(p2, "b")
 	c.offer(p2, 1, 0, 0, cacheRecs(0))
