@@ -175,6 +175,20 @@ func testNodeSuite(t *testing.T, nb *nodeBuild) {
 	run(t, "node", append(testEnv(b), nodeEnv(t)), nodeBin, append([]string{"--test"}, files...)...)
 }
 
+// interop is what an interop test needs: the Python interpreter, the
+// compiled Node client, a schema of its own and a Go client on it (closed
+// when the test ends).
+func interop(t *testing.T, nb *nodeBuild) (py, nodeBin, dir string, b *pgtest.Bundle, client *pgmsg.Client) {
+	t.Helper()
+	py = python(t)
+	nodeBin, dir = nb.node(t)
+	b = pgtest.Schema(t, nil)
+	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	return py, nodeBin, dir, b, client
+}
+
 // consumed is a record as the client scripts print it.
 type consumed struct {
 	Partition int32             `json:"partition"`
@@ -203,14 +217,9 @@ func parseLines[T any](t *testing.T, out string) []T {
 // partition in offset order (Python's part first), with the keys, values
 // and headers Go published.
 func testInteropGoPublishesPythonThenNodeConsume(t *testing.T, nb *nodeBuild) {
-	py := python(t)
-	nodeBin, dir := nb.node(t)
-	b := pgtest.Schema(t, nil)
+	py, nodeBin, dir, b, client := interop(t, nb)
 	ctx := context.Background()
-	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema})
-	require.NoError(t, err)
-	defer client.Close()
-	_, err = client.CreateTopic(ctx, "interop", pgmsg.TopicConfig{Partitions: 3})
+	_, err := client.CreateTopic(ctx, "interop", pgmsg.TopicConfig{Partitions: 3})
 	require.NoError(t, err)
 	const n = 30
 	var recs []*pgmsg.Record
@@ -250,14 +259,9 @@ func testInteropGoPublishesPythonThenNodeConsume(t *testing.T, nb *nodeBuild) {
 // each, LISTENing and polling once an hour, is woken by one Go publish to
 // partition 1 and reads it.
 func testInteropGoPublishWakesPythonAndNode(t *testing.T, nb *nodeBuild) {
-	py := python(t)
-	nodeBin, dir := nb.node(t)
-	b := pgtest.Schema(t, nil)
+	py, nodeBin, dir, b, client := interop(t, nb)
 	ctx := context.Background()
-	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema})
-	require.NoError(t, err)
-	defer client.Close()
-	_, err = client.CreateTopic(ctx, "wake", pgmsg.TopicConfig{Partitions: 2})
+	_, err := client.CreateTopic(ctx, "wake", pgmsg.TopicConfig{Partitions: 2})
 	require.NoError(t, err)
 
 	env := append(testEnv(b), nodeEnv(t))
@@ -288,13 +292,8 @@ func testInteropGoPublishWakesPythonAndNode(t *testing.T, nb *nodeBuild) {
 // Python and Node enqueue jobs through the SQL API; a Go worker completes
 // every one of them with the payload they enqueued.
 func testInteropPythonAndNodeEnqueueGoWorks(t *testing.T, nb *nodeBuild) {
-	py := python(t)
-	nodeBin, dir := nb.node(t)
-	b := pgtest.Schema(t, nil)
+	py, nodeBin, dir, b, client := interop(t, nb)
 	ctx := context.Background()
-	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema})
-	require.NoError(t, err)
-	defer client.Close()
 
 	type enqueued struct {
 		ID int64 `json:"id"`
@@ -308,7 +307,7 @@ func testInteropPythonAndNodeEnqueueGoWorks(t *testing.T, nb *nodeBuild) {
 	handled := map[int64]string{}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	err = client.Work(wctx, "interop", func(ctx context.Context, job *pgmsg.Job) error {
+	err := client.Work(wctx, "interop", func(ctx context.Context, job *pgmsg.Job) error {
 		mu.Lock()
 		defer mu.Unlock()
 		handled[job.ID] = job.Kind + " " + string(job.Payload)
