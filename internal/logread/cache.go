@@ -35,6 +35,8 @@ type recordCache struct {
 	bytes int64
 	// served counts the records claims took from a window.
 	served int64
+	// swept is when note last freed the windows no group claims anymore.
+	swept time.Time
 }
 
 // cacheWindow holds the records of offsets first..last of one partition
@@ -86,6 +88,24 @@ func (c *recordCache) note(pk partitionKey, group string) {
 	}
 	if len(w.groups) < 2 {
 		c.drop(w)
+	}
+	if now.Sub(c.swept) > peerWindow {
+		// The windows of partitions no group claimed lately (their
+		// consumers stopped, or moved to another process) are freed.
+		c.swept = now
+		for k, o := range c.win {
+			stale := true
+			for _, t := range o.groups {
+				if now.Sub(t) <= peerWindow {
+					stale = false
+					break
+				}
+			}
+			if stale {
+				c.drop(o)
+				delete(c.win, k)
+			}
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package logread
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -111,4 +112,26 @@ func TestRecordCacheBudget(t *testing.T) {
 	h1, _ := c.held(p1)
 	require.True(t, (h0 == store.Held{}) != (h1 == store.Held{}), "one of p0 and p1 emptied: %v %v", h0, h1)
 	require.Equal(t, 5*per, c.bytes)
+}
+
+// A window whose groups stopped claiming is freed by the next note of any
+// partition (at most once per peerWindow).
+func TestRecordCacheFreesStaleWindows(t *testing.T) {
+	c := &recordCache{max: 1 << 20}
+	p0, p1 := partitionKey{"t", 0}, partitionKey{"t", 1}
+	for _, pk := range []partitionKey{p0, p1} {
+		c.note(pk, "a")
+		c.note(pk, "b")
+		c.offer(pk, 1, 0, 2, cacheRecs(0, 1, 2))
+	}
+	require.Equal(t, 6*recordBytes(cacheRecs(0)[0]), c.bytes)
+	// p0's groups last claimed it long ago.
+	for g := range c.win[p0].groups {
+		c.win[p0].groups[g] = time.Now().Add(-2 * peerWindow)
+	}
+	c.swept = time.Time{}
+	c.note(p1, "a")
+	require.NotContains(t, c.win, p0)
+	require.Contains(t, c.win, p1)
+	require.Equal(t, 3*recordBytes(cacheRecs(0)[0]), c.bytes)
 }
