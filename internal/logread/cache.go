@@ -1,6 +1,7 @@
 package logread
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -47,7 +48,19 @@ type cacheWindow struct {
 	first, last int64
 	recs        []*pgmsgtype.Record
 	bytes       int64
-	groups      map[string]time.Time
+	groups      recentGroups
+}
+
+// recentGroups is when each group last claimed a partition through the
+// Reader (the gatherer's peers and a cache window's readers).
+type recentGroups map[string]time.Time
+
+// note records group's claim at now, forgets the groups that have not
+// claimed within peerWindow, and returns how many are left.
+func (g recentGroups) note(group string, now time.Time) int {
+	g[group] = now
+	maps.DeleteFunc(g, func(_ string, t time.Time) bool { return now.Sub(t) > peerWindow })
+	return len(g)
 }
 
 // cacheRecordOverhead is what a cached record costs beyond its key, value
@@ -77,16 +90,10 @@ func (c *recordCache) note(pk partitionKey, group string) {
 	}
 	w := c.win[pk]
 	if w == nil {
-		w = &cacheWindow{first: 1, last: 0, groups: map[string]time.Time{}} // empty
+		w = &cacheWindow{first: 1, last: 0, groups: recentGroups{}} // empty
 		c.win[pk] = w
 	}
-	w.groups[group] = now
-	for g, t := range w.groups {
-		if now.Sub(t) > peerWindow {
-			delete(w.groups, g)
-		}
-	}
-	if len(w.groups) < 2 {
+	if w.groups.note(group, now) < 2 {
 		c.drop(w)
 	}
 	if now.Sub(c.swept) > peerWindow {
@@ -172,6 +179,16 @@ func (c *recordCache) assemble(held store.Held, snap []*pgmsgtype.Record, topicI
 		}
 	}
 	return out
+}
+
+// take is a fetched claim's records (row; recs: those its statement
+// read, in offset order) completed from the window snapshot snap that
+// held described when the claim was made, and offered to the window.
+func (c *recordCache) take(pk partitionKey, held store.Held, snap []*pgmsgtype.Record, row *store.ClaimRow,
+	recs []*pgmsgtype.Record) []*pgmsgtype.Record {
+	recs = c.assemble(held, snap, row.TopicID, row.FirstOffset, row.LastOffset, recs)
+	c.offer(pk, row.TopicID, row.FirstOffset, row.LastOffset, recs)
+	return recs
 }
 
 // offer puts the records of a claim of offsets first..last of topicID

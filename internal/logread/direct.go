@@ -73,9 +73,7 @@ func (r *Reader) claimDirect(ctx context.Context, exec store.DBTX, params *store
 			// records for a plan that reads them in order anyway).
 			slices.SortFunc(res.records, byOffset)
 		}
-		row := res.row
-		res.records = r.cache.assemble(held, snap, row.TopicID, row.FirstOffset, row.LastOffset, res.records)
-		r.cache.offer(pk, row.TopicID, row.FirstOffset, row.LastOffset, res.records)
+		res.records = r.cache.take(pk, held, snap, res.row, res.records)
 	}
 	return res, nil
 }

@@ -61,7 +61,7 @@ type gatherer struct {
 	// seen is when each group last made a gatherable claim of a
 	// partition, for the number a batch waits for (by partition only:
 	// a key's segment changes as the partition grows).
-	seen map[partitionKey]map[string]time.Time
+	seen map[partitionKey]recentGroups
 	// gathered counts the claims a gathered statement settled.
 	gathered atomic.Int64
 }
@@ -87,14 +87,12 @@ func (r *Reader) claimGathered(ctx context.Context, params *store.ClaimParams, f
 	peers := g.seen[pk]
 	if peers == nil {
 		if g.seen == nil {
-			g.seen, g.open = map[partitionKey]map[string]time.Time{}, map[gatherKey]*gatherBatch{}
+			g.seen, g.open = map[partitionKey]recentGroups{}, map[gatherKey]*gatherBatch{}
 		}
-		peers = map[string]time.Time{}
+		peers = recentGroups{}
 		g.seen[pk] = peers
 	}
-	peers[params.Group] = now
-	maps.DeleteFunc(peers, func(_ string, t time.Time) bool { return now.Sub(t) > peerWindow })
-	want := len(peers)
+	want := peers.note(params.Group, now)
 	b := g.open[key]
 	if b != nil && slices.ContainsFunc(b.reqs, func(q *gatherReq) bool { return q.params.Group == params.Group }) {
 		// Two consumers of one group: the batch has its claim already.
@@ -221,10 +219,7 @@ func (r *Reader) runGather(ctx context.Context, key gatherKey, reqs []*gatherReq
 		if mine == nil {
 			mine = []*pgmsgtype.Record{}
 		}
-		row := g.Row
-		mine = r.cache.assemble(held, snap, row.TopicID, row.FirstOffset, row.LastOffset, mine)
-		r.cache.offer(pk, row.TopicID, row.FirstOffset, row.LastOffset, mine)
-		q.res.fetched, q.res.records = true, mine
+		q.res.fetched, q.res.records = true, r.cache.take(pk, held, snap, g.Row, mine)
 	}
 }
 
