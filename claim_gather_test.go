@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -265,4 +266,92 @@ func TestClaimGatherWaitConfig(t *testing.T) {
 	c, err = NewClient(pool, nil)
 	require.NoError(t, err)
 	require.Equal(t, ClaimGatherWaitDefault, c.reader.GatherWait())
+}
+
+// The claim statements skip what the caller holds (store.Held): a claim
+// that ends in the held range is read up to before it, one that starts
+// in it from past its end, one inside it not at all, one that covers it
+// at both ends whole; a range held of another topic changes nothing. Both
+// the gathered and the direct statement, each as Held.Skipped says.
+func TestClaimStatementsSkipHeld(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := gatherTestClient(t, 4, 0)
+	tbl := func(name string) string { return pgx.Identifier{b.Schema, name}.Sanitize() }
+	recs := make([]*Record, 10)
+	for i := range recs {
+		recs[i] = &Record{Topic: "t", Value: []byte(fmt.Sprint("v", i))}
+	}
+	require.NoError(t, c.Publish(ctx, recs, nil))
+	// Where each group's claim starts, and how many records it may take.
+	starts := map[string]int64{"ends": 0, "inside": 4, "starts": 5, "covers": 2, "other": 0, "direct": 1}
+	maxes := map[string]int32{"ends": 5, "inside": 2, "starts": 5, "covers": 8, "other": 10, "direct": 4}
+	for g, next := range starts {
+		_, err := c.CreateGroup(ctx, "t", g, PositionEarliest)
+		require.NoError(t, err)
+		_, err = b.Pool.Exec(ctx, `UPDATE `+tbl("group_cursor")+` SET owner = 'm', next_offset = $1 WHERE group_name = $2`, next, g)
+		require.NoError(t, err)
+	}
+	var seg string
+	var tid int32
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT relname, topic_id FROM `+tbl("segment")+` ORDER BY start_offset LIMIT 1`).Scan(&seg, &tid))
+	held := store.Held{TopicID: tid, First: 3, Last: 6}
+
+	// read returns the offsets a statement handed over, in order.
+	read := func(h store.Held, groups ...string) []int64 {
+		t.Helper()
+		var offsets []int64
+		var reqs []store.ClaimGatherReq
+		for _, g := range groups {
+			reqs = append(reqs, store.ClaimGatherReq{Group: g, Member: "m", MaxRecords: maxes[g], Lease: time.Minute})
+		}
+		res, err := c.store.ClaimGather(ctx, c.pool, "t", 0, seg, true, h, reqs, func(r *store.RecordRow) error {
+			offsets = append(offsets, r.Offset)
+			return nil
+		})
+		require.NoError(t, err)
+		for i, r := range res {
+			require.True(t, r.Settled, groups[i])
+			require.NotNil(t, r.Row, groups[i])
+			require.True(t, r.Fetched, groups[i])
+			require.Equal(t, starts[groups[i]], r.Row.FirstOffset, groups[i])
+		}
+		slices.Sort(offsets)
+		return offsets
+	}
+	skipped := func(first, last int64) []int64 {
+		lo, hi, ok := held.Skipped(tid, first, last)
+		if !ok {
+			return nil
+		}
+		return []int64{lo, hi}
+	}
+
+	require.Equal(t, []int64{0, 1, 2}, read(held, "ends"), "0..4 ends in 3..6")
+	require.Equal(t, []int64{3, 4}, skipped(0, 4))
+	require.Empty(t, read(held, "inside"), "4..5 is inside 3..6")
+	require.Equal(t, []int64{4, 5}, skipped(4, 5))
+	require.Equal(t, []int64{7, 8, 9}, read(held, "starts"), "5..9 starts in 3..6")
+	require.Equal(t, []int64{5, 6}, skipped(5, 9))
+	require.Equal(t, []int64{2, 3, 4, 5, 6, 7, 8, 9}, read(held, "covers"), "2..9 covers 3..6 at both ends")
+	require.Nil(t, skipped(2, 9))
+	other := store.Held{TopicID: tid + 1, First: 3, Last: 6}
+	require.Equal(t, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, read(other, "other"), "another topic's range")
+	_, _, ok := other.Skipped(tid, 0, 9)
+	require.False(t, ok)
+
+	// The direct statement: 1..4 ends in 3..6.
+	part := int32(0)
+	var offsets []int64
+	res, err := c.store.ClaimDirect(ctx, c.pool, &store.ClaimParams{Topic: "t", Group: "direct", Partition: &part, Member: "m",
+		MaxRecords: maxes["direct"], Lease: time.Minute}, seg, held, func(r *store.RecordRow) error {
+		offsets = append(offsets, r.Offset)
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotNil(t, res.Row)
+	require.True(t, res.Fetched)
+	require.Equal(t, int64(1), res.Row.FirstOffset)
+	require.Equal(t, int64(4), res.Row.LastOffset)
+	require.Equal(t, []int64{1, 2}, offsets)
+	require.Equal(t, []int64{3, 4}, skipped(1, 4))
 }

@@ -159,7 +159,8 @@ func claimRecordsSQL(relname string) string {
 // memory (a record cache shared by a process's groups, internal/logread):
 // a claim's records statement skips the part of the claim it covers when
 // the claim begins or ends inside it (Skipped says which). The zero Held
-// holds nothing.
+// holds nothing: it names topic id 0, and topic ids start at 1 (an
+// identity column).
 type Held struct {
 	TopicID     int32
 	First, Last int64 // Last < First: nothing held
