@@ -165,7 +165,7 @@ const (
 	HeartbeatIntervalDefault = time.Second
 	SessionTimeoutDefault    = 10 * time.Second
 	// ClaimCooldownDefault is ConsumerOpts.ClaimCooldown's default.
-	ClaimCooldownDefault = 30 * time.Millisecond
+	ClaimCooldownDefault = 20 * time.Millisecond
 	// ClaimCooldownMax is the longest ConsumerOpts.ClaimCooldown.
 	ClaimCooldownMax = time.Minute
 	// ClaimCooldownMinRateDefault is ConsumerOpts.ClaimCooldownMinRate's
@@ -192,8 +192,9 @@ type ConsumerOpts struct {
 	// that may have left records behind is followed by the next at once.
 	// The cooldown holds only a consumer whose claims return at least
 	// ClaimCooldownMinRate records a second. Default ClaimCooldownDefault
-	// (30ms); negative: none, claim as soon as notified; at most one
-	// minute (docs/benchmarks.md, "Twelfth pass" and "Thirteenth pass").
+	// (20ms); negative: none, claim as soon as notified; at most one
+	// minute (docs/benchmarks.md, "Twelfth pass", "Thirteenth pass" and
+	// "Sixteenth pass").
 	ClaimCooldown time.Duration
 	// ClaimCooldownMinRate is the rate, in records per second over the
 	// consumer's recent claims, below which a notified consumer claims at
