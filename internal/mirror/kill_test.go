@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -100,8 +101,13 @@ func TestMirrorKill9(t *testing.T) {
 	args := []string{"mirror", "--database-url", b.pg.URL, "--schema", b.pg.Schema,
 		"--brokers", strings.Join(b.brokers, ","), "--topics", "events", "--create-topics",
 		"--batch", "200", "--lease", "2s", "--session-timeout", "1s", "--progress", "100ms"}
+	// The first run's sessions carry a name of their own, so that the test
+	// can wait for them to end after the kill (sessionsGone).
+	const firstApp = "pgmsg-mirror-kill9-first"
+	first1 := append([]string{}, args...)
+	first1[2] = withAppName(t, b.pg.URL, firstApp)
 	var out1 lockedBuffer
-	cmd := child(t, &out1, append(args, "--metrics-addr", "127.0.0.1:0")...)
+	cmd := child(t, &out1, append(first1, "--metrics-addr", "127.0.0.1:0")...)
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
@@ -134,9 +140,17 @@ func TestMirrorKill9(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	http.DefaultClient.CloseIdleConnections()
+	var named int
+	require.NoError(t, b.pg.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, firstApp).Scan(&named))
+	require.Positive(t, named, "the first run's sessions carry its name")
 	require.NoError(t, cmd.Process.Kill())
 	<-exited
 	require.Equal(t, -1, cmd.ProcessState.ExitCode(), "killed by a signal")
+	// The server may still be finishing a transaction the killed process
+	// had sent (the commit of a mirrored claim): the cursor read below
+	// must be the one the restart starts from. Once run, that read was
+	// 200 records short of it.
+	sessionsGone(t, b, firstApp)
 	atKill := kafkaTotal(t, b, "events")
 	require.Less(t, atKill, int64(n))
 	cursor := int64(0)
@@ -265,4 +279,33 @@ func metricsServed(t *testing.T, stderr *lockedBuffer, series ...string) bool {
 		}
 	}
 	return true
+}
+
+// withAppName returns the database URL u with application_name set to app.
+func withAppName(t *testing.T, u, app string) string {
+	t.Helper()
+	p, err := url.Parse(u)
+	require.NoError(t, err)
+	q := p.Query()
+	q.Set("application_name", app)
+	p.RawQuery = q.Encode()
+	return p.String()
+}
+
+// sessionsGone waits until the server has no session named app: a killed
+// client's sessions end once the server finishes what it was doing for
+// them and finds the connection closed.
+func sessionsGone(t *testing.T, b *bundle, app string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var n int
+		require.NoError(t, b.pg.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n))
+		if n == 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%d sessions of the killed process still open after a minute", n)
+		time.Sleep(20 * time.Millisecond)
+	}
 }
