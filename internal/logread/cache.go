@@ -59,9 +59,23 @@ type recentGroups map[string]time.Time
 // claimed within peerWindow, and returns how many are left.
 func (g recentGroups) note(group string, now time.Time) int {
 	g[group] = now
-	maps.DeleteFunc(g, func(_ string, t time.Time) bool { return now.Sub(t) > peerWindow })
+	maps.DeleteFunc(g, func(_ string, t time.Time) bool { return stale(t, now) })
 	return len(g)
 }
+
+// lately reports whether any group claimed within peerWindow of now.
+func (g recentGroups) lately(now time.Time) bool {
+	for _, t := range g {
+		if !stale(t, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// stale reports whether a claim at t is too old, at now, to count a
+// group as one of a partition's readers.
+func stale(t, now time.Time) bool { return now.Sub(t) > peerWindow }
 
 // cacheRecordOverhead is what a cached record costs beyond its key, value
 // and headers, for the budget.
@@ -101,14 +115,7 @@ func (c *recordCache) note(pk partitionKey, group string) {
 		// consumers stopped, or moved to another process) are freed.
 		c.swept = now
 		for k, o := range c.win {
-			stale := true
-			for _, t := range o.groups {
-				if now.Sub(t) <= peerWindow {
-					stale = false
-					break
-				}
-			}
-			if stale {
+			if !o.groups.lately(now) {
 				c.drop(o)
 				delete(c.win, k)
 			}
