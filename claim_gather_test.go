@@ -296,7 +296,7 @@ func TestClaimStatementsSkipHeld(t *testing.T) {
 	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT relname, topic_id FROM `+tbl("segment")+` ORDER BY start_offset LIMIT 1`).Scan(&seg, &tid))
 	held := store.Held{TopicID: tid, First: 3, Last: 6}
 
-	// read returns the offsets a statement handed over, in order.
+	// read returns the offsets the gathered statement handed over, sorted.
 	read := func(h store.Held, groups ...string) []int64 {
 		t.Helper()
 		var offsets []int64

@@ -98,16 +98,17 @@ func TestMirrorKill9(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, inflight)
 
-	args := []string{"mirror", "--database-url", b.pg.URL, "--schema", b.pg.Schema,
-		"--brokers", strings.Join(b.brokers, ","), "--topics", "events", "--create-topics",
-		"--batch", "200", "--lease", "2s", "--session-timeout", "1s", "--progress", "100ms"}
+	mirrorArgs := func(dbURL string) []string {
+		return []string{"mirror", "--database-url", dbURL, "--schema", b.pg.Schema,
+			"--brokers", strings.Join(b.brokers, ","), "--topics", "events", "--create-topics",
+			"--batch", "200", "--lease", "2s", "--session-timeout", "1s", "--progress", "100ms"}
+	}
+	args := mirrorArgs(b.pg.URL)
 	// The first run's sessions carry a name of their own, so that the test
 	// can wait for them to end after the kill (sessionsGone).
 	const firstApp = "pgmsg-mirror-kill9-first"
-	first1 := append([]string{}, args...)
-	first1[2] = withAppName(t, b.pg.URL, firstApp)
 	var out1 lockedBuffer
-	cmd := child(t, &out1, append(first1, "--metrics-addr", "127.0.0.1:0")...)
+	cmd := child(t, &out1, append(mirrorArgs(withAppName(t, b.pg.URL, firstApp)), "--metrics-addr", "127.0.0.1:0")...)
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
@@ -140,9 +141,7 @@ func TestMirrorKill9(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	http.DefaultClient.CloseIdleConnections()
-	var named int
-	require.NoError(t, b.pg.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, firstApp).Scan(&named))
-	require.Positive(t, named, "the first run's sessions carry its name")
+	require.Positive(t, sessionsNamed(t, b, firstApp), "the first run's sessions carry its name")
 	require.NoError(t, cmd.Process.Kill())
 	<-exited
 	require.Equal(t, -1, cmd.ProcessState.ExitCode(), "killed by a signal")
@@ -299,13 +298,21 @@ func sessionsGone(t *testing.T, b *bundle, app string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		var n int
-		require.NoError(t, b.pg.Pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n))
+		n := sessionsNamed(t, b, app)
 		if n == 0 {
 			return
 		}
 		require.True(t, time.Now().Before(deadline), "%d sessions of the killed process still open after a minute", n)
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// sessionsNamed is how many sessions the server has whose
+// application_name is app.
+func sessionsNamed(t *testing.T, b *bundle, app string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.pg.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n))
+	return n
 }
