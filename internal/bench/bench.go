@@ -185,11 +185,17 @@ type pacer struct {
 	next     time.Time
 }
 
-func newPacer(perSec float64) *pacer {
+// newPacer returns a pacer whose first slot is phase (0 to 1) of an
+// interval from now. Callers that share a rate get phases spread over the
+// interval (i/n for caller i of n), so that together they make evenly
+// spaced calls: with the same phase they would all call at the same
+// instants, a burst of n calls every interval.
+func newPacer(perSec, phase float64) *pacer {
 	if perSec <= 0 {
 		return &pacer{}
 	}
-	return &pacer{interval: time.Duration(float64(time.Second) / perSec), next: time.Now()}
+	iv := time.Duration(float64(time.Second) / perSec)
+	return &pacer{interval: iv, next: time.Now().Add(time.Duration(phase * float64(iv)))}
 }
 
 // wait sleeps until the next slot. A caller that fell behind by more than

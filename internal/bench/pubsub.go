@@ -248,7 +248,9 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 		go func() {
 			defer wg.Done()
 			vals := payloads(o.Batch, o.Payload)
-			p := newPacer(perProducer)
+			// Spread over the interval: together the producers publish
+			// at evenly spaced instants, not all at once.
+			p := newPacer(perProducer, float64(i)/float64(o.Producers))
 			for p.wait(runCtx) == nil {
 				t0 := time.Now()
 				for _, v := range vals {

@@ -170,7 +170,7 @@ func RunQueue(ctx context.Context, env *Env, impl string, o QueueOptions) (*Queu
 			// Enqueue every 10ms (or per job below 100 jobs/s).
 			per := max(1, int(o.Rate/100))
 			vals := payloads(per, o.Payload)
-			p := newPacer(o.Rate / float64(per))
+			p := newPacer(o.Rate/float64(per), 0)
 			for p.wait(runCtx) == nil {
 				t0 := time.Now()
 				for _, v := range vals {
