@@ -88,7 +88,7 @@ func newBenchPubSub(g *globals) *cobra.Command {
 	fl.IntVar(&o.Batch, "batch", 100, "records per publish call (1: single-record calls through the batching Producer)")
 	fl.IntVar(&o.Groups, "groups", 0, "consumer groups reading concurrently (one consumer per partition each)")
 	fl.IntVar(&o.ClaimBatch, "claim-batch", 1000, "most records per claim")
-	fl.Float64Var(&o.Rate, "rate", 0, "cap on writes per second across producers (0: unthrottled)")
+	fl.Float64Var(&o.Rate, "rate", 0, "cap on writes per second across producers, their calls spread evenly (0: unthrottled)")
 	fl.IntVar(&o.Prefill, "prefill", 0, "records published before the run (untimed); with --producers 0 the run measures consumption alone")
 	fl.DurationVar(&o.Poll, "poll", 10*time.Millisecond, "wait of an idle consumer of the seeds' SQL (seed, packed: nothing wakes them) before it polls again")
 	fl.DurationVar(&o.PgmsgPoll, "pgmsg-poll", 0, "pgmsg consumers' poll interval when no notification wakes them (0: pgmsg's default, Config.PollInterval)")
