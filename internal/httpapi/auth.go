@@ -99,6 +99,21 @@ func (s *Server) authRefund(key string) {
 	}
 }
 
+// mayUse reports whether the token has any scope of kind (pgmsg.ScopePublish
+// ...) or the admin scope: whether a request of that kind could be allowed
+// for some topic or queue.
+func mayUse(tok *pgmsg.Token, kind string) bool {
+	for _, sc := range tok.Scopes {
+		if sc == pgmsg.ScopeAdmin {
+			return true
+		}
+		if k, _, ok := strings.Cut(sc, ":"); ok && k == kind {
+			return true
+		}
+	}
+	return false
+}
+
 // authorize returns 403 forbidden unless the request's token allows kind on
 // name (a topic or queue).
 func authorize(r *http.Request, kind, name string) error {

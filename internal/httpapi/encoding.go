@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -274,4 +275,173 @@ func validNames(pairs ...string) error {
 		}
 	}
 	return nil
+}
+
+// listBody is a request body that carries a list of items (the records of
+// a publish, the jobs of an enqueue, the ids of a dead-job action): one
+// JSON object with an optional name field (the topic or queue the token's
+// scope is checked against), the list field and a few other fields.
+// decodeList reads it as a stream, so that what a request costs is
+// bounded by what the server accepts, not by what the client sends.
+type listBody struct {
+	// nameField is the field naming the topic or queue ("" if none);
+	// name receives it.
+	nameField string
+	name      *string
+	// authorize is called as soon as the name has been read (it may be
+	// read before the list), so a token without the scope is refused
+	// before the list is decoded.
+	authorize func(name string) error
+	// listField is the list; max is the most items accepted (413
+	// too_many_records beyond it: decoding stops at the item past max).
+	listField string
+	max       int
+	// item decodes the list's next item from dec (its index i).
+	item func(dec *json.Decoder, i int) error
+	// fields are the body's other fields, each a pointer to decode into.
+	fields map[string]any
+}
+
+// decodeList decodes a listBody: 415 unless the body is JSON, 413
+// body_too_large over MaxBodyBytes, 413 too_many_records at the item past
+// b.max (nothing after it is read), 400 malformed_json for anything but
+// one JSON object of the known fields, each at most once (a field named
+// twice could change the name after it was authorized).
+func (s *Server) decodeList(w http.ResponseWriter, r *http.Request, b *listBody) error {
+	if err := requireJSON(r); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	fail := s.jsonFail
+	if err := expectDelim(dec, '{', "the body must be a JSON object"); err != nil {
+		return fail(err)
+	}
+	known := []string{b.listField}
+	if b.nameField != "" {
+		known = append(known, b.nameField)
+	}
+	for f := range b.fields {
+		known = append(known, f)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return fail(err)
+		}
+		key, _ := t.(string)
+		// Keys match as encoding/json matches them: exactly, else
+		// without regard to case.
+		field := ""
+		for _, k := range known {
+			if k == key || field == "" && strings.EqualFold(k, key) {
+				field = k
+			}
+		}
+		switch {
+		case field == "":
+			return newAPIError(errMalformedJSON, "malformed JSON: unknown field %q", key)
+		case seen[field]:
+			return newAPIError(errMalformedJSON, "malformed JSON: field %q is given twice", field)
+		}
+		seen[field] = true
+		switch field {
+		case b.nameField:
+			if err := dec.Decode(b.name); err != nil {
+				return fail(fieldError(err, field))
+			}
+			if *b.name != "" && b.authorize != nil {
+				if err := b.authorize(*b.name); err != nil {
+					return err
+				}
+			}
+		case b.listField:
+			if err := s.decodeItems(dec, b); err != nil {
+				return err
+			}
+		default:
+			if err := dec.Decode(b.fields[field]); err != nil {
+				return fail(fieldError(err, field))
+			}
+		}
+	}
+	if err := expectDelim(dec, '}', "the body must hold exactly one JSON object"); err != nil {
+		return fail(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fail(err)
+		}
+		return newAPIError(errMalformedJSON, "malformed JSON: the body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+// decodeItems decodes the list of b, item by item, stopping at the first
+// item past b.max. A null list is an empty one.
+func (s *Server) decodeItems(dec *json.Decoder, b *listBody) error {
+	fail := s.jsonFail
+	t, err := dec.Token()
+	if err != nil {
+		return fail(err)
+	}
+	if t == nil {
+		return nil
+	}
+	if d, ok := t.(json.Delim); !ok || d != '[' {
+		return newAPIError(errMalformedJSON, "malformed JSON: field %q must be an array", b.listField)
+	}
+	for i := 0; dec.More(); i++ {
+		if i == b.max {
+			return newAPIError(errTooManyRecords, "%s: more than the server's limit of %d per request", b.listField, b.max)
+		}
+		if err := b.item(dec, i); err != nil {
+			return fail(fieldError(err, fmt.Sprintf("%s[%d]", b.listField, i)))
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// jsonFail is jsonError for a streamed body: the shape errors of
+// expectDelim keep their message.
+func (s *Server) jsonFail(err error) error {
+	var ae *apiError
+	if errors.As(err, &ae) && errors.Is(err, errMalformedJSON) && strings.HasPrefix(ae.msg, "malformed JSON: ") {
+		return err
+	}
+	return jsonError(err, s.cfg.MaxBodyBytes)
+}
+
+// expectDelim reads the next token and returns a malformed_json error
+// with msg unless it is d.
+func expectDelim(dec *json.Decoder, d json.Delim, msg string) error {
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if got, ok := t.(json.Delim); !ok || got != d {
+		return newAPIError(errMalformedJSON, "malformed JSON: %s", msg)
+	}
+	return nil
+}
+
+// fieldError puts the path of the value being decoded (a field, or a
+// list item) in front of a type error's field.
+func fieldError(err error, path string) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		te2 := *te
+		if te2.Field == "" {
+			te2.Field = path
+		} else {
+			te2.Field = path + "." + te2.Field
+		}
+		return &te2
+	}
+	return err
 }

@@ -72,25 +72,36 @@ type PublishedRecord struct {
 // publish appends records to a topic atomically: all or none.
 func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 	var req PublishRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	err := s.decodeList(w, r, &listBody{
+		nameField: "topic", name: &req.Topic,
+		authorize: func(topic string) error { return authorize(r, pgmsg.ScopePublish, topic) },
+		listField: "records", max: s.cfg.MaxRecords,
+		item: func(dec *json.Decoder, _ int) error {
+			req.Records = append(req.Records, PublishRecord{})
+			return dec.Decode(&req.Records[len(req.Records)-1])
+		},
+		fields: map[string]any{"encoding": &req.Encoding, "key_encoding": &req.KeyEncoding,
+			"producer_id": &req.ProducerID, "sequence": &req.Sequence},
+	})
+	if err != nil {
 		return err
 	}
 	if req.Topic == "" {
 		return newAPIError(errInvalidParameter, "field \"topic\" is required")
 	}
+	// Again: the topic may have come after the records.
 	if err := authorize(r, pgmsg.ScopePublish, req.Topic); err != nil {
 		return err
 	}
 	if (req.ProducerID == nil) != (req.Sequence == nil) {
 		return newAPIError(errInvalidParameter, "fields \"producer_id\" and \"sequence\" go together: give both for an idempotent publish, or neither")
 	}
-	// An empty batch is the library's to refuse (ErrEmptyBatch).
-	if len(req.Records) > s.cfg.MaxRecords {
-		return newAPIError(errTooManyRecords, "%d records is more than the server's limit of %d per request", len(req.Records), s.cfg.MaxRecords)
-	}
+	// An empty batch is the library's to refuse (ErrEmptyBatch); one over
+	// MaxRecords was refused while it was read.
 	recs := make([]*pgmsg.Record, len(req.Records))
 	manual := len(req.Records) > 0 && req.Records[0].Partition != nil
 	for i, in := range req.Records {
+		req.Records[i] = PublishRecord{} // the decoded copy is garbage once converted
 		if (in.Partition != nil) != manual {
 			return newAPIError(errInvalidParameter, "records[%d]: either every record names a partition or none does", i)
 		}

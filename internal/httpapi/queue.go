@@ -72,21 +72,31 @@ type EnqueueJob struct {
 
 func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	var req EnqueueRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	err := s.decodeList(w, r, &listBody{
+		nameField: "queue", name: &req.Queue,
+		authorize: func(queue string) error { return authorize(r, pgmsg.ScopeEnqueue, queue) },
+		listField: "jobs", max: s.cfg.MaxRecords,
+		item: func(dec *json.Decoder, _ int) error {
+			req.Jobs = append(req.Jobs, EnqueueJob{})
+			return dec.Decode(&req.Jobs[len(req.Jobs)-1])
+		},
+		fields: map[string]any{"encoding": &req.Encoding},
+	})
+	if err != nil {
 		return err
 	}
 	if req.Queue == "" {
 		return newAPIError(errInvalidParameter, "field \"queue\" is required")
 	}
+	// Again: the queue may have come after the jobs.
 	if err := authorize(r, pgmsg.ScopeEnqueue, req.Queue); err != nil {
 		return err
 	}
-	// An empty batch is the library's to refuse (ErrEmptyBatch).
-	if len(req.Jobs) > s.cfg.MaxRecords {
-		return newAPIError(errTooManyRecords, "%d jobs is more than the server's limit of %d per request", len(req.Jobs), s.cfg.MaxRecords)
-	}
+	// An empty batch is the library's to refuse (ErrEmptyBatch); one over
+	// MaxRecords was refused while it was read.
 	params := make([]pgmsg.EnqueueParams, len(req.Jobs))
 	for i, j := range req.Jobs {
+		req.Jobs[i] = EnqueueJob{} // the decoded copy is garbage once converted
 		p, err := decodeValue(j.Payload, req.Encoding, fmt.Sprintf("jobs[%d].payload", i))
 		if err != nil {
 			return err
@@ -410,7 +420,17 @@ type DeadJobsRequest struct {
 func (s *Server) deadRequest(w http.ResponseWriter, r *http.Request) (string, *pgmsg.DeadJobsOpts, error) {
 	var req DeadJobsRequest
 	if r.ContentLength != 0 {
-		if err := s.decodeBody(w, r, &req); err != nil {
+		err := s.decodeList(w, r, &listBody{
+			listField: "ids", max: s.cfg.MaxRecords,
+			item: func(dec *json.Decoder, _ int) error {
+				var id int64
+				err := dec.Decode(&id)
+				req.IDs = append(req.IDs, id)
+				return err
+			},
+			fields: map[string]any{"kind": &req.Kind, "older_than": &req.OlderThan},
+		})
+		if err != nil {
 			return "", nil, err
 		}
 	}

@@ -360,6 +360,12 @@ func (s *Server) wrap(rt Route) http.HandlerFunc {
 					return
 				}
 			}
+			if rt.Scope != pgmsg.ScopeAdmin && !mayUse(tok, rt.Scope) {
+				// Refused before the request is read: a body may be
+				// large, and this token may not send one anywhere.
+				s.writeError(w, r, newAPIError(errForbidden, "token %q has no %s scope", tok.Name, rt.Scope))
+				return
+			}
 			r = r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok))
 		}
 		if err := rt.handler(w, r); err != nil {
