@@ -25,6 +25,7 @@ var (
 	errForbidden        = errors.New("forbidden")
 	errHostNotAllowed   = errors.New("host not allowed")
 	errOriginNotAllowed = errors.New("origin not allowed")
+	errCrossSite        = errors.New("cross-site request")
 	errNotFound         = errors.New("not found")
 	errMethodNotAllowed = errors.New("method not allowed")
 	errUnsupportedMedia = errors.New("unsupported media type")
@@ -60,6 +61,9 @@ var errorStatus = []statusEntry{
 	// of the request is not loopback.
 	{errHostNotAllowed, http.StatusForbidden, "host_not_allowed"},
 	{errOriginNotAllowed, http.StatusForbidden, "origin_not_allowed"},
+	// A browser says a page of another site or origin made a
+	// state-changing request (Sec-Fetch-Site); in every mode.
+	{errCrossSite, http.StatusForbidden, "cross_site_request"},
 	// The client's address failed to authenticate too often
 	// (Config.AuthFailureBurst); answered without a database round trip.
 	{errAuthRateLimited, http.StatusTooManyRequests, "auth_rate_limited"},

@@ -14,7 +14,7 @@ import (
 func (s *Server) pubsubRoutes() []Route {
 	return []Route{
 		{Method: http.MethodPost, Pattern: "/v1/pubsub/publish", Scope: pgmsg.ScopePublish, handler: s.publish},
-		{Method: http.MethodGet, Pattern: "/v1/pubsub/consume", Scope: pgmsg.ScopeConsume, handler: s.consume},
+		{Method: http.MethodGet, Pattern: "/v1/pubsub/consume", Scope: pgmsg.ScopeConsume, changesOnGet: true, handler: s.consume},
 		{Method: http.MethodPost, Pattern: "/v1/pubsub/commit", Scope: pgmsg.ScopeConsume, handler: s.commit},
 		{Method: http.MethodPost, Pattern: "/v1/pubsub/extend", Scope: pgmsg.ScopeConsume, handler: s.extend},
 		{Method: http.MethodPost, Pattern: "/v1/pubsub/release", Scope: pgmsg.ScopeConsume, handler: s.release},
@@ -22,7 +22,7 @@ func (s *Server) pubsubRoutes() []Route {
 		{Method: http.MethodPost, Pattern: "/v1/pubsub/leave", Scope: pgmsg.ScopeConsume, handler: s.leave},
 		// The seeds' paths.
 		{Method: http.MethodPost, Pattern: "/pubsub/publish", Alias: "/v1/pubsub/publish", Scope: pgmsg.ScopePublish, handler: s.publish},
-		{Method: http.MethodGet, Pattern: "/pubsub/consume", Alias: "/v1/pubsub/consume", Scope: pgmsg.ScopeConsume, handler: s.consume},
+		{Method: http.MethodGet, Pattern: "/pubsub/consume", Alias: "/v1/pubsub/consume", Scope: pgmsg.ScopeConsume, changesOnGet: true, handler: s.consume},
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 func (s *Server) queueRoutes() []Route {
 	return []Route{
 		{Method: http.MethodPost, Pattern: "/v1/queue/enqueue", Scope: pgmsg.ScopeEnqueue, handler: s.enqueue},
-		{Method: http.MethodGet, Pattern: "/v1/queue/claim", Scope: pgmsg.ScopeClaim, handler: s.claimJobs},
+		{Method: http.MethodGet, Pattern: "/v1/queue/claim", Scope: pgmsg.ScopeClaim, changesOnGet: true, handler: s.claimJobs},
 		{Method: http.MethodPost, Pattern: "/v1/queue/ack", Scope: pgmsg.ScopeClaim, handler: s.ackJob},
 		{Method: http.MethodPost, Pattern: "/v1/queue/fail", Scope: pgmsg.ScopeClaim, handler: s.failJob},
 		{Method: http.MethodPost, Pattern: "/v1/queue/extend", Scope: pgmsg.ScopeClaim, handler: s.extendJob},
@@ -38,7 +38,7 @@ func (s *Server) queueRoutes() []Route {
 		{Method: http.MethodDelete, Pattern: "/v1/queues/{queue}/periodic/{name}", Scope: pgmsg.ScopeAdmin, handler: s.deletePeriodic},
 		// The seeds' paths.
 		{Method: http.MethodPost, Pattern: "/queue/enqueue", Alias: "/v1/queue/enqueue", Scope: pgmsg.ScopeEnqueue, handler: s.enqueue},
-		{Method: http.MethodGet, Pattern: "/queue/claim", Alias: "/v1/queue/claim", Scope: pgmsg.ScopeClaim, handler: s.claimJobs},
+		{Method: http.MethodGet, Pattern: "/queue/claim", Alias: "/v1/queue/claim", Scope: pgmsg.ScopeClaim, changesOnGet: true, handler: s.claimJobs},
 	}
 }
 

@@ -171,8 +171,17 @@ type Route struct {
 	Alias string
 	// Scope is what the caller needs: "" (nothing), pgmsg.ScopeAdmin, or a
 	// scope kind checked against the topic or queue named by the request.
-	Scope   string
-	handler func(w http.ResponseWriter, r *http.Request) error
+	Scope string
+	// changesOnGet marks the GETs that change state (consume and claim
+	// lease what they hand out; consume may commit).
+	changesOnGet bool
+	handler      func(w http.ResponseWriter, r *http.Request) error
+}
+
+// changesState reports whether the route changes state: every method but
+// GET, and the GETs that lease or commit.
+func (rt Route) changesState() bool {
+	return rt.Method != http.MethodGet || rt.changesOnGet
 }
 
 // New returns a Server.
@@ -339,6 +348,12 @@ func (s *Server) MetricsHandler() http.Handler { return s.metricsMux }
 // and turns a handler's error into the error body.
 func (s *Server) wrap(rt Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if rt.changesState() {
+			if err := checkSameOrigin(r); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
 		if r.ContentLength != 0 {
 			// A body must say it is JSON, even where it is not read.
 			if err := requireJSON(r); err != nil {
@@ -429,6 +444,25 @@ func checkLocalRequest(r *http.Request) error {
 		}
 	}
 	return nil
+}
+
+// checkSameOrigin refuses a state-changing request that a browser made for
+// a page of another site, or of another origin of this site: one whose
+// Sec-Fetch-Site (sent by every current browser, and not settable by a
+// page) is neither same-origin nor none (typed in the address bar). A
+// page could otherwise drive a server without auth by loading
+// <img src=".../v1/queue/claim?queue=q&lease=8784h">, a GET that sends no
+// Origin. Clients that are not browsers (curl, the SDKs, scripts) send no
+// Sec-Fetch-Site and are not affected; the dashboard's pages call it from
+// its own origin.
+func checkSameOrigin(r *http.Request) error {
+	switch site := r.Header.Get("Sec-Fetch-Site"); site {
+	case "", "same-origin", "none":
+		return nil
+	default:
+		return newAPIError(errCrossSite, "a request from a page of another site or origin (Sec-Fetch-Site: %s) may not change state: "+
+			"call the API from a program, or from a page this server serves", truncateParam(site))
+	}
 }
 
 // isLoopbackHost reports whether a Host header value (host, host:port,
