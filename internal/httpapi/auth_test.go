@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,8 +95,15 @@ func TestAuthRejects(t *testing.T) {
 		require.NoError(t, err)
 		jobs, err := tb.client.ClaimJobs(tb.ctx, "b", nil)
 		require.NoError(t, err)
+		// A job of another queue is answered as one that does not exist:
+		// the token learns nothing of other queues' job ids.
 		res := tb.do(t, http.MethodPost, "/v1/queue/ack", worker, map[string]any{"queue": "a", "id": jobs[0].ID, "lease_token": jobs[0].LeaseToken})
-		require.Equal(t, http.StatusForbidden, res.status)
+		missing := tb.do(t, http.MethodPost, "/v1/queue/ack", worker, map[string]any{"queue": "a", "id": jobs[0].ID + 1000, "lease_token": 1})
+		require.Equal(t, http.StatusNotFound, res.status, "%s", res.body)
+		require.Equal(t, missing.status, res.status)
+		require.Equal(t, missing.errorCode(t), res.errorCode(t))
+		require.Equal(t, strings.ReplaceAll(string(missing.body), strconv.FormatInt(jobs[0].ID+1000, 10), "ID"),
+			strings.ReplaceAll(string(res.body), strconv.FormatInt(jobs[0].ID, 10), "ID"))
 		res = tb.do(t, http.MethodPost, "/v1/queue/ack", worker, map[string]any{"queue": "b", "id": jobs[0].ID, "lease_token": jobs[0].LeaseToken})
 		require.Equal(t, http.StatusForbidden, res.status)
 		j, err := tb.client.GetJob(tb.ctx, jobs[0].ID)

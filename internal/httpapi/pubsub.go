@@ -196,6 +196,12 @@ func (s *Server) consume(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	opts := pgmsg.ClaimOpts{Start: q.Get("start"), Member: q.Get("member")}
+	if opts.Member != "" {
+		// A member is named as in its heartbeat: a valid name.
+		if err := validNames("member", opts.Member); err != nil {
+			return err
+		}
+	}
 	if opts.RequireOwner, err = q.bool("assigned"); err != nil {
 		return err
 	}

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/wire"
@@ -143,6 +146,9 @@ func (s *Server) claimJobs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	opts := pgmsg.ClaimJobsOpts{Worker: q.Get("worker")}
+	if err := checkWorker(opts.Worker); err != nil {
+		return err
+	}
 	if opts.Max, err = q.int("max", 1); err != nil {
 		return err
 	}
@@ -175,6 +181,22 @@ func (s *Server) claimJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.metrics.claimed.WithLabelValues(queue).Add(float64(len(jobs)))
 	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": wire.EncodeJobs(jobs, enc)})
+}
+
+// WorkerMaxBytes is the longest worker name a claim may give.
+const WorkerMaxBytes = 200
+
+// checkWorker returns 400 invalid_parameter unless worker (a claim's
+// claimant, stored with each job it leases) is at most WorkerMaxBytes of
+// UTF-8 text without control characters.
+func checkWorker(worker string) error {
+	if len(worker) > WorkerMaxBytes {
+		return newAPIError(errInvalidParameter, "worker must be at most %d bytes, got %d", WorkerMaxBytes, len(worker))
+	}
+	if !utf8.ValidString(worker) || strings.IndexFunc(worker, unicode.IsControl) >= 0 {
+		return newAPIError(errInvalidParameter, "worker must be text without control characters, got %q", truncateParam(worker))
+	}
+	return nil
 }
 
 // claimJobsWaiting claims, and when nothing is claimable and wait > 0,
@@ -233,14 +255,17 @@ func (s *Server) jobRequest(w http.ResponseWriter, r *http.Request) (*JobRequest
 	if err := authorize(r, pgmsg.ScopeClaim, req.Queue); err != nil {
 		return nil, nil, err
 	}
-	// A token limited to some queues may only finish their jobs.
+	// A token limited to some queues may only finish their jobs. A job of
+	// another queue is answered as one that does not exist (404
+	// unknown_job, the same message), so that the token learns nothing of
+	// the other queues' job ids.
 	if tok, _ := r.Context().Value(tokenKey{}).(*pgmsg.Token); tok != nil && !tok.Allows(pgmsg.ScopeClaim, "*") {
 		j, err := s.client.GetJob(r.Context(), *req.ID)
-		if err != nil {
+		if err != nil && !errors.Is(err, pgmsg.ErrUnknownJob) {
 			return nil, nil, err
 		}
-		if j.Queue != req.Queue {
-			return nil, nil, newAPIError(errForbidden, "job %d is not in queue %q", *req.ID, req.Queue)
+		if err != nil || j.Queue != req.Queue {
+			return nil, nil, newAPIError(pgmsg.ErrUnknownJob, "no job %d in queue %q", *req.ID, req.Queue)
 		}
 	}
 	return &req, &pgmsg.Job{ID: *req.ID, Queue: req.Queue, LeaseToken: *req.LeaseToken}, nil
