@@ -190,5 +190,5 @@ and with the CLI:
 `, listen, url)
 	return g.serve(ctx, serveOpts{listen: listen, insecureNoAuth: true, maxBodyBytes: httpapi.MaxBodyBytesDefault,
 		maxRecords: httpapi.MaxRecordsDefault, maxWait: httpapi.MaxWaitDefault, shutdownTimeout: httpapi.ShutdownTimeoutDefault,
-		tokenCacheTTL: httpapi.TokenCacheTTLDefault, maintenance: true})
+		tokenCacheTTL: httpapi.TokenCacheTTLDefault, maxHTTPConns: httpapi.MaxConnectionsDefault, maintenance: true})
 }

@@ -27,6 +27,7 @@ const ListenDefault = "127.0.0.1:8080"
 type serveOpts struct {
 	listen          string
 	maxConns        int32
+	maxHTTPConns    int
 	maxBodyBytes    int64
 	maxRecords      int
 	maxAnswerBytes  int64
@@ -77,8 +78,12 @@ only, TLS 1.2 or later. Without them it serves plain HTTP: terminate TLS in a
 proxy in front, or keep it on a trusted network. SIGTERM or Ctrl-C stops accepting, ends long polls and
 waits up to --shutdown-timeout for requests in flight.
 
+At most --max-http-conns connections are open at once (long polls hold one
+each); further clients wait until one closes. Over TLS, answers carry
+Strict-Transport-Security (a year, this host only).
+
 Environment: DATABASE_URL, PGMSG_LISTEN, PGMSG_METRICS_ADDR, PGMSG_MAX_CONNS,
-PGMSG_TLS_CERT, PGMSG_TLS_KEY.`,
+PGMSG_MAX_HTTP_CONNS, PGMSG_TLS_CERT, PGMSG_TLS_KEY.`,
 		Example: `  pgmsg token create app --scope 'publish:*' --scope 'consume:*'
   pgmsg serve --listen 0.0.0.0:8080 --max-conns 20
   pgmsg serve --listen 0.0.0.0:8443 --tls-cert server.crt --tls-key server.key
@@ -94,6 +99,8 @@ PGMSG_TLS_CERT, PGMSG_TLS_KEY.`,
 	f.StringVar(&o.listen, "listen", envOr("PGMSG_LISTEN", ListenDefault), "address to listen on ($PGMSG_LISTEN)")
 	maxConns, _ := strconv.Atoi(envOr("PGMSG_MAX_CONNS", "0"))
 	f.Int32Var(&o.maxConns, "max-conns", int32(maxConns), "database pool size (default: pgx's, max(4, CPUs)) ($PGMSG_MAX_CONNS)")
+	maxHTTPConns, _ := strconv.Atoi(envOr("PGMSG_MAX_HTTP_CONNS", strconv.Itoa(httpapi.MaxConnectionsDefault)))
+	f.IntVar(&o.maxHTTPConns, "max-http-conns", maxHTTPConns, "most HTTP connections open at once; further clients wait until one closes; 0: no limit ($PGMSG_MAX_HTTP_CONNS)")
 	f.Int64Var(&o.maxBodyBytes, "max-body-bytes", httpapi.MaxBodyBytesDefault, "largest request body; larger get 413")
 	f.IntVar(&o.maxRecords, "max-records", httpapi.MaxRecordsDefault, "most records per publish, consume or claim")
 	f.Int64Var(&o.maxAnswerBytes, "max-answer-bytes", httpapi.MaxAnswerBytesDefault, "most stored bytes (record key+value, job payload) per consume or claim; a request's max_bytes may only lower it; at least one record or job is always handed out")
@@ -123,6 +130,13 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	}
 	if o.maxConns < 0 {
 		return fmt.Errorf("--max-conns must not be negative, got %d", o.maxConns)
+	}
+	maxHTTPConns := o.maxHTTPConns
+	switch {
+	case maxHTTPConns < 0:
+		return fmt.Errorf("--max-http-conns must not be negative, got %d (0: no limit)", maxHTTPConns)
+	case maxHTTPConns == 0:
+		maxHTTPConns = -1 // httpapi: negative is no limit, zero the default
 	}
 	authBurst := o.authBurst
 	switch {
@@ -182,6 +196,7 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 		InsecureNoAuth: o.insecureNoAuth, TokenCacheTTL: o.tokenCacheTTL, ShutdownTimeout: o.shutdownTimeout, Logger: logger,
 		AuthFailureBurst: authBurst, AuthFailureRate: o.authRate,
 		MetricsAuth: o.metricsAuth, MetricsCacheTTL: o.metricsCacheTTL, MetricsOwnListener: o.metricsAddr != "",
+		MaxConnections: maxHTTPConns, TLSConfig: tlsConfig,
 	})
 	if err != nil {
 		return err
@@ -211,10 +226,7 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	}
 	proto, scheme := "HTTP", "http"
 	if tlsConfig != nil {
-		ln = tls.NewListener(ln, tlsConfig)
-		if metricsLn != nil {
-			metricsLn = tls.NewListener(metricsLn, tlsConfig)
-		}
+		// Run and RunMetrics add TLS (below it, the connection limit).
 		proto, scheme = "HTTPS", "https"
 	}
 	fmt.Fprintf(g.stdout, "pgmsg serving %s on %s://%s (schema %s; %s); Ctrl-C to stop\n", proto, scheme, addr, g.schema, auth)

@@ -10,6 +10,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,6 +130,16 @@ type Config struct {
 	// the scraper reaches (pgmsg serve --metrics-addr). MetricsAuth still
 	// applies there. Default false: the API serves /metrics.
 	MetricsOwnListener bool
+	// MaxConnections caps the connections Run (and RunMetrics, on its own
+	// listener) has open at once: with that many open, further clients
+	// wait in the kernel's accept queue until one closes. Each costs a
+	// goroutine and buffers, and a long poll holds one for up to MaxWait.
+	// Negative: no limit. Default 1024.
+	MaxConnections int
+	// TLSConfig, if set, makes Run and RunMetrics serve HTTPS only, with
+	// this configuration; answers then carry Strict-Transport-Security.
+	// Default nil: plain HTTP.
+	TLSConfig *tls.Config
 	// ShutdownTimeout bounds how long Run waits for in-flight requests
 	// after its context ends. Default 30s.
 	ShutdownTimeout time.Duration
@@ -218,6 +229,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = ShutdownTimeoutDefault
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = MaxConnectionsDefault
 	}
 	if cfg.MetricsCacheTTL == 0 {
 		cfg.MetricsCacheTTL = MetricsCacheTTLDefault
@@ -342,7 +356,14 @@ func (s *Server) notFound(hint string) http.HandlerFunc {
 // MetricsHandler serves GET /metrics alone (with Config.MetricsAuth, for
 // an admin token), and 404 for every other path: the handler of a
 // metrics listener of its own (Config.MetricsOwnListener, RunMetrics).
-func (s *Server) MetricsHandler() http.Handler { return s.metricsMux }
+func (s *Server) MetricsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			w.Header().Set("Strict-Transport-Security", hstsHeader)
+		}
+		s.metricsMux.ServeHTTP(w, r)
+	})
+}
 
 // wrap authenticates (unless the route is public), checks an admin scope,
 // and turns a handler's error into the error body.
@@ -391,6 +412,9 @@ func (s *Server) wrap(rt Route) http.HandlerFunc {
 
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.TLS != nil {
+		w.Header().Set("Strict-Transport-Security", hstsHeader)
+	}
 	if s.cfg.InsecureNoAuth {
 		if err := checkLocalRequest(r); err != nil {
 			s.writeError(w, r, err)
@@ -486,7 +510,8 @@ func isLoopbackHost(hostport string) bool {
 // shutdown does not wait out every poll. Run calls it.
 func (s *Server) Drain() { s.stop() }
 
-// Run serves on ln until ctx ends, then shuts down gracefully: it stops
+// Run serves on ln (a TCP listener: Run adds the connection limit and
+// TLS of the Config) until ctx ends, then shuts down gracefully: it stops
 // accepting, ends long polls, and waits up to ShutdownTimeout for
 // in-flight requests to finish.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
@@ -498,7 +523,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 // as Run does. With Config.MetricsOwnListener it is the only way /metrics
 // is served.
 func (s *Server) RunMetrics(ctx context.Context, ln net.Listener) error {
-	return s.run(ctx, ln, s.metricsMux, 2*time.Minute, func() {})
+	return s.run(ctx, ln, s.MetricsHandler(), 2*time.Minute, func() {})
 }
 
 func (s *Server) run(ctx context.Context, ln net.Listener, h http.Handler, writeTimeout time.Duration, drain func()) error {
@@ -510,6 +535,7 @@ func (s *Server) run(ctx context.Context, ln net.Listener, h http.Handler, write
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
+	ln = s.listener(ln)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
