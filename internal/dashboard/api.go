@@ -84,7 +84,7 @@ func (h *Handler) sessionInfo(w http.ResponseWriter, _ *http.Request, s *session
 		"name":   s.token.Name,
 		"scopes": s.token.Scopes,
 		"admin":  s.token.Allows(pgmsg.ScopeAdmin, ""),
-		"csrf":   h.csrfToken(s.secret),
+		"csrf":   h.csrfToken(s.id),
 	})
 }
 
@@ -296,6 +296,9 @@ func (h *Handler) revokeToken(w http.ResponseWriter, r *http.Request, _ *session
 	if err := h.client.RevokeToken(r.Context(), id); err != nil {
 		return err
 	}
+	// Refused by this server at once; other servers trust their cache
+	// for up to their token cache TTL.
+	h.api.ForgetToken(id)
 	return writeJSON(w, map[string]any{"id": id, "revoked": true})
 }
 

@@ -4,13 +4,15 @@
 // through the HTTP API.
 //
 // The API itself never accepts cookies, so bearer-token clients and the
-// API's CSRF exposure are unchanged. Instead the login form stores the
-// token in an HttpOnly, SameSite=Strict cookie scoped to /ui/, and the
+// API's CSRF exposure are unchanged. Instead the login form opens a
+// session of the dashboard's own (session.go): the HttpOnly,
+// SameSite=Strict cookie scoped to /ui/ holds a random session id, the
+// token stays in the server's memory, and logout ends the session. The
 // pages call /ui/api/v1/..., which this package forwards to the API
-// in-process with the cookie's token as the bearer token: the API checks
+// in-process with the session's token as the bearer token: the API checks
 // the scopes, as for any client. Every state-changing request made with the
-// cookie must carry the session's CSRF token (a MAC of the session's
-// secret under a per-process key), and an Origin, if sent, of this host.
+// cookie must carry the session's CSRF token (a MAC of the session id
+// under a per-process key), and an Origin, if sent, of this host.
 //
 // A few reads and actions the API has no route for (record browsing by
 // offset or time, maintenance events, queue latency, log figures, tokens,
@@ -39,7 +41,7 @@ import (
 const Prefix = "/ui/"
 
 const (
-	// sessionCookie holds the bearer token of the logged-in user.
+	// sessionCookie holds the session id of the logged-in user.
 	sessionCookie = "pgmsg_session"
 	// csrfHeader carries the session's CSRF token on state-changing requests.
 	csrfHeader = "X-CSRF-Token"
@@ -68,6 +70,8 @@ type Handler struct {
 	logger  *slog.Logger
 	csrfKey []byte
 	mux     *http.ServeMux
+	// sessions are the logins of this process.
+	sessions *sessionStore
 }
 
 // New returns a Handler; mount it with httpapi.Server.Mount(Prefix, h).
@@ -82,7 +86,8 @@ func New(cfg Config) (*Handler, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("dashboard: CSRF key: %w", err)
 	}
-	h := &Handler{api: cfg.API, client: cfg.Client, logger: cfg.Logger, csrfKey: key, mux: http.NewServeMux()}
+	h := &Handler{api: cfg.API, client: cfg.Client, logger: cfg.Logger, csrfKey: key, mux: http.NewServeMux(),
+		sessions: newSessionStore()}
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		return nil, err
@@ -133,12 +138,12 @@ func (h *Handler) page(static fs.FS, name string) http.HandlerFunc {
 func (h *Handler) shell(page http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if h.api.RequiresAuth() {
-			c, err := r.Cookie(sessionCookie)
-			if err != nil {
+			secret := h.sessions.secret(sessionID(r))
+			if secret == "" {
 				http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
 				return
 			}
-			if _, err := h.api.Authenticate(bearer(r, c.Value)); err != nil {
+			if _, err := h.api.Authenticate(bearer(r, secret)); err != nil {
 				http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
 				return
 			}
@@ -147,27 +152,43 @@ func (h *Handler) shell(page http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// session is a request's identity: its token and the secret it came with
-// ("" under InsecureNoAuth).
+// session is a request's identity: its session id, the token the session
+// was opened with and that token's secret (id and secret "" under
+// InsecureNoAuth).
 type session struct {
+	id     string
 	token  *pgmsg.Token
 	secret string
 }
 
-// authenticate checks the session cookie's token as the API checks a
-// bearer token (httpapi.Server.Authenticate: same cache, same failure
-// limit). It writes the error and returns nil on failure.
-func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) *session {
-	secret := ""
+// sessionID is the session id of the request's cookie, or "".
+func sessionID(r *http.Request) string {
 	if c, err := r.Cookie(sessionCookie); err == nil {
-		secret = c.Value
+		return c.Value
+	}
+	return ""
+}
+
+// authenticate finds the request's session and checks its token as the
+// API checks a bearer token (httpapi.Server.Authenticate: same cache, same
+// failure limit), so a revoked or expired token ends its sessions. It
+// writes the error and returns nil on failure.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) *session {
+	id, secret := "", ""
+	if h.api.RequiresAuth() {
+		id = sessionID(r)
+		if secret = h.sessions.secret(id); secret == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="pgmsg"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "no session, or it has ended: log in at "+Prefix+"login")
+			return nil
+		}
 	}
 	tok, err := h.api.Authenticate(bearer(r, secret))
 	if err != nil {
 		h.api.WriteError(w, r, err)
 		return nil
 	}
-	return &session{token: tok, secret: secret}
+	return &session{id: id, token: tok, secret: secret}
 }
 
 // bearer returns a copy of r that carries secret as its bearer token and
@@ -182,12 +203,11 @@ func bearer(r *http.Request, secret string) *http.Request {
 	return r2
 }
 
-// csrfToken is the session's CSRF token: a MAC of its secret, so it needs
-// no server-side state, differs per session, and a new process (a new key)
-// invalidates the old ones.
-func (h *Handler) csrfToken(secret string) string {
+// csrfToken is the session's CSRF token: a MAC of its id, so it differs
+// per session, and a new process (a new key) invalidates the old ones.
+func (h *Handler) csrfToken(sessionID string) string {
 	m := hmac.New(sha256.New, h.csrfKey)
-	m.Write([]byte("csrf\x00" + secret))
+	m.Write([]byte("csrf\x00" + sessionID))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
@@ -200,7 +220,7 @@ func (h *Handler) checkChange(w http.ResponseWriter, r *http.Request, s *session
 		return false
 	}
 	got := r.Header.Get(csrfHeader)
-	if got == "" || !hmac.Equal([]byte(got), []byte(h.csrfToken(s.secret))) {
+	if got == "" || !hmac.Equal([]byte(got), []byte(h.csrfToken(s.id))) {
 		writeError(w, http.StatusForbidden, "csrf_failed", "missing or stale "+csrfHeader+" header: reload the page")
 		return false
 	}
@@ -241,13 +261,15 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) {
 	}
 	r2 := bearer(r, s.secret)
 	r2.URL.Path = "/" + strings.TrimPrefix(r.URL.Path, Prefix+"api/")
+	// What the API answers a session is no one else's: no cache keeps it.
+	w.Header().Set("Cache-Control", "no-store")
 	r2.URL.RawPath = ""
 	r2.RequestURI = ""
 	h.api.ServeHTTP(w, r2)
 }
 
-// login checks the form's token as the API would and stores it in the
-// session cookie.
+// login checks the form's token as the API would and opens a session for
+// it: the cookie gets the session's id, a new one at each login.
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
 		writeError(w, http.StatusForbidden, "csrf_failed", "cross-origin login refused")
@@ -272,8 +294,13 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		loginFailed(w, http.StatusForbidden, "That token has neither the read nor the admin scope, so there is nothing the dashboard could show.")
 		return
 	}
+	id, err := h.sessions.open(secret)
+	if err != nil {
+		loginFailed(w, http.StatusInternalServerError, "The session could not be opened.")
+		return
+	}
 	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: secret, Path: Prefix,
+		Name: sessionCookie, Value: id, Path: Prefix,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	})
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
@@ -290,16 +317,15 @@ func loginFailed(w http.ResponseWriter, status int, msg string) {
 	_, _ = w.Write([]byte(page))
 }
 
-// logout clears the session cookie (a CSRF-checked request, so that
-// another site cannot log the user out).
+// logout ends the session and clears its cookie (a CSRF-checked request,
+// so that another site cannot log the user out). The cookie is worth
+// nothing afterwards; the token itself stays valid (revoke it to end it).
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
-	secret := ""
-	if c, err := r.Cookie(sessionCookie); err == nil {
-		secret = c.Value
-	}
-	if !h.checkChange(w, r, &session{secret: secret}) {
+	id := sessionID(r)
+	if !h.checkChange(w, r, &session{id: id}) {
 		return
 	}
+	h.sessions.close(id)
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: "", Path: Prefix, MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,

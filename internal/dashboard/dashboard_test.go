@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,7 +30,11 @@ func TestLoginCookie(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, res.status, "%s", res.body)
 	require.Equal(t, Prefix, res.header.Get("Location"))
 	cookie := res.header.Get("Set-Cookie")
-	require.Contains(t, cookie, sessionCookie+"="+tb.admin)
+	// The cookie holds a session id of the dashboard's own, never the token.
+	id := sessionFromSetCookie(t, res.header)
+	require.True(t, strings.HasPrefix(id, sessionIDPrefix), cookie)
+	require.NotContains(t, cookie, tb.admin)
+	require.NotContains(t, cookie, strings.TrimPrefix(tb.admin, "pgm_"))
 	require.Contains(t, cookie, "HttpOnly")
 	require.Contains(t, cookie, "SameSite=Strict")
 	require.Contains(t, cookie, "Path=/ui/")
@@ -301,4 +307,98 @@ func TestLogoutAndTLS(t *testing.T) {
 	require.Contains(t, cookie, "Secure")
 	require.Contains(t, cookie, "HttpOnly")
 	require.Contains(t, cookie, "SameSite=Strict")
+}
+
+// TestSessionOfItsOwn: the cookie is a session id that is no API token
+// (refused as a bearer token), a new one at each login; logout ends the
+// session at once, on the pages and on the forwarded API, while the token
+// itself stays valid.
+func TestSessionOfItsOwn(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	res := tb.login(t, tb.admin, "")
+	require.Equal(t, http.StatusSeeOther, res.status, "%s", res.body)
+	id := sessionFromSetCookie(t, res.header)
+	again := sessionFromSetCookie(t, tb.login(t, tb.admin, "").header)
+	require.NotEqual(t, id, again, "a login reuses a session id")
+
+	require.Equal(t, http.StatusUnauthorized, tb.do(t, request{method: http.MethodGet, path: "/v1/topics", bearer: id}).status,
+		"the session id works as an API token")
+	require.Equal(t, http.StatusOK, tb.do(t, request{method: http.MethodGet, path: Prefix + "api/v1/topics", cookie: id}).status)
+	require.Equal(t, http.StatusOK, tb.do(t, request{method: http.MethodGet, path: Prefix, cookie: id}).status)
+
+	csrf := tb.csrf(t, id)
+	res = tb.do(t, request{method: http.MethodPost, path: Prefix + "logout", cookie: id, csrf: csrf})
+	require.Equal(t, http.StatusNoContent, res.status, "%s", res.body)
+	// A copy of the cookie kept after logout is worth nothing.
+	res = tb.do(t, request{method: http.MethodGet, path: Prefix + "api/v1/topics", cookie: id})
+	require.Equal(t, http.StatusUnauthorized, res.status, "%s", res.body)
+	require.Equal(t, "unauthorized", res.errorCode(t))
+	res = tb.do(t, request{method: http.MethodGet, path: Prefix + "api/session", cookie: id})
+	require.Equal(t, http.StatusUnauthorized, res.status)
+	res = tb.do(t, request{method: http.MethodGet, path: Prefix, cookie: id})
+	require.Equal(t, http.StatusSeeOther, res.status)
+	res = tb.do(t, request{method: http.MethodPost, path: Prefix + "api/tokens", cookie: id, csrf: csrf, body: map[string]any{"name": "x", "scopes": []string{"read"}}})
+	require.Equal(t, http.StatusUnauthorized, res.status)
+	// The other session and the token are unaffected.
+	require.Equal(t, http.StatusOK, tb.do(t, request{method: http.MethodGet, path: Prefix + "api/v1/topics", cookie: again}).status)
+	require.Equal(t, http.StatusOK, tb.do(t, request{method: http.MethodGet, path: "/v1/topics", bearer: tb.admin}).status)
+}
+
+// TestSessionIdleAndCap: a session unused for sessionIdleTimeout ends; the
+// store keeps at most sessionsMax, forgetting the least recently used.
+func TestSessionIdleAndCap(t *testing.T) {
+	t.Parallel()
+	s := newSessionStore()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return now }
+	first, err := s.open("a")
+	require.NoError(t, err)
+	now = now.Add(sessionIdleTimeout)
+	require.Equal(t, "a", s.secret(first), "used within the timeout")
+	now = now.Add(sessionIdleTimeout + time.Second)
+	require.Empty(t, s.secret(first), "idle past the timeout")
+
+	ids := make([]string, sessionsMax)
+	for i := range ids {
+		now = now.Add(time.Millisecond)
+		if ids[i], err = s.open("s"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	require.Equal(t, "s", s.secret(ids[0])) // now the most recently used
+	_, err = s.open("new")
+	require.NoError(t, err)
+	require.Len(t, s.m, sessionsMax)
+	require.Empty(t, s.secret(ids[1]), "the least recently used was kept")
+	require.Equal(t, "s", s.secret(ids[0]))
+}
+
+// TestRevokeAtOnce: a token revoked from the dashboard is refused by this
+// server at once, though the server caches verified tokens (an hour here).
+func TestRevokeAtOnce(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, &httpapi.Config{TokenCacheTTL: time.Hour})
+	victim, tok, err := tb.client.CreateToken(tb.ctx, "victim", []string{pgmsg.ScopeRead}, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, tb.do(t, request{method: http.MethodGet, path: "/v1/topics", bearer: victim}).status)
+	viewer := tb.cookieFor(t, victim)
+	res := tb.do(t, request{method: http.MethodPost, path: Prefix + "api/tokens/" + strconv.FormatInt(tok.ID, 10) + "/revoke",
+		cookie: tb.admin, csrf: tb.csrf(t, tb.admin)})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	res = tb.do(t, request{method: http.MethodGet, path: "/v1/topics", bearer: victim})
+	require.Equal(t, http.StatusUnauthorized, res.status, "a revoked token served from the cache")
+	require.Equal(t, http.StatusUnauthorized, tb.do(t, request{method: http.MethodGet, path: Prefix + "api/v1/topics", cookie: viewer}).status,
+		"a session of a revoked token")
+}
+
+// TestForwardedNotCached: what the forwarded API answers a session (data,
+// and errors) is never cached.
+func TestForwardedNotCached(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	for _, p := range []string{"api/v1/topics", "api/v1/topics/nope", "api/v1/queues"} {
+		res := tb.do(t, request{method: http.MethodGet, path: Prefix + p, cookie: tb.reader})
+		require.Equal(t, "no-store", res.header.Get("Cache-Control"), "%s: %d", p, res.status)
+	}
 }

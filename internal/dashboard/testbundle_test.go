@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +27,11 @@ type testBundle struct {
 	ctx    context.Context
 	// admin and reader are secrets of an admin and a read-only token.
 	admin, reader string
+
+	mu sync.Mutex
+	// sessions are the session ids of the token secrets logged in by
+	// cookieFor.
+	sessions map[string]string
 }
 
 // setup gives a test a migrated schema, a server with the dashboard
@@ -44,7 +50,7 @@ func setup(t *testing.T, cfg *httpapi.Config) *testBundle {
 	require.NoError(t, err)
 	srv.Mount(Prefix, dash)
 	ts := testbundle.Serve(t, srv, srv.Drain)
-	return &testBundle{client: b.Client, api: srv, ts: ts, ctx: b.Ctx,
+	return &testBundle{client: b.Client, api: srv, ts: ts, ctx: b.Ctx, sessions: map[string]string{},
 		admin: b.Token(t, "admin", pgmsg.ScopeAdmin), reader: b.Token(t, "viewer", pgmsg.ScopeRead)}
 }
 
@@ -68,7 +74,8 @@ func (r response) errorCode(t *testing.T) string {
 	return eb.Error.Code
 }
 
-// request is one HTTP request of a test: a session cookie, a CSRF header,
+// request is one HTTP request of a test: a session cookie (a session id,
+// or a token secret, for which cookieFor opens a session), a CSRF header,
 // an Origin, a bearer token, a JSON body, each optional.
 type request struct {
 	method, path string
@@ -93,7 +100,7 @@ func (tb *testBundle) do(t *testing.T, q request) response {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if q.cookie != "" {
-		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: q.cookie})
+		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: tb.cookieFor(t, q.cookie)})
 	}
 	if q.csrf != "" {
 		req.Header.Set(csrfHeader, q.csrf)
@@ -117,6 +124,44 @@ func (tb *testBundle) send(t *testing.T, req *http.Request) response {
 	raw, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
 	return response{status: res.StatusCode, header: res.Header, body: raw}
+}
+
+// cookieFor returns the session cookie to send for v: v itself unless it
+// is a token secret ("pgm_..."), which is logged in once (the session is
+// kept for the test's later requests); a secret that cannot log in is
+// sent as it is.
+func (tb *testBundle) cookieFor(t *testing.T, v string) string {
+	t.Helper()
+	if !strings.HasPrefix(v, "pgm_") {
+		return v
+	}
+	tb.mu.Lock()
+	id, ok := tb.sessions[v]
+	tb.mu.Unlock()
+	if ok {
+		return id
+	}
+	res := tb.login(t, v, "")
+	if res.status != http.StatusSeeOther {
+		return v
+	}
+	id = sessionFromSetCookie(t, res.header)
+	tb.mu.Lock()
+	tb.sessions[v] = id
+	tb.mu.Unlock()
+	return id
+}
+
+// sessionFromSetCookie returns the session id a login answer set.
+func sessionFromSetCookie(t *testing.T, h http.Header) string {
+	t.Helper()
+	for _, c := range (&http.Response{Header: h}).Cookies() {
+		if c.Name == sessionCookie && c.Value != "" {
+			return c.Value
+		}
+	}
+	t.Fatalf("no session cookie in %v", h.Values("Set-Cookie"))
+	return ""
 }
 
 // login posts the login form and returns the answer.

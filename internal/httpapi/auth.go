@@ -189,6 +189,17 @@ func (c *tokenCache) get(secret string) *pgmsg.Token {
 	return e.tok
 }
 
+// forget drops every cached entry of token id.
+func (c *tokenCache) forget(id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.m {
+		if e.tok.ID == id {
+			delete(c.m, k)
+		}
+	}
+}
+
 func (c *tokenCache) put(secret string, tok *pgmsg.Token) {
 	if c.ttl <= 0 {
 		return

@@ -293,6 +293,11 @@ func (s *Server) Mount(prefix string, h http.Handler) {
 // WriteError writes that error.
 func (s *Server) Authenticate(r *http.Request) (*pgmsg.Token, error) { return s.authenticate(r) }
 
+// ForgetToken drops token id from the cache of verified tokens, so that
+// its revocation (Client.RevokeToken) takes effect on this server at once;
+// other servers trust their cache for up to their TokenCacheTTL.
+func (s *Server) ForgetToken(id int64) { s.tokens.forget(id) }
+
 // RequiresAuth reports whether requests need a token (false under
 // InsecureNoAuth).
 func (s *Server) RequiresAuth() bool { return !s.cfg.InsecureNoAuth }

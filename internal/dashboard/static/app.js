@@ -513,7 +513,7 @@ async function tokensPage(main) {
     replace(listEl, table([{ label: "ID", num: true }, { label: "Name" }, { label: "Prefix" }, { label: "Scopes" }, { label: "Created" },
       { label: "Expires" }, { label: "Last used" }, { label: "" }],
     r.tokens.map((t) => ({ dataset: { token: t.name }, cells: [t.id, t.name, t.prefix, t.scopes.join(", "), when(t.created_at), when(t.expires_at), when(t.last_used_at),
-      t.revoked_at ? h("span", { class: "badge" }, "revoked") : action("Revoke", `Revoke token ${t.name}? Clients using it are refused at once.`,
+      t.revoked_at ? h("span", { class: "badge" }, "revoked") : action("Revoke", `Revoke token ${t.name}? This server refuses it at once, other pgmsg servers within their token cache time (2 s by default).`,
         () => api(`tokens/${t.id}/revoke`, { method: "POST" }).then(() => "Token revoked"), { id: "revoke" })] })), { id: "tokens" }));
   });
 }
