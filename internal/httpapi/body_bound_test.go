@@ -153,3 +153,46 @@ func TestListBodyShape(t *testing.T) {
 		require.Zero(t, st.Available, "a job reached queue b")
 	}
 }
+
+// One job's tags are decoded up to the one past pgmsg.JobTagsMax: 8 MiB of
+// tags in one job cost 170 MB before the library refused them.
+func TestJobTagsStopPastMax(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateQueue(tb.ctx, "q", pgmsg.QueueConfig{})
+	require.NoError(t, err)
+	tags := strings.TrimSuffix(strings.Repeat(`"t",`, 200000), ",")
+	res, read := tb.serveCounting(t, "/v1/queue/enqueue", tb.admin, `{"queue":"q","jobs":[{"tags":[`+tags+`]}]}`)
+	require.Equal(t, http.StatusBadRequest, res.status, "%s", res.body)
+	require.Equal(t, "invalid_argument", res.errorCode(t))
+	require.Contains(t, string(res.body), "at most 20 tags")
+	// Decoding stopped at the 21st tag: the answer cannot count them all,
+	// as the library's check after a full decoding did ("got 200000").
+	require.NotContains(t, string(res.body), "200000")
+	// The item itself is read whole (the decoder takes a value at a time).
+	require.Greater(t, read, len(tags))
+
+	for _, c := range []struct {
+		tags   string
+		status int
+		code   string
+	}{
+		{`["a","b"]`, 200, ""},
+		{`null`, 200, ""},
+		{`[]`, 200, ""},
+		{strings.TrimSuffix(strings.Repeat(`"x",`, pgmsg.JobTagsMax), ","), 0, ""},
+		{`"a"`, 400, "malformed_json"},
+		{`[1]`, 400, "malformed_json"},
+	} {
+		body := `{"queue":"q","jobs":[{"tags":` + c.tags + `}]}`
+		if c.status == 0 { // exactly the maximum, as a bare list
+			body = `{"queue":"q","jobs":[{"tags":[` + c.tags + `]}]}`
+			c.status = 200
+		}
+		res := tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, body)
+		require.Equal(t, c.status, res.status, "%s: %s", c.tags, res.body)
+		if c.code != "" {
+			require.Equal(t, c.code, res.errorCode(t), c.tags)
+		}
+	}
+}

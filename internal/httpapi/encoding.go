@@ -408,10 +408,12 @@ func (s *Server) decodeItems(dec *json.Decoder, b *listBody) error {
 }
 
 // jsonFail is jsonError for a streamed body: the shape errors of
-// expectDelim keep their message.
+// expectDelim keep their message, and a bound an item's decoding stops at
+// (jobTags) its invalid_argument.
 func (s *Server) jsonFail(err error) error {
 	var ae *apiError
-	if errors.As(err, &ae) && errors.Is(err, errMalformedJSON) && strings.HasPrefix(ae.msg, "malformed JSON: ") {
+	if errors.As(err, &ae) && errors.Is(err, errMalformedJSON) && strings.HasPrefix(ae.msg, "malformed JSON: ") ||
+		errors.Is(err, pgmsg.ErrInvalidArgument) {
 		return err
 	}
 	return jsonError(err, s.cfg.MaxBodyBytes)

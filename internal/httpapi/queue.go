@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -68,9 +70,43 @@ type EnqueueJob struct {
 	// Timeout overrides the queue's job_timeout for this job.
 	Timeout *Duration `json:"timeout,omitempty"`
 	// Tags label the job for search (at most 20).
-	Tags []string `json:"tags,omitempty"`
+	Tags jobTags `json:"tags,omitempty"`
 	// Metadata is a JSON object kept with the job (at most 64 KiB).
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// jobTags are a job's tags, decoded up to the one past pgmsg.JobTagsMax,
+// where decoding stops with the library's answer (400 invalid_argument):
+// one job of a body costs no more than a job the server accepts.
+type jobTags []string
+
+// UnmarshalJSON decodes a JSON array of strings (or null).
+func (t *jobTags) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok == nil {
+		*t = nil
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return &json.UnmarshalTypeError{Value: "non-array", Type: reflect.TypeFor[[]string]()}
+	}
+	var out []string
+	for dec.More() {
+		if len(out) == pgmsg.JobTagsMax {
+			return fmt.Errorf("%w: at most %d tags per job", pgmsg.ErrInvalidArgument, pgmsg.JobTagsMax)
+		}
+		var tag string
+		if err := dec.Decode(&tag); err != nil {
+			return err
+		}
+		out = append(out, tag)
+	}
+	*t = out
+	return nil
 }
 
 func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
@@ -105,7 +141,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		params[i] = pgmsg.EnqueueParams{Payload: p, Kind: j.Kind, Priority: j.Priority, MaxAttempts: j.MaxAttempts, UniqueKey: j.UniqueKey,
-			Tags: j.Tags, Metadata: j.Metadata}
+			Tags: []string(j.Tags), Metadata: j.Metadata}
 		if j.Delay != nil {
 			params[i].Delay = time.Duration(*j.Delay)
 		}
