@@ -196,3 +196,18 @@ func TestJobTagsStopPastMax(t *testing.T) {
 		}
 	}
 }
+
+// A periodic job's tags are bounded the same way.
+func TestPeriodicTagsStopPastMax(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateQueue(tb.ctx, "q", pgmsg.QueueConfig{})
+	require.NoError(t, err)
+	tags := strings.TrimSuffix(strings.Repeat(`"t",`, 100000), ",")
+	res := tb.do(t, http.MethodPut, "/v1/queues/q/periodic/p", tb.admin, `{"schedule":"@hourly","tags":[`+tags+`]}`)
+	require.Equal(t, http.StatusBadRequest, res.status, "%s", res.body)
+	require.Equal(t, "invalid_argument", res.errorCode(t))
+	require.NotContains(t, string(res.body), "100000")
+	res = tb.do(t, http.MethodPut, "/v1/queues/q/periodic/p", tb.admin, `{"schedule":"@hourly","tags":["a"]}`)
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+}

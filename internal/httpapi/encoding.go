@@ -30,7 +30,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err, s.cfg.MaxBodyBytes)
+		return s.jsonFail(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var mbe *http.MaxBytesError

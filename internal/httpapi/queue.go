@@ -615,7 +615,7 @@ type PeriodicJobRequest struct {
 	Priority    int             `json:"priority,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	Timeout     *Duration       `json:"timeout,omitempty"`
-	Tags        []string        `json:"tags,omitempty"`
+	Tags        jobTags         `json:"tags,omitempty"`
 	Metadata    json.RawMessage `json:"metadata,omitempty"`
 	RunOnStart  bool            `json:"run_on_start,omitempty"`
 }
@@ -668,7 +668,7 @@ func (s *Server) putPeriodic(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := pgmsg.PeriodicJob{Queue: queue, Name: name, Schedule: req.Schedule, TimeZone: req.TimeZone, Payload: payload,
-		Kind: req.Kind, Priority: req.Priority, MaxAttempts: req.MaxAttempts, Tags: req.Tags, Metadata: req.Metadata,
+		Kind: req.Kind, Priority: req.Priority, MaxAttempts: req.MaxAttempts, Tags: []string(req.Tags), Metadata: req.Metadata,
 		RunOnStart: req.RunOnStart}
 	if req.Timeout != nil {
 		if p.Timeout = time.Duration(*req.Timeout); p.Timeout <= 0 {
