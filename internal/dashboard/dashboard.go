@@ -294,6 +294,10 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		loginFailed(w, http.StatusForbidden, "That token has neither the read nor the admin scope, so there is nothing the dashboard could show.")
 		return
 	}
+	// A session the browser had is replaced, not left behind.
+	if old := sessionID(r); old != "" {
+		h.sessions.close(old)
+	}
 	id, err := h.sessions.open(secret)
 	if err != nil {
 		loginFailed(w, http.StatusInternalServerError, "The session could not be opened.")

@@ -321,6 +321,17 @@ func TestSessionOfItsOwn(t *testing.T) {
 	id := sessionFromSetCookie(t, res.header)
 	again := sessionFromSetCookie(t, tb.login(t, tb.admin, "").header)
 	require.NotEqual(t, id, again, "a login reuses a session id")
+	// A login with a session's cookie replaces that session.
+	req, err := http.NewRequestWithContext(tb.ctx, http.MethodPost, tb.ts.URL+Prefix+"login",
+		strings.NewReader(url.Values{"token": {tb.admin}}.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: again})
+	res = tb.send(t, req)
+	require.Equal(t, http.StatusSeeOther, res.status)
+	replaced := again
+	again = sessionFromSetCookie(t, res.header)
+	require.Equal(t, http.StatusUnauthorized, tb.do(t, request{method: http.MethodGet, path: Prefix + "api/session", cookie: replaced}).status)
 
 	require.Equal(t, http.StatusUnauthorized, tb.do(t, request{method: http.MethodGet, path: "/v1/topics", bearer: id}).status,
 		"the session id works as an API token")
