@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -454,6 +455,20 @@ func TestBrowser(t *testing.T) {
 		st, err := tb.client.QueueStats(tb.ctx, "exports")
 		require.NoError(t, err)
 		require.EqualValues(t, 1, st.Dead)
+	})
+
+	t.Run("logout", func(t *testing.T) {
+		b.open(t, base, "#/")
+		res, err := chromedp.Call(b.ctx, network.GetCookies, network.GetCookiesParams{})
+		require.NoError(t, err)
+		require.Len(t, res.Cookies, 1)
+		id := res.Cookies[0].Value
+		require.NotEqual(t, tb.reader, id, "the cookie holds the token")
+		b.run(t, chromedp.Click(chromedp.ID("logout")), chromedp.WaitVisible(chromedp.ID("token")))
+		// The session has ended: a copy of its cookie is refused.
+		ans := tb.do(t, request{method: http.MethodGet, path: Prefix + "api/session", cookie: id})
+		require.Equal(t, http.StatusUnauthorized, ans.status)
+		b.run(t, chromedp.Navigate(base+Prefix), chromedp.WaitVisible(chromedp.ID("token")))
 	})
 }
 
