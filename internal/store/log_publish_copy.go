@@ -148,7 +148,15 @@ func (b *PublishBatch) MaxRecordBound() int64 {
 // returns nil, nil when the server declined (PM016: the direct statement
 // or publish() must do it) or when the connection's role may not use the
 // partition's offset sequence; nothing is stored then.
+//
+// Only a role that may write the record table and the partitions' counter
+// rows may publish with COPY: the schema's owner (docs/operations.md,
+// "Database roles"). The first refusal (42501) is remembered, and the
+// store's later COPY publishes answer nil, nil at once.
 func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int32, b *PublishBatch) (*PublishResult, error) {
+	if s.copyDenied.Load() {
+		return nil, nil
+	}
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -183,7 +191,11 @@ func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int
 	res, err := roundTrip(ctx, c.Conn(), buf)
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && (pgErr.Code == copyDeclinedCode || pgErr.Code == "42501") {
+		if errors.As(err, &pgErr) && pgErr.Code == copyDeclinedCode {
+			return nil, nil
+		}
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+			s.copyDenied.Store(true)
 			return nil, nil
 		}
 		return nil, errs.Map(err)
