@@ -56,17 +56,17 @@ const copyBeginSQL = `WITH u AS (
     RETURNING c.next_offset - $3::integer AS base, c.offset_seq AS seq
 )
 SELECT CASE WHEN u.seq IS NULL THEN pgmsg._publish_copy_begin($1::integer, $2::integer, $3::integer, $4::bigint)::text
-            ELSE set_config({{copy_offset_seq}}, u.seq::text, true) || setval(u.seq::regclass, u.base, false)::text END
+            ELSE pg_catalog.set_config({{copy_offset_seq}}, u.seq::text, true) || pg_catalog.setval(u.seq::regclass, u.base, false)::text END
   FROM (SELECT 1) one LEFT JOIN u ON true`
 
 // copyEndSQL answers the COPY publish of $3 records to partition $2 of
 // topic $1: base offset, publish time in Unix microseconds, segments_low.
 // When COPY did not store exactly the records reserved,
 // _publish_copy_end() raises the error (PM004).
-const copyEndSQL = `SELECT CASE WHEN currval(current_setting({{copy_offset_seq}})::oid::regclass) = c.next_offset - 1
+const copyEndSQL = `SELECT CASE WHEN pg_catalog.currval(pg_catalog.current_setting({{copy_offset_seq}})::oid::regclass) = c.next_offset - 1
             THEN c.next_offset - $3::integer
             ELSE (SELECT e.base_offset FROM pgmsg._publish_copy_end($1::integer, $2::integer, $3::integer) e) END,
-       (extract(epoch FROM transaction_timestamp()) * 1000000)::bigint,
+       (extract(epoch FROM pg_catalog.transaction_timestamp()) * 1000000)::bigint,
        c.next_offset > c.segment_end - 2 * t.segment_records
   FROM pgmsg.topic_partition c JOIN pgmsg.topic t ON t.topic_id = c.topic_id
  WHERE c.topic_id = $1::integer AND c.partition = $2::integer`
