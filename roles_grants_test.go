@@ -1,6 +1,7 @@
 package pgmsg_test
 
 import (
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -178,4 +179,45 @@ ORDER BY 1`, tb.Schema, roles)
 			require.Equal(t, have[role+" function "+f.Sig+" EXECUTE"], f.OK, "%s EXECUTE on definer %s", role, f.Sig)
 		}
 	}
+}
+
+// docs/operations.md lists role_privileges() as it is, between the
+// markers below, grouped by role, kind and privilege in the table's order.
+func TestRolesTableDocumented(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	rows, err := tb.Pool.Query(tb.ctx, "SELECT role, kind, object, privilege FROM "+pgx.Identifier{tb.Schema}.Sanitize()+".role_privileges()")
+	require.NoError(t, err)
+	type row struct{ Role, Kind, Object, Privilege string }
+	table, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	require.NoError(t, err)
+	type key struct{ Role, Kind, Privilege string }
+	var order []key
+	objects := map[key][]string{}
+	for _, r := range table {
+		k := key{r.Role, r.Kind, r.Privilege}
+		if _, ok := objects[k]; !ok {
+			order = append(order, k)
+		}
+		o := "`" + r.Object + "`"
+		if r.Object == "" {
+			o = "–"
+		}
+		objects[k] = append(objects[k], o)
+	}
+	var b strings.Builder
+	b.WriteString("<!-- role_privileges: TestRolesTableDocumented -->\n")
+	b.WriteString("| role | kind | privilege | objects |\n|---|---|---|---|\n")
+	for _, k := range order {
+		b.WriteString("| `<schema>_" + k.Role + "` | " + k.Kind + " | " + k.Privilege + " | " + strings.Join(objects[k], ", ") + " |\n")
+	}
+	b.WriteString("<!-- /role_privileges -->\n")
+	doc, err := os.ReadFile("docs/operations.md")
+	require.NoError(t, err)
+	const start = "<!-- role_privileges: TestRolesTableDocumented -->\n"
+	_, block, ok := strings.Cut(string(doc), start)
+	require.True(t, ok, "docs/operations.md lacks the marker %q", start)
+	block, _, ok = strings.Cut(block, "<!-- /role_privileges -->\n")
+	require.True(t, ok)
+	require.Equal(t, b.String(), start+block+"<!-- /role_privileges -->\n", "docs/operations.md must list role_privileges() as it is")
 }
