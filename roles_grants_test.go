@@ -133,6 +133,24 @@ ORDER BY 1`, tb.Schema, roles)
 	sort.Strings(got)
 	require.Equal(t, want, got, "grants in the database vs role_privileges()")
 
+	// Every table of the schema but the topics' tables and their segments
+	// has a row: a new table needs a decision of who may touch it.
+	rows, err = tb.Pool.Query(ctx, `SELECT c.relname::text FROM pg_catalog.pg_class c
+		WHERE c.relnamespace = pg_catalog.to_regnamespace(pg_catalog.quote_ident($1)) AND c.relkind IN ('r', 'p')
+		  AND NOT c.relispartition ORDER BY 1`, tb.Schema)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	listed := map[string]bool{}
+	for _, r := range table {
+		if r.Kind == "table" {
+			listed[r.Object] = true
+		}
+	}
+	for _, name := range tables {
+		require.True(t, listed[name], "table %s has no row in role_privileges()", name)
+	}
+
 	// Effectively: table privileges (PUBLIC's included) are the table's,
 	// and the SECURITY DEFINER functions are executable by the roles the
 	// table names only.
