@@ -51,6 +51,25 @@ func TestRolesCannotWriteWhatOwnerTrusts(t *testing.T) {
 	denied(t, producer, "SELECT pg_catalog.setval('"+seq+"', 5)")
 	denied(t, producer, "SELECT pg_catalog.nextval('"+seq+"')")
 	denied(t, producer, "INSERT INTO "+q("producer_state")+" (producer_id, topic_id, partition, last_sequence, base_offset, record_count) VALUES ('x', 1, 0, 0, 0, 1)")
+	// Nor past the checks of the functions it may call: _publish_direct()
+	// stores nothing that publish() would refuse (more keys than values
+	// would have been stored past the offsets reserved).
+	for _, call := range []string{
+		"_publish_direct('t', 0, ARRAY['v']::bytea[], ARRAY['k1', 'k2', 'k3']::bytea[], NULL, NULL)",
+		"_publish_direct('t', 0, ARRAY['v']::bytea[], NULL, ARRAY['{}', '{}']::jsonb[], NULL)",
+		"_publish_direct('t', 0, ARRAY['v']::bytea[], NULL, NULL, ARRAY[now(), now()])",
+		"_publish_direct('t', 0, ARRAY['v']::bytea[], NULL, NULL, ARRAY['10000-01-01 00:00:00+00'::timestamptz])",
+		"_publish_direct('t', 0, ARRAY[]::bytea[], NULL, NULL, NULL)",
+		"_publish_direct('t', 7, ARRAY['v']::bytea[], NULL, NULL, NULL)",
+	} {
+		var n int
+		require.NoError(t, producer.QueryRow(ctx, "SELECT count(*) FROM "+s+"."+call).Scan(&n), call)
+		require.Zero(t, n, call)
+	}
+	var stored int64
+	require.NoError(t, tb.Pool.QueryRow(ctx, "SELECT count(*) FROM "+q("record")).Scan(&stored))
+	require.Equal(t, int64(40), stored, "records stored")
+
 	// Finding 5 (and the same for the log's other tables): the admin
 	// writes none of the log's tables, which owner-run code reads.
 	denied(t, admin, "UPDATE "+q("segment")+" SET relname = 'pgmsg_migration'")

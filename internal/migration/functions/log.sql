@@ -792,12 +792,12 @@ END $function$;
 -- publish() does on its common path: reserve the offsets on the
 -- partition's counter row (its lock orders publishers) and insert the
 -- records. It is the Go client's hot path (store.PublishDirect): one
--- statement planned once per session, no checks repeated that the client
--- made (timestamps, partitions, the batch's shape). It appends nothing and
--- returns no row when publish() has more to do: a topic with backpressure
--- settings, a batch that reaches past the segments created so far, a
--- record larger than max_record_bytes (publish() raises PM006), or an
--- unknown topic or partition (PM001, PM005). It runs as the owner, so
+-- statement planned once per session. It appends nothing and returns no
+-- row when publish() has more to do: a topic with backpressure settings, a
+-- batch that reaches past the segments created so far, or anything
+-- publish() refuses (an unknown topic or partition, an empty batch, keys,
+-- headers or timestamps longer than the values, a timestamp outside the
+-- UTC years 0001..9999, a record larger than max_record_bytes). It runs as the owner, so
 -- that producers append only through pgmsg's rules (issue 51): no role but
 -- the owner writes the counter rows or the record table.
 CREATE OR REPLACE FUNCTION {{schema}}._publish_direct(p_topic text, p_partition integer, p_values bytea[], p_keys bytea[], p_headers jsonb[], p_timestamps timestamp with time zone[])
@@ -817,6 +817,13 @@ BEGIN
           FROM t
          WHERE c.topic_id = t.topic_id AND c.partition = p_partition
            AND c.next_offset + cardinality(p_values) <= c.segment_end
+           -- What publish() checks and the Go client checked before: a
+           -- caller of this function gets no further than publish() would.
+           AND cardinality(p_values) > 0
+           AND coalesce(cardinality(p_keys), 0) <= cardinality(p_values)
+           AND coalesce(cardinality(p_headers), 0) <= cardinality(p_values)
+           AND coalesce(cardinality(p_timestamps), 0) <= cardinality(p_values)
+           AND NOT EXISTS (SELECT 1 FROM unnest(p_timestamps) AS u(ts) WHERE NOT {{schema}}._time_ok(u.ts))
            AND NOT EXISTS (SELECT 1 FROM unnest(p_values, p_keys, p_headers) AS u(v, k, h)
                             WHERE coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)
                                   + coalesce(octet_length(u.h::text), 0) > t.max_record_bytes)
