@@ -204,11 +204,15 @@ delete_retention_ms, max_lag_records, max_lag_bytes, backpressure_timeout_ms
 		},
 	})
 
-	cmd.AddCommand(&cobra.Command{
+	var force bool
+	del := &cobra.Command{
 		Use:     "delete NAME",
 		Aliases: []string{"rm"},
-		Short:   "Delete a topic with its records and consumer groups",
-		Example: "  pgmsg topic delete orders",
+		Short:   "Delete a topic (--force: with its records and consumer groups)",
+		Long: `Delete a topic. A topic that still stores records or has consumer groups
+is refused (PM016 topic_not_empty) unless --force, which drops its records
+and groups with it; nothing can bring them back.`,
+		Example: "  pgmsg topic delete scratch\n  pgmsg topic delete orders --force",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, done, err := g.client(cmd.Context())
@@ -216,7 +220,11 @@ delete_retention_ms, max_lag_records, max_lag_bytes, backpressure_timeout_ms
 				return err
 			}
 			defer done()
-			if err := c.DeleteTopic(cmd.Context(), args[0]); err != nil {
+			del := c.DeleteEmptyTopic
+			if force {
+				del = c.DeleteTopic
+			}
+			if err := del(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			if js, err := g.jsonOutput(); err != nil || js {
@@ -225,7 +233,9 @@ delete_retention_ms, max_lag_records, max_lag_bytes, backpressure_timeout_ms
 			fmt.Fprintf(g.stdout, "deleted topic %q\n", args[0])
 			return nil
 		},
-	})
+	}
+	del.Flags().BoolVar(&force, "force", false, "also delete the topic's records and consumer groups")
+	cmd.AddCommand(del)
 	return cmd
 }
 

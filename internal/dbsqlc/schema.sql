@@ -868,8 +868,10 @@ BEGIN
     END LOOP;
 END $function$;
 
--- topic_delete drops a topic, its records (whole tables, no DELETE) and its groups.
-CREATE OR REPLACE FUNCTION "pgmsg".topic_delete(p_name text)
+-- topic_delete drops a topic, its records (whole tables, no DELETE) and its
+-- groups. A topic that still stores records or has groups fails with PM016
+-- unless p_force, as queue_delete does for a queue with jobs.
+CREATE OR REPLACE FUNCTION "pgmsg".topic_delete(p_name text, p_force boolean)
  RETURNS void
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -877,10 +879,33 @@ CREATE OR REPLACE FUNCTION "pgmsg".topic_delete(p_name text)
 AS $function$
 DECLARE
     t "pgmsg".topic := "pgmsg"._topic(p_name);
+    n_records bigint;
+    n_groups bigint;
 BEGIN
+    PERFORM 1 FROM "pgmsg".topic WHERE topic_id = t.topic_id FOR UPDATE;
+    IF NOT coalesce(p_force, false) THEN
+        SELECT coalesce(sum(tp.next_offset - tp.start_offset), 0) INTO n_records
+          FROM "pgmsg".topic_partition tp WHERE tp.topic_id = t.topic_id;
+        SELECT count(*) INTO n_groups FROM "pgmsg".consumer_group g WHERE g.topic_id = t.topic_id;
+        IF n_records > 0 OR n_groups > 0 THEN
+            PERFORM "pgmsg"._raise('PM016', format('topic %s still has %s records and %s groups: delete with force to drop them',
+                                                      quote_literal(t.name), n_records, n_groups));
+        END IF;
+    END IF;
     EXECUTE format('DROP TABLE %I.%I', 'pgmsg', 'record_' || t.topic_id);
     DELETE FROM "pgmsg".topic WHERE topic_id = t.topic_id;
 END $function$;
+
+-- topic_delete(name) is topic_delete(name, false): it refuses a topic with
+-- records or groups.
+CREATE OR REPLACE FUNCTION "pgmsg".topic_delete(p_name text)
+ RETURNS void
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT "pgmsg".topic_delete(p_name, false)
+$function$;
 
 CREATE OR REPLACE FUNCTION "pgmsg".topic_list()
  RETURNS TABLE(name text, partitions integer, segment_records bigint, max_record_bytes integer, config jsonb, created_at timestamp with time zone)
@@ -2974,6 +2999,7 @@ $function$;
 -- callable by the admin role (and the segment functions by producers), not
 -- by PUBLIC (_roles_grant in auth.sql).
 REVOKE EXECUTE ON FUNCTION "pgmsg".topic_create(text, integer, jsonb), "pgmsg".topic_delete(text),
+    "pgmsg".topic_delete(text, boolean),
     "pgmsg".topic_add_partitions(text, integer), "pgmsg".topic_configure(text, jsonb),
     "pgmsg".retention_run(integer), "pgmsg".compact_run(integer), "pgmsg".segments_ensure(),
     "pgmsg"._segment_lock(integer), "pgmsg"._segment_create(integer, integer, bigint, bigint),
@@ -5141,9 +5167,9 @@ BEGIN
         EXECUTE format('GRANT EXECUTE ON FUNCTION %I._segment_lock(integer), %I._segment_create(integer, integer, bigint, bigint), '
                        '%I._segment_ensure(integer, integer, bigint, bigint, bigint), %I._offset_seq_create(integer, integer), '
                        '%I.topic_create(text, integer, jsonb), '
-                       '%I.topic_delete(text), %I.topic_add_partitions(text, integer), %I.topic_configure(text, jsonb), '
+                       '%I.topic_delete(text), %I.topic_delete(text, boolean), %I.topic_add_partitions(text, integer), %I.topic_configure(text, jsonb), '
                        '%I.retention_run(integer), %I.compact_run(integer), %I.segments_ensure() TO %I',
-                       s, s, s, s, s, s, s, s, s, s, s, s || '_admin');
+                       s, s, s, s, s, s, s, s, s, s, s, s, s || '_admin');
     END IF;
     RETURN n;
 END $function$;

@@ -187,9 +187,9 @@ BEGIN
         EXECUTE format('GRANT EXECUTE ON FUNCTION %I._segment_lock(integer), %I._segment_create(integer, integer, bigint, bigint), '
                        '%I._segment_ensure(integer, integer, bigint, bigint, bigint), %I._offset_seq_create(integer, integer), '
                        '%I.topic_create(text, integer, jsonb), '
-                       '%I.topic_delete(text), %I.topic_add_partitions(text, integer), %I.topic_configure(text, jsonb), '
+                       '%I.topic_delete(text), %I.topic_delete(text, boolean), %I.topic_add_partitions(text, integer), %I.topic_configure(text, jsonb), '
                        '%I.retention_run(integer), %I.compact_run(integer), %I.segments_ensure() TO %I',
-                       s, s, s, s, s, s, s, s, s, s, s, s || '_admin');
+                       s, s, s, s, s, s, s, s, s, s, s, s, s || '_admin');
     END IF;
     RETURN n;
 END $function$;

@@ -235,8 +235,10 @@ BEGIN
     END LOOP;
 END $function$;
 
--- topic_delete drops a topic, its records (whole tables, no DELETE) and its groups.
-CREATE OR REPLACE FUNCTION {{schema}}.topic_delete(p_name text)
+-- topic_delete drops a topic, its records (whole tables, no DELETE) and its
+-- groups. A topic that still stores records or has groups fails with PM016
+-- unless p_force, as queue_delete does for a queue with jobs.
+CREATE OR REPLACE FUNCTION {{schema}}.topic_delete(p_name text, p_force boolean)
  RETURNS void
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -244,10 +246,33 @@ CREATE OR REPLACE FUNCTION {{schema}}.topic_delete(p_name text)
 AS $function$
 DECLARE
     t {{schema}}.topic := {{schema}}._topic(p_name);
+    n_records bigint;
+    n_groups bigint;
 BEGIN
+    PERFORM 1 FROM {{schema}}.topic WHERE topic_id = t.topic_id FOR UPDATE;
+    IF NOT coalesce(p_force, false) THEN
+        SELECT coalesce(sum(tp.next_offset - tp.start_offset), 0) INTO n_records
+          FROM {{schema}}.topic_partition tp WHERE tp.topic_id = t.topic_id;
+        SELECT count(*) INTO n_groups FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id;
+        IF n_records > 0 OR n_groups > 0 THEN
+            PERFORM {{schema}}._raise('PM016', format('topic %s still has %s records and %s groups: delete with force to drop them',
+                                                      quote_literal(t.name), n_records, n_groups));
+        END IF;
+    END IF;
     EXECUTE format('DROP TABLE %I.%I', {{schema_lit}}, 'record_' || t.topic_id);
     DELETE FROM {{schema}}.topic WHERE topic_id = t.topic_id;
 END $function$;
+
+-- topic_delete(name) is topic_delete(name, false): it refuses a topic with
+-- records or groups.
+CREATE OR REPLACE FUNCTION {{schema}}.topic_delete(p_name text)
+ RETURNS void
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT {{schema}}.topic_delete(p_name, false)
+$function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.topic_list()
  RETURNS TABLE(name text, partitions integer, segment_records bigint, max_record_bytes integer, config jsonb, created_at timestamp with time zone)
@@ -2341,6 +2366,7 @@ $function$;
 -- callable by the admin role (and the segment functions by producers), not
 -- by PUBLIC (_roles_grant in auth.sql).
 REVOKE EXECUTE ON FUNCTION {{schema}}.topic_create(text, integer, jsonb), {{schema}}.topic_delete(text),
+    {{schema}}.topic_delete(text, boolean),
     {{schema}}.topic_add_partitions(text, integer), {{schema}}.topic_configure(text, jsonb),
     {{schema}}.retention_run(integer), {{schema}}.compact_run(integer), {{schema}}.segments_ensure(),
     {{schema}}._segment_lock(integer), {{schema}}._segment_create(integer, integer, bigint, bigint),
