@@ -96,6 +96,9 @@ func TestGoldenPublishConsume(t *testing.T) {
 	s.ok("", "group", "list", "orders")
 	// --follow joins the group as a member and stops after --max records.
 	s.ok("", "consume", "orders", "--group", "follower", "--follow", "--max", "3")
+	// A topic with records and groups is deleted only with --force.
+	s.fail("", "topic", "delete", "orders")
+	s.ok("", "topic", "delete", "orders", "--force")
 	s.check("publish_consume")
 }
 
