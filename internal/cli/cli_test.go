@@ -86,6 +86,7 @@ func TestGoldenPublishConsume(t *testing.T) {
 	s.ok("", "group", "reset", "billing", "orders", "--to", "earliest")
 	s.ok("", "consume", "orders", "--group", "billing", "--max", "1", "--partition", "2")
 	s.fail("", "group", "reset", "billing", "orders", "--to", "not-a-time")
+	s.fail("", "group", "reset", "billing", "orders", "--to", "yesterday")
 	s.fail("", "group", "reset", "nope", "orders", "--to", "latest")
 	s.fail("", "group", "reset", "billing", "orders")
 	s.fail("", "consume", "orders")

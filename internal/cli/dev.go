@@ -28,7 +28,7 @@ func devDataDirDefault() string {
 func newDev(g *globals) *cobra.Command {
 	var dataDir string
 	var port int
-	var noServe bool
+	var noServe, printURL bool
 	var listen string
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -52,13 +52,26 @@ the demo instead. In another terminal, with the URL dev prints:
   curl -s localhost:8080/v1/pubsub/publish -H 'Content-Type: application/json' \
        -d '{"topic":"demo","records":[{"key":"alice","value":{"hello":"world"}}]}'
   curl -s 'localhost:8080/v1/pubsub/consume?topic=demo&group=curl&wait=5s'
-  DATABASE_URL=<printed URL> pgmsg group list demo`,
-		Example: `  go run ./cmd/pgmsg dev
+  export DATABASE_URL="$(pgmsg dev --print-url)"
+  pgmsg group list demo`,
+		Example: `  pgmsg dev
+  export DATABASE_URL="$(pgmsg dev --print-url)"    # in another terminal
   pgmsg dev --no-serve
   pgmsg dev --database-url postgres://localhost/app --listen 127.0.0.1:9090`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if printURL {
+				url := g.resolveURL()
+				if url == "" {
+					var err error
+					if url, err = devURL(dataDir); err != nil {
+						return err
+					}
+				}
+				fmt.Fprintln(g.stdout, url)
+				return nil
+			}
 			if !noServe {
 				if err := checkPortFree(listen, "--listen"); err != nil {
 					return err
@@ -93,6 +106,7 @@ the demo instead. In another terminal, with the URL dev prints:
 		},
 	}
 	cmd.Flags().BoolVar(&noServe, "no-serve", false, "exit after the demo instead of serving HTTP")
+	cmd.Flags().BoolVar(&printURL, "print-url", false, "print the database URL dev uses (export DATABASE_URL=\"$(pgmsg dev --print-url)\") and exit")
 	cmd.Flags().StringVar(&listen, "listen", ListenDefault, "where to serve HTTP (loopback only: there is no auth)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", devDataDirDefault(), "data directory of the local PostgreSQL")
 	cmd.Flags().IntVar(&port, "port", 0, "port of the local PostgreSQL (default: the last run's, kept in the data directory, else a free port)")
@@ -205,7 +219,7 @@ Open the dashboard at http://%[1]s/ui/ (no login needed), or try, in another ter
 
 and with the CLI:
 
-  export DATABASE_URL='%[2]s'
+  export DATABASE_URL='%[2]s'    # or "$(pgmsg dev --print-url)"
   echo 'alice:hi' | pgmsg publish demo --key-separator :
   pgmsg consume demo --group cli
   pgmsg group list demo

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/pgmsg/pgmsg/internal/pgcluster"
 )
 
 // devPortFile, in the dev data directory, keeps the port of the local
@@ -60,4 +62,15 @@ func checkPortFree(addr, flag string) error {
 		return fmt.Errorf("cannot listen on %s (%s): choose another address with %s, e.g. %s 127.0.0.1:9090", addr, hint, flag, flag)
 	}
 	return l.Close()
+}
+
+// devURL is the URL pgmsg dev prints for its local cluster in dataDir,
+// from the port and password kept there (for --print-url).
+func devURL(dataDir string) (string, error) {
+	port := devPort(0, dataDir, io.Discard)
+	pw, err := os.ReadFile(filepath.Join(dataDir, pgcluster.PasswordFile))
+	if port == 0 || err != nil {
+		return "", fmt.Errorf("no local PostgreSQL in %s yet: run pgmsg dev first (or pass its --data-dir)", dataDir)
+	}
+	return pgcluster.URL(port, strings.TrimSpace(string(pw))), nil
 }

@@ -159,8 +159,8 @@ func newQueueJobs(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: available, scheduled, retrying, running, dead, completed, cancelled")
 	cmd.Flags().StringVar(&kind, "kind", "", "only jobs of this kind")
 	cmd.Flags().StringVar(&tag, "tag", "", "only jobs with this tag")
-	cmd.Flags().StringVar(&since, "since", "", "only jobs enqueued at or after this time (RFC 3339)")
-	cmd.Flags().StringVar(&until, "until", "", "only jobs enqueued before this time (RFC 3339)")
+	cmd.Flags().StringVar(&since, "since", "", "only jobs enqueued at or after this time (RFC 3339, or a duration ago: 1h)")
+	cmd.Flags().StringVar(&until, "until", "", "only jobs enqueued before this time (RFC 3339, or a duration ago)")
 	cmd.Flags().IntVar(&limit, "limit", 100, "most jobs to list (1..1000)")
 	cmd.Flags().Int64Var(&after, "after", 0, "list jobs after this id (the last id of the previous page)")
 	return cmd

@@ -112,9 +112,9 @@ in offset order for every consumer group to read at its own pace.`,
 
 	var at string
 	offsets := &cobra.Command{
-		Use:     "offsets NAME --time TIMESTAMP",
+		Use:     "offsets NAME --time TIME",
 		Short:   "Show each partition's first offset at or after a time (as Kafka's GetOffsetShell --time)",
-		Example: "  pgmsg topic offsets orders --time 2026-11-30T10:00:00Z",
+		Example: "  pgmsg topic offsets orders --time 2026-11-30T10:00:00Z\n  pgmsg topic offsets orders --time 1h",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := wire.ParseTime("--time", at)
@@ -141,7 +141,7 @@ in offset order for every consumer group to read at its own pace.`,
 			return w.Flush()
 		},
 	}
-	offsets.Flags().StringVar(&at, "time", "", "RFC 3339 time: the first record at or after it (the end offset when none is)")
+	offsets.Flags().StringVar(&at, "time", "", "RFC 3339 time, or a duration ago (1h30m): the first record at or after it (the end offset when none is)")
 	_ = offsets.MarkFlagRequired("time")
 	cmd.AddCommand(offsets)
 

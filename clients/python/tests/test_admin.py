@@ -60,6 +60,14 @@ class AdminTest(unittest.TestCase):
         self.assertEqual([(g.topic, g.group, g.partition, g.next_offset) for g in reset], [(t, "billing", 0, 0)])
         self.assertEqual(self.c.reset_group(t, "billing", "latest", partition=0)[0].next_offset, 3)
         self.assertEqual(self.c.reset_group(t, "billing", "1")[0].next_offset, 1)
+        # Times: RFC 3339 or a duration ago; PostgreSQL's other literals are refused.
+        self.assertEqual(self.c.reset_group(t, "billing", "1h")[0].next_offset, 0, "every record is newer than 1h")
+        self.assertEqual(self.c.reset_group(t, "billing", "2999-01-01T00:00:00Z")[0].next_offset, 3)
+        for bad in ("yesterday", "epoch", "2026-01-01", "1d"):
+            with self.assertRaises(PgmsgError) as cm:
+                self.c.reset_group(t, "billing", bad)
+            self.assertEqual(cm.exception.name, "invalid_offset", bad)
+        self.assertEqual(self.c.list_groups(t)[0].next_offset, 3, "a refused reset moves nothing")
         with self.assertRaises(PgmsgError) as cm:
             self.c.reset_group(t, "nobody", "earliest")
         self.assertEqual(cm.exception.name, "unknown_group")

@@ -1127,12 +1127,24 @@ BEGIN
         END IF;
         RETURN least(greatest(o, tp.start_offset), tp.next_offset);
     END IF;
+    -- Times as every surface takes them (wire.ParseTime in Go): RFC 3339
+    -- with a zone, or a duration ago in h, m, s and ms ("90m", "1h30m").
+    -- Not PostgreSQL's other literals ('yesterday', 'epoch', zoneless):
+    -- a mistyped position must fail, not move a cursor.
     BEGIN
-        ts := p_spec::timestamptz;
+        IF p_spec ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$' THEN
+            ts := p_spec::timestamptz;
+        ELSIF p_spec ~ '^([0-9]{1,9}(\.[0-9]{1,9})?(h|m|s|ms))+$' THEN
+            ts := clock_timestamp() - regexp_replace(p_spec, '([0-9.]+)(ms|h|m|s)', '\1 \2 ', 'g')::interval;
+        END IF;
     EXCEPTION WHEN OTHERS THEN
-        PERFORM {{schema}}._raise('PM011', format('invalid position %s: use earliest, latest, an offset or a timestamp',
-                                                  left(quote_literal(p_spec), 80)));
+        ts := NULL;
     END;
+    IF ts IS NULL THEN
+        PERFORM {{schema}}._raise('PM011', format('invalid position %s: use earliest, latest, an offset, an RFC 3339 time '
+                                                  '(2026-12-01T10:00:00Z) or a duration ago (90m, 1h30m)',
+                                                  left(quote_literal(p_spec), 80)));
+    END IF;
     RETURN {{schema}}._offset_for_time(tp, ts);
 END $function$;
 
