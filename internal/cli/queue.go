@@ -504,8 +504,12 @@ func newQueueStats(g *globals) *cobra.Command {
 				if s.Paused {
 					name += " (paused)"
 				}
+				oldest := "-" // nothing waiting: no age, not zero
+				if s.Available > 0 {
+					oldest = s.OldestAvailableAge.Round(time.Second).String()
+				}
 				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", name, s.Available, s.Scheduled, s.Running, s.Retrying,
-					s.Dead, s.Archived, s.OldestAvailableAge.Round(time.Second))
+					s.Dead, s.Archived, oldest)
 			}
 			if len(st) == 0 {
 				fmt.Fprintln(w, "(no queues)")

@@ -117,7 +117,7 @@ PG* variables (PGHOST, PGPORT, PGUSER, PGDATABASE, ...).`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.databaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL, else PG* variables)")
 	pf.StringVar(&g.schema, "schema", envOr("PGMSG_SCHEMA", pgmsg.SchemaDefault), "schema pgmsg lives in ($PGMSG_SCHEMA)")
-	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, wide (queue list and config: every setting) or json")
 	// Every top-level command, by the group its help lists it under.
 	for _, grp := range []struct {
 		id, title string
@@ -279,8 +279,8 @@ func (g *globals) jsonOutput() (bool, error) {
 	switch g.output {
 	case "json":
 		return true, nil
-	case "table", "":
+	case "table", "wide", "":
 		return false, nil
 	}
-	return false, fmt.Errorf("invalid --output %q: use table or json", g.output)
+	return false, fmt.Errorf("invalid --output %q: use table, wide or json", g.output)
 }

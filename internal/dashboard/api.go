@@ -86,6 +86,8 @@ func (h *Handler) sessionInfo(w http.ResponseWriter, _ *http.Request, s *session
 		"scopes": s.token.Scopes,
 		"admin":  s.token.Allows(pgmsg.ScopeAdmin, ""),
 		"csrf":   h.csrfToken(s.secret),
+		// Under InsecureNoAuth there is no login, so nothing to log out of.
+		"logout": s.secret != "",
 	})
 }
 

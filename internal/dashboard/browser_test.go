@@ -294,6 +294,8 @@ func TestBrowser(t *testing.T) {
 			require.Equal(t, num(p.NextOffset), b.text(t, row+`td[data-col="next"]`))
 		}
 		require.Contains(t, b.text(t, "#settings"), "retention")
+		// Partition 0's first records show without pressing Browse.
+		b.run(t, chromedp.WaitVisible(chromedp.CSS(`[data-shown="partition=0;offset=0;view=auto"] #records tr[data-offset="0"]`)))
 		// Browse partition 0 from offset 2.
 		b.run(t, chromedp.SetValue(chromedp.CSS(`#record-form input[name="offset"]`), "2"),
 			chromedp.Click(chromedp.CSS(`#record-form button[type="submit"]`)),
@@ -393,6 +395,9 @@ func TestBrowser(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, string(j.State), b.text(t, `[data-stat="state"]`))
 		require.Contains(t, b.text(t, "#attempts"), errSMTP.Error())
+		// Only what a dead job allows: requeue (not retry, 409 job_not_waiting).
+		require.Equal(t, 0, b.count(t, `button[data-action="retry"]`))
+		require.Equal(t, 1, b.count(t, `button[data-action="requeue"]`))
 		b.noConsoleErrors(t, "job")
 		b.screenshot(t, "job")
 		b.run(t, chromedp.Click(chromedp.CSS(`button[data-action="cancel"]`)))

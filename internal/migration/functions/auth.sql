@@ -195,4 +195,4 @@ BEGIN
 END $function$;
 
 REVOKE EXECUTE ON FUNCTION {{schema}}._roles_grant() FROM PUBLIC;
-SELECT {{schema}}._roles_grant();
+DO $grant$ BEGIN PERFORM {{schema}}._roles_grant(); END $grant$;
