@@ -62,7 +62,7 @@ var (
 	// overlapping batch. Nothing was written.
 	ErrOutOfOrderSequence error = errs.OutOfOrderSequence
 	// ErrTopicNotEmpty is returned by DeleteEmptyTopic when the
-	// topic still stores records or has consumer groups (PM016). Nothing
+	// topic still stores records or has consumer groups (PM017). Nothing
 	// was deleted.
 	ErrTopicNotEmpty error = errs.TopicNotEmpty
 	// ErrClosed is returned by a Producer or a Consumer used after Close.

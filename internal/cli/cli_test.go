@@ -127,6 +127,7 @@ func TestGoldenQueueAdmin(t *testing.T) {
 	require.Zero(t, q.MaxDepth)
 	s.fail("", "queue", "config", "nope")
 	s.ok("", "queue", "list")
+	s.ok("", "queue", "list", "-o", "wide")
 	s.fail("", "queue", "delete", "emails")
 	s.ok("", "queue", "delete", "emails", "--force")
 	s.check("queue_admin")

@@ -210,7 +210,7 @@ delete_retention_ms, max_lag_records, max_lag_bytes, backpressure_timeout_ms
 		Aliases: []string{"rm"},
 		Short:   "Delete a topic (--force: with its records and consumer groups)",
 		Long: `Delete a topic. A topic that still stores records or has consumer groups
-is refused (PM016 topic_not_empty) unless --force, which drops its records
+is refused (PM017 topic_not_empty) unless --force, which drops its records
 and groups with it; nothing can bring them back.`,
 		Example: "  pgmsg topic delete scratch\n  pgmsg topic delete orders --force",
 		Args:    cobra.ExactArgs(1),

@@ -869,7 +869,7 @@ BEGIN
 END $function$;
 
 -- topic_delete drops a topic, its records (whole tables, no DELETE) and its
--- groups. A topic that still stores records or has groups fails with PM016
+-- groups. A topic that still stores records or has groups fails with PM017
 -- unless p_force, as queue_delete does for a queue with jobs.
 CREATE OR REPLACE FUNCTION "pgmsg".topic_delete(p_name text, p_force boolean)
  RETURNS void
@@ -888,7 +888,7 @@ BEGIN
           FROM "pgmsg".topic_partition tp WHERE tp.topic_id = t.topic_id;
         SELECT count(*) INTO n_groups FROM "pgmsg".consumer_group g WHERE g.topic_id = t.topic_id;
         IF n_records > 0 OR n_groups > 0 THEN
-            PERFORM "pgmsg"._raise('PM016', format('topic %s still has %s records and %s groups: delete with force to drop them',
+            PERFORM "pgmsg"._raise('PM017', format('topic %s still has %s records and %s groups: delete with force to drop them',
                                                       quote_literal(t.name), n_records, n_groups));
         END IF;
     END IF;
@@ -5187,5 +5187,5 @@ BEGIN
 END $function$;
 
 REVOKE EXECUTE ON FUNCTION "pgmsg"._roles_grant() FROM PUBLIC;
-SELECT "pgmsg"._roles_grant();
+DO $grant$ BEGIN PERFORM "pgmsg"._roles_grant(); END $grant$;
 

@@ -518,7 +518,7 @@ export class Pgmsg {
   }
 
   /** Drops the topic, its records and groups (topic_delete). A topic with
-   * records or groups needs force (else PM016 topic_not_empty). */
+   * records or groups needs force (else PM017 topic_not_empty). */
   async deleteTopic(name: string, opts: { force?: boolean } = {}): Promise<void> {
     await this.rows(`SELECT {s}.topic_delete($1, p_force => $2)`, [name, opts.force ?? false]);
   }

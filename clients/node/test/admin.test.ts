@@ -42,7 +42,7 @@ describe("administration", () => {
     assert.equal(parts.reduce((n, p) => n + p.records, 0), 2);
 
     const e = await rejects(c.deleteTopic(t), "topic_not_empty");
-    assert.equal(e.code, "PM016");
+    assert.equal(e.code, "PM017");
     assert.ok((await c.listTopics()).some((x) => x.name === t), "a refused delete deletes nothing");
     await c.deleteTopic(t, { force: true });
     assert.ok(!(await c.listTopics()).some((x) => x.name === t));

@@ -34,7 +34,7 @@ class AdminTest(unittest.TestCase):
 
         with self.assertRaises(PgmsgError) as cm:
             self.c.delete_topic(t)
-        self.assertEqual((cm.exception.code, cm.exception.name), ("PM016", "topic_not_empty"))
+        self.assertEqual((cm.exception.code, cm.exception.name), ("PM017", "topic_not_empty"))
         self.assertIn(t, [x.name for x in self.c.list_topics()], "a refused delete deletes nothing")
         self.c.delete_topic(t, force=True)
         self.assertNotIn(t, [x.name for x in self.c.list_topics()])

@@ -236,7 +236,7 @@ BEGIN
 END $function$;
 
 -- topic_delete drops a topic, its records (whole tables, no DELETE) and its
--- groups. A topic that still stores records or has groups fails with PM016
+-- groups. A topic that still stores records or has groups fails with PM017
 -- unless p_force, as queue_delete does for a queue with jobs.
 CREATE OR REPLACE FUNCTION {{schema}}.topic_delete(p_name text, p_force boolean)
  RETURNS void
@@ -255,7 +255,7 @@ BEGIN
           FROM {{schema}}.topic_partition tp WHERE tp.topic_id = t.topic_id;
         SELECT count(*) INTO n_groups FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id;
         IF n_records > 0 OR n_groups > 0 THEN
-            PERFORM {{schema}}._raise('PM016', format('topic %s still has %s records and %s groups: delete with force to drop them',
+            PERFORM {{schema}}._raise('PM017', format('topic %s still has %s records and %s groups: delete with force to drop them',
                                                       quote_literal(t.name), n_records, n_groups));
         END IF;
     END IF;
