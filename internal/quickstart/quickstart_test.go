@@ -12,7 +12,7 @@
 // written; python blocks are written to a file and run with the session's
 // python (the venv the Python README creates); js blocks are written to
 // quickstart.js and run with node; other languages are not run here (the
-// Go snippets compile in the root package's TestDocSnippetsCompile).
+// Go snippets type-check in TestDocSnippetsCompile, beside this test).
 //
 // What the test changes, each said where it is done: the README's
 // `go install ...@latest` (which needs the published module) becomes
