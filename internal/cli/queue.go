@@ -256,6 +256,13 @@ func newQueueEnqueue(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "enqueue QUEUE [PAYLOAD]",
 		Short: "Enqueue a job with PAYLOAD, or one job per line of stdin",
+		Long: `Enqueue one job with PAYLOAD, or, without it, one job per line of stdin
+(all in one transaction). A missing queue is created with default settings
+(pgmsg queue create sets others). Payloads are stored as given: JSON is
+usual, any bytes are allowed. The job runs once a worker claims it (pgmsg
+queue work, a Go, Python or Node worker), no earlier than --delay, higher
+--priority first; a failed attempt is retried with backoff until
+--max-attempts, then dead (pgmsg queue dead).`,
 		Example: `  pgmsg queue enqueue emails '{"to":"a@example.com"}'
   pgmsg queue enqueue emails '{"to":"b@example.com"}' --delay 10m --priority 5
   pgmsg queue enqueue reports '{"day":"2026-01-01"}' --unique-key report-2026-01-01

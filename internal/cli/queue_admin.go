@@ -130,6 +130,12 @@ func newQueueList(g *globals) *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List queues with their settings",
+		Long: `List every queue with the settings people set: attempts, lease, job
+timeout, depth, rate and concurrency limits ("-" where none is set). -o wide
+adds the retry backoff, the archive's and dead jobs' retention, the payload
+limit and the backpressure wait; -o json has every field. pgmsg queue stats
+shows the jobs in each state.`,
+		Example: "  pgmsg queue list\n  pgmsg queue list -o wide\n  pgmsg queue list -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, done, err := g.client(cmd.Context())
@@ -152,6 +158,11 @@ func newQueueDelete(g *globals) *cobra.Command {
 		Use:     "delete QUEUE",
 		Aliases: []string{"rm"},
 		Short:   "Delete a queue and its archive (--force: with its live and dead jobs)",
+		Long: `Delete a queue with its archive of finished jobs and its periodic jobs. A
+queue that still has jobs waiting, running or dead is refused (PM108
+queue_not_empty) unless --force, which deletes them too; a worker holding
+one of them then fails to complete it.`,
+		Example: "  pgmsg queue delete scratch\n  pgmsg queue delete emails --force",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, done, err := g.client(cmd.Context())

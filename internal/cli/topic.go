@@ -25,8 +25,15 @@ in offset order for every consumer group to read at its own pace.`,
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a topic",
+		Long: `Create a topic with --partitions partitions (1 to 1024; more can be added
+later with the SQL function topic_add_partitions, never fewer). Records with the same key go to the
+same partition, the one Kafka's default partitioner picks, and are read in
+order within it; partitions are what several consumers of one group share.
+Names are 1 to 200 of A-Z a-z 0-9 . _ -. Settings such as retention_ms,
+cleanup_policy=compact or max_lag_records are set with pgmsg topic config.`,
 		Example: `  pgmsg topic create orders --partitions 6
-  pgmsg topic create audit --max-record-bytes 65536`,
+  pgmsg topic create audit --max-record-bytes 65536
+  pgmsg topic create events -p 3 && pgmsg topic config events retention_ms=604800000`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, done, err := g.client(cmd.Context())
