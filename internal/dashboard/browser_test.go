@@ -395,9 +395,11 @@ func TestBrowser(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, string(j.State), b.text(t, `[data-stat="state"]`))
 		require.Contains(t, b.text(t, "#attempts"), errSMTP.Error())
-		// Only what a dead job allows: requeue (not retry, 409 job_not_waiting).
+		// Requeued above, the job is available: it can be cancelled, not
+		// retried (409 job_not_waiting) or requeued.
+		require.Equal(t, string(pgmsg.JobStateAvailable), string(j.State))
 		require.Equal(t, 0, b.count(t, `button[data-action="retry"]`))
-		require.Equal(t, 1, b.count(t, `button[data-action="requeue"]`))
+		require.Equal(t, 0, b.count(t, `button[data-action="requeue"]`))
 		b.noConsoleErrors(t, "job")
 		b.screenshot(t, "job")
 		b.run(t, chromedp.Click(chromedp.CSS(`button[data-action="cancel"]`)))
@@ -406,6 +408,16 @@ func TestBrowser(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, pgmsg.JobStateCancelled, j.State)
 		b.noConsoleErrors(t, "job after cancel")
+		// A dead job's action is requeue, not retry.
+		dead := tb.deadJobs(t, "retired", 1)[0]
+		b.open(t, base, fmt.Sprintf("#/jobs/%d", dead))
+		require.Equal(t, 0, b.count(t, `button[data-action="retry"]`))
+		b.run(t, chromedp.Click(chromedp.CSS(`button[data-action="requeue"]`)))
+		b.confirm(t, "Job requeued")
+		j, err = tb.client.GetJob(tb.ctx, dead)
+		require.NoError(t, err)
+		require.Equal(t, pgmsg.JobStateAvailable, j.State)
+		b.noConsoleErrors(t, "dead job after requeue")
 	})
 
 	t.Run("tokens", func(t *testing.T) {
