@@ -270,8 +270,11 @@ func TestQuickStartsRunAsWritten(t *testing.T) {
 
 	// A few results each step must have shown, beyond exiting 0.
 	got := out.String()
+	// curl -s exits 0 on an HTTP error: no answer may be an error body.
+	require.NotContains(t, got, `{"error":{"code":`)
 	for _, want := range []string{
 		`"committed":true`,       // the curl commit of the claim
+		`"state":"completed"`,    // the curl ack of the job
 		`created topic "orders"`, // the CLI examples
 		`deleted topic "orders"`,
 	} {
