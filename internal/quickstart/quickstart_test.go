@@ -209,7 +209,7 @@ func TestQuickStartsRunAsWritten(t *testing.T) {
 			missing(t, tool+" is not installed")
 		}
 	}
-	if out, err := exec.Command("/usr/bin/python3", "-c", "import psycopg, venv").CombinedOutput(); err != nil {
+	if out, err := exec.Command("/usr/bin/python3", "-c", "import psycopg, venv, ensurepip").CombinedOutput(); err != nil {
 		missing(t, fmt.Sprintf("/usr/bin/python3 cannot import psycopg and venv (apt-get install python3-psycopg python3-venv): %v %s", err, out))
 	}
 	repo, err := filepath.Abs(filepath.Join("..", ".."))
