@@ -61,6 +61,10 @@ var (
 	// partition and are not that batch again (PM015): a reordered or
 	// overlapping batch. Nothing was written.
 	ErrOutOfOrderSequence error = errs.OutOfOrderSequence
+	// ErrTopicNotEmpty is returned by DeleteEmptyTopic when the
+	// topic still stores records or has consumer groups (PM017). Nothing
+	// was deleted.
+	ErrTopicNotEmpty error = errs.TopicNotEmpty
 	// ErrClosed is returned by a Producer or a Consumer used after Close.
 	ErrClosed error = errs.Closed
 	// ErrBufferFull is returned by a Producer with FailWhenFull whose

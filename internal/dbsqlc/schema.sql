@@ -868,8 +868,10 @@ BEGIN
     END LOOP;
 END $function$;
 
--- topic_delete drops a topic, its records (whole tables, no DELETE) and its groups.
-CREATE OR REPLACE FUNCTION "pgmsg".topic_delete(p_name text)
+-- topic_delete drops a topic, its records (whole tables, no DELETE) and its
+-- groups. A topic that still stores records or has groups fails with PM017
+-- unless p_force, as queue_delete does for a queue with jobs.
+CREATE OR REPLACE FUNCTION "pgmsg".topic_delete(p_name text, p_force boolean)
  RETURNS void
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -877,10 +879,33 @@ CREATE OR REPLACE FUNCTION "pgmsg".topic_delete(p_name text)
 AS $function$
 DECLARE
     t "pgmsg".topic := "pgmsg"._topic(p_name);
+    n_records bigint;
+    n_groups bigint;
 BEGIN
+    PERFORM 1 FROM "pgmsg".topic WHERE topic_id = t.topic_id FOR UPDATE;
+    IF NOT coalesce(p_force, false) THEN
+        SELECT coalesce(sum(tp.next_offset - tp.start_offset), 0) INTO n_records
+          FROM "pgmsg".topic_partition tp WHERE tp.topic_id = t.topic_id;
+        SELECT count(*) INTO n_groups FROM "pgmsg".consumer_group g WHERE g.topic_id = t.topic_id;
+        IF n_records > 0 OR n_groups > 0 THEN
+            PERFORM "pgmsg"._raise('PM017', format('topic %s still has %s records and %s groups: delete with force to drop them',
+                                                      quote_literal(t.name), n_records, n_groups));
+        END IF;
+    END IF;
     EXECUTE format('DROP TABLE %I.%I', 'pgmsg', 'record_' || t.topic_id);
     DELETE FROM "pgmsg".topic WHERE topic_id = t.topic_id;
 END $function$;
+
+-- topic_delete(name) is topic_delete(name, false): it refuses a topic with
+-- records or groups.
+CREATE OR REPLACE FUNCTION "pgmsg".topic_delete(p_name text)
+ RETURNS void
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT "pgmsg".topic_delete(p_name, false)
+$function$;
 
 CREATE OR REPLACE FUNCTION "pgmsg".topic_list()
  RETURNS TABLE(name text, partitions integer, segment_records bigint, max_record_bytes integer, config jsonb, created_at timestamp with time zone)
@@ -1806,12 +1831,24 @@ BEGIN
         END IF;
         RETURN least(greatest(o, tp.start_offset), tp.next_offset);
     END IF;
+    -- Times as every surface takes them (wire.ParseTime in Go): RFC 3339
+    -- with a zone, or a duration ago in h, m, s and ms ("90m", "1h30m").
+    -- Not PostgreSQL's other literals ('yesterday', 'epoch', zoneless):
+    -- a mistyped position must fail, not move a cursor.
     BEGIN
-        ts := p_spec::timestamptz;
+        IF p_spec ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$' THEN
+            ts := p_spec::timestamptz;
+        ELSIF p_spec ~ '^([0-9]{1,9}(\.[0-9]{1,9})?(h|m|s|ms))+$' THEN
+            ts := clock_timestamp() - regexp_replace(p_spec, '([0-9.]+)(ms|h|m|s)', '\1 \2 ', 'g')::interval;
+        END IF;
     EXCEPTION WHEN OTHERS THEN
-        PERFORM "pgmsg"._raise('PM011', format('invalid position %s: use earliest, latest, an offset or a timestamp',
-                                                  left(quote_literal(p_spec), 80)));
+        ts := NULL;
     END;
+    IF ts IS NULL THEN
+        PERFORM "pgmsg"._raise('PM011', format('invalid position %s: use earliest, latest, an offset, an RFC 3339 time '
+                                                  '(2026-12-01T10:00:00Z) or a duration ago (90m, 1h30m)',
+                                                  left(quote_literal(p_spec), 80)));
+    END IF;
     RETURN "pgmsg"._offset_for_time(tp, ts);
 END $function$;
 
@@ -3057,6 +3094,7 @@ $function$;
 -- (_segment_lock, _segment_create, _segment_ensure) are called by other
 -- definer functions only.
 REVOKE EXECUTE ON FUNCTION "pgmsg".topic_create(text, integer, jsonb), "pgmsg".topic_delete(text),
+    "pgmsg".topic_delete(text, boolean),
     "pgmsg".topic_add_partitions(text, integer), "pgmsg".topic_configure(text, jsonb),
     "pgmsg".retention_run(integer), "pgmsg".compact_run(integer), "pgmsg".segments_ensure(),
     "pgmsg"._segment_lock(integer), "pgmsg"._segment_create(integer, integer, bigint, bigint),
@@ -5245,6 +5283,7 @@ AS $function$
     ('admin',    'function', 'segments_ensure()',    'EXECUTE'),
     ('admin',    'function', 'topic_create(text, integer, jsonb)', 'EXECUTE'),
     ('admin',    'function', 'topic_delete(text)',   'EXECUTE'),
+    ('admin',    'function', 'topic_delete(text, boolean)', 'EXECUTE'),
     ('admin',    'function', 'topic_add_partitions(text, integer)', 'EXECUTE'),
     ('admin',    'function', 'topic_configure(text, jsonb)', 'EXECUTE'),
     ('admin',    'function', 'retention_run(integer)', 'EXECUTE'),
@@ -5302,5 +5341,5 @@ BEGIN
 END $function$;
 
 REVOKE EXECUTE ON FUNCTION "pgmsg"._roles_grant() FROM PUBLIC;
-SELECT "pgmsg"._roles_grant();
+DO $grant$ BEGIN PERFORM "pgmsg"._roles_grant(); END $grant$;
 

@@ -204,6 +204,7 @@ AS $function$
     ('admin',    'function', 'segments_ensure()',    'EXECUTE'),
     ('admin',    'function', 'topic_create(text, integer, jsonb)', 'EXECUTE'),
     ('admin',    'function', 'topic_delete(text)',   'EXECUTE'),
+    ('admin',    'function', 'topic_delete(text, boolean)', 'EXECUTE'),
     ('admin',    'function', 'topic_add_partitions(text, integer)', 'EXECUTE'),
     ('admin',    'function', 'topic_configure(text, jsonb)', 'EXECUTE'),
     ('admin',    'function', 'retention_run(integer)', 'EXECUTE'),
@@ -261,4 +262,4 @@ BEGIN
 END $function$;
 
 REVOKE EXECUTE ON FUNCTION {{schema}}._roles_grant() FROM PUBLIC;
-SELECT {{schema}}._roles_grant();
+DO $grant$ BEGIN PERFORM {{schema}}._roles_grant(); END $grant$;
