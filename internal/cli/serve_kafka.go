@@ -95,4 +95,3 @@ func (g *globals) startKafka(o kafkaOpts, client *pgmsg.Client, logger *slog.Log
 		<-done
 	}, nil
 }
-
