@@ -1,10 +1,10 @@
 package kafkasrv_test
 
 import (
-	"os"
-	"strconv"
 	"bytes"
 	"context"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
