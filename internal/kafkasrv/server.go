@@ -44,6 +44,8 @@ const (
 	// MaxInflightDefault is how many requests of one connection may be
 	// read ahead of their responses.
 	MaxInflightDefault = 16
+	// MaxFetchWaitDefault is Config.MaxFetchWait's default.
+	MaxFetchWaitDefault = 5 * time.Minute
 	// ClusterIDDefault is the cluster id Metadata answers.
 	ClusterIDDefault = "pgmsg"
 )
@@ -77,6 +79,9 @@ type Config struct {
 	// AutoCreatePartitions is the partition count of auto-created topics.
 	// Default 1.
 	AutoCreatePartitions int
+	// MaxFetchWait caps a Fetch's MaxWaitMillis. Default
+	// MaxFetchWaitDefault.
+	MaxFetchWait time.Duration
 	// TLS, when set, makes Serve speak TLS on every connection.
 	TLS *tls.Config
 	// Logger receives connection errors. Default slog.Default().
@@ -125,6 +130,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxInflight < 1 {
 		return nil, fmt.Errorf("kafkasrv: Config.MaxInflight must be positive, got %d", cfg.MaxInflight)
+	}
+	if cfg.MaxFetchWait == 0 {
+		cfg.MaxFetchWait = MaxFetchWaitDefault
+	}
+	if cfg.MaxFetchWait < 0 {
+		return nil, fmt.Errorf("kafkasrv: Config.MaxFetchWait must not be negative, got %v", cfg.MaxFetchWait)
 	}
 	if cfg.ClusterID == "" {
 		cfg.ClusterID = ClusterIDDefault
@@ -199,23 +210,27 @@ func (s *Server) Serve(ln net.Listener) error {
 		if s.cfg.TLS != nil {
 			nc = tls.Server(nc, s.cfg.TLS)
 		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			_ = nc.Close()
-			return nil
-		}
-		s.conns[nc] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go func() {
-			defer s.wg.Done()
-			newConn(s, nc).serve()
-			s.mu.Lock()
-			delete(s.conns, nc)
-			s.mu.Unlock()
-		}()
+		go s.ServeConn(nc)
 	}
+}
+
+// ServeConn answers the requests of one connection until it closes, or
+// the server does; it returns then. nc is closed when it returns.
+func (s *Server) ServeConn(nc net.Conn) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	s.conns[nc] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	newConn(s, nc).serve()
+	s.mu.Lock()
+	delete(s.conns, nc)
+	s.mu.Unlock()
 }
 
 // Addr returns the advertised host:port (after Serve started when
