@@ -37,6 +37,9 @@ type conn struct {
 	tails   map[tp]chan struct{}
 
 	auth authState
+	// authFailed: SASL authentication failed; the connection closes
+	// once the answer is written (set and read by the reader only).
+	authFailed bool
 }
 
 type tp struct {
@@ -49,6 +52,7 @@ type pending struct {
 	done  chan struct{}
 	frame []byte // the response frame; nil: nothing to write (acks=0)
 	fatal bool   // close the connection instead of answering
+	last  bool   // close the connection after writing frame
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -97,6 +101,10 @@ func (c *conn) serve() {
 		if !ok {
 			return
 		}
+		if c.s.cfg.RequireAuth && !preAuth(r.key) && !c.authenticated() {
+			c.s.logger.Debug("kafka: request before SASL authentication, closing", "remote", c.nc.RemoteAddr().String(), "key", r.key)
+			return
+		}
 		p := &pending{done: make(chan struct{})}
 		select {
 		case queue <- p:
@@ -120,6 +128,9 @@ func (c *conn) serve() {
 		c.run(r, p)
 		if p.fatal {
 			return
+		}
+		if c.authFailed {
+			return // after its answer (p.last)
 		}
 	}
 }
@@ -158,6 +169,7 @@ func (c *conn) run(r *request, p *pending) {
 		return // acks=0
 	}
 	p.frame = encodeResponse(r.corr, resp, resp.IsFlexible() && r.key != 18)
+	p.last = c.authFailed
 }
 
 // write writes the responses in the order of queue.
@@ -180,6 +192,13 @@ func (c *conn) write(queue <-chan *pending, done chan<- struct{}) {
 			continue
 		}
 		if _, err := bw.Write(p.frame); err != nil {
+			failed = true
+			c.cancel()
+			_ = c.nc.Close()
+			continue
+		}
+		if p.last {
+			_ = bw.Flush()
 			failed = true
 			c.cancel()
 			_ = c.nc.Close()
@@ -258,4 +277,10 @@ func encodeResponse(corr int32, resp kmsg.Response, flexibleHeader bool) []byte 
 	b = resp.AppendTo(b)
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 	return b
+}
+
+func (c *conn) authenticated() bool {
+	c.auth.mu.Lock()
+	defer c.auth.mu.Unlock()
+	return c.auth.tok != nil
 }

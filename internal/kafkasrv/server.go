@@ -94,6 +94,15 @@ type Config struct {
 	// MaxFetchWait caps a Fetch's MaxWaitMillis. Default
 	// MaxFetchWaitDefault.
 	MaxFetchWait time.Duration
+	// RequireAuth makes every connection authenticate with SASL/PLAIN
+	// whose password is a pgmsg token's secret (pgmsg token create)
+	// before any request but ApiVersions, and authorizes each request by
+	// the token's scopes (Authorize). Default false: no authentication,
+	// every request allowed. Send PLAIN over TLS only.
+	RequireAuth bool
+	// TokenRecheck is how often an authenticated connection's token is
+	// verified again. Default TokenRecheckDefault.
+	TokenRecheck time.Duration
 	// TLS, when set, makes Serve speak TLS on every connection.
 	TLS *tls.Config
 	// Logger receives connection errors. Default slog.Default().
@@ -146,6 +155,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxInflight < 1 {
 		return nil, fmt.Errorf("kafkasrv: Config.MaxInflight must be positive, got %d", cfg.MaxInflight)
+	}
+	if cfg.TokenRecheck <= 0 {
+		cfg.TokenRecheck = TokenRecheckDefault
 	}
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = SessionTimeoutDefault
