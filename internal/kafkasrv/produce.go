@@ -2,6 +2,7 @@ package kafkasrv
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"strconv"
 	"sync"
@@ -154,14 +155,18 @@ func (s *Server) publish(ctx context.Context, sp *kmsg.ProduceResponseTopicParti
 		}
 	} else {
 		// An idempotent producer's batches: each stored once, by its
-		// producer id, epoch and first sequence (publish_idempotent()).
+		// producer id, epoch and first sequence.
+		mu := s.partitionLock(batches[0].records[0].Topic, batches[0].records[0].Partition)
+		mu.Lock()
+		defer mu.Unlock()
 		for i, b := range batches {
 			pid := "kafka-" + strconv.FormatInt(b.producerID, 10) + "-" + strconv.Itoa(int(b.producerEpoch))
-			if _, err = s.client.PublishIdempotent(ctx, pid, int64(b.firstSequence), b.records, manual); err != nil {
+			var off int64
+			if off, err = s.publishIdempotent(ctx, pid, int64(b.firstSequence), b.records); err != nil {
 				break
 			}
 			if i == 0 {
-				base = b.records[0].Offset
+				base = off
 			}
 		}
 	}
@@ -212,4 +217,51 @@ func (s *Server) partitionLock(topic string, partition int32) *sync.Mutex {
 	}
 	v, _ := s.partLocks.LoadOrStore(key, new(sync.Mutex))
 	return v.(*sync.Mutex)
+}
+
+// publishIdempotent stores an idempotent producer's batch once, and
+// returns its base offset (the stored one for a retry). It applies
+// publish_idempotent()'s rule to the same producer_state rows, in one
+// transaction that takes the partition's counter row lock first, but
+// publishes through the client's direct statement or COPY
+// (Client.PublishTx) rather than the PL/pgSQL function, whose per-record
+// arrays measured about 0.3x of a plain publish for Kafka-sized batches.
+// The rule: the batch the producer stored last on the partition, sent
+// again with the same sequences, is a retry (nothing written); a batch
+// starting after it is stored; anything else is out of order.
+func (s *Server) publishIdempotent(ctx context.Context, producerID string, seq int64, recs []*pgmsg.Record) (int64, error) {
+	topic, partition := recs[0].Topic, recs[0].Partition
+	tx, err := s.client.Pool().Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	st, ok, err := s.store.KafkaProducerLock(ctx, tx, topic, partition, producerID)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("topic %q partition %d: %w", topic, partition, pgmsg.ErrPartitionOutOfRange)
+	}
+	last := seq + int64(len(recs)) - 1
+	if st.Found {
+		if st.FirstSequence == seq && st.LastSequence == last {
+			return st.BaseOffset, nil
+		}
+		if seq <= st.LastSequence {
+			return 0, fmt.Errorf("producer %s sent records %d to %d of topic %q partition %d, whose last stored batch is %d to %d: %w",
+				producerID, seq, last, topic, partition, st.FirstSequence, st.LastSequence, pgmsg.ErrOutOfOrderSequence)
+		}
+	}
+	if err := s.client.PublishTx(ctx, tx, recs, &pgmsg.PublishOpts{ManualPartition: true}); err != nil {
+		return 0, err
+	}
+	if err := s.store.KafkaProducerSave(ctx, tx, st.TopicID, partition, producerID, seq, last, recs[0].Offset,
+		int32(len(recs)), recs[0].Timestamp); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	return recs[0].Offset, nil
 }

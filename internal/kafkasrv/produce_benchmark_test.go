@@ -20,7 +20,10 @@ import (
 // against native Publish of 100-record batches by 8 callers. Run both in
 // one invocation and compare records/s:
 //
-//	go test -run '^$' -bench 'Produce(Kafka|Native)' -benchtime 20000x ./internal/kafkasrv/
+//	go test -run '^$' -bench 'Produce(Kafka|Native)' -benchtime 240000x ./internal/kafkasrv/
+//
+// BENCH_IDEMPOTENT=0 turns franz-go's idempotence off; BENCH_BATCH and
+// BENCH_CALLERS change the native side's batch size and callers.
 const (
 	benchProducers  = 8
 	benchPartitions = 4
@@ -31,9 +34,13 @@ var benchValue = bytes.Repeat([]byte{'v'}, 1024)
 func BenchmarkProduceKafka(b *testing.B) {
 	tb := setupB(b)
 	var clients []*kgo.Client
+	opts := []kgo.Opt{kgo.SeedBrokers(tb.addr), kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression())}
+	if os.Getenv("BENCH_IDEMPOTENT") == "0" { // franz-go's default is idempotent
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
 	for range benchProducers {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(tb.addr), kgo.ProducerLinger(5*time.Millisecond),
-			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.DisableIdempotentWrite())
+		cl, err := kgo.NewClient(opts...)
 		require.NoError(b, err)
 		defer cl.Close()
 		clients = append(clients, cl)

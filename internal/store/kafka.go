@@ -141,3 +141,51 @@ FROM pgmsg.kafka_broker ORDER BY node_id`))
 	}
 	return all, live, errs.Map(rows.Err())
 }
+
+// KafkaProducerState is an idempotent producer's last stored batch on a
+// partition (producer_state), read under the partition's counter row
+// lock.
+type KafkaProducerState struct {
+	TopicID       int32
+	Found         bool // the producer has a stored batch on the partition
+	FirstSequence int64
+	LastSequence  int64
+	BaseOffset    int64
+}
+
+// KafkaProducerLock locks (topic, partition)'s counter row, as every
+// publisher does first, and reads producerID's last stored batch there.
+// ok is false when the topic or the partition does not exist. Run it in
+// the transaction that publishes the batch and saves the state.
+func (s *Store) KafkaProducerLock(ctx context.Context, tx DBTX, topic string, partition int32, producerID string) (st KafkaProducerState, ok bool, err error) {
+	var first, last, base *int64
+	err = tx.QueryRow(ctx, s.SQL(`SELECT c.topic_id, s.first_sequence, s.last_sequence, s.base_offset
+FROM pgmsg.topic t
+JOIN pgmsg.topic_partition c ON c.topic_id = t.topic_id AND c.partition = $2::integer
+LEFT JOIN pgmsg.producer_state s ON s.topic_id = c.topic_id AND s.partition = c.partition AND s.producer_id = $3::text
+WHERE t.name = $1::text
+FOR NO KEY UPDATE OF c`), topic, partition, producerID).Scan(&st.TopicID, &first, &last, &base)
+	if err == pgx.ErrNoRows {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, errs.Map(err)
+	}
+	if first != nil {
+		st.Found, st.FirstSequence, st.LastSequence, st.BaseOffset = true, *first, *last, *base
+	}
+	return st, true, nil
+}
+
+// KafkaProducerSave records producerID's batch [first, last] stored at
+// base on the partition, as publish_idempotent() does.
+func (s *Store) KafkaProducerSave(ctx context.Context, tx DBTX, topicID, partition int32, producerID string, first, last, base int64, count int32, ts time.Time) error {
+	_, err := tx.Exec(ctx, s.SQL(`INSERT INTO pgmsg.producer_state AS s (topic_id, partition, producer_id, first_sequence, last_sequence,
+    base_offset, record_count, "timestamp")
+VALUES ($1::integer, $2::integer, $3::text, $4::bigint, $5::bigint, $6::bigint, $7::integer, $8::timestamptz)
+ON CONFLICT (topic_id, partition, producer_id) DO UPDATE SET first_sequence = excluded.first_sequence,
+    last_sequence = excluded.last_sequence, base_offset = excluded.base_offset, record_count = excluded.record_count,
+    "timestamp" = excluded."timestamp", updated_at = pg_catalog.clock_timestamp()`),
+		topicID, partition, producerID, first, last, base, count, ts)
+	return errs.Map(err)
+}
