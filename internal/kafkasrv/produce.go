@@ -2,8 +2,8 @@ package kafkasrv
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-
 )
 
 // SessionTimeoutDefault is Config.SessionTimeout's default.
@@ -166,4 +165,3 @@ func (s *Server) liveView() *clusterView {
 	}
 	return r.view.Load()
 }
-
