@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgmsg/pgmsg"
@@ -92,4 +93,30 @@ func TestBadFrames(t *testing.T) {
 	rc := dialRaw(t, tb)
 	md := rc.roundTrip(t, kmsg.NewPtrMetadataRequest()).(*kmsg.MetadataResponse)
 	require.Len(t, md.Brokers, 1)
+}
+
+// With the server's in-flight bytes bounded to one request's size,
+// pipelining clients still go through, one request's bytes at a time.
+func TestInflightBytesBound(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, &kafkasrv.Config{MaxRequestBytes: 64 << 10, MaxInflightBytes: 64 << 10})
+	_, err := tb.Client.CreateTopic(tb.Ctx, "ib", pgmsg.TopicConfig{Partitions: 2})
+	require.NoError(t, err)
+	errc := make(chan error, 4)
+	for range 4 {
+		cl := tb.kclient(t, kgo.ProducerBatchMaxBytes(16<<10), kgo.MaxBufferedRecords(200))
+		go func() {
+			var recs []*kgo.Record
+			for range 200 {
+				recs = append(recs, &kgo.Record{Topic: "ib", Value: make([]byte, 500)})
+			}
+			errc <- cl.ProduceSync(tb.Ctx, recs...).FirstErr()
+		}()
+	}
+	for range 4 {
+		require.NoError(t, <-errc)
+	}
+	require.Equal(t, int64(800), endOffset(t, tb, "ib", 0)+endOffset(t, tb, "ib", 1))
+	_, err = kafkasrv.New(kafkasrv.Config{Client: tb.Client, MaxRequestBytes: 1 << 20, MaxInflightBytes: 1 << 10})
+	require.Error(t, err, "a bound below one request is refused")
 }

@@ -67,6 +67,7 @@ type request struct {
 	corr         int32
 	clientID     string
 	req          kmsg.Request // nil when the frame could not be decoded
+	size         int64        // the frame's bytes, held in Server.inflightBytes
 }
 
 func (c *conn) serve() {
@@ -93,15 +94,24 @@ func (c *conn) serve() {
 			c.s.logger.Debug("kafka: request size out of bounds, closing", "remote", c.nc.RemoteAddr().String(), "size", n)
 			return
 		}
+		// The request's bytes count against the server's bound until it
+		// is answered.
+		if err := c.s.inflightBytes.Acquire(c.ctx, int64(n)); err != nil {
+			return
+		}
 		buf := make([]byte, n)
 		if _, err := io.ReadFull(br, buf); err != nil {
+			c.s.inflightBytes.Release(int64(n))
 			return
 		}
 		r, answer, ok := c.decode(buf)
+		r.size = int64(n)
 		if !ok {
+			c.s.inflightBytes.Release(r.size)
 			return
 		}
 		if c.s.cfg.RequireAuth && !preAuth(r.key) && !c.authenticated() {
+			c.s.inflightBytes.Release(r.size)
 			c.s.logger.Debug("kafka: request before SASL authentication, closing", "remote", c.nc.RemoteAddr().String(), "key", r.key)
 			return
 		}
@@ -109,9 +119,11 @@ func (c *conn) serve() {
 		select {
 		case queue <- p:
 		case <-c.ctx.Done():
+			c.s.inflightBytes.Release(r.size)
 			return
 		}
 		if answer != nil { // answered without a handler (ApiVersions' downgrade)
+			c.s.inflightBytes.Release(r.size)
 			p.frame = encodeResponse(r.corr, answer, false)
 			close(p.done)
 			continue
@@ -148,6 +160,7 @@ func concurrent(key int16) bool {
 // run handles one request and completes p.
 func (c *conn) run(r *request, p *pending) {
 	defer close(p.done)
+	defer c.s.inflightBytes.Release(r.size)
 	defer func() {
 		// A bug answering one request closes its connection, not the
 		// server.

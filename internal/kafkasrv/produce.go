@@ -188,10 +188,15 @@ func (s *Server) publish(ctx context.Context, sp *kmsg.ProduceResponseTopicParti
 	return nil
 }
 
+// errDuplicateSequence: an idempotent batch stored before the last one.
+var errDuplicateSequence = errors.New("kafkasrv: batch stored before (duplicate sequence number)")
+
 // errorCode maps a pgmsg error onto the Kafka error code a client acts on,
 // with the message to send along.
 func errorCode(err error) (int16, string) {
 	switch {
+	case errors.Is(err, errDuplicateSequence):
+		return kerr.DuplicateSequenceNumber.Code, err.Error()
 	case errors.Is(err, pgmsg.ErrUnknownTopic), errors.Is(err, pgmsg.ErrPartitionOutOfRange):
 		return kerr.UnknownTopicOrPartition.Code, err.Error()
 	case errors.Is(err, pgmsg.ErrRecordTooLarge):
@@ -248,10 +253,23 @@ func (s *Server) publishIdempotent(ctx context.Context, producerID string, seq i
 		if st.FirstSequence == seq && st.LastSequence == last {
 			return st.BaseOffset, nil
 		}
-		if seq <= st.LastSequence {
+		if last <= st.LastSequence {
+			// Wholly before the last stored batch: one stored earlier (a
+			// producer numbers its records once), resent with the
+			// batches after it when its connection failed. Kafka keeps
+			// the last five batches for this; pgmsg keeps one and
+			// answers DUPLICATE_SEQUENCE_NUMBER, which producers take as
+			// stored.
+			return 0, errDuplicateSequence
+		}
+		if seq != st.LastSequence+1 {
 			return 0, fmt.Errorf("producer %s sent records %d to %d of topic %q partition %d, whose last stored batch is %d to %d: %w",
 				producerID, seq, last, topic, partition, st.FirstSequence, st.LastSequence, pgmsg.ErrOutOfOrderSequence)
 		}
+	}
+	if !st.Found && seq != 0 {
+		return 0, fmt.Errorf("producer %s's first batch on topic %q partition %d starts at sequence %d, not 0: %w",
+			producerID, topic, partition, seq, pgmsg.ErrOutOfOrderSequence)
 	}
 	if err := s.client.PublishTx(ctx, tx, recs, &pgmsg.PublishOpts{ManualPartition: true}); err != nil {
 		return 0, err

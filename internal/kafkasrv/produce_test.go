@@ -101,8 +101,9 @@ func TestProduceAcks(t *testing.T) {
 
 // An idempotent producer's batch retried is stored once (same base
 // offset, the second answer a duplicate), also from a new connection (the
-// sequences are in PostgreSQL); a batch before what was stored answers
-// OUT_OF_ORDER_SEQUENCE_NUMBER.
+// sequences are in PostgreSQL); an earlier batch resent answers
+// DUPLICATE_SEQUENCE_NUMBER and one overlapping the last stored one
+// OUT_OF_ORDER_SEQUENCE_NUMBER, neither stored.
 func TestProduceIdempotent(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
@@ -126,6 +127,9 @@ func TestProduceIdempotent(t *testing.T) {
 	require.Equal(t, int64(0), p.BaseOffset, "a retry answers the stored offset")
 	require.Equal(t, int64(2), endOffset(t, tb, "idem", 0))
 
+	gap := rawBatch(pid, epoch, 3, ts, rawRecord{value: []byte("gap")})
+	p = produceOne(t, tb, cl, produceReq("idem", 0, gap))
+	require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, p.ErrorCode, "no gap in a producer's sequences")
 	b1 := rawBatch(pid, epoch, 2, ts, rawRecord{value: []byte("c")})
 	p = produceOne(t, tb, cl, produceReq("idem", 0, b1))
 	require.Equal(t, int16(0), p.ErrorCode)
@@ -138,7 +142,13 @@ func TestProduceIdempotent(t *testing.T) {
 	require.Equal(t, int64(2), p.BaseOffset)
 	require.Equal(t, int64(3), endOffset(t, tb, "idem", 0))
 
+	// b0, stored before b1, resent: a duplicate, not stored again.
 	p = produceOne(t, tb, cl2, produceReq("idem", 0, b0))
+	require.Equal(t, kerr.DuplicateSequenceNumber.Code, p.ErrorCode)
+	require.Equal(t, int64(3), endOffset(t, tb, "idem", 0))
+	// A batch overlapping the last stored one is out of order.
+	over := rawBatch(pid, epoch, 1, ts, rawRecord{value: []byte("x")}, rawRecord{value: []byte("y")}, rawRecord{value: []byte("z")})
+	p = produceOne(t, tb, cl2, produceReq("idem", 0, over))
 	require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, p.ErrorCode)
 	require.Equal(t, int64(3), endOffset(t, tb, "idem", 0))
 

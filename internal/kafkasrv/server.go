@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/store"
@@ -45,6 +46,8 @@ const (
 	// MaxInflightDefault is how many requests of one connection may be
 	// read ahead of their responses.
 	MaxInflightDefault = 16
+	// MaxInflightBytesDefault is Config.MaxInflightBytes's default.
+	MaxInflightBytesDefault = 512 << 20
 	// MaxFetchWaitDefault is Config.MaxFetchWait's default.
 	MaxFetchWaitDefault = 5 * time.Minute
 	// ClusterIDDefault is the cluster id Metadata answers.
@@ -83,6 +86,11 @@ type Config struct {
 	// MaxInflight is how many requests one connection may have read
 	// ahead of their responses. Default MaxInflightDefault.
 	MaxInflight int
+	// MaxInflightBytes bounds the bytes of the requests read and not yet
+	// answered, over all connections (Kafka's queued.max.request.bytes):
+	// a connection waits before reading a request that does not fit.
+	// Default MaxInflightBytesDefault; at least MaxRequestBytes.
+	MaxInflightBytes int64
 	// AutoCreateTopics creates a topic that Metadata (when the client
 	// allows it) or Produce names and that does not exist, with
 	// AutoCreatePartitions partitions (Kafka's auto.create.topics.enable).
@@ -134,6 +142,8 @@ type Server struct {
 	registryOnce sync.Once
 	registryErr  error
 
+	inflightBytes *semaphore.Weighted
+
 	recordSize sync.Map
 	partLocks  sync.Map
 	topics     topicCache
@@ -149,6 +159,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxRequestBytes < 0 {
 		return nil, fmt.Errorf("kafkasrv: Config.MaxRequestBytes must be positive, got %d", cfg.MaxRequestBytes)
+	}
+	if cfg.MaxInflightBytes == 0 {
+		cfg.MaxInflightBytes = max(MaxInflightBytesDefault, int64(cfg.MaxRequestBytes))
+	}
+	if cfg.MaxInflightBytes < int64(cfg.MaxRequestBytes) {
+		return nil, fmt.Errorf("kafkasrv: Config.MaxInflightBytes (%d) must be at least MaxRequestBytes (%d)", cfg.MaxInflightBytes, cfg.MaxRequestBytes)
 	}
 	if cfg.MaxInflight == 0 {
 		cfg.MaxInflight = MaxInflightDefault
@@ -184,7 +200,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, client: cfg.Client, store: store.New(cfg.Client.Schema()), logger: cfg.Logger,
-		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+		inflightBytes: semaphore.NewWeighted(cfg.MaxInflightBytes),
+		listeners:     map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.topics.s = s
 	if cfg.Advertise != "" {
