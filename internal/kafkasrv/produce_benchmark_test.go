@@ -22,7 +22,8 @@ import (
 //
 //	go test -run '^$' -bench 'Produce(Kafka|Native)' -benchtime 240000x ./internal/kafkasrv/
 //
-// BENCH_IDEMPOTENT=0 turns franz-go's idempotence off; BENCH_BATCH and
+// BENCH_IDEMPOTENT=0 turns franz-go's idempotence off (and BENCH_INFLIGHT
+// then sets its produce requests in flight per broker); BENCH_BATCH and
 // BENCH_CALLERS change the native side's batch size and callers.
 const (
 	benchProducers  = 8
@@ -38,6 +39,9 @@ func BenchmarkProduceKafka(b *testing.B) {
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression())}
 	if os.Getenv("BENCH_IDEMPOTENT") == "0" { // franz-go's default is idempotent
 		opts = append(opts, kgo.DisableIdempotentWrite())
+		if n, _ := strconv.Atoi(os.Getenv("BENCH_INFLIGHT")); n > 0 {
+			opts = append(opts, kgo.MaxProduceRequestsInflightPerBroker(n))
+		}
 	}
 	for range benchProducers {
 		cl, err := kgo.NewClient(opts...)
