@@ -642,6 +642,24 @@ func TestOffsetsArePgmsgCursors(t *testing.T) {
 	// Unknown topics and partitions answer -1 to a fetch.
 	offs, _, _ = fetch(t, b.ctx, b.c, "other", 4)
 	require.Equal(t, []int64{-1, -1, -1, -1}, offs)
+
+	// v8: several groups in one request, each with its own answer.
+	multi := kmsg.NewPtrOffsetFetchRequest()
+	multi.Version = 8
+	for _, name := range []string{"g", "bad name", "other"} {
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = name // Topics nil: every topic
+		multi.Groups = append(multi.Groups, rg)
+	}
+	mr := do[*kmsg.OffsetFetchResponse](t, b.ctx, b.c, multi)
+	require.Len(t, mr.Groups, 3)
+	require.Zero(t, mr.Groups[0].ErrorCode)
+	require.Len(t, mr.Groups[0].Topics, 1)
+	require.Len(t, mr.Groups[0].Topics[0].Partitions, 2)
+	require.Equal(t, int64(9), mr.Groups[0].Topics[0].Partitions[0].Offset)
+	require.Equal(t, kerr.InvalidGroupID.Code, mr.Groups[1].ErrorCode)
+	require.Zero(t, mr.Groups[2].ErrorCode)
+	require.Empty(t, mr.Groups[2].Topics)
 }
 
 func TestOffsetCommitRefusals(t *testing.T) {
