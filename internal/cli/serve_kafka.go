@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -24,6 +26,8 @@ type kafkaOpts struct {
 	maxRequestBytes int32
 	autoCreate      bool
 	autoPartitions  int
+	nodeID          int32
+	sessionTimeout  time.Duration
 	// ready, if set, receives the listener's address (tests).
 	ready func(addr string)
 }
@@ -32,6 +36,8 @@ func (o *kafkaOpts) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.listen, "kafka-listen", os.Getenv("PGMSG_KAFKA_LISTEN"), "serve the Kafka protocol on this address, e.g. 127.0.0.1:9092 (default: off) ($PGMSG_KAFKA_LISTEN)")
 	f.StringVar(&o.advertise, "kafka-advertise", os.Getenv("PGMSG_KAFKA_ADVERTISE"), "host:port Kafka clients are told to connect to (default: --kafka-listen's address) ($PGMSG_KAFKA_ADVERTISE)")
 	f.Int32Var(&o.maxRequestBytes, "kafka-max-request-bytes", kafkasrv.MaxRequestBytesDefault, "largest Kafka request accepted; a larger one closes the connection before it is read")
+	f.Int32Var(&o.nodeID, "kafka-node-id", -1, "this process's Kafka broker id (-1: the smallest no live pgmsg serve of the schema holds)")
+	f.DurationVar(&o.sessionTimeout, "kafka-session-timeout", kafkasrv.SessionTimeoutDefault, "how long a pgmsg serve stays in the Kafka cluster without renewing its registration; its partitions and groups move to the others after it")
 	f.BoolVar(&o.autoCreate, "kafka-auto-create-topics", false, "create a topic a Kafka client's Metadata request names, as auto.create.topics.enable does")
 	f.IntVar(&o.autoPartitions, "kafka-auto-create-partitions", 1, "partitions of a topic created by --kafka-auto-create-topics")
 }
@@ -57,6 +63,12 @@ func (o *kafkaOpts) check() error {
 	if o.maxRequestBytes <= 0 {
 		return fmt.Errorf("--kafka-max-request-bytes must be positive, got %d", o.maxRequestBytes)
 	}
+	if o.nodeID < -1 {
+		return fmt.Errorf("--kafka-node-id must be -1 (automatic) or more, got %d", o.nodeID)
+	}
+	if o.sessionTimeout != 0 && o.sessionTimeout < time.Second {
+		return fmt.Errorf("--kafka-session-timeout must be at least 1s, got %v", o.sessionTimeout)
+	}
 	if o.autoPartitions < 1 || o.autoPartitions > 1024 {
 		return fmt.Errorf("--kafka-auto-create-partitions must be 1 to 1024, got %d", o.autoPartitions)
 	}
@@ -69,16 +81,22 @@ func (g *globals) startKafka(o kafkaOpts, client *pgmsg.Client, logger *slog.Log
 	if o.listen == "" {
 		return func() {}, nil
 	}
-	// The group coordinator (consumer groups, committed offsets). Owns:
-	// every group, until the broker registry spreads them over processes.
-	groups, err := kafkagroup.New(kafkagroup.Config{Client: client, Logger: logger})
+	// The group coordinator (consumer groups, committed offsets): this
+	// process coordinates the groups the broker registry's rule gives it
+	// (every listener of the schema computes the same), and the listener
+	// authorizes its requests.
+	var srv *kafkasrv.Server
+	groups, err := kafkagroup.New(kafkagroup.Config{Client: client, Logger: logger,
+		Owns:      func(group string) bool { return srv.OwnsGroup(group) },
+		Authorize: func(ctx context.Context, kind, name, op string) bool { return srv.Authorize(ctx, kind, name, op) },
+	})
 	if err != nil {
 		return nil, err
 	}
-	srv, err := kafkasrv.New(kafkasrv.Config{
+	srv, err = kafkasrv.New(kafkasrv.Config{
 		Client: client, Advertise: o.advertise, MaxRequestBytes: o.maxRequestBytes,
 		AutoCreateTopics: o.autoCreate, AutoCreatePartitions: o.autoPartitions, Logger: logger,
-		Groups: groups,
+		Groups: groups, Cluster: true, NodeID: o.nodeID, SessionTimeout: o.sessionTimeout,
 	})
 	if err != nil {
 		groups.Close()

@@ -13,3 +13,11 @@ func (c *conn) authorize(ctx context.Context, kind, name, op string) int16 {
 
 // authorizeCtx is authorize for the principal ctx carries.
 func (s *Server) authorizeCtx(context.Context, string, string, string) int16 { return 0 }
+
+// Authorize reports whether the principal ctx carries (set by the
+// listener on the requests it dispatches) may do op ("read", "write",
+// "describe", "create", "delete", "alter") on the resource (kind "topic"
+// or "group", name). kafkagroup.Config.Authorize is this.
+func (s *Server) Authorize(ctx context.Context, kind, name, op string) bool {
+	return s.authorizeCtx(ctx, kind, name, op) == 0
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime/debug"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -136,6 +137,15 @@ func concurrent(key int16) bool {
 // run handles one request and completes p.
 func (c *conn) run(r *request, p *pending) {
 	defer close(p.done)
+	defer func() {
+		// A bug answering one request closes its connection, not the
+		// server.
+		if v := recover(); v != nil {
+			c.s.logger.Error("kafka: panic answering a request, closing the connection", "key", r.key, "version", r.version, "panic", v,
+				"stack", string(debug.Stack()))
+			p.frame, p.fatal = nil, true
+		}
+	}()
 	resp, err := c.handle(r)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
@@ -191,6 +201,12 @@ func (c *conn) write(queue <-chan *pending, done chan<- struct{}) {
 // not serve, a malformed body), as Kafka closes it. answer is set when
 // the request is answered without a handler.
 func (c *conn) decode(buf []byte) (r *request, answer kmsg.Response, ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.s.logger.Error("kafka: panic decoding a request, closing the connection", "panic", v)
+			ok = false
+		}
+	}()
 	b := kbin.Reader{Src: buf}
 	r = &request{key: b.Int16(), version: b.Int16(), corr: b.Int32()}
 	req := kmsg.RequestForKey(r.key)

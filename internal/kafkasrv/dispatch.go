@@ -167,6 +167,7 @@ func (s *Server) findCoordinator(_ context.Context, req *kmsg.FindCoordinatorReq
 }
 
 // coordinatorFor returns the broker that coordinates group.
-func (s *Server) coordinatorFor(string) (int32, string, int32) {
-	return s.cfg.NodeID, s.advHost, s.advPort
+func (s *Server) coordinatorFor(group string) (int32, string, int32) {
+	b := s.cluster().coordinator(group)
+	return b.id, b.host, b.port
 }
