@@ -11,7 +11,7 @@
 // Consumer of G continues where the Kafka group committed (and the other
 // way round: both mean "the next offset to read").
 //
-// What must outlive one process is in PostgreSQL (migration 016): each
+// What must outlive one process is in PostgreSQL (the `kafka_group` tables): each
 // group's generation, protocol, leader and members with their metadata
 // and assignments, written when a rebalance completes a step. A
 // coordinator that starts, or that takes a group over from another

@@ -10,8 +10,8 @@ import (
 	"github.com/pgmsg/pgmsg/internal/errs"
 )
 
-// The Kafka group coordinator's statements (internal/kafkagroup; tables
-// of migration 016). A Kafka group's committed offsets are the cursors of
+// The Kafka group coordinator's statements (internal/kafkagroup; the
+// kafka_group tables). A Kafka group's committed offsets are the cursors of
 // pgmsg's groups of the same name (group_cursor, one pgmsg group per
 // topic); kafka_group and kafka_group_member hold the membership that must
 // outlive the coordinating process, kafka_offset what a commit carries

@@ -1,4 +1,4 @@
--- pgmsg 016: Kafka consumer groups (the classic group protocol that
+-- pgmsg 015: Kafka consumer groups (the classic group protocol that
 -- `pgmsg serve --kafka-listen` coordinates: internal/kafkagroup).
 --
 -- A Kafka group's committed offsets are pgmsg's own group cursors
