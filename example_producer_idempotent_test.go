@@ -37,7 +37,7 @@ func ExampleProducerConfig_idempotent() {
 		fmt.Printf("%s at %d/%d\n", r.Value, r.Partition, r.Offset)
 	}
 	// Output:
-	// open at 1/0
-	// +100 at 1/1
-	// -30 at 1/2
+	// open at 0/0
+	// +100 at 0/1
+	// -30 at 0/2
 }
