@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: install.sql release-sql clients-test ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci mirror-kill mirror-bench
+.PHONY: install.sql release-sql clients-test ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci mirror-kill mirror-bench screenshots
 
 ci: fmt-check vet lint check-generated test-race bench-smoke soak-smoke fuzz-smoke-ci
 
@@ -77,6 +77,11 @@ mirror-kill:
 
 mirror-bench:
 	PGMSG_MIRROR_BENCH_RECORDS=$${PGMSG_MIRROR_BENCH_RECORDS:-200000} $(GO) test -count=1 -v -timeout 20m -run TestMirrorThroughput ./internal/mirror
+
+# Refresh docs/dashboard/*.png from the browser test (needs chromium);
+# plain test runs do not write them.
+screenshots:
+	PGMSG_SCREENSHOTS=1 PGMSG_REQUIRE_BROWSER=1 $(GO) test -count=1 -run TestBrowser ./internal/dashboard
 
 include bench.mk
 include chaos.mk
