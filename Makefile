@@ -17,7 +17,7 @@ test:
 test-race:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-# The log's concurrency tests, 20 times in a row under -race (issue 2's bar).
+# The log's concurrency tests, 20 times in a row under -race.
 race-repeat:
 	$(GO) test -race -count=20 -timeout 30m -run 'Concurrent|InOrder|Exclusive|ConnectionKilled|ManyCallers' .
 
@@ -41,7 +41,7 @@ clients-test:
 install.sql:
 	$(GO) run ./cmd/pgmsg migrate sql > $@
 
-# The plain SQL release artefacts (issue 21), for psql alone: dist/sql/install.sql
+# The plain SQL release artefacts, for psql alone: dist/sql/install.sql
 # (a new install in schema pgmsg) and dist/sql/upgrade-from-N.sql for every
 # version N this binary knows (from the latest one: the function files only).
 # Other schemas: pgmsg migrate sql --schema NAME [--from N].
@@ -70,7 +70,7 @@ check-generated: generate
 fuzz-smoke-ci:
 	$(MAKE) fuzz-smoke FUZZTIME=5000x FUZZTIME_REQUEST=300x
 
-# pgmsg mirror's kill -9 test at issue 16's size (go test ./... runs it
+# pgmsg mirror's kill -9 test at 100,000 records (go test ./... runs it
 # with 20,000 records), and its throughput figures for docs/scale-out.md.
 mirror-kill:
 	PGMSG_MIRROR_KILL_RECORDS=100000 $(GO) test -count=1 -v -run TestMirrorKill9 ./internal/mirror
