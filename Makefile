@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: install release release-smoke install.sql release-sql clients-test ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci mirror-kill mirror-bench
+.PHONY: install release release-smoke install.sql release-sql clients-test ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci mirror-kill mirror-bench screenshots
 
 ci: fmt-check vet lint check-generated test-race bench-smoke soak-smoke fuzz-smoke-ci release-smoke
 
@@ -17,7 +17,7 @@ test:
 test-race:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-# The log's concurrency tests, 20 times in a row under -race (issue 2's bar).
+# The log's concurrency tests, 20 times in a row under -race.
 race-repeat:
 	$(GO) test -race -count=20 -timeout 30m -run 'Concurrent|InOrder|Exclusive|ConnectionKilled|ManyCallers' .
 
@@ -77,7 +77,7 @@ release-smoke:
 install.sql:
 	$(GO) run ./cmd/pgmsg migrate sql > $@
 
-# The plain SQL release artefacts (issue 21), for psql alone: dist/sql/install.sql
+# The plain SQL release artefacts, for psql alone: dist/sql/install.sql
 # (a new install in schema pgmsg) and dist/sql/upgrade-from-N.sql for every
 # version N this binary knows (from the latest one: the function files only).
 # Other schemas: pgmsg migrate sql --schema NAME [--from N].
@@ -106,13 +106,18 @@ check-generated: generate
 fuzz-smoke-ci:
 	$(MAKE) fuzz-smoke FUZZTIME=5000x FUZZTIME_REQUEST=300x
 
-# pgmsg mirror's kill -9 test at issue 16's size (go test ./... runs it
+# pgmsg mirror's kill -9 test at 100,000 records (go test ./... runs it
 # with 20,000 records), and its throughput figures for docs/scale-out.md.
 mirror-kill:
 	PGMSG_MIRROR_KILL_RECORDS=100000 $(GO) test -count=1 -v -run TestMirrorKill9 ./internal/mirror
 
 mirror-bench:
 	PGMSG_MIRROR_BENCH_RECORDS=$${PGMSG_MIRROR_BENCH_RECORDS:-200000} $(GO) test -count=1 -v -timeout 20m -run TestMirrorThroughput ./internal/mirror
+
+# Refresh docs/dashboard/*.png from the browser test (needs chromium);
+# plain test runs do not write them.
+screenshots:
+	PGMSG_SCREENSHOTS=1 PGMSG_REQUIRE_BROWSER=1 $(GO) test -count=1 -run TestBrowser ./internal/dashboard
 
 include bench.mk
 include chaos.mk

@@ -1,4 +1,4 @@
-# Benchmarks (issue 7). Included from the Makefile.
+# Benchmarks. Included from the Makefile.
 #
 # Every figure in docs/benchmarks.md comes from `make bench-docs`, which
 # writes one JSON summary per scenario into docs/benchmarks/ and redraws
@@ -39,7 +39,7 @@ bench-pubsub:
 	# Single-record publishes from 64 concurrent callers (the batching Producer).
 	$(BENCH_PGMSG) pubsub $(BENCH_COMMON) --producers 64 --batch 1 --partitions 4 --baseline seed > $(BENCH_OUT)/pubsub-batch1.json
 	$(BENCH_PGMSG) pubsub $(BENCH_COMMON) --producers 8 --batch 100 --partitions 4 --baseline seed > $(BENCH_OUT)/pubsub-batch100.json
-	# Bulk publish against the seeds' SQL and raw COPY into a bare table.
+	# Bulk publish against the seed baseline's SQL (internal/bench/seed_sql.go) and raw COPY into a bare table.
 	$(BENCH_PGMSG) pubsub $(BENCH_COMMON) --producers 8 --batch 1000 --partitions 4 --baseline seed,copy > $(BENCH_OUT)/pubsub-batch1000.json
 	# Mixed: 4 producers x batch 100, 5 groups reading, unthrottled.
 	$(BENCH_PGMSG) pubsub $(BENCH_COMMON) --producers 4 --batch 100 --partitions 4 --groups 5 --claim-batch 1000 --baseline seed > $(BENCH_OUT)/pubsub-mixed.json
@@ -50,11 +50,11 @@ bench-pubsub:
 
 bench-queue:
 	@mkdir -p $(BENCH_OUT)
-	# 16 workers: the seeds' SQL at its best worker count, River and pgmsg alike.
+	# 16 workers: the seed baseline's SQL (internal/bench/seed_sql.go) at its best worker count, River and pgmsg alike.
 	$(BENCH_PEERS) $(BENCH_COMMON) --impl pgmsg --baseline seed,river --workers 16 --jobs 150000 > $(abspath $(BENCH_OUT))/queue-16.json
 	# Latency: an empty queue fed 100 jobs/s during the run (e2e = enqueue to completion; River at 16 workers tops out near 160 jobs/s).
 	$(BENCH_PEERS) $(BENCH_COMMON) --impl pgmsg --baseline seed,river --workers 16 --jobs 0 --rate 100 > $(abspath $(BENCH_OUT))/queue-latency.json
-	# 2000 workers: River's own benchmark setting (the seeds' SQL needs one connection per worker, so it cannot run here).
+	# 2000 workers: River's own benchmark setting (the seed baseline's SQL (internal/bench/seed_sql.go) needs one connection per worker, so it cannot run here).
 	$(BENCH_PEERS) $(BENCH_COMMON) --impl pgmsg --baseline river --workers 2000 --jobs 200000 > $(abspath $(BENCH_OUT))/queue-2000.json
 
 bench-chart:

@@ -19,7 +19,7 @@ const (
 )
 
 // durationMax is the longest lease, session timeout, retry backoff or wait
-// the SQL API accepts (migration 019; PM004 past it). Go does not check it:
+// the SQL API accepts (PM004 past it). Go does not check it:
 // the direct claim statements (internal/logread's direct.go, internal/queue's
 // claim.go), which do not, leave longer leases to claim_range() and
 // job_claim() to refuse. The queue engine gets it from newQueues.

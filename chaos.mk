@@ -1,4 +1,4 @@
-# Reliability targets (issue 8). Include from the Makefile (`include chaos.mk`)
+# Reliability targets. Include from the Makefile (`include chaos.mk`)
 # or run directly: make -f chaos.mk chaos-smoke
 #
 #   chaos        long fault-injection run (CHAOS_DURATION of faults, default 5m)

@@ -193,8 +193,7 @@ type ConsumerOpts struct {
 	// The cooldown holds only a consumer whose claims return at least
 	// ClaimCooldownMinRate records a second. Default ClaimCooldownDefault
 	// (20ms); negative: none, claim as soon as notified; at most one
-	// minute (docs/benchmarks.md, "Twelfth pass", "Thirteenth pass" and
-	// "Sixteenth pass").
+	// minute (docs/benchmarks.md, "Where the time goes").
 	ClaimCooldown time.Duration
 	// ClaimCooldownMinRate is the rate, in records per second over the
 	// consumer's recent claims, below which a notified consumer claims at

@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// OpenTelemetry tracing of the queue (issue 18, item 6), on when
+// OpenTelemetry tracing of the queue (item 6), on when
 // Config.TracerProvider is set, as the log's (tracing.go):
 //
 //   - EnqueueMany, Enqueue and their Tx forms make a "publish QUEUE" span

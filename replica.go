@@ -6,7 +6,7 @@ import (
 	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
-// Read replicas (issue 20): claims, commits and cursors stay on the
+// Read replicas: claims, commits and cursors stay on the
 // primary; the records of a claim are read from a streaming replica when
 // it holds all of them, else from the primary, and a replica never causes
 // a short read. internal/logread reads them (its replica.go says how);

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// OpenTelemetry tracing (issue 18), on when Config.TracerProvider is set:
+// OpenTelemetry tracing, on when Config.TracerProvider is set:
 //
 //   - Publish makes a "publish TOPIC" span (kind producer) per call, and
 //     the Producer one per record, from the caller's context; each record

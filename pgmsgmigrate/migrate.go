@@ -467,7 +467,7 @@ ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = pg_c
 }
 
 // roleSuffixes name the roles the migrations create for a schema,
-// "<schema>_<suffix>" (migration 017; docs/operations.md).
+// "<schema>_<suffix>" (docs/operations.md).
 var roleSuffixes = []string{"producer", "consumer", "worker", "admin"}
 
 // Drop removes the schema with all its data and the roles the migrations

@@ -98,7 +98,7 @@ func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.T
 
 func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// Issue 14: every scrape ran four queries, one counting the whole job
+// Every scrape ran four queries, one counting the whole job
 // backlog; 16 scrape loops on 300k queued jobs slowed publishes 60-fold.
 // With CacheTTL, concurrent scrapes share one collection and later ones
 // read the cache until it is older than the TTL.

@@ -1,6 +1,6 @@
 // Command peers runs the queue benchmark of `pgmsg bench queue` with River
 // (github.com/riverqueue/river v0.51.2) added as an implementation, so that
-// River goes through the same runner as pgmsg and the seeds' SQL: same
+// River goes through the same runner as pgmsg and the seed baseline's SQL: same
 // payload, worker count, prefill, database, measurements and JSON keys. It
 // is its own module so that River never enters pgmsg's go.mod.
 //

@@ -1,11 +1,11 @@
 // Package bench is the load generator behind `pgmsg bench`: it drives the
 // log (pubsub mode) and the queue (queue mode) through the public pgmsg API
-// and, with the same settings, the seeds' SQL verbatim (the baseline every
+// and, with the same settings, the seed baseline's SQL verbatim (the baseline every
 // figure in docs/benchmarks.md is compared with), printing a live progress
 // line and a JSON summary.
 //
 // Every run works in objects it creates itself (a topic or queue with a
-// random name, or a fresh schema for the seeds' tables) and drops them at
+// random name, or a fresh schema for the seed baseline's tables) and drops them at
 // the end.
 package bench
 
@@ -30,9 +30,9 @@ const (
 	// idempotent Producer for single records, PublishIdempotent for
 	// batches (one producer id per publishing goroutine).
 	ImplPgmsgIdempotent = "pgmsg-idempotent"
-	ImplSeed            = "seed" // the seeds' SQL, verbatim
+	ImplSeed            = "seed" // the seed baseline's SQL, verbatim
 	ImplCopy            = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
-	// ImplPacked is the seeds' SQL with up to 7 records stored per row: an
+	// ImplPacked is the seed baseline's SQL with up to 7 records stored per row: an
 	// experiment measuring what a batch layout would buy (docs/benchmarks.md).
 	ImplPacked = "packed"
 	ImplRiver  = "river" // River, from bench/peers

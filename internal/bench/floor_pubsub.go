@@ -14,7 +14,7 @@ import (
 
 // floorPubSub is the delivery floor: the least a log whose groups read
 // over their own connections can do per record delivered. A publish is
-// the seed's statement; a notifier sends the partition's wake-up after
+// the seed baseline's statement; a notifier sends the partition's wake-up after
 // the commit, from a connection of its own, coalescing wake-ups as
 // pgmsg's publisher does. Each (group, partition) reader keeps its
 // position in memory only; the notification wakes it and it reads the new

@@ -111,7 +111,7 @@ func (g *schemaGuard) release(ctx context.Context) {
 }
 
 // scratchSchema creates a fresh schema for tables of a baseline (the
-// seeds' SQL, the COPY ceiling); dropScratch removes it.
+// seed baseline's SQL, the COPY ceiling); dropScratch removes it.
 func scratchSchema(ctx context.Context, pool *pgxpool.Pool, prefix string) (string, error) {
 	name := prefix + "_" + randomSuffix()
 	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{name}.Sanitize()); err != nil {

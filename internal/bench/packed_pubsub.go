@@ -7,11 +7,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ImplPacked is an experiment (issue 12): seedPubSub with packed set, the
-// seeds' SQL with up to packMax records stored per row, as length-prefixed
+// ImplPacked is an experiment: seedPubSub with packed set, the
+// seed baseline's SQL (seed_sql.go) with up to packMax records stored per row, as length-prefixed
 // values in one inline bytea (STORAGE PLAIN: never compressed nor moved out
 // of line), so that a batch layout's gain can be measured against the
-// seeds' one row per record in the same run. The claim is the seeds'; the
+// seed baseline's one row per record in the same run. The claim is the seed baseline's; the
 // fetch reads the rows that overlap the claimed range and the client keeps
 // the claimed records.
 

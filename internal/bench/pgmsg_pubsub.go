@@ -112,7 +112,7 @@ func (d *pgmsgPubSub) publish(ctx context.Context, vals [][]byte) error {
 // joinGroups creates the consumers (one per partition in each group) and
 // waits until the membership has given each its partition, so that a
 // group's join and first rebalance (a few heartbeats) happen before the
-// run, as the seeds' statically assigned readers need none.
+// run, as the seed baseline's statically assigned readers need none.
 func (d *pgmsgPubSub) joinGroups(ctx context.Context) error {
 	d.members = make([][]*pgmsg.Consumer, d.o.Groups)
 	for g := range d.members {

@@ -63,7 +63,7 @@ func (d *pgmsgQueue) Enqueue(ctx context.Context, vals [][]byte) error {
 }
 
 // Work runs one Worker. Jobs are counted when their completion has
-// committed (WorkerOpts.OnCompleted), as the seeds' SQL and River count
+// committed (WorkerOpts.OnCompleted), as the seed baseline's SQL and River count
 // theirs: the worker archives finished jobs in batches (CompleteLinger, 2ms
 // by default).
 func (d *pgmsgQueue) Work(ctx context.Context, workers int, done func([][]byte)) error {

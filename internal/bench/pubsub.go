@@ -22,7 +22,7 @@ type PubSubOptions struct {
 	// Producers publishing concurrently. Default 8.
 	Producers int
 	// Batch records per publish call. 1 means single-record calls through
-	// pgmsg's batching Producer (the seeds' SQL then publishes one record
+	// pgmsg's batching Producer (the seed baseline's SQL then publishes one record
 	// per statement). Default 100.
 	Batch int
 	// Groups consuming concurrently; each group runs one consumer per
@@ -39,14 +39,14 @@ type PubSubOptions struct {
 	// Prefill publishes this many records before the run (untimed), for
 	// consume-only runs (Producers 0). Default 0.
 	Prefill int
-	// Poll is how long an idle consumer of the seeds' SQL (seed, packed),
+	// Poll is how long an idle consumer of the seed baseline's SQL (seed, packed),
 	// which nothing wakes, waits before claiming again. Default 10ms.
 	Poll time.Duration
 	// PgmsgPoll is pgmsg's Config.PollInterval: how often an idle pgmsg
 	// consumer, which a notification wakes when records arrive, polls
 	// anyway. Default 0: pgmsg's default, what an application gets. (Until
-	// 2026-12-03 pgmsg's consumers polled every Poll, as the seed's do;
-	// docs/benchmarks.md, seventh pass, measures the difference.)
+	// 2026-12-03 pgmsg's consumers polled every Poll, as the seed baseline's do;
+	// the difference was measured then, in docs/benchmarks.md's history.)
 	PgmsgPoll time.Duration
 	// PgmsgClaimCooldown is pgmsg's ConsumerOpts.ClaimCooldown: the least
 	// time between a notified consumer's claims. Default 0, pgmsg's

@@ -10,14 +10,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// seedPubSub runs the seeds' SQL: publish is the single statement of the
+// seedPubSub runs the seed baseline's SQL: publish is the single statement of the
 // seed in autocommit; each reader owns one (group, partition) and polls
-// with the seed's PartitionReader.Poll: BEGIN, claim, fetch, COMMIT.
+// with the seed baseline's PartitionReader.Poll: BEGIN, claim, fetch, COMMIT.
 type seedPubSub struct {
 	env *Env
 	o   PubSubOptions
 	// packed stores up to packMax records per row (ImplPacked,
-	// packed_pubsub.go); everything else is the seeds'.
+	// packed_pubsub.go); everything else is seed_sql.go's.
 	packed bool
 	admin  *pgxpool.Pool
 	pool   *pgxpool.Pool
@@ -114,7 +114,7 @@ func (d *seedPubSub) consumers(g int, got func(vals [][]byte)) []func(ctx contex
 	return loops
 }
 
-// poll is the seed's PartitionReader.Poll.
+// poll is the seed baseline's PartitionReader.Poll.
 func (d *seedPubSub) poll(ctx context.Context, group string, partition int, vals *[][]byte) (int, error) {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// seedQueue runs the seeds' queue SQL verbatim: each worker claims one job
+// seedQueue runs the seed baseline's queue SQL verbatim: each worker claims one job
 // with SKIP LOCKED, deletes it and archives it, one job per transaction.
 type seedQueue struct {
 	env    *Env

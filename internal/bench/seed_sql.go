@@ -1,9 +1,10 @@
 package bench
 
-// The seeds' SQL, verbatim (shared/seeds/001: "Pg Messaging"), run with
-// search_path set to a scratch schema so that not one character changes.
-// Offsets of partition p live under topic_id p, as the seed's
-// "Topic partitioning" note describes.
+// The seed baseline: plain SQL for a log and a queue on PostgreSQL, as an
+// application would write it without pgmsg (the "Pg Messaging" design
+// pgmsg started from), run verbatim with search_path set to a scratch
+// schema so that not one character changes. Offsets of partition p live
+// under topic_id p, as that design's "Topic partitioning" note describes.
 
 const seedSchemaSQL = `
 CREATE TABLE log_counter (

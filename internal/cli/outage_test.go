@@ -42,7 +42,7 @@ func (s *syncBuffer) lines() int { return strings.Count(s.String(), "\n") }
 
 // consume --follow and queue work --follow keep going when the database
 // restarts under them: they say so on stderr, retry, and go on from the
-// committed position (issue 18: they used to exit with "cannot connect").
+// committed position (they used to exit with "cannot connect").
 // The server is a throwaway cluster of the test's own, stopped and started
 // again on the same port.
 func TestFollowRidesThroughRestart(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
-// queue periodic list|add|remove (issue 19, item 1).
+// queue periodic list|add|remove (item 1).
 func TestQueuePeriodicCLI(t *testing.T) {
 	t.Parallel()
 	s := newSession(t)
@@ -79,7 +79,7 @@ func TestQueuePeriodicCLI(t *testing.T) {
 	require.NotContains(t, s.ok("", "queue", "periodic", "list"), "ping")
 }
 
-// queue enqueue --unique-for (issue 19, item 7).
+// queue enqueue --unique-for (item 7).
 func TestQueueEnqueueUniqueForCLI(t *testing.T) {
 	t.Parallel()
 	s := newSession(t)
@@ -94,7 +94,7 @@ func TestQueueEnqueueUniqueForCLI(t *testing.T) {
 	require.Contains(t, s.fail("", "queue", "enqueue", "sync", `{}`, "--unique-for", "1h"), "uniqueness window needs a unique key")
 }
 
-// queue create/config --rate-limit and --max-running (issue 19, item 8).
+// queue create/config --rate-limit and --max-running (item 8).
 func TestQueueLimitsCLI(t *testing.T) {
 	t.Parallel()
 	s := newSession(t)
@@ -115,7 +115,7 @@ func TestQueueLimitsCLI(t *testing.T) {
 	require.Contains(t, s.fail("", "queue", "config", "lim", "--max-running", "-3"), "max running must be")
 }
 
-// topic offsets --time (issue 18, item 5).
+// topic offsets --time (item 5).
 func TestTopicOffsetsCLI(t *testing.T) {
 	t.Parallel()
 	s := newSession(t)

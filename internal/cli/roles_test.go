@@ -42,7 +42,7 @@ func runAs(t *testing.T, s *session, dbURL, stdin string, args ...string) string
 	return stdout.String()
 }
 
-// Issue 51, finding 6: each command runs as the login role the docs give
+// Each command runs as the login role the docs give
 // it (docs/operations.md, "Database roles"), the start-up's migration
 // check included: publish as a producer, consume as a consumer, queue work
 // as a worker, serve as the admin.

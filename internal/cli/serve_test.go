@@ -140,7 +140,7 @@ func TestServeTLS(t *testing.T) {
 	require.Contains(t, stdout.String(), "pgmsg serving HTTPS on https://127.0.0.1:")
 }
 
-// Issue 14, finding 7: --metrics-addr serves /metrics on a listener of its
+// --metrics-addr serves /metrics on a listener of its
 // own (a loopback address only the scraper reaches, say), and the API's
 // listener then answers /metrics 404.
 func TestServeMetricsAddr(t *testing.T) {

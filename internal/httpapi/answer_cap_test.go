@@ -11,7 +11,7 @@ import (
 	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
-// Issue 14: one consume or claim could hand out max_records x the largest
+// One consume or claim could hand out max_records x the largest
 // record (100 x 1 MB made a 133 MB answer; the defaults allowed ~5 GB).
 // MaxAnswerBytes caps the stored bytes of an answer, in the claim itself:
 // nothing past the cap is leased, and at least one record or job is always

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 14: timestamps outside the UTC years 0001..9999 were stored and
+// Timestamps outside the UTC years 0001..9999 were stored and
 // then answered every consume with a 200 and an empty body.
 func TestTimestampBoundsHTTP(t *testing.T) {
 	t.Parallel()
@@ -113,9 +113,9 @@ func TestPostgresInputErrorsAre400(t *testing.T) {
 	}
 }
 
-// Issue 14: durations had no upper bound, so a lease (or backoff, or
+// Durations had no upper bound, so a lease (or backoff, or
 // session timeout) could put an expiry past what JSON can carry. Over
-// HTTP every one past 366 days is a 400 invalid_argument (migration 019),
+// HTTP every one past 366 days is a 400 invalid_argument,
 // and nothing is claimed, created or extended.
 func TestDurationBoundsHTTP(t *testing.T) {
 	t.Parallel()

@@ -8,7 +8,7 @@ import (
 )
 
 // The same idempotent body sent twice stores its records once and answers
-// with the same positions (issue 18, item 1).
+// with the same positions (item 1).
 func TestPublishIdempotentHTTP(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)

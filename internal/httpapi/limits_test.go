@@ -91,7 +91,7 @@ func TestLimits(t *testing.T) {
 		require.Equal(t, http.StatusUnsupportedMediaType, res.StatusCode)
 	})
 	t.Run("CurlDefaultContentTypeIsRefused", func(t *testing.T) {
-		// Issue 14: a form-encoded body (curl -d's default, and what an
+		// A form-encoded body (curl -d's default, and what an
 		// HTML form posts cross-site without a CORS preflight) is not JSON.
 		req, err := http.NewRequestWithContext(tb.ctx, http.MethodPost, tb.ts.URL+"/v1/pubsub/publish", strings.NewReader(`{"topic":"t","records":[{"value":1}]}`))
 		require.NoError(t, err)

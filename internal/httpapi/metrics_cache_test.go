@@ -28,7 +28,7 @@ func collections(t *testing.T, body []byte) string {
 	return ""
 }
 
-// Issue 14: /metrics ran four queries per scrape (one counting the whole job
+// /metrics ran four queries per scrape (one counting the whole job
 // backlog), so unauthenticated scrape loops could slow the database down.
 // Scrapes now share one collection per MetricsCacheTTL.
 func TestMetricsScrapesShareOneCollection(t *testing.T) {
@@ -66,7 +66,7 @@ func TestMetricsCacheExpires(t *testing.T) {
 	require.Contains(t, string(res.body), `pgmsg_queue_jobs{queue="q",state="available"} 1`)
 }
 
-// Issue 14: with MetricsAuth, /metrics (which names every topic, group and
+// With MetricsAuth, /metrics (which names every topic, group and
 // queue) needs an admin token.
 func TestMetricsAuth(t *testing.T) {
 	t.Parallel()

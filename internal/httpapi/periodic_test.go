@@ -11,7 +11,7 @@ import (
 )
 
 // Periodic jobs over HTTP: add, replace, list, remove, and the errors
-// (issue 19, item 1).
+// (item 1).
 func TestPeriodicJobsHTTP(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)

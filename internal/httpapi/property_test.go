@@ -1,6 +1,6 @@
 package httpapi
 
-// The HTTP property test (issue 14): random and hostile requests to every
+// The HTTP property test: random and hostile requests to every
 // route of the server, with a token of each scope, an unknown, a revoked
 // and no token, each answer checked against what the API promises:
 //

@@ -20,7 +20,7 @@ func (s *Server) pubsubRoutes() []Route {
 		{Method: http.MethodPost, Pattern: "/v1/pubsub/release", Scope: pgmsg.ScopeConsume, handler: s.release},
 		{Method: http.MethodPost, Pattern: "/v1/pubsub/heartbeat", Scope: pgmsg.ScopeConsume, handler: s.heartbeat},
 		{Method: http.MethodPost, Pattern: "/v1/pubsub/leave", Scope: pgmsg.ScopeConsume, handler: s.leave},
-		// The seeds' paths.
+		// The original paths (kept for clients written against them).
 		{Method: http.MethodPost, Pattern: "/pubsub/publish", Alias: "/v1/pubsub/publish", Scope: pgmsg.ScopePublish, handler: s.publish},
 		{Method: http.MethodGet, Pattern: "/pubsub/consume", Alias: "/v1/pubsub/consume", Scope: pgmsg.ScopeConsume, changesOnGet: true, handler: s.consume},
 	}

@@ -41,7 +41,7 @@ func (s *Server) queueRoutes() []Route {
 		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/periodic", Scope: pgmsg.ScopeAdmin, handler: s.listPeriodic},
 		{Method: http.MethodPut, Pattern: "/v1/queues/{queue}/periodic/{name}", Scope: pgmsg.ScopeAdmin, handler: s.putPeriodic},
 		{Method: http.MethodDelete, Pattern: "/v1/queues/{queue}/periodic/{name}", Scope: pgmsg.ScopeAdmin, handler: s.deletePeriodic},
-		// The seeds' paths.
+		// The original paths (kept for clients written against them).
 		{Method: http.MethodPost, Pattern: "/queue/enqueue", Alias: "/v1/queue/enqueue", Scope: pgmsg.ScopeEnqueue, handler: s.enqueue},
 		{Method: http.MethodGet, Pattern: "/queue/claim", Alias: "/v1/queue/claim", Scope: pgmsg.ScopeClaim, changesOnGet: true, handler: s.claimJobs},
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
-// Issue 14: request metrics must not grow with what a client sends. Every
+// Request metrics must not grow with what a client sends. Every
 // label value must come from a bounded set, whatever the methods and paths.
 func TestMetricsLabelsBounded(t *testing.T) {
 	t.Parallel()
@@ -81,7 +81,7 @@ func TestMethodLabel(t *testing.T) {
 	}
 }
 
-// Issue 14: the 409 of an ack, fail or extend with a token that does not
+// The 409 of an ack, fail or extend with a token that does not
 // hold the job names no lease token, and guessed tokens are refused.
 func TestJobNotHeldDoesNotRevealLeaseToken(t *testing.T) {
 	t.Parallel()
@@ -138,7 +138,7 @@ func requirePortableJSON(t *testing.T, body []byte) {
 	}
 }
 
-// Issue 14: a consume answer stays valid UTF-8 JSON whatever bytes the
+// A consume answer stays valid UTF-8 JSON whatever bytes the
 // records hold; values that are not portable JSON go base64 (or text).
 func TestConsumeAnswerIsValidUTF8JSON(t *testing.T) {
 	t.Parallel()
@@ -170,7 +170,7 @@ func TestConsumeAnswerIsValidUTF8JSON(t *testing.T) {
 	}
 }
 
-// Issue 14: the same for job payloads in a claim answer.
+// The same for job payloads in a claim answer.
 func TestClaimAnswerIsValidUTF8JSON(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
@@ -243,7 +243,7 @@ func (tb *testBundle) rawRequest(t *testing.T, method, path string, headers map[
 	return r.status, r.errorCode(t)
 }
 
-// Issue 14: a body must be declared JSON. The content types a browser may
+// A body must be declared JSON. The content types a browser may
 // send cross-site without a CORS preflight (form encodings, text/plain, or
 // none) get 415, with or without auth, and write nothing.
 func TestBodyMustBeJSON(t *testing.T) {
@@ -281,7 +281,7 @@ func TestBodyMustBeJSON(t *testing.T) {
 	}
 }
 
-// Issue 14: without auth, only loopback Hosts (no DNS rebinding) and
+// Without auth, only loopback Hosts (no DNS rebinding) and
 // loopback Origins (no cross-site page) are served; others get 403.
 func TestInsecureNoAuthLocalOnly(t *testing.T) {
 	t.Parallel()

@@ -477,7 +477,7 @@ func TestQueueSettingsRoutes(t *testing.T) {
 	require.Equal(t, time.Minute, qs[0].Lease)
 }
 
-// Progress and results over HTTP (issue 19, item 4): POST
+// Progress and results over HTTP (item 4): POST
 // /v1/queue/progress on a held job shows in GET /v1/jobs/{id}; ack's
 // result is archived with the job; what cannot be stored is a 400 that
 // writes nothing.

@@ -11,7 +11,7 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-// unique_for on POST /v1/queue/enqueue (issue 19, item 7).
+// unique_for on POST /v1/queue/enqueue (item 7).
 func TestUniqueWindowHTTP(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
@@ -46,7 +46,7 @@ func TestUniqueWindowHTTP(t *testing.T) {
 	}
 }
 
-// rate_limit and max_running in the queue settings (issue 19, item 8).
+// rate_limit and max_running in the queue settings (item 8).
 func TestQueueLimitsHTTP(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
@@ -69,7 +69,7 @@ func TestQueueLimitsHTTP(t *testing.T) {
 	}
 }
 
-// GET /v1/topics/{topic}/offsets?time= (issue 18, item 5).
+// GET /v1/topics/{topic}/offsets?time= (item 5).
 func TestOffsetsForTimeHTTP(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)

@@ -12,7 +12,7 @@ import (
 // for the case Consumer.Run meets on every cycle (a member that owns one
 // partition claims it, committing its previous claim of the same
 // partition): internal/store's ClaimDirect (its statements and their
-// reasons are documented there; issue 12). Every other case, and every
+// reasons are documented there). Every other case, and every
 // answer that needs an error explained, goes to claim_range()
 // (store.ClaimRange), which stays the reference for the semantics
 // (docs/sql-api.md).

@@ -11,7 +11,7 @@ import (
 	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
-// Issue 14: a claim's epoch fences commit, release and extend, so it must
+// A claim's epoch fences commit, release and extend, so it must
 // not be computable by another client of the group. Epochs were
 // greatest(previous + 1, claim time in microseconds): this checks that no
 // claim's epoch is near either, on the direct statements (claim, and

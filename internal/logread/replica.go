@@ -18,7 +18,7 @@ import (
 	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
-// Read replicas (issue 20): claims, commits and cursors stay on the
+// Read replicas: claims, commits and cursors stay on the
 // primary; the records of a claim are read from a streaming replica when
 // it holds all of them, else from the primary. A replica never causes a
 // short read:

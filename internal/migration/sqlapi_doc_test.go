@@ -40,7 +40,7 @@ func argNames(s string) ([]string, int) {
 }
 
 // docs/sql-api.md is the reference the Python and Node clients are written
-// against (issue 21): every public function of the function files has a
+// against: every public function of the function files has a
 // signature there with the argument names the SQL has (callers pass them by
 // name), and every error code the functions raise is listed.
 func TestSQLAPIDocumented(t *testing.T) {

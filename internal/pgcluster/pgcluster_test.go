@@ -40,7 +40,7 @@ func ownerOf(t *testing.T, path string) int {
 }
 
 // startExpectingRefusal starts a cluster that must be refused, stopping it
-// if it was not (the code before issue 14 started one).
+// if it was not (older code started one).
 func startExpectingRefusal(t *testing.T, dir string) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -52,7 +52,7 @@ func startExpectingRefusal(t *testing.T, dir string) error {
 	return err
 }
 
-// Issue 14: a data directory path that is a symlink (as one another local
+// A data directory path that is a symlink (as one another local
 // user could plant at a predictable /tmp path) must be refused, not
 // followed: neither chowned nor initialised.
 func TestStartRefusesSymlinkDataDir(t *testing.T) {
@@ -74,7 +74,7 @@ func TestStartRefusesSymlinkDataDir(t *testing.T) {
 	require.Equal(t, os.FileMode(0o755), st.Mode().Perm(), "the link's target must not be chmodded")
 }
 
-// Issue 14: an existing data directory owned by someone else (another
+// An existing data directory owned by someone else (another
 // local user who created the predictable path first) must be refused, not
 // taken over.
 func TestStartRefusesForeignDataDir(t *testing.T) {
@@ -94,7 +94,7 @@ func TestStartRefusesForeignDataDir(t *testing.T) {
 	require.Equal(t, nobody, ownerOf(t, dir))
 }
 
-// Issue 14: with PasswordAuth (pgmsg dev), TCP connections need the
+// With PasswordAuth (pgmsg dev), TCP connections need the
 // generated password, which is kept private in the data directory and
 // reused by the next start on the same directory.
 func TestPasswordAuth(t *testing.T) {

@@ -14,7 +14,7 @@ type DBState struct {
 	// Partitions of the topic: start_offset and next_offset.
 	Partitions map[int32][2]int64
 	// CopyPartitions counts the partitions that published with COPY
-	// (they have an offset sequence, migration 012).
+	// (they have an offset sequence).
 	CopyPartitions int
 	// Log holds every stored record's id by partition and offset.
 	Log map[int32]map[int64]string
@@ -313,7 +313,7 @@ func checkGroups(r *Report, events []Event, db *DBState, txGroups []string) {
 	}
 	for key, ks := range byGP {
 		// Claims in the order the database handed them out. Epochs are
-		// random (migration 018), so the order comes from the offsets: a
+		// random, so the order comes from the offsets: a
 		// claim starts at the group's cursor, which only moves forward, so
 		// start offsets never decrease from one claim to the next. Claims
 		// starting at the same offset were each released, expired or
@@ -529,7 +529,7 @@ func checkQueue(r *Report, events []Event, db *DBState) {
 	}
 	// Fencing in time: a job claimed again (a later attempt) must not have
 	// been handed out before an accepted completion of an earlier claim
-	// was sent. Lease tokens are random (migration 010), so claims are
+	// was sent. Lease tokens are random, so claims are
 	// ordered by attempt (the agent never snoozes), not by token.
 	type claimKey struct{ jid, tok int64 }
 	claimAtt := map[claimKey]int{}

@@ -81,7 +81,7 @@ type Options struct {
 	Producers    int // sync Publish producers
 	// CopyProducers publish batches of 20 records with Client.Publish,
 	// not idempotently, one attempt each, at a quarter of Rate: the COPY
-	// path (migration 012).
+	// path.
 	CopyProducers  int
 	AsyncProducers int // Producer (batching) producers
 	Consumers      int // Claim/Commit members of groups g-run and g-run2 (both in each process)

@@ -1,5 +1,5 @@
 // Command queue-stages splits the queue's enqueue-to-completion latency
-// into its stages (docs/benchmarks.md, issue 13): the EnqueueMany call,
+// into its stages (docs/benchmarks.md): the EnqueueMany call,
 // from its return to the handler's start (notification, wake-up, claim),
 // and from the handler's start to the completion's commit. It feeds one
 // queue at a steady rate in batches, as `pgmsg bench queue --rate` does,
