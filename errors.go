@@ -61,6 +61,18 @@ var (
 	// partition and are not that batch again (PM015): a reordered or
 	// overlapping batch. Nothing was written.
 	ErrOutOfOrderSequence error = errs.OutOfOrderSequence
+	// ErrLogTruncated is returned by a claim (Claim, Consumer.Poll and
+	// Run, the HTTP API's claim) when the partition's log epoch changed
+	// since this Client last claimed it for the group, and offsets the
+	// Client had been given in the old epoch lie past that epoch's end on
+	// the server (PM017): the server is a promoted standby that lacks
+	// records the old primary had (asynchronous replication), and those
+	// offsets now name other records. The claim was released and nothing
+	// was handed over; the message names the offsets. The Client now
+	// knows the new epoch, so the next claim goes on from the group's
+	// cursor on the new primary (docs/reliability.md, "What a failover
+	// does", says how to decide).
+	ErrLogTruncated error = errs.LogTruncated
 	// ErrClosed is returned by a Producer or a Consumer used after Close.
 	ErrClosed error = errs.Closed
 	// ErrBufferFull is returned by a Producer with FailWhenFull whose

@@ -96,6 +96,15 @@ type PgmsgJobUnique struct {
 	ExpiresAt pgtype.Timestamptz
 }
 
+type PgmsgLogEpoch struct {
+	TopicID     int32
+	Partition   int32
+	Epoch       int32
+	StartOffset int64
+	Timeline    int32
+	CreatedAt   pgtype.Timestamptz
+}
+
 type PgmsgMaintenanceEvent struct {
 	EventID   int64
 	At        pgtype.Timestamptz
@@ -217,4 +226,6 @@ type PgmsgTopicPartition struct {
 	CompactedTo int64
 	NextByte    int64
 	OffsetSeq   pgtype.Uint32
+	LogEpoch    int32
+	LogTimeline int32
 }

@@ -566,6 +566,47 @@ ALTER TABLE "pgmsg".record
 -- are the same value.
 ALTER TABLE "pgmsg".record ALTER COLUMN "timestamp" SET DEFAULT transaction_timestamp();
 
+-- pgmsg 017: log epochs.
+--
+-- A partition's log epoch changes when the log's history may have changed
+-- under it: the server is a promoted standby (its timeline is not the one
+-- the partition's last publish ran on), which may lack the last records
+-- the old primary acknowledged, so that the offsets past its end will be
+-- given to other records. Claims return the epoch; a client that saw
+-- offsets of an earlier epoch past that epoch's end on this server (what
+-- log_epoch_end() answers) reports the truncation instead of handing the
+-- new records at those offsets over as if nothing happened
+-- (docs/reliability.md, "What a failover does").
+--
+-- log_timeline: the timeline the partition's last publish ran on (0: not
+-- known yet; the first publish records it without a new epoch).
+ALTER TABLE "pgmsg".topic_partition
+    ADD COLUMN log_epoch    integer NOT NULL DEFAULT 0,
+    ADD COLUMN log_timeline integer NOT NULL DEFAULT 0;
+
+-- The partitions published to so far ran on this server's timeline.
+UPDATE "pgmsg".topic_partition
+   SET log_timeline = ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer
+ WHERE next_offset > 0;
+
+-- One row per epoch after the first: where it began on this server.
+-- Epoch e ends where the next epoch in this table begins (the current
+-- epoch at the partition's next_offset).
+CREATE TABLE "pgmsg".log_epoch (
+    topic_id     integer     NOT NULL,
+    partition    integer     NOT NULL,
+    epoch        integer     NOT NULL,
+    start_offset bigint      NOT NULL,
+    timeline     integer     NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    PRIMARY KEY (topic_id, partition, epoch),
+    FOREIGN KEY (topic_id, partition) REFERENCES "pgmsg".topic_partition ON DELETE CASCADE
+);
+
+-- claim_range returns the claimed partition's log epoch: the function file
+-- creates it again.
+DROP FUNCTION IF EXISTS "pgmsg".claim_range(text, text, integer, interval, integer, text, text, boolean, boolean, integer, bigint, bigint);
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -1106,6 +1147,95 @@ BEGIN
     RETURN seq;
 END $function$;
 
+-- _timeline is the timeline this server writes WAL on (the first eight
+-- hex digits of the current WAL file's name): it changes when a standby is
+-- promoted. A plain SQL function, so that the publish statements inline it
+-- into their cached plans. New epochs are numbered at least the timeline
+-- they begin on: timelines are never reused along a cluster's history, so
+-- two histories that diverged at a failover never share an epoch.
+CREATE OR REPLACE FUNCTION "pgmsg"._timeline()
+ RETURNS integer
+ LANGUAGE sql
+AS $function$
+SELECT ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer
+$function$;
+
+-- _log_epoch_bump starts a new log epoch of a partition at p_start (its
+-- next_offset before the publish that called it), when the partition's
+-- last publish ran on another timeline: this server may be a promoted
+-- standby that lacks records the old primary acknowledged, and the offsets
+-- from p_start on now name other records. The caller holds the partition's
+-- counter row. A partition whose timeline is not known yet (0) records it
+-- without a new epoch.
+CREATE OR REPLACE FUNCTION "pgmsg"._log_epoch_bump(p_topic_id integer, p_partition integer, p_start bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    tl      integer := "pgmsg"._timeline();
+    old_tl  integer;
+    v_epoch integer;
+BEGIN
+    SELECT c.log_timeline INTO old_tl FROM "pgmsg".topic_partition c
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
+    IF old_tl IS NULL OR old_tl = tl THEN
+        RETURN;
+    END IF;
+    UPDATE "pgmsg".topic_partition c
+       SET log_epoch = CASE WHEN old_tl = 0 THEN c.log_epoch ELSE greatest(c.log_epoch + 1, tl) END, log_timeline = tl
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition
+    RETURNING c.log_epoch INTO v_epoch;
+    IF old_tl <> 0 THEN
+        INSERT INTO "pgmsg".log_epoch (topic_id, partition, epoch, start_offset, timeline)
+        VALUES (p_topic_id, p_partition, v_epoch, p_start, tl);
+        INSERT INTO "pgmsg".maintenance_event (kind, topic, partition, detail)
+        SELECT 'log.epoch', t.name, p_partition,
+               jsonb_build_object('epoch', v_epoch, 'start_offset', p_start, 'timeline', tl, 'previous_timeline', old_tl)
+          FROM "pgmsg".topic t WHERE t.topic_id = p_topic_id;
+    END IF;
+END $function$;
+
+-- log_epoch_end answers, for a client that read partition p_partition of
+-- p_topic in log epoch p_epoch, the partition's current epoch and where
+-- epoch p_epoch ends on this server: the first offset of the next epoch
+-- this server knows (an epoch it does not know ended where the next one
+-- it knows began), or the partition's next_offset when p_epoch is the
+-- current epoch. A client that saw offsets of epoch p_epoch at or past
+-- end_offset saw records this server does not have: those offsets name
+-- other records here (the log was truncated by a failover).
+CREATE OR REPLACE FUNCTION "pgmsg".log_epoch_end(p_topic text, p_partition integer, p_epoch integer)
+ RETURNS TABLE(log_epoch integer, end_offset bigint)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    t "pgmsg".topic := "pgmsg"._topic(p_topic);
+    tp "pgmsg".topic_partition;
+BEGIN
+    PERFORM "pgmsg"._partition_check(t, p_partition);
+    SELECT * INTO tp FROM "pgmsg".topic_partition c WHERE c.topic_id = t.topic_id AND c.partition = p_partition;
+    log_epoch := tp.log_epoch;
+    IF p_epoch = tp.log_epoch THEN
+        end_offset := tp.next_offset;
+    ELSIF p_epoch > tp.log_epoch THEN
+        -- An epoch of a history this server does not have (its start was
+        -- lost in a failover): none of its records are here, so it ended
+        -- where the current epoch began.
+        SELECT e.start_offset INTO end_offset FROM "pgmsg".log_epoch e
+         WHERE e.topic_id = t.topic_id AND e.partition = p_partition AND e.epoch = tp.log_epoch;
+        end_offset := coalesce(end_offset, 0);
+    ELSE
+        SELECT e.start_offset INTO end_offset FROM "pgmsg".log_epoch e
+         WHERE e.topic_id = t.topic_id AND e.partition = p_partition AND e.epoch > p_epoch
+         ORDER BY e.epoch LIMIT 1;
+        end_offset := coalesce(end_offset, tp.next_offset);
+    END IF;
+    RETURN NEXT;
+END $function$;
+
 CREATE OR REPLACE FUNCTION "pgmsg"._publish_copy_begin(p_topic_id integer, p_partition integer, p_count integer, p_max_record bigint)
  RETURNS void
  LANGUAGE plpgsql
@@ -1121,6 +1251,7 @@ BEGIN
        AND p_count > 0 AND c.next_offset + p_count <= c.segment_end
        AND p_max_record <= t.max_record_bytes
        AND NOT t.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
+       AND c.log_timeline = "pgmsg"._timeline()
     RETURNING c.next_offset - p_count, c.offset_seq INTO base, seq;
     IF base IS NULL THEN
         PERFORM "pgmsg"._raise('PM016', 'publish with publish()');
@@ -1526,6 +1657,7 @@ DECLARE
     seg_end  bigint;
     n_bytes  bigint;
     byte_end bigint;
+    tl       integer;
 BEGIN
     IF t.config ? 'max_lag_records' THEN
         PERFORM "pgmsg"._backpressure(t, p_partition, n);
@@ -1536,13 +1668,18 @@ BEGIN
         UPDATE "pgmsg".topic_partition c
            SET next_offset = c.next_offset + n, next_byte = c.next_byte + n_bytes
          WHERE c.topic_id = t.topic_id AND c.partition = p_partition
-        RETURNING c.next_offset - n, c.segment_end, c.next_byte INTO base, seg_end, byte_end;
+        RETURNING c.next_offset - n, c.segment_end, c.next_byte, c.log_timeline INTO base, seg_end, byte_end, tl;
         PERFORM "pgmsg"._backpressure_bytes(t, p_partition, base, byte_end, n_bytes);
     ELSE
         UPDATE "pgmsg".topic_partition c
            SET next_offset = c.next_offset + n
          WHERE c.topic_id = t.topic_id AND c.partition = p_partition
-        RETURNING c.next_offset - n, c.segment_end INTO base, seg_end;
+        RETURNING c.next_offset - n, c.segment_end, c.log_timeline INTO base, seg_end, tl;
+    END IF;
+    IF tl IS DISTINCT FROM "pgmsg"._timeline() THEN
+        -- The first publish on a new timeline (a promoted standby): the
+        -- records from base on are a new epoch of the partition's log.
+        PERFORM "pgmsg"._log_epoch_bump(t.topic_id, p_partition, base);
     END IF;
     IF base + n > seg_end THEN
         -- Fallback: segments are normally created ahead (segment_ensure,
@@ -1889,7 +2026,7 @@ END $function$;
 -- claim before the record that would take its key + value bytes past it
 -- (at least one record). Returns no row when there is nothing to read.
 CREATE OR REPLACE FUNCTION "pgmsg".claim_range(p_topic text, p_group text, p_max_records integer DEFAULT 100, p_lease interval DEFAULT '00:00:30'::interval, p_partition integer DEFAULT NULL::integer, p_start text DEFAULT 'earliest'::text, p_member text DEFAULT NULL::text, p_require_owner boolean DEFAULT false, p_async boolean DEFAULT false, p_commit_partition integer DEFAULT NULL::integer, p_commit_epoch bigint DEFAULT NULL::bigint, p_max_bytes bigint DEFAULT NULL::bigint)
- RETURNS TABLE(partition integer, claim_epoch bigint, claim_expires_at timestamp with time zone, first_offset bigint, last_offset bigint, topic_id integer, relname text)
+ RETURNS TABLE(partition integer, claim_epoch bigint, claim_expires_at timestamp with time zone, first_offset bigint, last_offset bigint, topic_id integer, relname text, log_epoch integer)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
@@ -1918,6 +2055,7 @@ DECLARE
     d_exp    timestamptz;
     done_to  bigint;   -- where that commit moves its cursor
     created  boolean := false;
+    l_epoch  integer;  -- the partition's log epoch
 BEGIN
     -- A bad name is PM003 whatever else is wrong: the names are checked in
     -- each failure branch (none costs the claim that succeeds anything).
@@ -1975,7 +2113,7 @@ BEGIN
             -- "any partition" with "this one" and visit every row of the
             -- group, and the versions a long snapshot keeps of them).
             SELECT c.partition, CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END,
-                   c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
+                   c.claim_epoch, tp.next_offset, tp.log_epoch INTO c_part, c_next, c_epoch, tip, l_epoch
             FROM "pgmsg".group_cursor c
             JOIN "pgmsg".topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
             WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = p_partition
@@ -1985,7 +2123,7 @@ BEGIN
             FOR UPDATE OF c SKIP LOCKED;
         ELSE
             SELECT c.partition, CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END,
-                   c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
+                   c.claim_epoch, tp.next_offset, tp.log_epoch INTO c_part, c_next, c_epoch, tip, l_epoch
             FROM "pgmsg".group_cursor c
             JOIN "pgmsg".topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
             WHERE c.topic_id = v_topic AND c.group_name = p_group
@@ -2078,6 +2216,7 @@ BEGIN
     last_offset := v_last;
     topic_id := v_topic;
     relname := seg_rel;
+    log_epoch := l_epoch;
     RETURN NEXT;
 END $function$;
 
@@ -5085,6 +5224,7 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_producer') THEN
         EXECUTE format('GRANT SELECT ON %I.topic, %I.segment TO %I', s, s, s || '_producer');
         EXECUTE format('GRANT SELECT, UPDATE ON %I.topic_partition TO %I', s, s || '_producer');
+        EXECUTE format('GRANT SELECT, INSERT ON %I.log_epoch TO %I', s, s || '_producer');
         EXECUTE format('GRANT INSERT ON %I.record TO %I', s, s || '_producer');
         -- Backpressure reads the groups' cursors; segment creation logs.
         EXECUTE format('GRANT SELECT ON %I.group_cursor, %I.consumer_group TO %I', s, s, s || '_producer');
@@ -5106,7 +5246,7 @@ BEGIN
                        s, s, s, s, s || '_consumer');
         EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.consumer_group, %I.group_cursor TO %I', s, s, s || '_consumer');
         -- Starting or resetting a group at a time reads the time index.
-        EXECUTE format('GRANT SELECT ON %I.time_index TO %I', s, s || '_consumer');
+        EXECUTE format('GRANT SELECT ON %I.time_index, %I.log_epoch TO %I', s, s, s || '_consumer');
         EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.group_member TO %I', s, s || '_consumer');
         EXECUTE format('GRANT INSERT ON %I.maintenance_event TO %I', s, s || '_consumer');
         EXECUTE format('GRANT USAGE ON SEQUENCE %I.maintenance_event_event_id_seq TO %I', s, s || '_consumer');

@@ -36,6 +36,7 @@ var (
 	NotMember           = newSentinel("not a member of the group", "PM013", "not_member", http.StatusConflict)
 	Backpressure        = newSentinel("backpressure", "PM014", "backpressure", http.StatusTooManyRequests)
 	OutOfOrderSequence  = newSentinel("out of order sequence", "PM015", "out_of_order_sequence", http.StatusConflict)
+	LogTruncated        = newSentinel("log truncated by failover", "PM017", "log_truncated", http.StatusConflict)
 	Closed              = newSentinel("closed", "", "closed", http.StatusConflict)
 	BufferFull          = newSentinel("buffer full", "", "buffer_full", http.StatusTooManyRequests)
 	UnknownKind         = newSentinel("unknown job kind", "", "unknown_kind", http.StatusNotFound)

@@ -90,8 +90,10 @@ type PublishResult struct {
 // docs/benchmarks.md has the measurements). It appends nothing and returns
 // no row when publish() has more to do: a topic with backpressure
 // settings, a batch that reaches past the segments created so far, a
-// record larger than max_record_bytes (publish() raises PM006), or an
-// unknown topic (PM001); the caller then calls publish(). Timestamps,
+// record larger than max_record_bytes (publish() raises PM006), an
+// unknown topic (PM001), or the first publish to the partition on a new
+// timeline (a promoted standby: publish() starts a new log epoch); the
+// caller then calls publish(). Timestamps,
 // partitions and the batch's shape are checked by the Go client before.
 const publishDirectSQL = `WITH t AS (
     SELECT tt.topic_id, tt.segment_records, tt.max_record_bytes FROM pgmsg.topic tt
@@ -101,6 +103,7 @@ const publishDirectSQL = `WITH t AS (
       FROM t
      WHERE c.topic_id = t.topic_id AND c.partition = $2::integer
        AND c.next_offset + cardinality($3::bytea[]) <= c.segment_end
+       AND c.log_timeline = pgmsg._timeline()
        AND NOT EXISTS (SELECT 1 FROM unnest($3::bytea[], $4::bytea[], $5::jsonb[]) AS u(v, k, h)
                         WHERE coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)
                               + coalesce(octet_length(u.h::text), 0) > t.max_record_bytes)

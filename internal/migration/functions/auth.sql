@@ -131,6 +131,7 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_producer') THEN
         EXECUTE format('GRANT SELECT ON %I.topic, %I.segment TO %I', s, s, s || '_producer');
         EXECUTE format('GRANT SELECT, UPDATE ON %I.topic_partition TO %I', s, s || '_producer');
+        EXECUTE format('GRANT SELECT, INSERT ON %I.log_epoch TO %I', s, s || '_producer');
         EXECUTE format('GRANT INSERT ON %I.record TO %I', s, s || '_producer');
         -- Backpressure reads the groups' cursors; segment creation logs.
         EXECUTE format('GRANT SELECT ON %I.group_cursor, %I.consumer_group TO %I', s, s, s || '_producer');
@@ -152,7 +153,7 @@ BEGIN
                        s, s, s, s, s || '_consumer');
         EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.consumer_group, %I.group_cursor TO %I', s, s, s || '_consumer');
         -- Starting or resetting a group at a time reads the time index.
-        EXECUTE format('GRANT SELECT ON %I.time_index TO %I', s, s || '_consumer');
+        EXECUTE format('GRANT SELECT ON %I.time_index, %I.log_epoch TO %I', s, s, s || '_consumer');
         EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.group_member TO %I', s, s || '_consumer');
         EXECUTE format('GRANT INSERT ON %I.maintenance_event TO %I', s, s || '_consumer');
         EXECUTE format('GRANT USAGE ON SEQUENCE %I.maintenance_event_event_id_seq TO %I', s, s || '_consumer');
