@@ -584,10 +584,10 @@ ALTER TABLE "pgmsg".topic_partition
     ADD COLUMN log_epoch    integer NOT NULL DEFAULT 0,
     ADD COLUMN log_timeline integer NOT NULL DEFAULT 0;
 
--- The partitions published to so far ran on this server's timeline.
+-- The partitions so far are of this server's timeline (_partitions_add
+-- sets it for new ones).
 UPDATE "pgmsg".topic_partition
-   SET log_timeline = ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer
- WHERE next_offset > 0;
+   SET log_timeline = ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer;
 
 -- One row per epoch after the first: where it began on this server.
 -- Epoch e ends where the next epoch in this table begins (the current
@@ -892,7 +892,8 @@ DECLARE
     i integer;
 BEGIN
     FOR p IN p_from .. p_to - 1 LOOP
-        INSERT INTO "pgmsg".topic_partition (topic_id, partition) VALUES (t.topic_id, p);
+        INSERT INTO "pgmsg".topic_partition (topic_id, partition, log_timeline)
+        VALUES (t.topic_id, p, "pgmsg"._timeline());
         -- The first segment and the two of headroom that publishers keep
         -- (_segment_ensure): created later, by the first publishes, they
         -- made a new topic's first seconds slow (every ATTACH invalidates

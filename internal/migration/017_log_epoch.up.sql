@@ -16,10 +16,10 @@ ALTER TABLE {{schema}}.topic_partition
     ADD COLUMN log_epoch    integer NOT NULL DEFAULT 0,
     ADD COLUMN log_timeline integer NOT NULL DEFAULT 0;
 
--- The partitions published to so far ran on this server's timeline.
+-- The partitions so far are of this server's timeline (_partitions_add
+-- sets it for new ones).
 UPDATE {{schema}}.topic_partition
-   SET log_timeline = ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer
- WHERE next_offset > 0;
+   SET log_timeline = ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer;
 
 -- One row per epoch after the first: where it began on this server.
 -- Epoch e ends where the next epoch in this table begins (the current

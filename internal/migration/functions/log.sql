@@ -218,7 +218,8 @@ DECLARE
     i integer;
 BEGIN
     FOR p IN p_from .. p_to - 1 LOOP
-        INSERT INTO {{schema}}.topic_partition (topic_id, partition) VALUES (t.topic_id, p);
+        INSERT INTO {{schema}}.topic_partition (topic_id, partition, log_timeline)
+        VALUES (t.topic_id, p, {{schema}}._timeline());
         -- The first segment and the two of headroom that publishers keep
         -- (_segment_ensure): created later, by the first publishes, they
         -- made a new topic's first seconds slow (every ATTACH invalidates
