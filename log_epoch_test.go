@@ -77,7 +77,7 @@ func TestLogTruncatedByFailover(t *testing.T) {
 	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT end_offset FROM %s.log_epoch_end('lt', 0, 0)`, s)).Scan(&end))
 	require.Equal(t, int64(6), end)
 	var events int
-	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT count(*) FROM %s.maintenance_event WHERE kind = 'log.epoch'`, s)).Scan(&events))
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT count(*) FROM %s.maintenance_event WHERE kind = 'log_epoch'`, s)).Scan(&events))
 	require.Equal(t, 1, events)
 
 	values := func(cl *pgmsg.Claim) []string {

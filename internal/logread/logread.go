@@ -132,7 +132,7 @@ func (r *Reader) Claim(ctx context.Context, exec store.DBTX, params *store.Claim
 			return nil, err
 		}
 		cl := &pgmsgtype.Claim{Topic: params.Topic, Group: params.Group, Partition: row.Partition, Epoch: row.ClaimEpoch,
-			ExpiresAt: row.ClaimExpiresAt, Records: recs}
+			ExpiresAt: row.ClaimExpiresAt, Records: recs, LogEpoch: row.LogEpoch}
 		if recs == nil {
 			if cl.Records, err = r.readClaimed(ctx, exec, params.Topic, row, lsn); err != nil {
 				return nil, err

@@ -517,7 +517,7 @@ BEGIN
         INSERT INTO {{schema}}.log_epoch (topic_id, partition, epoch, start_offset, timeline)
         VALUES (p_topic_id, p_partition, v_epoch, p_start, tl);
         INSERT INTO {{schema}}.maintenance_event (kind, topic, partition, detail)
-        SELECT 'log.epoch', t.name, p_partition,
+        SELECT 'log_epoch', t.name, p_partition,
                jsonb_build_object('epoch', v_epoch, 'start_offset', p_start, 'timeline', tl, 'previous_timeline', old_tl)
           FROM {{schema}}.topic t WHERE t.topic_id = p_topic_id;
     END IF;
