@@ -73,6 +73,13 @@ var (
 	// cursor on the new primary (docs/reliability.md, "What a failover
 	// does", says how to decide).
 	ErrLogTruncated error = errs.LogTruncated
+	// ErrDiskFull is returned when PostgreSQL could not write because a
+	// volume is full (SQLSTATE 53100 disk_full, reported as PM018): the
+	// statement was rolled back, nothing it wrote was kept (a publish or
+	// enqueue stored nothing), and what is stored stays readable. Calls
+	// succeed again once space is freed; it is retryable (IsRetryable), so
+	// Producers, Consumers and Workers retry on their own.
+	ErrDiskFull error = errs.DiskFull
 	// ErrClosed is returned by a Producer or a Consumer used after Close.
 	ErrClosed error = errs.Closed
 	// ErrBufferFull is returned by a Producer with FailWhenFull whose

@@ -161,10 +161,10 @@ func TestRolesPrivilegesExact(t *testing.T) {
 	require.NoError(t, err)
 	want := map[string]map[string]string{
 		"producer": {"topic": "S", "segment": "S", "topic_partition": "SU", "record": "I", "group_cursor": "S",
-			"consumer_group": "S", "maintenance_event": "I", "producer_state": "SIU"},
+			"consumer_group": "S", "maintenance_event": "I", "producer_state": "SIU", "log_epoch": "SI"},
 		"consumer": {"topic": "S", "topic_partition": "S", "segment": "S", "record": "S", "segments": "S",
 			"consumer_group": "SIU", "group_cursor": "SIU", "group_member": "SIUD", "maintenance_event": "I",
-			"time_index": "S"},
+			"time_index": "S", "log_epoch": "S"},
 		"worker": {"queue": "SI", "job": "SIUD", "job_archive": "SI", "job_payload": "SID", "maintenance_event": "I",
 			"job_unique": "SID", "periodic_job": "SU"},
 	}

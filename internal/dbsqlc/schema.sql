@@ -1150,13 +1150,15 @@ END $function$;
 
 -- _timeline is the timeline this server writes WAL on (the first eight
 -- hex digits of the current WAL file's name): it changes when a standby is
--- promoted. A plain SQL function, so that the publish statements inline it
--- into their cached plans. New epochs are numbered at least the timeline
+-- promoted. The Go client's publish statements write the same expression
+-- (internal/store's timelineExpr), which this pinned function would keep
+-- from being inlined into their cached plans. New epochs are numbered at least the timeline
 -- they begin on: timelines are never reused along a cluster's history, so
 -- two histories that diverged at a failover never share an epoch.
 CREATE OR REPLACE FUNCTION "pgmsg"._timeline()
  RETURNS integer
  LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 SELECT ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer
 $function$;
@@ -1191,7 +1193,7 @@ BEGIN
         INSERT INTO "pgmsg".log_epoch (topic_id, partition, epoch, start_offset, timeline)
         VALUES (p_topic_id, p_partition, v_epoch, p_start, tl);
         INSERT INTO "pgmsg".maintenance_event (kind, topic, partition, detail)
-        SELECT 'log.epoch', t.name, p_partition,
+        SELECT 'log_epoch', t.name, p_partition,
                jsonb_build_object('epoch', v_epoch, 'start_offset', p_start, 'timeline', tl, 'previous_timeline', old_tl)
           FROM "pgmsg".topic t WHERE t.topic_id = p_topic_id;
     END IF;

@@ -81,6 +81,15 @@ type PublishResult struct {
 	Duplicate bool
 }
 
+// timelineExpr is the timeline this server writes WAL on, as
+// functions/log.sql's _timeline() computes it: the publish statements
+// compare it with the partition's log_timeline and leave a mismatch (the
+// first publish on a promoted standby) to publish(), which starts a new
+// log epoch. Written out rather than called: _timeline() pins its
+// search_path, which keeps it from being inlined into a cached plan; this
+// costs about a microsecond per statement.
+const timelineExpr = `('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer`
+
 // publishDirectSQL appends one partition's batch in one statement against
 // the tables, as publish() does on its common path: reserve the offsets on
 // the partition's counter row (its lock orders publishers, see
@@ -103,7 +112,7 @@ const publishDirectSQL = `WITH t AS (
       FROM t
      WHERE c.topic_id = t.topic_id AND c.partition = $2::integer
        AND c.next_offset + cardinality($3::bytea[]) <= c.segment_end
-       AND c.log_timeline = pgmsg._timeline()
+       AND c.log_timeline = ` + timelineExpr + `
        AND NOT EXISTS (SELECT 1 FROM unnest($3::bytea[], $4::bytea[], $5::jsonb[]) AS u(v, k, h)
                         WHERE coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)
                               + coalesce(octet_length(u.h::text), 0) > t.max_record_bytes)

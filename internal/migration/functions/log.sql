@@ -476,13 +476,15 @@ END $function$;
 
 -- _timeline is the timeline this server writes WAL on (the first eight
 -- hex digits of the current WAL file's name): it changes when a standby is
--- promoted. A plain SQL function, so that the publish statements inline it
--- into their cached plans. New epochs are numbered at least the timeline
+-- promoted. The Go client's publish statements write the same expression
+-- (internal/store's timelineExpr), which this pinned function would keep
+-- from being inlined into their cached plans. New epochs are numbered at least the timeline
 -- they begin on: timelines are never reused along a cluster's history, so
 -- two histories that diverged at a failover never share an epoch.
 CREATE OR REPLACE FUNCTION {{schema}}._timeline()
  RETURNS integer
  LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 SELECT ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer
 $function$;
