@@ -210,12 +210,13 @@ func TestPublishMergedSendTerminated(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Release()
 	// lockWaiters lists the backends waiting for a lock on this schema's
-	// counter rows.
+	// counter rows (publish statements: _publish_direct(), publish()).
 	lockWaiters := func() []int32 {
 		t.Helper()
 		rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'
-			  AND query LIKE '%' || $1 || '.topic_partition%'`, s)
+			  AND (query LIKE '%' || $1 || '.topic_partition%' OR query LIKE '%' || $1 || '._publish_direct(%'
+			       OR query LIKE '%' || $1 || '.publish(%')`, s)
 		require.NoError(t, err)
 		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 		require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 )
 
 // roleClient returns a client whose connections act as the schema's role
-// (migration 017), and a pool for raw statements as that role.
+// (migration 003), and a pool for raw statements as that role.
 func roleClient(t *testing.T, tb *testBundle, role string) (*pgmsg.Client, *pgxpool.Pool) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(tb.URL)
@@ -54,7 +54,7 @@ func isDenied(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }
 
-// Each role of migration 017 can do its job through the Go client, and
+// Each role of migration 003 can do its job through the Go client, and
 // nothing else: none but admin reads the token table, none writes a table
 // outside its job.
 func TestRolesLeastPrivilege(t *testing.T) {
@@ -149,54 +149,4 @@ func TestRolesLeastPrivilege(t *testing.T) {
 	denied(t, workerPool, "UPDATE "+q("group_cursor")+" SET next_offset = 0")
 	_, _, err = worker.CreateToken(ctx, "x", []string{"admin"}, nil)
 	require.Error(t, err, "worker creates a token")
-}
-
-// The catalog says the same: each role's table privileges are exactly its
-// job's (segment tables: SELECT for consumers), and only admin has any on
-// the token table.
-func TestRolesPrivilegesExact(t *testing.T) {
-	t.Parallel()
-	tb := setup(t, nil)
-	_, err := tb.client.CreateTopic(tb.ctx, "t", pgmsg.TopicConfig{Partitions: 2, SegmentRecords: 64})
-	require.NoError(t, err)
-	want := map[string]map[string]string{
-		"producer": {"topic": "S", "segment": "S", "topic_partition": "SU", "record": "I", "group_cursor": "S",
-			"consumer_group": "S", "maintenance_event": "I", "producer_state": "SIU", "log_epoch": "SI"},
-		"consumer": {"topic": "S", "topic_partition": "S", "segment": "S", "record": "S", "segments": "S",
-			"consumer_group": "SIU", "group_cursor": "SIU", "group_member": "SIUD", "maintenance_event": "I",
-			"time_index": "S", "log_epoch": "S"},
-		"worker": {"queue": "SI", "job": "SIUD", "job_archive": "SI", "job_payload": "SID", "maintenance_event": "I",
-			"job_unique": "SID", "periodic_job": "SU"},
-	}
-	rows, err := tb.Pool.Query(tb.ctx, `SELECT c.relname, c.relispartition AND c.relkind = 'r' FROM pg_class c
-		WHERE c.relnamespace = $1::regnamespace AND c.relkind IN ('r', 'p')`, tb.Schema)
-	require.NoError(t, err)
-	type rel struct {
-		Name    string
-		Segment bool
-	}
-	rels, err := pgx.CollectRows(rows, pgx.RowToStructByPos[rel])
-	require.NoError(t, err)
-	for role, tables := range want {
-		for _, r := range rels {
-			key := r.Name
-			if r.Segment {
-				key = "segments"
-			}
-			got := ""
-			for _, p := range []struct{ code, priv string }{{"S", "SELECT"}, {"I", "INSERT"}, {"U", "UPDATE"}, {"D", "DELETE"}} {
-				var ok bool
-				require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT has_table_privilege($1, $2::regclass, $3)`,
-					tb.Schema+"_"+role, pgx.Identifier{tb.Schema, r.Name}.Sanitize(), p.priv).Scan(&ok))
-				if ok {
-					got += p.code
-				}
-			}
-			require.Equal(t, tables[key], got, "role %s on %s", role, r.Name)
-		}
-	}
-	var ok bool
-	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT has_table_privilege($1, $2::regclass, 'SELECT')`,
-		tb.Schema+"_admin", pgx.Identifier{tb.Schema, "token"}.Sanitize()).Scan(&ok))
-	require.True(t, ok, "admin reads tokens")
 }

@@ -95,23 +95,23 @@ const bookkeeping = `CREATE SCHEMA IF NOT EXISTS {{schema}};
 CREATE TABLE IF NOT EXISTS {{schema}}.pgmsg_migration (
     version    integer PRIMARY KEY,
     name       text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
+    applied_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 CREATE TABLE IF NOT EXISTS {{schema}}.pgmsg_migration_code (
     name       text PRIMARY KEY,
     checksum   text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
+    applied_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 )`
 
 // recordCode is the statement that records a function file's checksum.
 const recordCode = `INSERT INTO {{schema}}.pgmsg_migration_code (name, checksum) VALUES ($1, $2)
-ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()`
+ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = pg_catalog.now()`
 
 // locked runs fn in a transaction that holds the schema's migration lock and
 // has created the schema and the bookkeeping tables.
 func (m *Migrator) locked(ctx context.Context, fn func(tx pgx.Tx, applied map[int]time.Time) error) error {
 	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "pgmsg.migrate."+m.schema); err != nil {
+		if _, err := tx.Exec(ctx, "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))", "pgmsg.migrate."+m.schema); err != nil {
 			return fmt.Errorf("pgmsgmigrate: take migration lock: %w", err)
 		}
 		if _, err := tx.Exec(ctx, m.render(bookkeeping)); err != nil {
@@ -304,7 +304,7 @@ func (m *Migrator) Down(ctx context.Context, steps int) (*Result, error) {
 				return err
 			}
 			var left int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace`, m.schema).Scan(&left); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT pg_catalog.count(*) FROM pg_class WHERE relnamespace = $1::regnamespace`, m.schema).Scan(&left); err != nil {
 				return err
 			}
 			if left == 0 {
@@ -325,7 +325,7 @@ func (m *Migrator) Down(ctx context.Context, steps int) (*Result, error) {
 // It does not create anything.
 func (m *Migrator) Status(ctx context.Context) ([]Version, error) {
 	var exists bool
-	if err := m.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL",
+	if err := m.pool.QueryRow(ctx, "SELECT pg_catalog.to_regclass($1) IS NOT NULL",
 		pgx.Identifier{m.schema, "pgmsg_migration"}.Sanitize()).Scan(&exists); err != nil {
 		return nil, err
 	}
@@ -353,7 +353,7 @@ func (m *Migrator) Status(ctx context.Context) ([]Version, error) {
 // not create anything.
 func (m *Migrator) Functions(ctx context.Context) ([]FunctionFile, error) {
 	var exists bool
-	if err := m.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL",
+	if err := m.pool.QueryRow(ctx, "SELECT pg_catalog.to_regclass($1) IS NOT NULL",
 		pgx.Identifier{m.schema, "pgmsg_migration_code"}.Sanitize()).Scan(&exists); err != nil {
 		return nil, err
 	}
@@ -408,7 +408,7 @@ func Script(schema string, from int) (string, error) {
 	b.WriteString("-- Run with: psql -v ON_ERROR_STOP=1 -f THIS_FILE (one transaction; nothing is left half done).\n\n")
 	b.WriteString("BEGIN;\n")
 	r := func(sql string) string { return schemaname.Render(sql, schema) }
-	fmt.Fprintf(&b, "SELECT pg_advisory_xact_lock(hashtext(%s));\n", schemaname.QuoteLiteral("pgmsg.migrate."+schema))
+	fmt.Fprintf(&b, "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s));\n", schemaname.QuoteLiteral("pgmsg.migrate."+schema))
 	b.WriteString(r(bookkeeping + ";\n"))
 	var want []int
 	for _, mig := range all {
@@ -430,7 +430,7 @@ func Script(schema string, from int) (string, error) {
 	}
 	b.WriteString(r(fmt.Sprintf(`DO $check$
 BEGIN
-    IF (SELECT coalesce(array_agg(version ORDER BY version), '{}') FROM {{schema}}.pgmsg_migration) <> %s THEN
+    IF (SELECT coalesce(pg_catalog.array_agg(version ORDER BY version), '{}') FROM {{schema}}.pgmsg_migration) OPERATOR(pg_catalog.<>) %s THEN
         RAISE EXCEPTION 'pgmsg: schema %% is not at version %d: this script upgrades from it (pgmsg migrate status says where it is)', %s;
     END IF;
 END $check$;
@@ -453,7 +453,7 @@ END $check$;
 		b.WriteString(r(fmt.Sprintf(`
 ;
 INSERT INTO {{schema}}.pgmsg_migration_code (name, checksum) VALUES (%s, %s)
-ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now();
+ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = pg_catalog.now();
 `, schemaname.QuoteLiteral(code.Name), schemaname.QuoteLiteral(code.Checksum))))
 		names = append(names, schemaname.QuoteLiteral(code.Name))
 	}

@@ -64,7 +64,7 @@ func (g *globals) replicaPools(ctx context.Context, urls []string) ([]*pgxpool.P
 			return nil, fmt.Errorf("read replica %s: %w", cfg.ConnConfig.Host, err)
 		}
 		var recovering bool
-		if err := pool.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&recovering); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT pg_catalog.pg_is_in_recovery()`).Scan(&recovering); err != nil {
 			fmt.Fprintf(g.stderr, "pgmsg: warning: read replica %s:%d does not answer (%v); records are read from the primary until it does\n",
 				cfg.ConnConfig.Host, cfg.ConnConfig.Port, oneLine(err))
 		} else if !recovering {

@@ -194,7 +194,7 @@ func (q *Queries) MaintenanceEventsPrune(ctx context.Context, db DBTX, arg Maint
 }
 
 const maintenanceLeaderTryLock = `-- name: MaintenanceLeaderTryLock :one
-SELECT pg_try_advisory_lock(hashtext($1::text))
+SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext($1::text))
 `
 
 // The session advisory lock that elects a schema's maintenance leader
@@ -302,7 +302,7 @@ func (q *Queries) TopicMetrics(ctx context.Context, db DBTX) ([]*TopicMetricsRow
 
 const topicOffsets = `-- name: TopicOffsets :many
 SELECT t.name::text AS topic, tp.partition::integer AS partition, tp.start_offset::bigint AS start_offset, tp.next_offset::bigint AS end_offset,
-       (SELECT count(*) FROM pgmsg.segment s WHERE s.topic_id = tp.topic_id AND s.partition = tp.partition)::integer AS segments
+       (SELECT pg_catalog.count(*) FROM pgmsg.segment s WHERE s.topic_id = tp.topic_id AND s.partition = tp.partition)::integer AS segments
 FROM pgmsg.topic_partition tp
 JOIN pgmsg.topic t ON t.topic_id = tp.topic_id
 ORDER BY t.name, tp.partition

@@ -294,14 +294,14 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 const jobCompleteMany = `-- name: JobCompleteMany :many
 WITH d AS (
     DELETE FROM pgmsg.job j
-     USING (SELECT unnest($1::bigint[]) AS id, unnest($2::bigint[]) AS token) u
+     USING (SELECT pg_catalog.unnest($1::bigint[]) AS id, pg_catalog.unnest($2::bigint[]) AS token) u
      WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
     RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                    attempted_at, finished_at, kind, unique_key, errors, progress)
     SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress
+           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress
       FROM d
     RETURNING job_archive.id
 )
@@ -371,10 +371,10 @@ func (q *Queries) JobCompleteManyResults(ctx context.Context, db DBTX, arg JobCo
 
 const jobEnqueueMany = `-- name: JobEnqueueMany :many
 SELECT id::bigint, duplicate::boolean, state::text, run_at::timestamptz
-FROM pgmsg.enqueue_many($1::text, $2::bytea[], array_replace($3::text[], '', NULL),
+FROM pgmsg.enqueue_many($1::text, $2::bytea[], pg_catalog.array_replace($3::text[], '', NULL),
                         $4::integer[], $5::timestamptz[], $6::interval[],
-                        array_replace($7::integer[], 0, NULL),
-                        array_replace($8::text[], '', NULL), $9::boolean,
+                        pg_catalog.array_replace($7::integer[], 0, NULL),
+                        pg_catalog.array_replace($8::text[], '', NULL), $9::boolean,
                         $10::interval[], $11::jsonb[], $12::jsonb[], $13::interval[])
 `
 

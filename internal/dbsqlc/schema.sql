@@ -1298,6 +1298,7 @@ END $function$;
 CREATE OR REPLACE FUNCTION "pgmsg".segment_ensure(p_topic text, p_partition integer)
  RETURNS integer
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
@@ -1373,11 +1374,30 @@ BEGIN
     RETURN n;
 END $function$;
 
--- _segment_bytes: on-disk size of one segment (heap, index, TOAST).
+-- _segment_relname names the table of the segment of partition
+-- p_partition of topic p_topic_id that starts at p_start, as
+-- _segment_create names it, if that table is a partition of the topic's
+-- table; else NULL. Owner-run code takes segment tables' names from here,
+-- never from a column another role could write (issue 51, finding 5).
+CREATE OR REPLACE FUNCTION "pgmsg"._segment_relname(p_topic_id integer, p_partition integer, p_start bigint)
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT c.relname::text FROM pg_class c
+      JOIN pg_inherits i ON i.inhrelid = c.oid
+     WHERE c.relnamespace = to_regnamespace(quote_ident('pgmsg'))
+       AND c.relname = format('record_%s_p%s_%s', p_topic_id, p_partition, p_start)
+       AND i.inhparent = to_regclass(format('%I.%I', 'pgmsg', 'record_' || p_topic_id))
+$function$;
+
+-- _segment_bytes: on-disk size of one segment (heap, index, TOAST); NULL
+-- for NULL.
 CREATE OR REPLACE FUNCTION "pgmsg"._segment_bytes(p_relname text)
  RETURNS bigint
  LANGUAGE sql
- STABLE
+ STABLE STRICT
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
     SELECT pg_total_relation_size(format('%I.%I', 'pgmsg', p_relname)::regclass)
@@ -1470,6 +1490,7 @@ $function$;
 CREATE OR REPLACE FUNCTION "pgmsg".publish(p_topic text, p_values bytea[], p_keys bytea[] DEFAULT NULL::bytea[], p_headers jsonb[] DEFAULT NULL::jsonb[], p_timestamps timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_partition integer DEFAULT NULL::integer, p_notify boolean DEFAULT true)
  RETURNS TABLE(partition integer, base_offset bigint, record_count integer, "timestamp" timestamp with time zone, segments_low boolean)
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -1534,6 +1555,59 @@ BEGIN
     END IF;
 END $function$;
 
+-- _publish_direct appends one partition's batch in one statement, as
+-- publish() does on its common path: reserve the offsets on the
+-- partition's counter row (its lock orders publishers) and insert the
+-- records. It is the Go client's hot path (store.PublishDirect): one
+-- statement planned once per session. It appends nothing and returns no
+-- row when publish() has more to do: a topic with backpressure settings, a
+-- batch that reaches past the segments created so far, or anything
+-- publish() refuses (an unknown topic or partition, an empty batch, keys,
+-- headers or timestamps longer than the values, a timestamp outside the
+-- UTC years 0001..9999, a record larger than max_record_bytes). It runs as the owner, so
+-- that producers append only through pgmsg's rules (issue 51): no role but
+-- the owner writes the counter rows or the record table.
+CREATE OR REPLACE FUNCTION "pgmsg"._publish_direct(p_topic text, p_partition integer, p_values bytea[], p_keys bytea[], p_headers jsonb[], p_timestamps timestamp with time zone[])
+ RETURNS TABLE(base_offset bigint, published_at timestamp with time zone, segments_low boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH t AS (
+        SELECT tt.topic_id, tt.segment_records, tt.max_record_bytes FROM "pgmsg".topic tt
+        WHERE tt.name = p_topic AND NOT tt.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
+    ), r AS (
+        UPDATE "pgmsg".topic_partition c SET next_offset = c.next_offset + cardinality(p_values)
+          FROM t
+         WHERE c.topic_id = t.topic_id AND c.partition = p_partition
+           AND c.next_offset + cardinality(p_values) <= c.segment_end
+           -- The first publish on a new timeline (a promoted standby) is
+           -- publish()'s: it starts a new log epoch. _timeline() written
+           -- out: a call of it would save and restore its pinned settings.
+           AND c.log_timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::integer
+           -- What publish() checks and the Go client checked before: a
+           -- caller of this function gets no further than publish() would.
+           AND cardinality(p_values) > 0
+           AND coalesce(cardinality(p_keys), 0) <= cardinality(p_values)
+           AND coalesce(cardinality(p_headers), 0) <= cardinality(p_values)
+           AND coalesce(cardinality(p_timestamps), 0) <= cardinality(p_values)
+           AND NOT EXISTS (SELECT 1 FROM unnest(p_timestamps) AS u(ts) WHERE NOT "pgmsg"._time_ok(u.ts))
+           AND NOT EXISTS (SELECT 1 FROM unnest(p_values, p_keys, p_headers) AS u(v, k, h)
+                            WHERE coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)
+                                  + coalesce(octet_length(u.h::text), 0) > t.max_record_bytes)
+        RETURNING c.topic_id, c.next_offset - cardinality(p_values) AS base,
+                  c.next_offset > c.segment_end - 2 * t.segment_records AS low
+    ), ins AS (
+        INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers)
+        SELECT r.topic_id, p_partition, r.base + u.ord - 1, coalesce(u.ts, statement_timestamp()), u.k, u.v, u.h
+          FROM r, unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord)
+    )
+    SELECT r.base, statement_timestamp(), r.low FROM r;
+END $function$;
+
 -- publish_idempotent publishes as publish() does, as producer p_producer_id
 -- with the records numbered from p_sequence in the order they are stored:
 -- by partition, then in the order given. The partition of an unkeyed
@@ -1545,6 +1619,7 @@ END $function$;
 CREATE OR REPLACE FUNCTION "pgmsg".publish_idempotent(p_topic text, p_producer_id text, p_sequence bigint, p_values bytea[], p_keys bytea[] DEFAULT NULL::bytea[], p_headers jsonb[] DEFAULT NULL::jsonb[], p_timestamps timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_partition integer DEFAULT NULL::integer, p_notify boolean DEFAULT true)
  RETURNS TABLE(partition integer, base_offset bigint, record_count integer, "timestamp" timestamp with time zone, segments_low boolean, duplicate boolean)
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -2798,10 +2873,11 @@ DECLARE
     hard     boolean;
     why      text;
     v_skip   bigint;
+    rel      text;
 BEGIN
     PERFORM set_config('lock_timeout', '500ms', true);
     FOR seg IN
-        SELECT s.topic_id, s.partition, s.start_offset, s.end_offset, s.relname, t.name, t.config
+        SELECT s.topic_id, s.partition, s.start_offset, s.end_offset, t.name, t.config
         FROM "pgmsg".segment s
         JOIN "pgmsg".topic t ON t.topic_id = s.topic_id
         JOIN "pgmsg".topic_partition tp ON tp.topic_id = s.topic_id AND tp.partition = s.partition
@@ -2811,6 +2887,11 @@ BEGIN
         ORDER BY s.created_at, s.topic_id, s.partition
     LOOP
         EXIT WHEN n >= p_max_segments;
+        -- The table to drop is named from the segment's numbers, as
+        -- _segment_create named it, and must be a partition of the topic's
+        -- table: never a name another role could have written (issue 51).
+        rel := "pgmsg"._segment_relname(seg.topic_id, seg.partition, seg.start_offset);
+        CONTINUE WHEN rel IS NULL;
         SELECT tp.next_offset INTO tip FROM "pgmsg".topic_partition tp
          WHERE tp.topic_id = seg.topic_id AND tp.partition = seg.partition;
         -- Newest record of the segment: an index probe, not a scan.
@@ -2818,8 +2899,10 @@ BEGIN
          WHERE r.topic_id = seg.topic_id AND r.partition = seg.partition
            AND r."offset" >= seg.start_offset AND r."offset" < seg.end_offset
          ORDER BY r."offset" DESC LIMIT 1;
-        s_bytes := "pgmsg"._segment_bytes(seg.relname);
-        SELECT coalesce(sum("pgmsg"._segment_bytes(s2.relname)), 0) INTO p_bytes FROM "pgmsg".segment s2
+        s_bytes := "pgmsg"._segment_bytes(rel);
+        SELECT coalesce(sum("pgmsg"._segment_bytes(
+                   "pgmsg"._segment_relname(s2.topic_id, s2.partition, s2.start_offset))), 0) INTO p_bytes
+          FROM "pgmsg".segment s2
          WHERE s2.topic_id = seg.topic_id AND s2.partition = seg.partition;
 
         hard := (last_ts IS NOT NULL AND last_ts < clock_timestamp() - make_interval(secs => "pgmsg"._setting(seg.config, 'hard_limit_ms') / 1000.0))
@@ -2862,7 +2945,7 @@ BEGIN
                 )
                 SELECT count(*) INTO v_skip FROM ev;
             END IF;
-            EXECUTE format('DROP TABLE %I.%I', 'pgmsg', seg.relname);
+            EXECUTE format('DROP TABLE %I.%I', 'pgmsg', rel);
             DELETE FROM "pgmsg".segment s
              WHERE s.topic_id = seg.topic_id AND s.partition = seg.partition AND s.start_offset = seg.start_offset;
             UPDATE "pgmsg".topic_partition tp SET start_offset = seg.end_offset
@@ -2971,6 +3054,7 @@ END $function$;
 CREATE OR REPLACE FUNCTION "pgmsg"._group_expire(p_default_ttl interval DEFAULT '7 days'::interval, p_max integer DEFAULT 100)
  RETURNS TABLE(topic text, group_name text, last_active timestamp with time zone)
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -3111,16 +3195,23 @@ AS $function$
 $function$;
 
 -- Topic DDL, maintenance and segment creation create, attach and drop
--- tables, which only the owner of the record table may do: they run as the
--- schema's owner (SECURITY DEFINER, arguments checked, path pinned),
--- callable by the admin role (and the segment functions by producers), not
--- by PUBLIC (_roles_grant in auth.sql).
+-- tables, which only the owner of the record table may do; publishing
+-- writes the counter rows and the record table, which only the owner may
+-- write (issue 51). They run as the schema's owner (SECURITY DEFINER,
+-- arguments checked, path pinned), callable by the roles that
+-- role_privileges() (auth.sql) names, not by PUBLIC. The segment helpers
+-- (_segment_lock, _segment_create, _segment_ensure) are called by other
+-- definer functions only.
 REVOKE EXECUTE ON FUNCTION "pgmsg".topic_create(text, integer, jsonb), "pgmsg".topic_delete(text),
     "pgmsg".topic_add_partitions(text, integer), "pgmsg".topic_configure(text, jsonb),
     "pgmsg".retention_run(integer), "pgmsg".compact_run(integer), "pgmsg".segments_ensure(),
     "pgmsg"._segment_lock(integer), "pgmsg"._segment_create(integer, integer, bigint, bigint),
     "pgmsg"._segment_ensure(integer, integer, bigint, bigint, bigint),
-    "pgmsg"._offset_seq_create(integer, integer) FROM PUBLIC;
+    "pgmsg"._offset_seq_create(integer, integer),
+    "pgmsg".publish(text, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean),
+    "pgmsg".publish_idempotent(text, text, bigint, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean),
+    "pgmsg"._publish_direct(text, integer, bytea[], bytea[], jsonb[], timestamp with time zone[]),
+    "pgmsg".segment_ensure(text, integer), "pgmsg"._group_expire(interval, integer) FROM PUBLIC;
 
 -- pgmsg functions: the job queue (queues, enqueue, claims, completion,
 -- retries, dead-letter, archive, pause). Applied as described in
@@ -5204,10 +5295,116 @@ BEGIN
     END LOOP;
 END $function$;
 
--- _roles_grant (re)applies the grants of the schema's roles (003_auth) and
--- returns how many of the roles exist: the tables and functions each role
--- needs, and SELECT on every segment for consumers (_segment_create grants
--- segments created later). The migrator runs it after the functions.
+-- role_privileges is the one table of what each of the schema's roles
+-- (003_auth) may do: _roles_grant() grants exactly these rows and nothing
+-- else, docs/operations.md ("Database roles") lists them, and
+-- TestRolesGrantsMatchTable compares the database's grants with them.
+--   kind      schema | table | sequence | function | segments
+--   object    a table, sequence or function (with its argument types) of
+--             the schema; "segments" means every segment table
+--   privilege what GRANT takes: "SELECT, INSERT", "UPDATE (a, b)", ...
+-- Principles (docs/operations.md): the log's tables (topic,
+-- topic_partition, segment, record and its segments) are written by the
+-- owner only, through SECURITY DEFINER functions that check what they
+-- write (publishing included), so no owner-run code reads a value another
+-- role wrote there; maintenance_event is written by owner-run code only;
+-- a worker updates only the schedule state of periodic jobs; every role
+-- reads pgmsg_migration (the version check at start-up).
+CREATE OR REPLACE FUNCTION "pgmsg".role_privileges()
+ RETURNS TABLE(role text, kind text, object text, privilege text)
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    VALUES
+    -- producer: publish, through publish(), publish_idempotent() and the
+    -- Go client's _publish_direct(); read topic metadata.
+    ('producer', 'schema',   '',                     'USAGE'),
+    ('producer', 'table',    'pgmsg_migration',      'SELECT'),
+    ('producer', 'table',    'pgmsg_migration_code', 'SELECT'),
+    ('producer', 'table',    'topic',                'SELECT'),
+    ('producer', 'table',    'topic_partition',      'SELECT'),
+    ('producer', 'table',    'segment',              'SELECT'),
+    ('producer', 'function', 'publish(text, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
+    ('producer', 'function', 'publish_idempotent(text, text, bigint, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
+    ('producer', 'function', '_publish_direct(text, integer, bytea[], bytea[], jsonb[], timestamp with time zone[])', 'EXECUTE'),
+    ('producer', 'function', 'segment_ensure(text, integer)', 'EXECUTE'),
+    -- consumer: read topics and every segment; run groups (claim,
+    -- commit, membership, resets).
+    ('consumer', 'schema',   '',                     'USAGE'),
+    ('consumer', 'table',    'pgmsg_migration',      'SELECT'),
+    ('consumer', 'table',    'pgmsg_migration_code', 'SELECT'),
+    ('consumer', 'table',    'topic',                'SELECT'),
+    ('consumer', 'table',    'topic_partition',      'SELECT'),
+    ('consumer', 'table',    'segment',              'SELECT'),
+    ('consumer', 'table',    'record',               'SELECT'),
+    ('consumer', 'segments', '',                     'SELECT'),
+    ('consumer', 'table',    'time_index',           'SELECT'),
+    ('consumer', 'table',    'log_epoch',            'SELECT'),
+    ('consumer', 'table',    'consumer_group',       'SELECT, INSERT, UPDATE'),
+    ('consumer', 'table',    'group_cursor',         'SELECT, INSERT, UPDATE'),
+    ('consumer', 'table',    'group_member',         'SELECT, INSERT, UPDATE, DELETE'),
+    -- worker: enqueue (creating queues, uniqueness windows), claim and
+    -- finish jobs; enqueue the due ticks of periodic jobs, whose
+    -- definitions are the admin's.
+    ('worker',   'schema',   '',                     'USAGE'),
+    ('worker',   'table',    'pgmsg_migration',      'SELECT'),
+    ('worker',   'table',    'pgmsg_migration_code', 'SELECT'),
+    ('worker',   'table',    'queue',                'SELECT, INSERT'),
+    ('worker',   'sequence', 'queue_queue_id_seq',   'USAGE'),
+    ('worker',   'sequence', 'job_id_seq',           'USAGE'),
+    ('worker',   'table',    'job',                  'SELECT, INSERT, UPDATE, DELETE'),
+    ('worker',   'table',    'job_archive',          'SELECT, INSERT'),
+    ('worker',   'table',    'job_payload',          'SELECT, INSERT, DELETE'),
+    ('worker',   'table',    'job_unique',           'SELECT, INSERT, DELETE'),
+    ('worker',   'table',    'periodic_job',         'SELECT, UPDATE (next_run_at, last_run_at, last_job_id, last_error)'),
+    -- admin: everything above, tokens, queue and periodic definitions,
+    -- topic DDL and maintenance (SECURITY DEFINER); reads the log's
+    -- tables, which only the owner writes.
+    ('admin',    'schema',   '',                     'USAGE'),
+    ('admin',    'table',    'pgmsg_migration',      'SELECT'),
+    ('admin',    'table',    'pgmsg_migration_code', 'SELECT'),
+    ('admin',    'table',    'topic',                'SELECT'),
+    ('admin',    'table',    'topic_partition',      'SELECT'),
+    ('admin',    'table',    'segment',              'SELECT'),
+    ('admin',    'table',    'record',               'SELECT'),
+    ('admin',    'segments', '',                     'SELECT'),
+    ('admin',    'table',    'time_index',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'log_epoch',            'SELECT'),
+    ('admin',    'table',    'producer_state',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'consumer_group',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'group_cursor',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'group_member',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'maintenance_event',    'SELECT, DELETE'),
+    ('admin',    'table',    'queue',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job',                  'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_archive',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_payload',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_unique',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'sequence', 'queue_queue_id_seq',   'USAGE, SELECT, UPDATE'),
+    ('admin',    'sequence', 'job_id_seq',           'USAGE, SELECT, UPDATE'),
+    ('admin',    'sequence', 'token_token_id_seq',   'USAGE, SELECT, UPDATE'),
+    ('admin',    'function', 'publish(text, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
+    ('admin',    'function', 'publish_idempotent(text, text, bigint, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
+    ('admin',    'function', '_publish_direct(text, integer, bytea[], bytea[], jsonb[], timestamp with time zone[])', 'EXECUTE'),
+    ('admin',    'function', 'segment_ensure(text, integer)', 'EXECUTE'),
+    ('admin',    'function', 'segments_ensure()',    'EXECUTE'),
+    ('admin',    'function', 'topic_create(text, integer, jsonb)', 'EXECUTE'),
+    ('admin',    'function', 'topic_delete(text)',   'EXECUTE'),
+    ('admin',    'function', 'topic_add_partitions(text, integer)', 'EXECUTE'),
+    ('admin',    'function', 'topic_configure(text, jsonb)', 'EXECUTE'),
+    ('admin',    'function', 'retention_run(integer)', 'EXECUTE'),
+    ('admin',    'function', 'compact_run(integer)', 'EXECUTE'),
+    ('admin',    'function', '_group_expire(interval, integer)', 'EXECUTE')
+$function$;
+
+-- _roles_grant (re)applies the grants of the schema's roles (003_auth):
+-- it revokes every privilege the roles hold in the schema, then grants
+-- the rows of role_privileges(), and returns how many of the roles exist.
+-- Segments created later get theirs from _segment_create. The migrator
+-- runs it after the functions.
 CREATE OR REPLACE FUNCTION "pgmsg"._roles_grant()
  RETURNS integer
  LANGUAGE plpgsql
@@ -5216,78 +5413,39 @@ AS $function$
 DECLARE
     s       text := 'pgmsg';
     r       text;
+    g       record;
     rel     text;
     n       integer := 0;
 BEGIN
     FOREACH r IN ARRAY ARRAY['producer', 'consumer', 'worker', 'admin'] LOOP
         CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_' || r);
         n := n + 1;
-        EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', s, s || '_' || r);
+        EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA %I FROM %I', s, s || '_' || r);
+        EXECUTE format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA %I FROM %I', s, s || '_' || r);
+        EXECUTE format('REVOKE ALL ON ALL FUNCTIONS IN SCHEMA %I FROM %I', s, s || '_' || r);
+        FOR g IN SELECT * FROM "pgmsg".role_privileges() p WHERE p.role = r LOOP
+            CASE g.kind
+            WHEN 'schema' THEN
+                EXECUTE format('GRANT %s ON SCHEMA %I TO %I', g.privilege, s, s || '_' || r);
+            WHEN 'table' THEN
+                -- pgmsg_migration is the migrator's (absent from a bare script run).
+                CONTINUE WHEN to_regclass(format('%I.%I', s, g.object)) IS NULL;
+                EXECUTE format('GRANT %s ON TABLE %I.%I TO %I', g.privilege, s, g.object, s || '_' || r);
+            WHEN 'sequence' THEN
+                EXECUTE format('GRANT %s ON SEQUENCE %I.%I TO %I', g.privilege, s, g.object, s || '_' || r);
+            WHEN 'function' THEN
+                EXECUTE format('GRANT %s ON FUNCTION %I.%s TO %I', g.privilege, s, g.object, s || '_' || r);
+            WHEN 'segments' THEN
+                -- Named from the catalog: the partitions of the topics' tables.
+                FOR rel IN SELECT c.relname FROM pg_inherits i
+                             JOIN pg_class c ON c.oid = i.inhrelid
+                             JOIN pg_inherits ti ON ti.inhrelid = i.inhparent
+                            WHERE ti.inhparent = format('%I.record', s)::regclass LOOP
+                    EXECUTE format('GRANT %s ON TABLE %I.%I TO %I', g.privilege, s, rel, s || '_' || r);
+                END LOOP;
+            END CASE;
+        END LOOP;
     END LOOP;
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_producer') THEN
-        EXECUTE format('GRANT SELECT ON %I.topic, %I.segment TO %I', s, s, s || '_producer');
-        EXECUTE format('GRANT SELECT, UPDATE ON %I.topic_partition TO %I', s, s || '_producer');
-        EXECUTE format('GRANT SELECT, INSERT ON %I.log_epoch TO %I', s, s || '_producer');
-        EXECUTE format('GRANT INSERT ON %I.record TO %I', s, s || '_producer');
-        -- Backpressure reads the groups' cursors; segment creation logs.
-        EXECUTE format('GRANT SELECT ON %I.group_cursor, %I.consumer_group TO %I', s, s, s || '_producer');
-        EXECUTE format('GRANT INSERT ON %I.maintenance_event TO %I', s, s || '_producer');
-        EXECUTE format('GRANT USAGE ON SEQUENCE %I.maintenance_event_event_id_seq TO %I', s, s || '_producer');
-        -- Idempotent publishes keep each producer's last batch.
-        EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.producer_state TO %I', s, s || '_producer');
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %I._segment_lock(integer), %I._segment_create(integer, integer, bigint, bigint), '
-                       '%I._segment_ensure(integer, integer, bigint, bigint, bigint), %I._offset_seq_create(integer, integer) TO %I',
-                       s, s, s, s, s || '_producer');
-        -- COPY publishes take offsets from the partitions' sequences
-        -- (_offset_seq_create grants the ones created later).
-        FOR rel IN EXECUTE format('SELECT offset_seq::regclass::text FROM %I.topic_partition WHERE offset_seq IS NOT NULL', s) LOOP
-            EXECUTE format('GRANT USAGE, UPDATE ON SEQUENCE %s TO %I', rel, s || '_producer');
-        END LOOP;
-    END IF;
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_consumer') THEN
-        EXECUTE format('GRANT SELECT ON %I.topic, %I.topic_partition, %I.segment, %I.record TO %I',
-                       s, s, s, s, s || '_consumer');
-        EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.consumer_group, %I.group_cursor TO %I', s, s, s || '_consumer');
-        -- Starting or resetting a group at a time reads the time index.
-        EXECUTE format('GRANT SELECT ON %I.time_index, %I.log_epoch TO %I', s, s, s || '_consumer');
-        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.group_member TO %I', s, s || '_consumer');
-        EXECUTE format('GRANT INSERT ON %I.maintenance_event TO %I', s, s || '_consumer');
-        EXECUTE format('GRANT USAGE ON SEQUENCE %I.maintenance_event_event_id_seq TO %I', s, s || '_consumer');
-        -- Consumers read a claimed range straight from its segment table;
-        -- _segment_create grants new segments to whoever may read record.
-        FOR rel IN SELECT g.relname FROM "pgmsg".segment g LOOP
-            EXECUTE format('GRANT SELECT ON %I.%I TO %I', s, rel, s || '_consumer');
-        END LOOP;
-    END IF;
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_worker') THEN
-        EXECUTE format('GRANT SELECT, INSERT ON %I.queue TO %I', s, s || '_worker');
-        EXECUTE format('GRANT USAGE ON SEQUENCE %I.queue_queue_id_seq, %I.job_id_seq TO %I', s, s, s || '_worker');
-        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.job TO %I', s, s || '_worker');
-        EXECUTE format('GRANT SELECT, INSERT ON %I.job_archive TO %I', s, s || '_worker');
-        EXECUTE format('GRANT SELECT, INSERT, DELETE ON %I.job_payload TO %I', s, s || '_worker');
-        -- Uniqueness windows (enqueue, job_unique_prune); the due ticks of
-        -- periodic jobs (periodic_enqueue_due), whose definitions are the
-        -- admin's.
-        EXECUTE format('GRANT SELECT, INSERT, DELETE ON %I.job_unique TO %I', s, s || '_worker');
-        EXECUTE format('GRANT SELECT, UPDATE ON %I.periodic_job TO %I', s, s || '_worker');
-        EXECUTE format('GRANT INSERT ON %I.maintenance_event TO %I', s, s || '_worker');
-        EXECUTE format('GRANT USAGE ON SEQUENCE %I.maintenance_event_event_id_seq TO %I', s, s || '_worker');
-    END IF;
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_admin') THEN
-        FOR rel IN
-            SELECT c.relname FROM pg_class c WHERE c.relnamespace = s::regnamespace
-               AND c.relkind IN ('r', 'p') AND c.relname NOT IN ('pgmsg_migration', 'pgmsg_migration_code')
-        LOOP
-            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON %I.%I TO %I', s, rel, s || '_admin');
-        END LOOP;
-        EXECUTE format('GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %I TO %I', s, s || '_admin');
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %I._segment_lock(integer), %I._segment_create(integer, integer, bigint, bigint), '
-                       '%I._segment_ensure(integer, integer, bigint, bigint, bigint), %I._offset_seq_create(integer, integer), '
-                       '%I.topic_create(text, integer, jsonb), '
-                       '%I.topic_delete(text), %I.topic_add_partitions(text, integer), %I.topic_configure(text, jsonb), '
-                       '%I.retention_run(integer), %I.compact_run(integer), %I.segments_ensure() TO %I',
-                       s, s, s, s, s, s, s, s, s, s, s, s || '_admin');
-    END IF;
     RETURN n;
 END $function$;
 

@@ -116,7 +116,7 @@ func Start(ctx context.Context, opts Options) (f *Formation, err error) {
 		"--auth", "trust", "--no-ssl", "--hostname", "127.0.0.1", "--run"); err != nil {
 		return nil, err
 	}
-	if err := f.waitSQL(ctx, f.monitor.Port, "pg_auto_failover", "SELECT count(*) FROM pgautofailover.formation"); err != nil {
+	if err := f.waitSQL(ctx, f.monitor.Port, "pg_auto_failover", "SELECT pg_catalog.count(*) FROM pgautofailover.formation"); err != nil {
 		return nil, fmt.Errorf("pgautofailover: monitor: %w", err)
 	}
 	// Seconds, not the defaults' half a minute: a health check every

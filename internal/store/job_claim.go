@@ -110,7 +110,7 @@ const jobClaimDirectSQL = `WITH q AS (
     SELECT qq.queue_id, qq.name, qq.lease, qq.paused OR qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS held,
            qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS limited, qq.job_timeout
       FROM pgmsg.queue qq WHERE qq.name = $1::text
-), n AS (SELECT clock_timestamp() AS ts),
+), n AS (SELECT pg_catalog.clock_timestamp() AS ts),
 hi AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
      WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
@@ -144,7 +144,7 @@ hi AS (
     SELECT w.id, w.priority, w.run_at, 4 FROM whole w WHERE w.id NOT IN (SELECT pos.id FROM pos)
     LIMIT $2::integer
 ), k AS (
-    SELECT x.id, row_number() OVER (ORDER BY x.b, x.priority DESC, x.run_at, x.id) AS ord FROM x
+    SELECT x.id, pg_catalog.row_number() OVER (ORDER BY x.b, x.priority DESC, x.run_at, x.id) AS ord FROM x
 ), u AS (
     UPDATE pgmsg.job j
        SET state = 'running', attempt = j.attempt + 1, lease_token = ($9::bigint + k.ord - 1) % 9007199254740991 + 1,
@@ -154,7 +154,7 @@ hi AS (
     RETURNING k.ord, j.id, j.kind, j.priority, j.attempt, j.max_attempts, j.lease_token,
               j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.unique_key, j.errors, j.timeout
 ), a AS (
-    SELECT CASE WHEN $8::boolean AND EXISTS (SELECT 1 FROM u) THEN set_config('synchronous_commit', 'off', true) END AS s
+    SELECT CASE WHEN $8::boolean AND EXISTS (SELECT 1 FROM u) THEN pg_catalog.set_config('synchronous_commit', 'off', true) END AS s
 )
 SELECT u.ord, u.id, q.name, coalesce(u.kind, ''), pl.payload, u.priority::integer, u.attempt, u.max_attempts, u.lease_token,
        u.lease_expires_at, u.run_at, u.enqueued_at, u.attempted_at, coalesce(u.unique_key, ''), u.errors,
@@ -181,8 +181,8 @@ SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0
 // for the transaction the statement shares with the claim (one pipelined
 // batch, one implicit transaction); $1 also lets that transaction commit
 // without waiting for its WAL flush, as job_claim()'s p_async.
-const JobClaimSettingsSQL = `SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true),
-       CASE WHEN $1::boolean THEN set_config('synchronous_commit', 'off', true) END`
+const JobClaimSettingsSQL = `SELECT pg_catalog.set_config('enable_bitmapscan', 'off', true), pg_catalog.set_config('enable_seqscan', 'off', true),
+       CASE WHEN $1::boolean THEN pg_catalog.set_config('synchronous_commit', 'off', true) END`
 
 // BatchSender runs a pipelined batch of statements: a pool, a connection or
 // a pgx.Tx.

@@ -153,12 +153,14 @@ func (s *Store) JobEnqueueMany(ctx context.Context, exec DBTX, b *JobBatch, fn f
 const enqueueDirectSQL = `WITH q AS (
     SELECT qq.queue_id, qq.max_attempts, qq.name FROM pgmsg.queue qq
      WHERE qq.name = $1::text AND qq.max_depth IS NULL
-       AND NOT EXISTS (SELECT 1 FROM unnest($2::bytea[]) AS u(p) WHERE octet_length(u.p) > qq.max_payload_bytes)
-), n AS (SELECT clock_timestamp() AS ts),
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest($2::bytea[]) AS u(p) WHERE pg_catalog.octet_length(u.p) > qq.max_payload_bytes)
+), n AS (SELECT pg_catalog.clock_timestamp() AS ts),
 src AS (
-    SELECT nextval('pgmsg.job_id_seq') AS id, u.*
-      FROM q CROSS JOIN unnest($2::bytea[], $3::text[], $4::integer[], $5::timestamptz[], $6::interval[], $7::integer[],
-                               $9::interval[])
+    SELECT pg_catalog.nextval('pgmsg.job_id_seq') AS id, u.*
+      FROM q CROSS JOIN ROWS FROM (pg_catalog.unnest($2::bytea[]), pg_catalog.unnest($3::text[]),
+                                pg_catalog.unnest($4::integer[]), pg_catalog.unnest($5::timestamptz[]),
+                                pg_catalog.unnest($6::interval[]), pg_catalog.unnest($7::integer[]),
+                                pg_catalog.unnest($9::interval[]))
            WITH ORDINALITY AS u(p, kd, pr, ra, d, m, tmo, ord)
 ), pl AS (
     INSERT INTO pgmsg.job_payload (id, payload) SELECT src.id, src.p FROM src
@@ -171,9 +173,9 @@ src AS (
      ORDER BY src.ord
     RETURNING j.id, j.state, j.run_at
 ), wake AS (
-    SELECT pg_notify($8::text, 'queue:' || q.name) FROM q WHERE EXISTS (SELECT 1 FROM ins WHERE ins.state = 'available')
+    SELECT pg_catalog.pg_notify($8::text, 'queue:' || q.name) FROM q WHERE EXISTS (SELECT 1 FROM ins WHERE ins.state = 'available')
 )
-SELECT ins.id, ins.state, ins.run_at, (SELECT count(*) FROM wake) FROM ins ORDER BY ins.id`
+SELECT ins.id, ins.state, ins.run_at, (SELECT pg_catalog.count(*) FROM wake) FROM ins ORDER BY ins.id`
 
 // enqueueDirectRow holds the scan targets of an enqueueDirectSQL row.
 type enqueueDirectRow struct {

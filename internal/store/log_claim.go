@@ -40,7 +40,7 @@ import (
 // once when it claims (the UPDATE finds the locked row by its ctid): with
 // a long snapshot held, each read walks every version the row has had
 // since, which made the claim 10 times slower when it read it three times.
-const claimDirectCTE = `WITH n AS (SELECT clock_timestamp() AS ts, pg_current_wal_insert_lsn() AS lsn),
+const claimDirectCTE = `WITH n AS (SELECT pg_catalog.clock_timestamp() AS ts, pg_catalog.pg_current_wal_insert_lsn() AS lsn),
 cur AS (
     SELECT c.ctid AS tid, c.topic_id, c.next_offset, c.claim_epoch, tp.next_offset AS tip, tp.log_epoch
       FROM pgmsg.topic tt
@@ -72,7 +72,7 @@ SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
          WHERE s.topic_id = upd.topic_id AND s.partition = $3::integer AND s.start_offset <= upd.claim_start
            AND s.end_offset > upd.claim_end
          ORDER BY s.start_offset DESC LIMIT 1),
-       CASE WHEN upd.claim_epoch IS NOT NULL AND $7::boolean THEN set_config('synchronous_commit', 'off', true) END,
+       CASE WHEN upd.claim_epoch IS NOT NULL AND $7::boolean THEN pg_catalog.set_config('synchronous_commit', 'off', true) END,
        ` + claimLSNColumn + `, upd.log_epoch
   FROM (SELECT 1) one LEFT JOIN upd ON true`
 
@@ -84,7 +84,7 @@ SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
 // claim_range's p_async with a riding commit (Consumer.Run's, which no
 // caller is told of: a server crash that loses it only delivers its
 // records again).
-const claimCommitDirectCTE = `WITH n AS (SELECT clock_timestamp() AS ts, pg_current_wal_insert_lsn() AS lsn),
+const claimCommitDirectCTE = `WITH n AS (SELECT pg_catalog.clock_timestamp() AS ts, pg_catalog.pg_current_wal_insert_lsn() AS lsn),
 cur AS (
     SELECT c.ctid AS tid, c.topic_id, c.claim_end + 1 AS done_to, c.claim_epoch, tp.next_offset AS tip, tp.log_epoch,
            (c.owner = $4::text AND c.next_owner IS NULL) AS owned
@@ -119,7 +119,7 @@ SELECT upd.owned, CASE WHEN upd.claiming THEN upd.claim_epoch END, upd.claim_exp
          WHERE s.topic_id = upd.topic_id AND s.partition = $3::integer AND s.start_offset <= upd.claim_start
            AND s.end_offset > upd.claim_end
          ORDER BY s.start_offset DESC LIMIT 1),
-       CASE WHEN $9::boolean THEN set_config('synchronous_commit', 'off', true) END, ` + claimLSNColumn + `,
+       CASE WHEN $9::boolean THEN pg_catalog.set_config('synchronous_commit', 'off', true) END, ` + claimLSNColumn + `,
        upd.log_epoch
   FROM upd`
 

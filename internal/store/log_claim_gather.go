@@ -39,9 +39,10 @@ import (
 // position. $1 topic, $2 groups, $3 members, $4 max records, $5 leases in
 // microseconds, $6 commit epochs (NULL: no commit), $7 the new claims'
 // epochs as drawn by the client, $8 partition, $9 commit asynchronously.
-const claimGatherSQL = `WITH n AS (SELECT clock_timestamp() AS ts, pg_current_wal_insert_lsn() AS lsn),
+const claimGatherSQL = `WITH n AS (SELECT pg_catalog.clock_timestamp() AS ts, pg_catalog.pg_current_wal_insert_lsn() AS lsn),
 q AS (
-    SELECT * FROM unnest($2::text[], $3::text[], $4::integer[], $5::bigint[], $6::bigint[], $7::bigint[])
+    SELECT * FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::integer[]),
+                             pg_catalog.unnest($5::bigint[]), pg_catalog.unnest($6::bigint[]), pg_catalog.unnest($7::bigint[]))
         WITH ORDINALITY AS q(grp, member, max_records, lease_us, commit_epoch, token, ord)
 ),
 cur AS (
@@ -91,7 +92,7 @@ SELECT u.ord IS NOT NULL,
          WHERE u.claiming AND s.topic_id = u.topic_id AND s.partition = $8::integer AND s.start_offset <= u.claim_start
            AND s.end_offset > u.claim_end
          ORDER BY s.start_offset DESC LIMIT 1),
-       CASE WHEN u.ord IS NOT NULL AND $9::boolean THEN set_config('synchronous_commit', 'off', true) END,
+       CASE WHEN u.ord IS NOT NULL AND $9::boolean THEN pg_catalog.set_config('synchronous_commit', 'off', true) END,
        ` + claimLSNColumn + `, u.log_epoch
   FROM q LEFT JOIN upd u ON u.ord = q.ord
  ORDER BY q.ord`
@@ -107,7 +108,7 @@ func claimGatherRecordsSQL(relname string) string {
 	return `SELECT r."offset", r."timestamp", r.key, r.value, r.headers
   FROM (SELECT DISTINCT c.topic_id, c.claim_start, c.claim_end
           FROM pgmsg.topic tt
-          CROSS JOIN unnest($2::text[], $3::bigint[]) AS q(grp, token)
+          CROSS JOIN ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::bigint[])) AS q(grp, token)
           CROSS JOIN LATERAL (
             SELECT c.topic_id, c.claim_start, c.claim_end
               FROM pgmsg.group_cursor c
@@ -129,7 +130,7 @@ func claimGatherRecordsSQL(relname string) string {
 // once, while group_cursor may be one page, and a sequential scan (with a
 // hash join for the UPDATE's ctid) would then read every version of
 // every cursor row on each call once a held snapshot keeps them.
-const gatherGenericPlanSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`
+const gatherGenericPlanSQL = `SELECT pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true), pg_catalog.set_config('enable_seqscan', 'off', true)`
 
 // ClaimGatherReq is one group's request in a gathered claim: a claim of
 // the partition by its owner Member, committing CommitEpoch first when

@@ -82,48 +82,30 @@ type PublishResult struct {
 }
 
 // timelineExpr is the timeline this server writes WAL on, as
-// functions/log.sql's _timeline() computes it: the publish statements
-// compare it with the partition's log_timeline and leave a mismatch (the
+// functions/log.sql's _timeline() computes it: the COPY publish's begin
+// statement (and _publish_direct()) compare it with the partition's log_timeline and leave a mismatch (the
 // first publish on a promoted standby) to publish(), which starts a new
 // log epoch. Written out rather than called: _timeline() pins its
 // search_path, which keeps it from being inlined into a cached plan; this
 // costs about a microsecond per statement.
 const timelineExpr = `('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer`
 
-// publishDirectSQL appends one partition's batch in one statement against
-// the tables, as publish() does on its common path: reserve the offsets on
-// the partition's counter row (its lock orders publishers, see
-// docs/architecture.md) and insert the records. Unlike a call of the
-// PL/pgSQL function, it runs from the connection's cached generic plan:
-// no planning, no function call, no row materialised to return (issue 12;
-// docs/benchmarks.md has the measurements). It appends nothing and returns
-// no row when publish() has more to do: a topic with backpressure
-// settings, a batch that reaches past the segments created so far, a
-// record larger than max_record_bytes (publish() raises PM006), an
-// unknown topic (PM001), or the first publish to the partition on a new
-// timeline (a promoted standby: publish() starts a new log epoch); the
-// caller then calls publish(). Timestamps,
-// partitions and the batch's shape are checked by the Go client before.
-const publishDirectSQL = `WITH t AS (
-    SELECT tt.topic_id, tt.segment_records, tt.max_record_bytes FROM pgmsg.topic tt
-    WHERE tt.name = $1::text AND NOT tt.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
-), r AS (
-    UPDATE pgmsg.topic_partition c SET next_offset = c.next_offset + cardinality($3::bytea[])
-      FROM t
-     WHERE c.topic_id = t.topic_id AND c.partition = $2::integer
-       AND c.next_offset + cardinality($3::bytea[]) <= c.segment_end
-       AND c.log_timeline = ` + timelineExpr + `
-       AND NOT EXISTS (SELECT 1 FROM unnest($3::bytea[], $4::bytea[], $5::jsonb[]) AS u(v, k, h)
-                        WHERE coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)
-                              + coalesce(octet_length(u.h::text), 0) > t.max_record_bytes)
-    RETURNING c.topic_id, c.next_offset - cardinality($3::bytea[]) AS base,
-              c.next_offset > c.segment_end - 2 * t.segment_records AS segments_low
-), ins AS (
-    INSERT INTO pgmsg.record (topic_id, partition, "offset", "timestamp", key, value, headers)
-    SELECT r.topic_id, $2::integer, r.base + u.ord - 1, coalesce(u.ts, statement_timestamp()), u.k, u.v, u.h
-      FROM r, unnest($3::bytea[], $4::bytea[], $5::jsonb[], $6::timestamptz[]) WITH ORDINALITY AS u(v, k, h, ts, ord)
-)
-SELECT base, statement_timestamp(), segments_low FROM r`
+// publishDirectSQL appends one partition's batch with _publish_direct()
+// (functions/log.sql), what publish() does on its common path in one
+// statement: reserve the offsets on the partition's counter row (its lock
+// orders publishers, see docs/architecture.md) and insert the records.
+// The function runs as the schema's owner, so that producers append only
+// through pgmsg's rules (issue 51); its statement is planned once per
+// session. It appends nothing and returns no row when publish() has more
+// to do: a topic with backpressure settings, a batch that reaches past the
+// segments created so far, a record larger than max_record_bytes
+// (publish() raises PM006), an unknown topic (PM001), or the first
+// publish to the partition on a new timeline (a promoted standby:
+// publish() starts a new log epoch); the caller then calls publish(). Timestamps, partitions and the batch's shape are
+// checked by the Go client before (issue 12; docs/benchmarks.md has the
+// measurements).
+const publishDirectSQL = `SELECT d.base_offset, d.published_at, d.segments_low
+  FROM pgmsg._publish_direct($1::text, $2::integer, $3::bytea[], $4::bytea[], $5::jsonb[], $6::timestamptz[]) d`
 
 // PublishDirect appends b with publishDirectSQL. It returns nil, nil when
 // publish() must do it (Publish).

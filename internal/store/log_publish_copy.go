@@ -56,17 +56,17 @@ const copyBeginSQL = `WITH u AS (
     RETURNING c.next_offset - $3::integer AS base, c.offset_seq AS seq
 )
 SELECT CASE WHEN u.seq IS NULL THEN pgmsg._publish_copy_begin($1::integer, $2::integer, $3::integer, $4::bigint)::text
-            ELSE set_config({{copy_offset_seq}}, u.seq::text, true) || setval(u.seq::regclass, u.base, false)::text END
+            ELSE pg_catalog.set_config({{copy_offset_seq}}, u.seq::text, true) || pg_catalog.setval(u.seq::regclass, u.base, false)::text END
   FROM (SELECT 1) one LEFT JOIN u ON true`
 
 // copyEndSQL answers the COPY publish of $3 records to partition $2 of
 // topic $1: base offset, publish time in Unix microseconds, segments_low.
 // When COPY did not store exactly the records reserved,
 // _publish_copy_end() raises the error (PM004).
-const copyEndSQL = `SELECT CASE WHEN currval(current_setting({{copy_offset_seq}})::oid::regclass) = c.next_offset - 1
+const copyEndSQL = `SELECT CASE WHEN pg_catalog.currval(pg_catalog.current_setting({{copy_offset_seq}})::oid::regclass) = c.next_offset - 1
             THEN c.next_offset - $3::integer
             ELSE (SELECT e.base_offset FROM pgmsg._publish_copy_end($1::integer, $2::integer, $3::integer) e) END,
-       (extract(epoch FROM transaction_timestamp()) * 1000000)::bigint,
+       (extract(epoch FROM pg_catalog.transaction_timestamp()) * 1000000)::bigint,
        c.next_offset > c.segment_end - 2 * t.segment_records
   FROM pgmsg.topic_partition c JOIN pgmsg.topic t ON t.topic_id = c.topic_id
  WHERE c.topic_id = $1::integer AND c.partition = $2::integer`
@@ -148,7 +148,15 @@ func (b *PublishBatch) MaxRecordBound() int64 {
 // returns nil, nil when the server declined (PM016: the direct statement
 // or publish() must do it) or when the connection's role may not use the
 // partition's offset sequence; nothing is stored then.
+//
+// Only a role that may write the record table and the partitions' counter
+// rows may publish with COPY: the schema's owner (docs/operations.md,
+// "Database roles"). The first refusal (42501) is remembered, and the
+// store's later COPY publishes answer nil, nil at once.
 func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int32, b *PublishBatch) (*PublishResult, error) {
+	if s.copyDenied.Load() {
+		return nil, nil
+	}
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -183,7 +191,11 @@ func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int
 	res, err := roundTrip(ctx, c.Conn(), buf)
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && (pgErr.Code == copyDeclinedCode || pgErr.Code == "42501") {
+		if errors.As(err, &pgErr) && pgErr.Code == copyDeclinedCode {
+			return nil, nil
+		}
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+			s.copyDenied.Store(true)
 			return nil, nil
 		}
 		return nil, errs.Map(err)

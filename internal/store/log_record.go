@@ -176,7 +176,7 @@ func ReadTable(relname string) string {
 func readRangeSQL(schema, table string, standby bool) string {
 	cond := ""
 	if standby {
-		cond = "pg_is_in_recovery() AND "
+		cond = "pg_catalog.pg_is_in_recovery() AND "
 	}
 	return `SELECT "offset", "timestamp", key, value, headers FROM ` + pgx.Identifier{schema, table}.Sanitize() +
 		` WHERE ` + cond + `topic_id = $1 AND partition = $2 AND "offset" BETWEEN $3 AND $4 ORDER BY "offset"`
@@ -230,14 +230,14 @@ func (s *Store) RecordFetch(ctx context.Context, exec DBTX, topic string, partit
 // (pg_current_wal_insert_lsn()).
 func (s *Store) WALInsertLSN(ctx context.Context, exec DBTX) (int64, error) {
 	var lsn int64
-	err := exec.QueryRow(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&lsn)
+	err := exec.QueryRow(ctx, `SELECT (pg_catalog.pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&lsn)
 	return lsn, errs.Map(err)
 }
 
 // ReplayPosition reports whether the server is a standby and how far it
 // has replayed the WAL, in bytes (0 when it has replayed nothing).
 func (s *Store) ReplayPosition(ctx context.Context, exec DBTX) (recovering bool, replay int64, err error) {
-	err = exec.QueryRow(ctx, `SELECT pg_is_in_recovery(), coalesce((pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint, 0)`).
+	err = exec.QueryRow(ctx, `SELECT pg_catalog.pg_is_in_recovery(), coalesce((pg_catalog.pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint, 0)`).
 		Scan(&recovering, &replay)
 	return recovering, replay, errs.Map(err)
 }
@@ -250,7 +250,7 @@ func (s *Store) ReplayPosition(ctx context.Context, exec DBTX) (recovering bool,
 // that nothing needs to survive a crash (consumers poll). exec must not
 // be in a transaction.
 func (s *Store) NotifyTopics(ctx context.Context, exec DBTX, channel string, topics []string) error {
-	_, err := exec.Exec(ctx, "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, t) FROM unnest($2::text[]) AS t",
+	_, err := exec.Exec(ctx, "SELECT pg_catalog.set_config('synchronous_commit', 'off', true), pg_catalog.pg_notify($1, t) FROM pg_catalog.unnest($2::text[]) AS t",
 		channel, topics)
 	return errs.Map(err)
 }

@@ -21,6 +21,7 @@ package store
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,6 +40,10 @@ type Store struct {
 	q      *dbsqlc.Queries
 	sql    sync.Map // query text for the default schema -> for schema
 	copy   copyTexts
+	// copyDenied: a COPY publish was refused for lack of privilege (only
+	// the schema's owner may write the record table, issue 51); the
+	// connections' role publishes through _publish_direct() from then on.
+	copyDenied atomic.Bool
 }
 
 // New returns a Store for schema (already validated).

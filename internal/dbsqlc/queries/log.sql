@@ -81,7 +81,7 @@ WITH pre AS (
 )
 SELECT h.joined::boolean AS joined, h.partitions::integer[] AS partitions, h.owner_epochs::bigint[] AS owner_epochs,
        h.revoking::boolean[] AS revoking,
-       coalesce(CASE WHEN pre.existed THEN set_config('synchronous_commit', 'off', true) END, '')::text AS async
+       coalesce(CASE WHEN pre.existed THEN pg_catalog.set_config('synchronous_commit', 'off', true) END, '')::text AS async
 FROM pre, pgmsg.group_heartbeat(@topic::text, @group_name::text, @member::text, @session_timeout::interval, @start::text) h;
 
 -- name: GroupLeave :one

@@ -25,7 +25,7 @@ SELECT pgmsg.maintenance_events_prune(@older::interval, @max_events::integer);
 -- The session advisory lock that elects a schema's maintenance leader
 -- (lock_key names the schema). The leader's dedicated connection holds it
 -- until it closes: there is no unlock, a closed session releases it.
-SELECT pg_try_advisory_lock(hashtext(@lock_key::text));
+SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext(@lock_key::text));
 
 -- name: TopicOffsets :many
 -- topic_metrics without the segments' sizes: the offsets and segment count
@@ -33,7 +33,7 @@ SELECT pg_try_advisory_lock(hashtext(@lock_key::text));
 -- asks pg_total_relation_size of every segment: 21 s for 1,000 topics on
 -- a shared server, against milliseconds here).
 SELECT t.name::text AS topic, tp.partition::integer AS partition, tp.start_offset::bigint AS start_offset, tp.next_offset::bigint AS end_offset,
-       (SELECT count(*) FROM pgmsg.segment s WHERE s.topic_id = tp.topic_id AND s.partition = tp.partition)::integer AS segments
+       (SELECT pg_catalog.count(*) FROM pgmsg.segment s WHERE s.topic_id = tp.topic_id AND s.partition = tp.partition)::integer AS segments
 FROM pgmsg.topic_partition tp
 JOIN pgmsg.topic t ON t.topic_id = tp.topic_id
 ORDER BY t.name, tp.partition;

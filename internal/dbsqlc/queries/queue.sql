@@ -71,10 +71,10 @@ SELECT pgmsg.queue_resume(@queue::text)::boolean AS paused;
 -- Go sends "" for no kind or unique key, 0 for the queue's max attempts and
 -- NULL for no timeout, tags, metadata or uniqueness window of the job's own.
 SELECT id::bigint, duplicate::boolean, state::text, run_at::timestamptz
-FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], array_replace(@kinds::text[], '', NULL),
+FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], pg_catalog.array_replace(@kinds::text[], '', NULL),
                         @priorities::integer[], @run_ats::timestamptz[], @delays::interval[],
-                        array_replace(@max_attempts::integer[], 0, NULL),
-                        array_replace(@unique_keys::text[], '', NULL), @create_queue::boolean,
+                        pg_catalog.array_replace(@max_attempts::integer[], 0, NULL),
+                        pg_catalog.array_replace(@unique_keys::text[], '', NULL), @create_queue::boolean,
                         @timeouts::interval[], @tags::jsonb[], @metadata::jsonb[], @unique_fors::interval[]);
 
 -- name: JobClaim :many
@@ -95,14 +95,14 @@ FROM pgmsg.job_claim(@queue::text, @max_jobs::integer, sqlc.narg(lease)::interva
 -- returns their ids. job_complete_many() stays the SQL API's reference.
 WITH d AS (
     DELETE FROM pgmsg.job j
-     USING (SELECT unnest(@ids::bigint[]) AS id, unnest(@lease_tokens::bigint[]) AS token) u
+     USING (SELECT pg_catalog.unnest(@ids::bigint[]) AS id, pg_catalog.unnest(@lease_tokens::bigint[]) AS token) u
      WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
     RETURNING j.*
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                    attempted_at, finished_at, kind, unique_key, errors, progress)
     SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress
+           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress
       FROM d
     RETURNING job_archive.id
 )

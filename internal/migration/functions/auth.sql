@@ -108,10 +108,116 @@ BEGIN
     END LOOP;
 END $function$;
 
--- _roles_grant (re)applies the grants of the schema's roles (003_auth) and
--- returns how many of the roles exist: the tables and functions each role
--- needs, and SELECT on every segment for consumers (_segment_create grants
--- segments created later). The migrator runs it after the functions.
+-- role_privileges is the one table of what each of the schema's roles
+-- (003_auth) may do: _roles_grant() grants exactly these rows and nothing
+-- else, docs/operations.md ("Database roles") lists them, and
+-- TestRolesGrantsMatchTable compares the database's grants with them.
+--   kind      schema | table | sequence | function | segments
+--   object    a table, sequence or function (with its argument types) of
+--             the schema; "segments" means every segment table
+--   privilege what GRANT takes: "SELECT, INSERT", "UPDATE (a, b)", ...
+-- Principles (docs/operations.md): the log's tables (topic,
+-- topic_partition, segment, record and its segments) are written by the
+-- owner only, through SECURITY DEFINER functions that check what they
+-- write (publishing included), so no owner-run code reads a value another
+-- role wrote there; maintenance_event is written by owner-run code only;
+-- a worker updates only the schedule state of periodic jobs; every role
+-- reads pgmsg_migration (the version check at start-up).
+CREATE OR REPLACE FUNCTION {{schema}}.role_privileges()
+ RETURNS TABLE(role text, kind text, object text, privilege text)
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    VALUES
+    -- producer: publish, through publish(), publish_idempotent() and the
+    -- Go client's _publish_direct(); read topic metadata.
+    ('producer', 'schema',   '',                     'USAGE'),
+    ('producer', 'table',    'pgmsg_migration',      'SELECT'),
+    ('producer', 'table',    'pgmsg_migration_code', 'SELECT'),
+    ('producer', 'table',    'topic',                'SELECT'),
+    ('producer', 'table',    'topic_partition',      'SELECT'),
+    ('producer', 'table',    'segment',              'SELECT'),
+    ('producer', 'function', 'publish(text, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
+    ('producer', 'function', 'publish_idempotent(text, text, bigint, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
+    ('producer', 'function', '_publish_direct(text, integer, bytea[], bytea[], jsonb[], timestamp with time zone[])', 'EXECUTE'),
+    ('producer', 'function', 'segment_ensure(text, integer)', 'EXECUTE'),
+    -- consumer: read topics and every segment; run groups (claim,
+    -- commit, membership, resets).
+    ('consumer', 'schema',   '',                     'USAGE'),
+    ('consumer', 'table',    'pgmsg_migration',      'SELECT'),
+    ('consumer', 'table',    'pgmsg_migration_code', 'SELECT'),
+    ('consumer', 'table',    'topic',                'SELECT'),
+    ('consumer', 'table',    'topic_partition',      'SELECT'),
+    ('consumer', 'table',    'segment',              'SELECT'),
+    ('consumer', 'table',    'record',               'SELECT'),
+    ('consumer', 'segments', '',                     'SELECT'),
+    ('consumer', 'table',    'time_index',           'SELECT'),
+    ('consumer', 'table',    'log_epoch',            'SELECT'),
+    ('consumer', 'table',    'consumer_group',       'SELECT, INSERT, UPDATE'),
+    ('consumer', 'table',    'group_cursor',         'SELECT, INSERT, UPDATE'),
+    ('consumer', 'table',    'group_member',         'SELECT, INSERT, UPDATE, DELETE'),
+    -- worker: enqueue (creating queues, uniqueness windows), claim and
+    -- finish jobs; enqueue the due ticks of periodic jobs, whose
+    -- definitions are the admin's.
+    ('worker',   'schema',   '',                     'USAGE'),
+    ('worker',   'table',    'pgmsg_migration',      'SELECT'),
+    ('worker',   'table',    'pgmsg_migration_code', 'SELECT'),
+    ('worker',   'table',    'queue',                'SELECT, INSERT'),
+    ('worker',   'sequence', 'queue_queue_id_seq',   'USAGE'),
+    ('worker',   'sequence', 'job_id_seq',           'USAGE'),
+    ('worker',   'table',    'job',                  'SELECT, INSERT, UPDATE, DELETE'),
+    ('worker',   'table',    'job_archive',          'SELECT, INSERT'),
+    ('worker',   'table',    'job_payload',          'SELECT, INSERT, DELETE'),
+    ('worker',   'table',    'job_unique',           'SELECT, INSERT, DELETE'),
+    ('worker',   'table',    'periodic_job',         'SELECT, UPDATE (next_run_at, last_run_at, last_job_id, last_error)'),
+    -- admin: everything above, tokens, queue and periodic definitions,
+    -- topic DDL and maintenance (SECURITY DEFINER); reads the log's
+    -- tables, which only the owner writes.
+    ('admin',    'schema',   '',                     'USAGE'),
+    ('admin',    'table',    'pgmsg_migration',      'SELECT'),
+    ('admin',    'table',    'pgmsg_migration_code', 'SELECT'),
+    ('admin',    'table',    'topic',                'SELECT'),
+    ('admin',    'table',    'topic_partition',      'SELECT'),
+    ('admin',    'table',    'segment',              'SELECT'),
+    ('admin',    'table',    'record',               'SELECT'),
+    ('admin',    'segments', '',                     'SELECT'),
+    ('admin',    'table',    'time_index',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'log_epoch',            'SELECT'),
+    ('admin',    'table',    'producer_state',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'consumer_group',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'group_cursor',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'group_member',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'maintenance_event',    'SELECT, DELETE'),
+    ('admin',    'table',    'queue',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job',                  'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_archive',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_payload',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_unique',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'sequence', 'queue_queue_id_seq',   'USAGE, SELECT, UPDATE'),
+    ('admin',    'sequence', 'job_id_seq',           'USAGE, SELECT, UPDATE'),
+    ('admin',    'sequence', 'token_token_id_seq',   'USAGE, SELECT, UPDATE'),
+    ('admin',    'function', 'publish(text, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
+    ('admin',    'function', 'publish_idempotent(text, text, bigint, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
+    ('admin',    'function', '_publish_direct(text, integer, bytea[], bytea[], jsonb[], timestamp with time zone[])', 'EXECUTE'),
+    ('admin',    'function', 'segment_ensure(text, integer)', 'EXECUTE'),
+    ('admin',    'function', 'segments_ensure()',    'EXECUTE'),
+    ('admin',    'function', 'topic_create(text, integer, jsonb)', 'EXECUTE'),
+    ('admin',    'function', 'topic_delete(text)',   'EXECUTE'),
+    ('admin',    'function', 'topic_add_partitions(text, integer)', 'EXECUTE'),
+    ('admin',    'function', 'topic_configure(text, jsonb)', 'EXECUTE'),
+    ('admin',    'function', 'retention_run(integer)', 'EXECUTE'),
+    ('admin',    'function', 'compact_run(integer)', 'EXECUTE'),
+    ('admin',    'function', '_group_expire(interval, integer)', 'EXECUTE')
+$function$;
+
+-- _roles_grant (re)applies the grants of the schema's roles (003_auth):
+-- it revokes every privilege the roles hold in the schema, then grants
+-- the rows of role_privileges(), and returns how many of the roles exist.
+-- Segments created later get theirs from _segment_create. The migrator
+-- runs it after the functions.
 CREATE OR REPLACE FUNCTION {{schema}}._roles_grant()
  RETURNS integer
  LANGUAGE plpgsql
@@ -120,78 +226,39 @@ AS $function$
 DECLARE
     s       text := {{schema_lit}};
     r       text;
+    g       record;
     rel     text;
     n       integer := 0;
 BEGIN
     FOREACH r IN ARRAY ARRAY['producer', 'consumer', 'worker', 'admin'] LOOP
         CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_' || r);
         n := n + 1;
-        EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', s, s || '_' || r);
+        EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA %I FROM %I', s, s || '_' || r);
+        EXECUTE format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA %I FROM %I', s, s || '_' || r);
+        EXECUTE format('REVOKE ALL ON ALL FUNCTIONS IN SCHEMA %I FROM %I', s, s || '_' || r);
+        FOR g IN SELECT * FROM {{schema}}.role_privileges() p WHERE p.role = r LOOP
+            CASE g.kind
+            WHEN 'schema' THEN
+                EXECUTE format('GRANT %s ON SCHEMA %I TO %I', g.privilege, s, s || '_' || r);
+            WHEN 'table' THEN
+                -- pgmsg_migration is the migrator's (absent from a bare script run).
+                CONTINUE WHEN to_regclass(format('%I.%I', s, g.object)) IS NULL;
+                EXECUTE format('GRANT %s ON TABLE %I.%I TO %I', g.privilege, s, g.object, s || '_' || r);
+            WHEN 'sequence' THEN
+                EXECUTE format('GRANT %s ON SEQUENCE %I.%I TO %I', g.privilege, s, g.object, s || '_' || r);
+            WHEN 'function' THEN
+                EXECUTE format('GRANT %s ON FUNCTION %I.%s TO %I', g.privilege, s, g.object, s || '_' || r);
+            WHEN 'segments' THEN
+                -- Named from the catalog: the partitions of the topics' tables.
+                FOR rel IN SELECT c.relname FROM pg_inherits i
+                             JOIN pg_class c ON c.oid = i.inhrelid
+                             JOIN pg_inherits ti ON ti.inhrelid = i.inhparent
+                            WHERE ti.inhparent = format('%I.record', s)::regclass LOOP
+                    EXECUTE format('GRANT %s ON TABLE %I.%I TO %I', g.privilege, s, rel, s || '_' || r);
+                END LOOP;
+            END CASE;
+        END LOOP;
     END LOOP;
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_producer') THEN
-        EXECUTE format('GRANT SELECT ON %I.topic, %I.segment TO %I', s, s, s || '_producer');
-        EXECUTE format('GRANT SELECT, UPDATE ON %I.topic_partition TO %I', s, s || '_producer');
-        EXECUTE format('GRANT SELECT, INSERT ON %I.log_epoch TO %I', s, s || '_producer');
-        EXECUTE format('GRANT INSERT ON %I.record TO %I', s, s || '_producer');
-        -- Backpressure reads the groups' cursors; segment creation logs.
-        EXECUTE format('GRANT SELECT ON %I.group_cursor, %I.consumer_group TO %I', s, s, s || '_producer');
-        EXECUTE format('GRANT INSERT ON %I.maintenance_event TO %I', s, s || '_producer');
-        EXECUTE format('GRANT USAGE ON SEQUENCE %I.maintenance_event_event_id_seq TO %I', s, s || '_producer');
-        -- Idempotent publishes keep each producer's last batch.
-        EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.producer_state TO %I', s, s || '_producer');
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %I._segment_lock(integer), %I._segment_create(integer, integer, bigint, bigint), '
-                       '%I._segment_ensure(integer, integer, bigint, bigint, bigint), %I._offset_seq_create(integer, integer) TO %I',
-                       s, s, s, s, s || '_producer');
-        -- COPY publishes take offsets from the partitions' sequences
-        -- (_offset_seq_create grants the ones created later).
-        FOR rel IN EXECUTE format('SELECT offset_seq::regclass::text FROM %I.topic_partition WHERE offset_seq IS NOT NULL', s) LOOP
-            EXECUTE format('GRANT USAGE, UPDATE ON SEQUENCE %s TO %I', rel, s || '_producer');
-        END LOOP;
-    END IF;
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_consumer') THEN
-        EXECUTE format('GRANT SELECT ON %I.topic, %I.topic_partition, %I.segment, %I.record TO %I',
-                       s, s, s, s, s || '_consumer');
-        EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.consumer_group, %I.group_cursor TO %I', s, s, s || '_consumer');
-        -- Starting or resetting a group at a time reads the time index.
-        EXECUTE format('GRANT SELECT ON %I.time_index, %I.log_epoch TO %I', s, s, s || '_consumer');
-        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.group_member TO %I', s, s || '_consumer');
-        EXECUTE format('GRANT INSERT ON %I.maintenance_event TO %I', s, s || '_consumer');
-        EXECUTE format('GRANT USAGE ON SEQUENCE %I.maintenance_event_event_id_seq TO %I', s, s || '_consumer');
-        -- Consumers read a claimed range straight from its segment table;
-        -- _segment_create grants new segments to whoever may read record.
-        FOR rel IN SELECT g.relname FROM {{schema}}.segment g LOOP
-            EXECUTE format('GRANT SELECT ON %I.%I TO %I', s, rel, s || '_consumer');
-        END LOOP;
-    END IF;
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_worker') THEN
-        EXECUTE format('GRANT SELECT, INSERT ON %I.queue TO %I', s, s || '_worker');
-        EXECUTE format('GRANT USAGE ON SEQUENCE %I.queue_queue_id_seq, %I.job_id_seq TO %I', s, s, s || '_worker');
-        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.job TO %I', s, s || '_worker');
-        EXECUTE format('GRANT SELECT, INSERT ON %I.job_archive TO %I', s, s || '_worker');
-        EXECUTE format('GRANT SELECT, INSERT, DELETE ON %I.job_payload TO %I', s, s || '_worker');
-        -- Uniqueness windows (enqueue, job_unique_prune); the due ticks of
-        -- periodic jobs (periodic_enqueue_due), whose definitions are the
-        -- admin's.
-        EXECUTE format('GRANT SELECT, INSERT, DELETE ON %I.job_unique TO %I', s, s || '_worker');
-        EXECUTE format('GRANT SELECT, UPDATE ON %I.periodic_job TO %I', s, s || '_worker');
-        EXECUTE format('GRANT INSERT ON %I.maintenance_event TO %I', s, s || '_worker');
-        EXECUTE format('GRANT USAGE ON SEQUENCE %I.maintenance_event_event_id_seq TO %I', s, s || '_worker');
-    END IF;
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s || '_admin') THEN
-        FOR rel IN
-            SELECT c.relname FROM pg_class c WHERE c.relnamespace = s::regnamespace
-               AND c.relkind IN ('r', 'p') AND c.relname NOT IN ('pgmsg_migration', 'pgmsg_migration_code')
-        LOOP
-            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON %I.%I TO %I', s, rel, s || '_admin');
-        END LOOP;
-        EXECUTE format('GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %I TO %I', s, s || '_admin');
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %I._segment_lock(integer), %I._segment_create(integer, integer, bigint, bigint), '
-                       '%I._segment_ensure(integer, integer, bigint, bigint, bigint), %I._offset_seq_create(integer, integer), '
-                       '%I.topic_create(text, integer, jsonb), '
-                       '%I.topic_delete(text), %I.topic_add_partitions(text, integer), %I.topic_configure(text, jsonb), '
-                       '%I.retention_run(integer), %I.compact_run(integer), %I.segments_ensure() TO %I',
-                       s, s, s, s, s, s, s, s, s, s, s, s || '_admin');
-    END IF;
     RETURN n;
 END $function$;
 

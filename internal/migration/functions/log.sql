@@ -624,6 +624,7 @@ END $function$;
 CREATE OR REPLACE FUNCTION {{schema}}.segment_ensure(p_topic text, p_partition integer)
  RETURNS integer
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
@@ -699,11 +700,30 @@ BEGIN
     RETURN n;
 END $function$;
 
--- _segment_bytes: on-disk size of one segment (heap, index, TOAST).
+-- _segment_relname names the table of the segment of partition
+-- p_partition of topic p_topic_id that starts at p_start, as
+-- _segment_create names it, if that table is a partition of the topic's
+-- table; else NULL. Owner-run code takes segment tables' names from here,
+-- never from a column another role could write (issue 51, finding 5).
+CREATE OR REPLACE FUNCTION {{schema}}._segment_relname(p_topic_id integer, p_partition integer, p_start bigint)
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT c.relname::text FROM pg_class c
+      JOIN pg_inherits i ON i.inhrelid = c.oid
+     WHERE c.relnamespace = to_regnamespace(quote_ident({{schema_lit}}))
+       AND c.relname = format('record_%s_p%s_%s', p_topic_id, p_partition, p_start)
+       AND i.inhparent = to_regclass(format('%I.%I', {{schema_lit}}, 'record_' || p_topic_id))
+$function$;
+
+-- _segment_bytes: on-disk size of one segment (heap, index, TOAST); NULL
+-- for NULL.
 CREATE OR REPLACE FUNCTION {{schema}}._segment_bytes(p_relname text)
  RETURNS bigint
  LANGUAGE sql
- STABLE
+ STABLE STRICT
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
     SELECT pg_total_relation_size(format('%I.%I', {{schema_lit}}, p_relname)::regclass)
@@ -796,6 +816,7 @@ $function$;
 CREATE OR REPLACE FUNCTION {{schema}}.publish(p_topic text, p_values bytea[], p_keys bytea[] DEFAULT NULL::bytea[], p_headers jsonb[] DEFAULT NULL::jsonb[], p_timestamps timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_partition integer DEFAULT NULL::integer, p_notify boolean DEFAULT true)
  RETURNS TABLE(partition integer, base_offset bigint, record_count integer, "timestamp" timestamp with time zone, segments_low boolean)
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -860,6 +881,59 @@ BEGIN
     END IF;
 END $function$;
 
+-- _publish_direct appends one partition's batch in one statement, as
+-- publish() does on its common path: reserve the offsets on the
+-- partition's counter row (its lock orders publishers) and insert the
+-- records. It is the Go client's hot path (store.PublishDirect): one
+-- statement planned once per session. It appends nothing and returns no
+-- row when publish() has more to do: a topic with backpressure settings, a
+-- batch that reaches past the segments created so far, or anything
+-- publish() refuses (an unknown topic or partition, an empty batch, keys,
+-- headers or timestamps longer than the values, a timestamp outside the
+-- UTC years 0001..9999, a record larger than max_record_bytes). It runs as the owner, so
+-- that producers append only through pgmsg's rules (issue 51): no role but
+-- the owner writes the counter rows or the record table.
+CREATE OR REPLACE FUNCTION {{schema}}._publish_direct(p_topic text, p_partition integer, p_values bytea[], p_keys bytea[], p_headers jsonb[], p_timestamps timestamp with time zone[])
+ RETURNS TABLE(base_offset bigint, published_at timestamp with time zone, segments_low boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH t AS (
+        SELECT tt.topic_id, tt.segment_records, tt.max_record_bytes FROM {{schema}}.topic tt
+        WHERE tt.name = p_topic AND NOT tt.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
+    ), r AS (
+        UPDATE {{schema}}.topic_partition c SET next_offset = c.next_offset + cardinality(p_values)
+          FROM t
+         WHERE c.topic_id = t.topic_id AND c.partition = p_partition
+           AND c.next_offset + cardinality(p_values) <= c.segment_end
+           -- The first publish on a new timeline (a promoted standby) is
+           -- publish()'s: it starts a new log epoch. _timeline() written
+           -- out: a call of it would save and restore its pinned settings.
+           AND c.log_timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::integer
+           -- What publish() checks and the Go client checked before: a
+           -- caller of this function gets no further than publish() would.
+           AND cardinality(p_values) > 0
+           AND coalesce(cardinality(p_keys), 0) <= cardinality(p_values)
+           AND coalesce(cardinality(p_headers), 0) <= cardinality(p_values)
+           AND coalesce(cardinality(p_timestamps), 0) <= cardinality(p_values)
+           AND NOT EXISTS (SELECT 1 FROM unnest(p_timestamps) AS u(ts) WHERE NOT {{schema}}._time_ok(u.ts))
+           AND NOT EXISTS (SELECT 1 FROM unnest(p_values, p_keys, p_headers) AS u(v, k, h)
+                            WHERE coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)
+                                  + coalesce(octet_length(u.h::text), 0) > t.max_record_bytes)
+        RETURNING c.topic_id, c.next_offset - cardinality(p_values) AS base,
+                  c.next_offset > c.segment_end - 2 * t.segment_records AS low
+    ), ins AS (
+        INSERT INTO {{schema}}.record (topic_id, partition, "offset", "timestamp", key, value, headers)
+        SELECT r.topic_id, p_partition, r.base + u.ord - 1, coalesce(u.ts, statement_timestamp()), u.k, u.v, u.h
+          FROM r, unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord)
+    )
+    SELECT r.base, statement_timestamp(), r.low FROM r;
+END $function$;
+
 -- publish_idempotent publishes as publish() does, as producer p_producer_id
 -- with the records numbered from p_sequence in the order they are stored:
 -- by partition, then in the order given. The partition of an unkeyed
@@ -871,6 +945,7 @@ END $function$;
 CREATE OR REPLACE FUNCTION {{schema}}.publish_idempotent(p_topic text, p_producer_id text, p_sequence bigint, p_values bytea[], p_keys bytea[] DEFAULT NULL::bytea[], p_headers jsonb[] DEFAULT NULL::jsonb[], p_timestamps timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_partition integer DEFAULT NULL::integer, p_notify boolean DEFAULT true)
  RETURNS TABLE(partition integer, base_offset bigint, record_count integer, "timestamp" timestamp with time zone, segments_low boolean, duplicate boolean)
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -2124,10 +2199,11 @@ DECLARE
     hard     boolean;
     why      text;
     v_skip   bigint;
+    rel      text;
 BEGIN
     PERFORM set_config('lock_timeout', '500ms', true);
     FOR seg IN
-        SELECT s.topic_id, s.partition, s.start_offset, s.end_offset, s.relname, t.name, t.config
+        SELECT s.topic_id, s.partition, s.start_offset, s.end_offset, t.name, t.config
         FROM {{schema}}.segment s
         JOIN {{schema}}.topic t ON t.topic_id = s.topic_id
         JOIN {{schema}}.topic_partition tp ON tp.topic_id = s.topic_id AND tp.partition = s.partition
@@ -2137,6 +2213,11 @@ BEGIN
         ORDER BY s.created_at, s.topic_id, s.partition
     LOOP
         EXIT WHEN n >= p_max_segments;
+        -- The table to drop is named from the segment's numbers, as
+        -- _segment_create named it, and must be a partition of the topic's
+        -- table: never a name another role could have written (issue 51).
+        rel := {{schema}}._segment_relname(seg.topic_id, seg.partition, seg.start_offset);
+        CONTINUE WHEN rel IS NULL;
         SELECT tp.next_offset INTO tip FROM {{schema}}.topic_partition tp
          WHERE tp.topic_id = seg.topic_id AND tp.partition = seg.partition;
         -- Newest record of the segment: an index probe, not a scan.
@@ -2144,8 +2225,10 @@ BEGIN
          WHERE r.topic_id = seg.topic_id AND r.partition = seg.partition
            AND r."offset" >= seg.start_offset AND r."offset" < seg.end_offset
          ORDER BY r."offset" DESC LIMIT 1;
-        s_bytes := {{schema}}._segment_bytes(seg.relname);
-        SELECT coalesce(sum({{schema}}._segment_bytes(s2.relname)), 0) INTO p_bytes FROM {{schema}}.segment s2
+        s_bytes := {{schema}}._segment_bytes(rel);
+        SELECT coalesce(sum({{schema}}._segment_bytes(
+                   {{schema}}._segment_relname(s2.topic_id, s2.partition, s2.start_offset))), 0) INTO p_bytes
+          FROM {{schema}}.segment s2
          WHERE s2.topic_id = seg.topic_id AND s2.partition = seg.partition;
 
         hard := (last_ts IS NOT NULL AND last_ts < clock_timestamp() - make_interval(secs => {{schema}}._setting(seg.config, 'hard_limit_ms') / 1000.0))
@@ -2188,7 +2271,7 @@ BEGIN
                 )
                 SELECT count(*) INTO v_skip FROM ev;
             END IF;
-            EXECUTE format('DROP TABLE %I.%I', {{schema_lit}}, seg.relname);
+            EXECUTE format('DROP TABLE %I.%I', {{schema_lit}}, rel);
             DELETE FROM {{schema}}.segment s
              WHERE s.topic_id = seg.topic_id AND s.partition = seg.partition AND s.start_offset = seg.start_offset;
             UPDATE {{schema}}.topic_partition tp SET start_offset = seg.end_offset
@@ -2297,6 +2380,7 @@ END $function$;
 CREATE OR REPLACE FUNCTION {{schema}}._group_expire(p_default_ttl interval DEFAULT '7 days'::interval, p_max integer DEFAULT 100)
  RETURNS TABLE(topic text, group_name text, last_active timestamp with time zone)
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -2437,13 +2521,20 @@ AS $function$
 $function$;
 
 -- Topic DDL, maintenance and segment creation create, attach and drop
--- tables, which only the owner of the record table may do: they run as the
--- schema's owner (SECURITY DEFINER, arguments checked, path pinned),
--- callable by the admin role (and the segment functions by producers), not
--- by PUBLIC (_roles_grant in auth.sql).
+-- tables, which only the owner of the record table may do; publishing
+-- writes the counter rows and the record table, which only the owner may
+-- write (issue 51). They run as the schema's owner (SECURITY DEFINER,
+-- arguments checked, path pinned), callable by the roles that
+-- role_privileges() (auth.sql) names, not by PUBLIC. The segment helpers
+-- (_segment_lock, _segment_create, _segment_ensure) are called by other
+-- definer functions only.
 REVOKE EXECUTE ON FUNCTION {{schema}}.topic_create(text, integer, jsonb), {{schema}}.topic_delete(text),
     {{schema}}.topic_add_partitions(text, integer), {{schema}}.topic_configure(text, jsonb),
     {{schema}}.retention_run(integer), {{schema}}.compact_run(integer), {{schema}}.segments_ensure(),
     {{schema}}._segment_lock(integer), {{schema}}._segment_create(integer, integer, bigint, bigint),
     {{schema}}._segment_ensure(integer, integer, bigint, bigint, bigint),
-    {{schema}}._offset_seq_create(integer, integer) FROM PUBLIC;
+    {{schema}}._offset_seq_create(integer, integer),
+    {{schema}}.publish(text, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean),
+    {{schema}}.publish_idempotent(text, text, bigint, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean),
+    {{schema}}._publish_direct(text, integer, bytea[], bytea[], jsonb[], timestamp with time zone[]),
+    {{schema}}.segment_ensure(text, integer), {{schema}}._group_expire(interval, integer) FROM PUBLIC;
