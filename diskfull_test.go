@@ -17,7 +17,7 @@ import (
 )
 
 // The volume that holds a topic's segments fills up (a 16 MiB tmpfs as a
-// tablespace, filled by a file): publishes fail with ErrDiskFull (PM018)
+// tablespace, filled by a file): publishes fail with ErrDiskFull (PM021)
 // and store nothing, every acknowledged record stays readable by a group,
 // and publishing resumes by itself once the file is removed. Needs root
 // (mount) and a server on this machine; skipped otherwise.
@@ -89,7 +89,7 @@ func TestDiskFull(t *testing.T) {
 	}
 	require.Error(t, full, "the volume never filled")
 	require.ErrorIs(t, full, pgmsg.ErrDiskFull)
-	require.Equal(t, "PM018", pgmsg.ErrorCode(full))
+	require.Equal(t, "PM021", pgmsg.ErrorCode(full))
 	t.Logf("disk full after %d records: %v", len(acked), full)
 
 	// Every acknowledged record is there, in order, without a gap.

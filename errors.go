@@ -65,7 +65,7 @@ var (
 	// Run, the HTTP API's claim) when the partition's log epoch changed
 	// since this Client last claimed it for the group, and offsets the
 	// Client had been given in the old epoch lie past that epoch's end on
-	// the server (PM017): the server is a promoted standby that lacks
+	// the server (PM020): the server is a promoted standby that lacks
 	// records the old primary had (asynchronous replication), and those
 	// offsets now name other records. The claim was released and nothing
 	// was handed over; the message names the offsets. The Client now
@@ -74,7 +74,7 @@ var (
 	// does", says how to decide).
 	ErrLogTruncated error = errs.LogTruncated
 	// ErrDiskFull is returned when PostgreSQL could not write because a
-	// volume is full (SQLSTATE 53100 disk_full, reported as PM018): the
+	// volume is full (SQLSTATE 53100 disk_full, reported as PM021): the
 	// statement was rolled back, nothing it wrote was kept (a publish or
 	// enqueue stored nothing), and what is stored stays readable. Calls
 	// succeed again once space is freed; it is retryable (IsRetryable), so

@@ -92,7 +92,7 @@ func TestLogTruncatedByFailover(t *testing.T) {
 	// The group that was given 6..9: the error, nothing handed over, then on.
 	_, err = tb.client.Claim(tb.ctx, "lt", "seen-all", &pgmsg.ClaimOpts{Partition: &p0})
 	require.ErrorIs(t, err, pgmsg.ErrLogTruncated)
-	require.Equal(t, "PM017", pgmsg.ErrorCode(err))
+	require.Equal(t, "PM020", pgmsg.ErrorCode(err))
 	require.ErrorContains(t, err, "offsets 6 to 9")
 	cl = claimAll("seen-all", 100)
 	require.Equal(t, want, values(cl))
