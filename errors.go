@@ -61,6 +61,10 @@ var (
 	// partition and are not that batch again (PM015): a reordered or
 	// overlapping batch. Nothing was written.
 	ErrOutOfOrderSequence error = errs.OutOfOrderSequence
+	// ErrTopicNotEmpty is returned by DeleteEmptyTopic when the
+	// topic still stores records or has consumer groups (PM017). Nothing
+	// was deleted.
+	ErrTopicNotEmpty error = errs.TopicNotEmpty
 	// ErrLogTruncated is returned by a claim (Claim, Consumer.Poll and
 	// Run, the HTTP API's claim) when the partition's log epoch changed
 	// since this Client last claimed it for the group, and offsets the

@@ -87,7 +87,7 @@ LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION USING ERRCODE = '%s', MESSAGE = 'hi
 		{"SELECT * FROM " + s + ".job_get(-1)", "PM107"},
 		{"SELECT " + s + ".token_revoke(-1)", "PMA01"},
 		{"SELECT " + s + ".queue_delete('q')", "PM108"},
-		{"SELECT " + s + ".topic_delete('t')", ""},
+		{"SELECT " + s + ".topic_delete('t', true)", ""},
 	}
 	var hijacked []string
 	for _, c := range calls {

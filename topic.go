@@ -225,11 +225,20 @@ func (c *Client) SetTopicSettings(ctx context.Context, name string, settings map
 	return topicFromRow(row)
 }
 
-// DeleteTopic drops a topic with its records and groups. It fails with
-// ErrUnknownTopic.
+// DeleteTopic drops a topic with whatever records and groups it has, as
+// Kafka's topic deletion does. It fails with ErrUnknownTopic.
+// DeleteEmptyTopic is the careful form the CLI and HTTP API use.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	defer c.forgetTopic(name)
-	return c.store.TopicDelete(ctx, c.pool, name)
+	return c.store.TopicDelete(ctx, c.pool, name, true)
+}
+
+// DeleteEmptyTopic drops a topic that stores no records and has no
+// consumer groups; otherwise it fails with ErrTopicNotEmpty and deletes
+// nothing (SQL topic_delete(name, false)). It fails with ErrUnknownTopic.
+func (c *Client) DeleteEmptyTopic(ctx context.Context, name string) error {
+	defer c.forgetTopic(name)
+	return c.store.TopicDelete(ctx, c.pool, name, false)
 }
 
 // readOnly runs fn in a repeatable-read, read-only transaction, so that

@@ -20,7 +20,7 @@ func (tb *testBundle) deleteTopicUnder(t *testing.T, topic string, op func(ctx c
 	tx, err := tb.Pool.Begin(tb.ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(tb.ctx)
-	_, err = tx.Exec(tb.ctx, tb.sqlAPI(`SELECT {s}.topic_delete($1)`), topic)
+	_, err = tx.Exec(tb.ctx, tb.sqlAPI(`SELECT {s}.topic_delete($1, true)`), topic)
 	require.NoError(t, err)
 	var deleter int
 	require.NoError(t, tx.QueryRow(tb.ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&deleter))

@@ -407,8 +407,12 @@ func Script(schema string, from int) (string, error) {
 	fmt.Fprintf(&b, "-- pgmsg: migrations after version %d (to %d) for schema %s.\n", from, Latest(), schema)
 	b.WriteString("-- Run with: psql -v ON_ERROR_STOP=1 -f THIS_FILE (one transaction; nothing is left half done).\n\n")
 	b.WriteString("BEGIN;\n")
+	// Quiet under psql: no NOTICE per IF NOT EXISTS or cascade, no result
+	// table (the lock is taken in a DO block, which prints nothing).
+	b.WriteString("SET LOCAL client_min_messages = warning;\n")
 	r := func(sql string) string { return schemaname.Render(sql, schema) }
-	fmt.Fprintf(&b, "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s));\n", schemaname.QuoteLiteral("pgmsg.migrate."+schema))
+	fmt.Fprintf(&b, "DO $lock$ BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s)); END $lock$;\n",
+		schemaname.QuoteLiteral("pgmsg.migrate."+schema))
 	b.WriteString(r(bookkeeping + ";\n"))
 	var want []int
 	for _, mig := range all {

@@ -100,6 +100,10 @@ func TestScriptMatchesMigrator(t *testing.T) {
 	require.NoError(t, err)
 	out, err := psqlRun(t, script)
 	require.NoError(t, err, out)
+	// Quiet under psql (-q hides only command tags): no NOTICE of an
+	// IF NOT EXISTS or a cascade, and no result table.
+	require.NotContains(t, out, "NOTICE")
+	require.NotContains(t, out, "row)")
 	require.NoError(t, migrators[viaSQL].RequireCurrent(ctx), "the Go migrator sees the script's install as current")
 	require.Equal(t, want, catalogState(t, pool, viaSQL))
 	res, err := migrators[viaSQL].Up(ctx)

@@ -34,8 +34,8 @@ func (f *benchFlags) add(cmd *cobra.Command) {
 	fl.DurationVar(&f.warmup, "warmup", time.Second, "load before measuring (not counted)")
 	fl.IntVar(&f.payload, "payload", 1024, "payload bytes per record or job (incompressible)")
 	fl.BoolVar(&f.json, "json", false, "print a machine-readable JSON summary on stdout")
-	fl.StringSliceVar(&f.baseline, "baseline", nil, "also run these baselines with the same settings, side by side: seed (the seeds' SQL verbatim), copy (pubsub only: raw COPY into a bare table), floor (pubsub only: a publish, a wake-up after it, and readers that write nothing: the least a log can do per delivery)")
-	fl.StringVar(&f.impl, "impl", bench.ImplPgmsg, "what to measure: pgmsg, pgmsg-idempotent (pubsub only: idempotent publishes), seed, packed (pubsub only: the seeds' SQL, 7 records per row), copy or floor (pubsub only)")
+	fl.StringSliceVar(&f.baseline, "baseline", nil, "also run these baselines with the same settings, side by side: seed (the reference SQL pgmsg is compared with in docs/benchmarks.md, verbatim), copy (pubsub only: raw COPY into a bare table), floor (pubsub only: a publish, a wake-up after it, and readers that write nothing: the least a log can do per delivery)")
+	fl.StringVar(&f.impl, "impl", bench.ImplPgmsg, "what to measure: pgmsg, pgmsg-idempotent (pubsub only: idempotent publishes), seed (the reference SQL), packed (pubsub only: the reference SQL, 7 records per row), copy or floor (pubsub only)")
 	fl.BoolVar(&f.force, "force", false, "run even if the schema holds other pgmsg data (only the bench's own topic or queue is created and dropped)")
 	fl.IntVar(&f.rounds, "rounds", 1, "run pgmsg and the baselines this many times, alternating, and report each figure's median (the machine's noise hits both sides alike)")
 	fl.BoolVar(&f.strict, "strict", false, "exit with an error when a run had errors or measured nothing (for CI smoke runs)")
@@ -51,7 +51,8 @@ func newBench(g *globals) *cobra.Command {
 		Long: `bench loads a database with pgmsg and prints a live progress line (rate,
 lag, latency) on stderr and, with --json, a summary on stdout.
 
---baseline seed runs the seeds' SQL verbatim with the same settings right
+--baseline seed runs the reference SQL pgmsg is compared with (docs/benchmarks.md)
+verbatim, with the same settings, right
 after, so that one run shows the difference; the summary then holds the
 baseline's figures and the ratios. Each run creates and drops its own topic,
 queue or scratch schema, and bench refuses a schema that holds other pgmsg
@@ -90,7 +91,7 @@ func newBenchPubSub(g *globals) *cobra.Command {
 	fl.IntVar(&o.ClaimBatch, "claim-batch", 1000, "most records per claim")
 	fl.Float64Var(&o.Rate, "rate", 0, "cap on writes per second across producers, their calls spread evenly (0: unthrottled)")
 	fl.IntVar(&o.Prefill, "prefill", 0, "records published before the run (untimed); with --producers 0 the run measures consumption alone")
-	fl.DurationVar(&o.Poll, "poll", 10*time.Millisecond, "wait of an idle consumer of the seeds' SQL (seed, packed: nothing wakes them) before it polls again")
+	fl.DurationVar(&o.Poll, "poll", 10*time.Millisecond, "wait of an idle consumer of the reference SQL (seed, packed: nothing wakes them) before it polls again")
 	fl.DurationVar(&o.PgmsgPoll, "pgmsg-poll", 0, "pgmsg consumers' poll interval when no notification wakes them (0: pgmsg's default, Config.PollInterval)")
 	fl.DurationVar(&o.PgmsgClaimCooldown, "pgmsg-claim-cooldown", 0, "least time between a notified pgmsg consumer's claims, so that what is published meanwhile comes in the same claim (ConsumerOpts.ClaimCooldown; 0: pgmsg's default, negative: none)")
 	fl.IntVar(&o.PgmsgClaimCooldownMinRate, "pgmsg-claim-cooldown-min-rate", 0, "records per second a pgmsg consumer must be receiving for its claim cooldown to hold (ConsumerOpts.ClaimCooldownMinRate; 0: pgmsg's default, negative: at any rate)")

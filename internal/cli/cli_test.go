@@ -86,6 +86,7 @@ func TestGoldenPublishConsume(t *testing.T) {
 	s.ok("", "group", "reset", "billing", "orders", "--to", "earliest")
 	s.ok("", "consume", "orders", "--group", "billing", "--max", "1", "--partition", "2")
 	s.fail("", "group", "reset", "billing", "orders", "--to", "not-a-time")
+	s.fail("", "group", "reset", "billing", "orders", "--to", "yesterday")
 	s.fail("", "group", "reset", "nope", "orders", "--to", "latest")
 	s.fail("", "group", "reset", "billing", "orders")
 	s.fail("", "consume", "orders")
@@ -96,6 +97,9 @@ func TestGoldenPublishConsume(t *testing.T) {
 	s.ok("", "group", "list", "orders")
 	// --follow joins the group as a member and stops after --max records.
 	s.ok("", "consume", "orders", "--group", "follower", "--follow", "--max", "3")
+	// A topic with records and groups is deleted only with --force.
+	s.fail("", "topic", "delete", "orders")
+	s.ok("", "topic", "delete", "orders", "--force")
 	s.check("publish_consume")
 }
 
@@ -123,6 +127,7 @@ func TestGoldenQueueAdmin(t *testing.T) {
 	require.Zero(t, q.MaxDepth)
 	s.fail("", "queue", "config", "nope")
 	s.ok("", "queue", "list")
+	s.ok("", "queue", "list", "-o", "wide")
 	s.fail("", "queue", "delete", "emails")
 	s.ok("", "queue", "delete", "emails", "--force")
 	s.check("queue_admin")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/httpapi"
+	"github.com/pgmsg/pgmsg/internal/kafkasrv"
 	"github.com/pgmsg/pgmsg/internal/pgcluster"
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
@@ -28,8 +29,9 @@ func devDataDirDefault() string {
 func newDev(g *globals) *cobra.Command {
 	var dataDir string
 	var port int
-	var noServe bool
+	var noServe, printURL bool
 	var listen string
+	var kafkaListen string
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run pgmsg on a local PostgreSQL it starts itself, and demonstrate a topic",
@@ -37,7 +39,9 @@ func newDev(g *globals) *cobra.Command {
 
 Without --database-url or DATABASE_URL it starts its own PostgreSQL from the
 machine's binaries in --data-dir (kept between runs; a path that is a
-symlink or owned by another user is refused) on a free loopback port. TCP
+symlink or owned by another user is refused) on a loopback port, chosen free
+on the first start and kept in the data directory (pgmsg-port), so the URL
+it prints stays the same from run to run (--port sets it). TCP
 connections need a password, generated on first start and kept in the data
 directory (file pgmsg-password, mode 0600); the printed URL carries it.
 It then migrates, creates the topic "demo" (3 partitions), publishes keyed
@@ -50,16 +54,34 @@ the demo instead. In another terminal, with the URL dev prints:
   curl -s localhost:8080/v1/pubsub/publish -H 'Content-Type: application/json' \
        -d '{"topic":"demo","records":[{"key":"alice","value":{"hello":"world"}}]}'
   curl -s 'localhost:8080/v1/pubsub/consume?topic=demo&group=curl&wait=5s'
-  DATABASE_URL=<printed URL> pgmsg group list demo`,
-		Example: `  go run ./cmd/pgmsg dev
+  export DATABASE_URL="$(pgmsg dev --print-url)"
+  pgmsg group list demo`,
+		Example: `  pgmsg dev
+  export DATABASE_URL="$(pgmsg dev --print-url)"    # in another terminal
   pgmsg dev --no-serve
   pgmsg dev --database-url postgres://localhost/app --listen 127.0.0.1:9090`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if printURL {
+				url := g.resolveURL()
+				if url == "" {
+					var err error
+					if url, err = devURL(dataDir); err != nil {
+						return err
+					}
+				}
+				fmt.Fprintln(g.stdout, url)
+				return nil
+			}
+			if !noServe {
+				if err := checkPortFree(listen, "--listen"); err != nil {
+					return err
+				}
+			}
 			if g.resolveURL() == "" {
 				fmt.Fprintf(g.stdout, "starting a local PostgreSQL in %s ...\n", dataDir)
-				cl, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dataDir, Port: port, PasswordAuth: true})
+				cl, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dataDir, Port: devPort(port, dataDir, g.stderr), PasswordAuth: true})
 				if err != nil {
 					if errors.Is(err, pgcluster.ErrNoBinaries) {
 						return fmt.Errorf("no DATABASE_URL and no local PostgreSQL to start: %w", err)
@@ -70,8 +92,11 @@ the demo instead. In another terminal, with the URL dev prints:
 					fmt.Fprintln(g.stdout, "stopping the local PostgreSQL (data kept in", dataDir+")")
 					_ = cl.Stop()
 				}()
+				if err := keepDevPort(dataDir, cl.Port); err != nil {
+					return err
+				}
 				g.databaseURL = cl.URL
-				fmt.Fprintf(g.stdout, "PostgreSQL ready at %s\n", cl.URL)
+				fmt.Fprintf(g.stdout, "PostgreSQL ready at %s\n(the same URL on every start: the port is kept in %s)\n", cl.URL, devPortFile)
 			}
 			if err := runDemo(ctx, g); err != nil {
 				return err
@@ -79,13 +104,15 @@ the demo instead. In another terminal, with the URL dev prints:
 			if noServe {
 				return nil
 			}
-			return serveDev(ctx, g, listen)
+			return serveDev(ctx, g, listen, kafkaListen)
 		},
 	}
 	cmd.Flags().BoolVar(&noServe, "no-serve", false, "exit after the demo instead of serving HTTP")
+	cmd.Flags().BoolVar(&printURL, "print-url", false, "print the database URL dev uses (export DATABASE_URL=\"$(pgmsg dev --print-url)\") and exit")
 	cmd.Flags().StringVar(&listen, "listen", ListenDefault, "where to serve HTTP (loopback only: there is no auth)")
+	cmd.Flags().StringVar(&kafkaListen, "kafka-listen", KafkaListenDev, "where to serve the Kafka protocol (loopback only; \"\" turns it off)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", devDataDirDefault(), "data directory of the local PostgreSQL")
-	cmd.Flags().IntVar(&port, "port", 0, "port of the local PostgreSQL (default: a free port)")
+	cmd.Flags().IntVar(&port, "port", 0, "port of the local PostgreSQL (default: the last run's, kept in the data directory, else a free port)")
 	return cmd
 }
 
@@ -144,30 +171,43 @@ func runDemo(ctx context.Context, g *globals) error {
 			if cl == nil {
 				break
 			}
+			// The first records only: a group that has much to catch up
+			// on (records published over HTTP since the last run) keeps
+			// the output short.
 			for _, r := range cl.Records {
-				fmt.Fprintf(g.stdout, "  group %-7s read partition %d offset %d key=%s value=%s\n", group, r.Partition, r.Offset, r.Key, r.Value)
+				if n < demoPrintMax {
+					fmt.Fprintf(g.stdout, "  group %-7s read partition %d offset %d key=%s value=%s\n", group, r.Partition, r.Offset, r.Key, r.Value)
+				}
+				n++
 			}
 			if err := client.Commit(ctx, cl); err != nil {
 				return err
 			}
-			n += len(cl.Records)
+		}
+		if n > demoPrintMax {
+			fmt.Fprintf(g.stdout, "  group %-7s ... and %d more\n", group, n-demoPrintMax)
 		}
 		fmt.Fprintf(g.stdout, "group %q consumed and committed %d records\n", group, n)
 	}
-	lags, err := client.ListGroups(ctx, topic, "")
-	if err != nil {
-		return err
-	}
 	fmt.Fprintln(g.stdout, "group lag per partition:")
-	for _, l := range lags {
-		fmt.Fprintf(g.stdout, "  %-7s partition %d: cursor %d of %d (lag %d)\n", l.Group, l.Partition, l.NextOffset, l.EndOffset, l.Lag)
+	for _, group := range []string{"billing", "audit"} {
+		lags, err := client.ListGroups(ctx, topic, group)
+		if err != nil {
+			return err
+		}
+		for _, l := range lags {
+			fmt.Fprintf(g.stdout, "  %-7s partition %d: cursor %d of %d (lag %d)\n", l.Group, l.Partition, l.NextOffset, l.EndOffset, l.Lag)
+		}
 	}
 	return nil
 }
 
+// demoPrintMax is how many records each demo group prints.
+const demoPrintMax = 6
+
 // serveDev serves the HTTP API without auth after the demo, printing how to
 // try it.
-func serveDev(ctx context.Context, g *globals, listen string) error {
+func serveDev(ctx context.Context, g *globals, listen, kafkaListen string) error {
 	url := g.resolveURL()
 	fmt.Fprintf(g.stdout, `
 Serving the HTTP API without auth (development only).
@@ -182,7 +222,7 @@ Open the dashboard at http://%[1]s/ui/ (no login needed), or try, in another ter
 
 and with the CLI:
 
-  export DATABASE_URL='%[2]s'
+  export DATABASE_URL='%[2]s'    # or "$(pgmsg dev --print-url)"
   echo 'alice:hi' | pgmsg publish demo --key-separator :
   pgmsg consume demo --group cli
   pgmsg group list demo
@@ -190,5 +230,6 @@ and with the CLI:
 `, listen, url)
 	return g.serve(ctx, serveOpts{listen: listen, insecureNoAuth: true, maxBodyBytes: httpapi.MaxBodyBytesDefault,
 		maxRecords: httpapi.MaxRecordsDefault, maxWait: httpapi.MaxWaitDefault, shutdownTimeout: httpapi.ShutdownTimeoutDefault,
-		tokenCacheTTL: httpapi.TokenCacheTTLDefault, maxHTTPConns: httpapi.MaxConnectionsDefault, maintenance: true})
+		tokenCacheTTL: httpapi.TokenCacheTTLDefault, maxHTTPConns: httpapi.MaxConnectionsDefault, maintenance: true,
+		kafka: kafkaOpts{listen: kafkaListen, maxRequestBytes: kafkasrv.MaxRequestBytesDefault, autoCreate: true, autoPartitions: 1, nodeID: -1}})
 }

@@ -53,15 +53,16 @@ first consume.`,
 	var to string
 	var partition int32
 	reset := &cobra.Command{
-		Use:   "reset GROUP TOPIC --to earliest|latest|OFFSET|TIMESTAMP",
+		Use:   "reset GROUP TOPIC --to earliest|latest|OFFSET|TIME",
 		Short: "Move a group's cursors (replay or skip); live claims end",
 		Example: `  pgmsg group reset billing orders --to earliest
   pgmsg group reset billing orders --to 2026-01-02T15:04:05Z
+  pgmsg group reset billing orders --to 2h        # the first records of the last two hours
   pgmsg group reset billing orders --to 42 --partition 0`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if to == "" {
-				return errors.New("--to is required: earliest, latest, an offset or an RFC 3339 timestamp")
+				return errors.New("--to is required: earliest, latest, an offset, an RFC 3339 time or a duration ago (90m)")
 			}
 			js, err := g.jsonOutput()
 			if err != nil {
@@ -92,7 +93,7 @@ first consume.`,
 			return w.Flush()
 		},
 	}
-	reset.Flags().StringVar(&to, "to", "", "earliest, latest, an offset or an RFC 3339 timestamp")
+	reset.Flags().StringVar(&to, "to", "", "earliest, latest, an offset, an RFC 3339 time or a duration ago (90m)")
 	reset.Flags().Int32Var(&partition, "partition", 0, "reset only this partition")
 	cmd.AddCommand(reset)
 

@@ -109,7 +109,12 @@ can take turns on one schema.`,
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status",
 		Short: "List migrations and whether they are applied",
-		Args:  cobra.NoArgs,
+		Long: `List every migration this binary knows, by version, with when it was
+applied to --schema (blank: pending). pgmsg migrate up applies the pending
+ones; the SQL functions (internal/migration/functions) are re-applied with
+them whenever they changed.`,
+		Example: "  pgmsg migrate status\n  pgmsg migrate status --schema pgmsg_test -o json",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			m, done, err := migrator(cmd)
 			if err != nil {

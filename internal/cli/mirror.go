@@ -122,8 +122,12 @@ docs/scale-out.md is the runbook.`,
 			start := time.Now()
 			err = m.Run(ctx)
 			s := m.Stats()
-			fmt.Fprintf(g.stderr, "pgmsg mirror: stopped after %s: %d records mirrored, %d skipped (already in Kafka)\n",
-				time.Since(start).Round(time.Millisecond), s.Mirrored, s.Skipped)
+			// A mirror that failed before copying anything (no broker, a
+			// missing topic) says why in its error alone.
+			if err == nil || s.Mirrored > 0 || s.Skipped > 0 {
+				fmt.Fprintf(g.stderr, "pgmsg mirror: stopped after %s: %d records mirrored, %d skipped (already in Kafka)\n",
+					time.Since(start).Round(time.Millisecond), s.Mirrored, s.Skipped)
+			}
 			return err
 		},
 	}

@@ -159,8 +159,8 @@ func newQueueJobs(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: available, scheduled, retrying, running, dead, completed, cancelled")
 	cmd.Flags().StringVar(&kind, "kind", "", "only jobs of this kind")
 	cmd.Flags().StringVar(&tag, "tag", "", "only jobs with this tag")
-	cmd.Flags().StringVar(&since, "since", "", "only jobs enqueued at or after this time (RFC 3339)")
-	cmd.Flags().StringVar(&until, "until", "", "only jobs enqueued before this time (RFC 3339)")
+	cmd.Flags().StringVar(&since, "since", "", "only jobs enqueued at or after this time (RFC 3339, or a duration ago: 1h)")
+	cmd.Flags().StringVar(&until, "until", "", "only jobs enqueued before this time (RFC 3339, or a duration ago)")
 	cmd.Flags().IntVar(&limit, "limit", 100, "most jobs to list (1..1000)")
 	cmd.Flags().Int64Var(&after, "after", 0, "list jobs after this id (the last id of the previous page)")
 	return cmd
@@ -256,6 +256,13 @@ func newQueueEnqueue(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "enqueue QUEUE [PAYLOAD]",
 		Short: "Enqueue a job with PAYLOAD, or one job per line of stdin",
+		Long: `Enqueue one job with PAYLOAD, or, without it, one job per line of stdin
+(all in one transaction). A missing queue is created with default settings
+(pgmsg queue create sets others). Payloads are stored as given: JSON is
+usual, any bytes are allowed. The job runs once a worker claims it (pgmsg
+queue work, a Go, Python or Node worker), no earlier than --delay, higher
+--priority first; a failed attempt is retried with backoff until
+--max-attempts, then dead (pgmsg queue dead).`,
 		Example: `  pgmsg queue enqueue emails '{"to":"a@example.com"}'
   pgmsg queue enqueue emails '{"to":"b@example.com"}' --delay 10m --priority 5
   pgmsg queue enqueue reports '{"day":"2026-01-01"}' --unique-key report-2026-01-01
@@ -504,8 +511,12 @@ func newQueueStats(g *globals) *cobra.Command {
 				if s.Paused {
 					name += " (paused)"
 				}
+				oldest := "-" // nothing waiting: no age, not zero
+				if s.Available > 0 {
+					oldest = s.OldestAvailableAge.Round(time.Second).String()
+				}
 				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", name, s.Available, s.Scheduled, s.Running, s.Retrying,
-					s.Dead, s.Archived, s.OldestAvailableAge.Round(time.Second))
+					s.Dead, s.Archived, oldest)
 			}
 			if len(st) == 0 {
 				fmt.Fprintln(w, "(no queues)")

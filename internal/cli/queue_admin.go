@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -129,6 +130,12 @@ func newQueueList(g *globals) *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List queues with their settings",
+		Long: `List every queue with the settings people set: attempts, lease, job
+timeout, depth, rate and concurrency limits ("-" where none is set). -o wide
+adds the retry backoff, the archive's and dead jobs' retention, the payload
+limit and the backpressure wait; -o json has every field. pgmsg queue stats
+shows the jobs in each state.`,
+		Example: "  pgmsg queue list\n  pgmsg queue list -o wide\n  pgmsg queue list -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, done, err := g.client(cmd.Context())
@@ -151,6 +158,11 @@ func newQueueDelete(g *globals) *cobra.Command {
 		Use:     "delete QUEUE",
 		Aliases: []string{"rm"},
 		Short:   "Delete a queue and its archive (--force: with its live and dead jobs)",
+		Long: `Delete a queue with its archive of finished jobs and its periodic jobs. A
+queue that still has jobs waiting, running or dead is refused (PM108
+queue_not_empty) unless --force, which deletes them too; a worker holding
+one of them then fails to complete it.`,
+		Example: "  pgmsg queue delete scratch\n  pgmsg queue delete emails --force",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, done, err := g.client(cmd.Context())
@@ -196,36 +208,59 @@ func (g *globals) printQueues(err error, qs []*pgmsg.Queue, header string) error
 	}
 	fmt.Fprint(g.stdout, header)
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tRETRY BACKOFF\tBACKOFF MAX\tARCHIVE\tMAX PAYLOAD\tMAX DEPTH\tBACKPRESSURE WAIT\tJOB TIMEOUT\tDEAD KEPT\tRATE LIMIT\tMAX RUNNING")
+	// The limits people set fit 100 columns; -o wide adds the retry and
+	// retention settings (as kubectl's -o wide does).
+	wide := g.output == "wide"
+	if wide {
+		fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tJOB TIMEOUT\tMAX DEPTH\tRATE LIMIT\tMAX RUNNING\tRETRY BACKOFF\tBACKOFF MAX\tARCHIVE KEPT\tDEAD KEPT\tMAX PAYLOAD\tBACKPRESSURE WAIT")
+	} else {
+		fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tJOB TIMEOUT\tMAX DEPTH\tRATE LIMIT\tMAX RUNNING")
+	}
 	for _, q := range qs {
-		depth := "none"
+		depth := "-"
 		if q.MaxDepth > 0 {
 			depth = fmt.Sprint(q.MaxDepth)
 		}
-		wait := q.BackpressureTimeout.String()
+		wait := shortDuration(q.BackpressureTimeout)
 		if q.BackpressureTimeout < 0 {
-			wait = "none (refuse)"
+			wait = "- (refuse)"
 		}
-		timeout := "none"
+		timeout := "-"
 		if q.JobTimeout > 0 {
-			timeout = q.JobTimeout.String()
+			timeout = shortDuration(q.JobTimeout)
 		}
 		kept := "until acted on"
 		if q.DeadRetention > 0 {
-			kept = q.DeadRetention.String()
+			kept = shortDuration(q.DeadRetention)
 		}
-		rate, running := "none", "none"
+		rate, running := "-", "-"
 		if q.RateLimit > 0 {
 			rate = fmt.Sprintf("%g/s", q.RateLimit)
 		}
 		if q.MaxRunning > 0 {
 			running = fmt.Sprint(q.MaxRunning)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", q.Name, q.MaxAttempts, q.Lease, q.RetryBackoff,
-			q.RetryBackoffMax, q.ArchiveRetention.Round(time.Hour), q.MaxPayloadBytes, depth, wait, timeout, kept, rate, running)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s", q.Name, q.MaxAttempts, shortDuration(q.Lease), timeout, depth, rate, running)
+		if wide {
+			fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\t%d\t%s", shortDuration(q.RetryBackoff), shortDuration(q.RetryBackoffMax),
+				shortDuration(q.ArchiveRetention.Round(time.Hour)), kept, q.MaxPayloadBytes, wait)
+		}
+		fmt.Fprintln(w)
 	}
 	if len(qs) == 0 {
 		fmt.Fprintln(w, "(no queues)")
 	}
 	return w.Flush()
+}
+
+// shortDuration prints d without its zero tails: 1h, 90s, 168h, 1h30m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -48,11 +48,11 @@ func TestJobTimeoutCLI(t *testing.T) {
 func TestDeadRetentionCLI(t *testing.T) {
 	t.Parallel()
 	s := newSession(t)
-	require.Contains(t, s.ok("", "queue", "create", "dq", "--dead-retention", "720h"), "720h0m0s")
+	require.Contains(t, s.ok("", "queue", "create", "dq", "--dead-retention", "720h", "-o", "wide"), "720h")
 	var q pgmsg.Queue
 	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "config", "dq", "--dead-retention", "0", "-o", "json")), &q))
 	require.Zero(t, q.DeadRetention)
-	require.Contains(t, s.ok("", "queue", "list"), "until acted on")
+	require.Contains(t, s.ok("", "queue", "list", "-o", "wide"), "until acted on")
 	require.Contains(t, s.fail("", "queue", "config", "dq", "--dead-retention", "-5s"), "dead retention must be")
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -113,6 +114,11 @@ next N ticks after adding.`,
 			}
 			defer done()
 			out, err := c.AddPeriodicJob(cmd.Context(), p)
+			if errors.Is(err, pgmsg.ErrUnknownQueue) {
+				// Unlike enqueue, a schedule does not create its queue:
+				// a typo would otherwise start a queue nobody works.
+				return fmt.Errorf("%s: create the queue first (pgmsg queue create %s)", oneLine(err), p.Queue)
+			}
 			if err != nil {
 				return err
 			}

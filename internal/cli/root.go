@@ -8,20 +8,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
-
-// Version is set at build time with -ldflags "-X github.com/pgmsg/pgmsg/internal/cli.Version=...".
-var Version = "0.1.0-dev"
 
 // globals are the flags every command takes.
 type globals struct {
@@ -118,7 +117,7 @@ PG* variables (PGHOST, PGPORT, PGUSER, PGDATABASE, ...).`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.databaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL, else PG* variables)")
 	pf.StringVar(&g.schema, "schema", envOr("PGMSG_SCHEMA", pgmsg.SchemaDefault), "schema pgmsg lives in ($PGMSG_SCHEMA)")
-	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, wide (queue list and config: every setting) or json")
 	// Every top-level command, by the group its help lists it under.
 	for _, grp := range []struct {
 		id, title string
@@ -136,7 +135,35 @@ PG* variables (PGHOST, PGPORT, PGUSER, PGDATABASE, ...).`,
 			root.AddCommand(cmd)
 		}
 	}
+	root.Version = versionLine()
+	root.SetVersionTemplate("{{.Version}}\n")
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others
+// (pgmsg topic, pgmsg queue periodic, ...) fail on an argument that names
+// none of them, with a suggestion, instead of printing its help and
+// exiting 0. Without arguments it prints its help.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		refuseUnknownSubcommands(c)
+	}
+	if !cmd.HasSubCommands() || cmd.Run != nil || cmd.RunE != nil {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", s[0])
+		}
+		return fmt.Errorf("%s (run '%s --help' for its commands)", msg, cmd.CommandPath())
+	}
 }
 
 func envOr(name, def string) string {
@@ -166,9 +193,45 @@ func (g *globals) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("cannot connect to PostgreSQL at %s: %w", cfg.ConnConfig.Host, err)
+		return nil, g.connectError(cfg, err)
 	}
 	return pool, nil
+}
+
+// connectError says in one line where pgmsg tried to connect, why it
+// failed (the cause once, although pgx reports each attempt: TLS then
+// plain, every address of the host) and what to do.
+func (g *globals) connectError(cfg *pgxpool.Config, err error) error {
+	cc := cfg.ConnConfig
+	where := fmt.Sprintf("%s:%d", cc.Host, cc.Port)
+	if strings.HasPrefix(cc.Host, "/") {
+		where = "socket " + cc.Host
+	}
+	cause := oneLine(err)
+	hint := ""
+	var pgErr *pgconn.PgError
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &pgErr):
+		cause = fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+		switch pgErr.Code {
+		case "28P01", "28000":
+			hint = "check the user and password in the URL"
+		case "3D000":
+			hint = "create the database, or name another one in the URL"
+		}
+	case errors.As(err, &opErr):
+		cause = opErr.Err.Error()
+		hint = "is PostgreSQL running there? `pgmsg dev` starts one and prints its URL"
+	}
+	if g.resolveURL() == "" && os.Getenv("PGHOST") == "" {
+		hint = strings.TrimPrefix(hint+"; ", "; ") + "no --database-url or DATABASE_URL is set, so the PG* defaults were used"
+	}
+	msg := fmt.Sprintf("cannot connect to PostgreSQL at %s (user %s, database %s): %s", where, cc.User, cc.Database, cause)
+	if hint != "" {
+		msg += " (" + hint + ")"
+	}
+	return errors.New(msg)
 }
 
 // client connects and checks the schema is migrated.
@@ -216,8 +279,8 @@ func (g *globals) jsonOutput() (bool, error) {
 	switch g.output {
 	case "json":
 		return true, nil
-	case "table", "":
+	case "table", "wide", "":
 		return false, nil
 	}
-	return false, fmt.Errorf("invalid --output %q: use table or json", g.output)
+	return false, fmt.Errorf("invalid --output %q: use table, wide or json", g.output)
 }

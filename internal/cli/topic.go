@@ -25,8 +25,15 @@ in offset order for every consumer group to read at its own pace.`,
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a topic",
+		Long: `Create a topic with --partitions partitions (1 to 1024; more can be added
+later with the SQL function topic_add_partitions, never fewer). Records with the same key go to the
+same partition, the one Kafka's default partitioner picks, and are read in
+order within it; partitions are what several consumers of one group share.
+Names are 1 to 200 of A-Z a-z 0-9 . _ -. Settings such as retention_ms,
+cleanup_policy=compact or max_lag_records are set with pgmsg topic config.`,
 		Example: `  pgmsg topic create orders --partitions 6
-  pgmsg topic create audit --max-record-bytes 65536`,
+  pgmsg topic create audit --max-record-bytes 65536
+  pgmsg topic create events -p 3 && pgmsg topic config events retention_ms=604800000`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, done, err := g.client(cmd.Context())
@@ -112,9 +119,9 @@ in offset order for every consumer group to read at its own pace.`,
 
 	var at string
 	offsets := &cobra.Command{
-		Use:     "offsets NAME --time TIMESTAMP",
+		Use:     "offsets NAME --time TIME",
 		Short:   "Show each partition's first offset at or after a time (as Kafka's GetOffsetShell --time)",
-		Example: "  pgmsg topic offsets orders --time 2026-11-30T10:00:00Z",
+		Example: "  pgmsg topic offsets orders --time 2026-11-30T10:00:00Z\n  pgmsg topic offsets orders --time 1h",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := wire.ParseTime("--time", at)
@@ -141,7 +148,7 @@ in offset order for every consumer group to read at its own pace.`,
 			return w.Flush()
 		},
 	}
-	offsets.Flags().StringVar(&at, "time", "", "RFC 3339 time: the first record at or after it (the end offset when none is)")
+	offsets.Flags().StringVar(&at, "time", "", "RFC 3339 time, or a duration ago (1h30m): the first record at or after it (the end offset when none is)")
 	_ = offsets.MarkFlagRequired("time")
 	cmd.AddCommand(offsets)
 
@@ -204,11 +211,15 @@ delete_retention_ms, max_lag_records, max_lag_bytes, backpressure_timeout_ms
 		},
 	})
 
-	cmd.AddCommand(&cobra.Command{
+	var force bool
+	del := &cobra.Command{
 		Use:     "delete NAME",
 		Aliases: []string{"rm"},
-		Short:   "Delete a topic with its records and consumer groups",
-		Example: "  pgmsg topic delete orders",
+		Short:   "Delete a topic (--force: with its records and consumer groups)",
+		Long: `Delete a topic. A topic that still stores records or has consumer groups
+is refused (PM017 topic_not_empty) unless --force, which drops its records
+and groups with it; nothing can bring them back.`,
+		Example: "  pgmsg topic delete scratch\n  pgmsg topic delete orders --force",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, done, err := g.client(cmd.Context())
@@ -216,7 +227,11 @@ delete_retention_ms, max_lag_records, max_lag_bytes, backpressure_timeout_ms
 				return err
 			}
 			defer done()
-			if err := c.DeleteTopic(cmd.Context(), args[0]); err != nil {
+			del := c.DeleteEmptyTopic
+			if force {
+				del = c.DeleteTopic
+			}
+			if err := del(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			if js, err := g.jsonOutput(); err != nil || js {
@@ -225,7 +240,9 @@ delete_retention_ms, max_lag_records, max_lag_bytes, backpressure_timeout_ms
 			fmt.Fprintf(g.stdout, "deleted topic %q\n", args[0])
 			return nil
 		},
-	})
+	}
+	del.Flags().BoolVar(&force, "force", false, "also delete the topic's records and consumer groups")
+	cmd.AddCommand(del)
 	return cmd
 }
 

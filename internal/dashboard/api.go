@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,6 +86,8 @@ func (h *Handler) sessionInfo(w http.ResponseWriter, _ *http.Request, s *session
 		"scopes": s.token.Scopes,
 		"admin":  s.token.Allows(pgmsg.ScopeAdmin, ""),
 		"csrf":   h.csrfToken(s.id),
+		// Under InsecureNoAuth there is no login, so nothing to log out of.
+		"logout": s.secret != "",
 	})
 }
 
@@ -350,10 +353,14 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 func writeJSON(w http.ResponseWriter, v any) error {
-	body, err := json.Marshal(v)
-	if err != nil {
+	// As the API's bodies: text as written, not HTML-escaped.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
+	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(append(body, '\n'))

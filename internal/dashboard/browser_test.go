@@ -295,6 +295,8 @@ func TestBrowser(t *testing.T) {
 			require.Equal(t, num(p.NextOffset), b.text(t, row+`td[data-col="next"]`))
 		}
 		require.Contains(t, b.text(t, "#settings"), "retention")
+		// Partition 0's first records show without pressing Browse.
+		b.run(t, chromedp.WaitVisible(chromedp.CSS(`[data-shown="partition=0;offset=0;view=auto"] #records tr[data-offset="0"]`)))
 		// Browse partition 0 from offset 2.
 		b.run(t, chromedp.SetValue(chromedp.CSS(`#record-form input[name="offset"]`), "2"),
 			chromedp.Click(chromedp.CSS(`#record-form button[type="submit"]`)),
@@ -394,6 +396,11 @@ func TestBrowser(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, string(j.State), b.text(t, `[data-stat="state"]`))
 		require.Contains(t, b.text(t, "#attempts"), errSMTP.Error())
+		// Requeued above, the job is available: it can be cancelled, not
+		// retried (409 job_not_waiting) or requeued.
+		require.Equal(t, string(pgmsg.JobStateAvailable), string(j.State))
+		require.Equal(t, 0, b.count(t, `button[data-action="retry"]`))
+		require.Equal(t, 0, b.count(t, `button[data-action="requeue"]`))
 		b.noConsoleErrors(t, "job")
 		b.screenshot(t, "job")
 		b.run(t, chromedp.Click(chromedp.CSS(`button[data-action="cancel"]`)))
@@ -402,6 +409,16 @@ func TestBrowser(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, pgmsg.JobStateCancelled, j.State)
 		b.noConsoleErrors(t, "job after cancel")
+		// A dead job's action is requeue, not retry.
+		dead := tb.deadJobs(t, "retired", 1)[0]
+		b.open(t, base, fmt.Sprintf("#/jobs/%d", dead))
+		require.Equal(t, 0, b.count(t, `button[data-action="retry"]`))
+		b.run(t, chromedp.Click(chromedp.CSS(`button[data-action="requeue"]`)))
+		b.confirm(t, "Job requeued")
+		j, err = tb.client.GetJob(tb.ctx, dead)
+		require.NoError(t, err)
+		require.Equal(t, pgmsg.JobStateAvailable, j.State)
+		b.noConsoleErrors(t, "dead job after requeue")
 	})
 
 	t.Run("tokens", func(t *testing.T) {

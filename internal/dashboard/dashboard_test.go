@@ -158,10 +158,12 @@ func TestReadOnlyToken(t *testing.T) {
 	require.EqualValues(t, 1, st.Dead)
 	require.False(t, st.Paused)
 	var info struct {
-		Admin bool `json:"admin"`
+		Admin  bool `json:"admin"`
+		Logout bool `json:"logout"`
 	}
 	tb.do(t, request{method: http.MethodGet, path: Prefix + "api/session", cookie: tb.reader}).json(t, &info)
 	require.False(t, info.Admin, "the pages show no actions to a read-only session")
+	require.True(t, info.Logout, "a logged-in session can log out")
 }
 
 // TestBadInput: the dashboard's own endpoints answer a client's mistakes
@@ -248,6 +250,12 @@ func TestInsecureNoAuth(t *testing.T) {
 	tb.deadJobs(t, "emails", 1)
 	res := tb.do(t, request{method: http.MethodGet, path: Prefix + "api/session"})
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	var info struct {
+		Logout *bool `json:"logout"`
+	}
+	res.json(t, &info)
+	require.NotNil(t, info.Logout)
+	require.False(t, *info.Logout, "no login, so the pages offer no Log out")
 	path := Prefix + "api/v1/queues/emails/dead/requeue"
 	res = tb.do(t, request{method: http.MethodPost, path: path})
 	require.Equal(t, http.StatusForbidden, res.status)

@@ -792,11 +792,16 @@ func (q *Queries) TopicCreate(ctx context.Context, db DBTX, arg TopicCreateParam
 }
 
 const topicDelete = `-- name: TopicDelete :exec
-SELECT pgmsg.topic_delete($1::text)
+SELECT pgmsg.topic_delete($1::text, $2::boolean)
 `
 
-func (q *Queries) TopicDelete(ctx context.Context, db DBTX, name string) error {
-	_, err := db.Exec(ctx, topicDelete, name)
+type TopicDeleteParams struct {
+	Name  string
+	Force bool
+}
+
+func (q *Queries) TopicDelete(ctx context.Context, db DBTX, arg TopicDeleteParams) error {
+	_, err := db.Exec(ctx, topicDelete, arg.Name, arg.Force)
 	return err
 }
 

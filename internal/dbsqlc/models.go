@@ -96,6 +96,50 @@ type PgmsgJobUnique struct {
 	ExpiresAt pgtype.Timestamptz
 }
 
+type PgmsgKafkaBroker struct {
+	NodeID         int32
+	Host           string
+	Port           int32
+	Instance       string
+	StartedAt      pgtype.Timestamptz
+	HeartbeatAt    pgtype.Timestamptz
+	SessionTimeout pgtype.Interval
+}
+
+type PgmsgKafkaGroup struct {
+	GroupName    string
+	ProtocolType string
+	Protocol     string
+	Generation   int32
+	Leader       string
+	State        string
+	Version      int64
+	UpdatedAt    pgtype.Timestamptz
+}
+
+type PgmsgKafkaGroupMember struct {
+	GroupName          string
+	MemberID           string
+	InstanceID         pgtype.Text
+	ClientID           string
+	ClientHost         string
+	SessionTimeoutMs   int32
+	RebalanceTimeoutMs int32
+	Protocols          []string
+	Metadata           [][]byte
+	Assignment         []byte
+}
+
+type PgmsgKafkaOffset struct {
+	TopicID     int32
+	GroupName   string
+	Partition   int32
+	NextOffset  pgtype.Int8
+	Metadata    pgtype.Text
+	LeaderEpoch int32
+	UnsetEpoch  pgtype.Int8
+}
+
 type PgmsgLogEpoch struct {
 	TopicID     int32
 	Partition   int32

@@ -566,7 +566,107 @@ ALTER TABLE "pgmsg".record
 -- are the same value.
 ALTER TABLE "pgmsg".record ALTER COLUMN "timestamp" SET DEFAULT transaction_timestamp();
 
--- pgmsg 017: log epochs.
+-- pgmsg 014: the Kafka listener's state (issue 50, internal/kafkasrv).
+--
+-- kafka_producer_id hands out the producer ids of InitProducerId: an
+-- idempotent Kafka producer's batches are stored by publish_idempotent()
+-- under the producer id 'kafka-<id>-<epoch>', so the sequences it checks
+-- live in producer_state and survive a reconnect or another listener.
+--
+-- kafka_broker is the cluster's registry: each `pgmsg serve --kafka-listen`
+-- process holds one node id while it heartbeats. A broker whose heartbeat
+-- is older than its session timeout is dead: Metadata stops listing it,
+-- and the partitions it led and the groups it coordinated move to the live
+-- ones (the rule is computed alike by every listener over the live rows).
+CREATE SEQUENCE "pgmsg".kafka_producer_id;
+
+CREATE TABLE "pgmsg".kafka_broker (
+    node_id         integer     PRIMARY KEY CHECK (node_id >= 0),
+    host            text        NOT NULL,
+    port            integer     NOT NULL CHECK (port BETWEEN 1 AND 65535),
+    -- A random id of the process holding the node id: a restarted process
+    -- takes its node id back only once the old holder's session ended.
+    instance        text        NOT NULL,
+    started_at      timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at    timestamptz NOT NULL DEFAULT now(),
+    session_timeout interval    NOT NULL
+);
+
+-- pgmsg 015: Kafka consumer groups (the classic group protocol that
+-- `pgmsg serve --kafka-listen` coordinates: internal/kafkagroup).
+--
+-- A Kafka group's committed offsets are pgmsg's own group cursors
+-- (group_cursor, one pgmsg group per topic the Kafka group commits for);
+-- these tables hold only what Kafka has and pgmsg's groups do not: the
+-- group's membership and generation, which must outlive the process that
+-- coordinates the group (another `pgmsg serve` takes it over and continues
+-- from here), and the metadata string of each committed offset.
+--
+-- The admin role's grants cover these tables as every other table
+-- (_roles_grant in functions/auth.sql grants the admin every table of the
+-- schema); no other role reads them.
+
+-- One row per Kafka group that ever completed a join. version increases
+-- with every write: a coordinator writes only over the version it read or
+-- wrote last, so one that lost the group to another process cannot
+-- overwrite what the new coordinator wrote (it drops its copy instead).
+CREATE TABLE "pgmsg".kafka_group (
+    group_name    text        PRIMARY KEY,
+    protocol_type text        NOT NULL,
+    protocol      text        NOT NULL,   -- the selected protocol (the assignor's name)
+    generation    integer     NOT NULL,
+    leader        text        NOT NULL,
+    -- Empty, CompletingRebalance or Stable, as last written; a
+    -- coordinator that loads CompletingRebalance makes every member join
+    -- again.
+    state         text        NOT NULL,
+    version       bigint      NOT NULL,
+    updated_at    timestamptz NOT NULL,
+    CONSTRAINT kafka_group_name_valid CHECK (group_name ~ '^[A-Za-z0-9._-]{1,200}$')
+);
+
+-- The members of the group's current generation: what the leader needs
+-- (every member's protocols and their metadata) and what each member's
+-- SyncGroup answers (its assignment).
+CREATE TABLE "pgmsg".kafka_group_member (
+    group_name           text    NOT NULL REFERENCES "pgmsg".kafka_group ON DELETE CASCADE,
+    member_id            text    NOT NULL,
+    instance_id          text,                 -- group.instance.id (static membership)
+    client_id            text    NOT NULL,
+    client_host          text    NOT NULL,
+    session_timeout_ms   integer NOT NULL,
+    rebalance_timeout_ms integer NOT NULL,
+    protocols            text[]  NOT NULL,     -- in the member's order of preference
+    metadata             bytea[] NOT NULL,     -- each protocol's metadata, parallel to protocols
+    assignment           bytea   NOT NULL,
+    PRIMARY KEY (group_name, member_id)
+);
+
+-- What a Kafka OffsetCommit carries beside the offset (which is the
+-- cursor's next_offset): the metadata string and leader epoch, valid
+-- while the cursor is still at next_offset. unset_epoch marks a cursor
+-- that Kafka reads as "no committed offset" (-1): the partitions a Kafka
+-- commit did not name when it created the pgmsg group, and those an
+-- OffsetDelete removed. It holds the cursor's claim_epoch at that moment,
+-- so a later claim or reset by a native consumer (which increment
+-- claim_epoch) or any commit makes the cursor visible again.
+CREATE TABLE "pgmsg".kafka_offset (
+    topic_id     integer NOT NULL,
+    group_name   text    NOT NULL,
+    partition    integer NOT NULL,
+    next_offset  bigint,
+    metadata     text,
+    leader_epoch integer NOT NULL DEFAULT -1,
+    unset_epoch  bigint,
+    PRIMARY KEY (topic_id, group_name, partition),
+    FOREIGN KEY (topic_id, group_name, partition) REFERENCES "pgmsg".group_cursor ON DELETE CASCADE
+);
+
+-- Kafka names a group without its topic: OffsetFetch of all topics,
+-- ListGroups and DeleteGroups find a group's topics by its name.
+CREATE INDEX consumer_group_group_name ON "pgmsg".consumer_group (group_name);
+
+-- pgmsg 016: log epochs.
 --
 -- A partition's log epoch changes when the log's history may have changed
 -- under it: the server is a promoted standby (its timeline is not the one
@@ -910,8 +1010,10 @@ BEGIN
     END LOOP;
 END $function$;
 
--- topic_delete drops a topic, its records (whole tables, no DELETE) and its groups.
-CREATE OR REPLACE FUNCTION "pgmsg".topic_delete(p_name text)
+-- topic_delete drops a topic, its records (whole tables, no DELETE) and its
+-- groups. A topic that still stores records or has groups fails with PM017
+-- unless p_force, as queue_delete does for a queue with jobs.
+CREATE OR REPLACE FUNCTION "pgmsg".topic_delete(p_name text, p_force boolean)
  RETURNS void
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -919,10 +1021,33 @@ CREATE OR REPLACE FUNCTION "pgmsg".topic_delete(p_name text)
 AS $function$
 DECLARE
     t "pgmsg".topic := "pgmsg"._topic(p_name);
+    n_records bigint;
+    n_groups bigint;
 BEGIN
+    PERFORM 1 FROM "pgmsg".topic WHERE topic_id = t.topic_id FOR UPDATE;
+    IF NOT coalesce(p_force, false) THEN
+        SELECT coalesce(sum(tp.next_offset - tp.start_offset), 0) INTO n_records
+          FROM "pgmsg".topic_partition tp WHERE tp.topic_id = t.topic_id;
+        SELECT count(*) INTO n_groups FROM "pgmsg".consumer_group g WHERE g.topic_id = t.topic_id;
+        IF n_records > 0 OR n_groups > 0 THEN
+            PERFORM "pgmsg"._raise('PM017', format('topic %s still has %s records and %s groups: delete with force to drop them',
+                                                      quote_literal(t.name), n_records, n_groups));
+        END IF;
+    END IF;
     EXECUTE format('DROP TABLE %I.%I', 'pgmsg', 'record_' || t.topic_id);
     DELETE FROM "pgmsg".topic WHERE topic_id = t.topic_id;
 END $function$;
+
+-- topic_delete(name) is topic_delete(name, false): it refuses a topic with
+-- records or groups.
+CREATE OR REPLACE FUNCTION "pgmsg".topic_delete(p_name text)
+ RETURNS void
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT "pgmsg".topic_delete(p_name, false)
+$function$;
 
 CREATE OR REPLACE FUNCTION "pgmsg".topic_list()
  RETURNS TABLE(name text, partitions integer, segment_records bigint, max_record_bytes integer, config jsonb, created_at timestamp with time zone)
@@ -1950,12 +2075,24 @@ BEGIN
         END IF;
         RETURN least(greatest(o, tp.start_offset), tp.next_offset);
     END IF;
+    -- Times as every surface takes them (wire.ParseTime in Go): RFC 3339
+    -- with a zone, or a duration ago in h, m, s and ms ("90m", "1h30m").
+    -- Not PostgreSQL's other literals ('yesterday', 'epoch', zoneless):
+    -- a mistyped position must fail, not move a cursor.
     BEGIN
-        ts := p_spec::timestamptz;
+        IF p_spec ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$' THEN
+            ts := p_spec::timestamptz;
+        ELSIF p_spec ~ '^([0-9]{1,9}(\.[0-9]{1,9})?(h|m|s|ms))+$' THEN
+            ts := clock_timestamp() - regexp_replace(p_spec, '([0-9.]+)(ms|h|m|s)', '\1 \2 ', 'g')::interval;
+        END IF;
     EXCEPTION WHEN OTHERS THEN
-        PERFORM "pgmsg"._raise('PM011', format('invalid position %s: use earliest, latest, an offset or a timestamp',
-                                                  left(quote_literal(p_spec), 80)));
+        ts := NULL;
     END;
+    IF ts IS NULL THEN
+        PERFORM "pgmsg"._raise('PM011', format('invalid position %s: use earliest, latest, an offset, an RFC 3339 time '
+                                                  '(2026-12-01T10:00:00Z) or a duration ago (90m, 1h30m)',
+                                                  left(quote_literal(p_spec), 80)));
+    END IF;
     RETURN "pgmsg"._offset_for_time(tp, ts);
 END $function$;
 
@@ -3203,6 +3340,7 @@ $function$;
 -- (_segment_lock, _segment_create, _segment_ensure) are called by other
 -- definer functions only.
 REVOKE EXECUTE ON FUNCTION "pgmsg".topic_create(text, integer, jsonb), "pgmsg".topic_delete(text),
+    "pgmsg".topic_delete(text, boolean),
     "pgmsg".topic_add_partitions(text, integer), "pgmsg".topic_configure(text, jsonb),
     "pgmsg".retention_run(integer), "pgmsg".compact_run(integer), "pgmsg".segments_ensure(),
     "pgmsg"._segment_lock(integer), "pgmsg"._segment_create(integer, integer, bigint, bigint),
@@ -5383,9 +5521,15 @@ AS $function$
     ('admin',    'table',    'job_unique',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    -- The Kafka listener's state (pgmsg serve --kafka-listen runs as the admin).
+    ('admin',    'table',    'kafka_broker',         'SELECT, INSERT, UPDATE, DELETE'),
+    ('admin',    'table',    'kafka_group',          'SELECT, INSERT, UPDATE, DELETE'),
+    ('admin',    'table',    'kafka_group_member',   'SELECT, INSERT, UPDATE, DELETE'),
+    ('admin',    'table',    'kafka_offset',         'SELECT, INSERT, UPDATE, DELETE'),
     ('admin',    'sequence', 'queue_queue_id_seq',   'USAGE, SELECT, UPDATE'),
     ('admin',    'sequence', 'job_id_seq',           'USAGE, SELECT, UPDATE'),
     ('admin',    'sequence', 'token_token_id_seq',   'USAGE, SELECT, UPDATE'),
+    ('admin',    'sequence', 'kafka_producer_id',    'USAGE, SELECT, UPDATE'),
     ('admin',    'function', 'publish(text, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
     ('admin',    'function', 'publish_idempotent(text, text, bigint, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
     ('admin',    'function', '_publish_direct(text, integer, bytea[], bytea[], jsonb[], timestamp with time zone[])', 'EXECUTE'),
@@ -5393,6 +5537,7 @@ AS $function$
     ('admin',    'function', 'segments_ensure()',    'EXECUTE'),
     ('admin',    'function', 'topic_create(text, integer, jsonb)', 'EXECUTE'),
     ('admin',    'function', 'topic_delete(text)',   'EXECUTE'),
+    ('admin',    'function', 'topic_delete(text, boolean)', 'EXECUTE'),
     ('admin',    'function', 'topic_add_partitions(text, integer)', 'EXECUTE'),
     ('admin',    'function', 'topic_configure(text, jsonb)', 'EXECUTE'),
     ('admin',    'function', 'retention_run(integer)', 'EXECUTE'),
@@ -5450,5 +5595,5 @@ BEGIN
 END $function$;
 
 REVOKE EXECUTE ON FUNCTION "pgmsg"._roles_grant() FROM PUBLIC;
-SELECT "pgmsg"._roles_grant();
+DO $grant$ BEGIN PERFORM "pgmsg"._roles_grant(); END $grant$;
 

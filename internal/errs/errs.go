@@ -36,6 +36,7 @@ var (
 	NotMember           = newSentinel("not a member of the group", "PM013", "not_member", http.StatusConflict)
 	Backpressure        = newSentinel("backpressure", "PM014", "backpressure", http.StatusTooManyRequests)
 	OutOfOrderSequence  = newSentinel("out of order sequence", "PM015", "out_of_order_sequence", http.StatusConflict)
+	TopicNotEmpty       = newSentinel("topic not empty", "PM017", "topic_not_empty", http.StatusConflict)
 	LogTruncated        = newSentinel("log truncated by failover", "PM020", "log_truncated", http.StatusConflict)
 	DiskFull            = newSentinel("disk full", "PM021", "disk_full", http.StatusTooManyRequests)
 	Closed              = newSentinel("closed", "", "closed", http.StatusConflict)

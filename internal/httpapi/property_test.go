@@ -1228,12 +1228,15 @@ func decodeAnswered(raw json.RawMessage, enc string) (value, asJSON []byte, err 
 // bytes, JSON with JSON, and stored bytes with JSON as the server's
 // encoder renders them.
 func sameValue(aVal, aJSON, bVal, bJSON []byte) bool {
+	// The server's rendering of a JSON value: compact, not HTML-escaped.
 	render := func(v []byte) []byte {
-		b, err := json.Marshal(json.RawMessage(v))
-		if err != nil {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(json.RawMessage(v)); err != nil {
 			return nil
 		}
-		return b
+		return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
 	switch {
 	case aJSON != nil && bJSON != nil:

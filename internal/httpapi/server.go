@@ -583,10 +583,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 
 // encodeJSON encodes a response body in full before anything is written,
 // so that a value that cannot be encoded (such as a time outside the years
-// 0001..9999) becomes a 500 instead of a 200 with an empty body.
+// 0001..9999) becomes a 500 instead of a 200 with an empty body. Text is
+// not HTML-escaped (a message's "<token>" stays "<token>"): the body is
+// JSON with nosniff, never HTML.
 func encodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("encode the response: %w", err)
 	}
 	return buf.Bytes(), nil

@@ -80,7 +80,10 @@ func TestAdminEndpoints(t *testing.T) {
 
 	require.Equal(t, http.StatusNoContent, tb.do(t, http.MethodDelete, "/v1/topics/orders/groups/slow", tb.admin, nil).status)
 	require.Equal(t, "unknown_group", tb.do(t, http.MethodDelete, "/v1/topics/orders/groups/slow", tb.admin, nil).errorCode(t))
-	require.Equal(t, http.StatusNoContent, tb.do(t, http.MethodDelete, "/v1/topics/orders", tb.admin, nil).status)
+	// orders has records and a group left: deleting them takes ?force=true.
+	require.Equal(t, "topic_not_empty", tb.do(t, http.MethodDelete, "/v1/topics/orders", tb.admin, nil).errorCode(t))
+	require.Equal(t, "invalid_parameter", tb.do(t, http.MethodDelete, "/v1/topics/orders?force=maybe", tb.admin, nil).errorCode(t))
+	require.Equal(t, http.StatusNoContent, tb.do(t, http.MethodDelete, "/v1/topics/orders?force=true", tb.admin, nil).status)
 	require.Equal(t, "unknown_topic", tb.do(t, http.MethodDelete, "/v1/topics/orders", tb.admin, nil).errorCode(t))
 
 	// Queues: stats, dead list, purge.

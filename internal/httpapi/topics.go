@@ -86,7 +86,17 @@ func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) error {
 	if err := validNames("topic", r.PathValue("topic")); err != nil {
 		return err
 	}
-	if err := s.client.DeleteTopic(r.Context(), r.PathValue("topic")); err != nil {
+	// ?force=true drops records and groups too; without it a topic that
+	// has any is 409 topic_not_empty, as `pgmsg topic delete` asks --force.
+	force, err := params{r.URL.Query()}.bool("force")
+	if err != nil {
+		return err
+	}
+	del := s.client.DeleteEmptyTopic
+	if force {
+		del = s.client.DeleteTopic
+	}
+	if err := del(r.Context(), r.PathValue("topic")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

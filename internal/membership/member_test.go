@@ -322,7 +322,7 @@ func TestFailedHeartbeatsLoseAfterSession(t *testing.T) {
 	require.Equal(t, "m1 assigned [0 1]", ev.next(t))
 
 	// Every heartbeat fails from now on.
-	require.NoError(t, b.store.TopicDelete(b.ctx, b.exec, b.topic))
+	require.NoError(t, b.store.TopicDelete(b.ctx, b.exec, b.topic, true))
 	_, err = m.heartbeat(b.ctx, b.topic)
 	require.ErrorIs(t, err, errs.UnknownTopic)
 	require.True(t, m.Owns(b.topic, 1), "within the session")

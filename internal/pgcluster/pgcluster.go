@@ -82,6 +82,16 @@ type Options struct {
 	PasswordAuth bool
 }
 
+// URL is the URL of a cluster on port, as superuser "postgres" to
+// database "postgres", with password unless "" (trust).
+func URL(port int, password string) string {
+	if password == "" {
+		return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	}
+	// The password is hex: nothing to escape, in the URL or in SQL.
+	return fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", password, port)
+}
+
 // PasswordFile is the file in the data directory that holds the password
 // of a cluster started with PasswordAuth.
 const PasswordFile = "pgmsg-password"
@@ -171,10 +181,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		logf.Close()
 		close(c.exited)
 	}()
-	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.Port)
+	c.URL = URL(c.Port, "")
 	if password != "" {
-		// The password is hex: nothing to escape, in the URL or in SQL.
-		c.URL = fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", password, c.Port)
+		c.URL = URL(c.Port, password)
 		err = c.setPassword(ctx, password)
 	} else {
 		err = c.waitReady(ctx, c.URL)

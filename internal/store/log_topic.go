@@ -101,7 +101,8 @@ func (s *Store) TopicConfigure(ctx context.Context, exec DBTX, name string, sett
 		Config: r.Config, CreatedAt: r.CreatedAt.Time}, nil
 }
 
-// TopicDelete drops topic name with its records and groups.
-func (s *Store) TopicDelete(ctx context.Context, exec DBTX, name string) error {
-	return errs.Map(s.q.TopicDelete(ctx, s.DB(exec), name))
+// TopicDelete drops topic name with its records and groups; a topic with
+// records or groups only when force (else errs.TopicNotEmpty).
+func (s *Store) TopicDelete(ctx context.Context, exec DBTX, name string, force bool) error {
+	return errs.Map(s.q.TopicDelete(ctx, s.DB(exec), dbsqlc.TopicDeleteParams{Name: name, Force: force}))
 }

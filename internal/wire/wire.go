@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -296,12 +297,24 @@ func EncodePeriodicJob(p *pgmsg.PeriodicJob, enc string) PeriodicJobJSON {
 }
 
 // ParseTime reads a time given as an argument (what names it, as the user
-// wrote it: "--since", "time") in RFC 3339, with or without fractions,
-// for the CLI and the HTTP API alike.
+// wrote it: "--since", "time") for the CLI and the HTTP API alike, by the
+// rule the SQL API's positions follow (_position in functions/log.sql):
+// RFC 3339 with a zone, with or without fractions ("T" or a space between
+// date and time), or a duration ago in h, m, s and ms ("90m", "1h30m").
 func ParseTime(what, v string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%s must be an RFC 3339 time (2026-12-01T10:00:00Z), got %q", what, v)
+	if rfc3339.MatchString(v) {
+		if t, err := time.Parse(time.RFC3339Nano, v[:10]+"T"+v[11:]); err == nil {
+			return t, nil
+		}
+	} else if durationAgo.MatchString(v) {
+		if d, err := time.ParseDuration(v); err == nil {
+			return time.Now().Add(-d), nil
+		}
 	}
-	return t, nil
+	return time.Time{}, fmt.Errorf("%s must be an RFC 3339 time (2026-12-01T10:00:00Z) or a duration ago (90m, 1h30m), got %q", what, v)
 }
+
+var (
+	rfc3339     = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$`)
+	durationAgo = regexp.MustCompile(`^([0-9]{1,9}(\.[0-9]{1,9})?(h|m|s|ms))+$`)
+)

@@ -53,7 +53,18 @@ func TestParseTime(t *testing.T) {
 	if err != nil || !got.Equal(time.Date(2026, 12, 1, 8, 0, 0, 500_000_000, time.UTC)) {
 		t.Fatalf("ParseTime = %v, %v", got, err)
 	}
-	if _, err := ParseTime("--since", "yesterday"); err == nil || err.Error() != `--since must be an RFC 3339 time (2026-12-01T10:00:00Z), got "yesterday"` {
-		t.Fatalf("ParseTime(yesterday) error = %v", err)
+	got, err = ParseTime("--since", "2026-12-01 10:00:00Z")
+	require.NoError(t, err)
+	require.True(t, got.Equal(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)))
+	// A duration ago: between the clock before and after the call.
+	before := time.Now()
+	got, err = ParseTime("--since", "1h30m")
+	require.NoError(t, err)
+	require.False(t, got.Before(before.Add(-90*time.Minute)))
+	require.False(t, got.After(time.Now().Add(-90*time.Minute)))
+	// What PostgreSQL or Go alone would take is refused: one rule everywhere.
+	for _, bad := range []string{"yesterday", "now", "epoch", "2026-12-01", "2026-12-01T10:00:00", "-1h", "1d", "5us", ""} {
+		_, err := ParseTime("--since", bad)
+		require.EqualError(t, err, `--since must be an RFC 3339 time (2026-12-01T10:00:00Z) or a duration ago (90m, 1h30m), got "`+bad+`"`)
 	}
 }

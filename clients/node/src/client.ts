@@ -3,7 +3,7 @@
 // client inside the caller's transaction (publish and enqueue then commit
 // with the caller's writes: an outbox).
 
-import { translate } from "./errors";
+import { PgmsgError, translate } from "./errors";
 
 /** What Pgmsg needs of node-postgres: a Pool, a Client or a PoolClient. */
 export interface Queryable {
@@ -110,6 +110,114 @@ export interface ClaimJobsOptions {
   /** Lease in milliseconds; default the queue's. */
   leaseMs?: number;
   worker?: string;
+}
+
+/** A topic as topicCreate() and topicList() return it. */
+export interface Topic {
+  name: string;
+  partitions: number;
+  segmentRecords: number;
+  maxRecordBytes: number;
+  /** Settings (retention_ms, cleanup_policy, ...) as the SQL API stores them. */
+  config: { [k: string]: unknown };
+  createdAt: Date;
+}
+
+/** One partition of describeTopic(). */
+export interface TopicPartition {
+  partition: number;
+  startOffset: number;
+  nextOffset: number;
+  records: number;
+  segments: number;
+  approxBytes: number;
+}
+
+/** A group's cursor on one partition (listGroups, resetGroup); endOffset,
+ * lag and committedAt come from listGroups only. */
+export interface GroupPartition {
+  topic: string;
+  group: string;
+  partition: number;
+  nextOffset: number;
+  endOffset?: number;
+  lag?: number;
+  committedAt?: Date | null;
+}
+
+/** A queue's settings; durations in milliseconds, null where no limit is set. */
+export interface QueueSettings {
+  maxAttempts?: number;
+  leaseMs?: number;
+  retryBackoffMs?: number;
+  retryBackoffMaxMs?: number;
+  archiveRetentionMs?: number;
+  maxPayloadBytes?: number;
+  maxDepth?: number | null;
+  backpressureTimeoutMs?: number;
+  jobTimeoutMs?: number | null;
+  deadRetentionMs?: number | null;
+  rateLimit?: number | null;
+  maxRunning?: number | null;
+}
+
+export interface Queue extends Required<QueueSettings> {
+  name: string;
+  paused: boolean;
+  createdAt: Date;
+}
+
+/** queue_stats(): live jobs by state, the archive's size, the age of the
+ * oldest available job (null: none waiting), jobs archived in the last minute. */
+export interface QueueStats {
+  queue: string;
+  available: number;
+  scheduled: number;
+  running: number;
+  retrying: number;
+  dead: number;
+  archived: number;
+  oldestAvailableSeconds: number | null;
+  archivedLastMinute: number;
+}
+
+// queue_create's settings: [option, SQL argument, cast], in Queue's order.
+const queueSettings: [keyof QueueSettings, string, string][] = [
+  ["maxAttempts", "max_attempts", "int"],
+  ["leaseMs", "lease", "interval"],
+  ["retryBackoffMs", "retry_backoff", "interval"],
+  ["retryBackoffMaxMs", "retry_backoff_max", "interval"],
+  ["archiveRetentionMs", "archive_retention", "interval"],
+  ["maxPayloadBytes", "max_payload_bytes", "int"],
+  ["maxDepth", "max_depth", "bigint"],
+  ["backpressureTimeoutMs", "backpressure_timeout", "interval"],
+  ["jobTimeoutMs", "job_timeout", "interval"],
+  ["deadRetentionMs", "dead_retention", "interval"],
+  ["rateLimit", "rate_limit", "float8"],
+  ["maxRunning", "max_running", "int"],
+];
+
+const topicColumns = "name, partitions, segment_records, max_record_bytes, config, created_at";
+const queueColumns =
+  "name, " +
+  queueSettings.map(([, arg, cast]) => (cast === "interval" ? `extract(epoch FROM ${arg}) * 1000 AS ${arg}` : arg)).join(", ") +
+  ", paused, created_at";
+
+function toTopic(r: any): Topic {
+  return {
+    name: r.name,
+    partitions: r.partitions,
+    segmentRecords: num(r.segment_records),
+    maxRecordBytes: r.max_record_bytes,
+    config: r.config,
+    createdAt: r.created_at,
+  };
+}
+
+function toQueue(r: any): Queue {
+  const q: any = { name: r.name, paused: r.paused, createdAt: r.created_at };
+  for (const [opt, arg] of queueSettings) q[opt] = r[arg] === null ? null : Number(r[arg]);
+  return q as Queue;
 }
 
 /** bigint columns come as strings from pg: exact as numbers up to 2^53 - 1
@@ -362,6 +470,142 @@ export class Pgmsg {
       interval(leaseMs),
     ]);
     return rows.map((r) => num(r.id));
+  }
+
+  // Administration -------------------------------------------------------------
+
+  /** Creates a topic (topic_create); config holds settings such as
+   * retention_ms (docs/sql-api.md). PM002 topic_exists if it exists, unless
+   * existOk: then the existing topic is returned unchanged. */
+  async createTopic(
+    name: string,
+    opts: { partitions?: number; config?: { [k: string]: unknown }; existOk?: boolean } = {},
+  ): Promise<Topic> {
+    try {
+      const rows = await this.rows(`SELECT ${topicColumns} FROM {s}.topic_create($1, $2, $3::jsonb)`, [
+        name,
+        opts.partitions ?? 1,
+        JSON.stringify(opts.config ?? {}),
+      ]);
+      return toTopic(rows[0]);
+    } catch (e) {
+      if (!(opts.existOk && e instanceof PgmsgError && e.codeName === "topic_exists")) throw e;
+      const t = (await this.listTopics()).find((t) => t.name === name);
+      if (!t) throw e;
+      return t;
+    }
+  }
+
+  /** Every topic, by name (topic_list). */
+  async listTopics(): Promise<Topic[]> {
+    return (await this.rows(`SELECT ${topicColumns} FROM {s}.topic_list()`, [])).map(toTopic);
+  }
+
+  /** The topic's partitions: offsets, record counts, sizes (topic_describe). */
+  async describeTopic(name: string): Promise<TopicPartition[]> {
+    const rows = await this.rows(
+      `SELECT partition, start_offset, next_offset, records, segments, approx_bytes FROM {s}.topic_describe($1)`,
+      [name],
+    );
+    return rows.map((r) => ({
+      partition: r.partition,
+      startOffset: num(r.start_offset),
+      nextOffset: num(r.next_offset),
+      records: num(r.records),
+      segments: r.segments,
+      approxBytes: num(r.approx_bytes),
+    }));
+  }
+
+  /** Drops the topic, its records and groups (topic_delete). A topic with
+   * records or groups needs force (else PM017 topic_not_empty). */
+  async deleteTopic(name: string, opts: { force?: boolean } = {}): Promise<void> {
+    await this.rows(`SELECT {s}.topic_delete($1, p_force => $2)`, [name, opts.force ?? false]);
+  }
+
+  /** One row per group and partition with its lag (group_list); both filters optional. */
+  async listGroups(opts: { topic?: string; group?: string } = {}): Promise<GroupPartition[]> {
+    const rows = await this.rows(
+      `SELECT topic, group_name, partition, next_offset, end_offset, lag, committed_at FROM {s}.group_list($1, $2)`,
+      [opts.topic ?? null, opts.group ?? null],
+    );
+    return rows.map((r) => ({
+      topic: r.topic,
+      group: r.group_name,
+      partition: r.partition,
+      nextOffset: num(r.next_offset),
+      endOffset: num(r.end_offset),
+      lag: num(r.lag),
+      committedAt: r.committed_at,
+    }));
+  }
+
+  /** Moves the group's cursors (one partition or all) to "earliest",
+   * "latest", an offset or a time (group_reset). Claims in progress are fenced. */
+  async resetGroup(topic: string, group: string, to: string, opts: { partition?: number } = {}): Promise<GroupPartition[]> {
+    const rows = await this.rows(`SELECT partition, next_offset FROM {s}.group_reset($1, $2, $3, $4::int)`, [
+      topic,
+      group,
+      to,
+      opts.partition ?? null,
+    ]);
+    return rows.map((r) => ({ topic, group, partition: r.partition, nextOffset: num(r.next_offset) }));
+  }
+
+  /** Removes the group's cursors; false if it did not exist (group_delete). */
+  async deleteGroup(topic: string, group: string): Promise<boolean> {
+    return (await this.rows(`SELECT {s}.group_delete($1, $2) AS deleted`, [topic, group]))[0].deleted;
+  }
+
+  /** Creates a queue (queue_create) with the settings given, the rest
+   * default. PM102 queue_exists if it exists, unless existOk (then the
+   * existing queue is returned unchanged). */
+  async createQueue(name: string, opts: QueueSettings & { existOk?: boolean } = {}): Promise<Queue> {
+    const args: unknown[] = [name, opts.existOk ?? false];
+    const named = queueSettings.map(([opt, arg, cast]) => {
+      const v = opts[opt];
+      args.push(v === undefined || v === null ? null : cast === "interval" ? interval(v) : v);
+      return `p_${arg} => $${args.length}::${cast}`;
+    });
+    const rows = await this.rows(
+      `SELECT ${queueColumns} FROM {s}.queue_create($1, p_if_not_exists => $2, ${named.join(", ")})`,
+      args,
+    );
+    return toQueue(rows[0]);
+  }
+
+  /** Every queue with its settings, by name (queue_list). */
+  async listQueues(): Promise<Queue[]> {
+    return (await this.rows(`SELECT ${queueColumns} FROM {s}.queue_list()`, [])).map(toQueue);
+  }
+
+  /** The queue's job counts by state (queue_stats). */
+  async describeQueue(name: string): Promise<QueueStats> {
+    const r = (
+      await this.rows(
+        `SELECT queue, available, scheduled, running, retrying, dead, archived,
+                CASE WHEN available > 0 THEN oldest_available_seconds END AS oldest, archived_last_minute
+           FROM {s}.queue_stats($1)`,
+        [name],
+      )
+    )[0];
+    return {
+      queue: r.queue,
+      available: num(r.available),
+      scheduled: num(r.scheduled),
+      running: num(r.running),
+      retrying: num(r.retrying),
+      dead: num(r.dead),
+      archived: num(r.archived),
+      oldestAvailableSeconds: r.oldest,
+      archivedLastMinute: num(r.archived_last_minute),
+    };
+  }
+
+  /** Removes the queue with its jobs and archive (queue_delete). A queue
+   * with jobs needs force (else PM108 queue_not_empty). */
+  async deleteQueue(name: string, opts: { force?: boolean } = {}): Promise<void> {
+    await this.rows(`SELECT {s}.queue_delete($1, $2)`, [name, opts.force ?? false]);
   }
 
   /** Puts the job back without counting the attempt (0: a release). */

@@ -18,6 +18,7 @@ export const CODES: Readonly<Record<string, string>> = {
   PM013: "not_member",
   PM014: "backpressure",
   PM015: "out_of_order_sequence",
+  PM017: "topic_not_empty",
   PM101: "unknown_queue",
   PM102: "queue_exists",
   PM103: "payload_too_large",

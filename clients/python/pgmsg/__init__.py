@@ -5,7 +5,19 @@ Worker run the consume and work loops on connections of their own;
 pgmsg.aio has the same for asyncio.
 """
 
-from ._common import Claim, EnqueueResult, Job, JobSpec, PublishResult, Record
+from ._common import (
+    Claim,
+    EnqueueResult,
+    GroupPartition,
+    Job,
+    JobSpec,
+    PublishResult,
+    Queue,
+    QueueStats,
+    Record,
+    Topic,
+    TopicPartition,
+)
 from .client import Client, Consumer, Listener, Worker
 from .errors import CODES, PgmsgError
 
@@ -15,12 +27,17 @@ __all__ = [
     "Client",
     "Consumer",
     "EnqueueResult",
+    "GroupPartition",
     "Job",
     "JobSpec",
     "Listener",
     "PgmsgError",
     "PublishResult",
+    "Queue",
+    "QueueStats",
     "Record",
+    "Topic",
+    "TopicPartition",
     "Worker",
 ]
 __version__ = "0.1.0"

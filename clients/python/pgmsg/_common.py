@@ -100,6 +100,100 @@ class JobSpec:
     metadata: Optional[Dict[str, Any]] = None
 
 
+@dataclass
+class Topic:
+    """A topic as topic_create() and topic_list() return it. config holds
+    the settings (retention, compaction, ...) as the SQL API stores them."""
+
+    name: str
+    partitions: int
+    segment_records: int
+    max_record_bytes: int
+    config: Dict[str, Any]
+    created_at: datetime
+
+
+@dataclass
+class TopicPartition:
+    """One row of topic_describe(): a partition's first stored and next
+    offsets, its record count and the bytes of its segments."""
+
+    partition: int
+    start_offset: int
+    next_offset: int
+    records: int
+    segments: int
+    approx_bytes: int
+
+
+@dataclass
+class GroupPartition:
+    """One row of group_list() or group_reset(): a group's cursor on one
+    partition and, from group_list(), the partition's end and the lag."""
+
+    topic: str
+    group: str
+    partition: int
+    next_offset: int
+    end_offset: Optional[int] = None
+    lag: Optional[int] = None
+    committed_at: Optional[datetime] = None
+    skipped: Optional[int] = None
+
+
+@dataclass
+class Queue:
+    """A queue's settings as queue_create() and queue_list() return them."""
+
+    name: str
+    max_attempts: int
+    lease: timedelta
+    retry_backoff: timedelta
+    retry_backoff_max: timedelta
+    archive_retention: timedelta
+    max_payload_bytes: int
+    max_depth: Optional[int]
+    backpressure_timeout: timedelta
+    job_timeout: Optional[timedelta]
+    dead_retention: Optional[timedelta]
+    rate_limit: Optional[float]
+    max_running: Optional[int]
+    paused: bool
+    created_at: datetime
+
+
+@dataclass
+class QueueStats:
+    """One row of queue_stats(): live jobs by state, the archive's size,
+    the age of the oldest available job (None: none waiting) and the jobs
+    archived in the last minute."""
+
+    queue: str
+    available: int
+    scheduled: int
+    running: int
+    retrying: int
+    dead: int
+    archived: int
+    oldest_available_seconds: Optional[float]
+    archived_last_minute: int
+
+
+# The settings queue_create() takes, in Queue's field order.
+QUEUE_SETTINGS = (
+    "max_attempts", "lease", "retry_backoff", "retry_backoff_max", "archive_retention", "max_payload_bytes",
+    "max_depth", "backpressure_timeout", "job_timeout", "dead_retention", "rate_limit", "max_running",
+)
+_QUEUE_CASTS = {
+    "max_attempts": "int", "lease": "interval", "retry_backoff": "interval", "retry_backoff_max": "interval",
+    "archive_retention": "interval", "max_payload_bytes": "int", "max_depth": "bigint",
+    "backpressure_timeout": "interval", "job_timeout": "interval", "dead_retention": "interval",
+    "rate_limit": "float8", "max_running": "int",
+}
+_QUEUE_COLUMNS = ", ".join(("name",) + QUEUE_SETTINGS + ("paused", "created_at"))
+_TOPIC_COLUMNS = "name, partitions, segment_records, max_record_bytes, config, created_at"
+
+
 def encode_headers(h: Optional[Dict[str, bytes]]) -> Optional[str]:
     """Headers as the SQL API stores them: a JSON object of base64 values."""
     if not h:
@@ -179,6 +273,36 @@ class Statements:
         )
         self.job_snooze = q("SELECT {s}.job_snooze(%(id)s, %(token)s, %(delay)s::interval)")
 
+        # Administration: topics, groups, queues.
+        self.topic_create = q(
+            "SELECT " + _TOPIC_COLUMNS + " FROM {s}.topic_create(%(name)s, %(partitions)s, %(config)s::jsonb)"
+        )
+        self.topic_list = q("SELECT " + _TOPIC_COLUMNS + " FROM {s}.topic_list()")
+        self.topic_describe = q(
+            "SELECT partition, start_offset, next_offset, records, segments, approx_bytes FROM {s}.topic_describe(%(name)s)"
+        )
+        self.topic_delete = q("SELECT {s}.topic_delete(%(name)s, p_force => %(force)s)")
+        self.group_list = q(
+            "SELECT topic, group_name, partition, next_offset, end_offset, lag, committed_at, skipped"
+            " FROM {s}.group_list(%(topic)s, %(group)s)"
+        )
+        self.group_reset = q(
+            "SELECT partition, next_offset FROM {s}.group_reset(%(topic)s, %(group)s, %(to)s, %(partition)s::int)"
+        )
+        self.group_delete = q("SELECT {s}.group_delete(%(topic)s, %(group)s)")
+        self.queue_create = q(
+            "SELECT " + _QUEUE_COLUMNS + " FROM {s}.queue_create(%(name)s, "
+            + ", ".join(f"p_{k} => %({k})s::{_QUEUE_CASTS[k]}" for k in QUEUE_SETTINGS)
+            + ", p_if_not_exists => %(exist_ok)s)"
+        )
+        self.queue_list = q("SELECT " + _QUEUE_COLUMNS + " FROM {s}.queue_list()")
+        self.queue_stats = q(
+            "SELECT queue, available, scheduled, running, retrying, dead, archived,"
+            " CASE WHEN available > 0 THEN oldest_available_seconds END, archived_last_minute"
+            " FROM {s}.queue_stats(%(name)s)"
+        )
+        self.queue_delete = q("SELECT {s}.queue_delete(%(name)s, %(force)s)")
+
     # Arguments -----------------------------------------------------------
 
     @staticmethod
@@ -207,6 +331,24 @@ class Statements:
             "tags": _parallel([_json_or_none(j.tags) for j in jobs]),
             "metadata": _parallel([_json_or_none(j.metadata) for j in jobs]),
         }
+
+    @staticmethod
+    def topic_create_args(name: str, partitions: int, config: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        return {"name": name, "partitions": partitions, "config": json.dumps(config or {})}
+
+    @staticmethod
+    def queue_create_args(name: str, exist_ok: bool, settings: Dict[str, Any]) -> Dict[str, Any]:
+        unknown = set(settings) - set(QUEUE_SETTINGS)
+        if unknown:
+            raise TypeError(f"unknown queue settings {sorted(unknown)}; known: {', '.join(QUEUE_SETTINGS)}")
+        args: Dict[str, Any] = {k: settings.get(k) for k in QUEUE_SETTINGS}
+        args.update(name=name, exist_ok=exist_ok)
+        return args
+
+    @staticmethod
+    def to_group_partitions(topic: str, group: str, rows: List[tuple]) -> List[GroupPartition]:
+        """group_reset()'s rows (partition, next_offset)."""
+        return [GroupPartition(topic, group, r[0], r[1]) for r in rows]
 
     @staticmethod
     def claim_key(claim: Claim) -> Dict[str, Any]:

@@ -8,18 +8,23 @@ import contextlib
 import json
 import logging
 from datetime import timedelta
-from typing import Any, AsyncIterator, Awaitable, Callable, List, Optional, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Sequence
 
 import psycopg
 
 from ._common import (
     Claim,
     EnqueueResult,
+    GroupPartition,
     Job,
     JobSpec,
     PublishResult,
+    Queue,
+    QueueStats,
     Record,
     Statements,
+    Topic,
+    TopicPartition,
     heartbeat_interval,
     job_lease,
 )
@@ -125,6 +130,53 @@ class AsyncClient:
 
     async def snooze(self, job: Job, delay: timedelta = timedelta(0)) -> None:
         await self._rows(self.sql.job_snooze, {"id": job.id, "token": job.lease_token, "delay": delay})
+
+    # Administration: Client's methods of the same names.
+
+    async def create_topic(
+        self, name: str, partitions: int = 1, config: Optional[Dict[str, Any]] = None, exist_ok: bool = False
+    ) -> Topic:
+        try:
+            rows = await self._rows(self.sql.topic_create, Statements.topic_create_args(name, partitions, config))
+        except PgmsgError as e:
+            if not (exist_ok and e.name == "topic_exists"):
+                raise
+            return next(t for t in await self.list_topics() if t.name == name)
+        return Topic(*rows[0])
+
+    async def list_topics(self) -> List[Topic]:
+        return [Topic(*r) for r in await self._rows(self.sql.topic_list, {})]
+
+    async def describe_topic(self, name: str) -> List[TopicPartition]:
+        return [TopicPartition(*r) for r in await self._rows(self.sql.topic_describe, {"name": name})]
+
+    async def delete_topic(self, name: str, force: bool = False) -> None:
+        await self._rows(self.sql.topic_delete, {"name": name, "force": force})
+
+    async def list_groups(self, topic: Optional[str] = None, group: Optional[str] = None) -> List[GroupPartition]:
+        return [GroupPartition(*r) for r in await self._rows(self.sql.group_list, {"topic": topic, "group": group})]
+
+    async def reset_group(
+        self, topic: str, group: str, to: str, partition: Optional[int] = None
+    ) -> List[GroupPartition]:
+        rows = await self._rows(self.sql.group_reset, {"topic": topic, "group": group, "to": to, "partition": partition})
+        return Statements.to_group_partitions(topic, group, rows)
+
+    async def delete_group(self, topic: str, group: str) -> bool:
+        return (await self._rows(self.sql.group_delete, {"topic": topic, "group": group}))[0][0]
+
+    async def create_queue(self, name: str, exist_ok: bool = False, **settings: Any) -> Queue:
+        rows = await self._rows(self.sql.queue_create, Statements.queue_create_args(name, exist_ok, settings))
+        return Queue(*rows[0])
+
+    async def list_queues(self) -> List[Queue]:
+        return [Queue(*r) for r in await self._rows(self.sql.queue_list, {})]
+
+    async def describe_queue(self, name: str) -> QueueStats:
+        return QueueStats(*(await self._rows(self.sql.queue_stats, {"name": name}))[0])
+
+    async def delete_queue(self, name: str, force: bool = False) -> None:
+        await self._rows(self.sql.queue_delete, {"name": name, "force": force})
 
 
 class AsyncListener:

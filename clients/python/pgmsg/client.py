@@ -12,18 +12,23 @@ import select
 import threading
 import time
 from datetime import timedelta
-from typing import Any, Callable, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import psycopg
 
 from ._common import (
     Claim,
     EnqueueResult,
+    GroupPartition,
     Job,
     JobSpec,
     PublishResult,
+    Queue,
+    QueueStats,
     Record,
     Statements,
+    Topic,
+    TopicPartition,
     heartbeat_interval,
     job_lease,
 )
@@ -160,6 +165,75 @@ class Client:
     def snooze(self, job: Job, delay: timedelta = timedelta(0)) -> None:
         """Puts the job back without counting the attempt (0: a release)."""
         self._rows(self.sql.job_snooze, {"id": job.id, "token": job.lease_token, "delay": delay})
+
+    # Administration ----------------------------------------------------------
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Optional[Dict[str, Any]] = None, exist_ok: bool = False
+    ) -> Topic:
+        """Creates a topic (topic_create). config holds settings such as
+        retention_ms or cleanup_policy (docs/sql-api.md). PM002
+        topic_exists if it exists, unless exist_ok: then the existing
+        topic is returned as it is (its partitions and config unchanged)."""
+        try:
+            rows = self._rows(self.sql.topic_create, Statements.topic_create_args(name, partitions, config))
+        except PgmsgError as e:
+            if not (exist_ok and e.name == "topic_exists"):
+                raise
+            return next(t for t in self.list_topics() if t.name == name)
+        return Topic(*rows[0])
+
+    def list_topics(self) -> List[Topic]:
+        """Every topic, by name (topic_list)."""
+        return [Topic(*r) for r in self._rows(self.sql.topic_list, {})]
+
+    def describe_topic(self, name: str) -> List[TopicPartition]:
+        """The topic's partitions: offsets, record counts, sizes (topic_describe)."""
+        return [TopicPartition(*r) for r in self._rows(self.sql.topic_describe, {"name": name})]
+
+    def delete_topic(self, name: str, force: bool = False) -> None:
+        """Drops the topic, its records and its groups (topic_delete). A
+        topic that has records or groups needs force (else PM011
+        topic_not_empty)."""
+        self._rows(self.sql.topic_delete, {"name": name, "force": force})
+
+    def list_groups(self, topic: Optional[str] = None, group: Optional[str] = None) -> List[GroupPartition]:
+        """One row per group and partition with its lag (group_list); both
+        filters optional."""
+        return [GroupPartition(*r) for r in self._rows(self.sql.group_list, {"topic": topic, "group": group})]
+
+    def reset_group(self, topic: str, group: str, to: str, partition: Optional[int] = None) -> List[GroupPartition]:
+        """Moves the group's cursors (one partition or all) to "earliest",
+        "latest", an offset or a time (group_reset; RFC 3339, or a duration
+        ago such as "1h"). Claims in progress are fenced."""
+        rows = self._rows(self.sql.group_reset, {"topic": topic, "group": group, "to": to, "partition": partition})
+        return Statements.to_group_partitions(topic, group, rows)
+
+    def delete_group(self, topic: str, group: str) -> bool:
+        """Removes the group's cursors; False if it did not exist (group_delete)."""
+        return self._rows(self.sql.group_delete, {"topic": topic, "group": group})[0][0]
+
+    def create_queue(self, name: str, exist_ok: bool = False, **settings: Any) -> Queue:
+        """Creates a queue (queue_create); settings are Queue's fields
+        (max_attempts, lease, retry_backoff, ..., max_running; durations as
+        timedelta), the rest default. PM102 queue_exists if it exists,
+        unless exist_ok (then the existing queue is returned unchanged)."""
+        rows = self._rows(self.sql.queue_create, Statements.queue_create_args(name, exist_ok, settings))
+        return Queue(*rows[0])
+
+    def list_queues(self) -> List[Queue]:
+        """Every queue with its settings, by name (queue_list)."""
+        return [Queue(*r) for r in self._rows(self.sql.queue_list, {})]
+
+    def describe_queue(self, name: str) -> QueueStats:
+        """The queue's job counts by state (queue_stats)."""
+        return QueueStats(*self._rows(self.sql.queue_stats, {"name": name})[0])
+
+    def delete_queue(self, name: str, force: bool = False) -> None:
+        """Removes the queue with its jobs and archive (queue_delete). A
+        queue with jobs (waiting, running or dead) needs force (else PM108
+        queue_not_empty)."""
+        self._rows(self.sql.queue_delete, {"name": name, "force": force})
 
 
 class _Pending:

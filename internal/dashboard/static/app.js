@@ -335,6 +335,8 @@ function recordBrowser(topic, out) {
       out.replaceChildren(h("p", { class: "error", role: "alert" }, e.message));
     }
   });
+  // The first records at once: partition 0 from its first offset.
+  f.dispatchEvent(new Event("submit", { cancelable: true }));
   return f;
 }
 
@@ -433,11 +435,11 @@ async function queuePage(main, queue) {
   let paused = null;
   await poll(async () => {
     const [st, latency] = await Promise.all([api("v1/queues/" + enc(queue)), api("latency")]);
-    const l = latency.queues.find((x) => x.queue === queue) || { latency_p50_seconds: 0, latency_p99_seconds: 0 };
+    const l = latency.queues.find((x) => x.queue === queue) || { completed: 0, latency_p50_seconds: 0, latency_p99_seconds: 0 };
     tput.push([st.throughput]);
     lat.push([l.latency_p50_seconds, l.latency_p99_seconds]);
     replace(summary, stats([...["available", "scheduled", "running", "retrying", "dead", "archived"].map((k) => [k[0].toUpperCase() + k.slice(1), fmt(st[k]), k]),
-      ["Jobs/s", rate(st.throughput), "throughput"], ["p50 / p99", `${secs(l.latency_p50_seconds)} / ${secs(l.latency_p99_seconds)}`, "latency"],
+      ["Jobs/s", rate(st.throughput), "throughput"], ["p50 / p99", l.completed ? `${secs(l.latency_p50_seconds)} / ${secs(l.latency_p99_seconds)}` : "—", "latency"],
       ["State", st.paused ? "paused" : "running", "paused"]]));
     if (paused !== st.paused) {
       paused = st.paused;
@@ -462,7 +464,10 @@ async function jobPage(main, id) {
   main.replaceChildren(h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / ", h("a", { href: "#/queues/" + q }, j.queue), " / job"),
     h("h1", {}, "Job " + j.id),
     h("div", { class: "actions" },
-      j.state !== "running" ? action("Retry", `Retry job ${j.id} now?`, () => api(`v1/jobs/${j.id}/retry`, { method: "POST" }).then(() => "Job made available"), { id: "retry", primary: true }) : null,
+      // Only the actions the job's state allows: a waiting job can run now,
+      // a dead one is requeued; running and finished jobs have neither.
+      ["scheduled", "retrying"].includes(j.state) ? action("Retry now", `Run job ${j.id} now?`, () => api(`v1/jobs/${j.id}/retry`, { method: "POST" }).then(() => "Job made available"), { id: "retry", primary: true }) : null,
+      j.state === "dead" ? action("Requeue", `Requeue dead job ${j.id}?`, () => api(`v1/queues/${q}/dead/requeue`, { method: "POST", body: { ids: [j.id] } }).then(() => "Job requeued"), { id: "requeue", primary: true }) : null,
       live ? action("Cancel", `Cancel job ${j.id}?`, () => api(`jobs/${j.id}/cancel`, { method: "POST" }).then((r) => (r.cancelled ? "Job cancelled" : "Job had finished already")), { id: "cancel" }) : null,
       j.state === "dead" ? action("Delete", `Delete dead job ${j.id}? This cannot be undone.`, () => api(`v1/queues/${q}/dead/purge`, { method: "POST", body: { ids: [j.id] } }).then(() => { location.hash = "#/queues/" + q; return "Job deleted"; }), { id: "delete" }) : null),
     h("section", { class: "card" }, table([{ label: "Field" }, { label: "Value" }], fields.map(([k, v]) => ({ cells: [k, v] })), { id: "job" })),
@@ -550,6 +555,8 @@ async function start() {
   session = await api("session");
   document.getElementById("who").textContent = session.name + (session.admin ? " (admin)" : " (read-only)");
   document.getElementById("nav-tokens").hidden = !session.admin;
+  // Without auth (pgmsg dev) there is no session to end.
+  document.getElementById("logout").hidden = !session.logout;
   document.getElementById("logout").addEventListener("click", async () => {
     await fetch("/ui/logout", { method: "POST", headers: { "X-CSRF-Token": session.csrf }, credentials: "same-origin" });
     location.href = "/ui/login";

@@ -11,7 +11,7 @@ SELECT name::text, partitions::integer, segment_records::bigint, max_record_byte
 FROM pgmsg.topic_configure(@name::text, @settings::jsonb);
 
 -- name: TopicDelete :exec
-SELECT pgmsg.topic_delete(@name::text);
+SELECT pgmsg.topic_delete(@name::text, @force::boolean);
 
 -- name: TopicList :many
 SELECT name::text, partitions::integer, segment_records::bigint, max_record_bytes::integer, config::jsonb, created_at::timestamptz

@@ -196,9 +196,15 @@ AS $function$
     ('admin',    'table',    'job_unique',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    -- The Kafka listener's state (pgmsg serve --kafka-listen runs as the admin).
+    ('admin',    'table',    'kafka_broker',         'SELECT, INSERT, UPDATE, DELETE'),
+    ('admin',    'table',    'kafka_group',          'SELECT, INSERT, UPDATE, DELETE'),
+    ('admin',    'table',    'kafka_group_member',   'SELECT, INSERT, UPDATE, DELETE'),
+    ('admin',    'table',    'kafka_offset',         'SELECT, INSERT, UPDATE, DELETE'),
     ('admin',    'sequence', 'queue_queue_id_seq',   'USAGE, SELECT, UPDATE'),
     ('admin',    'sequence', 'job_id_seq',           'USAGE, SELECT, UPDATE'),
     ('admin',    'sequence', 'token_token_id_seq',   'USAGE, SELECT, UPDATE'),
+    ('admin',    'sequence', 'kafka_producer_id',    'USAGE, SELECT, UPDATE'),
     ('admin',    'function', 'publish(text, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
     ('admin',    'function', 'publish_idempotent(text, text, bigint, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
     ('admin',    'function', '_publish_direct(text, integer, bytea[], bytea[], jsonb[], timestamp with time zone[])', 'EXECUTE'),
@@ -206,6 +212,7 @@ AS $function$
     ('admin',    'function', 'segments_ensure()',    'EXECUTE'),
     ('admin',    'function', 'topic_create(text, integer, jsonb)', 'EXECUTE'),
     ('admin',    'function', 'topic_delete(text)',   'EXECUTE'),
+    ('admin',    'function', 'topic_delete(text, boolean)', 'EXECUTE'),
     ('admin',    'function', 'topic_add_partitions(text, integer)', 'EXECUTE'),
     ('admin',    'function', 'topic_configure(text, jsonb)', 'EXECUTE'),
     ('admin',    'function', 'retention_run(integer)', 'EXECUTE'),
@@ -263,4 +270,4 @@ BEGIN
 END $function$;
 
 REVOKE EXECUTE ON FUNCTION {{schema}}._roles_grant() FROM PUBLIC;
-SELECT {{schema}}._roles_grant();
+DO $grant$ BEGIN PERFORM {{schema}}._roles_grant(); END $grant$;

@@ -236,8 +236,10 @@ BEGIN
     END LOOP;
 END $function$;
 
--- topic_delete drops a topic, its records (whole tables, no DELETE) and its groups.
-CREATE OR REPLACE FUNCTION {{schema}}.topic_delete(p_name text)
+-- topic_delete drops a topic, its records (whole tables, no DELETE) and its
+-- groups. A topic that still stores records or has groups fails with PM017
+-- unless p_force, as queue_delete does for a queue with jobs.
+CREATE OR REPLACE FUNCTION {{schema}}.topic_delete(p_name text, p_force boolean)
  RETURNS void
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -245,10 +247,33 @@ CREATE OR REPLACE FUNCTION {{schema}}.topic_delete(p_name text)
 AS $function$
 DECLARE
     t {{schema}}.topic := {{schema}}._topic(p_name);
+    n_records bigint;
+    n_groups bigint;
 BEGIN
+    PERFORM 1 FROM {{schema}}.topic WHERE topic_id = t.topic_id FOR UPDATE;
+    IF NOT coalesce(p_force, false) THEN
+        SELECT coalesce(sum(tp.next_offset - tp.start_offset), 0) INTO n_records
+          FROM {{schema}}.topic_partition tp WHERE tp.topic_id = t.topic_id;
+        SELECT count(*) INTO n_groups FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id;
+        IF n_records > 0 OR n_groups > 0 THEN
+            PERFORM {{schema}}._raise('PM017', format('topic %s still has %s records and %s groups: delete with force to drop them',
+                                                      quote_literal(t.name), n_records, n_groups));
+        END IF;
+    END IF;
     EXECUTE format('DROP TABLE %I.%I', {{schema_lit}}, 'record_' || t.topic_id);
     DELETE FROM {{schema}}.topic WHERE topic_id = t.topic_id;
 END $function$;
+
+-- topic_delete(name) is topic_delete(name, false): it refuses a topic with
+-- records or groups.
+CREATE OR REPLACE FUNCTION {{schema}}.topic_delete(p_name text)
+ RETURNS void
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT {{schema}}.topic_delete(p_name, false)
+$function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.topic_list()
  RETURNS TABLE(name text, partitions integer, segment_records bigint, max_record_bytes integer, config jsonb, created_at timestamp with time zone)
@@ -1276,12 +1301,24 @@ BEGIN
         END IF;
         RETURN least(greatest(o, tp.start_offset), tp.next_offset);
     END IF;
+    -- Times as every surface takes them (wire.ParseTime in Go): RFC 3339
+    -- with a zone, or a duration ago in h, m, s and ms ("90m", "1h30m").
+    -- Not PostgreSQL's other literals ('yesterday', 'epoch', zoneless):
+    -- a mistyped position must fail, not move a cursor.
     BEGIN
-        ts := p_spec::timestamptz;
+        IF p_spec ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$' THEN
+            ts := p_spec::timestamptz;
+        ELSIF p_spec ~ '^([0-9]{1,9}(\.[0-9]{1,9})?(h|m|s|ms))+$' THEN
+            ts := clock_timestamp() - regexp_replace(p_spec, '([0-9.]+)(ms|h|m|s)', '\1 \2 ', 'g')::interval;
+        END IF;
     EXCEPTION WHEN OTHERS THEN
-        PERFORM {{schema}}._raise('PM011', format('invalid position %s: use earliest, latest, an offset or a timestamp',
-                                                  left(quote_literal(p_spec), 80)));
+        ts := NULL;
     END;
+    IF ts IS NULL THEN
+        PERFORM {{schema}}._raise('PM011', format('invalid position %s: use earliest, latest, an offset, an RFC 3339 time '
+                                                  '(2026-12-01T10:00:00Z) or a duration ago (90m, 1h30m)',
+                                                  left(quote_literal(p_spec), 80)));
+    END IF;
     RETURN {{schema}}._offset_for_time(tp, ts);
 END $function$;
 
@@ -2529,6 +2566,7 @@ $function$;
 -- (_segment_lock, _segment_create, _segment_ensure) are called by other
 -- definer functions only.
 REVOKE EXECUTE ON FUNCTION {{schema}}.topic_create(text, integer, jsonb), {{schema}}.topic_delete(text),
+    {{schema}}.topic_delete(text, boolean),
     {{schema}}.topic_add_partitions(text, integer), {{schema}}.topic_configure(text, jsonb),
     {{schema}}.retention_run(integer), {{schema}}.compact_run(integer), {{schema}}.segments_ensure(),
     {{schema}}._segment_lock(integer), {{schema}}._segment_create(integer, integer, bigint, bigint),

@@ -1,4 +1,4 @@
--- pgmsg 017: log epochs.
+-- pgmsg 016: log epochs.
 --
 -- A partition's log epoch changes when the log's history may have changed
 -- under it: the server is a promoted standby (its timeline is not the one

@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmsg/pgmsg/internal/errs"
+)
+
+// The statements of the Kafka listener (internal/kafkasrv): what a Kafka
+// Fetch and ListOffsets need that the SQL API's functions answer one
+// partition or one topic at a time, in one round trip each.
+
+// KafkaPartition is one partition of a topic as the Kafka listener needs
+// it: its log start offset and its high watermark (the next offset).
+type KafkaPartition struct {
+	TopicID     int32
+	Partition   int32
+	StartOffset int64
+	NextOffset  int64
+}
+
+// KafkaPartitions returns every partition of topic in partition order, or
+// none when the topic does not exist.
+func (s *Store) KafkaPartitions(ctx context.Context, exec DBTX, topic string) ([]KafkaPartition, error) {
+	rows, err := exec.Query(ctx, s.SQL(`SELECT t.topic_id, p.partition, p.start_offset, p.next_offset
+FROM pgmsg.topic t JOIN pgmsg.topic_partition p ON p.topic_id = t.topic_id
+WHERE t.name = $1::text ORDER BY p.partition`), topic)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (KafkaPartition, error) {
+		var p KafkaPartition
+		err := r.Scan(&p.TopicID, &p.Partition, &p.StartOffset, &p.NextOffset)
+		return p, err
+	})
+	return out, errs.Map(err)
+}
+
+// KafkaRecord is a record the Kafka listener reads: Headers is the stored
+// jsonb text (DecodeHeaders), nil for none.
+type KafkaRecord struct {
+	Offset    int64
+	Timestamp time.Time
+	Key       []byte
+	Value     []byte
+	Headers   []byte
+}
+
+// KafkaRecords reads up to max records of (topicID, partition) with
+// offsets in [from, end), in offset order. Offsets compaction removed are
+// skipped: the read is by the primary key's order, not a range of
+// offsets, so a gap never ends it early.
+func (s *Store) KafkaRecords(ctx context.Context, exec DBTX, topicID, partition int32, from, end int64, max int32) ([]KafkaRecord, error) {
+	rows, err := exec.Query(ctx, s.SQL(`SELECT r."offset", r."timestamp", r.key, r.value, r.headers
+FROM pgmsg.record r
+WHERE r.topic_id = $1::integer AND r.partition = $2::integer
+  AND r."offset" >= $3::bigint AND r."offset" < $4::bigint
+ORDER BY r."offset" LIMIT $5::integer`), topicID, partition, from, end, max)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (KafkaRecord, error) {
+		var k KafkaRecord
+		err := r.Scan(&k.Offset, &k.Timestamp, &k.Key, &k.Value, &k.Headers)
+		return k, err
+	})
+	return out, errs.Map(err)
+}
+
+// KafkaProducerID returns a new Kafka producer id (InitProducerId).
+func (s *Store) KafkaProducerID(ctx context.Context, exec DBTX) (int64, error) {
+	var id int64
+	err := exec.QueryRow(ctx, s.SQL(`SELECT pg_catalog.nextval('pgmsg.kafka_producer_id'::regclass)`)).Scan(&id)
+	return id, errs.Map(err)
+}
+
+// KafkaBroker is a live listener of the Kafka cluster registry.
+type KafkaBroker struct {
+	NodeID int32
+	Host   string
+	Port   int32
+}
+
+// KafkaBrokerRegister takes node id for instance: it inserts the row, or
+// takes it over from a holder whose session ended (or from instance
+// itself). It reports whether the node id is instance's now.
+func (s *Store) KafkaBrokerRegister(ctx context.Context, exec DBTX, nodeID int32, host string, port int32, instance string, sessionTimeout time.Duration) (bool, error) {
+	tag, err := exec.Exec(ctx, s.SQL(`INSERT INTO pgmsg.kafka_broker AS b (node_id, host, port, instance, session_timeout)
+VALUES ($1::integer, $2::text, $3::integer, $4::text, $5::interval)
+ON CONFLICT (node_id) DO UPDATE SET host = excluded.host, port = excluded.port, instance = excluded.instance,
+    started_at = pg_catalog.now(), heartbeat_at = pg_catalog.now(), session_timeout = excluded.session_timeout
+WHERE b.instance = excluded.instance OR b.heartbeat_at + b.session_timeout < pg_catalog.now()`),
+		nodeID, host, port, instance, sessionTimeout)
+	if err != nil {
+		return false, errs.Map(err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// KafkaBrokerHeartbeat renews instance's hold of node id; false when it
+// lost it (its session ended and another instance took the node id).
+func (s *Store) KafkaBrokerHeartbeat(ctx context.Context, exec DBTX, nodeID int32, instance string) (bool, error) {
+	tag, err := exec.Exec(ctx, s.SQL(`UPDATE pgmsg.kafka_broker SET heartbeat_at = pg_catalog.now()
+WHERE node_id = $1::integer AND instance = $2::text`), nodeID, instance)
+	if err != nil {
+		return false, errs.Map(err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// KafkaBrokerLeave removes instance's row: its partitions and groups
+// move at once.
+func (s *Store) KafkaBrokerLeave(ctx context.Context, exec DBTX, nodeID int32, instance string) error {
+	_, err := exec.Exec(ctx, s.SQL(`DELETE FROM pgmsg.kafka_broker WHERE node_id = $1::integer AND instance = $2::text`), nodeID, instance)
+	return errs.Map(err)
+}
+
+// KafkaBrokers returns the node ids of every registered broker, live or
+// not, and the live ones (heartbeat within their session timeout), in
+// node id order.
+func (s *Store) KafkaBrokers(ctx context.Context, exec DBTX) (all []int32, live []KafkaBroker, err error) {
+	rows, err := exec.Query(ctx, s.SQL(`SELECT node_id, host, port, heartbeat_at + session_timeout >= pg_catalog.now()
+FROM pgmsg.kafka_broker ORDER BY node_id`))
+	if err != nil {
+		return nil, nil, errs.Map(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b KafkaBroker
+		var alive bool
+		if err := rows.Scan(&b.NodeID, &b.Host, &b.Port, &alive); err != nil {
+			return nil, nil, errs.Map(err)
+		}
+		all = append(all, b.NodeID)
+		if alive {
+			live = append(live, b)
+		}
+	}
+	return all, live, errs.Map(rows.Err())
+}
+
+// KafkaProducerState is an idempotent producer's last stored batch on a
+// partition (producer_state), read under the partition's counter row
+// lock.
+type KafkaProducerState struct {
+	TopicID       int32
+	Found         bool // the producer has a stored batch on the partition
+	FirstSequence int64
+	LastSequence  int64
+	BaseOffset    int64
+}
+
+// KafkaProducerLock locks (topic, partition)'s counter row, as every
+// publisher does first, and reads producerID's last stored batch there.
+// ok is false when the topic or the partition does not exist. Run it in
+// the transaction that publishes the batch and saves the state.
+func (s *Store) KafkaProducerLock(ctx context.Context, tx DBTX, topic string, partition int32, producerID string) (st KafkaProducerState, ok bool, err error) {
+	var first, last, base *int64
+	err = tx.QueryRow(ctx, s.SQL(`SELECT c.topic_id, s.first_sequence, s.last_sequence, s.base_offset
+FROM pgmsg.topic t
+JOIN pgmsg.topic_partition c ON c.topic_id = t.topic_id AND c.partition = $2::integer
+LEFT JOIN pgmsg.producer_state s ON s.topic_id = c.topic_id AND s.partition = c.partition AND s.producer_id = $3::text
+WHERE t.name = $1::text
+FOR NO KEY UPDATE OF c`), topic, partition, producerID).Scan(&st.TopicID, &first, &last, &base)
+	if err == pgx.ErrNoRows {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, errs.Map(err)
+	}
+	if first != nil {
+		st.Found, st.FirstSequence, st.LastSequence, st.BaseOffset = true, *first, *last, *base
+	}
+	return st, true, nil
+}
+
+// KafkaProducerSave records producerID's batch [first, last] stored at
+// base on the partition, as publish_idempotent() does.
+func (s *Store) KafkaProducerSave(ctx context.Context, tx DBTX, topicID, partition int32, producerID string, first, last, base int64, count int32, ts time.Time) error {
+	_, err := tx.Exec(ctx, s.SQL(`INSERT INTO pgmsg.producer_state AS s (topic_id, partition, producer_id, first_sequence, last_sequence,
+    base_offset, record_count, "timestamp")
+VALUES ($1::integer, $2::integer, $3::text, $4::bigint, $5::bigint, $6::bigint, $7::integer, $8::timestamptz)
+ON CONFLICT (topic_id, partition, producer_id) DO UPDATE SET first_sequence = excluded.first_sequence,
+    last_sequence = excluded.last_sequence, base_offset = excluded.base_offset, record_count = excluded.record_count,
+    "timestamp" = excluded."timestamp", updated_at = pg_catalog.clock_timestamp()`),
+		topicID, partition, producerID, first, last, base, count, ts)
+	return errs.Map(err)
+}
