@@ -65,6 +65,25 @@ var (
 	// topic still stores records or has consumer groups (PM017). Nothing
 	// was deleted.
 	ErrTopicNotEmpty error = errs.TopicNotEmpty
+	// ErrLogTruncated is returned by a claim (Claim, Consumer.Poll and
+	// Run, the HTTP API's claim) when the partition's log epoch changed
+	// since this Client last claimed it for the group, and offsets the
+	// Client had been given in the old epoch lie past that epoch's end on
+	// the server (PM020): the server is a promoted standby that lacks
+	// records the old primary had (asynchronous replication), and those
+	// offsets now name other records. The claim was released and nothing
+	// was handed over; the message names the offsets. The Client now
+	// knows the new epoch, so the next claim goes on from the group's
+	// cursor on the new primary (docs/reliability.md, "What a failover
+	// does", says how to decide).
+	ErrLogTruncated error = errs.LogTruncated
+	// ErrDiskFull is returned when PostgreSQL could not write because a
+	// volume is full (SQLSTATE 53100 disk_full, reported as PM021): the
+	// statement was rolled back, nothing it wrote was kept (a publish or
+	// enqueue stored nothing), and what is stored stays readable. Calls
+	// succeed again once space is freed; it is retryable (IsRetryable), so
+	// Producers, Consumers and Workers retry on their own.
+	ErrDiskFull error = errs.DiskFull
 	// ErrClosed is returned by a Producer or a Consumer used after Close.
 	ErrClosed error = errs.Closed
 	// ErrBufferFull is returned by a Producer with FailWhenFull whose

@@ -139,6 +139,18 @@ func (c *Client) listGroups(ctx context.Context, exec DBTX, topic, group string)
 	return out, nil
 }
 
+// LogEpochEnd returns partition's current log epoch and where its log
+// epoch epoch ends (exclusive) on the server (SQL log_epoch_end()): a
+// reader that was given offsets of epoch at or past end was given records
+// the server lost in a failover, and those offsets now name other records.
+// Claims check it by themselves (ErrLogTruncated); a reader that
+// remembers offsets elsewhere (a mirror's target, a downstream store)
+// checks it with the epoch of the claims it read them from
+// (Claim.LogEpoch).
+func (c *Client) LogEpochEnd(ctx context.Context, topic string, partition, epoch int32) (current int32, end int64, err error) {
+	return c.store.LogEpochEnd(ctx, c.pool, topic, partition, epoch)
+}
+
 // Fetch reads up to max records of one partition from offset on, without
 // claiming (replay and inspection).
 func (c *Client) Fetch(ctx context.Context, topic string, partition int32, from int64, max int) ([]*Record, error) {

@@ -13,6 +13,10 @@ type Claim struct {
 	Epoch     int64
 	ExpiresAt time.Time
 	Records   []*Record
+	// LogEpoch is the partition's log epoch when the claim was made: it
+	// changes when a failover may have changed the log's history
+	// (Client.LogEpochEnd; docs/reliability.md, "What a failover does").
+	LogEpoch int32
 }
 
 // NextOffset is the offset after the claim's last record.

@@ -112,7 +112,7 @@ this command runs it by hand or as a dedicated leader process.`,
 		},
 	}
 	events.Flags().IntVar(&limit, "limit", 50, "number of events")
-	events.Flags().StringVar(&kind, "kind", "", "only events of this kind (retention_drop, retention_skip, group_expired, compacted)")
+	events.Flags().StringVar(&kind, "kind", "", "only events of this kind (retention_drop, retention_skip, group_expired, compacted, log_epoch)")
 	cmd.AddCommand(events)
 	return cmd
 }

@@ -13,7 +13,7 @@ import (
 
 const groupClaimRange = `-- name: GroupClaimRange :many
 SELECT partition::integer, claim_epoch::bigint, claim_expires_at::timestamptz, first_offset::bigint,
-       last_offset::bigint, topic_id::integer, coalesce(relname, '')::text AS relname
+       last_offset::bigint, topic_id::integer, coalesce(relname, '')::text AS relname, log_epoch::integer
 FROM pgmsg.claim_range($1::text, $2::text, $3::integer, $4::interval,
                        $5::integer, $6::text, $7::text,
                        $8::boolean, $9::boolean,
@@ -44,6 +44,7 @@ type GroupClaimRangeRow struct {
 	LastOffset     int64
 	TopicID        int32
 	Relname        string
+	LogEpoch       int32
 }
 
 func (q *Queries) GroupClaimRange(ctx context.Context, db DBTX, arg GroupClaimRangeParams) ([]*GroupClaimRangeRow, error) {
@@ -76,6 +77,7 @@ func (q *Queries) GroupClaimRange(ctx context.Context, db DBTX, arg GroupClaimRa
 			&i.LastOffset,
 			&i.TopicID,
 			&i.Relname,
+			&i.LogEpoch,
 		); err != nil {
 			return nil, err
 		}

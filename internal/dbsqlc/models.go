@@ -96,6 +96,59 @@ type PgmsgJobUnique struct {
 	ExpiresAt pgtype.Timestamptz
 }
 
+type PgmsgKafkaBroker struct {
+	NodeID         int32
+	Host           string
+	Port           int32
+	Instance       string
+	StartedAt      pgtype.Timestamptz
+	HeartbeatAt    pgtype.Timestamptz
+	SessionTimeout pgtype.Interval
+}
+
+type PgmsgKafkaGroup struct {
+	GroupName    string
+	ProtocolType string
+	Protocol     string
+	Generation   int32
+	Leader       string
+	State        string
+	Version      int64
+	UpdatedAt    pgtype.Timestamptz
+}
+
+type PgmsgKafkaGroupMember struct {
+	GroupName          string
+	MemberID           string
+	InstanceID         pgtype.Text
+	ClientID           string
+	ClientHost         string
+	SessionTimeoutMs   int32
+	RebalanceTimeoutMs int32
+	Protocols          []string
+	Metadata           [][]byte
+	Assignment         []byte
+}
+
+type PgmsgKafkaOffset struct {
+	TopicID     int32
+	GroupName   string
+	Partition   int32
+	NextOffset  pgtype.Int8
+	Metadata    pgtype.Text
+	LeaderEpoch int32
+	UnsetEpoch  pgtype.Int8
+}
+
+type PgmsgLogEpoch struct {
+	TopicID     int32
+	Partition   int32
+	Epoch       int32
+	StartOffset int64
+	Timeline    int32
+	CreatedAt   pgtype.Timestamptz
+}
+
 type PgmsgMaintenanceEvent struct {
 	EventID   int64
 	At        pgtype.Timestamptz
@@ -217,4 +270,6 @@ type PgmsgTopicPartition struct {
 	CompactedTo int64
 	NextByte    int64
 	OffsetSeq   pgtype.Uint32
+	LogEpoch    int32
+	LogTimeline int32
 }

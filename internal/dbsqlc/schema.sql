@@ -566,6 +566,147 @@ ALTER TABLE "pgmsg".record
 -- are the same value.
 ALTER TABLE "pgmsg".record ALTER COLUMN "timestamp" SET DEFAULT transaction_timestamp();
 
+-- pgmsg 014: the Kafka listener's state (issue 50, internal/kafkasrv).
+--
+-- kafka_producer_id hands out the producer ids of InitProducerId: an
+-- idempotent Kafka producer's batches are stored by publish_idempotent()
+-- under the producer id 'kafka-<id>-<epoch>', so the sequences it checks
+-- live in producer_state and survive a reconnect or another listener.
+--
+-- kafka_broker is the cluster's registry: each `pgmsg serve --kafka-listen`
+-- process holds one node id while it heartbeats. A broker whose heartbeat
+-- is older than its session timeout is dead: Metadata stops listing it,
+-- and the partitions it led and the groups it coordinated move to the live
+-- ones (the rule is computed alike by every listener over the live rows).
+CREATE SEQUENCE "pgmsg".kafka_producer_id;
+
+CREATE TABLE "pgmsg".kafka_broker (
+    node_id         integer     PRIMARY KEY CHECK (node_id >= 0),
+    host            text        NOT NULL,
+    port            integer     NOT NULL CHECK (port BETWEEN 1 AND 65535),
+    -- A random id of the process holding the node id: a restarted process
+    -- takes its node id back only once the old holder's session ended.
+    instance        text        NOT NULL,
+    started_at      timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at    timestamptz NOT NULL DEFAULT now(),
+    session_timeout interval    NOT NULL
+);
+
+-- pgmsg 015: Kafka consumer groups (the classic group protocol that
+-- `pgmsg serve --kafka-listen` coordinates: internal/kafkagroup).
+--
+-- A Kafka group's committed offsets are pgmsg's own group cursors
+-- (group_cursor, one pgmsg group per topic the Kafka group commits for);
+-- these tables hold only what Kafka has and pgmsg's groups do not: the
+-- group's membership and generation, which must outlive the process that
+-- coordinates the group (another `pgmsg serve` takes it over and continues
+-- from here), and the metadata string of each committed offset.
+--
+-- The admin role's grants cover these tables as every other table
+-- (_roles_grant in functions/auth.sql grants the admin every table of the
+-- schema); no other role reads them.
+
+-- One row per Kafka group that ever completed a join. version increases
+-- with every write: a coordinator writes only over the version it read or
+-- wrote last, so one that lost the group to another process cannot
+-- overwrite what the new coordinator wrote (it drops its copy instead).
+CREATE TABLE "pgmsg".kafka_group (
+    group_name    text        PRIMARY KEY,
+    protocol_type text        NOT NULL,
+    protocol      text        NOT NULL,   -- the selected protocol (the assignor's name)
+    generation    integer     NOT NULL,
+    leader        text        NOT NULL,
+    -- Empty, CompletingRebalance or Stable, as last written; a
+    -- coordinator that loads CompletingRebalance makes every member join
+    -- again.
+    state         text        NOT NULL,
+    version       bigint      NOT NULL,
+    updated_at    timestamptz NOT NULL,
+    CONSTRAINT kafka_group_name_valid CHECK (group_name ~ '^[A-Za-z0-9._-]{1,200}$')
+);
+
+-- The members of the group's current generation: what the leader needs
+-- (every member's protocols and their metadata) and what each member's
+-- SyncGroup answers (its assignment).
+CREATE TABLE "pgmsg".kafka_group_member (
+    group_name           text    NOT NULL REFERENCES "pgmsg".kafka_group ON DELETE CASCADE,
+    member_id            text    NOT NULL,
+    instance_id          text,                 -- group.instance.id (static membership)
+    client_id            text    NOT NULL,
+    client_host          text    NOT NULL,
+    session_timeout_ms   integer NOT NULL,
+    rebalance_timeout_ms integer NOT NULL,
+    protocols            text[]  NOT NULL,     -- in the member's order of preference
+    metadata             bytea[] NOT NULL,     -- each protocol's metadata, parallel to protocols
+    assignment           bytea   NOT NULL,
+    PRIMARY KEY (group_name, member_id)
+);
+
+-- What a Kafka OffsetCommit carries beside the offset (which is the
+-- cursor's next_offset): the metadata string and leader epoch, valid
+-- while the cursor is still at next_offset. unset_epoch marks a cursor
+-- that Kafka reads as "no committed offset" (-1): the partitions a Kafka
+-- commit did not name when it created the pgmsg group, and those an
+-- OffsetDelete removed. It holds the cursor's claim_epoch at that moment,
+-- so a later claim or reset by a native consumer (which increment
+-- claim_epoch) or any commit makes the cursor visible again.
+CREATE TABLE "pgmsg".kafka_offset (
+    topic_id     integer NOT NULL,
+    group_name   text    NOT NULL,
+    partition    integer NOT NULL,
+    next_offset  bigint,
+    metadata     text,
+    leader_epoch integer NOT NULL DEFAULT -1,
+    unset_epoch  bigint,
+    PRIMARY KEY (topic_id, group_name, partition),
+    FOREIGN KEY (topic_id, group_name, partition) REFERENCES "pgmsg".group_cursor ON DELETE CASCADE
+);
+
+-- Kafka names a group without its topic: OffsetFetch of all topics,
+-- ListGroups and DeleteGroups find a group's topics by its name.
+CREATE INDEX consumer_group_group_name ON "pgmsg".consumer_group (group_name);
+
+-- pgmsg 016: log epochs.
+--
+-- A partition's log epoch changes when the log's history may have changed
+-- under it: the server is a promoted standby (its timeline is not the one
+-- the partition's last publish ran on), which may lack the last records
+-- the old primary acknowledged, so that the offsets past its end will be
+-- given to other records. Claims return the epoch; a client that saw
+-- offsets of an earlier epoch past that epoch's end on this server (what
+-- log_epoch_end() answers) reports the truncation instead of handing the
+-- new records at those offsets over as if nothing happened
+-- (docs/reliability.md, "What a failover does").
+--
+-- log_timeline: the timeline the partition's last publish ran on (0: not
+-- known yet; the first publish records it without a new epoch).
+ALTER TABLE "pgmsg".topic_partition
+    ADD COLUMN log_epoch    integer NOT NULL DEFAULT 0,
+    ADD COLUMN log_timeline integer NOT NULL DEFAULT 0;
+
+-- The partitions so far are of this server's timeline (_partitions_add
+-- sets it for new ones).
+UPDATE "pgmsg".topic_partition
+   SET log_timeline = ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer;
+
+-- One row per epoch after the first: where it began on this server.
+-- Epoch e ends where the next epoch in this table begins (the current
+-- epoch at the partition's next_offset).
+CREATE TABLE "pgmsg".log_epoch (
+    topic_id     integer     NOT NULL,
+    partition    integer     NOT NULL,
+    epoch        integer     NOT NULL,
+    start_offset bigint      NOT NULL,
+    timeline     integer     NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    PRIMARY KEY (topic_id, partition, epoch),
+    FOREIGN KEY (topic_id, partition) REFERENCES "pgmsg".topic_partition ON DELETE CASCADE
+);
+
+-- claim_range returns the claimed partition's log epoch: the function file
+-- creates it again.
+DROP FUNCTION IF EXISTS "pgmsg".claim_range(text, text, integer, interval, integer, text, text, boolean, boolean, integer, bigint, bigint);
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -851,7 +992,8 @@ DECLARE
     i integer;
 BEGIN
     FOR p IN p_from .. p_to - 1 LOOP
-        INSERT INTO "pgmsg".topic_partition (topic_id, partition) VALUES (t.topic_id, p);
+        INSERT INTO "pgmsg".topic_partition (topic_id, partition, log_timeline)
+        VALUES (t.topic_id, p, "pgmsg"._timeline());
         -- The first segment and the two of headroom that publishers keep
         -- (_segment_ensure): created later, by the first publishes, they
         -- made a new topic's first seconds slow (every ATTACH invalidates
@@ -1131,6 +1273,97 @@ BEGIN
     RETURN seq;
 END $function$;
 
+-- _timeline is the timeline this server writes WAL on (the first eight
+-- hex digits of the current WAL file's name): it changes when a standby is
+-- promoted. The Go client's publish statements write the same expression
+-- (internal/store's timelineExpr), which this pinned function would keep
+-- from being inlined into their cached plans. New epochs are numbered at least the timeline
+-- they begin on: timelines are never reused along a cluster's history, so
+-- two histories that diverged at a failover never share an epoch.
+CREATE OR REPLACE FUNCTION "pgmsg"._timeline()
+ RETURNS integer
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+SELECT ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer
+$function$;
+
+-- _log_epoch_bump starts a new log epoch of a partition at p_start (its
+-- next_offset before the publish that called it), when the partition's
+-- last publish ran on another timeline: this server may be a promoted
+-- standby that lacks records the old primary acknowledged, and the offsets
+-- from p_start on now name other records. The caller holds the partition's
+-- counter row. A partition whose timeline is not known yet (0) records it
+-- without a new epoch.
+CREATE OR REPLACE FUNCTION "pgmsg"._log_epoch_bump(p_topic_id integer, p_partition integer, p_start bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    tl      integer := "pgmsg"._timeline();
+    old_tl  integer;
+    v_epoch integer;
+BEGIN
+    SELECT c.log_timeline INTO old_tl FROM "pgmsg".topic_partition c
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
+    IF old_tl IS NULL OR old_tl = tl THEN
+        RETURN;
+    END IF;
+    UPDATE "pgmsg".topic_partition c
+       SET log_epoch = CASE WHEN old_tl = 0 THEN c.log_epoch ELSE greatest(c.log_epoch + 1, tl) END, log_timeline = tl
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition
+    RETURNING c.log_epoch INTO v_epoch;
+    IF old_tl <> 0 THEN
+        INSERT INTO "pgmsg".log_epoch (topic_id, partition, epoch, start_offset, timeline)
+        VALUES (p_topic_id, p_partition, v_epoch, p_start, tl);
+        INSERT INTO "pgmsg".maintenance_event (kind, topic, partition, detail)
+        SELECT 'log_epoch', t.name, p_partition,
+               jsonb_build_object('epoch', v_epoch, 'start_offset', p_start, 'timeline', tl, 'previous_timeline', old_tl)
+          FROM "pgmsg".topic t WHERE t.topic_id = p_topic_id;
+    END IF;
+END $function$;
+
+-- log_epoch_end answers, for a client that read partition p_partition of
+-- p_topic in log epoch p_epoch, the partition's current epoch and where
+-- epoch p_epoch ends on this server: the first offset of the next epoch
+-- this server knows (an epoch it does not know ended where the next one
+-- it knows began), or the partition's next_offset when p_epoch is the
+-- current epoch. A client that saw offsets of epoch p_epoch at or past
+-- end_offset saw records this server does not have: those offsets name
+-- other records here (the log was truncated by a failover).
+CREATE OR REPLACE FUNCTION "pgmsg".log_epoch_end(p_topic text, p_partition integer, p_epoch integer)
+ RETURNS TABLE(log_epoch integer, end_offset bigint)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    t "pgmsg".topic := "pgmsg"._topic(p_topic);
+    tp "pgmsg".topic_partition;
+BEGIN
+    PERFORM "pgmsg"._partition_check(t, p_partition);
+    SELECT * INTO tp FROM "pgmsg".topic_partition c WHERE c.topic_id = t.topic_id AND c.partition = p_partition;
+    log_epoch := tp.log_epoch;
+    IF p_epoch = tp.log_epoch THEN
+        end_offset := tp.next_offset;
+    ELSIF p_epoch > tp.log_epoch THEN
+        -- An epoch of a history this server does not have (its start was
+        -- lost in a failover): none of its records are here, so it ended
+        -- where the current epoch began.
+        SELECT e.start_offset INTO end_offset FROM "pgmsg".log_epoch e
+         WHERE e.topic_id = t.topic_id AND e.partition = p_partition AND e.epoch = tp.log_epoch;
+        end_offset := coalesce(end_offset, 0);
+    ELSE
+        SELECT e.start_offset INTO end_offset FROM "pgmsg".log_epoch e
+         WHERE e.topic_id = t.topic_id AND e.partition = p_partition AND e.epoch > p_epoch
+         ORDER BY e.epoch LIMIT 1;
+        end_offset := coalesce(end_offset, tp.next_offset);
+    END IF;
+    RETURN NEXT;
+END $function$;
+
 CREATE OR REPLACE FUNCTION "pgmsg"._publish_copy_begin(p_topic_id integer, p_partition integer, p_count integer, p_max_record bigint)
  RETURNS void
  LANGUAGE plpgsql
@@ -1146,6 +1379,7 @@ BEGIN
        AND p_count > 0 AND c.next_offset + p_count <= c.segment_end
        AND p_max_record <= t.max_record_bytes
        AND NOT t.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
+       AND c.log_timeline = "pgmsg"._timeline()
     RETURNING c.next_offset - p_count, c.offset_seq INTO base, seq;
     IF base IS NULL THEN
         PERFORM "pgmsg"._raise('PM016', 'publish with publish()');
@@ -1475,6 +1709,10 @@ BEGIN
           FROM t
          WHERE c.topic_id = t.topic_id AND c.partition = p_partition
            AND c.next_offset + cardinality(p_values) <= c.segment_end
+           -- The first publish on a new timeline (a promoted standby) is
+           -- publish()'s: it starts a new log epoch. _timeline() written
+           -- out: a call of it would save and restore its pinned settings.
+           AND c.log_timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::integer
            -- What publish() checks and the Go client checked before: a
            -- caller of this function gets no further than publish() would.
            AND cardinality(p_values) > 0
@@ -1622,6 +1860,7 @@ DECLARE
     seg_end  bigint;
     n_bytes  bigint;
     byte_end bigint;
+    tl       integer;
 BEGIN
     IF t.config ? 'max_lag_records' THEN
         PERFORM "pgmsg"._backpressure(t, p_partition, n);
@@ -1632,13 +1871,18 @@ BEGIN
         UPDATE "pgmsg".topic_partition c
            SET next_offset = c.next_offset + n, next_byte = c.next_byte + n_bytes
          WHERE c.topic_id = t.topic_id AND c.partition = p_partition
-        RETURNING c.next_offset - n, c.segment_end, c.next_byte INTO base, seg_end, byte_end;
+        RETURNING c.next_offset - n, c.segment_end, c.next_byte, c.log_timeline INTO base, seg_end, byte_end, tl;
         PERFORM "pgmsg"._backpressure_bytes(t, p_partition, base, byte_end, n_bytes);
     ELSE
         UPDATE "pgmsg".topic_partition c
            SET next_offset = c.next_offset + n
          WHERE c.topic_id = t.topic_id AND c.partition = p_partition
-        RETURNING c.next_offset - n, c.segment_end INTO base, seg_end;
+        RETURNING c.next_offset - n, c.segment_end, c.log_timeline INTO base, seg_end, tl;
+    END IF;
+    IF tl IS DISTINCT FROM "pgmsg"._timeline() THEN
+        -- The first publish on a new timeline (a promoted standby): the
+        -- records from base on are a new epoch of the partition's log.
+        PERFORM "pgmsg"._log_epoch_bump(t.topic_id, p_partition, base);
     END IF;
     IF base + n > seg_end THEN
         -- Fallback: segments are normally created ahead (segment_ensure,
@@ -1997,7 +2241,7 @@ END $function$;
 -- claim before the record that would take its key + value bytes past it
 -- (at least one record). Returns no row when there is nothing to read.
 CREATE OR REPLACE FUNCTION "pgmsg".claim_range(p_topic text, p_group text, p_max_records integer DEFAULT 100, p_lease interval DEFAULT '00:00:30'::interval, p_partition integer DEFAULT NULL::integer, p_start text DEFAULT 'earliest'::text, p_member text DEFAULT NULL::text, p_require_owner boolean DEFAULT false, p_async boolean DEFAULT false, p_commit_partition integer DEFAULT NULL::integer, p_commit_epoch bigint DEFAULT NULL::bigint, p_max_bytes bigint DEFAULT NULL::bigint)
- RETURNS TABLE(partition integer, claim_epoch bigint, claim_expires_at timestamp with time zone, first_offset bigint, last_offset bigint, topic_id integer, relname text)
+ RETURNS TABLE(partition integer, claim_epoch bigint, claim_expires_at timestamp with time zone, first_offset bigint, last_offset bigint, topic_id integer, relname text, log_epoch integer)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
@@ -2026,6 +2270,7 @@ DECLARE
     d_exp    timestamptz;
     done_to  bigint;   -- where that commit moves its cursor
     created  boolean := false;
+    l_epoch  integer;  -- the partition's log epoch
 BEGIN
     -- A bad name is PM003 whatever else is wrong: the names are checked in
     -- each failure branch (none costs the claim that succeeds anything).
@@ -2083,7 +2328,7 @@ BEGIN
             -- "any partition" with "this one" and visit every row of the
             -- group, and the versions a long snapshot keeps of them).
             SELECT c.partition, CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END,
-                   c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
+                   c.claim_epoch, tp.next_offset, tp.log_epoch INTO c_part, c_next, c_epoch, tip, l_epoch
             FROM "pgmsg".group_cursor c
             JOIN "pgmsg".topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
             WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = p_partition
@@ -2093,7 +2338,7 @@ BEGIN
             FOR UPDATE OF c SKIP LOCKED;
         ELSE
             SELECT c.partition, CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END,
-                   c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
+                   c.claim_epoch, tp.next_offset, tp.log_epoch INTO c_part, c_next, c_epoch, tip, l_epoch
             FROM "pgmsg".group_cursor c
             JOIN "pgmsg".topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
             WHERE c.topic_id = v_topic AND c.group_name = p_group
@@ -2186,6 +2431,7 @@ BEGIN
     last_offset := v_last;
     topic_id := v_topic;
     relname := seg_rel;
+    log_epoch := l_epoch;
     RETURN NEXT;
 END $function$;
 
@@ -5232,6 +5478,7 @@ AS $function$
     ('consumer', 'table',    'record',               'SELECT'),
     ('consumer', 'segments', '',                     'SELECT'),
     ('consumer', 'table',    'time_index',           'SELECT'),
+    ('consumer', 'table',    'log_epoch',            'SELECT'),
     ('consumer', 'table',    'consumer_group',       'SELECT, INSERT, UPDATE'),
     ('consumer', 'table',    'group_cursor',         'SELECT, INSERT, UPDATE'),
     ('consumer', 'table',    'group_member',         'SELECT, INSERT, UPDATE, DELETE'),
@@ -5261,6 +5508,7 @@ AS $function$
     ('admin',    'table',    'record',               'SELECT'),
     ('admin',    'segments', '',                     'SELECT'),
     ('admin',    'table',    'time_index',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'log_epoch',            'SELECT'),
     ('admin',    'table',    'producer_state',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'consumer_group',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'group_cursor',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
@@ -5273,9 +5521,15 @@ AS $function$
     ('admin',    'table',    'job_unique',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    -- The Kafka listener's state (pgmsg serve --kafka-listen runs as the admin).
+    ('admin',    'table',    'kafka_broker',         'SELECT, INSERT, UPDATE, DELETE'),
+    ('admin',    'table',    'kafka_group',          'SELECT, INSERT, UPDATE, DELETE'),
+    ('admin',    'table',    'kafka_group_member',   'SELECT, INSERT, UPDATE, DELETE'),
+    ('admin',    'table',    'kafka_offset',         'SELECT, INSERT, UPDATE, DELETE'),
     ('admin',    'sequence', 'queue_queue_id_seq',   'USAGE, SELECT, UPDATE'),
     ('admin',    'sequence', 'job_id_seq',           'USAGE, SELECT, UPDATE'),
     ('admin',    'sequence', 'token_token_id_seq',   'USAGE, SELECT, UPDATE'),
+    ('admin',    'sequence', 'kafka_producer_id',    'USAGE, SELECT, UPDATE'),
     ('admin',    'function', 'publish(text, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
     ('admin',    'function', 'publish_idempotent(text, text, bigint, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
     ('admin',    'function', '_publish_direct(text, integer, bytea[], bytea[], jsonb[], timestamp with time zone[])', 'EXECUTE'),

@@ -37,6 +37,8 @@ var (
 	Backpressure        = newSentinel("backpressure", "PM014", "backpressure", http.StatusTooManyRequests)
 	OutOfOrderSequence  = newSentinel("out of order sequence", "PM015", "out_of_order_sequence", http.StatusConflict)
 	TopicNotEmpty       = newSentinel("topic not empty", "PM017", "topic_not_empty", http.StatusConflict)
+	LogTruncated        = newSentinel("log truncated by failover", "PM020", "log_truncated", http.StatusConflict)
+	DiskFull            = newSentinel("disk full", "PM021", "disk_full", http.StatusTooManyRequests)
 	Closed              = newSentinel("closed", "", "closed", http.StatusConflict)
 	BufferFull          = newSentinel("buffer full", "", "buffer_full", http.StatusTooManyRequests)
 	UnknownKind         = newSentinel("unknown job kind", "", "unknown_kind", http.StatusNotFound)
@@ -168,6 +170,9 @@ func Map(err error) error {
 		if kind, ok := codeToSentinel[pgErr.Code]; ok {
 			return &Error{Code: pgErr.Code, Message: pgErr.Message, kind: kind, cause: err}
 		}
+		if pgErr.Code == sqlstateDiskFull {
+			return &Error{Code: DiskFull.code, Message: "disk full: " + pgErr.Message, kind: DiskFull, cause: err}
+		}
 		if isInputCode(pgErr.Code) {
 			return &Error{Code: InvalidArgument.code, Message: "invalid argument: " + pgErr.Message,
 				kind: InvalidArgument, cause: err}
@@ -180,7 +185,8 @@ func Map(err error) error {
 const (
 	sqlstateClassDataException   = "22"
 	sqlstateProgramLimitExceeded = "54000"
-	sqlstateClassConnection      = "08" // connection exception
+	sqlstateDiskFull             = "53100" // disk_full
+	sqlstateClassConnection      = "08"    // connection exception
 	sqlstateCheckViolation       = "23514"
 	sqlstateUndefinedTable       = "42P01"
 )

@@ -139,6 +139,15 @@ func (c *recordCache) held(pk partitionKey) (store.Held, []*pgmsgtype.Record) {
 	return store.Held{TopicID: w.topicID, First: w.first, Last: w.last}, w.recs[:len(w.recs):len(w.recs)]
 }
 
+// forget empties the partition's window.
+func (c *recordCache) forget(pk partitionKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.win[pk]; w != nil {
+		c.drop(w)
+	}
+}
+
 // drop empties w (c.mu held).
 func (c *recordCache) drop(w *cacheWindow) {
 	c.bytes -= w.bytes

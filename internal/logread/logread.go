@@ -82,6 +82,10 @@ type Reader struct {
 	// cache holds the records read of partitions that several groups
 	// claim, for their next claims (cache.go).
 	cache recordCache
+
+	// epochs is what the Reader's groups were given of each partition's
+	// log epochs (epochs.go).
+	epochs epochMemory
 }
 
 // partitionKey names one partition of a topic (the segments' key).
@@ -115,8 +119,20 @@ func (r *Reader) Claim(ctx context.Context, exec store.DBTX, params *store.Claim
 		if err != nil || row == nil {
 			return nil, err
 		}
+		if r.epochs.partitionEpoch(partitionKey{params.Topic, row.Partition}, row.LogEpoch) {
+			// A new history: the record cache's window of the partition
+			// may hold records of the old one, and recs may come from it.
+			r.cache.forget(partitionKey{params.Topic, row.Partition})
+			recs = nil
+		}
+		if err := r.checkEpoch(ctx, exec, params.Topic, params.Group, row); err != nil {
+			// Nothing is handed over: the claim goes back (its release
+			// failing only leaves it to expire).
+			_ = r.store.Release(ctx, exec, params.Topic, params.Group, row.Partition, row.ClaimEpoch)
+			return nil, err
+		}
 		cl := &pgmsgtype.Claim{Topic: params.Topic, Group: params.Group, Partition: row.Partition, Epoch: row.ClaimEpoch,
-			ExpiresAt: row.ClaimExpiresAt, Records: recs}
+			ExpiresAt: row.ClaimExpiresAt, Records: recs, LogEpoch: row.LogEpoch}
 		if recs == nil {
 			if cl.Records, err = r.readClaimed(ctx, exec, params.Topic, row, lsn); err != nil {
 				return nil, err

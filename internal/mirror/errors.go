@@ -33,6 +33,11 @@ var (
 	// ErrBadMirrorHeader (MR004): a Kafka record carries a pgmsg-offset
 	// header that is not a decimal offset.
 	ErrBadMirrorHeader = errors.New("bad pgmsg-offset header")
+	// ErrTruncatedHistory (MR005): Kafka holds records the mirror copied
+	// from a history of a pgmsg partition that a failover of PostgreSQL
+	// lost (asynchronous replication): their pgmsg offsets now name other
+	// records, which the mirror would otherwise skip as copied.
+	ErrTruncatedHistory = errors.New("kafka holds records of a truncated pgmsg history")
 )
 
 var codes = map[error]string{
@@ -40,6 +45,7 @@ var codes = map[error]string{
 	ErrKafkaPartitions:   "MR002",
 	ErrNotMirrored:       "MR003",
 	ErrBadMirrorHeader:   "MR004",
+	ErrTruncatedHistory:  "MR005",
 }
 
 func newError(kind error, msg string) *Error {

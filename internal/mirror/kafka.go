@@ -20,6 +20,27 @@ import (
 // hold other records, so the two offsets differ in general).
 const OffsetHeader = "pgmsg-offset"
 
+// LogEpochHeader names the header that carries the pgmsg partition's log
+// epoch the record was read in, in decimal, when it is not 0 (no failover
+// has changed the partition's history): a mirror that starts after a
+// failover tells records of a lost history from new records at the same
+// offsets by it (checkTailEpoch).
+const LogEpochHeader = "pgmsg-log-epoch"
+
+// pgmsgLogEpoch returns the record's LogEpochHeader value (0: none).
+func pgmsgLogEpoch(r *kgo.Record) int32 {
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == LogEpochHeader {
+			e, err := strconv.ParseInt(string(r.Headers[i].Value), 10, 32)
+			if err == nil && e > 0 {
+				return int32(e)
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
 // pgmsgOffset returns the record's OffsetHeader value; ok is false when
 // it has none (a record the mirror did not write). A source record with a
 // header of that name keeps it; the mirror's comes last and wins.
@@ -217,6 +238,10 @@ const tailWindow = 1000
 type kafkaTail struct {
 	upTo int64
 	have map[int64]struct{}
+	// high is the highest pgmsg offset read from Kafka (-1: none), and
+	// epoch the highest log epoch among the records read.
+	high  int64
+	epoch int32
 }
 
 // holds reports whether Kafka holds the record of pgmsg offset o.
@@ -257,7 +282,7 @@ func readTail(ctx context.Context, adm *kadm.Client, opts []kgo.Opt, topic strin
 	for w := max(window, tailWindow); ; w *= 8 {
 		from := max(s.From, s.To-w)
 		have := map[int64]struct{}{}
-		lowest := int64(-1)
+		lowest, high, epoch := int64(-1), int64(-1), int32(0)
 		err := scan(ctx, opts, map[string]map[int32]span{topic: {partition: {from, s.To}}}, func(r *kgo.Record) error {
 			o, ok, err := pgmsgOffset(r)
 			if ok {
@@ -265,6 +290,8 @@ func readTail(ctx context.Context, adm *kadm.Client, opts []kgo.Opt, topic strin
 				if lowest < 0 || o < lowest {
 					lowest = o
 				}
+				high = max(high, o)
+				epoch = max(epoch, pgmsgLogEpoch(r))
 			}
 			return err
 		})
@@ -272,10 +299,10 @@ func readTail(ctx context.Context, adm *kadm.Client, opts []kgo.Opt, topic strin
 			return kafkaTail{}, err
 		}
 		if from == s.From {
-			return kafkaTail{upTo: -1, have: have}, nil
+			return kafkaTail{upTo: -1, have: have, high: high, epoch: epoch}, nil
 		}
 		if lowest >= 0 {
-			return kafkaTail{upTo: lowest - 1, have: have}, nil
+			return kafkaTail{upTo: lowest - 1, have: have, high: high, epoch: epoch}, nil
 		}
 	}
 }

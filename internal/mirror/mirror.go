@@ -93,6 +93,10 @@ type Mirror struct {
 
 	mirrored atomic.Int64
 	skipped  atomic.Int64
+
+	// fatal receives a condition that stops Run (ErrTruncatedHistory):
+	// the handler's errors are otherwise redeliveries.
+	fatal chan error
 }
 
 type partKey struct {
@@ -171,7 +175,7 @@ func New(cfg Config) (*Mirror, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	return &Mirror{cfg: cfg, kafka: cl, adm: kadm.NewClient(cl), parts: map[partKey]*partState{}}, nil
+	return &Mirror{cfg: cfg, kafka: cl, adm: kadm.NewClient(cl), parts: map[partKey]*partState{}, fatal: make(chan error, 1)}, nil
 }
 
 // Close closes the Kafka client.
@@ -261,6 +265,8 @@ func (m *Mirror) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case err := <-errc:
+			return err
+		case err := <-m.fatal:
 			return err
 		case <-t.C:
 		}
@@ -353,6 +359,14 @@ func (m *Mirror) handle(ctx context.Context, cl *pgmsg.Claim) error {
 			return err
 		}
 		ps.tail, ps.stale = tail, false
+		if err := m.checkTailEpoch(ctx, cl, &tail); err != nil {
+			ps.stale = true
+			select {
+			case m.fatal <- err:
+			default:
+			}
+			return err
+		}
 	}
 	recs := make([]*kgo.Record, 0, len(cl.Records))
 	behind := 0 // records Kafka gets after later ones of the claim
@@ -361,7 +375,7 @@ func (m *Mirror) handle(ctx context.Context, cl *pgmsg.Claim) error {
 			behind = len(recs) // every record to write so far precedes this one
 			continue
 		}
-		recs = append(recs, kafkaRecord(r))
+		recs = append(recs, kafkaRecord(r, cl.LogEpoch))
 	}
 	skipped := len(cl.Records) - len(recs)
 	if behind > 0 {
@@ -403,10 +417,33 @@ func (m *Mirror) handle(ctx context.Context, cl *pgmsg.Claim) error {
 	return nil
 }
 
+// checkTailEpoch fails with ErrTruncatedHistory when Kafka's tail of the
+// claim's partition was mirrored in another log epoch of the pgmsg
+// partition than the claim's, and reaches past where that epoch ends on
+// the pgmsg primary: a failover lost those records in pgmsg, their
+// offsets now name other records, and skipping "what Kafka holds" by
+// offset would skip the new ones.
+func (m *Mirror) checkTailEpoch(ctx context.Context, cl *pgmsg.Claim, tail *kafkaTail) error {
+	if tail.high < 0 || tail.epoch == cl.LogEpoch {
+		return nil
+	}
+	_, end, err := m.cfg.Client.LogEpochEnd(ctx, cl.Topic, cl.Partition, tail.epoch)
+	if err != nil {
+		return err
+	}
+	if tail.high < end {
+		return nil
+	}
+	return newError(ErrTruncatedHistory, fmt.Sprintf(
+		"kafka topic %s partition %d holds pgmsg offsets up to %d of log epoch %d, which ends at offset %d on the pgmsg primary "+
+			"(now in log epoch %d): a failover lost those records in pgmsg and their offsets now name other records; "+
+			"docs/scale-out.md says how to resume", cl.Topic, cl.Partition, tail.high, tail.epoch, end, cl.LogEpoch))
+}
+
 // kafkaRecord is r as the mirror writes it: same topic, partition, key,
 // value and timestamp (Kafka keeps milliseconds), r's headers by name,
-// then OffsetHeader.
-func kafkaRecord(r *pgmsg.Record) *kgo.Record {
+// then LogEpochHeader (when the log epoch is not 0) and OffsetHeader.
+func kafkaRecord(r *pgmsg.Record, logEpoch int32) *kgo.Record {
 	names := make([]string, 0, len(r.Headers))
 	for k := range r.Headers {
 		names = append(names, k)
@@ -415,6 +452,9 @@ func kafkaRecord(r *pgmsg.Record) *kgo.Record {
 	hs := make([]kgo.RecordHeader, 0, len(names)+1)
 	for _, k := range names {
 		hs = append(hs, kgo.RecordHeader{Key: k, Value: r.Headers[k]})
+	}
+	if logEpoch != 0 {
+		hs = append(hs, kgo.RecordHeader{Key: LogEpochHeader, Value: strconv.AppendInt(nil, int64(logEpoch), 10)})
 	}
 	hs = append(hs, kgo.RecordHeader{Key: OffsetHeader, Value: strconv.AppendInt(nil, r.Offset, 10)})
 	return &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value,

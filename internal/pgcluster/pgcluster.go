@@ -374,3 +374,8 @@ func (c *Cluster) Kill() {
 	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	<-c.exited
 }
+
+// Credential returns who runs servers (nil: the current user; as root the
+// "postgres" user or $PGMSG_PG_USER) with its uid and gid, for harnesses
+// that start other server tools as that user (internal/pgautofailover).
+func Credential() (*syscall.Credential, int, int, error) { return credential() }

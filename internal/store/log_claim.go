@@ -42,7 +42,7 @@ import (
 // since, which made the claim 10 times slower when it read it three times.
 const claimDirectCTE = `WITH n AS (SELECT pg_catalog.clock_timestamp() AS ts, pg_catalog.pg_current_wal_insert_lsn() AS lsn),
 cur AS (
-    SELECT c.ctid AS tid, c.topic_id, c.next_offset, c.claim_epoch, tp.next_offset AS tip
+    SELECT c.ctid AS tid, c.topic_id, c.next_offset, c.claim_epoch, tp.next_offset AS tip, tp.log_epoch
       FROM pgmsg.topic tt
       JOIN pgmsg.group_cursor c ON c.topic_id = tt.topic_id
       JOIN pgmsg.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
@@ -59,7 +59,7 @@ cur AS (
            claim_expires_at = n.ts + $6::interval, claim_owner = $4::text, claimed_at = n.ts
       FROM cur, n
      WHERE c.ctid = cur.tid
-    RETURNING c.topic_id, c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end
+    RETURNING c.topic_id, c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end, cur.log_epoch
 )`
 
 const claimDirectHead = `
@@ -73,7 +73,7 @@ SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
            AND s.end_offset > upd.claim_end
          ORDER BY s.start_offset DESC LIMIT 1),
        CASE WHEN upd.claim_epoch IS NOT NULL AND $7::boolean THEN pg_catalog.set_config('synchronous_commit', 'off', true) END,
-       ` + claimLSNColumn + `
+       ` + claimLSNColumn + `, upd.log_epoch
   FROM (SELECT 1) one LEFT JOIN upd ON true`
 
 // claimCommitDirectCTE and claimCommitDirectHead (one statement) commit
@@ -86,7 +86,7 @@ SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
 // records again).
 const claimCommitDirectCTE = `WITH n AS (SELECT pg_catalog.clock_timestamp() AS ts, pg_catalog.pg_current_wal_insert_lsn() AS lsn),
 cur AS (
-    SELECT c.ctid AS tid, c.topic_id, c.claim_end + 1 AS done_to, c.claim_epoch, tp.next_offset AS tip,
+    SELECT c.ctid AS tid, c.topic_id, c.claim_end + 1 AS done_to, c.claim_epoch, tp.next_offset AS tip, tp.log_epoch,
            (c.owner = $4::text AND c.next_owner IS NULL) AS owned
       FROM pgmsg.topic tt
       JOIN pgmsg.group_cursor c ON c.topic_id = tt.topic_id
@@ -109,7 +109,7 @@ cur AS (
            claimed_at = CASE WHEN p.claiming THEN n.ts ELSE c.claimed_at END
       FROM p, n
      WHERE c.ctid = p.tid
-    RETURNING p.owned, p.claiming, c.topic_id, c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end
+    RETURNING p.owned, p.claiming, c.topic_id, c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end, p.log_epoch
 )`
 
 const claimCommitDirectHead = `
@@ -119,7 +119,8 @@ SELECT upd.owned, CASE WHEN upd.claiming THEN upd.claim_epoch END, upd.claim_exp
          WHERE s.topic_id = upd.topic_id AND s.partition = $3::integer AND s.start_offset <= upd.claim_start
            AND s.end_offset > upd.claim_end
          ORDER BY s.start_offset DESC LIMIT 1),
-       CASE WHEN $9::boolean THEN pg_catalog.set_config('synchronous_commit', 'off', true) END, ` + claimLSNColumn + `
+       CASE WHEN $9::boolean THEN pg_catalog.set_config('synchronous_commit', 'off', true) END, ` + claimLSNColumn + `,
+       upd.log_epoch
   FROM upd`
 
 // claimRecordsSQL reads the records of the claim a direct claim statement
@@ -258,6 +259,9 @@ type ClaimRow struct {
 	// Relname is the segment table that holds the whole range, or "" when
 	// none does (ReadTable).
 	Relname string
+	// LogEpoch is the partition's log epoch when the claim was made
+	// (log_epoch_end() and internal/logread's epochs.go).
+	LogEpoch int32
 }
 
 // lease is d as the interval parameter of the claim statements.
@@ -296,7 +300,7 @@ func (s *Store) ClaimRange(ctx context.Context, exec DBTX, p *ClaimParams) (*Cla
 	}
 	r := rows[0]
 	return &ClaimRow{Partition: r.Partition, ClaimEpoch: r.ClaimEpoch, ClaimExpiresAt: r.ClaimExpiresAt.Time,
-		FirstOffset: r.FirstOffset, LastOffset: r.LastOffset, TopicID: r.TopicID, Relname: r.Relname}, nil
+		FirstOffset: r.FirstOffset, LastOffset: r.LastOffset, TopicID: r.TopicID, Relname: r.Relname, LogEpoch: r.LogEpoch}, nil
 }
 
 // ClaimDirectResult is what ClaimDirect learned.
@@ -329,17 +333,19 @@ type claimHead struct {
 	relname     pgtype.Text
 	ignored     pgtype.Text
 	lsn         pgtype.Int8
+	logEpoch    pgtype.Int4
 }
 
 // dest is what Scan fills.
 func (h *claimHead) dest() []any {
-	return []any{&h.owned, &h.epoch, &h.expires, &h.first, &h.last, &h.topicID, &h.relname, &h.ignored, &h.lsn}
+	return []any{&h.owned, &h.epoch, &h.expires, &h.first, &h.last, &h.topicID, &h.relname, &h.ignored, &h.lsn, &h.logEpoch}
 }
 
 // row is the claim made, of partition.
 func (h *claimHead) row(partition int32) *ClaimRow {
 	return &ClaimRow{Partition: partition, ClaimEpoch: h.epoch.Int64, ClaimExpiresAt: h.expires.Time,
-		FirstOffset: h.first.Int64, LastOffset: h.last.Int64, TopicID: h.topicID.Int32, Relname: h.relname.String}
+		FirstOffset: h.first.Int64, LastOffset: h.last.Int64, TopicID: h.topicID.Int32, Relname: h.relname.String,
+		LogEpoch: h.logEpoch.Int32}
 }
 
 // ClaimDirect runs the direct claim statement for p, which must be the
@@ -456,4 +462,15 @@ func (s *Store) Extend(ctx context.Context, exec DBTX, topic, group string, part
 		return time.Time{}, errs.Map(err)
 	}
 	return exp.Time, nil
+}
+
+// logEpochEndSQL is log_epoch_end(): the partition's current log epoch and
+// where epoch $3 ends on this server.
+const logEpochEndSQL = `SELECT e.log_epoch, e.end_offset FROM pgmsg.log_epoch_end($1::text, $2::integer, $3::integer) e`
+
+// LogEpochEnd returns partition's current log epoch and the end
+// (exclusive) of its log epoch epoch on this server (log_epoch_end()).
+func (s *Store) LogEpochEnd(ctx context.Context, exec DBTX, topic string, partition, epoch int32) (current int32, end int64, err error) {
+	err = s.DB(exec).QueryRow(ctx, logEpochEndSQL, topic, partition, epoch).Scan(&current, &end)
+	return current, end, errs.Map(err)
 }

@@ -49,7 +49,7 @@ cur AS (
     SELECT c.tid, q.ord, q.member, q.max_records, q.lease_us, q.token,
            q.commit_epoch IS NOT NULL AS committing, c.claim_epoch,
            CASE WHEN q.commit_epoch IS NULL THEN c.next_offset ELSE c.claim_end + 1 END AS done_to,
-           tp.next_offset AS tip, (c.owner = q.member AND c.next_owner IS NULL) AS owned
+           tp.next_offset AS tip, tp.log_epoch, (c.owner = q.member AND c.next_owner IS NULL) AS owned
       FROM pgmsg.topic tt
       JOIN pgmsg.topic_partition tp ON tp.topic_id = tt.topic_id AND tp.partition = $8::integer
       CROSS JOIN q
@@ -79,7 +79,8 @@ cur AS (
            claimed_at = CASE WHEN p.claiming THEN n.ts ELSE c.claimed_at END
       FROM p, n
      WHERE c.ctid = p.tid
-    RETURNING p.ord, p.owned, p.claiming, c.topic_id, c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end
+    RETURNING p.ord, p.owned, p.claiming, c.topic_id, c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end,
+              p.log_epoch
 )
 SELECT u.ord IS NOT NULL,
        CASE WHEN u.ord IS NOT NULL THEN u.owned
@@ -92,7 +93,7 @@ SELECT u.ord IS NOT NULL,
            AND s.end_offset > u.claim_end
          ORDER BY s.start_offset DESC LIMIT 1),
        CASE WHEN u.ord IS NOT NULL AND $9::boolean THEN pg_catalog.set_config('synchronous_commit', 'off', true) END,
-       ` + claimLSNColumn + `
+       ` + claimLSNColumn + `, u.log_epoch
   FROM q LEFT JOIN upd u ON u.ord = q.ord
  ORDER BY q.ord`
 

@@ -81,6 +81,16 @@ type PublishResult struct {
 	Duplicate bool
 }
 
+// timelineExpr is the timeline this server writes WAL on, as
+// functions/log.sql's _timeline() computes it: the COPY publish's begin
+// statement (like _publish_direct()) compares it with the partition's
+// log_timeline and leaves a mismatch (the first publish on a promoted
+// standby) to publish(), which starts a new log epoch. Written out rather
+// than called: _timeline() pins its search_path, which keeps it from
+// being inlined into a cached plan; this costs about a microsecond per
+// statement.
+const timelineExpr = `('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer`
+
 // publishDirectSQL appends one partition's batch with _publish_direct()
 // (functions/log.sql), what publish() does on its common path in one
 // statement: reserve the offsets on the partition's counter row (its lock
@@ -90,8 +100,9 @@ type PublishResult struct {
 // session. It appends nothing and returns no row when publish() has more
 // to do: a topic with backpressure settings, a batch that reaches past the
 // segments created so far, a record larger than max_record_bytes
-// (publish() raises PM006), or an unknown topic (PM001); the caller then
-// calls publish(). Timestamps, partitions and the batch's shape are
+// (publish() raises PM006), an unknown topic (PM001), or the first
+// publish to the partition on a new timeline (a promoted standby:
+// publish() starts a new log epoch); the caller then calls publish(). Timestamps, partitions and the batch's shape are
 // checked by the Go client before (issue 12; docs/benchmarks.md has the
 // measurements).
 const publishDirectSQL = `SELECT d.base_offset, d.published_at, d.segments_low

@@ -52,7 +52,7 @@ const copyBeginSQL = `WITH u AS (
        AND $3::integer > 0 AND c.next_offset + $3::integer <= c.segment_end
        AND $4::bigint <= t.max_record_bytes
        AND NOT t.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
-       AND c.offset_seq IS NOT NULL
+       AND c.offset_seq IS NOT NULL AND c.log_timeline = ` + timelineExpr + `
     RETURNING c.next_offset - $3::integer AS base, c.offset_seq AS seq
 )
 SELECT CASE WHEN u.seq IS NULL THEN pgmsg._publish_copy_begin($1::integer, $2::integer, $3::integer, $4::bigint)::text

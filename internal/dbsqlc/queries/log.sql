@@ -97,7 +97,7 @@ SELECT pgmsg.segment_ensure(@topic::text, @partition::integer);
 
 -- name: GroupClaimRange :many
 SELECT partition::integer, claim_epoch::bigint, claim_expires_at::timestamptz, first_offset::bigint,
-       last_offset::bigint, topic_id::integer, coalesce(relname, '')::text AS relname
+       last_offset::bigint, topic_id::integer, coalesce(relname, '')::text AS relname, log_epoch::integer
 FROM pgmsg.claim_range(@topic::text, @group_name::text, @max_records::integer, @lease::interval,
                        sqlc.narg(partition)::integer, @start::text, sqlc.narg(member)::text,
                        @require_owner::boolean, @async::boolean,

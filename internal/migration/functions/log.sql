@@ -218,7 +218,8 @@ DECLARE
     i integer;
 BEGIN
     FOR p IN p_from .. p_to - 1 LOOP
-        INSERT INTO {{schema}}.topic_partition (topic_id, partition) VALUES (t.topic_id, p);
+        INSERT INTO {{schema}}.topic_partition (topic_id, partition, log_timeline)
+        VALUES (t.topic_id, p, {{schema}}._timeline());
         -- The first segment and the two of headroom that publishers keep
         -- (_segment_ensure): created later, by the first publishes, they
         -- made a new topic's first seconds slow (every ATTACH invalidates
@@ -498,6 +499,97 @@ BEGIN
     RETURN seq;
 END $function$;
 
+-- _timeline is the timeline this server writes WAL on (the first eight
+-- hex digits of the current WAL file's name): it changes when a standby is
+-- promoted. The Go client's publish statements write the same expression
+-- (internal/store's timelineExpr), which this pinned function would keep
+-- from being inlined into their cached plans. New epochs are numbered at least the timeline
+-- they begin on: timelines are never reused along a cluster's history, so
+-- two histories that diverged at a failover never share an epoch.
+CREATE OR REPLACE FUNCTION {{schema}}._timeline()
+ RETURNS integer
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+SELECT ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer
+$function$;
+
+-- _log_epoch_bump starts a new log epoch of a partition at p_start (its
+-- next_offset before the publish that called it), when the partition's
+-- last publish ran on another timeline: this server may be a promoted
+-- standby that lacks records the old primary acknowledged, and the offsets
+-- from p_start on now name other records. The caller holds the partition's
+-- counter row. A partition whose timeline is not known yet (0) records it
+-- without a new epoch.
+CREATE OR REPLACE FUNCTION {{schema}}._log_epoch_bump(p_topic_id integer, p_partition integer, p_start bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    tl      integer := {{schema}}._timeline();
+    old_tl  integer;
+    v_epoch integer;
+BEGIN
+    SELECT c.log_timeline INTO old_tl FROM {{schema}}.topic_partition c
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
+    IF old_tl IS NULL OR old_tl = tl THEN
+        RETURN;
+    END IF;
+    UPDATE {{schema}}.topic_partition c
+       SET log_epoch = CASE WHEN old_tl = 0 THEN c.log_epoch ELSE greatest(c.log_epoch + 1, tl) END, log_timeline = tl
+     WHERE c.topic_id = p_topic_id AND c.partition = p_partition
+    RETURNING c.log_epoch INTO v_epoch;
+    IF old_tl <> 0 THEN
+        INSERT INTO {{schema}}.log_epoch (topic_id, partition, epoch, start_offset, timeline)
+        VALUES (p_topic_id, p_partition, v_epoch, p_start, tl);
+        INSERT INTO {{schema}}.maintenance_event (kind, topic, partition, detail)
+        SELECT 'log_epoch', t.name, p_partition,
+               jsonb_build_object('epoch', v_epoch, 'start_offset', p_start, 'timeline', tl, 'previous_timeline', old_tl)
+          FROM {{schema}}.topic t WHERE t.topic_id = p_topic_id;
+    END IF;
+END $function$;
+
+-- log_epoch_end answers, for a client that read partition p_partition of
+-- p_topic in log epoch p_epoch, the partition's current epoch and where
+-- epoch p_epoch ends on this server: the first offset of the next epoch
+-- this server knows (an epoch it does not know ended where the next one
+-- it knows began), or the partition's next_offset when p_epoch is the
+-- current epoch. A client that saw offsets of epoch p_epoch at or past
+-- end_offset saw records this server does not have: those offsets name
+-- other records here (the log was truncated by a failover).
+CREATE OR REPLACE FUNCTION {{schema}}.log_epoch_end(p_topic text, p_partition integer, p_epoch integer)
+ RETURNS TABLE(log_epoch integer, end_offset bigint)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    t {{schema}}.topic := {{schema}}._topic(p_topic);
+    tp {{schema}}.topic_partition;
+BEGIN
+    PERFORM {{schema}}._partition_check(t, p_partition);
+    SELECT * INTO tp FROM {{schema}}.topic_partition c WHERE c.topic_id = t.topic_id AND c.partition = p_partition;
+    log_epoch := tp.log_epoch;
+    IF p_epoch = tp.log_epoch THEN
+        end_offset := tp.next_offset;
+    ELSIF p_epoch > tp.log_epoch THEN
+        -- An epoch of a history this server does not have (its start was
+        -- lost in a failover): none of its records are here, so it ended
+        -- where the current epoch began.
+        SELECT e.start_offset INTO end_offset FROM {{schema}}.log_epoch e
+         WHERE e.topic_id = t.topic_id AND e.partition = p_partition AND e.epoch = tp.log_epoch;
+        end_offset := coalesce(end_offset, 0);
+    ELSE
+        SELECT e.start_offset INTO end_offset FROM {{schema}}.log_epoch e
+         WHERE e.topic_id = t.topic_id AND e.partition = p_partition AND e.epoch > p_epoch
+         ORDER BY e.epoch LIMIT 1;
+        end_offset := coalesce(end_offset, tp.next_offset);
+    END IF;
+    RETURN NEXT;
+END $function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}._publish_copy_begin(p_topic_id integer, p_partition integer, p_count integer, p_max_record bigint)
  RETURNS void
  LANGUAGE plpgsql
@@ -513,6 +605,7 @@ BEGIN
        AND p_count > 0 AND c.next_offset + p_count <= c.segment_end
        AND p_max_record <= t.max_record_bytes
        AND NOT t.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
+       AND c.log_timeline = {{schema}}._timeline()
     RETURNING c.next_offset - p_count, c.offset_seq INTO base, seq;
     IF base IS NULL THEN
         PERFORM {{schema}}._raise('PM016', 'publish with publish()');
@@ -842,6 +935,10 @@ BEGIN
           FROM t
          WHERE c.topic_id = t.topic_id AND c.partition = p_partition
            AND c.next_offset + cardinality(p_values) <= c.segment_end
+           -- The first publish on a new timeline (a promoted standby) is
+           -- publish()'s: it starts a new log epoch. _timeline() written
+           -- out: a call of it would save and restore its pinned settings.
+           AND c.log_timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::integer
            -- What publish() checks and the Go client checked before: a
            -- caller of this function gets no further than publish() would.
            AND cardinality(p_values) > 0
@@ -989,6 +1086,7 @@ DECLARE
     seg_end  bigint;
     n_bytes  bigint;
     byte_end bigint;
+    tl       integer;
 BEGIN
     IF t.config ? 'max_lag_records' THEN
         PERFORM {{schema}}._backpressure(t, p_partition, n);
@@ -999,13 +1097,18 @@ BEGIN
         UPDATE {{schema}}.topic_partition c
            SET next_offset = c.next_offset + n, next_byte = c.next_byte + n_bytes
          WHERE c.topic_id = t.topic_id AND c.partition = p_partition
-        RETURNING c.next_offset - n, c.segment_end, c.next_byte INTO base, seg_end, byte_end;
+        RETURNING c.next_offset - n, c.segment_end, c.next_byte, c.log_timeline INTO base, seg_end, byte_end, tl;
         PERFORM {{schema}}._backpressure_bytes(t, p_partition, base, byte_end, n_bytes);
     ELSE
         UPDATE {{schema}}.topic_partition c
            SET next_offset = c.next_offset + n
          WHERE c.topic_id = t.topic_id AND c.partition = p_partition
-        RETURNING c.next_offset - n, c.segment_end INTO base, seg_end;
+        RETURNING c.next_offset - n, c.segment_end, c.log_timeline INTO base, seg_end, tl;
+    END IF;
+    IF tl IS DISTINCT FROM {{schema}}._timeline() THEN
+        -- The first publish on a new timeline (a promoted standby): the
+        -- records from base on are a new epoch of the partition's log.
+        PERFORM {{schema}}._log_epoch_bump(t.topic_id, p_partition, base);
     END IF;
     IF base + n > seg_end THEN
         -- Fallback: segments are normally created ahead (segment_ensure,
@@ -1364,7 +1467,7 @@ END $function$;
 -- claim before the record that would take its key + value bytes past it
 -- (at least one record). Returns no row when there is nothing to read.
 CREATE OR REPLACE FUNCTION {{schema}}.claim_range(p_topic text, p_group text, p_max_records integer DEFAULT 100, p_lease interval DEFAULT '00:00:30'::interval, p_partition integer DEFAULT NULL::integer, p_start text DEFAULT 'earliest'::text, p_member text DEFAULT NULL::text, p_require_owner boolean DEFAULT false, p_async boolean DEFAULT false, p_commit_partition integer DEFAULT NULL::integer, p_commit_epoch bigint DEFAULT NULL::bigint, p_max_bytes bigint DEFAULT NULL::bigint)
- RETURNS TABLE(partition integer, claim_epoch bigint, claim_expires_at timestamp with time zone, first_offset bigint, last_offset bigint, topic_id integer, relname text)
+ RETURNS TABLE(partition integer, claim_epoch bigint, claim_expires_at timestamp with time zone, first_offset bigint, last_offset bigint, topic_id integer, relname text, log_epoch integer)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
@@ -1393,6 +1496,7 @@ DECLARE
     d_exp    timestamptz;
     done_to  bigint;   -- where that commit moves its cursor
     created  boolean := false;
+    l_epoch  integer;  -- the partition's log epoch
 BEGIN
     -- A bad name is PM003 whatever else is wrong: the names are checked in
     -- each failure branch (none costs the claim that succeeds anything).
@@ -1450,7 +1554,7 @@ BEGIN
             -- "any partition" with "this one" and visit every row of the
             -- group, and the versions a long snapshot keeps of them).
             SELECT c.partition, CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END,
-                   c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
+                   c.claim_epoch, tp.next_offset, tp.log_epoch INTO c_part, c_next, c_epoch, tip, l_epoch
             FROM {{schema}}.group_cursor c
             JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
             WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.partition = p_partition
@@ -1460,7 +1564,7 @@ BEGIN
             FOR UPDATE OF c SKIP LOCKED;
         ELSE
             SELECT c.partition, CASE WHEN c.partition = d_part THEN done_to ELSE c.next_offset END,
-                   c.claim_epoch, tp.next_offset INTO c_part, c_next, c_epoch, tip
+                   c.claim_epoch, tp.next_offset, tp.log_epoch INTO c_part, c_next, c_epoch, tip, l_epoch
             FROM {{schema}}.group_cursor c
             JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
             WHERE c.topic_id = v_topic AND c.group_name = p_group
@@ -1553,6 +1657,7 @@ BEGIN
     last_offset := v_last;
     topic_id := v_topic;
     relname := seg_rel;
+    log_epoch := l_epoch;
     RETURN NEXT;
 END $function$;
 

@@ -1,0 +1,337 @@
+// Package pgautofailover runs a throwaway high-availability PostgreSQL
+// for failover tests: a pg_auto_failover monitor and two nodes (a primary
+// and a streaming standby), all local, started with Debian's pg_autoctl
+// as the unprivileged user internal/pgcluster runs servers as. The
+// monitor's health checks are tightened so that a failover takes seconds,
+// not the defaults' half a minute.
+package pgautofailover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmsg/pgmsg/internal/pgcluster"
+)
+
+// ErrNoBinaries is returned when pg_autoctl or the PostgreSQL server
+// binaries are missing.
+var ErrNoBinaries = errors.New("pgautofailover: pg_autoctl (Debian: postgresql-15-auto-failover, pg-auto-failover-cli) or the PostgreSQL binaries not found")
+
+// Options describe a formation.
+type Options struct {
+	// Dir holds the formation's data; it is created (and chowned to the
+	// server's user) if missing.
+	Dir string
+	// BasePort: the monitor listens on BasePort, the nodes on BasePort+1
+	// and BasePort+2.
+	BasePort int
+	// Async makes the standby leave the replication quorum: the primary
+	// acknowledges commits without waiting for it (synchronous_standby_names
+	// empty). Otherwise commits wait for the standby (pg_auto_failover's
+	// default, synchronous_commit on with 'ANY 1 (...)').
+	Async bool
+	// Log receives the harness's progress lines (nil: none).
+	Log func(format string, args ...any)
+}
+
+// Node is one PostgreSQL node of the formation.
+type Node struct {
+	Name string
+	Port int
+	Dir  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Formation is a running monitor and its two nodes.
+type Formation struct {
+	opts    Options
+	env     []string
+	cred    *syscall.Credential
+	autoctl string
+	monitor *Node
+	Nodes   []*Node
+}
+
+// Find returns pg_autoctl's path and the PostgreSQL binaries' directory.
+func Find() (autoctl, bin string, err error) {
+	bin, err = pgcluster.FindBinaries()
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %v", ErrNoBinaries, err)
+	}
+	for _, p := range []string{filepath.Join(bin, "pg_autoctl"), "/usr/bin/pg_autoctl"} {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, bin, nil
+		}
+	}
+	if p, err := exec.LookPath("pg_autoctl"); err == nil {
+		return p, bin, nil
+	}
+	return "", "", ErrNoBinaries
+}
+
+// Start starts the monitor and both nodes and returns once the first node
+// is primary and the second its secondary. Stop ends them.
+func Start(ctx context.Context, opts Options) (f *Formation, err error) {
+	autoctl, bin, err := Find()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Log == nil {
+		opts.Log = func(string, ...any) {}
+	}
+	cred, uid, gid, err := pgcluster.Credential()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		if err := os.Chown(opts.Dir, uid, gid); err != nil {
+			return nil, err
+		}
+	}
+	f = &Formation{opts: opts, cred: cred, autoctl: autoctl,
+		env: append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "HOME="+opts.Dir,
+			"XDG_CONFIG_HOME="+filepath.Join(opts.Dir, "config"), "XDG_DATA_HOME="+filepath.Join(opts.Dir, "data"),
+			"XDG_RUNTIME_DIR="+filepath.Join(opts.Dir, "run"), "PG_CONFIG="+filepath.Join(bin, "pg_config"))}
+	defer func() {
+		if err != nil {
+			f.Stop()
+		}
+	}()
+	f.monitor = &Node{Name: "monitor", Port: opts.BasePort, Dir: filepath.Join(opts.Dir, "monitor")}
+	if err := f.start(f.monitor, "create", "monitor", "--pgdata", f.monitor.Dir, "--pgport", strconv.Itoa(f.monitor.Port),
+		"--auth", "trust", "--no-ssl", "--hostname", "127.0.0.1", "--run"); err != nil {
+		return nil, err
+	}
+	if err := f.waitSQL(ctx, f.monitor.Port, "pg_auto_failover", "SELECT pg_catalog.count(*) FROM pgautofailover.formation"); err != nil {
+		return nil, fmt.Errorf("pgautofailover: monitor: %w", err)
+	}
+	// Seconds, not the defaults' half a minute: a health check every
+	// second, a node unhealthy after 3 s, a primary that does not report
+	// counted as demoted after 5 s.
+	for _, s := range []string{
+		"ALTER SYSTEM SET pgautofailover.health_check_period = 1000",
+		"ALTER SYSTEM SET pgautofailover.health_check_timeout = 1000",
+		"ALTER SYSTEM SET pgautofailover.health_check_max_retries = 1",
+		"ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 500",
+		"ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 3000",
+		"ALTER SYSTEM SET pgautofailover.primary_demote_timeout = 5000",
+		"SELECT pg_catalog.pg_reload_conf()",
+	} {
+		if err := f.exec(ctx, f.monitor.Port, "pg_auto_failover", s); err != nil {
+			return nil, err
+		}
+	}
+	monitorURI := fmt.Sprintf("postgres://autoctl_node@127.0.0.1:%d/pg_auto_failover?sslmode=disable", f.monitor.Port)
+	for i, name := range []string{"a", "b"} {
+		n := &Node{Name: name, Port: opts.BasePort + 1 + i, Dir: filepath.Join(opts.Dir, name)}
+		args := []string{"create", "postgres", "--pgdata", n.Dir, "--pgport", strconv.Itoa(n.Port), "--monitor", monitorURI,
+			"--auth", "trust", "--no-ssl", "--hostname", "127.0.0.1", "--name", name, "--run"}
+		if i == 1 && opts.Async {
+			args = append(args, "--replication-quorum", "false")
+		}
+		if err := f.start(n, args...); err != nil {
+			return nil, err
+		}
+		f.Nodes = append(f.Nodes, n)
+		want := map[string]string{"a": "single"}
+		if i == 1 {
+			want = map[string]string{"a": "primary", "b": "secondary"}
+		}
+		if err := f.WaitStates(ctx, want); err != nil {
+			return nil, err
+		}
+	}
+	opts.Log("pgautofailover: monitor on %d, primary a on %d, standby b on %d (async %v)",
+		f.monitor.Port, f.Nodes[0].Port, f.Nodes[1].Port, opts.Async)
+	return f, nil
+}
+
+// start runs pg_autoctl args in the background for n.
+func (f *Formation) start(n *Node, args ...string) error {
+	logf, err := os.Create(filepath.Join(f.opts.Dir, n.Name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(f.autoctl, args...)
+	cmd.Dir = f.opts.Dir
+	cmd.Env = f.env
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: f.cred, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	n.cmd, n.done = cmd, make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(n.done)
+	}()
+	return nil
+}
+
+// connect opens a connection to db on port.
+func connect(ctx context.Context, port int, db string) (*pgx.Conn, error) {
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	return pgx.Connect(cctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=2", port, db))
+}
+
+// exec runs sql on db on port.
+func (f *Formation) exec(ctx context.Context, port int, db, sql string) error {
+	c, err := connect(ctx, port, db)
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	_, err = c.Exec(ctx, sql)
+	return err
+}
+
+// waitSQL waits until sql runs on db on port.
+func (f *Formation) waitSQL(ctx context.Context, port int, db, sql string) error {
+	for {
+		err := f.exec(ctx, port, db, sql)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// States returns each node's reported state, as the monitor knows it.
+func (f *Formation) States(ctx context.Context) (map[string]string, error) {
+	c, err := connect(ctx, f.monitor.Port, "pg_auto_failover")
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	rows, err := c.Query(ctx, "SELECT nodename, reportedstate::text || '/' || goalstate::text FROM pgautofailover.node")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var name, st string
+		if err := rows.Scan(&name, &st); err != nil {
+			return nil, err
+		}
+		out[name] = st
+	}
+	return out, rows.Err()
+}
+
+// WaitStates waits until each named node has reported and been assigned
+// the state want gives it (pg_auto_failover's states: single, primary,
+// secondary, wait_primary ...).
+func (f *Formation) WaitStates(ctx context.Context, want map[string]string) error {
+	var last map[string]string
+	for {
+		st, err := f.States(ctx)
+		if err == nil {
+			ok := true
+			for name, w := range want {
+				if st[name] != w+"/"+w {
+					ok = false
+				}
+			}
+			if ok {
+				return nil
+			}
+			last = st
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgautofailover: waiting for states %v: %w (last: %v)", want, ctx.Err(), last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// URL is the multi-host URL of database db on both nodes that connects to
+// whichever accepts writes.
+func (f *Formation) URL(db string) string {
+	var hosts []string
+	for _, n := range f.Nodes {
+		hosts = append(hosts, fmt.Sprintf("127.0.0.1:%d", n.Port))
+	}
+	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
+		strings.Join(hosts, ","), db)
+}
+
+// NodeURL is the URL of database db on n alone.
+func (n *Node) NodeURL(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=2", n.Port, db)
+}
+
+// Kill ends n at once (SIGKILL): its pg_autoctl processes and its
+// postmaster, whose other processes then exit by themselves.
+func (f *Formation) Kill(n *Node) {
+	if pid := postmasterPID(n.Dir); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if n.cmd != nil && n.cmd.Process != nil {
+		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+		<-n.done
+	}
+	if pid := postmasterPID(n.Dir); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// CutReplication makes the standby n stop receiving WAL (its
+// primary_conninfo names a port nobody listens on), as a network
+// partition between the nodes would: under asynchronous replication the
+// primary goes on acknowledging commits the standby does not have.
+func (f *Formation) CutReplication(ctx context.Context, n *Node) error {
+	for _, s := range []string{
+		"ALTER SYSTEM SET primary_conninfo = 'host=127.0.0.1 port=1 connect_timeout=1'",
+		"SELECT pg_catalog.pg_reload_conf()",
+	} {
+		if err := f.exec(ctx, n.Port, "postgres", s); err != nil {
+			return err
+		}
+	}
+	// The WAL receiver restarts with the new setting.
+	return f.waitSQL(ctx, n.Port, "postgres",
+		"DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_catalog.pg_stat_wal_receiver) THEN RAISE EXCEPTION 'still receiving'; END IF; END $$")
+}
+
+// postmasterPID is the PID in dir's postmaster.pid, or 0.
+func postmasterPID(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(line))
+	return pid
+}
+
+// Stop kills every process of the formation and removes its directory.
+func (f *Formation) Stop() {
+	for _, n := range append([]*Node{f.monitor}, f.Nodes...) {
+		if n != nil {
+			f.Kill(n)
+		}
+	}
+	_ = os.RemoveAll(f.opts.Dir)
+}
