@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/httpapi"
+	"github.com/pgmsg/pgmsg/internal/kafkasrv"
 	"github.com/pgmsg/pgmsg/internal/pgcluster"
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
@@ -30,6 +31,7 @@ func newDev(g *globals) *cobra.Command {
 	var port int
 	var noServe bool
 	var listen string
+	var kafkaListen string
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run pgmsg on a local PostgreSQL it starts itself, and demonstrate a topic",
@@ -79,11 +81,12 @@ the demo instead. In another terminal, with the URL dev prints:
 			if noServe {
 				return nil
 			}
-			return serveDev(ctx, g, listen)
+			return serveDev(ctx, g, listen, kafkaListen)
 		},
 	}
 	cmd.Flags().BoolVar(&noServe, "no-serve", false, "exit after the demo instead of serving HTTP")
 	cmd.Flags().StringVar(&listen, "listen", ListenDefault, "where to serve HTTP (loopback only: there is no auth)")
+	cmd.Flags().StringVar(&kafkaListen, "kafka-listen", KafkaListenDev, "where to serve the Kafka protocol (loopback only; \"\" turns it off)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", devDataDirDefault(), "data directory of the local PostgreSQL")
 	cmd.Flags().IntVar(&port, "port", 0, "port of the local PostgreSQL (default: a free port)")
 	return cmd
@@ -167,7 +170,7 @@ func runDemo(ctx context.Context, g *globals) error {
 
 // serveDev serves the HTTP API without auth after the demo, printing how to
 // try it.
-func serveDev(ctx context.Context, g *globals, listen string) error {
+func serveDev(ctx context.Context, g *globals, listen, kafkaListen string) error {
 	url := g.resolveURL()
 	fmt.Fprintf(g.stdout, `
 Serving the HTTP API without auth (development only).
@@ -190,5 +193,6 @@ and with the CLI:
 `, listen, url)
 	return g.serve(ctx, serveOpts{listen: listen, insecureNoAuth: true, maxBodyBytes: httpapi.MaxBodyBytesDefault,
 		maxRecords: httpapi.MaxRecordsDefault, maxWait: httpapi.MaxWaitDefault, shutdownTimeout: httpapi.ShutdownTimeoutDefault,
-		tokenCacheTTL: httpapi.TokenCacheTTLDefault, maintenance: true})
+		tokenCacheTTL: httpapi.TokenCacheTTLDefault, maintenance: true,
+		kafka: kafkaOpts{listen: kafkaListen, maxRequestBytes: kafkasrv.MaxRequestBytesDefault, autoCreate: true, autoPartitions: 1}})
 }

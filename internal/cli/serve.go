@@ -43,6 +43,7 @@ type serveOpts struct {
 	metricsAuth     bool
 	metricsCacheTTL time.Duration
 	metricsAddr     string
+	kafka           kafkaOpts
 	// ready, if set, receives the address once listening (tests);
 	// metricsReady the --metrics-addr listener's.
 	ready        func(addr string)
@@ -109,6 +110,7 @@ PGMSG_TLS_CERT, PGMSG_TLS_KEY.`,
 	f.StringVar(&o.metricsAddr, "metrics-addr", os.Getenv("PGMSG_METRICS_ADDR"), "serve /metrics on this address only, not on --listen (same TLS as --listen) ($PGMSG_METRICS_ADDR)")
 	f.DurationVar(&o.metricsCacheTTL, "metrics-cache-ttl", httpapi.MetricsCacheTTLDefault, "how long /metrics serves the state figures of its last database collection; negative disables the cache")
 	f.BoolVar(&o.noUI, "no-ui", false, "do not serve the web dashboard at /ui/")
+	o.kafka.addFlags(f)
 	f.BoolVar(&o.maintenance, "maintenance", true, "take part in maintenance leader election (retention, group expiry, compaction, job rescue)")
 	return cmd
 }
@@ -133,6 +135,9 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	}
 	if o.authRate < 0 || math.IsNaN(o.authRate) || math.IsInf(o.authRate, 0) {
 		return fmt.Errorf("--auth-failure-rate must be a positive number of attempts per second, got %v", o.authRate)
+	}
+	if err := o.kafka.check(); err != nil {
+		return err
 	}
 	// TLS files are read before connecting, so a mistake fails at once.
 	tlsConfig, err := loadTLS(o.tlsCert, o.tlsKey)
@@ -237,6 +242,15 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 			o.metricsReady(maddr)
 		}
 	}
+	stopKafka, err := g.startKafka(o.kafka, client, logger)
+	if err != nil {
+		ln.Close()
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+		return err
+	}
+	defer stopKafka()
 	if o.ready != nil {
 		o.ready(addr)
 	}

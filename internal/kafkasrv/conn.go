@@ -1,0 +1,245 @@
+package kafkasrv
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// conn is one client connection. Its reader goroutine reads frames and
+// dispatches them; its writer goroutine writes the responses in request
+// order, as Kafka requires. Produce, Fetch, ListOffsets and Metadata run
+// concurrently with the requests around them (a client pipelines
+// produce requests); every other request waits until the requests before
+// it are answered, and the next one is read only after it (Kafka's own
+// one-at-a-time processing).
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	inflight sync.WaitGroup
+
+	// tails holds, per topic partition, a channel closed when the last
+	// produce to it that this connection dispatched has finished: the
+	// next one waits for it, so a partition's batches are stored in the
+	// order the client sent them.
+	tailsMu sync.Mutex
+	tails   map[tp]chan struct{}
+
+	auth authState
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// pending is a request's place in the connection's response order.
+type pending struct {
+	done  chan struct{}
+	frame []byte // the response frame; nil: nothing to write (acks=0)
+	fatal bool   // close the connection instead of answering
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, tails: map[tp]chan struct{}{}}
+	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	return c
+}
+
+// request is a decoded request frame.
+type request struct {
+	key, version int16
+	corr         int32
+	clientID     string
+	req          kmsg.Request // nil when the frame could not be decoded
+}
+
+func (c *conn) serve() {
+	queue := make(chan *pending, c.s.cfg.MaxInflight)
+	writerDone := make(chan struct{})
+	go c.write(queue, writerDone)
+	defer func() {
+		c.cancel()
+		close(queue)
+		<-writerDone
+		c.inflight.Wait()
+		_ = c.nc.Close()
+	}()
+	br := bufio.NewReaderSize(c.nc, 32<<10)
+	var size [4]byte
+	for {
+		if _, err := io.ReadFull(br, size[:]); err != nil {
+			return
+		}
+		n := int32(binary.BigEndian.Uint32(size[:]))
+		// The size is checked before anything of the frame is allocated:
+		// a request costs memory in proportion to what is accepted.
+		if n < 8 || n > c.s.cfg.MaxRequestBytes {
+			c.s.logger.Debug("kafka: request size out of bounds, closing", "remote", c.nc.RemoteAddr().String(), "size", n)
+			return
+		}
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return
+		}
+		r, answer, ok := c.decode(buf)
+		if !ok {
+			return
+		}
+		p := &pending{done: make(chan struct{})}
+		select {
+		case queue <- p:
+		case <-c.ctx.Done():
+			return
+		}
+		if answer != nil { // answered without a handler (ApiVersions' downgrade)
+			p.frame = encodeResponse(r.corr, answer, false)
+			close(p.done)
+			continue
+		}
+		if concurrent(r.key) {
+			c.inflight.Add(1)
+			go func() {
+				defer c.inflight.Done()
+				c.run(r, p)
+			}()
+			continue
+		}
+		c.inflight.Wait()
+		c.run(r, p)
+		if p.fatal {
+			return
+		}
+	}
+}
+
+// concurrent reports whether requests of key may run alongside the
+// connection's other requests.
+func concurrent(key int16) bool {
+	switch key {
+	case 0, 1, 2, 3: // Produce, Fetch, ListOffsets, Metadata
+		return true
+	}
+	return false
+}
+
+// run handles one request and completes p.
+func (c *conn) run(r *request, p *pending) {
+	defer close(p.done)
+	resp, err := c.handle(r)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			c.s.logger.Debug("kafka: closing connection", "remote", c.nc.RemoteAddr().String(), "key", r.key, "version", r.version, "err", err)
+		}
+		p.fatal = true
+		return
+	}
+	if resp == nil {
+		return // acks=0
+	}
+	p.frame = encodeResponse(r.corr, resp, resp.IsFlexible() && r.key != 18)
+}
+
+// write writes the responses in the order of queue.
+func (c *conn) write(queue <-chan *pending, done chan<- struct{}) {
+	defer close(done)
+	bw := bufio.NewWriterSize(c.nc, 32<<10)
+	failed := false
+	for p := range queue {
+		<-p.done
+		if failed {
+			continue
+		}
+		if p.fatal {
+			failed = true
+			c.cancel()
+			_ = c.nc.Close()
+			continue
+		}
+		if p.frame == nil {
+			continue
+		}
+		if _, err := bw.Write(p.frame); err != nil {
+			failed = true
+			c.cancel()
+			_ = c.nc.Close()
+			continue
+		}
+		// Flush when nothing else is ready to go with it.
+		if len(queue) == 0 {
+			if err := bw.Flush(); err != nil {
+				failed = true
+				c.cancel()
+				_ = c.nc.Close()
+			}
+		}
+	}
+}
+
+// decode parses a request frame. ok false closes the connection: the
+// frame could not be read (an unknown key, a version this listener does
+// not serve, a malformed body), as Kafka closes it. answer is set when
+// the request is answered without a handler.
+func (c *conn) decode(buf []byte) (r *request, answer kmsg.Response, ok bool) {
+	b := kbin.Reader{Src: buf}
+	r = &request{key: b.Int16(), version: b.Int16(), corr: b.Int32()}
+	req := kmsg.RequestForKey(r.key)
+	if req == nil {
+		c.s.logger.Debug("kafka: unknown api key, closing", "remote", c.nc.RemoteAddr().String(), "key", r.key)
+		return r, nil, false
+	}
+	lo, hi, served := c.s.versions(r.key)
+	if r.key == 18 && r.version > hi {
+		// KIP-511: answer an ApiVersions request newer than served with
+		// version 0 and UNSUPPORTED_VERSION, listing what is served, so
+		// that the client retries with a version both know.
+		resp := kmsg.NewPtrApiVersionsResponse()
+		resp.ErrorCode = errUnsupportedVersion
+		resp.ApiKeys = c.s.apiKeys()
+		return r, resp, true
+	}
+	if !served || r.version < lo || r.version > hi {
+		c.s.logger.Debug("kafka: unsupported api version, closing", "remote", c.nc.RemoteAddr().String(), "key", r.key, "version", r.version)
+		return r, nil, false
+	}
+	if cid := b.NullableString(); cid != nil {
+		r.clientID = *cid
+	}
+	req.SetVersion(r.version)
+	if req.IsFlexible() {
+		kmsg.SkipTags(&b)
+	}
+	if !b.Ok() {
+		return r, nil, false
+	}
+	if err := req.ReadFrom(b.Src); err != nil {
+		c.s.logger.Debug("kafka: malformed request, closing", "remote", c.nc.RemoteAddr().String(), "key", r.key, "version", r.version, "err", err)
+		return r, nil, false
+	}
+	r.req = req
+	return r, nil, true
+}
+
+// encodeResponse frames resp: size, correlation id, the header's tagged
+// fields when the header is flexible (every flexible response but
+// ApiVersions'), the body.
+func encodeResponse(corr int32, resp kmsg.Response, flexibleHeader bool) []byte {
+	b := make([]byte, 8, 256)
+	binary.BigEndian.PutUint32(b[4:], uint32(corr))
+	if flexibleHeader {
+		b = append(b, 0)
+	}
+	b = resp.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
+}

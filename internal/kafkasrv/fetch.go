@@ -1,0 +1,229 @@
+package kafkasrv
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pgmsg/pgmsg/internal/store"
+)
+
+// fetchReadMax is the most records one read of a partition asks for.
+const fetchReadMax = 2000
+
+// fetch answers a Fetch: each partition's records from its fetch offset
+// as v2 record batches, within the partition's and the response's byte
+// limits (the first batch of the response goes whatever its size, as
+// Kafka does, so a client always progresses). When fewer than MinBytes
+// are ready it waits, up to MaxWaitMillis, for pgmsg's notification of a
+// publish to one of the topics, then reads again. Fetch sessions are not
+// kept: the answer's session id 0 tells the client to send full fetches.
+func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if req.Version >= 7 && req.SessionID != 0 {
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp, nil
+	}
+	topics := make([]string, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		topics = append(topics, t.Topic)
+	}
+	// Subscribe before reading, so that a publish between the read and
+	// the wait is not missed.
+	wake, stop := s.client.RecordWakeups(topics...)
+	defer stop()
+	maxWait := time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
+	timer := time.NewTimer(maxWait)
+	defer timer.Stop()
+	maxBytes := int(req.MaxBytes)
+	if req.Version < 3 || maxBytes <= 0 {
+		maxBytes = 1<<31 - 1
+	}
+	for {
+		resp.Topics = resp.Topics[:0]
+		total, answerNow, err := s.readFetch(ctx, req, resp, maxBytes)
+		if err != nil {
+			return nil, err
+		}
+		if answerNow || total >= int(req.MinBytes) || maxWait <= 0 {
+			return resp, nil
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			maxWait = 0 // read once more, then answer
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// readFetch fills resp with what every partition of req has now. It
+// returns the bytes of records answered and whether a partition's error
+// must be answered at once.
+func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxBytes int) (total int, answerNow bool, err error) {
+	for _, rt := range req.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic = rt.Topic
+		st.TopicID = rt.TopicID
+		allowed := true
+		if code := s.authorizeCtx(ctx, "topic", rt.Topic, "read"); code != 0 {
+			allowed = false
+		}
+		var parts []store.KafkaPartition
+		if allowed {
+			if parts, err = s.store.KafkaPartitions(ctx, s.client.Pool(), rt.Topic); err != nil {
+				return 0, false, err
+			}
+		}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			switch {
+			case !allowed:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				answerNow = true
+			case rp.Partition < 0 || int(rp.Partition) >= len(parts):
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				answerNow = true
+			default:
+				p := parts[rp.Partition]
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = p.NextOffset, p.NextOffset, p.StartOffset
+				if rp.FetchOffset < p.StartOffset || rp.FetchOffset > p.NextOffset {
+					sp.ErrorCode = kerr.OffsetOutOfRange.Code
+					answerNow = true
+					break
+				}
+				budget := min(int(rp.PartitionMaxBytes), maxBytes-total)
+				if rp.FetchOffset < p.NextOffset && (budget > 0 || total == 0) {
+					b, err := s.readPartition(ctx, rt.Topic, p, rp.FetchOffset, budget, total == 0)
+					if err != nil {
+						return 0, false, err
+					}
+					sp.RecordBatches = b
+					total += len(b)
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return total, answerNow, nil
+}
+
+// readPartition returns record batches of p from offset from, of at most
+// budget bytes unless first (then at least one record).
+func (s *Server) readPartition(ctx context.Context, topic string, p store.KafkaPartition, from int64, budget int, first bool) ([]byte, error) {
+	avg := s.avgRecordSize(topic, p.Partition)
+	var out []byte
+	for from < p.NextOffset {
+		left := budget - len(out)
+		if left <= 0 && !(first && len(out) == 0) {
+			break
+		}
+		n := int32(min(max(left/int(avg.Load())+1, 1), fetchReadMax))
+		recs, err := s.store.KafkaRecords(ctx, s.client.Pool(), p.TopicID, p.Partition, from, p.NextOffset, n)
+		if err != nil {
+			return nil, err
+		}
+		if len(recs) == 0 {
+			break // retention dropped them meanwhile
+		}
+		before := len(out)
+		var used int
+		out, used = appendBatch(out, recs, budget, first && len(out) == 0)
+		if used == 0 {
+			break
+		}
+		size := int64((len(out) - before) / used)
+		avg.Store((avg.Load()*3 + max(size, 16)) / 4)
+		from = recs[used-1].Offset + 1
+		if used < len(recs) || int32(len(recs)) < n {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) avgRecordSize(topic string, partition int32) *atomic.Int64 {
+	key := tp{topic, partition}
+	if v, ok := s.recordSize.Load(key); ok {
+		return v.(*atomic.Int64)
+	}
+	v := new(atomic.Int64)
+	v.Store(1024)
+	got, _ := s.recordSize.LoadOrStore(key, v)
+	return got.(*atomic.Int64)
+}
+
+// appendBatch appends one v2 record batch of recs to dst, as many records
+// as fit in budget bytes of dst (at least one when force), and returns
+// how many it took.
+func appendBatch(dst []byte, recs []store.KafkaRecord, budget int, force bool) ([]byte, int) {
+	start := len(dst)
+	firstTS := recs[0].Timestamp.UnixMilli()
+	maxTS := firstTS
+	// The header, filled in once the records are known.
+	dst = append(dst, make([]byte, batchHeaderLen)...)
+	var body []byte
+	var names []string
+	used := 0
+	for _, r := range recs {
+		ts := r.Timestamp.UnixMilli()
+		body = body[:0]
+		body = append(body, 0) // attributes
+		body = kbin.AppendVarlong(body, ts-firstTS)
+		body = kbin.AppendVarint(body, int32(r.Offset-recs[0].Offset))
+		body = kbin.AppendVarintBytes(body, r.Key)
+		body = kbin.AppendVarintBytes(body, r.Value)
+		h, err := store.DecodeHeaders(r.Headers)
+		if err != nil {
+			h = nil // written by pgmsg, always decodable; a record is never held back for it
+		}
+		names = names[:0]
+		for k := range h {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		body = kbin.AppendVarint(body, int32(len(names)))
+		for _, k := range names {
+			body = kbin.AppendVarintString(body, k)
+			body = kbin.AppendVarintBytes(body, h[k])
+		}
+		size := len(body) + 5
+		if len(dst)-start+size > budget && !(force && used == 0) {
+			break
+		}
+		dst = kbin.AppendVarint(dst, int32(len(body)))
+		dst = append(dst, body...)
+		maxTS = max(maxTS, ts)
+		used++
+	}
+	if used == 0 {
+		return dst[:start], 0
+	}
+	rb := kmsg.RecordBatch{
+		FirstOffset:     recs[0].Offset,
+		Length:          int32(len(dst) - start - 12),
+		Magic:           2,
+		LastOffsetDelta: int32(recs[used-1].Offset - recs[0].Offset),
+		FirstTimestamp:  firstTS,
+		MaxTimestamp:    maxTS,
+		ProducerID:      -1,
+		ProducerEpoch:   -1,
+		FirstSequence:   -1,
+		NumRecords:      int32(used),
+	}
+	header := rb.AppendTo(dst[start:start])
+	_ = header // written in place over the reserved header bytes
+	binary.BigEndian.PutUint32(dst[start+17:], crc32.Checksum(dst[start+21:], castagnoli))
+	return dst, used
+}

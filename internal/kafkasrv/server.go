@@ -1,0 +1,248 @@
+// Package kafkasrv is pgmsg's Kafka listener: it speaks the Kafka wire
+// protocol over TCP and answers with pgmsg's log, so that any Kafka client
+// reads and writes pgmsg topics (docs/kafka.md). A Kafka topic is a pgmsg
+// topic, a Kafka partition a pgmsg partition and a Kafka offset the pgmsg
+// offset. Messages are franz-go's kmsg types; this package frames them,
+// dispatches them by API key and version and answers the log's APIs
+// (Produce, Fetch, ListOffsets, Metadata, topic administration); the group
+// APIs go to Config.Groups (internal/kafkagroup).
+package kafkasrv
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/store"
+)
+
+// GroupHandler answers the group APIs (JoinGroup, SyncGroup, OffsetCommit
+// ...); internal/kafkagroup's Coordinator is one. Handle returns the
+// response of the request's kind with its version; an error closes the
+// connection.
+type GroupHandler interface {
+	Handles(key int16) bool
+	MaxVersion(key int16) int16
+	Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+}
+
+// Defaults of Config fields left zero.
+const (
+	// MaxRequestBytesDefault is Kafka's socket.request.max.bytes: the
+	// largest request frame read; a larger one closes the connection
+	// before anything of it is allocated.
+	MaxRequestBytesDefault = 100 << 20
+	// MaxInflightDefault is how many requests of one connection may be
+	// read ahead of their responses.
+	MaxInflightDefault = 16
+	// ClusterIDDefault is the cluster id Metadata answers.
+	ClusterIDDefault = "pgmsg"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Client is the pgmsg client the listener reads and writes with
+	// (its pool and schema). Required.
+	Client *pgmsg.Client
+	// Advertise is the host:port clients are told to connect to
+	// (Metadata's broker). Default: the listener's own address.
+	Advertise string
+	// NodeID is the broker id of this listener. Default 0.
+	NodeID int32
+	// ClusterID is Metadata's cluster id. Default ClusterIDDefault.
+	ClusterID string
+	// Groups answers the group APIs. nil: they are not advertised, and a
+	// request for one is answered with Kafka's error code.
+	Groups GroupHandler
+	// MaxRequestBytes is the largest request accepted, in bytes. Default
+	// MaxRequestBytesDefault.
+	MaxRequestBytes int32
+	// MaxInflight is how many requests one connection may have read
+	// ahead of their responses. Default MaxInflightDefault.
+	MaxInflight int
+	// AutoCreateTopics creates a topic that Metadata (when the client
+	// allows it) or Produce names and that does not exist, with
+	// AutoCreatePartitions partitions (Kafka's auto.create.topics.enable).
+	// Default false.
+	AutoCreateTopics bool
+	// AutoCreatePartitions is the partition count of auto-created topics.
+	// Default 1.
+	AutoCreatePartitions int
+	// TLS, when set, makes Serve speak TLS on every connection.
+	TLS *tls.Config
+	// Logger receives connection errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is a Kafka listener over a pgmsg Client.
+type Server struct {
+	cfg    Config
+	client *pgmsg.Client
+	store  *store.Store
+	logger *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	closed    bool
+	wg        sync.WaitGroup
+
+	advHost string
+	advPort int32
+
+	// recordSize is the average stored size of a record per topic
+	// partition (tp -> int64), which sizes a Fetch's reads.
+	recordSize sync.Map
+	topics     topicCache
+}
+
+// New returns a Server. Serve it on a listener.
+func New(cfg Config) (*Server, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("kafkasrv: Config.Client is required")
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = MaxRequestBytesDefault
+	}
+	if cfg.MaxRequestBytes < 0 {
+		return nil, fmt.Errorf("kafkasrv: Config.MaxRequestBytes must be positive, got %d", cfg.MaxRequestBytes)
+	}
+	if cfg.MaxInflight == 0 {
+		cfg.MaxInflight = MaxInflightDefault
+	}
+	if cfg.MaxInflight < 1 {
+		return nil, fmt.Errorf("kafkasrv: Config.MaxInflight must be positive, got %d", cfg.MaxInflight)
+	}
+	if cfg.ClusterID == "" {
+		cfg.ClusterID = ClusterIDDefault
+	}
+	if cfg.AutoCreatePartitions == 0 {
+		cfg.AutoCreatePartitions = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, client: cfg.Client, store: store.New(cfg.Client.Schema()), logger: cfg.Logger,
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.topics.s = s
+	if cfg.Advertise != "" {
+		if err := s.setAdvertise(cfg.Advertise); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Server) setAdvertise(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("kafkasrv: advertised address %q: %w", addr, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return fmt.Errorf("kafkasrv: advertised address %q: bad port", addr)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	s.advHost, s.advPort = host, int32(p)
+	return nil
+}
+
+// Serve accepts connections on ln until Close, and answers each. It
+// returns nil after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	s.listeners[ln] = struct{}{}
+	if s.advHost == "" {
+		if err := s.setAdvertise(ln.Addr().String()); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
+	s.mu.Unlock()
+	var tempDelay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
+				time.Sleep(tempDelay)
+				continue
+			}
+			return err
+		}
+		tempDelay = 0
+		if s.cfg.TLS != nil {
+			nc = tls.Server(nc, s.cfg.TLS)
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			_ = nc.Close()
+			return nil
+		}
+		s.conns[nc] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			newConn(s, nc).serve()
+			s.mu.Lock()
+			delete(s.conns, nc)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Addr returns the advertised host:port (after Serve started when
+// Config.Advertise is empty).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort)))
+}
+
+// Close stops the listeners, closes every connection (ending long polls)
+// and waits for their goroutines.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	s.cancel()
+	for ln := range s.listeners {
+		_ = ln.Close()
+	}
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmsg/pgmsg/internal/errs"
+)
+
+// The statements of the Kafka listener (internal/kafkasrv): what a Kafka
+// Fetch and ListOffsets need that the SQL API's functions answer one
+// partition or one topic at a time, in one round trip each.
+
+// KafkaPartition is one partition of a topic as the Kafka listener needs
+// it: its log start offset and its high watermark (the next offset).
+type KafkaPartition struct {
+	TopicID     int32
+	Partition   int32
+	StartOffset int64
+	NextOffset  int64
+}
+
+// KafkaPartitions returns every partition of topic in partition order, or
+// none when the topic does not exist.
+func (s *Store) KafkaPartitions(ctx context.Context, exec DBTX, topic string) ([]KafkaPartition, error) {
+	rows, err := exec.Query(ctx, s.SQL(`SELECT t.topic_id, p.partition, p.start_offset, p.next_offset
+FROM pgmsg.topic t JOIN pgmsg.topic_partition p ON p.topic_id = t.topic_id
+WHERE t.name = $1::text ORDER BY p.partition`), topic)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (KafkaPartition, error) {
+		var p KafkaPartition
+		err := r.Scan(&p.TopicID, &p.Partition, &p.StartOffset, &p.NextOffset)
+		return p, err
+	})
+	return out, errs.Map(err)
+}
+
+// KafkaRecord is a record the Kafka listener reads: Headers is the stored
+// jsonb text (DecodeHeaders), nil for none.
+type KafkaRecord struct {
+	Offset    int64
+	Timestamp time.Time
+	Key       []byte
+	Value     []byte
+	Headers   []byte
+}
+
+// KafkaRecords reads up to max records of (topicID, partition) with
+// offsets in [from, end), in offset order. Offsets compaction removed are
+// skipped: the read is by the primary key's order, not a range of
+// offsets, so a gap never ends it early.
+func (s *Store) KafkaRecords(ctx context.Context, exec DBTX, topicID, partition int32, from, end int64, max int32) ([]KafkaRecord, error) {
+	rows, err := exec.Query(ctx, s.SQL(`SELECT r."offset", r."timestamp", r.key, r.value, r.headers
+FROM pgmsg.record r
+WHERE r.topic_id = $1::integer AND r.partition = $2::integer
+  AND r."offset" >= $3::bigint AND r."offset" < $4::bigint
+ORDER BY r."offset" LIMIT $5::integer`), topicID, partition, from, end, max)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (KafkaRecord, error) {
+		var k KafkaRecord
+		err := r.Scan(&k.Offset, &k.Timestamp, &k.Key, &k.Value, &k.Headers)
+		return k, err
+	})
+	return out, errs.Map(err)
+}
+
+// KafkaProducerID returns a new Kafka producer id (InitProducerId).
+func (s *Store) KafkaProducerID(ctx context.Context, exec DBTX) (int64, error) {
+	var id int64
+	err := exec.QueryRow(ctx, s.SQL(`SELECT pg_catalog.nextval('pgmsg.kafka_producer_id'::regclass)`)).Scan(&id)
+	return id, errs.Map(err)
+}
