@@ -1,0 +1,83 @@
+package kafkacompat
+
+import (
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg/internal/kafkasrv"
+)
+
+// kgoExclusionsPath lists the kgo tests of the kfake reference that are
+// not required to pass against pgmsg, each with its reason.
+const kgoExclusionsPath = "testdata/kgo_pgmsg_exclusions.txt"
+
+// TestKgoSuitePgmsg runs franz-go's kgo integration tests against pgmsg's
+// Kafka listener (in this process, over a schema of the test's own): every
+// test and subtest that passes against kfake (testdata/kgo_kfake_pass.txt)
+// must pass, except the exclusions (testdata/kgo_pgmsg_exclusions.txt,
+// each with its reason). PGMSG_KGO_SUITE=off skips it; PGMSG_KGO_RUN
+// narrows it to a -test.run pattern.
+func TestKgoSuitePgmsg(t *testing.T) {
+	if os.Getenv("PGMSG_KGO_SUITE") == "off" || os.Getenv("PGMSG_KGO_SUITE") == "kfake" {
+		t.Skip("PGMSG_KGO_SUITE=" + os.Getenv("PGMSG_KGO_SUITE"))
+	}
+	s := startPgmsgServer(t, kafkasrv.Config{}, kgoTimeoutDefault+2*time.Minute)
+	run := runKgoSuite(t, s.addr, os.Getenv("PGMSG_KGO_RUN"))
+	t.Logf("kgo suite against pgmsg:\n%s", kgoSummary(run))
+	ref := kgoSuiteList(t, kgoReferencePath)
+	excl := kgoSuiteList(t, kgoExclusionsPath)
+	var failed, passedExcluded []string
+	required := 0
+	for name := range ref {
+		if os.Getenv("PGMSG_KGO_RUN") != "" {
+			if _, ran := run.Results[strings.SplitN(name, "/", 2)[0]]; !ran {
+				continue
+			}
+		}
+		if _, ok := excl[name]; ok || excluded(excl, name) {
+			if run.Results[name] == kgoPass {
+				passedExcluded = append(passedExcluded, name)
+			}
+			continue
+		}
+		required++
+		if r := run.Results[name]; r != kgoPass {
+			if r == "" {
+				r = kgoNotRun
+			}
+			failed = append(failed, name+" ("+string(r)+")")
+		}
+	}
+	sort.Strings(failed)
+	sort.Strings(passedExcluded)
+	t.Logf("%d required tests and subtests of the kfake reference, %d failed; excluded tests that pass anyway: %v",
+		required, len(failed), passedExcluded)
+	if len(failed) > 0 {
+		t.Logf("suite output:\n%s", tail(run.Output, 200))
+	}
+	require.Empty(t, failed, "kgo tests that pass against kfake and failed against pgmsg")
+}
+
+// excluded reports whether an exclusion names a parent of the subtest name.
+func excluded(excl map[string]string, name string) bool {
+	for i := strings.LastIndexByte(name, '/'); i > 0; i = strings.LastIndexByte(name[:i], '/') {
+		if _, ok := excl[name[:i]]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
