@@ -75,7 +75,15 @@ func (c *conn) handle(r *request) (kmsg.Response, error) {
 	case *kmsg.MetadataRequest:
 		return c.s.metadata(ctx, req)
 	case *kmsg.ProduceRequest:
-		return c.produce(ctx, req)
+		// A produce read off the wire is carried out even if the client
+		// hangs up meanwhile (an acks=0 producer closes at once): only
+		// the server's Close cancels it. The context keeps the
+		// connection's values (its principal).
+		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		stop := context.AfterFunc(c.s.ctx, cancel)
+		defer stop()
+		return c.produce(pctx, req)
 	case *kmsg.FetchRequest:
 		return c.s.fetch(ctx, req)
 	case *kmsg.ListOffsetsRequest:

@@ -1,0 +1,157 @@
+package kafkasrv_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// produceOne sends req to the listener's broker and returns the answer
+// of its one partition.
+func produceOne(t *testing.T, tb *testBundle, cl *kgo.Client, req *kmsg.ProduceRequest) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	resp, err := cl.Broker(0).Request(tb.Ctx, req)
+	require.NoError(t, err)
+	pr := resp.(*kmsg.ProduceResponse)
+	require.Len(t, pr.Topics, 1)
+	require.Len(t, pr.Topics[0].Partitions, 1)
+	return pr.Topics[0].Partitions[0]
+}
+
+func endOffset(t *testing.T, tb *testBundle, topic string, partition int32) int64 {
+	t.Helper()
+	d, err := tb.Client.DescribeTopic(tb.Ctx, topic)
+	require.NoError(t, err)
+	return d.PartitionInfo[partition].NextOffset
+}
+
+// A batch with a record over the topic's max size is refused with
+// MESSAGE_TOO_LARGE and none of its records is stored; a CRC mismatch or
+// a truncated batch is CORRUPT_MESSAGE, nothing stored, and the
+// connection serves the next request.
+func TestProduceRefusals(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.Client.CreateTopic(tb.Ctx, "small", pgmsg.TopicConfig{Partitions: 1, MaxRecordBytes: 1000})
+	require.NoError(t, err)
+	cl := tb.kclient(t)
+
+	big := rawBatch(-1, -1, -1, time.Now().UnixMilli(), rawRecord{value: []byte("ok")}, rawRecord{value: bytes.Repeat([]byte("x"), 2000)})
+	p := produceOne(t, tb, cl, produceReq("small", 0, big))
+	require.Equal(t, kerr.MessageTooLarge.Code, p.ErrorCode)
+	require.Equal(t, int64(0), endOffset(t, tb, "small", 0))
+
+	bad := rawBatch(-1, -1, -1, time.Now().UnixMilli(), rawRecord{value: []byte("a")}, rawRecord{value: []byte("b")})
+	bad[len(bad)-1] ^= 0xff
+	p = produceOne(t, tb, cl, produceReq("small", 0, bad))
+	require.Equal(t, kerr.CorruptMessage.Code, p.ErrorCode)
+
+	good := rawBatch(-1, -1, -1, time.Now().UnixMilli(), rawRecord{value: []byte("a")}, rawRecord{value: []byte("b")})
+	p = produceOne(t, tb, cl, produceReq("small", 0, good[:len(good)-3]))
+	require.Equal(t, kerr.CorruptMessage.Code, p.ErrorCode)
+	require.Equal(t, int64(0), endOffset(t, tb, "small", 0))
+
+	p = produceOne(t, tb, cl, produceReq("missing", 0, good))
+	require.Equal(t, kerr.UnknownTopicOrPartition.Code, p.ErrorCode)
+	p = produceOne(t, tb, cl, produceReq("small", 7, good))
+	require.Equal(t, kerr.UnknownTopicOrPartition.Code, p.ErrorCode)
+
+	p = produceOne(t, tb, cl, produceReq("small", 0, good))
+	require.Equal(t, int16(0), p.ErrorCode)
+	require.Equal(t, int64(0), p.BaseOffset)
+	require.Equal(t, int64(2), endOffset(t, tb, "small", 0))
+
+	// A transactional produce is refused with Kafka's code, not a
+	// dropped connection.
+	req := produceReq("small", 0, good)
+	txn := "t"
+	req.TransactionID = &txn
+	p = produceOne(t, tb, cl, req)
+	require.Equal(t, kerr.TransactionalIDAuthorizationFailed.Code, p.ErrorCode)
+	require.Equal(t, int64(2), endOffset(t, tb, "small", 0))
+}
+
+// acks 0, 1 and all all store the records: acks=0 gets no answer, and
+// the next request on the connection is answered in order.
+func TestProduceAcks(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.Client.CreateTopic(tb.Ctx, "acks", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	for _, acks := range []kgo.Acks{kgo.NoAck(), kgo.LeaderAck(), kgo.AllISRAcks()} {
+		cl := tb.kclient(t, kgo.RequiredAcks(acks), kgo.DisableIdempotentWrite())
+		require.NoError(t, cl.ProduceSync(tb.Ctx, &kgo.Record{Topic: "acks", Value: []byte("v")}).FirstErr())
+		cl.Close()
+	}
+	// acks=0 is answered by nothing: wait for the record to be stored by
+	// reading through Kafka, which also proves the connection lived on.
+	cons := tb.kclient(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"acks": {0: kgo.NewOffset().AtStart()}}))
+	recs := pollN(t, tb.Ctx, cons, 3)
+	for i, r := range recs {
+		require.Equal(t, int64(i), r.Offset)
+	}
+}
+
+// An idempotent producer's batch retried is stored once (same base
+// offset, the second answer a duplicate), also from a new connection (the
+// sequences are in PostgreSQL); a batch before what was stored answers
+// OUT_OF_ORDER_SEQUENCE_NUMBER.
+func TestProduceIdempotent(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.Client.CreateTopic(tb.Ctx, "idem", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	cl := tb.kclient(t)
+	ipr, err := cl.Broker(0).Request(tb.Ctx, kmsg.NewPtrInitProducerIDRequest())
+	require.NoError(t, err)
+	init := ipr.(*kmsg.InitProducerIDResponse)
+	require.Equal(t, int16(0), init.ErrorCode)
+	require.GreaterOrEqual(t, init.ProducerID, int64(0))
+	pid, epoch := init.ProducerID, init.ProducerEpoch
+
+	ts := time.Now().UnixMilli()
+	b0 := rawBatch(pid, epoch, 0, ts, rawRecord{value: []byte("a")}, rawRecord{value: []byte("b")})
+	p := produceOne(t, tb, cl, produceReq("idem", 0, b0))
+	require.Equal(t, int16(0), p.ErrorCode)
+	require.Equal(t, int64(0), p.BaseOffset)
+	p = produceOne(t, tb, cl, produceReq("idem", 0, b0))
+	require.Equal(t, int16(0), p.ErrorCode)
+	require.Equal(t, int64(0), p.BaseOffset, "a retry answers the stored offset")
+	require.Equal(t, int64(2), endOffset(t, tb, "idem", 0))
+
+	b1 := rawBatch(pid, epoch, 2, ts, rawRecord{value: []byte("c")})
+	p = produceOne(t, tb, cl, produceReq("idem", 0, b1))
+	require.Equal(t, int16(0), p.ErrorCode)
+	require.Equal(t, int64(2), p.BaseOffset)
+
+	// From another connection: still the same producer's state.
+	cl2 := tb.kclient(t)
+	p = produceOne(t, tb, cl2, produceReq("idem", 0, b1))
+	require.Equal(t, int16(0), p.ErrorCode)
+	require.Equal(t, int64(2), p.BaseOffset)
+	require.Equal(t, int64(3), endOffset(t, tb, "idem", 0))
+
+	p = produceOne(t, tb, cl2, produceReq("idem", 0, b0))
+	require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, p.ErrorCode)
+	require.Equal(t, int64(3), endOffset(t, tb, "idem", 0))
+
+	// A new producer id starts its own sequences.
+	ipr, err = cl2.Broker(0).Request(tb.Ctx, kmsg.NewPtrInitProducerIDRequest())
+	require.NoError(t, err)
+	require.NotEqual(t, pid, ipr.(*kmsg.InitProducerIDResponse).ProducerID)
+
+	// Transactional producers are refused with Kafka's code.
+	req := kmsg.NewPtrInitProducerIDRequest()
+	txn := "txn"
+	req.TransactionalID = &txn
+	ipr, err = cl2.Broker(0).Request(tb.Ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, kerr.TransactionalIDAuthorizationFailed.Code, ipr.(*kmsg.InitProducerIDResponse).ErrorCode)
+}
