@@ -66,7 +66,11 @@ type target struct {
 	// offset to read per partition): for pgmsg, the group's cursors as
 	// pgmsg's own API reports them.
 	committed func(t *testing.T, topic, group string) map[int32]int64
-	adm       *kadm.Client
+	// createTopic creates a topic: on pgmsg with pgmsg's own API (a topic
+	// made natively is a Kafka topic; the kgo suite covers CreateTopics),
+	// on kfake with CreateTopics.
+	createTopic func(t *testing.T, topic string, partitions int32)
+	adm         *kadm.Client
 }
 
 // targets returns the clusters to test against: PGMSG_KAFKA_COMPAT_TARGET
@@ -149,6 +153,11 @@ func startPgmsg(t *testing.T) *target {
 		}
 		return out
 	}
+	tg.createTopic = func(t *testing.T, topic string, partitions int32) {
+		t.Helper()
+		_, err := s.Client.CreateTopic(s.Ctx, topic, pgmsg.TopicConfig{Partitions: int(partitions)})
+		require.NoError(t, err)
+	}
 	tg.adm = newAdm(t, tg.seeds)
 	return tg
 }
@@ -170,6 +179,7 @@ func startKfake(t *testing.T) *target {
 	t.Cleanup(c.Close)
 	tg := &target{name: "kfake", seeds: c.ListenAddrs()}
 	tg.adm = newAdm(t, tg.seeds)
+	tg.createTopic = tg.createTopicKafka
 	tg.native = func(t *testing.T, topic string, partition int32) []rec {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -225,8 +235,9 @@ func newAdm(t *testing.T, seeds []string) *kadm.Client {
 	return kadm.NewClient(cl)
 }
 
-// createTopic creates topic with partitions through the Kafka protocol.
-func (tg *target) createTopic(t *testing.T, topic string, partitions int32) {
+// createTopicKafka creates topic with partitions through the Kafka
+// protocol.
+func (tg *target) createTopicKafka(t *testing.T, topic string, partitions int32) {
 	t.Helper()
 	resp, err := tg.adm.CreateTopics(context.Background(), partitions, 1, nil, topic)
 	require.NoError(t, err)
