@@ -105,6 +105,7 @@ type Server struct {
 	// recordSize is the average stored size of a record per topic
 	// partition (tp -> int64), which sizes a Fetch's reads.
 	recordSize sync.Map
+	partLocks  sync.Map
 	topics     topicCache
 }
 

@@ -22,6 +22,13 @@ type testBundle struct {
 // nil (its Client is set).
 func setup(t *testing.T, cfg *kafkasrv.Config) *testBundle {
 	t.Helper()
+	return setupCfg(t, cfg)
+}
+
+func setupTB(b *testing.B) *testBundle { return setupCfg(b, nil) }
+
+func setupCfg(t testing.TB, cfg *kafkasrv.Config) *testBundle {
+	t.Helper()
 	b := testbundle.New(t, &testbundle.Opts{MaxConns: 16, Timeout: 2 * time.Minute})
 	c := kafkasrv.Config{}
 	if cfg != nil {
