@@ -2,9 +2,9 @@
 GO ?= go
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: install.sql release-sql clients-test ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci mirror-kill mirror-bench
+.PHONY: install.sql release-sql clients-test kafka-compat kafka-compat-reference ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci mirror-kill mirror-bench
 
-ci: fmt-check vet lint check-generated test-race bench-smoke soak-smoke fuzz-smoke-ci
+ci: fmt-check vet lint check-generated test-race kafka-compat bench-smoke soak-smoke fuzz-smoke-ci
 
 build:
 	$(GO) build ./...
@@ -35,6 +35,24 @@ lint:
 # /usr/bin/python3 with psycopg and npm ci in clients/node (.ci/run does both).
 clients-test:
 	$(GO) test -count=1 -v ./clients
+
+# Kafka clients nobody here wrote against pgmsg's Kafka listener
+# (internal/kafkacompat, docs/kafka.md): franz-go's own kgo integration
+# tests, held to what passes against kfake, and kcat, confluent-kafka-python,
+# kafka-python and kafkajs (go test ./... runs those too; .ci/run installs
+# them). The kgo suite is bounded: KGO_RECORDS records in its ETL tests and
+# KGO_TIMEOUT for the whole suite.
+KGO_RECORDS ?= 20000
+KGO_TIMEOUT ?= 8m
+kafka-compat:
+	PGMSG_KGO_SUITE=pgmsg PGMSG_KGO_RECORDS=$(KGO_RECORDS) PGMSG_KGO_TIMEOUT=$(KGO_TIMEOUT) \
+	  $(GO) test -count=1 -v -timeout 30m -run 'TestKgoSuitePgmsg' ./internal/kafkacompat
+
+# Rewrites internal/kafkacompat/testdata/kgo_kfake_pass.txt: the kgo tests
+# that pass against kfake (after a franz-go upgrade; read the diff).
+kafka-compat-reference:
+	PGMSG_KGO_SUITE=kfake PGMSG_KGO_WRITE_REFERENCE=1 PGMSG_KGO_RECORDS=$(KGO_RECORDS) PGMSG_KGO_TIMEOUT=$(KGO_TIMEOUT) \
+	  $(GO) test -count=1 -v -timeout 30m -run 'TestKgoSuiteKfake' ./internal/kafkacompat
 
 # The plain SQL install (pgmsg migrate sql) for the default schema, the
 # release artefact for installs without the Go binary.

@@ -3,9 +3,18 @@ package kafkacompat
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg/internal/kafkagroup"
 	"github.com/pgmsg/pgmsg/internal/kafkasrv"
 )
 
-// withGroups sets the listener's group coordinator (internal/kafkagroup),
-// once it exists; until then the group APIs answer with Kafka's error code.
-func withGroups(t *testing.T, cfg *kafkasrv.Config) {}
+// withGroups gives the listener its group coordinator (internal/kafkagroup)
+// over the same Client, as pgmsg serve does; it is closed at the end.
+func withGroups(t *testing.T, cfg *kafkasrv.Config) {
+	t.Helper()
+	co, err := kafkagroup.New(kafkagroup.Config{Client: cfg.Client})
+	require.NoError(t, err)
+	t.Cleanup(co.Close)
+	cfg.Groups = co
+}
