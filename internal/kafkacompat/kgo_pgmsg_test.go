@@ -59,7 +59,7 @@ func TestKgoSuitePgmsg(t *testing.T) {
 	t.Logf("%d required tests and subtests of the kfake reference, %d failed; excluded tests that pass anyway: %v",
 		required, len(failed), passedExcluded)
 	if len(failed) > 0 {
-		t.Logf("suite output:\n%s", tail(run.Output, 200))
+		t.Logf("suite output (failures and messages):\n%s", tail(interesting(run.Output), 300))
 	}
 	require.Empty(t, failed, "kgo tests that pass against kfake and failed against pgmsg")
 }
@@ -72,6 +72,20 @@ func excluded(excl map[string]string, name string) bool {
 		}
 	}
 	return false
+}
+
+// interesting drops the lines of passing tests and of test starts from
+// the suite's output.
+func interesting(out string) string {
+	var keep []string
+	for _, line := range strings.Split(out, "\n") {
+		l := strings.TrimSpace(line)
+		if l == "" || strings.HasPrefix(l, "=== ") || strings.HasPrefix(l, "--- PASS") {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return strings.Join(keep, "\n")
 }
 
 // tail returns the last n lines of s.
