@@ -22,7 +22,12 @@ var served = map[int16][2]int16{
 	3:  {0, 12}, // Metadata
 	10: {0, 4},  // FindCoordinator
 	18: {0, 3},  // ApiVersions
+	19: {0, 7},  // CreateTopics
+	20: {0, 6},  // DeleteTopics
 	22: {0, 4},  // InitProducerId
+	32: {0, 4},  // DescribeConfigs
+	37: {0, 3},  // CreatePartitions
+	44: {0, 1},  // IncrementalAlterConfigs
 }
 
 // groupKeys are the keys of the group APIs (Config.Groups).
@@ -39,6 +44,11 @@ func (s *Server) versions(key int16) (lo, hi int16, ok bool) {
 			hi = req.MaxVersion()
 		}
 		return 0, hi, true
+	}
+	if s.cfg.Groups == nil && isGroupKey(key) {
+		// Not advertised, but answered (groupsUnavailable) at any version
+		// kmsg reads.
+		return 0, kmsg.RequestForKey(key).MaxVersion(), true
 	}
 	return 0, 0, false
 }
@@ -92,9 +102,22 @@ func (c *conn) handle(r *request) (kmsg.Response, error) {
 		return c.s.findCoordinator(ctx, req), nil
 	case *kmsg.InitProducerIDRequest:
 		return c.s.initProducerID(ctx, req)
+	case *kmsg.CreateTopicsRequest:
+		return c.createTopics(ctx, req)
+	case *kmsg.DeleteTopicsRequest:
+		return c.deleteTopics(ctx, req)
+	case *kmsg.CreatePartitionsRequest:
+		return c.createPartitions(ctx, req)
+	case *kmsg.DescribeConfigsRequest:
+		return c.describeConfigs(ctx, req)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return c.incrementalAlterConfigs(ctx, req)
 	}
 	if c.s.cfg.Groups != nil && c.s.cfg.Groups.Handles(r.key) {
 		return c.s.cfg.Groups.Handle(ctx, r.req)
+	}
+	if resp := groupsUnavailable(r.req); resp != nil {
+		return resp, nil
 	}
 	return nil, fmt.Errorf("kafkasrv: no handler for key %d", r.key)
 }

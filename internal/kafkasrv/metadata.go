@@ -165,3 +165,26 @@ func (s *Server) autoCreate(ctx context.Context, name string) (*pgmsg.Topic, err
 	}
 	return t, err
 }
+
+// find returns topic name, fresh from the database.
+func (tc *topicCache) find(ctx context.Context, name string) (*pgmsg.Topic, error) {
+	d, err := tc.s.client.DescribeTopic(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &d.Topic, nil
+}
+
+// findID returns the topic whose Kafka id is id, nil if none is.
+func (tc *topicCache) findID(ctx context.Context, id [16]byte) (*pgmsg.Topic, error) {
+	ts, err := tc.list(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range ts {
+		if tc.s.topicID(t) == id {
+			return t, nil
+		}
+	}
+	return nil, nil
+}
