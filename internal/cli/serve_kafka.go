@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/httpapi"
+	"github.com/pgmsg/pgmsg/internal/kafkagroup"
 	"github.com/pgmsg/pgmsg/internal/kafkasrv"
 )
 
@@ -68,15 +69,24 @@ func (g *globals) startKafka(o kafkaOpts, client *pgmsg.Client, logger *slog.Log
 	if o.listen == "" {
 		return func() {}, nil
 	}
+	// The group coordinator (consumer groups, committed offsets). Owns:
+	// every group, until the broker registry spreads them over processes.
+	groups, err := kafkagroup.New(kafkagroup.Config{Client: client, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
 	srv, err := kafkasrv.New(kafkasrv.Config{
 		Client: client, Advertise: o.advertise, MaxRequestBytes: o.maxRequestBytes,
 		AutoCreateTopics: o.autoCreate, AutoCreatePartitions: o.autoPartitions, Logger: logger,
+		Groups: groups,
 	})
 	if err != nil {
+		groups.Close()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
+		groups.Close()
 		return nil, fmt.Errorf("cannot listen on --kafka-listen %s: %w", o.listen, err)
 	}
 	done := make(chan struct{})
@@ -93,5 +103,6 @@ func (g *globals) startKafka(o kafkaOpts, client *pgmsg.Client, logger *slog.Log
 	return func() {
 		_ = srv.Close()
 		<-done
+		groups.Close()
 	}, nil
 }

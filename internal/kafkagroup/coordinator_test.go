@@ -3,8 +3,6 @@ package kafkagroup
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -36,7 +34,7 @@ func setup(t *testing.T, edit func(*Config)) *bundle {
 	t.Cleanup(client.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	cfg := Config{Client: client, MinSessionTimeout: time.Millisecond, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
+	cfg := Config{Client: client, MinSessionTimeout: time.Millisecond}
 	if edit != nil {
 		edit(&cfg)
 	}

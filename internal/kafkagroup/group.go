@@ -123,7 +123,7 @@ func (g *group) load(ctx context.Context) error {
 	g.generation, g.leader = kg.Generation, kg.Leader
 	for _, km := range members {
 		m := &member{id: km.MemberID, instanceID: km.InstanceID, clientID: km.ClientID, clientHost: km.ClientHost,
-			session: time.Duration(km.SessionTimeoutMs) * time.Millisecond,
+			session:   time.Duration(km.SessionTimeoutMs) * time.Millisecond,
 			rebalance: time.Duration(km.RebalanceTimeoutMs) * time.Millisecond, assignment: km.Assignment}
 		for i, name := range km.Protocols {
 			p := kmsg.NewJoinGroupRequestProtocol()

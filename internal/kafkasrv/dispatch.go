@@ -3,10 +3,13 @@ package kafkasrv
 import (
 	"context"
 	"fmt"
+	"net"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pgmsg/pgmsg/internal/kafkaclient"
 )
 
 var errUnsupportedVersion = kerr.UnsupportedVersion.Code
@@ -114,6 +117,13 @@ func (c *conn) handle(r *request) (kmsg.Response, error) {
 		return c.incrementalAlterConfigs(ctx, req)
 	}
 	if c.s.cfg.Groups != nil && c.s.cfg.Groups.Handles(r.key) {
+		// The coordinator shows who a group's members are
+		// (DescribeGroups): the client.id and, as Kafka, "/" + host.
+		host := c.nc.RemoteAddr().String()
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		ctx = kafkaclient.With(ctx, kafkaclient.Client{ID: r.clientID, Host: "/" + host})
 		return c.s.cfg.Groups.Handle(ctx, r.req)
 	}
 	if resp := groupsUnavailable(r.req); resp != nil {

@@ -1,0 +1,271 @@
+package kafkagroup_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/kafkagroup"
+	"github.com/pgmsg/pgmsg/internal/kafkasrv"
+	"github.com/pgmsg/pgmsg/internal/testbundle"
+)
+
+// Real franz-go clients (kgo group consumers, kadm) against the listener
+// with the coordinator, started in-process on 127.0.0.1:0.
+
+type listener struct {
+	*testbundle.Bundle
+	addr string
+}
+
+func listen(t *testing.T) *listener {
+	t.Helper()
+	b := testbundle.New(t, &testbundle.Opts{MaxConns: 24, Timeout: 3 * time.Minute})
+	coord, err := kafkagroup.New(kafkagroup.Config{Client: b.Client, MinSessionTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	srv, err := kafkasrv.New(kafkasrv.Config{Client: b.Client, Groups: coord})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		require.NoError(t, srv.Close())
+		require.NoError(t, <-done)
+		coord.Close()
+	})
+	return &listener{Bundle: b, addr: ln.Addr().String()}
+}
+
+func (l *listener) kclient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(l.addr), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
+	require.NoError(t, err)
+	return cl
+}
+
+func (l *listener) publish(t *testing.T, topic string, from, n int) {
+	t.Helper()
+	recs := make([]*pgmsg.Record, n)
+	for i := range recs {
+		recs[i] = &pgmsg.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", from+i), Value: fmt.Appendf(nil, "v%d", from+i)}
+	}
+	require.NoError(t, l.Client.Publish(l.Ctx, recs, nil))
+}
+
+// seen records each (partition, offset) a consumer processed.
+type seen struct {
+	mu   sync.Mutex
+	recs map[[2]int64]int
+	n    int
+}
+
+func (s *seen) add(r *kgo.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recs[[2]int64{int64(r.Partition), r.Offset}]++
+	s.n++
+}
+
+func (s *seen) count() (distinct, total int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.recs), s.n
+}
+
+// consumer polls as a member of group, commits what it processed before
+// it lets a rebalance happen, and stops (committing, leaving) when stop
+// closes.
+func (l *listener) consumer(t *testing.T, group string, balancer kgo.GroupBalancer, s *seen, mine *atomic.Int64, stop <-chan struct{}) <-chan struct{} {
+	cl := l.kclient(t, kgo.ConsumerGroup(group), kgo.ConsumeTopics("t"), kgo.Balancers(balancer),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.SessionTimeout(3*time.Second),
+		kgo.HeartbeatInterval(100*time.Millisecond), kgo.RebalanceTimeout(10*time.Second),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cl.Close()
+		for {
+			ctx, cancel := context.WithTimeout(l.Ctx, 200*time.Millisecond)
+			fs := cl.PollFetches(ctx)
+			cancel()
+			fs.EachRecord(s.add)
+			mine.Add(int64(fs.NumRecords()))
+			if err := cl.CommitUncommittedOffsets(l.Ctx); err != nil {
+				t.Errorf("commit: %v", err)
+			}
+			cl.AllowRebalance()
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	return done
+}
+
+// Three consumers of each balancer join and leave while records arrive;
+// every record is processed exactly once (each commits before it lets a
+// rebalance happen), and the group's cursors end at the partitions' ends.
+func TestKgoGroupConsumersRebalancing(t *testing.T) {
+	for _, bal := range []struct {
+		name string
+		b    kgo.GroupBalancer
+	}{{"range", kgo.RangeBalancer()}, {"roundrobin", kgo.RoundRobinBalancer()},
+		{"cooperative-sticky", kgo.CooperativeStickyBalancer()}} {
+		t.Run(bal.name, func(t *testing.T) {
+			t.Parallel()
+			l := listen(t)
+			_, err := l.Client.CreateTopic(l.Ctx, "t", pgmsg.TopicConfig{Partitions: 6})
+			require.NoError(t, err)
+			l.publish(t, "t", 0, 300)
+			s := &seen{recs: map[[2]int64]int{}}
+			waitFor := func(n int) {
+				require.Eventually(t, func() bool { d, _ := s.count(); return d >= n }, time.Minute, 10*time.Millisecond)
+			}
+			stops := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
+			mine := make([]atomic.Int64, 3)
+			var dones []<-chan struct{}
+			dones = append(dones, l.consumer(t, "g-"+bal.name, bal.b, s, &mine[0], stops[0]))
+			waitFor(50)
+			dones = append(dones, l.consumer(t, "g-"+bal.name, bal.b, s, &mine[1], stops[1]))
+			l.publish(t, "t", 300, 300)
+			waitFor(350)
+			dones = append(dones, l.consumer(t, "g-"+bal.name, bal.b, s, &mine[2], stops[2]))
+			l.publish(t, "t", 600, 300)
+			waitFor(650)
+			close(stops[0]) // the first leaves
+			<-dones[0]
+			l.publish(t, "t", 900, 300)
+			waitFor(1200)
+			close(stops[1])
+			close(stops[2])
+			<-dones[1]
+			<-dones[2]
+
+			distinct, total := s.count()
+			require.Equal(t, 1200, distinct, "every record processed")
+			require.Equal(t, 1200, total, "none twice")
+			for i := range mine {
+				require.Positive(t, mine[i].Load(), "consumer %d had partitions", i)
+			}
+			parts, err := l.Client.ListGroups(l.Ctx, "t", "g-"+bal.name)
+			require.NoError(t, err)
+			require.Len(t, parts, 6)
+			for _, p := range parts {
+				require.Equal(t, p.EndOffset, p.NextOffset, "partition %d: the cursor is the committed offset", p.Partition)
+				require.Zero(t, p.Lag)
+			}
+		})
+	}
+}
+
+func TestKadmGroups(t *testing.T) {
+	t.Parallel()
+	l := listen(t)
+	ctx := l.Ctx
+	_, err := l.Client.CreateTopic(ctx, "t", pgmsg.TopicConfig{Partitions: 2})
+	require.NoError(t, err)
+	l.publish(t, "t", 0, 20)
+	adm := kadm.NewClient(l.kclient(t))
+	t.Cleanup(adm.Close)
+
+	// Commit and fetch offsets as an admin (no membership).
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "t", Partition: 0, At: 3, LeaderEpoch: -1, Metadata: "hello"})
+	cr, err := adm.CommitOffsets(ctx, "admin-g", offs)
+	require.NoError(t, err)
+	require.NoError(t, cr.Error())
+	fr, err := adm.FetchOffsets(ctx, "admin-g")
+	require.NoError(t, err)
+	o, ok := fr.Lookup("t", 0)
+	require.True(t, ok)
+	require.Equal(t, int64(3), o.At)
+	require.Equal(t, "hello", o.Metadata)
+	_, ok = fr.Lookup("t", 1)
+	require.False(t, ok, "a partition never committed has no offset")
+	// The offset is the pgmsg group's cursor (what `pgmsg group list` shows).
+	parts, err := l.Client.ListGroups(ctx, "t", "admin-g")
+	require.NoError(t, err)
+	require.Equal(t, int64(3), parts[0].NextOffset)
+
+	// A group with a consuming member.
+	cl := l.kclient(t, kgo.ConsumerGroup("live-g"), kgo.ConsumeTopics("t"), kgo.SessionTimeout(3*time.Second),
+		kgo.HeartbeatInterval(100*time.Millisecond), kgo.ClientID("consumer-1"))
+	defer cl.Close()
+	got := 0
+	for got < 20 {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, fs.Err())
+		got += fs.NumRecords()
+	}
+	require.NoError(t, cl.CommitUncommittedOffsets(ctx))
+
+	listed, err := adm.ListGroups(ctx)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"admin-g", "live-g"}, listed.Groups())
+	dg, err := adm.DescribeGroups(ctx, "live-g")
+	require.NoError(t, err)
+	d := dg["live-g"]
+	require.NoError(t, d.Err)
+	require.Equal(t, "Stable", d.State)
+	require.Equal(t, "consumer", d.ProtocolType)
+	require.Len(t, d.Members, 1)
+	require.Equal(t, "consumer-1", d.Members[0].ClientID)
+	require.Equal(t, "/127.0.0.1", d.Members[0].ClientHost)
+	ca, ok := d.Members[0].Assigned.AsConsumer()
+	require.True(t, ok)
+	require.Len(t, ca.Topics, 1)
+	require.Len(t, ca.Topics[0].Partitions, 2)
+
+	live, err := l.Client.ListGroups(ctx, "t", "live-g")
+	require.NoError(t, err)
+	require.Len(t, live, 2)
+	lag, err := adm.Lag(ctx, "live-g")
+	require.NoError(t, err)
+	require.Zero(t, lag["live-g"].Lag.Total(), "committed everything")
+
+	// Deleting: refused while the member is there, and the offsets of a
+	// topic it consumes stay.
+	del, err := adm.DeleteGroups(ctx, "live-g")
+	require.NoError(t, err)
+	require.ErrorIs(t, del["live-g"].Err, kerr.NonEmptyGroup)
+	dor, err := adm.DeleteOffsets(ctx, "live-g", kadm.TopicsSet{"t": {0: {}}})
+	require.NoError(t, err)
+	require.ErrorIs(t, dor.Error(), kerr.GroupSubscribedToTopic)
+
+	cl.Close()
+	require.Eventually(t, func() bool {
+		dg, err := adm.DescribeGroups(ctx, "live-g")
+		return err == nil && dg["live-g"].State == "Empty"
+	}, 30*time.Second, 10*time.Millisecond)
+	dor, err = adm.DeleteOffsets(ctx, "live-g", kadm.TopicsSet{"t": {0: {}}})
+	require.NoError(t, err)
+	require.NoError(t, dor.Error())
+	fr, err = adm.FetchOffsets(ctx, "live-g")
+	require.NoError(t, err)
+	_, ok = fr.Lookup("t", 0)
+	require.False(t, ok)
+	o, ok = fr.Lookup("t", 1)
+	require.True(t, ok)
+	require.Equal(t, live[1].EndOffset, o.At)
+	del, err = adm.DeleteGroups(ctx, "live-g", "admin-g", "nothing")
+	require.NoError(t, err)
+	require.NoError(t, del["live-g"].Err)
+	require.NoError(t, del["admin-g"].Err)
+	require.ErrorIs(t, del["nothing"].Err, kerr.GroupIDNotFound)
+	parts, err = l.Client.ListGroups(ctx, "t", "")
+	require.NoError(t, err)
+	require.Empty(t, parts, "the groups' cursors went with them")
+}
