@@ -43,7 +43,7 @@ clients-test:
 # them). The kgo suite is bounded: KGO_RECORDS records in its ETL tests and
 # KGO_TIMEOUT for the whole suite.
 KGO_RECORDS ?= 20000
-KGO_TIMEOUT ?= 8m
+KGO_TIMEOUT ?= 12m
 kafka-compat:
 	PGMSG_KGO_SUITE=pgmsg PGMSG_KGO_RECORDS=$(KGO_RECORDS) PGMSG_KGO_TIMEOUT=$(KGO_TIMEOUT) \
 	  $(GO) test -count=1 -v -timeout 30m -run 'TestKgoSuitePgmsg' ./internal/kafkacompat

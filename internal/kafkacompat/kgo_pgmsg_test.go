@@ -27,7 +27,7 @@ func TestKgoSuitePgmsg(t *testing.T) {
 	if s := os.Getenv("PGMSG_KGO_SUITE"); s != "pgmsg" && s != "all" {
 		t.Skip("the kgo suite against pgmsg runs in make kafka-compat (PGMSG_KGO_SUITE=pgmsg)")
 	}
-	s := startPgmsgServer(t, kafkasrv.Config{}, kgoTimeoutDefault+2*time.Minute)
+	s := startPgmsgServer(t, kafkasrv.Config{}, envDuration(t, "PGMSG_KGO_TIMEOUT", kgoTimeoutDefault)+5*time.Minute)
 	run := runKgoSuite(t, s.addr, os.Getenv("PGMSG_KGO_RUN"))
 	t.Logf("kgo suite against pgmsg:\n%s", kgoSummary(run))
 	ref := kgoSuiteList(t, kgoReferencePath)
@@ -58,8 +58,8 @@ func TestKgoSuitePgmsg(t *testing.T) {
 	sort.Strings(passedExcluded)
 	t.Logf("%d required tests and subtests of the kfake reference, %d failed; excluded tests that pass anyway: %v",
 		required, len(failed), passedExcluded)
-	if len(failed) > 0 {
-		t.Logf("suite output (failures and messages):\n%s", tail(interesting(run.Output), 300))
+	for _, name := range sortedKeys(run.Output) {
+		t.Logf("output of %s (%s):\n%s", name, run.Results[name], tail(interesting(run.Output[name]), 80))
 	}
 	require.Empty(t, failed, "kgo tests that pass against kfake and failed against pgmsg")
 }
@@ -86,6 +86,15 @@ func interesting(out string) string {
 		keep = append(keep, line)
 	}
 	return strings.Join(keep, "\n")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // tail returns the last n lines of s.

@@ -2,9 +2,9 @@ package kafkacompat
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,9 +35,17 @@ import (
 const kgoRecordsDefault = 20000
 
 // kgoTimeoutDefault bounds one run of the suite (PGMSG_KGO_TIMEOUT
-// overrides): the kgo test binary's -test.timeout; the subprocess is
-// killed a minute after it.
-const kgoTimeoutDefault = 8 * time.Minute
+// overrides): tests not started by then are reported NOT RUN.
+const kgoTimeoutDefault = 12 * time.Minute
+
+// kgoTestTimeoutDefault bounds one test of the suite, its process's
+// -test.timeout (PGMSG_KGO_TEST_TIMEOUT overrides): a test that hangs is
+// a failure of its own and does not take the others with it.
+const kgoTestTimeoutDefault = 3 * time.Minute
+
+// kgoParallelDefault is how many of the suite's tests run at once, each
+// in a process of its own (PGMSG_KGO_PARALLEL overrides).
+const kgoParallelDefault = 3
 
 var (
 	kgoBinOnce sync.Once
@@ -75,81 +83,131 @@ const (
 	kgoPass   kgoResult = "PASS"
 	kgoFail   kgoResult = "FAIL"
 	kgoSkip   kgoResult = "SKIP"
-	kgoNotRun kgoResult = "NOT RUN" // the binary ended (panic, timeout) before it reported
+	kgoNotRun kgoResult = "NOT RUN" // its process ended (panic, timeout) before it reported, or the suite's time ran out
 )
 
 // kgoRun is one run of the suite.
 type kgoRun struct {
 	Results map[string]kgoResult
 	Elapsed map[string]time.Duration
-	Output  string // the binary's stdout and stderr, for the failure message
+	// Output holds the output of each top-level test that did not pass.
+	Output map[string]string
 }
 
 var kgoResultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+) \(([0-9.]+)s\)`)
 
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	t.Helper()
+	if v := os.Getenv(name); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err, name)
+		return d
+	}
+	return def
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	if v := os.Getenv(name); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, name)
+		return n
+	}
+	return def
+}
+
 // runKgoSuite runs the tests of franz-go's kgo package matching run (a
-// -test.run pattern) against seeds, with env added to the suite's
+// -test.run pattern; "" for all) against seeds, each top-level test in a
+// process of its own, a few at a time, with env added to the suite's
 // environment.
 func runKgoSuite(t *testing.T, seeds, run string, env ...string) kgoRun {
 	t.Helper()
 	bin := kgoTestBinary(t)
-	timeout := kgoTimeoutDefault
-	if v := os.Getenv("PGMSG_KGO_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		require.NoError(t, err, "PGMSG_KGO_TIMEOUT")
-		timeout = d
+	total := envDuration(t, "PGMSG_KGO_TIMEOUT", kgoTimeoutDefault)
+	perTest := envDuration(t, "PGMSG_KGO_TEST_TIMEOUT", kgoTestTimeoutDefault)
+	parallel := envInt(t, "PGMSG_KGO_PARALLEL", kgoParallelDefault)
+	records := envInt(t, "PGMSG_KGO_RECORDS", kgoRecordsDefault)
+	if run == "" {
+		run = "."
 	}
-	records := kgoRecordsDefault
-	if v := os.Getenv("PGMSG_KGO_RECORDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err, "PGMSG_KGO_RECORDS")
-		records = n
+	list, err := exec.Command(bin, "-test.list", run).Output()
+	require.NoError(t, err, "%s -test.list", bin)
+	var names []string
+	for _, n := range strings.Fields(string(list)) {
+		if strings.HasPrefix(n, "Test") || strings.HasPrefix(n, "Fuzz") || strings.HasPrefix(n, "Example") {
+			names = append(names, n)
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
-	defer cancel()
-	args := []string{"-test.v", "-test.count=1", "-test.timeout", timeout.String()}
-	if run != "" {
-		args = append(args, "-test.run", run)
-	}
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(),
+	require.NotEmpty(t, names, "no kgo test matches %q", run)
+	environ := append(os.Environ(),
 		"KGO_SEEDS="+seeds,
 		"KGO_TEST_RF=1",
 		"KGO_TEST_RECORDS="+strconv.Itoa(records),
 		"KGO_LOG_LEVEL=none",
 	)
-	cmd.Env = append(cmd.Env, env...)
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	require.NoError(t, cmd.Start())
-	res := kgoRun{Results: map[string]kgoResult{}, Elapsed: map[string]time.Duration{}}
-	var out strings.Builder
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			out.WriteString(line)
-			out.WriteByte('\n')
-			if m := kgoResultLine.FindStringSubmatch(line); m != nil {
-				res.Results[m[2]] = kgoResult(m[1])
-				secs, _ := strconv.ParseFloat(m[3], 64)
-				res.Elapsed[m[2]] = time.Duration(secs * float64(time.Second))
+	environ = append(environ, env...)
+	deadline := time.Now().Add(total)
+	res := kgoRun{Results: map[string]kgoResult{}, Elapsed: map[string]time.Duration{}, Output: map[string]string{}}
+	var mu sync.Mutex
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range max(parallel, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range work {
+				results, elapsed, out := runKgoTest(bin, name, perTest, deadline, environ)
+				mu.Lock()
+				for n, r := range results {
+					res.Results[n] = r
+					res.Elapsed[n] = elapsed[n]
+				}
+				if results[name] == "" {
+					res.Results[name] = kgoNotRun
+				}
+				if res.Results[name] != kgoPass {
+					res.Output[name] = out
+				}
+				mu.Unlock()
 			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	err := cmd.Wait()
-	_ = pw.Close()
-	<-scanned
-	res.Output = out.String()
-	if err != nil {
-		t.Logf("kgo test binary: %v (a failing test makes it exit 1)", err)
+		}()
 	}
+	for _, n := range names {
+		work <- n
+	}
+	close(work)
+	wg.Wait()
 	return res
+}
+
+// runKgoTest runs one top-level test (and its subtests) in a process of
+// its own, bounded by timeout and the suite's deadline.
+func runKgoTest(bin, name string, timeout time.Duration, deadline time.Time, environ []string) (map[string]kgoResult, map[string]time.Duration, string) {
+	results, elapsed := map[string]kgoResult{}, map[string]time.Duration{}
+	if left := time.Until(deadline); left < timeout {
+		if left < 10*time.Second {
+			return results, elapsed, "not started: the suite's time (PGMSG_KGO_TIMEOUT) ran out"
+		}
+		timeout = left
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-test.v", "-test.count=1", "-test.timeout", timeout.String(),
+		"-test.run", "^"+regexp.QuoteMeta(name)+"$")
+	cmd.Env = environ
+	cmd.Dir = os.TempDir()
+	cmd.WaitDelay = 10 * time.Second
+	out, _ := cmd.CombinedOutput()
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if m := kgoResultLine.FindStringSubmatch(sc.Text()); m != nil {
+			results[m[2]] = kgoResult(m[1])
+			secs, _ := strconv.ParseFloat(m[3], 64)
+			elapsed[m[2]] = time.Duration(secs * float64(time.Second))
+		}
+	}
+	return results, elapsed, string(out)
 }
 
 // kgoSuiteList reads a list of test names, one a line; text after '#' is a
