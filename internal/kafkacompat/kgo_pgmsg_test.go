@@ -32,6 +32,11 @@ func TestKgoSuitePgmsg(t *testing.T) {
 	t.Logf("kgo suite against pgmsg:\n%s", kgoSummary(run))
 	ref := kgoSuiteList(t, kgoReferencePath)
 	excl := kgoSuiteList(t, kgoExclusionsPath)
+	for name, why := range excl {
+		_, inRef := ref[name]
+		require.True(t, inRef, "exclusion %s is not a test of the kfake reference", name)
+		require.NotEmpty(t, strings.TrimLeft(why, ": "), "exclusion %s has no reason", name)
+	}
 	var failed, passedExcluded []string
 	required := 0
 	for name := range ref {
