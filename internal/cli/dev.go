@@ -194,5 +194,5 @@ and with the CLI:
 	return g.serve(ctx, serveOpts{listen: listen, insecureNoAuth: true, maxBodyBytes: httpapi.MaxBodyBytesDefault,
 		maxRecords: httpapi.MaxRecordsDefault, maxWait: httpapi.MaxWaitDefault, shutdownTimeout: httpapi.ShutdownTimeoutDefault,
 		tokenCacheTTL: httpapi.TokenCacheTTLDefault, maintenance: true,
-		kafka: kafkaOpts{listen: kafkaListen, maxRequestBytes: kafkasrv.MaxRequestBytesDefault, autoCreate: true, autoPartitions: 1}})
+		kafka: kafkaOpts{listen: kafkaListen, maxRequestBytes: kafkasrv.MaxRequestBytesDefault, autoCreate: true, autoPartitions: 1, nodeID: -1}})
 }

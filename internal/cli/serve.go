@@ -136,6 +136,7 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 	if o.authRate < 0 || math.IsNaN(o.authRate) || math.IsInf(o.authRate, 0) {
 		return fmt.Errorf("--auth-failure-rate must be a positive number of attempts per second, got %v", o.authRate)
 	}
+	o.kafka.noAuth = o.insecureNoAuth
 	if err := o.kafka.check(); err != nil {
 		return err
 	}

@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/kafkasrv"
@@ -70,7 +73,11 @@ func TestServeKafkaFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--kafka-listen", "0.0.0.0:9092"}, "--kafka-listen 0.0.0.0:9092 is refused"},
+		{[]string{"--kafka-listen", "0.0.0.0:9092", "--insecure-no-auth"}, "--kafka-listen 0.0.0.0:9092 is refused with --insecure-no-auth"},
+		{[]string{"--kafka-listen", "0.0.0.0:9092"}, "--kafka-listen 0.0.0.0:9092 needs --kafka-tls-cert"},
+		{[]string{"--kafka-tls-cert", "x"}, "--kafka-tls-cert and --kafka-tls-key need --kafka-listen"},
+		{[]string{"--kafka-listen", "0.0.0.0:0", "--kafka-tls-cert", "/nonexistent.crt"}, "--kafka-tls-cert and --kafka-tls-key go together"},
+		{[]string{"--kafka-listen", "0.0.0.0:0", "--kafka-tls-cert", "/nonexistent.crt", "--kafka-tls-key", "/nonexistent.key"}, "cannot load --kafka-tls-cert"},
 		{[]string{"--kafka-advertise", "h:1"}, "--kafka-advertise needs --kafka-listen"},
 		{[]string{"--kafka-listen", "127.0.0.1:0", "--kafka-advertise", "nohost"}, "--kafka-advertise must be host:port"},
 		{[]string{"--kafka-listen", "127.0.0.1:0", "--kafka-max-request-bytes", "0"}, "--kafka-max-request-bytes must be positive"},
@@ -81,4 +88,48 @@ func TestServeKafkaFlagErrors(t *testing.T) {
 		require.Equal(t, 1, code, tc.args)
 		require.Contains(t, stderr.String(), tc.want, tc.args)
 	}
+}
+
+// Without --insecure-no-auth, serve's Kafka listener wants SASL/PLAIN with
+// a token, here over TLS (--kafka-tls-cert/--kafka-tls-key).
+func TestServeKafkaAuthTLS(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	out := s.ok("", "token", "create", "pub", "--scope", "publish:orders", "-o", "json")
+	secret := secretRE.FindString(out)
+	require.NotEmpty(t, secret, out)
+	s.ok("", "topic", "create", "orders")
+	certFile, keyFile, cert := selfSigned(t, t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr strings.Builder
+	g := &globals{databaseURL: s.b.URL, schema: s.b.Schema, stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, output: "table"}
+	kafkac := make(chan string, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- g.serve(ctx, serveOpts{listen: "127.0.0.1:0", maxConns: 4, authBurst: 10,
+			kafka: kafkaOpts{listen: "127.0.0.1:0", maxRequestBytes: kafkasrv.MaxRequestBytesDefault, autoPartitions: 1,
+				tlsCert: certFile, tlsKey: keyFile, nodeID: -1, ready: func(a string) { kafkac <- a }}})
+	}()
+	var addr string
+	select {
+	case addr = <-kafkac:
+	case err := <-served:
+		t.Fatalf("serve: %v", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}),
+		kgo.SASL(plain.Auth{User: "pub", Pass: secret}.AsMechanism()), kgo.DisableIdempotentWrite())
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("v")}).FirstErr())
+	cancel()
+	select {
+	case err := <-served:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	require.Contains(t, stdout.String(), "(TLS, SASL/PLAIN with a token as the password;")
 }

@@ -269,3 +269,103 @@ func TestKadmGroups(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, parts, "the groups' cursors went with them")
 }
+
+// killer dials a client's connections and can cut them all, and refuse
+// new ones: the client is as good as crashed (it never leaves the group).
+type killer struct {
+	mu    sync.Mutex
+	dead  bool
+	conns []net.Conn
+}
+
+func (k *killer) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.dead {
+		return nil, fmt.Errorf("crashed")
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err == nil {
+		k.conns = append(k.conns, c)
+	}
+	return c, err
+}
+
+func (k *killer) kill() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.dead = true
+	for _, c := range k.conns {
+		_ = c.Close()
+	}
+}
+
+// A consumer that crashes (no LeaveGroup) is removed when its session
+// times out; the others take its partitions over from its last commit:
+// nothing is lost, and only what it processed without committing is
+// processed again.
+func TestKgoConsumerCrash(t *testing.T) {
+	t.Parallel()
+	l := listen(t)
+	_, err := l.Client.CreateTopic(l.Ctx, "t", pgmsg.TopicConfig{Partitions: 4})
+	require.NoError(t, err)
+	l.publish(t, "t", 0, 200)
+	s := &seen{recs: map[[2]int64]int{}}
+	var uncommitted atomic.Int64 // records whose commit failed
+	k := &killer{}
+	run := func(dialer func(context.Context, string, string) (net.Conn, error), stop <-chan struct{}) <-chan struct{} {
+		opts := []kgo.Opt{kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t"), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+			kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100 * time.Millisecond),
+			kgo.RebalanceTimeout(10 * time.Second), kgo.RetryTimeout(time.Second)}
+		if dialer != nil {
+			opts = append(opts, kgo.Dialer(dialer))
+		}
+		cl := l.kclient(t, opts...)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer cl.Close()
+			for {
+				ctx, cancel := context.WithTimeout(l.Ctx, 200*time.Millisecond)
+				fs := cl.PollFetches(ctx)
+				cancel()
+				fs.EachRecord(s.add)
+				cctx, cancel := context.WithTimeout(l.Ctx, 2*time.Second)
+				if err := cl.CommitUncommittedOffsets(cctx); err != nil {
+					uncommitted.Add(int64(fs.NumRecords()))
+				}
+				cancel()
+				cl.AllowRebalance()
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+		return done
+	}
+	stopA, stopB := make(chan struct{}), make(chan struct{})
+	doneA := run(k.dial, stopA)
+	require.Eventually(t, func() bool { d, _ := s.count(); return d >= 100 }, time.Minute, 10*time.Millisecond)
+	doneB := run(nil, stopB)
+	require.Eventually(t, func() bool { d, _ := s.count(); return d >= 200 }, time.Minute, 10*time.Millisecond)
+	k.kill()
+	l.publish(t, "t", 200, 200)
+	// b alone gets every partition once a's session has expired.
+	require.Eventually(t, func() bool { d, _ := s.count(); return d >= 400 }, time.Minute, 10*time.Millisecond)
+	close(stopB)
+	<-doneB
+	close(stopA)
+	<-doneA
+
+	distinct, total := s.count()
+	require.Equal(t, 400, distinct, "nothing lost")
+	require.LessOrEqual(t, int64(total-distinct), uncommitted.Load(),
+		"only records processed without a commit are processed again")
+	parts, err := l.Client.ListGroups(l.Ctx, "t", "g")
+	require.NoError(t, err)
+	for _, p := range parts {
+		require.Equal(t, p.EndOffset, p.NextOffset)
+	}
+}

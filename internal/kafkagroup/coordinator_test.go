@@ -856,3 +856,67 @@ func TestAuthorization(t *testing.T) {
 	require.Equal(t, kerr.GroupAuthorizationFailed.Code, code)
 	require.Equal(t, kerr.GroupAuthorizationFailed.Code, describe(t, b.ctx, b.c, 5, "secret")[0].ErrorCode)
 }
+
+// A coordinator that stops between the join and the leader's assignment
+// leaves a group that the next one rebalances: the members rejoin (their
+// heartbeat says so) into the next generation.
+func TestRestartMidRebalance(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	c1 := b.another(nil)
+	j := recv(t, b.newMember(c1, "g", joinOpts{}))
+	require.Zero(t, j.ErrorCode)
+	c1.Close() // no SyncGroup yet: stored as CompletingRebalance
+
+	c2 := b.another(nil)
+	require.Equal(t, kerr.RebalanceInProgress.Code, heartbeat(t, b.ctx, c2, "g", j.MemberID, j.Generation))
+	r := do[*kmsg.SyncGroupResponse](t, b.ctx, c2, syncReq("g", j.MemberID, j.Generation, nil))
+	require.Equal(t, kerr.RebalanceInProgress.Code, r.ErrorCode)
+	j2 := recv(t, b.joinAsync(c2, "g", joinOpts{member: j.MemberID}))
+	require.Zero(t, j2.ErrorCode)
+	require.Equal(t, j.Generation+1, j2.Generation)
+	require.Equal(t, j.MemberID, j2.LeaderID)
+}
+
+// A group this process does not coordinate answers NOT_COORDINATOR to
+// every request about it, and ListGroups leaves it out.
+func TestNotCoordinator(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.Owns = func(g string) bool { return g != "elsewhere" } })
+	b.topic("t", 1)
+	_, err := b.client.CreateGroup(b.ctx, "t", "elsewhere", "")
+	require.NoError(t, err)
+	_, err = b.client.CreateGroup(b.ctx, "t", "here", "")
+	require.NoError(t, err)
+	nc := kerr.NotCoordinator.Code
+	require.Equal(t, nc, do[*kmsg.JoinGroupResponse](t, b.ctx, b.c, joinReq("elsewhere", joinOpts{})).ErrorCode)
+	require.Equal(t, nc, do[*kmsg.SyncGroupResponse](t, b.ctx, b.c, syncReq("elsewhere", "m", 1, nil)).ErrorCode)
+	require.Equal(t, nc, heartbeat(t, b.ctx, b.c, "elsewhere", "m", 1))
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Group, leave.MemberID = "elsewhere", "m"
+	require.Equal(t, nc, do[*kmsg.LeaveGroupResponse](t, b.ctx, b.c, leave).ErrorCode)
+	require.Equal(t, []int16{nc}, commit(t, b.ctx, b.c, "elsewhere", "", -1, 8, map[int32]int64{0: 0}))
+	_, _, code := fetch(t, b.ctx, b.c, "elsewhere", 1)
+	require.Equal(t, nc, code)
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = "elsewhere"
+	require.Equal(t, nc, do[*kmsg.OffsetDeleteResponse](t, b.ctx, b.c, od).ErrorCode)
+	require.Equal(t, nc, describe(t, b.ctx, b.c, 5, "elsewhere")[0].ErrorCode)
+	dg := kmsg.NewPtrDeleteGroupsRequest()
+	dg.Groups = []string{"elsewhere"}
+	require.Equal(t, nc, do[*kmsg.DeleteGroupsResponse](t, b.ctx, b.c, dg).Groups[0].ErrorCode)
+	lg := kmsg.NewPtrListGroupsRequest()
+	groups := do[*kmsg.ListGroupsResponse](t, b.ctx, b.c, lg).Groups
+	require.Len(t, groups, 1)
+	require.Equal(t, "here", groups[0].Group)
+
+	// Before v2 OffsetFetch has no group error: each partition has it.
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Version = 1
+	of.Group = "elsewhere"
+	ot := kmsg.NewOffsetFetchRequestTopic()
+	ot.Topic, ot.Partitions = "t", []int32{0}
+	of.Topics = append(of.Topics, ot)
+	fr := do[*kmsg.OffsetFetchResponse](t, b.ctx, b.c, of)
+	require.Equal(t, nc, fr.Topics[0].Partitions[0].ErrorCode)
+}

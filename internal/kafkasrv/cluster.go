@@ -18,7 +18,26 @@ type clusterView struct {
 
 // cluster returns the current view of the cluster.
 func (s *Server) cluster() clusterView {
+	if v := s.liveView(); v != nil {
+		return *v
+	}
 	return clusterView{brokers: []broker{{id: s.cfg.NodeID, host: s.advHost, port: s.advPort}}}
+}
+
+// NodeID returns this listener's node id (the registry's when
+// Config.Cluster is set, once Serve started).
+func (s *Server) NodeID() int32 {
+	if r := s.registry.Load(); r != nil {
+		return r.nodeID.Load()
+	}
+	return s.cfg.NodeID
+}
+
+// OwnsGroup reports whether this listener coordinates group: the rule
+// every listener of the cluster computes alike over the live brokers.
+// kafkagroup.Config.Owns is this.
+func (s *Server) OwnsGroup(group string) bool {
+	return s.cluster().coordinator(group).id == s.NodeID()
 }
 
 func (v clusterView) controller() int32 { return v.brokers[0].id }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime/debug"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -36,6 +37,9 @@ type conn struct {
 	tails   map[tp]chan struct{}
 
 	auth authState
+	// authFailed: SASL authentication failed; the connection closes
+	// once the answer is written (set and read by the reader only).
+	authFailed bool
 }
 
 type tp struct {
@@ -48,6 +52,7 @@ type pending struct {
 	done  chan struct{}
 	frame []byte // the response frame; nil: nothing to write (acks=0)
 	fatal bool   // close the connection instead of answering
+	last  bool   // close the connection after writing frame
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -96,6 +101,10 @@ func (c *conn) serve() {
 		if !ok {
 			return
 		}
+		if c.s.cfg.RequireAuth && !preAuth(r.key) && !c.authenticated() {
+			c.s.logger.Debug("kafka: request before SASL authentication, closing", "remote", c.nc.RemoteAddr().String(), "key", r.key)
+			return
+		}
 		p := &pending{done: make(chan struct{})}
 		select {
 		case queue <- p:
@@ -120,6 +129,9 @@ func (c *conn) serve() {
 		if p.fatal {
 			return
 		}
+		if c.authFailed {
+			return // after its answer (p.last)
+		}
 	}
 }
 
@@ -136,6 +148,15 @@ func concurrent(key int16) bool {
 // run handles one request and completes p.
 func (c *conn) run(r *request, p *pending) {
 	defer close(p.done)
+	defer func() {
+		// A bug answering one request closes its connection, not the
+		// server.
+		if v := recover(); v != nil {
+			c.s.logger.Error("kafka: panic answering a request, closing the connection", "key", r.key, "version", r.version, "panic", v,
+				"stack", string(debug.Stack()))
+			p.frame, p.fatal = nil, true
+		}
+	}()
 	resp, err := c.handle(r)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
@@ -148,6 +169,7 @@ func (c *conn) run(r *request, p *pending) {
 		return // acks=0
 	}
 	p.frame = encodeResponse(r.corr, resp, resp.IsFlexible() && r.key != 18)
+	p.last = c.authFailed
 }
 
 // write writes the responses in the order of queue.
@@ -175,6 +197,13 @@ func (c *conn) write(queue <-chan *pending, done chan<- struct{}) {
 			_ = c.nc.Close()
 			continue
 		}
+		if p.last {
+			_ = bw.Flush()
+			failed = true
+			c.cancel()
+			_ = c.nc.Close()
+			continue
+		}
 		// Flush when nothing else is ready to go with it.
 		if len(queue) == 0 {
 			if err := bw.Flush(); err != nil {
@@ -191,6 +220,12 @@ func (c *conn) write(queue <-chan *pending, done chan<- struct{}) {
 // not serve, a malformed body), as Kafka closes it. answer is set when
 // the request is answered without a handler.
 func (c *conn) decode(buf []byte) (r *request, answer kmsg.Response, ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.s.logger.Error("kafka: panic decoding a request, closing the connection", "panic", v)
+			ok = false
+		}
+	}()
 	b := kbin.Reader{Src: buf}
 	r = &request{key: b.Int16(), version: b.Int16(), corr: b.Int32()}
 	req := kmsg.RequestForKey(r.key)
@@ -242,4 +277,10 @@ func encodeResponse(corr int32, resp kmsg.Response, flexibleHeader bool) []byte 
 	b = resp.AppendTo(b)
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 	return b
+}
+
+func (c *conn) authenticated() bool {
+	c.auth.mu.Lock()
+	defer c.auth.mu.Unlock()
+	return c.auth.tok != nil
 }

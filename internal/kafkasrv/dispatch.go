@@ -24,11 +24,13 @@ var served = map[int16][2]int16{
 	2:  {1, 7},  // ListOffsets
 	3:  {0, 12}, // Metadata
 	10: {0, 4},  // FindCoordinator
+	17: {1, 1},  // SaslHandshake (v1: SaslAuthenticate follows)
 	18: {0, 3},  // ApiVersions
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics
 	22: {0, 4},  // InitProducerId
 	32: {0, 4},  // DescribeConfigs
+	36: {0, 2},  // SaslAuthenticate
 	37: {0, 3},  // CreatePartitions
 	44: {0, 1},  // IncrementalAlterConfigs
 }
@@ -85,6 +87,18 @@ func (c *conn) handle(r *request) (kmsg.Response, error) {
 	switch req := r.req.(type) {
 	case *kmsg.ApiVersionsRequest:
 		return c.s.apiVersions(req), nil
+	case *kmsg.SASLHandshakeRequest:
+		return c.saslHandshake(req), nil
+	case *kmsg.SASLAuthenticateRequest:
+		return c.saslAuthenticate(ctx, req)
+	}
+	if c.s.cfg.RequireAuth {
+		var err error
+		if ctx, err = c.principalCtx(ctx); err != nil {
+			return nil, err
+		}
+	}
+	switch req := r.req.(type) {
 	case *kmsg.MetadataRequest:
 		return c.s.metadata(ctx, req)
 	case *kmsg.ProduceRequest:
@@ -167,6 +181,7 @@ func (s *Server) findCoordinator(_ context.Context, req *kmsg.FindCoordinatorReq
 }
 
 // coordinatorFor returns the broker that coordinates group.
-func (s *Server) coordinatorFor(string) (int32, string, int32) {
-	return s.cfg.NodeID, s.advHost, s.advPort
+func (s *Server) coordinatorFor(group string) (int32, string, int32) {
+	b := s.cluster().coordinator(group)
+	return b.id, b.host, b.port
 }

@@ -39,7 +39,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 	// the wait is not missed.
 	wake, stop := s.client.RecordWakeups(topics...)
 	defer stop()
-	maxWait := time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
+	maxWait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, s.cfg.MaxFetchWait)
 	timer := time.NewTimer(maxWait)
 	defer timer.Stop()
 	maxBytes := int(req.MaxBytes)

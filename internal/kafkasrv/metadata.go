@@ -83,7 +83,11 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	var want []*pgmsg.Topic
 	if all {
-		want = topics
+		for _, t := range topics {
+			if s.authorizeCtx(ctx, "topic", t.Name, "describe") == 0 {
+				want = append(want, t)
+			}
+		}
 	} else {
 		autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
 		created := false
@@ -106,16 +110,21 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.
 				continue
 			}
 			name := *rt.Topic
+			st := kmsg.NewMetadataResponseTopic()
+			st.Topic = &name
+			if s.authorizeCtx(ctx, "topic", name, "describe") != 0 {
+				st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
 			if t, ok := byName[name]; ok {
 				want = append(want, t)
 				continue
 			}
-			st := kmsg.NewMetadataResponseTopic()
-			st.Topic = &name
 			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			if pgmsg.ValidateName("topic", name) != nil {
 				st.ErrorCode = kerr.InvalidTopicException.Code
-			} else if autoCreate {
+			} else if autoCreate && s.authorizeCtx(ctx, "topic", name, "create") == 0 {
 				t, err := s.autoCreate(ctx, name)
 				if err == nil {
 					want = append(want, t)

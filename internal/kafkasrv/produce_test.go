@@ -155,3 +155,28 @@ func TestProduceIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, kerr.TransactionalIDAuthorizationFailed.Code, ipr.(*kmsg.InitProducerIDResponse).ErrorCode)
 }
+
+// A null value (a compaction tombstone) and a null key stay null both
+// ways; an empty value stays empty.
+func TestNullValues(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.Client.CreateTopic(tb.Ctx, "nulls", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	cl := tb.kclient(t)
+	require.NoError(t, cl.ProduceSync(tb.Ctx, &kgo.Record{Topic: "nulls", Key: []byte("k"), Value: nil},
+		&kgo.Record{Topic: "nulls", Key: nil, Value: []byte{}}).FirstErr())
+	got, err := tb.Client.Fetch(tb.Ctx, "nulls", 0, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Nil(t, got[0].Value)
+	require.Nil(t, got[1].Key)
+	require.NotNil(t, got[1].Value)
+	cons := tb.kclient(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"nulls": {0: kgo.NewOffset().AtStart()}}))
+	rs := pollN(t, tb.Ctx, cons, 2)
+	require.Nil(t, rs[0].Value)
+	require.Equal(t, []byte("k"), rs[0].Key)
+	require.Nil(t, rs[1].Key)
+	require.NotNil(t, rs[1].Value)
+	require.Empty(t, rs[1].Value)
+}

@@ -17,6 +17,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -44,6 +45,8 @@ const (
 	// MaxInflightDefault is how many requests of one connection may be
 	// read ahead of their responses.
 	MaxInflightDefault = 16
+	// MaxFetchWaitDefault is Config.MaxFetchWait's default.
+	MaxFetchWaitDefault = 5 * time.Minute
 	// ClusterIDDefault is the cluster id Metadata answers.
 	ClusterIDDefault = "pgmsg"
 )
@@ -56,8 +59,19 @@ type Config struct {
 	// Advertise is the host:port clients are told to connect to
 	// (Metadata's broker). Default: the listener's own address.
 	Advertise string
-	// NodeID is the broker id of this listener. Default 0.
+	// NodeID is the broker id of this listener. Default 0; with Cluster,
+	// -1 takes the smallest node id no live listener holds.
 	NodeID int32
+	// Cluster registers the listener in the schema's broker registry
+	// (kafka_broker), so that several processes on one database form one
+	// Kafka cluster: Metadata lists the live ones, and partition
+	// leadership and group coordination are spread over them. Default
+	// false: this listener is the whole cluster.
+	Cluster bool
+	// SessionTimeout is how long a listener of the cluster stays listed
+	// without renewing its registration (it renews every quarter of it).
+	// Default SessionTimeoutDefault.
+	SessionTimeout time.Duration
 	// ClusterID is Metadata's cluster id. Default ClusterIDDefault.
 	ClusterID string
 	// Groups answers the group APIs. nil: they are not advertised, and a
@@ -77,6 +91,18 @@ type Config struct {
 	// AutoCreatePartitions is the partition count of auto-created topics.
 	// Default 1.
 	AutoCreatePartitions int
+	// MaxFetchWait caps a Fetch's MaxWaitMillis. Default
+	// MaxFetchWaitDefault.
+	MaxFetchWait time.Duration
+	// RequireAuth makes every connection authenticate with SASL/PLAIN
+	// whose password is a pgmsg token's secret (pgmsg token create)
+	// before any request but ApiVersions, and authorizes each request by
+	// the token's scopes (Authorize). Default false: no authentication,
+	// every request allowed. Send PLAIN over TLS only.
+	RequireAuth bool
+	// TokenRecheck is how often an authenticated connection's token is
+	// verified again. Default TokenRecheckDefault.
+	TokenRecheck time.Duration
 	// TLS, when set, makes Serve speak TLS on every connection.
 	TLS *tls.Config
 	// Logger receives connection errors. Default slog.Default().
@@ -104,6 +130,10 @@ type Server struct {
 
 	// recordSize is the average stored size of a record per topic
 	// partition (tp -> int64), which sizes a Fetch's reads.
+	registry     atomic.Pointer[registry]
+	registryOnce sync.Once
+	registryErr  error
+
 	recordSize sync.Map
 	partLocks  sync.Map
 	topics     topicCache
@@ -125,6 +155,24 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxInflight < 1 {
 		return nil, fmt.Errorf("kafkasrv: Config.MaxInflight must be positive, got %d", cfg.MaxInflight)
+	}
+	if cfg.TokenRecheck <= 0 {
+		cfg.TokenRecheck = TokenRecheckDefault
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = SessionTimeoutDefault
+	}
+	if cfg.SessionTimeout < 100*time.Millisecond {
+		return nil, fmt.Errorf("kafkasrv: Config.SessionTimeout must be at least 100ms, got %v", cfg.SessionTimeout)
+	}
+	if cfg.NodeID < -1 || (cfg.NodeID == -1 && !cfg.Cluster) {
+		return nil, fmt.Errorf("kafkasrv: Config.NodeID must be 0 or more (-1 with Cluster), got %d", cfg.NodeID)
+	}
+	if cfg.MaxFetchWait == 0 {
+		cfg.MaxFetchWait = MaxFetchWaitDefault
+	}
+	if cfg.MaxFetchWait < 0 {
+		return nil, fmt.Errorf("kafkasrv: Config.MaxFetchWait must not be negative, got %v", cfg.MaxFetchWait)
 	}
 	if cfg.ClusterID == "" {
 		cfg.ClusterID = ClusterIDDefault
@@ -180,6 +228,13 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 	}
 	s.mu.Unlock()
+	if s.cfg.Cluster {
+		s.registryOnce.Do(func() { s.registryErr = s.startRegistry() })
+		if s.registryErr != nil {
+			_ = ln.Close()
+			return s.registryErr
+		}
+	}
 	var tempDelay time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -199,23 +254,27 @@ func (s *Server) Serve(ln net.Listener) error {
 		if s.cfg.TLS != nil {
 			nc = tls.Server(nc, s.cfg.TLS)
 		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			_ = nc.Close()
-			return nil
-		}
-		s.conns[nc] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go func() {
-			defer s.wg.Done()
-			newConn(s, nc).serve()
-			s.mu.Lock()
-			delete(s.conns, nc)
-			s.mu.Unlock()
-		}()
+		go s.ServeConn(nc)
 	}
+}
+
+// ServeConn answers the requests of one connection until it closes, or
+// the server does; it returns then. nc is closed when it returns.
+func (s *Server) ServeConn(nc net.Conn) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	s.conns[nc] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	newConn(s, nc).serve()
+	s.mu.Lock()
+	delete(s.conns, nc)
+	s.mu.Unlock()
 }
 
 // Addr returns the advertised host:port (after Serve started when
@@ -245,5 +304,9 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.registryOnce.Do(func() {}) // no registry starts after Close
+	if r := s.registry.Load(); r != nil {
+		r.close()
+	}
 	return nil
 }

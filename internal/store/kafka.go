@@ -76,3 +76,68 @@ func (s *Store) KafkaProducerID(ctx context.Context, exec DBTX) (int64, error) {
 	err := exec.QueryRow(ctx, s.SQL(`SELECT pg_catalog.nextval('pgmsg.kafka_producer_id'::regclass)`)).Scan(&id)
 	return id, errs.Map(err)
 }
+
+// KafkaBroker is a live listener of the Kafka cluster registry.
+type KafkaBroker struct {
+	NodeID int32
+	Host   string
+	Port   int32
+}
+
+// KafkaBrokerRegister takes node id for instance: it inserts the row, or
+// takes it over from a holder whose session ended (or from instance
+// itself). It reports whether the node id is instance's now.
+func (s *Store) KafkaBrokerRegister(ctx context.Context, exec DBTX, nodeID int32, host string, port int32, instance string, sessionTimeout time.Duration) (bool, error) {
+	tag, err := exec.Exec(ctx, s.SQL(`INSERT INTO pgmsg.kafka_broker AS b (node_id, host, port, instance, session_timeout)
+VALUES ($1::integer, $2::text, $3::integer, $4::text, $5::interval)
+ON CONFLICT (node_id) DO UPDATE SET host = excluded.host, port = excluded.port, instance = excluded.instance,
+    started_at = pg_catalog.now(), heartbeat_at = pg_catalog.now(), session_timeout = excluded.session_timeout
+WHERE b.instance = excluded.instance OR b.heartbeat_at + b.session_timeout < pg_catalog.now()`),
+		nodeID, host, port, instance, sessionTimeout)
+	if err != nil {
+		return false, errs.Map(err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// KafkaBrokerHeartbeat renews instance's hold of node id; false when it
+// lost it (its session ended and another instance took the node id).
+func (s *Store) KafkaBrokerHeartbeat(ctx context.Context, exec DBTX, nodeID int32, instance string) (bool, error) {
+	tag, err := exec.Exec(ctx, s.SQL(`UPDATE pgmsg.kafka_broker SET heartbeat_at = pg_catalog.now()
+WHERE node_id = $1::integer AND instance = $2::text`), nodeID, instance)
+	if err != nil {
+		return false, errs.Map(err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// KafkaBrokerLeave removes instance's row: its partitions and groups
+// move at once.
+func (s *Store) KafkaBrokerLeave(ctx context.Context, exec DBTX, nodeID int32, instance string) error {
+	_, err := exec.Exec(ctx, s.SQL(`DELETE FROM pgmsg.kafka_broker WHERE node_id = $1::integer AND instance = $2::text`), nodeID, instance)
+	return errs.Map(err)
+}
+
+// KafkaBrokers returns the node ids of every registered broker, live or
+// not, and the live ones (heartbeat within their session timeout), in
+// node id order.
+func (s *Store) KafkaBrokers(ctx context.Context, exec DBTX) (all []int32, live []KafkaBroker, err error) {
+	rows, err := exec.Query(ctx, s.SQL(`SELECT node_id, host, port, heartbeat_at + session_timeout >= pg_catalog.now()
+FROM pgmsg.kafka_broker ORDER BY node_id`))
+	if err != nil {
+		return nil, nil, errs.Map(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b KafkaBroker
+		var alive bool
+		if err := rows.Scan(&b.NodeID, &b.Host, &b.Port, &alive); err != nil {
+			return nil, nil, errs.Map(err)
+		}
+		all = append(all, b.NodeID)
+		if alive {
+			live = append(live, b)
+		}
+	}
+	return all, live, errs.Map(rows.Err())
+}

@@ -1,0 +1,10 @@
+package kafkasrv
+
+// Kill stops the listener as a killed process would: its registration is
+// left to expire instead of being removed.
+func (s *Server) Kill() error {
+	if r := s.registry.Load(); r != nil {
+		r.abandon.Store(true)
+	}
+	return s.Close()
+}
