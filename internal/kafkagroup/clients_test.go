@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/kafkagroup"
@@ -364,6 +365,126 @@ func TestKgoConsumerCrash(t *testing.T) {
 	require.LessOrEqual(t, int64(total-distinct), uncommitted.Load(),
 		"only records processed without a commit are processed again")
 	parts, err := l.Client.ListGroups(l.Ctx, "t", "g")
+	require.NoError(t, err)
+	for _, p := range parts {
+		require.Equal(t, p.EndOffset, p.NextOffset)
+	}
+}
+
+// Two listeners on one schema form a cluster: each coordinates its share
+// of the groups (kafkasrv's registry rule). When the process that
+// coordinates a group stops, the other takes the group over from
+// PostgreSQL: its consumers carry on from their commits, nothing lost.
+func TestKgoGroupCoordinatorStops(t *testing.T) {
+	t.Parallel()
+	b := testbundle.New(t, &testbundle.Opts{MaxConns: 24, Timeout: 3 * time.Minute})
+	_, err := b.Client.CreateTopic(b.Ctx, "t", pgmsg.TopicConfig{Partitions: 4})
+	require.NoError(t, err)
+	l := &listener{Bundle: b}
+	l.publish(t, "t", 0, 200)
+	type proc struct {
+		srv   *kafkasrv.Server
+		coord *kafkagroup.Coordinator
+		addr  string
+		stop  func()
+	}
+	start := func() *proc {
+		p := &proc{}
+		var err error
+		p.coord, err = kafkagroup.New(kafkagroup.Config{Client: b.Client, MinSessionTimeout: 100 * time.Millisecond,
+			Owns: func(g string) bool { return p.srv.OwnsGroup(g) }})
+		require.NoError(t, err)
+		p.srv, err = kafkasrv.New(kafkasrv.Config{Client: b.Client, Groups: p.coord, Cluster: true, NodeID: -1,
+			SessionTimeout: time.Second})
+		require.NoError(t, err)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		p.addr = ln.Addr().String()
+		done := make(chan error, 1)
+		go func() { done <- p.srv.Serve(ln) }()
+		var once sync.Once
+		p.stop = func() {
+			once.Do(func() {
+				require.NoError(t, p.srv.Close())
+				require.NoError(t, <-done)
+				p.coord.Close()
+			})
+		}
+		t.Cleanup(p.stop)
+		return p
+	}
+	pa, pb := start(), start()
+	// A group that A coordinates, once both listeners see both (asked
+	// over the wire, as a client would: FindCoordinator).
+	admin, err := kgo.NewClient(kgo.SeedBrokers(pa.addr))
+	require.NoError(t, err)
+	defer admin.Close()
+	var group string
+	require.Eventually(t, func() bool {
+		md := kmsg.NewPtrMetadataRequest()
+		mr, err := md.RequestWith(b.Ctx, admin)
+		if err != nil || len(mr.Brokers) != 2 {
+			return false
+		}
+		for i := range 32 {
+			fc := kmsg.NewPtrFindCoordinatorRequest()
+			fc.CoordinatorKey = fmt.Sprintf("g%d", i)
+			fr, err := fc.RequestWith(b.Ctx, admin)
+			if err == nil && fr.ErrorCode == 0 && net.JoinHostPort(fr.Host, fmt.Sprint(fr.Port)) == pa.addr {
+				group = fc.CoordinatorKey
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 20*time.Millisecond)
+
+	s := &seen{recs: map[[2]int64]int{}}
+	var uncommitted atomic.Int64
+	run := func(stop <-chan struct{}) <-chan struct{} {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(pa.addr, pb.addr), kgo.MetadataMinAge(100*time.Millisecond),
+			kgo.ConsumerGroup(group), kgo.ConsumeTopics("t"), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+			kgo.SessionTimeout(2*time.Second), kgo.HeartbeatInterval(100*time.Millisecond),
+			kgo.RebalanceTimeout(10*time.Second))
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer cl.Close()
+			for {
+				ctx, cancel := context.WithTimeout(b.Ctx, 200*time.Millisecond)
+				fs := cl.PollFetches(ctx)
+				cancel()
+				fs.EachRecord(s.add)
+				cctx, cancel := context.WithTimeout(b.Ctx, 10*time.Second)
+				if err := cl.CommitUncommittedOffsets(cctx); err != nil {
+					uncommitted.Add(int64(fs.NumRecords()))
+				}
+				cancel()
+				cl.AllowRebalance()
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+		return done
+	}
+	stop := make(chan struct{})
+	d1, d2 := run(stop), run(stop)
+	require.Eventually(t, func() bool { d, _ := s.count(); return d >= 200 }, time.Minute, 10*time.Millisecond)
+	pa.stop() // the group's coordinator goes away
+	l.publish(t, "t", 200, 200)
+	require.Eventually(t, func() bool { d, _ := s.count(); return d >= 400 }, time.Minute, 10*time.Millisecond)
+	close(stop)
+	<-d1
+	<-d2
+
+	distinct, total := s.count()
+	t.Logf("%d records, %d processed, %d in polls whose commit failed", distinct, total, uncommitted.Load())
+	require.Equal(t, 400, distinct, "nothing lost")
+	require.LessOrEqual(t, int64(total-distinct), uncommitted.Load(), "only uncommitted records again")
+	parts, err := b.Client.ListGroups(b.Ctx, "t", group)
 	require.NoError(t, err)
 	for _, p := range parts {
 		require.Equal(t, p.EndOffset, p.NextOffset)

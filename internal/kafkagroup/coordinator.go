@@ -95,7 +95,13 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	closed bool
+	swept  chan struct{} // closed when the ownership sweep ended
 }
+
+// sweepEvery is how often the coordinator drops the groups it no longer
+// owns (Config.Owns), answering their parked requests NOT_COORDINATOR so
+// that their clients find the new coordinator at once.
+const sweepEvery = time.Second
 
 // New returns a Coordinator for cfg.
 func New(cfg Config) (*Coordinator, error) {
@@ -128,10 +134,42 @@ func New(cfg Config) (*Coordinator, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Coordinator{
+	c := &Coordinator{
 		cfg: cfg, store: store.New(cfg.Client.Schema()), pool: cfg.Client.Pool(), log: log,
-		ctx: ctx, cancel: cancel, groups: map[string]*group{},
-	}, nil
+		ctx: ctx, cancel: cancel, groups: map[string]*group{}, swept: make(chan struct{}),
+	}
+	go c.sweep()
+	return c, nil
+}
+
+// sweep drops, every sweepEvery, the groups this process no longer
+// coordinates (another listener took them over: the cluster changed).
+func (c *Coordinator) sweep() {
+	defer close(c.swept)
+	if c.cfg.Owns == nil {
+		return
+	}
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		names := make([]string, 0, len(c.groups))
+		for name := range c.groups {
+			names = append(names, name)
+		}
+		c.mu.Unlock()
+		for _, name := range names {
+			if !c.owns(name) {
+				c.log.Info("kafka group: coordinated elsewhere now, copy dropped", "group", name)
+				c.forget(name)
+			}
+		}
+	}
 }
 
 // maxVersions are the versions served: the classic protocol's current
@@ -219,6 +257,7 @@ func (c *Coordinator) Close() {
 	c.groups = map[string]*group{}
 	c.mu.Unlock()
 	c.cancel()
+	<-c.swept
 	for _, g := range gs {
 		g.mu.Lock()
 		g.drop(kerr.NotCoordinator.Code)

@@ -17,7 +17,7 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 type bundle struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	client *pgmsg.Client
 	c      *Coordinator
@@ -26,7 +26,7 @@ type bundle struct {
 
 // setup returns a Coordinator on a fresh schema with short timeouts
 // allowed; edit may change its Config.
-func setup(t *testing.T, edit func(*Config)) *bundle {
+func setup(t testing.TB, edit func(*Config)) *bundle {
 	t.Helper()
 	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 8})
 	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema})
@@ -62,7 +62,7 @@ func (b *bundle) topic(name string, partitions int) {
 	require.NoError(b.t, err)
 }
 
-func do[R kmsg.Response](t *testing.T, ctx context.Context, c *Coordinator, req kmsg.Request) R {
+func do[R kmsg.Response](t testing.TB, ctx context.Context, c *Coordinator, req kmsg.Request) R {
 	t.Helper()
 	resp, err := c.Handle(ctx, req)
 	require.NoError(t, err)
@@ -139,7 +139,7 @@ func (b *bundle) joinAsync(c *Coordinator, group string, o joinOpts) <-chan *kms
 	return ch
 }
 
-func recv[T any](t *testing.T, ch <-chan T) T {
+func recv[T any](t testing.TB, ch <-chan T) T {
 	t.Helper()
 	select {
 	case v, ok := <-ch:
@@ -188,7 +188,7 @@ func (b *bundle) syncAsync(c *Coordinator, req *kmsg.SyncGroupRequest) <-chan *k
 	return ch
 }
 
-func heartbeat(t *testing.T, ctx context.Context, c *Coordinator, group, member string, gen int32) int16 {
+func heartbeat(t testing.TB, ctx context.Context, c *Coordinator, group, member string, gen int32) int16 {
 	req := kmsg.NewPtrHeartbeatRequest()
 	req.Version = 4
 	req.Group, req.MemberID, req.Generation = group, member, gen
@@ -227,6 +227,10 @@ func TestHandlesAndVersions(t *testing.T) {
 			require.NoError(t, err, "key %d v%d", k, v)
 			require.Equal(t, v, resp.GetVersion())
 			require.Equal(t, k, resp.Key())
+			// It encodes, and decodes back, in that version.
+			back := req.ResponseKind()
+			back.SetVersion(v)
+			require.NoError(t, back.ReadFrom(resp.AppendTo(nil)), "key %d v%d", k, v)
 		}
 	}
 	req := kmsg.NewPtrOffsetFetchRequest()
@@ -500,7 +504,7 @@ func withInstance(req *kmsg.SyncGroupRequest, inst *string) *kmsg.SyncGroupReque
 
 // commit commits offsets of topic "t" and returns each partition's code
 // (in map order of parts sorted by the response).
-func commit(t *testing.T, ctx context.Context, c *Coordinator, group, member string, gen int32, version int16, parts map[int32]int64) []int16 {
+func commit(t testing.TB, ctx context.Context, c *Coordinator, group, member string, gen int32, version int16, parts map[int32]int64) []int16 {
 	t.Helper()
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Version = version
@@ -524,7 +528,7 @@ func commit(t *testing.T, ctx context.Context, c *Coordinator, group, member str
 }
 
 // fetch returns group's offsets of topic "t", partitions 0..n-1 (v8).
-func fetch(t *testing.T, ctx context.Context, c *Coordinator, group string, n int32) ([]int64, []string, int16) {
+func fetch(t testing.TB, ctx context.Context, c *Coordinator, group string, n int32) ([]int64, []string, int16) {
 	t.Helper()
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Version = 8
@@ -553,7 +557,7 @@ func fetch(t *testing.T, ctx context.Context, c *Coordinator, group string, n in
 	return offs, metas, 0
 }
 
-func describe(t *testing.T, ctx context.Context, c *Coordinator, version int16, groups ...string) []kmsg.DescribeGroupsResponseGroup {
+func describe(t testing.TB, ctx context.Context, c *Coordinator, version int16, groups ...string) []kmsg.DescribeGroupsResponseGroup {
 	req := kmsg.NewPtrDescribeGroupsRequest()
 	req.Version = version
 	req.Groups = groups
@@ -638,6 +642,24 @@ func TestOffsetsArePgmsgCursors(t *testing.T) {
 	// Unknown topics and partitions answer -1 to a fetch.
 	offs, _, _ = fetch(t, b.ctx, b.c, "other", 4)
 	require.Equal(t, []int64{-1, -1, -1, -1}, offs)
+
+	// v8: several groups in one request, each with its own answer.
+	multi := kmsg.NewPtrOffsetFetchRequest()
+	multi.Version = 8
+	for _, name := range []string{"g", "bad name", "other"} {
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = name // Topics nil: every topic
+		multi.Groups = append(multi.Groups, rg)
+	}
+	mr := do[*kmsg.OffsetFetchResponse](t, b.ctx, b.c, multi)
+	require.Len(t, mr.Groups, 3)
+	require.Zero(t, mr.Groups[0].ErrorCode)
+	require.Len(t, mr.Groups[0].Topics, 1)
+	require.Len(t, mr.Groups[0].Topics[0].Partitions, 2)
+	require.Equal(t, int64(9), mr.Groups[0].Topics[0].Partitions[0].Offset)
+	require.Equal(t, kerr.InvalidGroupID.Code, mr.Groups[1].ErrorCode)
+	require.Zero(t, mr.Groups[2].ErrorCode)
+	require.Empty(t, mr.Groups[2].Topics)
 }
 
 func TestOffsetCommitRefusals(t *testing.T) {
