@@ -110,7 +110,8 @@ func startPgmsgServer(t *testing.T, cfg kafkasrv.Config, timeout time.Duration) 
 	t.Helper()
 	b := testbundle.New(t, &testbundle.Opts{MaxConns: 32, Timeout: timeout})
 	cfg.Client = b.Client
-	withGroups(t, &cfg)
+	var srv *kafkasrv.Server
+	withGroups(t, &cfg, func(ctx context.Context, kind, name, op string) bool { return srv.Authorize(ctx, kind, name, op) })
 	srv, err := kafkasrv.New(cfg)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -33,6 +33,10 @@ var (
 	// ErrBadMirrorHeader (MR004): a Kafka record carries a pgmsg-offset
 	// header that is not a decimal offset.
 	ErrBadMirrorHeader = errors.New("bad pgmsg-offset header")
+	// ErrKafkaRefused (MR005): Kafka refuses the mirror's credentials or
+	// their rights (a failed SASL authentication, a topic the principal
+	// may not write or read): retrying cannot help, so the mirror stops.
+	ErrKafkaRefused = errors.New("kafka refuses the mirror")
 )
 
 var codes = map[error]string{
@@ -40,6 +44,7 @@ var codes = map[error]string{
 	ErrKafkaPartitions:   "MR002",
 	ErrNotMirrored:       "MR003",
 	ErrBadMirrorHeader:   "MR004",
+	ErrKafkaRefused:      "MR005",
 }
 
 func newError(kind error, msg string) *Error {

@@ -8,10 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/pgmsg/pgmsg"
@@ -89,4 +92,40 @@ func TestMirrorSecureCLI(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &offs))
 	require.Len(t, offs, 3)
 	requireGroupStartsAt(t, b, "orders", "billing", map[int32]int64{0: 100, 1: 100, 2: 100})
+}
+
+// TestMirrorRefusedStops: a principal that may describe and read a topic
+// but not write to the cluster (kfake's ACLs) makes the mirror stop with MR005 at the
+// first refused produce request, instead of retrying the claim for ever;
+// nothing is committed.
+func TestMirrorRefusedStops(t *testing.T) {
+	t.Parallel()
+	allow := func(op kmsg.ACLOperation, res kmsg.ACLResourceType, name string) kfake.ACL {
+		return kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true}
+	}
+	b := setupWith(t,
+		[]kfake.Opt{kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
+			kfake.User("PLAIN", "reader", "reader",
+				allow(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, "orders"),
+				allow(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, "orders"))},
+		[]kgo.Opt{kgo.SASL(plain.Auth{User: "admin", Pass: "admin"}.AsMechanism())})
+	createTopic(t, b, "orders", 1)
+	publish(t, b.client, "orders", 0, 50, 16)
+	resp, err := b.adm.CreateTopics(context.Background(), 1, 1, nil, "orders")
+	require.NoError(t, err)
+	require.NoError(t, resp.Error())
+	m, err := mirror.New(mirror.Config{Client: b.client, Topics: []string{"orders"}, Drain: true,
+		Kafka: []kgo.Opt{kgo.SeedBrokers(b.brokers...), kgo.SASL(plain.Auth{User: "reader", Pass: "reader"}.AsMechanism())}})
+	require.NoError(t, err)
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = m.Run(ctx)
+	require.ErrorIs(t, err, mirror.ErrKafkaRefused)
+	// kfake refuses the idempotent producer first (no IdempotentWrite on
+	// the cluster); pgmsg's listener answers TOPIC_AUTHORIZATION_FAILED
+	// (kafkacompat's TestMirrorIntoListenerSASL).
+	require.ErrorContains(t, err, "CLUSTER_AUTHORIZATION_FAILED")
+	require.ErrorContains(t, err, "[MR005]")
+	require.Zero(t, m.Stats().Mirrored)
 }
