@@ -94,9 +94,13 @@ func (d *kafkaPubSub) setup(ctx context.Context) error {
 	}
 	d.prods = make(chan *kgo.Client, max(d.o.Producers, 1))
 	for i := 0; i < d.o.Producers; i++ {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(d.seeds...), kgo.DefaultProduceTopic(d.topic),
+		opts := []kgo.Opt{kgo.SeedBrokers(d.seeds...), kgo.DefaultProduceTopic(d.topic),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(linger),
-			kgo.MaxBufferedRecords(max(10*d.o.Batch, 1000)), kgo.ProducerBatchCompression(kgo.NoCompression()))
+			kgo.MaxBufferedRecords(max(10*d.o.Batch, 1000)), kgo.ProducerBatchCompression(kgo.NoCompression())}
+		if d.o.KafkaNoIdempotence {
+			opts = append(opts, kgo.DisableIdempotentWrite())
+		}
+		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			return err
 		}

@@ -76,6 +76,10 @@ type PubSubOptions struct {
 	// KafkaLinger is the franz-go producers' linger. Default
 	// KafkaLingerDefault.
 	KafkaLinger time.Duration
+	// KafkaNoIdempotence turns the franz-go producers' idempotence off
+	// (on by default, as in franz-go: the listener then stores each batch
+	// with pgmsg's idempotent publish).
+	KafkaNoIdempotence bool
 }
 
 func (o *PubSubOptions) defaults() {

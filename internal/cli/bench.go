@@ -101,6 +101,7 @@ func newBenchPubSub(g *globals) *cobra.Command {
 	fl.StringSliceVar(&o.KafkaBrokers, "kafka-brokers", nil, "--impl kafka: the Kafka listener of another process on the same database and --schema (pgmsg serve --kafka-listen), instead of one in this process")
 	fl.IntVar(&o.KafkaServerPID, "kafka-server-pid", 0, "--impl kafka with --kafka-brokers: that process's id; the summary gives its CPU time per record (Linux)")
 	fl.DurationVar(&o.KafkaLinger, "kafka-linger", bench.KafkaLingerDefault, "--impl kafka: the franz-go producers' linger")
+	fl.BoolVar(&o.KafkaNoIdempotence, "kafka-no-idempotence", false, "--impl kafka: turn the franz-go producers' idempotence (franz-go's default) off")
 	o.KafkaListener = benchKafkaListener
 	return cmd
 }
