@@ -2,9 +2,9 @@
 GO ?= go
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: install release release-smoke install.sql release-sql clients-test ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci mirror-kill mirror-bench screenshots
+.PHONY: install release release-smoke install.sql release-sql clients-test kafka-compat kafka-compat-reference ci test test-race vet lint fmt-check generate check-generated build race-repeat fuzz-smoke-ci mirror-kill mirror-bench screenshots
 
-ci: fmt-check vet lint check-generated test-race bench-smoke soak-smoke fuzz-smoke-ci release-smoke
+ci: fmt-check vet lint check-generated test-race kafka-compat bench-smoke soak-smoke fuzz-smoke-ci release-smoke
 
 build:
 	$(GO) build ./...
@@ -71,6 +71,24 @@ release-smoke:
 	d=$$(mktemp -d) && tar -C $$d -xzf dist/release/pgmsg-v0.0.0-smoke-*.tar.gz && \
 	  $$d/pgmsg-v0.0.0-smoke-*/pgmsg version | grep -q '^pgmsg v0.0.0-smoke (commit ' && \
 	  ! ldd $$d/pgmsg-v0.0.0-smoke-*/pgmsg >/dev/null 2>&1; s=$$?; rm -rf $$d; exit $$s
+
+# Kafka clients nobody here wrote against pgmsg's Kafka listener
+# (internal/kafkacompat, docs/kafka.md): franz-go's own kgo integration
+# tests, held to what passes against kfake, and kcat, confluent-kafka-python,
+# kafka-python and kafkajs (go test ./... runs those too; .ci/run installs
+# them). The kgo suite is bounded: KGO_RECORDS records in its ETL tests and
+# KGO_TIMEOUT for the whole suite.
+KGO_RECORDS ?= 20000
+KGO_TIMEOUT ?= 12m
+kafka-compat:
+	PGMSG_KGO_SUITE=pgmsg PGMSG_KGO_RECORDS=$(KGO_RECORDS) PGMSG_KGO_TIMEOUT=$(KGO_TIMEOUT) \
+	  $(GO) test -count=1 -v -timeout 30m -run 'TestKgoSuitePgmsg' ./internal/kafkacompat
+
+# Rewrites internal/kafkacompat/testdata/kgo_kfake_pass.txt: the kgo tests
+# that pass against kfake (after a franz-go upgrade; read the diff).
+kafka-compat-reference:
+	PGMSG_KGO_SUITE=kfake PGMSG_KGO_WRITE_REFERENCE=1 PGMSG_KGO_RECORDS=$(KGO_RECORDS) PGMSG_KGO_TIMEOUT=$(KGO_TIMEOUT) \
+	  $(GO) test -count=1 -v -timeout 30m -run 'TestKgoSuiteKfake' ./internal/kafkacompat
 
 # The plain SQL install (pgmsg migrate sql) for the default schema, the
 # release artefact for installs without the Go binary.

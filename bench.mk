@@ -24,6 +24,8 @@ bench-smoke:
 		--producers 4 --batch 10 --groups 2 --claim-batch 100 --baseline seed --strict
 	$(GO) run ./cmd/pgmsg --schema pgmsg_bench_smoke bench pubsub --duration 2s --warmup 500ms \
 		--producers 8 --batch 1 --baseline seed --strict
+	$(GO) run ./cmd/pgmsg --schema pgmsg_bench_smoke bench pubsub --impl kafka --duration 2s --warmup 1s \
+		--producers 4 --batch 10 --groups 2 --rate 2000 --strict
 	$(GO) run ./cmd/pgmsg --schema pgmsg_bench_smoke bench queue --duration 2s --warmup 0s \
 		--workers 4 --jobs 20000 --baseline seed --strict
 	cd bench/peers && $(GO) run . --schema pgmsg_bench_smoke --impl river --duration 2s --warmup 0s \

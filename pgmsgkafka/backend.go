@@ -26,9 +26,15 @@ import (
 type Config struct {
 	// Brokers are the seed brokers, host:port. Required.
 	Brokers []string
+	// TLS turns TLS on for every connection to the brokers (a CA file,
+	// a client certificate, the server name). nil: plain TCP.
+	TLS *TLSConfig
+	// SASL authenticates every connection (PLAIN, SCRAM-SHA-256/512,
+	// OAUTHBEARER). nil: no SASL.
+	SASL *SASLConfig
 	// Opts are further kgo options for every client the backend creates
-	// (TLS, SASL, a TransactionalID ...); they apply after the backend's
-	// own, so they win.
+	// (a custom dialer, a TransactionalID ...); they apply after the
+	// backend's own and those of TLS and SASL, so they win.
 	Opts []kgo.Opt
 	// Logger receives warnings (failed commits). Default slog.Default().
 	Logger *slog.Logger
@@ -36,9 +42,10 @@ type Config struct {
 
 // Backend is pgmsg's log on a Kafka cluster. Safe for concurrent use.
 type Backend struct {
-	cfg    Config
-	client *kgo.Client // for Publish and the admin calls
-	admin  *kadm.Client
+	cfg      Config
+	security []kgo.Opt   // of cfg.TLS and cfg.SASL
+	client   *kgo.Client // for Publish and the admin calls
+	admin    *kadm.Client
 }
 
 var _ pgmsg.Backend = (*Backend)(nil)
@@ -53,7 +60,11 @@ func New(cfg *Config) (*Backend, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	b := &Backend{cfg: c}
+	sec, err := SecurityOpts(c.TLS, c.SASL)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{cfg: c, security: sec}
 	cl, err := b.newClient()
 	if err != nil {
 		return nil, err
@@ -64,10 +75,11 @@ func New(cfg *Config) (*Backend, error) {
 }
 
 // newClient returns a kgo client on the backend's brokers with pgmsg's
-// partitioner, then opts, then Config.Opts.
+// partitioner, then opts, then TLS and SASL, then Config.Opts.
 func (b *Backend) newClient(opts ...kgo.Opt) (*kgo.Client, error) {
 	all := []kgo.Opt{kgo.SeedBrokers(b.cfg.Brokers...), kgo.RecordPartitioner(newPartitioner())}
 	all = append(all, opts...)
+	all = append(all, b.security...)
 	all = append(all, b.cfg.Opts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {

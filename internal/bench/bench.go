@@ -41,6 +41,9 @@ const (
 	// a plain SELECT; no claims, no offsets written (floor_pubsub.go). Not
 	// a product: what a latency target is held against.
 	ImplFloor = "floor"
+	// ImplKafka is pgmsg through its Kafka listener, with franz-go
+	// producers and consumer groups (kafka_pubsub.go).
+	ImplKafka = "kafka"
 )
 
 // Env is what every run needs: a database and where to report.

@@ -64,6 +64,22 @@ type PubSubOptions struct {
 	// PgmsgRecordCacheBytes is pgmsg's Config.RecordCacheBytes (0: its
 	// default, negative: no record cache).
 	PgmsgRecordCacheBytes int64
+	// KafkaListener starts the in-process Kafka listener of ImplKafka.
+	KafkaListener KafkaListenerFunc
+	// KafkaBrokers are the address of a Kafka listener of another process
+	// on the same database and schema (pgmsg serve --kafka-listen), used
+	// by ImplKafka instead of an in-process one.
+	KafkaBrokers []string
+	// KafkaServerPID is that process's id: the run reports its CPU time
+	// per record (Linux).
+	KafkaServerPID int
+	// KafkaLinger is the franz-go producers' linger. Default
+	// KafkaLingerDefault.
+	KafkaLinger time.Duration
+	// KafkaNoIdempotence turns the franz-go producers' idempotence off
+	// (on by default, as in franz-go: the listener then stores each batch
+	// with pgmsg's idempotent publish).
+	KafkaNoIdempotence bool
 }
 
 func (o *PubSubOptions) defaults() {
@@ -128,6 +144,24 @@ type PubSubResult struct {
 	PrimaryRecords int64  `json:"primary_records,omitempty"`
 	Errors         int64  `json:"errors"`
 	FirstError     string `json:"first_error,omitempty"`
+	// ListenerCPUS is the CPU time (user and system) the external Kafka
+	// listener's process spent in the measured window, and
+	// ListenerCPUPerRecordUS that per record written or read (kafka with
+	// --kafka-server-pid only).
+	ListenerCPUS           float64 `json:"listener_cpu_s,omitempty"`
+	ListenerCPUPerRecordUS float64 `json:"listener_cpu_per_record_us,omitempty"`
+}
+
+// asyncPublisher is a driver whose publish need not wait for the
+// records' acknowledgement (a Kafka producer's): publishAsync returns once
+// vals are handed over, and done reports when they are stored or failed.
+type asyncPublisher interface {
+	publishAsync(ctx context.Context, vals [][]byte, done func(n int, took time.Duration, err error))
+}
+
+// cpuMeter is a driver that can tell the CPU time of a server process.
+type cpuMeter interface {
+	cpuSeconds() (float64, bool)
 }
 
 // pubsubDriver is one implementation under test.
@@ -171,8 +205,10 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 		d = &copyPubSub{env: env, o: o}
 	case ImplFloor:
 		d = &floorPubSub{env: env, o: o}
+	case ImplKafka:
+		d = &kafkaPubSub{env: env, o: o}
 	default:
-		return nil, fmt.Errorf("bench: unknown pubsub implementation %q (want pgmsg, pgmsg-idempotent, seed, packed, copy or floor)", impl)
+		return nil, fmt.Errorf("bench: unknown pubsub implementation %q (want pgmsg, pgmsg-idempotent, kafka, seed, packed, copy or floor)", impl)
 	}
 	if err := d.setup(ctx); err != nil {
 		_ = d.teardown(context.WithoutCancel(ctx))
@@ -242,6 +278,30 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 			}()
 		}
 	}
+	// The CPU time of an external listener over the measured window.
+	meter, _ := d.(cpuMeter)
+	var cpuStart, cpuEnd float64
+	cpuOK := false
+	var cpuWG sync.WaitGroup
+	if meter != nil {
+		if _, ok := meter.cpuSeconds(); ok {
+			cpuWG.Add(1)
+			go func() {
+				defer cpuWG.Done()
+				select {
+				case <-runCtx.Done():
+					return
+				case <-time.After(time.Until(win.measured)):
+				}
+				cpuStart, cpuOK = meter.cpuSeconds()
+				<-runCtx.Done()
+				var ok bool
+				cpuEnd, ok = meter.cpuSeconds()
+				cpuOK = cpuOK && ok
+			}()
+		}
+	}
+	async, _ := d.(asyncPublisher)
 	perProducer := o.Rate / float64(o.Producers) / float64(o.Batch) // calls per second
 	for i := 0; i < o.Producers; i++ {
 		wg.Add(1)
@@ -255,6 +315,19 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 				t0 := time.Now()
 				for _, v := range vals {
 					stamp(v, t0)
+				}
+				if async != nil {
+					async.publishAsync(runCtx, vals, func(n int, took time.Duration, err error) {
+						switch {
+						case err != nil:
+							if runCtx.Err() == nil {
+								st.fail(err)
+							}
+						case time.Now().Before(win.end):
+							st.wrote(n, took)
+						}
+					})
+					continue
 				}
 				err := d.publish(runCtx, vals)
 				if err != nil {
@@ -287,6 +360,7 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 		})
 	}()
 	wg.Wait()
+	cpuWG.Wait()
 	stopProg()
 	<-progDone
 	endProgress(env)
@@ -321,6 +395,12 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 	}
 	r.WritesPerSec = rate(r.Writes, el)
 	r.ReadsPerSec = rate(r.Reads, el)
+	if cpuOK {
+		r.ListenerCPUS = round(cpuEnd-cpuStart, 2)
+		if n := r.Writes + r.Reads; n > 0 {
+			r.ListenerCPUPerRecordUS = round((cpuEnd-cpuStart)/float64(n)*1e6, 2)
+		}
+	}
 	return r, nil
 }
 

@@ -35,7 +35,7 @@ func (f *benchFlags) add(cmd *cobra.Command) {
 	fl.IntVar(&f.payload, "payload", 1024, "payload bytes per record or job (incompressible)")
 	fl.BoolVar(&f.json, "json", false, "print a machine-readable JSON summary on stdout")
 	fl.StringSliceVar(&f.baseline, "baseline", nil, "also run these baselines with the same settings, side by side: seed (plain SQL for a log and a queue, internal/bench/seed_sql.go), copy (pubsub only: raw COPY into a bare table), floor (pubsub only: a publish, a wake-up after it, and readers that write nothing: the least a log can do per delivery)")
-	fl.StringVar(&f.impl, "impl", bench.ImplPgmsg, "what to measure: pgmsg, pgmsg-idempotent (pubsub only: idempotent publishes), seed, packed (pubsub only: the seed SQL with 7 records per row), copy or floor (pubsub only)")
+	fl.StringVar(&f.impl, "impl", bench.ImplPgmsg, "what to measure: pgmsg, pgmsg-idempotent (pubsub only: idempotent publishes), seed, packed (pubsub only: the seed SQL with 7 records per row), copy or floor (pubsub only), kafka (pubsub only: through pgmsg's Kafka listener with franz-go producers and consumer groups)")
 	fl.BoolVar(&f.force, "force", false, "run even if the schema holds other pgmsg data (only the bench's own topic or queue is created and dropped)")
 	fl.IntVar(&f.rounds, "rounds", 1, "run pgmsg and the baselines this many times, alternating, and report each figure's median (the machine's noise hits both sides alike)")
 	fl.BoolVar(&f.strict, "strict", false, "exit with an error when a run had errors or measured nothing (for CI smoke runs)")
@@ -72,7 +72,8 @@ func newBenchPubSub(g *globals) *cobra.Command {
 		Short: "Publish and consume a topic: producers, partitions, consumer groups",
 		Example: `  pgmsg bench pubsub --producers 64 --batch 1 --baseline seed
   pgmsg bench pubsub --producers 4 --batch 100 --groups 5 --claim-batch 1000 --baseline seed --json
-  pgmsg bench pubsub --producers 8 --batch 1000 --baseline copy --duration 15s`,
+  pgmsg bench pubsub --producers 8 --batch 1000 --baseline copy --duration 15s
+  pgmsg bench pubsub --impl kafka --baseline pgmsg --producers 8 --batch 100 --groups 5 --rounds 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Duration, o.Warmup, o.Payload = f.duration, f.warmup, f.payload
@@ -97,6 +98,11 @@ func newBenchPubSub(g *globals) *cobra.Command {
 	fl.DurationVar(&o.PgmsgClaimGatherWait, "pgmsg-claim-gather-wait", 0, "how long a pgmsg consumer's claim of a partition waits for the other groups' claims of it, to go out as one statement (Config.ClaimGatherWait; 0: pgmsg's default, negative: never gathered)")
 	fl.Int64Var(&o.PgmsgRecordCacheBytes, "pgmsg-record-cache-bytes", 0, "bytes of records a pgmsg client keeps of partitions that several of its groups read, so that each record is read once for them (Config.RecordCacheBytes; 0: pgmsg's default, negative: none)")
 	fl.StringArrayVar(&o.ReadReplicas, "read-replica-url", nil, "a streaming replica of the database that pgmsg's consumers read claimed records from (repeatable; pgmsg only)")
+	fl.StringSliceVar(&o.KafkaBrokers, "kafka-brokers", nil, "--impl kafka: the Kafka listener of another process on the same database and --schema (pgmsg serve --kafka-listen), instead of one in this process")
+	fl.IntVar(&o.KafkaServerPID, "kafka-server-pid", 0, "--impl kafka with --kafka-brokers: that process's id; the summary gives its CPU time per record (Linux)")
+	fl.DurationVar(&o.KafkaLinger, "kafka-linger", bench.KafkaLingerDefault, "--impl kafka: the franz-go producers' linger")
+	fl.BoolVar(&o.KafkaNoIdempotence, "kafka-no-idempotence", false, "--impl kafka: turn the franz-go producers' idempotence (franz-go's default) off")
+	o.KafkaListener = benchKafkaListener
 	return cmd
 }
 

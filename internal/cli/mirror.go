@@ -18,13 +18,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgmsg/pgmsg/internal/mirror"
+	"github.com/pgmsg/pgmsg/pgmsgkafka"
 )
 
 // kafkaFlags are the Kafka connection flags of pgmsg mirror and its
-// subcommands.
+// subcommands: the brokers, TLS and SASL (as managed Kafka services
+// require), and the topics.
 type kafkaFlags struct {
 	brokers []string
 	topics  []string
+	tls     pgmsgkafka.TLSConfig
+	sasl    pgmsgkafka.SASLConfig
+	// passwordFile is read into sasl.Password by opts.
+	passwordFile string
 }
 
 func (k *kafkaFlags) add(cmd *cobra.Command, persistent bool) {
@@ -38,6 +44,47 @@ func (k *kafkaFlags) add(cmd *cobra.Command, persistent bool) {
 	}
 	f.StringSliceVar(&k.brokers, "brokers", def, "Kafka bootstrap brokers, host:port,... ($PGMSG_KAFKA_BROKERS)")
 	f.StringSliceVar(&k.topics, "topics", nil, "pgmsg topics to mirror, each to the Kafka topic of the same name (required)")
+	f.BoolVar(&k.tls.Enabled, "tls", os.Getenv("PGMSG_KAFKA_TLS") == "1", "connect to the brokers with TLS, verified against the system's roots unless --tls-ca ($PGMSG_KAFKA_TLS=1; implied by the other --tls flags)")
+	f.StringVar(&k.tls.CAFile, "tls-ca", os.Getenv("PGMSG_KAFKA_TLS_CA"), "PEM file of the CA that signs the brokers' certificates ($PGMSG_KAFKA_TLS_CA)")
+	f.StringVar(&k.tls.CertFile, "tls-cert", os.Getenv("PGMSG_KAFKA_TLS_CERT"), "PEM client certificate, for brokers that require one (mutual TLS) ($PGMSG_KAFKA_TLS_CERT)")
+	f.StringVar(&k.tls.KeyFile, "tls-key", os.Getenv("PGMSG_KAFKA_TLS_KEY"), "PEM key of --tls-cert ($PGMSG_KAFKA_TLS_KEY)")
+	f.StringVar(&k.tls.ServerName, "tls-server-name", os.Getenv("PGMSG_KAFKA_TLS_SERVER_NAME"), "name the brokers' certificates must hold (default: each broker's host) ($PGMSG_KAFKA_TLS_SERVER_NAME)")
+	f.BoolVar(&k.tls.InsecureSkipVerify, "tls-insecure-skip-verify", false, "accept any broker certificate: no protection against a man in the middle, for tests only")
+	f.StringVar(&k.sasl.Mechanism, "sasl-mechanism", os.Getenv("PGMSG_KAFKA_SASL_MECHANISM"), "SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER ($PGMSG_KAFKA_SASL_MECHANISM)")
+	f.StringVar(&k.sasl.User, "sasl-user", os.Getenv("PGMSG_KAFKA_SASL_USER"), "SASL user of PLAIN and SCRAM (Confluent Cloud: the API key) ($PGMSG_KAFKA_SASL_USER)")
+	f.StringVar(&k.passwordFile, "sasl-password-file", "", "file holding the SASL password (else $PGMSG_KAFKA_SASL_PASSWORD; never a flag's value, which ps shows)")
+	f.StringVar(&k.sasl.TokenFile, "sasl-token-file", os.Getenv("PGMSG_KAFKA_SASL_TOKEN_FILE"), "OAUTHBEARER: file holding the token, read again for each connection so a renewer can rewrite it (else $PGMSG_KAFKA_SASL_TOKEN) ($PGMSG_KAFKA_SASL_TOKEN_FILE)")
+}
+
+// opts returns the kgo options of the flags: the seed brokers, TLS and
+// SASL. Secrets come from files or the environment, never from a flag.
+func (k *kafkaFlags) opts() ([]kgo.Opt, error) {
+	s := k.sasl
+	s.Password = os.Getenv("PGMSG_KAFKA_SASL_PASSWORD")
+	if k.passwordFile != "" {
+		b, err := os.ReadFile(k.passwordFile)
+		if err != nil {
+			return nil, fmt.Errorf("--sasl-password-file: %w", err)
+		}
+		s.Password = strings.TrimRight(string(b), "\r\n")
+	}
+	if s.TokenFile == "" {
+		s.Token = os.Getenv("PGMSG_KAFKA_SASL_TOKEN")
+	}
+	upper := strings.ToUpper(s.Mechanism)
+	if upper == pgmsgkafka.SASLOAuthBearer {
+		s.Password = ""
+	} else {
+		s.Token = ""
+		if upper != "" && s.Password == "" {
+			return nil, fmt.Errorf("--sasl-mechanism %s needs a password: --sasl-password-file or PGMSG_KAFKA_SASL_PASSWORD", s.Mechanism)
+		}
+	}
+	sec, err := pgmsgkafka.SecurityOpts(&k.tls, &s)
+	if err != nil {
+		return nil, err
+	}
+	return append([]kgo.Opt{kgo.SeedBrokers(k.brokers...)}, sec...), nil
 }
 
 func (k *kafkaFlags) check() error {
@@ -71,12 +118,19 @@ either (the skipped records are counted).
 --create-topics creates missing Kafka topics with the pgmsg topic's partition
 count; a Kafka topic with fewer partitions is refused. Progress goes to stderr;
 --metrics-addr serves /metrics (mirrored and skipped records, lag per
-partition). --drain stops once everything published so far is copied (lag 0):
+partition). Managed Kafka (Confluent Cloud, MSK, Aiven) needs --tls (with
+--tls-ca and a client certificate where the service issues them) and SASL:
+--sasl-mechanism PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER, with
+--sasl-user and the password in PGMSG_KAFKA_SASL_PASSWORD or
+--sasl-password-file, or the token in PGMSG_KAFKA_SASL_TOKEN or
+--sasl-token-file. --drain stops once everything published so far is copied (lag 0):
 the step of a switch-over. "pgmsg mirror groups" then moves consumer groups.
 docs/scale-out.md is the runbook.`,
 		Example: `  pgmsg mirror --brokers kafka:9092 --topics orders,payments --create-topics
   pgmsg mirror --brokers kafka:9092 --topics orders --metrics-addr 127.0.0.1:9091
-  pgmsg mirror --brokers kafka:9092 --topics orders --drain`,
+  pgmsg mirror --brokers kafka:9092 --topics orders --drain
+  PGMSG_KAFKA_SASL_PASSWORD=$SECRET pgmsg mirror --brokers pkc-xxxxx.confluent.cloud:9092 --tls \
+      --sasl-mechanism PLAIN --sasl-user $API_KEY --topics orders`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := kf.check(); err != nil {
@@ -88,13 +142,17 @@ docs/scale-out.md is the runbook.`,
 			if progress < 0 || lease < 0 || session < 0 {
 				return errors.New("--progress, --lease and --session-timeout must not be negative")
 			}
+			kopts, err := kf.opts()
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			c, done, err := g.client(ctx)
 			if err != nil {
 				return err
 			}
 			defer done()
-			cfg := mirror.Config{Client: c, Kafka: []kgo.Opt{kgo.SeedBrokers(kf.brokers...)}, Topics: kf.topics,
+			cfg := mirror.Config{Client: c, Kafka: kopts, Topics: kf.topics,
 				Group: group, CreateTopics: create, Workers: workers, Batch: batch, Drain: drain,
 				Lease: lease, SessionTimeout: session,
 				ProgressInterval: progress, Logger: slog.New(slog.NewTextHandler(g.stderr, nil))}
@@ -192,6 +250,10 @@ only as far as the positions need.`,
 			if err != nil {
 				return err
 			}
+			kopts, err := kf.opts()
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			c, done, err := g.client(ctx)
 			if err != nil {
@@ -199,7 +261,7 @@ only as far as the positions need.`,
 			}
 			defer done()
 			offs, err := mirror.TranslateGroups(ctx, mirror.GroupsConfig{Client: c,
-				Kafka: []kgo.Opt{kgo.SeedBrokers(kf.brokers...)}, Groups: groups, Topics: kf.topics,
+				Kafka: kopts, Groups: groups, Topics: kf.topics,
 				MirrorGroup: mirrorGroup, DryRun: dryRun})
 			if err != nil {
 				return err

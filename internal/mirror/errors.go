@@ -38,6 +38,10 @@ var (
 	// lost (asynchronous replication): their pgmsg offsets now name other
 	// records, which the mirror would otherwise skip as copied.
 	ErrTruncatedHistory = errors.New("kafka holds records of a truncated pgmsg history")
+	// ErrKafkaRefused (MR006): Kafka refuses the mirror's credentials or
+	// their rights (a failed SASL authentication, a topic the principal
+	// may not write or read): retrying cannot help, so the mirror stops.
+	ErrKafkaRefused = errors.New("kafka refuses the mirror")
 )
 
 var codes = map[error]string{
@@ -46,6 +50,7 @@ var codes = map[error]string{
 	ErrNotMirrored:       "MR003",
 	ErrBadMirrorHeader:   "MR004",
 	ErrTruncatedHistory:  "MR005",
+	ErrKafkaRefused:      "MR006",
 }
 
 func newError(kind error, msg string) *Error {

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgmsg/pgmsg"
@@ -94,7 +95,8 @@ type Mirror struct {
 	mirrored atomic.Int64
 	skipped  atomic.Int64
 
-	// fatal receives a condition that stops Run (ErrTruncatedHistory):
+	// fatal receives a condition that stops Run (ErrTruncatedHistory,
+	// ErrKafkaRefused):
 	// the handler's errors are otherwise redeliveries.
 	fatal chan error
 }
@@ -213,9 +215,14 @@ func (m *Mirror) prepare(ctx context.Context) error {
 // Run mirrors until ctx ends (then it returns nil) or, with Drain, until
 // the group's lag is 0. It returns the first error that is not a
 // transient one of the database (pgmsg's Consumer retries those; failed
-// produce requests are retried with the claim).
+// produce requests are retried with the claim), or ErrKafkaRefused (MR006)
+// when Kafka refuses the mirror's credentials or rights, which no retry
+// mends.
 func (m *Mirror) Run(ctx context.Context) error {
 	if err := m.prepare(ctx); err != nil {
+		if refused(err) {
+			return newError(ErrKafkaRefused, fmt.Sprintf("Kafka refuses the mirror (check --sasl-* and the principal's rights): %v", err))
+		}
 		return err
 	}
 	total := 0
@@ -350,6 +357,30 @@ func (m *Mirror) markStale(topic string, partitions []int32) {
 // already, and returns once Kafka acknowledged all of them: the consumer
 // commits the claim only then.
 func (m *Mirror) handle(ctx context.Context, cl *pgmsg.Claim) error {
+	err := m.handleClaim(ctx, cl)
+	if refused(err) {
+		select {
+		case m.fatal <- newError(ErrKafkaRefused, fmt.Sprintf("Kafka refuses the mirror (check --sasl-* and the principal's rights to write and read %q): %v", cl.Topic, err)):
+		default:
+		}
+	}
+	return err
+}
+
+// refused reports whether err is Kafka refusing the client's credentials
+// or their rights, which no retry mends.
+func refused(err error) bool {
+	for _, e := range []error{kerr.SaslAuthenticationFailed, kerr.TopicAuthorizationFailed,
+		kerr.ClusterAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed,
+		kerr.IllegalSaslState, kerr.UnsupportedSaslMechanism} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Mirror) handleClaim(ctx context.Context, cl *pgmsg.Claim) error {
 	ps := m.part(cl.Topic, cl.Partition)
 	ps.mu.Lock()
 	defer ps.mu.Unlock()

@@ -45,15 +45,22 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupWith(t, nil, nil)
+}
+
+// setupWith is setup with further options of the kfake cluster, and the
+// kgo options a client needs to reach it (TLS, SASL).
+func setupWith(t *testing.T, clusterOpts []kfake.Opt, kafkaOpts []kgo.Opt) *bundle {
+	t.Helper()
 	pg := pgtest.Schema(t, &pgtest.Opts{MaxConns: 12})
 	c, err := pgmsg.NewClient(pg.Pool, &pgmsg.Config{Schema: pg.Schema})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	cluster, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, clusterOpts...)...)
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	b := &bundle{pg: pg, cluster: cluster, client: c, brokers: cluster.ListenAddrs()}
-	b.kafka = []kgo.Opt{kgo.SeedBrokers(b.brokers...)}
+	b.kafka = append([]kgo.Opt{kgo.SeedBrokers(b.brokers...)}, kafkaOpts...)
 	kc, err := kgo.NewClient(b.kafka...)
 	require.NoError(t, err)
 	t.Cleanup(kc.Close)
