@@ -227,10 +227,14 @@ func (s *Server) partitionLock(topic string, partition int32) *sync.Mutex {
 // publishIdempotent stores an idempotent producer's batch once, and
 // returns its base offset (the stored one for a retry). It applies
 // publish_idempotent()'s rule to the same producer_state rows, in one
-// transaction that takes the partition's counter row lock first, but
-// publishes through the client's direct statement or COPY
-// (Client.PublishTx) rather than the PL/pgSQL function, whose per-record
-// arrays measured about 0.3x of a plain publish for Kafka-sized batches.
+// transaction that takes the producer's lock on the partition first, but
+// publishes through the client's direct statement (Client.PublishTx)
+// rather than the PL/pgSQL function, whose per-record arrays measured
+// about 0.3x of a plain publish for Kafka-sized batches. Inside a
+// transaction the client never publishes with COPY (only on its pool),
+// so the server's role, the schema's admin, which may not write the
+// record table, publishes through _publish_direct() (SECURITY DEFINER)
+// and no refused COPY can abort the transaction.
 // The rule: the batch the producer stored last on the partition, sent
 // again with the same sequences, is a retry (nothing written); a batch
 // starting after it is stored; anything else is out of order.
