@@ -78,6 +78,11 @@ the demo instead. In another terminal, with the URL dev prints:
 				if err := checkPortFree(listen, "--listen"); err != nil {
 					return err
 				}
+				if kafkaListen != "" {
+					if err := checkPortFree(kafkaListen, "--kafka-listen"); err != nil {
+						return err
+					}
+				}
 			}
 			if g.resolveURL() == "" {
 				fmt.Fprintf(g.stdout, "starting a local PostgreSQL in %s ...\n", dataDir)

@@ -59,7 +59,11 @@ func checkPortFree(addr, flag string) error {
 		} else {
 			hint = oneLine(err)
 		}
-		return fmt.Errorf("cannot listen on %s (%s): choose another address with %s, e.g. %s 127.0.0.1:9090", addr, hint, flag, flag)
+		example := "127.0.0.1:9090"
+		if flag == "--kafka-listen" {
+			example = `127.0.0.1:9094 (or --kafka-listen "" for no Kafka listener)`
+		}
+		return fmt.Errorf("cannot listen on %s (%s): choose another address with %s, e.g. %s %s", addr, hint, flag, flag, example)
 	}
 	return l.Close()
 }

@@ -91,6 +91,19 @@ func TestDevRefusesATakenListenAddress(t *testing.T) {
 	require.NotContains(t, errOut, "connect", "checked before the database")
 }
 
+// pgmsg dev checks its Kafka listener's address (--kafka-listen,
+// 127.0.0.1:9092 by default) before the demo too, and names that flag.
+func TestDevRefusesATakenKafkaListenAddress(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	_, errOut, code := mainOut("dev", "--database-url", "postgres://127.0.0.1:1/x", "--listen", "127.0.0.1:0", "--kafka-listen", l.Addr().String())
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "cannot listen on "+l.Addr().String()+" (another program listens there): choose another address with --kafka-listen")
+	require.NotContains(t, errOut, "connect", "checked before the database")
+}
+
 // A connection error is one line with the cause once and a hint.
 func TestConnectionErrorIsOneLineWithAHint(t *testing.T) {
 	t.Parallel()

@@ -121,20 +121,27 @@ func (g *globals) startKafka(o kafkaOpts, client *pgmsg.Client, logger *slog.Log
 		return nil, err
 	}
 	tlsConfig := o.tls
-	srv, err = kafkasrv.New(kafkasrv.Config{
-		RequireAuth: !o.noAuth, TLS: tlsConfig,
-		Client: client, Advertise: o.advertise, MaxRequestBytes: o.maxRequestBytes,
-		AutoCreateTopics: o.autoCreate, AutoCreatePartitions: o.autoPartitions, Logger: logger,
-		Groups: groups, Cluster: true, NodeID: o.nodeID, SessionTimeout: o.sessionTimeout,
-	})
-	if err != nil {
-		groups.Close()
-		return nil, err
-	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		groups.Close()
 		return nil, fmt.Errorf("cannot listen on --kafka-listen %s: %w", o.listen, err)
+	}
+	// Without --kafka-advertise, the listener's own address (its port
+	// known now, also for :0), set before anything reads it.
+	advertise := o.advertise
+	if advertise == "" {
+		advertise = ln.Addr().String()
+	}
+	srv, err = kafkasrv.New(kafkasrv.Config{
+		RequireAuth: !o.noAuth, TLS: tlsConfig,
+		Client: client, Advertise: advertise, MaxRequestBytes: o.maxRequestBytes,
+		AutoCreateTopics: o.autoCreate, AutoCreatePartitions: o.autoPartitions, Logger: logger,
+		Groups: groups, Cluster: true, NodeID: o.nodeID, SessionTimeout: o.sessionTimeout,
+	})
+	if err != nil {
+		_ = ln.Close()
+		groups.Close()
+		return nil, err
 	}
 	done := make(chan struct{})
 	go func() {

@@ -63,6 +63,7 @@ func TestServeKafka(t *testing.T) {
 		t.Fatal("serve did not stop")
 	}
 	require.Contains(t, stdout.String(), "pgmsg serving Kafka on "+addr)
+	require.Contains(t, stdout.String(), "advertised as "+addr+")", "the listener's own address, not :0")
 }
 
 // The Kafka flags are checked before serve connects: without

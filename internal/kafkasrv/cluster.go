@@ -21,7 +21,8 @@ func (s *Server) cluster() clusterView {
 	if v := s.liveView(); v != nil {
 		return *v
 	}
-	return clusterView{brokers: []broker{{id: s.cfg.NodeID, host: s.advHost, port: s.advPort}}}
+	host, port := s.advertised()
+	return clusterView{brokers: []broker{{id: s.cfg.NodeID, host: host, port: port}}}
 }
 
 // NodeID returns this listener's node id (the registry's when

@@ -30,9 +30,11 @@ type conn struct {
 	inflight sync.WaitGroup
 
 	// tails holds, per topic partition, a channel closed when the last
-	// produce to it that this connection dispatched has finished: the
-	// next one waits for it, so a partition's batches are stored in the
-	// order the client sent them.
+	// produce to it that this connection read has finished: the next one
+	// waits for it, so a partition's batches are stored in the order the
+	// client sent them, and a Fetch or ListOffsets read after a produce
+	// sees it. Tickets are taken by the reader, in the order of the
+	// requests, before a request's goroutine starts.
 	tailsMu sync.Mutex
 	tails   map[tp]chan struct{}
 
@@ -68,6 +70,87 @@ type request struct {
 	clientID     string
 	req          kmsg.Request // nil when the frame could not be decoded
 	size         int64        // the frame's bytes, held in Server.inflightBytes
+	// tickets: a Produce request's places in its partitions' order, one
+	// per partition of the request (topics, then partitions, in request
+	// order).
+	tickets []*ticket
+	// after: what a Fetch or ListOffsets waits for first, the produce
+	// requests read before it on its partitions.
+	after []chan struct{}
+}
+
+// ticket is one partition's place in the connection's produce order: its
+// work starts when prev is closed and ends with done.
+type ticket struct {
+	key  tp
+	prev chan struct{} // nil: nothing before it
+	mine chan struct{}
+	once sync.Once
+}
+
+// wait waits for the produce before t on its partition.
+func (t *ticket) wait(ctx context.Context) error {
+	if t.prev == nil {
+		return nil
+	}
+	select {
+	case <-t.prev:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// done lets the next produce of t's partition start.
+func (c *conn) done(t *ticket) {
+	t.once.Do(func() {
+		close(t.mine)
+		c.tailsMu.Lock()
+		if c.tails[t.key] == t.mine {
+			delete(c.tails, t.key)
+		}
+		c.tailsMu.Unlock()
+	})
+}
+
+// order takes r's places in the connection's produce order (the reader
+// calls it, in request order).
+func (c *conn) order(r *request) {
+	c.tailsMu.Lock()
+	defer c.tailsMu.Unlock()
+	switch req := r.req.(type) {
+	case *kmsg.ProduceRequest:
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				key := tp{rt.Topic, rp.Partition}
+				t := &ticket{key: key, prev: c.tails[key], mine: make(chan struct{})}
+				c.tails[key] = t.mine
+				r.tickets = append(r.tickets, t)
+			}
+		}
+	case *kmsg.FetchRequest:
+		if len(c.tails) == 0 {
+			return
+		}
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				if ch := c.tails[tp{rt.Topic, rp.Partition}]; ch != nil {
+					r.after = append(r.after, ch)
+				}
+			}
+		}
+	case *kmsg.ListOffsetsRequest:
+		if len(c.tails) == 0 {
+			return
+		}
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				if ch := c.tails[tp{rt.Topic, rp.Partition}]; ch != nil {
+					r.after = append(r.after, ch)
+				}
+			}
+		}
+	}
 }
 
 func (c *conn) serve() {
@@ -129,6 +212,7 @@ func (c *conn) serve() {
 			continue
 		}
 		if concurrent(r.key) {
+			c.order(r)
 			c.inflight.Add(1)
 			go func() {
 				defer c.inflight.Done()
@@ -170,6 +254,21 @@ func (c *conn) run(r *request, p *pending) {
 			p.frame, p.fatal = nil, true
 		}
 	}()
+	// A produce that fails before reaching a partition still lets the
+	// next one of the partition go (its connection is closing).
+	defer func() {
+		for _, t := range r.tickets {
+			c.done(t)
+		}
+	}()
+	for _, ch := range r.after {
+		select {
+		case <-ch:
+		case <-c.ctx.Done():
+			p.fatal = true
+			return
+		}
+	}
 	resp, err := c.handle(r)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {

@@ -110,7 +110,7 @@ func (c *conn) handle(r *request) (kmsg.Response, error) {
 		defer cancel()
 		stop := context.AfterFunc(c.s.ctx, cancel)
 		defer stop()
-		return c.produce(pctx, req)
+		return c.produce(pctx, req, r.tickets)
 	case *kmsg.FetchRequest:
 		return c.s.fetch(ctx, req)
 	case *kmsg.ListOffsetsRequest:

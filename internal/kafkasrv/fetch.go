@@ -87,6 +87,9 @@ func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			// An empty record set, never a null one, as Kafka sends:
+			// librdkafka refuses a null one (MessageSetSize -1).
+			sp.RecordBatches = []byte{}
 			switch {
 			case !allowed:
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
@@ -108,7 +111,9 @@ func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 					if err != nil {
 						return 0, false, err
 					}
-					sp.RecordBatches = b
+					if b != nil {
+						sp.RecordBatches = b
+					}
 					total += len(b)
 				}
 			}

@@ -97,22 +97,29 @@ func TestFetch(t *testing.T) {
 	require.Less(t, time.Since(start), time.Minute, "answered by the notification, not the max wait")
 	require.Equal(t, int16(0), fr.Topics[0].Partitions[1].ErrorCode)
 	require.NotEmpty(t, decodeFetched(t, fr.Topics[0].Partitions[1]))
-	require.Empty(t, fr.Topics[0].Partitions[0].RecordBatches)
+	requireEmptyNotNull(t, fr.Topics[0].Partitions[0])
 
-	// MaxWait: nothing to read, answered empty.
-	resp, err := cl.Broker(0).Request(ctx, fetchReq("f", 50*time.Millisecond, 1, 1<<20, map[int32]int64{0: 0}, 1<<20))
-	require.NoError(t, err)
-	fr = resp.(*kmsg.FetchResponse)
-	require.Equal(t, int16(0), fr.Topics[0].Partitions[0].ErrorCode)
-	require.Equal(t, int64(0), fr.Topics[0].Partitions[0].HighWatermark)
+	// MaxWait: nothing to read, answered with an empty record set (not a
+	// null one, which librdkafka refuses), at every version.
+	for _, v := range []int16{4, 11, 12} {
+		req := fetchReq("f", 50*time.Millisecond, 1, 1<<20, map[int32]int64{0: 0}, 1<<20)
+		req.Version = v
+		resp, err := cl.Broker(0).Request(ctx, req)
+		require.NoError(t, err)
+		fr = resp.(*kmsg.FetchResponse)
+		require.Equal(t, int16(0), fr.Topics[0].Partitions[0].ErrorCode)
+		require.Equal(t, int64(0), fr.Topics[0].Partitions[0].HighWatermark)
+		requireEmptyNotNull(t, fr.Topics[0].Partitions[0])
+	}
 
 	// Out of range.
-	resp, err = cl.Broker(0).Request(ctx, fetchReq("f", 0, 0, 1<<20, map[int32]int64{0: 5}, 1<<20))
+	resp, err := cl.Broker(0).Request(ctx, fetchReq("f", 0, 0, 1<<20, map[int32]int64{0: 5}, 1<<20))
 	require.NoError(t, err)
 	fr = resp.(*kmsg.FetchResponse)
 	require.Equal(t, kerr.OffsetOutOfRange.Code, fr.Topics[0].Partitions[0].ErrorCode)
 	require.Equal(t, int64(0), fr.Topics[0].Partitions[0].HighWatermark)
 	require.Equal(t, int64(0), fr.Topics[0].Partitions[0].LogStartOffset)
+	requireEmptyNotNull(t, fr.Topics[0].Partitions[0])
 
 	// Byte limits: 50 records of 1 KiB on each partition.
 	var recs []*pgmsg.Record
@@ -137,7 +144,7 @@ func TestFetch(t *testing.T) {
 	require.NoError(t, err)
 	fr = resp.(*kmsg.FetchResponse)
 	require.Equal(t, []int64{0}, decodeFetched(t, fr.Topics[0].Partitions[0]))
-	require.Empty(t, fr.Topics[0].Partitions[1].RecordBatches)
+	requireEmptyNotNull(t, fr.Topics[0].Partitions[1])
 	// All of them, in order, when the limits allow.
 	resp, err = cl.Broker(0).Request(ctx, fetchReq("f", 0, 0, 1<<20, map[int32]int64{0: 0, 1: 0}, 1<<20))
 	require.NoError(t, err)
@@ -153,6 +160,15 @@ func TestFetch(t *testing.T) {
 	resp, err = cl.Broker(0).Request(ctx, fetchReq("nope", 0, 0, 1<<20, map[int32]int64{0: 0}, 1<<20))
 	require.NoError(t, err)
 	require.Equal(t, kerr.UnknownTopicOrPartition.Code, resp.(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode)
+	requireEmptyNotNull(t, resp.(*kmsg.FetchResponse).Topics[0].Partitions[0])
+}
+
+// requireEmptyNotNull: a partition with nothing to return answers an
+// empty record set, not a null one.
+func requireEmptyNotNull(t *testing.T, p kmsg.FetchResponseTopicPartition) {
+	t.Helper()
+	require.NotNil(t, p.RecordBatches, "partition %d: a null record set", p.Partition)
+	require.Empty(t, p.RecordBatches)
 }
 
 // ListOffsets: earliest, latest and by timestamp (the time index) through

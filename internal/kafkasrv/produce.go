@@ -18,7 +18,7 @@ import (
 // an idempotent producer's batch), the partitions concurrently. Whatever
 // acks asks, a partition is answered once its records are committed;
 // acks=0 answers nothing.
-func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Response, error) {
+func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest, tickets []*ticket) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var fail *batchError
 	switch {
@@ -27,11 +27,15 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		fail = &batchError{kerr.InvalidRequiredAcks.Code, "acks must be -1, 0 or 1"}
 	}
+	// tickets are the request's partitions in order (conn.order): each
+	// partition's publish waits for the connection's previous produce to
+	// the partition, whether or not this one is refused.
 	type job struct {
-		sp         *kmsg.ProduceResponseTopicPartition
-		topic      string
-		raw        []byte
-		prev, mine chan struct{}
+		sp    *kmsg.ProduceResponseTopicPartition
+		topic string
+		raw   []byte
+		t     *ticket
+		skip  bool
 	}
 	var jobs []job
 	for _, rt := range req.Topics {
@@ -40,27 +44,28 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
 		resp.Topics = append(resp.Topics, st)
 	}
+	k := 0
 	for i, rt := range req.Topics {
 		for j, rp := range rt.Partitions {
 			sp := &resp.Topics[i].Partitions[j]
 			*sp = kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			t := tickets[k]
+			k++
+			skip := false
 			if fail != nil {
 				setProduceError(req.Version, sp, fail)
-				continue
-			}
-			if code := c.authorize(ctx, "topic", rt.Topic, "write"); code != 0 {
+				skip = true
+			} else if code := c.authorize(ctx, "topic", rt.Topic, "write"); code != 0 {
 				sp.ErrorCode = code
+				skip = true
+			}
+			if skip && t.prev == nil {
+				c.done(t)
 				continue
 			}
-			key := tp{rt.Topic, rp.Partition}
-			mine := make(chan struct{})
-			c.tailsMu.Lock()
-			prev := c.tails[key]
-			c.tails[key] = mine
-			c.tailsMu.Unlock()
-			jobs = append(jobs, job{sp: sp, topic: rt.Topic, raw: rp.Records, prev: prev, mine: mine})
+			jobs = append(jobs, job{sp: sp, topic: rt.Topic, raw: rp.Records, t: t, skip: skip})
 		}
 	}
 	var wg sync.WaitGroup
@@ -69,23 +74,18 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 	for i := range jobs {
 		j := jobs[i]
 		run := func() {
-			defer func() {
-				close(j.mine)
-				key := tp{j.topic, j.sp.Partition}
-				c.tailsMu.Lock()
-				if c.tails[key] == j.mine {
-					delete(c.tails, key)
-				}
-				c.tailsMu.Unlock()
-			}()
-			batches, berr := decodeBatches(j.raw, j.topic, j.sp.Partition, int(c.s.cfg.MaxRequestBytes))
-			if j.prev != nil {
-				select {
-				case <-j.prev:
-				case <-ctx.Done():
-					fatalOnce.Do(func() { fatal = ctx.Err() })
-					return
-				}
+			defer c.done(j.t)
+			var batches []batch
+			var berr *batchError
+			if !j.skip {
+				batches, berr = decodeBatches(j.raw, j.topic, j.sp.Partition, int(c.s.cfg.MaxRequestBytes))
+			}
+			if err := j.t.wait(ctx); err != nil {
+				fatalOnce.Do(func() { fatal = err })
+				return
+			}
+			if j.skip {
+				return
 			}
 			if berr != nil {
 				setProduceError(req.Version, j.sp, berr)
@@ -227,10 +227,14 @@ func (s *Server) partitionLock(topic string, partition int32) *sync.Mutex {
 // publishIdempotent stores an idempotent producer's batch once, and
 // returns its base offset (the stored one for a retry). It applies
 // publish_idempotent()'s rule to the same producer_state rows, in one
-// transaction that takes the partition's counter row lock first, but
-// publishes through the client's direct statement or COPY
-// (Client.PublishTx) rather than the PL/pgSQL function, whose per-record
-// arrays measured about 0.3x of a plain publish for Kafka-sized batches.
+// transaction that takes the producer's lock on the partition first, but
+// publishes through the client's direct statement (Client.PublishTx)
+// rather than the PL/pgSQL function, whose per-record arrays measured
+// about 0.3x of a plain publish for Kafka-sized batches. Inside a
+// transaction the client never publishes with COPY (only on its pool),
+// so the server's role, the schema's admin, which may not write the
+// record table, publishes through _publish_direct() (SECURITY DEFINER)
+// and no refused COPY can abort the transaction.
 // The rule: the batch the producer stored last on the partition, sent
 // again with the same sequences, is a retry (nothing written); a batch
 // starting after it is stored; anything else is out of order.

@@ -72,7 +72,8 @@ func (r *registry) register(ctx context.Context) error {
 			for id = 0; held[id]; id++ {
 			}
 		}
-		ok, err := s.store.KafkaBrokerRegister(ctx, s.client.Pool(), id, s.advHost, s.advPort, r.instance, r.timeout)
+		host, port := s.advertised()
+		ok, err := s.store.KafkaBrokerRegister(ctx, s.client.Pool(), id, host, port, r.instance, r.timeout)
 		if err != nil {
 			return err
 		}
@@ -100,7 +101,8 @@ func (r *registry) refresh(ctx context.Context) error {
 		hasSelf = hasSelf || b.NodeID == self
 	}
 	if !hasSelf { // until the next heartbeat renews it
-		v.brokers = insertBroker(v.brokers, broker{id: self, host: r.s.advHost, port: r.s.advPort})
+		host, port := r.s.advertised()
+		v.brokers = insertBroker(v.brokers, broker{id: self, host: host, port: port})
 	}
 	r.view.Store(v)
 	return nil

@@ -133,8 +133,10 @@ type Server struct {
 	closed    bool
 	wg        sync.WaitGroup
 
-	advHost string
-	advPort int32
+	// adv is the advertised host and port: set by New from
+	// Config.Advertise, else by the first Serve from its listener; read
+	// by every connection and by the group coordinator (OwnsGroup).
+	adv atomic.Pointer[broker]
 
 	// recordSize is the average stored size of a record per topic
 	// partition (tp -> int64), which sizes a Fetch's reads.
@@ -224,7 +226,7 @@ func (s *Server) setAdvertise(addr string) error {
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		host = "127.0.0.1"
 	}
-	s.advHost, s.advPort = host, int32(p)
+	s.adv.Store(&broker{id: s.cfg.NodeID, host: host, port: int32(p)})
 	return nil
 }
 
@@ -238,7 +240,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	s.listeners[ln] = struct{}{}
-	if s.advHost == "" {
+	if s.adv.Load() == nil {
 		if err := s.setAdvertise(ln.Addr().String()); err != nil {
 			s.mu.Unlock()
 			return err
@@ -299,7 +301,17 @@ func (s *Server) ServeConn(nc net.Conn) {
 func (s *Server) Addr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort)))
+	host, port := s.advertised()
+	return net.JoinHostPort(host, strconv.Itoa(int(port)))
+}
+
+// advertised returns the advertised host and port ("", 0 before Serve
+// when Config.Advertise is empty).
+func (s *Server) advertised() (string, int32) {
+	if b := s.adv.Load(); b != nil {
+		return b.host, b.port
+	}
+	return "", 0
 }
 
 // Close stops the listeners, closes every connection (ending long polls)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -143,8 +144,8 @@ FROM pgmsg.kafka_broker ORDER BY node_id`))
 }
 
 // KafkaProducerState is an idempotent producer's last stored batch on a
-// partition (producer_state), read under the partition's counter row
-// lock.
+// partition (producer_state), read under the producer's lock on the
+// partition.
 type KafkaProducerState struct {
 	TopicID       int32
 	Found         bool // the producer has a stored batch on the partition
@@ -153,18 +154,29 @@ type KafkaProducerState struct {
 	BaseOffset    int64
 }
 
-// KafkaProducerLock locks (topic, partition)'s counter row, as every
-// publisher does first, and reads producerID's last stored batch there.
-// ok is false when the topic or the partition does not exist. Run it in
-// the transaction that publishes the batch and saves the state.
+// KafkaProducerLock takes a transaction-scoped lock on (topic, partition,
+// producerID), then reads the producer's last stored batch there. ok is
+// false when the topic or the partition does not exist. Run it in the
+// transaction that publishes the batch and saves the state: the lock
+// makes a second listener's batch of the same producer wait until this
+// one's state is committed.
+//
+// The lock is an advisory one, not the partition's counter row: the
+// server's role (the schema's admin) may not lock the counter rows
+// (docs/operations.md, "Database roles"). The state is read by a
+// statement after the lock's, so that its snapshot sees what the
+// previous holder committed.
 func (s *Store) KafkaProducerLock(ctx context.Context, tx DBTX, topic string, partition int32, producerID string) (st KafkaProducerState, ok bool, err error) {
+	key := s.schema + ".kafka_producer." + topic + "." + strconv.Itoa(int(partition)) + "." + producerID
+	if _, err := tx.Exec(ctx, `SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended($1::text, 0))`, key); err != nil {
+		return st, false, errs.Map(err)
+	}
 	var first, last, base *int64
 	err = tx.QueryRow(ctx, s.SQL(`SELECT c.topic_id, s.first_sequence, s.last_sequence, s.base_offset
 FROM pgmsg.topic t
 JOIN pgmsg.topic_partition c ON c.topic_id = t.topic_id AND c.partition = $2::integer
 LEFT JOIN pgmsg.producer_state s ON s.topic_id = c.topic_id AND s.partition = c.partition AND s.producer_id = $3::text
-WHERE t.name = $1::text
-FOR NO KEY UPDATE OF c`), topic, partition, producerID).Scan(&st.TopicID, &first, &last, &base)
+WHERE t.name = $1::text`), topic, partition, producerID).Scan(&st.TopicID, &first, &last, &base)
 	if err == pgx.ErrNoRows {
 		return st, false, nil
 	}
