@@ -15,7 +15,7 @@ func ExampleNewBackend() {
 	client, cleanup := exampleClient()
 	defer cleanup()
 
-	var backend pgmsg.Backend = pgmsg.NewBackend(client) // or pgmsgkafka.New(&pgmsgkafka.Config{...})
+	backend := pgmsg.NewBackend(client) // or pgmsgkafka.New(&pgmsgkafka.Config{...})
 	defer backend.Close()
 
 	if _, err := backend.CreateTopic(ctx, "audit-log", pgmsg.TopicConfig{Partitions: 2}); err != nil {

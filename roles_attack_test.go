@@ -1,7 +1,6 @@
 package pgmsg_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -156,5 +155,5 @@ func TestRetentionDropsOnlySegmentTables(t *testing.T) {
 		var n int
 		require.NoError(t, tb.Pool.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = $1::regnamespace AND relname LIKE 'record\\_%\\_p0\\_0'", s).Scan(&n))
 		return n == 0
-	}, 10*time.Second, 50*time.Millisecond, fmt.Sprint("segment 0 dropped"))
+	}, 10*time.Second, 50*time.Millisecond, "segment 0 dropped")
 }

@@ -866,7 +866,7 @@ func TestAuthorization(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *Config) {
 		c.Authorize = func(_ context.Context, kind, name, op string) bool {
-			return !(kind == "group" && name == "secret") && !(kind == "topic" && name == "t" && op == "read")
+			return (kind != "group" || name != "secret") && (kind != "topic" || name != "t" || op != "read")
 		}
 	})
 	b.topic("t", 1)

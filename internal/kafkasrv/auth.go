@@ -81,9 +81,6 @@ func (c *conn) saslHandshake(req *kmsg.SASLHandshakeRequest) kmsg.Response {
 	return resp
 }
 
-// errAuthFailed closes the connection after its answer, as Kafka does.
-var errAuthFailed = errors.New("kafkasrv: SASL authentication failed")
-
 // saslAuthenticate checks SASL/PLAIN's message (authzid NUL username NUL
 // password): the password must be a live pgmsg token's secret; the
 // username is not checked (the token names its holder).

@@ -131,7 +131,7 @@ func (s *Server) readPartition(ctx context.Context, topic string, p store.KafkaP
 	var out []byte
 	for from < p.NextOffset {
 		left := budget - len(out)
-		if left <= 0 && !(first && len(out) == 0) {
+		if left <= 0 && (!first || len(out) != 0) {
 			break
 		}
 		n := int32(min(max(left/int(avg.Load())+1, 1), fetchReadMax))
@@ -204,7 +204,7 @@ func appendBatch(dst []byte, recs []store.KafkaRecord, budget int, force bool) (
 			body = kbin.AppendVarintBytes(body, h[k])
 		}
 		size := len(body) + 5
-		if len(dst)-start+size > budget && !(force && used == 0) {
+		if len(dst)-start+size > budget && (!force || used != 0) {
 			break
 		}
 		dst = kbin.AppendVarint(dst, int32(len(body)))
