@@ -170,10 +170,11 @@ func FuzzPosition(f *testing.F) {
 // FuzzIsRetryable: classifying any database error never panics, and
 // errors with a pgmsg code are never retryable, except backpressure
 // (PM014 ErrBackpressure, PM109 ErrQueueFull), which clears when consumers
-// or workers make room. (The fuzzer found PM109 once the queue limit
+// or workers make room, and a full disk (PM021 ErrDiskFull), which clears
+// when space returns. (The fuzzer found PM109 once the queue limit
 // existed; the seeds keep both in every run.)
 func FuzzIsRetryable(f *testing.F) {
-	for _, c := range []string{"", "0", "08", "08006", "40001", "PM001", "PM106", "57014", "XX000", "zzzzz", "PM014", "PM109"} {
+	for _, c := range []string{"", "0", "08", "08006", "40001", "PM001", "PM106", "57014", "XX000", "zzzzz", "PM014", "PM109", "PM021"} {
 		f.Add(c)
 	}
 	f.Fuzz(func(t *testing.T, code string) {
@@ -190,9 +191,9 @@ func FuzzIsRetryable(f *testing.F) {
 			}()
 			retry = IsRetryable(err)
 		}()
-		backpressure := errors.Is(err, ErrBackpressure) || errors.Is(err, ErrQueueFull)
-		if ErrorCode(err) != "" && retry != backpressure {
-			t.Fatalf("code %q (a pgmsg code): IsRetryable = %v, want %v (only backpressure is retryable)", code, retry, backpressure)
+		clears := errors.Is(err, ErrBackpressure) || errors.Is(err, ErrQueueFull) || errors.Is(err, ErrDiskFull)
+		if ErrorCode(err) != "" && retry != clears {
+			t.Fatalf("code %q (a pgmsg code): IsRetryable = %v, want %v (only backpressure and a full disk are retryable)", code, retry, clears)
 		}
 		_ = IsRetryable(fmt.Errorf("wrapped: %w", err))
 	})
