@@ -15,7 +15,7 @@ import (
 )
 
 // Timestamps outside the UTC years 0001..9999 cannot be encoded back to
-// JSON (RFC 3339); they are refused on every surface (issue 14).
+// JSON (RFC 3339); they are refused on every surface.
 var outOfRangeTimes = []time.Time{
 	time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("", -(23*3600+59*60))), // year 10000 UTC
 	time.Date(0, 1, 1, 0, 0, 0, 0, time.FixedZone("", 23*3600+59*60)),            // year 0 UTC
@@ -93,7 +93,7 @@ func TestTimestampBounds(t *testing.T) {
 // A timestamp finer than PostgreSQL's microseconds is stored truncated;
 // Publish reported the nanoseconds it was given, so the HTTP publish
 // answer named a timestamp that no read returns (found by the HTTP
-// property test, issue 14).
+// property test).
 func TestPublishReportsStoredTimestamp(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
@@ -175,11 +175,11 @@ func TestQueueSettingsNotTruncated(t *testing.T) {
 	require.Equal(t, 1, topics[0].Partitions)
 }
 
-// Issue 14: durations had no upper bound. A lease of '9000 years' made a
+// Durations once had no upper bound. A lease of '9000 years' made a
 // claim's or a job's expiry a year past 9999, which no HTTP answer could
 // encode (a 500), and a queue setting past 292 years did not fit a Go
 // duration. Leases, session timeouts, backoffs and waits are at most 366
-// days, archive retention at most 36525 days (migration 019): PM004,
+// days, archive retention at most 36525 days: PM004,
 // nothing written, on every function that takes one; Go callers get
 // ErrInvalidArgument.
 func TestDurationBounds(t *testing.T) {

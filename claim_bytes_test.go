@@ -9,7 +9,7 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-// Issue 14: a job claim is capped by payload bytes as well as by count. The
+// A job claim is capped by payload bytes as well as by count. The
 // cap is enforced by job_claim itself, so the jobs beyond it are not leased;
 // a claim always hands out at least one job, however large.
 func TestJobClaimMaxBytes(t *testing.T) {

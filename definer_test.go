@@ -84,10 +84,10 @@ func sqlState(err error) string {
 	return ""
 }
 
-// Issue 14, finding 6: the SECURITY DEFINER segment functions run as the
+// The SECURITY DEFINER segment functions run as the
 // schema owner, so PUBLIC must not be able to call them. A role that was
 // granted only USAGE on the schema gets 42501 from each, and nothing is
-// created or locked. Before migration 015 PUBLIC kept EXECUTE.
+// created or locked. PUBLIC once kept EXECUTE on them.
 func TestSegmentFunctionsNotExecutableByPublic(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Schema(t, nil)
@@ -117,7 +117,7 @@ func TestSegmentFunctionsNotExecutableByPublic(t *testing.T) {
 // (PM001 unknown topic, PM005 partition, PM004 argument) and creates
 // nothing, even for the application role, which holds EXECUTE on them.
 // Publishing as that role still creates segments as it needs them, ahead of
-// need and in a publish's own fallback. Before migration 015 the bad calls
+// need and in a publish's own fallback. Once, the bad calls
 // locked other tables (42P01 for an unknown one), created segments out of
 // order, of any size and in any number, or failed half-way (42P07).
 func TestSegmentFunctionsCheckArguments(t *testing.T) {

@@ -26,7 +26,7 @@ func idemRecords(topic string, n int) []*pgmsg.Record {
 
 // A retried idempotent publish stores nothing and reports where the first
 // attempt stored the records; the next sequence is stored; a sequence
-// that goes back is refused with nothing written (issue 18, item 1).
+// that goes back is refused with nothing written.
 func TestPublishIdempotentStoresOnce(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)

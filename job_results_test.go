@@ -14,7 +14,7 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-// Job progress and results (issue 19, item 4): progress recorded by the
+// Job progress and results: progress recorded by the
 // holder is visible while the job runs and kept in the archive; a result
 // set before completion is archived with the job, through Complete,
 // CompleteMany and the Worker; what cannot be stored is refused with
@@ -170,7 +170,7 @@ func TestJobDocumentNul(t *testing.T) {
 	}
 }
 
-// ListJobs (issue 19, item 5): a queue's jobs, live and archived, by id,
+// ListJobs: a queue's jobs, live and archived, by id,
 // filtered by state, kind and enqueue time, paged; bad filters refused.
 func TestListJobs(t *testing.T) {
 	t.Parallel()
@@ -241,7 +241,7 @@ func TestListJobs(t *testing.T) {
 	require.ErrorIs(t, err, pgmsg.ErrUnknownQueue)
 }
 
-// Tags and metadata (issue 19, item 5): stored by every enqueue path
+// Tags and metadata: stored by every enqueue path
 // (plain, unique keys, the SQL API), shown by GetJob and ListJobs, kept in
 // the archive, searchable by tag; malformed ones refused with nothing
 // written.

@@ -17,7 +17,7 @@ import (
 
 // With a TracerProvider, an enqueue makes a producer span whose context
 // travels in each job's metadata, and the worker's process span around the
-// handler continues that trace (issue 18, item 6).
+// handler continues that trace.
 func TestJobTracing(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()

@@ -11,7 +11,7 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-// Issue 14: a job's lease token must not be guessable by another claimer of
+// A job's lease token must not be guessable by another claimer of
 // the queue, nor be echoed in errors; a stale token is still refused.
 func TestJobLeaseTokensUnguessable(t *testing.T) {
 	t.Parallel()

@@ -17,8 +17,7 @@ import (
 // Schedules read as cron reads them: steps, ranges, names, descriptors,
 // the Vixie rule for two restricted day fields, time zones across both
 // daylight-saving changes, fixed intervals; and refused with
-// ErrInvalidSchedule when they cannot be read or never fire (issue 19,
-// item 1).
+// ErrInvalidSchedule when they cannot be read or never fire .
 func TestPreviewSchedule(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)

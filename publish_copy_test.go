@@ -16,7 +16,7 @@ import (
 )
 
 // copySequence reports whether the partition has published with COPY:
-// its offset sequence exists once a COPY publish has run (migration 012).
+// its offset sequence exists once a COPY publish has run.
 func copySequence(t *testing.T, ctx context.Context, b *pgtest.Bundle, topic string, partition int32) bool {
 	t.Helper()
 	var seq *uint32

@@ -14,7 +14,7 @@ import (
 )
 
 // A queue's rate limit: a token bucket of one second's worth (at least
-// one job), refilled at the rate (issue 19, item 8). The test moves the
+// one job), refilled at the rate. The test moves the
 // bucket's clock instead of waiting.
 func TestQueueRateLimit(t *testing.T) {
 	t.Parallel()

@@ -14,7 +14,7 @@ import (
 
 // A paused queue takes jobs and hands none out, through every claim path
 // (direct statement, job_claim(), a worker); resumed, its idle worker is
-// woken and runs them (issue 19, item 3).
+// woken and runs them.
 func TestPauseQueue(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, &pgmsg.Config{PollInterval: time.Hour}) // only the resume's notification wakes the worker

@@ -10,7 +10,7 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-// Issue 51, findings 3 to 5 and the maintenance_event forgery: logged in
+// Forgeries of what owner-run code trusts (maintenance_event among them): logged in
 // as each documented role, none writes what owner-run code trusts, nor
 // anything outside its job.
 func TestRolesCannotWriteWhatOwnerTrusts(t *testing.T) {

@@ -46,7 +46,7 @@ func splitPrivileges(list string) []string {
 }
 
 // The database's grants to the schema's roles are exactly the rows of
-// role_privileges(), the one table of what each role may do (issue 51):
+// role_privileges(), the one table of what each role may do:
 // every ACL entry of the schema, its tables (segments included), their
 // columns, its sequences and its functions, read from the catalog; and
 // what the roles may effectively do (has_table_privilege,

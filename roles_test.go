@@ -17,7 +17,7 @@ import (
 )
 
 // roleClient returns a client whose connections act as the schema's role
-// (migration 003), and a pool for raw statements as that role.
+// (the roles pgmsg creates), and a pool for raw statements as that role.
 func roleClient(t *testing.T, tb *testBundle, role string) (*pgmsg.Client, *pgxpool.Pool) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(tb.URL)
@@ -54,7 +54,7 @@ func isDenied(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }
 
-// Each role of migration 003 can do its job through the Go client, and
+// Each role pgmsg creates can do its job through the Go client, and
 // nothing else: none but admin reads the token table, none writes a table
 // outside its job.
 func TestRolesLeastPrivilege(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 // hijackPlants are overloads a login with CREATE on a schema of the
 // victims' search_path (public, on PostgreSQL 14 and older) can plant to
 // beat pg_catalog's polymorphic or differently typed functions for the
-// arguments pgmsg's own statements pass (issue 51, finding 2). Each
+// arguments pgmsg's own statements pass. Each
 // records that it ran, then does what the built-in does.
 var hijackPlants = []string{
 	"cardinality(a bytea[]) RETURNS integer AS $$ INSERT INTO %[1]s.hits VALUES ('cardinality(bytea[])'); SELECT pg_catalog.cardinality(a) $$",
@@ -37,8 +37,8 @@ var hijackPlants = []string{
 // No statement the Go client sends, as any of the roles or as the owner,
 // runs a function planted on its search_path: publishing (direct, COPY,
 // idempotent, pipelined), the wake-ups after commit, claiming and
-// committing records, enqueueing, claiming and completing jobs (issue 51,
-// finding 2; TestSearchPathHijack covers the SQL functions).
+// committing records, enqueueing, claiming and completing jobs
+// (TestSearchPathHijack covers the SQL functions).
 func TestClientStatementsIgnorePlantedOverloads(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)

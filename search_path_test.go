@@ -23,7 +23,7 @@ const hijackState = "HJ001"
 // (public, on PostgreSQL 14 and older) plants format overloads that are a
 // better match than pg_catalog's format(text, VARIADIC "any"). pgmsg's
 // functions pin search_path, so none of them ever runs the planted code,
-// on their error paths or their success paths (issue 14, finding 5).
+// on their error paths or their success paths.
 func TestSearchPathHijack(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Schema(t, nil)
@@ -137,8 +137,8 @@ func TestFunctionsPinSearchPath(t *testing.T) {
 	require.Greater(t, n, 50, "the schema's functions were found")
 }
 
-// No SECURITY DEFINER function of the schema may be executable by PUBLIC
-// (issue 14, finding 6; migration 015): such a function runs as the
+// No SECURITY DEFINER function of the schema may be executable by PUBLIC:
+// such a function runs as the
 // schema's owner, so only roles granted EXECUTE on purpose may call it.
 // A future definer function fails this test until its EXECUTE is revoked.
 func TestDefinerFunctionsNotExecutableByPublic(t *testing.T) {

@@ -59,7 +59,7 @@ func unqualifiedCalls(sql string) []string {
 
 // Every statement pgmsg sends names the functions it calls with their
 // schema (pg_catalog or pgmsg's), so that none depends on the session's
-// search_path (DESIGN.md, "Roles and trust"; issue 51, finding 2): the
+// search_path (DESIGN.md, "Roles and trust"): the
 // string constants of every Go file that sends SQL, and the sqlc queries.
 // The seeds' SQL of internal/bench, run verbatim as a baseline, and the
 // tests are not pgmsg's statements.

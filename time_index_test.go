@@ -13,7 +13,7 @@ import (
 // OffsetForTime answers Kafka's ListOffsets by timestamp (the first offset
 // whose timestamp is at or after t) exactly, with and without the time
 // index, with timestamps out of order, and after records that made an
-// entry were deleted (issue 18, item 5).
+// entry were deleted.
 func TestOffsetForTime(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)

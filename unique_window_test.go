@@ -12,7 +12,7 @@ import (
 )
 
 // A unique key with a window is unique within the window whatever became
-// of its job; a new window takes a new job (issue 19, item 7).
+// of its job; a new window takes a new job.
 func TestUniqueWindow(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)

@@ -1,4 +1,4 @@
--- pgmsg 004: a maximum run time per queue and per job (issue 19, item 2).
+-- pgmsg 004: a maximum run time per queue and per job.
 --
 -- queue.job_timeout is the queue's default; job.timeout a job's own, set
 -- at enqueue. A claim hands each job coalesce(job.timeout,

@@ -1,4 +1,4 @@
--- pgmsg 005: dead jobs pruned after a per-queue age (issue 19, item 5).
+-- pgmsg 005: dead jobs pruned after a per-queue age.
 --
 -- queue.dead_retention: how long a dead job is kept (for dead_list,
 -- requeue and purge by hand) before maintenance deletes it (dead_prune);

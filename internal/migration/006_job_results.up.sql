@@ -1,4 +1,4 @@
--- pgmsg 006: job progress and results (issue 19, item 4).
+-- pgmsg 006: job progress and results.
 --
 -- job.progress: a small JSON document a running job's handler records
 -- (job_progress), visible while it runs and kept when it finishes.

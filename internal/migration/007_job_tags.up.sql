@@ -1,4 +1,4 @@
--- pgmsg 007: job tags and metadata (issue 19, item 5).
+-- pgmsg 007: job tags and metadata.
 --
 -- job.tags: up to 20 short labels per job, for search (job_list's p_tag);
 -- job.metadata: a JSON object of at most 64 KiB the application keeps with

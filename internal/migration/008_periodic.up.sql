@@ -1,4 +1,4 @@
--- pgmsg 008: periodic jobs (issue 19, item 1).
+-- pgmsg 008: periodic jobs.
 --
 -- A periodic job is a job template and a schedule (a cron expression, a
 -- descriptor such as @hourly, or @every <interval>) in a time zone.

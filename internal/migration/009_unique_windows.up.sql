@@ -1,4 +1,4 @@
--- pgmsg 009: uniqueness windows (issue 19, item 7).
+-- pgmsg 009: uniqueness windows.
 --
 -- A job enqueued with a unique key and a window (enqueue_many's
 -- p_unique_fors) is unique for its key within the window, whatever became

@@ -1,4 +1,4 @@
--- pgmsg 010: rate limits (issue 19, item 8).
+-- pgmsg 010: rate limits.
 --
 -- rate_limit: the most jobs a queue hands out per second, on average, to
 -- all its workers together, with bursts of up to one second's worth (at

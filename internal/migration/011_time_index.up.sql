@@ -1,4 +1,4 @@
--- pgmsg 011: a sparse time index per partition (issue 18, item 5).
+-- pgmsg 011: a sparse time index per partition.
 --
 -- An entry (offset, max_timestamp) says that every record of the partition
 -- before offset has a timestamp at or before max_timestamp, the largest of

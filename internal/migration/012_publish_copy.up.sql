@@ -1,4 +1,4 @@
--- pgmsg 012: publishing a batch with COPY (issue 12).
+-- pgmsg 012: publishing a batch with COPY.
 --
 -- The Go client appends a partition's batch of records with one simple-query
 -- message: _publish_copy_begin(), COPY into the record table, then

@@ -1,5 +1,5 @@
 -- pgmsg 013: a COPY publish's records are stamped with the transaction's
--- start (issue 12).
+-- start.
 --
 -- The Go client now sends a COPY publish as a pipeline of extended-protocol
 -- messages (prepared statements around the COPY, one implicit transaction;
