@@ -75,7 +75,7 @@ bench-kafka:
 	$(BENCH_KAFKA) --producers 4 --batch 10 --partitions 4 --groups 5 --claim-batch 1000 --rate 5000 > $(BENCH_OUT)/kafka-mixed-5k.json
 
 bench-chart:
-	$(GO) run ./internal/bench/chart -o $(BENCH_OUT)/chart.svg $(BENCH_OUT)/*.json
+	$(GO) run ./internal/bench/chart -o $(BENCH_OUT)/chart.svg $(filter-out $(BENCH_OUT)/kafka-%.json,$(wildcard $(BENCH_OUT)/*.json))
 
 bench-docs: bench-pubsub bench-queue bench-chart
 

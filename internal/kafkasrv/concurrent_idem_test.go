@@ -14,11 +14,10 @@ import (
 
 // Idempotent producers on several connections, each pipelining its
 // batches to one partition and sending each batch twice in a row (the
-// second a retry), have their batches stored together by the listener's
-// group commit: every batch is stored once, whole, in its producer's
-// order, each retry answered with its original's base offset, and each
-// answer's offset holds that batch's first record.
-func TestProduceIdempotentGroupCommit(t *testing.T) {
+// second a retry), all at once: every batch is stored once, whole, in its
+// producer's order, each retry answered with its original's base offset,
+// and each answer's offset holds that batch's first record.
+func TestProduceIdempotentConcurrent(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
 	_, err := tb.Client.CreateTopic(tb.Ctx, "group", pgmsg.TopicConfig{Partitions: 1})
