@@ -62,9 +62,10 @@ bench-queue:
 # The Kafka listener against the native API, alternated in each scenario
 # (docs/benchmarks.md, "Kafka listener"): franz-go clients (acks=all,
 # idempotent, linger 5 ms) through an in-process listener vs Client.Publish
-# and Consumer.Run on the same settings.
+# and Consumer.Run on the same settings (both groups' sessions 45 s,
+# franz-go's default).
 BENCH_KAFKA_ROUNDS ?= 5
-BENCH_KAFKA = $(BENCH_PGMSG) pubsub --impl kafka --baseline pgmsg --duration $(BENCH_DURATION) --rounds $(BENCH_KAFKA_ROUNDS) --json
+BENCH_KAFKA = $(BENCH_PGMSG) pubsub --impl kafka --baseline pgmsg --duration $(BENCH_DURATION) --rounds $(BENCH_KAFKA_ROUNDS) --json --pgmsg-session-timeout 45s
 bench-kafka:
 	@mkdir -p $(BENCH_OUT)
 	# Produce only: 8 producers, batches of 100 1 KiB records, 4 partitions.

@@ -66,6 +66,9 @@ type PubSubOptions struct {
 	// PgmsgRecordCacheBytes is pgmsg's Config.RecordCacheBytes (0: its
 	// default, negative: no record cache).
 	PgmsgRecordCacheBytes int64
+	// PgmsgSessionTimeout is pgmsg's ConsumerOpts.SessionTimeout (0: its
+	// default). franz-go's members, which ImplKafka runs, default to 45 s.
+	PgmsgSessionTimeout time.Duration
 	// KafkaListener starts the in-process Kafka listener of ImplKafka.
 	KafkaListener KafkaListenerFunc
 	// KafkaBrokers are the address of a Kafka listener of another process
