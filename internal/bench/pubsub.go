@@ -246,6 +246,14 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 			}
 		}
 	}
+	// The connection that reads the PostgreSQL processes' ids, opened
+	// before the window starts (best effort: no figure without it).
+	cpuConn, err := pgx.Connect(ctx, env.URL)
+	if err != nil {
+		cpuConn = nil
+	} else {
+		defer func() { _ = cpuConn.Close(context.WithoutCancel(ctx)) }()
+	}
 	win := newWindow(o.Warmup, o.Duration)
 	st := newStats(win)
 	runCtx, cancel := context.WithDeadline(ctx, win.end)
@@ -300,12 +308,6 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 		if _, ok := meter.cpuSeconds(); !ok {
 			meter = nil
 		}
-	}
-	cpuConn, err := pgx.Connect(ctx, env.URL)
-	if err != nil {
-		cpuConn = nil
-	} else {
-		defer func() { _ = cpuConn.Close(context.WithoutCancel(ctx)) }()
 	}
 	var cpuA, cpuB cpuSample
 	var extA, extB float64
