@@ -15,7 +15,7 @@ BENCH_PGMSG = $(GO) run ./cmd/pgmsg $(if $(BENCH_DATABASE_URL),--database-url '$
 BENCH_PEERS = cd bench/peers && $(GO) run . $(if $(BENCH_DATABASE_URL),--database-url '$(BENCH_DATABASE_URL)') --schema pgmsg_bench
 BENCH_COMMON = --duration $(BENCH_DURATION) --rounds $(BENCH_ROUNDS) --json
 
-.PHONY: bench-smoke bench-go bench-docs bench-chart bench-pubsub bench-queue bench-peers-tidy
+.PHONY: bench-smoke bench-go bench-docs bench-chart bench-pubsub bench-queue bench-kafka bench-peers-tidy
 
 # A few seconds of each mode, with the seed baseline and River, failing on
 # any error or on a run that measured nothing. CI runs it.
@@ -59,8 +59,24 @@ bench-queue:
 	# 2000 workers: River's own benchmark setting (the seed baseline's SQL (internal/bench/seed_sql.go) needs one connection per worker, so it cannot run here).
 	$(BENCH_PEERS) $(BENCH_COMMON) --impl pgmsg --baseline river --workers 2000 --jobs 200000 > $(abspath $(BENCH_OUT))/queue-2000.json
 
+# The Kafka listener against the native API, alternated in each scenario
+# (docs/benchmarks.md, "Kafka listener"): franz-go clients (acks=all,
+# idempotent, linger 5 ms) through an in-process listener vs Client.Publish
+# and Consumer.Run on the same settings (both groups' sessions 45 s,
+# franz-go's default).
+BENCH_KAFKA_ROUNDS ?= 5
+BENCH_KAFKA = $(BENCH_PGMSG) pubsub --impl kafka --baseline pgmsg --duration $(BENCH_DURATION) --rounds $(BENCH_KAFKA_ROUNDS) --json --pgmsg-session-timeout 45s
+bench-kafka:
+	@mkdir -p $(BENCH_OUT)
+	# Produce only: 8 producers, batches of 100 1 KiB records, 4 partitions.
+	$(BENCH_KAFKA) --producers 8 --batch 100 --partitions 4 > $(BENCH_OUT)/kafka-produce.json
+	# Consume only: 5 groups read a prefilled topic (Fetch vs Consumer.Run).
+	$(BENCH_KAFKA) --producers 0 --prefill 200000 --partitions 4 --groups 5 --claim-batch 1000 > $(BENCH_OUT)/kafka-consume.json
+	# Mixed, writes throttled to 5,000/s: end-to-end latency.
+	$(BENCH_KAFKA) --producers 4 --batch 10 --partitions 4 --groups 5 --claim-batch 1000 --rate 5000 > $(BENCH_OUT)/kafka-mixed-5k.json
+
 bench-chart:
-	$(GO) run ./internal/bench/chart -o $(BENCH_OUT)/chart.svg $(BENCH_OUT)/*.json
+	$(GO) run ./internal/bench/chart -o $(BENCH_OUT)/chart.svg $(filter-out $(BENCH_OUT)/kafka-%.json,$(wildcard $(BENCH_OUT)/*.json))
 
 bench-docs: bench-pubsub bench-queue bench-chart
 

@@ -163,6 +163,8 @@ func TestRunSmoke(t *testing.T) {
 		require.Zero(t, r.Errors, r.FirstError)
 		require.Positive(t, r.WritesPerSec, impl)
 		require.Positive(t, r.ReadsPerSec, impl)
+		// The process's CPU over the window, per record written or read.
+		require.Positive(t, r.ProcessCPUPerRecordUS, impl)
 		// No warm-up: a fast machine finishes 300 prefilled jobs within
 		// any warm-up, and then nothing would be measured.
 		q, err := RunQueue(ctx, env, impl, QueueOptions{Duration: 700 * time.Millisecond, Warmup: 0,

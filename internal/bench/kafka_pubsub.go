@@ -176,6 +176,15 @@ func (d *kafkaPubSub) joinGroups(ctx context.Context) error {
 }
 
 func (d *kafkaPubSub) publish(ctx context.Context, vals [][]byte) error {
+	if len(d.allProds) == 0 {
+		// A consume-only run's prefill (no producers): stored natively,
+		// as the pgmsg driver's is, so that both read the same log.
+		recs := make([]*pgmsg.Record, len(vals))
+		for i, v := range vals {
+			recs[i] = &pgmsg.Record{Topic: d.topic, Value: v}
+		}
+		return d.c.Publish(ctx, recs, nil)
+	}
 	errc := make(chan error, 1)
 	d.publishAsync(ctx, vals, func(_ int, _ time.Duration, err error) { errc <- err })
 	return <-errc

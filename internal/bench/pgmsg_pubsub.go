@@ -120,7 +120,7 @@ func (d *pgmsgPubSub) joinGroups(ctx context.Context) error {
 			cn, err := d.c.NewConsumer(d.topic, groupName(g), &pgmsg.ConsumerOpts{
 				Claim:        pgmsg.ClaimOpts{MaxRecords: d.o.ClaimBatch, Member: fmt.Sprintf("bench-%d", i)},
 				PollInterval: d.o.PgmsgPoll, ClaimCooldown: d.o.PgmsgClaimCooldown,
-				ClaimCooldownMinRate: d.o.PgmsgClaimCooldownMinRate,
+				ClaimCooldownMinRate: d.o.PgmsgClaimCooldownMinRate, SessionTimeout: d.o.PgmsgSessionTimeout,
 			})
 			if err != nil {
 				return err

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // PubSubOptions are the settings of a pubsub run; the same settings drive
@@ -64,6 +66,9 @@ type PubSubOptions struct {
 	// PgmsgRecordCacheBytes is pgmsg's Config.RecordCacheBytes (0: its
 	// default, negative: no record cache).
 	PgmsgRecordCacheBytes int64
+	// PgmsgSessionTimeout is pgmsg's ConsumerOpts.SessionTimeout (0: its
+	// default). franz-go's members, which ImplKafka runs, default to 45 s.
+	PgmsgSessionTimeout time.Duration
 	// KafkaListener starts the in-process Kafka listener of ImplKafka.
 	KafkaListener KafkaListenerFunc
 	// KafkaBrokers are the address of a Kafka listener of another process
@@ -150,6 +155,16 @@ type PubSubResult struct {
 	// --kafka-server-pid only).
 	ListenerCPUS           float64 `json:"listener_cpu_s,omitempty"`
 	ListenerCPUPerRecordUS float64 `json:"listener_cpu_per_record_us,omitempty"`
+	// ProcessCPUS is the CPU time of the bench's own process in the
+	// measured window (the driver's client code; for kafka with the
+	// listener in this process, the listener and the franz-go clients),
+	// and PGCPUS that of the PostgreSQL processes serving the database
+	// (when /proc shows them: a server on this machine). The per-record
+	// figures divide by the records written plus read.
+	ProcessCPUS           float64 `json:"process_cpu_s,omitempty"`
+	ProcessCPUPerRecordUS float64 `json:"process_cpu_per_record_us,omitempty"`
+	PGCPUS                float64 `json:"pg_cpu_s,omitempty"`
+	PGCPUPerRecordUS      float64 `json:"pg_cpu_per_record_us,omitempty"`
 }
 
 // asyncPublisher is a driver whose publish need not wait for the
@@ -231,6 +246,14 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 			}
 		}
 	}
+	// The connection that reads the PostgreSQL processes' ids, opened
+	// before the window starts (best effort: no figure without it).
+	cpuConn, err := pgx.Connect(ctx, env.URL)
+	if err != nil {
+		cpuConn = nil
+	} else {
+		defer func() { _ = cpuConn.Close(context.WithoutCancel(ctx)) }()
+	}
 	win := newWindow(o.Warmup, o.Duration)
 	st := newStats(win)
 	runCtx, cancel := context.WithDeadline(ctx, win.end)
@@ -278,29 +301,39 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 			}()
 		}
 	}
-	// The CPU time of an external listener over the measured window.
+	// CPU time over the measured window: this process, the PostgreSQL
+	// processes serving the database and an external listener's.
 	meter, _ := d.(cpuMeter)
-	var cpuStart, cpuEnd float64
-	cpuOK := false
-	var cpuWG sync.WaitGroup
 	if meter != nil {
-		if _, ok := meter.cpuSeconds(); ok {
-			cpuWG.Add(1)
-			go func() {
-				defer cpuWG.Done()
-				select {
-				case <-runCtx.Done():
-					return
-				case <-time.After(time.Until(win.measured)):
-				}
-				cpuStart, cpuOK = meter.cpuSeconds()
-				<-runCtx.Done()
-				var ok bool
-				cpuEnd, ok = meter.cpuSeconds()
-				cpuOK = cpuOK && ok
-			}()
+		if _, ok := meter.cpuSeconds(); !ok {
+			meter = nil
 		}
 	}
+	var cpuA, cpuB cpuSample
+	var extA, extB float64
+	cpuOK, extOK := false, false
+	var cpuWG sync.WaitGroup
+	cpuWG.Add(1)
+	go func() {
+		defer cpuWG.Done()
+		select {
+		case <-runCtx.Done():
+			return
+		case <-time.After(time.Until(win.measured)):
+		}
+		cpuA = takeCPUSample(ctx, cpuConn)
+		if meter != nil {
+			extA, extOK = meter.cpuSeconds()
+		}
+		<-runCtx.Done()
+		cpuB = takeCPUSample(context.WithoutCancel(ctx), cpuConn)
+		cpuOK = true
+		if meter != nil {
+			var ok bool
+			extB, ok = meter.cpuSeconds()
+			extOK = extOK && ok
+		}
+	}()
 	async, _ := d.(asyncPublisher)
 	perProducer := o.Rate / float64(o.Producers) / float64(o.Batch) // calls per second
 	for i := 0; i < o.Producers; i++ {
@@ -395,10 +428,16 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 	}
 	r.WritesPerSec = rate(r.Writes, el)
 	r.ReadsPerSec = rate(r.Reads, el)
-	if cpuOK {
-		r.ListenerCPUS = round(cpuEnd-cpuStart, 2)
-		if n := r.Writes + r.Reads; n > 0 {
-			r.ListenerCPUPerRecordUS = round((cpuEnd-cpuStart)/float64(n)*1e6, 2)
+	if n := r.Writes + r.Reads; n > 0 && cpuOK {
+		r.ProcessCPUS = round(cpuB.self-cpuA.self, 2)
+		r.ProcessCPUPerRecordUS = round((cpuB.self-cpuA.self)/float64(n)*1e6, 2)
+		if pg, ok := pgDelta(cpuA, cpuB); ok {
+			r.PGCPUS = round(pg, 2)
+			r.PGCPUPerRecordUS = round(pg/float64(n)*1e6, 2)
+		}
+		if extOK {
+			r.ListenerCPUS = round(extB-extA, 2)
+			r.ListenerCPUPerRecordUS = round((extB-extA)/float64(n)*1e6, 2)
 		}
 	}
 	return r, nil

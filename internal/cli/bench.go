@@ -97,6 +97,7 @@ func newBenchPubSub(g *globals) *cobra.Command {
 	fl.IntVar(&o.PgmsgClaimCooldownMinRate, "pgmsg-claim-cooldown-min-rate", 0, "records per second a pgmsg consumer must be receiving for its claim cooldown to hold (ConsumerOpts.ClaimCooldownMinRate; 0: pgmsg's default, negative: at any rate)")
 	fl.DurationVar(&o.PgmsgClaimGatherWait, "pgmsg-claim-gather-wait", 0, "how long a pgmsg consumer's claim of a partition waits for the other groups' claims of it, to go out as one statement (Config.ClaimGatherWait; 0: pgmsg's default, negative: never gathered)")
 	fl.Int64Var(&o.PgmsgRecordCacheBytes, "pgmsg-record-cache-bytes", 0, "bytes of records a pgmsg client keeps of partitions that several of its groups read, so that each record is read once for them (Config.RecordCacheBytes; 0: pgmsg's default, negative: none)")
+	fl.DurationVar(&o.PgmsgSessionTimeout, "pgmsg-session-timeout", 0, "pgmsg consumers' session timeout (ConsumerOpts.SessionTimeout; 0: pgmsg's default; franz-go's members of --impl kafka default to 45s)")
 	fl.StringArrayVar(&o.ReadReplicas, "read-replica-url", nil, "a streaming replica of the database that pgmsg's consumers read claimed records from (repeatable; pgmsg only)")
 	fl.StringSliceVar(&o.KafkaBrokers, "kafka-brokers", nil, "--impl kafka: the Kafka listener of another process on the same database and --schema (pgmsg serve --kafka-listen), instead of one in this process")
 	fl.IntVar(&o.KafkaServerPID, "kafka-server-pid", 0, "--impl kafka with --kafka-brokers: that process's id; the summary gives its CPU time per record (Linux)")

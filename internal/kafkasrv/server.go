@@ -147,7 +147,8 @@ type Server struct {
 	inflightBytes *semaphore.Weighted
 
 	recordSize sync.Map
-	partLocks  sync.Map
+	partLocks  sync.Map // tp -> *sync.Mutex (produce.go)
+	fetchCache fetchCache
 	topics     topicCache
 }
 
