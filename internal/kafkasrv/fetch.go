@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -128,20 +127,6 @@ func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 // readPartition returns record batches of p from offset from, of at most
 // budget bytes unless first (then at least one record).
 func (s *Server) readPartition(ctx context.Context, topic string, p store.KafkaPartition, from int64, budget int, first bool) ([]byte, error) {
-	key := fetchKey{p.TopicID, p.Partition, from}
-	if b, ok := s.fetchCache.get(key, budget, p.NextOffset); ok {
-		return b, nil
-	}
-	b, end, err := s.readPartitionDB(ctx, topic, p, from, budget, first)
-	if err == nil && len(b) > 0 {
-		s.fetchCache.put(key, b, budget, end, end < p.NextOffset)
-	}
-	return b, err
-}
-
-// readPartitionDB is readPartition from the database; end is the offset
-// after the last record returned.
-func (s *Server) readPartitionDB(ctx context.Context, topic string, p store.KafkaPartition, from int64, budget int, first bool) ([]byte, int64, error) {
 	avg := s.avgRecordSize(topic, p.Partition)
 	var out []byte
 	for from < p.NextOffset {
@@ -152,7 +137,7 @@ func (s *Server) readPartitionDB(ctx context.Context, topic string, p store.Kafk
 		n := int32(min(max(left/int(avg.Load())+1, 1), fetchReadMax))
 		recs, err := s.store.KafkaRecords(ctx, s.client.Pool(), p.TopicID, p.Partition, from, p.NextOffset, n)
 		if err != nil {
-			return nil, from, err
+			return nil, err
 		}
 		if len(recs) == 0 {
 			break // retention dropped them meanwhile
@@ -170,7 +155,7 @@ func (s *Server) readPartitionDB(ctx context.Context, topic string, p store.Kafk
 			break
 		}
 	}
-	return out, from, nil
+	return out, nil
 }
 
 func (s *Server) avgRecordSize(topic string, partition int32) *atomic.Int64 {
@@ -246,74 +231,4 @@ func appendBatch(dst []byte, recs []store.KafkaRecord, budget int, force bool) (
 	_ = header // written in place over the reserved header bytes
 	binary.BigEndian.PutUint32(dst[start+17:], crc32.Checksum(dst[start+21:], castagnoli))
 	return dst, used
-}
-
-// fetchCacheBytes bounds the record batches fetchCache keeps.
-const fetchCacheBytes = 64 << 20
-
-// fetchKey is where a partition's read started.
-type fetchKey struct {
-	topicID   int32
-	partition int32
-	from      int64
-}
-
-// fetchCache keeps the record batches the last reads of each partition
-// answered, by where they started, for the other consumer groups
-// reading the same records: their members fetch from the same offsets
-// with the same byte limits, and get the same bytes without a read or
-// an encoding. A stored record never changes (an offset is written
-// once, and retention only removes records, which the fetch's offset
-// check answers first), so an entry is always true; it is served when
-// it fits the fetch's byte limit and is what a read would return now:
-// nothing was published after its last record since, or its read was
-// cut short by a byte limit no larger than this fetch's. The oldest entries go first once fetchCacheBytes are held.
-type fetchCache struct {
-	mu      sync.Mutex
-	entries map[fetchKey]*fetchEntry
-	fifo    []fetchKey
-	bytes   int
-}
-
-type fetchEntry struct {
-	b      []byte
-	budget int   // the byte limit of the read
-	end    int64 // the offset after its last record
-	full   bool  // the read stopped before the partition's end
-}
-
-func (c *fetchCache) get(k fetchKey, budget int, next int64) ([]byte, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[k]
-	if e == nil || len(e.b) > budget || (e.end < next && (!e.full || e.budget < budget)) {
-		return nil, false
-	}
-	return e.b[:len(e.b):len(e.b)], true
-}
-
-func (c *fetchCache) put(k fetchKey, b []byte, budget int, end int64, full bool) {
-	if len(b) > fetchCacheBytes/8 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil {
-		c.entries = map[fetchKey]*fetchEntry{}
-	}
-	if old := c.entries[k]; old != nil {
-		c.bytes -= len(old.b)
-	} else {
-		c.fifo = append(c.fifo, k)
-	}
-	c.entries[k] = &fetchEntry{b: b, budget: budget, end: end, full: full}
-	c.bytes += len(b)
-	for c.bytes > fetchCacheBytes && len(c.fifo) > 0 {
-		old := c.fifo[0]
-		c.fifo = c.fifo[1:]
-		if e := c.entries[old]; e != nil {
-			c.bytes -= len(e.b)
-			delete(c.entries, old)
-		}
-	}
 }

@@ -148,7 +148,6 @@ type Server struct {
 
 	recordSize sync.Map
 	partLocks  sync.Map // tp -> *sync.Mutex (produce.go)
-	fetchCache fetchCache
 	topics     topicCache
 }
 
