@@ -110,9 +110,14 @@ CREATE OR REPLACE FUNCTION {{schema}}.topic_create(p_name text, p_partitions int
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    t {{schema}}.topic;
-    seg bigint;
-    maxb integer;
+    t        {{schema}}.topic;
+    seg      bigint;
+    maxb     integer;
+    g        oid;
+    grantees text[] := '{}';
+    p        integer;
+    i        integer;
+    rel      text;
 BEGIN
     PERFORM {{schema}}._check_name('topic', p_name);
     IF p_partitions IS NULL OR p_partitions < 1 OR p_partitions > 1024 THEN
@@ -140,9 +145,40 @@ BEGIN
     INSERT INTO {{schema}}.topic (name, partitions, segment_records, max_record_bytes, config)
     VALUES (p_name, p_partitions, seg, maxb, p_config - 'segment_records' - 'max_record_bytes')
     RETURNING * INTO t;
-    EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.record FOR VALUES IN (%s) PARTITION BY RANGE (partition, "offset")',
-                   {{schema_lit}}, 'record_' || t.topic_id, {{schema_lit}}, t.topic_id);
-    PERFORM {{schema}}._partitions_add(t, 0, p_partitions);
+    -- The topic's table is built apart, where no other session sees it,
+    -- and attached to the record table last: its segments are created
+    -- as partitions of it at once (no CREATE + ATTACH each, no lock to
+    -- wait for), and the record table is locked for the attach only
+    -- (SHARE UPDATE EXCLUSIVE: publishes and claims of other topics go
+    -- on), where CREATE TABLE ... PARTITION OF took ACCESS EXCLUSIVE on it.
+    -- The attach creates the primary key's indexes, as PARTITION OF did.
+    EXECUTE format('CREATE TABLE %I.%I (LIKE %I.record INCLUDING DEFAULTS) PARTITION BY RANGE (partition, "offset")',
+                   {{schema_lit}}, 'record_' || t.topic_id, {{schema_lit}});
+    FOR g IN
+        SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
+         WHERE c.oid = format('%I.record', {{schema_lit}})::regclass
+           AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
+    LOOP
+        grantees := grantees || CASE WHEN g = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g)) END;
+    END LOOP;
+    FOR p IN 0 .. p_partitions - 1 LOOP
+        INSERT INTO {{schema}}.topic_partition (topic_id, partition, log_timeline, segment_end)
+        VALUES (t.topic_id, p, {{schema}}._timeline(), 3 * seg);
+        -- The first segment and the two of headroom that publishers keep
+        -- (_segment_ensure), as _partitions_add creates them.
+        FOR i IN 0 .. 2 LOOP
+            rel := format('record_%s_p%s_%s', t.topic_id, p, i * seg);
+            EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
+                           {{schema_lit}}, rel, {{schema_lit}}, 'record_' || t.topic_id, p, i * seg, p, (i + 1) * seg);
+            IF cardinality(grantees) > 0 THEN
+                EXECUTE format('GRANT SELECT ON %I.%I TO %s', {{schema_lit}}, rel, array_to_string(grantees, ', '));
+            END IF;
+            INSERT INTO {{schema}}.segment (topic_id, partition, start_offset, end_offset, relname)
+            VALUES (t.topic_id, p, i * seg, (i + 1) * seg, rel);
+        END LOOP;
+    END LOOP;
+    EXECUTE format('ALTER TABLE %I.record ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
+                   {{schema_lit}}, {{schema_lit}}, 'record_' || t.topic_id, t.topic_id);
     RETURN t;
 END $function$;
 
