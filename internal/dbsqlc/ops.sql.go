@@ -139,7 +139,7 @@ FROM pgmsg.group_cursor c
 JOIN pgmsg.topic t ON t.topic_id = c.topic_id
 JOIN pgmsg.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
 GROUP BY t.name, c.group_name
-ORDER BY t.name, c.group_name;
+ORDER BY t.name, c.group_name
 `
 
 type GroupTotalsRow struct {
@@ -408,7 +408,7 @@ SELECT t.name::text AS topic, pg_catalog.count(*)::integer AS partitions,
 FROM pgmsg.topic t
 JOIN pgmsg.topic_partition tp ON tp.topic_id = t.topic_id
 GROUP BY t.topic_id, t.name
-ORDER BY t.name;
+ORDER BY t.name
 `
 
 type TopicTotalsRow struct {
