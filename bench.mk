@@ -15,7 +15,7 @@ BENCH_PGMSG = $(GO) run ./cmd/pgmsg $(if $(BENCH_DATABASE_URL),--database-url '$
 BENCH_PEERS = cd bench/peers && $(GO) run . $(if $(BENCH_DATABASE_URL),--database-url '$(BENCH_DATABASE_URL)') --schema pgmsg_bench
 BENCH_COMMON = --duration $(BENCH_DURATION) --rounds $(BENCH_ROUNDS) --json
 
-.PHONY: bench-smoke bench-go bench-docs bench-chart bench-pubsub bench-queue bench-kafka bench-peers-tidy
+.PHONY: bench-scale bench-smoke bench-go bench-docs bench-chart bench-pubsub bench-queue bench-kafka bench-peers-tidy
 
 # A few seconds of each mode, with the seed baseline and River, failing on
 # any error or on a run that measured nothing. CI runs it.
@@ -31,6 +31,13 @@ bench-smoke:
 	cd bench/peers && $(GO) run . --schema pgmsg_bench_smoke --impl river --duration 2s --warmup 0s \
 		--workers 100 --jobs 20000 --strict
 	$(GO) test -run '^$$' -bench . -benchtime 3x .
+
+# Many topics: 500 topics x 4 partitions, the listings, /metrics, a
+# maintenance pass, idle CPU and 1,000 heartbeating members (a few minutes;
+# not in bench-smoke). docs/benchmarks.md, "Many topics".
+bench-scale:
+	$(GO) run ./cmd/pgmsg $(if $(BENCH_DATABASE_URL),--database-url '$(BENCH_DATABASE_URL)') --schema pgmsg_scale bench scale \
+		--topics 500 --partitions 4 --members 1000 --idle 30s
 
 # The Go benchmarks of the hot paths (publish, producer, claim+commit).
 bench-go:

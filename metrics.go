@@ -55,6 +55,61 @@ func (c *Client) LogMetrics(ctx context.Context) ([]PartitionMetrics, []GroupPar
 	return parts, groups, err
 }
 
+// TopicTotals is one topic's state summed over its partitions, for
+// monitoring.
+type TopicTotals struct {
+	Topic       string
+	Partitions  int32
+	StartOffset int64 // sum of the partitions' start offsets
+	EndOffset   int64 // sum of the partitions' end offsets: records ever published
+	Segments    int
+}
+
+// GroupTotals is one group's state summed over its partitions.
+type GroupTotals struct {
+	Topic      string
+	Group      string
+	Partitions int32
+	NextOffset int64 // sum of the cursors: records consumed
+	Lag        int64
+	Skipped    int64
+	// OldestUnconsumed is the timestamp of the oldest record the group has
+	// not read on any partition; zero when it is caught up.
+	OldestUnconsumed time.Time
+}
+
+// LogTotals returns every topic's and every group's state summed over
+// their partitions, in two aggregate queries over pgmsg's own tables (no
+// file sizes, one index probe per lagging group partition). Its cost and
+// its answer grow with the number of topics and groups, not of
+// partitions and segments: pgmsgprom exposes these by default, and
+// LogMetrics's per-partition figures only when asked.
+func (c *Client) LogTotals(ctx context.Context) ([]TopicTotals, []GroupTotals, error) {
+	var topics []TopicTotals
+	var groups []GroupTotals
+	err := c.readOnly(ctx, func(exec DBTX) error {
+		trow, err := c.store.TopicTotals(ctx, exec)
+		if err != nil {
+			return err
+		}
+		topics = make([]TopicTotals, len(trow))
+		for i, r := range trow {
+			topics[i] = TopicTotals{Topic: r.Topic, Partitions: r.Partitions, StartOffset: r.StartOffset,
+				EndOffset: r.EndOffset, Segments: int(r.Segments)}
+		}
+		grow, err := c.store.GroupTotals(ctx, exec)
+		if err != nil {
+			return err
+		}
+		groups = make([]GroupTotals, len(grow))
+		for i, r := range grow {
+			groups[i] = GroupTotals(r)
+		}
+		return nil
+	})
+	return topics, groups, err
+}
+
 // TopicOffsets is the partitions' half of LogMetrics without the
 // segments' sizes (PartitionMetrics.Bytes is zero): offsets and segment
 // counts from pgmsg's own tables, one query. LogMetrics asks PostgreSQL

@@ -1,6 +1,7 @@
-// Package pgmsgprom exposes pgmsg's state to Prometheus: per-partition
-// offsets and sizes, per-group lag, skips and oldest unconsumed age, queue
-// depth by state, and maintenance task outcomes. It lives outside the pgmsg
+// Package pgmsgprom exposes pgmsg's state to Prometheus: per-topic offsets
+// and segments, per-group lag, skips and oldest unconsumed age (summed over
+// partitions; per-partition series and segment sizes with
+// Opts.PerPartition), queue depth by state, and maintenance task outcomes. It lives outside the pgmsg
 // package so the library itself does not depend on Prometheus.
 //
 //	reg.MustRegister(pgmsgprom.NewCollector(client, nil))
@@ -34,6 +35,14 @@ type Opts struct {
 	// collection runs wait for it and share its figures, whatever the TTL.
 	// Default 0: every scrape that does not overlap another collects.
 	CacheTTL time.Duration
+	// PerPartition adds the per-partition series (pgmsg_partition_* with
+	// segment sizes, pgmsg_group_* by partition), as Kafka exporters do
+	// behind an option. Their cost and size grow with partitions and
+	// segments: 10,000 topics of 4 partitions are 40,000 series of each,
+	// and the sizes are a file-system call per segment. The topic and
+	// group totals (pgmsg_topic_*, pgmsg_group_*_sum) are always exposed,
+	// from two aggregate queries, and are what lag alerts should use.
+	PerPartition bool
 }
 
 // Collector is a prometheus.Collector for one pgmsg client's schema.
@@ -41,6 +50,11 @@ type Collector struct {
 	client   *pgmsg.Client
 	timeout  time.Duration
 	cacheTTL time.Duration
+	perPart  bool
+
+	topicEnd, topicStart, topicParts, topicSegments *prometheus.Desc
+	groupNextSum, groupLagSum, groupSkippedSum      *prometheus.Desc
+	groupAgeMax                                     *prometheus.Desc
 
 	partEnd, partStart, partSegments, partBytes *prometheus.Desc
 	groupNext, groupLag, groupSkipped, groupAge *prometheus.Desc
@@ -83,6 +97,15 @@ func NewCollector(client *pgmsg.Client, opts *Opts) *Collector {
 		client:          client,
 		timeout:         o.Timeout,
 		cacheTTL:        o.CacheTTL,
+		perPart:         o.PerPartition,
+		topicEnd:        d("topic_end_offset", "Sum of the topic's partitions' next offsets: records ever published to it (use rate()).", "topic"),
+		topicStart:      d("topic_start_offset", "Sum of the topic's partitions' lowest stored offsets (raised by retention); end minus start is the records stored.", "topic"),
+		topicParts:      d("topic_partitions", "Partitions of the topic.", "topic"),
+		topicSegments:   d("topic_segments", "Segments (range partitions) holding the topic's records.", "topic"),
+		groupNextSum:    d("group_next_offset_sum", "Sum of the group's cursors over the topic's partitions: records consumed and committed (use rate()).", "topic", "group"),
+		groupLagSum:     d("group_lag_records_sum", "Records published but not yet committed by the group, over all partitions.", "topic", "group"),
+		groupSkippedSum: d("group_skipped_records_sum", "Records the group never read because the topic's hard retention limit dropped them, over all partitions (only grows).", "topic", "group"),
+		groupAgeMax:     d("group_oldest_unconsumed_age_seconds_max", "Age of the oldest record the group has not committed on any partition (0 when caught up).", "topic", "group"),
 		partEnd:         d("partition_end_offset", "Next offset to be written: records ever published to the partition (use rate()).", "topic", "partition"),
 		partStart:       d("partition_start_offset", "Lowest offset still stored (raised by retention).", "topic", "partition"),
 		partSegments:    d("partition_segments", "Segments (range partitions) holding the partition's records.", "topic", "partition"),
@@ -131,7 +154,8 @@ func (c *Collector) ObserveMaintenance(res *pgmsg.MaintenanceResult) {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.partEnd, c.partStart, c.partSegments, c.partBytes, c.groupNext, c.groupLag,
+	for _, d := range []*prometheus.Desc{c.topicEnd, c.topicStart, c.topicParts, c.topicSegments, c.groupNextSum,
+		c.groupLagSum, c.groupSkippedSum, c.groupAgeMax, c.partEnd, c.partStart, c.partSegments, c.partBytes, c.groupNext, c.groupLag,
 		c.groupSkipped, c.groupAge, c.queueJobs, c.queueOldest, c.queueThroughput, c.queueFinished, c.queueLatency, c.queueRun,
 		c.replicaReads, c.replicaRecords, c.replicaFallbacks, c.replicaLag, c.replicaUp, c.replicaPrimaryReads} {
 		ch <- d
@@ -146,6 +170,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // snapshot is the figures of one collection.
 type snapshot struct {
 	at     time.Time
+	topics []pgmsg.TopicTotals
+	gtotal []pgmsg.GroupTotals
 	parts  []pgmsg.PartitionMetrics
 	groups []pgmsg.GroupPartitionMetrics
 	stats  []*pgmsg.QueueStats
@@ -192,8 +218,13 @@ func (c *Collector) collect() *snapshot {
 	c.collections.Inc()
 	s := &snapshot{}
 	var err error
-	if s.parts, s.groups, err = c.client.LogMetrics(ctx); err != nil {
+	if s.topics, s.gtotal, err = c.client.LogTotals(ctx); err != nil {
 		c.scrapeErrors.Inc()
+	}
+	if c.perPart {
+		if s.parts, s.groups, err = c.client.LogMetrics(ctx); err != nil {
+			c.scrapeErrors.Inc()
+		}
 	}
 	if s.stats, err = c.client.AllQueueStats(ctx); err != nil {
 		c.scrapeErrors.Inc()
@@ -233,6 +264,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		snap = &snapshot{} // the collection panicked
 	}
 	now := time.Now()
+	for _, t := range snap.topics {
+		gauge(c.topicEnd, float64(t.EndOffset), t.Topic)
+		gauge(c.topicStart, float64(t.StartOffset), t.Topic)
+		gauge(c.topicParts, float64(t.Partitions), t.Topic)
+		gauge(c.topicSegments, float64(t.Segments), t.Topic)
+	}
+	for _, g := range snap.gtotal {
+		gauge(c.groupNextSum, float64(g.NextOffset), g.Topic, g.Group)
+		gauge(c.groupLagSum, float64(g.Lag), g.Topic, g.Group)
+		gauge(c.groupSkippedSum, float64(g.Skipped), g.Topic, g.Group)
+		age := 0.0
+		if !g.OldestUnconsumed.IsZero() {
+			age = max(now.Sub(g.OldestUnconsumed).Seconds(), 0)
+		}
+		gauge(c.groupAgeMax, age, g.Topic, g.Group)
+	}
 	for _, p := range snap.parts {
 		ps := strconv.Itoa(int(p.Partition))
 		gauge(c.partEnd, float64(p.EndOffset), p.Topic, ps)

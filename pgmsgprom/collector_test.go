@@ -44,7 +44,7 @@ func TestCollector(t *testing.T) {
 	_, err = client.CompleteMany(ctx, jobs)
 	require.NoError(t, err)
 
-	col := pgmsgprom.NewCollector(client, nil)
+	col := pgmsgprom.NewCollector(client, &pgmsgprom.Opts{PerPartition: true})
 	res, err := client.MaintainOnce(ctx, nil)
 	require.NoError(t, err)
 	col.ObserveMaintenance(res)
@@ -72,6 +72,44 @@ pgmsg_queue_jobs_finished_last_minute{outcome="completed",queue="mail"} 2
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, n, 3)
 	require.Equal(t, 0.0, testutil.ToFloat64(scrapeErrs(col)))
+
+	// The topic and group totals are there with or without PerPartition;
+	// the per-partition series only with it.
+	totals := `
+# HELP pgmsg_group_lag_records_sum Records published but not yet committed by the group, over all partitions.
+# TYPE pgmsg_group_lag_records_sum gauge
+pgmsg_group_lag_records_sum{group="billing",topic="orders"} 2
+# HELP pgmsg_topic_end_offset Sum of the topic's partitions' next offsets: records ever published to it (use rate()).
+# TYPE pgmsg_topic_end_offset gauge
+pgmsg_topic_end_offset{topic="orders"} 2
+# HELP pgmsg_topic_partitions Partitions of the topic.
+# TYPE pgmsg_topic_partitions gauge
+pgmsg_topic_partitions{topic="orders"} 2
+`
+	names := []string{"pgmsg_group_lag_records_sum", "pgmsg_topic_end_offset", "pgmsg_topic_partitions"}
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(totals), names...))
+	def := pgmsgprom.NewCollector(client, nil)
+	dreg := prometheus.NewPedanticRegistry()
+	require.NoError(t, dreg.Register(def))
+	require.NoError(t, testutil.GatherAndCompare(dreg, strings.NewReader(totals), names...))
+	n, err = testutil.GatherAndCount(dreg, "pgmsg_group_oldest_unconsumed_age_seconds_max", "pgmsg_group_skipped_records_sum",
+		"pgmsg_topic_segments", "pgmsg_topic_start_offset", "pgmsg_group_next_offset_sum")
+	require.NoError(t, err)
+	require.Equal(t, 5, n, "one series of each total for topic orders and group billing")
+	n, err = testutil.GatherAndCount(dreg, "pgmsg_partition_end_offset", "pgmsg_partition_bytes", "pgmsg_group_lag_records",
+		"pgmsg_group_oldest_unconsumed_age_seconds")
+	require.NoError(t, err)
+	require.Zero(t, n, "per-partition series without Opts.PerPartition")
+	require.Equal(t, 0.0, testutil.ToFloat64(scrapeErrs(def)))
+	var age float64
+	mfs, err := dreg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "pgmsg_group_oldest_unconsumed_age_seconds_max" {
+			age = mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	require.Positive(t, age, "billing has not read partition 1's records")
 }
 
 // scrapeErrs isolates the scrape error counter.

@@ -60,7 +60,7 @@ data unless --force.
 Without --database-url or DATABASE_URL it starts a throwaway PostgreSQL from
 the machine's binaries (default settings; --pg-setting to change them).`,
 	}
-	cmd.AddCommand(newBenchPubSub(g), newBenchQueue(g))
+	cmd.AddCommand(newBenchPubSub(g), newBenchQueue(g), newBenchScale(g))
 	return cmd
 }
 
@@ -167,4 +167,57 @@ func isTerminal(w any) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func newBenchScale(g *globals) *cobra.Command {
+	var o bench.ScaleOptions
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "scale",
+		Short: "Build an estate of many topics and time the operations whose cost must stay flat",
+		Long: `scale creates --topics topics of --partitions partitions (and --groups
+groups on each) in its own schema, then times topic_create at that size,
+topic and group listings, the dashboard's overview and a topic page, a
+maintenance pass, /metrics (bytes too; with and without per-partition
+series) and pg_dump --schema-only; measures the idle CPU of this process
+(maintenance loop, a scrape every 15 s) and of PostgreSQL (all its
+processes, from /proc: the server must run on this machine), and the CPU
+of --members group members heartbeating at the default interval. It
+prints one row per operation: median wall time and PostgreSQL CPU time.
+
+It works in schema pgmsg_scale unless --schema is given. A schema it
+creates is dropped at the end unless --keep; one that existed is left as it
+is and reused (topics already there are not created again).`,
+		Example: `  pgmsg bench scale --topics 1000 --partitions 4
+  pgmsg bench scale --topics 10000 --partitions 4 --members 1000 --keep`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.URL, o.Progress = g.resolveURL(), g.stderr
+			o.Schema = "pgmsg_scale" // not pgmsg's default schema unless asked
+			if f := cmd.Flag("schema"); f != nil && f.Changed {
+				o.Schema = g.schema
+			}
+			res, err := bench.RunScale(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if jsonOut || g.output == "json" {
+				return g.printJSON(res)
+			}
+			bench.PrintScale(g.stdout, res)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&o.Topics, "topics", 1000, "topics in the estate")
+	fl.IntVar(&o.Partitions, "partitions", 4, "partitions of each topic")
+	fl.IntVar(&o.Groups, "groups", 1, "consumer groups on each topic")
+	fl.IntVar(&o.Members, "members", 1000, "group members heartbeating at the default interval (0: skip)")
+	fl.IntVar(&o.MembersPerGroup, "members-per-group", 4, "members of each heartbeating group")
+	fl.DurationVar(&o.HeartbeatFor, "heartbeat-for", 20*time.Second, "how long the heartbeats are measured")
+	fl.DurationVar(&o.Idle, "idle", 30*time.Second, "how long the idle CPU is measured (0: skip)")
+	fl.IntVar(&o.Repeat, "repeat", 5, "times each operation is timed (the median is printed)")
+	fl.BoolVar(&o.Keep, "keep", false, "keep the estate's schema (and reuse it next time)")
+	fl.BoolVar(&jsonOut, "json", false, "print the figures as JSON on stdout")
+	return cmd
 }

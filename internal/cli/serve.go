@@ -43,6 +43,7 @@ type serveOpts struct {
 	noUI            bool
 	metricsAuth     bool
 	metricsCacheTTL time.Duration
+	metricsPerPart  bool
 	metricsAddr     string
 	kafka           kafkaOpts
 	// ready, if set, receives the address once listening (tests);
@@ -115,6 +116,7 @@ PGMSG_MAX_HTTP_CONNS, PGMSG_TLS_CERT, PGMSG_TLS_KEY.`,
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without tokens, everyone admin (loopback --listen only)")
 	f.BoolVar(&o.metricsAuth, "metrics-auth", false, "require a bearer token with the admin scope on /metrics")
 	f.StringVar(&o.metricsAddr, "metrics-addr", os.Getenv("PGMSG_METRICS_ADDR"), "serve /metrics on this address only, not on --listen (same TLS as --listen) ($PGMSG_METRICS_ADDR)")
+	f.BoolVar(&o.metricsPerPart, "metrics-per-partition", false, "add per-partition series to /metrics (offsets and sizes of every partition, every group's lag on every partition); without it /metrics has topic and group totals, whose cost does not grow with partitions")
 	f.DurationVar(&o.metricsCacheTTL, "metrics-cache-ttl", httpapi.MetricsCacheTTLDefault, "how long /metrics serves the state figures of its last database collection; negative disables the cache")
 	f.BoolVar(&o.noUI, "no-ui", false, "do not serve the web dashboard at /ui/")
 	o.kafka.addFlags(f)
@@ -201,7 +203,7 @@ func (g *globals) serve(ctx context.Context, o serveOpts) error {
 		MaxAnswerBytes: o.maxAnswerBytes,
 		InsecureNoAuth: o.insecureNoAuth, TokenCacheTTL: o.tokenCacheTTL, ShutdownTimeout: o.shutdownTimeout, Logger: logger,
 		AuthFailureBurst: authBurst, AuthFailureRate: o.authRate,
-		MetricsAuth: o.metricsAuth, MetricsCacheTTL: o.metricsCacheTTL, MetricsOwnListener: o.metricsAddr != "",
+		MetricsAuth: o.metricsAuth, MetricsCacheTTL: o.metricsCacheTTL, MetricsPerPartition: o.metricsPerPart, MetricsOwnListener: o.metricsAddr != "",
 		MaxConnections: maxHTTPConns, TLSConfig: tlsConfig,
 	})
 	if err != nil {

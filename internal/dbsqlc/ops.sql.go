@@ -128,6 +128,61 @@ func (q *Queries) GroupMetrics(ctx context.Context, db DBTX) ([]*GroupMetricsRow
 	return items, nil
 }
 
+const groupTotals = `-- name: GroupTotals :many
+SELECT t.name::text AS topic, c.group_name::text AS group_name, pg_catalog.count(*)::integer AS partitions,
+       pg_catalog.sum(c.next_offset)::bigint AS next_offset,
+       pg_catalog.sum(greatest(tp.next_offset - c.next_offset, 0))::bigint AS lag,
+       pg_catalog.sum(c.skipped)::bigint AS skipped,
+       pg_catalog.min(CASE WHEN tp.next_offset > c.next_offset THEN
+           pgmsg._oldest_unconsumed(c.topic_id, c.partition, c.next_offset) END)::timestamptz AS oldest_unconsumed_at
+FROM pgmsg.group_cursor c
+JOIN pgmsg.topic t ON t.topic_id = c.topic_id
+JOIN pgmsg.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+GROUP BY t.name, c.group_name
+ORDER BY t.name, c.group_name
+`
+
+type GroupTotalsRow struct {
+	Topic              string
+	GroupName          string
+	Partitions         int32
+	NextOffset         int64
+	Lag                int64
+	Skipped            int64
+	OldestUnconsumedAt pgtype.Timestamptz
+}
+
+// One row per group: lag, cursors and skipped records summed over its
+// partitions, and the oldest record it has not read (one index probe per
+// lagging partition, none for a caught-up group).
+func (q *Queries) GroupTotals(ctx context.Context, db DBTX) ([]*GroupTotalsRow, error) {
+	rows, err := db.Query(ctx, groupTotals)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*GroupTotalsRow
+	for rows.Next() {
+		var i GroupTotalsRow
+		if err := rows.Scan(
+			&i.Topic,
+			&i.GroupName,
+			&i.Partitions,
+			&i.NextOffset,
+			&i.Lag,
+			&i.Skipped,
+			&i.OldestUnconsumedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const maintenanceEvents = `-- name: MaintenanceEvents :many
 SELECT event_id::bigint, at::timestamptz, kind::text, topic::text, coalesce(group_name, '')::text AS group_name,
        coalesce(partition, -1)::integer AS partition, detail::jsonb
@@ -332,6 +387,53 @@ func (q *Queries) TopicOffsets(ctx context.Context, db DBTX) ([]*TopicOffsetsRow
 		if err := rows.Scan(
 			&i.Topic,
 			&i.Partition,
+			&i.StartOffset,
+			&i.EndOffset,
+			&i.Segments,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const topicTotals = `-- name: TopicTotals :many
+SELECT t.name::text AS topic, pg_catalog.count(*)::integer AS partitions,
+       pg_catalog.sum(tp.start_offset)::bigint AS start_offset, pg_catalog.sum(tp.next_offset)::bigint AS end_offset,
+       (SELECT pg_catalog.count(*) FROM pgmsg.segment s WHERE s.topic_id = t.topic_id)::integer AS segments
+FROM pgmsg.topic t
+JOIN pgmsg.topic_partition tp ON tp.topic_id = t.topic_id
+GROUP BY t.topic_id, t.name
+ORDER BY t.name
+`
+
+type TopicTotalsRow struct {
+	Topic       string
+	Partitions  int32
+	StartOffset int64
+	EndOffset   int64
+	Segments    int32
+}
+
+// One row per topic: its partitions' offsets summed and its segments
+// counted, from pgmsg's own tables (no file sizes): what /metrics exposes
+// unless per-partition series are asked for.
+func (q *Queries) TopicTotals(ctx context.Context, db DBTX) ([]*TopicTotalsRow, error) {
+	rows, err := db.Query(ctx, topicTotals)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*TopicTotalsRow
+	for rows.Next() {
+		var i TopicTotalsRow
+		if err := rows.Scan(
+			&i.Topic,
+			&i.Partitions,
 			&i.StartOffset,
 			&i.EndOffset,
 			&i.Segments,

@@ -31,7 +31,7 @@ type metrics struct {
 // at scrape time, pgmsgprom's state metrics of client's schema: partition
 // offsets and sizes, group lag, queue depth by state, collected at most once
 // per cacheTTL.
-func newMetrics(client *pgmsg.Client, cacheTTL time.Duration) *metrics {
+func newMetrics(client *pgmsg.Client, cacheTTL time.Duration, perPartition bool) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -54,7 +54,7 @@ func newMetrics(client *pgmsg.Client, cacheTTL time.Duration) *metrics {
 			Name: "pgmsg_claimed_jobs_total", Help: "Jobs handed out by claim, by queue.",
 		}, []string{"queue"}),
 	}
-	m.state = pgmsgprom.NewCollector(client, &pgmsgprom.Opts{CacheTTL: cacheTTL})
+	m.state = pgmsgprom.NewCollector(client, &pgmsgprom.Opts{CacheTTL: cacheTTL, PerPartition: perPartition})
 	m.registry.MustRegister(m.requests, m.latency, m.published, m.consumed, m.enqueued, m.claimed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.state)

@@ -124,6 +124,10 @@ type Config struct {
 	// and traffic counters are always live. Negative disables the cache
 	// (overlapping scrapes still share a collection). Default 5s.
 	MetricsCacheTTL time.Duration
+	// MetricsPerPartition adds the per-partition series to /metrics
+	// (pgmsgprom.Opts.PerPartition). Default false: topic and group
+	// totals only, whose cost does not grow with partitions and segments.
+	MetricsPerPartition bool
 	// MetricsOwnListener takes /metrics off the API: the Server's handler
 	// answers it 404, and MetricsHandler (RunMetrics) serves it, on a
 	// listener of its own such as a loopback or internal address that only
@@ -257,7 +261,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, client: cfg.Client, logger: cfg.Logger, mux: http.NewServeMux(), metricsMux: http.NewServeMux(),
-		metrics: newMetrics(cfg.Client, max(cfg.MetricsCacheTTL, 0)), tokens: newTokenCache(cfg.TokenCacheTTL),
+		metrics: newMetrics(cfg.Client, max(cfg.MetricsCacheTTL, 0), cfg.MetricsPerPartition), tokens: newTokenCache(cfg.TokenCacheTTL),
 	}
 	if cfg.AuthFailureBurst > 0 {
 		s.authFailures = newAuthLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRate, cfg.AuthFailureClients)

@@ -38,6 +38,34 @@ FROM pgmsg.topic_partition tp
 JOIN pgmsg.topic t ON t.topic_id = tp.topic_id
 ORDER BY t.name, tp.partition;
 
+-- name: TopicTotals :many
+-- One row per topic: its partitions' offsets summed and its segments
+-- counted, from pgmsg's own tables (no file sizes): what /metrics exposes
+-- unless per-partition series are asked for.
+SELECT t.name::text AS topic, pg_catalog.count(*)::integer AS partitions,
+       pg_catalog.sum(tp.start_offset)::bigint AS start_offset, pg_catalog.sum(tp.next_offset)::bigint AS end_offset,
+       (SELECT pg_catalog.count(*) FROM pgmsg.segment s WHERE s.topic_id = t.topic_id)::integer AS segments
+FROM pgmsg.topic t
+JOIN pgmsg.topic_partition tp ON tp.topic_id = t.topic_id
+GROUP BY t.topic_id, t.name
+ORDER BY t.name;
+
+-- name: GroupTotals :many
+-- One row per group: lag, cursors and skipped records summed over its
+-- partitions, and the oldest record it has not read (one index probe per
+-- lagging partition, none for a caught-up group).
+SELECT t.name::text AS topic, c.group_name::text AS group_name, pg_catalog.count(*)::integer AS partitions,
+       pg_catalog.sum(c.next_offset)::bigint AS next_offset,
+       pg_catalog.sum(greatest(tp.next_offset - c.next_offset, 0))::bigint AS lag,
+       pg_catalog.sum(c.skipped)::bigint AS skipped,
+       pg_catalog.min(CASE WHEN tp.next_offset > c.next_offset THEN
+           pgmsg._oldest_unconsumed(c.topic_id, c.partition, c.next_offset) END)::timestamptz AS oldest_unconsumed_at
+FROM pgmsg.group_cursor c
+JOIN pgmsg.topic t ON t.topic_id = c.topic_id
+JOIN pgmsg.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+GROUP BY t.name, c.group_name
+ORDER BY t.name, c.group_name;
+
 -- name: TopicMetrics :many
 SELECT topic::text, partition::integer, start_offset::bigint, end_offset::bigint, segments::integer, bytes::bigint
 FROM pgmsg.topic_metrics();

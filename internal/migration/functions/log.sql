@@ -110,9 +110,14 @@ CREATE OR REPLACE FUNCTION {{schema}}.topic_create(p_name text, p_partitions int
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    t {{schema}}.topic;
-    seg bigint;
-    maxb integer;
+    t        {{schema}}.topic;
+    seg      bigint;
+    maxb     integer;
+    g        oid;
+    grantees text[] := '{}';
+    p        integer;
+    i        integer;
+    rel      text;
 BEGIN
     PERFORM {{schema}}._check_name('topic', p_name);
     IF p_partitions IS NULL OR p_partitions < 1 OR p_partitions > 1024 THEN
@@ -140,9 +145,40 @@ BEGIN
     INSERT INTO {{schema}}.topic (name, partitions, segment_records, max_record_bytes, config)
     VALUES (p_name, p_partitions, seg, maxb, p_config - 'segment_records' - 'max_record_bytes')
     RETURNING * INTO t;
-    EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.record FOR VALUES IN (%s) PARTITION BY RANGE (partition, "offset")',
-                   {{schema_lit}}, 'record_' || t.topic_id, {{schema_lit}}, t.topic_id);
-    PERFORM {{schema}}._partitions_add(t, 0, p_partitions);
+    -- The topic's table is built apart, where no other session sees it,
+    -- and attached to the record table last: its segments are created
+    -- as partitions of it at once (no CREATE + ATTACH each, no lock to
+    -- wait for), and the record table is locked for the attach only
+    -- (SHARE UPDATE EXCLUSIVE: publishes and claims of other topics go
+    -- on), where CREATE TABLE ... PARTITION OF took ACCESS EXCLUSIVE on it.
+    -- The attach creates the primary key's indexes, as PARTITION OF did.
+    EXECUTE format('CREATE TABLE %I.%I (LIKE %I.record INCLUDING DEFAULTS) PARTITION BY RANGE (partition, "offset")',
+                   {{schema_lit}}, 'record_' || t.topic_id, {{schema_lit}});
+    FOR g IN
+        SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
+         WHERE c.oid = format('%I.record', {{schema_lit}})::regclass
+           AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
+    LOOP
+        grantees := grantees || CASE WHEN g = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g)) END;
+    END LOOP;
+    FOR p IN 0 .. p_partitions - 1 LOOP
+        INSERT INTO {{schema}}.topic_partition (topic_id, partition, log_timeline, segment_end)
+        VALUES (t.topic_id, p, {{schema}}._timeline(), 3 * seg);
+        -- The first segment and the two of headroom that publishers keep
+        -- (_segment_ensure), as _partitions_add creates them.
+        FOR i IN 0 .. 2 LOOP
+            rel := format('record_%s_p%s_%s', t.topic_id, p, i * seg);
+            EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
+                           {{schema_lit}}, rel, {{schema_lit}}, 'record_' || t.topic_id, p, i * seg, p, (i + 1) * seg);
+            IF cardinality(grantees) > 0 THEN
+                EXECUTE format('GRANT SELECT ON %I.%I TO %s', {{schema_lit}}, rel, array_to_string(grantees, ', '));
+            END IF;
+            INSERT INTO {{schema}}.segment (topic_id, partition, start_offset, end_offset, relname)
+            VALUES (t.topic_id, p, i * seg, (i + 1) * seg, rel);
+        END LOOP;
+    END LOOP;
+    EXECUTE format('ALTER TABLE %I.record ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
+                   {{schema_lit}}, {{schema_lit}}, 'record_' || t.topic_id, t.topic_id);
     RETURN t;
 END $function$;
 
@@ -1989,51 +2025,100 @@ CREATE OR REPLACE FUNCTION {{schema}}.group_heartbeat(p_topic text, p_group text
 AS $function$
 DECLARE
     t        {{schema}}.topic;
-    v_joined boolean;
+    v_topic   integer;
+    v_joined  boolean;
+    v_steady  boolean;
+    v_parts   integer[];
+    v_epochs  bigint[];
+    v_revoking boolean[];
 BEGIN
-    -- Bad arguments first (PM003, PM004), whether or not the topic exists.
-    PERFORM {{schema}}._check_name('topic', p_topic);
-    PERFORM {{schema}}._check_name('group', p_group);
-    PERFORM {{schema}}._check_name('member', p_member);
+    -- A live member of an existing group is the common case, every
+    -- interval of every member: its names were checked when its row was
+    -- created (a topic, group or member row holds only valid names), so
+    -- it costs two primary-key lookups and the update of its row. Any
+    -- other case checks every argument first (PM003, PM004), whether or
+    -- not the topic exists, as the first heartbeat always did.
     IF p_session_timeout IS NULL OR p_session_timeout <= interval '0' OR p_session_timeout > interval '366 days' THEN
+        PERFORM {{schema}}._check_name('topic', p_topic);
+        PERFORM {{schema}}._check_name('group', p_group);
+        PERFORM {{schema}}._check_name('member', p_member);
         PERFORM {{schema}}._raise('PM004', 'session timeout must be positive and at most 366 days');
     END IF;
-    t := {{schema}}._topic(p_topic);
-    IF NOT EXISTS (SELECT 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group) THEN
-        PERFORM {{schema}}.group_create(p_topic, p_group, p_start);
+    SELECT g.topic_id INTO v_topic FROM {{schema}}.topic tt
+      JOIN {{schema}}.consumer_group g ON g.topic_id = tt.topic_id AND g.group_name = p_group
+     WHERE tt.name = p_topic
+       FOR UPDATE OF g;
+    IF FOUND THEN
+        UPDATE {{schema}}.group_member m SET heartbeat_at = clock_timestamp(), session_timeout = p_session_timeout
+         WHERE m.topic_id = v_topic AND m.group_name = p_group AND m.member_id = p_member
+           AND m.heartbeat_at + m.session_timeout >= clock_timestamp();
+        v_joined := NOT FOUND;
+    ELSE
+        v_joined := true;
     END IF;
-    PERFORM 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group FOR UPDATE;
-    UPDATE {{schema}}.group_member m SET heartbeat_at = clock_timestamp(), session_timeout = p_session_timeout
-     WHERE m.topic_id = t.topic_id AND m.group_name = p_group AND m.member_id = p_member
-       AND m.heartbeat_at + m.session_timeout >= clock_timestamp();
-    v_joined := NOT FOUND;
+    IF v_joined THEN
+        PERFORM {{schema}}._check_name('topic', p_topic);
+        PERFORM {{schema}}._check_name('group', p_group);
+        PERFORM {{schema}}._check_name('member', p_member);
+        t := {{schema}}._topic(p_topic);
+        IF NOT EXISTS (SELECT 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group) THEN
+            PERFORM {{schema}}.group_create(p_topic, p_group, p_start);
+        END IF;
+        PERFORM 1 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id AND g.group_name = p_group FOR UPDATE;
+        v_topic := t.topic_id;
+    END IF;
     IF v_joined THEN
         -- New, or dead and not yet removed: (re)join with a clean slate.
         DELETE FROM {{schema}}.group_member m
-         WHERE m.topic_id = t.topic_id AND m.group_name = p_group AND m.member_id = p_member;
+         WHERE m.topic_id = v_topic AND m.group_name = p_group AND m.member_id = p_member;
         UPDATE {{schema}}.group_cursor c
            SET claim_epoch = c.claim_epoch + 1, claim_start = NULL, claim_end = NULL,
                claim_expires_at = NULL, claim_owner = NULL
-         WHERE c.topic_id = t.topic_id AND c.group_name = p_group
+         WHERE c.topic_id = v_topic AND c.group_name = p_group
            AND c.claim_expires_at > clock_timestamp() AND c.claim_owner = p_member;
         UPDATE {{schema}}.group_cursor c SET owner = NULL, next_owner = NULL
-         WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND (c.owner = p_member OR c.next_owner = p_member);
+         WHERE c.topic_id = v_topic AND c.group_name = p_group AND (c.owner = p_member OR c.next_owner = p_member);
         INSERT INTO {{schema}}.group_member (topic_id, group_name, member_id, joined_at, heartbeat_at, session_timeout)
-        VALUES (t.topic_id, p_group, p_member, clock_timestamp(), clock_timestamp(), p_session_timeout);
+        VALUES (v_topic, p_group, p_member, clock_timestamp(), clock_timestamp(), p_session_timeout);
     END IF;
     -- A steady group (no member past its session, every partition owned by
     -- a live member and none being handed over, owners' counts within one
     -- of each other) is what _rebalance would leave unchanged: skip it.
-    IF v_joined OR NOT {{schema}}._group_steady(t.topic_id, p_group) THEN
-        PERFORM {{schema}}._rebalance(t.topic_id, p_group);
+    -- The test (_group_steady's, written out) and the member's assignment
+    -- are one statement: a heartbeat of a steady group runs three.
+    IF NOT v_joined THEN
+        WITH m AS (
+            SELECT m.member_id, m.heartbeat_at + m.session_timeout >= clock_timestamp() AS alive
+              FROM {{schema}}.group_member m
+             WHERE m.topic_id = v_topic AND m.group_name = p_group
+        ), c AS (
+            SELECT c.partition, c.owner, c.owner_epoch, c.next_owner,
+                   (c.owner IS NOT NULL AND c.next_owner IS NULL
+                    AND EXISTS (SELECT 1 FROM m WHERE m.member_id = c.owner)) AS settled
+              FROM {{schema}}.group_cursor c
+             WHERE c.topic_id = v_topic AND c.group_name = p_group
+        )
+        SELECT coalesce((SELECT bool_and(alive) FROM m)
+                        AND coalesce((SELECT bool_and(settled) FROM c), true)
+                        AND (SELECT max(n) - min(n) <= 1 FROM (SELECT (SELECT count(*) FROM c WHERE c.owner = m.member_id) AS n FROM m) k),
+                        false),
+               (SELECT coalesce(array_agg(c.partition ORDER BY c.partition), '{}') FROM c WHERE c.owner = p_member),
+               (SELECT coalesce(array_agg(c.owner_epoch ORDER BY c.partition), '{}') FROM c WHERE c.owner = p_member),
+               (SELECT coalesce(array_agg(c.next_owner IS NOT NULL ORDER BY c.partition), '{}') FROM c WHERE c.owner = p_member)
+          INTO v_steady, v_parts, v_epochs, v_revoking;
+        IF v_steady THEN
+            RETURN QUERY SELECT false, v_parts, v_epochs, v_revoking;
+            RETURN;
+        END IF;
     END IF;
+    PERFORM {{schema}}._rebalance(v_topic, p_group);
     RETURN QUERY
     SELECT v_joined,
            coalesce(array_agg(c.partition ORDER BY c.partition), '{}'),
            coalesce(array_agg(c.owner_epoch ORDER BY c.partition), '{}'),
            coalesce(array_agg(c.next_owner IS NOT NULL ORDER BY c.partition), '{}')
     FROM {{schema}}.group_cursor c
-    WHERE c.topic_id = t.topic_id AND c.group_name = p_group AND c.owner = p_member;
+    WHERE c.topic_id = v_topic AND c.group_name = p_group AND c.owner = p_member;
 END $function$;
 
 -- group_leave removes a member at once: its live claims end (their commits
