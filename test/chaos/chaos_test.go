@@ -107,7 +107,12 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-func runChaos(t *testing.T, o Options) {
+func runChaos(t *testing.T, o Options) { runChaosResult(t, o) }
+
+// runChaosResult runs the harness, logs its result, fails the test on a
+// violated invariant and returns the result.
+func runChaosResult(t *testing.T, o Options) *Result {
+	t.Helper()
 	o.Logf = t.Logf
 	o.Keep = os.Getenv("PGMSG_CHAOS_KEEP") != ""
 	limit := o.Duration + 10*time.Minute
@@ -138,6 +143,7 @@ func runChaos(t *testing.T, o Options) {
 	for _, u := range res.Unplanned {
 		t.Errorf("unplanned: %s", u)
 	}
+	return res
 }
 
 // FormatResult renders a run as text: the fault table, then the checker's

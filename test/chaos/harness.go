@@ -56,12 +56,25 @@ const (
 	FaultLockHold     = "lock_hold_timeouts"
 	FaultXminHold     = "xmin_horizon_hold"
 	FaultKillServe    = "kill9_pgmsg_serve"
+	// The slow and broken network (the proxy): a latency of up to 200 ms
+	// each way for twice the lease, a few connections that swallow every
+	// byte (a link that drops every packet), and connections cut right
+	// after the server answered a COMMIT, or any statement, before the
+	// client got the answer.
+	FaultNetLatency   = "net_latency"
+	FaultNetBlackhole = "net_blackhole"
+	FaultNetCutCommit = "net_cut_commit"
+	FaultNetCutReply  = "net_cut_reply"
 )
+
+// NetworkFaults are the kinds the proxy injects.
+var NetworkFaults = []string{FaultProxyCut, FaultProxyStall, FaultNetLatency, FaultNetBlackhole, FaultNetCutCommit, FaultNetCutReply}
 
 // AllFaults are the kinds injected by default, in rotation.
 var AllFaults = []string{
 	FaultKillProducer, FaultKillConsumer, FaultKillWorker, FaultPauseMember, FaultPauseWorker,
 	FaultPGKill, FaultPGImmediate, FaultPGFast, FaultProxyCut, FaultProxyStall, FaultLockHold, FaultKillServe,
+	FaultNetLatency, FaultNetBlackhole, FaultNetCutCommit, FaultNetCutReply,
 }
 
 // Options size a run.
@@ -616,12 +629,73 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 		h.proxy.Stall(d)
 	case FaultLockHold:
 		detail, ok = h.holdLocks(ctx, h.o.Lease+time.Second)
+	case FaultNetLatency:
+		detail = h.slowLink()
+	case FaultNetBlackhole:
+		detail, ok = h.blackhole()
+	case FaultNetCutCommit, FaultNetCutReply:
+		detail, ok = h.cutAt(ctx, kind == FaultNetCutCommit)
 	}
 	if !ok {
 		kind += "_failed"
 	}
 	h.recordFault(kind, start, time.Now(), detail)
 	return ok
+}
+
+// slowLink delays all traffic by [lo, hi] each way, hi up to 200 ms, for
+// twice the lease: leases and sessions must be extended over the slow link.
+func (h *Harness) slowLink() string {
+	lo := time.Duration(1+rand.IntN(20)) * time.Millisecond
+	hi := lo + time.Duration(rand.IntN(int(200*time.Millisecond-lo)+1))
+	d := 2 * h.o.Lease
+	h.proxy.SetLatency(lo, hi)
+	time.Sleep(d)
+	h.proxy.SetLatency(0, 0)
+	return fmt.Sprintf("latency %s-%s each way for %s (%d connections)", lo, hi.Round(time.Millisecond), d, h.proxy.Conns())
+}
+
+// blackhole makes a third of the connections (at least one) swallow
+// every byte for twice the lease, then closes those their clients have
+// not given up on (as a TCP retransmission timeout would, much later).
+func (h *Harness) blackhole() (string, bool) {
+	b := h.proxy.Blackhole(max(h.proxy.Conns()/3, 1))
+	if b.Len() == 0 {
+		return "no connection open", false
+	}
+	d := 2 * h.o.Lease
+	time.Sleep(d)
+	open := b.Open()
+	b.Close()
+	return fmt.Sprintf("%d connections blackholed for %s; %d given up by their clients, %d (idle in their pools) closed by the proxy",
+		b.Len(), d, b.Len()-open, open), true
+}
+
+// cutAt arms three cuts at the server's answer to a COMMIT (atCommit) or
+// to any statement, and waits up to 5 s for them; ok when one happened.
+func (h *Harness) cutAt(ctx context.Context, atCommit bool) (string, bool) {
+	if atCommit {
+		h.proxy.CutAtCommit(3)
+	} else {
+		h.proxy.CutAtReply(3)
+	}
+	var c, r int
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+		if (atCommit && h.proxy.cutCommit.Load() == 0) || (!atCommit && h.proxy.cutReply.Load() == 0) ||
+			time.Now().After(deadline) || ctx.Err() != nil {
+			c, r = h.proxy.Disarm()
+			break
+		}
+	}
+	if atCommit {
+		return fmt.Sprintf("%d connections cut between a COMMIT's answer and the client", c), c > 0
+	}
+	return fmt.Sprintf("%d connections cut between a statement's answer and the client", r), r > 0
 }
 
 // restartServer stops PostgreSQL with sig and starts it again on the same
