@@ -4,16 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,113 +21,28 @@ import (
 	"github.com/pgmsg/pgmsg/internal/testbundle"
 )
 
-// bouncer is a PgBouncer in transaction pooling mode that the test can
-// kill and start again on the same port.
-type bouncer struct {
-	t    *testing.T
-	bin  string
-	dir  string
-	port int
-	cred *syscall.Credential
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// findPgBouncer returns pgbouncer's path; without it the test is
-// skipped, or fails when PGMSG_REQUIRE_PGBOUNCER=1 (CI, whose .ci/run
-// installs it).
-func findPgBouncer(t *testing.T) string {
+// newBouncer starts a Bouncer in front of host:port for the test; without
+// pgbouncer the test is skipped, or fails when PGMSG_REQUIRE_PGBOUNCER=1
+// (CI, whose .ci/run installs it).
+func newBouncer(t *testing.T, host, port string) *Bouncer {
 	t.Helper()
-	if p, err := exec.LookPath("pgbouncer"); err == nil {
-		return p
+	if _, err := FindPgBouncer(); err != nil {
+		if os.Getenv("PGMSG_REQUIRE_PGBOUNCER") == "1" {
+			t.Fatalf("PGMSG_REQUIRE_PGBOUNCER=1: %v", err)
+		}
+		t.Skipf("%v; CI sets PGMSG_REQUIRE_PGBOUNCER=1", err)
 	}
-	if _, err := os.Stat("/usr/sbin/pgbouncer"); err == nil {
-		return "/usr/sbin/pgbouncer"
-	}
-	if os.Getenv("PGMSG_REQUIRE_PGBOUNCER") == "1" {
-		t.Fatal("PGMSG_REQUIRE_PGBOUNCER=1 but pgbouncer is not installed (apt-get install pgbouncer)")
-	}
-	t.Skip("pgbouncer not installed (apt-get install pgbouncer); CI sets PGMSG_REQUIRE_PGBOUNCER=1")
-	return ""
-}
-
-func newBouncer(t *testing.T, serverHost, serverPort string) *bouncer {
-	b := &bouncer{t: t, bin: findPgBouncer(t)}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	b.port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	// Not t.TempDir: its parent is private to root, and pgbouncer runs as postgres.
-	b.dir, err = os.MkdirTemp("", "pgmsg-chaos-pgbouncer-")
+	dir, err := os.MkdirTemp("", "pgmsg-chaos-pgbouncer-")
 	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(b.dir) })
-	// The clients' statement and lock timeouts cannot be startup
-	// parameters in transaction mode: the server connections set them.
-	ini := fmt.Sprintf(`[databases]
-* = host=%s port=%s connect_query='SET statement_timeout = 5000'
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = trust
-auth_file = %s/users.txt
-pool_mode = transaction
-max_client_conn = 200
-default_pool_size = 10
-ignore_startup_parameters = extra_float_digits,search_path
-server_login_retry = 1
-logfile = %s/pgbouncer.log
-`, serverHost, serverPort, b.port, b.dir, b.dir)
-	require.NoError(t, os.WriteFile(filepath.Join(b.dir, "pgbouncer.ini"), []byte(ini), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(b.dir, "users.txt"), []byte(`"postgres" ""`+"\n"), 0o644))
-	if os.Geteuid() == 0 { // pgbouncer refuses to run as root
-		pu, err := user.Lookup("postgres")
-		require.NoError(t, err)
-		uid, _ := strconv.Atoi(pu.Uid)
-		gid, _ := strconv.Atoi(pu.Gid)
-		require.NoError(t, os.Chown(b.dir, uid, gid))
-		for _, f := range []string{"pgbouncer.ini", "users.txt"} {
-			require.NoError(t, os.Chown(filepath.Join(b.dir, f), uid, gid))
-		}
-		b.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	}
-	b.start()
-	t.Cleanup(b.kill)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	b, err := StartBouncer(filepath.Join(dir, "b"), host, p)
+	require.NoError(t, err)
+	t.Cleanup(b.Kill)
 	return b
-}
-
-// start runs pgbouncer and waits until it accepts connections.
-func (b *bouncer) start() {
-	t := b.t
-	cmd := exec.Command(b.bin, filepath.Join(b.dir, "pgbouncer.ini"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred}
-	require.NoError(t, cmd.Start())
-	b.cmd, b.done = cmd, make(chan struct{})
-	done := b.done
-	go func() { _ = cmd.Wait(); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", b.port), time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(b.dir, "pgbouncer.log"))
-			t.Fatalf("pgbouncer did not start: %v\n%s", err, log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// kill ends pgbouncer at once (SIGKILL): every client connection breaks,
-// whatever was in flight.
-func (b *bouncer) kill() {
-	if b.cmd != nil {
-		_ = b.cmd.Process.Kill()
-		<-b.done
-		b.cmd = nil
-	}
 }
 
 const bouncedApp = "pgmsg-chaos-pgbouncer"
@@ -155,7 +66,7 @@ func TestPgBouncerFaults(t *testing.T) {
 	}
 	bn := newBouncer(t, u.Hostname(), port)
 	bu := *u
-	bu.Host = fmt.Sprintf("127.0.0.1:%d", bn.port)
+	bu.Host = fmt.Sprintf("127.0.0.1:%d", bn.Port)
 	cfg, err := pgxpool.ParseConfig(bu.String())
 	require.NoError(t, err)
 	// Transaction mode: no named prepared statements across transactions
@@ -318,9 +229,9 @@ func TestPgBouncerFaults(t *testing.T) {
 	const rounds = 3
 	terminated := 0
 	for i := range rounds {
-		bn.kill()
+		bn.Kill()
 		time.Sleep(200 * time.Millisecond)
-		bn.start()
+		require.NoError(t, bn.Start())
 		waitProgress(fmt.Sprintf("progress after PgBouncer restart %d", i+1))
 		var n int
 		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity
