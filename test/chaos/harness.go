@@ -123,8 +123,8 @@ type Options struct {
 	// and g-run2) and a worker through it, besides the others; the
 	// default faults then include FaultPgBouncerKill.
 	PgBouncer bool
-	Keep           bool          // keep the work directory even on success
-	Logf           func(format string, args ...any)
+	Keep      bool // keep the work directory even on success
+	Logf      func(format string, args ...any)
 }
 
 func (o *Options) defaults() {
