@@ -297,6 +297,23 @@ func (f *Formation) Kill(n *Node) {
 	}
 }
 
+// Switchover asks the monitor for a clean switchover (pg_autoctl perform
+// switchover): the primary is demoted once the standby has caught up, the
+// standby promoted, and the old primary follows it as its standby. It
+// returns when pg_autoctl does (it waits for the new states, up to a
+// minute); the caller waits for the states it expects.
+func (f *Formation) Switchover(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, f.autoctl, "perform", "switchover", "--pgdata", f.monitor.Dir, "--wait", "60")
+	cmd.Dir = f.opts.Dir
+	cmd.Env = f.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: f.cred}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgautofailover: perform switchover: %w\n%s", err, out)
+	}
+	return nil
+}
+
 // CutReplication makes the standby n stop receiving WAL (its
 // primary_conninfo names a port nobody listens on), as a network
 // partition between the nodes would: under asynchronous replication the
