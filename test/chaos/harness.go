@@ -740,7 +740,7 @@ func (h *Harness) blackhole() (string, bool) {
 	time.Sleep(d)
 	open := b.Open()
 	b.Close()
-	return fmt.Sprintf("%d connections blackholed for %s; %d given up by their clients, %d (idle in their pools) closed by the proxy",
+	return fmt.Sprintf("%d connections blackholed for %s; %d given up by their clients, %d still open then, closed by the proxy",
 		b.Len(), d, b.Len()-open, open), true
 }
 
