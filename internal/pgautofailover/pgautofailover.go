@@ -106,9 +106,12 @@ func Start(ctx context.Context, opts Options) (f *Formation, err error) {
 		env: append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "HOME="+opts.Dir,
 			"XDG_CONFIG_HOME="+filepath.Join(opts.Dir, "config"), "XDG_DATA_HOME="+filepath.Join(opts.Dir, "data"),
 			"XDG_RUNTIME_DIR="+filepath.Join(opts.Dir, "run"), "PG_CONFIG="+filepath.Join(bin, "pg_config"))}
+	// On failure, stop what was started: f itself, since the failing
+	// return sets the named result to nil.
+	started := f
 	defer func() {
 		if err != nil {
-			f.Stop()
+			started.Stop()
 		}
 	}()
 	f.monitor = &Node{Name: "monitor", Port: opts.BasePort, Dir: filepath.Join(opts.Dir, "monitor")}
