@@ -64,8 +64,6 @@ func TestLeasesOnDatabaseClock(t *testing.T) {
 			cl, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"fsync": "off"}})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = cl.Stop() })
-			// Only the server runs under libfaketime.
-			os.Unsetenv("LD_PRELOAD")
 			pool, err := pgxpool.New(ctx, cl.URL)
 			require.NoError(t, err)
 			defer pool.Close()
