@@ -270,6 +270,17 @@ func TestFailoverSynchronous(t *testing.T) {
 		a, _, _, _ := r.counts()
 		return a >= ackedAtKill+200 && r.maintRuns.Load() > before+2 && r.client.IsMaintenanceLeader()
 	})
+	r.requireNothingLost(ctx, "synchronous", before)
+}
+
+// requireNothingLost stops the publishers, waits for the group and the
+// worker to catch up, and requires that every acknowledged record is
+// stored at the offset it was given, once, with no offset gap, that the
+// group saw every offset's own record and no epoch error, and that every
+// acknowledged job was worked.
+func (r *failoverRun) requireNothingLost(ctx context.Context, what string, maintBefore int64) {
+	t := r.t
+	t.Helper()
 	r.pausePublish.Store(true)
 	time.Sleep(100 * time.Millisecond) // let in-flight publishes end
 	waitCtx(t, ctx, "the group and the worker to catch up", func() bool {
@@ -304,11 +315,46 @@ func TestFailoverSynchronous(t *testing.T) {
 		require.False(t, values[v], "record %s stored twice", v)
 		values[v] = true
 	}
-	t.Logf("synchronous: %d records and %d jobs acknowledged, %d stored, %d lost; maintenance runs %d before, %d after",
-		len(r.acked), len(r.jobs), len(stored), lost, before, r.maintRuns.Load())
+	t.Logf("%s: %d records and %d jobs acknowledged, %d stored, %d lost; maintenance runs %d before, %d after",
+		what, len(r.acked), len(r.jobs), len(stored), lost, maintBefore, r.maintRuns.Load())
 	require.Zero(t, lost, "acknowledged records lost")
 	require.Empty(t, r.violations)
 	require.Zero(t, r.truncated, "no epoch error when nothing was lost")
+}
+
+// A clean switchover (pg_autoctl perform switchover, as for planned
+// maintenance): the primary a is demoted once b has caught up, b is
+// promoted and a follows it. Nothing acknowledged is lost, the log has no
+// gap, the group and the worker go on on b, and the maintenance leader
+// moves to b (it runs again there).
+func TestFailoverSwitchover(t *testing.T) {
+	requireFailoverHarness(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-switch-"+strconv.Itoa(os.Getpid())),
+		BasePort: failoverBasePort + 20, Log: t.Logf})
+	require.NoError(t, err)
+	t.Cleanup(f.Stop) // after the clients' cleanups, which run first
+	r := startFailoverRun(t, ctx, f)
+
+	waitCtx(t, ctx, "load before the switchover", func() bool {
+		a, s, j, d := r.counts()
+		return a >= 200 && s >= 100 && j >= 50 && d >= 20 && r.client.IsMaintenanceLeader()
+	})
+	before := r.maintRuns.Load()
+	require.NoError(t, f.Switchover(ctx))
+	require.NoError(t, f.WaitStates(ctx, map[string]string{"a": "secondary", "b": "primary"}))
+	t.Logf("switched over: b is primary, a its standby")
+	var onB bool
+	require.NoError(t, r.client.Pool().QueryRow(ctx, "SELECT pg_catalog.inet_server_port() = $1", f.Nodes[1].Port).Scan(&onB))
+	require.True(t, onB, "the clients write to b")
+	ackedAt, _, _, _ := r.counts()
+	waitCtx(t, ctx, "load after the switchover", func() bool {
+		a, _, _, _ := r.counts()
+		return a >= ackedAt+200 && r.maintRuns.Load() > before+2 && r.client.IsMaintenanceLeader()
+	})
+	r.requireNothingLost(ctx, "switchover", before)
 }
 
 // With asynchronous replication, a standby cut off from the primary

@@ -106,9 +106,12 @@ func Start(ctx context.Context, opts Options) (f *Formation, err error) {
 		env: append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "HOME="+opts.Dir,
 			"XDG_CONFIG_HOME="+filepath.Join(opts.Dir, "config"), "XDG_DATA_HOME="+filepath.Join(opts.Dir, "data"),
 			"XDG_RUNTIME_DIR="+filepath.Join(opts.Dir, "run"), "PG_CONFIG="+filepath.Join(bin, "pg_config"))}
+	// On failure, stop what was started: f itself, since the failing
+	// return sets the named result to nil.
+	started := f
 	defer func() {
 		if err != nil {
-			f.Stop()
+			started.Stop()
 		}
 	}()
 	f.monitor = &Node{Name: "monitor", Port: opts.BasePort, Dir: filepath.Join(opts.Dir, "monitor")}
@@ -295,6 +298,23 @@ func (f *Formation) Kill(n *Node) {
 	if pid := postmasterPID(n.Dir); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+}
+
+// Switchover asks the monitor for a clean switchover (pg_autoctl perform
+// switchover): the primary is demoted once the standby has caught up, the
+// standby promoted, and the old primary follows it as its standby. It
+// returns when pg_autoctl does (it waits for the new states, up to a
+// minute); the caller waits for the states it expects.
+func (f *Formation) Switchover(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, f.autoctl, "perform", "switchover", "--pgdata", f.monitor.Dir, "--wait", "60")
+	cmd.Dir = f.opts.Dir
+	cmd.Env = f.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: f.cred}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgautofailover: perform switchover: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // CutReplication makes the standby n stop receiving WAL (its

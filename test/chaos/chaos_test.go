@@ -92,7 +92,23 @@ func TestChaosLong(t *testing.T) {
 		Rate:           envInt(t, "PGMSG_CHAOS_RATE", 300),
 		SegmentRecords: 4096,
 		DrainTimeout:   3 * time.Minute,
+		PgBouncer:      wantPgBouncer(t),
 	})
+}
+
+// wantPgBouncer reports whether the long run puts PgBouncer in front of
+// PostgreSQL (and injects FaultPgBouncerKill): when pgbouncer is
+// installed; without it the run fails if PGMSG_REQUIRE_PGBOUNCER=1, and
+// goes on without it otherwise.
+func wantPgBouncer(t *testing.T) bool {
+	if _, err := FindPgBouncer(); err != nil {
+		if os.Getenv("PGMSG_REQUIRE_PGBOUNCER") == "1" {
+			t.Fatalf("PGMSG_REQUIRE_PGBOUNCER=1: %v", err)
+		}
+		t.Logf("chaos: %v: the run goes without PgBouncer", err)
+		return false
+	}
+	return true
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -107,14 +123,19 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-func runChaos(t *testing.T, o Options) {
+func runChaos(t *testing.T, o Options) { runChaosResult(t, o) }
+
+// runChaosResult runs the harness, logs its result, fails the test on a
+// violated invariant and returns the result.
+func runChaosResult(t *testing.T, o Options) *Result {
+	t.Helper()
 	o.Logf = t.Logf
 	o.Keep = os.Getenv("PGMSG_CHAOS_KEEP") != ""
 	limit := o.Duration + 10*time.Minute
 	if o.FaultsPerKind > 0 {
 		// Past Duration the run goes on until every kind reached
 		// FaultsPerKind: allow for a slow machine.
-		limit += time.Duration(o.FaultsPerKind*(len(AllFaults)+1)) * (o.FaultMax + 5*time.Second)
+		limit += time.Duration(o.FaultsPerKind*(len(AllFaults)+2)) * (o.FaultMax + 5*time.Second)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
@@ -138,6 +159,7 @@ func runChaos(t *testing.T, o Options) {
 	for _, u := range res.Unplanned {
 		t.Errorf("unplanned: %s", u)
 	}
+	return res
 }
 
 // FormatResult renders a run as text: the fault table, then the checker's

@@ -56,12 +56,31 @@ const (
 	FaultLockHold     = "lock_hold_timeouts"
 	FaultXminHold     = "xmin_horizon_hold"
 	FaultKillServe    = "kill9_pgmsg_serve"
+	// The slow and broken network (the proxy): a latency of up to 200 ms
+	// each way for twice the lease, a few connections that swallow every
+	// byte (a link that drops every packet), and connections cut right
+	// after the server answered a COMMIT, or any statement, before the
+	// client got the answer.
+	FaultNetLatency   = "net_latency"
+	FaultNetBlackhole = "net_blackhole"
+	FaultNetCutCommit = "net_cut_commit"
+	FaultNetCutReply  = "net_cut_reply"
+	// FaultPGTerminate terminates every agent's backend
+	// (pg_terminate_backend), PgBouncer's server connections included.
+	FaultPGTerminate = "pg_terminate_backends"
+	// FaultPgBouncerKill kills PgBouncer (SIGKILL) and starts it again
+	// (Options.PgBouncer).
+	FaultPgBouncerKill = "pgbouncer_kill_restart"
 )
+
+// NetworkFaults are the kinds the proxy injects.
+var NetworkFaults = []string{FaultProxyCut, FaultProxyStall, FaultNetLatency, FaultNetBlackhole, FaultNetCutCommit, FaultNetCutReply}
 
 // AllFaults are the kinds injected by default, in rotation.
 var AllFaults = []string{
 	FaultKillProducer, FaultKillConsumer, FaultKillWorker, FaultPauseMember, FaultPauseWorker,
 	FaultPGKill, FaultPGImmediate, FaultPGFast, FaultProxyCut, FaultProxyStall, FaultLockHold, FaultKillServe,
+	FaultNetLatency, FaultNetBlackhole, FaultNetCutCommit, FaultNetCutReply, FaultPGTerminate,
 }
 
 // Options size a run.
@@ -99,8 +118,13 @@ type Options struct {
 	Partitions     int
 	SegmentRecords int64
 	Lease          time.Duration // claim and job lease
-	Keep           bool          // keep the work directory even on success
-	Logf           func(format string, args ...any)
+	// PgBouncer puts a PgBouncer (transaction pooling) in front of
+	// PostgreSQL and runs an idempotent producer, a consumer (groups g-run
+	// and g-run2) and a worker through it, besides the others; the
+	// default faults then include FaultPgBouncerKill.
+	PgBouncer bool
+	Keep      bool // keep the work directory even on success
+	Logf      func(format string, args ...any)
 }
 
 func (o *Options) defaults() {
@@ -115,6 +139,9 @@ func (o *Options) defaults() {
 	}
 	if len(o.Faults) == 0 {
 		o.Faults = AllFaults
+		if o.PgBouncer {
+			o.Faults = append(append([]string(nil), AllFaults...), FaultPgBouncerKill)
+		}
 	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = 90 * time.Second
@@ -187,6 +214,7 @@ type slot struct {
 	idx  int
 	inc  int
 	args []string
+	url  string // default Harness.url
 	cmd  *exec.Cmd
 	done chan struct{}
 	// killed is set when the harness killed or stopped it on purpose.
@@ -208,6 +236,7 @@ type Harness struct {
 	cluster    *pgcluster.Cluster
 	pgMu       sync.Mutex
 	proxy      *Proxy
+	bouncer    *Bouncer
 	admin      *pgxpool.Pool
 	url        string
 
@@ -341,11 +370,18 @@ func (h *Harness) startServer(ctx context.Context) error {
 		return err
 	}
 	h.url = fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", h.proxy.Addr())
+	if h.o.PgBouncer {
+		if h.bouncer, err = StartBouncer(filepath.Join(h.dir, "pgbouncer"), "127.0.0.1", c.Port); err != nil {
+			return err
+		}
+	}
 	cfg, err := pgxpool.ParseConfig(c.URL)
 	if err != nil {
 		return err
 	}
 	cfg.MaxConns = 4
+	// FaultPGTerminate spares the harness's own sessions.
+	cfg.ConnConfig.RuntimeParams["application_name"] = harnessApp
 	h.admin, err = pgxpool.NewWithConfig(ctx, cfg)
 	return err
 }
@@ -392,6 +428,19 @@ func (h *Harness) startAgents() {
 			h.slots = append(h.slots, s)
 			h.start(s)
 		}
+	}
+	if h.bouncer != nil {
+		// Through PgBouncer in transaction mode: no LISTEN (they poll),
+		// no named prepared statements (the URL's exec mode).
+		bouncerURL := h.bouncer.URL("postgres")
+		addVia := func(role string, args ...string) {
+			s := &slot{role: role, idx: 0, args: append([]string{"-no-notify", "-poll", "100ms"}, args...), url: bouncerURL}
+			h.slots = append(h.slots, s)
+			h.start(s)
+		}
+		addVia("bproducer", "-rate", rate)
+		addVia("bconsumer", "-group", groupRun, "-group2", groupRun2, "-lease", lease, "-work", "150ms")
+		addVia("bworker", "-lease", lease, "-work", "100ms")
 	}
 	// Producers and workers give up on a lock after 500ms (lock_timeout);
 	// consumers have no lock_timeout but a 1.5s statement_timeout, so a held
@@ -443,7 +492,11 @@ func (h *Harness) startIf(s *slot, expect chan struct{}) {
 	}
 	s.inc++
 	name := s.name()
-	args := append([]string{"-url", h.url, "-role", s.role, "-name", name,
+	u := h.url
+	if s.url != "" {
+		u = s.url
+	}
+	args := append([]string{"-url", u, "-role", agentRole(s), "-name", name,
 		"-out", filepath.Join(h.hist, name+".jsonl")}, s.args...)
 	cmd := exec.Command(h.bin, args...)
 	if s.role == "serve" {
@@ -591,17 +644,17 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 	}
 	switch kind {
 	case FaultKillProducer:
-		kill("producer", "cproducer", "aproducer", "enqueuer")
+		kill("producer", "cproducer", "aproducer", "enqueuer", "bproducer")
 	case FaultKillConsumer:
-		kill("consumer", "txconsumer", "dlqconsumer")
+		kill("consumer", "txconsumer", "dlqconsumer", "bconsumer")
 	case FaultKillWorker:
-		kill("worker")
+		kill("worker", "bworker")
 	case FaultKillServe:
 		kill("serve")
 	case FaultPauseMember:
-		pause("consumer", "txconsumer", "dlqconsumer")
+		pause("consumer", "txconsumer", "dlqconsumer", "bconsumer")
 	case FaultPauseWorker:
-		pause("worker")
+		pause("worker", "bworker")
 	case FaultPGKill:
 		detail, ok = h.restartServer(ctx, syscall.SIGKILL)
 	case FaultPGImmediate:
@@ -616,12 +669,106 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 		h.proxy.Stall(d)
 	case FaultLockHold:
 		detail, ok = h.holdLocks(ctx, h.o.Lease+time.Second)
+	case FaultPGTerminate:
+		detail, ok = h.terminateBackends(ctx)
+	case FaultPgBouncerKill:
+		if h.bouncer == nil {
+			detail, ok = "no PgBouncer", false
+			break
+		}
+		h.bouncer.Kill()
+		time.Sleep(time.Duration(rand.Int64N(int64(time.Second))))
+		if err := h.bouncer.Start(); err != nil {
+			h.mu.Lock()
+			h.unplanned = append(h.unplanned, "pgbouncer restart failed: "+err.Error())
+			h.mu.Unlock()
+			detail, ok = "restart failed: "+err.Error(), false
+			break
+		}
+		detail = "PgBouncer SIGKILL, restarted"
+	case FaultNetLatency:
+		detail = h.slowLink()
+	case FaultNetBlackhole:
+		detail, ok = h.blackhole()
+	case FaultNetCutCommit, FaultNetCutReply:
+		detail, ok = h.cutAt(ctx, kind == FaultNetCutCommit)
 	}
 	if !ok {
 		kind += "_failed"
 	}
 	h.recordFault(kind, start, time.Now(), detail)
 	return ok
+}
+
+// harnessApp is the application_name of the harness's own sessions.
+const harnessApp = "chaos-harness"
+
+// terminateBackends terminates every client backend but the harness's:
+// the agents' sessions, through the proxy or PgBouncer, and PgBouncer's
+// server connections.
+func (h *Harness) terminateBackends(ctx context.Context) (string, bool) {
+	var n int
+	err := h.admin.QueryRow(ctx, `SELECT count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity
+		WHERE backend_type = 'client backend' AND pid <> pg_catalog.pg_backend_pid() AND application_name <> $1`, harnessApp).Scan(&n)
+	if err != nil {
+		return "terminate: " + err.Error(), false
+	}
+	return fmt.Sprintf("%d backends terminated", n), n > 0
+}
+
+// slowLink delays all traffic by [lo, hi] each way, hi up to 200 ms, for
+// twice the lease: leases and sessions must be extended over the slow link.
+func (h *Harness) slowLink() string {
+	lo := time.Duration(1+rand.IntN(20)) * time.Millisecond
+	hi := lo + time.Duration(rand.IntN(int(200*time.Millisecond-lo)+1))
+	d := 2 * h.o.Lease
+	h.proxy.SetLatency(lo, hi)
+	time.Sleep(d)
+	h.proxy.SetLatency(0, 0)
+	return fmt.Sprintf("latency %s-%s each way for %s (%d connections)", lo, hi.Round(time.Millisecond), d, h.proxy.Conns())
+}
+
+// blackhole makes a third of the connections (at least one) swallow
+// every byte for twice the lease, then closes those their clients have
+// not given up on (as a TCP retransmission timeout would, much later).
+func (h *Harness) blackhole() (string, bool) {
+	b := h.proxy.Blackhole(max(h.proxy.Conns()/3, 1))
+	if b.Len() == 0 {
+		return "no connection open", false
+	}
+	d := 2 * h.o.Lease
+	time.Sleep(d)
+	open := b.Open()
+	b.Close()
+	return fmt.Sprintf("%d connections blackholed for %s; %d given up by their clients, %d still open then, closed by the proxy",
+		b.Len(), d, b.Len()-open, open), true
+}
+
+// cutAt arms three cuts at the server's answer to a COMMIT (atCommit) or
+// to any statement, and waits up to 5 s for them; ok when one happened.
+func (h *Harness) cutAt(ctx context.Context, atCommit bool) (string, bool) {
+	if atCommit {
+		h.proxy.CutAtCommit(3)
+	} else {
+		h.proxy.CutAtReply(3)
+	}
+	var c, r int
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+		if (atCommit && h.proxy.cutCommit.Load() == 0) || (!atCommit && h.proxy.cutReply.Load() == 0) ||
+			time.Now().After(deadline) || ctx.Err() != nil {
+			c, r = h.proxy.Disarm()
+			break
+		}
+	}
+	if atCommit {
+		return fmt.Sprintf("%d connections cut between a COMMIT's answer and the client", c), c > 0
+	}
+	return fmt.Sprintf("%d connections cut between a statement's answer and the client", r), r > 0
 }
 
 // restartServer stops PostgreSQL with sig and starts it again on the same
@@ -761,7 +908,7 @@ func (h *Harness) holdXmin(ctx context.Context, d time.Duration) bool {
 // waits until every group reached the end of every partition and no job is
 // waiting or running.
 func (h *Harness) drain(ctx context.Context) error {
-	h.stopAll(map[string]bool{"producer": true, "cproducer": true, "aproducer": true, "enqueuer": true, "hproducer": true})
+	h.stopAll(map[string]bool{"producer": true, "cproducer": true, "aproducer": true, "enqueuer": true, "hproducer": true, "bproducer": true})
 	for _, s := range h.slots {
 		h.signal(s, syscall.SIGCONT, false)
 	}
@@ -818,6 +965,9 @@ func (h *Harness) shutdown() {
 	}
 	if h.proxy != nil {
 		h.proxy.Close()
+	}
+	if h.bouncer != nil {
+		h.bouncer.Kill()
 	}
 	if h.cluster != nil {
 		_ = h.cluster.Stop()
@@ -1052,4 +1202,13 @@ func faultStats(events []Event, db *DBState) map[string]*FaultStats {
 		}
 	}
 	return out
+}
+
+// agentRole is the chaosagent -role of s: the roles through PgBouncer
+// (bproducer ...) are the plain ones on another URL.
+func agentRole(s *slot) string {
+	if s.url != "" {
+		return strings.TrimPrefix(s.role, "b")
+	}
+	return s.role
 }
