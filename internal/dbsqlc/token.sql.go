@@ -111,53 +111,6 @@ func (q *Queries) TokenRevoke(ctx context.Context, db DBTX, tokenID int64) error
 	return err
 }
 
-const tokenVerify = `-- name: TokenVerify :many
-SELECT token_id::bigint, name::text, prefix::text, scopes::text[], created_at::timestamptz,
-       expires_at::timestamptz, revoked_at::timestamptz, last_used_at::timestamptz
-FROM pgmsg.token_verify($1::bytea)
-`
-
-type TokenVerifyRow struct {
-	TokenID    int64
-	Name       string
-	Prefix     string
-	Scopes     []string
-	CreatedAt  pgtype.Timestamptz
-	ExpiresAt  pgtype.Timestamptz
-	RevokedAt  pgtype.Timestamptz
-	LastUsedAt pgtype.Timestamptz
-}
-
-// One primary-key-sized lookup through the unique index on token_hash.
-func (q *Queries) TokenVerify(ctx context.Context, db DBTX, tokenHash []byte) ([]*TokenVerifyRow, error) {
-	rows, err := db.Query(ctx, tokenVerify, tokenHash)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []*TokenVerifyRow
-	for rows.Next() {
-		var i TokenVerifyRow
-		if err := rows.Scan(
-			&i.TokenID,
-			&i.Name,
-			&i.Prefix,
-			&i.Scopes,
-			&i.CreatedAt,
-			&i.ExpiresAt,
-			&i.RevokedAt,
-			&i.LastUsedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, &i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const tokenScram = `-- name: TokenScram :many
 SELECT token_id::bigint, name::text, prefix::text, scopes::text[], created_at::timestamptz,
        expires_at::timestamptz, revoked_at::timestamptz, last_used_at::timestamptz,
@@ -209,6 +162,53 @@ func (q *Queries) TokenScram(ctx context.Context, db DBTX, arg TokenScramParams)
 			&i.Iterations,
 			&i.StoredKey,
 			&i.ServerKey,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const tokenVerify = `-- name: TokenVerify :many
+SELECT token_id::bigint, name::text, prefix::text, scopes::text[], created_at::timestamptz,
+       expires_at::timestamptz, revoked_at::timestamptz, last_used_at::timestamptz
+FROM pgmsg.token_verify($1::bytea)
+`
+
+type TokenVerifyRow struct {
+	TokenID    int64
+	Name       string
+	Prefix     string
+	Scopes     []string
+	CreatedAt  pgtype.Timestamptz
+	ExpiresAt  pgtype.Timestamptz
+	RevokedAt  pgtype.Timestamptz
+	LastUsedAt pgtype.Timestamptz
+}
+
+// One primary-key-sized lookup through the unique index on token_hash.
+func (q *Queries) TokenVerify(ctx context.Context, db DBTX, tokenHash []byte) ([]*TokenVerifyRow, error) {
+	rows, err := db.Query(ctx, tokenVerify, tokenHash)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*TokenVerifyRow
+	for rows.Next() {
+		var i TokenVerifyRow
+		if err := rows.Scan(
+			&i.TokenID,
+			&i.Name,
+			&i.Prefix,
+			&i.Scopes,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.RevokedAt,
+			&i.LastUsedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -89,6 +89,14 @@ func (c *conn) principalCtx(ctx context.Context) (context.Context, error) {
 func (c *conn) saslHandshake(req *kmsg.SASLHandshakeRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
 	resp.SupportedMechanisms = mechanisms
+	// v0 is advertised because librdkafka counts SASL handshakes as
+	// supported only when v0 is in the range (it then sends v1, followed
+	// by SaslAuthenticate); v0's raw SASL frames are not read, so a v0
+	// handshake is refused before any.
+	if req.Version == 0 {
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		return resp
+	}
 	if !c.s.cfg.RequireAuth {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return resp
