@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/scram"
 )
 
 // Token errors, registered with their codes like the sentinels of errors.go.
@@ -94,7 +95,10 @@ func HashToken(secret string) []byte {
 }
 
 // CreateToken creates an API token with scopes and returns its secret,
-// which is not stored and cannot be shown again, with its description. It
+// which is not stored and cannot be shown again, with its description.
+// Besides the secret's SHA-256 it stores the secret's SCRAM-SHA-256 and
+// SCRAM-SHA-512 verifiers (random salts, 4096 iterations), with which the
+// Kafka listener authenticates SASL/SCRAM (docs/kafka.md). It
 // fails with ErrInvalidName, ErrInvalidArgument (a bad scope) or
 // ErrTokenExists.
 func (c *Client) CreateToken(ctx context.Context, name string, scopes []string, opts *CreateTokenOpts) (string, *Token, error) {
@@ -114,7 +118,17 @@ func (c *Client) CreateToken(ctx context.Context, name string, scopes []string, 
 	if opts != nil {
 		expiresAt = &opts.ExpiresAt
 	}
-	row, err := c.store.TokenCreate(ctx, c.pool, name, HashToken(secret), secret[:len(tokenPrefix)+6], scopes, expiresAt)
+	// The SCRAM verifiers of the Kafka listener's SASL/SCRAM, one per
+	// mechanism, each with its own random salt.
+	verifiers := make([]string, 0, len(scram.Mechanisms))
+	for _, m := range scram.Mechanisms {
+		v, err := scram.NewVerifier(m, secret)
+		if err != nil {
+			return "", nil, err
+		}
+		verifiers = append(verifiers, v.String())
+	}
+	row, err := c.store.TokenCreate(ctx, c.pool, name, HashToken(secret), secret[:len(tokenPrefix)+6], scopes, expiresAt, verifiers)
 	if err != nil {
 		return "", nil, err
 	}

@@ -53,7 +53,8 @@ func (o *kafkaOpts) addFlags(f *pflag.FlagSet) {
 
 // check refuses what cannot be served before anything is started. Kafka
 // clients authenticate with SASL/PLAIN, the password a pgmsg token's
-// secret; without TLS that secret crosses the network in clear, so a
+// secret, or SASL/SCRAM-SHA-256/512 (username the token's name); with
+// PLAIN and without TLS that secret crosses the network in clear, so a
 // non-loopback --kafka-listen needs --kafka-tls-cert. With serve's
 // --insecure-no-auth nothing is authenticated: loopback only, as for
 // HTTP.
@@ -70,7 +71,7 @@ func (o *kafkaOpts) check() error {
 	loopback := httpapi.IsLoopback(o.listen)
 	switch {
 	case o.noAuth && !loopback:
-		return fmt.Errorf("--kafka-listen %s is refused with --insecure-no-auth: it would let anyone who can reach it read, write and delete every topic; listen on 127.0.0.1 or drop --insecure-no-auth (Kafka clients then authenticate with SASL/PLAIN and a token)", o.listen)
+		return fmt.Errorf("--kafka-listen %s is refused with --insecure-no-auth: it would let anyone who can reach it read, write and delete every topic; listen on 127.0.0.1 or drop --insecure-no-auth (Kafka clients then authenticate with SASL/PLAIN or SCRAM and a token)", o.listen)
 	case !loopback && o.tlsCert == "":
 		return fmt.Errorf("--kafka-listen %s needs --kafka-tls-cert and --kafka-tls-key: SASL/PLAIN would send tokens in clear", o.listen)
 	case (o.tlsCert == "") != (o.tlsKey == ""):
@@ -150,7 +151,7 @@ func (g *globals) startKafka(o kafkaOpts, client *pgmsg.Client, logger *slog.Log
 			logger.Error("pgmsg: Kafka listener stopped", "addr", o.listen, "error", err)
 		}
 	}()
-	auth := "SASL/PLAIN with a token as the password"
+	auth := "SASL/PLAIN or SCRAM-SHA-256/512 with a token as the password (SCRAM username: the token's name)"
 	if o.noAuth {
 		auth = "INSECURE: no authentication"
 	}

@@ -251,6 +251,15 @@ type PgmsgToken struct {
 	LastUsedAt pgtype.Timestamptz
 }
 
+type PgmsgTokenScram struct {
+	TokenID    int64
+	Mechanism  string
+	Salt       []byte
+	Iterations int32
+	StoredKey  []byte
+	ServerKey  []byte
+}
+
 type PgmsgTopic struct {
 	TopicID        int32
 	Name           string

@@ -707,6 +707,30 @@ CREATE TABLE "pgmsg".log_epoch (
 -- creates it again.
 DROP FUNCTION IF EXISTS "pgmsg".claim_range(text, text, integer, interval, integer, text, text, boolean, boolean, integer, bigint, bigint);
 
+-- pgmsg 017: SCRAM verifiers of tokens, for the Kafka listener's
+-- SASL/SCRAM-SHA-256 and SCRAM-SHA-512 (docs/kafka.md, "Security").
+--
+-- SCRAM never sends the secret, so the server needs more than its SHA-256:
+-- per mechanism a random salt, the PBKDF2 iteration count, StoredKey and
+-- ServerKey (RFC 5802, RFC 7677), computed from the secret by the client
+-- that creates the token (the secret still never reaches the database).
+-- They let the listener check a client's proof; they cannot be used as
+-- the secret. Only the admin role reads them, as it reads token_hash.
+-- Tokens created before this migration have no rows here: SCRAM refuses
+-- them (re-create the token, or use SASL/PLAIN, which still works).
+CREATE TABLE "pgmsg".token_scram (
+    token_id   bigint  NOT NULL REFERENCES "pgmsg".token (token_id) ON DELETE CASCADE,
+    mechanism  text    NOT NULL CHECK (mechanism IN ('SCRAM-SHA-256', 'SCRAM-SHA-512')),
+    salt       bytea   NOT NULL CHECK (octet_length(salt) BETWEEN 16 AND 64),
+    iterations integer NOT NULL CHECK (iterations BETWEEN 4096 AND 16384),
+    stored_key bytea   NOT NULL,
+    server_key bytea   NOT NULL,
+    PRIMARY KEY (token_id, mechanism),
+    CONSTRAINT token_scram_key_size CHECK (
+        octet_length(stored_key) = CASE mechanism WHEN 'SCRAM-SHA-256' THEN 32 ELSE 64 END
+        AND octet_length(server_key) = octet_length(stored_key))
+);
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -5468,15 +5492,31 @@ BEGIN
 END $function$;
 
 -- token_create stores a token given the sha256 of its secret (the secret
--- itself never reaches the database). Fails with PM003 for a bad name, PM004
--- for bad scopes and PMA03 when a live token has the name already.
-CREATE OR REPLACE FUNCTION "pgmsg".token_create(p_name text, p_token_hash bytea, p_prefix text, p_scopes text[], p_expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone)
+-- itself never reaches the database) and, in p_scram, its SCRAM verifiers
+-- for the Kafka listener's SASL/SCRAM, at most one per mechanism, each
+-- 'SCRAM-SHA-256$ITERATIONS:SALT$STOREDKEY:SERVERKEY' (base64, RFC 5802's
+-- values; PostgreSQL's own form) or the same with SCRAM-SHA-512. Without
+-- verifiers the token works everywhere but with SCRAM. Fails with PM003
+-- for a bad name, PM004 for bad scopes or verifiers and PMA03 when a live
+-- token has the name already, before it writes anything.
+CREATE OR REPLACE FUNCTION "pgmsg".token_create(p_name text, p_token_hash bytea, p_prefix text, p_scopes text[], p_expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_scram text[] DEFAULT NULL::text[])
  RETURNS "pgmsg".token
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    tok "pgmsg".token;
+    tok        "pgmsg".token;
+    v          text;
+    m          text[];
+    mechs      text[] := '{}';
+    salts      bytea[] := '{}';
+    iters      integer[] := '{}';
+    stored     bytea[] := '{}';
+    server     bytea[] := '{}';
+    d_salt     bytea;
+    d_stored   bytea;
+    d_server   bytea;
+    key_len    integer;
 BEGIN
     PERFORM "pgmsg"._check_name('token', p_name);
     PERFORM "pgmsg"._check_scopes(p_scopes);
@@ -5489,6 +5529,37 @@ BEGIN
     IF NOT "pgmsg"._time_ok(p_expires_at) THEN
         PERFORM "pgmsg"._raise('PM004', 'token expiry must be in the UTC years 0001 to 9999');
     END IF;
+    FOREACH v IN ARRAY coalesce(p_scram, '{}') LOOP
+        m := regexp_match(v, '^(SCRAM-SHA-256|SCRAM-SHA-512)\$([0-9]{1,9}):([A-Za-z0-9+/=]{1,200})\$([A-Za-z0-9+/=]{1,200}):([A-Za-z0-9+/=]{1,200})$');
+        IF m IS NULL THEN
+            PERFORM "pgmsg"._raise('PM004', 'a SCRAM verifier is SCRAM-SHA-256 or SCRAM-SHA-512, then $ITERATIONS:SALT$STOREDKEY:SERVERKEY in base64');
+        END IF;
+        BEGIN
+            d_salt := decode(m[3], 'base64');
+            d_stored := decode(m[4], 'base64');
+            d_server := decode(m[5], 'base64');
+        EXCEPTION WHEN invalid_parameter_value THEN
+            PERFORM "pgmsg"._raise('PM004', format('the %s verifier is not valid base64', m[1]));
+        END;
+        key_len := CASE m[1] WHEN 'SCRAM-SHA-256' THEN 32 ELSE 64 END;
+        IF octet_length(d_stored) <> key_len OR octet_length(d_server) <> key_len THEN
+            PERFORM "pgmsg"._raise('PM004', format('the %s verifier''s keys must be %s bytes', m[1], key_len));
+        END IF;
+        IF octet_length(d_salt) NOT BETWEEN 16 AND 64 THEN
+            PERFORM "pgmsg"._raise('PM004', format('the %s verifier''s salt must be 16 to 64 bytes', m[1]));
+        END IF;
+        IF m[2]::integer NOT BETWEEN 4096 AND 16384 THEN
+            PERFORM "pgmsg"._raise('PM004', format('the %s verifier''s iterations must be 4096 to 16384', m[1]));
+        END IF;
+        IF m[1] = ANY (mechs) THEN
+            PERFORM "pgmsg"._raise('PM004', format('two %s verifiers', m[1]));
+        END IF;
+        mechs := mechs || m[1];
+        salts := salts || d_salt;
+        iters := iters || m[2]::integer;
+        stored := stored || d_stored;
+        server := server || d_server;
+    END LOOP;
     PERFORM pg_advisory_xact_lock(hashtext('pgmsg' || '.token.' || p_name));
     IF EXISTS (SELECT 1 FROM "pgmsg".token t WHERE t.name = p_name AND t.revoked_at IS NULL) THEN
         PERFORM "pgmsg"._raise('PMA03', format('token %s already exists', quote_literal(p_name)));
@@ -5496,7 +5567,58 @@ BEGIN
     INSERT INTO "pgmsg".token (name, token_hash, prefix, scopes, expires_at)
     VALUES (p_name, p_token_hash, coalesce(p_prefix, ''), p_scopes, p_expires_at)
     RETURNING * INTO tok;
+    INSERT INTO "pgmsg".token_scram (token_id, mechanism, salt, iterations, stored_key, server_key)
+    SELECT tok.token_id, x.mech, x.salt, x.iter, x.stored, x.server
+    FROM unnest(mechs, salts, iters, stored, server) AS x(mech, salt, iter, stored, server);
     RETURN tok;
+END $function$;
+
+-- token_scram returns the live (not revoked, not expired) token named
+-- p_name with its SCRAM verifier of p_mechanism (salt, iterations,
+-- stored_key, server_key), NULL when the token has none (created before
+-- migration 017 or without verifiers); no row when no live token has the
+-- name. For the Kafka listener's SASL/SCRAM, which learns the username
+-- before the proof. SECURITY INVOKER on purpose: only a role that may read
+-- the token tables (the admin, which `pgmsg serve` runs as) gets the
+-- verifiers; any other is refused by the tables' privileges.
+CREATE OR REPLACE FUNCTION "pgmsg".token_scram(p_name text, p_mechanism text)
+ RETURNS TABLE(token_id bigint, name text, prefix text, scopes text[], created_at timestamp with time zone, expires_at timestamp with time zone, revoked_at timestamp with time zone, last_used_at timestamp with time zone, salt bytea, iterations integer, stored_key bytea, server_key bytea)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT t.token_id, t.name, t.prefix, t.scopes, t.created_at, t.expires_at, t.revoked_at, t.last_used_at,
+           s.salt, s.iterations, s.stored_key, s.server_key
+    FROM "pgmsg".token t
+    LEFT JOIN "pgmsg".token_scram s ON s.token_id = t.token_id AND s.mechanism = p_mechanism
+    WHERE t.name = p_name AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
+$function$;
+
+-- token_verify_id is token_verify by id: the live token with the id, or
+-- no row, recording its last use at most once a minute. The Kafka
+-- listener calls it once a SCRAM proof matched, and to check the token
+-- again while the connection lasts (SCRAM leaves it no secret to hash).
+CREATE OR REPLACE FUNCTION "pgmsg".token_verify_id(p_token_id bigint)
+ RETURNS TABLE(token_id bigint, name text, prefix text, scopes text[], created_at timestamp with time zone, expires_at timestamp with time zone, revoked_at timestamp with time zone, last_used_at timestamp with time zone)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    tok "pgmsg".token;
+BEGIN
+    SELECT * INTO tok FROM "pgmsg".token t
+    WHERE t.token_id = p_token_id AND t.revoked_at IS NULL
+      AND (t.expires_at IS NULL OR t.expires_at > now());
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF tok.last_used_at IS NULL OR tok.last_used_at < now() - interval '1 minute' THEN
+        UPDATE "pgmsg".token t SET last_used_at = now() WHERE t.token_id = tok.token_id;
+        tok.last_used_at := now();
+    END IF;
+    RETURN QUERY SELECT tok.token_id, tok.name, tok.prefix, tok.scopes, tok.created_at,
+                        tok.expires_at, tok.revoked_at, tok.last_used_at;
 END $function$;
 
 -- _check_scopes raises PM004 unless every scope is admin, read or KIND:PATTERN.
@@ -5610,6 +5732,7 @@ AS $function$
     ('admin',    'table',    'job_unique',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'token_scram',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     -- The Kafka listener's state (pgmsg serve --kafka-listen runs as the admin).
     ('admin',    'table',    'kafka_broker',         'SELECT, INSERT, UPDATE, DELETE'),
     ('admin',    'table',    'kafka_group',          'SELECT, INSERT, UPDATE, DELETE'),

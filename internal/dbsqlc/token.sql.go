@@ -13,7 +13,8 @@ import (
 
 const tokenCreate = `-- name: TokenCreate :one
 SELECT token_id::bigint, name::text, prefix::text, scopes::text[], created_at::timestamptz, expires_at::timestamptz
-FROM pgmsg.token_create($1::text, $2::bytea, $3::text, $4::text[], $5::timestamptz)
+FROM pgmsg.token_create($1::text, $2::bytea, $3::text, $4::text[], $5::timestamptz,
+                        $6::text[])
 `
 
 type TokenCreateParams struct {
@@ -22,6 +23,7 @@ type TokenCreateParams struct {
 	Prefix    string
 	Scopes    []string
 	ExpiresAt pgtype.Timestamptz
+	Scram     []string
 }
 
 type TokenCreateRow struct {
@@ -40,6 +42,7 @@ func (q *Queries) TokenCreate(ctx context.Context, db DBTX, arg TokenCreateParam
 		arg.Prefix,
 		arg.Scopes,
 		arg.ExpiresAt,
+		arg.Scram,
 	)
 	var i TokenCreateRow
 	err := row.Scan(
@@ -108,6 +111,68 @@ func (q *Queries) TokenRevoke(ctx context.Context, db DBTX, tokenID int64) error
 	return err
 }
 
+const tokenScram = `-- name: TokenScram :many
+SELECT token_id::bigint, name::text, prefix::text, scopes::text[], created_at::timestamptz,
+       expires_at::timestamptz, revoked_at::timestamptz, last_used_at::timestamptz,
+       salt::bytea, coalesce(iterations, 0)::integer AS iterations, stored_key::bytea, server_key::bytea
+FROM pgmsg.token_scram($1::text, $2::text)
+`
+
+type TokenScramParams struct {
+	Name      string
+	Mechanism string
+}
+
+type TokenScramRow struct {
+	TokenID    int64
+	Name       string
+	Prefix     string
+	Scopes     []string
+	CreatedAt  pgtype.Timestamptz
+	ExpiresAt  pgtype.Timestamptz
+	RevokedAt  pgtype.Timestamptz
+	LastUsedAt pgtype.Timestamptz
+	Salt       []byte
+	Iterations int32
+	StoredKey  []byte
+	ServerKey  []byte
+}
+
+// The live token of a name with its SCRAM verifier of a mechanism (NULLs
+// when it has none).
+func (q *Queries) TokenScram(ctx context.Context, db DBTX, arg TokenScramParams) ([]*TokenScramRow, error) {
+	rows, err := db.Query(ctx, tokenScram, arg.Name, arg.Mechanism)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*TokenScramRow
+	for rows.Next() {
+		var i TokenScramRow
+		if err := rows.Scan(
+			&i.TokenID,
+			&i.Name,
+			&i.Prefix,
+			&i.Scopes,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.RevokedAt,
+			&i.LastUsedAt,
+			&i.Salt,
+			&i.Iterations,
+			&i.StoredKey,
+			&i.ServerKey,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const tokenVerify = `-- name: TokenVerify :many
 SELECT token_id::bigint, name::text, prefix::text, scopes::text[], created_at::timestamptz,
        expires_at::timestamptz, revoked_at::timestamptz, last_used_at::timestamptz
@@ -135,6 +200,52 @@ func (q *Queries) TokenVerify(ctx context.Context, db DBTX, tokenHash []byte) ([
 	var items []*TokenVerifyRow
 	for rows.Next() {
 		var i TokenVerifyRow
+		if err := rows.Scan(
+			&i.TokenID,
+			&i.Name,
+			&i.Prefix,
+			&i.Scopes,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.RevokedAt,
+			&i.LastUsedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const tokenVerifyID = `-- name: TokenVerifyID :many
+SELECT token_id::bigint, name::text, prefix::text, scopes::text[], created_at::timestamptz,
+       expires_at::timestamptz, revoked_at::timestamptz, last_used_at::timestamptz
+FROM pgmsg.token_verify_id($1::bigint)
+`
+
+type TokenVerifyIDRow struct {
+	TokenID    int64
+	Name       string
+	Prefix     string
+	Scopes     []string
+	CreatedAt  pgtype.Timestamptz
+	ExpiresAt  pgtype.Timestamptz
+	RevokedAt  pgtype.Timestamptz
+	LastUsedAt pgtype.Timestamptz
+}
+
+func (q *Queries) TokenVerifyID(ctx context.Context, db DBTX, tokenID int64) ([]*TokenVerifyIDRow, error) {
+	rows, err := db.Query(ctx, tokenVerifyID, tokenID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*TokenVerifyIDRow
+	for rows.Next() {
+		var i TokenVerifyIDRow
 		if err := rows.Scan(
 			&i.TokenID,
 			&i.Name,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/scram"
 	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
@@ -21,14 +23,25 @@ import (
 const TokenRecheckDefault = time.Minute
 
 // authState is a connection's authentication (Config.RequireAuth):
-// SASL/PLAIN whose password is a pgmsg token's secret.
+// SASL/PLAIN whose password is a pgmsg token's secret, or SASL/SCRAM-SHA-256
+// or SCRAM-SHA-512 whose username is a token's name and whose password is
+// its secret (scram.go).
 type authState struct {
-	mu         sync.Mutex
-	mechanism  string // after SaslHandshake
-	secret     string
+	mu        sync.Mutex
+	mechanism string // after SaslHandshake
+	// secret is PLAIN's password, with which the token is checked again;
+	// SCRAM leaves no secret, so its token is checked again by id.
+	secret string
+	// scram is SCRAM's exchange between the client's first message and
+	// its final one.
+	scram      *scram.Conversation
+	scramTokID int64 // the token the SCRAM exchange's username named
 	tok        *pgmsg.Token
 	verifiedAt time.Time
 }
+
+// mechanisms are the SASL mechanisms SaslHandshake advertises.
+var mechanisms = append([]string{"PLAIN"}, scram.Mechanisms...)
 
 type principalKey struct{}
 
@@ -55,7 +68,16 @@ func (c *conn) principalCtx(ctx context.Context) (context.Context, error) {
 		return nil, errors.New("kafkasrv: request before SASL authentication")
 	}
 	if time.Since(a.verifiedAt) > c.s.cfg.TokenRecheck {
-		tok, err := c.s.client.VerifyToken(ctx, a.secret)
+		var tok *pgmsg.Token
+		var err error
+		if a.secret != "" {
+			tok, err = c.s.client.VerifyToken(ctx, a.secret)
+		} else {
+			tok, err = c.s.store.TokenVerifyID(ctx, c.s.client.Pool(), a.tok.ID)
+			if err == nil && tok == nil {
+				err = errors.New("kafkasrv: the connection's token was revoked or expired")
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -66,12 +88,20 @@ func (c *conn) principalCtx(ctx context.Context) (context.Context, error) {
 
 func (c *conn) saslHandshake(req *kmsg.SASLHandshakeRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
-	resp.SupportedMechanisms = []string{"PLAIN"}
+	resp.SupportedMechanisms = mechanisms
+	// v0 is advertised because librdkafka counts SASL handshakes as
+	// supported only when v0 is in the range (it then sends v1, followed
+	// by SaslAuthenticate); v0's raw SASL frames are not read, so a v0
+	// handshake is refused before any.
+	if req.Version == 0 {
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		return resp
+	}
 	if !c.s.cfg.RequireAuth {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return resp
 	}
-	if req.Mechanism != "PLAIN" {
+	if !slices.Contains(mechanisms, req.Mechanism) {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		return resp
 	}
@@ -83,25 +113,29 @@ func (c *conn) saslHandshake(req *kmsg.SASLHandshakeRequest) kmsg.Response {
 
 // saslAuthenticate checks SASL/PLAIN's message (authzid NUL username NUL
 // password): the password must be a live pgmsg token's secret; the
-// username is not checked (the token names its holder).
+// username is not checked (the token names its holder). SCRAM's
+// messages are scramAuthenticate's.
 func (c *conn) saslAuthenticate(ctx context.Context, req *kmsg.SASLAuthenticateRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	a := &c.auth
 	a.mu.Lock()
 	mech, done := a.mechanism, a.tok != nil
 	a.mu.Unlock()
-	if mech != "PLAIN" || done {
+	if mech == "" || done {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
-		resp.ErrorMessage = strp("SaslHandshake with mechanism PLAIN comes first, once per connection")
+		resp.ErrorMessage = strp("SaslHandshake (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512) comes first, once per connection")
 		return resp, nil
 	}
-	parts := bytes.SplitN(req.SASLAuthBytes, []byte{0}, 3)
 	fail := func(msg string) (kmsg.Response, error) {
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		resp.ErrorMessage = &msg
 		c.authFailed = true
 		return resp, nil
 	}
+	if mech != "PLAIN" {
+		return c.scramAuthenticate(ctx, mech, req.SASLAuthBytes, resp, fail)
+	}
+	parts := bytes.SplitN(req.SASLAuthBytes, []byte{0}, 3)
 	if len(parts) != 3 || len(parts[2]) == 0 {
 		return fail("SASL/PLAIN message must be authzid NUL username NUL password")
 	}

@@ -24,7 +24,7 @@ var served = map[int16][2]int16{
 	2:  {1, 7},  // ListOffsets
 	3:  {0, 12}, // Metadata
 	10: {0, 4},  // FindCoordinator
-	17: {1, 1},  // SaslHandshake (v1: SaslAuthenticate follows)
+	17: {0, 1},  // SaslHandshake (v1: SaslAuthenticate follows; v0 is answered UNSUPPORTED_VERSION, auth.go)
 	18: {0, 3},  // ApiVersions
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics

@@ -103,10 +103,12 @@ type Config struct {
 	// MaxFetchWaitDefault.
 	MaxFetchWait time.Duration
 	// RequireAuth makes every connection authenticate with SASL/PLAIN
-	// whose password is a pgmsg token's secret (pgmsg token create)
-	// before any request but ApiVersions, and authorizes each request by
-	// the token's scopes (Authorize). Default false: no authentication,
-	// every request allowed. Send PLAIN over TLS only.
+	// whose password is a pgmsg token's secret (pgmsg token create), or
+	// SASL/SCRAM-SHA-256 or SCRAM-SHA-512 whose username is the token's
+	// name and password its secret, before any request but ApiVersions,
+	// and authorizes each request by the token's scopes (Authorize).
+	// Default false: no authentication, every request allowed. Send PLAIN
+	// over TLS only.
 	RequireAuth bool
 	// TokenRecheck is how often an authenticated connection's token is
 	// verified again. Default TokenRecheckDefault.

@@ -1,0 +1,30 @@
+package scram
+
+import (
+	"encoding/base64"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The exchange of RFC 7677 section 3 (user "user", password "pencil"),
+// with its salt and server nonce: the verifier and both signatures are
+// the RFC's.
+func TestRFC7677Vector(t *testing.T) {
+	salt, err := base64.StdEncoding.DecodeString("W22ZaJ0SNY7soEsUEjb6gQ==")
+	require.NoError(t, err)
+	v, err := verifierWith(SHA256, "pencil", salt, 4096)
+	require.NoError(t, err)
+	first, err := ParseClientFirst([]byte("n,,n=user,r=rOprNGfwEbeRWgbNEkqO"))
+	require.NoError(t, err)
+	require.Equal(t, "user", first.User)
+	c := start(first, v, "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0")
+	require.Equal(t, "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096", c.serverFirst)
+	final, err := c.Finish([]byte("c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="))
+	require.NoError(t, err)
+	require.Equal(t, "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=", string(final))
+
+	// One bit of the proof changed: refused as a wrong password.
+	_, err = c.Finish([]byte("c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVU="))
+	require.ErrorIs(t, err, ErrProof)
+}
