@@ -28,7 +28,8 @@ import (
 //
 // copyBeginSQL and copyEndSQL are what _publish_copy_begin() and
 // _publish_copy_end() do, as plain statements prepared once per
-// connection: the functions' calls (PL/pgSQL, a pinned search_path, whose
+// connection (copyBeginSQL's reservation is the statement file
+// publish_copy_reserve.sql, which _publish_copy_begin() runs too): the functions' calls (PL/pgSQL, a pinned search_path, whose
 // end walks every setting in PostgreSQL 15) and the parsing and planning
 // of a simple-query message cost a tenth of the server's time at batch 100
 // (docs/benchmarks.md, seventh pass). They call the functions for what
@@ -45,15 +46,8 @@ import (
 // whose largest record is at most $4 bytes, and points the record table's
 // offset default at the partition's offset sequence, set to the first of
 // them (_publish_copy_begin()).
-const copyBeginSQL = `WITH u AS (
-    UPDATE pgmsg.topic_partition c SET next_offset = c.next_offset + $3::integer
-      FROM pgmsg.topic t
-     WHERE t.topic_id = $1::integer AND c.topic_id = t.topic_id AND c.partition = $2::integer
-       AND $3::integer > 0 AND c.next_offset + $3::integer <= c.segment_end
-       AND $4::bigint <= t.max_record_bytes
-       AND NOT t.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
-       AND c.offset_seq IS NOT NULL AND c.log_timeline = ` + timelineExpr + `
-    RETURNING c.next_offset - $3::integer AS base, c.offset_seq AS seq
+var copyBeginSQL = `WITH u AS (
+    ` + stmt("publish_copy_reserve") + `
 )
 SELECT CASE WHEN u.seq IS NULL THEN pgmsg._publish_copy_begin($1::integer, $2::integer, $3::integer, $4::bigint)::text
             ELSE pg_catalog.set_config({{copy_offset_seq}}, u.seq::text, true) || pg_catalog.setval(u.seq::regclass, u.base, false)::text END
