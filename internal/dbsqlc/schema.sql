@@ -1743,7 +1743,7 @@ BEGIN
     ), ins AS (
         INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers)
         SELECT r.topic_id, p_partition, r.base + u.ord - 1, coalesce(u.ts, statement_timestamp()), u.k, u.v, u.h
-          FROM pg_catalog.unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord)
+          FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord)
         CROSS JOIN r
     )
     SELECT r.base, statement_timestamp(), r.low FROM r;
@@ -1909,7 +1909,7 @@ BEGIN
     IF n_bytes IS NULL THEN
         INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers)
         SELECT t.topic_id, p_partition, base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h
-          FROM pg_catalog.unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord);
+          FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord);
     ELSE
         INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers, byte_position)
         SELECT t.topic_id, p_partition, base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h,

@@ -6,6 +6,8 @@
 -- be NULL or shorter). _publish_direct() (the Go client's statement under
 -- 16 records) and _append() (publish()'s) both insert with it; a caller
 -- may join the row it read {{1}} and {{3}} from after it (CROSS JOIN).
+-- unnest is unqualified: only the bare name takes several arrays (the
+-- functions that include this pin their search_path).
 INSERT INTO {{schema}}.record (topic_id, partition, "offset", "timestamp", key, value, headers)
 SELECT {{1}}, {{2}}, {{3}} + u.ord - 1, coalesce(u.ts, {{4}}), u.k, u.v, u.h
-  FROM pg_catalog.unnest({{5}}, {{6}}, {{7}}, {{8}}) WITH ORDINALITY AS u(v, k, h, ts, ord)
+  FROM unnest({{5}}, {{6}}, {{7}}, {{8}}) WITH ORDINALITY AS u(v, k, h, ts, ord)
