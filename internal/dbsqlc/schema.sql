@@ -1413,7 +1413,7 @@ DECLARE
     next_off bigint;
     low      boolean;
 BEGIN
-    SELECT c.next_offset, c.next_offset > c.segment_end - 2 * t.segment_records INTO next_off, low
+    SELECT c.next_offset, (c.next_offset > c.segment_end - 2 * t.segment_records) INTO next_off, low
       FROM "pgmsg".topic_partition c JOIN "pgmsg".topic t USING (topic_id)
      WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
     -- The COPY's rows took base .. currval: exactly p_count of them.
@@ -1739,7 +1739,7 @@ BEGIN
                             WHERE coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)
                                   + coalesce(octet_length(u.h::text), 0) > t.max_record_bytes)
         RETURNING c.topic_id, c.next_offset - cardinality(p_values) AS base,
-                  c.next_offset > c.segment_end - 2 * t.segment_records AS low
+                  (c.next_offset > c.segment_end - 2 * t.segment_records) AS low
     ), ins AS (
         INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers)
         SELECT r.topic_id, p_partition, r.base + u.ord - 1, coalesce(u.ts, statement_timestamp()), u.k, u.v, u.h
@@ -1905,7 +1905,7 @@ BEGIN
         -- maintenance's log.segments); a publish past them creates them.
         PERFORM "pgmsg"._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
     END IF;
-    segments_low := base + n > seg_end - 2 * t.segment_records;
+    segments_low := (base + n > seg_end - 2 * t.segment_records);
     IF n_bytes IS NULL THEN
         INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers)
         SELECT t.topic_id, p_partition, base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h

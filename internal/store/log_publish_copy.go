@@ -57,11 +57,11 @@ SELECT CASE WHEN u.seq IS NULL THEN pgmsg._publish_copy_begin($1::integer, $2::i
 // topic $1: base offset, publish time in Unix microseconds, segments_low.
 // When COPY did not store exactly the records reserved,
 // _publish_copy_end() raises the error (PM004).
-const copyEndSQL = `SELECT CASE WHEN pg_catalog.currval(pg_catalog.current_setting({{copy_offset_seq}})::oid::regclass) = c.next_offset - 1
+var copyEndSQL = `SELECT CASE WHEN pg_catalog.currval(pg_catalog.current_setting({{copy_offset_seq}})::oid::regclass) = c.next_offset - 1
             THEN c.next_offset - $3::integer
             ELSE (SELECT e.base_offset FROM pgmsg._publish_copy_end($1::integer, $2::integer, $3::integer) e) END,
        (extract(epoch FROM pg_catalog.transaction_timestamp()) * 1000000)::bigint,
-       c.next_offset > c.segment_end - 2 * t.segment_records
+       ` + stmt("segments_low", "c.next_offset", "c.segment_end", "t.segment_records") + `
   FROM pgmsg.topic_partition c JOIN pgmsg.topic t ON t.topic_id = c.topic_id
  WHERE c.topic_id = $1::integer AND c.partition = $2::integer`
 

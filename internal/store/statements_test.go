@@ -101,6 +101,9 @@ func TestFunctionsRunTheStatementFiles(t *testing.T) {
 		{"_publish_direct", "publish_records", records("r.topic_id", "r.base", "statement_timestamp()")},
 		{"_append", "publish_records", records("t.topic_id", "base", "p_now")},
 		{"_job_claim", "token_next", []string{"token0 + k.ord - 1"}},
+		{"_publish_direct", "segments_low", []string{"c.next_offset", "c.segment_end", "t.segment_records"}},
+		{"_publish_copy_end", "segments_low", []string{"c.next_offset", "c.segment_end", "t.segment_records"}},
+		{"_append", "segments_low", []string{"base + n", "seg_end", "t.segment_records"}},
 	} {
 		var src string
 		if err := b.Pool.QueryRow(context.Background(),

@@ -625,7 +625,7 @@ DECLARE
     next_off bigint;
     low      boolean;
 BEGIN
-    SELECT c.next_offset, c.next_offset > c.segment_end - 2 * t.segment_records INTO next_off, low
+    SELECT c.next_offset, {{sql segments_low(c.next_offset, c.segment_end, t.segment_records)}} INTO next_off, low
       FROM {{schema}}.topic_partition c JOIN {{schema}}.topic t USING (topic_id)
      WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
     -- The COPY's rows took base .. currval: exactly p_count of them.
@@ -951,7 +951,7 @@ BEGIN
                             WHERE coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)
                                   + coalesce(octet_length(u.h::text), 0) > t.max_record_bytes)
         RETURNING c.topic_id, c.next_offset - cardinality(p_values) AS base,
-                  c.next_offset > c.segment_end - 2 * t.segment_records AS low
+                  {{sql segments_low(c.next_offset, c.segment_end, t.segment_records)}} AS low
     ), ins AS (
         {{sql publish_records(r.topic_id, p_partition, r.base, statement_timestamp(), p_values, p_keys, p_headers, p_timestamps)}}
         CROSS JOIN r
@@ -1115,7 +1115,7 @@ BEGIN
         -- maintenance's log.segments); a publish past them creates them.
         PERFORM {{schema}}._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
     END IF;
-    segments_low := base + n > seg_end - 2 * t.segment_records;
+    segments_low := {{sql segments_low(base + n, seg_end, t.segment_records)}};
     IF n_bytes IS NULL THEN
         {{sql publish_records(t.topic_id, p_partition, base, p_now, p_values, p_keys, p_headers, p_timestamps)}};
     ELSE
