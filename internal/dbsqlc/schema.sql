@@ -1409,21 +1409,17 @@ CREATE OR REPLACE FUNCTION "pgmsg"._publish_copy_end(p_topic_id integer, p_parti
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-DECLARE
-    next_off bigint;
-    low      boolean;
 BEGIN
-    SELECT c.next_offset, (c.next_offset > c.segment_end - 2 * t.segment_records) INTO next_off, low
-      FROM "pgmsg".topic_partition c JOIN "pgmsg".topic t USING (topic_id)
-     WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
-    -- The COPY's rows took base .. currval: exactly p_count of them.
-    IF currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) IS DISTINCT FROM next_off - 1 THEN
-        PERFORM "pgmsg"._raise('PM004', format('the COPY stored %s records, not the %s reserved',
-            currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (next_off - p_count) + 1, p_count));
-    END IF;
+    -- The Go client's answer (statements/publish_copy_end.sql), raising
+    -- the error when the COPY did not store exactly p_count records.
+    RETURN QUERY SELECT CASE WHEN pg_catalog.currval(pg_catalog.current_setting('pgmsg.copy_offset_seq')::oid::regclass) = c.next_offset - 1
+            THEN c.next_offset - $3::integer
+            ELSE (SELECT NULL::bigint FROM "pgmsg"._raise('PM004', format('the COPY stored %s records, not the %s reserved', currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (c.next_offset - p_count) + 1, p_count))) END AS base_offset,
+       (extract(epoch FROM pg_catalog.transaction_timestamp()) * 1000000)::bigint AS published_at_us,
+       (c.next_offset > c.segment_end - 2 * t.segment_records) AS segments_low
+  FROM "pgmsg".topic_partition c JOIN "pgmsg".topic t ON t.topic_id = c.topic_id
+ WHERE c.topic_id = $1::integer AND c.partition = $2::integer;
     PERFORM set_config('pgmsg.copy_offset_seq', '', true);
-    RETURN QUERY SELECT next_off - p_count,
-        (extract(epoch FROM transaction_timestamp()) * 1000000)::bigint, low;
 END $function$;
 
 -- segment_ensure creates the segments of one partition ahead of need (two

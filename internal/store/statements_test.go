@@ -103,6 +103,9 @@ func TestFunctionsRunTheStatementFiles(t *testing.T) {
 		{"_job_claim", "token_next", []string{"token0 + k.ord - 1"}},
 		{"_publish_direct", "segments_low", []string{"c.next_offset", "c.segment_end", "t.segment_records"}},
 		{"_publish_copy_end", "segments_low", []string{"c.next_offset", "c.segment_end", "t.segment_records"}},
+		{"_publish_copy_end", "publish_copy_end", []string{"'pgmsg.copy_offset_seq'", "(SELECT NULL::bigint FROM " +
+			pgx.Identifier{b.Schema}.Sanitize() + "._raise('PM004', format('the COPY stored %s records, not the %s reserved', " +
+			"currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (c.next_offset - p_count) + 1, p_count)))"}},
 		{"_append", "segments_low", []string{"base + n", "seg_end", "t.segment_records"}},
 	} {
 		var src string

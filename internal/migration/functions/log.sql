@@ -621,21 +621,11 @@ CREATE OR REPLACE FUNCTION {{schema}}._publish_copy_end(p_topic_id integer, p_pa
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-DECLARE
-    next_off bigint;
-    low      boolean;
 BEGIN
-    SELECT c.next_offset, {{sql segments_low(c.next_offset, c.segment_end, t.segment_records)}} INTO next_off, low
-      FROM {{schema}}.topic_partition c JOIN {{schema}}.topic t USING (topic_id)
-     WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
-    -- The COPY's rows took base .. currval: exactly p_count of them.
-    IF currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) IS DISTINCT FROM next_off - 1 THEN
-        PERFORM {{schema}}._raise('PM004', format('the COPY stored %s records, not the %s reserved',
-            currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (next_off - p_count) + 1, p_count));
-    END IF;
+    -- The Go client's answer (statements/publish_copy_end.sql), raising
+    -- the error when the COPY did not store exactly p_count records.
+    RETURN QUERY {{sql publish_copy_end('pgmsg.copy_offset_seq', (SELECT NULL::bigint FROM {{schema}}._raise('PM004', format('the COPY stored %s records, not the %s reserved', currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (c.next_offset - p_count) + 1, p_count))))}};
     PERFORM set_config('pgmsg.copy_offset_seq', '', true);
-    RETURN QUERY SELECT next_off - p_count,
-        (extract(epoch FROM transaction_timestamp()) * 1000000)::bigint, low;
 END $function$;
 
 -- segment_ensure creates the segments of one partition ahead of need (two
