@@ -1337,11 +1337,9 @@ BEGIN
     RETURN seq;
 END $function$;
 
--- _timeline is the timeline this server writes WAL on (the first eight
--- hex digits of the current WAL file's name): it changes when a standby is
--- promoted. The Go client's publish statements write the same expression
--- (internal/store's timelineExpr), which this pinned function would keep
--- from being inlined into their cached plans. New epochs are numbered at least the timeline
+-- _timeline is the timeline this server writes WAL on
+-- (statements/timeline.sql, which the publish statements that cannot call
+-- this pinned function write out). New epochs are numbered at least the timeline
 -- they begin on: timelines are never reused along a cluster's history, so
 -- two histories that diverged at a failover never share an epoch.
 CREATE OR REPLACE FUNCTION "pgmsg"._timeline()
@@ -1437,19 +1435,34 @@ DECLARE
     base bigint;
     seq  oid;
 BEGIN
-    UPDATE "pgmsg".topic_partition c SET next_offset = c.next_offset + p_count
+    -- The Go client's reservation (statements/publish_copy_reserve.sql).
+    UPDATE "pgmsg".topic_partition c SET next_offset = c.next_offset + $3::integer
       FROM "pgmsg".topic t
-     WHERE t.topic_id = p_topic_id AND c.topic_id = t.topic_id AND c.partition = p_partition
-       AND p_count > 0 AND c.next_offset + p_count <= c.segment_end
-       AND p_max_record <= t.max_record_bytes
+     WHERE t.topic_id = $1::integer AND c.topic_id = t.topic_id AND c.partition = $2::integer
+       AND $3::integer > 0 AND c.next_offset + $3::integer <= c.segment_end
+       AND $4::bigint <= t.max_record_bytes
        AND NOT t.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
-       AND c.log_timeline = "pgmsg"._timeline()
-    RETURNING c.next_offset - p_count, c.offset_seq INTO base, seq;
+       AND c.offset_seq IS NOT NULL AND c.log_timeline = ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer
+    RETURNING c.next_offset - $3::integer AS base, c.offset_seq AS seq INTO base, seq;
+    IF base IS NULL THEN
+        -- The partition's first COPY publish creates its offset sequence
+        -- (under the counter row's lock) and reserves again.
+        SELECT c.offset_seq INTO seq FROM "pgmsg".topic_partition c
+         WHERE c.topic_id = p_topic_id AND c.partition = p_partition FOR NO KEY UPDATE;
+        IF FOUND AND seq IS NULL THEN
+            PERFORM "pgmsg"._offset_seq_create(p_topic_id, p_partition);
+            UPDATE "pgmsg".topic_partition c SET next_offset = c.next_offset + $3::integer
+              FROM "pgmsg".topic t
+             WHERE t.topic_id = $1::integer AND c.topic_id = t.topic_id AND c.partition = $2::integer
+               AND $3::integer > 0 AND c.next_offset + $3::integer <= c.segment_end
+               AND $4::bigint <= t.max_record_bytes
+               AND NOT t.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
+               AND c.offset_seq IS NOT NULL AND c.log_timeline = ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer
+            RETURNING c.next_offset - $3::integer AS base, c.offset_seq AS seq INTO base, seq;
+        END IF;
+    END IF;
     IF base IS NULL THEN
         PERFORM "pgmsg"._raise('PM016', 'publish with publish()');
-    END IF;
-    IF seq IS NULL THEN
-        seq := "pgmsg"._offset_seq_create(p_topic_id, p_partition);
     END IF;
     PERFORM set_config('pgmsg.copy_offset_seq', seq::text, true);
     PERFORM setval(seq::regclass, base, false);
@@ -1460,21 +1473,17 @@ CREATE OR REPLACE FUNCTION "pgmsg"._publish_copy_end(p_topic_id integer, p_parti
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-DECLARE
-    next_off bigint;
-    low      boolean;
 BEGIN
-    SELECT c.next_offset, c.next_offset > c.segment_end - 2 * t.segment_records INTO next_off, low
-      FROM "pgmsg".topic_partition c JOIN "pgmsg".topic t USING (topic_id)
-     WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
-    -- The COPY's rows took base .. currval: exactly p_count of them.
-    IF currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) IS DISTINCT FROM next_off - 1 THEN
-        PERFORM "pgmsg"._raise('PM004', format('the COPY stored %s records, not the %s reserved',
-            currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (next_off - p_count) + 1, p_count));
-    END IF;
+    -- The Go client's answer (statements/publish_copy_end.sql), raising
+    -- the error when the COPY did not store exactly p_count records.
+    RETURN QUERY SELECT CASE WHEN pg_catalog.currval(pg_catalog.current_setting('pgmsg.copy_offset_seq')::oid::regclass) = c.next_offset - 1
+            THEN c.next_offset - $3::integer
+            ELSE (SELECT NULL::bigint FROM "pgmsg"._raise('PM004', format('the COPY stored %s records, not the %s reserved', currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (c.next_offset - p_count) + 1, p_count))) END AS base_offset,
+       (extract(epoch FROM pg_catalog.transaction_timestamp()) * 1000000)::bigint AS published_at_us,
+       (c.next_offset > c.segment_end - 2 * t.segment_records) AS segments_low
+  FROM "pgmsg".topic_partition c JOIN "pgmsg".topic t ON t.topic_id = c.topic_id
+ WHERE c.topic_id = $1::integer AND c.partition = $2::integer;
     PERFORM set_config('pgmsg.copy_offset_seq', '', true);
-    RETURN QUERY SELECT next_off - p_count,
-        (extract(epoch FROM transaction_timestamp()) * 1000000)::bigint, low;
 END $function$;
 
 -- segment_ensure creates the segments of one partition ahead of need (two
@@ -1665,8 +1674,10 @@ AS $function$
 $function$;
 
 -- ---------------------------------------------------------------------------
--- Publishing (the Go client's hot path runs the same steps as one prepared
--- statement: publish.go)
+-- Publishing (the Go client's hot path: internal/store/log_publish.go calls
+-- _publish_direct() and publish(), log_publish_copy.go runs COPY between
+-- the statements of _publish_copy_begin() and _publish_copy_end(); the
+-- statements they share are in internal/migration/statements)
 -- ---------------------------------------------------------------------------
 
 -- publish appends a batch of records to a topic in the caller's transaction
@@ -1776,7 +1787,7 @@ BEGIN
            -- The first publish on a new timeline (a promoted standby) is
            -- publish()'s: it starts a new log epoch. _timeline() written
            -- out: a call of it would save and restore its pinned settings.
-           AND c.log_timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::integer
+           AND c.log_timeline = ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer
            -- What publish() checks and the Go client checked before: a
            -- caller of this function gets no further than publish() would.
            AND cardinality(p_values) > 0
@@ -1788,11 +1799,12 @@ BEGIN
                             WHERE coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)
                                   + coalesce(octet_length(u.h::text), 0) > t.max_record_bytes)
         RETURNING c.topic_id, c.next_offset - cardinality(p_values) AS base,
-                  c.next_offset > c.segment_end - 2 * t.segment_records AS low
+                  (c.next_offset > c.segment_end - 2 * t.segment_records) AS low
     ), ins AS (
         INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers)
         SELECT r.topic_id, p_partition, r.base + u.ord - 1, coalesce(u.ts, statement_timestamp()), u.k, u.v, u.h
-          FROM r, unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord)
+          FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord)
+        CROSS JOIN r
     )
     SELECT r.base, statement_timestamp(), r.low FROM r;
 END $function$;
@@ -1953,11 +1965,11 @@ BEGIN
         -- maintenance's log.segments); a publish past them creates them.
         PERFORM "pgmsg"._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
     END IF;
-    segments_low := base + n > seg_end - 2 * t.segment_records;
+    segments_low := (base + n > seg_end - 2 * t.segment_records);
     IF n_bytes IS NULL THEN
         INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers)
         SELECT t.topic_id, p_partition, base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h
-        FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord);
+          FROM unnest(p_values, p_keys, p_headers, p_timestamps) WITH ORDINALITY AS u(v, k, h, ts, ord);
     ELSE
         INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers, byte_position)
         SELECT t.topic_id, p_partition, base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h,
@@ -2091,7 +2103,8 @@ BEGIN
 END $function$;
 
 -- ---------------------------------------------------------------------------
--- Claims, commits and reads (the Go consumer's hot path: claim_direct.go)
+-- Claims, commits and reads (the Go consumer's hot path:
+-- internal/store/log_claim.go and log_claim_gather.go)
 -- ---------------------------------------------------------------------------
 
 -- _partition_check raises PM005 unless p_partition is one of t's
@@ -2541,7 +2554,9 @@ BEGIN
 END $function$;
 
 -- _claim_token returns a random epoch in [1, 2^53-1] other than p_prev:
--- the draw of _lease_token (queue.sql), written out in PL/pgSQL. Called from a
+-- statements/lease_token.sql's draw and statements/claim_epoch.sql's
+-- rule, which the Go client's claim statements apply too, in PL/pgSQL
+-- rather than through _lease_token(). Called from a
 -- statement, a SQL function (such as _lease_token, which a pinned
 -- search_path keeps from being inlined) is planned again on every
 -- execution; PL/pgSQL keeps its plans for the session. Measured with
@@ -2556,10 +2571,10 @@ CREATE OR REPLACE FUNCTION "pgmsg"._claim_token(p_prev bigint)
 AS $function$
 DECLARE
     h text := replace(gen_random_uuid()::text, '-', '');
-    v bigint := greatest(('x' || substr(h, 1, 12) || substr(h, 14, 3) || substr(h, 18, 1))::bit(64)::bigint
-                         & 9007199254740991, 1);
+    v bigint := greatest(('x' || pg_catalog.substr(h, 1, 12) || pg_catalog.substr(h, 14, 3) || pg_catalog.substr(h, 18, 1))::bit(64)::bigint
+         & 9007199254740991, 1);
 BEGIN
-    RETURN CASE WHEN v = p_prev THEN v % 9007199254740991 + 1 ELSE v END;
+    RETURN CASE WHEN v = p_prev THEN ((v) % 9007199254740991 + 1) ELSE v END;
 END $function$;
 
 -- _claim_bytes_end returns the last offset of [p_from, p_to] such that the
@@ -3780,7 +3795,7 @@ CREATE OR REPLACE FUNCTION "pgmsg".queue_resume(p_queue text)
 AS $function$ SELECT "pgmsg"._queue_set_paused(p_queue, false) $function$;
 
 -- ---------------------------------------------------------------------------
--- Enqueueing (the Go client's hot path: job_direct.go)
+-- Enqueueing (the Go client's hot path: internal/store/job_enqueue.go)
 -- ---------------------------------------------------------------------------
 
 -- _delay_too_long: p_now + p_delay is after the UTC year 9999. Extreme
@@ -4168,21 +4183,20 @@ AS $function$
 $function$;
 
 -- ---------------------------------------------------------------------------
--- Claims and leases (the Go worker's hot path: job_direct.go)
+-- Claims and leases (the Go worker's hot path: internal/store/job_claim.go)
 -- ---------------------------------------------------------------------------
 
 -- _lease_token returns a random bigint in [1, 2^53-1] (exact in JSON for
--- JavaScript and jq, which read numbers as doubles): random bits of a
--- version 4 UUID (its version nibble and variant bits left out),
--- cleared and masked to 53 bits, 0 (probability 2^-53) mapped to 1.
+-- JavaScript and jq, which read numbers as doubles), drawn as
+-- statements/lease_token.sql says.
 CREATE OR REPLACE FUNCTION "pgmsg"._lease_token()
  RETURNS bigint
  LANGUAGE sql
  PARALLEL SAFE
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-    SELECT greatest(('x' || substr(u.h, 1, 12) || substr(u.h, 14, 3) || substr(u.h, 18, 1))::bit(64)::bigint
-                    & 9007199254740991, 1)
+    SELECT greatest(('x' || pg_catalog.substr(u.h, 1, 12) || pg_catalog.substr(u.h, 14, 3) || pg_catalog.substr(u.h, 18, 1))::bit(64)::bigint
+         & 9007199254740991, 1)
     FROM (SELECT replace(gen_random_uuid()::text, '-', '') AS h) u
 $function$;
 
@@ -4389,7 +4403,7 @@ BEGIN
     RETURN QUERY
     WITH u AS (
         UPDATE "pgmsg".job j
-           SET state = 'running', attempt = j.attempt + 1, lease_token = (token0 + k.ord - 1) % 9007199254740991 + 1,
+           SET state = 'running', attempt = j.attempt + 1, lease_token = ((token0 + k.ord - 1) % 9007199254740991 + 1),
                lease_expires_at = expires, attempted_at = now_ts, worker = p_worker
           FROM unnest(ids[1:n]) WITH ORDINALITY AS k(id, ord)
          WHERE j.id = k.id

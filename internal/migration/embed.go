@@ -47,7 +47,8 @@ var functionFiles embed.FS
 var codeOrder = []string{"common", "log", "queue", "auth"}
 
 // Code is one function file: its name (without directory and extension),
-// its still templated SQL, and the checksum the migrator records.
+// its still templated SQL with the statement files it includes spliced
+// in (statement.go), and the checksum the migrator records.
 type Code struct {
 	Name     string
 	SQL      string
@@ -65,12 +66,13 @@ func AllCode() []Code {
 	}
 	out := make([]Code, 0, len(codeOrder))
 	for _, name := range codeOrder {
-		body, err := functionFiles.ReadFile("functions/" + name + ".sql")
+		raw, err := functionFiles.ReadFile("functions/" + name + ".sql")
 		if err != nil {
 			panic("migration: function file " + name + " listed in codeOrder: " + err.Error())
 		}
-		sum := sha256.Sum256(body)
-		out = append(out, Code{Name: name, SQL: string(body), Checksum: hex.EncodeToString(sum[:])})
+		body := splice(string(raw), 0) // statement files (statement.go)
+		sum := sha256.Sum256([]byte(body))
+		out = append(out, Code{Name: name, SQL: body, Checksum: hex.EncodeToString(sum[:])})
 	}
 	return out
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,9 +82,9 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 // job_claim index, in claim order, when the positioned reads find too few.
 // $3 lease (NULL: the queue's), $4 worker, $8 commit asynchronously, $9 the
 // claim's first lease token (the client draws it, as job_claim() draws
-// one with _lease_token(): job k of the claim gets $9 + k - 1, wrapped into
-// [1, 2^53-1]; a SQL function call here, planned on every call, was 4 % of
-// the server's time).
+// one with _lease_token(): job k of the claim gets token_next($9 + k - 1),
+// statements/token_next.sql, as in job_claim(); a SQL function call here,
+// planned on every call, was 4 % of the server's time).
 //
 // It returns the claimed jobs in claim order, then one row with a NULL id
 // and a reason in the last column when job_claim() has to follow:
@@ -106,7 +105,7 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 // read only as far as the statement asks for rows. The whole index is read
 // last, skipping what the positioned reads locked (those rows are this
 // transaction's, so SKIP LOCKED does not skip them).
-const jobClaimDirectSQL = `WITH q AS (
+var jobClaimDirectSQL = `WITH q AS (
     SELECT qq.queue_id, qq.name, qq.lease, qq.paused OR qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS held,
            qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS limited, qq.job_timeout
       FROM pgmsg.queue qq WHERE qq.name = $1::text
@@ -147,7 +146,7 @@ hi AS (
     SELECT x.id, pg_catalog.row_number() OVER (ORDER BY x.b, x.priority DESC, x.run_at, x.id) AS ord FROM x
 ), u AS (
     UPDATE pgmsg.job j
-       SET state = 'running', attempt = j.attempt + 1, lease_token = ($9::bigint + k.ord - 1) % 9007199254740991 + 1,
+       SET state = 'running', attempt = j.attempt + 1, lease_token = ` + stmt("token_next", "$9::bigint + k.ord - 1") + `,
            lease_expires_at = n.ts + coalesce($3::interval, q.lease), attempted_at = n.ts, worker = $4::text
       FROM k, n, q
      WHERE j.id = k.id
@@ -304,11 +303,23 @@ func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaim
 	return res, errs.Map(br.Close())
 }
 
-// leaseToken draws a lease token as _lease_token() does: a uniformly
-// random integer in [1, 2^53-1] (exact in JSON for JavaScript and jq),
-// from the operating system's cryptographic source.
+// leaseToken draws a lease token as _lease_token() does
+// (statements/lease_token.sql): a uniformly random integer in
+// [1, 2^53-1] (exact in JSON for JavaScript and jq), from the operating
+// system's cryptographic source.
 func leaseToken() int64 {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return max(int64(binary.LittleEndian.Uint64(b[:])&(1<<53-1)), 1)
+	var u [16]byte
+	_, _ = rand.Read(u[:9]) // never fails (crypto/rand); bytes 9 to 15 are not read
+	return leaseTokenOf(u)
+}
+
+// leaseTokenOf is statements/lease_token.sql's draw from a version 4
+// UUID's bytes u: the 16 hex digits it reads (the UUID's digits 1 to 12,
+// 14 to 16 and 18: bytes 0 to 5, the low half of byte 6, byte 7, the low
+// half of byte 8) as a 64-bit number, masked to 53 bits, 0 mapped to 1.
+// TestLeaseTokenParity holds the two equal.
+func leaseTokenOf(u [16]byte) int64 {
+	v := uint64(u[0])<<56 | uint64(u[1])<<48 | uint64(u[2])<<40 | uint64(u[3])<<32 | uint64(u[4])<<24 |
+		uint64(u[5])<<16 | uint64(u[6]&15)<<12 | uint64(u[7])<<4 | uint64(u[8]&15)
+	return max(int64(v&(1<<53-1)), 1)
 }

@@ -25,8 +25,9 @@ import (
 // which stays the reference for the semantics (docs/sql-api.md).
 //
 // Parameters: $1 topic, $2 group, $3 partition, $4 member, $5 max records,
-// $6 lease, $8 the claim's epoch, drawn by the client (leaseToken) as
-// _claim_token() draws claim_range()'s: a PL/pgSQL call with a pinned
+// $6 lease, $8 the token drawn for the claim's epoch, drawn by the client
+// (leaseToken) as _claim_token() draws claim_range()'s, and made the epoch
+// by the same rule (statements/claim_epoch.sql): a PL/pgSQL call with a pinned
 // search_path on every claim cost its executor set-up and PostgreSQL 15's
 // walk of every setting when the call's own ended (AtEOXact_GUC), for a
 // random number the client draws from the same kind of source.
@@ -40,7 +41,7 @@ import (
 // once when it claims (the UPDATE finds the locked row by its ctid): with
 // a long snapshot held, each read walks every version the row has had
 // since, which made the claim 10 times slower when it read it three times.
-const claimDirectCTE = `WITH n AS (SELECT pg_catalog.clock_timestamp() AS ts, pg_catalog.pg_current_wal_insert_lsn() AS lsn),
+var claimDirectCTE = `WITH n AS (SELECT pg_catalog.clock_timestamp() AS ts, pg_catalog.pg_current_wal_insert_lsn() AS lsn),
 cur AS (
     SELECT c.ctid AS tid, c.topic_id, c.next_offset, c.claim_epoch, tp.next_offset AS tip, tp.log_epoch
       FROM pgmsg.topic tt
@@ -54,7 +55,7 @@ cur AS (
        FOR UPDATE OF c SKIP LOCKED
 ), upd AS (
     UPDATE pgmsg.group_cursor c
-       SET claim_epoch = CASE WHEN $8::bigint = cur.claim_epoch THEN $8::bigint % 9007199254740991 + 1 ELSE $8::bigint END,
+       SET claim_epoch = ` + stmt("claim_epoch", "$8::bigint", "cur.claim_epoch") + `,
            claim_start = cur.next_offset, claim_end = least(cur.tip - 1, cur.next_offset + $5::integer - 1),
            claim_expires_at = n.ts + $6::interval, claim_owner = $4::text, claimed_at = n.ts
       FROM cur, n
@@ -84,7 +85,7 @@ SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
 // claim_range's p_async with a riding commit (Consumer.Run's, which no
 // caller is told of: a server crash that loses it only delivers its
 // records again).
-const claimCommitDirectCTE = `WITH n AS (SELECT pg_catalog.clock_timestamp() AS ts, pg_catalog.pg_current_wal_insert_lsn() AS lsn),
+var claimCommitDirectCTE = `WITH n AS (SELECT pg_catalog.clock_timestamp() AS ts, pg_catalog.pg_current_wal_insert_lsn() AS lsn),
 cur AS (
     SELECT c.ctid AS tid, c.topic_id, c.claim_end + 1 AS done_to, c.claim_epoch, tp.next_offset AS tip, tp.log_epoch,
            (c.owner = $4::text AND c.next_owner IS NULL) AS owned
@@ -101,7 +102,7 @@ cur AS (
     UPDATE pgmsg.group_cursor c
        SET next_offset = p.done_to, committed_at = n.ts,
            claim_epoch = CASE WHEN NOT p.claiming THEN c.claim_epoch
-                              WHEN $8::bigint = p.claim_epoch THEN $8::bigint % 9007199254740991 + 1 ELSE $8::bigint END,
+                              ELSE ` + stmt("claim_epoch", "$8::bigint", "p.claim_epoch") + ` END,
            claim_start = CASE WHEN p.claiming THEN p.done_to END,
            claim_end = CASE WHEN p.claiming THEN least(p.tip - 1, p.done_to + $5::integer - 1) END,
            claim_expires_at = CASE WHEN p.claiming THEN n.ts + $6::interval END,
@@ -123,6 +124,13 @@ SELECT upd.owned, CASE WHEN upd.claiming THEN upd.claim_epoch END, upd.claim_exp
        upd.log_epoch
   FROM upd`
 
+// claimDirectSQL and claimCommitDirectSQL are the two direct claim
+// statements whole, joined once rather than on every claim.
+var (
+	claimDirectSQL       = claimDirectCTE + claimDirectHead
+	claimCommitDirectSQL = claimCommitDirectCTE + claimCommitDirectHead
+)
+
 // claimRecordsSQL reads the records of the claim a direct claim statement
 // just made, from the segment table relname: the claim statement and this
 // one go in one pipeline (one round trip, one implicit transaction), so it
@@ -133,7 +141,7 @@ SELECT upd.owned, CASE WHEN upd.claiming THEN upd.claim_epoch END, upd.claim_exp
 // a copy of each record into fresh memory (form, zero, page faults) and a
 // read back (issue 12: 8 % of the server's samples reading a backlog).
 // $4 is the claim statement's $8: the claim's epoch is that or the next
-// number. relname is the table that held the partition's previous claim:
+// token (statements/claim_epoch.sql). relname is the table that held the partition's previous claim:
 // when the claim statement's head names another segment (the range moved
 // on to the next one, or spans two), the records read are not the claim's
 // and the caller reads them with internal/logread's readRange. The
@@ -153,7 +161,7 @@ func claimRecordsSQL(relname string) string {
        AND r."offset" BETWEEN ` + heldLow("c", "$5", "$6", "$7") + ` AND ` + heldHigh("c", "$5", "$6", "$7") + `
     OFFSET 0) r
  WHERE tt.name = $1::text AND c.group_name = $2::text AND c.partition = $3::integer
-   AND c.claim_epoch IN ($4::bigint, $4::bigint % 9007199254740991 + 1)`
+   AND c.claim_epoch IN ($4::bigint, ` + stmt("token_next", "$4::bigint") + `)`
 }
 
 // Held is a range of one partition's records that the caller holds in
@@ -360,9 +368,9 @@ func (h *claimHead) row(partition int32) *ClaimRow {
 func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetch string, held Held, add RecordFunc) (ClaimDirectResult, error) {
 	var h claimHead
 	args := []any{p.Topic, p.Group, *p.Partition, p.Member, p.MaxRecords, lease(p.Lease)}
-	cte, head := claimDirectCTE, claimDirectHead
+	query := claimDirectSQL
 	if p.Commit {
-		cte, head = claimCommitDirectCTE, claimCommitDirectHead
+		query = claimCommitDirectSQL
 		args = append(args, p.CommitEpoch)
 	} else {
 		args = append(args, p.Async)
@@ -382,10 +390,10 @@ func (s *Store) ClaimDirect(ctx context.Context, exec DBTX, p *ClaimParams, fetc
 		fetched bool
 	)
 	if fetch == "" {
-		err = s.DB(exec).QueryRow(ctx, cte+head, args...).Scan(h.dest()...)
+		err = s.DB(exec).QueryRow(ctx, query, args...).Scan(h.dest()...)
 	} else {
 		b := &pgx.Batch{}
-		b.Queue(s.SQL(cte+head), args...)
+		b.Queue(s.SQL(query), args...)
 		b.Queue(s.SQL(claimRecordsSQL(fetch)), append([]any{p.Topic, p.Group, *p.Partition, token}, held.args()...)...)
 		br := sb.SendBatch(ctx, b)
 		err = br.QueryRow().Scan(h.dest()...)

@@ -39,7 +39,7 @@ import (
 // position. $1 topic, $2 groups, $3 members, $4 max records, $5 leases in
 // microseconds, $6 commit epochs (NULL: no commit), $7 the new claims'
 // epochs as drawn by the client, $8 partition, $9 commit asynchronously.
-const claimGatherSQL = `WITH n AS (SELECT pg_catalog.clock_timestamp() AS ts, pg_catalog.pg_current_wal_insert_lsn() AS lsn),
+var claimGatherSQL = `WITH n AS (SELECT pg_catalog.clock_timestamp() AS ts, pg_catalog.pg_current_wal_insert_lsn() AS lsn),
 q AS (
     SELECT * FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::integer[]),
                              pg_catalog.unnest($5::bigint[]), pg_catalog.unnest($6::bigint[]), pg_catalog.unnest($7::bigint[]))
@@ -71,7 +71,7 @@ cur AS (
        SET next_offset = p.done_to,
            committed_at = CASE WHEN p.committing THEN n.ts ELSE c.committed_at END,
            claim_epoch = CASE WHEN NOT p.claiming THEN c.claim_epoch
-                              WHEN p.token = p.claim_epoch THEN p.token % 9007199254740991 + 1 ELSE p.token END,
+                              ELSE ` + stmt("claim_epoch", "p.token", "p.claim_epoch") + ` END,
            claim_start = CASE WHEN p.claiming THEN p.done_to END,
            claim_end = CASE WHEN p.claiming THEN least(p.tip - 1, p.done_to + p.max_records - 1) END,
            claim_expires_at = CASE WHEN p.claiming THEN n.ts + p.lease_us * interval '1 microsecond' END,
@@ -113,7 +113,7 @@ func claimGatherRecordsSQL(relname string) string {
             SELECT c.topic_id, c.claim_start, c.claim_end
               FROM pgmsg.group_cursor c
              WHERE c.topic_id = tt.topic_id AND c.group_name = q.grp AND c.partition = $4::integer
-               AND c.claim_epoch IN (q.token, q.token % 9007199254740991 + 1) AND c.claim_start IS NOT NULL
+               AND c.claim_epoch IN (q.token, ` + stmt("token_next", "q.token") + `) AND c.claim_start IS NOT NULL
             OFFSET 0) c
          WHERE tt.name = $1::text) g
   CROSS JOIN LATERAL (

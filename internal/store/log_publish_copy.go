@@ -28,7 +28,8 @@ import (
 //
 // copyBeginSQL and copyEndSQL are what _publish_copy_begin() and
 // _publish_copy_end() do, as plain statements prepared once per
-// connection: the functions' calls (PL/pgSQL, a pinned search_path, whose
+// connection (they are the statement files publish_copy_reserve.sql and
+// publish_copy_end.sql, which the two functions run too): the functions' calls (PL/pgSQL, a pinned search_path, whose
 // end walks every setting in PostgreSQL 15) and the parsing and planning
 // of a simple-query message cost a tenth of the server's time at batch 100
 // (docs/benchmarks.md, seventh pass). They call the functions for what
@@ -45,15 +46,8 @@ import (
 // whose largest record is at most $4 bytes, and points the record table's
 // offset default at the partition's offset sequence, set to the first of
 // them (_publish_copy_begin()).
-const copyBeginSQL = `WITH u AS (
-    UPDATE pgmsg.topic_partition c SET next_offset = c.next_offset + $3::integer
-      FROM pgmsg.topic t
-     WHERE t.topic_id = $1::integer AND c.topic_id = t.topic_id AND c.partition = $2::integer
-       AND $3::integer > 0 AND c.next_offset + $3::integer <= c.segment_end
-       AND $4::bigint <= t.max_record_bytes
-       AND NOT t.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
-       AND c.offset_seq IS NOT NULL AND c.log_timeline = ` + timelineExpr + `
-    RETURNING c.next_offset - $3::integer AS base, c.offset_seq AS seq
+var copyBeginSQL = `WITH u AS (
+    ` + stmt("publish_copy_reserve") + `
 )
 SELECT CASE WHEN u.seq IS NULL THEN pgmsg._publish_copy_begin($1::integer, $2::integer, $3::integer, $4::bigint)::text
             ELSE pg_catalog.set_config({{copy_offset_seq}}, u.seq::text, true) || pg_catalog.setval(u.seq::regclass, u.base, false)::text END
@@ -63,13 +57,8 @@ SELECT CASE WHEN u.seq IS NULL THEN pgmsg._publish_copy_begin($1::integer, $2::i
 // topic $1: base offset, publish time in Unix microseconds, segments_low.
 // When COPY did not store exactly the records reserved,
 // _publish_copy_end() raises the error (PM004).
-const copyEndSQL = `SELECT CASE WHEN pg_catalog.currval(pg_catalog.current_setting({{copy_offset_seq}})::oid::regclass) = c.next_offset - 1
-            THEN c.next_offset - $3::integer
-            ELSE (SELECT e.base_offset FROM pgmsg._publish_copy_end($1::integer, $2::integer, $3::integer) e) END,
-       (extract(epoch FROM pg_catalog.transaction_timestamp()) * 1000000)::bigint,
-       c.next_offset > c.segment_end - 2 * t.segment_records
-  FROM pgmsg.topic_partition c JOIN pgmsg.topic t ON t.topic_id = c.topic_id
- WHERE c.topic_id = $1::integer AND c.partition = $2::integer`
+var copyEndSQL = stmt("publish_copy_end", "{{copy_offset_seq}}",
+	"(SELECT e.base_offset FROM pgmsg._publish_copy_end($1::integer, $2::integer, $3::integer) e)")
 
 // CopyMinRecords is the smallest batch published with COPY: below it the
 // COPY statement's set-up costs more than the WAL records it saves.

@@ -314,7 +314,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.queue_resume(p_queue text)
 AS $function$ SELECT {{schema}}._queue_set_paused(p_queue, false) $function$;
 
 -- ---------------------------------------------------------------------------
--- Enqueueing (the Go client's hot path: job_direct.go)
+-- Enqueueing (the Go client's hot path: internal/store/job_enqueue.go)
 -- ---------------------------------------------------------------------------
 
 -- _delay_too_long: p_now + p_delay is after the UTC year 9999. Extreme
@@ -702,21 +702,19 @@ AS $function$
 $function$;
 
 -- ---------------------------------------------------------------------------
--- Claims and leases (the Go worker's hot path: job_direct.go)
+-- Claims and leases (the Go worker's hot path: internal/store/job_claim.go)
 -- ---------------------------------------------------------------------------
 
 -- _lease_token returns a random bigint in [1, 2^53-1] (exact in JSON for
--- JavaScript and jq, which read numbers as doubles): random bits of a
--- version 4 UUID (its version nibble and variant bits left out),
--- cleared and masked to 53 bits, 0 (probability 2^-53) mapped to 1.
+-- JavaScript and jq, which read numbers as doubles), drawn as
+-- statements/lease_token.sql says.
 CREATE OR REPLACE FUNCTION {{schema}}._lease_token()
  RETURNS bigint
  LANGUAGE sql
  PARALLEL SAFE
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-    SELECT greatest(('x' || substr(u.h, 1, 12) || substr(u.h, 14, 3) || substr(u.h, 18, 1))::bit(64)::bigint
-                    & 9007199254740991, 1)
+    SELECT {{sql lease_token(u.h)}}
     FROM (SELECT replace(gen_random_uuid()::text, '-', '') AS h) u
 $function$;
 
@@ -923,7 +921,7 @@ BEGIN
     RETURN QUERY
     WITH u AS (
         UPDATE {{schema}}.job j
-           SET state = 'running', attempt = j.attempt + 1, lease_token = (token0 + k.ord - 1) % 9007199254740991 + 1,
+           SET state = 'running', attempt = j.attempt + 1, lease_token = {{sql token_next(token0 + k.ord - 1)}},
                lease_expires_at = expires, attempted_at = now_ts, worker = p_worker
           FROM unnest(ids[1:n]) WITH ORDINALITY AS k(id, ord)
          WHERE j.id = k.id
