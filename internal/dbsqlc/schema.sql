@@ -354,7 +354,7 @@ BEGIN
     END LOOP;
 END $$;
 
--- pgmsg 004: a maximum run time per queue and per job (issue 19, item 2).
+-- pgmsg 004: a maximum run time per queue and per job.
 --
 -- queue.job_timeout is the queue's default; job.timeout a job's own, set
 -- at enqueue. A claim hands each job coalesce(job.timeout,
@@ -376,7 +376,7 @@ DROP FUNCTION IF EXISTS "pgmsg".job_claim(text, integer, interval, text, bigint,
 DROP FUNCTION IF EXISTS "pgmsg"._job_claim(text, integer, interval, text, bigint, boolean);
 DROP FUNCTION IF EXISTS "pgmsg".job_get(bigint);
 
--- pgmsg 005: dead jobs pruned after a per-queue age (issue 19, item 5).
+-- pgmsg 005: dead jobs pruned after a per-queue age.
 --
 -- queue.dead_retention: how long a dead job is kept (for dead_list,
 -- requeue and purge by hand) before maintenance deletes it (dead_prune);
@@ -390,7 +390,7 @@ ALTER TABLE "pgmsg".queue ADD COLUMN dead_retention interval
 DROP FUNCTION IF EXISTS "pgmsg".queue_create(text, integer, interval, interval, interval, interval, integer, boolean, bigint, interval, interval);
 DROP FUNCTION IF EXISTS "pgmsg".queue_update(text, integer, interval, interval, interval, interval, integer, bigint, interval, interval);
 
--- pgmsg 006: job progress and results (issue 19, item 4).
+-- pgmsg 006: job progress and results.
 --
 -- job.progress: a small JSON document a running job's handler records
 -- (job_progress), visible while it runs and kept when it finishes.
@@ -407,7 +407,7 @@ DROP FUNCTION IF EXISTS "pgmsg".job_complete(bigint, bigint);
 DROP FUNCTION IF EXISTS "pgmsg".job_complete_many(bigint[], bigint[]);
 DROP FUNCTION IF EXISTS "pgmsg".job_get(bigint);
 
--- pgmsg 007: job tags and metadata (issue 19, item 5).
+-- pgmsg 007: job tags and metadata.
 --
 -- job.tags: up to 20 short labels per job, for search (job_list's p_tag);
 -- job.metadata: a JSON object of at most 64 KiB the application keeps with
@@ -429,7 +429,7 @@ DROP FUNCTION IF EXISTS "pgmsg".job_get(bigint);
 DROP FUNCTION IF EXISTS "pgmsg".job_list(text, text, text, timestamp with time zone, timestamp with time zone, integer, bigint);
 DROP FUNCTION IF EXISTS "pgmsg".dead_list(text, text, integer, bigint);
 
--- pgmsg 008: periodic jobs (issue 19, item 1).
+-- pgmsg 008: periodic jobs.
 --
 -- A periodic job is a job template and a schedule (a cron expression, a
 -- descriptor such as @hourly, or @every <interval>) in a time zone.
@@ -465,7 +465,7 @@ CREATE TABLE "pgmsg".periodic_job (
 -- The leader's due scan.
 CREATE INDEX periodic_job_due ON "pgmsg".periodic_job (next_run_at);
 
--- pgmsg 009: uniqueness windows (issue 19, item 7).
+-- pgmsg 009: uniqueness windows.
 --
 -- A job enqueued with a unique key and a window (enqueue_many's
 -- p_unique_fors) is unique for its key within the window, whatever became
@@ -490,7 +490,7 @@ CREATE INDEX job_unique_expires ON "pgmsg".job_unique (expires_at);
 DROP FUNCTION IF EXISTS "pgmsg".enqueue_many(text, bytea[], text[], integer[], timestamp with time zone[], interval[], integer[], text[], boolean, interval[], jsonb[], jsonb[]);
 DROP FUNCTION IF EXISTS "pgmsg".enqueue(text, bytea, text, integer, timestamp with time zone, interval, integer, text, boolean, interval, jsonb, jsonb);
 
--- pgmsg 010: rate limits (issue 19, item 8).
+-- pgmsg 010: rate limits.
 --
 -- rate_limit: the most jobs a queue hands out per second, on average, to
 -- all its workers together, with bursts of up to one second's worth (at
@@ -510,7 +510,7 @@ ALTER TABLE "pgmsg".queue
 DROP FUNCTION IF EXISTS "pgmsg".queue_create(text, integer, interval, interval, interval, interval, integer, boolean, bigint, interval, interval, interval);
 DROP FUNCTION IF EXISTS "pgmsg".queue_update(text, integer, interval, interval, interval, interval, integer, bigint, interval, interval, interval);
 
--- pgmsg 011: a sparse time index per partition (issue 18, item 5).
+-- pgmsg 011: a sparse time index per partition.
 --
 -- An entry (offset, max_timestamp) says that every record of the partition
 -- before offset has a timestamp at or before max_timestamp, the largest of
@@ -532,7 +532,7 @@ CREATE TABLE "pgmsg".time_index (
     FOREIGN KEY (topic_id, partition) REFERENCES "pgmsg".topic_partition ON DELETE CASCADE
 );
 
--- pgmsg 012: publishing a batch with COPY (issue 12).
+-- pgmsg 012: publishing a batch with COPY.
 --
 -- The Go client appends a partition's batch of records with one simple-query
 -- message: _publish_copy_begin(), COPY into the record table, then
@@ -555,7 +555,7 @@ ALTER TABLE "pgmsg".record
     ALTER COLUMN "timestamp" SET DEFAULT statement_timestamp();
 
 -- pgmsg 013: a COPY publish's records are stamped with the transaction's
--- start (issue 12).
+-- start.
 --
 -- The Go client now sends a COPY publish as a pipeline of extended-protocol
 -- messages (prepared statements around the COPY, one implicit transaction;
