@@ -27,6 +27,16 @@ const (
 	JobStateCancelled = pgmsgtype.JobStateCancelled
 )
 
+// JobOrder is the order ListJobs lists jobs in, by id (pgmsgtype.JobOrder).
+type JobOrder = pgmsgtype.JobOrder
+
+// Job list orders (ListJobsOpts.Order): oldest first, the default, or
+// newest first.
+const (
+	JobOrderAsc  = pgmsgtype.JobOrderAsc
+	JobOrderDesc = pgmsgtype.JobOrderDesc
+)
+
 // Job is a job as claimed by a worker or read by GetJob (pgmsgtype.Job).
 type Job = pgmsgtype.Job
 

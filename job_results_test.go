@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
@@ -226,12 +229,44 @@ func TestListJobs(t *testing.T) {
 	}
 	require.Equal(t, ids, paged)
 
+	// Newest first: the same jobs reversed, paged downwards by the same
+	// cursor, live and archived interleaved; filters apply alike.
+	rev := slices.Clone(ids)
+	slices.Reverse(rev)
+	require.Equal(t, rev, list(&pgmsg.ListJobsOpts{Order: pgmsg.JobOrderDesc}))
+	require.Equal(t, ids, list(&pgmsg.ListJobsOpts{Order: pgmsg.JobOrderAsc}))
+	paged = nil
+	for after := int64(0); ; {
+		page := list(&pgmsg.ListJobsOpts{Limit: 3, AfterID: after, Order: pgmsg.JobOrderDesc})
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		after = page[len(page)-1]
+	}
+	require.Equal(t, rev, paged)
+	require.Equal(t, []int64{ids[3], ids[1]}, list(&pgmsg.ListJobsOpts{Kind: "b", Limit: 2, AfterID: ids[4], Order: pgmsg.JobOrderDesc}))
+	// The newest is archived (cancelled), the next live: both tables, one order.
+	require.Equal(t, []int64{ids[9], ids[8]}, list(&pgmsg.ListJobsOpts{Limit: 2, Order: pgmsg.JobOrderDesc}))
+
+	// The SQL API as psql users call it: named p_order, the cursor below.
+	rows, err := b.Pool.Query(b.ctx, b.sqlAPI(`SELECT id FROM {s}.job_list('q', p_limit => 4, p_order => 'desc', p_after_id => $1)`), ids[7])
+	require.NoError(t, err)
+	sqlIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Equal(t, []int64{ids[6], ids[5], ids[4], ids[3]}, sqlIDs)
+	_, err = b.Pool.Exec(b.ctx, b.sqlAPI(`SELECT * FROM {s}.job_list('q', p_order => 'newest')`))
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "PM004", pgErr.Code)
+	require.Contains(t, pgErr.Message, "order must be asc or desc")
+
 	js, err := b.client.ListJobs(b.ctx, "q", &pgmsg.ListJobsOpts{State: pgmsg.JobStateCompleted})
 	require.NoError(t, err)
 	require.JSONEq(t, `"ok"`, string(js[0].Result))
 
 	for _, bad := range []*pgmsg.ListJobsOpts{
-		{State: "finished"}, {Limit: 1001}, {Limit: -1}, {AfterID: -1},
+		{State: "finished"}, {Limit: 1001}, {Limit: -1}, {AfterID: -1}, {Order: "newest"}, {Order: "DESC"},
 		{Since: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
 	} {
 		_, err := b.client.ListJobs(b.ctx, "q", bad)

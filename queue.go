@@ -169,8 +169,8 @@ func (c *Client) RescueJobs(ctx context.Context, queue string) (int, error) {
 	return c.queues.Rescue(ctx, queue)
 }
 
-// ListJobsOpts filter ListJobs; nil means the first 100 jobs of the
-// queue, live and archived, by id.
+// ListJobsOpts filter and order ListJobs; nil means the first 100 jobs of
+// the queue, live and archived, oldest first (by id).
 type ListJobsOpts struct {
 	// State keeps only jobs in this state (available, scheduled,
 	// retrying, running, dead; completed or cancelled for archived ones).
@@ -185,16 +185,23 @@ type ListJobsOpts struct {
 	Since, Until time.Time
 	// Limit caps the jobs returned, 1..1000. Default 100.
 	Limit int
-	// AfterID pages: only jobs with a larger id (the last id of the
-	// previous page).
+	// AfterID pages, in the list's order: the last id of the previous
+	// page. Oldest first, only jobs with a larger id follow; newest
+	// first, only jobs with a smaller id. 0: from the start.
 	AfterID int64
+	// Order is JobOrderAsc (oldest first, the default when "") or
+	// JobOrderDesc (newest first). Either is served by an index on
+	// (queue, id), however long the queue.
+	Order JobOrder
 }
 
-// ListJobs returns jobs of queue, live and archived, in id order, filtered
+// ListJobs returns jobs of queue, live and archived, by id (oldest first
+// unless opts.Order is JobOrderDesc), filtered
 // by opts (state, kind, tag, enqueue time): the jobs waiting, running or dead (with their payloads, error
 // history and progress) and those archived (with their results) until
 // archive retention prunes them. ErrUnknownQueue for a queue that does
-// not exist; ErrInvalidArgument for an unknown state or a limit over 1000.
+// not exist; ErrInvalidArgument for an unknown state or order, or a limit
+// over 1000.
 func (c *Client) ListJobs(ctx context.Context, queue string, opts *ListJobsOpts) ([]*Job, error) {
 	return c.queues.ListJobs(ctx, queue, listOpts(opts))
 }

@@ -23,6 +23,16 @@ const (
 	JobStateCancelled JobState = "cancelled"
 )
 
+// JobOrder is the order pgmsg.Client.ListJobs lists jobs in, by id.
+type JobOrder string
+
+// Job list orders: oldest first (by ascending id, the default) or newest
+// first (by descending id).
+const (
+	JobOrderAsc  JobOrder = "asc"
+	JobOrderDesc JobOrder = "desc"
+)
+
 // Job is a job as claimed by a worker or read by pgmsg.Client.GetJob.
 type Job struct {
 	ID    int64    `json:"id"`

@@ -100,23 +100,32 @@ func newQueueJob(g *globals) *cobra.Command {
 
 func newQueueJobs(g *globals) *cobra.Command {
 	var (
-		state, kind, tag, since, until string
-		limit                          int
-		after                          int64
+		state, kind, tag, since, until, order string
+		limit                                 int
+		after                                 int64
 	)
 	cmd := &cobra.Command{
 		Use:   "jobs QUEUE",
 		Short: "List a queue's jobs, live and archived, by id: filter by state, kind, tag and enqueue time",
-		Example: `  pgmsg queue jobs emails --state running
+		Long: `jobs lists a queue's jobs, waiting, running and dead ones and the archived
+(completed and cancelled) ones, by id: oldest first, or newest first with
+--order desc. Page with --after and the last id printed, in the same order.`,
+		Example: `  pgmsg queue jobs emails --order desc --limit 20
+  pgmsg queue jobs emails --state running
   pgmsg queue jobs emails --kind welcome --since 2026-12-01T00:00:00Z --limit 50
-  pgmsg queue jobs emails --after 1200 -o json`,
+  pgmsg queue jobs emails --after 1200 -o json
+  pgmsg queue jobs emails --order desc --after 1200`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			js, err := g.jsonOutput()
 			if err != nil {
 				return err
 			}
-			opts := &pgmsg.ListJobsOpts{State: pgmsg.JobState(state), Kind: kind, Tag: tag, Limit: limit, AfterID: after}
+			if order != string(pgmsg.JobOrderAsc) && order != string(pgmsg.JobOrderDesc) {
+				return fmt.Errorf("%w: --order must be asc or desc, got %q", pgmsg.ErrInvalidArgument, order)
+			}
+			opts := &pgmsg.ListJobsOpts{State: pgmsg.JobState(state), Kind: kind, Tag: tag, Limit: limit, AfterID: after,
+				Order: pgmsg.JobOrder(order)}
 			for _, f := range []struct {
 				name, v string
 				to      *time.Time
@@ -151,7 +160,11 @@ func newQueueJobs(g *globals) *cobra.Command {
 			if len(jobs) == 0 {
 				fmt.Fprintln(w, "(no jobs)")
 			} else if len(jobs) == opts.Limit || (opts.Limit == 0 && len(jobs) == 100) {
-				fmt.Fprintf(w, "(more may follow: --after %d)\n", jobs[len(jobs)-1].ID)
+				more := fmt.Sprintf("--after %d", jobs[len(jobs)-1].ID)
+				if opts.Order == pgmsg.JobOrderDesc {
+					more = "--order desc " + more
+				}
+				fmt.Fprintf(w, "(more may follow: %s)\n", more)
 			}
 			return w.Flush()
 		},
@@ -162,7 +175,8 @@ func newQueueJobs(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&since, "since", "", "only jobs enqueued at or after this time (RFC 3339, or a duration ago: 1h)")
 	cmd.Flags().StringVar(&until, "until", "", "only jobs enqueued before this time (RFC 3339, or a duration ago)")
 	cmd.Flags().IntVar(&limit, "limit", 100, "most jobs to list (1..1000)")
-	cmd.Flags().Int64Var(&after, "after", 0, "list jobs after this id (the last id of the previous page)")
+	cmd.Flags().Int64Var(&after, "after", 0, "list jobs after this id in the list's order (the last id of the previous page)")
+	cmd.Flags().StringVar(&order, "order", string(pgmsg.JobOrderAsc), "asc (oldest first) or desc (newest first)")
 	return cmd
 }
 

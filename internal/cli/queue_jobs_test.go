@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,6 +126,21 @@ func TestQueueJobsCLI(t *testing.T) {
 	require.Equal(t, "b", jobs[0].Kind)
 	text = s.ok("", "queue", "jobs", "jl", "--limit", "1", "--after", strconv.FormatInt(first[0].ID, 10))
 	require.Contains(t, text, "more may follow")
+	// Newest first: the last enqueued on top, paged downwards.
+	var desc []struct {
+		ID int64 `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "jobs", "jl", "--order", "desc", "-o", "json")), &desc))
+	require.Len(t, desc, 3)
+	require.Greater(t, desc[0].ID, desc[1].ID)
+	require.Greater(t, desc[1].ID, desc[2].ID)
+	require.Equal(t, first[0].ID, desc[2].ID)
+	text = s.ok("", "queue", "jobs", "jl", "--order", "desc", "--limit", "1")
+	require.Contains(t, text, fmt.Sprintf("(more may follow: --order desc --after %d)", desc[0].ID))
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "jobs", "jl", "--order", "desc", "--after", strconv.FormatInt(desc[0].ID, 10), "-o", "json")), &desc))
+	require.Len(t, desc, 2)
+	require.Equal(t, first[0].ID, desc[1].ID)
+	require.Contains(t, s.fail("", "queue", "jobs", "jl", "--order", "newest"), "--order must be asc or desc")
 	require.Contains(t, s.ok("", "queue", "jobs", "jl", "--state", "completed"), "(no jobs)")
 	require.Contains(t, s.fail("", "queue", "jobs", "jl", "--state", "finished"), "unknown job state")
 	require.Contains(t, s.fail("", "queue", "jobs", "jl", "--since", "yesterday"), "RFC 3339")

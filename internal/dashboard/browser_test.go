@@ -235,8 +235,26 @@ func seed(t *testing.T, tb *testBundle) (deadIDs []int64) {
 	require.NoError(t, err)
 	_, err = tb.client.CreateQueue(tb.ctx, "reports", pgmsg.QueueConfig{})
 	require.NoError(t, err)
+	// A queue of more jobs than a page holds, some finished (archived),
+	// for the job list's order and paging.
+	params = params[:0]
+	for i := range backlogJobs {
+		params = append(params, pgmsg.EnqueueParams{Kind: "resize", Payload: []byte(fmt.Sprintf(`{"image":%d}`, i))})
+	}
+	_, err = tb.client.EnqueueMany(tb.ctx, "backlog", params, nil)
+	require.NoError(t, err)
+	jobs, err := tb.client.ClaimJobs(tb.ctx, "backlog", &pgmsg.ClaimJobsOpts{Max: 10, Worker: "seed"})
+	require.NoError(t, err)
+	require.NotEmpty(t, jobs)
+	for _, j := range jobs {
+		require.NoError(t, tb.client.Complete(tb.ctx, j))
+	}
 	return deadIDs
 }
+
+// backlogJobs is how many jobs seed enqueues in queue "backlog": two full
+// pages of the job list (app.js's PAGE_SIZE, 50) and part of a third.
+const backlogJobs = 120
 
 // TestBrowser drives every page in headless Chromium: each loads with no
 // console error and shows the API's figures; an admin requeues dead jobs
@@ -369,7 +387,7 @@ func TestBrowser(t *testing.T) {
 		// Filter the job list to dead jobs.
 		b.run(t, chromedp.SetValue(chromedp.CSS(`#job-filter select[name="state"]`), "dead"),
 			chromedp.Click(chromedp.CSS(`#job-filter button[type="submit"]`)),
-			chromedp.WaitVisible(chromedp.CSS(`#jobs-box[data-shown="state=dead;kind=;after=0"] #jobs`)))
+			chromedp.WaitVisible(chromedp.CSS(`#jobs-box[data-shown="state=dead;kind=;order=desc;after=0"] #jobs`)))
 		require.Equal(t, len(deadIDs), b.count(t, "#jobs tbody tr[data-job]"))
 		require.Equal(t, 2, b.count(t, ".uplot"), "throughput and latency charts")
 		b.noConsoleErrors(t, "queue")
@@ -393,6 +411,58 @@ func TestBrowser(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, st.Paused)
 		b.noConsoleErrors(t, "queue after requeue, pause and resume")
+	})
+
+	t.Run("queue job order", func(t *testing.T) {
+		// Every job of the queue, newest first, as the API lists them.
+		var want []int64
+		for after := int64(0); ; {
+			page, err := tb.client.ListJobs(tb.ctx, "backlog", &pgmsg.ListJobsOpts{Order: pgmsg.JobOrderDesc, AfterID: after, Limit: 1000})
+			require.NoError(t, err)
+			if len(page) == 0 {
+				break
+			}
+			for _, j := range page {
+				want = append(want, j.ID)
+			}
+			after = page[len(page)-1].ID
+		}
+		require.Len(t, want, backlogJobs)
+		for i := 1; i < len(want); i++ {
+			require.Greater(t, want[i-1], want[i], "ListJobs newest first")
+		}
+		shown := func() []int64 {
+			return eval[[]int64](t, b, `[...document.querySelectorAll("#jobs tbody tr[data-job]")].map((r) => Number(r.dataset.job))`)
+		}
+		waitPage := func(order string, after int64) {
+			b.run(t, waitVisible(fmt.Sprintf(`#jobs-box[data-shown="state=;kind=;order=%s;after=%d"] #jobs`, order, after)))
+		}
+		// The page opens on the newest jobs, without pressing anything.
+		b.open(t, base, "#/queues/backlog")
+		waitPage("desc", 0)
+		require.Equal(t, want[:50], shown(), "first page: the 50 newest jobs, newest first")
+		// Next pages go back in time; the last is short and ends the list.
+		b.run(t, chromedp.Click(chromedp.ID("jobs-next")))
+		waitPage("desc", want[49])
+		require.Equal(t, want[50:100], shown())
+		b.run(t, chromedp.Click(chromedp.ID("jobs-next")))
+		waitPage("desc", want[99])
+		require.Equal(t, want[100:], shown())
+		require.True(t, eval[bool](t, b, `document.getElementById("jobs-next").disabled`), "no page after the oldest jobs")
+		// Previous comes back to the page before.
+		b.run(t, chromedp.Click(chromedp.ID("jobs-prev")))
+		waitPage("desc", want[49])
+		require.Equal(t, want[50:100], shown())
+		// Oldest first on request, from the start again.
+		b.run(t, chromedp.SetValue(chromedp.CSS(`#job-filter select[name="order"]`), "asc"),
+			chromedp.Click(chromedp.CSS(`#job-filter button[type="submit"]`)))
+		waitPage("asc", 0)
+		oldest := make([]int64, 50)
+		for i := range oldest {
+			oldest[i] = want[len(want)-1-i]
+		}
+		require.Equal(t, oldest, shown(), "oldest first")
+		b.noConsoleErrors(t, "queue job order")
 	})
 
 	t.Run("job", func(t *testing.T) {

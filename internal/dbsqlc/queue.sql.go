@@ -599,18 +599,20 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
        progress::jsonb, result::jsonb, tags::text[], metadata::jsonb -- the shape of JobGet
 FROM pgmsg.job_list($1::text, $2::text, $3::text, $4::timestamptz,
-                    $5::timestamptz, $6::integer, $7::bigint, $8::text)
+                    $5::timestamptz, $6::integer, $7::bigint, $8::text,
+                    $9::text)
 `
 
 type JobListParams struct {
-	Queue   string
-	State   pgtype.Text
-	Kind    pgtype.Text
-	Since   pgtype.Timestamptz
-	Until   pgtype.Timestamptz
-	MaxJobs int32
-	AfterID int64
-	Tag     pgtype.Text
+	Queue     string
+	State     pgtype.Text
+	Kind      pgtype.Text
+	Since     pgtype.Timestamptz
+	Until     pgtype.Timestamptz
+	MaxJobs   int32
+	AfterID   int64
+	Tag       pgtype.Text
+	SortOrder string
 }
 
 type JobListRow struct {
@@ -648,6 +650,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*J
 		arg.MaxJobs,
 		arg.AfterID,
 		arg.Tag,
+		arg.SortOrder,
 	)
 	if err != nil {
 		return nil, err

@@ -731,6 +731,17 @@ CREATE TABLE "pgmsg".token_scram (
         AND octet_length(server_key) = octet_length(stored_key))
 );
 
+-- pgmsg 018: a queue's jobs by id, in either direction.
+--
+-- job_list() reads each table of a queue in id order from its cursor,
+-- oldest first or newest first (the dashboard's default). Through the
+-- primary key alone it walked past every other queue's jobs to reach this
+-- queue's (a small queue behind a large backlog read the whole backlog);
+-- these indexes start at the queue and the cursor in both directions:
+--   Limit -> Index Scan [Backward] using job_queue_id (queue_id = $1 AND id < $2)
+CREATE INDEX job_queue_id ON "pgmsg".job (queue_id, id);
+CREATE INDEX job_archive_queue_id ON "pgmsg".job_archive (queue_id, id);
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -4797,13 +4808,17 @@ BEGIN
     END IF;
 END $function$;
 
--- job_list pages through a queue's jobs, live and archived, by id (after
--- p_after_id), filtered by state, kind, tag and enqueue time [p_since,
--- p_until) (each NULL: any), at most p_limit (0..1000, PM004 otherwise) in id
--- order, with job_get's columns. Each table is read in primary-key order
--- from p_after_id on, stopping at the limit, or through job_dead for dead
--- jobs; the filters are checked on the rows read.
-CREATE OR REPLACE FUNCTION "pgmsg".job_list(p_queue text, p_state text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_since timestamp with time zone DEFAULT NULL::timestamp with time zone, p_until timestamp with time zone DEFAULT NULL::timestamp with time zone, p_limit integer DEFAULT 100, p_after_id bigint DEFAULT 0, p_tag text DEFAULT NULL::text)
+-- job_list pages through a queue's jobs, live and archived, by id, oldest
+-- first (p_order 'asc', the default) or newest first ('desc'; anything else
+-- is PM004), filtered by state, kind, tag and enqueue time [p_since,
+-- p_until) (each NULL: any), at most p_limit (0..1000, PM004 otherwise),
+-- with job_get's columns. p_after_id is the cursor, in the listing's order:
+-- the last id of the previous page (0 or NULL: from the start); ascending,
+-- only larger ids follow it, descending only smaller ones. Each table is
+-- read through its (queue_id, id) index (job_queue_id, job_archive_queue_id)
+-- from the cursor on, in either direction, stopping at the limit; the
+-- filters are checked on the rows read.
+CREATE OR REPLACE FUNCTION "pgmsg".job_list(p_queue text, p_state text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_since timestamp with time zone DEFAULT NULL::timestamp with time zone, p_until timestamp with time zone DEFAULT NULL::timestamp with time zone, p_limit integer DEFAULT 100, p_after_id bigint DEFAULT 0, p_tag text DEFAULT NULL::text, p_order text DEFAULT 'asc'::text)
  RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval, progress jsonb, result jsonb, tags text[], metadata jsonb)
  LANGUAGE plpgsql
  STABLE
@@ -4823,32 +4838,68 @@ BEGIN
     IF p_limit IS NULL OR p_limit < 0 OR p_limit > 1000 THEN
         PERFORM "pgmsg"._raise('PM004', format('limit must be between 0 and 1000, got %s', coalesce(p_limit::text, 'NULL')));
     END IF;
-    RETURN QUERY
-    SELECT x.* FROM (
-        (SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = j.id),
-                j.priority::integer, j.attempt, j.max_attempts, j.lease_token, j.lease_expires_at, j.run_at, j.enqueued_at,
-                j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors, coalesce(j.timeout, q.job_timeout),
-                j.progress, NULL::jsonb, j.tags, j.metadata
-           FROM "pgmsg".job j
-          WHERE live AND j.queue_id = q.queue_id AND j.id > after AND (p_state IS NULL OR j.state = p_state)
-            AND (p_kind IS NULL OR j.kind = p_kind) AND (p_tag IS NULL OR j.tags @> ARRAY[p_tag])
-            AND (p_since IS NULL OR j.enqueued_at >= p_since) AND (p_until IS NULL OR j.enqueued_at < p_until)
-          ORDER BY j.id
-          LIMIT p_limit)
-        UNION ALL
-        (SELECT a.id, q.name, a.status, a.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = a.id),
-                a.priority::integer, a.attempt, a.max_attempts, NULL::bigint, NULL::timestamptz, NULL::timestamptz,
-                a.enqueued_at, a.attempted_at, a.finished_at, NULL::text, a.unique_key, a.errors, NULL::interval,
-                a.progress, a.result, a.tags, a.metadata
-           FROM "pgmsg".job_archive a
-          WHERE done AND a.queue_id = q.queue_id AND a.id > after AND (p_state IS NULL OR a.status = p_state)
-            AND (p_kind IS NULL OR a.kind = p_kind) AND (p_tag IS NULL OR a.tags @> ARRAY[p_tag])
-            AND (p_since IS NULL OR a.enqueued_at >= p_since) AND (p_until IS NULL OR a.enqueued_at < p_until)
-          ORDER BY a.id
-          LIMIT p_limit)
-    ) x
-    ORDER BY x.id
-    LIMIT p_limit;
+    IF p_order IS NULL OR p_order NOT IN ('asc', 'desc') THEN
+        PERFORM "pgmsg"._raise('PM004', format('order must be asc or desc, got %s', coalesce(quote_literal(p_order), 'NULL')));
+    END IF;
+    IF p_order = 'asc' THEN
+        RETURN QUERY
+        SELECT x.* FROM (
+            (SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = j.id),
+                    j.priority::integer, j.attempt, j.max_attempts, j.lease_token, j.lease_expires_at, j.run_at, j.enqueued_at,
+                    j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors, coalesce(j.timeout, q.job_timeout),
+                    j.progress, NULL::jsonb, j.tags, j.metadata
+               FROM "pgmsg".job j
+              WHERE live AND j.queue_id = q.queue_id AND j.id > after AND (p_state IS NULL OR j.state = p_state)
+                AND (p_kind IS NULL OR j.kind = p_kind) AND (p_tag IS NULL OR j.tags @> ARRAY[p_tag])
+                AND (p_since IS NULL OR j.enqueued_at >= p_since) AND (p_until IS NULL OR j.enqueued_at < p_until)
+              ORDER BY j.queue_id, j.id
+              LIMIT p_limit)
+            UNION ALL
+            (SELECT a.id, q.name, a.status, a.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = a.id),
+                    a.priority::integer, a.attempt, a.max_attempts, NULL::bigint, NULL::timestamptz, NULL::timestamptz,
+                    a.enqueued_at, a.attempted_at, a.finished_at, NULL::text, a.unique_key, a.errors, NULL::interval,
+                    a.progress, a.result, a.tags, a.metadata
+               FROM "pgmsg".job_archive a
+              WHERE done AND a.queue_id = q.queue_id AND a.id > after AND (p_state IS NULL OR a.status = p_state)
+                AND (p_kind IS NULL OR a.kind = p_kind) AND (p_tag IS NULL OR a.tags @> ARRAY[p_tag])
+                AND (p_since IS NULL OR a.enqueued_at >= p_since) AND (p_until IS NULL OR a.enqueued_at < p_until)
+              ORDER BY a.queue_id, a.id
+              LIMIT p_limit)
+        ) x
+        ORDER BY x.id
+        LIMIT p_limit;
+    ELSE
+        -- Newest first: the cursor bounds from above (none when 0).
+        IF after <= 0 THEN
+            after := 9223372036854775807;
+        END IF;
+        RETURN QUERY
+        SELECT x.* FROM (
+            (SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = j.id),
+                    j.priority::integer, j.attempt, j.max_attempts, j.lease_token, j.lease_expires_at, j.run_at, j.enqueued_at,
+                    j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors, coalesce(j.timeout, q.job_timeout),
+                    j.progress, NULL::jsonb, j.tags, j.metadata
+               FROM "pgmsg".job j
+              WHERE live AND j.queue_id = q.queue_id AND j.id < after AND (p_state IS NULL OR j.state = p_state)
+                AND (p_kind IS NULL OR j.kind = p_kind) AND (p_tag IS NULL OR j.tags @> ARRAY[p_tag])
+                AND (p_since IS NULL OR j.enqueued_at >= p_since) AND (p_until IS NULL OR j.enqueued_at < p_until)
+              ORDER BY j.queue_id DESC, j.id DESC
+              LIMIT p_limit)
+            UNION ALL
+            (SELECT a.id, q.name, a.status, a.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = a.id),
+                    a.priority::integer, a.attempt, a.max_attempts, NULL::bigint, NULL::timestamptz, NULL::timestamptz,
+                    a.enqueued_at, a.attempted_at, a.finished_at, NULL::text, a.unique_key, a.errors, NULL::interval,
+                    a.progress, a.result, a.tags, a.metadata
+               FROM "pgmsg".job_archive a
+              WHERE done AND a.queue_id = q.queue_id AND a.id < after AND (p_state IS NULL OR a.status = p_state)
+                AND (p_kind IS NULL OR a.kind = p_kind) AND (p_tag IS NULL OR a.tags @> ARRAY[p_tag])
+                AND (p_since IS NULL OR a.enqueued_at >= p_since) AND (p_until IS NULL OR a.enqueued_at < p_until)
+              ORDER BY a.queue_id DESC, a.id DESC
+              LIMIT p_limit)
+        ) x
+        ORDER BY x.id DESC
+        LIMIT p_limit;
+    END IF;
 END $function$;
 
 -- ---------------------------------------------------------------------------

@@ -421,7 +421,8 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "jobs": wire.EncodeJobs(jobs, enc)})
 }
 
-// listJobs pages through a queue's jobs, live and archived, by id.
+// listJobs pages through a queue's jobs, live and archived, by id: oldest
+// first, or newest first with order=desc (after_id then pages downwards).
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	queue := r.PathValue("queue")
 	if err := validNames("queue", queue); err != nil {
@@ -442,8 +443,12 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if after < 0 {
 		return newAPIError(errInvalidParameter, "after_id must not be negative, got %d", after)
 	}
+	order := pgmsg.JobOrder(q.Get("order"))
+	if order != "" && order != pgmsg.JobOrderAsc && order != pgmsg.JobOrderDesc {
+		return newAPIError(errInvalidParameter, "order must be asc or desc, got %q", order)
+	}
 	opts := &pgmsg.ListJobsOpts{State: pgmsg.JobState(q.Get("state")), Kind: q.Get("kind"), Tag: q.Get("tag"), Limit: limit,
-		AfterID: int64(after)}
+		AfterID: int64(after), Order: order}
 	for _, f := range []struct {
 		name string
 		to   *time.Time

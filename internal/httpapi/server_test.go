@@ -571,8 +571,18 @@ func TestListJobsHTTP(t *testing.T) {
 	require.Empty(t, list("?until=2000-01-01T00:00:00Z"))
 	require.Len(t, list("?since=2000-01-01T00:00:00%2B02:00"), 3)
 	require.Empty(t, list("?state=completed"))
+	// Newest first, paged downwards by after_id; order=asc is the default.
+	desc := list("?order=desc")
+	require.Equal(t, []int64{all[2].ID, all[1].ID, all[0].ID}, []int64{desc[0].ID, desc[1].ID, desc[2].ID})
+	require.Len(t, desc, 3)
+	page = list(fmt.Sprintf("?order=desc&limit=1&after_id=%d", all[2].ID))
+	require.Len(t, page, 1)
+	require.Equal(t, all[1].ID, page[0].ID)
+	require.Equal(t, all, list("?order=asc"))
 
 	for query, code := range map[string]string{
+		"?order=newest":                      "invalid_parameter",
+		"?order=DESC":                        "invalid_parameter",
 		"?state=finished":                    "invalid_argument",
 		"?since=yesterday":                   "invalid_parameter",
 		"?until=0001-01-01T00:00:00%2B01:00": "invalid_argument",

@@ -195,12 +195,15 @@ type ListOpts struct {
 	Since, Until time.Time
 	// Limit caps the jobs returned, 1..1000; 0: 100.
 	Limit int
-	// AfterID pages: only jobs with a larger id.
+	// AfterID pages in the list's order: ids above it oldest first,
+	// below it newest first (0: from the start).
 	AfterID int64
+	// Order: "" or asc oldest first, desc newest first.
+	Order pgmsgtype.JobOrder
 }
 
-// ListJobs returns jobs of queue, live and archived, in id order,
-// filtered by o.
+// ListJobs returns jobs of queue, live and archived, by id (newest first
+// when o.Order is desc), filtered by o.
 func (q *Queues) ListJobs(ctx context.Context, queue string, o ListOpts) ([]*pgmsgtype.Job, error) {
 	if o.Limit == 0 {
 		o.Limit = 100
@@ -211,6 +214,9 @@ func (q *Queues) ListJobs(ctx context.Context, queue string, o ListOpts) ([]*pgm
 	// negative after id as 0, so that check is Go's alone.
 	if o.Limit < 0 || o.Limit > 1000 {
 		return nil, errs.New(errs.InvalidArgument, "limit must be between 1 and 1000, got %d", o.Limit)
+	}
+	if o.Order != "" && o.Order != pgmsgtype.JobOrderAsc && o.Order != pgmsgtype.JobOrderDesc {
+		return nil, errs.New(errs.InvalidArgument, "order must be asc or desc, got %q", o.Order)
 	}
 	if o.AfterID < 0 {
 		return nil, errs.New(errs.InvalidArgument, "after id must not be negative, got %d", o.AfterID)
@@ -232,7 +238,7 @@ func (q *Queues) ListJobs(ctx context.Context, queue string, o ListOpts) ([]*pgm
 		}
 	}
 	return q.store.JobList(ctx, q.pool, store.JobListParams{Queue: queue, State: string(o.State), Kind: o.Kind,
-		Tag: o.Tag, Since: o.Since, Until: o.Until, Limit: o.Limit, AfterID: o.AfterID})
+		Tag: o.Tag, Since: o.Since, Until: o.Until, Limit: o.Limit, AfterID: o.AfterID, Desc: o.Order == pgmsgtype.JobOrderDesc})
 }
 
 // DeadOpts filter the dead-job calls (pgmsg.DeadJobsOpts, defaults not

@@ -58,20 +58,23 @@ func (s *Store) JobGet(ctx context.Context, exec DBTX, id int64) (*Job, error) {
 }
 
 // JobListParams filter JobList: "" State, Kind and Tag and zero Since and
-// Until are none; Limit is required.
+// Until are none; Limit is required. Desc lists newest first, AfterID
+// then bounding from above (0: from the newest).
 type JobListParams struct {
 	Queue            string
 	State, Kind, Tag string
 	Since, Until     time.Time
 	Limit            int
 	AfterID          int64
+	Desc             bool
 }
 
-// JobList returns jobs of a queue, live and archived, in id order
-// (errs.UnknownQueue).
+// JobList returns jobs of a queue, live and archived, in id order, or in
+// reverse id order when p.Desc (errs.UnknownQueue).
 func (s *Store) JobList(ctx context.Context, exec DBTX, p JobListParams) ([]*Job, error) {
 	rows, err := s.q.JobList(ctx, s.DB(exec), dbsqlc.JobListParams{Queue: p.Queue, State: optText(p.State), Kind: optText(p.Kind),
-		Tag: optText(p.Tag), MaxJobs: int32(p.Limit), AfterID: p.AfterID, Since: optTime(p.Since), Until: optTime(p.Until)})
+		Tag: optText(p.Tag), MaxJobs: int32(p.Limit), AfterID: p.AfterID, Since: optTime(p.Since), Until: optTime(p.Until),
+		SortOrder: sortOrder(p.Desc)})
 	if err != nil {
 		return nil, errs.Map(err)
 	}
@@ -245,4 +248,12 @@ func (s *Store) JobTraces(ctx context.Context, exec DBTX, ids []int64, fn func(i
 		fn(id, parent, st)
 	}
 	return errs.Map(rows.Err())
+}
+
+// sortOrder is job_list()'s p_order.
+func sortOrder(desc bool) string {
+	if desc {
+		return "desc"
+	}
+	return "asc"
 }

@@ -404,24 +404,27 @@ async function queuePage(main, queue) {
   const filter = h("form", { class: "inline", id: "job-filter" },
     h("label", {}, "State", h("select", { name: "state" }, h("option", { value: "" }, "any"), STATES.map((s) => h("option", { value: s }, s)))),
     h("label", {}, "Kind", h("input", { name: "kind", placeholder: "any" })),
+    h("label", {}, "Order", h("select", { name: "order" }, h("option", { value: "desc" }, "newest first"), h("option", { value: "asc" }, "oldest first"))),
     h("button", { type: "submit" }, "Show jobs"));
-  let cursors = [0]; // after_id of each page shown so far
+  // after_id of each page shown so far, in the list's order (0: the first
+  // page; newest first, each next page holds smaller ids).
+  let cursors = [0];
   const loadJobs = async () => {
     const v = Object.fromEntries(new FormData(filter));
-    let q = `v1/queues/${enc(queue)}/jobs?limit=${PAGE_SIZE}&after_id=${cursors[cursors.length - 1]}`;
+    let q = `v1/queues/${enc(queue)}/jobs?limit=${PAGE_SIZE}&order=${enc(v.order)}&after_id=${cursors[cursors.length - 1]}`;
     if (v.state) q += "&state=" + enc(v.state);
     if (v.kind.trim()) q += "&kind=" + enc(v.kind.trim());
     try {
       const res = await api(q);
-      jobsEl.dataset.shown = `state=${v.state};kind=${v.kind.trim()};after=${cursors[cursors.length - 1]}`;
+      jobsEl.dataset.shown = `state=${v.state};kind=${v.kind.trim()};order=${v.order};after=${cursors[cursors.length - 1]}`;
       jobsEl.replaceChildren(table([{ label: "ID", num: true }, { label: "Kind" }, { label: "State" }, { label: "Attempt", num: true },
         { label: "Enqueued", cls: "hide-narrow" }, { label: "Last error", cls: "wrap hide-narrow" }],
       res.jobs.map((j) => ({ dataset: { job: j.id }, cells: [h("a", { href: "#/jobs/" + j.id }, j.id), j.kind || "—",
         h("span", { class: "badge " + j.state }, j.state), `${j.attempt}/${j.max_attempts}`, when(j.enqueued_at),
         j.errors && j.errors.length ? j.errors[j.errors.length - 1].error : ""] })), { id: "jobs", empty: "No jobs match." }),
       h("div", { class: "pager" },
-        h("button", { type: "button", disabled: cursors.length === 1, onclick: () => { cursors.pop(); loadJobs(); } }, "Previous"),
-        h("button", { type: "button", disabled: res.jobs.length < PAGE_SIZE, onclick: () => { cursors.push(res.jobs[res.jobs.length - 1].id); loadJobs(); } }, "Next")));
+        h("button", { type: "button", id: "jobs-prev", disabled: cursors.length === 1, onclick: () => { cursors.pop(); loadJobs(); } }, "Previous"),
+        h("button", { type: "button", id: "jobs-next", disabled: res.jobs.length < PAGE_SIZE, onclick: () => { cursors.push(res.jobs[res.jobs.length - 1].id); loadJobs(); } }, "Next")));
     } catch (e) {
       jobsEl.replaceChildren(h("p", { class: "error", role: "alert" }, e.message));
     }

@@ -156,7 +156,8 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
        progress::jsonb, result::jsonb, tags::text[], metadata::jsonb -- the shape of JobGet
 FROM pgmsg.job_list(@queue::text, sqlc.narg(state)::text, sqlc.narg(kind)::text, sqlc.narg(since)::timestamptz,
-                    sqlc.narg(until)::timestamptz, @max_jobs::integer, @after_id::bigint, sqlc.narg(tag)::text);
+                    sqlc.narg(until)::timestamptz, @max_jobs::integer, @after_id::bigint, sqlc.narg(tag)::text,
+                    @sort_order::text);
 
 -- name: DeadList :many
 SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,

@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS {{schema}}.job_archive_queue_id;
+DROP INDEX IF EXISTS {{schema}}.job_queue_id;
