@@ -124,7 +124,7 @@ func (c *Client) EnqueueMany(ctx context.Context, queue string, params []Enqueue
 // ErrQueueFull: waiting inside the caller's transaction would hold its
 // locks, so it is the caller's to retry (IsRetryable reports true).
 // Idle workers of the queue are woken when the transaction commits.
-func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, params []EnqueueParams, opts *EnqueueOpts) ([]*EnqueueResult, error) {
+func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, params []EnqueueParams, opts *EnqueueOpts) (res []*EnqueueResult, err error) {
 	// Stays in Go although enqueue_many() checks it too: the per-job
 	// checks (queue.Queues.Enqueue) run before the round trip, and a bad
 	// name must be ErrInvalidName whatever else is wrong. Both checks come

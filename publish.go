@@ -26,8 +26,8 @@ type PublishOpts struct {
 // to at the moment. Calls to one partition that wait for another call of
 // the client to it are sent together, in one statement, when it ends
 // (each call still all or none, its records contiguous).
-func (c *Client) Publish(ctx context.Context, records []*Record, opts *PublishOpts) error {
-	_, err := c.publisher.Publish(ctx, records, opts != nil && opts.ManualPartition, logpublish.Idempotence{})
+func (c *Client) Publish(ctx context.Context, records []*Record, opts *PublishOpts) (err error) {
+	_, err = c.publisher.Publish(ctx, records, opts != nil && opts.ManualPartition, logpublish.Idempotence{})
 	return err
 }
 
@@ -56,6 +56,6 @@ func (c *Client) PublishIdempotent(ctx context.Context, producerID string, seque
 // outbox. The records become visible if and only if tx commits. Until then
 // tx holds the row lock of each partition written, so other publishers to
 // those partitions wait: keep such transactions short.
-func (c *Client) PublishTx(ctx context.Context, tx pgx.Tx, records []*Record, opts *PublishOpts) error {
+func (c *Client) PublishTx(ctx context.Context, tx pgx.Tx, records []*Record, opts *PublishOpts) (err error) {
 	return c.publisher.PublishTx(ctx, tx, records, opts != nil && opts.ManualPartition)
 }
