@@ -52,7 +52,7 @@ type Config struct {
 	Logger *slog.Logger
 	// TracerProvider turns on OpenTelemetry tracing: publish and process
 	// spans, and W3C trace context carried in record headers from producer
-	// to consumer (tracing.go). Default nil: no tracing, no header added.
+	// to consumer (internal/telemetry). Default nil: no tracing, no header added.
 	TracerProvider trace.TracerProvider
 	// ReadReplicas are pools on streaming replicas of the database (each
 	// with the same schema, read-only). When set, consumers read claimed
