@@ -212,7 +212,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		reader: logread.New(&logread.Config{
 			Store: st, Primary: pool, Replicas: cfg.ReadReplicas, ReplicaMaxWait: cfg.ReplicaMaxWait,
 			LeaseMax: durationMax, Logger: cfg.Logger, GatherWait: max(cfg.ClaimGatherWait, 0),
-			RecordCacheBytes: max(cfg.RecordCacheBytes, 0), Tracer: tracer, SendableNames: sendableNames,
+			RecordCacheBytes: max(cfg.RecordCacheBytes, 0), Tracer: tracer, SendableNames: sendableClaimNames,
 		}),
 		publisher: logpublish.New(st, pool, logpublish.Config{
 			MetadataMaxAge:      cfg.MetadataMaxAge,

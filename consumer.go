@@ -74,6 +74,13 @@ func (c *Client) claim(ctx context.Context, exec DBTX, topic, group string, opts
 	return c.reader.Claim(ctx, exec, &params)
 }
 
+// sendableClaimNames is sendableNames of a claim's topic and group
+// (logread.Config.SendableNames): a call with two strings, not a slice,
+// so that a claim allocates nothing for it.
+func sendableClaimNames(topic, group string) error {
+	return sendableNames("topic", topic, "group", group)
+}
+
 // claimParams are the claim opts describe of topic for group, with
 // ClaimOpts' defaults applied: their one home, for Client.Claim and
 // ClaimTx and for every claim of a Consumer (logconsumer.DB.Params).

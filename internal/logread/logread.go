@@ -63,12 +63,11 @@ type Config struct {
 	// Tracer opens the spans of claims, commits and releases (nil:
 	// tracing off).
 	Tracer *telemetry.Tracer
-	// SendableNames refuses, before a claim, names PostgreSQL cannot
-	// receive as text (the root's sendableNames; its arguments alternate
-	// kinds and names). Every other bad name is claim_range()'s to refuse
+	// SendableNames refuses, before a claim, a topic or group name
+	// PostgreSQL cannot receive as text (the root's sendableNames). Every other bad name is claim_range()'s to refuse
 	// (PM003): the direct statements find no row for one and leave it to
 	// claim_range().
-	SendableNames func(kindNames ...string) error
+	SendableNames func(topic, group string) error
 }
 
 // Reader makes claims and reads their records. Safe for concurrent use.
@@ -78,7 +77,7 @@ type Reader struct {
 	leaseMax time.Duration
 	logger   *slog.Logger
 	tracer   *telemetry.Tracer
-	sendable func(kindNames ...string) error
+	sendable func(topic, group string) error
 
 	// segments: the segment table that held each partition's last direct
 	// claim (partitionKey -> relname), which the next claim reads its
@@ -138,7 +137,7 @@ func (r *Reader) Claim(ctx context.Context, exec store.DBTX, params *store.Claim
 		defer func() { r.tracer.Claim(ctx, start, params.Topic, params.Group, commit, cl, err) }()
 	}
 	if r.sendable != nil {
-		if err := r.sendable("topic", params.Topic, "group", params.Group); err != nil {
+		if err := r.sendable(params.Topic, params.Group); err != nil {
 			return nil, err
 		}
 	}
