@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/pgmsg/pgmsg/internal/queue"
 )
 
 // Bounds of client-supplied values, checked in Go before a round trip and
@@ -12,10 +14,10 @@ import (
 // other languages are held to them too.
 const (
 	// JobKindMaxBytes is the longest job kind, in bytes.
-	JobKindMaxBytes = 200
+	JobKindMaxBytes = queue.KindMaxBytes
 	// JobUniqueKeyMaxBytes is the longest job unique key, in bytes (the key
 	// is held in an index row, which PostgreSQL limits to about 2,700 bytes).
-	JobUniqueKeyMaxBytes = 1000
+	JobUniqueKeyMaxBytes = queue.UniqueKeyMaxBytes
 )
 
 // durationMax is the longest lease, session timeout, retry backoff or wait

@@ -17,6 +17,7 @@ import (
 	"github.com/pgmsg/pgmsg/internal/queue"
 	"github.com/pgmsg/pgmsg/internal/schemaname"
 	"github.com/pgmsg/pgmsg/internal/store"
+	"github.com/pgmsg/pgmsg/internal/telemetry"
 )
 
 // Defaults for Config fields left zero.
@@ -51,7 +52,7 @@ type Config struct {
 	Logger *slog.Logger
 	// TracerProvider turns on OpenTelemetry tracing: publish and process
 	// spans, and W3C trace context carried in record headers from producer
-	// to consumer (tracing.go). Default nil: no tracing, no header added.
+	// to consumer (internal/telemetry). Default nil: no tracing, no header added.
 	TracerProvider trace.TracerProvider
 	// ReadReplicas are pools on streaming replicas of the database (each
 	// with the same schema, read-only). When set, consumers read claimed
@@ -165,6 +166,10 @@ type Client struct {
 	// reader makes claims and reads their records (internal/logread),
 	// with the segment cache of the direct claims and the read replicas.
 	reader *logread.Reader
+
+	// tracer is handed to every engine, which opens its own spans
+	// (internal/telemetry; nil when Config.TracerProvider is not set).
+	tracer *telemetry.Tracer
 }
 
 // topicMeta is what the root's callers of Client.topicMeta read of a
@@ -197,15 +202,17 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		return nil, err
 	}
 	st := store.New(cfg.Schema)
+	tracer := telemetry.New(cfg.TracerProvider)
 	return &Client{
 		pool:   pool,
 		config: cfg,
 		store:  st,
-		queues: newQueues(st, pool, cfg),
+		tracer: tracer,
+		queues: newQueues(st, pool, cfg, tracer),
 		reader: logread.New(&logread.Config{
 			Store: st, Primary: pool, Replicas: cfg.ReadReplicas, ReplicaMaxWait: cfg.ReplicaMaxWait,
 			LeaseMax: durationMax, Logger: cfg.Logger, GatherWait: max(cfg.ClaimGatherWait, 0),
-			RecordCacheBytes: max(cfg.RecordCacheBytes, 0),
+			RecordCacheBytes: max(cfg.RecordCacheBytes, 0), Tracer: tracer, SendableNames: sendableClaimNames,
 		}),
 		publisher: logpublish.New(st, pool, logpublish.Config{
 			MetadataMaxAge:      cfg.MetadataMaxAge,
@@ -214,6 +221,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 			Logger:              cfg.Logger,
 			BackpressureTimeout: BackpressureTimeoutDefault,
 			CheckTime:           checkTime,
+			Tracer:              tracer,
 		}),
 	}, nil
 }

@@ -69,28 +69,29 @@ func (c *Client) ClaimTx(ctx context.Context, exec DBTX, topic, group string, op
 }
 
 func (c *Client) claim(ctx context.Context, exec DBTX, topic, group string, opts *ClaimOpts, async bool) (*Claim, error) {
-	return c.claimCommit(ctx, exec, topic, group, opts, async, nil)
+	params := c.claimParams(topic, group, opts)
+	params.Async = async
+	return c.reader.Claim(ctx, exec, &params)
 }
 
-// claimCommit claims, first committing commit (a claim of the same topic
-// and group, or nil) in the same statement: one transaction and one WAL
-// flush per claim cycle. A commit that fails because the claim was lost
-// (ErrClaimExpired, ErrClaimNotHeld) rolls the call back; the claim is then
-// made again without it, as Consumer.Run ignores lost claims anyway
-// (internal/logread's Reader.Claim, which also reads the records and moves
-// past ranges compaction emptied).
-func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string, opts *ClaimOpts, async bool, commit *Claim) (cl *Claim, err error) {
-	if c.tracer() != nil {
-		start := time.Now()
-		defer func() { c.traceClaim(ctx, start, topic, group, commit, cl, err) }()
-	}
-	// Names are claim_range()'s to refuse (PM003: an unknown topic's name
-	// through _topic(), an unknown group's through group_create()); the
-	// direct statements find no row for a bad name and leave it to
-	// claim_range(). Go refuses only what cannot be sent.
-	if err := sendableNames("topic", topic, "group", group); err != nil {
-		return nil, err
-	}
+// sendableClaimNames is sendableNames of a claim's topic and group
+// (logread.Config.SendableNames): a call with two strings, not a slice,
+// so that a claim allocates nothing for it.
+func sendableClaimNames(topic, group string) error {
+	return sendableNames("topic", topic, "group", group)
+}
+
+// claimParams are the claim opts describe of topic for group, with
+// ClaimOpts' defaults applied: their one home, for Client.Claim and
+// ClaimTx and for every claim of a Consumer (logconsumer.DB.Params).
+// Names are claim_range()'s to refuse (PM003: an unknown topic's name
+// through _topic(), an unknown group's through group_create()); Go refuses
+// only what cannot be sent (logread.Reader.Claim runs sendableNames).
+// claim_range() refuses max records under 1, a lease that is not positive
+// (one under 1µs is sent as 0) and negative max bytes (PM004, after a bad
+// name's PM003); the direct statements leave those cases to it
+// (internal/logread).
+func (c *Client) claimParams(topic, group string, opts *ClaimOpts) store.ClaimParams {
 	o := ClaimOpts{}
 	if opts != nil {
 		o = *opts
@@ -104,19 +105,11 @@ func (c *Client) claimCommit(ctx context.Context, exec DBTX, topic, group string
 	if o.Start == "" {
 		o.Start = PositionEarliest
 	}
-	// claim_range() refuses max records under 1, a lease that is not
-	// positive (one under 1µs is sent as 0) and negative max bytes (PM004,
-	// after a bad name's PM003); the direct statements leave those cases
-	// to it (internal/logread).
-	params := store.ClaimParams{
+	return store.ClaimParams{
 		Topic: topic, Group: group, Partition: o.Partition, Member: o.Member,
 		MaxRecords: limit32(o.MaxRecords), MaxBytes: o.MaxBytes, Lease: o.Lease,
-		Start: o.Start, RequireOwner: o.RequireOwner, Async: async,
+		Start: o.Start, RequireOwner: o.RequireOwner,
 	}
-	if commit != nil {
-		params.Commit, params.CommitPartition, params.CommitEpoch = true, commit.Partition, commit.Epoch
-	}
-	return c.reader.Claim(ctx, exec, &params)
 }
 
 // Commit advances the group's cursor past the claim and ends it. It fails
@@ -129,29 +122,20 @@ func (c *Client) Commit(ctx context.Context, cl *Claim) error {
 // CommitTx is Commit on exec: commit the cursor in the same transaction as
 // the handler's own writes for exactly-once effects inside PostgreSQL.
 func (c *Client) CommitTx(ctx context.Context, exec DBTX, cl *Claim) error {
-	end := c.startSettleSpan(ctx, "commit", cl)
-	err := c.reader.Commit(ctx, exec, cl, nil)
-	end(err)
-	return err
+	return c.reader.Commit(ctx, exec, cl, nil)
 }
 
 // CommitOffset commits part of a claim: the cursor moves to next (which
 // must lie within the claim, or just past it) and the claim ends; records
 // from next on are delivered again.
 func (c *Client) CommitOffset(ctx context.Context, cl *Claim, next int64) error {
-	end := c.startSettleSpan(ctx, "commit", cl)
-	err := c.reader.Commit(ctx, c.pool, cl, &next)
-	end(err)
-	return err
+	return c.reader.Commit(ctx, c.pool, cl, &next)
 }
 
 // Release ends a claim without committing: its records are delivered again
 // at once rather than when the lease runs out.
 func (c *Client) Release(ctx context.Context, cl *Claim) error {
-	end := c.startSettleSpan(ctx, "release", cl)
-	err := c.reader.Release(ctx, c.pool, cl)
-	end(err)
-	return err
+	return c.reader.Release(ctx, c.pool, cl)
 }
 
 // Extend keeps a claim for lease more from now (database clock), for long
@@ -269,11 +253,11 @@ type ConsumerOpts struct {
 // reads those partitions only and takes no part in balancing.
 type Consumer struct {
 	// e is the engine (internal/logconsumer): the claim loop, the
-	// membership, redelivery and dead letters; it reads through log.
-	// Both are embedded, not pointed to: a Consumer is one allocation,
-	// as it was before the engine moved.
+	// membership, redelivery and dead letters; it reads through log, the
+	// client's engines bound to the group. Both are embedded, not pointed
+	// to: a Consumer is one allocation, as it was before the engine moved.
 	e        logconsumer.Consumer
-	log      consumerLog
+	log      logconsumer.DB
 	memberID string
 }
 
@@ -343,21 +327,16 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 		}
 	}
 	topics = append([]string(nil), topics...)
-	start := o.Claim.Start
-	if start == "" {
-		start = PositionEarliest
-	}
-	lease := o.Claim.Lease
-	if lease == 0 {
-		lease = c.config.ClaimLease
-	}
-	maxRecords := o.Claim.MaxRecords
-	if maxRecords == 0 {
-		maxRecords = ClaimMaxRecordsDefault
-	}
+	// The claim options' defaults (claimParams) give the engine its lease,
+	// caps and start; Member names this consumer. Partition and
+	// RequireOwner are set per claim by the engine.
+	claimOpts := o.Claim
+	claimOpts.Member = o.MemberID
+	params := c.claimParams("", group, &claimOpts)
+	start := params.Start
 	cfg := logconsumer.Config{
 		Topics: topics, Group: group, MemberID: o.MemberID, Partitions: o.Partitions, Start: start,
-		Lease: lease, MaxRecords: maxRecords, MaxBytes: o.Claim.MaxBytes, PollInterval: o.PollInterval,
+		Lease: params.Lease, MaxRecords: int(params.MaxRecords), MaxBytes: params.MaxBytes, PollInterval: o.PollInterval,
 		ClaimCooldown: o.ClaimCooldown, ClaimCooldownMinRate: float64(o.ClaimCooldownMinRate), MaxDeliveries: o.MaxDeliveries, RedeliveryBackoff: o.RedeliveryBackoff,
 		RedeliveryBackoffMax: o.RedeliveryBackoffMax, DeadLetterTopic: o.DeadLetterTopic, LeaseMax: durationMax,
 		Wake: c.partitionWakeups(), Logger: c.config.Logger,
@@ -370,8 +349,9 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 			OnAssigned: o.OnAssigned, OnRevoked: o.OnRevoked, OnLost: o.OnLost,
 		}
 	}
-	cn := &Consumer{log: consumerLog{c: c, group: group, opts: o.Claim}, memberID: o.MemberID}
-	cn.log.opts.Member = o.MemberID
+	cn := &Consumer{memberID: o.MemberID, log: logconsumer.DB{
+		Reader: c.reader, Publisher: c.publisher, Store: c.store, Pool: c.pool, Tracer: c.tracer, Params: params,
+	}}
 	cn.e.Init(&cn.log, cfg)
 	return cn, nil
 }
@@ -442,79 +422,4 @@ func (cn *Consumer) ProcessTx(ctx context.Context, handler func(ctx context.Cont
 // delivered again) and is returned.
 func (cn *Consumer) RunTx(ctx context.Context, handler func(ctx context.Context, tx pgx.Tx, cl *Claim) error) error {
 	return cn.e.RunTx(ctx, handler)
-}
-
-// consumerLog is the log a Consumer reads (logconsumer.Log): the Client,
-// bound to the consumer's group and claim options (Member set).
-type consumerLog struct {
-	c     *Client
-	group string
-	opts  ClaimOpts
-}
-
-// Claim makes a claim with the consumer's options; partition and
-// requireOwner override the options' Partition and RequireOwner when
-// given, as the rotation asks. With commit it rides on the claim
-// (claimCommit).
-func (l *consumerLog) Claim(ctx context.Context, topic string, partition int32, requireOwner bool, commit *Claim) (*Claim, error) {
-	opts := l.opts
-	if partition != logconsumer.AnyPartition {
-		p := partition // on the heap only when named
-		opts.Partition = &p
-	}
-	if requireOwner {
-		opts.RequireOwner = true
-	}
-	if commit == nil {
-		return l.c.Claim(ctx, topic, l.group, &opts)
-	}
-	return l.c.claimCommit(ctx, l.c.pool, topic, l.group, &opts, true, commit)
-}
-
-// ClaimTx is Claim on tx with lease.
-func (l *consumerLog) ClaimTx(ctx context.Context, tx pgx.Tx, topic string, partition int32, requireOwner bool, lease time.Duration) (*Claim, error) {
-	opts := l.opts
-	opts.Lease = lease
-	if partition != logconsumer.AnyPartition {
-		p := partition
-		opts.Partition = &p
-	}
-	if requireOwner {
-		opts.RequireOwner = true
-	}
-	return l.c.ClaimTx(ctx, tx, topic, l.group, &opts)
-}
-
-func (l *consumerLog) Commit(ctx context.Context, cl *Claim) error { return l.c.Commit(ctx, cl) }
-
-func (l *consumerLog) CommitTx(ctx context.Context, tx pgx.Tx, cl *Claim) error {
-	return l.c.CommitTx(ctx, tx, cl)
-}
-
-func (l *consumerLog) Release(ctx context.Context, cl *Claim) error { return l.c.Release(ctx, cl) }
-
-func (l *consumerLog) Extend(ctx context.Context, cl *Claim, lease time.Duration) error {
-	return l.c.Extend(ctx, cl, lease)
-}
-
-func (l *consumerLog) CreateGroup(ctx context.Context, topic, start string) error {
-	_, err := l.c.CreateGroup(ctx, topic, l.group, start)
-	return err
-}
-
-func (l *consumerLog) BeginFunc(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, l.c.pool, fn)
-}
-
-func (l *consumerLog) DeadLetterPartitions(ctx context.Context, dlq, topic string) (int, error) {
-	return l.c.ensureDeadLetterTopic(ctx, dlq, topic)
-}
-
-// PublishTx publishes dead letters, each to the partition set aside for it.
-func (l *consumerLog) PublishTx(ctx context.Context, tx pgx.Tx, recs []*Record) error {
-	return l.c.PublishTx(ctx, tx, recs, &PublishOpts{ManualPartition: true})
-}
-
-func (l *consumerLog) StartProcessSpan(ctx context.Context, cl *Claim) (context.Context, func(error)) {
-	return l.c.startProcessSpan(ctx, cl)
 }

@@ -3,10 +3,7 @@ package pgmsg
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmsg/pgmsg/internal/deadletter"
 )
@@ -75,27 +72,6 @@ func (o *ConsumerOpts) checkDeadLetters(topics []string) error {
 		}
 	}
 	return nil
-}
-
-// ensureDeadLetterTopic creates dlq, with topic's partition count and room
-// for its largest record plus the dead-letter headers, unless it exists,
-// and returns its partition count.
-func (c *Client) ensureDeadLetterTopic(ctx context.Context, dlq, topic string) (int, error) {
-	if m, err := c.topicMeta(ctx, c.pool, dlq, false); err == nil {
-		return m.partitions, nil
-	} else if !errors.Is(err, ErrUnknownTopic) {
-		return 0, err
-	}
-	src, err := c.topicMeta(ctx, c.pool, topic, false)
-	if err != nil {
-		return 0, err
-	}
-	cfg := TopicConfig{Partitions: src.partitions, MaxRecordBytes: int(min(int64(src.maxRecordBytes)+deadletter.HeadersRoom, math.MaxInt32))}
-	if _, err := c.CreateTopic(ctx, dlq, cfg); err != nil && !errors.Is(err, ErrTopicExists) {
-		return 0, err
-	}
-	m, err := c.topicMeta(ctx, c.pool, dlq, true)
-	return m.partitions, err
 }
 
 // DeadLetter is a record a consumer group set aside
@@ -169,7 +145,7 @@ func (c *Client) DeadLetters(ctx context.Context, topic, group string, opts *Dea
 	if _, err := c.topicMeta(ctx, c.pool, topic, false); err != nil {
 		return nil, err
 	}
-	ls, err := deadletter.List(ctx, deadLetterAdmin{c}, dlq, topic, group, limit)
+	ls, err := deadletter.List(ctx, c.deadLetterDB(), dlq, topic, group, limit)
 	if err != nil || ls == nil {
 		return nil, err
 	}
@@ -207,54 +183,12 @@ func (c *Client) ReplayDeadLetters(ctx context.Context, topic, group string, opt
 	} else if err != nil {
 		return 0, err
 	}
-	return deadletter.Replay(ctx, deadLetterAdmin{c}, dlq, topic, group, limit)
+	return deadletter.Replay(ctx, c.deadLetterDB(), dlq, topic, group, limit)
 }
 
-// deadLetterAdmin is the Client as listing and replaying dead letters
-// need it (deadletter.Admin): its public reads, a claim of the replay
-// group, and the publish and commit of a replay.
-type deadLetterAdmin struct{ c *Client }
-
-func (a deadLetterAdmin) Partitions(ctx context.Context, dlq string) ([]deadletter.Range, error) {
-	desc, err := a.c.DescribeTopic(ctx, dlq)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]deadletter.Range, len(desc.PartitionInfo))
-	for i, p := range desc.PartitionInfo {
-		out[i] = deadletter.Range{Partition: p.Partition, StartOffset: p.StartOffset, NextOffset: p.NextOffset}
-	}
-	return out, nil
-}
-
-func (a deadLetterAdmin) Positions(ctx context.Context, dlq, group string) (map[int32]int64, error) {
-	gs, err := a.c.ListGroups(ctx, dlq, group)
-	if err != nil {
-		return nil, err
-	}
-	next := map[int32]int64{}
-	for _, g := range gs {
-		next[g.Partition] = g.NextOffset
-	}
-	return next, nil
-}
-
-func (a deadLetterAdmin) Fetch(ctx context.Context, dlq string, partition int32, from int64, max int) ([]*Record, error) {
-	return a.c.Fetch(ctx, dlq, partition, from, max)
-}
-
-func (a deadLetterAdmin) BeginFunc(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, a.c.pool, fn)
-}
-
-func (a deadLetterAdmin) ClaimTx(ctx context.Context, tx pgx.Tx, dlq, group string, max int) (*Claim, error) {
-	return a.c.ClaimTx(ctx, tx, dlq, group, &ClaimOpts{MaxRecords: max, Start: PositionEarliest})
-}
-
-func (a deadLetterAdmin) PublishTx(ctx context.Context, tx pgx.Tx, recs []*Record) error {
-	return a.c.PublishTx(ctx, tx, recs, &PublishOpts{ManualPartition: true})
-}
-
-func (a deadLetterAdmin) CommitTx(ctx context.Context, tx pgx.Tx, cl *Claim) error {
-	return a.c.CommitTx(ctx, tx, cl)
+// deadLetterDB is what listing and replaying dead letters run on: the
+// client's store, pool and engines, with the claim options' defaults.
+func (c *Client) deadLetterDB() *deadletter.DB {
+	return &deadletter.DB{Store: c.store, Pool: c.pool, Reader: c.reader, Publisher: c.publisher,
+		Claim: c.claimParams("", "", nil)}
 }

@@ -48,7 +48,7 @@ type JobError = pgmsgtype.JobError
 const JobDocumentMaxBytes = jobdoc.MaxBytes
 
 // JobClaimMaxDefault is how many jobs ClaimJobs claims by default.
-const JobClaimMaxDefault = 1
+const JobClaimMaxDefault = queue.ClaimMaxDefault
 
 // SetJobProgress records progress (encoded as JSON; nil clears it) for a
 // job the caller holds, visible to GetJob while it runs and kept when it
@@ -62,7 +62,7 @@ func (c *Client) SetJobProgress(ctx context.Context, job *Job, progress any) err
 type EnqueueParams = pgmsgtype.EnqueueParams
 
 // JobTagsMax is the most tags a job may have.
-const JobTagsMax = 20
+const JobTagsMax = queue.TagsMax
 
 // JSONPayload encodes v as JSON for EnqueueParams.Payload.
 func JSONPayload(v any) ([]byte, error) {
@@ -138,15 +138,13 @@ func (c *Client) EnqueueManyTx(ctx context.Context, exec DBTX, queue string, par
 	// Stays in Go although enqueue_many() checks it too: the per-job
 	// checks (queue.Queues.Enqueue) run before the round trip, and a bad
 	// name must be ErrInvalidName whatever else is wrong. Both checks come
-	// before the span, as the per-job ones come after it.
+	// before the engine's span, as the per-job ones come after it.
 	if err := ValidateName("queue", queue); err != nil {
 		return nil, err
 	}
 	if len(params) == 0 {
 		return nil, newError(ErrEmptyBatch, "empty batch: enqueue needs at least one job")
 	}
-	params, endSpan := c.startEnqueueSpan(ctx, queue, params)
-	defer func() { endSpan(err) }()
 	return c.queues.Enqueue(ctx, exec, queue, params, opts == nil || !opts.DisableCreateQueue)
 }
 

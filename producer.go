@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pgmsg/pgmsg/internal/logpublish"
 	"github.com/pgmsg/pgmsg/internal/producer"
 )
 
@@ -79,9 +78,8 @@ type ProducerConfig struct {
 // most one transaction in flight per partition, so records to a partition
 // are committed in the order Produce was called. Safe for concurrent use.
 type Producer struct {
-	client *Client
-	// engine is the batching machinery (internal/producer); it publishes
-	// through client (producerSink).
+	// engine is the batching machinery (internal/producer); it checks
+	// records and publishes them through the client's publish engine.
 	engine *producer.Producer
 }
 
@@ -142,7 +140,8 @@ func (c *Client) NewProducer(cfg *ProducerConfig) (*Producer, error) {
 	if out.Idempotent {
 		ecfg.ProducerID = out.ProducerID
 	}
-	return &Producer{client: c, engine: producer.New(producerSink{c}, ecfg)}, nil
+	engine := producer.OnPublisher(c.publisher, c.pool, producer.Checks{ValidateName: ValidateName, Tracer: c.tracer}, ecfg)
+	return &Producer{engine: engine}, nil
 }
 
 // Produce queues rec and returns. promise (may be nil) is called exactly
@@ -153,35 +152,7 @@ func (c *Client) NewProducer(cfg *ProducerConfig) (*Producer, error) {
 // topic-metadata lookup and that wait; a queued record is sent even if ctx
 // ends.
 func (p *Producer) Produce(ctx context.Context, rec *Record, promise func(*Record, error)) {
-	if promise == nil {
-		promise = func(*Record, error) {}
-	}
-	if rec != nil && p.client.tracer() != nil {
-		end := p.client.startPublishSpan(ctx, rec.Topic, []*Record{rec})
-		done := promise
-		promise = func(r *Record, err error) {
-			end(err)
-			done(r, err)
-		}
-	}
-	if rec == nil {
-		promise(rec, newError(ErrInvalidArgument, "nil record"))
-		return
-	}
-	if err := ValidateName("topic", rec.Topic); err != nil {
-		promise(rec, err)
-		return
-	}
-	meta, err := p.client.publisher.TopicMeta(ctx, p.client.pool, rec.Topic, false)
-	if err != nil {
-		promise(rec, err)
-		return
-	}
-	if err := p.client.publisher.CheckRecord(rec, meta); err != nil {
-		promise(rec, err)
-		return
-	}
-	p.engine.Produce(ctx, rec, meta.Partitions, promise)
+	p.engine.Submit(ctx, rec, promise)
 }
 
 // ProduceSync produces records and waits until each is committed or
@@ -204,22 +175,6 @@ func (p *Producer) ProduceSync(ctx context.Context, records ...*Record) error {
 		}
 	}
 	return nil
-}
-
-// producerSink is the database side of a Producer's engine
-// (producer.Sink): partition choice and one batch's publish, both the
-// publish engine's (internal/logpublish).
-type producerSink struct{ c *Client }
-
-func (s producerSink) Partition(rec *Record, partitions int, manual bool, spread producer.Spreader) (int32, error) {
-	return s.c.publisher.Partition(rec, partitions, manual, func() int32 {
-		return spread.Spread(rec.Topic, partitions)
-	})
-}
-
-func (s producerSink) Publish(ctx context.Context, b producer.Batch) error {
-	return s.c.publisher.SendOne(ctx, b.Topic, b.Partition, b.Records,
-		logpublish.Idempotence{ProducerID: b.ProducerID, Sequence: b.Sequence})
 }
 
 // Flush sends every queued record now (ignoring Linger) and waits until no

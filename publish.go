@@ -27,19 +27,8 @@ type PublishOpts struct {
 // the client to it are sent together, in one statement, when it ends
 // (each call still all or none, its records contiguous).
 func (c *Client) Publish(ctx context.Context, records []*Record, opts *PublishOpts) (err error) {
-	batches, err := c.publisher.Plan(ctx, c.pool, records, opts != nil && opts.ManualPartition, logpublish.Idempotence{})
-	if err != nil {
-		return err
-	}
-	return c.publishBatches(ctx, records, batches)
-}
-
-// publishBatches publishes planned batches on the pool (the engine's
-// Send) inside the call's publish span.
-func (c *Client) publishBatches(ctx context.Context, records []*Record, batches []*logpublish.Batch) (err error) {
-	end := c.startPublishSpan(ctx, batches[0].Topic, records)
-	defer func() { end(err) }()
-	return c.publisher.Send(ctx, batches)
+	_, err = c.publisher.Publish(ctx, records, opts != nil && opts.ManualPartition, logpublish.Idempotence{})
+	return err
 }
 
 // PublishIdempotent is Publish as producer producerID (1 to 200 bytes, for
@@ -59,15 +48,8 @@ func (c *Client) PublishIdempotent(ctx context.Context, producerID string, seque
 		// The SQL API checks the rest (length, sequence range).
 		return false, newError(ErrInvalidArgument, "producer id must be 1 to 200 bytes")
 	}
-	batches, err := c.publisher.Plan(ctx, c.pool, records, opts != nil && opts.ManualPartition,
+	return c.publisher.Publish(ctx, records, opts != nil && opts.ManualPartition,
 		logpublish.Idempotence{ProducerID: producerID, Sequence: sequence})
-	if err != nil {
-		return false, err
-	}
-	if err := c.publishBatches(ctx, records, batches); err != nil {
-		return false, err
-	}
-	return batches[0].Duplicate, nil
 }
 
 // PublishTx is Publish inside the caller's transaction: the transactional
@@ -75,11 +57,5 @@ func (c *Client) PublishIdempotent(ctx context.Context, producerID string, seque
 // tx holds the row lock of each partition written, so other publishers to
 // those partitions wait: keep such transactions short.
 func (c *Client) PublishTx(ctx context.Context, tx pgx.Tx, records []*Record, opts *PublishOpts) (err error) {
-	batches, err := c.publisher.Plan(ctx, tx, records, opts != nil && opts.ManualPartition, logpublish.Idempotence{})
-	if err != nil {
-		return err
-	}
-	end := c.startPublishSpan(ctx, batches[0].Topic, records)
-	defer func() { end(err) }()
-	return c.publisher.SendTx(ctx, tx, batches)
+	return c.publisher.PublishTx(ctx, tx, records, opts != nil && opts.ManualPartition)
 }

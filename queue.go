@@ -8,11 +8,13 @@ import (
 
 	"github.com/pgmsg/pgmsg/internal/queue"
 	"github.com/pgmsg/pgmsg/internal/store"
+	"github.com/pgmsg/pgmsg/internal/telemetry"
 	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
 // Defaults of queue settings (QueueConfig fields left zero), as the SQL API
-// applies them.
+// applies them, and the bounds and sentinels of the queue API, whose one
+// Go home is internal/queue (re-exported here).
 const (
 	QueueMaxAttemptsDefault      = 25
 	QueueLeaseDefault            = 30 * time.Second
@@ -21,36 +23,36 @@ const (
 	QueueArchiveRetentionDefault = 7 * 24 * time.Hour
 	QueueMaxPayloadBytesDefault  = 1 << 20
 	// JobPriorityMin and JobPriorityMax bound EnqueueParams.Priority.
-	JobPriorityMin = -32768
-	JobPriorityMax = 32767
+	JobPriorityMin = queue.PriorityMin
+	JobPriorityMax = queue.PriorityMax
 	// ArchivePruneBatchDefault is how many archived jobs one pruning
 	// statement deletes at most.
-	ArchivePruneBatchDefault = 1000
+	ArchivePruneBatchDefault = queue.PruneBatchDefault
 	// QueueBackpressureTimeoutDefault is how long Enqueue waits for room in
 	// a full queue (QueueConfig.BackpressureTimeout left zero), as topics'
 	// BackpressureTimeoutDefault.
 	QueueBackpressureTimeoutDefault = BackpressureTimeoutDefault
 	// QueueMaxDepthNone in QueueConfig.MaxDepth removes a queue's depth
 	// limit on UpdateQueue (0 leaves it unchanged).
-	QueueMaxDepthNone = -1
+	QueueMaxDepthNone = queue.MaxDepthNone
 	// QueueJobTimeoutNone in QueueConfig.JobTimeout removes a queue's job
 	// timeout on UpdateQueue (0 leaves it unchanged).
-	QueueJobTimeoutNone time.Duration = -1
+	QueueJobTimeoutNone = queue.JobTimeoutNone
 	// QueueDeadRetentionNone in QueueConfig.DeadRetention makes a queue
 	// keep its dead jobs again on UpdateQueue (0 leaves it unchanged).
-	QueueDeadRetentionNone time.Duration = -1
+	QueueDeadRetentionNone = queue.DeadRetentionNone
 	// QueueBackpressureNoWait in QueueConfig.BackpressureTimeout makes a
 	// full queue refuse enqueues at once (0 means the default). A Queue read
 	// back reports it for a zero timeout.
-	QueueBackpressureNoWait time.Duration = -1
+	QueueBackpressureNoWait = queue.BackpressureNoWait
 	// QueueRateLimitNone in QueueConfig.RateLimit removes a queue's rate
 	// limit on UpdateQueue (0 leaves it unchanged).
-	QueueRateLimitNone = -1
+	QueueRateLimitNone = queue.RateLimitNone
 	// QueueMaxRunningNone in QueueConfig.MaxRunning removes a queue's cap
 	// on running jobs on UpdateQueue (0 leaves it unchanged).
-	QueueMaxRunningNone = -1
+	QueueMaxRunningNone = queue.MaxRunningNone
 	// QueueRateLimitMax is the largest RateLimit, in jobs per second.
-	QueueRateLimitMax = 1_000_000
+	QueueRateLimitMax = queue.RateLimitMax
 )
 
 // QueueConfig is a queue's settings (pgmsgtype.QueueConfig). Zero fields
@@ -264,31 +266,12 @@ func (c *Client) PurgeDeadJobs(ctx context.Context, queue string, opts *DeadJobs
 // one home each, and are handed over: names (ValidateName), times
 // (checkTime) and the SQL API's longest duration. The backpressure retry
 // (errs.RetryWhile) is run by EnqueueMany itself.
-func newQueues(st *store.Store, pool *pgxpool.Pool, cfg *Config) *queue.Queues {
+func newQueues(st *store.Store, pool *pgxpool.Pool, cfg *Config, tracer *telemetry.Tracer) *queue.Queues {
 	return queue.New(st, pool, queue.Config{
 		Logger:       cfg.Logger,
 		ValidateName: ValidateName,
 		CheckTime:    checkTime,
 		DurationMax:  durationMax,
+		Tracer:       tracer,
 	})
 }
-
-// The engine checks against its own constants; the exported ones are the
-// same values (each line fails to compile when they differ: the index
-// leaves [0, 1)).
-var (
-	_ = [1]struct{}{}[JobPriorityMin-queue.PriorityMin]
-	_ = [1]struct{}{}[JobPriorityMax-queue.PriorityMax]
-	_ = [1]struct{}{}[JobKindMaxBytes-queue.KindMaxBytes]
-	_ = [1]struct{}{}[JobUniqueKeyMaxBytes-queue.UniqueKeyMaxBytes]
-	_ = [1]struct{}{}[JobTagsMax-queue.TagsMax]
-	_ = [1]struct{}{}[JobClaimMaxDefault-queue.ClaimMaxDefault]
-	_ = [1]struct{}{}[ArchivePruneBatchDefault-queue.PruneBatchDefault]
-	_ = [1]struct{}{}[QueueMaxDepthNone-queue.MaxDepthNone]
-	_ = [1]struct{}{}[QueueJobTimeoutNone-queue.JobTimeoutNone]
-	_ = [1]struct{}{}[QueueDeadRetentionNone-queue.DeadRetentionNone]
-	_ = [1]struct{}{}[QueueBackpressureNoWait-queue.BackpressureNoWait]
-	_ = [1]struct{}{}[QueueRateLimitNone-queue.RateLimitNone]
-	_ = [1]struct{}{}[QueueMaxRunningNone-queue.MaxRunningNone]
-	_ = [1]struct{}{}[QueueRateLimitMax-queue.RateLimitMax]
-)

@@ -8,9 +8,6 @@ import (
 	"os"
 	"time"
 
-	"go.opentelemetry.io/otel/propagation"
-
-	"github.com/pgmsg/pgmsg/internal/queue"
 	"github.com/pgmsg/pgmsg/internal/worker"
 )
 
@@ -172,7 +169,8 @@ func (c *Client) NewWorker(queue string, handler JobHandler, opts *WorkerOpts) (
 		_, _ = rand.Read(rnd[:])
 		o.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(rnd[:]))
 	}
-	q := &workerQueue{c: c, queue: queue, lease: o.Lease, name: o.Name, maxBytes: o.ClaimMaxBytes}
+	q := &worker.Jobs{Queues: c.queues, Store: c.store, Pool: c.pool, Tracer: c.tracer,
+		Queue: queue, Lease: o.Lease, Name: o.Name, MaxBytes: o.ClaimMaxBytes}
 	engine := worker.New(q, worker.Handler(handler), worker.Config{
 		Queue:            queue,
 		Concurrency:      o.Concurrency,
@@ -207,53 +205,4 @@ func (w *Worker) Run(ctx context.Context) error {
 	wake, unsubscribe := c.wakeups("queue:" + w.queue)
 	defer unsubscribe()
 	return w.engine.Run(ctx, lease, wake)
-}
-
-// workerQueue is the queue a Worker's engine works: the Client's queue
-// engine (internal/queue) with the worker's claim options, and the
-// Client's tracing around it.
-type workerQueue struct {
-	c        *Client
-	queue    string
-	lease    time.Duration // WorkerOpts.Lease: 0 is the queue's
-	name     string
-	maxBytes int64
-}
-
-func (q *workerQueue) Claim(ctx context.Context, n int) ([]*Job, map[int64]propagation.MapCarrier, error) {
-	start := time.Now()
-	jobs, err := q.c.queues.Claim(ctx, q.c.pool, q.queue, queue.ClaimOpts{Max: n, Lease: q.lease, Worker: q.name, MaxBytes: q.maxBytes}, true)
-	traces := q.c.jobTraces(ctx, jobs)
-	q.c.traceJobClaim(ctx, start, q.queue, jobs, err)
-	return jobs, traces, err
-}
-
-func (q *workerQueue) CompleteMany(ctx context.Context, jobs []*Job) ([]int64, error) {
-	endSpan := q.c.startJobSettleSpan(ctx, q.queue, len(jobs))
-	_, notHeld, err := q.c.queues.CompleteMany(ctx, q.c.pool, jobs)
-	endSpan(err)
-	if err != nil {
-		return nil, err
-	}
-	return notHeld, nil
-}
-
-func (q *workerQueue) Fail(ctx context.Context, job *Job, jobErr error, dead bool) error {
-	_, _, err := q.c.queues.Fail(ctx, q.c.pool, job, jobErr, 0, dead)
-	return err
-}
-
-func (q *workerQueue) Snooze(ctx context.Context, job *Job, delay time.Duration) error {
-	_, err := q.c.queues.Snooze(ctx, q.c.pool, job, delay)
-	return err
-}
-
-func (q *workerQueue) ExtendLeases(ctx context.Context, ids, tokens []int64) ([]int64, error) {
-	return q.c.queues.ExtendLeases(ctx, ids, tokens, q.lease)
-}
-
-func (q *workerQueue) Limited() bool { return q.c.queues.Limited(q.queue) }
-
-func (q *workerQueue) StartProcessSpan(ctx context.Context, job *Job, carrier propagation.MapCarrier) (context.Context, func(error)) {
-	return q.c.startJobProcessSpan(ctx, job, carrier)
 }

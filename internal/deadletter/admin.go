@@ -11,8 +11,7 @@ import (
 )
 
 // Admin is what listing and replaying dead letters need of the database;
-// the root's Client implements it with its public reads and its claim,
-// publish and commit. Errors are the library's (internal/errs sentinels,
+// DB implements it (tests may use their own). Errors are the library's (internal/errs sentinels,
 // mapped database errors).
 type Admin interface {
 	// Partitions lists the partitions of dlq with their first and next

@@ -8,10 +8,11 @@
 // It is the one home of that format because two sides use it: the
 // Consumer's engine (internal/logconsumer) writes dead letters and skips
 // replays, and the root's Client lists and replays them
-// (Client.DeadLetters, Client.ReplayDeadLetters). It makes no round trip
-// and knows neither the Client nor the Consumer: when to set a record
-// aside (MaxDeliveries, backoff) is internal/logconsumer's, the
-// transactions that publish and commit are the root's. The root keeps the
+// (Client.DeadLetters, Client.ReplayDeadLetters). The format makes no
+// round trip; List and Replay run on an Admin, which DB implements on the
+// store and the claim and publish engines. It knows neither the Client
+// nor the Consumer: when to set a record aside (MaxDeliveries, backoff)
+// is internal/logconsumer's. The root keeps the
 // public names of the headers and suffixes (pgmsg.DeadLetterHeaderTopic
 // ...), which must spell the same strings as the constants here (a root
 // test checks it).

@@ -30,7 +30,7 @@ const ProcessTxLease = 24 * time.Hour
 
 // Log is what a Consumer needs of the log it reads, bound to the
 // consumer's group and claim options (member name, max records and
-// bytes, lease, start); the root's Client implements it. Errors are the
+// bytes, lease, start); DB implements it. Errors are the
 // library's (internal/errs sentinels, mapped database errors).
 type Log interface {
 	// Claim claims the next records of topic, of partition only unless it

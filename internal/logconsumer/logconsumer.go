@@ -12,14 +12,15 @@
 // claim inside the caller's transaction, and the poll policy
 // (CommitLinger, MayHaveMore, Wait, RetryBackoff).
 //
-// Everything it needs of the database, the notifications and tracing
-// comes through Log, which the root's Client implements, bound to the
-// consumer's group and claim options; it works on *pgmsgtype.Claim. It
-// does not own the claim statements (the root's Client and
-// internal/store), the public API and its option checks (pgmsg.Consumer,
-// ConsumerOpts, NewConsumer), nor the dead-letter format (naming,
-// headers, listing and replay: internal/deadletter and the root's
-// Client).
+// Everything it needs of the database and tracing comes through Log,
+// which DB implements on the client's engines (internal/logread's claims,
+// internal/logpublish's publish of dead letters, internal/telemetry's
+// spans), bound to the consumer's group and claim options; tests use
+// their own Log. It works on *pgmsgtype.Claim. It does not own the claim
+// statements (internal/logread and internal/store), the public API and
+// its option checks and defaults (pgmsg.Consumer, ConsumerOpts,
+// NewConsumer), nor the dead-letter format (naming, headers, listing and
+// replay: internal/deadletter).
 package logconsumer
 
 import (

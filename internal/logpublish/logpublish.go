@@ -10,11 +10,11 @@
 // backpressure and on a segment routing race, and the work that follows a
 // commit (one goroutine notifying consumers and creating segments ahead).
 //
-// It does not own the public API (the root keeps PublishOpts, the methods
-// and their docs), the tracing spans and the trace context put in record
-// headers (the root's tracing.go wraps the engine's calls), the Producer's
-// batching (internal/producer; the root's Sink adapter calls this
-// package), the consumers' side of notifications (internal/notifier), nor
+// It opens the "publish" span of a call (Publish, PublishTx), which puts
+// the trace context in the records' headers (internal/telemetry). It does
+// not own the public API (the root keeps PublishOpts, the methods and
+// their docs), the Producer's batching (internal/producer, whose Sink
+// calls this package), the consumers' side of notifications (internal/notifier), nor
 // the statements themselves (internal/store). The few rules it shares with
 // the rest of the root (the timestamp bounds, the header encoding, the
 // notification key of a partition) come in as function values in Config,
@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgmsg/pgmsg/internal/store"
+	"github.com/pgmsg/pgmsg/internal/telemetry"
 )
 
 // Config is what a Publisher needs of the client's configuration, all set
@@ -50,6 +51,8 @@ type Config struct {
 	// (the root's checkTime: the UTC years 0001..9999), with what naming
 	// the value.
 	CheckTime func(what string, t time.Time) error
+	// Tracer opens the span of each call (nil: tracing off).
+	Tracer *telemetry.Tracer
 }
 
 // Publisher publishes records to the log for one Client. Safe for

@@ -7,12 +7,13 @@
 // has replayed them, or from the primary), moves past ranges compaction
 // emptied, and commits, releases and extends claims.
 //
-// It does not own the public API (pgmsg.ClaimOpts and its defaults, the
-// checks of names that cannot be sent, Client.Claim and friends stay in
-// the root, which builds the store.ClaimParams this package takes),
-// tracing (the root wraps each call in its span), nor the Consumer's loop
-// (the root and internal/logconsumer). Every statement goes through
-// internal/store; it works on *pgmsgtype.Claim and *pgmsgtype.Record.
+// It opens the spans of its calls (internal/telemetry: "receive",
+// "commit" and "release"). It does not own the public API (pgmsg.ClaimOpts
+// and its defaults, Client.Claim and friends stay in the root, which
+// builds the store.ClaimParams this package takes, as the Consumer's
+// engine does from the same defaults), nor the Consumer's loop
+// (internal/logconsumer). Every statement goes through internal/store; it
+// works on *pgmsgtype.Claim and *pgmsgtype.Record.
 package logread
 
 import (
@@ -26,6 +27,7 @@ import (
 
 	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/internal/store"
+	"github.com/pgmsg/pgmsg/internal/telemetry"
 	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
@@ -58,6 +60,14 @@ type Config struct {
 	// its groups' claims of partitions that several of them read
 	// (cache.go); 0: none.
 	RecordCacheBytes int64
+	// Tracer opens the spans of claims, commits and releases (nil:
+	// tracing off).
+	Tracer *telemetry.Tracer
+	// SendableNames refuses, before a claim, a topic or group name
+	// PostgreSQL cannot receive as text (the root's sendableNames). Every other bad name is claim_range()'s to refuse
+	// (PM003): the direct statements find no row for one and leave it to
+	// claim_range().
+	SendableNames func(topic, group string) error
 }
 
 // Reader makes claims and reads their records. Safe for concurrent use.
@@ -66,6 +76,8 @@ type Reader struct {
 	primary  store.DBTX
 	leaseMax time.Duration
 	logger   *slog.Logger
+	tracer   *telemetry.Tracer
+	sendable func(topic, group string) error
 
 	// segments: the segment table that held each partition's last direct
 	// claim (partitionKey -> relname), which the next claim reads its
@@ -98,7 +110,7 @@ type partitionKey struct {
 func New(cfg *Config) *Reader {
 	return &Reader{
 		store: cfg.Store, primary: cfg.Primary, leaseMax: cfg.LeaseMax,
-		logger:   cfg.Logger,
+		logger: cfg.Logger, tracer: cfg.Tracer, sendable: cfg.SendableNames,
 		replicas: newReplicaSet(cfg.Replicas, cfg.ReplicaMaxWait),
 		gather:   gatherer{wait: cfg.GatherWait},
 		cache:    recordCache{max: cfg.RecordCacheBytes},
@@ -111,9 +123,29 @@ func New(cfg *Config) *Reader {
 // to read. A commit that fails because the claim was lost (ClaimExpired,
 // ClaimNotHeld) rolls the call back; the claim is then made again without
 // it, as Consumer.Run ignores lost claims anyway. params must be complete
-// (the root applies pgmsg.ClaimOpts' defaults); Claim changes its commit
-// fields as it goes.
-func (r *Reader) Claim(ctx context.Context, exec store.DBTX, params *store.ClaimParams) (*pgmsgtype.Claim, error) {
+// (the root's claimParams applies pgmsg.ClaimOpts' defaults); Claim
+// changes its commit fields as it goes. With tracing on, a claim that
+// returns records, carries a commit or fails makes its span
+// (telemetry.Tracer.Claim).
+func (r *Reader) Claim(ctx context.Context, exec store.DBTX, params *store.ClaimParams) (cl *pgmsgtype.Claim, err error) {
+	if r.tracer.On() {
+		start := time.Now()
+		var commit *pgmsgtype.Claim
+		if params.Commit {
+			commit = &pgmsgtype.Claim{Topic: params.Topic, Group: params.Group, Partition: params.CommitPartition, Epoch: params.CommitEpoch}
+		}
+		defer func() { r.tracer.Claim(ctx, start, params.Topic, params.Group, commit, cl, err) }()
+	}
+	if r.sendable != nil {
+		if err := r.sendable(params.Topic, params.Group); err != nil {
+			return nil, err
+		}
+	}
+	return r.claim(ctx, exec, params)
+}
+
+// claim is Claim without its span.
+func (r *Reader) claim(ctx context.Context, exec store.DBTX, params *store.ClaimParams) (*pgmsgtype.Claim, error) {
 	for {
 		row, recs, lsn, err := r.claimRow(ctx, exec, params)
 		if err != nil || row == nil {
@@ -305,14 +337,22 @@ func (s *recordSink) add(row *store.RecordRow) error {
 // which must lie within the claim, or just past it) and ends it, on exec.
 // It fails with ClaimExpired or ClaimNotHeld (writing nothing) when the
 // claim is no longer the caller's.
+// It makes a "commit" span.
 func (r *Reader) Commit(ctx context.Context, exec store.DBTX, cl *pgmsgtype.Claim, next *int64) error {
-	return r.store.Commit(ctx, exec, cl.Topic, cl.Group, cl.Partition, cl.Epoch, next)
+	end := r.tracer.StartSettle(ctx, "commit", cl)
+	err := r.store.Commit(ctx, exec, cl.Topic, cl.Group, cl.Partition, cl.Epoch, next)
+	end(err)
+	return err
 }
 
 // Release ends cl without committing, on exec: its records are delivered
 // again at once rather than when the lease runs out.
+// It makes a "release" span.
 func (r *Reader) Release(ctx context.Context, exec store.DBTX, cl *pgmsgtype.Claim) error {
-	return r.store.Release(ctx, exec, cl.Topic, cl.Group, cl.Partition, cl.Epoch)
+	end := r.tracer.StartSettle(ctx, "release", cl)
+	err := r.store.Release(ctx, exec, cl.Topic, cl.Group, cl.Partition, cl.Epoch)
+	end(err)
+	return err
 }
 
 // Extend keeps cl for lease more from now (database clock), on exec, and

@@ -4,10 +4,12 @@
 // goroutine per partition with a batch in flight (so records to a
 // partition are committed in the order they were produced), the retries
 // of a failed batch (and of an idempotent one), the promises, Flush and
-// Close. Everything it needs of the database comes through Sink, which
-// the root's Client implements; the root keeps the public API
-// (ProducerConfig and its defaults, Producer, Client.NewProducer) and the
-// per-record checks that run before a record is queued.
+// Close, and (Submit) the per-record checks that run before a record is
+// queued, inside the record's "publish" span (internal/telemetry).
+// Everything it needs of the database comes through Sink: the Client's
+// publish engine, internal/logpublish (OnPublisher). The root keeps the
+// public API (ProducerConfig and its defaults, Producer,
+// Client.NewProducer).
 package producer
 
 import (
@@ -20,6 +22,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/logpublish"
+	"github.com/pgmsg/pgmsg/internal/store"
 	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
@@ -34,8 +38,8 @@ type Batch struct {
 	Sequence   int64
 }
 
-// Sink is what a Producer needs of the database; the root's Client
-// implements it. Errors are the library's (internal/errs sentinels,
+// Sink is what a Producer needs of the database; publisherSink
+// implements it on internal/logpublish (tests use their own). Errors are the library's (internal/errs sentinels,
 // mapped database errors).
 type Sink interface {
 	// Partition chooses rec's partition among the topic's partitions:
@@ -76,6 +80,10 @@ type Config struct {
 type Producer struct {
 	sink Sink
 	cfg  Config
+	// pub, pool and checks are Submit's (OnPublisher).
+	pub    *logpublish.Publisher
+	pool   store.DBTX
+	checks Checks
 
 	mu      sync.Mutex
 	closed  bool

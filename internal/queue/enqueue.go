@@ -40,7 +40,11 @@ func TagsJSON(i int, tags []string) ([]byte, error) {
 // queue's name and that params is not empty (the root does, before its
 // span starts). Bad input fails the whole batch and writes nothing; a
 // full queue fails at once with ErrQueueFull (WaitForRoom retries).
-func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, params []pgmsgtype.EnqueueParams, createQueue bool) ([]*pgmsgtype.EnqueueResult, error) {
+func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, params []pgmsgtype.EnqueueParams, createQueue bool) (res []*pgmsgtype.EnqueueResult, err error) {
+	// The call's "publish" span: each job's metadata gets its trace
+	// context (a copy of params; the caller's slice is not changed).
+	params, endSpan := q.cfg.Tracer.StartEnqueue(ctx, queue, params)
+	defer func() { endSpan(err) }()
 	n := len(params)
 	batch := store.NewJobBatch(queue, n, createQueue)
 	durationMax := q.cfg.DurationMax

@@ -9,13 +9,14 @@
 // and queue administration (create, update, stats, pruning in batches,
 // dead jobs, rescue). It runs every statement through internal/store.
 //
-// It does not own the public API: the root keeps every public type and
-// option (EnqueueParams, EnqueueResult and QueueStats are pgmsgtype's, so
-// that this package builds them without a copy), the defaults and bounds
-// that are exported as constants (the root asserts at compile time that
-// its constants equal this package's), the tracing spans (job_tracing.go
-// wraps the calls here), the Worker's engine (internal/worker, whose
-// Queue the root implements with the calls here), the typed Kinds, and
+// It is the one Go home of the queue API's bounds and defaults (the root
+// re-exports them: pgmsg.JobKindMaxBytes is KindMaxBytes; a test checks
+// the SQL API's literals against them), and opens the "publish" span of
+// an enqueue (internal/telemetry). It does not own the public API: the
+// root keeps every public type and option (EnqueueParams, EnqueueResult
+// and QueueStats are pgmsgtype's, so that this package builds them
+// without a copy), the Worker's engine (internal/worker, which calls the
+// methods here), the typed Kinds, and
 // the rules the log shares (names, times), which it hands over in Config,
 // and the backpressure retry (RoomWait says when and how long).
 package queue
@@ -28,11 +29,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgmsg/pgmsg/internal/store"
+	"github.com/pgmsg/pgmsg/internal/telemetry"
 )
 
-// Bounds and defaults of the queue API. The root exports each under its
-// own name (pgmsg.JobPriorityMin ...) and checks at compile time that the
-// values agree.
+// Bounds and defaults of the queue API, their one Go home. The root
+// re-exports each under its own name (pgmsg.JobPriorityMin is
+// PriorityMin ...); the SQL API spells the bounds as literals, which
+// TestBoundsMatchSQL holds equal to these.
 const (
 	// PriorityMin and PriorityMax bound a job's priority (smallint).
 	PriorityMin = -32768
@@ -80,6 +83,8 @@ type Config struct {
 	// DurationMax is the longest lease, timeout or window the SQL API
 	// accepts (366 days; PM004 past it).
 	DurationMax time.Duration
+	// Tracer opens the span of each enqueue call (nil: tracing off).
+	Tracer *telemetry.Tracer
 }
 
 // Queues runs the job queue's operations on one schema. Safe for

@@ -3,10 +3,11 @@
 // ClaimConcurrency claims in flight for the free handler slots, the
 // handlers with their timeouts and cancellation, the decision of each
 // outcome (complete, fail, snooze, discard, release), the batched
-// completer and the lease heartbeat. Everything it needs of the database,
-// the notifications and tracing comes through Queue, which the root's
-// Client implements; the root keeps the public API (WorkerOpts and its
-// defaults, Worker, Client.Work and Client.NewWorker).
+// completer and the lease heartbeat. Everything it needs of the database
+// and tracing comes through Queue, which Jobs implements on the queue
+// engine (internal/queue) and internal/telemetry (tests use their own);
+// the root keeps the public API (WorkerOpts and its defaults, Worker,
+// Client.Work and Client.NewWorker) and hands the notifications to Run.
 package worker
 
 import (
@@ -26,8 +27,8 @@ import (
 )
 
 // Queue is what a Worker needs of the queue it works, bound to that queue
-// and to the worker's claim options (lease, name, payload cap); the root's
-// Client implements it. Errors are the library's (internal/errs
+// and to the worker's claim options (lease, name, payload cap); Jobs
+// implements it. Errors are the library's (internal/errs
 // sentinels, mapped database errors).
 type Queue interface {
 	// Claim claims up to max jobs, and returns the trace contexts they

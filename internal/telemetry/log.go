@@ -1,4 +1,4 @@
-package pgmsg
+package telemetry
 
 import (
 	"context"
@@ -9,47 +9,13 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
-// OpenTelemetry tracing, on when Config.TracerProvider is set:
-//
-//   - Publish makes a "publish TOPIC" span (kind producer) per call, and
-//     the Producer one per record, from the caller's context; each record
-//     gets the span's W3C trace context in its "traceparent" header (and
-//     "tracestate" when there is one) unless it has a traceparent already.
-//   - Consumer.Run and Consumer.Poll's caller see a "process TOPIC" span
-//     (kind consumer) around the handler of each claim, linked to the
-//     trace context each record carries, so a trace shows which publish a
-//     processed record came from. Its attributes name the group,
-//     partition, claim epoch and offsets.
-//   - A claim that returns records makes a "receive TOPIC" span (kind
-//     client) over the claim's call; when a commit rode along, it says
-//     which claim it committed. Commits, partial commits and releases on
-//     their own, and a commit that rode on a claim that found nothing,
-//     make "commit TOPIC" / "release TOPIC" spans (operation type
-//     "settle"). Claims that find nothing make none: idle consumers poll;
-//     nor do claims cut short by the caller's context (shutdown).
-//
-// Attribute names follow OpenTelemetry's messaging conventions
-// (messaging.system "pgmsg").
-
-const tracerName = "github.com/pgmsg/pgmsg"
-
-// traceparentHeader is the W3C Trace Context header records carry.
-const traceparentHeader = "traceparent"
-
-// tracer is the Client's tracer; nil when tracing is off.
-func (c *Client) tracer() trace.Tracer {
-	if c.config.TracerProvider == nil {
-		return nil
-	}
-	return c.config.TracerProvider.Tracer(tracerName)
-}
-
 // headerCarrier carries trace context in a record's headers.
-type headerCarrier struct{ r *Record }
+type headerCarrier struct{ r *pgmsgtype.Record }
 
 func (h headerCarrier) Get(key string) string { return string(h.r.Headers[key]) }
 
@@ -68,16 +34,13 @@ func (h headerCarrier) Keys() []string {
 	return out
 }
 
-var traceContext = propagation.TraceContext{}
-
-// startPublishSpan starts the span of publishing records of topic and puts
+// StartPublish starts the span of publishing records of topic and puts
 // its context in every record without one. end records the outcome.
-func (c *Client) startPublishSpan(ctx context.Context, topic string, records []*Record) (end func(error)) {
-	t := c.tracer()
+func (t *Tracer) StartPublish(ctx context.Context, topic string, records []*pgmsgtype.Record) (end func(error)) {
 	if t == nil {
-		return func(error) {}
+		return noEnd
 	}
-	ctx, span := t.Start(ctx, "publish "+topic, trace.WithSpanKind(trace.SpanKindProducer),
+	ctx, span := t.t.Start(ctx, "publish "+topic, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "pgmsg"),
 			attribute.String("messaging.operation.type", "send"),
@@ -85,7 +48,7 @@ func (c *Client) startPublishSpan(ctx context.Context, topic string, records []*
 			attribute.Int("messaging.batch.message_count", len(records)),
 		))
 	for _, r := range records {
-		if _, ok := r.Headers[traceparentHeader]; !ok {
+		if _, ok := r.Headers[TraceparentHeader]; !ok {
 			traceContext.Inject(ctx, headerCarrier{r})
 		}
 	}
@@ -101,17 +64,16 @@ func (c *Client) startPublishSpan(ctx context.Context, topic string, records []*
 	}
 }
 
-// startProcessSpan starts the span of handling cl, linked to the trace
+// StartProcess starts the span of handling cl, linked to the trace
 // context its records carry (at most 128 distinct ones).
-func (c *Client) startProcessSpan(ctx context.Context, cl *Claim) (context.Context, func(error)) {
-	t := c.tracer()
+func (t *Tracer) StartProcess(ctx context.Context, cl *pgmsgtype.Claim) (context.Context, func(error)) {
 	if t == nil {
-		return ctx, func(error) {}
+		return ctx, noEnd
 	}
 	var links []trace.Link
 	seen := map[trace.SpanID]bool{}
 	for _, r := range cl.Records {
-		if _, ok := r.Headers[traceparentHeader]; !ok {
+		if _, ok := r.Headers[TraceparentHeader]; !ok {
 			continue
 		}
 		sc := trace.SpanContextFromContext(traceContext.Extract(context.Background(), headerCarrier{r}))
@@ -137,22 +99,15 @@ func (c *Client) startProcessSpan(ctx context.Context, cl *Claim) (context.Conte
 		attrs = append(attrs, attribute.Int64("messaging.pgmsg.first_offset", cl.Records[0].Offset),
 			attribute.Int64("messaging.pgmsg.last_offset", cl.Records[n-1].Offset))
 	}
-	ctx, span := t.Start(ctx, "process "+cl.Topic, trace.WithSpanKind(trace.SpanKindConsumer),
+	ctx, span := t.t.Start(ctx, "process "+cl.Topic, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithLinks(links...), trace.WithAttributes(attrs...))
-	return ctx, func(err error) {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, fmt.Sprint(err))
-		}
-		span.End()
-	}
+	return ctx, ender(span, func(err error) string { return fmt.Sprint(err) })
 }
 
-// traceClaim records a claim call that began at start: a "receive" span
-// when it returned records or failed, a "commit" span when it only carried
-// the commit of an earlier claim, nothing for an empty poll.
-func (c *Client) traceClaim(ctx context.Context, start time.Time, topic, group string, commit, cl *Claim, err error) {
-	t := c.tracer()
+// Claim records a claim call that began at start: a "receive" span when
+// it returned records or failed, a "commit" span when it only carried the
+// commit of an earlier claim, nothing for an empty poll.
+func (t *Tracer) Claim(ctx context.Context, start time.Time, topic, group string, commit, cl *pgmsgtype.Claim, err error) {
 	if t == nil || (err == nil && cl == nil && commit == nil) || errors.Is(err, context.Canceled) {
 		return // nothing happened, or the caller went away (shutdown)
 	}
@@ -178,7 +133,7 @@ func (c *Client) traceClaim(ctx context.Context, start time.Time, topic, group s
 			attribute.Int64("messaging.pgmsg.first_offset", cl.Records[0].Offset),
 			attribute.Int64("messaging.pgmsg.last_offset", cl.Records[len(cl.Records)-1].Offset))
 	}
-	_, span := t.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start),
+	_, span := t.t.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start),
 		trace.WithAttributes(attrs...))
 	if err != nil {
 		span.RecordError(err)
@@ -187,14 +142,13 @@ func (c *Client) traceClaim(ctx context.Context, start time.Time, topic, group s
 	span.End()
 }
 
-// startSettleSpan starts the span of committing or releasing cl (verb
+// StartSettle starts the span of committing or releasing cl (verb
 // "commit" or "release"); end records the outcome.
-func (c *Client) startSettleSpan(ctx context.Context, verb string, cl *Claim) (end func(error)) {
-	t := c.tracer()
+func (t *Tracer) StartSettle(ctx context.Context, verb string, cl *pgmsgtype.Claim) (end func(error)) {
 	if t == nil {
-		return func(error) {}
+		return noEnd
 	}
-	_, span := t.Start(ctx, verb+" "+cl.Topic, trace.WithSpanKind(trace.SpanKindClient),
+	_, span := t.t.Start(ctx, verb+" "+cl.Topic, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "pgmsg"),
 			attribute.String("messaging.operation.type", "settle"),
@@ -203,11 +157,5 @@ func (c *Client) startSettleSpan(ctx context.Context, verb string, cl *Claim) (e
 			attribute.String("messaging.destination.partition.id", strconv.Itoa(int(cl.Partition))),
 			attribute.Int64("messaging.pgmsg.claim_epoch", cl.Epoch),
 		))
-	return func(err error) {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
-		span.End()
-	}
+	return ender(span, errorText)
 }
