@@ -349,7 +349,14 @@ func (c *Conversation) Finish(msg []byte) ([]byte, error) {
 		return nil, malformed("the channel binding c= must repeat the GS2 header of the first message (no channel binding is supported)")
 	}
 	nonce, found := strings.CutPrefix(attrs[1], "r=")
-	if !found || subtle.ConstantTimeCompare([]byte(nonce), []byte(c.nonce)) != 1 {
+	// The combined nonce, or the client's nonce before it: librdkafka
+	// (through 2.0 at least) sends its own nonce again in front of the
+	// combined one, and Kafka's brokers accept any client-final nonce
+	// that ends with the combined one. pgmsg accepts exactly these two
+	// forms; the proof covers the message as sent either way.
+	exact := subtle.ConstantTimeCompare([]byte(nonce), []byte(c.nonce))
+	doubled := subtle.ConstantTimeCompare([]byte(nonce), []byte(c.first.nonce+c.nonce))
+	if !found || exact|doubled != 1 {
 		return nil, malformed("the nonce r= is not the one of the server-first-message")
 	}
 	h := hashOf(c.v.Mechanism)

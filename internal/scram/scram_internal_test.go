@@ -28,3 +28,24 @@ func TestRFC7677Vector(t *testing.T) {
 	_, err = c.Finish([]byte("c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVU="))
 	require.ErrorIs(t, err, ErrProof)
 }
+
+// librdkafka's client-final nonce is its own nonce followed by the
+// combined one; Kafka's brokers accept it, and so does pgmsg. Any other
+// nonce, including another prefix of the combined one, is refused before
+// the proof is looked at.
+func TestClientFinalNonceForms(t *testing.T) {
+	v, err := NewVerifier(SHA256, "pencil")
+	require.NoError(t, err)
+	first, err := ParseClientFirst([]byte("n,,n=user,r=cnonce"))
+	require.NoError(t, err)
+	c := start(first, v, "snonce")
+	for _, nonce := range []string{"cnoncesnonce", "cnoncecnoncesnonce"} {
+		_, err := c.Finish([]byte("c=biws,r=" + nonce + ",p=" + base64.StdEncoding.EncodeToString(make([]byte, 32))))
+		require.ErrorIs(t, err, ErrProof, "nonce %q reaches the proof check", nonce)
+	}
+	for _, nonce := range []string{"xcnoncesnonce", "cnonce", "snonce", "cnoncesnoncex", "cnoncecnoncecnoncesnonce"} {
+		_, err := c.Finish([]byte("c=biws,r=" + nonce + ",p=" + base64.StdEncoding.EncodeToString(make([]byte, 32))))
+		require.Error(t, err)
+		require.NotErrorIs(t, err, ErrProof, "nonce %q is refused as malformed", nonce)
+	}
+}
