@@ -132,5 +132,5 @@ func TestServeKafkaAuthTLS(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not stop")
 	}
-	require.Contains(t, stdout.String(), "(TLS, SASL/PLAIN with a token as the password;")
+	require.Contains(t, stdout.String(), "(TLS, SASL/PLAIN or SCRAM-SHA-256/512 with a token as the password")
 }

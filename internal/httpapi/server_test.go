@@ -160,11 +160,14 @@ func TestMetrics(t *testing.T) {
 		`pgmsg_consumed_records_total{group="g",topic="t"} 2`,
 		`pgmsg_enqueued_jobs_total{queue="q"} 1`,
 		`pgmsg_claimed_jobs_total{queue="q"} 1`,
-		`pgmsg_group_lag_records{group="g",partition="0",topic="t"} 0`,
-		`pgmsg_partition_end_offset{partition="0",topic="t"} 2`,
+		`pgmsg_group_lag_records_sum{group="g",topic="t"} 0`,
+		`pgmsg_topic_end_offset{topic="t"} 2`,
 	} {
 		require.Contains(t, body, want)
 	}
+	// Per-partition series only with the option (--metrics-per-partition).
+	require.NotContains(t, body, `pgmsg_partition_end_offset{`)
+	require.NotContains(t, body, `pgmsg_group_lag_records{`)
 }
 
 func TestReadyzNotMigrated(t *testing.T) {
