@@ -81,16 +81,6 @@ type PublishResult struct {
 	Duplicate bool
 }
 
-// timelineExpr is the timeline this server writes WAL on
-// (statements/timeline.sql, which _timeline() returns): the COPY
-// publish's begin statement (like _publish_direct()) compares it with the
-// partition's log_timeline and leaves a mismatch (the first publish on a
-// promoted standby) to publish(), which starts a new log epoch. Written
-// out rather than called: _timeline() pins its search_path, which keeps
-// it from being inlined into a cached plan; this costs about a
-// microsecond per statement.
-var timelineExpr = stmt("timeline")
-
 // publishDirectSQL appends one partition's batch with _publish_direct()
 // (functions/log.sql), what publish() does on its common path in one
 // statement: reserve the offsets on the partition's counter row (its lock
