@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -169,6 +170,15 @@ func (s *Server) avgRecordSize(topic string, partition int32) *atomic.Int64 {
 	return got.(*atomic.Int64)
 }
 
+// varintBytesLen is the encoded length of b as kbin.AppendVarintBytes
+// writes it (nil: length -1).
+func varintBytesLen(b []byte) int {
+	if b == nil {
+		return kbin.VarintLen(-1)
+	}
+	return kbin.VarintLen(int32(len(b))) + len(b)
+}
+
 // appendBatch appends one v2 record batch of recs to dst, as many records
 // as fit in budget bytes of dst (at least one when force), and returns
 // how many it took.
@@ -176,19 +186,23 @@ func appendBatch(dst []byte, recs []store.KafkaRecord, budget int, force bool) (
 	start := len(dst)
 	firstTS := recs[0].Timestamp.UnixMilli()
 	maxTS := firstTS
-	// The header, filled in once the records are known.
+	// The header, filled in once the records are known. Room for every
+	// record, as far as the budget goes, is made once: growing the
+	// response record by record copied it over and over (a Fetch's
+	// profile had a fifth of its CPU there).
+	want := batchHeaderLen
+	for _, r := range recs {
+		want += len(r.Key) + len(r.Value) + len(r.Headers) + 24
+		if want >= budget {
+			break
+		}
+	}
+	dst = slices.Grow(dst, want)
 	dst = append(dst, make([]byte, batchHeaderLen)...)
-	var body []byte
 	var names []string
 	used := 0
 	for _, r := range recs {
 		ts := r.Timestamp.UnixMilli()
-		body = body[:0]
-		body = append(body, 0) // attributes
-		body = kbin.AppendVarlong(body, ts-firstTS)
-		body = kbin.AppendVarint(body, int32(r.Offset-recs[0].Offset))
-		body = kbin.AppendVarintBytes(body, r.Key)
-		body = kbin.AppendVarintBytes(body, r.Value)
 		h, err := store.DecodeHeaders(r.Headers)
 		if err != nil {
 			h = nil // written by pgmsg, always decodable; a record is never held back for it
@@ -198,17 +212,30 @@ func appendBatch(dst []byte, recs []store.KafkaRecord, budget int, force bool) (
 			names = append(names, k)
 		}
 		sort.Strings(names)
-		body = kbin.AppendVarint(body, int32(len(names)))
+		// The record's body (attributes, deltas, key, value, headers) is
+		// sized first so that it is written once, after its length.
+		offDelta := int32(r.Offset - recs[0].Offset)
+		body := 1 + kbin.VarlongLen(ts-firstTS) + kbin.VarintLen(offDelta) + varintBytesLen(r.Key) +
+			varintBytesLen(r.Value) + kbin.VarintLen(int32(len(names)))
 		for _, k := range names {
-			body = kbin.AppendVarintString(body, k)
-			body = kbin.AppendVarintBytes(body, h[k])
+			body += kbin.VarintLen(int32(len(k))) + len(k) + varintBytesLen(h[k])
 		}
-		size := len(body) + 5
+		size := kbin.VarintLen(int32(body)) + body
 		if len(dst)-start+size > budget && (!force || used != 0) {
 			break
 		}
-		dst = kbin.AppendVarint(dst, int32(len(body)))
-		dst = append(dst, body...)
+		dst = slices.Grow(dst, size)
+		dst = kbin.AppendVarint(dst, int32(body))
+		dst = append(dst, 0) // attributes
+		dst = kbin.AppendVarlong(dst, ts-firstTS)
+		dst = kbin.AppendVarint(dst, offDelta)
+		dst = kbin.AppendVarintBytes(dst, r.Key)
+		dst = kbin.AppendVarintBytes(dst, r.Value)
+		dst = kbin.AppendVarint(dst, int32(len(names)))
+		for _, k := range names {
+			dst = kbin.AppendVarintString(dst, k)
+			dst = kbin.AppendVarintBytes(dst, h[k])
+		}
 		maxTS = max(maxTS, ts)
 		used++
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // produce stores each partition's batches with one publish through the
@@ -225,20 +226,67 @@ func (s *Server) partitionLock(topic string, partition int32) *sync.Mutex {
 }
 
 // publishIdempotent stores an idempotent producer's batch once, and
-// returns its base offset (the stored one for a retry). It applies
-// publish_idempotent()'s rule to the same producer_state rows, in one
-// transaction that takes the producer's lock on the partition first, but
-// publishes through the client's direct statement (Client.PublishTx)
-// rather than the PL/pgSQL function, whose per-record arrays measured
-// about 0.3x of a plain publish for Kafka-sized batches. Inside a
-// transaction the client never publishes with COPY (only on its pool),
-// so the server's role, the schema's admin, which may not write the
-// record table, publishes through _publish_direct() (SECURITY DEFINER)
-// and no refused COPY can abort the transaction.
-// The rule: the batch the producer stored last on the partition, sent
-// again with the same sequences, is a retry (nothing written); a batch
-// starting after it is stored; anything else is out of order.
+// returns its base offset (the stored one for a retry). The rule (Kafka's,
+// with one batch remembered per producer and partition): the batch the
+// producer stored last on the partition, sent again with the same
+// sequences, is a retry (nothing written); a batch starting right after
+// it is stored; a batch wholly before it was stored earlier
+// (DUPLICATE_SEQUENCE_NUMBER); anything else is out of order. It is one
+// statement in autocommit, _kafka_publish() (logpublish.SendSequenced),
+// whose wake-up goes out after the commit; a batch that needs publish()
+// (backpressure, segments to create, a record it refuses) takes
+// publishIdempotentTx.
 func (s *Server) publishIdempotent(ctx context.Context, producerID string, seq int64, recs []*pgmsg.Record) (int64, error) {
+	topic, partition := recs[0].Topic, recs[0].Partition
+	res, err := s.pub.SendSequenced(ctx, topic, partition, recs, producerID, seq)
+	if err != nil {
+		return 0, err
+	}
+	switch res.Outcome {
+	case store.KafkaStored, store.KafkaDuplicate:
+		return res.Result.BaseOffset, nil
+	case store.KafkaSlowPath:
+		return s.publishIdempotentTx(ctx, producerID, seq, recs)
+	case store.KafkaUnknown:
+		return 0, fmt.Errorf("topic %q partition %d: %w", topic, partition, pgmsg.ErrPartitionOutOfRange)
+	}
+	return 0, sequenceError(producerID, topic, partition, seq, int64(len(recs)), res.State)
+}
+
+// sequenceError is why a batch of records seq to seq+n-1 is refused, given
+// the producer's last stored batch st on the partition: errDuplicateSequence
+// for a batch wholly before it, ErrOutOfOrderSequence otherwise. nil when
+// the batch may be stored.
+func sequenceError(producerID, topic string, partition int32, seq, n int64, st store.KafkaProducerState) error {
+	last := seq + n - 1
+	if !st.Found {
+		if seq == 0 {
+			return nil
+		}
+		return fmt.Errorf("producer %s's first batch on topic %q partition %d starts at sequence %d, not 0: %w",
+			producerID, topic, partition, seq, pgmsg.ErrOutOfOrderSequence)
+	}
+	if last <= st.LastSequence {
+		// Kafka keeps the last five batches for this; pgmsg keeps one
+		// and answers DUPLICATE_SEQUENCE_NUMBER, which producers take as
+		// stored (a producer numbers its records once, so this is one
+		// stored earlier, resent when its connection failed).
+		return errDuplicateSequence
+	}
+	if seq != st.LastSequence+1 {
+		return fmt.Errorf("producer %s sent records %d to %d of topic %q partition %d, whose last stored batch is %d to %d: %w",
+			producerID, seq, last, topic, partition, st.FirstSequence, st.LastSequence, pgmsg.ErrOutOfOrderSequence)
+	}
+	return nil
+}
+
+// publishIdempotentTx is publishIdempotent's slower path, for a batch that
+// needs publish(): in one transaction it takes the lock _kafka_publish()
+// takes, applies the same rule to the same producer_state rows, publishes
+// with Client.PublishTx and saves the state. Inside a transaction the
+// client never publishes with COPY, so the server's role, which may not
+// write the record table, cannot abort it with a refused COPY.
+func (s *Server) publishIdempotentTx(ctx context.Context, producerID string, seq int64, recs []*pgmsg.Record) (int64, error) {
 	topic, partition := recs[0].Topic, recs[0].Partition
 	tx, err := s.client.Pool().Begin(ctx)
 	if err != nil {
@@ -253,27 +301,11 @@ func (s *Server) publishIdempotent(ctx context.Context, producerID string, seq i
 		return 0, fmt.Errorf("topic %q partition %d: %w", topic, partition, pgmsg.ErrPartitionOutOfRange)
 	}
 	last := seq + int64(len(recs)) - 1
-	if st.Found {
-		if st.FirstSequence == seq && st.LastSequence == last {
-			return st.BaseOffset, nil
-		}
-		if last <= st.LastSequence {
-			// Wholly before the last stored batch: one stored earlier (a
-			// producer numbers its records once), resent with the
-			// batches after it when its connection failed. Kafka keeps
-			// the last five batches for this; pgmsg keeps one and
-			// answers DUPLICATE_SEQUENCE_NUMBER, which producers take as
-			// stored.
-			return 0, errDuplicateSequence
-		}
-		if seq != st.LastSequence+1 {
-			return 0, fmt.Errorf("producer %s sent records %d to %d of topic %q partition %d, whose last stored batch is %d to %d: %w",
-				producerID, seq, last, topic, partition, st.FirstSequence, st.LastSequence, pgmsg.ErrOutOfOrderSequence)
-		}
+	if st.Found && st.FirstSequence == seq && st.LastSequence == last {
+		return st.BaseOffset, nil
 	}
-	if !st.Found && seq != 0 {
-		return 0, fmt.Errorf("producer %s's first batch on topic %q partition %d starts at sequence %d, not 0: %w",
-			producerID, topic, partition, seq, pgmsg.ErrOutOfOrderSequence)
+	if err := sequenceError(producerID, topic, partition, seq, int64(len(recs)), st); err != nil {
+		return 0, err
 	}
 	if err := s.client.PublishTx(ctx, tx, recs, &pgmsg.PublishOpts{ManualPartition: true}); err != nil {
 		return 0, err

@@ -2,6 +2,7 @@ package kafkasrv_test
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -103,12 +104,28 @@ func TestProduceAcks(t *testing.T) {
 // offset, the second answer a duplicate), also from a new connection (the
 // sequences are in PostgreSQL); an earlier batch resent answers
 // DUPLICATE_SEQUENCE_NUMBER and one overlapping the last stored one
-// OUT_OF_ORDER_SEQUENCE_NUMBER, neither stored.
+// OUT_OF_ORDER_SEQUENCE_NUMBER, neither stored. The same rule holds on
+// both paths: the one statement of _kafka_publish(), and the transaction
+// of a topic with backpressure settings, which _publish_direct() leaves
+// to publish().
 func TestProduceIdempotent(t *testing.T) {
 	t.Parallel()
+	for _, backpressure := range []bool{false, true} {
+		t.Run(fmt.Sprintf("backpressure=%v", backpressure), func(t *testing.T) {
+			t.Parallel()
+			testProduceIdempotent(t, backpressure)
+		})
+	}
+}
+
+func testProduceIdempotent(t *testing.T, backpressure bool) {
 	tb := setup(t, nil)
 	_, err := tb.Client.CreateTopic(tb.Ctx, "idem", pgmsg.TopicConfig{Partitions: 1})
 	require.NoError(t, err)
+	if backpressure {
+		_, err = tb.Client.SetTopicSettings(tb.Ctx, "idem", map[string]any{"max_lag_records": 1000000})
+		require.NoError(t, err)
+	}
 	cl := tb.kclient(t)
 	ipr, err := cl.Broker(0).Request(tb.Ctx, kmsg.NewPtrInitProducerIDRequest())
 	require.NoError(t, err)

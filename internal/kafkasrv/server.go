@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/logpublish"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
@@ -124,6 +125,9 @@ type Server struct {
 	cfg    Config
 	client *pgmsg.Client
 	store  *store.Store
+	// pub publishes idempotent producers' batches (SendSequenced) and
+	// sends the wake-ups that follow their commits.
+	pub    *logpublish.Publisher
 	logger *slog.Logger
 
 	ctx    context.Context
@@ -206,6 +210,10 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, client: cfg.Client, store: store.New(cfg.Client.Schema()), logger: cfg.Logger,
 		inflightBytes: semaphore.NewWeighted(cfg.MaxInflightBytes),
 		listeners:     map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+	s.pub = logpublish.New(s.store, cfg.Client.Pool(), logpublish.Config{
+		MetadataMaxAge: pgmsg.MetadataMaxAgeDefault, Channel: cfg.Client.Schema() + "_log", Logger: cfg.Logger,
+		BackpressureTimeout: pgmsg.BackpressureTimeoutDefault,
+	})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.topics.s = s
 	if cfg.Advertise != "" {
@@ -339,5 +347,6 @@ func (s *Server) Close() error {
 	if r := s.registry.Load(); r != nil {
 		r.close()
 	}
+	s.pub.Close()
 	return nil
 }

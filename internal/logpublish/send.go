@@ -256,3 +256,37 @@ func (p *Publisher) publishError(topic string, err error) error {
 	}
 	return err
 }
+
+// SendSequenced publishes one partition's records of a Kafka idempotent
+// producer (the Kafka listener's Produce) by Kafka's sequence rule, in
+// one statement in autocommit (store.KafkaPublish), and queues the work
+// that follows the commit: the consumers' wake-up (outside the
+// transaction, coalesced with the client's others) and the segments
+// ahead. For KafkaStored and KafkaDuplicate the records get their
+// offsets; for KafkaSlowPath nothing was written and the caller
+// publishes in a transaction of its own (store.KafkaProducerLock).
+func (p *Publisher) SendSequenced(ctx context.Context, topic string, partition int32, records []*pgmsgtype.Record, producerID string, sequence int64) (store.KafkaPublishResult, error) {
+	b := &Batch{Topic: topic, Partition: partition, Records: records}
+	params, err := p.Params(b)
+	if err != nil {
+		return store.KafkaPublishResult{}, err
+	}
+	var res store.KafkaPublishResult
+	err = p.withBackpressure(ctx, topic, func() error {
+		var err error
+		res, err = p.store.KafkaPublish(ctx, p.pool, &params, producerID, sequence)
+		return err
+	})
+	if err != nil {
+		return res, p.publishError(topic, err)
+	}
+	switch res.Outcome {
+	case store.KafkaStored:
+		applyPublishResult(b, []store.PublishResult{res.Result})
+		p.afterCommit(b, true)
+	case store.KafkaDuplicate:
+		b.Duplicate = true
+		applyPublishResult(b, []store.PublishResult{res.Result})
+	}
+	return res, nil
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
 )
@@ -152,6 +153,64 @@ type KafkaProducerState struct {
 	FirstSequence int64
 	LastSequence  int64
 	BaseOffset    int64
+}
+
+// KafkaPublishOutcome is what _kafka_publish() did with a Kafka
+// idempotent producer's batch: KafkaStored (appended), KafkaDuplicate (the
+// last stored batch sent again: nothing written, the stored offset and
+// time returned), KafkaOld (a batch before the last stored one),
+// KafkaOutOfOrder (not the next sequence), KafkaSlowPath (nothing
+// written: the batch needs publish(), KafkaProducerLock's path) or
+// KafkaUnknown (no such topic or partition).
+type KafkaPublishOutcome string
+
+// The outcomes of KafkaPublish.
+const (
+	KafkaStored     KafkaPublishOutcome = "stored"
+	KafkaDuplicate  KafkaPublishOutcome = "duplicate"
+	KafkaOld        KafkaPublishOutcome = "old"
+	KafkaOutOfOrder KafkaPublishOutcome = "out_of_order"
+	KafkaSlowPath   KafkaPublishOutcome = "publish"
+	KafkaUnknown    KafkaPublishOutcome = "unknown"
+)
+
+// KafkaPublishResult is _kafka_publish()'s answer. Result is set for
+// KafkaStored and KafkaDuplicate; State is the producer's last stored
+// batch before the call (Found false: none) for the others.
+type KafkaPublishResult struct {
+	Outcome KafkaPublishOutcome
+	Result  PublishResult
+	State   KafkaProducerState
+}
+
+// kafkaPublishSQL is the Kafka listener's idempotent publish of one
+// partition's batch: one statement in autocommit (functions/log.sql).
+const kafkaPublishSQL = `SELECT k.outcome, k.base_offset, k.published_at, k.segments_low, k.first_sequence, k.last_sequence
+  FROM pgmsg._kafka_publish($1::text, $2::integer, $3::text, $4::bigint, $5::bytea[], $6::bytea[], $7::jsonb[], $8::timestamptz[]) k`
+
+// KafkaPublish appends b as producerID's records numbered from sequence,
+// by Kafka's sequence rule, in one statement (_kafka_publish()). Run it
+// outside a transaction: its commit is the batch's.
+func (s *Store) KafkaPublish(ctx context.Context, exec DBTX, b *PublishBatch, producerID string, sequence int64) (KafkaPublishResult, error) {
+	var out KafkaPublishResult
+	var base, first, last *int64
+	var ts pgtype.Timestamptz
+	var outcome string
+	err := exec.QueryRow(ctx, s.SQL(kafkaPublishSQL), b.Topic, b.Partition, producerID, sequence, b.Values, b.Keys,
+		b.Headers, b.timestamps).Scan(&outcome, &base, &ts, &out.Result.SegmentsLow, &first, &last)
+	if err != nil {
+		return out, errs.Map(err)
+	}
+	out.Outcome = KafkaPublishOutcome(outcome)
+	out.Result.Partition, out.Result.RecordCount = b.Partition, int32(len(b.Values))
+	if base != nil {
+		out.Result.BaseOffset, out.Result.Timestamp = *base, ts.Time
+	}
+	out.Result.Duplicate = out.Outcome == KafkaDuplicate
+	if first != nil && last != nil {
+		out.State = KafkaProducerState{Found: true, FirstSequence: *first, LastSequence: *last}
+	}
+	return out, nil
 }
 
 // KafkaProducerLock takes a transaction-scoped lock on (topic, partition,
