@@ -286,7 +286,10 @@ func (c *Client) partitionWakeups() *notifier.Subscription {
 // RecordWakeups returns a channel that receives a signal (coalesced: at most
 // one pending) when records are published to any of topics, or when the
 // notification listener reconnects, and a function that ends the
-// subscription. Subscribe before checking for records, then wait, to never
+// subscription. A name of the form "topic#partition" subscribes to that
+// one partition: it is woken by a publish to the partition (or by one that
+// names only the topic, as SQL publish() does), not by one to the topic's
+// other partitions. Subscribe before checking for records, then wait, to never
 // miss a publish. The channel is nil (never fires) when
 // Config.DisableNotify is set: always wait with a timeout as well.
 func (c *Client) RecordWakeups(topics ...string) (<-chan struct{}, func()) {

@@ -39,6 +39,8 @@ type conn struct {
 	tails   map[tp]chan struct{}
 
 	auth authState
+	// pace is the connection's Fetch answers, for the cooldown.
+	pace fetchPace
 	// authFailed: SASL authentication failed; the connection closes
 	// once the answer is written (set and read by the reader only).
 	authFailed bool

@@ -112,7 +112,7 @@ func (c *conn) handle(r *request) (kmsg.Response, error) {
 		defer stop()
 		return c.produce(pctx, req, r.tickets)
 	case *kmsg.FetchRequest:
-		return c.s.fetch(ctx, req)
+		return c.s.fetch(ctx, req, &c.pace)
 	case *kmsg.ListOffsetsRequest:
 		return c.s.listOffsets(ctx, req)
 	case *kmsg.FindCoordinatorRequest:

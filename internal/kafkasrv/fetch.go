@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
@@ -26,21 +28,27 @@ const fetchReadMax = 2000
 // are ready it waits, up to MaxWaitMillis, for pgmsg's notification of a
 // publish to one of the topics, then reads again. Fetch sessions are not
 // kept: the answer's session id 0 tells the client to send full fetches.
-func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
+func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest, pace *fetchPace) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	if req.Version >= 7 && req.SessionID != 0 {
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return resp, nil
 	}
-	topics := make([]string, 0, len(req.Topics))
+	// The partitions' own wake-ups, not their topics': a member of a
+	// group reads its partitions, and a publish to another partition of
+	// the topic would wake it for nothing.
+	var keys []string
 	for _, t := range req.Topics {
-		topics = append(topics, t.Topic)
+		for _, p := range t.Partitions {
+			keys = append(keys, notifier.PartitionKey(t.Topic, p.Partition))
+		}
 	}
 	// Subscribe before reading, so that a publish between the read and
 	// the wait is not missed.
-	wake, stop := s.client.RecordWakeups(topics...)
+	wake, stop := s.client.RecordWakeups(keys...)
 	defer stop()
 	maxWait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, s.cfg.MaxFetchWait)
+	deadline := time.Now().Add(maxWait)
 	timer := time.NewTimer(maxWait)
 	defer timer.Stop()
 	maxBytes := int(req.MaxBytes)
@@ -49,15 +57,27 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 	}
 	for {
 		resp.Topics = resp.Topics[:0]
-		total, answerNow, err := s.readFetch(ctx, req, resp, maxBytes)
+		total, records, answerNow, err := s.readFetch(ctx, req, resp, maxBytes)
 		if err != nil {
 			return nil, err
 		}
 		if answerNow || total >= int(req.MinBytes) || maxWait <= 0 {
+			pace.answered(records, time.Now())
 			return resp, nil
 		}
 		select {
 		case <-wake:
+			// A publish: wait out the cooldown, if it holds, so that
+			// what is published meanwhile goes in this answer.
+			if d := pace.cooldown(s.cfg.FetchCooldown, s.cfg.FetchCooldownMinRate, time.Now(), deadline); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return nil, ctx.Err()
+				}
+			}
 		case <-timer.C:
 			maxWait = 0 // read once more, then answer
 		case <-ctx.Done():
@@ -66,10 +86,49 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 	}
 }
 
+// fetchPace is a connection's Fetch answers as the cooldown needs them:
+// when the last went and the records a second they have been carrying.
+type fetchPace struct {
+	mu   sync.Mutex
+	last time.Time
+	rate float64
+}
+
+// answered notes an answer of n records at now.
+func (p *fetchPace) answered(n int, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.last.IsZero() {
+		if dt := now.Sub(p.last).Seconds(); dt > 0 {
+			p.rate = (p.rate + float64(n)/dt) / 2
+		}
+	}
+	p.last = now
+}
+
+// cooldown returns how long a Fetch woken at now waits before reading:
+// until cooldown has passed since the previous answer, not past
+// deadline, when the answers carry at least minRate records a second.
+func (p *fetchPace) cooldown(cooldown time.Duration, minRate int, now, deadline time.Time) time.Duration {
+	if cooldown <= 0 {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.last.IsZero() || (minRate > 0 && p.rate < float64(minRate)) {
+		return 0
+	}
+	until := p.last.Add(cooldown)
+	if until.After(deadline) {
+		until = deadline
+	}
+	return until.Sub(now)
+}
+
 // readFetch fills resp with what every partition of req has now. It
 // returns the bytes of records answered and whether a partition's error
 // must be answered at once.
-func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxBytes int) (total int, answerNow bool, err error) {
+func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxBytes int) (total, records int, answerNow bool, err error) {
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
@@ -81,7 +140,7 @@ func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 		var parts []store.KafkaPartition
 		if allowed {
 			if parts, err = s.store.KafkaPartitions(ctx, s.client.Pool(), rt.Topic); err != nil {
-				return 0, false, err
+				return 0, 0, false, err
 			}
 		}
 		for _, rp := range rt.Partitions {
@@ -108,10 +167,11 @@ func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 				}
 				budget := min(int(rp.PartitionMaxBytes), maxBytes-total)
 				if rp.FetchOffset < p.NextOffset && (budget > 0 || total == 0) {
-					b, err := s.readPartition(ctx, rt.Topic, p, rp.FetchOffset, budget, total == 0)
+					b, n, err := s.readPartition(ctx, rt.Topic, p, rp.FetchOffset, budget, total == 0)
 					if err != nil {
-						return 0, false, err
+						return 0, 0, false, err
 					}
+					records += n
 					if b != nil {
 						sp.RecordBatches = b
 					}
@@ -122,14 +182,16 @@ func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return total, answerNow, nil
+	return total, records, answerNow, nil
 }
 
 // readPartition returns record batches of p from offset from, of at most
-// budget bytes unless first (then at least one record).
-func (s *Server) readPartition(ctx context.Context, topic string, p store.KafkaPartition, from int64, budget int, first bool) ([]byte, error) {
+// budget bytes unless first (then at least one record), and how many
+// records they hold.
+func (s *Server) readPartition(ctx context.Context, topic string, p store.KafkaPartition, from int64, budget int, first bool) ([]byte, int, error) {
 	avg := s.avgRecordSize(topic, p.Partition)
 	var out []byte
+	count := 0
 	for from < p.NextOffset {
 		left := budget - len(out)
 		if left <= 0 && (!first || len(out) != 0) {
@@ -138,17 +200,18 @@ func (s *Server) readPartition(ctx context.Context, topic string, p store.KafkaP
 		n := int32(min(max(left/int(avg.Load())+1, 1), fetchReadMax))
 		recs, err := s.store.KafkaRecords(ctx, s.client.Pool(), p.TopicID, p.Partition, from, p.NextOffset, n)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if len(recs) == 0 {
 			break // retention dropped them meanwhile
 		}
 		before := len(out)
 		var used int
-		out, used = appendBatch(out, recs, budget, first && len(out) == 0)
+		out, used = appendBatch(out, recs, left, first && len(out) == 0)
 		if used == 0 {
 			break
 		}
+		count += used
 		size := int64((len(out) - before) / used)
 		avg.Store((avg.Load()*3 + max(size, 16)) / 4)
 		from = recs[used-1].Offset + 1
@@ -156,7 +219,7 @@ func (s *Server) readPartition(ctx context.Context, topic string, p store.KafkaP
 			break
 		}
 	}
-	return out, nil
+	return out, count, nil
 }
 
 func (s *Server) avgRecordSize(topic string, partition int32) *atomic.Int64 {

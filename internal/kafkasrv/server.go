@@ -51,6 +51,12 @@ const (
 	MaxInflightBytesDefault = 512 << 20
 	// MaxFetchWaitDefault is Config.MaxFetchWait's default.
 	MaxFetchWaitDefault = 5 * time.Minute
+	// FetchCooldownDefault is Config.FetchCooldown's default, the native
+	// consumer's claim cooldown (pgmsg.ClaimCooldownDefault).
+	FetchCooldownDefault = 20 * time.Millisecond
+	// FetchCooldownMinRateDefault is Config.FetchCooldownMinRate's
+	// default, in records per second (pgmsg.ClaimCooldownMinRateDefault).
+	FetchCooldownMinRateDefault = 3000
 	// ClusterIDDefault is the cluster id Metadata answers.
 	ClusterIDDefault = "pgmsg"
 )
@@ -103,6 +109,20 @@ type Config struct {
 	// MaxFetchWait caps a Fetch's MaxWaitMillis. Default
 	// MaxFetchWaitDefault.
 	MaxFetchWait time.Duration
+	// FetchCooldown is the least time between a connection's Fetch
+	// answers when the later one was woken by a publish (the native
+	// consumer's ClaimCooldown): a Fetch woken sooner waits until
+	// FetchCooldown has passed since the previous answer, and what is
+	// published meanwhile goes in the same answer, as long as the
+	// connection has been receiving at least FetchCooldownMinRate records
+	// a second. A Fetch never waits past its MaxWaitMillis for it, and one
+	// that finds records when it arrives answers at once. Default
+	// FetchCooldownDefault; negative: none.
+	FetchCooldown time.Duration
+	// FetchCooldownMinRate is the rate, in records a second, a
+	// connection's Fetch answers must carry for FetchCooldown to hold.
+	// Default FetchCooldownMinRateDefault; negative: at any rate.
+	FetchCooldownMinRate int
 	// RequireAuth makes every connection authenticate with SASL/PLAIN
 	// whose password is a pgmsg token's secret (pgmsg token create), or
 	// SASL/SCRAM-SHA-256 or SCRAM-SHA-512 whose username is the token's
@@ -194,6 +214,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxFetchWait == 0 {
 		cfg.MaxFetchWait = MaxFetchWaitDefault
+	}
+	if cfg.FetchCooldown == 0 {
+		cfg.FetchCooldown = FetchCooldownDefault
+	}
+	if cfg.FetchCooldownMinRate == 0 {
+		cfg.FetchCooldownMinRate = FetchCooldownMinRateDefault
 	}
 	if cfg.MaxFetchWait < 0 {
 		return nil, fmt.Errorf("kafkasrv: Config.MaxFetchWait must not be negative, got %v", cfg.MaxFetchWait)
