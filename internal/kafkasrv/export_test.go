@@ -8,3 +8,10 @@ func (s *Server) Kill() error {
 	}
 	return s.Close()
 }
+
+// FetchCacheServed is how many records Fetches took from the record cache.
+func (s *Server) FetchCacheServed() int64 {
+	s.fetchCache.mu.Lock()
+	defer s.fetchCache.mu.Unlock()
+	return s.fetchCache.served
+}

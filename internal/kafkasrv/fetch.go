@@ -198,7 +198,7 @@ func (s *Server) readPartition(ctx context.Context, topic string, p store.KafkaP
 			break
 		}
 		n := int32(min(max(left/int(avg.Load())+1, 1), fetchReadMax))
-		recs, err := s.store.KafkaRecords(ctx, s.client.Pool(), p.TopicID, p.Partition, from, p.NextOffset, n)
+		recs, err := s.records(ctx, topic, p, from, n)
 		if err != nil {
 			return nil, 0, err
 		}

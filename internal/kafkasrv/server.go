@@ -119,6 +119,12 @@ type Config struct {
 	// that finds records when it arrives answers at once. Default
 	// FetchCooldownDefault; negative: none.
 	FetchCooldown time.Duration
+	// FetchCacheBytes is how many bytes of records the listener keeps of
+	// the partitions it answered Fetches of lately, so that the members of
+	// several groups reading the same records read them from PostgreSQL
+	// about once (as the native client's Config.RecordCacheBytes). Default
+	// 64 MiB; negative: none.
+	FetchCacheBytes int64
 	// FetchCooldownMinRate is the rate, in records a second, a
 	// connection's Fetch answers must carry for FetchCooldown to hold.
 	// Default FetchCooldownMinRateDefault; negative: at any rate.
@@ -173,6 +179,8 @@ type Server struct {
 	inflightBytes *semaphore.Weighted
 
 	recordSize sync.Map
+	// fetchCache is the records Fetch read lately (fetchcache.go).
+	fetchCache fetchCache
 	partLocks  sync.Map // tp -> *sync.Mutex (produce.go)
 	topics     topicCache
 }
@@ -240,6 +248,10 @@ func New(cfg Config) (*Server, error) {
 		MetadataMaxAge: pgmsg.MetadataMaxAgeDefault, Channel: cfg.Client.Schema() + "_log", Logger: cfg.Logger,
 		BackpressureTimeout: pgmsg.BackpressureTimeoutDefault,
 	})
+	s.fetchCache.max = cfg.FetchCacheBytes
+	if cfg.FetchCacheBytes == 0 {
+		s.fetchCache.max = fetchCacheBytesDefault
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.topics.s = s
 	if cfg.Advertise != "" {

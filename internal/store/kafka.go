@@ -16,18 +16,21 @@ import (
 // partition or one topic at a time, in one round trip each.
 
 // KafkaPartition is one partition of a topic as the Kafka listener needs
-// it: its log start offset and its high watermark (the next offset).
+// it: its log start offset, its high watermark (the next offset) and its
+// log epoch (which changes when the log past some offset may hold other
+// records than before: the first publish on a promoted standby).
 type KafkaPartition struct {
 	TopicID     int32
 	Partition   int32
 	StartOffset int64
 	NextOffset  int64
+	LogEpoch    int32
 }
 
 // KafkaPartitions returns every partition of topic in partition order, or
 // none when the topic does not exist.
 func (s *Store) KafkaPartitions(ctx context.Context, exec DBTX, topic string) ([]KafkaPartition, error) {
-	rows, err := exec.Query(ctx, s.SQL(`SELECT t.topic_id, p.partition, p.start_offset, p.next_offset
+	rows, err := exec.Query(ctx, s.SQL(`SELECT t.topic_id, p.partition, p.start_offset, p.next_offset, p.log_epoch
 FROM pgmsg.topic t JOIN pgmsg.topic_partition p ON p.topic_id = t.topic_id
 WHERE t.name = $1::text ORDER BY p.partition`), topic)
 	if err != nil {
@@ -35,7 +38,7 @@ WHERE t.name = $1::text ORDER BY p.partition`), topic)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (KafkaPartition, error) {
 		var p KafkaPartition
-		err := r.Scan(&p.TopicID, &p.Partition, &p.StartOffset, &p.NextOffset)
+		err := r.Scan(&p.TopicID, &p.Partition, &p.StartOffset, &p.NextOffset, &p.LogEpoch)
 		return p, err
 	})
 	return out, errs.Map(err)
