@@ -1587,7 +1587,7 @@ END $function$;
 -- p_partition of topic p_topic_id that starts at p_start, as
 -- _segment_create names it, if that table is a partition of the topic's
 -- table; else NULL. Owner-run code takes segment tables' names from here,
--- never from a column another role could write (issue 51, finding 5).
+-- never from a column another role could write (docs/operations.md, "What the owner's code trusts").
 CREATE OR REPLACE FUNCTION "pgmsg"._segment_relname(p_topic_id integer, p_partition integer, p_start bigint)
  RETURNS text
  LANGUAGE sql
@@ -1776,7 +1776,7 @@ END $function$;
 -- publish() refuses (an unknown topic or partition, an empty batch, keys,
 -- headers or timestamps longer than the values, a timestamp outside the
 -- UTC years 0001..9999, a record larger than max_record_bytes). It runs as the owner, so
--- that producers append only through pgmsg's rules (issue 51): no role but
+-- that producers append only through pgmsg's rules: no role but
 -- the owner writes the counter rows or the record table.
 CREATE OR REPLACE FUNCTION "pgmsg"._publish_direct(p_topic text, p_partition integer, p_values bytea[], p_keys bytea[], p_headers jsonb[], p_timestamps timestamp with time zone[])
  RETURNS TABLE(base_offset bigint, published_at timestamp with time zone, segments_low boolean)
@@ -1818,6 +1818,81 @@ BEGIN
         CROSS JOIN r
     )
     SELECT r.base, statement_timestamp(), r.low FROM r;
+END $function$;
+
+-- _kafka_publish appends one partition's batch of a Kafka idempotent
+-- producer (the Kafka listener's Produce, store.KafkaPublish) in one
+-- statement: under a lock on the producer's state for the partition it
+-- applies Kafka's sequence rule and appends with _publish_direct(). The
+-- rule: the batch the producer stored last on the partition, sent again
+-- with the same sequences, is a retry (outcome 'duplicate', its stored
+-- offset and time returned, nothing written); a batch wholly before it
+-- is 'old' (Kafka's DUPLICATE_SEQUENCE_NUMBER); a producer's first batch
+-- must start at 0 and every later one right after the last stored
+-- ('out_of_order' otherwise, with the last stored batch's sequences). A
+-- batch that _publish_direct() leaves to publish() (backpressure,
+-- segments to create, a record it refuses, a new timeline) is 'publish':
+-- nothing written, the caller takes the slower path in a transaction of
+-- its own that takes the same lock. An unknown topic or partition is
+-- 'unknown'. It runs as its caller (the listener's role writes
+-- producer_state; _publish_direct() runs as the owner).
+CREATE OR REPLACE FUNCTION "pgmsg"._kafka_publish(p_topic text, p_partition integer, p_producer_id text, p_sequence bigint, p_values bytea[], p_keys bytea[], p_headers jsonb[], p_timestamps timestamp with time zone[])
+ RETURNS TABLE(outcome text, base_offset bigint, published_at timestamp with time zone, segments_low boolean, first_sequence bigint, last_sequence bigint)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    st     record;
+    d      record;
+    v_last bigint := p_sequence + coalesce(cardinality(p_values), 0) - 1;
+BEGIN
+    -- The key store.KafkaProducerLock takes for the slower path.
+    PERFORM pg_advisory_xact_lock(hashtextextended(
+        'pgmsg' || '.kafka_producer.' || p_topic || '.' || p_partition || '.' || p_producer_id, 0));
+    -- A statement after the lock's: its snapshot sees what the previous
+    -- holder committed.
+    SELECT c.topic_id, s.first_sequence, s.last_sequence, s.base_offset, s."timestamp" INTO st
+      FROM "pgmsg".topic t
+      JOIN "pgmsg".topic_partition c ON c.topic_id = t.topic_id AND c.partition = p_partition
+      LEFT JOIN "pgmsg".producer_state s
+             ON s.topic_id = c.topic_id AND s.partition = c.partition AND s.producer_id = p_producer_id
+     WHERE t.name = p_topic;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'unknown'::text, NULL::bigint, NULL::timestamptz, false, NULL::bigint, NULL::bigint;
+        RETURN;
+    END IF;
+    IF st.first_sequence IS NOT NULL THEN
+        IF st.first_sequence = p_sequence AND st.last_sequence = v_last THEN
+            RETURN QUERY SELECT 'duplicate'::text, st.base_offset, st."timestamp", false, st.first_sequence, st.last_sequence;
+            RETURN;
+        END IF;
+        IF v_last <= st.last_sequence THEN
+            RETURN QUERY SELECT 'old'::text, NULL::bigint, NULL::timestamptz, false, st.first_sequence, st.last_sequence;
+            RETURN;
+        END IF;
+        IF p_sequence <> st.last_sequence + 1 THEN
+            RETURN QUERY SELECT 'out_of_order'::text, NULL::bigint, NULL::timestamptz, false, st.first_sequence, st.last_sequence;
+            RETURN;
+        END IF;
+    ELSIF p_sequence <> 0 THEN
+        RETURN QUERY SELECT 'out_of_order'::text, NULL::bigint, NULL::timestamptz, false, NULL::bigint, NULL::bigint;
+        RETURN;
+    END IF;
+    SELECT * INTO d FROM "pgmsg"._publish_direct(p_topic, p_partition, p_values, p_keys, p_headers, p_timestamps) x;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'publish'::text, NULL::bigint, NULL::timestamptz, false, st.first_sequence, st.last_sequence;
+        RETURN;
+    END IF;
+    INSERT INTO "pgmsg".producer_state AS s (topic_id, partition, producer_id, first_sequence, last_sequence,
+                                                base_offset, record_count, "timestamp")
+    VALUES (st.topic_id, p_partition, p_producer_id, p_sequence, v_last, d.base_offset, cardinality(p_values),
+            coalesce(p_timestamps[1], d.published_at))
+    ON CONFLICT (topic_id, partition, producer_id) DO UPDATE
+       SET first_sequence = excluded.first_sequence, last_sequence = excluded.last_sequence,
+           base_offset = excluded.base_offset, record_count = excluded.record_count,
+           "timestamp" = excluded."timestamp", updated_at = clock_timestamp();
+    RETURN QUERY SELECT 'stored'::text, d.base_offset, d.published_at, d.segments_low, p_sequence, v_last;
 END $function$;
 
 -- publish_idempotent publishes as publish() does, as producer p_producer_id
@@ -3165,7 +3240,7 @@ BEGIN
         EXIT WHEN n >= p_max_segments;
         -- The table to drop is named from the segment's numbers, as
         -- _segment_create named it, and must be a partition of the topic's
-        -- table: never a name another role could have written (issue 51).
+        -- table: never a name another role could have written.
         rel := "pgmsg"._segment_relname(seg.topic_id, seg.partition, seg.start_offset);
         CONTINUE WHEN rel IS NULL;
         SELECT tp.next_offset INTO tip FROM "pgmsg".topic_partition tp
@@ -3473,7 +3548,7 @@ $function$;
 -- Topic DDL, maintenance and segment creation create, attach and drop
 -- tables, which only the owner of the record table may do; publishing
 -- writes the counter rows and the record table, which only the owner may
--- write (issue 51). They run as the schema's owner (SECURITY DEFINER,
+-- write. They run as the schema's owner (SECURITY DEFINER,
 -- arguments checked, path pinned), callable by the roles that
 -- role_privileges() (auth.sql) names, not by PUBLIC. The segment helpers
 -- (_segment_lock, _segment_create, _segment_ensure) are called by other
@@ -4742,7 +4817,7 @@ BEGIN
     RETURN false;
 END $function$;
 
--- job_retry makes a waiting job claimable now (issue 19: "retry now"): a
+-- job_retry makes a waiting job claimable now ("retry now"): a
 -- scheduled job, or one waiting for its retry backoff, becomes available
 -- at once, keeping its attempts; idle workers of its queue are woken. An
 -- available job stays as it is. A running, dead or finished job is refused

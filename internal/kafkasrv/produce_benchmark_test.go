@@ -15,7 +15,7 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-// The produce target (issue 50): a franz-go producer (1 KiB records,
+// The listener's produce target: a franz-go producer (1 KiB records,
 // linger 5 ms, acks=all, 8 producers, 4 partitions) through the listener
 // against native Publish of 100-record batches by 8 callers. Run both in
 // one invocation and compare records/s:

@@ -68,8 +68,8 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 }
 
 // The worker's claim as a static statement against the tables, run from
-// the connection's cached generic plan instead of a PL/pgSQL call (issue
-// 13): job_claim() spent about 40 % of its time outside the statements
+// the connection's cached generic plan instead of a PL/pgSQL call:
+// job_claim() spent about 40 % of its time outside the statements
 // that do the work (planning its statements' custom plans, the pinned
 // settings' save and restore, the returned rows' tuplestore). job_claim()
 // stays the reference for the semantics (docs/sql-api.md); the statement

@@ -138,7 +138,7 @@ func (s *Store) JobEnqueueMany(ctx context.Context, exec DBTX, b *JobBatch, fn f
 // enqueueDirectSQL inserts a batch of jobs without unique keys in one
 // statement against the tables, as enqueue_many() does on its common path,
 // from the connection's cached generic plan instead of a PL/pgSQL call
-// (issue 13; the Go client's enqueue took twice as long as the same call
+// (the Go client's enqueue took twice as long as the same call
 // from psql). It inserts nothing and returns no row when enqueue_many()
 // has more to do or to say: an unknown queue (created, or PM101), a queue
 // with a max_depth, or a payload over max_payload_bytes (PM103). The Go

@@ -16,7 +16,7 @@ import (
 // claim_range() for the case Consumer.Run meets on every cycle (a member
 // that owns one partition claims it, committing its previous claim of the
 // same partition), run from the connection's cached generic plan instead
-// of a PL/pgSQL call (issue 12: the calls' executor set-up, the pinned
+// of a PL/pgSQL call (profiled under mixed load: the calls' executor set-up, the pinned
 // search_path's save and restore and the returned rows' tuplestore were
 // the largest share of the server's time under mixed load; see
 // docs/benchmarks.md). Every other case, and every answer that needs an
@@ -139,7 +139,7 @@ var (
 // data-modifying WITH, whose rows PostgreSQL runs to completion into a
 // tuplestore before it sends them, and returning the records from it cost
 // a copy of each record into fresh memory (form, zero, page faults) and a
-// read back (issue 12: 8 % of the server's samples reading a backlog).
+// read back (8 % of the server's samples reading a backlog).
 // $4 is the claim statement's $8: the claim's epoch is that or the next
 // token (statements/claim_epoch.sql). relname is the table that held the partition's previous claim:
 // when the claim statement's head names another segment (the range moved

@@ -18,8 +18,8 @@ import (
 // projections, the bench's five groups) is woken for a partition once for
 // all of them, and each of them then claimed the same new records and read
 // them on its own: five round trips, five transactions and five copies of
-// the records on the wire where one does (issue 12: the 5,000 writes/s
-// target, docs/benchmarks.md's fourteenth pass). Each group keeps its own
+// the records on the wire where one does (the mixed load at 5,000
+// writes/s, docs/benchmarks.md). Each group keeps its own
 // cursor row, claim epoch and lease, so fencing and the commit's
 // semantics are the direct statements'; a request the statement cannot
 // settle (the claim to commit is no longer held, or its row is locked,

@@ -86,15 +86,15 @@ type PublishResult struct {
 // statement: reserve the offsets on the partition's counter row (its lock
 // orders publishers, see docs/architecture.md) and insert the records.
 // The function runs as the schema's owner, so that producers append only
-// through pgmsg's rules (issue 51); its statement is planned once per
+// through pgmsg's rules (docs/operations.md, "Database roles"); its statement is planned once per
 // session. It appends nothing and returns no row when publish() has more
 // to do: a topic with backpressure settings, a batch that reaches past the
 // segments created so far, a record larger than max_record_bytes
 // (publish() raises PM006), an unknown topic (PM001), or the first
 // publish to the partition on a new timeline (a promoted standby:
 // publish() starts a new log epoch); the caller then calls publish(). Timestamps, partitions and the batch's shape are
-// checked by the Go client before (issue 12; docs/benchmarks.md has the
-// measurements).
+// checked by the Go client before (docs/benchmarks.md, "Where the time
+// goes").
 const publishDirectSQL = `SELECT d.base_offset, d.published_at, d.segments_low
   FROM pgmsg._publish_direct($1::text, $2::integer, $3::bytea[], $4::bytea[], $5::jsonb[], $6::timestamptz[]) d`
 

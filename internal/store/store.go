@@ -41,7 +41,7 @@ type Store struct {
 	sql    sync.Map // query text for the default schema -> for schema
 	copy   copyTexts
 	// copyDenied: a COPY publish was refused for lack of privilege (only
-	// the schema's owner may write the record table, issue 51); the
+	// the schema's owner may write the record table); the
 	// connections' role publishes through _publish_direct() from then on.
 	copyDenied atomic.Bool
 }

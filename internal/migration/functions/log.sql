@@ -754,7 +754,7 @@ END $function$;
 -- p_partition of topic p_topic_id that starts at p_start, as
 -- _segment_create names it, if that table is a partition of the topic's
 -- table; else NULL. Owner-run code takes segment tables' names from here,
--- never from a column another role could write (issue 51, finding 5).
+-- never from a column another role could write (docs/operations.md, "What the owner's code trusts").
 CREATE OR REPLACE FUNCTION {{schema}}._segment_relname(p_topic_id integer, p_partition integer, p_start bigint)
  RETURNS text
  LANGUAGE sql
@@ -943,7 +943,7 @@ END $function$;
 -- publish() refuses (an unknown topic or partition, an empty batch, keys,
 -- headers or timestamps longer than the values, a timestamp outside the
 -- UTC years 0001..9999, a record larger than max_record_bytes). It runs as the owner, so
--- that producers append only through pgmsg's rules (issue 51): no role but
+-- that producers append only through pgmsg's rules: no role but
 -- the owner writes the counter rows or the record table.
 CREATE OR REPLACE FUNCTION {{schema}}._publish_direct(p_topic text, p_partition integer, p_values bytea[], p_keys bytea[], p_headers jsonb[], p_timestamps timestamp with time zone[])
  RETURNS TABLE(base_offset bigint, published_at timestamp with time zone, segments_low boolean)
@@ -2402,7 +2402,7 @@ BEGIN
         EXIT WHEN n >= p_max_segments;
         -- The table to drop is named from the segment's numbers, as
         -- _segment_create named it, and must be a partition of the topic's
-        -- table: never a name another role could have written (issue 51).
+        -- table: never a name another role could have written.
         rel := {{schema}}._segment_relname(seg.topic_id, seg.partition, seg.start_offset);
         CONTINUE WHEN rel IS NULL;
         SELECT tp.next_offset INTO tip FROM {{schema}}.topic_partition tp
@@ -2710,7 +2710,7 @@ $function$;
 -- Topic DDL, maintenance and segment creation create, attach and drop
 -- tables, which only the owner of the record table may do; publishing
 -- writes the counter rows and the record table, which only the owner may
--- write (issue 51). They run as the schema's owner (SECURITY DEFINER,
+-- write. They run as the schema's owner (SECURITY DEFINER,
 -- arguments checked, path pinned), callable by the roles that
 -- role_privileges() (auth.sql) names, not by PUBLIC. The segment helpers
 -- (_segment_lock, _segment_create, _segment_ensure) are called by other

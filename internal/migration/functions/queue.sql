@@ -1249,7 +1249,7 @@ BEGIN
     RETURN false;
 END $function$;
 
--- job_retry makes a waiting job claimable now (issue 19: "retry now"): a
+-- job_retry makes a waiting job claimable now ("retry now"): a
 -- scheduled job, or one waiting for its retry backoff, becomes available
 -- at once, keeping its attempts; idle workers of its queue are woken. An
 -- available job stays as it is. A running, dead or finished job is refused
