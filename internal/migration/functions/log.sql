@@ -116,7 +116,6 @@ DECLARE
     g        oid;
     grantees text[] := '{}';
     p        integer;
-    i        integer;
     rel      text;
 BEGIN
     PERFORM {{schema}}._check_name('topic', p_name);
@@ -161,22 +160,25 @@ BEGIN
     LOOP
         grantees := grantees || CASE WHEN g = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g)) END;
     END LOOP;
+    -- Each partition gets its first segment only (four relations: heap,
+    -- primary key, TOAST table and index). The two segments of headroom
+    -- that publishers keep (_segment_ensure) come after the partition's
+    -- first publish (segments_low: the publisher's segment_ensure after
+    -- its commit, or maintenance's segments_ensure), so a topic that is
+    -- never written costs a third of the relations and of the DDL.
     FOR p IN 0 .. p_partitions - 1 LOOP
-        INSERT INTO {{schema}}.topic_partition (topic_id, partition, log_timeline, segment_end)
-        VALUES (t.topic_id, p, {{schema}}._timeline(), 3 * seg);
-        -- The first segment and the two of headroom that publishers keep
-        -- (_segment_ensure), as _partitions_add creates them.
-        FOR i IN 0 .. 2 LOOP
-            rel := format('record_%s_p%s_%s', t.topic_id, p, i * seg);
-            EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
-                           {{schema_lit}}, rel, {{schema_lit}}, 'record_' || t.topic_id, p, i * seg, p, (i + 1) * seg);
-            IF cardinality(grantees) > 0 THEN
-                EXECUTE format('GRANT SELECT ON %I.%I TO %s', {{schema_lit}}, rel, array_to_string(grantees, ', '));
-            END IF;
-            INSERT INTO {{schema}}.segment (topic_id, partition, start_offset, end_offset, relname)
-            VALUES (t.topic_id, p, i * seg, (i + 1) * seg, rel);
-        END LOOP;
+        rel := format('record_%s_p%s_0', t.topic_id, p);
+        EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.%I FOR VALUES FROM (%s, 0) TO (%s, %s)',
+                       {{schema_lit}}, rel, {{schema_lit}}, 'record_' || t.topic_id, p, p, seg);
+        IF cardinality(grantees) > 0 THEN
+            EXECUTE format('GRANT SELECT ON %I.%I TO %s', {{schema_lit}}, rel, array_to_string(grantees, ', '));
+        END IF;
     END LOOP;
+    INSERT INTO {{schema}}.topic_partition (topic_id, partition, log_timeline, segment_end)
+    SELECT t.topic_id, gs.part, {{schema}}._timeline(), seg FROM generate_series(0, p_partitions - 1) AS gs(part);
+    INSERT INTO {{schema}}.segment (topic_id, partition, start_offset, end_offset, relname)
+    SELECT t.topic_id, gs.part, 0, seg, format('record_%s_p%s_0', t.topic_id, gs.part)
+      FROM generate_series(0, p_partitions - 1) AS gs(part);
     EXECUTE format('ALTER TABLE %I.record ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
                    {{schema_lit}}, {{schema_lit}}, 'record_' || t.topic_id, t.topic_id);
     RETURN t;
@@ -251,20 +253,13 @@ CREATE OR REPLACE FUNCTION {{schema}}._partitions_add(t {{schema}}.topic, p_from
 AS $function$
 DECLARE
     p integer;
-    i integer;
 BEGIN
     FOR p IN p_from .. p_to - 1 LOOP
         INSERT INTO {{schema}}.topic_partition (topic_id, partition, log_timeline)
         VALUES (t.topic_id, p, {{schema}}._timeline());
-        -- The first segment and the two of headroom that publishers keep
-        -- (_segment_ensure): created later, by the first publishes, they
-        -- made a new topic's first seconds slow (every ATTACH invalidates
-        -- the plans of every statement on the record table).
-        FOR i IN 0 .. 2 LOOP
-            PERFORM {{schema}}._segment_create(t.topic_id, p, i * t.segment_records, (i + 1) * t.segment_records);
-        END LOOP;
-        UPDATE {{schema}}.topic_partition SET segment_end = 3 * t.segment_records
-        WHERE topic_id = t.topic_id AND partition = p;
+        -- The first segment only, as topic_create: the two of headroom
+        -- come after the partition's first publish (_segment_ensure).
+        PERFORM {{schema}}._segment_create(t.topic_id, p, 0, t.segment_records);
         -- Existing groups get a cursor at the start of the new partition, so
         -- they read it from its first record (as Kafka consumers do).
         INSERT INTO {{schema}}.group_cursor (topic_id, group_name, partition, next_offset)
@@ -364,8 +359,9 @@ END $function$;
 -- partition. CREATE + ATTACH takes SHARE UPDATE EXCLUSIVE on the topic's
 -- table (CREATE ... PARTITION OF would take ACCESS EXCLUSIVE and block every
 -- reader and writer of the topic). Identifiers are built from integers only
--- and still go through %I. A new partition gets three: the one it writes
--- to and the two of headroom that publishers keep (_segment_ensure).
+-- and still go through %I. A new partition gets one (the one it writes
+-- to); the two of headroom that publishers keep come after its first
+-- publish (_segment_ensure).
 CREATE OR REPLACE FUNCTION {{schema}}._segment_create(p_topic_id integer, p_partition integer, p_lo bigint, p_hi bigint)
  RETURNS void
  LANGUAGE plpgsql
@@ -712,8 +708,10 @@ BEGIN
 END $function$;
 
 -- segments_ensure creates missing segments ahead of need for every
--- partition (publishers also do it on the way); partitions whose counter
--- row is busy are skipped.
+-- partition that has been published to (publishers also do it on the way);
+-- partitions whose counter row is busy are skipped. A partition never
+-- published to keeps the one segment it was created with: topics that are
+-- never written cost no more segments.
 CREATE OR REPLACE FUNCTION {{schema}}.segments_ensure()
  RETURNS integer
  LANGUAGE plpgsql
@@ -731,7 +729,7 @@ BEGIN
     FOR p IN
         SELECT tp.topic_id, tp.partition FROM {{schema}}.topic_partition tp
         JOIN {{schema}}.topic t ON t.topic_id = tp.topic_id
-        WHERE tp.segment_end < tp.next_offset + 2 * t.segment_records
+        WHERE tp.next_offset > 0 AND tp.segment_end < tp.next_offset + 2 * t.segment_records
         ORDER BY tp.topic_id, tp.partition
     LOOP
         BEGIN
