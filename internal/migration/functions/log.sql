@@ -1444,10 +1444,14 @@ BEGIN
     IF p_stride IS NULL OR p_stride < 16 THEN
         PERFORM {{schema}}._raise('PM004', 'stride must be at least 16');
     END IF;
+    -- The entries retention left behind, in one statement; then only the
+    -- partitions that store a stride of records or more: with thousands
+    -- of idle topics a pass ran two statements for every partition.
+    DELETE FROM {{schema}}.time_index ti USING {{schema}}.topic_partition x
+     WHERE ti.topic_id = x.topic_id AND ti.partition = x.partition AND ti."offset" <= x.start_offset;
     FOR tp IN SELECT x.topic_id, x.partition, x.start_offset, x.next_offset FROM {{schema}}.topic_partition x
+               WHERE x.next_offset - x.start_offset >= p_stride
                ORDER BY x.topic_id, x.partition LOOP
-        DELETE FROM {{schema}}.time_index ti
-         WHERE ti.topic_id = tp.topic_id AND ti.partition = tp.partition AND ti."offset" <= tp.start_offset;
         SELECT ti."offset", ti.max_timestamp INTO last, max_ts FROM {{schema}}.time_index ti
          WHERE ti.topic_id = tp.topic_id AND ti.partition = tp.partition
          ORDER BY ti."offset" DESC LIMIT 1;
@@ -1960,12 +1964,37 @@ END $function$;
 
 -- group_list: one row per group and partition with its lag (end - cursor).
 -- Cheap: primary-key reads of the counter and cursor rows, no record scan.
+-- One topic's groups are read through the cursor table's primary key (a
+-- plpgsql branch: the SQL function's single generic plan, written for
+-- either case, scanned every group of every topic to list one topic's).
 CREATE OR REPLACE FUNCTION {{schema}}.group_list(p_topic text DEFAULT NULL::text, p_group text DEFAULT NULL::text)
  RETURNS TABLE(topic text, group_name text, partition integer, next_offset bigint, end_offset bigint, lag bigint, claim_epoch bigint, claim_owner text, claim_expires_at timestamp with time zone, committed_at timestamp with time zone, owner text, owner_epoch bigint, skipped bigint)
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+#variable_conflict use_column
+DECLARE
+    v_topic integer;
+BEGIN
+    IF p_topic IS NOT NULL THEN
+        SELECT t.topic_id INTO v_topic FROM {{schema}}.topic t WHERE t.name = p_topic;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+        RETURN QUERY
+        SELECT p_topic, c.group_name, c.partition, c.next_offset, tp.next_offset,
+               greatest(tp.next_offset - c.next_offset, 0), c.claim_epoch,
+               CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_owner END,
+               CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_expires_at END,
+               c.committed_at, c.owner, c.owner_epoch, c.skipped
+        FROM {{schema}}.group_cursor c
+        JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+        WHERE c.topic_id = v_topic AND (p_group IS NULL OR c.group_name = p_group)
+        ORDER BY c.group_name, c.partition;
+        RETURN;
+    END IF;
+    RETURN QUERY
     SELECT t.name, c.group_name, c.partition, c.next_offset, tp.next_offset,
            greatest(tp.next_offset - c.next_offset, 0), c.claim_epoch,
            CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_owner END,
@@ -1974,9 +2003,9 @@ AS $function$
     FROM {{schema}}.group_cursor c
     JOIN {{schema}}.topic t ON t.topic_id = c.topic_id
     JOIN {{schema}}.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
-    WHERE (p_topic IS NULL OR t.name = p_topic) AND (p_group IS NULL OR c.group_name = p_group)
-    ORDER BY t.name, c.group_name, c.partition
-$function$;
+    WHERE (p_group IS NULL OR c.group_name = p_group)
+    ORDER BY t.name, c.group_name, c.partition;
+END $function$;
 
 -- group_members lists a group's members with their partitions and whether
 -- their session is still alive (database clock).
