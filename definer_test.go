@@ -143,28 +143,32 @@ func TestSegmentFunctionsCheckArguments(t *testing.T) {
 		require.Equal(t, code, sqlState(err), "%s: %v", q, err)
 		require.Equal(t, before, segmentState(t, b), "%s changed the segments", q)
 	}
-	// Partition 0: segments [0, 16), [16, 32), [32, 48) (created with the
-	// topic), segment_end 48, next_offset 0.
+	// Partition 0: segment [0, 16) (the one a partition is created
+	// with), segment_end 16, next_offset 0.
 	refused("PM001", `SELECT %s._segment_lock(%d)`, id+1000)
 	refused("PM001", `SELECT %s._segment_lock(NULL)`)
-	refused("PM001", `SELECT %s._segment_create(%d, 0, 48, 64)`, id+1000)
+	refused("PM001", `SELECT %s._segment_create(%d, 0, 16, 32)`, id+1000)
 	refused("PM005", `SELECT %s._segment_create(%d, 2, 0, 16)`, id)
-	refused("PM005", `SELECT %s._segment_create(%d, NULL, 48, 64)`, id)
-	refused("PM004", `SELECT %s._segment_create(%d, 0, 16, 32)`, id)      // exists
+	refused("PM005", `SELECT %s._segment_create(%d, NULL, 16, 32)`, id)
+	refused("PM004", `SELECT %s._segment_create(%d, 0, 0, 16)`, id)       // exists
 	refused("PM004", `SELECT %s._segment_create(%d, 0, 1000, 1016)`, id)  // not the next one
-	refused("PM004", `SELECT %s._segment_create(%d, 0, 48, 1000048)`, id) // not the topic's size
+	refused("PM004", `SELECT %s._segment_create(%d, 0, 16, 1000016)`, id) // not the topic's size
 	refused("PM004", `SELECT %s._segment_create(%d, 0, NULL, NULL)`, id)  // no range
-	refused("PM004", `SELECT %s._segment_create(%d, 0, 48, 64)`, id)      // three segments ahead already
-	refused("PM001", `SELECT %s._segment_ensure(%d, 0, 48, 16, 0)`, id+1000)
-	refused("PM005", `SELECT %s._segment_ensure(%d, -1, 48, 16, 0)`, id)
-	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 48, 16, 1000)`, id) // past next_offset
-	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 48, 16, NULL)`, id)
-	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 16, 16, 0)`, id)   // not segment_end
+	refused("PM001", `SELECT %s._segment_ensure(%d, 0, 16, 16, 0)`, id+1000)
+	refused("PM005", `SELECT %s._segment_ensure(%d, -1, 16, 16, 0)`, id)
+	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 16, 16, 1000)`, id) // past next_offset
+	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 16, 16, NULL)`, id)
+	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 48, 16, 0)`, id)   // not segment_end
 	refused("PM004", `SELECT %s._segment_ensure(%d, 0, 1000, 16, 0)`, id) // not segment_end
 
 	// What a publish would do is allowed: the lock, the next segment while
 	// next_offset + 3 segments is not covered, an ensure that finds the two
 	// segments of headroom there. Past that, the next segment is refused.
+	_, err = pool.Exec(ctx, fmt.Sprintf(`SELECT %s._segment_create(%d, 0, 16, 32)`, s, id))
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, fmt.Sprintf(`SELECT %s._segment_create(%d, 0, 32, 48)`, s, id))
+	require.NoError(t, err)
+	refused("PM004", `SELECT %s._segment_create(%d, 0, 48, 64)`, id) // three segments ahead already
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, fmt.Sprintf(`SELECT sum(record_count)::int FROM %s.publish('t',
   ARRAY(SELECT convert_to(i::text, 'UTF8') FROM generate_series(1, 20) i), p_partition => 0, p_notify => false)`, s)).Scan(&n))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -316,4 +317,62 @@ func TestInputErrorsHavePgmsgCodes(t *testing.T) {
 	var p int
 	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT `+tb.Schema+`.partition_for_key('customer-7', 8)`).Scan(&p))
 	require.Equal(t, pgmsg.PartitionForKey([]byte("customer-7"), 8), int32(p))
+}
+
+// A partition starts with one segment; maintenance leaves a partition that
+// was never published to at that, and gives one that was its two segments
+// of headroom (as the publisher's segment_ensure after its commit does).
+// The time index drops entries behind a partition's start in one
+// statement and extends only partitions that hold a stride of records.
+func TestNewPartitionsStartWithOneSegment(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, &pgmsg.Config{DisableNotify: true})
+	q := pgx.Identifier{tb.Schema}.Sanitize()
+	_, err := tb.client.CreateTopic(tb.ctx, "lazy", pgmsg.TopicConfig{Partitions: 3, SegmentRecords: 16})
+	require.NoError(t, err)
+	segments := func() []int {
+		t.Helper()
+		d, err := tb.client.DescribeTopic(tb.ctx, "lazy")
+		require.NoError(t, err)
+		var out []int
+		for _, p := range d.PartitionInfo {
+			out = append(out, p.Segments)
+		}
+		return out
+	}
+	require.Equal(t, []int{1, 1, 1}, segments())
+	res, err := tb.client.MaintainOnce(tb.ctx, nil)
+	require.NoError(t, err)
+	require.Zero(t, res.SegmentsCreated, "no partition was published to")
+	require.Equal(t, []int{1, 1, 1}, segments())
+
+	recs := make([]*pgmsg.Record, 40)
+	for i := range recs {
+		recs[i] = &pgmsg.Record{Topic: "lazy", Partition: 1, Value: []byte("x")}
+	}
+	require.NoError(t, tb.client.Publish(tb.ctx, recs, &pgmsg.PublishOpts{ManualPartition: true}))
+	require.Eventually(t, func() bool {
+		_, err := tb.client.MaintainOnce(tb.ctx, nil)
+		require.NoError(t, err)
+		s := segments()
+		return s[0] == 1 && s[2] == 1 && s[1] == 5 // [0, 80): next offset 40 plus two segments
+	}, 30*time.Second, 50*time.Millisecond)
+
+	_, err = tb.client.AddPartitions(tb.ctx, "lazy", 4)
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 5, 1, 1}, segments())
+
+	var entries int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT `+q+`.time_index_run(p_stride => 16)`).Scan(&entries))
+	require.Equal(t, 2, entries, "offsets 16 and 32 of partition 1")
+	_, err = tb.Pool.Exec(tb.ctx, `UPDATE `+q+`.topic_partition SET start_offset = 16 WHERE partition = 1`)
+	require.NoError(t, err)
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT `+q+`.time_index_run(p_stride => 16)`).Scan(&entries))
+	require.Zero(t, entries)
+	var left []int64
+	rows, err := tb.Pool.Query(tb.ctx, `SELECT "offset" FROM `+q+`.time_index ORDER BY 1`)
+	require.NoError(t, err)
+	left, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Equal(t, []int64{32}, left, "the entry at the partition's start went")
 }

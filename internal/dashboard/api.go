@@ -113,13 +113,25 @@ type groupFigures struct {
 
 // logFigures answers every topic's and group's totals from TopicOffsets
 // and ListGroups, which read pgmsg's own tables (no record scan, no file
-// sizes: LogMetrics takes seconds for 1,000 topics).
+// sizes: LogMetrics takes seconds for 1,000 topics). With ?topic=T it
+// answers that topic's groups only ("topics" is empty): what the topic
+// page shows, read through the cursor table's primary key, so that its
+// cost does not grow with the number of topics.
 func (h *Handler) logFigures(w http.ResponseWriter, r *http.Request, _ *session) error {
-	parts, err := h.client.TopicOffsets(r.Context())
-	if err != nil {
-		return err
+	var parts []pgmsg.PartitionMetrics
+	var groups []pgmsg.GroupPartition
+	var err error
+	if topic := r.URL.Query().Get("topic"); topic != "" {
+		if err := pgmsg.ValidateName("topic", topic); err != nil {
+			return err
+		}
+		groups, err = h.client.ListGroups(r.Context(), topic, "")
+	} else {
+		parts, err = h.client.TopicOffsets(r.Context())
+		if err == nil {
+			groups, err = h.client.ListGroups(r.Context(), "", "")
+		}
 	}
-	groups, err := h.client.ListGroups(r.Context(), "", "")
 	if err != nil {
 		return err
 	}

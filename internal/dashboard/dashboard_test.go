@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -184,6 +185,7 @@ func TestBadInput(t *testing.T) {
 		{request{method: http.MethodGet, path: "api/records?topic=orders&time=yesterday"}, http.StatusBadRequest},
 		{request{method: http.MethodGet, path: "api/records?topic=bad%20name"}, http.StatusBadRequest},
 		{request{method: http.MethodGet, path: "api/records?topic=nosuch"}, http.StatusNotFound},
+		{request{method: http.MethodGet, path: "api/log?topic=bad%20name"}, http.StatusBadRequest},
 		{request{method: http.MethodPost, path: "api/tokens", body: map[string]any{"name": "t", "scopes": []string{"root"}}}, http.StatusBadRequest},
 		{request{method: http.MethodPost, path: "api/tokens", body: map[string]any{"nme": "t"}}, http.StatusBadRequest},
 		{request{method: http.MethodPost, path: "api/tokens/abc/revoke"}, http.StatusBadRequest},
@@ -239,6 +241,47 @@ func TestRecordsPage(t *testing.T) {
 	res.json(t, &got)
 	require.NotEmpty(t, got.Records)
 	require.LessOrEqual(t, got.From, int64(2), "the time of the last record finds it or an earlier one of the same time")
+}
+
+// TestLogFiguresOfOneTopic: the topic page's ?topic=T asks for that
+// topic's groups only, summed over their partitions as the overview sums
+// them; an unknown topic has none.
+func TestLogFiguresOfOneTopic(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	for _, name := range []string{"orders", "payments"} {
+		_, err := tb.client.CreateTopic(tb.ctx, name, pgmsg.TopicConfig{Partitions: 2})
+		require.NoError(t, err)
+		_, err = tb.client.CreateGroup(tb.ctx, name, "billing", pgmsg.PositionEarliest)
+		require.NoError(t, err)
+	}
+	_, err := tb.client.CreateGroup(tb.ctx, "orders", "audit", pgmsg.PositionEarliest)
+	require.NoError(t, err)
+	require.NoError(t, tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "orders", Partition: 1, Value: []byte("x")}},
+		&pgmsg.PublishOpts{ManualPartition: true}))
+	type group struct {
+		Topic      string `json:"topic"`
+		Group      string `json:"group"`
+		Partitions int    `json:"partitions"`
+		Lag        int64  `json:"lag"`
+	}
+	var got struct {
+		Topics []json.RawMessage `json:"topics"`
+		Groups []group           `json:"groups"`
+	}
+	res := tb.do(t, request{method: http.MethodGet, path: Prefix + "api/log?topic=orders", cookie: tb.reader})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	res.json(t, &got)
+	require.Empty(t, got.Topics)
+	require.Equal(t, []group{{"orders", "audit", 2, 1}, {"orders", "billing", 2, 1}}, got.Groups)
+	res = tb.do(t, request{method: http.MethodGet, path: Prefix + "api/log?topic=nosuch", cookie: tb.reader})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	res.json(t, &got)
+	require.Empty(t, got.Groups)
+	res = tb.do(t, request{method: http.MethodGet, path: Prefix + "api/log", cookie: tb.reader})
+	res.json(t, &got)
+	require.Len(t, got.Topics, 2)
+	require.Len(t, got.Groups, 3)
 }
 
 // TestInsecureNoAuth: under --insecure-no-auth the dashboard needs no

@@ -278,7 +278,7 @@ async function topicPage(main, topic) {
   const chart = new Chart(chartEl, "Publish rate (records/s)", ["records/s"]);
   let prev = null;
   await poll(async () => {
-    const [d, log] = await Promise.all([api("v1/topics/" + enc(topic)), api("log")]);
+    const [d, log] = await Promise.all([api("v1/topics/" + enc(topic)), api("log?topic=" + enc(topic))]);
     const end = d.partition_info.reduce((a, p) => a + p.next_offset, 0);
     const now = Date.now();
     if (prev) chart.push([Math.max(0, (end - prev.end) / ((now - prev.at) / 1000))]);
