@@ -929,7 +929,6 @@ DECLARE
     g        oid;
     grantees text[] := '{}';
     p        integer;
-    i        integer;
     rel      text;
 BEGIN
     PERFORM "pgmsg"._check_name('topic', p_name);
@@ -974,22 +973,25 @@ BEGIN
     LOOP
         grantees := grantees || CASE WHEN g = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g)) END;
     END LOOP;
+    -- Each partition gets its first segment only (four relations: heap,
+    -- primary key, TOAST table and index). The two segments of headroom
+    -- that publishers keep (_segment_ensure) come after the partition's
+    -- first publish (segments_low: the publisher's segment_ensure after
+    -- its commit, or maintenance's segments_ensure), so a topic that is
+    -- never written costs a third of the relations and of the DDL.
     FOR p IN 0 .. p_partitions - 1 LOOP
-        INSERT INTO "pgmsg".topic_partition (topic_id, partition, log_timeline, segment_end)
-        VALUES (t.topic_id, p, "pgmsg"._timeline(), 3 * seg);
-        -- The first segment and the two of headroom that publishers keep
-        -- (_segment_ensure), as _partitions_add creates them.
-        FOR i IN 0 .. 2 LOOP
-            rel := format('record_%s_p%s_%s', t.topic_id, p, i * seg);
-            EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
-                           'pgmsg', rel, 'pgmsg', 'record_' || t.topic_id, p, i * seg, p, (i + 1) * seg);
-            IF cardinality(grantees) > 0 THEN
-                EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel, array_to_string(grantees, ', '));
-            END IF;
-            INSERT INTO "pgmsg".segment (topic_id, partition, start_offset, end_offset, relname)
-            VALUES (t.topic_id, p, i * seg, (i + 1) * seg, rel);
-        END LOOP;
+        rel := format('record_%s_p%s_0', t.topic_id, p);
+        EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.%I FOR VALUES FROM (%s, 0) TO (%s, %s)',
+                       'pgmsg', rel, 'pgmsg', 'record_' || t.topic_id, p, p, seg);
+        IF cardinality(grantees) > 0 THEN
+            EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel, array_to_string(grantees, ', '));
+        END IF;
     END LOOP;
+    INSERT INTO "pgmsg".topic_partition (topic_id, partition, log_timeline, segment_end)
+    SELECT t.topic_id, gs.part, "pgmsg"._timeline(), seg FROM generate_series(0, p_partitions - 1) AS gs(part);
+    INSERT INTO "pgmsg".segment (topic_id, partition, start_offset, end_offset, relname)
+    SELECT t.topic_id, gs.part, 0, seg, format('record_%s_p%s_0', t.topic_id, gs.part)
+      FROM generate_series(0, p_partitions - 1) AS gs(part);
     EXECUTE format('ALTER TABLE %I.record ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
                    'pgmsg', 'pgmsg', 'record_' || t.topic_id, t.topic_id);
     RETURN t;
@@ -1064,20 +1066,13 @@ CREATE OR REPLACE FUNCTION "pgmsg"._partitions_add(t "pgmsg".topic, p_from integ
 AS $function$
 DECLARE
     p integer;
-    i integer;
 BEGIN
     FOR p IN p_from .. p_to - 1 LOOP
         INSERT INTO "pgmsg".topic_partition (topic_id, partition, log_timeline)
         VALUES (t.topic_id, p, "pgmsg"._timeline());
-        -- The first segment and the two of headroom that publishers keep
-        -- (_segment_ensure): created later, by the first publishes, they
-        -- made a new topic's first seconds slow (every ATTACH invalidates
-        -- the plans of every statement on the record table).
-        FOR i IN 0 .. 2 LOOP
-            PERFORM "pgmsg"._segment_create(t.topic_id, p, i * t.segment_records, (i + 1) * t.segment_records);
-        END LOOP;
-        UPDATE "pgmsg".topic_partition SET segment_end = 3 * t.segment_records
-        WHERE topic_id = t.topic_id AND partition = p;
+        -- The first segment only, as topic_create: the two of headroom
+        -- come after the partition's first publish (_segment_ensure).
+        PERFORM "pgmsg"._segment_create(t.topic_id, p, 0, t.segment_records);
         -- Existing groups get a cursor at the start of the new partition, so
         -- they read it from its first record (as Kafka consumers do).
         INSERT INTO "pgmsg".group_cursor (topic_id, group_name, partition, next_offset)
@@ -1177,8 +1172,9 @@ END $function$;
 -- partition. CREATE + ATTACH takes SHARE UPDATE EXCLUSIVE on the topic's
 -- table (CREATE ... PARTITION OF would take ACCESS EXCLUSIVE and block every
 -- reader and writer of the topic). Identifiers are built from integers only
--- and still go through %I. A new partition gets three: the one it writes
--- to and the two of headroom that publishers keep (_segment_ensure).
+-- and still go through %I. A new partition gets one (the one it writes
+-- to); the two of headroom that publishers keep come after its first
+-- publish (_segment_ensure).
 CREATE OR REPLACE FUNCTION "pgmsg"._segment_create(p_topic_id integer, p_partition integer, p_lo bigint, p_hi bigint)
  RETURNS void
  LANGUAGE plpgsql
@@ -1545,8 +1541,10 @@ BEGIN
 END $function$;
 
 -- segments_ensure creates missing segments ahead of need for every
--- partition (publishers also do it on the way); partitions whose counter
--- row is busy are skipped.
+-- partition that has been published to (publishers also do it on the way);
+-- partitions whose counter row is busy are skipped. A partition never
+-- published to keeps the one segment it was created with: topics that are
+-- never written cost no more segments.
 CREATE OR REPLACE FUNCTION "pgmsg".segments_ensure()
  RETURNS integer
  LANGUAGE plpgsql
@@ -1564,7 +1562,7 @@ BEGIN
     FOR p IN
         SELECT tp.topic_id, tp.partition FROM "pgmsg".topic_partition tp
         JOIN "pgmsg".topic t ON t.topic_id = tp.topic_id
-        WHERE tp.segment_end < tp.next_offset + 2 * t.segment_records
+        WHERE tp.next_offset > 0 AND tp.segment_end < tp.next_offset + 2 * t.segment_records
         ORDER BY tp.topic_id, tp.partition
     LOOP
         BEGIN
@@ -2358,10 +2356,14 @@ BEGIN
     IF p_stride IS NULL OR p_stride < 16 THEN
         PERFORM "pgmsg"._raise('PM004', 'stride must be at least 16');
     END IF;
+    -- The entries retention left behind, in one statement; then only the
+    -- partitions that store a stride of records or more: with thousands
+    -- of idle topics a pass ran two statements for every partition.
+    DELETE FROM "pgmsg".time_index ti USING "pgmsg".topic_partition x
+     WHERE ti.topic_id = x.topic_id AND ti.partition = x.partition AND ti."offset" <= x.start_offset;
     FOR tp IN SELECT x.topic_id, x.partition, x.start_offset, x.next_offset FROM "pgmsg".topic_partition x
+               WHERE x.next_offset - x.start_offset >= p_stride
                ORDER BY x.topic_id, x.partition LOOP
-        DELETE FROM "pgmsg".time_index ti
-         WHERE ti.topic_id = tp.topic_id AND ti.partition = tp.partition AND ti."offset" <= tp.start_offset;
         SELECT ti."offset", ti.max_timestamp INTO last, max_ts FROM "pgmsg".time_index ti
          WHERE ti.topic_id = tp.topic_id AND ti.partition = tp.partition
          ORDER BY ti."offset" DESC LIMIT 1;
@@ -2875,12 +2877,37 @@ END $function$;
 
 -- group_list: one row per group and partition with its lag (end - cursor).
 -- Cheap: primary-key reads of the counter and cursor rows, no record scan.
+-- One topic's groups are read through the cursor table's primary key (a
+-- plpgsql branch: the SQL function's single generic plan, written for
+-- either case, scanned every group of every topic to list one topic's).
 CREATE OR REPLACE FUNCTION "pgmsg".group_list(p_topic text DEFAULT NULL::text, p_group text DEFAULT NULL::text)
  RETURNS TABLE(topic text, group_name text, partition integer, next_offset bigint, end_offset bigint, lag bigint, claim_epoch bigint, claim_owner text, claim_expires_at timestamp with time zone, committed_at timestamp with time zone, owner text, owner_epoch bigint, skipped bigint)
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+#variable_conflict use_column
+DECLARE
+    v_topic integer;
+BEGIN
+    IF p_topic IS NOT NULL THEN
+        SELECT t.topic_id INTO v_topic FROM "pgmsg".topic t WHERE t.name = p_topic;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+        RETURN QUERY
+        SELECT p_topic, c.group_name, c.partition, c.next_offset, tp.next_offset,
+               greatest(tp.next_offset - c.next_offset, 0), c.claim_epoch,
+               CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_owner END,
+               CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_expires_at END,
+               c.committed_at, c.owner, c.owner_epoch, c.skipped
+        FROM "pgmsg".group_cursor c
+        JOIN "pgmsg".topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+        WHERE c.topic_id = v_topic AND (p_group IS NULL OR c.group_name = p_group)
+        ORDER BY c.group_name, c.partition;
+        RETURN;
+    END IF;
+    RETURN QUERY
     SELECT t.name, c.group_name, c.partition, c.next_offset, tp.next_offset,
            greatest(tp.next_offset - c.next_offset, 0), c.claim_epoch,
            CASE WHEN c.claim_expires_at > clock_timestamp() THEN c.claim_owner END,
@@ -2889,9 +2916,9 @@ AS $function$
     FROM "pgmsg".group_cursor c
     JOIN "pgmsg".topic t ON t.topic_id = c.topic_id
     JOIN "pgmsg".topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
-    WHERE (p_topic IS NULL OR t.name = p_topic) AND (p_group IS NULL OR c.group_name = p_group)
-    ORDER BY t.name, c.group_name, c.partition
-$function$;
+    WHERE (p_group IS NULL OR c.group_name = p_group)
+    ORDER BY t.name, c.group_name, c.partition;
+END $function$;
 
 -- group_members lists a group's members with their partitions and whether
 -- their session is still alive (database clock).
