@@ -292,7 +292,22 @@ func (c *conn) write(queue <-chan *pending, done chan<- struct{}) {
 	bw := bufio.NewWriterSize(c.nc, 32<<10)
 	failed := false
 	for p := range queue {
-		<-p.done
+		select {
+		case <-p.done:
+		default:
+			// The next answer is not ready: what is written goes now,
+			// rather than wait in the buffer behind it (a producer with
+			// five requests in flight had its acknowledgements held
+			// until its pipeline ran dry).
+			if !failed && bw.Buffered() > 0 {
+				if err := bw.Flush(); err != nil {
+					failed = true
+					c.cancel()
+					_ = c.nc.Close()
+				}
+			}
+			<-p.done
+		}
 		if failed {
 			continue
 		}
@@ -318,7 +333,8 @@ func (c *conn) write(queue <-chan *pending, done chan<- struct{}) {
 			_ = c.nc.Close()
 			continue
 		}
-		// Flush when nothing else is ready to go with it.
+		// Flush when nothing else is queued to go with it; a queued answer
+		// that is not ready yet flushes this one before it waits (above).
 		if len(queue) == 0 {
 			if err := bw.Flush(); err != nil {
 				failed = true

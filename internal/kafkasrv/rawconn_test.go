@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pgmsg/pgmsg"
 )
 
 // rawConn speaks the framing by hand, to send what clients would not.
@@ -92,3 +94,26 @@ func (rc *rawConn) requireClosed(t *testing.T) {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// An answer goes out as soon as it is ready, not when the requests read
+// after it are answered too: with a Fetch long-polling behind it, the
+// ApiVersions answer before it arrives at once (a producer pipelining
+// five requests had its acknowledgements held until its pipeline ran
+// dry).
+func TestAnswerNotHeldBehindPendingRequest(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.Client.CreateTopic(tb.Ctx, "w", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	rc := dialRaw(t, tb)
+	versions := kmsg.NewPtrApiVersionsRequest()
+	versions.Version = 0
+	frames := rc.frame(versions)
+	// The Fetch waits a minute for a record nobody publishes.
+	frames = append(frames, rc.frame(fetchReq("w", time.Minute, 1, 1<<20, map[int32]int64{0: 0}, 1<<20))...)
+	rc.send(t, frames)
+	require.NoError(t, rc.SetReadDeadline(time.Now().Add(30*time.Second)))
+	corr, _, err := rc.read(t)
+	require.NoError(t, err, "the ApiVersions answer waited for the Fetch behind it")
+	require.Equal(t, int32(1), corr)
+}
