@@ -12,14 +12,15 @@ import (
 	"github.com/pgmsg/pgmsg/internal/pgtest"
 )
 
-// The consumer's claim has two forms: the direct claim statements
+// The consumer's claim has three forms: the direct claim statements
 // (claimDirectSQL, and claimCommitDirectSQL that commits the previous
-// claim and claims the next; ClaimDirect) and claim_range() (ClaimRange).
-// On two schemas with the same topic, group and records, the same claims
-// must claim the same ranges (in the same segment tables, across a segment
-// boundary too), say the same when there is nothing to claim, and leave the
-// cursor row alike: next offset, claim range, owner, lease, a new epoch per
-// claim, commit time.
+// claim and claims the next; ClaimDirect), the gathered claim
+// (claimGatherSQL, log_claim_gather.go; ClaimGather) and claim_range()
+// (ClaimRange). On three schemas with the same topic, group and records,
+// the same claims must claim the same ranges (in the same segment tables,
+// across a segment boundary too), say the same when there is nothing to
+// claim, and leave the cursor row alike: next offset, claim range, owner,
+// lease, a new epoch per claim, commit time.
 func TestClaimParity(t *testing.T) {
 	ctx := context.Background()
 	type setup struct {
@@ -86,8 +87,8 @@ func TestClaimParity(t *testing.T) {
 		return fmt.Sprintf("%+v", *c)
 	}
 
-	direct, fn := open(), open()
-	var epochD, epochF int64 // the claim each side holds, to commit
+	direct, fn, gather := open(), open(), open()
+	var epochD, epochF, epochG int64 // the claim each side holds, to commit
 	zero := int32(0)
 	for i, step := range []struct {
 		max     int32
@@ -108,6 +109,7 @@ func TestClaimParity(t *testing.T) {
 		if step.publish > 0 {
 			publish(direct, step.publish)
 			publish(fn, step.publish)
+			publish(gather, step.publish)
 		}
 		p := ClaimParams{Topic: "t", Group: "g", Partition: &zero, Member: "m", MaxRecords: step.max, Lease: step.lease,
 			RequireOwner: true, Commit: step.commit, CommitPartition: 0}
@@ -130,14 +132,33 @@ func TestClaimParity(t *testing.T) {
 		if got := rangeOf(res.Row); got != step.want {
 			t.Fatalf("step %d claimed %s, want %s", i, got, step.want)
 		}
+		// The gathered claim (ClaimGather), with one request, reading the
+		// records from the partition's first segment.
+		var fetch string
+		if err := gather.b.Pool.QueryRow(ctx, `SELECT relname FROM `+pgx.Identifier{gather.b.Schema, "segment"}.Sanitize()+
+			` WHERE partition = 0 ORDER BY start_offset LIMIT 1`).Scan(&fetch); err != nil {
+			t.Fatal(err)
+		}
+		gres, err := gather.s.ClaimGather(ctx, gather.b.Pool, "t", 0, fetch, false, Held{}, []ClaimGatherReq{{Group: "g", Member: "m",
+			MaxRecords: step.max, Lease: step.lease, Commit: step.commit, CommitEpoch: epochG}}, func(*RecordRow) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !gres[0].Settled || gres[0].Committed != step.commit {
+			t.Fatalf("step %d: the gathered claim answered %+v", i, gres[0])
+		}
+		if got, want := norm(gres[0].Row), norm(row); !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d claims:\ngathered claim %s\nclaim_range()   %s", i, show(got), show(want))
+		}
 		if res.Row != nil {
-			epochD, epochF = res.Row.ClaimEpoch, row.ClaimEpoch
+			epochD, epochF, epochG = res.Row.ClaimEpoch, row.ClaimEpoch, gres[0].Row.ClaimEpoch
 			if d, f := res.Row.ClaimExpiresAt.Sub(time.Now()), row.ClaimExpiresAt.Sub(time.Now()); d > step.lease || f > step.lease {
 				t.Fatalf("step %d: expiries %v and %v from now, over the %v lease", i, d, f, step.lease)
 			}
 		}
-		if got, want := cursor(direct.b), cursor(fn.b); !reflect.DeepEqual(got, want) {
-			t.Fatalf("step %d cursors:\ndirect statement %s\nclaim_range()    %s", i, got, want)
+		cd, cf, cg := cursor(direct.b), cursor(fn.b), cursor(gather.b)
+		if cd != cf || cg != cf {
+			t.Fatalf("step %d cursors:\ndirect statement %s\ngathered claim   %s\nclaim_range()    %s", i, cd, cg, cf)
 		}
 	}
 }
