@@ -73,8 +73,10 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 // that do the work (planning its statements' custom plans, the pinned
 // settings' save and restore, the returned rows' tuplestore). job_claim()
 // stays the reference for the semantics (docs/sql-api.md); the statement
-// covers its common path and leaves the rest to it. (Completions are the
-// sqlc query JobCompleteMany, job_complete_many() against the tables.)
+// covers its common path and leaves the rest to it, and TestJobClaimParity
+// (job_claim_test.go) holds the two forms alike on that path. (Completions
+// are the sqlc query JobCompleteMany, job_complete_many() against the
+// tables.)
 
 // jobClaimDirectSQL claims up to $2 jobs of queue $1, as job_claim() does,
 // starting from the claim position $5, $6, $7 (priority, run_at, id of the
