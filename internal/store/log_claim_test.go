@@ -152,7 +152,7 @@ func TestClaimParity(t *testing.T) {
 		}
 		if res.Row != nil {
 			epochD, epochF, epochG = res.Row.ClaimEpoch, row.ClaimEpoch, gres[0].Row.ClaimEpoch
-			if d, f := res.Row.ClaimExpiresAt.Sub(time.Now()), row.ClaimExpiresAt.Sub(time.Now()); d > step.lease || f > step.lease {
+			if d, f := time.Until(res.Row.ClaimExpiresAt), time.Until(row.ClaimExpiresAt); d > step.lease || f > step.lease {
 				t.Fatalf("step %d: expiries %v and %v from now, over the %v lease", i, d, f, step.lease)
 			}
 		}
