@@ -4516,7 +4516,8 @@ BEGIN
     RETURN QUERY
     WITH u AS (
         UPDATE "pgmsg".job j
-           SET state = 'running', attempt = j.attempt + 1, lease_token = ((token0 + k.ord - 1) % 9007199254740991 + 1),
+           SET
+               state = 'running', attempt = j.attempt + 1, lease_token = ((token0 + k.ord - 1) % 9007199254740991 + 1),
                lease_expires_at = expires, attempted_at = now_ts, worker = p_worker
           FROM unnest(ids[1:n]) WITH ORDINALITY AS k(id, ord)
          WHERE j.id = k.id

@@ -39,7 +39,8 @@ func TagsJSON(i int, tags []string) ([]byte, error) {
 // default settings (else ErrUnknownQueue). The caller has checked the
 // queue's name and that params is not empty (the root does, before its
 // span starts). Bad input fails the whole batch and writes nothing; a
-// full queue fails at once with ErrQueueFull (WaitForRoom retries).
+// full queue fails at once with ErrQueueFull (RoomWait says whether and how
+// long the root's errs.RetryWhile waits and tries again).
 func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, params []pgmsgtype.EnqueueParams, createQueue bool) (res []*pgmsgtype.EnqueueResult, err error) {
 	// The call's "publish" span: each job's metadata gets its trace
 	// context (a copy of params; the caller's slice is not changed).
@@ -113,7 +114,7 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 // by trying again, and for how long: PM109 carries the queue's
 // BackpressureTimeout. Inside a caller's transaction the wait would hold
 // its locks, so the Tx forms fail at once. The root runs the retries
-// (retryWhile, the publishes' wait too), calling its enqueue directly: a
+// (errs.RetryWhile, the publishes' wait too), calling its enqueue directly: a
 // closure handed through a function value would be allocated per call.
 func (q *Queues) RoomWait(err error) (time.Duration, bool) {
 	wait, ok := errs.BackpressureWait(err)

@@ -73,8 +73,10 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 // that do the work (planning its statements' custom plans, the pinned
 // settings' save and restore, the returned rows' tuplestore). job_claim()
 // stays the reference for the semantics (docs/sql-api.md); the statement
-// covers its common path and leaves the rest to it. (Completions are the
-// sqlc query JobCompleteMany, job_complete_many() against the tables.)
+// covers its common path and leaves the rest to it, and TestJobClaimParity
+// (job_claim_test.go) holds the two forms alike on that path. (Completions
+// are the sqlc query JobCompleteMany, job_complete_many() against the
+// tables.)
 
 // jobClaimDirectSQL claims up to $2 jobs of queue $1, as job_claim() does,
 // starting from the claim position $5, $6, $7 (priority, run_at, id of the
@@ -83,7 +85,8 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 // $3 lease (NULL: the queue's), $4 worker, $8 commit asynchronously, $9 the
 // claim's first lease token (the client draws it, as job_claim() draws
 // one with _lease_token(): job k of the claim gets token_next($9 + k - 1),
-// statements/token_next.sql, as in job_claim(); a SQL function call here,
+// statements/token_next.sql, as in job_claim(), through the SET list both
+// run, statements/job_claim_set.sql; a SQL function call here,
 // planned on every call, was 4 % of the server's time).
 //
 // It returns the claimed jobs in claim order, then one row with a NULL id
@@ -146,8 +149,7 @@ hi AS (
     SELECT x.id, pg_catalog.row_number() OVER (ORDER BY x.b, x.priority DESC, x.run_at, x.id) AS ord FROM x
 ), u AS (
     UPDATE pgmsg.job j
-       SET state = 'running', attempt = j.attempt + 1, lease_token = ` + stmt("token_next", "$9::bigint + k.ord - 1") + `,
-           lease_expires_at = n.ts + coalesce($3::interval, q.lease), attempted_at = n.ts, worker = $4::text
+       SET ` + stmt("job_claim_set", "$9::bigint", "n.ts + coalesce($3::interval, q.lease)", "n.ts", "$4::text") + `
       FROM k, n, q
      WHERE j.id = k.id
     RETURNING k.ord, j.id, j.kind, j.priority, j.attempt, j.max_attempts, j.lease_token,

@@ -143,7 +143,8 @@ func (s *Store) JobEnqueueMany(ctx context.Context, exec DBTX, b *JobBatch, fn f
 // has more to do or to say: an unknown queue (created, or PM101), a queue
 // with a max_depth, or a payload over max_payload_bytes (PM103). The Go
 // client checks every other argument before (pgmsg.Client.EnqueueManyTx). Idle workers
-// are woken in the transaction, as by enqueue_many().
+// are woken in the transaction, as by enqueue_many(). TestJobEnqueueParity
+// (job_enqueue_test.go) holds the two forms alike.
 //
 // $1 queue, $2 payloads, $3 kinds (empty for none), $4 priorities, $5 run_ats,
 // $6 delays, $7 max attempts (0 for the queue's), $8 the notify channel,

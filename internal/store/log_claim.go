@@ -22,7 +22,9 @@ import (
 // docs/benchmarks.md). Every other case, and every answer that needs an
 // error explained (the claim to commit is no longer held, the partition
 // is not this member's, the group does not exist), goes to claim_range(),
-// which stays the reference for the semantics (docs/sql-api.md).
+// which stays the reference for the semantics (docs/sql-api.md);
+// TestClaimParity (log_claim_test.go) holds the direct, gathered and
+// claim_range() forms alike on the common path.
 //
 // Parameters: $1 topic, $2 group, $3 partition, $4 member, $5 max records,
 // $6 lease, $8 the token drawn for the claim's epoch, drawn by the client

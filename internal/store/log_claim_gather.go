@@ -25,7 +25,8 @@ import (
 // settle (the claim to commit is no longer held, or its row is locked,
 // the partition is not the member's, the group does not exist) is left
 // to the caller, which makes it on its own (ClaimDirect, then
-// claim_range()).
+// claim_range()). TestClaimParity (log_claim_test.go) runs the same
+// claims through all three.
 
 // claimGatherSQL claims for each request (one element of the arrays $2
 // to $7) as claimDirectCTE does, or, with a commit epoch, commits that

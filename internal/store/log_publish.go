@@ -146,8 +146,8 @@ func scanPublish(rows pgx.Rows, out []PublishResult) ([]PublishResult, error) {
 // errors to raise. notify sends the wake-up inside the statement's
 // transaction. It returns publish()'s rows: one for the partition.
 func (s *Store) Publish(ctx context.Context, exec DBTX, b *PublishBatch, notify bool) ([]PublishResult, error) {
-	// sqlc's statement, scanned by hand as PublishPipelined does, into
-	// values rather than a pointer per row.
+	// sqlc's statement, scanned by hand as PublishPipeline.Send does
+	// (scanPublish), into values rather than a pointer per row.
 	rows, err := s.DB(exec).Query(ctx, dbsqlc.RecordPublishSQL, publishArgs(b, notify)...)
 	if err != nil {
 		return nil, errs.Map(err)

@@ -101,6 +101,7 @@ func TestFunctionsRunTheStatementFiles(t *testing.T) {
 		{"_publish_direct", "publish_records", records("r.topic_id", "r.base", "statement_timestamp()")},
 		{"_append", "publish_records", records("t.topic_id", "base", "p_now")},
 		{"_job_claim", "token_next", []string{"token0 + k.ord - 1"}},
+		{"_job_claim", "job_claim_set", []string{"token0", "expires", "now_ts", "p_worker"}},
 		{"_publish_direct", "segments_low", []string{"c.next_offset", "c.segment_end", "t.segment_records"}},
 		{"_publish_copy_end", "segments_low", []string{"c.next_offset", "c.segment_end", "t.segment_records"}},
 		{"_publish_copy_end", "publish_copy_end", []string{"'pgmsg.copy_offset_seq'", "(SELECT NULL::bigint FROM " +

@@ -921,8 +921,8 @@ BEGIN
     RETURN QUERY
     WITH u AS (
         UPDATE {{schema}}.job j
-           SET state = 'running', attempt = j.attempt + 1, lease_token = {{sql token_next(token0 + k.ord - 1)}},
-               lease_expires_at = expires, attempted_at = now_ts, worker = p_worker
+           SET
+               {{sql job_claim_set(token0, expires, now_ts, p_worker)}}
           FROM unnest(ids[1:n]) WITH ORDINALITY AS k(id, ord)
          WHERE j.id = k.id
         RETURNING k.ord, j.id, j.kind, j.priority, j.attempt, j.max_attempts, j.lease_token,
