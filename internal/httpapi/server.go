@@ -129,7 +129,7 @@ type Config struct {
 	// totals only, whose cost does not grow with partitions and segments.
 	MetricsPerPartition bool
 	// MetricsOwnListener takes /metrics off the API: the Server's handler
-	// answers it 404, and metricsHandler (RunMetrics) serves it, on a
+	// answers it 404, and RunMetrics serves it, on a
 	// listener of its own such as a loopback or internal address that only
 	// the scraper reaches (pgmsg serve --metrics-addr). MetricsAuth still
 	// applies there. Default false: the API serves /metrics.
