@@ -2,16 +2,26 @@ package pgmsg_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
 )
+
+// requireState checks that err is a PostgreSQL error with SQLSTATE state.
+func requireState(t *testing.T, err error, state string, msg ...any) {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "want SQLSTATE %s, got %v %v", state, err, msg)
+	require.Equal(t, state, pgErr.Code, "%s %v", pgErr.Message, msg)
+}
 
 func idemRecords(topic string, n int) []*pgmsg.Record {
 	recs := make([]*pgmsg.Record, n)

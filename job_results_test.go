@@ -355,3 +355,12 @@ func TestJobTagsAndMetadata(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, after, len(before), "nothing written")
 }
+
+// sqlState is err's SQLSTATE, "" when err is not a PostgreSQL error.
+func sqlState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
