@@ -50,23 +50,3 @@ func TestJobClaimMaxBytes(t *testing.T) {
 	_, err = b.client.ClaimJobs(b.ctx, "q", &pgmsg.ClaimJobsOpts{MaxBytes: -1})
 	requireCode(t, err, pgmsg.ErrInvalidArgument, "PM004")
 }
-
-// The SQL API: job_claim's trailing p_max_bytes, NULL for no cap; a cap
-// below 1 is PM004.
-func TestJobClaimMaxBytesSQL(t *testing.T) {
-	t.Parallel()
-	b := setup(t, nil)
-	b.queue(t, "q", pgmsg.QueueConfig{})
-	b.enqueueN(t, "q", 4, func(i int) pgmsg.EnqueueParams {
-		return pgmsg.EnqueueParams{Payload: bytes.Repeat([]byte{'x'}, 100)}
-	})
-	var n int
-	require.NoError(t, b.Pool.QueryRow(b.ctx, b.sqlAPI(
-		`SELECT count(*) FROM {s}.job_claim('q', 10, NULL, 'psql', 250)`)).Scan(&n))
-	require.Equal(t, 2, n)
-	require.NoError(t, b.Pool.QueryRow(b.ctx, b.sqlAPI(
-		`SELECT count(*) FROM {s}.job_claim('q', 10, p_max_bytes => NULL)`)).Scan(&n))
-	require.Equal(t, 2, n)
-	_, err := b.Pool.Exec(b.ctx, b.sqlAPI(`SELECT * FROM {s}.job_claim('q', 1, NULL, NULL, 0)`))
-	require.ErrorContains(t, err, "max_bytes must be at least 1")
-}

@@ -461,48 +461,6 @@ func TestMurmur2MatchesKafka(t *testing.T) {
 	}
 }
 
-// The whole cycle in plain SQL on a separate connection, without the Go
-// library: create a topic, publish, claim (records returned in the same
-// round trip), commit, and see the lag drop to zero.
-func TestPlainSQLCycle(t *testing.T) {
-	t.Parallel()
-	tb := setup(t, nil)
-	conn, err := pgx.Connect(tb.ctx, tb.URL)
-	require.NoError(t, err)
-	defer conn.Close(tb.ctx)
-	s := pgx.Identifier{tb.Schema}.Sanitize()
-	q := func(sql string) string { return fmt.Sprintf(sql, s) }
-	_, err = conn.Exec(tb.ctx, q(`SELECT %s.topic_create('plain', 2)`), pgx.QueryExecModeSimpleProtocol)
-	require.NoError(t, err)
-	var part int32
-	var base int64
-	require.NoError(t, conn.QueryRow(tb.ctx, q(`SELECT partition, base_offset FROM %s.publish('plain', ARRAY['one','two','three']::bytea[], p_partition => 1)`),
-		pgx.QueryExecModeSimpleProtocol).Scan(&part, &base))
-	require.Equal(t, int32(1), part)
-	require.Equal(t, int64(0), base)
-
-	rows, err := conn.Query(tb.ctx, q(`SELECT partition, claim_epoch, "offset", convert_from(value, 'UTF8') FROM %s.claim('plain', 'sqlgroup', 10)`),
-		pgx.QueryExecModeSimpleProtocol)
-	require.NoError(t, err)
-	var epoch int64
-	var values []string
-	for rows.Next() {
-		var off int64
-		var v string
-		require.NoError(t, rows.Scan(&part, &epoch, &off, &v))
-		values = append(values, v)
-	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"one", "two", "three"}, values)
-	var next int64
-	require.NoError(t, conn.QueryRow(tb.ctx, fmt.Sprintf(q(`SELECT %s.commit('plain', 'sqlgroup', %%d, %%d)`), part, epoch),
-		pgx.QueryExecModeSimpleProtocol).Scan(&next))
-	require.Equal(t, int64(3), next)
-	var lag int64
-	require.NoError(t, conn.QueryRow(tb.ctx, q(`SELECT sum(lag) FROM %s.group_list('plain', 'sqlgroup')`), pgx.QueryExecModeSimpleProtocol).Scan(&lag))
-	require.Zero(t, lag)
-}
-
 // An idle consumer is woken by the publish notification long before its
 // poll interval.
 func TestConsumerWokenByNotification(t *testing.T) {

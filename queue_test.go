@@ -644,60 +644,6 @@ func TestQueueStatsByState(t *testing.T) {
 	require.Len(t, all, 1)
 }
 
-// TestQueueSQLAPI drives a job's whole life with SQL only, as psql would.
-func TestQueueSQLAPI(t *testing.T) {
-	t.Parallel()
-	b := setup(t, nil)
-	ctx := b.ctx
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		_, err := b.Pool.Exec(ctx, b.sqlAPI(sql), args...)
-		require.NoError(t, err, sql)
-	}
-	exec(`SELECT * FROM {s}.queue_create('emails', p_max_attempts => 2, p_retry_backoff => '10 milliseconds')`)
-	var id int64
-	var dup bool
-	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(
-		`SELECT id, duplicate FROM {s}.enqueue('emails', '{"to":"ada@example.com"}', p_kind => 'welcome')`)).Scan(&id, &dup))
-	require.False(t, dup)
-
-	var cid, token int64
-	var payload []byte
-	var attempt int
-	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(
-		`SELECT id, lease_token, payload, attempt FROM {s}.job_claim('emails', 10, '1 minute', 'psql')`)).Scan(&cid, &token, &payload, &attempt))
-	require.Equal(t, id, cid)
-	require.JSONEq(t, `{"to":"ada@example.com"}`, string(payload))
-	require.Equal(t, 1, attempt)
-
-	var state string
-	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT state FROM {s}.job_fail($1, $2, 'smtp down')`), id, token).Scan(&state))
-	require.Equal(t, "retrying", state)
-	_, err := b.Pool.Exec(ctx, b.sqlAPI(`SELECT {s}.job_complete($1, $2)`), id, token)
-	var pgErr *pgconn.PgError
-	require.True(t, errors.As(err, &pgErr))
-	require.Equal(t, "PM106", pgErr.Code)
-
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT id, lease_token, attempt FROM {s}.job_claim('emails')`)).Scan(&cid, &token, &attempt)
-		if err == nil {
-			break
-		}
-		require.ErrorIs(t, err, pgx.ErrNoRows)
-		require.True(t, time.Now().Before(deadline))
-		time.Sleep(5 * time.Millisecond)
-	}
-	require.Equal(t, 2, attempt)
-	exec(`SELECT {s}.job_extend($1, $2, '5 minutes')`, id, token)
-	exec(`SELECT {s}.job_complete($1, $2)`, id, token)
-	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT state FROM {s}.job_get($1)`), id).Scan(&state))
-	require.Equal(t, "completed", state)
-	var archived int64
-	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT archived FROM {s}.queue_stats('emails')`)).Scan(&archived))
-	require.Equal(t, int64(1), archived)
-}
-
 // TestJobClaimRaceExactlyOnce races raw claimers over a backlog: every job
 // is claimed and archived exactly once.
 func TestJobClaimRaceExactlyOnce(t *testing.T) {
