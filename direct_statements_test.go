@@ -9,73 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgmsg/pgmsg/internal/logpublish"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
-
-// The direct publish statement stores what publish() stores, and leaves to
-// it the topics and batches it does not cover: backpressure settings and a
-// batch reaching past the segments created so far.
-func TestPublishDirect(t *testing.T) {
-	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1, SegmentRecords: 64})
-	require.NoError(t, err)
-	ts := time.Date(2024, 5, 6, 7, 8, 9, 123456000, time.UTC)
-	recs := []*Record{
-		{Topic: "t", Value: []byte("a"), Key: []byte("k"), Headers: map[string][]byte{"h": []byte("v")}, Timestamp: ts},
-		{Topic: "t", Value: nil},
-	}
-	batch := &logpublish.Batch{Topic: "t", Partition: 0, Records: recs}
-	params, err := c.publisher.Params(batch)
-	require.NoError(t, err)
-	row, err := c.store.PublishDirect(ctx, c.pool, &params)
-	require.NoError(t, err)
-	require.NotNil(t, row)
-	require.Equal(t, int64(0), row.BaseOffset)
-
-	got, err := c.Fetch(ctx, "t", 0, 0, 10)
-	require.NoError(t, err)
-	require.Len(t, got, 2)
-	require.Equal(t, []byte("k"), got[0].Key)
-	require.Equal(t, []byte("a"), got[0].Value)
-	require.Equal(t, map[string][]byte{"h": []byte("v")}, got[0].Headers)
-	require.True(t, got[0].Timestamp.Equal(ts))
-	require.Nil(t, got[1].Value)
-	require.True(t, got[1].Timestamp.Equal(row.Timestamp), "the publish time")
-
-	// A batch past the segments created so far (64 records each, a few
-	// ahead): no row; publish() creates the segments.
-	big := make([]*Record, 300)
-	for i := range big {
-		big[i] = &Record{Topic: "t", Value: []byte("x")}
-	}
-	batch = &logpublish.Batch{Topic: "t", Partition: 0, Records: big}
-	params, err = c.publisher.Params(batch)
-	require.NoError(t, err)
-	row, err = c.store.PublishDirect(ctx, c.pool, &params)
-	require.NoError(t, err)
-	require.Nil(t, row)
-	require.NoError(t, c.Publish(ctx, big, nil))
-	require.Equal(t, int64(2), big[0].Offset, "gapless after the refused direct statement")
-
-	// A topic with backpressure settings: no row, even with stale metadata.
-	_, err = b.Pool.Exec(ctx, `UPDATE `+pgx.Identifier{b.Schema, "topic"}.Sanitize()+
-		` SET config = config || '{"max_lag_records": 1000000}' WHERE name = 't'`)
-	require.NoError(t, err)
-	batch = &logpublish.Batch{Topic: "t", Partition: 0, Records: recs[:1]}
-	params, err = c.publisher.Params(batch)
-	require.NoError(t, err)
-	row, err = c.store.PublishDirect(ctx, c.pool, &params)
-	require.NoError(t, err)
-	require.Nil(t, row)
-}
 
 // The direct enqueue statement stores what enqueue_many() stores and
 // leaves to it the queues and batches it does not cover.

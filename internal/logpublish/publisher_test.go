@@ -89,3 +89,10 @@ func (p *testPublisher) publish(ctx context.Context, records []*Record) error {
 	_, err := p.Publish(ctx, records, false, Idempotence{})
 	return err
 }
+
+// publishManual is Client.Publish with PublishOpts.ManualPartition: each
+// record goes to the partition it names.
+func (p *testPublisher) publishManual(ctx context.Context, records []*Record) error {
+	_, err := p.Publish(ctx, records, true, Idempotence{})
+	return err
+}
