@@ -562,31 +562,3 @@ func TestClaimFetchThroughConsumer(t *testing.T) {
 	// That these claims learn the partition's segment is internal/logread's
 	// TestClaimLearnsSegment.
 }
-
-// The client's heartbeat commits asynchronously only when the group
-// existed before it: a heartbeat that creates the group (at its start
-// position) commits synchronously, as a claim that creates one does.
-func TestHeartbeatAsyncUnlessCreating(t *testing.T) {
-	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 2})
-	require.NoError(t, err)
-	hb := func(member string) *store.Heartbeat {
-		t.Helper()
-		row, err := c.store.GroupHeartbeat(ctx, c.pool, "t", "g", member, 10*time.Second, PositionLatest)
-		require.NoError(t, err)
-		return row
-	}
-	first := hb("m1")
-	require.True(t, first.Joined)
-	require.Empty(t, first.Async, "the heartbeat that created the group commits synchronously")
-	second := hb("m2")
-	require.True(t, second.Joined)
-	require.Equal(t, "off", second.Async)
-	require.Equal(t, "off", hb("m1").Async)
-}
