@@ -1,4 +1,4 @@
-package pgmsg
+package store
 
 import (
 	"context"
@@ -8,8 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
-	"github.com/pgmsg/pgmsg/internal/store"
+	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
 // The direct enqueue statement stores what enqueue_many() stores and
@@ -17,14 +18,12 @@ import (
 func TestEnqueueDirect(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
+	st := New(b.Schema)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	job := func(payload []byte) store.JobParams { return store.JobParams{Payload: payload} }
-	arg := func(queue string, jobs ...store.JobParams) *store.JobBatch {
-		b := store.NewJobBatch(queue, len(jobs), true)
+	job := func(payload []byte) JobParams { return JobParams{Payload: payload} }
+	arg := func(queue string, jobs ...JobParams) *JobBatch {
+		b := NewJobBatch(queue, len(jobs), true)
 		for i := range jobs {
 			b.Set(i, &jobs[i])
 		}
@@ -32,10 +31,10 @@ func TestEnqueueDirect(t *testing.T) {
 	}
 	// enqueueDirect returns the direct statement's results, nil when
 	// enqueue_many() must enqueue.
-	enqueueDirect := func(b *store.JobBatch) ([]*EnqueueResult, error) {
-		out := make([]*EnqueueResult, b.Len())
-		ok, err := c.store.JobEnqueueDirect(ctx, c.pool, b, func(i int, r store.JobEnqueued) {
-			out[i] = &EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, State: JobState(r.State), RunAt: r.RunAt}
+	enqueueDirect := func(jb *JobBatch) ([]*JobEnqueued, error) {
+		out := make([]*JobEnqueued, jb.Len())
+		ok, err := st.JobEnqueueDirect(ctx, b.Pool, jb, func(i int, r JobEnqueued) {
+			out[i] = &r
 		})
 		if !ok {
 			out = nil
@@ -48,25 +47,25 @@ func TestEnqueueDirect(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, out)
 
-	_, err = c.CreateQueue(ctx, "q", QueueConfig{MaxAttempts: 3, MaxPayloadBytes: 10})
+	_, err = st.QueueCreate(ctx, b.Pool, "q", QueueConfig{MaxAttempts: 3, MaxPayloadBytes: 10}, false)
 	require.NoError(t, err)
-	a := arg("q", store.JobParams{Payload: []byte("a"), Kind: "k", Priority: 5},
-		store.JobParams{Payload: []byte("b"), Delay: time.Hour, MaxAttempts: 7})
+	a := arg("q", JobParams{Payload: []byte("a"), Kind: "k", Priority: 5},
+		JobParams{Payload: []byte("b"), Delay: time.Hour, MaxAttempts: 7})
 	before := time.Now()
 	out, err = enqueueDirect(a)
 	require.NoError(t, err)
 	require.Len(t, out, 2)
 	require.Less(t, out[0].ID, out[1].ID, "input order")
-	require.Equal(t, JobStateAvailable, out[0].State)
-	require.Equal(t, JobStateScheduled, out[1].State)
+	require.Equal(t, string(pgmsgtype.JobStateAvailable), out[0].State)
+	require.Equal(t, string(pgmsgtype.JobStateScheduled), out[1].State)
 	require.WithinDuration(t, before.Add(time.Hour), out[1].RunAt, time.Minute)
-	j0, err := c.GetJob(ctx, out[0].ID)
+	j0, err := st.JobGet(ctx, b.Pool, out[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, "k", j0.Kind)
 	require.Equal(t, 5, j0.Priority)
 	require.Equal(t, 3, j0.MaxAttempts, "the queue's")
 	require.Equal(t, []byte("a"), j0.Payload)
-	j1, err := c.GetJob(ctx, out[1].ID)
+	j1, err := st.JobGet(ctx, b.Pool, out[1].ID)
 	require.NoError(t, err)
 	require.Equal(t, "", j1.Kind)
 	require.Equal(t, 7, j1.MaxAttempts)
@@ -76,14 +75,14 @@ func TestEnqueueDirect(t *testing.T) {
 	out, err = enqueueDirect(arg("q", job([]byte("ok")), job(make([]byte, 11))))
 	require.NoError(t, err)
 	require.Nil(t, out)
-	_, err = c.EnqueueMany(ctx, "q", []EnqueueParams{{Payload: []byte("ok")}, {Payload: make([]byte, 11)}}, nil)
-	require.ErrorIs(t, err, ErrPayloadTooLarge)
+	err = st.JobEnqueueMany(ctx, b.Pool, arg("q", job([]byte("ok")), job(make([]byte, 11))), func(int, JobEnqueued) {})
+	require.ErrorIs(t, err, errs.PayloadTooLarge)
 	var n int
 	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{b.Schema, "job"}.Sanitize()).Scan(&n))
 	require.Equal(t, 2, n)
 
 	// A queue with a max_depth: enqueue_many checks it.
-	_, err = c.CreateQueue(ctx, "capped", QueueConfig{MaxDepth: 5})
+	_, err = st.QueueCreate(ctx, b.Pool, "capped", QueueConfig{MaxDepth: 5}, false)
 	require.NoError(t, err)
 	out, err = enqueueDirect(arg("capped", job([]byte("a"))))
 	require.NoError(t, err)
