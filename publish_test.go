@@ -25,14 +25,6 @@ import (
 	"github.com/pgmsg/pgmsg/internal/pgtest"
 )
 
-// requireState checks that err is a PostgreSQL error with SQLSTATE state.
-func requireState(t *testing.T, err error, state string, msg ...any) {
-	t.Helper()
-	var pgErr *pgconn.PgError
-	require.True(t, errors.As(err, &pgErr), "want SQLSTATE %s, got %v %v", state, err, msg)
-	require.Equal(t, state, pgErr.Code, "%s %v", pgErr.Message, msg)
-}
-
 func idemRecords(topic string, n int) []*pgmsg.Record {
 	recs := make([]*pgmsg.Record, n)
 	for i := range recs {
