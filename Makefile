@@ -126,7 +126,7 @@ fuzz-smoke-ci:
 
 # pgmsg mirror's kill -9 test at 100,000 records (go test ./... runs it
 # with 20,000 records), and its throughput figures for docs/scale-out.md.
-# The clean-switchover failover test (failover_test.go); not in the default
+# The clean-switchover failover test (client_test.go, TestFailoverSwitchover); not in the default
 # suite since a CI run saw the log truncated after a switchover.
 failover-switchover:
 	PGMSG_FAILOVER_SWITCHOVER=1 PGMSG_REQUIRE_FAILOVER=1 $(GO) test -count=1 -run 'TestFailoverSwitchover' -v .

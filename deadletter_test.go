@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/deadletter"
 )
 
 // runUntil runs a consumer's Run with handler until done reports true (or
@@ -295,6 +296,26 @@ func TestPoisonPartitionDoesNotBlockTheOthers(t *testing.T) {
 	for _, g := range gs {
 		if g.Partition == 0 {
 			require.Zero(t, g.NextOffset, "the poison record is not skipped")
+		}
+	}
+}
+
+// TestDeadLetterNames: the public names of the dead-letter format spell
+// the strings internal/deadletter writes and reads.
+func TestDeadLetterNames(t *testing.T) {
+	for _, c := range [][2]string{
+		{pgmsg.DeadLetterHeaderTopic, deadletter.HeaderTopic},
+		{pgmsg.DeadLetterHeaderPartition, deadletter.HeaderPartition},
+		{pgmsg.DeadLetterHeaderOffset, deadletter.HeaderOffset},
+		{pgmsg.DeadLetterHeaderGroup, deadletter.HeaderGroup},
+		{pgmsg.DeadLetterHeaderError, deadletter.HeaderError},
+		{pgmsg.DeadLetterHeaderDeliveries, deadletter.HeaderDeliveries},
+		{pgmsg.ReplayHeaderGroup, deadletter.ReplayHeaderGroup},
+		{pgmsg.DeadLetterSuffix, deadletter.Suffix},
+		{pgmsg.ReplayGroupSuffix, deadletter.ReplayGroupSuffix},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("pgmsg has %q, internal/deadletter %q", c[0], c[1])
 		}
 	}
 }

@@ -3,6 +3,7 @@ package pgmsg_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,4 +166,49 @@ func TestProducerConfigBounds(t *testing.T) {
 		_, err := tb.client.NewProducer(&cfg)
 		require.Error(t, err, fmt.Sprintf("%+v", cfg))
 	}
+}
+
+// 64 concurrent single-record callers through the Producer: every record
+// committed once with its offset reported, gapless per partition.
+func TestProducerManyCallers(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "prod", 4)
+	p, err := tb.client.NewProducer(&pgmsg.ProducerConfig{Linger: time.Millisecond})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	offsets := map[[2]int64]string{}
+	for w := 0; w < 64; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				r := &pgmsg.Record{Topic: "prod", Value: []byte(fmt.Sprintf("%d-%d", w, i))}
+				require.NoError(t, p.ProduceSync(tb.ctx, r))
+				mu.Lock()
+				k := [2]int64{int64(r.Partition), r.Offset}
+				_, dup := offsets[k]
+				require.False(t, dup, "offset %v reported twice", k)
+				offsets[k] = string(r.Value)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, p.Close(tb.ctx))
+	all := readAll(t, tb, "prod", 4)
+	requireGapless(t, all)
+	n := 0
+	for part, recs := range all {
+		for _, r := range recs {
+			require.Equal(t, offsets[[2]int64{int64(part), r.Offset}], string(r.Value))
+			n++
+		}
+	}
+	require.Equal(t, 64*20, n)
+	// Produce after Close fails and writes nothing.
+	err = p.ProduceSync(tb.ctx, &pgmsg.Record{Topic: "prod", Value: []byte("late")})
+	require.ErrorIs(t, err, pgmsg.ErrClosed)
+	require.Empty(t, pgmsg.ErrorCode(err), "ErrClosed is the Go library's own: no SQL code")
 }

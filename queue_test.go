@@ -1,10 +1,12 @@
 package pgmsg_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -644,60 +646,6 @@ func TestQueueStatsByState(t *testing.T) {
 	require.Len(t, all, 1)
 }
 
-// TestQueueSQLAPI drives a job's whole life with SQL only, as psql would.
-func TestQueueSQLAPI(t *testing.T) {
-	t.Parallel()
-	b := setup(t, nil)
-	ctx := b.ctx
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		_, err := b.Pool.Exec(ctx, b.sqlAPI(sql), args...)
-		require.NoError(t, err, sql)
-	}
-	exec(`SELECT * FROM {s}.queue_create('emails', p_max_attempts => 2, p_retry_backoff => '10 milliseconds')`)
-	var id int64
-	var dup bool
-	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(
-		`SELECT id, duplicate FROM {s}.enqueue('emails', '{"to":"ada@example.com"}', p_kind => 'welcome')`)).Scan(&id, &dup))
-	require.False(t, dup)
-
-	var cid, token int64
-	var payload []byte
-	var attempt int
-	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(
-		`SELECT id, lease_token, payload, attempt FROM {s}.job_claim('emails', 10, '1 minute', 'psql')`)).Scan(&cid, &token, &payload, &attempt))
-	require.Equal(t, id, cid)
-	require.JSONEq(t, `{"to":"ada@example.com"}`, string(payload))
-	require.Equal(t, 1, attempt)
-
-	var state string
-	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT state FROM {s}.job_fail($1, $2, 'smtp down')`), id, token).Scan(&state))
-	require.Equal(t, "retrying", state)
-	_, err := b.Pool.Exec(ctx, b.sqlAPI(`SELECT {s}.job_complete($1, $2)`), id, token)
-	var pgErr *pgconn.PgError
-	require.True(t, errors.As(err, &pgErr))
-	require.Equal(t, "PM106", pgErr.Code)
-
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT id, lease_token, attempt FROM {s}.job_claim('emails')`)).Scan(&cid, &token, &attempt)
-		if err == nil {
-			break
-		}
-		require.ErrorIs(t, err, pgx.ErrNoRows)
-		require.True(t, time.Now().Before(deadline))
-		time.Sleep(5 * time.Millisecond)
-	}
-	require.Equal(t, 2, attempt)
-	exec(`SELECT {s}.job_extend($1, $2, '5 minutes')`, id, token)
-	exec(`SELECT {s}.job_complete($1, $2)`, id, token)
-	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT state FROM {s}.job_get($1)`), id).Scan(&state))
-	require.Equal(t, "completed", state)
-	var archived int64
-	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT archived FROM {s}.queue_stats('emails')`)).Scan(&archived))
-	require.Equal(t, int64(1), archived)
-}
-
 // TestJobClaimRaceExactlyOnce races raw claimers over a backlog: every job
 // is claimed and archived exactly once.
 func TestJobClaimRaceExactlyOnce(t *testing.T) {
@@ -891,4 +839,278 @@ func TestQueueLatency(t *testing.T) {
 	var pe *pgconn.PgError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, "PM004", pe.Code)
+}
+
+// A queue's rate limit: a token bucket of one second's worth (at least
+// one job), refilled at the rate. The test moves the
+// bucket's clock instead of waiting.
+func TestQueueRateLimit(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	q := tb.queue(t, "rl", pgmsg.QueueConfig{RateLimit: 0.001}) // one job per 1000 s
+	require.Equal(t, 0.001, q.RateLimit)
+	tb.enqueueN(t, "rl", 20, nil)
+	claim := func(opts *pgmsg.ClaimJobsOpts) int {
+		t.Helper()
+		jobs, err := tb.client.ClaimJobs(tb.ctx, "rl", opts)
+		require.NoError(t, err)
+		return len(jobs)
+	}
+	require.Equal(t, 1, claim(&pgmsg.ClaimJobsOpts{Max: 10}), "a full bucket: one job")
+	require.Zero(t, claim(&pgmsg.ClaimJobsOpts{Max: 10}), "empty for the next 1000 s")
+	require.Zero(t, claim(&pgmsg.ClaimJobsOpts{Max: 10, MaxBytes: 1 << 20}), "job_claim() with a byte cap too")
+	var n int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT count(*) FROM `+pgx.Identifier{tb.Schema}.Sanitize()+`.job_claim('rl', 10)`).Scan(&n))
+	require.Zero(t, n, "SQL job_claim")
+	back := func(d time.Duration) {
+		_, err := tb.Pool.Exec(tb.ctx, `UPDATE `+pgx.Identifier{tb.Schema}.Sanitize()+`.queue SET rate_at = rate_at - $1::interval WHERE name = 'rl'`, d.String())
+		require.NoError(t, err)
+	}
+	back(1001 * time.Second)
+	require.Equal(t, 1, claim(&pgmsg.ClaimJobsOpts{Max: 10}), "1000 s later: one more")
+
+	// 100 jobs/s: bursts of 100, then the rate.
+	_, err := tb.client.UpdateQueue(tb.ctx, "rl", pgmsg.QueueConfig{RateLimit: 100})
+	require.NoError(t, err)
+	tb.enqueueN(t, "rl", 300, nil)
+	start := time.Now()
+	got := claim(&pgmsg.ClaimJobsOpts{Max: 500})
+	require.GreaterOrEqual(t, got, 100, "a full bucket")
+	require.LessOrEqual(t, float64(got), 100+100*time.Since(start).Seconds()+1, "no more than the bucket and its refill")
+	back(time.Hour)
+	require.Equal(t, 100, claim(&pgmsg.ClaimJobsOpts{Max: 500}), "a bucket holds one second's worth")
+
+	_, err = tb.client.UpdateQueue(tb.ctx, "rl", pgmsg.QueueConfig{RateLimit: pgmsg.QueueRateLimitNone})
+	require.NoError(t, err)
+	st, err := tb.client.QueueStats(tb.ctx, "rl")
+	require.NoError(t, err)
+	require.Greater(t, st.Available, int64(100))
+	require.Equal(t, int(st.Available), claim(&pgmsg.ClaimJobsOpts{Max: 500}), "no limit: every available job")
+
+	for _, r := range []float64{-2, 2e6} {
+		_, err := tb.client.UpdateQueue(tb.ctx, "rl", pgmsg.QueueConfig{RateLimit: r})
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "%v", r)
+	}
+	_, err = tb.Pool.Exec(tb.ctx, `SELECT `+pgx.Identifier{tb.Schema}.Sanitize()+`.queue_update('rl', p_rate_limit => 'NaN')`)
+	require.ErrorIs(t, pgmsg.MapError(err), pgmsg.ErrInvalidArgument)
+}
+
+// MaxRunning caps the queue's running jobs across every claimer and
+// worker process.
+func TestQueueMaxRunning(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.queue(t, "mr", pgmsg.QueueConfig{MaxRunning: 2})
+	tb.enqueueN(t, "mr", 40, nil)
+	jobs, err := tb.client.ClaimJobs(tb.ctx, "mr", &pgmsg.ClaimJobsOpts{Max: 10})
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	more, err := tb.client.ClaimJobs(tb.ctx, "mr", &pgmsg.ClaimJobsOpts{Max: 10})
+	require.NoError(t, err)
+	require.Empty(t, more)
+	require.NoError(t, tb.client.Complete(tb.ctx, jobs[0]))
+	more, err = tb.client.ClaimJobs(tb.ctx, "mr", &pgmsg.ClaimJobsOpts{Max: 10})
+	require.NoError(t, err)
+	require.Len(t, more, 1)
+	// An expired lease does not hold a slot: the claim rescues its job.
+	_, err = tb.Pool.Exec(tb.ctx, `UPDATE `+pgx.Identifier{tb.Schema}.Sanitize()+`.job SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, jobs[1].ID)
+	require.NoError(t, err)
+	more, err = tb.client.ClaimJobs(tb.ctx, "mr", &pgmsg.ClaimJobsOpts{Max: 10})
+	require.NoError(t, err)
+	require.Len(t, more, 1)
+	_, err = tb.Pool.Exec(tb.ctx, `UPDATE `+pgx.Identifier{tb.Schema}.Sanitize()+`.job SET state = 'available', lease_expires_at = NULL WHERE state = 'running'`)
+	require.NoError(t, err)
+
+	// Three worker processes (clients) of 8 handlers each: never more than
+	// 2 handlers at once, and every job done.
+	var running, peak, done atomic.Int32
+	ctx, cancel := context.WithCancel(tb.ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 3 {
+		c, err := pgmsg.NewClient(tb.Pool, &pgmsg.Config{Schema: tb.Schema, PollInterval: 20 * time.Millisecond})
+		require.NoError(t, err)
+		defer c.Close()
+		w, err := c.NewWorker("mr", func(context.Context, *pgmsg.Job) error {
+			n := running.Add(1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+			running.Add(-1)
+			done.Add(1)
+			return nil
+		}, &pgmsg.WorkerOpts{Concurrency: 8})
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = w.Run(ctx)
+		}()
+	}
+	require.Eventually(t, func() bool {
+		st, err := tb.client.QueueStats(tb.ctx, "mr")
+		require.NoError(t, err)
+		return st.Available+st.Running == 0
+	}, time.Minute, 20*time.Millisecond)
+	cancel()
+	wg.Wait()
+	require.LessOrEqual(t, peak.Load(), int32(2), "handlers at once across the workers")
+	require.Equal(t, int32(40-1), done.Load(), "every job but the one completed by hand")
+
+	q, err := tb.client.UpdateQueue(tb.ctx, "mr", pgmsg.QueueConfig{MaxRunning: pgmsg.QueueMaxRunningNone})
+	require.NoError(t, err)
+	require.Zero(t, q.MaxRunning)
+	_, err = tb.client.UpdateQueue(tb.ctx, "mr", pgmsg.QueueConfig{MaxRunning: -5})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+}
+
+// A worker held back by a running cap claims again as soon as one of its
+// handlers finishes, not at its poll interval (here an hour).
+func TestQueueMaxRunningClaimsOnFreedSlot(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, &pgmsg.Config{PollInterval: time.Hour})
+	tb.queue(t, "mf", pgmsg.QueueConfig{MaxRunning: 2})
+	tb.enqueueN(t, "mf", 30, nil)
+	var done atomic.Int32
+	w, err := tb.client.NewWorker("mf", func(context.Context, *pgmsg.Job) error {
+		done.Add(1)
+		return nil
+	}, &pgmsg.WorkerOpts{Concurrency: 8})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(tb.ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	require.Eventually(t, func() bool { return done.Load() == 30 }, time.Minute, 10*time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+}
+
+// A paused queue takes jobs and hands none out, through every claim path
+// (direct statement, job_claim(), a worker); resumed, its idle worker is
+// woken and runs them.
+func TestPauseQueue(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, &pgmsg.Config{PollInterval: time.Hour}) // only the resume's notification wakes the worker
+	tb.queue(t, "pq", pgmsg.QueueConfig{})
+	require.ErrorIs(t, tb.client.PauseQueue(tb.ctx, "nope"), pgmsg.ErrUnknownQueue)
+	require.ErrorIs(t, tb.client.ResumeQueue(tb.ctx, "nope"), pgmsg.ErrUnknownQueue)
+
+	// A first claim (job_claim()) and a second (the direct statement) on
+	// the unpaused queue, so both paths are exercised below.
+	_, err := tb.client.Enqueue(tb.ctx, "pq", pgmsg.EnqueueParams{Payload: []byte("0")}, nil)
+	require.NoError(t, err)
+	jobs, err := tb.client.ClaimJobs(tb.ctx, "pq", nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.NoError(t, tb.client.Complete(tb.ctx, jobs[0]))
+
+	require.NoError(t, tb.client.PauseQueue(tb.ctx, "pq"))
+	require.NoError(t, tb.client.PauseQueue(tb.ctx, "pq"), "idempotent")
+	for i := range 3 {
+		_, err := tb.client.Enqueue(tb.ctx, "pq", pgmsg.EnqueueParams{Payload: []byte{byte('a' + i)}}, nil)
+		require.NoError(t, err, "a paused queue takes jobs")
+	}
+	st, err := tb.client.QueueStats(tb.ctx, "pq")
+	require.NoError(t, err)
+	require.True(t, st.Paused)
+	require.Equal(t, int64(3), st.Available)
+	jobs, err = tb.client.ClaimJobs(tb.ctx, "pq", &pgmsg.ClaimJobsOpts{Max: 10})
+	require.NoError(t, err)
+	require.Empty(t, jobs, "direct claim")
+	jobs, err = tb.client.ClaimJobs(tb.ctx, "pq", &pgmsg.ClaimJobsOpts{Max: 10, MaxBytes: 1 << 20})
+	require.NoError(t, err)
+	require.Empty(t, jobs, "job_claim()")
+	var n int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT count(*) FROM `+pgx.Identifier{tb.Schema}.Sanitize()+
+		`.job_claim('pq', 10)`).Scan(&n))
+	require.Zero(t, n, "SQL job_claim")
+
+	var done atomic.Int32
+	w, err := tb.client.NewWorker("pq", func(context.Context, *pgmsg.Job) error { done.Add(1); return nil }, nil)
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(tb.ctx)
+	defer cancel()
+	werr := make(chan error, 1)
+	go func() { werr <- w.Run(wctx) }()
+	time.Sleep(300 * time.Millisecond)
+	require.Zero(t, done.Load(), "the worker runs nothing while paused")
+
+	require.NoError(t, tb.client.ResumeQueue(tb.ctx, "pq"))
+	require.Eventually(t, func() bool { return done.Load() == 3 }, 30*time.Second, 10*time.Millisecond,
+		"resumed: the notification wakes the worker (its poll interval is an hour)")
+	st, err = tb.client.QueueStats(tb.ctx, "pq")
+	require.NoError(t, err)
+	require.False(t, st.Paused)
+	cancel()
+	require.ErrorIs(t, <-werr, context.Canceled)
+}
+
+// A queue's DeadRetention: maintenance (PruneDeadJobs, task
+// queue.dead_prune) deletes its dead jobs older than it, payloads
+// included; younger dead jobs, other states and queues without a
+// retention keep theirs.
+func TestDeadRetention(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	q := tb.queue(t, "pruned", pgmsg.QueueConfig{DeadRetention: time.Hour})
+	require.Equal(t, time.Hour, q.DeadRetention)
+	tb.queue(t, "kept", pgmsg.QueueConfig{})
+	kill := func(queue string) int64 {
+		res, err := tb.client.Enqueue(tb.ctx, queue, pgmsg.EnqueueParams{Payload: []byte("x")}, nil)
+		require.NoError(t, err)
+		jobs, err := tb.client.ClaimJobs(tb.ctx, queue, nil)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		_, err = tb.client.Fail(tb.ctx, jobs[0], errors.New("poison"), &pgmsg.FailOpts{Dead: true})
+		require.NoError(t, err)
+		return res.ID
+	}
+	old, young, otherQueue := kill("pruned"), kill("pruned"), kill("kept")
+	alive, err := tb.client.Enqueue(tb.ctx, "pruned", pgmsg.EnqueueParams{Payload: []byte("y")}, nil)
+	require.NoError(t, err)
+	// Two of the dead jobs went dead two hours ago (the test moves their
+	// clock rather than wait an hour).
+	_, err = tb.Pool.Exec(tb.ctx, `UPDATE `+tb.Schema+`.job SET finalized_at = now() - interval '2 hours' WHERE id = ANY ($1)`,
+		[]int64{old, otherQueue})
+	require.NoError(t, err)
+
+	n, err := tb.client.PruneDeadJobs(tb.ctx, "")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	_, err = tb.client.GetJob(tb.ctx, old)
+	require.ErrorIs(t, err, pgmsg.ErrUnknownJob, "pruned")
+	var payloads int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT count(*) FROM `+tb.Schema+`.job_payload WHERE id = $1`, old).Scan(&payloads))
+	require.Zero(t, payloads, "with its payload")
+	for _, id := range []int64{young, otherQueue, alive.ID} {
+		_, err := tb.client.GetJob(tb.ctx, id)
+		require.NoError(t, err, "job %d kept", id)
+	}
+
+	// Through maintenance, after the retention is lowered.
+	_, err = tb.client.UpdateQueue(tb.ctx, "pruned", pgmsg.QueueConfig{DeadRetention: time.Microsecond})
+	require.NoError(t, err)
+	time.Sleep(2 * time.Millisecond) // past the new retention: a lower bound, not a race
+	_, err = tb.client.MaintainOnce(context.Background(), nil)
+	require.NoError(t, err)
+	_, err = tb.client.GetJob(tb.ctx, young)
+	require.ErrorIs(t, err, pgmsg.ErrUnknownJob, "pruned by the maintenance task")
+
+	q, err = tb.client.UpdateQueue(tb.ctx, "pruned", pgmsg.QueueConfig{DeadRetention: pgmsg.QueueDeadRetentionNone})
+	require.NoError(t, err)
+	require.Zero(t, q.DeadRetention)
+	for _, d := range []time.Duration{-2 * time.Second, 36526 * 24 * time.Hour} {
+		_, err = tb.client.UpdateQueue(tb.ctx, "pruned", pgmsg.QueueConfig{DeadRetention: d})
+		require.ErrorIs(t, err, pgmsg.ErrInvalidArgument, "%s", d)
+	}
+	_, err = tb.Pool.Exec(tb.ctx, `SELECT `+tb.Schema+`.queue_update('pruned', p_dead_retention => '-1 day')`)
+	require.ErrorIs(t, pgmsg.MapError(err), pgmsg.ErrInvalidArgument)
+	var pruned int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT `+tb.Schema+`.dead_prune('kept')`).Scan(&pruned))
+	require.Zero(t, pruned, "a queue without a retention keeps its dead jobs")
 }

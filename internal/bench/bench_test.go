@@ -197,3 +197,10 @@ func TestRunSmoke(t *testing.T) {
 	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, env.Schema).Scan(&left))
 	require.Zero(t, left, "the schema the runs created was left behind")
 }
+
+// count is how many values h holds.
+func (h *hist) count() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}

@@ -96,9 +96,3 @@ func (h *hist) quantileMS(q float64) float64 {
 	}
 	return float64(h.max) / 1000
 }
-
-func (h *hist) count() uint64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.n
-}

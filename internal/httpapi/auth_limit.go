@@ -100,13 +100,6 @@ func (l *authLimiter) prune(now time.Time) {
 	}
 }
 
-// len returns the number of addresses tracked.
-func (l *authLimiter) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.m)
-}
-
 // clientKey is the address a request is rate-limited by: the host of
 // r.RemoteAddr (X-Forwarded-For is not trusted: any client can send it).
 // IPv6 addresses count by /64, the block one subscriber usually gets, so

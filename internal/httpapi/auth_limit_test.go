@@ -238,3 +238,10 @@ func TestAuthFailureLimitConfig(t *testing.T) {
 		require.Contains(t, err.Error(), "AuthFailure")
 	}
 }
+
+// len returns the number of addresses tracked.
+func (l *authLimiter) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
+}

@@ -107,7 +107,7 @@ func TestHSTSUnderTLS(t *testing.T) {
 		res.Body.Close()
 		require.Equal(t, hstsHeader, res.Header.Get("Strict-Transport-Security"), path)
 	}
-	mts := httptest.NewTLSServer(tb.server.MetricsHandler())
+	mts := httptest.NewTLSServer(tb.server.metricsHandler())
 	t.Cleanup(mts.Close)
 	res, err := mts.Client().Get(mts.URL + "/metrics")
 	require.NoError(t, err)

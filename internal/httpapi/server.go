@@ -129,7 +129,7 @@ type Config struct {
 	// totals only, whose cost does not grow with partitions and segments.
 	MetricsPerPartition bool
 	// MetricsOwnListener takes /metrics off the API: the Server's handler
-	// answers it 404, and MetricsHandler (RunMetrics) serves it, on a
+	// answers it 404, and RunMetrics serves it, on a
 	// listener of its own such as a loopback or internal address that only
 	// the scraper reaches (pgmsg serve --metrics-addr). MetricsAuth still
 	// applies there. Default false: the API serves /metrics.
@@ -157,7 +157,7 @@ type Server struct {
 	client *pgmsg.Client
 	logger *slog.Logger
 	mux    *http.ServeMux
-	// metricsMux serves /metrics alone (MetricsHandler).
+	// metricsMux serves /metrics alone (metricsHandler).
 	metricsMux *http.ServeMux
 	routes     []Route
 	metrics    *metrics
@@ -362,10 +362,10 @@ func (s *Server) notFound(hint string) http.HandlerFunc {
 	}
 }
 
-// MetricsHandler serves GET /metrics alone (with Config.MetricsAuth, for
+// metricsHandler serves GET /metrics alone (with Config.MetricsAuth, for
 // an admin token), and 404 for every other path: the handler of a
 // metrics listener of its own (Config.MetricsOwnListener, RunMetrics).
-func (s *Server) MetricsHandler() http.Handler {
+func (s *Server) metricsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS != nil {
 			w.Header().Set("Strict-Transport-Security", hstsHeader)
@@ -528,11 +528,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	return s.run(ctx, ln, s, s.cfg.MaxWait+2*time.Minute, s.Drain)
 }
 
-// RunMetrics serves MetricsHandler on ln until ctx ends, then shuts down
+// RunMetrics serves metricsHandler on ln until ctx ends, then shuts down
 // as Run does. With Config.MetricsOwnListener it is the only way /metrics
 // is served.
 func (s *Server) RunMetrics(ctx context.Context, ln net.Listener) error {
-	return s.run(ctx, ln, s.MetricsHandler(), 2*time.Minute, func() {})
+	return s.run(ctx, ln, s.metricsHandler(), 2*time.Minute, func() {})
 }
 
 func (s *Server) run(ctx context.Context, ln net.Listener, h http.Handler, writeTimeout time.Duration, drain func()) error {

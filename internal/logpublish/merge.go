@@ -65,15 +65,6 @@ func (p *Publisher) lane(topic string, partition int32) *publishLane {
 	return l.(*publishLane)
 }
 
-// LaneState reports whether a publish to the partition is in flight and
-// how many calls wait behind it (for tests and diagnostics).
-func (p *Publisher) LaneState(topic string, partition int32) (busy bool, queued int) {
-	l := p.lane(topic, partition)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.busy, len(l.queue)
-}
-
 // idlePartition chooses the partition of a call's unkeyed records: a
 // random one among those with no publish of this client in flight, so
 // that concurrent calls spread over the partitions instead of queueing

@@ -249,17 +249,6 @@ func (r *Reader) claimRow(ctx context.Context, exec store.DBTX, params *store.Cl
 	}
 }
 
-// CachedSegment returns the segment table the partition's next direct
-// claim reads its records from in the same round trip ("", false when none
-// is known). For tests of that cache, and diagnostics.
-func (r *Reader) CachedSegment(topic string, partition int32) (string, bool) {
-	v, ok := r.segments.Load(partitionKey{topic, partition})
-	if !ok {
-		return "", false
-	}
-	return v.(string), true
-}
-
 // readRange reads the records of a claim from the segment table that holds
 // them (store.ReadRange). A range claim_range names no segment for (it
 // spans two, or the caller may not read the segment) or whose segment

@@ -416,3 +416,48 @@ func TestClaimFetch(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, row, "all read")
 }
+
+// cachedSegment returns the segment table the partition's next direct
+// claim reads its records from in the same round trip ("", false when none
+// is known).
+func (r *Reader) cachedSegment(topic string, partition int32) (string, bool) {
+	v, ok := r.segments.Load(partitionKey{topic, partition})
+	if !ok {
+		return "", false
+	}
+	return v.(string), true
+}
+
+// Claims through Claim and Commit, as a consumer makes them (the one
+// member owns the partition), learn the partition's segment, across the
+// segment boundary. (The root's TestClaimFetchThroughConsumer reads the
+// same records through Consumer.Run.)
+func TestClaimLearnsSegment(t *testing.T) {
+	t.Parallel()
+	c := newTestReader(t)
+	c.createTopic("one", 1, 64)
+	c.join("one", "g", "m")
+	batch := make([]*pgmsgtype.Record, 100)
+	for i := range batch {
+		batch[i] = &pgmsgtype.Record{Topic: "one", Value: []byte(fmt.Sprint(i))}
+	}
+	c.publish("one", 0, batch)
+	_, ok := c.cachedSegment("one", 0)
+	require.False(t, ok, "no claim yet")
+	partition := int32(0)
+	var got int64
+	for got < 100 {
+		cl, err := c.Claim(c.ctx, c.b.Pool, &store.ClaimParams{Topic: "one", Group: "g", MaxRecords: 7,
+			Lease: 30 * time.Second, Partition: &partition, Member: "m", RequireOwner: true, Async: true})
+		require.NoError(t, err)
+		require.NotNil(t, cl)
+		for _, r := range cl.Records {
+			require.Equal(t, got, r.Offset)
+			require.Equal(t, []byte(fmt.Sprint(got)), r.Value)
+			got++
+		}
+		require.NoError(t, c.Commit(c.ctx, c.b.Pool, cl, nil))
+	}
+	_, ok = c.cachedSegment("one", 0)
+	require.True(t, ok, "the claims learnt the partition's segment")
+}

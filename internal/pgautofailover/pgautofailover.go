@@ -280,11 +280,6 @@ func (f *Formation) URL(db string) string {
 		strings.Join(hosts, ","), db)
 }
 
-// NodeURL is the URL of database db on n alone.
-func (n *Node) NodeURL(db string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=2", n.Port, db)
-}
-
 // Kill ends n at once (SIGKILL): its pg_autoctl processes and its
 // postmaster, whose other processes then exit by themselves.
 func (f *Formation) Kill(n *Node) {

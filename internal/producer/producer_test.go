@@ -18,7 +18,7 @@ import (
 // The engine's own decisions (how records are cut into batches, when a
 // batch goes, the buffer's bounds, which failures are retried) shown
 // through its Sink; the publish itself is tested against PostgreSQL in
-// the root (producer_test.go, idempotent_publish_test.go).
+// the root (producer_test.go, publish_test.go).
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 

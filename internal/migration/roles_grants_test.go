@@ -1,4 +1,4 @@
-package pgmsg_test
+package migration_test
 
 import (
 	"os"
@@ -241,7 +241,7 @@ func TestRolesTableDocumented(t *testing.T) {
 		b.WriteString("| `<schema>_" + k.Role + "` | " + k.Kind + " | " + k.Privilege + " | " + strings.Join(objects[k], ", ") + " |\n")
 	}
 	b.WriteString("<!-- /role_privileges -->\n")
-	doc, err := os.ReadFile("docs/operations.md")
+	doc, err := os.ReadFile("../../docs/operations.md")
 	require.NoError(t, err)
 	const start = "<!-- role_privileges: TestRolesTableDocumented -->\n"
 	_, block, ok := strings.Cut(string(doc), start)

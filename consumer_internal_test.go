@@ -355,3 +355,210 @@ func TestClaimStatementsSkipHeld(t *testing.T) {
 	require.Equal(t, []int64{1, 2}, offsets)
 	require.Equal(t, []int64{3, 4}, skipped(1, 4))
 }
+
+// The record cache (Config.RecordCacheBytes): once two groups of a client
+// claim a partition, the records one group's claim read are not read
+// again for the other's, which takes them from the cache; each gets
+// copies of its own. A topic deleted and created again under the same
+// name is read anew, never served from what the cache held of the old
+// one.
+func TestRecordCacheServesOtherGroups(t *testing.T) {
+	t.Parallel()
+	// No gathering: each claim goes out on its own, one after the other.
+	_, c, ctx := gatherTestClient(t, 6, -1)
+	publish := func(tag string, from, n int) {
+		recs := make([]*Record, n)
+		for i := range recs {
+			recs[i] = &Record{Topic: "t", Value: []byte(fmt.Sprint(tag, from+i))}
+		}
+		require.NoError(t, c.Publish(ctx, recs, nil))
+	}
+	consumers := map[string]*Consumer{}
+	for _, g := range []string{"a", "b"} {
+		cn, err := c.NewConsumer("t", g, nil)
+		require.NoError(t, err)
+		t.Cleanup(cn.Close)
+		consumers[g] = cn
+	}
+	// poll claims as g, checks the values are tag+offset, commits, and
+	// then overwrites the values it was given.
+	poll := func(g, tag string, first, last int64) {
+		t.Helper()
+		cl, err := consumers[g].Poll(ctx)
+		require.NoError(t, err)
+		require.Len(t, cl.Records, int(last-first+1), g)
+		for i, r := range cl.Records {
+			require.Equal(t, first+int64(i), r.Offset, g)
+			require.Equal(t, fmt.Sprint(tag, r.Offset), string(r.Value), "group %s offset %d", g, r.Offset)
+		}
+		require.NoError(t, c.Commit(ctx, cl))
+		for _, r := range cl.Records {
+			for i := range r.Value {
+				r.Value[i] = 'x'
+			}
+		}
+	}
+
+	publish("v", 0, 10)
+	poll("a", "v", 0, 9) // learns the partition's segment
+	poll("b", "v", 0, 9) // reads it in the claim's round trip; one group so far
+	require.Zero(t, c.CachedRecordsServed())
+
+	publish("v", 10, 10)
+	poll("a", "v", 10, 19) // both groups claim the partition now: a's records are kept
+	poll("b", "v", 10, 19) // taken from the cache, as published (a changed its copies)
+	require.Equal(t, int64(10), c.CachedRecordsServed())
+
+	publish("v", 20, 5)
+	poll("b", "v", 20, 24)
+	poll("a", "v", 20, 24)
+	require.Equal(t, int64(15), c.CachedRecordsServed())
+
+	// The same topic name, a new topic: offsets 0.. again, other values.
+	for _, cn := range consumers {
+		cn.Close()
+	}
+	require.NoError(t, c.DeleteTopic(ctx, "t"))
+	_, err := c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	for _, g := range []string{"a", "b"} {
+		cn, err := c.NewConsumer("t", g, nil)
+		require.NoError(t, err)
+		t.Cleanup(cn.Close)
+		consumers[g] = cn
+	}
+	publish("new", 0, 25)
+	poll("a", "new", 0, 24)
+	poll("b", "new", 0, 24)
+	publish("new", 25, 5)
+	poll("a", "new", 25, 29)
+	poll("b", "new", 25, 29)
+	require.Equal(t, int64(20), c.CachedRecordsServed(), "only the new topic's 25..29 came from the cache")
+}
+
+// RecordCacheBytes' default, and negative: no cache, every claim reads
+// its records.
+func TestRecordCacheConfig(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, int64(RecordCacheBytesDefault), (&Config{}).withDefaults().RecordCacheBytes)
+	b, _, ctx := gatherTestClient(t, 6, -1)
+	off, err := NewClient(b.Pool, &Config{Schema: b.Schema, RecordCacheBytes: -1, ClaimGatherWait: -1})
+	require.NoError(t, err)
+	defer off.Close()
+	consumers := map[string]*Consumer{}
+	for _, g := range []string{"a", "b"} {
+		cn, err := off.NewConsumer("t", g, nil)
+		require.NoError(t, err)
+		defer cn.Close()
+		consumers[g] = cn
+	}
+	for round := range 3 {
+		require.NoError(t, off.Publish(ctx, []*Record{{Topic: "t", Value: []byte(fmt.Sprint(round))}}, nil))
+		for _, g := range []string{"a", "b"} {
+			cl, err := consumers[g].Poll(ctx)
+			require.NoError(t, err)
+			require.Len(t, cl.Records, 1, "round %d group %s", round, g)
+			require.Equal(t, fmt.Sprint(round), string(cl.Records[0].Value))
+			require.NoError(t, off.Commit(ctx, cl))
+		}
+	}
+	require.Zero(t, off.CachedRecordsServed())
+}
+
+// Claimed records keep the difference between an empty key or value and
+// none (NULL): read from the segment's raw binary rows, an empty value at
+// the start of a claim came back as nil (found by TestHTTPProperty).
+func TestClaimKeepsEmptyApartFromNull(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	require.NoError(t, c.Publish(ctx, []*Record{
+		{Topic: "t", Key: []byte{}, Value: []byte{}},
+		{Topic: "t", Value: nil},
+		{Topic: "t", Key: []byte("k"), Value: []byte("v")},
+	}, nil))
+	cl, err := c.Claim(ctx, "t", "g", &ClaimOpts{MaxRecords: 10})
+	require.NoError(t, err)
+	require.Len(t, cl.Records, 3)
+	require.NotNil(t, cl.Records[0].Key, "empty key")
+	require.NotNil(t, cl.Records[0].Value, "empty value")
+	require.Empty(t, cl.Records[0].Value)
+	require.Nil(t, cl.Records[1].Key)
+	require.Nil(t, cl.Records[1].Value, "no value")
+	require.Equal(t, []byte("v"), cl.Records[2].Value)
+}
+
+// Through Consumer.Run (one member, so it owns the topic's only
+// partition and claims it directly): every record once, in order, across
+// the segment boundary, with keys, empty values and headers intact.
+// (internal/logread's TestClaimFetch tests the direct claims that read
+// their records.)
+func TestClaimFetchThroughConsumer(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var batch []*Record
+	for i := 0; i < 100; i++ {
+		r := &Record{Topic: "t", Partition: 0, Value: []byte(fmt.Sprint(i))}
+		switch i % 3 {
+		case 0:
+			r.Key, r.Value = []byte{}, []byte{}
+		case 1:
+			r.Key, r.Headers = []byte("k"), map[string][]byte{"h": []byte(fmt.Sprint(i))}
+		}
+		batch = append(batch, r)
+	}
+	check := func(recs []*Record, first, last int64) {
+		t.Helper()
+		require.Len(t, recs, int(last-first+1))
+		for i, r := range recs {
+			want := batch[first+int64(i)]
+			require.Equal(t, first+int64(i), r.Offset)
+			require.Equal(t, "t", r.Topic)
+			require.Equal(t, int32(0), r.Partition)
+			require.Equal(t, want.Key, r.Key, "offset %d", r.Offset)
+			require.Equal(t, want.Value, r.Value, "offset %d", r.Offset)
+			require.Equal(t, len(want.Headers), len(r.Headers), "offset %d", r.Offset)
+			for k, v := range want.Headers {
+				require.Equal(t, v, r.Headers[k])
+			}
+			require.False(t, r.Timestamp.IsZero())
+		}
+	}
+
+	_, err = c.CreateTopic(ctx, "one", TopicConfig{Partitions: 1, SegmentRecords: 64})
+	require.NoError(t, err)
+	for _, r := range batch {
+		r.Topic = "one"
+	}
+	require.NoError(t, c.Publish(ctx, batch, nil))
+	cn, err := c.NewConsumer("one", "g", &ConsumerOpts{Claim: ClaimOpts{MaxRecords: 7}})
+	require.NoError(t, err)
+	t.Cleanup(cn.Close)
+	var got []*Record
+	runCtx, stop := context.WithCancel(ctx)
+	err = cn.Run(runCtx, func(_ context.Context, cl *Claim) error {
+		got = append(got, cl.Records...)
+		if len(got) >= len(batch) {
+			stop()
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	for _, r := range got {
+		r.Topic = "t" // as check expects
+	}
+	check(got, 0, 99)
+	// That these claims learn the partition's segment is internal/logread's
+	// TestClaimLearnsSegment.
+}

@@ -1,4 +1,4 @@
-package pgmsg
+package logpublish
 
 import (
 	"context"
@@ -10,13 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
-	"github.com/pgmsg/pgmsg/internal/pgtest"
 )
 
-// laneState is how many calls wait in a partition's lane, and whether a
-// send is in flight (internal/logpublish, merge.go).
-func (c *Client) laneState(topic string, partition int32) (busy bool, queued int) {
-	return c.publisher.LaneState(topic, partition)
+// laneState reports whether a publish to the partition is in flight and
+// how many calls wait behind it.
+func (p *Publisher) laneState(topic string, partition int32) (busy bool, queued int) {
+	l := p.lane(topic, partition)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.busy, len(l.queue)
 }
 
 // waitUntil polls cond every 5 ms until it holds, failing the test when
@@ -40,14 +42,9 @@ func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool)
 // partition's counter row lock (PublishTx, not yet committed).
 func TestPublishMergesQueuedCalls(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 8})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1, MaxRecordBytes: 1000})
-	require.NoError(t, err)
+	c := newTestPublisher(t, 8, 2*time.Minute)
+	b, ctx := c.b, c.ctx
+	c.createTopic("t", 1, map[string]any{"max_record_bytes": 1000})
 
 	calls := func(n, size int, tag byte) [][]*Record {
 		out := make([][]*Record, n)
@@ -65,12 +62,12 @@ func TestPublishMergesQueuedCalls(t *testing.T) {
 		tx, err := b.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		require.NoError(t, c.PublishTx(ctx, tx, []*Record{{Topic: "t", Value: []byte("holder")}}, nil))
+		require.NoError(t, c.PublishTx(ctx, tx, []*Record{{Topic: "t", Value: []byte("holder")}}, false))
 		all := append([][]*Record{leader}, queued...)
 		errc := make([]chan error, len(all))
 		for i, recs := range all {
 			errc[i] = make(chan error, 1)
-			go func() { errc[i] <- c.Publish(ctx, recs, nil) }()
+			go func() { errc[i] <- c.publish(ctx, recs) }()
 			if i == 0 {
 				waitUntil(t, ctx, "the leader's send", func() bool { busy, _ := c.laneState("t", 0); return busy })
 			} else {
@@ -128,7 +125,7 @@ func TestPublishMergesQueuedCalls(t *testing.T) {
 	require.NoError(t, res[0])
 	for i, recs := range queued {
 		if i == 1 {
-			require.True(t, errors.Is(res[i+1], ErrRecordTooLarge), "call %d: %v", i, res[i+1])
+			require.True(t, errors.Is(res[i+1], errs.RecordTooLarge), "call %d: %v", i, res[i+1])
 			continue
 		}
 		require.NoError(t, res[i+1], "call %d", i)
@@ -148,25 +145,20 @@ func TestPublishMergesQueuedCalls(t *testing.T) {
 // unaffected.
 func TestPublishMergeCancelledWhileQueued(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 8})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
-	require.NoError(t, err)
+	c := newTestPublisher(t, 8, 2*time.Minute)
+	b, ctx := c.b, c.ctx
+	c.createTopic("t", 1, nil)
 	tx, err := b.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	require.NoError(t, c.PublishTx(ctx, tx, []*Record{{Topic: "t", Value: []byte("holder")}}, nil))
+	require.NoError(t, c.PublishTx(ctx, tx, []*Record{{Topic: "t", Value: []byte("holder")}}, false))
 
 	lead := make(chan error, 1)
-	go func() { lead <- c.Publish(ctx, []*Record{{Topic: "t", Value: []byte("lead")}}, nil) }()
+	go func() { lead <- c.publish(ctx, []*Record{{Topic: "t", Value: []byte("lead")}}) }()
 	waitUntil(t, ctx, "the leader's send", func() bool { busy, _ := c.laneState("t", 0); return busy })
 	qctx, qcancel := context.WithCancel(ctx)
 	queued := make(chan error, 1)
-	go func() { queued <- c.Publish(qctx, []*Record{{Topic: "t", Value: []byte("gone")}}, nil) }()
+	go func() { queued <- c.publish(qctx, []*Record{{Topic: "t", Value: []byte("gone")}}) }()
 	waitUntil(t, ctx, "the queued call", func() bool { _, q := c.laneState("t", 0); return q == 1 })
 	qcancel()
 	require.ErrorIs(t, <-queued, context.Canceled)
@@ -179,7 +171,7 @@ func TestPublishMergeCancelledWhileQueued(t *testing.T) {
 	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM `+s+`.record WHERE value = 'gone'::bytea`).Scan(&n))
 	require.Zero(t, n)
 	// The lane is idle again: the next call sends at once.
-	require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Value: []byte("after")}}, nil))
+	require.NoError(t, c.publish(ctx, []*Record{{Topic: "t", Value: []byte("after")}}))
 	busy, _ := c.laneState("t", 0)
 	require.False(t, busy)
 }
@@ -194,17 +186,12 @@ func TestPublishMergeCancelledWhileQueued(t *testing.T) {
 // send then waits for tx1 too, where its backend is terminated.
 func TestPublishMergedSendTerminated(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 8})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
-	require.NoError(t, err)
+	c := newTestPublisher(t, 8, 2*time.Minute)
+	b, ctx := c.b, c.ctx
+	c.createTopic("t", 1, nil)
 	s := pgx.Identifier{b.Schema}.Sanitize()
 	// Warm the topic's metadata cache (its lookup is not under test).
-	require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Value: []byte("warm")}}, nil))
+	require.NoError(t, c.publish(ctx, []*Record{{Topic: "t", Value: []byte("warm")}}))
 
 	conn, err := b.Pool.Acquire(ctx)
 	require.NoError(t, err)
@@ -226,18 +213,18 @@ func TestPublishMergedSendTerminated(t *testing.T) {
 	tx1, err := b.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx1.Rollback(ctx) }()
-	require.NoError(t, c.PublishTx(ctx, tx1, []*Record{{Topic: "t", Value: []byte("tx1")}}, nil))
+	require.NoError(t, c.PublishTx(ctx, tx1, []*Record{{Topic: "t", Value: []byte("tx1")}}, false))
 
 	leadCtx, leadCancel := context.WithCancel(ctx)
 	lead := make(chan error, 1)
-	go func() { lead <- c.Publish(leadCtx, []*Record{{Topic: "t", Value: []byte("lead")}}, nil) }()
+	go func() { lead <- c.publish(leadCtx, []*Record{{Topic: "t", Value: []byte("lead")}}) }()
 	var leader []int32
 	waitUntil(t, ctx, "the leader's statement to wait for tx1", func() bool { leader = lockWaiters(); return len(leader) == 1 })
 
 	queued := make([]chan error, 2)
 	for i := range queued {
 		queued[i] = make(chan error, 1)
-		go func() { queued[i] <- c.Publish(ctx, []*Record{{Topic: "t", Value: []byte{'q', byte(i)}}}, nil) }()
+		go func() { queued[i] <- c.publish(ctx, []*Record{{Topic: "t", Value: []byte{'q', byte(i)}}}) }()
 		waitUntil(t, ctx, "a queued call", func() bool { _, q := c.laneState("t", 0); return q == i+1 })
 	}
 
@@ -263,7 +250,7 @@ func TestPublishMergedSendTerminated(t *testing.T) {
 	// again; the lane is idle and the next call goes through.
 	busy, _ := c.laneState("t", 0)
 	require.False(t, busy)
-	require.NoError(t, c.Publish(ctx, []*Record{{Topic: "t", Value: []byte("after")}}, nil))
+	require.NoError(t, c.publish(ctx, []*Record{{Topic: "t", Value: []byte("after")}}))
 	var n int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM `+s+`.record`).Scan(&n))
 	require.Equal(t, 2, n, "warm and after only")

@@ -1,4 +1,4 @@
-package pgmsg
+package logpublish
 
 import (
 	"context"
@@ -26,17 +26,12 @@ func copySequence(t *testing.T, ctx context.Context, b *pgtest.Bundle, topic str
 	return seq != nil
 }
 
-// copyTestClient returns a schema with maxConns connections, a client on
-// it, and a context that ends with the test (at most a minute).
-func copyTestClient(t *testing.T, maxConns int32) (*pgtest.Bundle, *Client, context.Context) {
+// copyTestClient returns a schema with maxConns connections, a publisher
+// on it, and a context that ends with the test (at most a minute).
+func copyTestClient(t *testing.T, maxConns int32) (*pgtest.Bundle, *testPublisher, context.Context) {
 	t.Helper()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: maxConns})
-	c, err := NewClient(b.Pool, &Config{Schema: b.Schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return b, c, ctx
+	c := newTestPublisher(t, maxConns, time.Minute)
+	return c.b, c, c.ctx
 }
 
 // Batches of store.CopyMinRecords records or more go with COPY: what is
@@ -48,8 +43,7 @@ func copyTestClient(t *testing.T, maxConns int32) (*pgtest.Bundle, *Client, cont
 func TestPublishCopy(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := copyTestClient(t, 4)
-	_, err := c.CreateTopic(ctx, "t", TopicConfig{Partitions: 2})
-	require.NoError(t, err)
+	c.createTopic("t", 2, nil)
 
 	n := store.CopyMinRecords + 4
 	batch := func(tag string, opts func(i int, r *Record)) []*Record {
@@ -67,7 +61,7 @@ func TestPublishCopy(t *testing.T) {
 	pub := func(recs []*Record) {
 		t.Helper()
 		before := time.Now().Add(-time.Second)
-		require.NoError(t, c.Publish(ctx, recs, &PublishOpts{ManualPartition: true}))
+		require.NoError(t, c.publishManual(ctx, recs))
 		for _, r := range recs {
 			require.Equal(t, int32(0), r.Partition)
 			require.False(t, r.Timestamp.IsZero())
@@ -110,8 +104,7 @@ func TestPublishCopy(t *testing.T) {
 	for i, r := range want {
 		require.Equal(t, int64(i), r.Offset, "offsets contiguous across the two paths")
 	}
-	got, err := c.Fetch(ctx, "t", 0, 0, len(want)+10)
-	require.NoError(t, err)
+	got := c.fetch("t", 0, 0, int32(len(want)+10))
 	require.Len(t, got, len(want))
 	for i, r := range got {
 		w := want[i]
@@ -135,10 +128,8 @@ func TestPublishCopy(t *testing.T) {
 func TestPublishCopyDeclines(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := copyTestClient(t, 4)
-	_, err := c.CreateTopic(ctx, "seg", TopicConfig{Partitions: 1, SegmentRecords: 50})
-	require.NoError(t, err)
-	_, err = c.CreateTopic(ctx, "size", TopicConfig{Partitions: 1, MaxRecordBytes: 300})
-	require.NoError(t, err)
+	c.createTopic("seg", 1, map[string]any{"segment_records": 50})
+	c.createTopic("size", 1, map[string]any{"max_record_bytes": 300})
 
 	n := store.CopyMinRecords + 1
 	records := func(topic string, size int, headers map[string][]byte) []*Record {
@@ -150,11 +141,10 @@ func TestPublishCopyDeclines(t *testing.T) {
 	}
 	total := 0
 	for i := 0; i < 20; i++ {
-		require.NoError(t, c.Publish(ctx, records("seg", 10, nil), nil))
+		require.NoError(t, c.publish(ctx, records("seg", 10, nil)))
 		total += n
 	}
-	got, err := c.Fetch(ctx, "seg", 0, 0, total+10)
-	require.NoError(t, err)
+	got := c.fetch("seg", 0, 0, int32(total+10))
 	require.Len(t, got, total)
 	for i, r := range got {
 		require.Equal(t, int64(i), r.Offset)
@@ -164,25 +154,23 @@ func TestPublishCopyDeclines(t *testing.T) {
 	// 200 bytes of value and 60 of headers: within 300 as stored, over
 	// it as the client bounds it, so publish() stores it.
 	h := map[string][]byte{"a": []byte("0123456789"), "b": []byte("0123456789"), "c": []byte("0123")}
-	require.NoError(t, c.Publish(ctx, records("size", 200, h), nil))
+	require.NoError(t, c.publish(ctx, records("size", 200, h)))
 	require.False(t, copySequence(t, ctx, b, "size", 0))
 	// Over the limit: PM006 from publish(), nothing stored.
-	err = c.Publish(ctx, records("size", 301, nil), nil)
-	require.ErrorIs(t, err, ErrRecordTooLarge)
-	got, err = c.Fetch(ctx, "size", 0, 0, 100)
-	require.NoError(t, err)
+	err := c.publish(ctx, records("size", 301, nil))
+	require.ErrorIs(t, err, errs.RecordTooLarge)
+	got = c.fetch("size", 0, 0, int32(100))
 	require.Len(t, got, n)
 
 	// Backpressure settings: publish() answers (PM014 when behind).
-	_, err = c.CreateTopic(ctx, "bp", TopicConfig{Partitions: 1, Settings: map[string]any{"max_lag_records": n}})
+	c.createTopic("bp", 1, map[string]any{"max_lag_records": n})
+	_, err = c.store.GroupCreate(ctx, b.Pool, "bp", "g", "earliest")
 	require.NoError(t, err)
-	_, err = c.CreateGroup(ctx, "bp", "g", PositionEarliest)
-	require.NoError(t, err)
-	require.NoError(t, c.Publish(ctx, records("bp", 10, nil), nil))
+	require.NoError(t, c.publish(ctx, records("bp", 10, nil)))
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancelShort()
-	err = c.Publish(short, records("bp", 10, nil), nil)
-	require.True(t, errors.Is(err, ErrBackpressure) || errors.Is(err, context.DeadlineExceeded), "%v", err)
+	err = c.publish(short, records("bp", 10, nil))
+	require.True(t, errors.Is(err, errs.Backpressure) || errors.Is(err, context.DeadlineExceeded), "%v", err)
 	require.False(t, copySequence(t, ctx, b, "bp", 0))
 }
 
@@ -192,8 +180,7 @@ func TestPublishCopyDeclines(t *testing.T) {
 func TestPublishCopyCancelled(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := copyTestClient(t, 2)
-	_, err := c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
-	require.NoError(t, err)
+	c.createTopic("t", 1, nil)
 	recs := func(tag string) []*Record {
 		out := make([]*Record, store.CopyMinRecords)
 		for i := range out {
@@ -205,16 +192,15 @@ func TestPublishCopyCancelled(t *testing.T) {
 	tx, err := b.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	require.NoError(t, c.PublishTx(ctx, tx, []*Record{{Topic: "t", Value: []byte("holder")}}, nil))
+	require.NoError(t, c.PublishTx(ctx, tx, []*Record{{Topic: "t", Value: []byte("holder")}}, false))
 	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancelShort()
-	err = c.Publish(short, recs("cancelled"), nil)
+	err = c.publish(short, recs("cancelled"))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.NoError(t, tx.Commit(ctx))
 
-	require.NoError(t, c.Publish(ctx, recs("after"), nil))
-	got, err := c.Fetch(ctx, "t", 0, 0, 100)
-	require.NoError(t, err)
+	require.NoError(t, c.publish(ctx, recs("after")))
+	got := c.fetch("t", 0, 0, int32(100))
 	require.Len(t, got, 1+store.CopyMinRecords)
 	require.Equal(t, "holder", string(got[0].Value))
 	for _, r := range got[1:] {
@@ -229,8 +215,7 @@ func TestPublishCopyCancelled(t *testing.T) {
 func TestPublishCopyCountChecked(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := copyTestClient(t, 2)
-	_, err := c.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
-	require.NoError(t, err)
+	c.createTopic("t", 1, nil)
 	s := pgx.Identifier{b.Schema}.Sanitize()
 	var id int32
 	require.NoError(t, b.Pool.QueryRow(ctx, "SELECT topic_id FROM "+s+".topic WHERE name = 't'").Scan(&id))
@@ -251,12 +236,11 @@ func TestPublishCopyCountChecked(t *testing.T) {
 			_, err := tx.Exec(ctx, fmt.Sprintf("SELECT * FROM %s._publish_copy_end(%d, 0, 5)", s, id))
 			return err
 		})
-		require.ErrorIs(t, errs.Map(err), ErrInvalidArgument, "%d stored for 5 reserved", stored)
+		require.ErrorIs(t, errs.Map(err), errs.InvalidArgument, "%d stored for 5 reserved", stored)
 	}
 	var next int64
 	require.NoError(t, b.Pool.QueryRow(ctx, "SELECT next_offset FROM "+s+".topic_partition WHERE topic_id = $1", id).Scan(&next))
 	require.Zero(t, next)
-	got, err := c.Fetch(ctx, "t", 0, 0, 10)
-	require.NoError(t, err)
+	got := c.fetch("t", 0, 0, int32(10))
 	require.Empty(t, got)
 }

@@ -1,0 +1,355 @@
+package pgmsg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
+)
+
+// OffsetForTime answers Kafka's ListOffsets by timestamp (the first offset
+// whose timestamp is at or after t) exactly, with and without the time
+// index, with timestamps out of order, and after records that made an
+// entry were deleted.
+func TestOffsetForTime(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "tt", 1)
+	base := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	const n = 3000
+	recs := make([]*pgmsg.Record, n)
+	for i := range recs {
+		ts := base.Add(time.Duration(i) * time.Second)
+		switch {
+		case i%500 == 250:
+			ts = ts.Add(24 * time.Hour) // a record from the future
+		case i%300 == 7:
+			ts = ts.Add(-time.Hour) // a late one
+		}
+		recs[i] = &pgmsg.Record{Topic: "tt", Partition: 0, Value: []byte{byte(i)}, Timestamp: ts}
+	}
+	for i := 0; i < n; i += 500 {
+		require.NoError(t, tb.client.Publish(tb.ctx, recs[i:i+500], nil))
+	}
+	var stored []*pgmsg.Record
+	for from := int64(0); from < n; {
+		page, err := tb.client.Fetch(tb.ctx, "tt", 0, from, 1000)
+		require.NoError(t, err)
+		require.NotEmpty(t, page)
+		stored = append(stored, page...)
+		from = page[len(page)-1].Offset + 1
+	}
+	want := func(at time.Time) int64 {
+		for _, r := range stored {
+			if !r.Timestamp.Before(at) {
+				return r.Offset
+			}
+		}
+		return int64(n)
+	}
+	probes := []time.Time{base.Add(-2 * time.Hour), base, base.Add(time.Second), base.Add(250 * time.Second),
+		base.Add(251 * time.Second), base.Add(1234500 * time.Millisecond), base.Add(2999 * time.Second),
+		base.Add(3000 * time.Second), base.Add(20 * time.Hour), base.Add(24*time.Hour + 251*time.Second), base.Add(48 * time.Hour)}
+	check := func(stage string) {
+		t.Helper()
+		for _, at := range probes {
+			got, err := tb.client.OffsetForTime(tb.ctx, "tt", 0, at)
+			require.NoError(t, err)
+			require.Equal(t, want(at), got, "%s: %s", stage, at)
+		}
+	}
+	check("no index")
+	all, err := tb.client.OffsetsForTime(tb.ctx, "tt", base.Add(251*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, []pgmsg.PartitionOffset{{Partition: 0, Offset: want(base.Add(251 * time.Second))}}, all)
+
+	q := pgx.Identifier{tb.Schema}.Sanitize()
+	var entries int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT `+q+`.time_index_run(p_stride => 100)`).Scan(&entries))
+	require.Equal(t, n/100, entries)
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT `+q+`.time_index_run(p_stride => 100)`).Scan(&entries))
+	require.Zero(t, entries, "nothing new")
+	check("indexed")
+
+	// Compaction-like deletion of the records from the future: entries
+	// still say their spans hold a late timestamp; the answer stays exact.
+	_, err = tb.Pool.Exec(tb.ctx, `DELETE FROM `+q+`.record WHERE "timestamp" > $1`, base.Add(12*time.Hour))
+	require.NoError(t, err)
+	filtered := stored[:0]
+	for _, r := range stored {
+		if !r.Timestamp.After(base.Add(12 * time.Hour)) {
+			filtered = append(filtered, r)
+		}
+	}
+	stored = filtered
+	check("after deletes")
+
+	// Group resets by time use the same search.
+	_, err = tb.client.CreateGroup(tb.ctx, "tt", "g", "earliest")
+	require.NoError(t, err)
+	at := base.Add(1234 * time.Second)
+	parts, err := tb.client.ResetGroup(tb.ctx, "tt", "g", at.Format(time.RFC3339Nano), nil)
+	require.NoError(t, err)
+	require.Equal(t, want(at), parts[0].NextOffset)
+
+	_, err = tb.client.OffsetForTime(tb.ctx, "tt", 5, base)
+	require.ErrorIs(t, err, pgmsg.ErrPartitionOutOfRange)
+	_, err = tb.client.OffsetForTime(tb.ctx, "nope", 0, base)
+	require.ErrorIs(t, err, pgmsg.ErrUnknownTopic)
+	_, err = tb.client.OffsetsForTime(tb.ctx, "nope", base)
+	require.ErrorIs(t, err, pgmsg.ErrUnknownTopic)
+}
+
+// A failover to a standby that lacked the last records, played on one
+// server: the records from offset 6 on are deleted, the partition's
+// counter set back, a group's cursor set back (its commits were lost too)
+// and the partition's timeline made another than the server's, as on a
+// promoted standby. The next publish starts a new log epoch at offset 6.
+// A client whose group had been given offsets past 6 gets ErrLogTruncated
+// on its next claim instead of the new records at those offsets (with
+// claim_range() and with the direct statements of a Consumer), and goes on
+// when it claims again; a group that had been given nothing past 6 goes on
+// without an error.
+func TestLogTruncatedByFailover(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "lt", 1)
+	s := pgx.Identifier{tb.Schema}.Sanitize()
+	var recs []*pgmsg.Record
+	for i := range 10 {
+		recs = append(recs, &pgmsg.Record{Topic: "lt", Value: fmt.Appendf(nil, "old-%d", i)})
+	}
+	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
+
+	p0 := int32(0)
+	claimAll := func(group string, max int) *pgmsg.Claim {
+		cl, err := tb.client.Claim(tb.ctx, "lt", group, &pgmsg.ClaimOpts{Partition: &p0, MaxRecords: max})
+		require.NoError(t, err)
+		require.NotNil(t, cl)
+		require.NoError(t, tb.client.Commit(tb.ctx, cl))
+		return cl
+	}
+	claimAll("seen-all", 100) // given 0..9
+	claimAll("seen-some", 6)  // given 0..5
+	cons, err := tb.client.NewConsumer("lt", "direct", nil)
+	require.NoError(t, err)
+	t.Cleanup(cons.Close)
+	cl, err := cons.Poll(tb.ctx)
+	require.NoError(t, err)
+	require.Len(t, cl.Records, 10)
+	require.NoError(t, tb.client.Commit(tb.ctx, cl))
+
+	// The failover: offsets 6.. lost, the groups' last commits too.
+	var topicID int32
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT topic_id FROM %s.topic WHERE name = 'lt'`, s)).Scan(&topicID))
+	for _, q := range []string{
+		`DELETE FROM %s.record WHERE topic_id = $1 AND "offset" >= 6`,
+		`UPDATE %s.topic_partition SET next_offset = 6, log_timeline = log_timeline + 1000 WHERE topic_id = $1`,
+		`UPDATE %s.group_cursor SET next_offset = least(next_offset, 4) WHERE topic_id = $1`,
+	} {
+		_, err := tb.Pool.Exec(tb.ctx, fmt.Sprintf(q, s), topicID)
+		require.NoError(t, err)
+	}
+	// The new primary's first publish starts epoch >= 1 at offset 6.
+	recs = recs[:0]
+	for i := 6; i < 9; i++ {
+		recs = append(recs, &pgmsg.Record{Topic: "lt", Value: fmt.Appendf(nil, "new-%d", i)})
+	}
+	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
+	var epoch int32
+	var start int64
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT epoch, start_offset FROM %s.log_epoch WHERE topic_id = $1`, s),
+		topicID).Scan(&epoch, &start))
+	require.GreaterOrEqual(t, epoch, int32(1))
+	require.Equal(t, int64(6), start)
+	var end int64
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT end_offset FROM %s.log_epoch_end('lt', 0, 0)`, s)).Scan(&end))
+	require.Equal(t, int64(6), end)
+	var events int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT count(*) FROM %s.maintenance_event WHERE kind = 'log_epoch'`, s)).Scan(&events))
+	require.Equal(t, 1, events)
+
+	values := func(cl *pgmsg.Claim) []string {
+		var out []string
+		for _, r := range cl.Records {
+			out = append(out, string(r.Value))
+		}
+		return out
+	}
+	want := []string{"old-4", "old-5", "new-6", "new-7", "new-8"}
+
+	// The group that was given 6..9: the error, nothing handed over, then on.
+	_, err = tb.client.Claim(tb.ctx, "lt", "seen-all", &pgmsg.ClaimOpts{Partition: &p0})
+	require.ErrorIs(t, err, pgmsg.ErrLogTruncated)
+	require.Equal(t, "PM020", pgmsg.ErrorCode(err))
+	require.ErrorContains(t, err, "offsets 6 to 9")
+	cl = claimAll("seen-all", 100)
+	require.Equal(t, want, values(cl))
+
+	// The Consumer (direct statements): the same.
+	_, err = cons.Poll(tb.ctx)
+	require.True(t, errors.Is(err, pgmsg.ErrLogTruncated), "%v", err)
+	cl, err = cons.Poll(tb.ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, values(cl))
+
+	// The group that was given only 0..5: nothing it saw was lost.
+	cl = claimAll("seen-some", 100)
+	require.Equal(t, want, values(cl))
+}
+
+// Five groups, two members each, read while four producers publish: each
+// group gets every record exactly once (no faults here) in offset order
+// per partition.
+func TestGroupsReadEverythingInOrder(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	const partitions, groups, perProducer = 4, 5, 150
+	tb.topic(t, "fanout", partitions)
+
+	producer, err := tb.client.NewProducer(nil)
+	require.NoError(t, err)
+	var pwg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			for i := 0; i < perProducer; i++ {
+				require.NoError(t, producer.ProduceSync(tb.ctx, &pgmsg.Record{Topic: "fanout",
+					Key: []byte(fmt.Sprintf("k%d-%d", w, i%7)), Value: []byte(fmt.Sprintf("%d-%d", w, i))}))
+			}
+		}()
+	}
+	const total = 4 * perProducer
+
+	type seen struct {
+		mu   sync.Mutex
+		next map[int32]int64
+		n    int
+	}
+	ctx, cancel := context.WithCancel(tb.ctx)
+	defer cancel()
+	results := make([]*seen, groups)
+	var cwg sync.WaitGroup
+	for g := 0; g < groups; g++ {
+		results[g] = &seen{next: map[int32]int64{}}
+		for m := 0; m < 2; m++ {
+			cwg.Add(1)
+			go func() {
+				defer cwg.Done()
+				cn, err := tb.client.NewConsumer("fanout", fmt.Sprintf("g%d", g), &pgmsg.ConsumerOpts{Claim: pgmsg.ClaimOpts{MaxRecords: 37}})
+				require.NoError(t, err)
+				defer cn.Close()
+				err = cn.Run(ctx, func(_ context.Context, cl *pgmsg.Claim) error {
+					s := results[g]
+					s.mu.Lock()
+					defer s.mu.Unlock()
+					for _, r := range cl.Records {
+						if r.Offset != s.next[r.Partition] {
+							return fmt.Errorf("group %d partition %d: got offset %d, want %d", g, r.Partition, r.Offset, s.next[r.Partition])
+						}
+						s.next[r.Partition]++
+						s.n++
+					}
+					return nil
+				})
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("consumer of group %d stopped: %v", g, err)
+				}
+			}()
+		}
+	}
+	pwg.Wait()
+	require.NoError(t, producer.Close(tb.ctx))
+	// Wait until every group has everything (or the test context ends).
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		done := true
+		for _, s := range results {
+			s.mu.Lock()
+			if s.n < total {
+				done = false
+			}
+			s.mu.Unlock()
+		}
+		if done || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	cwg.Wait()
+	for g, s := range results {
+		require.Equal(t, total, s.n, "group %d", g)
+	}
+	lags, err := tb.client.ListGroups(tb.ctx, "fanout", "")
+	require.NoError(t, err)
+	require.Len(t, lags, groups*partitions)
+	for _, l := range lags {
+		require.Zero(t, l.Lag, "group %s partition %d", l.Group, l.Partition)
+	}
+}
+
+func TestGroupStartAndReset(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "replay", 1)
+	var recs []*pgmsg.Record
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < 10; i++ {
+		recs = append(recs, &pgmsg.Record{Topic: "replay", Value: []byte(fmt.Sprint(i)), Timestamp: base.Add(time.Duration(i) * time.Hour)})
+	}
+	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
+	require.True(t, recs[3].Timestamp.Equal(base.Add(3*time.Hour)))
+
+	first := func(group string, opts *pgmsg.ClaimOpts) int64 {
+		cl, err := tb.client.Claim(tb.ctx, "replay", group, opts)
+		require.NoError(t, err)
+		if cl == nil {
+			return -1
+		}
+		require.NoError(t, tb.client.Release(tb.ctx, cl))
+		return cl.Records[0].Offset
+	}
+	require.Equal(t, int64(0), first("from-earliest", nil))
+	require.Equal(t, int64(-1), first("from-latest", &pgmsg.ClaimOpts{Start: pgmsg.PositionLatest}))
+	require.Equal(t, int64(4), first("from-time", &pgmsg.ClaimOpts{Start: base.Add(210 * time.Minute).Format(time.RFC3339)}))
+	require.Equal(t, int64(7), first("from-offset", &pgmsg.ClaimOpts{Start: "7"}))
+
+	_, err := tb.client.ResetGroup(tb.ctx, "replay", "from-latest", "2", nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), first("from-latest", nil))
+	_, err = tb.client.ResetGroup(tb.ctx, "replay", "from-latest", base.Add(8*time.Hour).Format(time.RFC3339), nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(8), first("from-latest", nil))
+
+	// A reset fences the live claim.
+	cl, err := tb.client.Claim(tb.ctx, "replay", "from-earliest", nil)
+	require.NoError(t, err)
+	_, err = tb.client.ResetGroup(tb.ctx, "replay", "from-earliest", pgmsg.PositionLatest, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, tb.client.Commit(tb.ctx, cl), pgmsg.ErrClaimNotHeld)
+	lags, err := tb.client.ListGroups(tb.ctx, "replay", "from-earliest")
+	require.NoError(t, err)
+	require.Equal(t, int64(10), lags[0].NextOffset)
+
+	_, err = tb.client.ResetGroup(tb.ctx, "replay", "nope", pgmsg.PositionEarliest, nil)
+	require.ErrorIs(t, err, pgmsg.ErrUnknownGroup)
+	_, err = tb.client.ResetGroup(tb.ctx, "replay", "from-latest", "-5", nil)
+	require.ErrorIs(t, err, pgmsg.ErrInvalidOffset)
+	_, err = tb.client.ResetGroup(tb.ctx, "replay", "from-latest", "yesterday-ish", nil)
+	require.ErrorIs(t, err, pgmsg.ErrInvalidOffset)
+	ok, err := tb.client.DeleteGroup(tb.ctx, "replay", "from-latest")
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = tb.client.DeleteGroup(tb.ctx, "replay", "from-latest")
+	require.NoError(t, err)
+	require.False(t, ok)
+}

@@ -1,0 +1,92 @@
+package migration_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/internal/testbundle"
+)
+
+// The SQL API against PostgreSQL: its rules, its functions' privileges
+// and search_path, and the roles the migrations create. Each test has a
+// freshly migrated schema of its own; a test that checks what a Go call
+// gets from the SQL API calls it through a pgmsg.Client on that schema.
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// testBundle is a test's schema, pool, client and context
+// (internal/testbundle), with the short names the tests use.
+type testBundle struct {
+	*testbundle.Bundle
+	client *pgmsg.Client
+	ctx    context.Context
+}
+
+// setup gives a test a migrated schema of its own and a client on it
+// configured by cfg (nil for defaults; Schema is replaced, PollInterval
+// defaults to 50ms).
+func setup(t *testing.T, cfg *pgmsg.Config) *testBundle {
+	t.Helper()
+	b := testbundle.New(t, &testbundle.Opts{MaxConns: 24, Config: cfg})
+	return &testBundle{Bundle: b, client: b.Client, ctx: b.Ctx}
+}
+
+// topic creates a topic with 64-record segments.
+func (tb *testBundle) topic(t *testing.T, name string, partitions int) { tb.Topic(t, name, partitions) }
+
+func ptr[T any](v T) *T { return &v }
+
+// requireCode checks that err is sentinel with the stable code.
+func requireCode(t *testing.T, err error, sentinel error, code string) {
+	t.Helper()
+	require.Error(t, err)
+	require.ErrorIs(t, err, sentinel)
+	require.Equal(t, code, pgmsg.ErrorCode(err))
+}
+
+// member runs one group consumer in the background.
+type member struct {
+	c      *pgmsg.Consumer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startMember starts a group consumer of topic running handler.
+func startMember(t *testing.T, client *pgmsg.Client, topic, group string, opts pgmsg.ConsumerOpts,
+	handler func(ctx context.Context, cl *pgmsg.Claim) error) *member {
+	t.Helper()
+	c, err := client.NewConsumer(topic, group, &opts)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- c.Run(ctx, handler) }()
+	return m
+}
+
+// stop ends the member gracefully: Run returns, then Close leaves the group.
+func (m *member) stop(t *testing.T) {
+	t.Helper()
+	m.cancel()
+	require.ErrorIs(t, <-m.done, context.Canceled)
+	m.c.Close()
+}
+
+// queue creates a queue with cfg.
+func (tb *testBundle) queue(t *testing.T, name string, cfg pgmsg.QueueConfig) *pgmsg.Queue {
+	t.Helper()
+	q, err := tb.client.CreateQueue(tb.ctx, name, cfg)
+	require.NoError(t, err)
+	return q
+}
+
+// stats returns the queue's stats.
+func (tb *testBundle) stats(t *testing.T, queue string) *pgmsg.QueueStats {
+	t.Helper()
+	s, err := tb.client.QueueStats(tb.ctx, queue)
+	require.NoError(t, err)
+	return s
+}

@@ -1,9 +1,0 @@
-package pgmsg_test
-
-import (
-	"testing"
-
-	"github.com/pgmsg/pgmsg/internal/pgtest"
-)
-
-func TestMain(m *testing.M) { pgtest.Main(m) }
