@@ -226,96 +226,33 @@ func (s *Server) partitionLock(topic string, partition int32) *sync.Mutex {
 }
 
 // publishIdempotent stores an idempotent producer's batch once, and
-// returns its base offset (the stored one for a retry). The rule (Kafka's,
-// with one batch remembered per producer and partition): the batch the
-// producer stored last on the partition, sent again with the same
-// sequences, is a retry (nothing written); a batch starting right after
-// it is stored; a batch wholly before it was stored earlier
-// (DUPLICATE_SEQUENCE_NUMBER); anything else is out of order. It is one
-// statement in autocommit, _kafka_publish() (logpublish.SendSequenced),
-// whose wake-up goes out after the commit; a batch that needs publish()
-// (backpressure, segments to create, a record it refuses) takes
-// publishIdempotentTx.
+// returns its base offset (the stored one for a retry), by Kafka's rule
+// with one batch remembered per producer and partition
+// (logpublish.SendSequenced, _kafka_publish()). Its wake-up goes out
+// after the commit.
 func (s *Server) publishIdempotent(ctx context.Context, producerID string, seq int64, recs []*pgmsg.Record) (int64, error) {
 	topic, partition := recs[0].Topic, recs[0].Partition
 	res, err := s.pub.SendSequenced(ctx, topic, partition, recs, producerID, seq)
 	if err != nil {
 		return 0, err
 	}
+	last := seq + int64(len(recs)) - 1
 	switch res.Outcome {
 	case store.KafkaStored, store.KafkaDuplicate:
 		return res.Result.BaseOffset, nil
-	case store.KafkaSlowPath:
-		return s.publishIdempotentTx(ctx, producerID, seq, recs)
 	case store.KafkaUnknown:
 		return 0, fmt.Errorf("topic %q partition %d: %w", topic, partition, pgmsg.ErrPartitionOutOfRange)
-	}
-	return 0, sequenceError(producerID, topic, partition, seq, int64(len(recs)), res.State)
-}
-
-// sequenceError is why a batch of records seq to seq+n-1 is refused, given
-// the producer's last stored batch st on the partition: errDuplicateSequence
-// for a batch wholly before it, ErrOutOfOrderSequence otherwise. nil when
-// the batch may be stored.
-func sequenceError(producerID, topic string, partition int32, seq, n int64, st store.KafkaProducerState) error {
-	last := seq + n - 1
-	if !st.Found {
-		if seq == 0 {
-			return nil
-		}
-		return fmt.Errorf("producer %s's first batch on topic %q partition %d starts at sequence %d, not 0: %w",
-			producerID, topic, partition, seq, pgmsg.ErrOutOfOrderSequence)
-	}
-	if last <= st.LastSequence {
+	case store.KafkaOld:
 		// Kafka keeps the last five batches for this; pgmsg keeps one
 		// and answers DUPLICATE_SEQUENCE_NUMBER, which producers take as
 		// stored (a producer numbers its records once, so this is one
 		// stored earlier, resent when its connection failed).
-		return errDuplicateSequence
+		return 0, errDuplicateSequence
 	}
-	if seq != st.LastSequence+1 {
-		return fmt.Errorf("producer %s sent records %d to %d of topic %q partition %d, whose last stored batch is %d to %d: %w",
-			producerID, seq, last, topic, partition, st.FirstSequence, st.LastSequence, pgmsg.ErrOutOfOrderSequence)
+	if !res.State.Found {
+		return 0, fmt.Errorf("producer %s's first batch on topic %q partition %d starts at sequence %d, not 0: %w",
+			producerID, topic, partition, seq, pgmsg.ErrOutOfOrderSequence)
 	}
-	return nil
-}
-
-// publishIdempotentTx is publishIdempotent's slower path, for a batch that
-// needs publish(): in one transaction it takes the lock _kafka_publish()
-// takes, applies the same rule to the same producer_state rows, publishes
-// with Client.PublishTx and saves the state. Inside a transaction the
-// client never publishes with COPY, so the server's role, which may not
-// write the record table, cannot abort it with a refused COPY.
-func (s *Server) publishIdempotentTx(ctx context.Context, producerID string, seq int64, recs []*pgmsg.Record) (int64, error) {
-	topic, partition := recs[0].Topic, recs[0].Partition
-	tx, err := s.client.Pool().Begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	st, ok, err := s.store.KafkaProducerLock(ctx, tx, topic, partition, producerID)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		return 0, fmt.Errorf("topic %q partition %d: %w", topic, partition, pgmsg.ErrPartitionOutOfRange)
-	}
-	last := seq + int64(len(recs)) - 1
-	if st.Found && st.FirstSequence == seq && st.LastSequence == last {
-		return st.BaseOffset, nil
-	}
-	if err := sequenceError(producerID, topic, partition, seq, int64(len(recs)), st); err != nil {
-		return 0, err
-	}
-	if err := s.client.PublishTx(ctx, tx, recs, &pgmsg.PublishOpts{ManualPartition: true}); err != nil {
-		return 0, err
-	}
-	if err := s.store.KafkaProducerSave(ctx, tx, st.TopicID, partition, producerID, seq, last, recs[0].Offset,
-		int32(len(recs)), recs[0].Timestamp); err != nil {
-		return 0, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, err
-	}
-	return recs[0].Offset, nil
+	return 0, fmt.Errorf("producer %s sent records %d to %d of topic %q partition %d, whose last stored batch is %d to %d: %w",
+		producerID, seq, last, topic, partition, res.State.FirstSequence, res.State.LastSequence, pgmsg.ErrOutOfOrderSequence)
 }

@@ -258,13 +258,14 @@ func (p *Publisher) publishError(topic string, err error) error {
 }
 
 // SendSequenced publishes one partition's records of a Kafka idempotent
-// producer (the Kafka listener's Produce) by Kafka's sequence rule, in
-// one statement in autocommit (store.KafkaPublish), and queues the work
-// that follows the commit: the consumers' wake-up (outside the
-// transaction, coalesced with the client's others) and the segments
-// ahead. For KafkaStored and KafkaDuplicate the records get their
-// offsets; for KafkaSlowPath nothing was written and the caller
-// publishes in a transaction of its own (store.KafkaProducerLock).
+// producer (the Kafka listener's Produce) by Kafka's sequence rule, and
+// queues the work that follows the commit: the consumers' wake-up
+// (outside the transaction, coalesced with the client's others) and the
+// segments ahead. A batch large enough goes with COPY when it is the
+// producer's next one (store.KafkaPublishCopy); every other, and one COPY
+// declined, is one statement in autocommit (store.KafkaPublish), which
+// tells a retry, an older batch and a gap apart. For KafkaStored and
+// KafkaDuplicate the records get their offsets.
 func (p *Publisher) SendSequenced(ctx context.Context, topic string, partition int32, records []*pgmsgtype.Record, producerID string, sequence int64) (store.KafkaPublishResult, error) {
 	b := &Batch{Topic: topic, Partition: partition, Records: records}
 	params, err := p.Params(b)
@@ -272,13 +273,27 @@ func (p *Publisher) SendSequenced(ctx context.Context, topic string, partition i
 		return store.KafkaPublishResult{}, err
 	}
 	var res store.KafkaPublishResult
-	err = p.withBackpressure(ctx, topic, func() error {
-		var err error
-		res, err = p.store.KafkaPublish(ctx, p.pool, &params, producerID, sequence)
-		return err
-	})
-	if err != nil {
-		return res, p.publishError(topic, err)
+	if params.CopyEligible() {
+		// An unknown topic is KafkaPublish's to report.
+		if meta, err := p.TopicMeta(ctx, p.pool, topic, false); err == nil && !meta.Backpressure {
+			row, err := p.store.KafkaPublishCopy(ctx, p.pool, meta.ID, &params, producerID, sequence)
+			if err != nil {
+				return res, p.publishError(topic, err)
+			}
+			if row != nil {
+				res.Outcome, res.Result = store.KafkaStored, *row
+			}
+		}
+	}
+	if res.Outcome == "" {
+		err = p.withBackpressure(ctx, topic, func() error {
+			var err error
+			res, err = p.store.KafkaPublish(ctx, p.pool, &params, producerID, sequence)
+			return err
+		})
+		if err != nil {
+			return res, p.publishError(topic, err)
+		}
 	}
 	switch res.Outcome {
 	case store.KafkaStored:

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -148,23 +147,19 @@ FROM pgmsg.kafka_broker ORDER BY node_id`))
 }
 
 // KafkaProducerState is an idempotent producer's last stored batch on a
-// partition (producer_state), read under the producer's lock on the
-// partition.
+// partition (producer_state), as _kafka_publish() found it.
 type KafkaProducerState struct {
-	TopicID       int32
 	Found         bool // the producer has a stored batch on the partition
 	FirstSequence int64
 	LastSequence  int64
-	BaseOffset    int64
 }
 
 // KafkaPublishOutcome is what _kafka_publish() did with a Kafka
 // idempotent producer's batch: KafkaStored (appended), KafkaDuplicate (the
 // last stored batch sent again: nothing written, the stored offset and
 // time returned), KafkaOld (a batch before the last stored one),
-// KafkaOutOfOrder (not the next sequence), KafkaSlowPath (nothing
-// written: the batch needs publish(), KafkaProducerLock's path) or
-// KafkaUnknown (no such topic or partition).
+// KafkaOutOfOrder (not the next sequence) or KafkaUnknown (no such topic
+// or partition).
 type KafkaPublishOutcome string
 
 // The outcomes of KafkaPublish.
@@ -173,7 +168,6 @@ const (
 	KafkaDuplicate  KafkaPublishOutcome = "duplicate"
 	KafkaOld        KafkaPublishOutcome = "old"
 	KafkaOutOfOrder KafkaPublishOutcome = "out_of_order"
-	KafkaSlowPath   KafkaPublishOutcome = "publish"
 	KafkaUnknown    KafkaPublishOutcome = "unknown"
 )
 
@@ -214,52 +208,4 @@ func (s *Store) KafkaPublish(ctx context.Context, exec DBTX, b *PublishBatch, pr
 		out.State = KafkaProducerState{Found: true, FirstSequence: *first, LastSequence: *last}
 	}
 	return out, nil
-}
-
-// KafkaProducerLock takes a transaction-scoped lock on (topic, partition,
-// producerID), then reads the producer's last stored batch there. ok is
-// false when the topic or the partition does not exist. Run it in the
-// transaction that publishes the batch and saves the state: the lock
-// makes a second listener's batch of the same producer wait until this
-// one's state is committed.
-//
-// The lock is an advisory one, not the partition's counter row: the
-// server's role (the schema's admin) may not lock the counter rows
-// (docs/operations.md, "Database roles"). The state is read by a
-// statement after the lock's, so that its snapshot sees what the
-// previous holder committed.
-func (s *Store) KafkaProducerLock(ctx context.Context, tx DBTX, topic string, partition int32, producerID string) (st KafkaProducerState, ok bool, err error) {
-	key := s.schema + ".kafka_producer." + topic + "." + strconv.Itoa(int(partition)) + "." + producerID
-	if _, err := tx.Exec(ctx, `SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended($1::text, 0))`, key); err != nil {
-		return st, false, errs.Map(err)
-	}
-	var first, last, base *int64
-	err = tx.QueryRow(ctx, s.SQL(`SELECT c.topic_id, s.first_sequence, s.last_sequence, s.base_offset
-FROM pgmsg.topic t
-JOIN pgmsg.topic_partition c ON c.topic_id = t.topic_id AND c.partition = $2::integer
-LEFT JOIN pgmsg.producer_state s ON s.topic_id = c.topic_id AND s.partition = c.partition AND s.producer_id = $3::text
-WHERE t.name = $1::text`), topic, partition, producerID).Scan(&st.TopicID, &first, &last, &base)
-	if err == pgx.ErrNoRows {
-		return st, false, nil
-	}
-	if err != nil {
-		return st, false, errs.Map(err)
-	}
-	if first != nil {
-		st.Found, st.FirstSequence, st.LastSequence, st.BaseOffset = true, *first, *last, *base
-	}
-	return st, true, nil
-}
-
-// KafkaProducerSave records producerID's batch [first, last] stored at
-// base on the partition, as publish_idempotent() does.
-func (s *Store) KafkaProducerSave(ctx context.Context, tx DBTX, topicID, partition int32, producerID string, first, last, base int64, count int32, ts time.Time) error {
-	_, err := tx.Exec(ctx, s.SQL(`INSERT INTO pgmsg.producer_state AS s (topic_id, partition, producer_id, first_sequence, last_sequence,
-    base_offset, record_count, "timestamp")
-VALUES ($1::integer, $2::integer, $3::text, $4::bigint, $5::bigint, $6::bigint, $7::integer, $8::timestamptz)
-ON CONFLICT (topic_id, partition, producer_id) DO UPDATE SET first_sequence = excluded.first_sequence,
-    last_sequence = excluded.last_sequence, base_offset = excluded.base_offset, record_count = excluded.record_count,
-    "timestamp" = excluded."timestamp", updated_at = pg_catalog.clock_timestamp()`),
-		topicID, partition, producerID, first, last, base, count, ts)
-	return errs.Map(err)
 }

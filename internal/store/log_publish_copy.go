@@ -46,12 +46,19 @@ import (
 // whose largest record is at most $4 bytes, and points the record table's
 // offset default at the partition's offset sequence, set to the first of
 // them (_publish_copy_begin()).
-var copyBeginSQL = `WITH u AS (
+var copyBeginSQL = copyBegin("")
+
+// copyBegin is copyBeginSQL with guard's WHEN clauses first: a guard
+// that raises PM016 declines the publish before its offsets are used
+// (the reservation is rolled back with the implicit transaction).
+func copyBegin(guard string) string {
+	return `WITH u AS (
     ` + stmt("publish_copy_reserve") + `
 )
-SELECT CASE WHEN u.seq IS NULL THEN pgmsg._publish_copy_begin($1::integer, $2::integer, $3::integer, $4::bigint)::text
+SELECT CASE ` + guard + `WHEN u.seq IS NULL THEN pgmsg._publish_copy_begin($1::integer, $2::integer, $3::integer, $4::bigint)::text
             ELSE pg_catalog.set_config({{copy_offset_seq}}, u.seq::text, true) || pg_catalog.setval(u.seq::regclass, u.base, false)::text END
   FROM (SELECT 1) one LEFT JOIN u ON true`
+}
 
 // copyEndSQL answers the COPY publish of $3 records to partition $2 of
 // topic $1: base offset, publish time in Unix microseconds, segments_low.
@@ -143,6 +150,25 @@ func (b *PublishBatch) MaxRecordBound() int64 {
 // "Database roles"). The first refusal (42501) is remembered, and the
 // store's later COPY publishes answer nil, nil at once.
 func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int32, b *PublishBatch) (*PublishResult, error) {
+	t := s.copyTexts()
+	return s.publishCopy(ctx, pool, b, copyAnswer, 0, func(buf []byte, prepared []string) []byte {
+		return s.encodeCopy(buf, prepared[0], prepared[1], topicID, b)
+	}, t.begin, t.end)
+}
+
+// copyAnswer is how many statements of a COPY publish complete before
+// the one whose row is the answer: begin and COPY.
+const copyAnswer = 2
+
+// publishCopy runs a COPY publish of b on a connection of pool: it
+// prepares texts (pgx keeps them by their text, so once per connection)
+// and sends what encode appends, given their prepared names, in one
+// round trip; the row of the statement after the first answer completed
+// ones is the answer; extra bounds what encode writes besides encodeCopy's
+// messages. It returns nil, nil when the server declined
+// (PM016) or the connection's role may not use COPY (PublishCopy).
+func (s *Store) publishCopy(ctx context.Context, pool *pgxpool.Pool, b *PublishBatch, answer, extra int,
+	encode func(buf []byte, prepared []string) []byte, texts ...string) (*PublishResult, error) {
 	if s.copyDenied.Load() {
 		return nil, nil
 	}
@@ -151,15 +177,13 @@ func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int
 		return nil, err
 	}
 	defer c.Release()
-	// Prepared once per connection (pgx keeps them by their text).
-	t := s.copyTexts()
-	begin, err := c.Conn().Prepare(ctx, t.begin, t.begin)
-	if err != nil {
-		return nil, errs.Map(err)
-	}
-	end, err := c.Conn().Prepare(ctx, t.end, t.end)
-	if err != nil {
-		return nil, errs.Map(err)
+	names := make([]string, len(texts))
+	for i, q := range texts {
+		sd, err := c.Conn().Prepare(ctx, q, q)
+		if err != nil {
+			return nil, errs.Map(err)
+		}
+		names[i] = sd.Name
 	}
 
 	// The buffer is sized once: growing it as the records are appended
@@ -171,13 +195,13 @@ func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int
 			copyBufs.Put(bp)
 		}
 	}()
-	if need := b.copySize() + copyMessagesBytes; cap(*bp) < need {
+	if need := b.copySize() + copyMessagesBytes + extra; cap(*bp) < need {
 		*bp = make([]byte, 0, need)
 	}
-	buf := s.encodeCopy((*bp)[:0], begin.Name, end.Name, topicID, b)
+	buf := encode((*bp)[:0], names)
 	*bp = buf
 
-	res, err := roundTrip(ctx, c.Conn(), buf)
+	res, err := roundTrip(ctx, c.Conn(), buf, answer)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == copyDeclinedCode {
@@ -242,9 +266,8 @@ func (s *Store) copyTexts() *copyTexts {
 }
 
 // encodeCopy appends to buf the publish's messages: the prepared begin
-// statement's Bind and Execute, the COPY's Parse, Bind and Execute, its
-// data (binary format) in one CopyData message and CopyDone, the
-// prepared end statement's Bind and Execute, and Sync.
+// statement's Bind and Execute, the COPY (appendCopyRows), the prepared
+// end statement's Bind and Execute, and Sync.
 func (s *Store) encodeCopy(buf []byte, begin, end string, topicID int32, b *PublishBatch) []byte {
 	// The parameters in binary format, from arrays on the stack.
 	var topic, part, count [4]byte
@@ -255,7 +278,15 @@ func (s *Store) encodeCopy(buf []byte, begin, end string, topicID int32, b *Publ
 	binary.BigEndian.PutUint64(bound[:], uint64(b.MaxRecordBound()))
 	buf = appendBind(buf, begin, topic[:], part[:], count[:], bound[:])
 	buf = appendExecute(buf)
+	buf = s.appendCopyRows(buf, topicID, b)
+	buf = appendBind(buf, end, topic[:], part[:], count[:])
+	buf = appendExecute(buf)
+	return append(buf, 'S', 0, 0, 0, 4)
+}
 
+// appendCopyRows appends b's COPY: its Parse, Bind and Execute, its data
+// (binary format) in one CopyData message, and CopyDone.
+func (s *Store) appendCopyRows(buf []byte, topicID int32, b *PublishBatch) []byte {
 	cols := 0
 	if b.Keys != nil {
 		cols |= copyKeys
@@ -311,15 +342,11 @@ func (s *Store) encodeCopy(buf []byte, begin, end string, topicID int32, b *Publ
 	}
 	buf = binary.BigEndian.AppendUint16(buf, 0xffff) // trailer: -1
 	binary.BigEndian.PutUint32(buf[start+1:], uint32(len(buf)-start-1))
-	buf = append(buf, 'c', 0, 0, 0, 4)
-
-	buf = appendBind(buf, end, topic[:], part[:], count[:])
-	buf = appendExecute(buf)
-	return append(buf, 'S', 0, 0, 0, 4)
+	return append(buf, 'c', 0, 0, 0, 4)
 }
 
 // appendBind appends a Bind message of statement stmt to the unnamed
-// portal: params in binary format, results in binary format.
+// portal: params in binary format (nil: NULL), results in binary format.
 func appendBind(buf []byte, stmt string, params ...[]byte) []byte {
 	start := len(buf)
 	buf = append(buf, 'B', 0, 0, 0, 0)
@@ -330,6 +357,10 @@ func appendBind(buf []byte, stmt string, params ...[]byte) []byte {
 	buf = binary.BigEndian.AppendUint16(buf, 1) // binary
 	buf = binary.BigEndian.AppendUint16(buf, uint16(len(params)))
 	for _, p := range params {
+		if p == nil {
+			buf = binary.BigEndian.AppendUint32(buf, 0xffffffff)
+			continue
+		}
 		buf = binary.BigEndian.AppendUint32(buf, uint32(len(p)))
 		buf = append(buf, p...)
 	}
@@ -363,13 +394,14 @@ func appendCopyBytes(buf, v []byte, version byte) []byte {
 }
 
 // roundTrip writes msgs on conn's socket and reads the answers until the
-// server is ready again: _publish_copy_end()'s row, or the first error.
+// server is ready again: the row of the statement after the first answer
+// completed ones (the end statement's), or the first error.
 // When ctx ends mid-way it does what pgx does: it asks the server to
 // cancel the statement (which then answers with an error, having stored
 // nothing, and the connection stays usable), and cuts the socket if no
 // answer comes within cancelWait; a connection whose exchange did not end
 // cleanly is closed.
-func roundTrip(ctx context.Context, conn *pgx.Conn, msgs []byte) (*PublishResult, error) {
+func roundTrip(ctx context.Context, conn *pgx.Conn, msgs []byte, answer int) (*PublishResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -389,7 +421,7 @@ func roundTrip(ctx context.Context, conn *pgx.Conn, msgs []byte) (*PublishResult
 			_ = nc.SetDeadline(time.Now().Add(cancelWait))
 		}
 	})
-	res, err := exchange(pg, nc, msgs)
+	res, err := exchange(pg, nc, msgs, answer)
 	mu.Lock()
 	finished = true
 	mu.Unlock()
@@ -420,14 +452,14 @@ const cancelWait = 2 * time.Second
 
 // exchange does roundTrip's writing and reading. A server error is
 // returned as a *pgconn.PgError once the server is ready again.
-func exchange(pg *pgconn.PgConn, nc interface{ Write([]byte) (int, error) }, msgs []byte) (*PublishResult, error) {
+func exchange(pg *pgconn.PgConn, nc interface{ Write([]byte) (int, error) }, msgs []byte, answer int) (*PublishResult, error) {
 	if _, err := nc.Write(msgs); err != nil {
 		return nil, err
 	}
 	fe := pg.Frontend()
 	var res *PublishResult
 	var serverErr error
-	completed := 0 // statements done: begin, COPY, end
+	completed := 0 // statements done
 	for {
 		msg, err := fe.Receive()
 		if err != nil {
@@ -437,7 +469,7 @@ func exchange(pg *pgconn.PgConn, nc interface{ Write([]byte) (int, error) }, msg
 		case *pgproto3.CommandComplete:
 			completed++
 		case *pgproto3.DataRow:
-			if completed == 2 && serverErr == nil {
+			if completed == answer && serverErr == nil {
 				if res, err = parseCopyEnd(m.Values); err != nil {
 					return nil, err
 				}

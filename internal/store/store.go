@@ -40,6 +40,8 @@ type Store struct {
 	q      *dbsqlc.Queries
 	sql    sync.Map // query text for the default schema -> for schema
 	copy   copyTexts
+	// kafkaCopy: the Kafka listener's idempotent COPY statements.
+	kafkaCopy kafkaCopyTexts
 	// copyDenied: a COPY publish was refused for lack of privilege (only
 	// the schema's owner may write the record table); the
 	// connections' role publishes through _publish_direct() from then on.

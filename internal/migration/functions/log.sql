@@ -985,20 +985,19 @@ END $function$;
 
 -- _kafka_publish appends one partition's batch of a Kafka idempotent
 -- producer (the Kafka listener's Produce, store.KafkaPublish) in one
--- statement: under a lock on the producer's state for the partition it
--- applies Kafka's sequence rule and appends with _publish_direct(). The
--- rule: the batch the producer stored last on the partition, sent again
--- with the same sequences, is a retry (outcome 'duplicate', its stored
--- offset and time returned, nothing written); a batch wholly before it
--- is 'old' (Kafka's DUPLICATE_SEQUENCE_NUMBER); a producer's first batch
--- must start at 0 and every later one right after the last stored
--- ('out_of_order' otherwise, with the last stored batch's sequences). A
--- batch that _publish_direct() leaves to publish() (backpressure,
--- segments to create, a record it refuses, a new timeline) is 'publish':
--- nothing written, the caller takes the slower path in a transaction of
--- its own that takes the same lock. An unknown topic or partition is
--- 'unknown'. It runs as its caller (the listener's role writes
--- producer_state; _publish_direct() runs as the owner).
+-- statement: under the producer's lock on the partition it applies
+-- Kafka's sequence rule and appends with _publish_direct(), or with
+-- publish() when _publish_direct() leaves the batch to it (backpressure,
+-- segments to create, a record it refuses, a new timeline). The rule:
+-- the batch the producer stored last on the partition, sent again with
+-- the same sequences, is a retry (outcome 'duplicate', its stored offset
+-- and time returned, nothing written); a batch wholly before it is 'old'
+-- (Kafka's DUPLICATE_SEQUENCE_NUMBER); a producer's first batch must
+-- start at 0 and every later one right after the last stored
+-- ('out_of_order' otherwise, with the last stored batch's sequences). An
+-- unknown topic or partition is 'unknown'; publish()'s errors are
+-- raised. It runs as its caller (the listener's role writes
+-- producer_state; _publish_direct() and publish() run as the owner).
 CREATE OR REPLACE FUNCTION {{schema}}._kafka_publish(p_topic text, p_partition integer, p_producer_id text, p_sequence bigint, p_values bytea[], p_keys bytea[], p_headers jsonb[], p_timestamps timestamp with time zone[])
  RETURNS TABLE(outcome text, base_offset bigint, published_at timestamp with time zone, segments_low boolean, first_sequence bigint, last_sequence bigint)
  LANGUAGE plpgsql
@@ -1010,9 +1009,7 @@ DECLARE
     d      record;
     v_last bigint := p_sequence + coalesce(cardinality(p_values), 0) - 1;
 BEGIN
-    -- The key store.KafkaProducerLock takes for the slower path.
-    PERFORM pg_advisory_xact_lock(hashtextextended(
-        {{schema_lit}} || '.kafka_producer.' || p_topic || '.' || p_partition || '.' || p_producer_id, 0));
+    PERFORM {{sql kafka_producer_lock({{schema_lit}}, p_topic, p_partition, p_producer_id)}};
     -- A statement after the lock's: its snapshot sees what the previous
     -- holder committed.
     SELECT c.topic_id, s.first_sequence, s.last_sequence, s.base_offset, s."timestamp" INTO st
@@ -1025,36 +1022,23 @@ BEGIN
         RETURN QUERY SELECT 'unknown'::text, NULL::bigint, NULL::timestamptz, false, NULL::bigint, NULL::bigint;
         RETURN;
     END IF;
-    IF st.first_sequence IS NOT NULL THEN
+    IF NOT {{sql kafka_sequence_next(st.last_sequence, p_sequence)}} THEN
         IF st.first_sequence = p_sequence AND st.last_sequence = v_last THEN
             RETURN QUERY SELECT 'duplicate'::text, st.base_offset, st."timestamp", false, st.first_sequence, st.last_sequence;
-            RETURN;
-        END IF;
-        IF v_last <= st.last_sequence THEN
+        ELSIF v_last <= st.last_sequence THEN
             RETURN QUERY SELECT 'old'::text, NULL::bigint, NULL::timestamptz, false, st.first_sequence, st.last_sequence;
-            RETURN;
-        END IF;
-        IF p_sequence <> st.last_sequence + 1 THEN
+        ELSE
             RETURN QUERY SELECT 'out_of_order'::text, NULL::bigint, NULL::timestamptz, false, st.first_sequence, st.last_sequence;
-            RETURN;
         END IF;
-    ELSIF p_sequence <> 0 THEN
-        RETURN QUERY SELECT 'out_of_order'::text, NULL::bigint, NULL::timestamptz, false, NULL::bigint, NULL::bigint;
         RETURN;
     END IF;
-    SELECT * INTO d FROM {{schema}}._publish_direct(p_topic, p_partition, p_values, p_keys, p_headers, p_timestamps) x;
+    SELECT x.base_offset, x.published_at, x.segments_low INTO d
+      FROM {{schema}}._publish_direct(p_topic, p_partition, p_values, p_keys, p_headers, p_timestamps) x;
     IF NOT FOUND THEN
-        RETURN QUERY SELECT 'publish'::text, NULL::bigint, NULL::timestamptz, false, st.first_sequence, st.last_sequence;
-        RETURN;
+        SELECT x.base_offset, x."timestamp" AS published_at, x.segments_low INTO d
+          FROM {{schema}}.publish(p_topic, p_values, p_keys, p_headers, p_timestamps, p_partition, false) x;
     END IF;
-    INSERT INTO {{schema}}.producer_state AS s (topic_id, partition, producer_id, first_sequence, last_sequence,
-                                                base_offset, record_count, "timestamp")
-    VALUES (st.topic_id, p_partition, p_producer_id, p_sequence, v_last, d.base_offset, cardinality(p_values),
-            coalesce(p_timestamps[1], d.published_at))
-    ON CONFLICT (topic_id, partition, producer_id) DO UPDATE
-       SET first_sequence = excluded.first_sequence, last_sequence = excluded.last_sequence,
-           base_offset = excluded.base_offset, record_count = excluded.record_count,
-           "timestamp" = excluded."timestamp", updated_at = clock_timestamp();
+    {{sql producer_state_save(VALUES (st.topic_id, p_partition, p_producer_id, p_sequence, v_last, d.base_offset, cardinality(p_values), coalesce(p_timestamps[1], d.published_at)))}};
     RETURN QUERY SELECT 'stored'::text, d.base_offset, d.published_at, d.segments_low, p_sequence, v_last;
 END $function$;
 
@@ -1154,13 +1138,7 @@ BEGIN
          GROUP BY 1 ORDER BY 1
     LOOP
         FOR r IN SELECT * FROM {{schema}}.publish(p_topic, g.vs, g.ks, g.hs, g.tss, g.p, false) LOOP
-            INSERT INTO {{schema}}.producer_state AS s (topic_id, partition, producer_id, first_sequence, last_sequence,
-                                                        base_offset, record_count, "timestamp")
-            VALUES (t.topic_id, g.p, p_producer_id, seq, seq + r.record_count - 1, r.base_offset, r.record_count, r."timestamp")
-            ON CONFLICT (topic_id, partition, producer_id) DO UPDATE
-               SET first_sequence = excluded.first_sequence, last_sequence = excluded.last_sequence,
-                   base_offset = excluded.base_offset, record_count = excluded.record_count,
-                   "timestamp" = excluded."timestamp", updated_at = clock_timestamp();
+            {{sql producer_state_save(VALUES (t.topic_id, g.p, p_producer_id, seq, seq + r.record_count - 1, r.base_offset, r.record_count, r."timestamp"))}};
             seq := seq + r.record_count;
             RETURN QUERY SELECT r.partition, r.base_offset, r.record_count, r."timestamp", r.segments_low, false;
         END LOOP;

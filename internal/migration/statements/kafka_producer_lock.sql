@@ -1,0 +1,11 @@
+-- kafka_producer_lock: takes the transaction-scoped lock under which a
+-- Kafka idempotent producer {{4}}'s batch for partition {{3}} of topic
+-- {{2}} in schema {{1}} is checked and stored, so that a second
+-- listener's copy of the batch waits until the first one's
+-- producer_state is committed. It is an advisory lock, not the
+-- partition's counter row: the listener's role (the schema's admin) may
+-- not lock the counter rows. Read the state in a statement after this
+-- one's, whose snapshot sees what the previous holder committed.
+-- _kafka_publish() and the Go client's idempotent COPY publish
+-- (internal/store/kafka_copy.go) take it.
+pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended({{1}} || '.kafka_producer.' || {{2}} || '.' || {{3}} || '.' || {{4}}, 0))
