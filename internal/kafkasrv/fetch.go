@@ -45,8 +45,12 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest, pace *fetchP
 	}
 	// Subscribe before reading, so that a publish between the read and
 	// the wait is not missed.
-	wake, stop := s.client.RecordWakeups(keys...)
-	defer stop()
+	var wake <-chan struct{}
+	if s.notify != nil {
+		ch, stop := s.notify.Subscribe(keys...)
+		defer stop()
+		wake = ch
+	}
 	maxWait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, s.cfg.MaxFetchWait)
 	deadline := time.Now().Add(maxWait)
 	timer := time.NewTimer(maxWait)
@@ -139,7 +143,7 @@ func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 		}
 		var parts []store.KafkaPartition
 		if allowed {
-			if parts, err = s.store.KafkaPartitions(ctx, s.client.Pool(), rt.Topic); err != nil {
+			if parts, err = s.partitions(ctx, rt.Topic); err != nil {
 				return 0, 0, false, err
 			}
 		}

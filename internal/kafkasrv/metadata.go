@@ -43,6 +43,7 @@ func (tc *topicCache) invalidate() {
 	tc.mu.Lock()
 	tc.topics = nil
 	tc.mu.Unlock()
+	tc.s.forgetPartitions()
 }
 
 // topicID is the Kafka topic id (a UUID) of a pgmsg topic: derived from

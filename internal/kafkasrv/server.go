@@ -25,6 +25,7 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/logpublish"
+	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
@@ -181,8 +182,12 @@ type Server struct {
 	recordSize sync.Map
 	// fetchCache is the records Fetch read lately (fetchcache.go).
 	fetchCache fetchCache
-	partLocks  sync.Map // tp -> *sync.Mutex (produce.go)
-	topics     topicCache
+	// notify wakes Fetches and counts the topics' wake-ups for parts
+	// (partitions.go); nil when the client's notifications are disabled.
+	notify    *notifier.Notifier
+	parts     partitionsCache
+	partLocks sync.Map // tp -> *sync.Mutex (produce.go)
+	topics    topicCache
 }
 
 // New returns a Server. Serve it on a listener.
@@ -248,6 +253,7 @@ func New(cfg Config) (*Server, error) {
 		MetadataMaxAge: pgmsg.MetadataMaxAgeDefault, Channel: cfg.Client.Schema() + "_log", Logger: cfg.Logger,
 		BackpressureTimeout: pgmsg.BackpressureTimeoutDefault,
 	})
+	s.notify = newNotifier(s)
 	s.fetchCache.max = cfg.FetchCacheBytes
 	if cfg.FetchCacheBytes == 0 {
 		s.fetchCache.max = fetchCacheBytesDefault
@@ -386,5 +392,8 @@ func (s *Server) Close() error {
 		r.close()
 	}
 	s.pub.Close()
+	if s.notify != nil {
+		s.notify.Close()
+	}
 	return nil
 }

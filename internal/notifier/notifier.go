@@ -31,6 +31,10 @@ type Notifier struct {
 
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
+	// gens counts the wake-ups of each name (a payload's part before
+	// '#'), allGen those of every name (Generation).
+	gens   map[string]uint64
+	allGen uint64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -120,10 +124,31 @@ func (n *Notifier) Close() {
 	<-n.done
 }
 
+// Generation counts the wake-ups that may concern name (a topic or
+// queue): a notification of it or of one of its partitions, or a
+// reconnect. It is incremented before the subscribers are woken, so a
+// subscriber woken reads a count that includes its wake-up, and a read of
+// name's state that starts after Generation returned n reflects every
+// commit whose notification counted toward n (internal/kafkasrv keeps
+// its partitions' high watermarks by it).
+func (n *Notifier) Generation(name string) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.gens[name] + n.allGen
+}
+
 func (n *Notifier) wake(payload string, all bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	name, _, partitioned := strings.Cut(payload, "#")
+	if all {
+		n.allGen++
+	} else {
+		if n.gens == nil {
+			n.gens = map[string]uint64{}
+		}
+		n.gens[name]++
+	}
 	for k, set := range n.subs {
 		if !all && k != payload && k != name && (partitioned || !strings.HasPrefix(k, payload+"#")) {
 			continue

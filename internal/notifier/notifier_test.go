@@ -58,3 +58,27 @@ func TestWakeMatching(t *testing.T) {
 		t.Fatalf("subscribers of t#2: %d, want 1", len(n.subs["t#2"]))
 	}
 }
+
+// Generation counts a name's wake-ups, its partitions' included, and the
+// reconnects that wake everyone, and is counted before anyone is woken.
+func TestGeneration(t *testing.T) {
+	n := &Notifier{subs: map[string]map[chan struct{}]struct{}{}}
+	sub := n.NewSubscription("t#1")
+	if g := n.Generation("t"); g != 0 {
+		t.Fatalf("generation %d before any wake-up", g)
+	}
+	n.wake("t#1", false)
+	<-sub.C()
+	if g := n.Generation("t"); g != 1 {
+		t.Fatalf("a partition's wake-up: generation %d, want 1", g)
+	}
+	n.wake("t", false)
+	n.wake("u#0", false)
+	if g, u := n.Generation("t"), n.Generation("u"); g != 2 || u != 1 {
+		t.Fatalf("generations t %d, u %d; want 2, 1", g, u)
+	}
+	n.wake("", true)
+	if g, u, v := n.Generation("t"), n.Generation("u"), n.Generation("v"); g != 3 || u != 2 || v != 1 {
+		t.Fatalf("after a reconnect: t %d, u %d, v %d; want 3, 2, 1", g, u, v)
+	}
+}

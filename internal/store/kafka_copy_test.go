@@ -45,7 +45,9 @@ func TestKafkaPublishPaths(t *testing.T) {
 	ctx := context.Background()
 	b := pgtest.Schema(t, nil)
 	s := New(b.Schema)
-	q := func(sql string) string { return strings.ReplaceAll(sql, "pgmsg.", pgx.Identifier{b.Schema}.Sanitize()+".") }
+	q := func(sql string) string {
+		return strings.ReplaceAll(sql, "pgmsg.", pgx.Identifier{b.Schema}.Sanitize()+".")
+	}
 	var topicID int32
 	if err := b.Pool.QueryRow(ctx, q(`SELECT (pgmsg.topic_create('k', 1)).topic_id`)).Scan(&topicID); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,134 @@
+package kafkasrv
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/pgmsg/pgmsg/internal/notifier"
+	"github.com/pgmsg/pgmsg/internal/store"
+)
+
+// The high watermarks: every Fetch reads its topics' partitions (log
+// start, next offset, log epoch) before it reads records, and again each
+// time a publish wakes it. With several groups reading a busy topic that
+// was a query per group per publish; the groups woken by one publish now
+// share one. A topic's partitions as read by a query that started after
+// the listener's notifier had counted n wake-ups of the topic
+// (notifier.Generation) serve every Fetch that counted at most n when it
+// looked: such a Fetch was woken by none of the later publishes, and
+// those wake it when their notifications arrive (it subscribes before
+// reading). A read serves for at most partitionsMaxAge, so that a
+// publisher that does not notify (Config.DisableNotify, a notification
+// lost with the listener's connection) is seen as polling would see it.
+// Without notifications every Fetch queries.
+
+// partitionsMaxAge is the longest a topic's partitions as read once serve
+// Fetches.
+const partitionsMaxAge = 100 * time.Millisecond
+
+// partitionsCache holds each topic's partitions as last read, and the read
+// in flight.
+type partitionsCache struct {
+	mu sync.Mutex
+	m  map[string]*partitionsEntry
+}
+
+type partitionsEntry struct {
+	gen    uint64    // the generation counted before the read started
+	at     time.Time // when it started
+	parts  []store.KafkaPartition
+	flight *partitionsRead
+}
+
+// partitionsRead is a read of a topic's partitions in flight: the
+// generation counted before it started, and its result once done is
+// closed.
+type partitionsRead struct {
+	gen   uint64
+	at    time.Time
+	done  chan struct{}
+	parts []store.KafkaPartition
+	err   error
+}
+
+// partitions returns topic's partitions as of a read that started after
+// every wake-up of the topic the listener's notifier had counted when it
+// was called (and less than partitionsMaxAge ago). The slice is shared:
+// read it only.
+func (s *Server) partitions(ctx context.Context, topic string) ([]store.KafkaPartition, error) {
+	if s.notify == nil {
+		return s.store.KafkaPartitions(ctx, s.client.Pool(), topic)
+	}
+	c := &s.parts
+	gen := s.notify.Generation(topic)
+	now := time.Now()
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]*partitionsEntry{}
+	}
+	e := c.m[topic]
+	if e == nil {
+		e = &partitionsEntry{}
+		c.m[topic] = e
+	}
+	if e.parts != nil && e.gen >= gen && now.Sub(e.at) < partitionsMaxAge {
+		parts := e.parts
+		c.mu.Unlock()
+		return parts, nil
+	}
+	r := e.flight
+	if r == nil || r.gen < gen || now.Sub(r.at) >= partitionsMaxAge {
+		r = &partitionsRead{gen: gen, at: now, done: make(chan struct{})}
+		e.flight = r
+		go s.readPartitions(topic, e, r)
+	}
+	c.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.parts, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// readPartitions runs read r of topic's partitions for entry e, on the
+// server's context so that a Fetch that gives up does not fail the
+// others waiting for it.
+func (s *Server) readPartitions(topic string, e *partitionsEntry, r *partitionsRead) {
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	r.parts, r.err = s.store.KafkaPartitions(ctx, s.client.Pool(), topic)
+	c := &s.parts
+	c.mu.Lock()
+	if r.err == nil && (e.parts == nil || r.gen > e.gen || (r.gen == e.gen && r.at.After(e.at))) {
+		e.gen, e.at, e.parts = r.gen, r.at, r.parts
+	}
+	if e.flight == r {
+		e.flight = nil
+	}
+	c.mu.Unlock()
+	close(r.done)
+}
+
+// forgetPartitions drops what is known of every topic's partitions (a
+// topic was created or deleted, or partitions added, through this
+// listener: topicCache.invalidate).
+func (s *Server) forgetPartitions() {
+	c := &s.parts
+	c.mu.Lock()
+	c.m = nil
+	c.mu.Unlock()
+}
+
+// newNotifier is the listener's own notification listener on the
+// client's channel, or nil when the client's notifications are disabled
+// (pgmsg.Config.DisableNotify: its RecordWakeups channel is nil).
+func newNotifier(s *Server) *notifier.Notifier {
+	ch, stop := s.client.RecordWakeups()
+	stop()
+	if ch == nil {
+		return nil
+	}
+	return notifier.New(s.client.Pool().Config().ConnConfig, s.client.Schema()+"_log", s.logger)
+}
