@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgmsg/pgmsg/internal/pgtest"
 )
@@ -226,6 +227,54 @@ func TestKafkaPublishCopySharesTheLock(t *testing.T) {
 	o := <-done
 	if o.err != nil || o.res != nil {
 		t.Fatalf("after the first copy committed, the second must be declined: %+v %v", o.res, o.err)
+	}
+	var n int
+	if err := b.Pool.QueryRow(ctx, `SELECT count(*) FROM `+sch+`.record`).Scan(&n); err != nil || n != 16 {
+		t.Fatalf("%d records stored (%v), want 16", n, err)
+	}
+}
+
+// The listener of `pgmsg serve` runs as the schema's admin role, which may
+// not write the record table: its COPY is refused (nothing stored, and the
+// store stops trying), and _kafka_publish() stores the batch.
+func TestKafkaPublishCopyAsAdmin(t *testing.T) {
+	ctx := context.Background()
+	b := pgtest.Schema(t, nil)
+	sch := pgx.Identifier{b.Schema}.Sanitize()
+	var topicID int32
+	if err := b.Pool.QueryRow(ctx, `SELECT (`+sch+`.topic_create('k', 1)).topic_id`).Scan(&topicID); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = ""
+	role := pgx.Identifier{b.Schema + "_admin"}.Sanitize()
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SET ROLE "+role)
+		return err
+	}
+	admin, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	s := New(b.Schema)
+	pb := NewPublishBatch("k", 0, 16)
+	for i := range pb.Values {
+		pb.Values[i] = []byte{byte(i)}
+	}
+	res, err := s.KafkaPublishCopy(ctx, admin, topicID, &pb, "p", 0)
+	if err != nil || res != nil {
+		t.Fatalf("COPY as the admin role: %+v, %v; want nothing stored and no error", res, err)
+	}
+	if !s.copyDenied.Load() {
+		t.Fatal("the refusal was not remembered")
+	}
+	r, err := s.KafkaPublish(ctx, admin, &pb, "p", 0)
+	if err != nil || r.Outcome != KafkaStored || r.Result.BaseOffset != 0 {
+		t.Fatalf("_kafka_publish() as the admin role: %+v, %v", r, err)
 	}
 	var n int
 	if err := b.Pool.QueryRow(ctx, `SELECT count(*) FROM `+sch+`.record`).Scan(&n); err != nil || n != 16 {
