@@ -28,29 +28,17 @@ BEGIN
 END $function$;
 
 -- token_verify returns the live (not revoked, not expired) token with this
--- hash, or no row. It records last use at most once a minute per token, so
--- verifying is a primary-key read and only rarely a write.
+-- hash, or no row, as token_verify_id() does for the token's id.
 CREATE OR REPLACE FUNCTION {{schema}}.token_verify(p_token_hash bytea)
  RETURNS TABLE(token_id bigint, name text, prefix text, scopes text[], created_at timestamp with time zone, expires_at timestamp with time zone, revoked_at timestamp with time zone, last_used_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-#variable_conflict use_column
-DECLARE
-    tok {{schema}}.token;
 BEGIN
-    SELECT * INTO tok FROM {{schema}}.token t
-    WHERE t.token_hash = p_token_hash AND t.revoked_at IS NULL
-      AND (t.expires_at IS NULL OR t.expires_at > now());
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    IF tok.last_used_at IS NULL OR tok.last_used_at < now() - interval '1 minute' THEN
-        UPDATE {{schema}}.token t SET last_used_at = now() WHERE t.token_id = tok.token_id;
-        tok.last_used_at := now();
-    END IF;
-    RETURN QUERY SELECT tok.token_id, tok.name, tok.prefix, tok.scopes, tok.created_at,
-                        tok.expires_at, tok.revoked_at, tok.last_used_at;
+    -- token_verify_id() holds the rule (live, and last_used_at).
+    RETURN QUERY SELECT v.token_id, v.name, v.prefix, v.scopes, v.created_at, v.expires_at, v.revoked_at, v.last_used_at
+                   FROM {{schema}}.token_verify_id(
+                        (SELECT t.token_id FROM {{schema}}.token t WHERE t.token_hash = p_token_hash)) v;
 END $function$;
 
 -- token_create stores a token given the sha256 of its secret (the secret
@@ -156,8 +144,10 @@ AS $function$
     WHERE t.name = p_name AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
 $function$;
 
--- token_verify_id is token_verify by id: the live token with the id, or
--- no row, recording its last use at most once a minute. The Kafka
+-- token_verify_id returns the live (not revoked, not expired) token with
+-- the id, or no row. It records last use at most once a minute per token,
+-- so verifying is a primary-key read and only rarely a write.
+-- token_verify() calls it with the id of a secret's hash; the Kafka
 -- listener calls it once a SCRAM proof matched, and to check the token
 -- again while the connection lasts (SCRAM leaves it no secret to hash).
 CREATE OR REPLACE FUNCTION {{schema}}.token_verify_id(p_token_id bigint)
