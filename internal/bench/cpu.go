@@ -2,6 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5"
@@ -48,7 +53,7 @@ func pgCPU(ctx context.Context, conn *pgx.Conn) map[int]float64 {
 	}
 	out := make(map[int]float64, len(pids))
 	for _, pid := range pids {
-		if s, err := procCPUSeconds(int(pid)); err == nil {
+		if s, _, err := cpuSeconds(int(pid), false); err == nil {
 			out[int(pid)] = s
 		}
 	}
@@ -75,4 +80,73 @@ func pgDelta(a, b cpuSample) (float64, bool) {
 		d += s - a.pg[pid]
 	}
 	return d, true
+}
+
+// cpuSeconds reads utime+stime (+ waited-for children's when children) of
+// a process (all its threads) from /proc/PID/stat, in seconds (USER_HZ is
+// 100 on Linux), and its parent's pid. The command name (field 2) is in
+// parentheses and may hold spaces.
+func cpuSeconds(pid int, children bool) (float64, int, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, errors.New("bad stat")
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is state: field 3
+	if len(f) < 15 {
+		return 0, 0, errors.New("bad stat")
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	var t float64
+	last := 12 // utime (14), stime (15)
+	if children {
+		last = 14 // cutime (16), cstime (17)
+	}
+	for k := 11; k <= last; k++ {
+		v, _ := strconv.ParseFloat(f[k], 64)
+		t += v
+	}
+	return t / 100, ppid, nil
+}
+
+// serverCPU is the CPU seconds of a whole PostgreSQL server: the
+// postmaster's own and its exited children's, plus its live children's
+// (`pgmsg bench scale`, whose estate is the server's only work). pgCPU is
+// the pubsub runs' narrower measure: this database's backends and the
+// background processes, alive at both ends of the window.
+type serverCPU struct{ postmaster int }
+
+func (p serverCPU) read() float64 {
+	if p.postmaster == 0 {
+		return -1
+	}
+	total, _, err := cpuSeconds(p.postmaster, true)
+	if err != nil {
+		return -1
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		t, ppid, err := cpuSeconds(pid, false)
+		if err == nil && ppid == p.postmaster {
+			total += t
+		}
+	}
+	return total
+}
+
+// selfCPUOrNA is selfCPUSeconds, or -1 when it cannot be read.
+func selfCPUOrNA() float64 {
+	t, ok := selfCPUSeconds()
+	if !ok {
+		return -1
+	}
+	return t
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -279,37 +276,11 @@ func (d *kafkaPubSub) cpuSeconds() (float64, bool) {
 	if d.o.KafkaServerPID <= 0 {
 		return 0, false
 	}
-	s, err := procCPUSeconds(d.o.KafkaServerPID)
+	s, _, err := cpuSeconds(d.o.KafkaServerPID, false)
 	if err != nil {
 		return 0, false
 	}
 	return s, true
-}
-
-// procCPUSeconds reads utime + stime of a process (all its threads) from
-// /proc/PID/stat, in seconds (Linux's USER_HZ, 100 ticks a second).
-func procCPUSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("bench: /proc/%d/stat: unexpected format", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0, fmt.Errorf("bench: /proc/%d/stat: unexpected format", pid)
-	}
-	ut, err1 := strconv.ParseFloat(f[11], 64)
-	st, err2 := strconv.ParseFloat(f[12], 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return (ut + st) / 100, nil
 }
 
 func (d *kafkaPubSub) teardown(ctx context.Context) error {

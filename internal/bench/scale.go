@@ -75,66 +75,6 @@ type ScaleResult struct {
 	Server     ServerInfo `json:"server"`
 }
 
-// cpuSeconds reads utime+stime (+ waited-for children's when children) of
-// a process from /proc, in seconds (USER_HZ is 100 on Linux).
-func cpuSeconds(pid int, children bool) (float64, int, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, 0, errors.New("bad stat")
-	}
-	f := strings.Fields(s[i+2:]) // f[0] is state: field 3
-	ppid, _ := strconv.Atoi(f[1])
-	var t float64
-	last := 12 // utime (14), stime (15)
-	if children {
-		last = 14 // cutime (16), cstime (17)
-	}
-	for k := 11; k <= last; k++ {
-		v, _ := strconv.ParseFloat(f[k], 64)
-		t += v
-	}
-	return t / 100, ppid, nil
-}
-
-// serverCPU is the CPU seconds of a PostgreSQL server: the postmaster's own and
-// its exited children's, plus its live children's.
-type serverCPU struct{ postmaster int }
-
-func (p serverCPU) read() float64 {
-	if p.postmaster == 0 {
-		return -1
-	}
-	total, _, err := cpuSeconds(p.postmaster, true)
-	if err != nil {
-		return -1
-	}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		t, ppid, err := cpuSeconds(pid, false)
-		if err == nil && ppid == p.postmaster {
-			total += t
-		}
-	}
-	return total
-}
-
-func selfCPU() float64 {
-	t, _, err := cpuSeconds(os.Getpid(), false)
-	if err != nil {
-		return -1
-	}
-	return t
-}
-
 // RunScale builds an estate of many topics and times the operations whose
 // cost must not grow with it (docs/benchmarks.md, "Many topics").
 func RunScale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
@@ -416,13 +356,13 @@ func RunScale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 			}
 		}()
 		time.Sleep(2 * time.Second) // the first maintenance pass and scrape
-		pg0, s0, t0 := pg.read(), selfCPU(), time.Now()
+		pg0, s0, t0 := pg.read(), selfCPUOrNA(), time.Now()
 		select {
 		case <-time.After(o.Idle):
 		case <-ctx.Done():
 		}
 		el := time.Since(t0).Seconds()
-		pg1, s1 := pg.read(), selfCPU()
+		pg1, s1 := pg.read(), selfCPUOrNA()
 		cancel()
 		wg.Wait()
 		note := fmt.Sprintf("over %s: pgmsg process %.2f %% of a core", o.Idle, 100*(s1-s0)/el)
@@ -502,13 +442,13 @@ func heartbeats(ctx context.Context, client *pgmsg.Client, pg serverCPU, o Scale
 	}
 	logf("%d members joining %d groups ...", o.Members, groups)
 	time.Sleep(5 * interval) // joins and rebalances settle
-	pg0, s0, t0 := pg.read(), selfCPU(), time.Now()
+	pg0, s0, t0 := pg.read(), selfCPUOrNA(), time.Now()
 	close(measuring)
 	select {
 	case <-time.After(o.HeartbeatFor):
 	case <-ctx.Done():
 	}
-	pg1, s1, el := pg.read(), selfCPU(), time.Since(t0).Seconds()
+	pg1, s1, el := pg.read(), selfCPUOrNA(), time.Since(t0).Seconds()
 	mu.Lock()
 	n := calls
 	err := firstErr
