@@ -1050,3 +1050,25 @@ func TestFailoverAsynchronousLoss(t *testing.T) {
 	require.Empty(t, r.violations, "an offset handed over with another record without ErrLogTruncated")
 	require.Positive(t, r.truncated)
 }
+
+// The SQL API's claim and membership functions default to what the Go
+// client does: a psql user who leaves the arguments out claims and
+// heartbeats as a Consumer at its defaults.
+func TestClaimDefaultsMatchSQL(t *testing.T) {
+	src, err := os.ReadFile("internal/migration/functions/log.sql")
+	require.NoError(t, err)
+	sql := string(src)
+	interval := func(d time.Duration) string {
+		s := int(d / time.Second)
+		return fmt.Sprintf("'%02d:%02d:%02d'::interval", s/3600, s/60%60, s%60)
+	}
+	for _, fn := range []string{"claim_range", "claim"} {
+		m := regexp.MustCompile(`FUNCTION \{\{schema\}\}\.` + fn + `\(p_topic text, p_group text, p_max_records integer DEFAULT (\d+), p_lease interval DEFAULT ('[^']*'::interval)`).FindStringSubmatch(sql)
+		require.NotNil(t, m, "%s's signature not found in log.sql", fn)
+		require.Equal(t, strconv.Itoa(pgmsg.ClaimMaxRecordsDefault), m[1], "%s's p_max_records default", fn)
+		require.Equal(t, interval(pgmsg.ClaimLeaseDefault), m[2], "%s's p_lease default", fn)
+	}
+	m := regexp.MustCompile(`FUNCTION \{\{schema\}\}\.group_heartbeat\([^)]*p_session_timeout interval DEFAULT ('[^']*'::interval)`).FindStringSubmatch(sql)
+	require.NotNil(t, m, "group_heartbeat's signature not found in log.sql")
+	require.Equal(t, interval(pgmsg.SessionTimeoutDefault), m[1], "group_heartbeat's p_session_timeout default")
+}
