@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
@@ -103,15 +105,38 @@ func (c *Client) CreateGroup(ctx context.Context, topic, group, start string) (b
 // ResetGroup moves group's cursor on every partition of topic (or only
 // partition, when not nil) to position: PositionEarliest, PositionLatest,
 // an offset or an RFC 3339 timestamp. Live claims end, and their commits
-// fail with ErrClaimNotHeld. It returns the new cursors.
+// fail with ErrClaimNotHeld. It returns the reset partitions as
+// ListGroups shows them, read in the reset's transaction: the new cursor,
+// the end offset and the lag from there.
 func (c *Client) ResetGroup(ctx context.Context, topic, group, position string, partition *int32) ([]GroupPartition, error) {
-	rows, err := c.store.GroupReset(ctx, c.pool, topic, group, position, partition)
+	var out []GroupPartition
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		rows, err := c.store.GroupReset(ctx, tx, topic, group, position, partition)
+		if err != nil {
+			return err
+		}
+		all, err := c.listGroups(ctx, tx, topic, group)
+		if err != nil {
+			return err
+		}
+		byPart := make(map[int32]GroupPartition, len(all))
+		for _, gp := range all {
+			byPart[gp.Partition] = gp
+		}
+		out = make([]GroupPartition, len(rows))
+		for i, r := range rows {
+			gp, ok := byPart[r.Partition]
+			if !ok {
+				gp = GroupPartition{Topic: topic, Group: group, Partition: r.Partition}
+			}
+			gp.NextOffset = r.NextOffset
+			gp.Lag = max(gp.EndOffset-r.NextOffset, 0)
+			out[i] = gp
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	out := make([]GroupPartition, len(rows))
-	for i, r := range rows {
-		out[i] = GroupPartition{Topic: topic, Group: group, Partition: r.Partition, NextOffset: r.NextOffset}
 	}
 	return out, nil
 }

@@ -323,8 +323,12 @@ func TestGroupStartAndReset(t *testing.T) {
 	require.Equal(t, int64(4), first("from-time", &pgmsg.ClaimOpts{Start: base.Add(210 * time.Minute).Format(time.RFC3339)}))
 	require.Equal(t, int64(7), first("from-offset", &pgmsg.ClaimOpts{Start: "7"}))
 
-	_, err := tb.client.ResetGroup(tb.ctx, "replay", "from-latest", "2", nil)
+	reset, err := tb.client.ResetGroup(tb.ctx, "replay", "from-latest", "2", nil)
 	require.NoError(t, err)
+	// The answer is the partition as ListGroups shows it after the reset.
+	require.Len(t, reset, 1)
+	require.Equal(t, pgmsg.GroupPartition{Topic: "replay", Group: "from-latest", Partition: 0, NextOffset: 2, EndOffset: 10,
+		Lag: 8, ClaimEpoch: reset[0].ClaimEpoch, CommittedAt: reset[0].CommittedAt}, reset[0])
 	require.Equal(t, int64(2), first("from-latest", nil))
 	_, err = tb.client.ResetGroup(tb.ctx, "replay", "from-latest", base.Add(8*time.Hour).Format(time.RFC3339), nil)
 	require.NoError(t, err)

@@ -86,9 +86,9 @@ first consume.`,
 			}
 			fmt.Fprintf(g.stdout, "reset group %q on %q to %s:\n", args[0], args[1], to)
 			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "PARTITION\tCURSOR")
+			fmt.Fprintln(w, "PARTITION\tCURSOR\tEND\tLAG")
 			for _, gp := range gs {
-				fmt.Fprintf(w, "%d\t%d\n", gp.Partition, gp.NextOffset)
+				fmt.Fprintf(w, "%d\t%d\t%d\t%d\n", gp.Partition, gp.NextOffset, gp.EndOffset, gp.Lag)
 			}
 			return w.Flush()
 		},
