@@ -50,7 +50,7 @@ type testBundle struct {
 // setup gives a test a migrated schema of its own and a client on it
 // configured by cfg (nil for defaults; Schema is replaced, PollInterval
 // defaults to 50ms).
-func setup(t *testing.T, cfg *pgmsg.Config) *testBundle {
+func setup(t testing.TB, cfg *pgmsg.Config) *testBundle {
 	t.Helper()
 	b := testbundle.New(t, &testbundle.Opts{MaxConns: 24, Config: cfg})
 	return &testBundle{Bundle: b, client: b.Client, ctx: b.Ctx}
