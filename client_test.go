@@ -35,31 +35,38 @@ import (
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/pgautofailover"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
+	"github.com/pgmsg/pgmsg/pgmsgtest"
 )
 
-// testBundle is a test's schema, pool, client and context
-// (internal/testbundle), with the short names the tests use.
+// testBundle is a test's pgmsg as an application's test has it
+// (pgmsgtest.Env: a migrated schema of its own, the pool, a Client on
+// it), the test server's URL and a context that ends after two minutes.
 type testBundle struct {
-	*testbundle.Bundle
+	*pgmsgtest.Env
+	URL    string
 	client *pgmsg.Client
 	ctx    context.Context
 }
 
 // setup gives a test a migrated schema of its own and a client on it
 // configured by cfg (nil for defaults; Schema is replaced, PollInterval
-// defaults to 50ms).
+// defaults to pgmsgtest.PollInterval).
 func setup(t testing.TB, cfg *pgmsg.Config) *testBundle {
 	t.Helper()
-	b := testbundle.New(t, &testbundle.Opts{MaxConns: 24, Config: cfg})
-	return &testBundle{Bundle: b, client: b.Client, ctx: b.Ctx}
+	env := pgmsgtest.New(t, pgtest.Pool(t, &pgtest.Opts{MaxConns: 24}), cfg)
+	return &testBundle{Env: env, URL: pgtest.URL(t), client: env.Client, ctx: pgtest.Context(t, 2*time.Minute)}
 }
 
-// topic creates a topic with 64-record segments.
-func (tb *testBundle) topic(t *testing.T, name string, partitions int) { tb.Topic(t, name, partitions) }
+// topic creates a topic with 64-record segments, so that a test crosses
+// segment boundaries with few records.
+func (tb *testBundle) topic(t testing.TB, name string, partitions int) {
+	t.Helper()
+	_, err := tb.client.CreateTopic(tb.ctx, name, pgmsg.TopicConfig{Partitions: partitions, SegmentRecords: 64})
+	require.NoError(t, err)
+}
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(pgmsgtest.WithMain(m)) }
 
 // hijackPlants are overloads a login with CREATE on a schema of the
 // victims' search_path (public, on PostgreSQL 14 and older) can plant to
