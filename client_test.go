@@ -207,15 +207,10 @@ func TestClientStatementsIgnorePlantedOverloads(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var done atomic.Int32
-	w, err := worker.NewWorker("q", func(context.Context, *pgmsg.Job) error { done.Add(1); return nil },
+	stop := startWorker(t, ctx, worker, "q", func(context.Context, *pgmsg.Job) error { done.Add(1); return nil },
 		&pgmsg.WorkerOpts{PollInterval: 50 * time.Millisecond})
-	require.NoError(t, err)
-	wctx, cancel := context.WithCancel(ctx)
-	wdone := make(chan error, 1)
-	go func() { wdone <- w.Run(wctx) }()
 	require.Eventually(t, func() bool { return done.Load() == 8 }, 60*time.Second, 20*time.Millisecond)
-	cancel()
-	require.ErrorIs(t, <-wdone, context.Canceled)
+	require.ErrorIs(t, stop(), context.Canceled)
 
 	require.Empty(t, hits(), "planted functions that pgmsg's statements ran")
 }

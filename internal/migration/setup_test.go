@@ -56,33 +56,6 @@ func requireCode(t *testing.T, err error, sentinel error, code string) {
 	require.Equal(t, code, pgmsg.ErrorCode(err))
 }
 
-// member runs one group consumer in the background.
-type member struct {
-	c      *pgmsg.Consumer
-	cancel context.CancelFunc
-	done   chan error
-}
-
-// startMember starts a group consumer of topic running handler.
-func startMember(t *testing.T, client *pgmsg.Client, topic, group string, opts pgmsg.ConsumerOpts,
-	handler func(ctx context.Context, cl *pgmsg.Claim) error) *member {
-	t.Helper()
-	c, err := client.NewConsumer(topic, group, &opts)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &member{c: c, cancel: cancel, done: make(chan error, 1)}
-	go func() { m.done <- c.Run(ctx, handler) }()
-	return m
-}
-
-// stop ends the member gracefully: Run returns, then Close leaves the group.
-func (m *member) stop(t *testing.T) {
-	t.Helper()
-	m.cancel()
-	require.ErrorIs(t, <-m.done, context.Canceled)
-	m.c.Close()
-}
-
 // queue creates a queue with cfg.
 func (tb *testBundle) queue(t *testing.T, name string, cfg pgmsg.QueueConfig) *pgmsg.Queue {
 	t.Helper()
