@@ -261,7 +261,7 @@ func unqualifiedCalls(sql string) []string {
 // schema (pg_catalog or pgmsg's), so that none depends on the session's
 // search_path (DESIGN.md, "Roles and trust"): the
 // string constants of every Go file that sends SQL, and the sqlc queries.
-// The seeds' SQL of internal/bench, run verbatim as a baseline, and the
+// The baseline SQL of internal/bench, run verbatim for comparison, and the
 // tests are not pgmsg's statements.
 func TestStatementsQualifyFunctions(t *testing.T) {
 	t.Parallel()

@@ -39,7 +39,7 @@ func TestMapErrorInputErrors(t *testing.T) {
 // (PM014 ErrBackpressure, PM109 ErrQueueFull), which clears when consumers
 // or workers make room, and a full disk (PM021 ErrDiskFull), which clears
 // when space returns. (The fuzzer found PM109 once the queue limit
-// existed; the seeds keep both in every run.)
+// existed; the f.Add inputs keep both in every run.)
 func FuzzIsRetryable(f *testing.F) {
 	for _, c := range []string{"", "0", "08", "08006", "40001", "PM001", "PM106", "57014", "XX000", "zzzzz", "PM014", "PM109", "PM021"} {
 		f.Add(c)

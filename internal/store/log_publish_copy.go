@@ -19,8 +19,7 @@ import (
 
 // A COPY publish appends one partition's batch with COPY, which writes a
 // page of records per WAL record where the direct statement's INSERT
-// writes one per record (migration 012; docs/benchmarks.md has the
-// measurements). The whole publish is one pipeline of extended-protocol
+// writes one per record (docs/benchmarks.md has the measurements). The whole publish is one pipeline of extended-protocol
 // messages and its data, written at once: copyBeginSQL reserves the
 // offsets, COPY stores the records, copyEndSQL checks the count and
 // answers, in one implicit transaction (committed by the Sync at the end)

@@ -477,7 +477,7 @@ BEGIN
     RETURN seg_end;
 END $function$;
 
--- A COPY publish (migration 012) is one simple-query message from the Go
+-- A COPY publish (internal/store/log_publish_copy.go) is one simple-query message from the Go
 -- client: SELECT _publish_copy_begin(...); COPY record (...) FROM STDIN;
 -- SELECT * FROM _publish_copy_end(...), one implicit transaction. begin
 -- reserves the batch's offsets on the partition's counter row, as the
