@@ -194,8 +194,8 @@ func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int
 }
 
 // copyOffsetSeqSetting names the setting through which the record
-// table's offset default finds the partition's offset sequence (migration
-// 012); it is the same in every schema.
+// table's offset default (record."offset", set in 012_publish_copy.up.sql)
+// finds the partition's offset sequence; it is the same in every schema.
 const copyOffsetSeqSetting = "pgmsg.copy_offset_seq"
 
 // copyTexts are a store's COPY publish statements, made once: the begin
