@@ -19,16 +19,18 @@ import (
 
 // A COPY publish appends one partition's batch with COPY, which writes a
 // page of records per WAL record where the direct statement's INSERT
-// writes one per record (docs/benchmarks.md has the measurements). The whole publish is one pipeline of extended-protocol
-// messages and its data, written at once: copyBeginSQL reserves the
+// writes one per record (docs/benchmarks.md has the measurements). The
+// whole publish is one pipeline of extended-protocol messages and its
+// data, written at once: copyBeginSQL reserves the
 // offsets, COPY stores the records, copyEndSQL checks the count and
 // answers, in one implicit transaction (committed by the Sync at the end)
 // and one round trip.
 //
 // copyBeginSQL and copyEndSQL are what _publish_copy_begin() and
 // _publish_copy_end() do, as plain statements prepared once per
-// connection (they are the statement files publish_copy_reserve.sql and
-// publish_copy_end.sql, which the two functions run too): the functions' calls (PL/pgSQL, a pinned search_path, whose
+// connection (they are the statement files publish_copy_reserve.sql,
+// publish_copy_point.sql and publish_copy_end.sql, which the two functions
+// run too): the functions' calls (PL/pgSQL, a pinned search_path, whose
 // end walks every setting in PostgreSQL 15) and the parsing and planning
 // of a simple-query message cost a tenth of the server's time at batch 100
 // (docs/benchmarks.md, seventh pass). They call the functions for what
@@ -49,7 +51,7 @@ var copyBeginSQL = `WITH u AS (
     ` + stmt("publish_copy_reserve") + `
 )
 SELECT CASE WHEN u.seq IS NULL THEN pgmsg._publish_copy_begin($1::integer, $2::integer, $3::integer, $4::bigint)::text
-            ELSE pg_catalog.set_config({{copy_offset_seq}}, u.seq::text, true) || pg_catalog.setval(u.seq::regclass, u.base, false)::text END
+            ELSE ` + stmt("publish_copy_point", "{{copy_offset_seq}}", "u.seq", "u.base") + ` END
   FROM (SELECT 1) one LEFT JOIN u ON true`
 
 // copyEndSQL answers the COPY publish of $3 records to partition $2 of
