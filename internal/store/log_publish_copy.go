@@ -33,7 +33,7 @@ import (
 // run too): the functions' calls (PL/pgSQL, a pinned search_path, whose
 // end walks every setting in PostgreSQL 15) and the parsing and planning
 // of a simple-query message cost a tenth of the server's time at batch 100
-// (docs/benchmarks.md, seventh pass). They call the functions for what
+// (a profile of that route; its history is in git). They call the functions for what
 // only the functions do: the first publish of a partition (its offset
 // sequence), declining (PM016) and the count check's error (PM004).
 //
@@ -165,7 +165,7 @@ func (s *Store) PublishCopy(ctx context.Context, pool *pgxpool.Pool, topicID int
 
 	// The buffer is sized once: growing it as the records are appended
 	// copied each batch about twice more and was about half of the client's
-	// CPU at batch 1000 (docs/benchmarks.md, ninth pass).
+	// CPU at batch 1000 (profiled).
 	bp := copyBufs.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) <= copyPoolMaxBytes {
