@@ -32,7 +32,8 @@ FUZZTIME_REQUEST ?= $(FUZZTIME)
 # fuzz worker; one worker keeps that cost (and the load) down.
 FUZZ_PARALLEL ?= 1
 
-FUZZ_ROOT := FuzzValidateName FuzzHeaders FuzzPosition FuzzIsRetryable FuzzMatchPattern
+FUZZ_ROOT := FuzzValidateName FuzzPosition FuzzIsRetryable FuzzMatchPattern
+FUZZ_STORE := FuzzHeaders
 FUZZ_HTTP := FuzzParseDuration FuzzDecodeValue FuzzRequest FuzzAuthorization FuzzHTTPProperty
 
 .PHONY: chaos chaos-goal chaos-smoke soak soak-smoke fuzz-smoke
@@ -63,6 +64,10 @@ fuzz-smoke:
 	@set -e; for t in $(FUZZ_ROOT); do \
 		echo "fuzz $$t ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel $(FUZZ_PARALLEL) . ; \
+	done; \
+	for t in $(FUZZ_STORE); do \
+		echo "fuzz $$t ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel $(FUZZ_PARALLEL) ./internal/store ; \
 	done; \
 	for t in $(FUZZ_HTTP); do \
 		ft=$(FUZZTIME); case $$t in FuzzRequest|FuzzHTTPProperty) ft=$(FUZZTIME_REQUEST);; esac; \

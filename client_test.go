@@ -35,31 +35,38 @@ import (
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/pgautofailover"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
+	"github.com/pgmsg/pgmsg/pgmsgtest"
 )
 
-// testBundle is a test's schema, pool, client and context
-// (internal/testbundle), with the short names the tests use.
+// testBundle is a test's pgmsg as an application's test has it
+// (pgmsgtest.Env: a migrated schema of its own, the pool, a Client on
+// it), the test server's URL and a context that ends after two minutes.
 type testBundle struct {
-	*testbundle.Bundle
+	*pgmsgtest.Env
+	URL    string
 	client *pgmsg.Client
 	ctx    context.Context
 }
 
 // setup gives a test a migrated schema of its own and a client on it
 // configured by cfg (nil for defaults; Schema is replaced, PollInterval
-// defaults to 50ms).
-func setup(t *testing.T, cfg *pgmsg.Config) *testBundle {
+// defaults to pgmsgtest.PollInterval).
+func setup(t testing.TB, cfg *pgmsg.Config) *testBundle {
 	t.Helper()
-	b := testbundle.New(t, &testbundle.Opts{MaxConns: 24, Config: cfg})
-	return &testBundle{Bundle: b, client: b.Client, ctx: b.Ctx}
+	env := pgmsgtest.New(t, pgtest.Pool(t, &pgtest.Opts{MaxConns: 24}), cfg)
+	return &testBundle{Env: env, URL: pgtest.URL(t), client: env.Client, ctx: pgtest.Context(t, 2*time.Minute)}
 }
 
-// topic creates a topic with 64-record segments.
-func (tb *testBundle) topic(t *testing.T, name string, partitions int) { tb.Topic(t, name, partitions) }
+// topic creates a topic with 64-record segments, so that a test crosses
+// segment boundaries with few records.
+func (tb *testBundle) topic(t testing.TB, name string, partitions int) {
+	t.Helper()
+	_, err := tb.client.CreateTopic(tb.ctx, name, pgmsg.TopicConfig{Partitions: partitions, SegmentRecords: 64})
+	require.NoError(t, err)
+}
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(pgmsgtest.WithMain(m)) }
 
 // hijackPlants are overloads a login with CREATE on a schema of the
 // victims' search_path (public, on PostgreSQL 14 and older) can plant to
@@ -200,15 +207,10 @@ func TestClientStatementsIgnorePlantedOverloads(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var done atomic.Int32
-	w, err := worker.NewWorker("q", func(context.Context, *pgmsg.Job) error { done.Add(1); return nil },
+	stop := startWorker(t, ctx, worker, "q", func(context.Context, *pgmsg.Job) error { done.Add(1); return nil },
 		&pgmsg.WorkerOpts{PollInterval: 50 * time.Millisecond})
-	require.NoError(t, err)
-	wctx, cancel := context.WithCancel(ctx)
-	wdone := make(chan error, 1)
-	go func() { wdone <- w.Run(wctx) }()
 	require.Eventually(t, func() bool { return done.Load() == 8 }, 60*time.Second, 20*time.Millisecond)
-	cancel()
-	require.ErrorIs(t, <-wdone, context.Canceled)
+	require.ErrorIs(t, stop(), context.Canceled)
 
 	require.Empty(t, hits(), "planted functions that pgmsg's statements ran")
 }
@@ -259,7 +261,7 @@ func unqualifiedCalls(sql string) []string {
 // schema (pg_catalog or pgmsg's), so that none depends on the session's
 // search_path (DESIGN.md, "Roles and trust"): the
 // string constants of every Go file that sends SQL, and the sqlc queries.
-// The seeds' SQL of internal/bench, run verbatim as a baseline, and the
+// The baseline SQL of internal/bench, run verbatim for comparison, and the
 // tests are not pgmsg's statements.
 func TestStatementsQualifyFunctions(t *testing.T) {
 	t.Parallel()

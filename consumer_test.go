@@ -1,6 +1,7 @@
 package pgmsg_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -1093,4 +1094,321 @@ func benchmarkRebalanceJoin(b *testing.B, handle time.Duration) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(waited.Milliseconds())/float64(b.N), "ms/join")
+}
+
+// gatherTestClient returns a test's bundle (setup) with ClaimGatherWait
+// wait (0: the default) and topic "t" of one partition.
+func gatherTestClient(t *testing.T, wait time.Duration) (*testBundle, *pgmsg.Client, context.Context) {
+	t.Helper()
+	tb := setup(t, &pgmsg.Config{ClaimGatherWait: wait})
+	_, err := tb.client.CreateTopic(tb.ctx, "t", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	return tb, tb.client, tb.ctx
+}
+
+// Consumers of several groups in one client, woken together, claim
+// through one gathered statement: every group gets every record once and
+// in order, and each its own copies (a handler that changes its records
+// changes no other group's).
+func TestConsumersGatherClaims(t *testing.T) {
+	t.Parallel()
+	// A long gather wait: a claim waits until the other groups' join it
+	// (they are woken together), however slow the machine.
+	_, c, ctx := gatherTestClient(t, 2*time.Second)
+	groups := []string{"a", "b", "c"}
+	var (
+		mu  sync.Mutex
+		got = map[string][]int64{}
+		bad []string // records a group was given changed
+	)
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		cn, err := c.NewConsumer("t", g, nil)
+		require.NoError(t, err)
+		t.Cleanup(cn.Close)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = cn.Run(runCtx, func(_ context.Context, cl *pgmsg.Claim) error {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, r := range cl.Records {
+					if !bytes.Equal(r.Value, []byte(fmt.Sprint(r.Offset))) {
+						// Recorded, not returned: a failed handler's records
+						// are read again from the table, which would hide it.
+						bad = append(bad, fmt.Sprintf("group %s offset %d: value %q", g, r.Offset, r.Value))
+					}
+					got[g] = append(got[g], r.Offset)
+					// Change what we were given: no other group may see it.
+					for i := range r.Value {
+						r.Value[i] = 'x'
+					}
+				}
+				return nil
+			})
+		}()
+	}
+	// Publish one record at a time, each after every group has read the
+	// previous one, until some claims went out gathered (the first claims
+	// of a partition learn its segment and go alone).
+	var next int64
+	caughtUp := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, g := range groups {
+			if int64(len(got[g])) < next {
+				return false
+			}
+		}
+		return true
+	}
+	for next < 200 && (next < 10 || c.GatheredClaims() == 0) {
+		require.NoError(t, c.Publish(ctx, []*pgmsg.Record{{Topic: "t", Value: []byte(fmt.Sprint(next))}}, nil))
+		next++
+		require.Eventually(t, caughtUp, time.Minute, time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	require.Positive(t, c.GatheredClaims(), "claims went out gathered")
+	require.Empty(t, bad, "each group gets records of its own")
+	for _, g := range groups {
+		want := make([]int64, next)
+		for i := range want {
+			want[i] = int64(i)
+		}
+		require.Equal(t, want, got[g], "group %s: every record once, in order", g)
+	}
+}
+
+// A claim that no other group of the client makes of its partition goes
+// out at once, whatever ClaimGatherWait says.
+func TestClaimGatherAloneDoesNotWait(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := gatherTestClient(t, time.Minute)
+	cn, err := c.NewConsumer("t", "g", nil)
+	require.NoError(t, err)
+	t.Cleanup(cn.Close)
+	for i := range 20 {
+		require.NoError(t, c.Publish(ctx, []*pgmsg.Record{{Topic: "t", Value: []byte(fmt.Sprint(i))}}, nil))
+		cl, err := cn.Poll(ctx) // past the test's deadline if claims waited
+		require.NoError(t, err)
+		require.Len(t, cl.Records, 1)
+		require.Equal(t, int64(i), cl.Records[0].Offset)
+		require.NoError(t, c.Commit(ctx, cl))
+	}
+	require.Zero(t, c.GatheredClaims())
+}
+
+// ClaimGatherWait: negative is accepted (gathering off: see
+// TestRecordCacheConfig), over a minute is refused.
+func TestClaimGatherWaitConfig(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none") // never connected
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = pgmsg.NewClient(pool, &pgmsg.Config{ClaimGatherWait: time.Minute + time.Nanosecond})
+	require.ErrorContains(t, err, "Config.ClaimGatherWait must be at most 1m")
+	c, err := pgmsg.NewClient(pool, &pgmsg.Config{ClaimGatherWait: -1})
+	require.NoError(t, err)
+	c.Close()
+}
+
+// The record cache (Config.RecordCacheBytes): once two groups of a client
+// claim a partition, the records one group's claim read are not read
+// again for the other's, which takes them from the cache; each gets
+// copies of its own. A topic deleted and created again under the same
+// name is read anew, never served from what the cache held of the old
+// one.
+func TestRecordCacheServesOtherGroups(t *testing.T) {
+	t.Parallel()
+	// No gathering: each claim goes out on its own, one after the other.
+	_, c, ctx := gatherTestClient(t, -1)
+	publish := func(tag string, from, n int) {
+		recs := make([]*pgmsg.Record, n)
+		for i := range recs {
+			recs[i] = &pgmsg.Record{Topic: "t", Value: []byte(fmt.Sprint(tag, from+i))}
+		}
+		require.NoError(t, c.Publish(ctx, recs, nil))
+	}
+	consumers := map[string]*pgmsg.Consumer{}
+	for _, g := range []string{"a", "b"} {
+		cn, err := c.NewConsumer("t", g, nil)
+		require.NoError(t, err)
+		t.Cleanup(cn.Close)
+		consumers[g] = cn
+	}
+	// poll claims as g, checks the values are tag+offset, commits, and
+	// then overwrites the values it was given.
+	poll := func(g, tag string, first, last int64) {
+		t.Helper()
+		cl, err := consumers[g].Poll(ctx)
+		require.NoError(t, err)
+		require.Len(t, cl.Records, int(last-first+1), g)
+		for i, r := range cl.Records {
+			require.Equal(t, first+int64(i), r.Offset, g)
+			require.Equal(t, fmt.Sprint(tag, r.Offset), string(r.Value), "group %s offset %d", g, r.Offset)
+		}
+		require.NoError(t, c.Commit(ctx, cl))
+		for _, r := range cl.Records {
+			for i := range r.Value {
+				r.Value[i] = 'x'
+			}
+		}
+	}
+
+	publish("v", 0, 10)
+	poll("a", "v", 0, 9) // learns the partition's segment
+	poll("b", "v", 0, 9) // reads it in the claim's round trip; one group so far
+	require.Zero(t, c.CachedRecordsServed())
+
+	publish("v", 10, 10)
+	poll("a", "v", 10, 19) // both groups claim the partition now: a's records are kept
+	poll("b", "v", 10, 19) // taken from the cache, as published (a changed its copies)
+	require.Equal(t, int64(10), c.CachedRecordsServed())
+
+	publish("v", 20, 5)
+	poll("b", "v", 20, 24)
+	poll("a", "v", 20, 24)
+	require.Equal(t, int64(15), c.CachedRecordsServed())
+
+	// The same topic name, a new topic: offsets 0.. again, other values.
+	for _, cn := range consumers {
+		cn.Close()
+	}
+	require.NoError(t, c.DeleteTopic(ctx, "t"))
+	_, err := c.CreateTopic(ctx, "t", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	for _, g := range []string{"a", "b"} {
+		cn, err := c.NewConsumer("t", g, nil)
+		require.NoError(t, err)
+		t.Cleanup(cn.Close)
+		consumers[g] = cn
+	}
+	publish("new", 0, 25)
+	poll("a", "new", 0, 24)
+	poll("b", "new", 0, 24)
+	publish("new", 25, 5)
+	poll("a", "new", 25, 29)
+	poll("b", "new", 25, 29)
+	require.Equal(t, int64(20), c.CachedRecordsServed(), "only the new topic's 25..29 came from the cache")
+}
+
+// RecordCacheBytes negative: no cache, every claim reads its records;
+// ClaimGatherWait negative: no claim goes out gathered.
+func TestRecordCacheConfig(t *testing.T) {
+	t.Parallel()
+	b, _, ctx := gatherTestClient(t, -1)
+	off, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema, RecordCacheBytes: -1, ClaimGatherWait: -1})
+	require.NoError(t, err)
+	defer off.Close()
+	consumers := map[string]*pgmsg.Consumer{}
+	for _, g := range []string{"a", "b"} {
+		cn, err := off.NewConsumer("t", g, nil)
+		require.NoError(t, err)
+		defer cn.Close()
+		consumers[g] = cn
+	}
+	for round := range 3 {
+		require.NoError(t, off.Publish(ctx, []*pgmsg.Record{{Topic: "t", Value: []byte(fmt.Sprint(round))}}, nil))
+		for _, g := range []string{"a", "b"} {
+			cl, err := consumers[g].Poll(ctx)
+			require.NoError(t, err)
+			require.Len(t, cl.Records, 1, "round %d group %s", round, g)
+			require.Equal(t, fmt.Sprint(round), string(cl.Records[0].Value))
+			require.NoError(t, off.Commit(ctx, cl))
+		}
+	}
+	require.Zero(t, off.CachedRecordsServed())
+	require.Zero(t, off.GatheredClaims())
+}
+
+// Claimed records keep the difference between an empty key or value and
+// none (NULL): read from the segment's raw binary rows, an empty value at
+// the start of a claim came back as nil (found by TestHTTPProperty).
+func TestClaimKeepsEmptyApartFromNull(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	c, ctx := tb.client, tb.ctx
+	_, err := c.CreateTopic(ctx, "t", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	require.NoError(t, c.Publish(ctx, []*pgmsg.Record{
+		{Topic: "t", Key: []byte{}, Value: []byte{}},
+		{Topic: "t", Value: nil},
+		{Topic: "t", Key: []byte("k"), Value: []byte("v")},
+	}, nil))
+	cl, err := c.Claim(ctx, "t", "g", &pgmsg.ClaimOpts{MaxRecords: 10})
+	require.NoError(t, err)
+	require.Len(t, cl.Records, 3)
+	require.NotNil(t, cl.Records[0].Key, "empty key")
+	require.NotNil(t, cl.Records[0].Value, "empty value")
+	require.Empty(t, cl.Records[0].Value)
+	require.Nil(t, cl.Records[1].Key)
+	require.Nil(t, cl.Records[1].Value, "no value")
+	require.Equal(t, []byte("v"), cl.Records[2].Value)
+}
+
+// Through Consumer.Run (one member, so it owns the topic's only
+// partition and claims it directly): every record once, in order, across
+// the segment boundary, with keys, empty values and headers intact.
+// (internal/logread's TestClaimFetch tests the direct claims that read
+// their records.)
+func TestClaimFetchThroughConsumer(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	c, ctx := tb.client, tb.ctx
+	var batch []*pgmsg.Record
+	for i := 0; i < 100; i++ {
+		r := &pgmsg.Record{Topic: "t", Partition: 0, Value: []byte(fmt.Sprint(i))}
+		switch i % 3 {
+		case 0:
+			r.Key, r.Value = []byte{}, []byte{}
+		case 1:
+			r.Key, r.Headers = []byte("k"), map[string][]byte{"h": []byte(fmt.Sprint(i))}
+		}
+		batch = append(batch, r)
+	}
+	check := func(recs []*pgmsg.Record, first, last int64) {
+		t.Helper()
+		require.Len(t, recs, int(last-first+1))
+		for i, r := range recs {
+			want := batch[first+int64(i)]
+			require.Equal(t, first+int64(i), r.Offset)
+			require.Equal(t, "t", r.Topic)
+			require.Equal(t, int32(0), r.Partition)
+			require.Equal(t, want.Key, r.Key, "offset %d", r.Offset)
+			require.Equal(t, want.Value, r.Value, "offset %d", r.Offset)
+			require.Equal(t, len(want.Headers), len(r.Headers), "offset %d", r.Offset)
+			for k, v := range want.Headers {
+				require.Equal(t, v, r.Headers[k])
+			}
+			require.False(t, r.Timestamp.IsZero())
+		}
+	}
+
+	_, err := c.CreateTopic(ctx, "one", pgmsg.TopicConfig{Partitions: 1, SegmentRecords: 64})
+	require.NoError(t, err)
+	for _, r := range batch {
+		r.Topic = "one"
+	}
+	require.NoError(t, c.Publish(ctx, batch, nil))
+	cn, err := c.NewConsumer("one", "g", &pgmsg.ConsumerOpts{Claim: pgmsg.ClaimOpts{MaxRecords: 7}})
+	require.NoError(t, err)
+	t.Cleanup(cn.Close)
+	var got []*pgmsg.Record
+	runCtx, stop := context.WithCancel(ctx)
+	err = cn.Run(runCtx, func(_ context.Context, cl *pgmsg.Claim) error {
+		got = append(got, cl.Records...)
+		if len(got) >= len(batch) {
+			stop()
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	for _, r := range got {
+		r.Topic = "t" // as check expects
+	}
+	check(got, 0, 99)
+	// That these claims learn the partition's segment is internal/logread's
+	// TestClaimLearnsSegment.
 }

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
 )
 
 // OffsetForTime answers Kafka's ListOffsets by timestamp (the first offset
@@ -356,4 +360,50 @@ func TestGroupStartAndReset(t *testing.T) {
 	ok, err = tb.client.DeleteGroup(tb.ctx, "replay", "from-latest")
 	require.NoError(t, err)
 	require.False(t, ok)
+}
+
+// FuzzPosition: a group start or reset position (earliest, latest, an
+// offset, a timestamp) either resolves to an offset inside the partition's
+// stored range or fails with ErrInvalidOffset; never another error.
+func FuzzPosition(f *testing.F) {
+	for _, s := range pgtest.Hostile {
+		f.Add(s)
+	}
+	for _, s := range []string{"5", "00000000000000000005", "-0", "+3", " 3", "3 ", "2026-01-01", "2026-13-45T99:99:99Z",
+		"yesterday", "now", "today", "tomorrow", "1970-01-01 00:00:00+00", "J2451187", "0x10", "1_000"} {
+		f.Add(s)
+	}
+	c := setup(f, nil).client
+	ctx := context.Background() // not the bundle's: a fuzzing session outlasts it
+	if _, err := c.CreateTopic(ctx, "t", pgmsg.TopicConfig{Partitions: 1, SegmentRecords: 16}); err != nil {
+		f.Fatal(err)
+	}
+	recs := make([]*pgmsg.Record, 10)
+	for i := range recs {
+		recs[i] = &pgmsg.Record{Topic: "t", Value: []byte{byte(i)}}
+	}
+	if err := c.Publish(ctx, recs, nil); err != nil {
+		f.Fatal(err)
+	}
+	if _, err := c.CreateGroup(ctx, "t", "g", pgmsg.PositionEarliest); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, pos string) {
+		if !utf8.ValidString(pos) || strings.ContainsRune(pos, 0) {
+			return
+		}
+		if pgtest.IgnoreKnown && regexp.MustCompile(`^-?[0-9]{19}$`).MatchString(pos) {
+			t.Skip("known bug: a 19-digit offset above 2^63-1 raises 22003, not PM011")
+		}
+		out, err := c.ResetGroup(ctx, "t", "g", pos, nil)
+		if err != nil {
+			if !errors.Is(err, pgmsg.ErrInvalidOffset) {
+				t.Fatalf("position %q: want pgmsg.ErrInvalidOffset or success, got %v", pos, err)
+			}
+			return
+		}
+		if len(out) != 1 || out[0].NextOffset < 0 || out[0].NextOffset > 10 {
+			t.Fatalf("position %q resolved to %+v, outside [0, 10]", pos, out)
+		}
+	})
 }

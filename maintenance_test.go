@@ -209,43 +209,6 @@ func TestCompaction(t *testing.T) {
 	require.Zero(t, dups)
 }
 
-// Backpressure trips when the slowest group is too far behind and releases
-// when it catches up; with a zero timeout it rejects at once.
-func TestBackpressure(t *testing.T) {
-	t.Parallel()
-	tb := setup(t, nil)
-	_, err := tb.client.CreateTopic(tb.ctx, "bp", pgmsg.TopicConfig{Partitions: 1,
-		Settings: map[string]any{"max_lag_records": 10, "backpressure_timeout_ms": 0}})
-	require.NoError(t, err)
-	_, err = tb.client.CreateGroup(tb.ctx, "bp", "g", pgmsg.PositionEarliest)
-	require.NoError(t, err)
-	publishN(t, tb, "bp", 10, 10, []byte("x"))
-	err = tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "bp", Value: []byte("one too many")}}, nil)
-	require.ErrorIs(t, err, pgmsg.ErrBackpressure)
-	require.Equal(t, "PM014", pgmsg.ErrorCode(err))
-	require.True(t, pgmsg.IsRetryable(err))
-	d, err := tb.client.DescribeTopic(tb.ctx, "bp")
-	require.NoError(t, err)
-	require.Equal(t, int64(10), d.PartitionInfo[0].NextOffset, "nothing written")
-
-	// Blocking mode: the publish waits until the group catches up.
-	_, err = tb.client.SetTopicSettings(tb.ctx, "bp", map[string]any{"backpressure_timeout_ms": 10000})
-	require.NoError(t, err)
-	published := make(chan error, 1)
-	go func() {
-		published <- tb.client.Publish(context.Background(), []*pgmsg.Record{{Topic: "bp", Value: []byte("waits")}}, nil)
-	}()
-	select {
-	case err := <-published:
-		t.Fatalf("publish returned before the group caught up: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	cl, err := tb.client.Claim(tb.ctx, "bp", "g", &pgmsg.ClaimOpts{MaxRecords: 5})
-	require.NoError(t, err)
-	require.NoError(t, tb.client.Commit(tb.ctx, cl))
-	require.NoError(t, <-published)
-}
-
 // Two maintainers: one leads; killing its connection hands leadership over.
 func TestMaintenanceLeaderHandover(t *testing.T) {
 	t.Parallel()

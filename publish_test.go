@@ -179,6 +179,57 @@ func nextOffset(t *testing.T, tb *testBundle, topic string) int64 {
 	return d.PartitionInfo[0].NextOffset
 }
 
+// requirePublishWaits publishes recs in the background into a topic whose
+// backpressure blocks them: the publish must not return before release
+// (which makes a group commit, so that there is room), and must succeed
+// after it.
+func requirePublishWaits(t *testing.T, tb *testBundle, recs []*pgmsg.Record, release func()) {
+	t.Helper()
+	published := make(chan error, 1)
+	go func() { published <- tb.client.Publish(context.Background(), recs, nil) }()
+	select {
+	case err := <-published:
+		t.Fatalf("publish returned before the group made room: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	release()
+	select {
+	case err := <-published:
+		require.NoError(t, err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("publish still blocked after the group made room")
+	}
+}
+
+// Backpressure trips when the slowest group is too far behind and releases
+// when it catches up; with a zero timeout it rejects at once.
+func TestBackpressure(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateTopic(tb.ctx, "bp", pgmsg.TopicConfig{Partitions: 1,
+		Settings: map[string]any{"max_lag_records": 10, "backpressure_timeout_ms": 0}})
+	require.NoError(t, err)
+	_, err = tb.client.CreateGroup(tb.ctx, "bp", "g", pgmsg.PositionEarliest)
+	require.NoError(t, err)
+	publishN(t, tb, "bp", 10, 10, []byte("x"))
+	err = tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "bp", Value: []byte("one too many")}}, nil)
+	require.ErrorIs(t, err, pgmsg.ErrBackpressure)
+	require.Equal(t, "PM014", pgmsg.ErrorCode(err))
+	require.True(t, pgmsg.IsRetryable(err))
+	d, err := tb.client.DescribeTopic(tb.ctx, "bp")
+	require.NoError(t, err)
+	require.Equal(t, int64(10), d.PartitionInfo[0].NextOffset, "nothing written")
+
+	// Blocking mode: the publish waits until the group catches up.
+	_, err = tb.client.SetTopicSettings(tb.ctx, "bp", map[string]any{"backpressure_timeout_ms": 10000})
+	require.NoError(t, err)
+	requirePublishWaits(t, tb, []*pgmsg.Record{{Topic: "bp", Value: []byte("waits")}}, func() {
+		cl, err := tb.client.Claim(tb.ctx, "bp", "g", &pgmsg.ClaimOpts{MaxRecords: 5})
+		require.NoError(t, err)
+		require.NoError(t, tb.client.Commit(tb.ctx, cl))
+	})
+}
+
 // Byte backpressure trips when the keys and values the slowest group has
 // not committed would exceed max_lag_bytes, exactly at the threshold, and
 // releases as that group commits; a publish that waits goes through once
@@ -224,24 +275,11 @@ func TestBackpressureBytes(t *testing.T) {
 	// Blocking mode: the publish waits until the slow group commits.
 	_, err = tb.client.SetTopicSettings(tb.ctx, "bpb", map[string]any{"backpressure_timeout_ms": 20000})
 	require.NoError(t, err)
-	published := make(chan error, 1)
-	go func() {
-		published <- tb.client.Publish(context.Background(), []*pgmsg.Record{{Topic: "bpb", Value: make([]byte, 20)}}, nil)
-	}()
-	select {
-	case err := <-published:
-		t.Fatalf("publish returned before the group made room: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	cl, err := tb.client.Claim(tb.ctx, "bpb", "slow", &pgmsg.ClaimOpts{MaxRecords: 2})
-	require.NoError(t, err)
-	require.NoError(t, tb.client.Commit(tb.ctx, cl))
-	select {
-	case err := <-published:
+	requirePublishWaits(t, tb, []*pgmsg.Record{{Topic: "bpb", Value: make([]byte, 20)}}, func() {
+		cl, err := tb.client.Claim(tb.ctx, "bpb", "slow", &pgmsg.ClaimOpts{MaxRecords: 2})
 		require.NoError(t, err)
-	case <-time.After(15 * time.Second):
-		t.Fatal("publish still blocked after the group committed")
-	}
+		require.NoError(t, tb.client.Commit(tb.ctx, cl))
+	})
 	require.Equal(t, int64(12), nextOffset(t, tb, "bpb"))
 
 	// Removing the setting removes the limit.

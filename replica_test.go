@@ -19,8 +19,8 @@ import (
 	"github.com/pgmsg/pgmsg/pgmsgprom"
 )
 
-// replicaPair is a private primary and a streaming replica of it (issue
-// 20): the shared test server cannot be base-backed-up, so each test that
+// replicaPair is a private primary and a streaming replica of it: the
+// shared test server cannot be base-backed-up, so each test that
 // needs a replica starts its own pair.
 type replicaPair struct {
 	primary, standby         *pgcluster.Cluster

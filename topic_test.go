@@ -3,15 +3,19 @@ package pgmsg_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
 )
 
 // deleteTopicUnder deletes topic in a transaction of its own, runs op
@@ -171,4 +175,37 @@ func TestHostileNames(t *testing.T) {
 	topics, err := tb.client.ListTopics(tb.ctx)
 	require.NoError(t, err)
 	require.Len(t, topics, 3)
+}
+
+// nameRE is the documented rule for topic, group and queue names.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
+
+// FuzzValidateName: the Go check and the SQL check (valid_name, the
+// authority) agree on every string, and the Go check matches the
+// documented rule.
+func FuzzValidateName(f *testing.F) {
+	for _, s := range pgtest.Hostile {
+		f.Add(s)
+	}
+	tb := setup(f, nil)
+	sql := fmt.Sprintf(`SELECT %s.valid_name($1)`, pgx.Identifier{tb.Schema}.Sanitize())
+	f.Fuzz(func(t *testing.T, name string) {
+		goOK := pgmsg.ValidateName("topic", name) == nil
+		if goOK != nameRE.MatchString(name) {
+			t.Fatalf("ValidateName(%q) = %v, rule says %v", name, goOK, !goOK)
+		}
+		if !goOK && !errors.Is(pgmsg.ValidateName("topic", name), pgmsg.ErrInvalidName) {
+			t.Fatalf("ValidateName(%q): error is not ErrInvalidName", name)
+		}
+		if !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
+			return // PostgreSQL text cannot hold it; the Go check already refused it
+		}
+		var sqlOK bool
+		if err := tb.Pool.QueryRow(context.Background(), sql, name).Scan(&sqlOK); err != nil {
+			t.Fatalf("valid_name(%q): %v", name, err)
+		}
+		if sqlOK != goOK {
+			t.Fatalf("name %q: Go says %v, SQL says %v", name, goOK, sqlOK)
+		}
+	})
 }

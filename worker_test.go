@@ -14,13 +14,20 @@ import (
 	"github.com/pgmsg/pgmsg"
 )
 
-// runWorker starts a worker and returns a stop function that cancels it and
-// returns Run's error.
+// runWorker starts a worker of tb's client (startWorker).
 func (tb *testBundle) runWorker(t *testing.T, queue string, h pgmsg.JobHandler, opts *pgmsg.WorkerOpts) func() error {
 	t.Helper()
-	w, err := tb.client.NewWorker(queue, h, opts)
+	return startWorker(t, tb.ctx, tb.client, queue, h, opts)
+}
+
+// startWorker starts a worker of c on queue until ctx ends, and returns a
+// stop function that cancels it and returns Run's error (also called when
+// the test ends).
+func startWorker(t *testing.T, ctx context.Context, c *pgmsg.Client, queue string, h pgmsg.JobHandler, opts *pgmsg.WorkerOpts) func() error {
+	t.Helper()
+	w, err := c.NewWorker(queue, h, opts)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(tb.ctx)
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	var once sync.Once

@@ -41,12 +41,19 @@ import (
 
 // Env is one test's pgmsg: a migrated schema and a Client on it.
 type Env struct {
-	// Client works in Schema through the caller's pool.
+	// Client works in Schema through Pool.
 	Client *pgmsg.Client
 	// Schema is the test's schema, for SQL the test runs itself
 	// (pgx.Identifier{env.Schema, "topic"}.Sanitize() and the like).
 	Schema string
+	// Pool is the pool New was given.
+	Pool *pgxpool.Pool
 }
+
+// PollInterval is what a zero Config.PollInterval becomes in New: a test
+// should not wait for pgmsg.PollIntervalDefault, which is made for
+// production.
+const PollInterval = 50 * time.Millisecond
 
 var (
 	inMain   atomic.Bool
@@ -54,6 +61,18 @@ var (
 	closed   bool
 	supplies = map[string]*schemapool.Pool{} // by the pools' connection string
 )
+
+// Runner is what TestMain runs: a *testing.M.
+type Runner interface{ Run() int }
+
+type mainRunner struct{ m Runner }
+
+func (r mainRunner) Run() int { return run(r.m) }
+
+// WithMain wraps m to run as Main runs it, without exiting: for a TestMain
+// that hands m to another wrapper too (one that checks for leaked
+// goroutines, say), which must call the returned Runner's Run.
+func WithMain(m Runner) Runner { return mainRunner{m} }
 
 // Main runs the package's tests (call it from TestMain), with New taking
 // schemas migrated ahead in the background, then drops every schema still
@@ -66,7 +85,7 @@ var (
 func Main(m *testing.M) { os.Exit(run(m)) }
 
 // run is Main without the exit.
-func run(m interface{ Run() int }) int {
+func run(m Runner) int {
 	inMain.Store(true)
 	code := m.Run()
 	mu.Lock()
@@ -122,7 +141,8 @@ func supply(pool *pgxpool.Pool) (*schemapool.Pool, error) {
 
 // New migrates a new, uniquely named schema ("pgmsgtest_" and random hex)
 // in pool's database and returns a Client on it, configured by cfg (nil for
-// defaults; its Schema is replaced). When the test ends the client is
+// defaults; its Schema is replaced, a zero PollInterval becomes
+// PollInterval). When the test ends the client is
 // closed and the schema dropped. It fails the test if the database cannot
 // be migrated. Under Main, the schema was migrated ahead and is dropped
 // after the test in the background.
@@ -164,10 +184,27 @@ func New(tb testing.TB, pool *pgxpool.Pool, cfg *pgmsg.Config) *Env {
 		c = *cfg
 	}
 	c.Schema = schema
+	if c.PollInterval == 0 {
+		c.PollInterval = PollInterval
+	}
 	client, err := pgmsg.NewClient(pool, &c)
 	if err != nil {
 		tb.Fatalf("pgmsgtest: %v", err)
 	}
 	tb.Cleanup(client.Close) // runs before the drop (cleanups run last-in first-out)
-	return &Env{Client: client, Schema: schema}
+	return &Env{Client: client, Schema: schema, Pool: pool}
+}
+
+// Token creates an API token (for the HTTP API, the dashboard or the Kafka
+// listener) named name with scopes, and returns its secret. It fails the
+// test if the token cannot be created.
+func (e *Env) Token(tb testing.TB, name string, scopes ...string) string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	secret, _, err := e.Client.CreateToken(ctx, name, scopes, nil)
+	if err != nil {
+		tb.Fatalf("pgmsgtest: create token %s: %v", name, err)
+	}
+	return secret
 }

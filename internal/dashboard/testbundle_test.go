@@ -17,7 +17,8 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/httpapi"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/pgmsgtest"
 )
 
 type testBundle struct {
@@ -38,7 +39,8 @@ type testBundle struct {
 // mounted as `pgmsg serve` mounts it, an admin and a read-only token.
 func setup(t *testing.T, cfg *httpapi.Config) *testBundle {
 	t.Helper()
-	b := testbundle.New(t, &testbundle.Opts{MaxConns: 12, Timeout: 3 * time.Minute})
+	b := pgmsgtest.New(t, pgtest.Pool(t, &pgtest.Opts{MaxConns: 12}), nil)
+	ctx := pgtest.Context(t, 3*time.Minute)
 	c := httpapi.Config{}
 	if cfg != nil {
 		c = *cfg
@@ -49,8 +51,8 @@ func setup(t *testing.T, cfg *httpapi.Config) *testBundle {
 	dash, err := New(Config{API: srv, Client: b.Client})
 	require.NoError(t, err)
 	srv.Mount(Prefix, dash)
-	ts := testbundle.Serve(t, srv, srv.Drain)
-	return &testBundle{client: b.Client, api: srv, ts: ts, ctx: b.Ctx, sessions: map[string]string{},
+	ts := pgtest.Serve(t, srv, srv.Drain)
+	return &testBundle{client: b.Client, api: srv, ts: ts, ctx: ctx, sessions: map[string]string{},
 		admin: b.Token(t, "admin", pgmsg.ScopeAdmin), reader: b.Token(t, "viewer", pgmsg.ScopeRead)}
 }
 

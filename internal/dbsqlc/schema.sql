@@ -26,7 +26,7 @@ CREATE TABLE "pgmsg".topic (
     CONSTRAINT topic_name_valid CHECK (name ~ '^[A-Za-z0-9._-]{1,200}$')
 );
 
--- One row per topic partition: the offset counter of the seeds. Publishers
+-- One row per topic partition: the partition's offset counter. Publishers
 -- lock this row (UPDATE) to reserve a contiguous offset range; the lock is
 -- what makes offsets gapless and increasing in commit order. No indexed
 -- column is ever updated and fillfactor leaves room, so updates are HOT.
@@ -160,7 +160,7 @@ CREATE INDEX producer_state_updated ON "pgmsg".producer_state (updated_at);
 
 -- pgmsg 002: the job queue's tables (queues, jobs, payloads, archive).
 --
--- Templated like 001; its functions are in internal/migration/functions.
+-- Templated like 001_log.up.sql; its functions are in internal/migration/functions.
 --
 -- Life of a job (job.state):
 --
@@ -566,7 +566,7 @@ ALTER TABLE "pgmsg".record
 -- are the same value.
 ALTER TABLE "pgmsg".record ALTER COLUMN "timestamp" SET DEFAULT transaction_timestamp();
 
--- pgmsg 014: the Kafka listener's state (issue 50, internal/kafkasrv).
+-- pgmsg 014: the Kafka listener's state (internal/kafkasrv).
 --
 -- kafka_producer_id hands out the producer ids of InitProducerId: an
 -- idempotent Kafka producer's batches are stored by publish_idempotent()
@@ -1290,15 +1290,19 @@ BEGIN
     RETURN seg_end;
 END $function$;
 
--- A COPY publish (migration 012) is one simple-query message from the Go
--- client: SELECT _publish_copy_begin(...); COPY record (...) FROM STDIN;
--- SELECT * FROM _publish_copy_end(...), one implicit transaction. begin
--- reserves the batch's offsets on the partition's counter row, as the
--- direct publish statement does, and points the record table's offset
--- default at the partition's sequence, set to the first reserved offset:
--- COPY's rows take the offsets in order, under the row's lock. end checks
--- that the COPY stored exactly the records reserved and answers what
--- publish() answers. begin raises PM016 (nothing stored) when publish()
+-- A COPY publish is three statements in one implicit transaction: begin
+-- (_publish_copy_begin(), or the Go client's copyBeginSQL in
+-- internal/store/log_publish_copy.go, which runs the same statement files
+-- and calls _publish_copy_begin() only when its reservation finds nothing:
+-- a partition's first COPY, or a batch begin declines),
+-- COPY record (...) FROM STDIN, and end (_publish_copy_end(), or the Go
+-- client's copyEndSQL). begin reserves the batch's offsets on the
+-- partition's counter row (publish_copy_reserve.sql), as the direct
+-- publish statement does, and points the record table's offset default at
+-- the partition's sequence, set to the first reserved offset
+-- (publish_copy_point.sql): COPY's rows take the offsets in order, under
+-- the row's lock. end checks that the COPY stored exactly the records
+-- reserved and answers what publish() answers (publish_copy_end.sql). begin raises PM016 (nothing stored) when publish()
 -- has more to do: an unknown topic or partition, backpressure settings, a
 -- batch reaching past the segments created so far, or a record that may
 -- exceed max_record_bytes (p_max_record: the client's upper bound of the
@@ -1471,8 +1475,8 @@ BEGIN
     IF base IS NULL THEN
         PERFORM "pgmsg"._raise('PM016', 'publish with publish()');
     END IF;
-    PERFORM set_config('pgmsg.copy_offset_seq', seq::text, true);
-    PERFORM setval(seq::regclass, base, false);
+    -- The Go client's too (statements/publish_copy_point.sql).
+    PERFORM pg_catalog.set_config('pgmsg.copy_offset_seq', seq::text, true) || pg_catalog.setval(seq::regclass, base, false)::text;
 END $function$;
 
 CREATE OR REPLACE FUNCTION "pgmsg"._publish_copy_end(p_topic_id integer, p_partition integer, p_count integer)
@@ -4020,8 +4024,8 @@ END $function$;
 --
 -- A unique key alone is unique among the queue's live jobs (waiting or
 -- running): once its job finishes, the key can be used again. With a
--- window, it is unique within the window whatever became of its job
--- (migration 009): windows are fixed and aligned to the Unix epoch (1 hour:
+-- window (p_unique_fors), it is unique within the window whatever became
+-- of its job: windows are fixed and aligned to the Unix epoch (1 hour:
 -- from the top of each hour, UTC), the job's unique_key is
 -- <key>@<window start, UTC> (a live job of another window does not make it
 -- a duplicate), and a duplicate returns the window's job: its state if it is
@@ -4304,7 +4308,7 @@ AS $function$
 $function$;
 
 -- job_claim: see _job_claim. A paused queue hands out nothing; a queue
--- with a rate_limit or max_running (migration 010) hands out at most what
+-- with a rate_limit or max_running (queue settings) hands out at most what
 -- its limits allow now, its claims taking turns on the queue's row. The
 -- arguments are checked first (PM004), before the queue is looked up
 -- (PM003, PM101) or found paused: a bad argument is refused whatever else
@@ -4340,8 +4344,8 @@ BEGIN
         RETURN QUERY SELECT * FROM "pgmsg"._job_claim(p_queue, p_limit, p_lease, p_worker, p_max_bytes, p_async);
         RETURN;
     END IF;
-    -- A limited queue (migration 010): its claims take turns on the queue's
-    -- row until they commit, so the running count and the token bucket
+    -- A limited queue (rate_limit, max_running): its claims take turns on
+    -- the queue's row until they commit, so the running count and the token bucket
     -- they read are exact.
     SELECT * INTO q FROM "pgmsg".queue qq WHERE qq.queue_id = q.queue_id FOR UPDATE;
     IF q.paused THEN
@@ -5217,7 +5221,7 @@ BEGIN
 END $function$;
 
 -- ---------------------------------------------------------------------------
--- Periodic jobs (migration 008)
+-- Periodic jobs (periodic_job; periodic.go)
 -- ---------------------------------------------------------------------------
 
 -- _cron_field parses one field of a cron expression into its sorted
@@ -5722,7 +5726,7 @@ END $function$;
 -- token_scram returns the live (not revoked, not expired) token named
 -- p_name with its SCRAM verifier of p_mechanism (salt, iterations,
 -- stored_key, server_key), NULL when the token has none (created before
--- migration 017 or without verifiers); no row when no live token has the
+-- token_create without verifiers); no row when no live token has the
 -- name. For the Kafka listener's SASL/SCRAM, which learns the username
 -- before the proof. SECURITY INVOKER on purpose: only a role that may read
 -- the token tables (the admin, which `pgmsg serve` runs as) gets the
@@ -5793,7 +5797,7 @@ BEGIN
 END $function$;
 
 -- role_privileges is the one table of what each of the schema's roles
--- (003_auth) may do: _roles_grant() grants exactly these rows and nothing
+-- (003_auth.up.sql) may do: _roles_grant() grants exactly these rows and nothing
 -- else, docs/operations.md ("Database roles") lists them, and
 -- TestRolesGrantsMatchTable compares the database's grants with them.
 --   kind      schema | table | sequence | function | segments
@@ -5905,7 +5909,7 @@ AS $function$
     ('admin',    'function', '_group_expire(interval, integer)', 'EXECUTE')
 $function$;
 
--- _roles_grant (re)applies the grants of the schema's roles (003_auth):
+-- _roles_grant (re)applies the grants of the schema's roles (003_auth.up.sql):
 -- it revokes every privilege the roles hold in the schema, then grants
 -- the rows of role_privileges(), and returns how many of the roles exist.
 -- Segments created later get theirs from _segment_create. The migrator

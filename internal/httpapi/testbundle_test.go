@@ -13,11 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/pgmsgtest"
 )
 
 type testBundle struct {
-	*testbundle.Bundle
+	*pgmsgtest.Env
 	client *pgmsg.Client
 	server *Server
 	ts     *httptest.Server
@@ -30,7 +31,8 @@ type testBundle struct {
 // admin token. cfg may be nil; its Client is filled in.
 func setup(t *testing.T, cfg *Config) *testBundle {
 	t.Helper()
-	b := testbundle.New(t, &testbundle.Opts{MaxConns: 12, Timeout: time.Minute})
+	b := pgmsgtest.New(t, pgtest.Pool(t, &pgtest.Opts{MaxConns: 12}), nil)
+	ctx := pgtest.Context(t, time.Minute)
 	c := Config{}
 	if cfg != nil {
 		c = *cfg
@@ -38,13 +40,18 @@ func setup(t *testing.T, cfg *Config) *testBundle {
 	c.Client = b.Client
 	srv, err := New(c)
 	require.NoError(t, err)
-	ts := testbundle.Serve(t, srv, srv.Drain)
-	return &testBundle{Bundle: b, client: b.Client, server: srv, ts: ts, ctx: b.Ctx,
+	ts := pgtest.Serve(t, srv, srv.Drain)
+	return &testBundle{Env: b, client: b.Client, server: srv, ts: ts, ctx: ctx,
 		admin: b.Token(t, "admin", pgmsg.ScopeAdmin)}
 }
 
-// topic creates a topic with 64-record segments.
-func (tb *testBundle) topic(t *testing.T, name string, partitions int) { tb.Topic(t, name, partitions) }
+// topic creates a topic with 64-record segments, so that a test crosses
+// segment boundaries with few records.
+func (tb *testBundle) topic(t *testing.T, name string, partitions int) {
+	t.Helper()
+	_, err := tb.client.CreateTopic(tb.ctx, name, pgmsg.TopicConfig{Partitions: partitions, SegmentRecords: 64})
+	require.NoError(t, err)
+}
 
 // response is a decoded HTTP answer.
 type response struct {

@@ -18,7 +18,8 @@ import (
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/cli"
 	"github.com/pgmsg/pgmsg/internal/kafkasrv"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/pgmsgtest"
 )
 
 // TestKcatSCRAM drives librdkafka (Debian's kcat) through SASL/SCRAM-SHA-256
@@ -96,8 +97,8 @@ func TestKcatSCRAM(t *testing.T) {
 // every record to its partition and offset.
 func TestMirrorIntoListenerSCRAM(t *testing.T) {
 	dst := startPgmsgServer(t, kafkasrv.Config{RequireAuth: true}, 5*time.Minute)
-	src := testbundle.New(t, &testbundle.Opts{MaxConns: 8})
-	ctx := src.Ctx
+	src := pgmsgtest.New(t, pgtest.Pool(t, &pgtest.Opts{MaxConns: 8}), nil)
+	ctx := pgtest.Context(t, 2*time.Minute)
 	for _, c := range []*pgmsg.Client{src.Client, dst.Client} {
 		_, err := c.CreateTopic(ctx, "orders", pgmsg.TopicConfig{Partitions: 2})
 		require.NoError(t, err)
@@ -116,7 +117,7 @@ func TestMirrorIntoListenerSCRAM(t *testing.T) {
 	good := secretFile("good", dst.Token(t, "mirror", "publish:orders", "consume:orders"))
 	wrong := secretFile("wrong", "pgm_not_the_secret")
 	mirror := func(passwordFile string) (int, string) {
-		args := []string{"mirror", "--database-url", src.URL, "--schema", src.Schema, "--brokers", dst.addr,
+		args := []string{"mirror", "--database-url", pgtest.URL(t), "--schema", src.Schema, "--brokers", dst.addr,
 			"--topics", "orders", "--drain", "--progress", "0", "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "mirror",
 			"--sasl-password-file", passwordFile}
 		var stdout, stderr bytes.Buffer

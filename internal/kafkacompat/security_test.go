@@ -16,9 +16,10 @@ import (
 	"github.com/pgmsg/pgmsg/internal/cli"
 	"github.com/pgmsg/pgmsg/internal/conformance"
 	"github.com/pgmsg/pgmsg/internal/kafkasrv"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
 	"github.com/pgmsg/pgmsg/internal/testtls"
 	"github.com/pgmsg/pgmsg/pgmsgkafka"
+	"github.com/pgmsg/pgmsg/pgmsgtest"
 )
 
 // TestPgmsgKafkaOverListener runs the log interfaces' conformance suite
@@ -50,8 +51,8 @@ func TestPgmsgKafkaOverListener(t *testing.T) {
 func TestMirrorIntoListenerTLS(t *testing.T) {
 	certs := testtls.New(t)
 	dst := startPgmsgServer(t, kafkasrv.Config{TLS: certs.Server(true)}, 5*time.Minute)
-	src := testbundle.New(t, &testbundle.Opts{MaxConns: 8})
-	ctx := src.Ctx
+	src := pgmsgtest.New(t, pgtest.Pool(t, &pgtest.Opts{MaxConns: 8}), nil)
+	ctx := pgtest.Context(t, 2*time.Minute)
 	_, err := src.Client.CreateTopic(ctx, "orders", pgmsg.TopicConfig{Partitions: 3})
 	require.NoError(t, err)
 	base := time.UnixMilli(1764979200000)
@@ -66,7 +67,7 @@ func TestMirrorIntoListenerTLS(t *testing.T) {
 	}
 	require.NoError(t, src.Client.Publish(ctx, recs, nil))
 
-	args := []string{"mirror", "--database-url", src.URL, "--schema", src.Schema, "--brokers", dst.addr,
+	args := []string{"mirror", "--database-url", pgtest.URL(t), "--schema", src.Schema, "--brokers", dst.addr,
 		"--topics", "orders", "--create-topics", "--drain", "--progress", "0", "--tls-ca", certs.CAFile}
 	var stdout, stderr bytes.Buffer
 	code := cli.Main(args, strings.NewReader(""), &stdout, &stderr)
@@ -110,8 +111,8 @@ func strconvI(n int64) string { return strconv.FormatInt(n, 10) }
 func TestMirrorIntoListenerSASL(t *testing.T) {
 	certs := testtls.New(t)
 	dst := startPgmsgServer(t, kafkasrv.Config{TLS: certs.Server(false), RequireAuth: true}, 5*time.Minute)
-	src := testbundle.New(t, &testbundle.Opts{MaxConns: 8})
-	ctx := src.Ctx
+	src := pgmsgtest.New(t, pgtest.Pool(t, &pgtest.Opts{MaxConns: 8}), nil)
+	ctx := pgtest.Context(t, 2*time.Minute)
 	for _, c := range []*pgmsg.Client{src.Client, dst.Client} {
 		_, err := c.CreateTopic(ctx, "orders", pgmsg.TopicConfig{Partitions: 2})
 		require.NoError(t, err)
@@ -132,7 +133,7 @@ func TestMirrorIntoListenerSASL(t *testing.T) {
 	wrong := secretFile("wrong", "pgmsg_not_a_token")
 	mirror := func(passwordFile string, extra ...string) (int, string, string) {
 		args := append([]string{"mirror"}, extra...)
-		args = append(args, "--database-url", src.URL, "--schema", src.Schema, "--brokers", dst.addr,
+		args = append(args, "--database-url", pgtest.URL(t), "--schema", src.Schema, "--brokers", dst.addr,
 			"--topics", "orders", "--tls-ca", certs.CAFile, "--sasl-mechanism", "PLAIN", "--sasl-user", "mirror",
 			"--sasl-password-file", passwordFile)
 		var stdout, stderr bytes.Buffer

@@ -15,7 +15,8 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/kafkasrv"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/pgmsgtest"
 )
 
 // rec is a record as a client wrote or read it: the fields every client
@@ -99,7 +100,9 @@ func forEachTarget(t *testing.T, fn func(t *testing.T, tg *target)) {
 
 // pgmsgServer is an in-process listener over a fresh schema.
 type pgmsgServer struct {
-	*testbundle.Bundle
+	*pgmsgtest.Env
+	// Ctx ends after startPgmsgServer's timeout.
+	Ctx  context.Context
 	srv  *kafkasrv.Server
 	addr string
 }
@@ -108,7 +111,7 @@ type pgmsgServer struct {
 // (its Client set here) over a schema of the test's own.
 func startPgmsgServer(t *testing.T, cfg kafkasrv.Config, timeout time.Duration) *pgmsgServer {
 	t.Helper()
-	b := testbundle.New(t, &testbundle.Opts{MaxConns: 32, Timeout: timeout})
+	b := pgmsgtest.New(t, pgtest.Pool(t, &pgtest.Opts{MaxConns: 32}), nil)
 	cfg.Client = b.Client
 	var srv *kafkasrv.Server
 	withGroups(t, &cfg, func(ctx context.Context, kind, name, op string) bool { return srv.Authorize(ctx, kind, name, op) })
@@ -122,7 +125,7 @@ func startPgmsgServer(t *testing.T, cfg kafkasrv.Config, timeout time.Duration) 
 		require.NoError(t, srv.Close())
 		require.NoError(t, <-done)
 	})
-	return &pgmsgServer{Bundle: b, srv: srv, addr: ln.Addr().String()}
+	return &pgmsgServer{Env: b, Ctx: pgtest.Context(t, timeout), srv: srv, addr: ln.Addr().String()}
 }
 
 func startPgmsg(t *testing.T) *target {

@@ -18,20 +18,30 @@ import (
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/kafkagroup"
 	"github.com/pgmsg/pgmsg/internal/kafkasrv"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/pgmsgtest"
 )
 
 // Real franz-go clients (kgo group consumers, kadm) against the listener
 // with the coordinator, started in-process on 127.0.0.1:0.
 
 type listener struct {
-	*testbundle.Bundle
+	*pgmsgtest.Env
+	// Ctx ends after three minutes.
+	Ctx  context.Context
 	addr string
+}
+
+// newEnv gives the test a schema of its own and a Client on it, with no
+// listener yet.
+func newEnv(t *testing.T) *listener {
+	t.Helper()
+	return &listener{Env: pgmsgtest.New(t, pgtest.Pool(t, &pgtest.Opts{MaxConns: 24}), nil), Ctx: pgtest.Context(t, 3*time.Minute)}
 }
 
 func listen(t *testing.T) *listener {
 	t.Helper()
-	b := testbundle.New(t, &testbundle.Opts{MaxConns: 24, Timeout: 3 * time.Minute})
+	b := newEnv(t)
 	coord, err := kafkagroup.New(kafkagroup.Config{Client: b.Client, MinSessionTimeout: 100 * time.Millisecond})
 	require.NoError(t, err)
 	srv, err := kafkasrv.New(kafkasrv.Config{Client: b.Client, Groups: coord})
@@ -45,7 +55,8 @@ func listen(t *testing.T) *listener {
 		require.NoError(t, <-done)
 		coord.Close()
 	})
-	return &listener{Bundle: b, addr: ln.Addr().String()}
+	b.addr = ln.Addr().String()
+	return b
 }
 
 func (l *listener) kclient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
@@ -377,10 +388,10 @@ func TestKgoConsumerCrash(t *testing.T) {
 // PostgreSQL: its consumers carry on from their commits, nothing lost.
 func TestKgoGroupCoordinatorStops(t *testing.T) {
 	t.Parallel()
-	b := testbundle.New(t, &testbundle.Opts{MaxConns: 24, Timeout: 3 * time.Minute})
+	b := newEnv(t)
 	_, err := b.Client.CreateTopic(b.Ctx, "t", pgmsg.TopicConfig{Partitions: 4})
 	require.NoError(t, err)
-	l := &listener{Bundle: b}
+	l := b
 	l.publish(t, "t", 0, 200)
 	type proc struct {
 		srv   *kafkasrv.Server

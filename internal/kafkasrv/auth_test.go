@@ -22,7 +22,6 @@ import (
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/kafkagroup"
 	"github.com/pgmsg/pgmsg/internal/kafkasrv"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
 )
 
 // SASL/PLAIN with pgmsg tokens over TLS, and each request authorized by
@@ -32,7 +31,7 @@ import (
 // its connection before any request but ApiVersions.
 func TestAuth(t *testing.T) {
 	t.Parallel()
-	b := testbundle.New(t, &testbundle.Opts{MaxConns: 16, Timeout: 2 * time.Minute})
+	b := newEnv(t, 16, 2*time.Minute)
 	ctx := b.Ctx
 	for _, name := range []string{"orders", "other"} {
 		_, err := b.Client.CreateTopic(ctx, name, pgmsg.TopicConfig{Partitions: 1})

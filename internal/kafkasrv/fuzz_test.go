@@ -12,7 +12,6 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/kafkasrv"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
 )
 
 // FuzzRequest sends one request frame (the fuzzed bytes after the size)
@@ -22,7 +21,7 @@ import (
 //
 //	go test -run '^$' -fuzz FuzzRequest -fuzztime 60s ./internal/kafkasrv/
 func FuzzRequest(f *testing.F) {
-	b := testbundle.New(f, &testbundle.Opts{MaxConns: 8, Timeout: time.Hour})
+	b := newEnv(f, 8, time.Hour)
 	_, err := b.Client.CreateTopic(b.Ctx, "fz", pgmsg.TopicConfig{Partitions: 2, MaxRecordBytes: 1000})
 	require.NoError(f, err)
 	srv, err := kafkasrv.New(kafkasrv.Config{Client: b.Client, MaxRequestBytes: 1 << 20, MaxFetchWait: 10 * time.Millisecond,

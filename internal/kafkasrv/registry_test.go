@@ -12,7 +12,6 @@ import (
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/kafkasrv"
 	"github.com/pgmsg/pgmsg/internal/store"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
 )
 
 // Two listeners on one schema form one cluster: each lists both, they
@@ -22,7 +21,7 @@ import (
 // partition and coordinates every group; one closed leaves at once.
 func TestCluster(t *testing.T) {
 	t.Parallel()
-	b := testbundle.New(t, &testbundle.Opts{MaxConns: 16, Timeout: 2 * time.Minute})
+	b := newEnv(t, 16, 2*time.Minute)
 	ctx := b.Ctx
 	_, err := b.Client.CreateTopic(ctx, "c", pgmsg.TopicConfig{Partitions: 8})
 	require.NoError(t, err)
@@ -117,7 +116,7 @@ func TestCluster(t *testing.T) {
 	require.Len(t, live, 1)
 }
 
-func storeBrokers(t *testing.T, b *testbundle.Bundle) ([]int32, []store.KafkaBroker, error) {
+func storeBrokers(t *testing.T, b *env) ([]int32, []store.KafkaBroker, error) {
 	t.Helper()
 	return store.New(b.Schema).KafkaBrokers(b.Ctx, b.Pool)
 }

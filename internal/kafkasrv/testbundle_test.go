@@ -1,6 +1,7 @@
 package kafkasrv_test
 
 import (
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -9,11 +10,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgmsg/pgmsg/internal/kafkasrv"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/pgmsgtest"
 )
 
+// env is a test's schema of its own and a Client on it (pgmsgtest.Env),
+// and a context that ends after timeout.
+type env struct {
+	*pgmsgtest.Env
+	Ctx context.Context
+}
+
+func newEnv(t testing.TB, maxConns int32, timeout time.Duration) *env {
+	t.Helper()
+	return &env{Env: pgmsgtest.New(t, pgtest.Pool(t, &pgtest.Opts{MaxConns: maxConns}), nil), Ctx: pgtest.Context(t, timeout)}
+}
+
 type testBundle struct {
-	*testbundle.Bundle
+	*env
 	srv  *kafkasrv.Server
 	addr string
 }
@@ -29,7 +43,7 @@ func setupTB(b *testing.B) *testBundle { return setupCfg(b, nil) }
 
 func setupCfg(t testing.TB, cfg *kafkasrv.Config) *testBundle {
 	t.Helper()
-	b := testbundle.New(t, &testbundle.Opts{MaxConns: 16, Timeout: 2 * time.Minute})
+	b := newEnv(t, 16, 2*time.Minute)
 	c := kafkasrv.Config{}
 	if cfg != nil {
 		c = *cfg
@@ -45,7 +59,7 @@ func setupCfg(t testing.TB, cfg *kafkasrv.Config) *testBundle {
 		require.NoError(t, srv.Close())
 		require.NoError(t, <-done)
 	})
-	return &testBundle{Bundle: b, srv: srv, addr: ln.Addr().String()}
+	return &testBundle{env: b, srv: srv, addr: ln.Addr().String()}
 }
 
 // kclient returns a franz-go client of the listener, closed at the end.

@@ -66,9 +66,6 @@ type gatherer struct {
 	gathered atomic.Int64
 }
 
-// GatherWait is Config.GatherWait (0: claims are not gathered).
-func (r *Reader) GatherWait() time.Duration { return r.gather.wait }
-
 // GatheredClaims is how many claims gathered statements have settled
 // (for tests and diagnostics).
 func (r *Reader) GatheredClaims() int64 { return r.gather.gathered.Load() }

@@ -22,7 +22,7 @@ CREATE TABLE {{schema}}.topic (
     CONSTRAINT topic_name_valid CHECK (name ~ '^[A-Za-z0-9._-]{1,200}$')
 );
 
--- One row per topic partition: the offset counter of the seeds. Publishers
+-- One row per topic partition: the partition's offset counter. Publishers
 -- lock this row (UPDATE) to reserve a contiguous offset range; the lock is
 -- what makes offsets gapless and increasing in commit order. No indexed
 -- column is ever updated and fillfactor leaves room, so updates are HOT.

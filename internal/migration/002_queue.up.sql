@@ -1,6 +1,6 @@
 -- pgmsg 002: the job queue's tables (queues, jobs, payloads, archive).
 --
--- Templated like 001; its functions are in internal/migration/functions.
+-- Templated like 001_log.up.sql; its functions are in internal/migration/functions.
 --
 -- Life of a job (job.state):
 --

@@ -1,4 +1,4 @@
--- pgmsg 014: the Kafka listener's state (issue 50, internal/kafkasrv).
+-- pgmsg 014: the Kafka listener's state (internal/kafkasrv).
 --
 -- kafka_producer_id hands out the producer ids of InitProducerId: an
 -- idempotent Kafka producer's batches are stored by publish_idempotent()

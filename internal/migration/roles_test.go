@@ -104,10 +104,17 @@ func TestRolesLeastPrivilege(t *testing.T) {
 	// touch the queue or read tokens.
 	consumer, consumerPool := roleClient(t, tb, "consumer")
 	var got atomic.Int64
-	m := startMember(t, consumer, "t", "g", pgmsg.ConsumerOpts{MemberID: "c1", HeartbeatInterval: 100 * time.Millisecond},
-		func(_ context.Context, cl *pgmsg.Claim) error { got.Add(int64(len(cl.Records))); return nil })
+	cn, err := consumer.NewConsumer("t", "g", &pgmsg.ConsumerOpts{MemberID: "c1", HeartbeatInterval: 100 * time.Millisecond})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- cn.Run(runCtx, func(_ context.Context, cl *pgmsg.Claim) error { got.Add(int64(len(cl.Records))); return nil })
+	}()
 	require.Eventually(t, func() bool { return got.Load() == int64(len(recs))+1 }, 30*time.Second, 20*time.Millisecond) // + the idempotent record
-	m.stop(t)
+	stop()
+	require.ErrorIs(t, <-ran, context.Canceled)
+	cn.Close()
 	err = consumer.Publish(ctx, []*pgmsg.Record{{Topic: "t", Value: []byte("x")}}, nil)
 	require.True(t, isDenied(err), "consumer publishes: %v", err)
 	denied(t, consumerPool, "SELECT * FROM "+q("token"))

@@ -3,12 +3,13 @@ package migration_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
+	"github.com/pgmsg/pgmsg/pgmsgtest"
 )
 
 // The SQL API against PostgreSQL: its rules, its functions' privileges
@@ -16,27 +17,34 @@ import (
 // freshly migrated schema of its own; a test that checks what a Go call
 // gets from the SQL API calls it through a pgmsg.Client on that schema.
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(pgmsgtest.WithMain(m)) }
 
-// testBundle is a test's schema, pool, client and context
-// (internal/testbundle), with the short names the tests use.
+// testBundle is a test's pgmsg (pgmsgtest.Env: a migrated schema of its
+// own, the pool, a Client on it), the test server's URL and a context that
+// ends after two minutes.
 type testBundle struct {
-	*testbundle.Bundle
+	*pgmsgtest.Env
+	URL    string
 	client *pgmsg.Client
 	ctx    context.Context
 }
 
 // setup gives a test a migrated schema of its own and a client on it
 // configured by cfg (nil for defaults; Schema is replaced, PollInterval
-// defaults to 50ms).
+// defaults to pgmsgtest.PollInterval).
 func setup(t *testing.T, cfg *pgmsg.Config) *testBundle {
 	t.Helper()
-	b := testbundle.New(t, &testbundle.Opts{MaxConns: 24, Config: cfg})
-	return &testBundle{Bundle: b, client: b.Client, ctx: b.Ctx}
+	env := pgmsgtest.New(t, pgtest.Pool(t, &pgtest.Opts{MaxConns: 24}), cfg)
+	return &testBundle{Env: env, URL: pgtest.URL(t), client: env.Client, ctx: pgtest.Context(t, 2*time.Minute)}
 }
 
-// topic creates a topic with 64-record segments.
-func (tb *testBundle) topic(t *testing.T, name string, partitions int) { tb.Topic(t, name, partitions) }
+// topic creates a topic with 64-record segments, so that a test crosses
+// segment boundaries with few records.
+func (tb *testBundle) topic(t *testing.T, name string, partitions int) {
+	t.Helper()
+	_, err := tb.client.CreateTopic(tb.ctx, name, pgmsg.TopicConfig{Partitions: partitions, SegmentRecords: 64})
+	require.NoError(t, err)
+}
 
 func ptr[T any](v T) *T { return &v }
 
@@ -46,33 +54,6 @@ func requireCode(t *testing.T, err error, sentinel error, code string) {
 	require.Error(t, err)
 	require.ErrorIs(t, err, sentinel)
 	require.Equal(t, code, pgmsg.ErrorCode(err))
-}
-
-// member runs one group consumer in the background.
-type member struct {
-	c      *pgmsg.Consumer
-	cancel context.CancelFunc
-	done   chan error
-}
-
-// startMember starts a group consumer of topic running handler.
-func startMember(t *testing.T, client *pgmsg.Client, topic, group string, opts pgmsg.ConsumerOpts,
-	handler func(ctx context.Context, cl *pgmsg.Claim) error) *member {
-	t.Helper()
-	c, err := client.NewConsumer(topic, group, &opts)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &member{c: c, cancel: cancel, done: make(chan error, 1)}
-	go func() { m.done <- c.Run(ctx, handler) }()
-	return m
-}
-
-// stop ends the member gracefully: Run returns, then Close leaves the group.
-func (m *member) stop(t *testing.T) {
-	t.Helper()
-	m.cancel()
-	require.ErrorIs(t, <-m.done, context.Canceled)
-	m.c.Close()
 }
 
 // queue creates a queue with cfg.

@@ -1,7 +1,6 @@
 package migration_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -33,28 +32,6 @@ func storedRecords(t *testing.T, tb *testBundle, topic string) int64 {
 		n += p.NextOffset
 	}
 	return n
-}
-
-// enqueueN enqueues n jobs (mk(i), or a small JSON payload when mk is nil).
-func (tb *testBundle) enqueueN(t *testing.T, queue string, n int, mk func(i int) pgmsg.EnqueueParams) []int64 {
-	t.Helper()
-	var ids []int64
-	for start := 0; start < n; start += 500 {
-		var ps []pgmsg.EnqueueParams
-		for i := start; i < min(n, start+500); i++ {
-			p := pgmsg.EnqueueParams{Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
-			if mk != nil {
-				p = mk(i)
-			}
-			ps = append(ps, p)
-		}
-		res, err := tb.client.EnqueueMany(tb.ctx, queue, ps, nil)
-		require.NoError(t, err)
-		for _, r := range res {
-			ids = append(ids, r.ID)
-		}
-	}
-	return ids
 }
 
 // The whole cycle in plain SQL on a separate connection, without the Go
@@ -311,9 +288,8 @@ func TestJobClaimMaxBytesSQL(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	b.queue(t, "q", pgmsg.QueueConfig{})
-	b.enqueueN(t, "q", 4, func(i int) pgmsg.EnqueueParams {
-		return pgmsg.EnqueueParams{Payload: bytes.Repeat([]byte{'x'}, 100)}
-	})
+	_, err := b.Pool.Exec(b.ctx, b.sqlAPI(`SELECT {s}.enqueue_many('q', array_fill(repeat('x', 100)::bytea, ARRAY[4]))`))
+	require.NoError(t, err)
 	var n int
 	require.NoError(t, b.Pool.QueryRow(b.ctx, b.sqlAPI(
 		`SELECT count(*) FROM {s}.job_claim('q', 10, NULL, 'psql', 250)`)).Scan(&n))
@@ -321,6 +297,6 @@ func TestJobClaimMaxBytesSQL(t *testing.T) {
 	require.NoError(t, b.Pool.QueryRow(b.ctx, b.sqlAPI(
 		`SELECT count(*) FROM {s}.job_claim('q', 10, p_max_bytes => NULL)`)).Scan(&n))
 	require.Equal(t, 2, n)
-	_, err := b.Pool.Exec(b.ctx, b.sqlAPI(`SELECT * FROM {s}.job_claim('q', 1, NULL, NULL, 0)`))
+	_, err = b.Pool.Exec(b.ctx, b.sqlAPI(`SELECT * FROM {s}.job_claim('q', 1, NULL, NULL, 0)`))
 	require.ErrorContains(t, err, "max_bytes must be at least 1")
 }

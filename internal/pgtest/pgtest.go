@@ -19,6 +19,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -207,12 +209,26 @@ func take(tb testing.TB) (string, func() error) {
 }
 
 // Schema gives the test a freshly migrated schema of its own and returns
-// a pool for it (search_path empty). The pool is closed and the schema
-// dropped when the test ends.
+// a pool for it (Pool's). The pool is closed and the schema dropped when
+// the test ends.
 func Schema(tb testing.TB, opts *Opts) *Bundle {
 	tb.Helper()
 	base := URL(tb)
-	cfg, err := pgxpool.ParseConfig(base)
+	schema, drop := take(tb)
+	tb.Cleanup(func() { // after the pool's close (cleanups run last-in first-out)
+		if err := drop(); err != nil {
+			tb.Errorf("pgtest: %v", err)
+		}
+	})
+	return &Bundle{Pool: Pool(tb, opts), Schema: schema, URL: base}
+}
+
+// Pool returns a pool of the test's own on the test server (URL), with an
+// empty search_path so that an unqualified query fails. It is closed when
+// the test ends; a connection never released fails the test.
+func Pool(tb testing.TB, opts *Opts) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(URL(tb))
 	if err != nil {
 		tb.Fatalf("pgtest: parse URL: %v", err)
 	}
@@ -221,12 +237,8 @@ func Schema(tb testing.TB, opts *Opts) *Bundle {
 		cfg.MaxConns = opts.MaxConns
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = ""
-	schema, drop := take(tb)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		if err := drop(); err != nil {
-			tb.Errorf("pgtest: %v", err)
-		}
 		tb.Fatalf("pgtest: connect: %v", err)
 	}
 	tb.Cleanup(func() {
@@ -242,12 +254,29 @@ func Schema(tb testing.TB, opts *Opts) *Bundle {
 		select {
 		case <-closed:
 		case <-time.After(10 * time.Second):
-			tb.Errorf("pgtest: closing the pool of schema %s timed out: %d connection(s) never released (leaked)",
-				schema, pool.Stat().AcquiredConns())
-		}
-		if err := drop(); err != nil {
-			tb.Errorf("pgtest: %v", err)
+			tb.Errorf("pgtest: closing a test's pool timed out: %d connection(s) never released (leaked)",
+				pool.Stat().AcquiredConns())
 		}
 	})
-	return &Bundle{Pool: pool, Schema: schema, URL: base}
+	return pool
+}
+
+// Context returns a context that ends after timeout, or when the test
+// ends (before the test's earlier cleanups run).
+func Context(tb testing.TB, timeout time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// Serve serves h over HTTP for the test's duration. When the test ends,
+// drain (if not nil) runs first, then the server is closed.
+func Serve(tb testing.TB, h http.Handler, drain func()) *httptest.Server {
+	tb.Helper()
+	ts := httptest.NewServer(h)
+	tb.Cleanup(ts.Close)
+	if drain != nil {
+		tb.Cleanup(drain) // cleanups run last-in first-out
+	}
+	return ts
 }

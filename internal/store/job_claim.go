@@ -99,7 +99,7 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 // (internal/queue's direct claim).
 //
 // A paused queue hands out nothing: its reads find no queue id. Nor does a
-// queue with a rate limit or a running cap (migration 010): the statement
+// queue with a rate limit or a running cap (rate_limit, max_running): the statement
 // answers 'limited', and job_claim(), which applies the limits, claims.
 //
 // Reads, as job_claim() does: first any claimable job of a higher

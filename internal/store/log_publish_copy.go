@@ -19,20 +19,21 @@ import (
 
 // A COPY publish appends one partition's batch with COPY, which writes a
 // page of records per WAL record where the direct statement's INSERT
-// writes one per record (migration 012; docs/benchmarks.md has the
-// measurements). The whole publish is one pipeline of extended-protocol
-// messages and its data, written at once: copyBeginSQL reserves the
+// writes one per record (docs/benchmarks.md has the measurements). The
+// whole publish is one pipeline of extended-protocol messages and its
+// data, written at once: copyBeginSQL reserves the
 // offsets, COPY stores the records, copyEndSQL checks the count and
 // answers, in one implicit transaction (committed by the Sync at the end)
 // and one round trip.
 //
 // copyBeginSQL and copyEndSQL are what _publish_copy_begin() and
 // _publish_copy_end() do, as plain statements prepared once per
-// connection (they are the statement files publish_copy_reserve.sql and
-// publish_copy_end.sql, which the two functions run too): the functions' calls (PL/pgSQL, a pinned search_path, whose
+// connection (they are the statement files publish_copy_reserve.sql,
+// publish_copy_point.sql and publish_copy_end.sql, which the two functions
+// run too): the functions' calls (PL/pgSQL, a pinned search_path, whose
 // end walks every setting in PostgreSQL 15) and the parsing and planning
 // of a simple-query message cost a tenth of the server's time at batch 100
-// (docs/benchmarks.md, seventh pass). They call the functions for what
+// (a profile of that route; its history is in git). They call the functions for what
 // only the functions do: the first publish of a partition (its offset
 // sequence), declining (PM016) and the count check's error (PM004).
 //
@@ -56,7 +57,7 @@ func copyBegin(guard string) string {
     ` + stmt("publish_copy_reserve") + `
 )
 SELECT CASE ` + guard + `WHEN u.seq IS NULL THEN pgmsg._publish_copy_begin($1::integer, $2::integer, $3::integer, $4::bigint)::text
-            ELSE pg_catalog.set_config({{copy_offset_seq}}, u.seq::text, true) || pg_catalog.setval(u.seq::regclass, u.base, false)::text END
+            ELSE ` + stmt("publish_copy_point", "{{copy_offset_seq}}", "u.seq", "u.base") + ` END
   FROM (SELECT 1) one LEFT JOIN u ON true`
 }
 
@@ -188,7 +189,7 @@ func (s *Store) publishCopy(ctx context.Context, pool *pgxpool.Pool, b *PublishB
 
 	// The buffer is sized once: growing it as the records are appended
 	// copied each batch about twice more and was about half of the client's
-	// CPU at batch 1000 (docs/benchmarks.md, ninth pass).
+	// CPU at batch 1000 (profiled).
 	bp := copyBufs.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) <= copyPoolMaxBytes {
@@ -219,8 +220,8 @@ func (s *Store) publishCopy(ctx context.Context, pool *pgxpool.Pool, b *PublishB
 }
 
 // copyOffsetSeqSetting names the setting through which the record
-// table's offset default finds the partition's offset sequence (migration
-// 012); it is the same in every schema.
+// table's offset default (record."offset", set in 012_publish_copy.up.sql)
+// finds the partition's offset sequence; it is the same in every schema.
 const copyOffsetSeqSetting = "pgmsg.copy_offset_seq"
 
 // copyTexts are a store's COPY publish statements, made once: the begin

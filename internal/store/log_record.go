@@ -76,8 +76,7 @@ func newRecordDecoder(fds []pgconn.FieldDescription) *recordDecoder {
 // and value. A new chunk is sized for the rows still expected, each as
 // large as this one (up to chunkMax): a claim of records of one size
 // allocates what it holds, where a fixed 256 KiB chunk per read cleared
-// twice what a claim of 125 records of 1 KiB used (docs/benchmarks.md,
-// ninth pass).
+// twice what a claim of 125 records of 1 KiB used (profiled).
 func (d *recordDecoder) reserve(need int) {
 	if cap(d.chunk)-len(d.chunk) >= need {
 		return

@@ -68,7 +68,7 @@ type TokenSCRAM struct {
 }
 
 // TokenScram returns the live token named name and its SCRAM verifier of
-// mechanism (nil when it has none: created before migration 017), or a
+// mechanism (nil when it has none: created without verifiers), or a
 // nil token when no live token has the name. Only a role that may read
 // the token tables (admin) may call it.
 func (s *Store) TokenScram(ctx context.Context, exec DBTX, name, mechanism string) (*Token, *TokenSCRAM, error) {

@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/pgmsgtest"
 )
 
 // TestChaosNetwork is the bounded run of the slow and broken network: the
@@ -58,12 +59,24 @@ func TestChaosNetwork(t *testing.T) {
 	require.Positive(t, res.Report.JobsCompleted)
 }
 
+// chaosEnv is a test's schema of its own and a Client on it
+// (pgmsgtest.Env), and a context that ends after three minutes.
+type chaosEnv struct {
+	*pgmsgtest.Env
+	Ctx context.Context
+}
+
+func newChaosEnv(t *testing.T) *chaosEnv {
+	t.Helper()
+	return &chaosEnv{Env: pgmsgtest.New(t, pgtest.Pool(t, nil), nil), Ctx: pgtest.Context(t, 3*time.Minute)}
+}
+
 // proxied is a Client in a test schema of its own that reaches PostgreSQL
 // through a Proxy.
-func proxied(t *testing.T, cfg pgmsg.Config) (*testbundle.Bundle, *Proxy, *pgmsg.Client) {
+func proxied(t *testing.T, cfg pgmsg.Config) (*chaosEnv, *Proxy, *pgmsg.Client) {
 	t.Helper()
-	b := testbundle.New(t, &testbundle.Opts{Timeout: 3 * time.Minute})
-	u, err := url.Parse(b.URL)
+	b := newChaosEnv(t)
+	u, err := url.Parse(pgtest.URL(t))
 	require.NoError(t, err)
 	port := u.Port()
 	if port == "" {
@@ -85,7 +98,7 @@ func proxied(t *testing.T, cfg pgmsg.Config) (*testbundle.Bundle, *Proxy, *pgmsg
 	t.Cleanup(pool.Close)
 	cfg.Schema = b.Schema
 	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 50 * time.Millisecond
+		cfg.PollInterval = pgmsgtest.PollInterval
 	}
 	c, err := pgmsg.NewClient(pool, &cfg)
 	require.NoError(t, err)

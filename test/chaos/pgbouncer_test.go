@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
-	"github.com/pgmsg/pgmsg/internal/testbundle"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
 )
 
 // newBouncer starts a Bouncer in front of host:port for the test; without
@@ -56,9 +56,9 @@ const bouncedApp = "pgmsg-chaos-pgbouncer"
 // group reaches the end with every offset handled, and every acknowledged
 // job is completed.
 func TestPgBouncerFaults(t *testing.T) {
-	b := testbundle.New(t, &testbundle.Opts{Timeout: 3 * time.Minute})
+	b := newChaosEnv(t)
 	ctx := b.Ctx
-	u, err := url.Parse(b.URL)
+	u, err := url.Parse(pgtest.URL(t))
 	require.NoError(t, err)
 	port := u.Port()
 	if port == "" {

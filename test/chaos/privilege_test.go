@@ -16,9 +16,10 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
+	"github.com/pgmsg/pgmsg/pgmsgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(pgmsgtest.WithMain(m)) }
 
 // LeastPrivilegeSQL creates the application role of docs/reliability.md:
 // it may call the SQL API and read and write pgmsg's tables, and nothing

@@ -126,7 +126,7 @@ END $function$;
 -- token_scram returns the live (not revoked, not expired) token named
 -- p_name with its SCRAM verifier of p_mechanism (salt, iterations,
 -- stored_key, server_key), NULL when the token has none (created before
--- migration 017 or without verifiers); no row when no live token has the
+-- token_create without verifiers); no row when no live token has the
 -- name. For the Kafka listener's SASL/SCRAM, which learns the username
 -- before the proof. SECURITY INVOKER on purpose: only a role that may read
 -- the token tables (the admin, which `pgmsg serve` runs as) gets the
@@ -197,7 +197,7 @@ BEGIN
 END $function$;
 
 -- role_privileges is the one table of what each of the schema's roles
--- (003_auth) may do: _roles_grant() grants exactly these rows and nothing
+-- (003_auth.up.sql) may do: _roles_grant() grants exactly these rows and nothing
 -- else, docs/operations.md ("Database roles") lists them, and
 -- TestRolesGrantsMatchTable compares the database's grants with them.
 --   kind      schema | table | sequence | function | segments
@@ -309,7 +309,7 @@ AS $function$
     ('admin',    'function', '_group_expire(interval, integer)', 'EXECUTE')
 $function$;
 
--- _roles_grant (re)applies the grants of the schema's roles (003_auth):
+-- _roles_grant (re)applies the grants of the schema's roles (003_auth.up.sql):
 -- it revokes every privilege the roles hold in the schema, then grants
 -- the rows of role_privileges(), and returns how many of the roles exist.
 -- Segments created later get theirs from _segment_create. The migrator

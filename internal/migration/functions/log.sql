@@ -477,15 +477,19 @@ BEGIN
     RETURN seg_end;
 END $function$;
 
--- A COPY publish (migration 012) is one simple-query message from the Go
--- client: SELECT _publish_copy_begin(...); COPY record (...) FROM STDIN;
--- SELECT * FROM _publish_copy_end(...), one implicit transaction. begin
--- reserves the batch's offsets on the partition's counter row, as the
--- direct publish statement does, and points the record table's offset
--- default at the partition's sequence, set to the first reserved offset:
--- COPY's rows take the offsets in order, under the row's lock. end checks
--- that the COPY stored exactly the records reserved and answers what
--- publish() answers. begin raises PM016 (nothing stored) when publish()
+-- A COPY publish is three statements in one implicit transaction: begin
+-- (_publish_copy_begin(), or the Go client's copyBeginSQL in
+-- internal/store/log_publish_copy.go, which runs the same statement files
+-- and calls _publish_copy_begin() only when its reservation finds nothing:
+-- a partition's first COPY, or a batch begin declines),
+-- COPY record (...) FROM STDIN, and end (_publish_copy_end(), or the Go
+-- client's copyEndSQL). begin reserves the batch's offsets on the
+-- partition's counter row (publish_copy_reserve.sql), as the direct
+-- publish statement does, and points the record table's offset default at
+-- the partition's sequence, set to the first reserved offset
+-- (publish_copy_point.sql): COPY's rows take the offsets in order, under
+-- the row's lock. end checks that the COPY stored exactly the records
+-- reserved and answers what publish() answers (publish_copy_end.sql). begin raises PM016 (nothing stored) when publish()
 -- has more to do: an unknown topic or partition, backpressure settings, a
 -- batch reaching past the segments created so far, or a record that may
 -- exceed max_record_bytes (p_max_record: the client's upper bound of the
@@ -644,8 +648,8 @@ BEGIN
     IF base IS NULL THEN
         PERFORM {{schema}}._raise('PM016', 'publish with publish()');
     END IF;
-    PERFORM set_config('pgmsg.copy_offset_seq', seq::text, true);
-    PERFORM setval(seq::regclass, base, false);
+    -- The Go client's too (statements/publish_copy_point.sql).
+    PERFORM {{sql publish_copy_point('pgmsg.copy_offset_seq', seq, base)}};
 END $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}._publish_copy_end(p_topic_id integer, p_partition integer, p_count integer)

@@ -436,8 +436,8 @@ END $function$;
 --
 -- A unique key alone is unique among the queue's live jobs (waiting or
 -- running): once its job finishes, the key can be used again. With a
--- window, it is unique within the window whatever became of its job
--- (migration 009): windows are fixed and aligned to the Unix epoch (1 hour:
+-- window (p_unique_fors), it is unique within the window whatever became
+-- of its job: windows are fixed and aligned to the Unix epoch (1 hour:
 -- from the top of each hour, UTC), the job's unique_key is
 -- <key>@<window start, UTC> (a live job of another window does not make it
 -- a duplicate), and a duplicate returns the window's job: its state if it is
@@ -719,7 +719,7 @@ AS $function$
 $function$;
 
 -- job_claim: see _job_claim. A paused queue hands out nothing; a queue
--- with a rate_limit or max_running (migration 010) hands out at most what
+-- with a rate_limit or max_running (queue settings) hands out at most what
 -- its limits allow now, its claims taking turns on the queue's row. The
 -- arguments are checked first (PM004), before the queue is looked up
 -- (PM003, PM101) or found paused: a bad argument is refused whatever else
@@ -755,8 +755,8 @@ BEGIN
         RETURN QUERY SELECT * FROM {{schema}}._job_claim(p_queue, p_limit, p_lease, p_worker, p_max_bytes, p_async);
         RETURN;
     END IF;
-    -- A limited queue (migration 010): its claims take turns on the queue's
-    -- row until they commit, so the running count and the token bucket
+    -- A limited queue (rate_limit, max_running): its claims take turns on
+    -- the queue's row until they commit, so the running count and the token bucket
     -- they read are exact.
     SELECT * INTO q FROM {{schema}}.queue qq WHERE qq.queue_id = q.queue_id FOR UPDATE;
     IF q.paused THEN
@@ -1631,7 +1631,7 @@ BEGIN
 END $function$;
 
 -- ---------------------------------------------------------------------------
--- Periodic jobs (migration 008)
+-- Periodic jobs (periodic_job; periodic.go)
 -- ---------------------------------------------------------------------------
 
 -- _cron_field parses one field of a cron expression into its sorted
