@@ -34,6 +34,7 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/pgautofailover"
+	"github.com/pgmsg/pgmsg/internal/pgcluster"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
 	"github.com/pgmsg/pgmsg/internal/testbundle"
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
@@ -625,6 +626,10 @@ func TestThroughPgBouncer(t *testing.T) {
 // listen on (a monitor and two nodes each).
 const failoverBasePort = 26100
 
+// failoverTimeout bounds one failover test: starting a formation alone
+// takes up to three minutes on a loaded 2-core machine.
+const failoverTimeout = 6 * time.Minute
+
 // requireFailoverHarness skips the test when pg_auto_failover is not
 // installed, and fails it instead when PGMSG_REQUIRE_FAILOVER=1 (CI).
 func requireFailoverHarness(t *testing.T) {
@@ -767,6 +772,16 @@ func startFailoverRun(t *testing.T, ctx context.Context, f *pgautofailover.Forma
 			start := r.epochStart(wctx)
 			r.mu.Lock()
 			r.truncated++
+			// Whether the publisher had been told that records past the
+			// new epoch's start were stored (lost if so): what tells a
+			// lost acknowledged write from a shown, unacknowledged one.
+			ackedPast := 0
+			for _, off := range r.acked {
+				if off >= start {
+					ackedPast++
+				}
+			}
+			t.Logf("consumer: %d acknowledged records were at offsets from %d (the new epoch's start) on", ackedPast, start)
 			for off := range r.seen {
 				if off >= start {
 					delete(r.seen, off)
@@ -849,7 +864,7 @@ func (r *failoverRun) stored(ctx context.Context) map[int64]string {
 func TestFailoverSynchronous(t *testing.T) {
 	requireFailoverHarness(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
 	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-sync-"+strconv.Itoa(os.Getpid())),
 		BasePort: failoverBasePort, Log: t.Logf})
@@ -942,12 +957,13 @@ func TestFailoverSwitchover(t *testing.T) {
 	}
 	requireFailoverHarness(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
 	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-switch-"+strconv.Itoa(os.Getpid())),
 		BasePort: failoverBasePort + 20, Log: t.Logf})
 	require.NoError(t, err)
 	t.Cleanup(f.Stop) // after the clients' cleanups, which run first
+	t.Cleanup(func() { logFormation(t, f) })
 	r := startFailoverRun(t, ctx, f)
 
 	waitCtx(t, ctx, "load before the switchover", func() bool {
@@ -969,6 +985,23 @@ func TestFailoverSwitchover(t *testing.T) {
 	r.requireNothingLost(ctx, "switchover", before)
 }
 
+// logFormation logs, when t failed, what explains a failover: the
+// monitor's events and each node's log lines about synchronous
+// replication, promotion and shutdown.
+func logFormation(t *testing.T, f *pgautofailover.Formation) {
+	if !t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	events, err := f.Events(ctx)
+	t.Logf("monitor events (err %v):\n%s", err, strings.Join(events, "\n"))
+	for _, n := range f.Nodes {
+		t.Logf("node %s:\n%s", n.Name, strings.Join(f.ServerLog(n, "synchronous", "promote", "shutdown", "redo done",
+			"last completed transaction", "new timeline", "rewind", "consistent recovery"), "\n"))
+	}
+}
+
 // With asynchronous replication, a standby cut off from the primary
 // misses what the primary acknowledges meanwhile, and a failover to it
 // loses exactly that: the records acknowledged from the new primary's end
@@ -980,7 +1013,7 @@ func TestFailoverSwitchover(t *testing.T) {
 func TestFailoverAsynchronousLoss(t *testing.T) {
 	requireFailoverHarness(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
 	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-async-"+strconv.Itoa(os.Getpid())),
 		BasePort: failoverBasePort + 10, Async: true, Log: t.Logf})
@@ -1049,4 +1082,104 @@ func TestFailoverAsynchronousLoss(t *testing.T) {
 	defer r.mu.Unlock()
 	require.Empty(t, r.violations, "an offset handed over with another record without ErrLogTruncated")
 	require.Positive(t, r.truncated)
+}
+
+// What PostgreSQL does with a commit that waits for its synchronous
+// standby, shown on a server whose synchronous_standby_names names a
+// standby that never connects: the record a waiting publish wrote is not
+// visible to readers while the commit waits (the transaction stays in the
+// proc array until the standby confirms), so with synchronous replication
+// consumers are only given records the standby has. The exception is a
+// wait that ends without the standby: a query cancel (pg_cancel_backend,
+// a driver's cancel request) completes the commit with a WARNING and the
+// publish is acknowledged; a terminate (pg_terminate_backend, a fast
+// shutdown as in a switchover) closes the connection, so the publish is
+// not acknowledged, yet the record is visible from then on. Either way the
+// record is not on the standby, and a failover to it loses it: the log
+// epoch reports the offsets to consumers that were given them
+// (docs/reliability.md, "What a failover does").
+func TestSyncRepWaitEnds(t *testing.T) {
+	if _, err := pgcluster.FindBinaries(); err != nil {
+		if os.Getenv("PGMSG_REQUIRE_FAILOVER") == "1" {
+			t.Fatalf("PGMSG_REQUIRE_FAILOVER=1: %v", err)
+		}
+		t.Skipf("%v", err)
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"fsync": "off", "full_page_writes": "off"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Stop() })
+	pool, err := pgxpool.New(ctx, srv.URL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	m, err := pgmsgmigrate.New(pool, nil)
+	require.NoError(t, err)
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	client, err := pgmsg.NewClient(pool, &pgmsg.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	_, err = client.CreateTopic(ctx, "sync", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	// From now on every synchronous commit waits for a standby that never
+	// comes (reads and the admin statements below write no commit record).
+	for _, s := range []string{"ALTER SYSTEM SET synchronous_standby_names = 'nobody'", "SELECT pg_catalog.pg_reload_conf()"} {
+		_, err = pool.Exec(ctx, s)
+		require.NoError(t, err)
+	}
+	stored := func() []string {
+		recs, err := client.Fetch(ctx, "sync", 0, 0, 10)
+		require.NoError(t, err)
+		var out []string
+		for _, r := range recs {
+			out = append(out, string(r.Value))
+		}
+		return out
+	}
+	for _, end := range []string{"pg_cancel_backend", "pg_terminate_backend"} {
+		v := "ended by " + end
+		// Other commits that wait (a segment created in the background
+		// after a publish) hold their row locks until the wait ends: end
+		// them first, so that the publish below waits for the standby and
+		// not for them.
+		require.Eventually(t, func() bool {
+			var waiting int
+			err := pool.QueryRow(ctx, `SELECT count(pg_catalog.pg_cancel_backend(pid)) FROM pg_catalog.pg_stat_activity
+				WHERE wait_event = 'SyncRep'`).Scan(&waiting)
+			return err == nil && waiting == 0
+		}, 30*time.Second, 50*time.Millisecond)
+		done := make(chan error, 1)
+		go func() {
+			// The client retries a publish whose connection broke: the
+			// retry waits for the standby in turn until this deadline.
+			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+			defer pcancel()
+			done <- client.Publish(pctx, []*pgmsg.Record{{Topic: "sync", Value: []byte(v)}}, nil)
+		}()
+		// The publish's backend: the commit that waits for the standby
+		// (other waiting commits, which may hold a lock the publish needs,
+		// are ended meanwhile).
+		var pid int32
+		require.Eventually(t, func() bool {
+			_, _ = pool.Exec(ctx, `SELECT pg_catalog.pg_cancel_backend(pid) FROM pg_catalog.pg_stat_activity
+				WHERE wait_event = 'SyncRep' AND query NOT LIKE '%publish%'`)
+			err := pool.QueryRow(ctx, `SELECT pid FROM pg_catalog.pg_stat_activity WHERE wait_event = 'SyncRep'
+				AND query LIKE '%publish%'`).Scan(&pid)
+			return err == nil
+		}, 30*time.Second, 20*time.Millisecond, "the publish's commit waits for the standby")
+		require.NotContains(t, stored(), v, "a record is not visible while its commit waits for the standby")
+		var ok bool
+		require.NoError(t, pool.QueryRow(ctx, "SELECT pg_catalog."+end+"($1)", pid).Scan(&ok))
+		require.True(t, ok)
+		err := <-done
+		t.Logf("%s: publish returned %v; stored %q", end, err, stored())
+		require.Contains(t, stored(), v, "the commit is visible once its wait ended, though no standby has it")
+		if end == "pg_cancel_backend" {
+			require.NoError(t, err, "a cancelled wait completes the commit: the publish is acknowledged")
+		} else {
+			require.Error(t, err, "a terminated wait closes the connection: the publish is not acknowledged")
+		}
+	}
 }
