@@ -885,15 +885,16 @@ func TestFailoverSynchronous(t *testing.T) {
 		a, _, _, _ := r.counts()
 		return a >= ackedAtKill+200 && r.maintRuns.Load() > before+2 && r.client.IsMaintenanceLeader()
 	})
-	r.requireNothingLost(ctx, "synchronous", before)
+	r.requireNothingLost(ctx, "synchronous", before, false)
 }
 
 // requireNothingLost stops the publishers, waits for the group and the
 // worker to catch up, and requires that every acknowledged record is
 // stored at the offset it was given, once, with no offset gap, that the
 // group saw every offset's own record and no epoch error, and that every
-// acknowledged job was worked.
-func (r *failoverRun) requireNothingLost(ctx context.Context, what string, maintBefore int64) {
+// acknowledged job was worked. allowTruncated lets the group have got
+// ErrLogTruncated for records that were never acknowledged.
+func (r *failoverRun) requireNothingLost(ctx context.Context, what string, maintBefore int64, allowTruncated bool) {
 	t := r.t
 	t.Helper()
 	r.pausePublish.Store(true)
@@ -934,27 +935,27 @@ func (r *failoverRun) requireNothingLost(ctx context.Context, what string, maint
 		what, len(r.acked), len(r.jobs), len(stored), lost, maintBefore, r.maintRuns.Load())
 	require.Zero(t, lost, "acknowledged records lost")
 	require.Empty(t, r.violations)
-	require.Zero(t, r.truncated, "no epoch error when nothing was lost")
+	if !allowTruncated {
+		require.Zero(t, r.truncated, "no epoch error when nothing was lost")
+	} else if r.truncated > 0 {
+		t.Logf("%s: the group got ErrLogTruncated %d times, for records never acknowledged", what, r.truncated)
+	}
 }
 
 // A clean switchover (pg_autoctl perform switchover, as for planned
-// maintenance): the primary a is demoted once b has caught up, b is
-// promoted and a follows it. Nothing acknowledged is lost, the log has no
+// maintenance): a is told to stop (fast shutdown: its walsender sends b
+// all it wrote), b is promoted and a follows it. Nothing acknowledged is lost, the log has no
 // gap, the group and the worker go on on b, and the maintenance leader
 // moves to b (it runs again there).
 //
-// Not in the default suite: in one CI run (2026-12-06, 06:58) the group's
-// consumer got ErrLogTruncated after the switchover (offsets 456 to 842
-// given in epoch 0 on a, while epoch 0 ends at 456 on b): b did not hold
-// records a had committed and shown to the group. The epoch check caught
-// it, as designed; whether any of those records had been acknowledged to
-// a producer, and why pg_auto_failover's switchover let a commit what b
-// never received, is not known yet. PGMSG_FAILOVER_SWITCHOVER=1 (make
-// failover-switchover) runs it.
+// One CI run (2026-12-06, 06:58) failed here: the group's consumer got
+// ErrLogTruncated after the switchover (offsets 456 to 842 given in epoch
+// 0 on a, while epoch 0 ends at 456 on b), and whether those records had
+// been acknowledged was not logged. The test now logs it (the consumer's
+// "acknowledged records ... on" line), and on failure the monitor's events
+// and the nodes' log lines about synchronous replication, promotion and
+// shutdown (logFormation). make failover-switchover runs it alone.
 func TestFailoverSwitchover(t *testing.T) {
-	if os.Getenv("PGMSG_FAILOVER_SWITCHOVER") == "" {
-		t.Skip("PGMSG_FAILOVER_SWITCHOVER is not set: the switchover test runs by make failover-switchover (see the comment: a CI run saw the log truncated)")
-	}
 	requireFailoverHarness(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
@@ -982,7 +983,12 @@ func TestFailoverSwitchover(t *testing.T) {
 		a, _, _, _ := r.counts()
 		return a >= ackedAt+200 && r.maintRuns.Load() > before+2 && r.client.IsMaintenanceLeader()
 	})
-	r.requireNothingLost(ctx, "switchover", before)
+	// A switchover's fast shutdown ends the old primary's waits for the
+	// standby: a commit that was waiting becomes visible there without
+	// being acknowledged (TestSyncRepWaitEnds), and if the standby was
+	// promoted before it received it, a consumer that read it gets
+	// ErrLogTruncated. Allowed here; an acknowledged record lost is not.
+	r.requireNothingLost(ctx, "switchover", before, true)
 }
 
 // logFormation logs, when t failed, what explains a failover: the
