@@ -772,16 +772,21 @@ func startFailoverRun(t *testing.T, ctx context.Context, f *pgautofailover.Forma
 			start := r.epochStart(wctx)
 			r.mu.Lock()
 			r.truncated++
-			// Whether the publisher had been told that records past the
-			// new epoch's start were stored (lost if so): what tells a
-			// lost acknowledged write from a shown, unacknowledged one.
-			ackedPast := 0
-			for _, off := range r.acked {
+			// Of the records the group was given from the new epoch's
+			// start on (the old history's, now gone), how many the
+			// publisher had been told were stored: what tells a lost
+			// acknowledged write from a shown, unacknowledged one.
+			given, ackedGiven := 0, 0
+			for off, v := range r.seen {
 				if off >= start {
-					ackedPast++
+					given++
+					if ao, ok := r.acked[v]; ok && ao == off {
+						ackedGiven++
+					}
 				}
 			}
-			t.Logf("consumer: %d acknowledged records were at offsets from %d (the new epoch's start) on", ackedPast, start)
+			t.Logf("consumer: given %d records at offsets from %d (the new epoch's start) on before the failover, %d of them acknowledged",
+				given, start, ackedGiven)
 			for off := range r.seen {
 				if off >= start {
 					delete(r.seen, off)
@@ -952,7 +957,7 @@ func (r *failoverRun) requireNothingLost(ctx context.Context, what string, maint
 // ErrLogTruncated after the switchover (offsets 456 to 842 given in epoch
 // 0 on a, while epoch 0 ends at 456 on b), and whether those records had
 // been acknowledged was not logged. The test now logs it (the consumer's
-// "acknowledged records ... on" line), and on failure the monitor's events
+// "given ... records ... acknowledged" line), and on failure the monitor's events
 // and the nodes' log lines about synchronous replication, promotion and
 // shutdown (logFormation). make failover-switchover runs it alone.
 func TestFailoverSwitchover(t *testing.T) {
