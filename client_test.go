@@ -34,6 +34,7 @@ import (
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/pgautofailover"
+	"github.com/pgmsg/pgmsg/internal/pgcluster"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 	"github.com/pgmsg/pgmsg/pgmsgtest"
@@ -628,6 +629,10 @@ func TestThroughPgBouncer(t *testing.T) {
 // listen on (a monitor and two nodes each).
 const failoverBasePort = 26100
 
+// failoverTimeout bounds one failover test: starting a formation alone
+// takes up to three minutes on a loaded 2-core machine.
+const failoverTimeout = 6 * time.Minute
+
 // requireFailoverHarness skips the test when pg_auto_failover is not
 // installed, and fails it instead when PGMSG_REQUIRE_FAILOVER=1 (CI).
 func requireFailoverHarness(t *testing.T) {
@@ -770,6 +775,21 @@ func startFailoverRun(t *testing.T, ctx context.Context, f *pgautofailover.Forma
 			start := r.epochStart(wctx)
 			r.mu.Lock()
 			r.truncated++
+			// Of the records the group was given from the new epoch's
+			// start on (the old history's, now gone), how many the
+			// publisher had been told were stored: what tells a lost
+			// acknowledged write from a shown, unacknowledged one.
+			given, ackedGiven := 0, 0
+			for off, v := range r.seen {
+				if off >= start {
+					given++
+					if ao, ok := r.acked[v]; ok && ao == off {
+						ackedGiven++
+					}
+				}
+			}
+			t.Logf("consumer: given %d records at offsets from %d (the new epoch's start) on before the failover, %d of them acknowledged",
+				given, start, ackedGiven)
 			for off := range r.seen {
 				if off >= start {
 					delete(r.seen, off)
@@ -852,7 +872,7 @@ func (r *failoverRun) stored(ctx context.Context) map[int64]string {
 func TestFailoverSynchronous(t *testing.T) {
 	requireFailoverHarness(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
 	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-sync-"+strconv.Itoa(os.Getpid())),
 		BasePort: failoverBasePort, Log: t.Logf})
@@ -873,15 +893,16 @@ func TestFailoverSynchronous(t *testing.T) {
 		a, _, _, _ := r.counts()
 		return a >= ackedAtKill+200 && r.maintRuns.Load() > before+2 && r.client.IsMaintenanceLeader()
 	})
-	r.requireNothingLost(ctx, "synchronous", before)
+	r.requireNothingLost(ctx, "synchronous", before, false)
 }
 
 // requireNothingLost stops the publishers, waits for the group and the
 // worker to catch up, and requires that every acknowledged record is
 // stored at the offset it was given, once, with no offset gap, that the
 // group saw every offset's own record and no epoch error, and that every
-// acknowledged job was worked.
-func (r *failoverRun) requireNothingLost(ctx context.Context, what string, maintBefore int64) {
+// acknowledged job was worked. allowTruncated lets the group have got
+// ErrLogTruncated for records that were never acknowledged.
+func (r *failoverRun) requireNothingLost(ctx context.Context, what string, maintBefore int64, allowTruncated bool) {
 	t := r.t
 	t.Helper()
 	r.pausePublish.Store(true)
@@ -922,35 +943,42 @@ func (r *failoverRun) requireNothingLost(ctx context.Context, what string, maint
 		what, len(r.acked), len(r.jobs), len(stored), lost, maintBefore, r.maintRuns.Load())
 	require.Zero(t, lost, "acknowledged records lost")
 	require.Empty(t, r.violations)
-	require.Zero(t, r.truncated, "no epoch error when nothing was lost")
+	if !allowTruncated {
+		require.Zero(t, r.truncated, "no epoch error when nothing was lost")
+	} else if r.truncated > 0 {
+		t.Logf("%s: the group got ErrLogTruncated %d times, for records never acknowledged", what, r.truncated)
+	}
 }
 
 // A clean switchover (pg_autoctl perform switchover, as for planned
-// maintenance): the primary a is demoted once b has caught up, b is
-// promoted and a follows it. Nothing acknowledged is lost, the log has no
+// maintenance): a is told to stop (fast shutdown: its walsender sends b
+// all it wrote), b is promoted and a follows it. Nothing acknowledged is lost, the log has no
 // gap, the group and the worker go on on b, and the maintenance leader
 // moves to b (it runs again there).
 //
-// Not in the default suite: in one CI run (2026-12-06, 06:58) the group's
-// consumer got ErrLogTruncated after the switchover (offsets 456 to 842
-// given in epoch 0 on a, while epoch 0 ends at 456 on b): b did not hold
-// records a had committed and shown to the group. The epoch check caught
-// it, as designed; whether any of those records had been acknowledged to
-// a producer, and why pg_auto_failover's switchover let a commit what b
-// never received, is not known yet. PGMSG_FAILOVER_SWITCHOVER=1 (make
-// failover-switchover) runs it.
+// One CI run (2026-12-06, 06:58) failed here: the group's consumer got
+// ErrLogTruncated after the switchover (offsets 456 to 842 given in epoch
+// 0 on a, while epoch 0 ends at 456 on b), and whether those records had
+// been acknowledged was not logged. The test now logs it (the consumer's
+// "given ... records ... acknowledged" line), and on failure the monitor's events
+// and the nodes' log lines about synchronous replication, promotion and
+// shutdown (logFormation). It passed 12 of the 13 runs since (11 of 11
+// after these changes), but the one failure's cause is not established,
+// so it stays out of the default suite, whose failure blocks a landing:
+// PGMSG_FAILOVER_SWITCHOVER=1 (make failover-switchover) runs it.
 func TestFailoverSwitchover(t *testing.T) {
 	if os.Getenv("PGMSG_FAILOVER_SWITCHOVER") == "" {
-		t.Skip("PGMSG_FAILOVER_SWITCHOVER is not set: the switchover test runs by make failover-switchover (see the comment: a CI run saw the log truncated)")
+		t.Skip("PGMSG_FAILOVER_SWITCHOVER is not set: make failover-switchover runs the switchover test (see the comment: one CI run saw the log truncated, cause not established)")
 	}
 	requireFailoverHarness(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
 	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-switch-"+strconv.Itoa(os.Getpid())),
 		BasePort: failoverBasePort + 20, Log: t.Logf})
 	require.NoError(t, err)
 	t.Cleanup(f.Stop) // after the clients' cleanups, which run first
+	t.Cleanup(func() { logFormation(t, f) })
 	r := startFailoverRun(t, ctx, f)
 
 	waitCtx(t, ctx, "load before the switchover", func() bool {
@@ -969,7 +997,29 @@ func TestFailoverSwitchover(t *testing.T) {
 		a, _, _, _ := r.counts()
 		return a >= ackedAt+200 && r.maintRuns.Load() > before+2 && r.client.IsMaintenanceLeader()
 	})
-	r.requireNothingLost(ctx, "switchover", before)
+	// A switchover's fast shutdown ends the old primary's waits for the
+	// standby: a commit that was waiting becomes visible there without
+	// being acknowledged (TestSyncRepWaitEnds), and if the standby was
+	// promoted before it received it, a consumer that read it gets
+	// ErrLogTruncated. Allowed here; an acknowledged record lost is not.
+	r.requireNothingLost(ctx, "switchover", before, true)
+}
+
+// logFormation logs, when t failed, what explains a failover: the
+// monitor's events and each node's log lines about synchronous
+// replication, promotion and shutdown.
+func logFormation(t *testing.T, f *pgautofailover.Formation) {
+	if !t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	events, err := f.Events(ctx)
+	t.Logf("monitor events (err %v):\n%s", err, strings.Join(events, "\n"))
+	for _, n := range f.Nodes {
+		t.Logf("node %s:\n%s", n.Name, strings.Join(f.ServerLog(n, "synchronous", "promote", "shutdown", "redo done",
+			"last completed transaction", "new timeline", "rewind", "consistent recovery"), "\n"))
+	}
 }
 
 // With asynchronous replication, a standby cut off from the primary
@@ -983,7 +1033,7 @@ func TestFailoverSwitchover(t *testing.T) {
 func TestFailoverAsynchronousLoss(t *testing.T) {
 	requireFailoverHarness(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
 	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-async-"+strconv.Itoa(os.Getpid())),
 		BasePort: failoverBasePort + 10, Async: true, Log: t.Logf})
@@ -1074,4 +1124,104 @@ func TestClaimDefaultsMatchSQL(t *testing.T) {
 	m := regexp.MustCompile(`FUNCTION \{\{schema\}\}\.group_heartbeat\([^)]*p_session_timeout interval DEFAULT ('[^']*'::interval)`).FindStringSubmatch(sql)
 	require.NotNil(t, m, "group_heartbeat's signature not found in log.sql")
 	require.Equal(t, interval(pgmsg.SessionTimeoutDefault), m[1], "group_heartbeat's p_session_timeout default")
+}
+
+// What PostgreSQL does with a commit that waits for its synchronous
+// standby, shown on a server whose synchronous_standby_names names a
+// standby that never connects: the record a waiting publish wrote is not
+// visible to readers while the commit waits (the transaction stays in the
+// proc array until the standby confirms), so with synchronous replication
+// consumers are only given records the standby has. The exception is a
+// wait that ends without the standby: a query cancel (pg_cancel_backend,
+// a driver's cancel request) completes the commit with a WARNING and the
+// publish is acknowledged; a terminate (pg_terminate_backend, a fast
+// shutdown as in a switchover) closes the connection, so the publish is
+// not acknowledged, yet the record is visible from then on. Either way the
+// record is not on the standby, and a failover to it loses it: the log
+// epoch reports the offsets to consumers that were given them
+// (docs/reliability.md, "What a failover does").
+func TestSyncRepWaitEnds(t *testing.T) {
+	if _, err := pgcluster.FindBinaries(); err != nil {
+		if os.Getenv("PGMSG_REQUIRE_FAILOVER") == "1" {
+			t.Fatalf("PGMSG_REQUIRE_FAILOVER=1: %v", err)
+		}
+		t.Skipf("%v", err)
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"fsync": "off", "full_page_writes": "off"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Stop() })
+	pool, err := pgxpool.New(ctx, srv.URL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	m, err := pgmsgmigrate.New(pool, nil)
+	require.NoError(t, err)
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	client, err := pgmsg.NewClient(pool, &pgmsg.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	_, err = client.CreateTopic(ctx, "sync", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	// From now on every synchronous commit waits for a standby that never
+	// comes (reads and the admin statements below write no commit record).
+	for _, s := range []string{"ALTER SYSTEM SET synchronous_standby_names = 'nobody'", "SELECT pg_catalog.pg_reload_conf()"} {
+		_, err = pool.Exec(ctx, s)
+		require.NoError(t, err)
+	}
+	stored := func() []string {
+		recs, err := client.Fetch(ctx, "sync", 0, 0, 10)
+		require.NoError(t, err)
+		var out []string
+		for _, r := range recs {
+			out = append(out, string(r.Value))
+		}
+		return out
+	}
+	for _, end := range []string{"pg_cancel_backend", "pg_terminate_backend"} {
+		v := "ended by " + end
+		// Other commits that wait (a segment created in the background
+		// after a publish) hold their row locks until the wait ends: end
+		// them first, so that the publish below waits for the standby and
+		// not for them.
+		require.Eventually(t, func() bool {
+			var waiting int
+			err := pool.QueryRow(ctx, `SELECT count(pg_catalog.pg_cancel_backend(pid)) FROM pg_catalog.pg_stat_activity
+				WHERE wait_event = 'SyncRep'`).Scan(&waiting)
+			return err == nil && waiting == 0
+		}, 30*time.Second, 50*time.Millisecond)
+		done := make(chan error, 1)
+		go func() {
+			// The client retries a publish whose connection broke: the
+			// retry waits for the standby in turn until this deadline.
+			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+			defer pcancel()
+			done <- client.Publish(pctx, []*pgmsg.Record{{Topic: "sync", Value: []byte(v)}}, nil)
+		}()
+		// The publish's backend: the commit that waits for the standby
+		// (other waiting commits, which may hold a lock the publish needs,
+		// are ended meanwhile).
+		var pid int32
+		require.Eventually(t, func() bool {
+			_, _ = pool.Exec(ctx, `SELECT pg_catalog.pg_cancel_backend(pid) FROM pg_catalog.pg_stat_activity
+				WHERE wait_event = 'SyncRep' AND query NOT LIKE '%publish%'`)
+			err := pool.QueryRow(ctx, `SELECT pid FROM pg_catalog.pg_stat_activity WHERE wait_event = 'SyncRep'
+				AND query LIKE '%publish%'`).Scan(&pid)
+			return err == nil
+		}, 30*time.Second, 20*time.Millisecond, "the publish's commit waits for the standby")
+		require.NotContains(t, stored(), v, "a record is not visible while its commit waits for the standby")
+		var ok bool
+		require.NoError(t, pool.QueryRow(ctx, "SELECT pg_catalog."+end+"($1)", pid).Scan(&ok))
+		require.True(t, ok)
+		err := <-done
+		t.Logf("%s: publish returned %v; stored %q", end, err, stored())
+		require.Contains(t, stored(), v, "the commit is visible once its wait ended, though no standby has it")
+		if end == "pg_cancel_backend" {
+			require.NoError(t, err, "a cancelled wait completes the commit: the publish is acknowledged")
+		} else {
+			require.Error(t, err, "a terminated wait closes the connection: the publish is not acknowledged")
+		}
+	}
 }

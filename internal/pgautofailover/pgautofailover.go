@@ -296,12 +296,21 @@ func (f *Formation) Kill(n *Node) {
 }
 
 // Switchover asks the monitor for a clean switchover (pg_autoctl perform
-// switchover): the primary is demoted once the standby has caught up, the
-// standby promoted, and the old primary follows it as its standby. It
-// returns when pg_autoctl does (it waits for the new states, up to a
-// minute); the caller waits for the states it expects.
+// switchover): the primary is told to stop (draining) and the standby to
+// promote, and the old primary follows the new one as its standby. It
+// returns when pg_autoctl does (it waits for the new states, up to five
+// minutes: on a loaded machine the old primary's rewind alone can take
+// more than the one minute it was given before); the caller waits for the
+// states it expects.
+//
+// pg_auto_failover 2.0's monitor does not wait for the old primary to
+// report that it stopped before it promotes the standby (prepare_promotion
+// goes on to stop_replication as soon as the standby reports it), and it
+// makes the standby writable once primary_demote_timeout (5 s here) has
+// passed, whether the old primary stopped or not: the two servers can
+// both be up for a moment (docs/reliability.md, "What a failover does").
 func (f *Formation) Switchover(ctx context.Context) error {
-	cmd := exec.CommandContext(ctx, f.autoctl, "perform", "switchover", "--pgdata", f.monitor.Dir, "--wait", "60")
+	cmd := exec.CommandContext(ctx, f.autoctl, "perform", "switchover", "--pgdata", f.monitor.Dir, "--wait", "300")
 	cmd.Dir = f.opts.Dir
 	cmd.Env = f.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: f.cred}
@@ -330,6 +339,46 @@ func (f *Formation) CutReplication(ctx context.Context, n *Node) error {
 		"DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_catalog.pg_stat_wal_receiver) THEN RAISE EXCEPTION 'still receiving'; END IF; END $$")
 }
 
+// Events returns the monitor's event log (pgautofailover.event): when
+// each node was assigned and reported which state, and why, one line
+// each, oldest first.
+func (f *Formation) Events(ctx context.Context) ([]string, error) {
+	c, err := connect(ctx, f.monitor.Port, "pg_auto_failover")
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	rows, err := c.Query(ctx, `SELECT pg_catalog.to_char(eventtime AT TIME ZONE 'UTC', 'HH24:MI:SS.MS') || ' ' || nodename || ' '
+		|| reportedstate::text || '/' || goalstate::text || ' lsn ' || reportedlsn::text || ': ' || coalesce(description, '')
+		FROM pgautofailover.event ORDER BY eventid`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// ServerLog returns the lines of n's PostgreSQL log (its log directory)
+// that contain any of words.
+func (f *Formation) ServerLog(n *Node, words ...string) []string {
+	files, _ := filepath.Glob(filepath.Join(n.Dir, "log", "*.log"))
+	var out []string
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, w := range words {
+				if strings.Contains(line, w) {
+					out = append(out, line)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
 // postmasterPID is the PID in dir's postmaster.pid, or 0.
 func postmasterPID(dir string) int {
 	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
@@ -341,12 +390,17 @@ func postmasterPID(dir string) int {
 	return pid
 }
 
-// Stop kills every process of the formation and removes its directory.
+// Stop kills every process of the formation and removes its directory
+// (kept when PGMSG_FAILOVER_KEEP_DIR=1, for its logs).
 func (f *Formation) Stop() {
 	for _, n := range append([]*Node{f.monitor}, f.Nodes...) {
 		if n != nil {
 			f.Kill(n)
 		}
+	}
+	if os.Getenv("PGMSG_FAILOVER_KEEP_DIR") == "1" {
+		f.opts.Log("pgautofailover: kept %s", f.opts.Dir)
+		return
 	}
 	_ = os.RemoveAll(f.opts.Dir)
 }
