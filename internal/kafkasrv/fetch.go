@@ -146,6 +146,17 @@ func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 			if parts, err = s.partitions(ctx, rt.Topic); err != nil {
 				return 0, 0, false, err
 			}
+			// A shared read may be older than one this client's last
+			// answer came from: a fetch offset past its high watermark
+			// is judged on a read of its own.
+			for _, rp := range rt.Partitions {
+				if rp.Partition >= 0 && int(rp.Partition) < len(parts) && rp.FetchOffset > parts[rp.Partition].NextOffset {
+					if parts, err = s.partitionsNow(ctx, rt.Topic); err != nil {
+						return 0, 0, false, err
+					}
+					break
+				}
+			}
 		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -215,4 +216,35 @@ func TestListOffsets(t *testing.T) {
 		"lo": {0: kgo.NewOffset().AfterMilli(base.Add(7 * time.Minute).UnixMilli())}}))
 	rs := pollN(t, ctx, cons, 3)
 	require.Equal(t, int64(7), rs[0].Offset)
+}
+
+// The groups' Fetches share reads of the high watermarks, and a shared
+// read can be older than the one a client's last answer came from (here:
+// records published without a notification since the shared read). A
+// fetch offset past the shared read's high watermark is judged on a read
+// of its own: the records are answered, never OFFSET_OUT_OF_RANGE (which
+// sent franz-go consumers back to their reset offset).
+func TestFetchPastASharedHighWatermark(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.Client.CreateTopic(tb.Ctx, "hw", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	publishValues(t, tb, "hw", "a", 5)
+	cl := tb.kclient(t)
+	fetch := func(from int64) kmsg.FetchResponseTopicPartition {
+		resp, err := cl.Broker(0).Request(tb.Ctx, fetchReq("hw", 0, 0, 1<<20, map[int32]int64{0: from}, 1<<20))
+		require.NoError(t, err)
+		return resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	}
+	p := fetch(0)
+	require.Zero(t, p.ErrorCode)
+	require.Equal(t, int64(5), p.HighWatermark)
+	// Five more, without the notification a client sends.
+	schema := pgx.Identifier{tb.Schema}.Sanitize()
+	_, err = tb.Pool.Exec(tb.Ctx, `SELECT * FROM `+schema+`.publish('hw', ARRAY['b0','b1','b2','b3','b4']::bytea[], p_partition => 0, p_notify => false)`)
+	require.NoError(t, err)
+	p = fetch(7)
+	require.Zero(t, p.ErrorCode, "offset 7 exists: not out of range")
+	require.Equal(t, int64(10), p.HighWatermark)
+	require.Equal(t, []int64{7, 8, 9}, decodeFetched(t, p))
 }

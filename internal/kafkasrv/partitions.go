@@ -22,6 +22,13 @@ import (
 // publisher that does not notify (Config.DisableNotify, a notification
 // lost with the listener's connection) is seen as polling would see it.
 // Without notifications every Fetch queries.
+//
+// Reads that share a generation are not ordered by what they saw (each
+// takes its snapshot when it runs), so a shared read may be older than
+// the one a client's previous answer came from: a Fetch whose offset is
+// past a shared read's high watermark reads again on its own
+// (partitionsNow) before it answers OFFSET_OUT_OF_RANGE. Without that,
+// consumers were sent back to their reset offset now and then.
 
 // partitionsMaxAge is the longest a topic's partitions as read once serve
 // Fetches.
@@ -90,6 +97,26 @@ func (s *Server) partitions(ctx context.Context, topic string) ([]store.KafkaPar
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// partitionsNow reads topic's partitions now, and keeps the read for
+// the Fetches that come after it.
+func (s *Server) partitionsNow(ctx context.Context, topic string) ([]store.KafkaPartition, error) {
+	if s.notify == nil {
+		return s.store.KafkaPartitions(ctx, s.client.Pool(), topic)
+	}
+	gen, at := s.notify.Generation(topic), time.Now()
+	parts, err := s.store.KafkaPartitions(ctx, s.client.Pool(), topic)
+	if err != nil {
+		return nil, err
+	}
+	c := &s.parts
+	c.mu.Lock()
+	if e := c.m[topic]; e != nil && (e.parts == nil || gen > e.gen || (gen == e.gen && at.After(e.at))) {
+		e.gen, e.at, e.parts = gen, at, parts
+	}
+	c.mu.Unlock()
+	return parts, nil
 }
 
 // readPartitions runs read r of topic's partitions for entry e, on the
