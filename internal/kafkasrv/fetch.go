@@ -59,9 +59,15 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest, pace *fetchP
 	if req.Version < 3 || maxBytes <= 0 {
 		maxBytes = 1<<31 - 1
 	}
+	// A read that is answered whatever it finds (MaxWait 0, MinBytes 0,
+	// or the read after MaxWait) is the Fetch's own: a client that fetches
+	// right after a publish was acknowledged gets it. One that waits for
+	// a wake-up if it finds too little may share the high watermarks'
+	// read (partitions.go): a publish it misses wakes it.
+	shared := maxWait > 0 && req.MinBytes > 0
 	for {
 		resp.Topics = resp.Topics[:0]
-		total, records, answerNow, err := s.readFetch(ctx, req, resp, maxBytes)
+		total, records, answerNow, err := s.readFetch(ctx, req, resp, maxBytes, shared)
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +89,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest, pace *fetchP
 				}
 			}
 		case <-timer.C:
-			maxWait = 0 // read once more, then answer
+			maxWait, shared = 0, false // read once more, then answer
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -132,7 +138,7 @@ func (p *fetchPace) cooldown(cooldown time.Duration, minRate int, now, deadline 
 // readFetch fills resp with what every partition of req has now. It
 // returns the bytes of records answered and whether a partition's error
 // must be answered at once.
-func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxBytes int) (total, records int, answerNow bool, err error) {
+func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxBytes int, shared bool) (total, records int, answerNow bool, err error) {
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
@@ -143,7 +149,12 @@ func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 		}
 		var parts []store.KafkaPartition
 		if allowed {
-			if parts, err = s.partitions(ctx, rt.Topic); err != nil {
+			if shared {
+				parts, err = s.partitions(ctx, rt.Topic)
+			} else {
+				parts, err = s.partitionsNow(ctx, rt.Topic)
+			}
+			if err != nil {
 				return 0, 0, false, err
 			}
 			// A shared read may be older than one this client's last
