@@ -308,3 +308,13 @@ func deadLoop(limit int, step func(batch int) (int, error)) (int64, error) {
 		}
 	}
 }
+
+// SequenceList lists queue's sequences (store.SequenceList).
+func (q *Queues) SequenceList(ctx context.Context, queue string, heldOnly bool, limit int, afterKey string) ([]store.Sequence, error) {
+	return q.store.SequenceList(ctx, q.pool, queue, heldOnly, limit, afterKey)
+}
+
+// SequenceResume resumes a held sequence of queue (store.SequenceResume).
+func (q *Queues) SequenceResume(ctx context.Context, queue, key string) (bool, error) {
+	return q.store.SequenceResume(ctx, q.pool, queue, key)
+}

@@ -443,7 +443,7 @@ END $function$;
 -- a duplicate), and a duplicate returns the window's job: its state if it is
 -- still kept, 'completed' once the archive has pruned it (or it was
 -- purged dead).
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[])
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[], p_sequence_keys text[] DEFAULT NULL::text[], p_sequence_continues boolean[] DEFAULT NULL::boolean[])
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -470,6 +470,7 @@ DECLARE
     found_id   bigint;
     keys       text[] := p_unique_keys;
     wends      timestamptz[];
+    pend       boolean[];
 BEGIN
     IF p_create_queue THEN
         SELECT * INTO q FROM {{schema}}.queue WHERE name = p_queue;
@@ -486,8 +487,17 @@ BEGIN
        OR coalesce(cardinality(p_run_ats), 0) > n OR coalesce(cardinality(p_delays), 0) > n
        OR coalesce(cardinality(p_max_attempts), 0) > n OR coalesce(cardinality(p_unique_keys), 0) > n
        OR coalesce(cardinality(p_timeouts), 0) > n OR coalesce(cardinality(p_tags), 0) > n
-       OR coalesce(cardinality(p_metadata), 0) > n OR coalesce(cardinality(p_unique_fors), 0) > n THEN
-        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata and unique_fors must not be longer than payloads');
+       OR coalesce(cardinality(p_metadata), 0) > n OR coalesce(cardinality(p_unique_fors), 0) > n
+       OR coalesce(cardinality(p_sequence_keys), 0) > n OR coalesce(cardinality(p_sequence_continues), 0) > n THEN
+        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata, unique_fors, sequence_keys and sequence_continues must not be longer than payloads');
+    END IF;
+    -- Sequences: each key's row is locked (in key order, so concurrent
+    -- batches cannot deadlock on each other) and pend says which jobs wait
+    -- behind their sequence's head (_sequence_enqueue).
+    IF p_sequence_keys IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_sequence_keys) u(k) WHERE u.k IS NOT NULL) THEN
+        pend := {{schema}}._sequence_enqueue(q.queue_id, p_sequence_keys, p_sequence_continues);
+    ELSIF p_sequence_continues IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_sequence_continues) u(r) WHERE u.r) THEN
+        PERFORM {{schema}}._raise('PM004', 'sequence_continue needs a sequence_key');
     END IF;
     -- Uniqueness windows: the key becomes <key>@<window start>, and the
     -- window's end is kept for job_unique.
@@ -559,7 +569,7 @@ BEGIN
         PERFORM {{schema}}._queue_depth_check(q, n);
     END IF;
 
-    IF NOT has_keys THEN
+    IF NOT has_keys AND pend IS NULL THEN
         -- Fast path: ids come from the sequence in input order (nextval is
         -- increasing within a statement), so ORDER BY id is input order.
         -- src is read twice (a CTE so referenced is computed once): each
@@ -602,14 +612,14 @@ BEGIN
             ON CONFLICT (queue_id, unique_key) DO NOTHING;
         END IF;
         INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind,
-                                         unique_key, timeout, tags, metadata)
+                                         unique_key, timeout, tags, metadata, sequence_key, sequence_continue)
         SELECT u.id, q.queue_id,
-               CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
+               CASE WHEN pend[u.ord] THEN 'pending' WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k, u.tmo,
-               {{schema}}._job_tags(u.tg), u.md
+               {{schema}}._job_tags(u.tg), u.md, u.sk, CASE WHEN u.sk IS NOT NULL THEN coalesce(u.sr, false) END
         FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, keys, p_timeouts,
-                    p_tags, p_metadata)
-             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, ord)
+                    p_tags, p_metadata, p_sequence_keys, p_sequence_continues)
+             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, sk, sr, ord)
         CROSS JOIN LATERAL (SELECT coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) AS at) t
         WHERE wends[u.ord] IS NULL
            OR EXISTS (SELECT 1 FROM {{schema}}.job_unique ju
@@ -641,12 +651,13 @@ BEGIN
         LOOP
             LOOP
                 INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at,
-                                                 kind, unique_key, timeout, tags, metadata)
+                                                 kind, unique_key, timeout, tags, metadata, sequence_key, sequence_continue)
                 SELECT r.id, q.queue_id,
-                       CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
+                       CASE WHEN pend[r.ord] THEN 'pending' WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                        coalesce(p_priorities[r.ord], 0), coalesce(p_max_attempts[r.ord], q.max_attempts),
                        t.at, now_ts, p_kinds[r.ord], keys[r.ord], p_timeouts[r.ord],
-                       {{schema}}._job_tags(p_tags[r.ord]), p_metadata[r.ord]
+                       {{schema}}._job_tags(p_tags[r.ord]), p_metadata[r.ord], p_sequence_keys[r.ord],
+                       CASE WHEN p_sequence_keys[r.ord] IS NOT NULL THEN coalesce(p_sequence_continues[r.ord], false) END
                 FROM (SELECT coalesce(p_run_ats[r.ord], now_ts + coalesce(p_delays[r.ord], interval '0')) AS at) t
                 ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING
                 RETURNING j.id INTO found_id;
@@ -661,6 +672,13 @@ BEGIN
         INSERT INTO {{schema}}.job_payload (id, payload)
         SELECT u.id, u.p FROM unnest(ids, p_payloads) AS u(id, p)
         WHERE EXISTS (SELECT 1 FROM {{schema}}.job x WHERE x.id = u.id);
+
+        -- A sequence whose head this call meant to insert but found a
+        -- duplicate of (a unique key) has no head: give it its next job.
+        IF pend IS NOT NULL AND has_keys THEN
+            PERFORM {{schema}}._sequence_advance(q.queue_id, s.k)
+               FROM (SELECT DISTINCT u.k FROM unnest(p_sequence_keys) AS u(k) WHERE u.k IS NOT NULL) s;
+        END IF;
 
         -- Each row's job: its own, else its window's (kept live or in the
         -- archive, 'completed' once pruned), else the live job of its key.
@@ -690,7 +708,7 @@ BEGIN
 END $function$;
 
 -- enqueue inserts one job; see enqueue_many.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval)
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval, p_sequence_key text DEFAULT NULL::text, p_sequence_continue boolean DEFAULT NULL::boolean)
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -698,7 +716,8 @@ AS $function$
     SELECT * FROM {{schema}}.enqueue_many(p_queue, ARRAY[p_payload], ARRAY[p_kind], ARRAY[p_priority],
                                           ARRAY[p_run_at], ARRAY[p_delay], ARRAY[p_max_attempts],
                                           ARRAY[p_unique_key], p_create_queue, ARRAY[p_timeout], ARRAY[p_tags],
-                                          ARRAY[p_metadata], ARRAY[p_unique_for])
+                                          ARRAY[p_metadata], ARRAY[p_unique_for], ARRAY[p_sequence_key],
+                                          ARRAY[p_sequence_continue])
 $function$;
 
 -- ---------------------------------------------------------------------------
@@ -1094,10 +1113,10 @@ AS $function$
     ), a AS (
         INSERT INTO {{schema}}.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                             attempted_at, finished_at, kind, unique_key, errors, progress, result,
-                                            tags, metadata)
+                                            tags, metadata, sequence_key)
         SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
                d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.result,
-               d.tags, d.metadata
+               d.tags, d.metadata, d.sequence_key
         FROM d
         RETURNING job_archive.id
     )
@@ -1235,9 +1254,11 @@ BEGIN
         DELETE FROM {{schema}}.job j WHERE j.id = p_id RETURNING j.*
     )
     INSERT INTO {{schema}}.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                        attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata)
+                                        attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata,
+                                        sequence_key)
     SELECT d.id, d.queue_id, 'cancelled', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.tags, d.metadata
+           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.tags, d.metadata,
+           d.sequence_key
     FROM d;
     IF FOUND THEN
         RETURN true;
@@ -1407,6 +1428,231 @@ BEGIN
         ORDER BY x.id DESC
         LIMIT p_limit;
     END IF;
+END $function$;
+
+-- ---------------------------------------------------------------------------
+-- Sequences (the job_sequence table): one job of a key at a time
+-- ---------------------------------------------------------------------------
+
+-- _sequence_enqueue checks a batch's sequence keys (1 to 200 bytes; a
+-- sequence_continue needs a key: PM004), locks each key's job_sequence row (creating
+-- it), in key order, and returns which of the batch's jobs wait ('pending')
+-- behind their sequence's head: all of a key's jobs but the first when the
+-- sequence has no live job and is not held, else all of them. The lock is
+-- taken by one statement and the sequence read by the next, which sees what
+-- a finished head's trigger committed while this one waited.
+CREATE OR REPLACE FUNCTION {{schema}}._sequence_enqueue(p_queue_id integer, p_keys text[], p_continues boolean[])
+ RETURNS boolean[]
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    pend boolean[];
+BEGIN
+    IF EXISTS (SELECT 1 FROM unnest(p_keys) u(k) WHERE u.k IS NOT NULL AND (u.k = '' OR octet_length(u.k) > 200)) THEN
+        PERFORM {{schema}}._raise('PM004', 'sequence_key must be 1 to 200 bytes');
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_keys, p_continues) u(k, r) WHERE u.k IS NULL AND u.r) THEN
+        PERFORM {{schema}}._raise('PM004', 'sequence_continue needs a sequence_key');
+    END IF;
+    INSERT INTO {{schema}}.job_sequence AS s (queue_id, sequence_key)
+    SELECT p_queue_id, k.k FROM (SELECT DISTINCT u.k FROM unnest(p_keys) u(k) WHERE u.k IS NOT NULL) k
+     ORDER BY k.k COLLATE "C"
+    ON CONFLICT (queue_id, sequence_key) DO UPDATE SET held_at = s.held_at;
+    SELECT array_agg(CASE WHEN w.k IS NULL THEN false ELSE w.rn > 1 OR b.busy END ORDER BY w.ord) INTO pend
+      FROM (SELECT u.k, u.ord, row_number() OVER (PARTITION BY u.k ORDER BY u.ord) AS rn
+              FROM unnest(p_keys) WITH ORDINALITY AS u(k, ord)) w
+      LEFT JOIN LATERAL (
+          SELECT s.held_reason IS NOT NULL OR EXISTS (
+                     SELECT 1 FROM {{schema}}.job x
+                      WHERE x.queue_id = p_queue_id AND x.sequence_key = w.k AND x.state <> 'dead') AS busy
+            FROM {{schema}}.job_sequence s
+           WHERE w.rn = 1 AND s.queue_id = p_queue_id AND s.sequence_key = w.k
+      ) b ON true;
+    RETURN pend;
+END $function$;
+
+-- _sequence_advance gives a sequence its next head, under its job_sequence
+-- row's lock: when it is not held and no job of it is waiting to run or
+-- running, its pending job with the lowest id becomes available (scheduled
+-- if its run_at is still ahead) and the queue's idle workers are woken. A
+-- sequence left with no live job and not held loses its row. Returns the
+-- new head's id, NULL if none.
+CREATE OR REPLACE FUNCTION {{schema}}._sequence_advance(p_queue_id integer, p_key text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    held   boolean;
+    nxt_id bigint;
+    nxt_st text;
+BEGIN
+    SELECT s.held_reason IS NOT NULL INTO held FROM {{schema}}.job_sequence s
+     WHERE s.queue_id = p_queue_id AND s.sequence_key = p_key
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO {{schema}}.job_sequence AS s (queue_id, sequence_key) VALUES (p_queue_id, p_key)
+        ON CONFLICT (queue_id, sequence_key) DO UPDATE SET held_at = s.held_at
+        RETURNING s.held_reason IS NOT NULL INTO held;
+    END IF;
+    IF held OR EXISTS (SELECT 1 FROM {{schema}}.job x
+                        WHERE x.queue_id = p_queue_id AND x.sequence_key = p_key
+                          AND x.state IN ('available', 'scheduled', 'retrying', 'running')) THEN
+        RETURN NULL;
+    END IF;
+    UPDATE {{schema}}.job x
+       SET state = CASE WHEN x.run_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END
+     WHERE x.id = (SELECT y.id FROM {{schema}}.job y
+                    WHERE y.queue_id = p_queue_id AND y.sequence_key = p_key AND y.state = 'pending'
+                    ORDER BY y.id LIMIT 1)
+       AND x.state = 'pending'
+    RETURNING x.id, x.state INTO nxt_id, nxt_st;
+    IF nxt_id IS NULL THEN
+        -- A pending job cancelled meanwhile: its trigger advances again
+        -- once this transaction ends.
+        IF NOT EXISTS (SELECT 1 FROM {{schema}}.job x
+                        WHERE x.queue_id = p_queue_id AND x.sequence_key = p_key AND x.state = 'pending') THEN
+            DELETE FROM {{schema}}.job_sequence s WHERE s.queue_id = p_queue_id AND s.sequence_key = p_key;
+        END IF;
+    ELSIF nxt_st = 'available' THEN
+        PERFORM pg_notify({{schema_lit}} || '_log', 'queue:' || q.name) FROM {{schema}}.queue q WHERE q.queue_id = p_queue_id;
+    END IF;
+    RETURN nxt_id;
+END $function$;
+
+-- _sequence_hold holds a sequence for the job p_job_id that failed
+-- (p_reason 'dead' or 'cancelled'): its pending jobs wait until
+-- sequence_resume(), or dead_requeue() of that job.
+CREATE OR REPLACE FUNCTION {{schema}}._sequence_hold(p_queue_id integer, p_key text, p_job_id bigint, p_reason text)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    INSERT INTO {{schema}}.job_sequence AS s (queue_id, sequence_key, held_job_id, held_at, held_reason)
+    VALUES (p_queue_id, p_key, p_job_id, clock_timestamp(), p_reason)
+    ON CONFLICT (queue_id, sequence_key) DO UPDATE
+       SET held_job_id = EXCLUDED.held_job_id, held_at = EXCLUDED.held_at, held_reason = EXCLUDED.held_reason;
+$function$;
+
+-- _job_sequence_left (trigger job_sequence_left, after a job of a sequence
+-- leaves the job table: completed, cancelled, purged dead, its queue
+-- deleted): a head cancelled without sequence_continue holds its sequence;
+-- otherwise the sequence advances (a no-op while it has a head or is held).
+CREATE OR REPLACE FUNCTION {{schema}}._job_sequence_left()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF OLD.state NOT IN ('dead', 'pending') AND NOT coalesce(OLD.sequence_continue, false)
+       AND EXISTS (SELECT 1 FROM {{schema}}.job_archive a WHERE a.id = OLD.id AND a.status = 'cancelled') THEN
+        PERFORM {{schema}}._sequence_hold(OLD.queue_id, OLD.sequence_key, OLD.id, 'cancelled');
+    ELSE
+        PERFORM {{schema}}._sequence_advance(OLD.queue_id, OLD.sequence_key);
+    END IF;
+    RETURN NULL;
+END $function$;
+
+-- _job_sequence_dead (trigger job_sequence_dead, after a job of a sequence
+-- went dead: failed for good, or its last lease expired): it holds its
+-- sequence, or with sequence_continue lets it go on (the next job runs).
+CREATE OR REPLACE FUNCTION {{schema}}._job_sequence_dead()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF coalesce(NEW.sequence_continue, false) THEN
+        PERFORM {{schema}}._sequence_advance(NEW.queue_id, NEW.sequence_key);
+    ELSE
+        PERFORM {{schema}}._sequence_hold(NEW.queue_id, NEW.sequence_key, NEW.id, 'dead');
+    END IF;
+    RETURN NULL;
+END $function$;
+
+-- _job_sequence_requeue (trigger job_sequence_requeue, before a dead job
+-- of a sequence is requeued): a job that holds its sequence resumes it
+-- and runs next; a job whose sequence has another head, or is held by
+-- another job, waits as pending (and, with the lowest id, runs next).
+CREATE OR REPLACE FUNCTION {{schema}}._job_sequence_requeue()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    INSERT INTO {{schema}}.job_sequence AS s (queue_id, sequence_key) VALUES (NEW.queue_id, NEW.sequence_key)
+    ON CONFLICT (queue_id, sequence_key) DO UPDATE SET held_at = s.held_at;
+    UPDATE {{schema}}.job_sequence s SET held_job_id = NULL, held_at = NULL, held_reason = NULL
+     WHERE s.queue_id = NEW.queue_id AND s.sequence_key = NEW.sequence_key AND s.held_job_id = NEW.id;
+    IF EXISTS (SELECT 1 FROM {{schema}}.job_sequence s
+                WHERE s.queue_id = NEW.queue_id AND s.sequence_key = NEW.sequence_key AND s.held_reason IS NOT NULL)
+       OR EXISTS (SELECT 1 FROM {{schema}}.job x
+                   WHERE x.queue_id = NEW.queue_id AND x.sequence_key = NEW.sequence_key AND x.id <> NEW.id
+                     AND x.state IN ('available', 'scheduled', 'retrying', 'running')) THEN
+        NEW.state := 'pending';
+    END IF;
+    RETURN NEW;
+END $function$;
+
+-- sequence_resume resumes a held sequence of a queue: the job that held
+-- it stays where it is (dead, or cancelled in the archive) and the
+-- sequence's next pending job runs. Returns false if the sequence was not
+-- held (nothing changes). PM101 unknown queue, PM004 a key that is not 1 to
+-- 200 bytes.
+CREATE OR REPLACE FUNCTION {{schema}}.sequence_resume(p_queue text, p_sequence_key text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_queue);
+BEGIN
+    IF p_sequence_key IS NULL OR p_sequence_key = '' OR octet_length(p_sequence_key) > 200 THEN
+        PERFORM {{schema}}._raise('PM004', 'sequence_key must be 1 to 200 bytes');
+    END IF;
+    UPDATE {{schema}}.job_sequence s SET held_job_id = NULL, held_at = NULL, held_reason = NULL
+     WHERE s.queue_id = q.queue_id AND s.sequence_key = p_sequence_key AND s.held_reason IS NOT NULL;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM {{schema}}._sequence_advance(q.queue_id, p_sequence_key);
+    RETURN true;
+END $function$;
+
+-- sequence_list lists a queue's sequences that have live jobs or are held,
+-- by key after p_after_key (keyset paging), at most p_limit (1 to 10,000):
+-- the head (the job that runs or runs next; NULL while held), how many jobs
+-- wait behind it, and what holds the sequence. p_held_only: held ones only.
+CREATE OR REPLACE FUNCTION {{schema}}.sequence_list(p_queue text, p_held_only boolean DEFAULT false, p_limit integer DEFAULT 100, p_after_key text DEFAULT NULL::text)
+ RETURNS TABLE(sequence_key text, head_id bigint, head_state text, pending bigint, held_job_id bigint, held_at timestamp with time zone, held_reason text)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_queue);
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+        PERFORM {{schema}}._raise('PM004', format('limit must be from 1 to 10000, got %s', coalesce(p_limit::text, 'NULL')));
+    END IF;
+    RETURN QUERY
+    SELECT s.sequence_key, h.id, h.state, p.n, s.held_job_id, s.held_at, s.held_reason
+      FROM {{schema}}.job_sequence s
+      LEFT JOIN LATERAL (
+          SELECT x.id, x.state FROM {{schema}}.job x
+           WHERE x.queue_id = s.queue_id AND x.sequence_key = s.sequence_key
+             AND x.state IN ('available', 'scheduled', 'retrying', 'running')
+           ORDER BY x.id LIMIT 1) h ON true
+      CROSS JOIN LATERAL (
+          SELECT count(*) AS n FROM {{schema}}.job x
+           WHERE x.queue_id = s.queue_id AND x.sequence_key = s.sequence_key AND x.state = 'pending') p
+     WHERE s.queue_id = q.queue_id
+       AND (p_after_key IS NULL OR s.sequence_key > p_after_key)
+       AND (NOT coalesce(p_held_only, false) OR s.held_reason IS NOT NULL)
+     ORDER BY s.sequence_key
+     LIMIT p_limit;
 END $function$;
 
 -- ---------------------------------------------------------------------------
@@ -2007,3 +2253,14 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 END $function$;
+
+-- The sequence triggers (their functions are above; the migrator drops
+-- them before the functions).
+CREATE OR REPLACE TRIGGER job_sequence_left AFTER DELETE ON {{schema}}.job
+    FOR EACH ROW WHEN (OLD.sequence_key IS NOT NULL) EXECUTE FUNCTION {{schema}}._job_sequence_left();
+CREATE OR REPLACE TRIGGER job_sequence_dead AFTER UPDATE OF state ON {{schema}}.job
+    FOR EACH ROW WHEN (NEW.sequence_key IS NOT NULL AND NEW.state = 'dead' AND OLD.state <> 'dead')
+    EXECUTE FUNCTION {{schema}}._job_sequence_dead();
+CREATE OR REPLACE TRIGGER job_sequence_requeue BEFORE UPDATE OF state ON {{schema}}.job
+    FOR EACH ROW WHEN (NEW.sequence_key IS NOT NULL AND OLD.state = 'dead' AND NEW.state <> 'dead')
+    EXECUTE FUNCTION {{schema}}._job_sequence_requeue();
