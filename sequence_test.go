@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
@@ -23,32 +24,36 @@ type seqRun struct {
 }
 
 // Jobs of a sequence run one at a time and in enqueue order across several
-// workers (separate claim loops, as separate processes would be), while
-// jobs without a sequence run beside them.
+// workers, each with its own client and pool as separate processes would
+// be, while jobs without a sequence run beside them.
 func TestSequenceOrderAcrossWorkers(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
 	tb.queue(t, "seq", pgmsg.QueueConfig{})
 	const keys, perKey = 8, 15
-	// Enqueued in several batches, the keys interleaved, with plain jobs.
-	for b := 0; b < 3; b++ {
+	// Enqueued in three batches, the keys interleaved, with plain jobs:
+	// the first before the workers start, the others while they run (so
+	// enqueues race the completions that move sequences on).
+	enqueueBatch := func(b int) []*pgmsg.EnqueueResult {
 		var ps []pgmsg.EnqueueParams
 		for i := b * perKey / 3; i < (b+1)*perKey/3; i++ {
 			for k := 0; k < keys; k++ {
-				ps = append(ps, pgmsg.EnqueueParams{Payload: []byte(fmt.Sprintf("%d/%d", k, i)), SequenceKey: fmt.Sprintf("k%d", k)})
+				ps = append(ps, pgmsg.EnqueueParams{Payload: []byte(fmt.Sprintf("k%d/%d", k, i)), SequenceKey: fmt.Sprintf("k%d", k)})
 			}
 			ps = append(ps, pgmsg.EnqueueParams{Payload: []byte(fmt.Sprintf("plain/%d", i))})
 		}
 		res, err := tb.client.EnqueueMany(tb.ctx, "seq", ps, nil)
 		require.NoError(t, err)
-		for i, r := range res {
-			if ps[i].SequenceKey == "" {
-				require.Equal(t, pgmsg.JobStateAvailable, r.State)
-			} else if b == 0 && i < keys {
-				require.Equal(t, pgmsg.JobStateAvailable, r.State, "a sequence's first job is its head")
-			} else {
-				require.Equal(t, pgmsg.JobStatePending, r.State, "job %d of batch %d", i, b)
-			}
+		return res
+	}
+	for i, r := range enqueueBatch(0) {
+		switch {
+		case i%(keys+1) == keys: // a plain job
+			require.Equal(t, pgmsg.JobStateAvailable, r.State)
+		case i < keys:
+			require.Equal(t, pgmsg.JobStateAvailable, r.State, "a sequence's first job is its head")
+		default:
+			require.Equal(t, pgmsg.JobStatePending, r.State, "job %d", i)
 		}
 	}
 	total := keys*perKey + perKey
@@ -78,15 +83,39 @@ func TestSequenceOrderAcrossWorkers(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for w := 0; w < 3; w++ {
-		wk, err := tb.client.NewWorker("seq", handler, &pgmsg.WorkerOpts{Concurrency: 4, PollInterval: 20 * time.Millisecond})
+		// Each worker has a client and pool of its own, as a process
+		// would; the first connects as the schema's worker role (the
+		// triggers that move sequences on run as the role that finishes
+		// a job).
+		cfg := tb.Pool.Config().Copy()
+		cfg.MaxConns = 4
+		if w == 0 {
+			role := pgx.Identifier{tb.Schema + "_worker"}.Sanitize()
+			cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+				_, err := conn.Exec(ctx, "SET ROLE "+role)
+				return err
+			}
+		}
+		pool, err := pgxpool.NewWithConfig(tb.ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		c, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: tb.Schema, PollInterval: 20 * time.Millisecond})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		wk, err := c.NewWorker("seq", handler, &pgmsg.WorkerOpts{Concurrency: 4, PollInterval: 20 * time.Millisecond})
 		require.NoError(t, err)
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = wk.Run(ctx) }()
 	}
+	enqueueBatch(1)
+	enqueueBatch(2)
 	select {
 	case <-done:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("only %d of %d jobs ran", len(runs), total)
+		mu.Lock()
+		n := len(runs)
+		mu.Unlock()
+		t.Fatalf("only %d of %d jobs ran", n, total)
 	}
 	cancel()
 	wg.Wait()
