@@ -95,6 +95,9 @@ type QueueStats struct {
 	Retrying int64 `json:"retrying"`
 	// Dead jobs ran out of attempts (dead-letter).
 	Dead int64 `json:"dead"`
+	// Pending jobs wait behind an earlier job of their sequence
+	// (EnqueueParams.SequenceKey).
+	Pending int64 `json:"pending"`
 	// Archived jobs completed or were cancelled and are not yet pruned.
 	Archived int64 `json:"archived"`
 	// OldestAvailableAge is how long the oldest available job has waited

@@ -95,9 +95,9 @@ type PgmsgJobPayload struct {
 type PgmsgJobSequence struct {
 	QueueID     int32
 	SequenceKey string
-	HeldJobID   pgtype.Int8
+	HeldJobID   int64
 	HeldAt      pgtype.Timestamptz
-	HeldReason  pgtype.Text
+	HeldReason  string
 }
 
 type PgmsgJobUnique struct {

@@ -1264,7 +1264,8 @@ const queueStats = `-- name: QueueStats :many
 SELECT s.queue::text AS queue, s.available::bigint AS available, s.scheduled::bigint AS scheduled,
        s.running::bigint AS running, s.retrying::bigint AS retrying, s.dead::bigint AS dead,
        s.archived::bigint AS archived, s.oldest_available_seconds::double precision AS oldest_available_seconds,
-       s.archived_last_minute::bigint AS archived_last_minute, coalesce(qq.paused, false)::boolean AS paused
+       s.archived_last_minute::bigint AS archived_last_minute, coalesce(qq.paused, false)::boolean AS paused,
+       s.pending::bigint AS pending
 FROM pgmsg.queue_stats($1::text) s LEFT JOIN pgmsg.queue qq ON qq.name = s.queue
 `
 
@@ -1279,6 +1280,7 @@ type QueueStatsRow struct {
 	OldestAvailableSeconds float64
 	ArchivedLastMinute     int64
 	Paused                 bool
+	Pending                int64
 }
 
 func (q *Queries) QueueStats(ctx context.Context, db DBTX, queue pgtype.Text) ([]*QueueStatsRow, error) {
@@ -1301,6 +1303,7 @@ func (q *Queries) QueueStats(ctx context.Context, db DBTX, queue pgtype.Text) ([
 			&i.OldestAvailableSeconds,
 			&i.ArchivedLastMinute,
 			&i.Paused,
+			&i.Pending,
 		); err != nil {
 			return nil, err
 		}

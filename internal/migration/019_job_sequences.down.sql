@@ -5,7 +5,8 @@
 UPDATE {{schema}}.job SET state = CASE WHEN run_at > now() THEN 'scheduled' ELSE 'available' END
  WHERE state = 'pending';
 DROP TABLE IF EXISTS {{schema}}.job_sequence;
-DROP INDEX IF EXISTS {{schema}}.job_sequence_order;
+DROP INDEX IF EXISTS {{schema}}.job_sequence_head;
+DROP INDEX IF EXISTS {{schema}}.job_sequence_pending;
 ALTER TABLE {{schema}}.job DROP CONSTRAINT job_state_valid;
 ALTER TABLE {{schema}}.job ADD CONSTRAINT job_state_valid
     CHECK (state IN ('available', 'scheduled', 'retrying', 'running', 'dead'));

@@ -8,11 +8,10 @@
 -- without sequences are claimed as before. When the head leaves (completed,
 -- cancelled, dead) a trigger on job makes the next pending job the head,
 -- unless the head failed (went dead, or was cancelled) and did not ask to
--- let its sequence continue: then the sequence is held, recorded here, until
--- sequence_resume() or dead_requeue() of the holding job.
---
--- A job_sequence row exists while its sequence has live jobs or is held;
--- its lock orders the enqueuers and the trigger of one key.
+-- let its sequence continue: then the sequence is held, recorded in
+-- job_sequence, until sequence_resume() or dead_requeue() of the holding
+-- job. A transaction-level advisory lock per sequence orders its
+-- enqueuers and the trigger (see the queue functions).
 
 ALTER TABLE {{schema}}.job
     ADD COLUMN sequence_key     text,
@@ -26,21 +25,25 @@ ALTER TABLE {{schema}}.job ADD CONSTRAINT job_state_valid
 
 ALTER TABLE {{schema}}.job_archive ADD COLUMN sequence_key text;
 
--- A sequence's jobs in order (the next pending job, the head, a listing);
--- jobs without a sequence are not in it.
-CREATE INDEX job_sequence_order ON {{schema}}.job (queue_id, sequence_key, id) WHERE sequence_key IS NOT NULL;
+-- A sequence's head (the one job of it waiting to run or running) and its
+-- pending jobs in order: what moving a sequence on reads. Jobs without a
+-- sequence are in neither (they are never pending).
+CREATE INDEX job_sequence_head ON {{schema}}.job (queue_id, sequence_key)
+    WHERE sequence_key IS NOT NULL AND state IN ('available', 'scheduled', 'retrying', 'running');
+CREATE INDEX job_sequence_pending ON {{schema}}.job (queue_id, sequence_key, id) WHERE state = 'pending';
 
+-- Held sequences: the job whose failure holds each, when, and why ('dead'
+-- or 'cancelled'). A sequence that is not held has no row.
 CREATE TABLE {{schema}}.job_sequence (
     queue_id     integer     NOT NULL REFERENCES {{schema}}.queue ON DELETE CASCADE,
     sequence_key text        NOT NULL,
-    -- Held: the job whose failure holds the sequence, when, and why
-    -- ('dead' or 'cancelled'); NULL: not held.
-    held_job_id  bigint,
-    held_at      timestamptz,
-    held_reason  text        CHECK (held_reason IN ('dead', 'cancelled')),
+    held_job_id  bigint      NOT NULL,
+    held_at      timestamptz NOT NULL,
+    held_reason  text        NOT NULL CHECK (held_reason IN ('dead', 'cancelled')),
     PRIMARY KEY (queue_id, sequence_key)
 );
 
 -- These change shape: the function file creates them again.
 DROP FUNCTION IF EXISTS {{schema}}.enqueue_many(text, bytea[], text[], integer[], timestamp with time zone[], interval[], integer[], text[], boolean, interval[], jsonb[], jsonb[], interval[]);
 DROP FUNCTION IF EXISTS {{schema}}.enqueue(text, bytea, text, integer, timestamp with time zone, interval, integer, text, boolean, interval, jsonb, jsonb, interval);
+DROP FUNCTION IF EXISTS {{schema}}.queue_stats(text);

@@ -123,7 +123,7 @@ func (q *Queues) AllStats(ctx context.Context, queue string) ([]*pgmsgtype.Queue
 	for _, r := range rows {
 		out = append(out, &pgmsgtype.QueueStats{
 			Queue: r.Queue, Available: r.Available, Scheduled: r.Scheduled, Running: r.Running,
-			Retrying: r.Retrying, Dead: r.Dead, Archived: r.Archived, OldestAvailableAge: r.OldestAvailableAge,
+			Retrying: r.Retrying, Dead: r.Dead, Archived: r.Archived, Pending: r.Pending, OldestAvailableAge: r.OldestAvailableAge,
 			ArchivedLastMinute: r.ArchivedLastMinute, Throughput: float64(r.ArchivedLastMinute) / 60, Paused: r.Paused,
 		})
 	}

@@ -58,7 +58,8 @@ SELECT pgmsg.queue_delete(@name::text, @force::boolean);
 SELECT s.queue::text AS queue, s.available::bigint AS available, s.scheduled::bigint AS scheduled,
        s.running::bigint AS running, s.retrying::bigint AS retrying, s.dead::bigint AS dead,
        s.archived::bigint AS archived, s.oldest_available_seconds::double precision AS oldest_available_seconds,
-       s.archived_last_minute::bigint AS archived_last_minute, coalesce(qq.paused, false)::boolean AS paused
+       s.archived_last_minute::bigint AS archived_last_minute, coalesce(qq.paused, false)::boolean AS paused,
+       s.pending::bigint AS pending
 FROM pgmsg.queue_stats(sqlc.narg(queue)::text) s LEFT JOIN pgmsg.queue qq ON qq.name = s.queue;
 
 -- name: QueuePause :one

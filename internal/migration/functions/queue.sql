@@ -204,7 +204,7 @@ $function$;
 -- so the cost follows the size of that state, never of the whole table;
 -- available/scheduled/retrying share one scan of the backlog (job_claim).
 CREATE OR REPLACE FUNCTION {{schema}}.queue_stats(p_queue text DEFAULT NULL::text)
- RETURNS TABLE(queue text, available bigint, scheduled bigint, running bigint, retrying bigint, dead bigint, archived bigint, oldest_available_seconds double precision, archived_last_minute bigint)
+ RETURNS TABLE(queue text, available bigint, scheduled bigint, running bigint, retrying bigint, dead bigint, archived bigint, oldest_available_seconds double precision, archived_last_minute bigint, pending bigint)
  LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -218,7 +218,7 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT q.name, w.available, w.scheduled, r.running, w.retrying, d.dead, a.archived,
-           coalesce(extract(epoch FROM now_ts - w.oldest)::double precision, 0), m.recent
+           coalesce(extract(epoch FROM now_ts - w.oldest)::double precision, 0), m.recent, p.pending
     FROM {{schema}}.queue q
     CROSS JOIN LATERAL (
         SELECT count(*) FILTER (WHERE j.run_at <= now_ts) AS available,
@@ -231,6 +231,8 @@ BEGIN
         SELECT count(*) AS running FROM {{schema}}.job j WHERE j.queue_id = q.queue_id AND j.state = 'running') r
     CROSS JOIN LATERAL (
         SELECT count(*) AS dead FROM {{schema}}.job j WHERE j.queue_id = q.queue_id AND j.state = 'dead') d
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS pending FROM {{schema}}.job j WHERE j.queue_id = q.queue_id AND j.state = 'pending') p
     CROSS JOIN LATERAL (
         SELECT count(*) AS archived FROM {{schema}}.job_archive x WHERE x.queue_id = q.queue_id) a
     CROSS JOIN LATERAL (
@@ -1434,13 +1436,21 @@ END $function$;
 -- Sequences (the job_sequence table): one job of a key at a time
 -- ---------------------------------------------------------------------------
 
+-- A sequence's changes are serialised by a transaction-level advisory lock
+-- on hashtextextended('<schema>.sequence.<queue id>.<key>', 0) (written out
+-- where taken: a call of a SQL function from PL/pgSQL is not inlined and
+-- cost a tenth of a completion): the enqueuers of its jobs,
+-- the trigger that moves it on when its head leaves, holds and resumes.
+-- The lock is taken by one statement and the sequence read by the next,
+-- which sees what the lock's previous holder committed. A sequence has no
+-- row of its own unless it is held (job_sequence).
+
 -- _sequence_enqueue checks a batch's sequence keys (1 to 200 bytes; a
--- sequence_continue needs a key: PM004), locks each key's job_sequence row (creating
--- it), in key order, and returns which of the batch's jobs wait ('pending')
--- behind their sequence's head: all of a key's jobs but the first when the
--- sequence has no live job and is not held, else all of them. The lock is
--- taken by one statement and the sequence read by the next, which sees what
--- a finished head's trigger committed while this one waited.
+-- sequence_continue needs a key: PM004), locks each key's sequence (in
+-- lock key order, so concurrent batches cannot deadlock on each other),
+-- and returns which of the batch's jobs wait ('pending') behind their
+-- sequence's head: all of a key's jobs but the first when the sequence
+-- has no head, no pending job and is not held, else all of them.
 CREATE OR REPLACE FUNCTION {{schema}}._sequence_enqueue(p_queue_id integer, p_keys text[], p_continues boolean[])
  RETURNS boolean[]
  LANGUAGE plpgsql
@@ -1455,69 +1465,63 @@ BEGIN
     IF EXISTS (SELECT 1 FROM unnest(p_keys, p_continues) u(k, r) WHERE u.k IS NULL AND u.r) THEN
         PERFORM {{schema}}._raise('PM004', 'sequence_continue needs a sequence_key');
     END IF;
-    INSERT INTO {{schema}}.job_sequence AS s (queue_id, sequence_key)
-    SELECT p_queue_id, k.k FROM (SELECT DISTINCT u.k FROM unnest(p_keys) u(k) WHERE u.k IS NOT NULL) k
-     ORDER BY k.k COLLATE "C"
-    ON CONFLICT (queue_id, sequence_key) DO UPDATE SET held_at = s.held_at;
+    PERFORM pg_advisory_xact_lock(l.h)
+       FROM (SELECT DISTINCT hashtextextended({{schema_lit}} || '.sequence.' || p_queue_id || '.' || u.k, 0) AS h
+               FROM unnest(p_keys) u(k) WHERE u.k IS NOT NULL) l
+      ORDER BY l.h;
     SELECT array_agg(CASE WHEN w.k IS NULL THEN false ELSE w.rn > 1 OR b.busy END ORDER BY w.ord) INTO pend
       FROM (SELECT u.k, u.ord, row_number() OVER (PARTITION BY u.k ORDER BY u.ord) AS rn
               FROM unnest(p_keys) WITH ORDINALITY AS u(k, ord)) w
       LEFT JOIN LATERAL (
-          SELECT s.held_reason IS NOT NULL OR EXISTS (
-                     SELECT 1 FROM {{schema}}.job x
-                      WHERE x.queue_id = p_queue_id AND x.sequence_key = w.k AND x.state <> 'dead') AS busy
-            FROM {{schema}}.job_sequence s
-           WHERE w.rn = 1 AND s.queue_id = p_queue_id AND s.sequence_key = w.k
+          SELECT EXISTS (SELECT 1 FROM {{schema}}.job_sequence s
+                          WHERE s.queue_id = p_queue_id AND s.sequence_key = w.k)
+                 OR EXISTS (SELECT 1 FROM {{schema}}.job x
+                             WHERE x.queue_id = p_queue_id AND x.sequence_key = w.k
+                               AND x.state IN ('available', 'scheduled', 'retrying', 'running'))
+                 OR EXISTS (SELECT 1 FROM {{schema}}.job x
+                             WHERE x.queue_id = p_queue_id AND x.sequence_key = w.k AND x.state = 'pending') AS busy
+           WHERE w.rn = 1
       ) b ON true;
     RETURN pend;
 END $function$;
 
--- _sequence_advance gives a sequence its next head, under its job_sequence
--- row's lock: when it is not held and no job of it is waiting to run or
--- running, its pending job with the lowest id becomes available (scheduled
--- if its run_at is still ahead) and the queue's idle workers are woken. A
--- sequence left with no live job and not held loses its row. Returns the
--- new head's id, NULL if none.
-CREATE OR REPLACE FUNCTION {{schema}}._sequence_advance(p_queue_id integer, p_key text)
+-- _sequence_advance gives a sequence its next head, under its lock: when
+-- it is not held and no job of it is waiting to run or running, its
+-- pending job with the lowest id becomes available (scheduled if its
+-- run_at is still ahead) and the queue's idle workers are woken. p_left:
+-- the caller's job was the head and just left (a sequence has one head,
+-- so there is no other to look for). Returns the new head's id, NULL if
+-- none.
+CREATE OR REPLACE FUNCTION {{schema}}._sequence_advance(p_queue_id integer, p_key text, p_left boolean DEFAULT false)
  RETURNS bigint
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    held   boolean;
     nxt_id bigint;
-    nxt_st text;
+    woke   text;
 BEGIN
-    SELECT s.held_reason IS NOT NULL INTO held FROM {{schema}}.job_sequence s
-     WHERE s.queue_id = p_queue_id AND s.sequence_key = p_key
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        INSERT INTO {{schema}}.job_sequence AS s (queue_id, sequence_key) VALUES (p_queue_id, p_key)
-        ON CONFLICT (queue_id, sequence_key) DO UPDATE SET held_at = s.held_at
-        RETURNING s.held_reason IS NOT NULL INTO held;
-    END IF;
-    IF held OR EXISTS (SELECT 1 FROM {{schema}}.job x
-                        WHERE x.queue_id = p_queue_id AND x.sequence_key = p_key
-                          AND x.state IN ('available', 'scheduled', 'retrying', 'running')) THEN
-        RETURN NULL;
-    END IF;
-    UPDATE {{schema}}.job x
-       SET state = CASE WHEN x.run_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END
-     WHERE x.id = (SELECT y.id FROM {{schema}}.job y
-                    WHERE y.queue_id = p_queue_id AND y.sequence_key = p_key AND y.state = 'pending'
-                    ORDER BY y.id LIMIT 1)
-       AND x.state = 'pending'
-    RETURNING x.id, x.state INTO nxt_id, nxt_st;
-    IF nxt_id IS NULL THEN
-        -- A pending job cancelled meanwhile: its trigger advances again
-        -- once this transaction ends.
-        IF NOT EXISTS (SELECT 1 FROM {{schema}}.job x
-                        WHERE x.queue_id = p_queue_id AND x.sequence_key = p_key AND x.state = 'pending') THEN
-            DELETE FROM {{schema}}.job_sequence s WHERE s.queue_id = p_queue_id AND s.sequence_key = p_key;
-        END IF;
-    ELSIF nxt_st = 'available' THEN
-        PERFORM pg_notify({{schema_lit}} || '_log', 'queue:' || q.name) FROM {{schema}}.queue q WHERE q.queue_id = p_queue_id;
-    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended({{schema_lit}} || '.sequence.' || p_queue_id || '.' || p_key, 0));
+    -- One statement (each costs its executor's start-up, per job): a
+    -- pending job being cancelled meanwhile is not found, and its trigger
+    -- moves the sequence on once that transaction ends.
+    WITH n AS (
+        UPDATE {{schema}}.job x
+           SET state = CASE WHEN x.run_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END
+         WHERE x.id = (SELECT y.id FROM {{schema}}.job y
+                        WHERE y.queue_id = p_queue_id AND y.sequence_key = p_key AND y.state = 'pending'
+                        ORDER BY y.id LIMIT 1)
+           AND x.state = 'pending'
+           AND NOT EXISTS (SELECT 1 FROM {{schema}}.job_sequence s WHERE s.queue_id = p_queue_id AND s.sequence_key = p_key)
+           AND (p_left OR NOT EXISTS (SELECT 1 FROM {{schema}}.job h
+                                       WHERE h.queue_id = p_queue_id AND h.sequence_key = p_key
+                                         AND h.state IN ('available', 'scheduled', 'retrying', 'running')))
+        RETURNING x.id, x.state
+    )
+    SELECT n.id, w.w INTO nxt_id, woke
+      FROM n LEFT JOIN LATERAL (
+          SELECT pg_notify({{schema_lit}} || '_log', 'queue:' || q.name)::text AS w FROM {{schema}}.queue q
+           WHERE q.queue_id = p_queue_id AND n.state = 'available') w ON true;
     RETURN nxt_id;
 END $function$;
 
@@ -1526,31 +1530,73 @@ END $function$;
 -- sequence_resume(), or dead_requeue() of that job.
 CREATE OR REPLACE FUNCTION {{schema}}._sequence_hold(p_queue_id integer, p_key text, p_job_id bigint, p_reason text)
  RETURNS void
- LANGUAGE sql
+ LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended({{schema_lit}} || '.sequence.' || p_queue_id || '.' || p_key, 0));
     INSERT INTO {{schema}}.job_sequence AS s (queue_id, sequence_key, held_job_id, held_at, held_reason)
     VALUES (p_queue_id, p_key, p_job_id, clock_timestamp(), p_reason)
     ON CONFLICT (queue_id, sequence_key) DO UPDATE
        SET held_job_id = EXCLUDED.held_job_id, held_at = EXCLUDED.held_at, held_reason = EXCLUDED.held_reason;
-$function$;
+END $function$;
 
--- _job_sequence_left (trigger job_sequence_left, after a job of a sequence
--- leaves the job table: completed, cancelled, purged dead, its queue
--- deleted): a head cancelled without sequence_continue holds its sequence;
--- otherwise the sequence advances (a no-op while it has a head or is held).
+-- _job_sequence_left (trigger job_sequence_left, once after each statement
+-- that deletes jobs: completions, cancels, purges of dead jobs, a queue's
+-- deletion) moves on the sequences of the deleted jobs that had one, all
+-- at once: a head cancelled without sequence_continue holds its sequence;
+-- every other sequence touched, not held and left without a head, gets its
+-- next pending job. A statement that deleted no job of a sequence costs a
+-- scan of its deleted rows (the transition table gone). A trigger per row
+-- cost a completion of a sequence's job several times the completion
+-- itself (a PL/pgSQL call and three statements per job).
 CREATE OR REPLACE FUNCTION {{schema}}._job_sequence_left()
  RETURNS trigger
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+DECLARE
+    n bigint;
 BEGIN
-    IF OLD.state NOT IN ('dead', 'pending') AND NOT coalesce(OLD.sequence_continue, false)
-       AND EXISTS (SELECT 1 FROM {{schema}}.job_archive a WHERE a.id = OLD.id AND a.status = 'cancelled') THEN
-        PERFORM {{schema}}._sequence_hold(OLD.queue_id, OLD.sequence_key, OLD.id, 'cancelled');
-    ELSE
-        PERFORM {{schema}}._sequence_advance(OLD.queue_id, OLD.sequence_key);
+    IF NOT EXISTS (SELECT 1 FROM gone g WHERE g.sequence_key IS NOT NULL) THEN
+        RETURN NULL;
     END IF;
+    -- The sequences' locks, in lock key order (as enqueues take them).
+    PERFORM pg_advisory_xact_lock(l.h)
+       FROM (SELECT DISTINCT hashtextextended({{schema_lit}} || '.sequence.' || g.queue_id || '.' || g.sequence_key, 0) AS h
+               FROM gone g WHERE g.sequence_key IS NOT NULL) l
+      ORDER BY l.h;
+    INSERT INTO {{schema}}.job_sequence AS s (queue_id, sequence_key, held_job_id, held_at, held_reason)
+    SELECT DISTINCT ON (g.queue_id, g.sequence_key) g.queue_id, g.sequence_key, g.id, clock_timestamp(), 'cancelled'
+      FROM gone g JOIN {{schema}}.job_archive a ON a.id = g.id AND a.status = 'cancelled'
+     WHERE g.sequence_key IS NOT NULL AND g.state NOT IN ('dead', 'pending') AND NOT g.sequence_continue
+     ORDER BY g.queue_id, g.sequence_key, g.id
+    ON CONFLICT (queue_id, sequence_key) DO UPDATE
+       SET held_job_id = EXCLUDED.held_job_id, held_at = EXCLUDED.held_at, held_reason = EXCLUDED.held_reason;
+    -- A pending job being cancelled meanwhile is not found: its own
+    -- statement's trigger moves its sequence on.
+    WITH t AS (
+        SELECT DISTINCT g.queue_id, g.sequence_key FROM gone g WHERE g.sequence_key IS NOT NULL
+    ), nx AS (
+        SELECT (SELECT y.id FROM {{schema}}.job y
+                 WHERE y.queue_id = t.queue_id AND y.sequence_key = t.sequence_key AND y.state = 'pending'
+                 ORDER BY y.id LIMIT 1) AS id
+          FROM t
+         WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.job_sequence s
+                            WHERE s.queue_id = t.queue_id AND s.sequence_key = t.sequence_key)
+           AND NOT EXISTS (SELECT 1 FROM {{schema}}.job h
+                            WHERE h.queue_id = t.queue_id AND h.sequence_key = t.sequence_key
+                              AND h.state IN ('available', 'scheduled', 'retrying', 'running'))
+    ), up AS (
+        UPDATE {{schema}}.job x
+           SET state = CASE WHEN x.run_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END
+          FROM nx
+         WHERE x.id = nx.id AND x.state = 'pending'
+        RETURNING x.queue_id, x.state
+    )
+    SELECT count(pg_notify({{schema_lit}} || '_log', 'queue:' || q.name)) INTO n
+      FROM (SELECT DISTINCT up.queue_id FROM up WHERE up.state = 'available') u
+      JOIN {{schema}}.queue q ON q.queue_id = u.queue_id;
     RETURN NULL;
 END $function$;
 
@@ -1563,8 +1609,8 @@ CREATE OR REPLACE FUNCTION {{schema}}._job_sequence_dead()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    IF coalesce(NEW.sequence_continue, false) THEN
-        PERFORM {{schema}}._sequence_advance(NEW.queue_id, NEW.sequence_key);
+    IF NEW.sequence_continue THEN
+        PERFORM {{schema}}._sequence_advance(NEW.queue_id, NEW.sequence_key, true);
     ELSE
         PERFORM {{schema}}._sequence_hold(NEW.queue_id, NEW.sequence_key, NEW.id, 'dead');
     END IF;
@@ -1573,20 +1619,19 @@ END $function$;
 
 -- _job_sequence_requeue (trigger job_sequence_requeue, before a dead job
 -- of a sequence is requeued): a job that holds its sequence resumes it
--- and runs next; a job whose sequence has another head, or is held by
--- another job, waits as pending (and, with the lowest id, runs next).
+-- and runs next; a job whose sequence has a head, or is held by another
+-- job, waits as pending (and, with the lowest id, runs next).
 CREATE OR REPLACE FUNCTION {{schema}}._job_sequence_requeue()
  RETURNS trigger
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    INSERT INTO {{schema}}.job_sequence AS s (queue_id, sequence_key) VALUES (NEW.queue_id, NEW.sequence_key)
-    ON CONFLICT (queue_id, sequence_key) DO UPDATE SET held_at = s.held_at;
-    UPDATE {{schema}}.job_sequence s SET held_job_id = NULL, held_at = NULL, held_reason = NULL
+    PERFORM pg_advisory_xact_lock(hashtextextended({{schema_lit}} || '.sequence.' || NEW.queue_id || '.' || NEW.sequence_key, 0));
+    DELETE FROM {{schema}}.job_sequence s
      WHERE s.queue_id = NEW.queue_id AND s.sequence_key = NEW.sequence_key AND s.held_job_id = NEW.id;
     IF EXISTS (SELECT 1 FROM {{schema}}.job_sequence s
-                WHERE s.queue_id = NEW.queue_id AND s.sequence_key = NEW.sequence_key AND s.held_reason IS NOT NULL)
+                WHERE s.queue_id = NEW.queue_id AND s.sequence_key = NEW.sequence_key)
        OR EXISTS (SELECT 1 FROM {{schema}}.job x
                    WHERE x.queue_id = NEW.queue_id AND x.sequence_key = NEW.sequence_key AND x.id <> NEW.id
                      AND x.state IN ('available', 'scheduled', 'retrying', 'running')) THEN
@@ -1611,8 +1656,8 @@ BEGIN
     IF p_sequence_key IS NULL OR p_sequence_key = '' OR octet_length(p_sequence_key) > 200 THEN
         PERFORM {{schema}}._raise('PM004', 'sequence_key must be 1 to 200 bytes');
     END IF;
-    UPDATE {{schema}}.job_sequence s SET held_job_id = NULL, held_at = NULL, held_reason = NULL
-     WHERE s.queue_id = q.queue_id AND s.sequence_key = p_sequence_key AND s.held_reason IS NOT NULL;
+    PERFORM pg_advisory_xact_lock(hashtextextended({{schema_lit}} || '.sequence.' || q.queue_id || '.' || p_sequence_key, 0));
+    DELETE FROM {{schema}}.job_sequence s WHERE s.queue_id = q.queue_id AND s.sequence_key = p_sequence_key;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
@@ -1620,7 +1665,7 @@ BEGIN
     RETURN true;
 END $function$;
 
--- sequence_list lists a queue's sequences that have live jobs or are held,
+-- sequence_list lists a queue's sequences that have a head or are held,
 -- by key after p_after_key (keyset paging), at most p_limit (1 to 10,000):
 -- the head (the job that runs or runs next; NULL while held), how many jobs
 -- wait behind it, and what holds the sequence. p_held_only: held ones only.
@@ -1638,20 +1683,29 @@ BEGIN
         PERFORM {{schema}}._raise('PM004', format('limit must be from 1 to 10000, got %s', coalesce(p_limit::text, 'NULL')));
     END IF;
     RETURN QUERY
-    SELECT s.sequence_key, h.id, h.state, p.n, s.held_job_id, s.held_at, s.held_reason
-      FROM {{schema}}.job_sequence s
+    WITH k AS (
+        (SELECT x.sequence_key AS k FROM {{schema}}.job x
+          WHERE x.queue_id = q.queue_id AND x.sequence_key IS NOT NULL AND NOT coalesce(p_held_only, false)
+            AND x.state IN ('available', 'scheduled', 'retrying', 'running')
+            AND (p_after_key IS NULL OR x.sequence_key > p_after_key)
+          ORDER BY 1 LIMIT p_limit)
+        UNION
+        (SELECT s.sequence_key FROM {{schema}}.job_sequence s
+          WHERE s.queue_id = q.queue_id AND (p_after_key IS NULL OR s.sequence_key > p_after_key)
+          ORDER BY 1 LIMIT p_limit)
+    )
+    SELECT k.k, h.id, h.state, p.n, s.held_job_id, s.held_at, s.held_reason
+      FROM k
+      LEFT JOIN {{schema}}.job_sequence s ON s.queue_id = q.queue_id AND s.sequence_key = k.k
       LEFT JOIN LATERAL (
           SELECT x.id, x.state FROM {{schema}}.job x
-           WHERE x.queue_id = s.queue_id AND x.sequence_key = s.sequence_key
+           WHERE x.queue_id = q.queue_id AND x.sequence_key = k.k
              AND x.state IN ('available', 'scheduled', 'retrying', 'running')
            ORDER BY x.id LIMIT 1) h ON true
       CROSS JOIN LATERAL (
           SELECT count(*) AS n FROM {{schema}}.job x
-           WHERE x.queue_id = s.queue_id AND x.sequence_key = s.sequence_key AND x.state = 'pending') p
-     WHERE s.queue_id = q.queue_id
-       AND (p_after_key IS NULL OR s.sequence_key > p_after_key)
-       AND (NOT coalesce(p_held_only, false) OR s.held_reason IS NOT NULL)
-     ORDER BY s.sequence_key
+           WHERE x.queue_id = q.queue_id AND x.sequence_key = k.k AND x.state = 'pending') p
+     ORDER BY k.k
      LIMIT p_limit;
 END $function$;
 
@@ -2257,7 +2311,7 @@ END $function$;
 -- The sequence triggers (their functions are above; the migrator drops
 -- them before the functions).
 CREATE OR REPLACE TRIGGER job_sequence_left AFTER DELETE ON {{schema}}.job
-    FOR EACH ROW WHEN (OLD.sequence_key IS NOT NULL) EXECUTE FUNCTION {{schema}}._job_sequence_left();
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}._job_sequence_left();
 CREATE OR REPLACE TRIGGER job_sequence_dead AFTER UPDATE OF state ON {{schema}}.job
     FOR EACH ROW WHEN (NEW.sequence_key IS NOT NULL AND NEW.state = 'dead' AND OLD.state <> 'dead')
     EXECUTE FUNCTION {{schema}}._job_sequence_dead();
