@@ -1556,7 +1556,8 @@ CREATE OR REPLACE FUNCTION {{schema}}._job_sequence_left()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    n bigint;
+    n   bigint;
+    ids bigint[];
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM gone g WHERE g.sequence_key IS NOT NULL) THEN
         RETURN NULL;
@@ -1573,25 +1574,30 @@ BEGIN
      ORDER BY g.queue_id, g.sequence_key, g.id
     ON CONFLICT (queue_id, sequence_key) DO UPDATE
        SET held_job_id = EXCLUDED.held_job_id, held_at = EXCLUDED.held_at, held_reason = EXCLUDED.held_reason;
-    -- A pending job being cancelled meanwhile is not found: its own
-    -- statement's trigger moves its sequence on.
-    WITH t AS (
-        SELECT DISTINCT g.queue_id, g.sequence_key FROM gone g WHERE g.sequence_key IS NOT NULL
-    ), nx AS (
-        SELECT (SELECT y.id FROM {{schema}}.job y
-                 WHERE y.queue_id = t.queue_id AND y.sequence_key = t.sequence_key AND y.state = 'pending'
-                 ORDER BY y.id LIMIT 1) AS id
-          FROM t
-         WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.job_sequence s
-                            WHERE s.queue_id = t.queue_id AND s.sequence_key = t.sequence_key)
-           AND NOT EXISTS (SELECT 1 FROM {{schema}}.job h
-                            WHERE h.queue_id = t.queue_id AND h.sequence_key = t.sequence_key
-                              AND h.state IN ('available', 'scheduled', 'retrying', 'running'))
-    ), up AS (
+    -- Each touched sequence that is not held and has no head: its next
+    -- pending job. Lateral reads with LIMIT keep every lookup an index
+    -- probe (the transition table has no statistics, and a hash join
+    -- would read the whole job table). A pending job being cancelled
+    -- meanwhile is not found: its own statement's trigger moves its
+    -- sequence on.
+    SELECT array_agg(p.id) INTO ids
+      FROM (SELECT DISTINCT g.queue_id, g.sequence_key FROM gone g WHERE g.sequence_key IS NOT NULL) t
+      LEFT JOIN LATERAL (SELECT 1 AS one FROM {{schema}}.job_sequence s
+                          WHERE s.queue_id = t.queue_id AND s.sequence_key = t.sequence_key LIMIT 1) held ON true
+      LEFT JOIN LATERAL (SELECT 1 AS one FROM {{schema}}.job h
+                          WHERE h.queue_id = t.queue_id AND h.sequence_key = t.sequence_key
+                            AND h.state IN ('available', 'scheduled', 'retrying', 'running') LIMIT 1) head ON true
+      CROSS JOIN LATERAL (SELECT y.id FROM {{schema}}.job y
+                           WHERE y.queue_id = t.queue_id AND y.sequence_key = t.sequence_key AND y.state = 'pending'
+                           ORDER BY y.id LIMIT 1) p
+     WHERE held.one IS NULL AND head.one IS NULL;
+    IF ids IS NULL THEN
+        RETURN NULL;
+    END IF;
+    WITH up AS (
         UPDATE {{schema}}.job x
            SET state = CASE WHEN x.run_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END
-          FROM nx
-         WHERE x.id = nx.id AND x.state = 'pending'
+         WHERE x.id = ANY (ids) AND x.state = 'pending'
         RETURNING x.queue_id, x.state
     )
     SELECT count(pg_notify({{schema_lit}} || '_log', 'queue:' || q.name)) INTO n
