@@ -294,3 +294,37 @@ func TestSequenceBadInput(t *testing.T) {
 	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT count(*) FROM `+s+`.job_sequence`).Scan(&rows))
 	require.Zero(t, rows, "a refused batch leaves no sequence behind")
 }
+
+// A worker that completes a sequence's job claims the next one without
+// waiting for its poll interval (moving a sequence on sends no NOTIFY):
+// with an hour's poll, a five-job sequence still runs through.
+func TestSequenceWorkerClaimsNextAfterCompletion(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.queue(t, "sw", pgmsg.QueueConfig{})
+	var ps []pgmsg.EnqueueParams
+	for i := 0; i < 5; i++ {
+		ps = append(ps, pgmsg.EnqueueParams{Payload: []byte{byte('0' + i)}, SequenceKey: "one"})
+	}
+	_, err := tb.client.EnqueueMany(tb.ctx, "sw", ps, nil)
+	require.NoError(t, err)
+	done := make(chan string, 5)
+	wk, err := tb.client.NewWorker("sw", func(_ context.Context, j *pgmsg.Job) error {
+		done <- string(j.Payload)
+		return nil
+	}, &pgmsg.WorkerOpts{Concurrency: 2, PollInterval: time.Hour})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(tb.ctx)
+	defer cancel()
+	go func() { _ = wk.Run(ctx) }()
+	var got string
+	for len(got) < 5 {
+		select {
+		case p := <-done:
+			got += p
+		case <-time.After(30 * time.Second):
+			t.Fatalf("ran %q, then waited: the next job of the sequence was not claimed", got)
+		}
+	}
+	require.Equal(t, "01234", got)
+}

@@ -111,11 +111,11 @@ func newBenchQueue(g *globals) *cobra.Command {
 	var f benchFlags
 	var o bench.QueueOptions
 	cmd := &cobra.Command{
-		Use:     "queue",
-		Short:   "Work a prefilled queue with concurrent workers",
+		Use:   "queue",
+		Short: "Work a prefilled queue with concurrent workers",
 		Example: `  pgmsg bench queue --workers 16 --jobs 200000 --baseline seed --json
   pgmsg bench queue --impl pgmsg-seq --baseline pgmsg --sequence-keys 1000 --rounds 3`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Duration, o.Warmup, o.Payload = f.duration, f.warmup, f.payload
 			return runBench(cmd.Context(), g, &f, func(ctx context.Context, env *bench.Env, impl string) (any, error) {

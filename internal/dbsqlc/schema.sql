@@ -5004,11 +5004,11 @@ AS $function$
 DECLARE
     q     "pgmsg".queue := "pgmsg"._queue(p_queue);
     after bigint := coalesce(p_after_id, 0);
-    live  boolean := p_state IS NULL OR p_state IN ('available', 'scheduled', 'retrying', 'running', 'dead');
+    live  boolean := p_state IS NULL OR p_state IN ('available', 'scheduled', 'retrying', 'running', 'dead', 'pending');
     done  boolean := p_state IS NULL OR p_state IN ('completed', 'cancelled');
 BEGIN
     IF NOT (live OR done) THEN
-        PERFORM "pgmsg"._raise('PM004', format('unknown job state %s (available, scheduled, retrying, running, dead, completed or cancelled)',
+        PERFORM "pgmsg"._raise('PM004', format('unknown job state %s (available, scheduled, retrying, running, dead, pending, completed or cancelled)',
                                                   quote_literal(p_state)));
     END IF;
     IF p_limit IS NULL OR p_limit < 0 OR p_limit > 1000 THEN
@@ -5202,7 +5202,6 @@ CREATE OR REPLACE FUNCTION "pgmsg"._job_sequence_left()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    n   bigint;
     ids bigint[];
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM gone g WHERE g.sequence_key IS NOT NULL) THEN
@@ -5240,15 +5239,14 @@ BEGIN
     IF ids IS NULL THEN
         RETURN NULL;
     END IF;
-    WITH up AS (
-        UPDATE "pgmsg".job x
-           SET state = CASE WHEN x.run_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END
-         WHERE x.id = ANY (ids) AND x.state = 'pending'
-        RETURNING x.queue_id, x.state
-    )
-    SELECT count(pg_notify('pgmsg' || '_log', 'queue:' || q.name)) INTO n
-      FROM (SELECT DISTINCT up.queue_id FROM up WHERE up.state = 'available') u
-      JOIN "pgmsg".queue q ON q.queue_id = u.queue_id;
+    -- No wake-up: a NOTIFY makes its transaction's commit take a lock
+    -- that serialises every notifying commit of the database, and the
+    -- completions of a busy queue would queue on it (the Go worker that
+    -- finished a sequence's job claims again at once; docs/sql-api.md,
+    -- Sequences).
+    UPDATE "pgmsg".job x
+       SET state = CASE WHEN x.run_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END
+     WHERE x.id = ANY (ids) AND x.state = 'pending';
     RETURN NULL;
 END $function$;
 

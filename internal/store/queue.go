@@ -119,7 +119,7 @@ func (s *Store) QueueResume(ctx context.Context, exec DBTX, queue string) error 
 // QueueStats is one queue's job counts by state (pgmsg.QueueStats without
 // the derived throughput).
 type QueueStats struct {
-	Queue                                                   string
+	Queue                                                            string
 	Available, Scheduled, Running, Retrying, Dead, Archived, Pending int64
 	// OldestAvailableAge is how long the oldest available job has waited.
 	OldestAvailableAge time.Duration
