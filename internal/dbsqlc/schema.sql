@@ -4897,7 +4897,11 @@ CREATE OR REPLACE FUNCTION "pgmsg".job_cancel(p_id bigint)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+DECLARE
+    done boolean;
 BEGIN
+    -- For the trigger job_sequence_left: a cancelled head holds its sequence.
+    PERFORM set_config('pgmsg.job_cancel', 'on', true);
     WITH d AS (
         DELETE FROM "pgmsg".job j WHERE j.id = p_id RETURNING j.*
     )
@@ -4908,7 +4912,9 @@ BEGIN
            d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.tags, d.metadata,
            d.sequence_key
     FROM d;
-    IF FOUND THEN
+    done := FOUND;
+    PERFORM set_config('pgmsg.job_cancel', '', true);
+    IF done THEN
         RETURN true;
     END IF;
     IF EXISTS (SELECT 1 FROM "pgmsg".job_archive a WHERE a.id = p_id) THEN
@@ -5201,44 +5207,35 @@ CREATE OR REPLACE FUNCTION "pgmsg"._job_sequence_left()
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-DECLARE
-    ids bigint[];
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM gone g WHERE g.sequence_key IS NOT NULL) THEN
-        RETURN NULL;
-    END IF;
-    -- The sequences' locks, in lock key order (as enqueues take them).
+    -- The sequences' locks, in lock key order (as enqueues take them);
+    -- none (FOUND false) for a statement that deleted no job of a
+    -- sequence, which ends here.
     PERFORM pg_advisory_xact_lock(l.h)
        FROM (SELECT DISTINCT hashtextextended('pgmsg' || '.sequence.' || g.queue_id || '.' || g.sequence_key, 0) AS h
                FROM gone g WHERE g.sequence_key IS NOT NULL) l
       ORDER BY l.h;
-    INSERT INTO "pgmsg".job_sequence AS s (queue_id, sequence_key, held_job_id, held_at, held_reason)
-    SELECT DISTINCT ON (g.queue_id, g.sequence_key) g.queue_id, g.sequence_key, g.id, clock_timestamp(), 'cancelled'
-      FROM gone g JOIN "pgmsg".job_archive a ON a.id = g.id AND a.status = 'cancelled'
-     WHERE g.sequence_key IS NOT NULL AND g.state NOT IN ('dead', 'pending') AND NOT g.sequence_continue
-     ORDER BY g.queue_id, g.sequence_key, g.id
-    ON CONFLICT (queue_id, sequence_key) DO UPDATE
-       SET held_job_id = EXCLUDED.held_job_id, held_at = EXCLUDED.held_at, held_reason = EXCLUDED.held_reason;
-    -- Each touched sequence that is not held and has no head: its next
-    -- pending job. Lateral reads with LIMIT keep every lookup an index
-    -- probe (the transition table has no statistics, and a hash join
-    -- would read the whole job table). A pending job being cancelled
-    -- meanwhile is not found: its own statement's trigger moves its
-    -- sequence on.
-    SELECT array_agg(p.id) INTO ids
-      FROM (SELECT DISTINCT g.queue_id, g.sequence_key FROM gone g WHERE g.sequence_key IS NOT NULL) t
-      LEFT JOIN LATERAL (SELECT 1 AS one FROM "pgmsg".job_sequence s
-                          WHERE s.queue_id = t.queue_id AND s.sequence_key = t.sequence_key LIMIT 1) held ON true
-      LEFT JOIN LATERAL (SELECT 1 AS one FROM "pgmsg".job h
-                          WHERE h.queue_id = t.queue_id AND h.sequence_key = t.sequence_key
-                            AND h.state IN ('available', 'scheduled', 'retrying', 'running') LIMIT 1) head ON true
-      CROSS JOIN LATERAL (SELECT y.id FROM "pgmsg".job y
-                           WHERE y.queue_id = t.queue_id AND y.sequence_key = t.sequence_key AND y.state = 'pending'
-                           ORDER BY y.id LIMIT 1) p
-     WHERE held.one IS NULL AND head.one IS NULL;
-    IF ids IS NULL THEN
+    IF NOT FOUND THEN
         RETURN NULL;
     END IF;
+    -- Only job_cancel() archives jobs as cancelled, and it says so for its
+    -- transaction: completions skip reading the archive.
+    IF current_setting('pgmsg.job_cancel', true) = 'on' THEN
+        INSERT INTO "pgmsg".job_sequence AS s (queue_id, sequence_key, held_job_id, held_at, held_reason)
+        SELECT DISTINCT ON (g.queue_id, g.sequence_key) g.queue_id, g.sequence_key, g.id, clock_timestamp(), 'cancelled'
+          FROM gone g JOIN "pgmsg".job_archive a ON a.id = g.id AND a.status = 'cancelled'
+         WHERE g.sequence_key IS NOT NULL AND g.state NOT IN ('dead', 'pending') AND NOT g.sequence_continue
+         ORDER BY g.queue_id, g.sequence_key, g.id
+        ON CONFLICT (queue_id, sequence_key) DO UPDATE
+           SET held_job_id = EXCLUDED.held_job_id, held_at = EXCLUDED.held_at, held_reason = EXCLUDED.held_reason;
+    END IF;
+    -- Each touched sequence that is not held and has no head gets its next
+    -- pending job, in one statement. Lateral reads with LIMIT keep every
+    -- lookup an index probe and the ids go in as one array (the transition
+    -- table has no statistics, and a hash join would read the whole job
+    -- table). A pending job being cancelled meanwhile is not found: its
+    -- own statement's trigger moves its sequence on.
+    --
     -- No wake-up: a NOTIFY makes its transaction's commit take a lock
     -- that serialises every notifying commit of the database, and the
     -- completions of a busy queue would queue on it (the Go worker that
@@ -5246,7 +5243,21 @@ BEGIN
     -- Sequences).
     UPDATE "pgmsg".job x
        SET state = CASE WHEN x.run_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END
-     WHERE x.id = ANY (ids) AND x.state = 'pending';
+     -- upper(): so that the planner cannot read the state through the
+     -- partial index job_sequence_pending (all of the queue's pending
+     -- jobs, AND-ed with the ids' probes of the primary key).
+     WHERE upper(x.state) = 'PENDING' AND x.id = ANY (ARRAY(
+        SELECT p.id
+          FROM (SELECT DISTINCT g.queue_id, g.sequence_key FROM gone g WHERE g.sequence_key IS NOT NULL) t
+          LEFT JOIN LATERAL (SELECT 1 AS one FROM "pgmsg".job_sequence s
+                              WHERE s.queue_id = t.queue_id AND s.sequence_key = t.sequence_key LIMIT 1) held ON true
+          LEFT JOIN LATERAL (SELECT 1 AS one FROM "pgmsg".job h
+                              WHERE h.queue_id = t.queue_id AND h.sequence_key = t.sequence_key
+                                AND h.state IN ('available', 'scheduled', 'retrying', 'running') LIMIT 1) head ON true
+          CROSS JOIN LATERAL (SELECT y.id FROM "pgmsg".job y
+                               WHERE y.queue_id = t.queue_id AND y.sequence_key = t.sequence_key AND y.state = 'pending'
+                               ORDER BY y.id LIMIT 1) p
+         WHERE held.one IS NULL AND head.one IS NULL));
     RETURN NULL;
 END $function$;
 
