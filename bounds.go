@@ -18,6 +18,9 @@ const (
 	// JobUniqueKeyMaxBytes is the longest job unique key, in bytes (the key
 	// is held in an index row, which PostgreSQL limits to about 2,700 bytes).
 	JobUniqueKeyMaxBytes = queue.UniqueKeyMaxBytes
+	// SequenceKeyMaxBytes is the longest sequence key
+	// (EnqueueParams.SequenceKey), in bytes.
+	SequenceKeyMaxBytes = queue.SequenceKeyMaxBytes
 )
 
 // durationMax is the longest lease, session timeout, retry backoff or wait

@@ -16,13 +16,16 @@ type JobState = pgmsgtype.JobState
 
 // Job states. Available, scheduled and retrying jobs wait (and are claimable
 // once their RunAt passes); running jobs are held by a worker; dead jobs ran
-// out of attempts. Completed and cancelled jobs are in the archive.
+// out of attempts. Pending jobs wait behind an earlier job of their sequence
+// (EnqueueParams.SequenceKey). Completed and cancelled jobs are in the
+// archive.
 const (
 	JobStateAvailable = pgmsgtype.JobStateAvailable
 	JobStateScheduled = pgmsgtype.JobStateScheduled
 	JobStateRetrying  = pgmsgtype.JobStateRetrying
 	JobStateRunning   = pgmsgtype.JobStateRunning
 	JobStateDead      = pgmsgtype.JobStateDead
+	JobStatePending   = pgmsgtype.JobStatePending
 	JobStateCompleted = pgmsgtype.JobStateCompleted
 	JobStateCancelled = pgmsgtype.JobStateCancelled
 )

@@ -246,9 +246,25 @@ func codeCurrent(ctx context.Context, q interface {
 }
 
 // dropFunctions drops every function of the schema (they depend on its
-// tables' row types, so they go before any table) and forgets the
+// tables' row types, so they go before any table), and first the triggers
+// that call them (the function files create both), and forgets the
 // function files' checksums.
 func (m *Migrator) dropFunctions(ctx context.Context, tx pgx.Tx) error {
+	trows, err := tx.Query(ctx, `SELECT pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', t.tgname, t.tgrelid::regclass)
+  FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+ WHERE NOT t.tgisinternal AND p.pronamespace = $1::regnamespace ORDER BY t.oid`, m.schema)
+	if err != nil {
+		return err
+	}
+	drops, err := pgx.CollectRows(trows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, d := range drops {
+		if _, err := tx.Exec(ctx, d); err != nil {
+			return fmt.Errorf("pgmsgmigrate: %s: %w", d, err)
+		}
+	}
 	rows, err := tx.Query(ctx, `SELECT p.oid::regprocedure::text FROM pg_proc p
 WHERE p.pronamespace = $1::regnamespace AND p.prokind = 'f' ORDER BY p.oid`, m.schema)
 	if err != nil {

@@ -51,6 +51,20 @@ type EnqueueParams struct {
 	// pgmsg.Client.GetJob and pgmsg.Client.ListJobs and kept in the archive;
 	// claims do not carry it.
 	Metadata json.RawMessage
+	// SequenceKey puts the job in a sequence of its queue: the queue's
+	// jobs with the same key run one at a time, in enqueue order (by job
+	// id), across every worker process. A job waits in state
+	// JobStatePending until the one before it in its sequence completed.
+	// When a job of a sequence fails for good (goes dead, retries
+	// exhausted or discarded) or is cancelled, its sequence is held: the
+	// jobs behind it keep waiting until pgmsg.Client.ResumeSequence (or a
+	// requeue of the dead job, which then runs next). 1 to
+	// pgmsg.SequenceKeyMaxBytes bytes. Default "": no sequence.
+	SequenceKey string
+	// SequenceContinue lets the job's failure (dead or cancelled) release
+	// its sequence instead of holding it: the next job runs. Needs
+	// SequenceKey.
+	SequenceContinue bool
 }
 
 // EnqueueResult is what an enqueue did with one job.
@@ -81,6 +95,9 @@ type QueueStats struct {
 	Retrying int64 `json:"retrying"`
 	// Dead jobs ran out of attempts (dead-letter).
 	Dead int64 `json:"dead"`
+	// Pending jobs wait behind an earlier job of their sequence
+	// (EnqueueParams.SequenceKey).
+	Pending int64 `json:"pending"`
 	// Archived jobs completed or were cancelled and are not yet pruned.
 	Archived int64 `json:"archived"`
 	// OldestAvailableAge is how long the oldest available job has waited

@@ -12,13 +12,16 @@ type JobState string
 
 // Job states. Available, scheduled and retrying jobs wait (and are claimable
 // once their RunAt passes); running jobs are held by a worker; dead jobs ran
-// out of attempts. Completed and cancelled jobs are in the archive.
+// out of attempts. Pending jobs wait behind an earlier job of their sequence
+// (EnqueueParams.SequenceKey) and are not claimable. Completed and cancelled
+// jobs are in the archive.
 const (
 	JobStateAvailable JobState = "available"
 	JobStateScheduled JobState = "scheduled"
 	JobStateRetrying  JobState = "retrying"
 	JobStateRunning   JobState = "running"
 	JobStateDead      JobState = "dead"
+	JobStatePending   JobState = "pending"
 	JobStateCompleted JobState = "completed"
 	JobStateCancelled JobState = "cancelled"
 )

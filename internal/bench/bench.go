@@ -30,8 +30,11 @@ const (
 	// idempotent Producer for single records, PublishIdempotent for
 	// batches (one producer id per publishing goroutine).
 	ImplPgmsgIdempotent = "pgmsg-idempotent"
-	ImplSeed            = "seed" // the seed baseline's SQL, verbatim
-	ImplCopy            = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
+	// ImplPgmsgSeq is pgmsg's queue with every job in a sequence, spread
+	// round-robin over QueueOptions.SequenceKeys keys (queue only).
+	ImplPgmsgSeq = "pgmsg-seq"
+	ImplSeed     = "seed" // the seed baseline's SQL, verbatim
+	ImplCopy     = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
 	// ImplPacked is the seed baseline's SQL with up to 7 records stored per row: an
 	// experiment measuring what a batch layout would buy (docs/benchmarks.md).
 	ImplPacked = "packed"

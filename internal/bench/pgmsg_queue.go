@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,6 +13,18 @@ import (
 
 func init() {
 	RegisterQueue(ImplPgmsg, func(env *Env, o QueueOptions) QueueDriver { return &pgmsgQueue{env: env, o: o} })
+	RegisterQueue(ImplPgmsgSeq, func(env *Env, o QueueOptions) QueueDriver {
+		return &pgmsgQueue{env: env, o: o, seqKeys: seqKeys(o.SequenceKeys)}
+	})
+}
+
+// seqKeys returns n sequence keys.
+func seqKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "seq-" + strconv.Itoa(i)
+	}
+	return keys
 }
 
 // pgmsgQueue drives the queue through the public API: EnqueueMany, and a
@@ -23,6 +36,10 @@ type pgmsgQueue struct {
 	guard *schemaGuard
 	c     *pgmsg.Client
 	queue string
+	// seqKeys: each job is in a sequence, the next key of these in turn
+	// (ImplPgmsgSeq); nil: none.
+	seqKeys []string
+	next    int
 }
 
 func (d *pgmsgQueue) Setup(ctx context.Context) error {
@@ -48,6 +65,10 @@ func (d *pgmsgQueue) params(vals [][]byte) []pgmsg.EnqueueParams {
 	ps := make([]pgmsg.EnqueueParams, len(vals))
 	for i, v := range vals {
 		ps[i] = pgmsg.EnqueueParams{Payload: v}
+		if d.seqKeys != nil {
+			ps[i].SequenceKey = d.seqKeys[d.next%len(d.seqKeys)]
+			d.next++
+		}
 	}
 	return ps
 }
@@ -91,7 +112,7 @@ func (d *pgmsgQueue) Remaining(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return st.Available + st.Scheduled + st.Running + st.Retrying, nil
+	return st.Available + st.Scheduled + st.Running + st.Retrying + st.Pending, nil
 }
 
 func (d *pgmsgQueue) Teardown(ctx context.Context) error {

@@ -25,6 +25,9 @@ type QueueOptions struct {
 	Jobs int
 	// Rate of jobs enqueued during the run, per second (0: none).
 	Rate float64
+	// SequenceKeys the jobs of ImplPgmsgSeq are spread over, round-robin.
+	// Default 1000.
+	SequenceKeys int
 }
 
 func (o *QueueOptions) defaults() {
@@ -43,6 +46,9 @@ func (o *QueueOptions) defaults() {
 	}
 	if o.Jobs < 0 {
 		o.Jobs = 0
+	}
+	if o.SequenceKeys <= 0 {
+		o.SequenceKeys = 1000
 	}
 }
 

@@ -111,10 +111,11 @@ func newBenchQueue(g *globals) *cobra.Command {
 	var f benchFlags
 	var o bench.QueueOptions
 	cmd := &cobra.Command{
-		Use:     "queue",
-		Short:   "Work a prefilled queue with concurrent workers",
-		Example: `  pgmsg bench queue --workers 16 --jobs 200000 --baseline seed --json`,
-		Args:    cobra.NoArgs,
+		Use:   "queue",
+		Short: "Work a prefilled queue with concurrent workers",
+		Example: `  pgmsg bench queue --workers 16 --jobs 200000 --baseline seed --json
+  pgmsg bench queue --impl pgmsg-seq --baseline pgmsg --sequence-keys 1000 --rounds 3`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Duration, o.Warmup, o.Payload = f.duration, f.warmup, f.payload
 			return runBench(cmd.Context(), g, &f, func(ctx context.Context, env *bench.Env, impl string) (any, error) {
@@ -127,6 +128,7 @@ func newBenchQueue(g *globals) *cobra.Command {
 	fl.IntVar(&o.Workers, "workers", 16, "concurrent workers")
 	fl.IntVar(&o.Jobs, "jobs", 100000, "jobs enqueued before the run (the run ends early when they are done)")
 	fl.Float64Var(&o.Rate, "rate", 0, "jobs per second enqueued during the run (0: none)")
+	fl.IntVar(&o.SequenceKeys, "sequence-keys", 1000, "--impl or --baseline pgmsg-seq: the sequence keys its jobs are spread over, round-robin")
 	return cmd
 }
 

@@ -28,8 +28,114 @@ Queues are created by their first enqueue, or with queue create.`,
 	cmd.AddCommand(newQueueCreate(g), newQueueConfig(g), newQueueList(g), newQueueDelete(g),
 		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g), newQueueRetry(g), newQueueJob(g),
 		newQueueJobs(g), newQueuePeriodic(g),
-		newQueuePause(g, true), newQueuePause(g, false))
+		newQueuePause(g, true), newQueuePause(g, false), newQueueSequences(g), newQueueResumeSequence(g))
 	return cmd
+}
+
+// newQueueSequences is "queue sequences": a queue's sequences.
+func newQueueSequences(g *globals) *cobra.Command {
+	var o pgmsg.ListSequencesOpts
+	cmd := &cobra.Command{
+		Use:   "sequences QUEUE",
+		Short: "List a queue's sequences: each one's head, waiting jobs, and what holds it",
+		Long: `sequences lists QUEUE's sequences (jobs enqueued with --sequence-key run one
+at a time, in order) that have a head or are held, by key. A sequence is
+held when a job of it went dead or was cancelled (unless enqueued with
+--sequence-continue): its other jobs wait until "pgmsg queue
+resume-sequence QUEUE KEY", or until the dead job is requeued (pgmsg queue
+dead requeue), which then runs next.`,
+		Example: `  pgmsg queue sequences sync
+  pgmsg queue sequences sync --held`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			seqs, err := c.ListSequences(cmd.Context(), args[0], &o)
+			if err != nil {
+				return err
+			}
+			if js {
+				if seqs == nil {
+					seqs = []*pgmsg.Sequence{}
+				}
+				return g.printJSON(seqs)
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "KEY\tHEAD\tSTATE\tPENDING\tHELD BY\tREASON\tHELD SINCE")
+			for _, s := range seqs {
+				head, held, since := "-", "-", "-"
+				if s.HeadID != 0 {
+					head = fmt.Sprint(s.HeadID)
+				}
+				if s.HeldJobID != 0 {
+					held = fmt.Sprint(s.HeldJobID)
+				}
+				if s.HeldAt != nil {
+					since = s.HeldAt.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Key, head, orDash(string(s.HeadState)), s.Pending, held,
+					orDash(s.HeldReason), since)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&o.HeldOnly, "held", false, "held sequences only")
+	cmd.Flags().IntVar(&o.Limit, "limit", 100, "most sequences listed (1 to 10000)")
+	cmd.Flags().StringVar(&o.AfterKey, "after", "", "list keys after this one (the last of the previous page)")
+	return cmd
+}
+
+// orDash is s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// newQueueResumeSequence is "queue resume-sequence": resume a held sequence.
+func newQueueResumeSequence(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resume-sequence QUEUE KEY",
+		Short: "Resume a held sequence: its next waiting job runs",
+		Long: `resume-sequence resumes sequence KEY of QUEUE, held since a job of it went
+dead or was cancelled: the next job of the sequence runs, and the failed job
+stays dead (or cancelled). To run the dead job again first instead, requeue
+it (pgmsg queue dead requeue QUEUE --id ID): that resumes the sequence too.`,
+		Example: `  pgmsg queue resume-sequence sync account-42`,
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			ok, err := c.ResumeSequence(cmd.Context(), args[0], args[1])
+			if err != nil {
+				return err
+			}
+			if js {
+				return g.printJSON(map[string]any{"queue": args[0], "sequence_key": args[1], "resumed": ok})
+			}
+			if ok {
+				fmt.Fprintf(g.stdout, "sequence %q of queue %q resumed\n", args[1], args[0])
+			} else {
+				fmt.Fprintf(g.stdout, "sequence %q of queue %q was not held; nothing changed\n", args[1], args[0])
+			}
+			return nil
+		},
+	}
 }
 
 func newQueueJob(g *globals) *cobra.Command {
@@ -169,7 +275,7 @@ func newQueueJobs(g *globals) *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: available, scheduled, retrying, running, dead, completed, cancelled")
+	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: available, scheduled, retrying, running, dead, pending, completed, cancelled")
 	cmd.Flags().StringVar(&kind, "kind", "", "only jobs of this kind")
 	cmd.Flags().StringVar(&tag, "tag", "", "only jobs with this tag")
 	cmd.Flags().StringVar(&since, "since", "", "only jobs enqueued at or after this time (RFC 3339, or a duration ago: 1h)")
@@ -281,6 +387,7 @@ queue work, a Go, Python or Node worker), no earlier than --delay, higher
   pgmsg queue enqueue emails '{"to":"b@example.com"}' --delay 10m --priority 5
   pgmsg queue enqueue reports '{"day":"2026-01-01"}' --unique-key report-2026-01-01
   pgmsg queue enqueue sync '{"user":42}' --unique-key sync-user-42 --unique-for 1h
+  pgmsg queue enqueue sync '{"account":42,"op":"debit"}' --sequence-key account-42
   pgmsg queue enqueue emails '{"to":"c@example.com"}' --tag eu --tag customer:42 --metadata '{"by":"ann"}'
   cat jobs.jsonl | pgmsg queue enqueue emails`,
 		Args: cobra.RangeArgs(1, 2),
@@ -291,6 +398,9 @@ queue work, a Go, Python or Node worker), no earlier than --delay, higher
 			}
 			if metadata != "" {
 				p.Metadata = json.RawMessage(metadata)
+			}
+			if cmd.Flags().Changed("sequence-key") && p.SequenceKey == "" {
+				return fmt.Errorf("%w: --sequence-key must be 1 to %d bytes", pgmsg.ErrInvalidArgument, pgmsg.SequenceKeyMaxBytes)
 			}
 			var params []pgmsg.EnqueueParams
 			if len(args) == 2 {
@@ -327,6 +437,8 @@ queue work, a Go, Python or Node worker), no earlier than --delay, higher
 				switch {
 				case r.Duplicate:
 					fmt.Fprintf(g.stdout, "job %d already queued with that unique key (%s); nothing added\n", r.ID, r.State)
+				case r.State == pgmsg.JobStatePending:
+					fmt.Fprintf(g.stdout, "enqueued job %d on %q; it waits behind its sequence %q\n", r.ID, args[0], p.SequenceKey)
 				case r.State == pgmsg.JobStateScheduled:
 					fmt.Fprintf(g.stdout, "enqueued job %d on %q, runs at %s\n", r.ID, args[0], r.RunAt.UTC().Format(time.RFC3339))
 				default:
@@ -346,6 +458,8 @@ queue work, a Go, Python or Node worker), no earlier than --delay, higher
 	f.DurationVar(&p.Timeout, "timeout", 0, "longest a worker runs this job (default: the queue's --job-timeout)")
 	f.StringArrayVar(&p.Tags, "tag", nil, "label the job for search (repeat for more; see queue jobs --tag)")
 	f.StringVar(&metadata, "metadata", "", "a JSON object kept with the job")
+	f.StringVar(&p.SequenceKey, "sequence-key", "", "run the job after the queue's earlier jobs of this key, one at a time (1 to 200 bytes)")
+	f.BoolVar(&p.SequenceContinue, "sequence-continue", false, "with --sequence-key: if the job goes dead or is cancelled, the sequence goes on instead of waiting (queue resume-sequence)")
 	return cmd
 }
 

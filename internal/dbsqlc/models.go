@@ -43,26 +43,28 @@ type PgmsgGroupMember struct {
 }
 
 type PgmsgJob struct {
-	ID             int64
-	QueueID        int32
-	State          string
-	Priority       int16
-	Attempt        int32
-	MaxAttempts    int32
-	LeaseToken     int64
-	RunAt          pgtype.Timestamptz
-	EnqueuedAt     pgtype.Timestamptz
-	AttemptedAt    pgtype.Timestamptz
-	LeaseExpiresAt pgtype.Timestamptz
-	FinalizedAt    pgtype.Timestamptz
-	Worker         pgtype.Text
-	Kind           pgtype.Text
-	UniqueKey      pgtype.Text
-	Errors         []byte
-	Timeout        pgtype.Interval
-	Progress       []byte
-	Tags           []string
-	Metadata       []byte
+	ID               int64
+	QueueID          int32
+	State            string
+	Priority         int16
+	Attempt          int32
+	MaxAttempts      int32
+	LeaseToken       int64
+	RunAt            pgtype.Timestamptz
+	EnqueuedAt       pgtype.Timestamptz
+	AttemptedAt      pgtype.Timestamptz
+	LeaseExpiresAt   pgtype.Timestamptz
+	FinalizedAt      pgtype.Timestamptz
+	Worker           pgtype.Text
+	Kind             pgtype.Text
+	UniqueKey        pgtype.Text
+	Errors           []byte
+	Timeout          pgtype.Interval
+	Progress         []byte
+	Tags             []string
+	Metadata         []byte
+	SequenceKey      pgtype.Text
+	SequenceContinue pgtype.Bool
 }
 
 type PgmsgJobArchive struct {
@@ -82,11 +84,20 @@ type PgmsgJobArchive struct {
 	Result      []byte
 	Tags        []string
 	Metadata    []byte
+	SequenceKey pgtype.Text
 }
 
 type PgmsgJobPayload struct {
 	ID      int64
 	Payload []byte
+}
+
+type PgmsgJobSequence struct {
+	QueueID     int32
+	SequenceKey string
+	HeldJobID   int64
+	HeldAt      pgtype.Timestamptz
+	HeldReason  string
 }
 
 type PgmsgJobUnique struct {

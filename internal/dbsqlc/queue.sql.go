@@ -296,12 +296,12 @@ WITH d AS (
     DELETE FROM pgmsg.job j
      USING (SELECT pg_catalog.unnest($1::bigint[]) AS id, pg_catalog.unnest($2::bigint[]) AS token) u
      WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata
+    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata, j.sequence_key, j.sequence_continue
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                   attempted_at, finished_at, kind, unique_key, errors, progress)
+                                   attempted_at, finished_at, kind, unique_key, errors, progress, sequence_key)
     SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress
+           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.sequence_key
       FROM d
     RETURNING job_archive.id
 )
@@ -375,23 +375,26 @@ FROM pgmsg.enqueue_many($1::text, $2::bytea[], pg_catalog.array_replace($3::text
                         $4::integer[], $5::timestamptz[], $6::interval[],
                         pg_catalog.array_replace($7::integer[], 0, NULL),
                         pg_catalog.array_replace($8::text[], '', NULL), $9::boolean,
-                        $10::interval[], $11::jsonb[], $12::jsonb[], $13::interval[])
+                        $10::interval[], $11::jsonb[], $12::jsonb[], $13::interval[],
+                        pg_catalog.array_replace($14::text[], '', NULL), $15::boolean[])
 `
 
 type JobEnqueueManyParams struct {
-	Queue       string
-	Payloads    [][]byte
-	Kinds       []string
-	Priorities  []int32
-	RunAts      []pgtype.Timestamptz
-	Delays      []pgtype.Interval
-	MaxAttempts []int32
-	UniqueKeys  []string
-	CreateQueue bool
-	Timeouts    []pgtype.Interval
-	Tags        [][]byte
-	Metadata    [][]byte
-	UniqueFors  []pgtype.Interval
+	Queue             string
+	Payloads          [][]byte
+	Kinds             []string
+	Priorities        []int32
+	RunAts            []pgtype.Timestamptz
+	Delays            []pgtype.Interval
+	MaxAttempts       []int32
+	UniqueKeys        []string
+	CreateQueue       bool
+	Timeouts          []pgtype.Interval
+	Tags              [][]byte
+	Metadata          [][]byte
+	UniqueFors        []pgtype.Interval
+	SequenceKeys      []string
+	SequenceContinues []bool
 }
 
 type JobEnqueueManyRow struct {
@@ -401,7 +404,7 @@ type JobEnqueueManyRow struct {
 	RunAt     pgtype.Timestamptz
 }
 
-// Go sends "" for no kind or unique key, 0 for the queue's max attempts and
+// Go sends "" for no kind, unique key or sequence key, 0 for the queue's max attempts and
 // NULL for no timeout, tags, metadata or uniqueness window of the job's own.
 func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueManyParams) ([]*JobEnqueueManyRow, error) {
 	rows, err := db.Query(ctx, jobEnqueueMany,
@@ -418,6 +421,8 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 		arg.Tags,
 		arg.Metadata,
 		arg.UniqueFors,
+		arg.SequenceKeys,
+		arg.SequenceContinues,
 	)
 	if err != nil {
 		return nil, err
@@ -1259,7 +1264,8 @@ const queueStats = `-- name: QueueStats :many
 SELECT s.queue::text AS queue, s.available::bigint AS available, s.scheduled::bigint AS scheduled,
        s.running::bigint AS running, s.retrying::bigint AS retrying, s.dead::bigint AS dead,
        s.archived::bigint AS archived, s.oldest_available_seconds::double precision AS oldest_available_seconds,
-       s.archived_last_minute::bigint AS archived_last_minute, coalesce(qq.paused, false)::boolean AS paused
+       s.archived_last_minute::bigint AS archived_last_minute, coalesce(qq.paused, false)::boolean AS paused,
+       s.pending::bigint AS pending
 FROM pgmsg.queue_stats($1::text) s LEFT JOIN pgmsg.queue qq ON qq.name = s.queue
 `
 
@@ -1274,6 +1280,7 @@ type QueueStatsRow struct {
 	OldestAvailableSeconds float64
 	ArchivedLastMinute     int64
 	Paused                 bool
+	Pending                int64
 }
 
 func (q *Queries) QueueStats(ctx context.Context, db DBTX, queue pgtype.Text) ([]*QueueStatsRow, error) {
@@ -1296,6 +1303,7 @@ func (q *Queries) QueueStats(ctx context.Context, db DBTX, queue pgtype.Text) ([
 			&i.OldestAvailableSeconds,
 			&i.ArchivedLastMinute,
 			&i.Paused,
+			&i.Pending,
 		); err != nil {
 			return nil, err
 		}
@@ -1393,4 +1401,20 @@ func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParam
 		&i.MaxRunning,
 	)
 	return &i, err
+}
+
+const sequenceResume = `-- name: SequenceResume :one
+SELECT pgmsg.sequence_resume($1::text, $2::text)::boolean AS resumed
+`
+
+type SequenceResumeParams struct {
+	Queue       string
+	SequenceKey string
+}
+
+func (q *Queries) SequenceResume(ctx context.Context, db DBTX, arg SequenceResumeParams) (bool, error) {
+	row := db.QueryRow(ctx, sequenceResume, arg.Queue, arg.SequenceKey)
+	var resumed bool
+	err := row.Scan(&resumed)
+	return resumed, err
 }

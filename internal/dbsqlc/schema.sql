@@ -742,6 +742,56 @@ CREATE TABLE "pgmsg".token_scram (
 CREATE INDEX job_queue_id ON "pgmsg".job (queue_id, id);
 CREATE INDEX job_archive_queue_id ON "pgmsg".job_archive (queue_id, id);
 
+-- pgmsg 019: sequences.
+--
+-- Jobs of a queue enqueued with the same sequence key run one at a time, in
+-- enqueue order (job id order), across every worker process. Only the
+-- sequence's head is claimable (available, scheduled or retrying, then
+-- running); the jobs behind it wait in the state 'pending', which the
+-- job_claim index does not hold, so the claim never reads them and queues
+-- without sequences are claimed as before. When the head leaves (completed,
+-- cancelled, dead) a trigger on job makes the next pending job the head,
+-- unless the head failed (went dead, or was cancelled) and did not ask to
+-- let its sequence continue: then the sequence is held, recorded in
+-- job_sequence, until sequence_resume() or dead_requeue() of the holding
+-- job. A transaction-level advisory lock per sequence orders its
+-- enqueuers and the trigger (see the queue functions).
+
+ALTER TABLE "pgmsg".job
+    ADD COLUMN sequence_key     text,
+    -- true: the job's failure (dead or cancelled) lets its sequence go on
+    -- instead of holding it. NULL for jobs without a sequence.
+    ADD COLUMN sequence_continue boolean;
+
+ALTER TABLE "pgmsg".job DROP CONSTRAINT job_state_valid;
+ALTER TABLE "pgmsg".job ADD CONSTRAINT job_state_valid
+    CHECK (state IN ('available', 'scheduled', 'retrying', 'running', 'dead', 'pending'));
+
+ALTER TABLE "pgmsg".job_archive ADD COLUMN sequence_key text;
+
+-- A sequence's head (the one job of it waiting to run or running) and its
+-- pending jobs in order: what moving a sequence on reads. Jobs without a
+-- sequence are in neither (they are never pending).
+CREATE INDEX job_sequence_head ON "pgmsg".job (queue_id, sequence_key)
+    WHERE sequence_key IS NOT NULL AND state IN ('available', 'scheduled', 'retrying', 'running');
+CREATE INDEX job_sequence_pending ON "pgmsg".job (queue_id, sequence_key, id) WHERE state = 'pending';
+
+-- Held sequences: the job whose failure holds each, when, and why ('dead'
+-- or 'cancelled'). A sequence that is not held has no row.
+CREATE TABLE "pgmsg".job_sequence (
+    queue_id     integer     NOT NULL REFERENCES "pgmsg".queue ON DELETE CASCADE,
+    sequence_key text        NOT NULL,
+    held_job_id  bigint      NOT NULL,
+    held_at      timestamptz NOT NULL,
+    held_reason  text        NOT NULL CHECK (held_reason IN ('dead', 'cancelled')),
+    PRIMARY KEY (queue_id, sequence_key)
+);
+
+-- These change shape: the function file creates them again.
+DROP FUNCTION IF EXISTS "pgmsg".enqueue_many(text, bytea[], text[], integer[], timestamp with time zone[], interval[], integer[], text[], boolean, interval[], jsonb[], jsonb[], interval[]);
+DROP FUNCTION IF EXISTS "pgmsg".enqueue(text, bytea, text, integer, timestamp with time zone, interval, integer, text, boolean, interval, jsonb, jsonb, interval);
+DROP FUNCTION IF EXISTS "pgmsg".queue_stats(text);
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -3792,7 +3842,7 @@ $function$;
 -- so the cost follows the size of that state, never of the whole table;
 -- available/scheduled/retrying share one scan of the backlog (job_claim).
 CREATE OR REPLACE FUNCTION "pgmsg".queue_stats(p_queue text DEFAULT NULL::text)
- RETURNS TABLE(queue text, available bigint, scheduled bigint, running bigint, retrying bigint, dead bigint, archived bigint, oldest_available_seconds double precision, archived_last_minute bigint)
+ RETURNS TABLE(queue text, available bigint, scheduled bigint, running bigint, retrying bigint, dead bigint, archived bigint, oldest_available_seconds double precision, archived_last_minute bigint, pending bigint)
  LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3806,7 +3856,7 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT q.name, w.available, w.scheduled, r.running, w.retrying, d.dead, a.archived,
-           coalesce(extract(epoch FROM now_ts - w.oldest)::double precision, 0), m.recent
+           coalesce(extract(epoch FROM now_ts - w.oldest)::double precision, 0), m.recent, p.pending
     FROM "pgmsg".queue q
     CROSS JOIN LATERAL (
         SELECT count(*) FILTER (WHERE j.run_at <= now_ts) AS available,
@@ -3819,6 +3869,8 @@ BEGIN
         SELECT count(*) AS running FROM "pgmsg".job j WHERE j.queue_id = q.queue_id AND j.state = 'running') r
     CROSS JOIN LATERAL (
         SELECT count(*) AS dead FROM "pgmsg".job j WHERE j.queue_id = q.queue_id AND j.state = 'dead') d
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS pending FROM "pgmsg".job j WHERE j.queue_id = q.queue_id AND j.state = 'pending') p
     CROSS JOIN LATERAL (
         SELECT count(*) AS archived FROM "pgmsg".job_archive x WHERE x.queue_id = q.queue_id) a
     CROSS JOIN LATERAL (
@@ -4031,7 +4083,7 @@ END $function$;
 -- a duplicate), and a duplicate returns the window's job: its state if it is
 -- still kept, 'completed' once the archive has pruned it (or it was
 -- purged dead).
-CREATE OR REPLACE FUNCTION "pgmsg".enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[])
+CREATE OR REPLACE FUNCTION "pgmsg".enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[], p_sequence_keys text[] DEFAULT NULL::text[], p_sequence_continues boolean[] DEFAULT NULL::boolean[])
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4058,6 +4110,7 @@ DECLARE
     found_id   bigint;
     keys       text[] := p_unique_keys;
     wends      timestamptz[];
+    pend       boolean[];
 BEGIN
     IF p_create_queue THEN
         SELECT * INTO q FROM "pgmsg".queue WHERE name = p_queue;
@@ -4074,8 +4127,17 @@ BEGIN
        OR coalesce(cardinality(p_run_ats), 0) > n OR coalesce(cardinality(p_delays), 0) > n
        OR coalesce(cardinality(p_max_attempts), 0) > n OR coalesce(cardinality(p_unique_keys), 0) > n
        OR coalesce(cardinality(p_timeouts), 0) > n OR coalesce(cardinality(p_tags), 0) > n
-       OR coalesce(cardinality(p_metadata), 0) > n OR coalesce(cardinality(p_unique_fors), 0) > n THEN
-        PERFORM "pgmsg"._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata and unique_fors must not be longer than payloads');
+       OR coalesce(cardinality(p_metadata), 0) > n OR coalesce(cardinality(p_unique_fors), 0) > n
+       OR coalesce(cardinality(p_sequence_keys), 0) > n OR coalesce(cardinality(p_sequence_continues), 0) > n THEN
+        PERFORM "pgmsg"._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata, unique_fors, sequence_keys and sequence_continues must not be longer than payloads');
+    END IF;
+    -- Sequences: each key's row is locked (in key order, so concurrent
+    -- batches cannot deadlock on each other) and pend says which jobs wait
+    -- behind their sequence's head (_sequence_enqueue).
+    IF p_sequence_keys IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_sequence_keys) u(k) WHERE u.k IS NOT NULL) THEN
+        pend := "pgmsg"._sequence_enqueue(q.queue_id, p_sequence_keys, p_sequence_continues);
+    ELSIF p_sequence_continues IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_sequence_continues) u(r) WHERE u.r) THEN
+        PERFORM "pgmsg"._raise('PM004', 'sequence_continue needs a sequence_key');
     END IF;
     -- Uniqueness windows: the key becomes <key>@<window start>, and the
     -- window's end is kept for job_unique.
@@ -4147,7 +4209,7 @@ BEGIN
         PERFORM "pgmsg"._queue_depth_check(q, n);
     END IF;
 
-    IF NOT has_keys THEN
+    IF NOT has_keys AND pend IS NULL THEN
         -- Fast path: ids come from the sequence in input order (nextval is
         -- increasing within a statement), so ORDER BY id is input order.
         -- src is read twice (a CTE so referenced is computed once): each
@@ -4190,14 +4252,14 @@ BEGIN
             ON CONFLICT (queue_id, unique_key) DO NOTHING;
         END IF;
         INSERT INTO "pgmsg".job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind,
-                                         unique_key, timeout, tags, metadata)
+                                         unique_key, timeout, tags, metadata, sequence_key, sequence_continue)
         SELECT u.id, q.queue_id,
-               CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
+               CASE WHEN pend[u.ord] THEN 'pending' WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k, u.tmo,
-               "pgmsg"._job_tags(u.tg), u.md
+               "pgmsg"._job_tags(u.tg), u.md, u.sk, CASE WHEN u.sk IS NOT NULL THEN coalesce(u.sr, false) END
         FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, keys, p_timeouts,
-                    p_tags, p_metadata)
-             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, ord)
+                    p_tags, p_metadata, p_sequence_keys, p_sequence_continues)
+             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, sk, sr, ord)
         CROSS JOIN LATERAL (SELECT coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) AS at) t
         WHERE wends[u.ord] IS NULL
            OR EXISTS (SELECT 1 FROM "pgmsg".job_unique ju
@@ -4229,12 +4291,13 @@ BEGIN
         LOOP
             LOOP
                 INSERT INTO "pgmsg".job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at,
-                                                 kind, unique_key, timeout, tags, metadata)
+                                                 kind, unique_key, timeout, tags, metadata, sequence_key, sequence_continue)
                 SELECT r.id, q.queue_id,
-                       CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
+                       CASE WHEN pend[r.ord] THEN 'pending' WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                        coalesce(p_priorities[r.ord], 0), coalesce(p_max_attempts[r.ord], q.max_attempts),
                        t.at, now_ts, p_kinds[r.ord], keys[r.ord], p_timeouts[r.ord],
-                       "pgmsg"._job_tags(p_tags[r.ord]), p_metadata[r.ord]
+                       "pgmsg"._job_tags(p_tags[r.ord]), p_metadata[r.ord], p_sequence_keys[r.ord],
+                       CASE WHEN p_sequence_keys[r.ord] IS NOT NULL THEN coalesce(p_sequence_continues[r.ord], false) END
                 FROM (SELECT coalesce(p_run_ats[r.ord], now_ts + coalesce(p_delays[r.ord], interval '0')) AS at) t
                 ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING
                 RETURNING j.id INTO found_id;
@@ -4249,6 +4312,13 @@ BEGIN
         INSERT INTO "pgmsg".job_payload (id, payload)
         SELECT u.id, u.p FROM unnest(ids, p_payloads) AS u(id, p)
         WHERE EXISTS (SELECT 1 FROM "pgmsg".job x WHERE x.id = u.id);
+
+        -- A sequence whose head this call meant to insert but found a
+        -- duplicate of (a unique key) has no head: give it its next job.
+        IF pend IS NOT NULL AND has_keys THEN
+            PERFORM "pgmsg"._sequence_advance(q.queue_id, s.k)
+               FROM (SELECT DISTINCT u.k FROM unnest(p_sequence_keys) AS u(k) WHERE u.k IS NOT NULL) s;
+        END IF;
 
         -- Each row's job: its own, else its window's (kept live or in the
         -- archive, 'completed' once pruned), else the live job of its key.
@@ -4278,7 +4348,7 @@ BEGIN
 END $function$;
 
 -- enqueue inserts one job; see enqueue_many.
-CREATE OR REPLACE FUNCTION "pgmsg".enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval)
+CREATE OR REPLACE FUNCTION "pgmsg".enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval, p_sequence_key text DEFAULT NULL::text, p_sequence_continue boolean DEFAULT NULL::boolean)
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4286,7 +4356,8 @@ AS $function$
     SELECT * FROM "pgmsg".enqueue_many(p_queue, ARRAY[p_payload], ARRAY[p_kind], ARRAY[p_priority],
                                           ARRAY[p_run_at], ARRAY[p_delay], ARRAY[p_max_attempts],
                                           ARRAY[p_unique_key], p_create_queue, ARRAY[p_timeout], ARRAY[p_tags],
-                                          ARRAY[p_metadata], ARRAY[p_unique_for])
+                                          ARRAY[p_metadata], ARRAY[p_unique_for], ARRAY[p_sequence_key],
+                                          ARRAY[p_sequence_continue])
 $function$;
 
 -- ---------------------------------------------------------------------------
@@ -4684,10 +4755,10 @@ AS $function$
     ), a AS (
         INSERT INTO "pgmsg".job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                             attempted_at, finished_at, kind, unique_key, errors, progress, result,
-                                            tags, metadata)
+                                            tags, metadata, sequence_key)
         SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
                d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.result,
-               d.tags, d.metadata
+               d.tags, d.metadata, d.sequence_key
         FROM d
         RETURNING job_archive.id
     )
@@ -4820,16 +4891,24 @@ CREATE OR REPLACE FUNCTION "pgmsg".job_cancel(p_id bigint)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+DECLARE
+    done boolean;
 BEGIN
+    -- For the trigger job_sequence_left: a cancelled head holds its sequence.
+    PERFORM set_config('pgmsg.job_cancel', 'on', true);
     WITH d AS (
         DELETE FROM "pgmsg".job j WHERE j.id = p_id RETURNING j.*
     )
     INSERT INTO "pgmsg".job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                        attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata)
+                                        attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata,
+                                        sequence_key)
     SELECT d.id, d.queue_id, 'cancelled', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.tags, d.metadata
+           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.tags, d.metadata,
+           d.sequence_key
     FROM d;
-    IF FOUND THEN
+    done := FOUND;
+    PERFORM set_config('pgmsg.job_cancel', '', true);
+    IF done THEN
         RETURN true;
     END IF;
     IF EXISTS (SELECT 1 FROM "pgmsg".job_archive a WHERE a.id = p_id) THEN
@@ -4925,11 +5004,11 @@ AS $function$
 DECLARE
     q     "pgmsg".queue := "pgmsg"._queue(p_queue);
     after bigint := coalesce(p_after_id, 0);
-    live  boolean := p_state IS NULL OR p_state IN ('available', 'scheduled', 'retrying', 'running', 'dead');
+    live  boolean := p_state IS NULL OR p_state IN ('available', 'scheduled', 'retrying', 'running', 'dead', 'pending');
     done  boolean := p_state IS NULL OR p_state IN ('completed', 'cancelled');
 BEGIN
     IF NOT (live OR done) THEN
-        PERFORM "pgmsg"._raise('PM004', format('unknown job state %s (available, scheduled, retrying, running, dead, completed or cancelled)',
+        PERFORM "pgmsg"._raise('PM004', format('unknown job state %s (available, scheduled, retrying, running, dead, pending, completed or cancelled)',
                                                   quote_literal(p_state)));
     END IF;
     IF p_limit IS NULL OR p_limit < 0 OR p_limit > 1000 THEN
@@ -4997,6 +5076,292 @@ BEGIN
         ORDER BY x.id DESC
         LIMIT p_limit;
     END IF;
+END $function$;
+
+-- ---------------------------------------------------------------------------
+-- Sequences (the job_sequence table): one job of a key at a time
+-- ---------------------------------------------------------------------------
+
+-- A sequence's changes are serialised by a transaction-level advisory lock
+-- on hashtextextended('<schema>.sequence.<queue id>.<key>', 0) (written out
+-- where taken: a call of a SQL function from PL/pgSQL is not inlined and
+-- cost a tenth of a completion): the enqueuers of its jobs,
+-- the trigger that moves it on when its head leaves, holds and resumes.
+-- The lock is taken by one statement and the sequence read by the next,
+-- which sees what the lock's previous holder committed. A sequence has no
+-- row of its own unless it is held (job_sequence).
+
+-- _sequence_enqueue checks a batch's sequence keys (1 to 200 bytes; a
+-- sequence_continue needs a key: PM004), locks each key's sequence (in
+-- lock key order, so concurrent batches cannot deadlock on each other),
+-- and returns which of the batch's jobs wait ('pending') behind their
+-- sequence's head: all of a key's jobs but the first when the sequence
+-- has no head, no pending job and is not held, else all of them.
+CREATE OR REPLACE FUNCTION "pgmsg"._sequence_enqueue(p_queue_id integer, p_keys text[], p_continues boolean[])
+ RETURNS boolean[]
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    pend boolean[];
+BEGIN
+    IF EXISTS (SELECT 1 FROM unnest(p_keys) u(k) WHERE u.k IS NOT NULL AND (u.k = '' OR octet_length(u.k) > 200)) THEN
+        PERFORM "pgmsg"._raise('PM004', 'sequence_key must be 1 to 200 bytes');
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_keys, p_continues) u(k, r) WHERE u.k IS NULL AND u.r) THEN
+        PERFORM "pgmsg"._raise('PM004', 'sequence_continue needs a sequence_key');
+    END IF;
+    PERFORM pg_advisory_xact_lock(l.h)
+       FROM (SELECT DISTINCT hashtextextended('pgmsg' || '.sequence.' || p_queue_id || '.' || u.k, 0) AS h
+               FROM unnest(p_keys) u(k) WHERE u.k IS NOT NULL) l
+      ORDER BY l.h;
+    SELECT array_agg(CASE WHEN w.k IS NULL THEN false ELSE w.rn > 1 OR b.busy END ORDER BY w.ord) INTO pend
+      FROM (SELECT u.k, u.ord, row_number() OVER (PARTITION BY u.k ORDER BY u.ord) AS rn
+              FROM unnest(p_keys) WITH ORDINALITY AS u(k, ord)) w
+      LEFT JOIN LATERAL (
+          SELECT EXISTS (SELECT 1 FROM "pgmsg".job_sequence s
+                          WHERE s.queue_id = p_queue_id AND s.sequence_key = w.k)
+                 OR EXISTS (SELECT 1 FROM "pgmsg".job x
+                             WHERE x.queue_id = p_queue_id AND x.sequence_key = w.k
+                               AND x.state IN ('available', 'scheduled', 'retrying', 'running'))
+                 OR EXISTS (SELECT 1 FROM "pgmsg".job x
+                             WHERE x.queue_id = p_queue_id AND x.sequence_key = w.k AND x.state = 'pending') AS busy
+           WHERE w.rn = 1
+      ) b ON true;
+    RETURN pend;
+END $function$;
+
+-- _sequence_advance gives a sequence its next head, under its lock: when
+-- it is not held and no job of it is waiting to run or running, its
+-- pending job with the lowest id becomes available (scheduled if its
+-- run_at is still ahead) and the queue's idle workers are woken. p_left:
+-- the caller's job was the head and just left (a sequence has one head,
+-- so there is no other to look for). Returns the new head's id, NULL if
+-- none.
+CREATE OR REPLACE FUNCTION "pgmsg"._sequence_advance(p_queue_id integer, p_key text, p_left boolean DEFAULT false)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    nxt_id bigint;
+    woke   text;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('pgmsg' || '.sequence.' || p_queue_id || '.' || p_key, 0));
+    -- One statement (each costs its executor's start-up, per job): a
+    -- pending job being cancelled meanwhile is not found, and its trigger
+    -- moves the sequence on once that transaction ends.
+    WITH n AS (
+        UPDATE "pgmsg".job x
+           SET state = CASE WHEN x.run_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END
+         WHERE x.id = (SELECT y.id FROM "pgmsg".job y
+                        WHERE y.queue_id = p_queue_id AND y.sequence_key = p_key AND y.state = 'pending'
+                        ORDER BY y.id LIMIT 1)
+           AND x.state = 'pending'
+           AND NOT EXISTS (SELECT 1 FROM "pgmsg".job_sequence s WHERE s.queue_id = p_queue_id AND s.sequence_key = p_key)
+           AND (p_left OR NOT EXISTS (SELECT 1 FROM "pgmsg".job h
+                                       WHERE h.queue_id = p_queue_id AND h.sequence_key = p_key
+                                         AND h.state IN ('available', 'scheduled', 'retrying', 'running')))
+        RETURNING x.id, x.state
+    )
+    SELECT n.id, w.w INTO nxt_id, woke
+      FROM n LEFT JOIN LATERAL (
+          SELECT pg_notify('pgmsg' || '_log', 'queue:' || q.name)::text AS w FROM "pgmsg".queue q
+           WHERE q.queue_id = p_queue_id AND n.state = 'available') w ON true;
+    RETURN nxt_id;
+END $function$;
+
+-- _sequence_hold holds a sequence for the job p_job_id that failed
+-- (p_reason 'dead' or 'cancelled'): its pending jobs wait until
+-- sequence_resume(), or dead_requeue() of that job.
+CREATE OR REPLACE FUNCTION "pgmsg"._sequence_hold(p_queue_id integer, p_key text, p_job_id bigint, p_reason text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('pgmsg' || '.sequence.' || p_queue_id || '.' || p_key, 0));
+    INSERT INTO "pgmsg".job_sequence AS s (queue_id, sequence_key, held_job_id, held_at, held_reason)
+    VALUES (p_queue_id, p_key, p_job_id, clock_timestamp(), p_reason)
+    ON CONFLICT (queue_id, sequence_key) DO UPDATE
+       SET held_job_id = EXCLUDED.held_job_id, held_at = EXCLUDED.held_at, held_reason = EXCLUDED.held_reason;
+END $function$;
+
+-- _job_sequence_left (trigger job_sequence_left, once after each statement
+-- that deletes jobs: completions, cancels, purges of dead jobs, a queue's
+-- deletion) moves on the sequences of the deleted jobs that had one, all
+-- at once: a head cancelled without sequence_continue holds its sequence;
+-- every other sequence touched, not held and left without a head, gets its
+-- next pending job. A statement that deleted no job of a sequence costs a
+-- scan of its deleted rows (the transition table gone). A trigger per row
+-- cost a completion of a sequence's job several times the completion
+-- itself (a PL/pgSQL call and three statements per job).
+CREATE OR REPLACE FUNCTION "pgmsg"._job_sequence_left()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    -- The sequences' locks, in lock key order (as enqueues take them);
+    -- none (FOUND false) for a statement that deleted no job of a
+    -- sequence, which ends here.
+    PERFORM pg_advisory_xact_lock(l.h)
+       FROM (SELECT DISTINCT hashtextextended('pgmsg' || '.sequence.' || g.queue_id || '.' || g.sequence_key, 0) AS h
+               FROM gone g WHERE g.sequence_key IS NOT NULL) l
+      ORDER BY l.h;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    -- Only job_cancel() archives jobs as cancelled, and it says so for its
+    -- transaction: completions skip reading the archive.
+    IF current_setting('pgmsg.job_cancel', true) = 'on' THEN
+        INSERT INTO "pgmsg".job_sequence AS s (queue_id, sequence_key, held_job_id, held_at, held_reason)
+        SELECT DISTINCT ON (g.queue_id, g.sequence_key) g.queue_id, g.sequence_key, g.id, clock_timestamp(), 'cancelled'
+          FROM gone g JOIN "pgmsg".job_archive a ON a.id = g.id AND a.status = 'cancelled'
+         WHERE g.sequence_key IS NOT NULL AND g.state NOT IN ('dead', 'pending') AND NOT g.sequence_continue
+         ORDER BY g.queue_id, g.sequence_key, g.id
+        ON CONFLICT (queue_id, sequence_key) DO UPDATE
+           SET held_job_id = EXCLUDED.held_job_id, held_at = EXCLUDED.held_at, held_reason = EXCLUDED.held_reason;
+    END IF;
+    -- Each touched sequence that is not held and has no head gets its next
+    -- pending job, in one statement. Lateral reads with LIMIT keep every
+    -- lookup an index probe and the ids go in as one array (the transition
+    -- table has no statistics, and a hash join would read the whole job
+    -- table). A pending job being cancelled meanwhile is not found: its
+    -- own statement's trigger moves its sequence on.
+    --
+    -- No wake-up: a NOTIFY makes its transaction's commit take a lock
+    -- that serialises every notifying commit of the database, and the
+    -- completions of a busy queue would queue on it (the Go worker that
+    -- finished a sequence's job claims again at once; docs/sql-api.md,
+    -- Sequences).
+    UPDATE "pgmsg".job x
+       SET state = CASE WHEN x.run_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END
+     -- upper(): so that the planner cannot read the state through the
+     -- partial index job_sequence_pending (all of the queue's pending
+     -- jobs, AND-ed with the ids' probes of the primary key).
+     WHERE upper(x.state) = 'PENDING' AND x.id = ANY (ARRAY(
+        SELECT p.id
+          FROM (SELECT DISTINCT g.queue_id, g.sequence_key FROM gone g WHERE g.sequence_key IS NOT NULL) t
+          LEFT JOIN LATERAL (SELECT 1 AS one FROM "pgmsg".job_sequence s
+                              WHERE s.queue_id = t.queue_id AND s.sequence_key = t.sequence_key LIMIT 1) held ON true
+          LEFT JOIN LATERAL (SELECT 1 AS one FROM "pgmsg".job h
+                              WHERE h.queue_id = t.queue_id AND h.sequence_key = t.sequence_key
+                                AND h.state IN ('available', 'scheduled', 'retrying', 'running') LIMIT 1) head ON true
+          CROSS JOIN LATERAL (SELECT y.id FROM "pgmsg".job y
+                               WHERE y.queue_id = t.queue_id AND y.sequence_key = t.sequence_key AND y.state = 'pending'
+                               ORDER BY y.id LIMIT 1) p
+         WHERE held.one IS NULL AND head.one IS NULL));
+    RETURN NULL;
+END $function$;
+
+-- _job_sequence_dead (trigger job_sequence_dead, after a job of a sequence
+-- went dead: failed for good, or its last lease expired): it holds its
+-- sequence, or with sequence_continue lets it go on (the next job runs).
+CREATE OR REPLACE FUNCTION "pgmsg"._job_sequence_dead()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF NEW.sequence_continue THEN
+        PERFORM "pgmsg"._sequence_advance(NEW.queue_id, NEW.sequence_key, true);
+    ELSE
+        PERFORM "pgmsg"._sequence_hold(NEW.queue_id, NEW.sequence_key, NEW.id, 'dead');
+    END IF;
+    RETURN NULL;
+END $function$;
+
+-- _job_sequence_requeue (trigger job_sequence_requeue, before a dead job
+-- of a sequence is requeued): a job that holds its sequence resumes it
+-- and runs next; a job whose sequence has a head, or is held by another
+-- job, waits as pending (and, with the lowest id, runs next).
+CREATE OR REPLACE FUNCTION "pgmsg"._job_sequence_requeue()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('pgmsg' || '.sequence.' || NEW.queue_id || '.' || NEW.sequence_key, 0));
+    DELETE FROM "pgmsg".job_sequence s
+     WHERE s.queue_id = NEW.queue_id AND s.sequence_key = NEW.sequence_key AND s.held_job_id = NEW.id;
+    IF EXISTS (SELECT 1 FROM "pgmsg".job_sequence s
+                WHERE s.queue_id = NEW.queue_id AND s.sequence_key = NEW.sequence_key)
+       OR EXISTS (SELECT 1 FROM "pgmsg".job x
+                   WHERE x.queue_id = NEW.queue_id AND x.sequence_key = NEW.sequence_key AND x.id <> NEW.id
+                     AND x.state IN ('available', 'scheduled', 'retrying', 'running')) THEN
+        NEW.state := 'pending';
+    END IF;
+    RETURN NEW;
+END $function$;
+
+-- sequence_resume resumes a held sequence of a queue: the job that held
+-- it stays where it is (dead, or cancelled in the archive) and the
+-- sequence's next pending job runs. Returns false if the sequence was not
+-- held (nothing changes). PM101 unknown queue, PM004 a key that is not 1 to
+-- 200 bytes.
+CREATE OR REPLACE FUNCTION "pgmsg".sequence_resume(p_queue text, p_sequence_key text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    q "pgmsg".queue := "pgmsg"._queue(p_queue);
+BEGIN
+    IF p_sequence_key IS NULL OR p_sequence_key = '' OR octet_length(p_sequence_key) > 200 THEN
+        PERFORM "pgmsg"._raise('PM004', 'sequence_key must be 1 to 200 bytes');
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended('pgmsg' || '.sequence.' || q.queue_id || '.' || p_sequence_key, 0));
+    DELETE FROM "pgmsg".job_sequence s WHERE s.queue_id = q.queue_id AND s.sequence_key = p_sequence_key;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM "pgmsg"._sequence_advance(q.queue_id, p_sequence_key);
+    RETURN true;
+END $function$;
+
+-- sequence_list lists a queue's sequences that have a head or are held,
+-- by key after p_after_key (keyset paging), at most p_limit (1 to 10,000):
+-- the head (the job that runs or runs next; NULL while held), how many jobs
+-- wait behind it, and what holds the sequence. p_held_only: held ones only.
+CREATE OR REPLACE FUNCTION "pgmsg".sequence_list(p_queue text, p_held_only boolean DEFAULT false, p_limit integer DEFAULT 100, p_after_key text DEFAULT NULL::text)
+ RETURNS TABLE(sequence_key text, head_id bigint, head_state text, pending bigint, held_job_id bigint, held_at timestamp with time zone, held_reason text)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    q "pgmsg".queue := "pgmsg"._queue(p_queue);
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+        PERFORM "pgmsg"._raise('PM004', format('limit must be from 1 to 10000, got %s', coalesce(p_limit::text, 'NULL')));
+    END IF;
+    RETURN QUERY
+    WITH k AS (
+        (SELECT x.sequence_key AS k FROM "pgmsg".job x
+          WHERE x.queue_id = q.queue_id AND x.sequence_key IS NOT NULL AND NOT coalesce(p_held_only, false)
+            AND x.state IN ('available', 'scheduled', 'retrying', 'running')
+            AND (p_after_key IS NULL OR x.sequence_key > p_after_key)
+          ORDER BY 1 LIMIT p_limit)
+        UNION
+        (SELECT s.sequence_key FROM "pgmsg".job_sequence s
+          WHERE s.queue_id = q.queue_id AND (p_after_key IS NULL OR s.sequence_key > p_after_key)
+          ORDER BY 1 LIMIT p_limit)
+    )
+    SELECT k.k, h.id, h.state, p.n, s.held_job_id, s.held_at, s.held_reason
+      FROM k
+      LEFT JOIN "pgmsg".job_sequence s ON s.queue_id = q.queue_id AND s.sequence_key = k.k
+      LEFT JOIN LATERAL (
+          SELECT x.id, x.state FROM "pgmsg".job x
+           WHERE x.queue_id = q.queue_id AND x.sequence_key = k.k
+             AND x.state IN ('available', 'scheduled', 'retrying', 'running')
+           ORDER BY x.id LIMIT 1) h ON true
+      CROSS JOIN LATERAL (
+          SELECT count(*) AS n FROM "pgmsg".job x
+           WHERE x.queue_id = q.queue_id AND x.sequence_key = k.k AND x.state = 'pending') p
+     ORDER BY k.k
+     LIMIT p_limit;
 END $function$;
 
 -- ---------------------------------------------------------------------------
@@ -5598,6 +5963,17 @@ BEGIN
     END LOOP;
 END $function$;
 
+-- The sequence triggers (their functions are above; the migrator drops
+-- them before the functions).
+CREATE OR REPLACE TRIGGER job_sequence_left AFTER DELETE ON "pgmsg".job
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION "pgmsg"._job_sequence_left();
+CREATE OR REPLACE TRIGGER job_sequence_dead AFTER UPDATE OF state ON "pgmsg".job
+    FOR EACH ROW WHEN (NEW.sequence_key IS NOT NULL AND NEW.state = 'dead' AND OLD.state <> 'dead')
+    EXECUTE FUNCTION "pgmsg"._job_sequence_dead();
+CREATE OR REPLACE TRIGGER job_sequence_requeue BEFORE UPDATE OF state ON "pgmsg".job
+    FOR EACH ROW WHEN (NEW.sequence_key IS NOT NULL AND OLD.state = 'dead' AND NEW.state <> 'dead')
+    EXECUTE FUNCTION "pgmsg"._job_sequence_requeue();
+
 -- pgmsg functions: bearer tokens for the HTTP server and the grants of
 -- the schema's roles. Applied last, as described in common.sql: the
 -- grants below cover every function and table the other files and the
@@ -5845,8 +6221,8 @@ AS $function$
     ('consumer', 'table',    'consumer_group',       'SELECT, INSERT, UPDATE'),
     ('consumer', 'table',    'group_cursor',         'SELECT, INSERT, UPDATE'),
     ('consumer', 'table',    'group_member',         'SELECT, INSERT, UPDATE, DELETE'),
-    -- worker: enqueue (creating queues, uniqueness windows), claim and
-    -- finish jobs; enqueue the due ticks of periodic jobs, whose
+    -- worker: enqueue (creating queues, uniqueness windows, sequences),
+    -- claim and finish jobs (moving sequences on); enqueue the due ticks of periodic jobs, whose
     -- definitions are the admin's.
     ('worker',   'schema',   '',                     'USAGE'),
     ('worker',   'table',    'pgmsg_migration',      'SELECT'),
@@ -5858,6 +6234,7 @@ AS $function$
     ('worker',   'table',    'job_archive',          'SELECT, INSERT'),
     ('worker',   'table',    'job_payload',          'SELECT, INSERT, DELETE'),
     ('worker',   'table',    'job_unique',           'SELECT, INSERT, DELETE'),
+    ('worker',   'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE'),
     ('worker',   'table',    'periodic_job',         'SELECT, UPDATE (next_run_at, last_run_at, last_job_id, last_error)'),
     -- admin: everything above, tokens, queue and periodic definitions,
     -- topic DDL and maintenance (SECURITY DEFINER); reads the log's
@@ -5882,6 +6259,7 @@ AS $function$
     ('admin',    'table',    'job_archive',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_payload',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_unique',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token_scram',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),

@@ -38,6 +38,8 @@ func (s *Server) queueRoutes() []Route {
 		{Method: http.MethodGet, Pattern: "/v1/jobs/{id}", Scope: pgmsg.ScopeAdmin, handler: s.getJob},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/pause", Scope: pgmsg.ScopeAdmin, handler: s.pauseQueue},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/resume", Scope: pgmsg.ScopeAdmin, handler: s.resumeQueue},
+		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/sequences", Scope: pgmsg.ScopeAdmin, handler: s.listSequences},
+		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/sequences/{key}/resume", Scope: pgmsg.ScopeAdmin, handler: s.resumeSequence},
 		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/periodic", Scope: pgmsg.ScopeAdmin, handler: s.listPeriodic},
 		{Method: http.MethodPut, Pattern: "/v1/queues/{queue}/periodic/{name}", Scope: pgmsg.ScopeAdmin, handler: s.putPeriodic},
 		{Method: http.MethodDelete, Pattern: "/v1/queues/{queue}/periodic/{name}", Scope: pgmsg.ScopeAdmin, handler: s.deletePeriodic},
@@ -73,6 +75,11 @@ type EnqueueJob struct {
 	Tags jobTags `json:"tags,omitempty"`
 	// Metadata is a JSON object kept with the job (at most 64 KiB).
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// SequenceKey puts the job in a sequence (1 to 200 bytes; "" is
+	// refused: omit the field for none).
+	SequenceKey *string `json:"sequence_key,omitempty"`
+	// SequenceContinue lets the job's failure move its sequence on.
+	SequenceContinue bool `json:"sequence_continue,omitempty"`
 }
 
 // jobTags are a job's tags, decoded up to the one past pgmsg.JobTagsMax,
@@ -154,6 +161,13 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 				return newAPIError(errInvalidParameter, "jobs[%d].unique_for must be positive", i)
 			}
 		}
+		if j.SequenceKey != nil {
+			if *j.SequenceKey == "" {
+				return newAPIError(errInvalidParameter, "jobs[%d].sequence_key must be 1 to %d bytes (omit it for none)", i, pgmsg.SequenceKeyMaxBytes)
+			}
+			params[i].SequenceKey = *j.SequenceKey
+		}
+		params[i].SequenceContinue = j.SequenceContinue
 		if j.Timeout != nil {
 			params[i].Timeout = time.Duration(*j.Timeout)
 			if params[i].Timeout <= 0 {
@@ -698,4 +712,43 @@ func (s *Server) deletePeriodic(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+func (s *Server) listSequences(w http.ResponseWriter, r *http.Request) error {
+	queue := r.PathValue("queue")
+	if err := validNames("queue", queue); err != nil {
+		return err
+	}
+	q := params{r.URL.Query()}
+	limit, err := q.int("limit", 100)
+	if err != nil {
+		return err
+	}
+	if limit < 1 || limit > 10000 {
+		return newAPIError(errLimitExceeded, "limit must be between 1 and 10000, got %d", limit)
+	}
+	held, err := q.bool("held")
+	if err != nil {
+		return err
+	}
+	seqs, err := s.client.ListSequences(r.Context(), queue, &pgmsg.ListSequencesOpts{HeldOnly: held, Limit: limit, AfterKey: q.Get("after")})
+	if err != nil {
+		return err
+	}
+	if seqs == nil {
+		seqs = []*pgmsg.Sequence{}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "sequences": seqs})
+}
+
+func (s *Server) resumeSequence(w http.ResponseWriter, r *http.Request) error {
+	queue, key := r.PathValue("queue"), r.PathValue("key")
+	if err := validNames("queue", queue); err != nil {
+		return err
+	}
+	resumed, err := s.client.ResumeSequence(r.Context(), queue, key)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "sequence_key": key, "resumed": resumed})
 }

@@ -123,7 +123,7 @@ func (q *Queues) AllStats(ctx context.Context, queue string) ([]*pgmsgtype.Queue
 	for _, r := range rows {
 		out = append(out, &pgmsgtype.QueueStats{
 			Queue: r.Queue, Available: r.Available, Scheduled: r.Scheduled, Running: r.Running,
-			Retrying: r.Retrying, Dead: r.Dead, Archived: r.Archived, OldestAvailableAge: r.OldestAvailableAge,
+			Retrying: r.Retrying, Dead: r.Dead, Archived: r.Archived, Pending: r.Pending, OldestAvailableAge: r.OldestAvailableAge,
 			ArchivedLastMinute: r.ArchivedLastMinute, Throughput: float64(r.ArchivedLastMinute) / 60, Paused: r.Paused,
 		})
 	}
@@ -307,4 +307,14 @@ func deadLoop(limit int, step func(batch int) (int, error)) (int64, error) {
 			return total, nil
 		}
 	}
+}
+
+// SequenceList lists queue's sequences (store.SequenceList).
+func (q *Queues) SequenceList(ctx context.Context, queue string, heldOnly bool, limit int, afterKey string) ([]store.Sequence, error) {
+	return q.store.SequenceList(ctx, q.pool, queue, heldOnly, limit, afterKey)
+}
+
+// SequenceResume resumes a held sequence of queue (store.SequenceResume).
+func (q *Queues) SequenceResume(ctx context.Context, queue, key string) (bool, error) {
+	return q.store.SequenceResume(ctx, q.pool, queue, key)
 }

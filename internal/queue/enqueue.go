@@ -72,6 +72,10 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 			return nil, errs.New(errs.InvalidArgument, "job %d: unique key must be at most %d bytes, got %d", i, UniqueKeyMaxBytes, len(p.UniqueKey))
 		case p.UniqueFor != 0 && (p.UniqueKey == "" || p.UniqueFor < time.Second || p.UniqueFor > durationMax):
 			return nil, errs.New(errs.InvalidArgument, "job %d: a uniqueness window needs a unique key and lasts from 1s to %s, got %s", i, durationMax, p.UniqueFor)
+		case len(p.SequenceKey) > SequenceKeyMaxBytes:
+			return nil, errs.New(errs.InvalidArgument, "job %d: sequence key must be at most %d bytes, got %d", i, SequenceKeyMaxBytes, len(p.SequenceKey))
+		case p.SequenceContinue && p.SequenceKey == "":
+			return nil, errs.New(errs.InvalidArgument, "job %d: sequence continue needs a sequence key", i)
 		case p.Timeout < 0 || (p.Timeout > 0 && p.Timeout < time.Microsecond) || p.Timeout > durationMax:
 			return nil, errs.New(errs.InvalidArgument, "job %d: timeout must be from 1µs to %s (0: the queue's), got %s", i, durationMax, p.Timeout)
 		}
@@ -98,7 +102,8 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 			return nil, errs.New(errs.InvalidArgument, "job %d: metadata must be a JSON object", i)
 		}
 		batch.Set(i, &store.JobParams{Payload: p.Payload, Kind: p.Kind, Priority: p.Priority, RunAt: p.RunAt, Delay: p.Delay,
-			MaxAttempts: p.MaxAttempts, UniqueKey: p.UniqueKey, UniqueFor: p.UniqueFor, Timeout: p.Timeout, Tags: tags, Metadata: md})
+			MaxAttempts: p.MaxAttempts, UniqueKey: p.UniqueKey, UniqueFor: p.UniqueFor, Timeout: p.Timeout, Tags: tags, Metadata: md,
+			SequenceKey: p.SequenceKey, SequenceContinue: p.SequenceContinue})
 	}
 	out := make([]*pgmsgtype.EnqueueResult, n)
 	if err := q.store.JobEnqueueMany(ctx, exec, &batch, func(i int, r store.JobEnqueued) {

@@ -44,6 +44,8 @@ const (
 	KindMaxBytes = 200
 	// UniqueKeyMaxBytes is the longest job unique key, in bytes.
 	UniqueKeyMaxBytes = 1000
+	// SequenceKeyMaxBytes is the longest sequence key, in bytes.
+	SequenceKeyMaxBytes = 200
 	// TagsMax is the most tags a job may have.
 	TagsMax = 20
 	// ClaimMaxDefault is how many jobs a claim takes when not told.

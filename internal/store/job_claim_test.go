@@ -26,7 +26,16 @@ func TestJobClaimParity(t *testing.T) {
 		max   int
 	}
 	first := []job{{0, 0, 0}, {5, 0, 3}, {0, 0, 0}, {5, time.Second, 0}, {-1, 0, 0}, {0, time.Second, 0},
-		{5, 0, 0}, {0, 2 * time.Second, 0}, {-1, 0, 4}, {0, 3 * time.Second, 0}, {2, 2 * time.Hour, 0}}
+		{5, 0, 0}, {0, 2 * time.Second, 0}, {-1, 0, 4}, {0, 3 * time.Second, 0}, {2, 2 * time.Hour, 0},
+		// In sequences (seqOf): 11 and 13 in s1, 12 in s0; 13 waits behind
+		// 11 (pending), and neither claim may hand it out.
+		{5, 0, 0}, {6, 0, 0}, {7, 0, 0}}
+	seqOf := func(tag string, i int) string {
+		if tag == "a" && i >= 11 {
+			return fmt.Sprintf("s%d", i%2)
+		}
+		return ""
+	}
 	// Enqueued after the first claim: ahead of the claim position only
 	// (a higher priority, a lower one, the same one later), where the
 	// positioned reads and the whole read agree.
@@ -36,7 +45,8 @@ func TestJobClaimParity(t *testing.T) {
 		batch := NewJobBatch("q", len(jobs), false)
 		for i, j := range jobs {
 			batch.Set(i, &JobParams{Payload: []byte(fmt.Sprintf("%s%d", tag, i)), Kind: "k" + tag, Priority: j.pri,
-				RunAt: base.Add(j.runAt), MaxAttempts: j.max, Timeout: time.Duration(i+1) * time.Second})
+				RunAt: base.Add(j.runAt), MaxAttempts: j.max, Timeout: time.Duration(i+1) * time.Second,
+				SequenceKey: seqOf(tag, i)})
 		}
 		if _, err := s.q.JobEnqueueMany(ctx, s.DB(b.Pool), batch.arg); err != nil {
 			t.Fatal(err)
@@ -130,8 +140,8 @@ func TestJobClaimParity(t *testing.T) {
 			pos = JobClaimPosition{Valid: true, Priority: int16(l.Priority), RunAt: *l.RunAt, ID: l.ID}
 		}
 	}
-	if total != 13 {
-		t.Fatalf("the claims handed out %d jobs, want the 13 claimable", total)
+	if total != 15 {
+		t.Fatalf("the claims handed out %d jobs, want the 15 claimable", total)
 	}
 	if got, want := table(bd), table(bf); !reflect.DeepEqual(got, want) {
 		t.Fatalf("jobs after the claims:\ndirect statement %q\njob_claim()       %q", got, want)

@@ -28,6 +28,10 @@ type JobParams struct {
 	// Tags is the JSON array of the job's tags, Metadata its JSON object.
 	Tags     []byte
 	Metadata []byte
+	// SequenceKey "" is none; SequenceContinue lets the sequence go on
+	// past the job's failure.
+	SequenceKey      string
+	SequenceContinue bool
 }
 
 // JobBatch is a batch of jobs for JobEnqueueMany, held in the arrays the
@@ -35,8 +39,8 @@ type JobParams struct {
 // does. Make it with NewJobBatch and Set every job.
 type JobBatch struct {
 	arg dbsqlc.JobEnqueueManyParams
-	// more: a job has a unique key, tags or metadata, which only
-	// enqueue_many() stores.
+	// more: a job has a unique key, tags, metadata or a sequence key,
+	// which only enqueue_many() stores.
 	more bool
 }
 
@@ -95,7 +99,19 @@ func (b *JobBatch) Set(i int, p *JobParams) {
 		}
 		a.Metadata[i] = p.Metadata
 	}
-	if p.UniqueKey != "" || p.Tags != nil || p.Metadata != nil {
+	if p.SequenceKey != "" || p.SequenceContinue {
+		if a.SequenceKeys == nil {
+			a.SequenceKeys = make([]string, n)
+		}
+		a.SequenceKeys[i] = p.SequenceKey
+		if p.SequenceContinue {
+			if a.SequenceContinues == nil {
+				a.SequenceContinues = make([]bool, n)
+			}
+			a.SequenceContinues[i] = true
+		}
+	}
+	if p.UniqueKey != "" || p.Tags != nil || p.Metadata != nil || p.SequenceKey != "" || p.SequenceContinue {
 		b.more = true
 	}
 }
@@ -111,7 +127,7 @@ type JobEnqueued struct {
 
 // JobEnqueueMany enqueues b's jobs in one statement on exec and calls fn
 // with each job's result, in b's order. Jobs without
-// unique keys, tags or metadata go through the direct statement
+// unique keys, tags, metadata or sequence keys go through the direct statement
 // (JobEnqueueDirect) when it covers the queue, the others through
 // enqueue_many(). Bad input fails the whole batch, writing nothing
 // (errs.UnknownQueue, errs.PayloadTooLarge, errs.QueueFull ...).

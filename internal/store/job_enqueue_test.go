@@ -235,3 +235,20 @@ func TestEnqueueDirect(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, out)
 }
+
+// A batch with sequence keys is enqueue_many()'s (the direct statement
+// stores no sequence): each sequence's first job is its head, the others
+// wait as pending, and jobs without a key are as without sequences.
+func TestJobEnqueueSequenceTakesEnqueueMany(t *testing.T) {
+	ctx := context.Background()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 1})
+	s := New(b.Schema)
+	batch := NewJobBatch("q", 4, true)
+	for i, key := range []string{"x", "x", "", "y"} {
+		batch.Set(i, &JobParams{Payload: []byte{byte('0' + i)}, SequenceKey: key})
+	}
+	require.True(t, batch.more)
+	var states []string
+	require.NoError(t, s.JobEnqueueMany(ctx, b.Pool, &batch, func(_ int, r JobEnqueued) { states = append(states, r.State) }))
+	require.Equal(t, []string{"available", "pending", "available", "available"}, states)
+}

@@ -119,8 +119,8 @@ func (s *Store) QueueResume(ctx context.Context, exec DBTX, queue string) error 
 // QueueStats is one queue's job counts by state (pgmsg.QueueStats without
 // the derived throughput).
 type QueueStats struct {
-	Queue                                                   string
-	Available, Scheduled, Running, Retrying, Dead, Archived int64
+	Queue                                                            string
+	Available, Scheduled, Running, Retrying, Dead, Archived, Pending int64
 	// OldestAvailableAge is how long the oldest available job has waited.
 	OldestAvailableAge time.Duration
 	ArchivedLastMinute int64
@@ -137,7 +137,7 @@ func (s *Store) QueueStats(ctx context.Context, exec DBTX, queue string) ([]Queu
 	out := make([]QueueStats, len(rows))
 	for i, r := range rows {
 		out[i] = QueueStats{Queue: r.Queue, Available: r.Available, Scheduled: r.Scheduled, Running: r.Running,
-			Retrying: r.Retrying, Dead: r.Dead, Archived: r.Archived,
+			Retrying: r.Retrying, Dead: r.Dead, Archived: r.Archived, Pending: r.Pending,
 			OldestAvailableAge: time.Duration(r.OldestAvailableSeconds * float64(time.Second)),
 			ArchivedLastMinute: r.ArchivedLastMinute, Paused: r.Paused}
 	}

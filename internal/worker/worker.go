@@ -119,7 +119,11 @@ type Worker struct {
 	unfinished int
 	settled    chan struct{}
 	freed      chan struct{}
-	wg         sync.WaitGroup
+	// completed: a completion committed, which may have made the next job
+	// of a sequence claimable; an idle fetch claims again (sequences wake
+	// no one through NOTIFY).
+	completed chan struct{}
+	wg        sync.WaitGroup
 }
 
 type inflightJob struct {
@@ -134,7 +138,7 @@ type inflightJob struct {
 // New returns a Worker that runs handler over q's jobs.
 func New(q Queue, handler Handler, cfg Config) *Worker {
 	return &Worker{q: q, handler: handler, cfg: cfg,
-		inflight: map[int64]*inflightJob{}, freed: make(chan struct{}, 1), settled: make(chan struct{}, 1)}
+		inflight: map[int64]*inflightJob{}, freed: make(chan struct{}, 1), completed: make(chan struct{}, 1), settled: make(chan struct{}, 1)}
 }
 
 // Run claims and handles jobs until ctx ends (call it once), then stops
@@ -334,6 +338,10 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 					freedInFlight = true
 				}
 			}
+		case <-w.completed:
+			// The completion may have moved a sequence on: its next job
+			// is claimable now, and nothing else wakes a worker for it.
+			idle = false
 		case <-wakeC:
 			idle = false
 		case <-pollC:
@@ -552,6 +560,10 @@ func (w *Worker) flush(ctx context.Context, batch []*pgmsgtype.Job) {
 			}
 			select {
 			case w.freed <- struct{}{}: // running slots of a capped queue are free now (see fetch)
+			default:
+			}
+			select {
+			case w.completed <- struct{}{}:
 			default:
 			}
 			return

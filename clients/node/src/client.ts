@@ -74,6 +74,13 @@ export interface JobSpec {
   timeoutMs?: number;
   tags?: string[];
   metadata?: { [k: string]: unknown };
+  /**
+   * The queue's jobs with the same sequenceKey run one at a time, in enqueue
+   * order; a job that goes dead or is cancelled holds its sequence
+   * (sequence_resume() in SQL) unless sequenceContinue.
+   */
+  sequenceKey?: string;
+  sequenceContinue?: boolean;
 }
 
 export interface EnqueueResult {
@@ -381,7 +388,8 @@ export class Pgmsg {
       `SELECT id, duplicate, state, run_at FROM {s}.enqueue_many($1, $2::bytea[],
          p_kinds => $3::text[], p_priorities => $4::int[], p_run_ats => $5::timestamptz[],
          p_delays => $6::interval[], p_max_attempts => $7::int[], p_unique_keys => $8::text[],
-         p_timeouts => $9::interval[], p_tags => $10::text[]::jsonb[], p_metadata => $11::text[]::jsonb[])`,
+         p_timeouts => $9::interval[], p_tags => $10::text[]::jsonb[], p_metadata => $11::text[]::jsonb[],
+         p_sequence_keys => $12::text[], p_sequence_continues => $13::boolean[])`,
       [
         queue,
         jobs.map((j) => bytes(j.payload)),
@@ -394,6 +402,8 @@ export class Pgmsg {
         col((j) => interval(j.timeoutMs)),
         col((j) => (j.tags ? JSON.stringify(j.tags) : null)),
         col((j) => (j.metadata ? JSON.stringify(j.metadata) : null)),
+        col((j) => j.sequenceKey),
+        col((j) => j.sequenceContinue),
       ],
     );
     return rows.map((r) => ({ id: num(r.id), duplicate: r.duplicate, state: r.state, runAt: r.run_at }));

@@ -203,6 +203,17 @@ describe("the queue", () => {
     return (await env.sql(pool, "SELECT state, result, errors, kind, tags, metadata FROM {s}.job_get($1)", [id]))[0];
   }
 
+  test("a sequence runs one job at a time, in order", async () => {
+    const q = env.name("q");
+    const many = await c.enqueueMany(q, [{ payload: "1", sequenceKey: "acct-1" }, { payload: "2", sequenceKey: "acct-1" }]);
+    assert.deepEqual(many.map((m) => m.state), ["available", "pending"], "the second waits behind the first");
+    let jobs = await c.claimJobs(q, { limit: 10 });
+    assert.deepEqual(jobs.map((j) => j.id), [many[0].id]);
+    await c.complete(jobs[0]);
+    jobs = await c.claimJobs(q, { limit: 10 });
+    assert.deepEqual(jobs.map((j) => j.id), [many[1].id], "the completion let the next run");
+  });
+
   test("enqueue, claim, complete, fail", async () => {
     const q = env.name("q");
     const r = await c.enqueue(q, '{"to":"ada"}', { kind: "welcome", priority: 5, uniqueKey: "u1", tags: ["eu"], metadata: { by: "ann" } });

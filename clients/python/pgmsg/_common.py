@@ -98,6 +98,11 @@ class JobSpec:
     timeout: Optional[timedelta] = None
     tags: Optional[List[str]] = None
     metadata: Optional[Dict[str, Any]] = None
+    # The queue's jobs with the same sequence_key run one at a time, in
+    # enqueue order; a job that goes dead or is cancelled holds its
+    # sequence (sequence_resume() in SQL) unless sequence_continue.
+    sequence_key: Optional[str] = None
+    sequence_continue: Optional[bool] = None
 
 
 @dataclass
@@ -255,7 +260,8 @@ class Statements:
             " p_run_ats => %(run_ats)s::timestamptz[], p_delays => %(delays)s::interval[],"
             " p_max_attempts => %(max_attempts)s::int[], p_unique_keys => %(unique_keys)s::text[],"
             " p_timeouts => %(timeouts)s::interval[], p_tags => %(tags)s::text[]::jsonb[],"
-            " p_metadata => %(metadata)s::text[]::jsonb[])"
+            " p_metadata => %(metadata)s::text[]::jsonb[], p_sequence_keys => %(sequence_keys)s::text[],"
+            " p_sequence_continues => %(sequence_continues)s::boolean[])"
         )
         self.queue_ensure = q("SELECT name FROM {s}.queue_create(%(queue)s, p_if_not_exists => true)")
         self.job_claim = q(
@@ -330,6 +336,8 @@ class Statements:
             "timeouts": _parallel([j.timeout for j in jobs]),
             "tags": _parallel([_json_or_none(j.tags) for j in jobs]),
             "metadata": _parallel([_json_or_none(j.metadata) for j in jobs]),
+            "sequence_keys": _parallel([j.sequence_key for j in jobs]),
+            "sequence_continues": _parallel([j.sequence_continue for j in jobs]),
         }
 
     @staticmethod

@@ -218,6 +218,15 @@ class QueueTest(unittest.TestCase):
         rows = env.sql(self.conn, "SELECT state, result, errors, kind, tags, metadata FROM {s}.job_get(%s)", id)
         return rows[0]
 
+    def test_sequence(self):
+        many = self.c.enqueue_many(self.queue, [JobSpec(b"1", sequence_key="acct-1"), JobSpec(b"2", sequence_key="acct-1")])
+        self.assertEqual([m.state for m in many], ["available", "pending"], "the second waits behind the first")
+        jobs = self.c.claim_jobs(self.queue, 10)
+        self.assertEqual([j.id for j in jobs], [many[0].id])
+        self.c.complete(jobs[0])
+        jobs = self.c.claim_jobs(self.queue, 10)
+        self.assertEqual([j.id for j in jobs], [many[1].id], "the completion let the next run")
+
     def test_enqueue_claim_complete_fail(self):
         r = self.c.enqueue(self.queue, b'{"to":"ada"}', kind="welcome", priority=5, unique_key="u1",
                            tags=["eu"], metadata={"by": "ann"})

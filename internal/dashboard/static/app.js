@@ -396,10 +396,11 @@ async function groupPage(main, topic, group) {
 
 // ---- Queue ----
 
-const STATES = ["available", "scheduled", "running", "retrying", "dead", "completed", "cancelled"];
+const STATES = ["available", "scheduled", "running", "retrying", "pending", "dead", "completed", "cancelled"];
 
 async function queuePage(main, queue) {
   const summary = h("div", {}), actionsEl = h("div", { class: "actions" }), jobsEl = h("div", { id: "jobs-box" });
+  const heldEl = h("div", { id: "held-sequences" });
   const tputEl = h("div", { class: "chart" }), latEl = h("div", { class: "chart" });
   const filter = h("form", { class: "inline", id: "job-filter" },
     h("label", {}, "State", h("select", { name: "state" }, h("option", { value: "" }, "any"), STATES.map((s) => h("option", { value: s }, s)))),
@@ -432,16 +433,27 @@ async function queuePage(main, queue) {
   filter.addEventListener("submit", (ev) => { ev.preventDefault(); cursors = [0]; loadJobs(); });
   main.replaceChildren(h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / queue"), h("h1", {}, queue), summary, actionsEl,
     h("div", { class: "grid" }, h("section", { class: "card", "aria-label": "Throughput" }, tputEl), h("section", { class: "card", "aria-label": "Latency" }, latEl)),
+    h("section", { class: "card", "aria-labelledby": "h-held" }, h("h2", { id: "h-held" }, "Held sequences"), heldEl),
     h("section", { class: "card", "aria-labelledby": "h-jobs" }, h("h2", { id: "h-jobs" }, "Jobs"), filter, jobsEl));
   const tput = new Chart(tputEl, "Throughput (jobs/s, last minute)", ["jobs/s"]);
   const lat = new Chart(latEl, "Latency enqueue→done (s, last minute)", ["p50", "p99"]);
   let paused = null;
   await poll(async () => {
-    const [st, latency] = await Promise.all([api("v1/queues/" + enc(queue)), api("latency")]);
+    const [st, latency, held] = await Promise.all([api("v1/queues/" + enc(queue)), api("latency"),
+      api(`v1/queues/${enc(queue)}/sequences?held=true&limit=100`)]);
+    // A sequence is held when a job of it went dead or was cancelled: its
+    // other jobs wait until it is resumed (or the dead job requeued).
+    replace(heldEl, table([{ label: "Sequence" }, { label: "Held by", num: true }, { label: "Reason" }, { label: "Since", cls: "hide-narrow" },
+      { label: "Waiting", num: true }, { label: "" }],
+    held.sequences.map((s) => ({ dataset: { sequence: s.key }, cells: [s.key, h("a", { href: "#/jobs/" + s.held_job_id }, s.held_job_id),
+      h("span", { class: "badge " + s.held_reason }, s.held_reason), when(s.held_at), fmt(s.pending),
+      action("Resume", `Resume sequence ${s.key}? Its next job runs; job ${s.held_job_id} stays ${s.held_reason}.`,
+        () => api(`v1/queues/${enc(queue)}/sequences/${enc(s.key)}/resume`, { method: "POST" }).then(() => "Sequence resumed"), { id: "resume-sequence", primary: true })] })),
+    { id: "held", empty: "No held sequence." }));
     const l = latency.queues.find((x) => x.queue === queue) || { completed: 0, latency_p50_seconds: 0, latency_p99_seconds: 0 };
     tput.push([st.throughput]);
     lat.push([l.latency_p50_seconds, l.latency_p99_seconds]);
-    replace(summary, stats([...["available", "scheduled", "running", "retrying", "dead", "archived"].map((k) => [k[0].toUpperCase() + k.slice(1), fmt(st[k]), k]),
+    replace(summary, stats([...["available", "scheduled", "running", "retrying", "pending", "dead", "archived"].map((k) => [k[0].toUpperCase() + k.slice(1), fmt(st[k]), k]),
       ["Jobs/s", rate(st.throughput), "throughput"], ["p50 / p99", l.completed ? `${secs(l.latency_p50_seconds)} / ${secs(l.latency_p99_seconds)}` : "—", "latency"],
       ["State", st.paused ? "paused" : "running", "paused"]]));
     if (paused !== st.paused) {

@@ -58,7 +58,8 @@ SELECT pgmsg.queue_delete(@name::text, @force::boolean);
 SELECT s.queue::text AS queue, s.available::bigint AS available, s.scheduled::bigint AS scheduled,
        s.running::bigint AS running, s.retrying::bigint AS retrying, s.dead::bigint AS dead,
        s.archived::bigint AS archived, s.oldest_available_seconds::double precision AS oldest_available_seconds,
-       s.archived_last_minute::bigint AS archived_last_minute, coalesce(qq.paused, false)::boolean AS paused
+       s.archived_last_minute::bigint AS archived_last_minute, coalesce(qq.paused, false)::boolean AS paused,
+       s.pending::bigint AS pending
 FROM pgmsg.queue_stats(sqlc.narg(queue)::text) s LEFT JOIN pgmsg.queue qq ON qq.name = s.queue;
 
 -- name: QueuePause :one
@@ -68,14 +69,15 @@ SELECT pgmsg.queue_pause(@queue::text)::boolean AS paused;
 SELECT pgmsg.queue_resume(@queue::text)::boolean AS paused;
 
 -- name: JobEnqueueMany :many
--- Go sends "" for no kind or unique key, 0 for the queue's max attempts and
+-- Go sends "" for no kind, unique key or sequence key, 0 for the queue's max attempts and
 -- NULL for no timeout, tags, metadata or uniqueness window of the job's own.
 SELECT id::bigint, duplicate::boolean, state::text, run_at::timestamptz
 FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], pg_catalog.array_replace(@kinds::text[], '', NULL),
                         @priorities::integer[], @run_ats::timestamptz[], @delays::interval[],
                         pg_catalog.array_replace(@max_attempts::integer[], 0, NULL),
                         pg_catalog.array_replace(@unique_keys::text[], '', NULL), @create_queue::boolean,
-                        @timeouts::interval[], @tags::jsonb[], @metadata::jsonb[], @unique_fors::interval[]);
+                        @timeouts::interval[], @tags::jsonb[], @metadata::jsonb[], @unique_fors::interval[],
+                        pg_catalog.array_replace(@sequence_keys::text[], '', NULL), @sequence_continues::boolean[]);
 
 -- name: JobClaim :many
 -- One statement: UPDATE ... FROM (SELECT ... ORDER BY priority DESC, run_at,
@@ -100,9 +102,9 @@ WITH d AS (
     RETURNING j.*
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                   attempted_at, finished_at, kind, unique_key, errors, progress)
+                                   attempted_at, finished_at, kind, unique_key, errors, progress, sequence_key)
     SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress
+           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.sequence_key
       FROM d
     RETURNING job_archive.id
 )
@@ -225,3 +227,6 @@ SELECT t::timestamptz FROM pgmsg.periodic_preview(@schedule::text, @time_zone::t
 
 -- name: JobUniquePrune :one
 SELECT pgmsg.job_unique_prune(@max_rows::integer)::integer;
+
+-- name: SequenceResume :one
+SELECT pgmsg.sequence_resume(@queue::text, @sequence_key::text)::boolean AS resumed;

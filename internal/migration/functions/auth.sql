@@ -245,8 +245,8 @@ AS $function$
     ('consumer', 'table',    'consumer_group',       'SELECT, INSERT, UPDATE'),
     ('consumer', 'table',    'group_cursor',         'SELECT, INSERT, UPDATE'),
     ('consumer', 'table',    'group_member',         'SELECT, INSERT, UPDATE, DELETE'),
-    -- worker: enqueue (creating queues, uniqueness windows), claim and
-    -- finish jobs; enqueue the due ticks of periodic jobs, whose
+    -- worker: enqueue (creating queues, uniqueness windows, sequences),
+    -- claim and finish jobs (moving sequences on); enqueue the due ticks of periodic jobs, whose
     -- definitions are the admin's.
     ('worker',   'schema',   '',                     'USAGE'),
     ('worker',   'table',    'pgmsg_migration',      'SELECT'),
@@ -258,6 +258,7 @@ AS $function$
     ('worker',   'table',    'job_archive',          'SELECT, INSERT'),
     ('worker',   'table',    'job_payload',          'SELECT, INSERT, DELETE'),
     ('worker',   'table',    'job_unique',           'SELECT, INSERT, DELETE'),
+    ('worker',   'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE'),
     ('worker',   'table',    'periodic_job',         'SELECT, UPDATE (next_run_at, last_run_at, last_job_id, last_error)'),
     -- admin: everything above, tokens, queue and periodic definitions,
     -- topic DDL and maintenance (SECURITY DEFINER); reads the log's
@@ -282,6 +283,7 @@ AS $function$
     ('admin',    'table',    'job_archive',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_payload',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_unique',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token_scram',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),

@@ -204,7 +204,7 @@ $function$;
 -- so the cost follows the size of that state, never of the whole table;
 -- available/scheduled/retrying share one scan of the backlog (job_claim).
 CREATE OR REPLACE FUNCTION {{schema}}.queue_stats(p_queue text DEFAULT NULL::text)
- RETURNS TABLE(queue text, available bigint, scheduled bigint, running bigint, retrying bigint, dead bigint, archived bigint, oldest_available_seconds double precision, archived_last_minute bigint)
+ RETURNS TABLE(queue text, available bigint, scheduled bigint, running bigint, retrying bigint, dead bigint, archived bigint, oldest_available_seconds double precision, archived_last_minute bigint, pending bigint)
  LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -218,7 +218,7 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT q.name, w.available, w.scheduled, r.running, w.retrying, d.dead, a.archived,
-           coalesce(extract(epoch FROM now_ts - w.oldest)::double precision, 0), m.recent
+           coalesce(extract(epoch FROM now_ts - w.oldest)::double precision, 0), m.recent, p.pending
     FROM {{schema}}.queue q
     CROSS JOIN LATERAL (
         SELECT count(*) FILTER (WHERE j.run_at <= now_ts) AS available,
@@ -231,6 +231,8 @@ BEGIN
         SELECT count(*) AS running FROM {{schema}}.job j WHERE j.queue_id = q.queue_id AND j.state = 'running') r
     CROSS JOIN LATERAL (
         SELECT count(*) AS dead FROM {{schema}}.job j WHERE j.queue_id = q.queue_id AND j.state = 'dead') d
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS pending FROM {{schema}}.job j WHERE j.queue_id = q.queue_id AND j.state = 'pending') p
     CROSS JOIN LATERAL (
         SELECT count(*) AS archived FROM {{schema}}.job_archive x WHERE x.queue_id = q.queue_id) a
     CROSS JOIN LATERAL (
@@ -443,7 +445,7 @@ END $function$;
 -- a duplicate), and a duplicate returns the window's job: its state if it is
 -- still kept, 'completed' once the archive has pruned it (or it was
 -- purged dead).
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[])
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[], p_sequence_keys text[] DEFAULT NULL::text[], p_sequence_continues boolean[] DEFAULT NULL::boolean[])
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -470,6 +472,7 @@ DECLARE
     found_id   bigint;
     keys       text[] := p_unique_keys;
     wends      timestamptz[];
+    pend       boolean[];
 BEGIN
     IF p_create_queue THEN
         SELECT * INTO q FROM {{schema}}.queue WHERE name = p_queue;
@@ -486,8 +489,17 @@ BEGIN
        OR coalesce(cardinality(p_run_ats), 0) > n OR coalesce(cardinality(p_delays), 0) > n
        OR coalesce(cardinality(p_max_attempts), 0) > n OR coalesce(cardinality(p_unique_keys), 0) > n
        OR coalesce(cardinality(p_timeouts), 0) > n OR coalesce(cardinality(p_tags), 0) > n
-       OR coalesce(cardinality(p_metadata), 0) > n OR coalesce(cardinality(p_unique_fors), 0) > n THEN
-        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata and unique_fors must not be longer than payloads');
+       OR coalesce(cardinality(p_metadata), 0) > n OR coalesce(cardinality(p_unique_fors), 0) > n
+       OR coalesce(cardinality(p_sequence_keys), 0) > n OR coalesce(cardinality(p_sequence_continues), 0) > n THEN
+        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata, unique_fors, sequence_keys and sequence_continues must not be longer than payloads');
+    END IF;
+    -- Sequences: each key's row is locked (in key order, so concurrent
+    -- batches cannot deadlock on each other) and pend says which jobs wait
+    -- behind their sequence's head (_sequence_enqueue).
+    IF p_sequence_keys IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_sequence_keys) u(k) WHERE u.k IS NOT NULL) THEN
+        pend := {{schema}}._sequence_enqueue(q.queue_id, p_sequence_keys, p_sequence_continues);
+    ELSIF p_sequence_continues IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_sequence_continues) u(r) WHERE u.r) THEN
+        PERFORM {{schema}}._raise('PM004', 'sequence_continue needs a sequence_key');
     END IF;
     -- Uniqueness windows: the key becomes <key>@<window start>, and the
     -- window's end is kept for job_unique.
@@ -559,7 +571,7 @@ BEGIN
         PERFORM {{schema}}._queue_depth_check(q, n);
     END IF;
 
-    IF NOT has_keys THEN
+    IF NOT has_keys AND pend IS NULL THEN
         -- Fast path: ids come from the sequence in input order (nextval is
         -- increasing within a statement), so ORDER BY id is input order.
         -- src is read twice (a CTE so referenced is computed once): each
@@ -602,14 +614,14 @@ BEGIN
             ON CONFLICT (queue_id, unique_key) DO NOTHING;
         END IF;
         INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind,
-                                         unique_key, timeout, tags, metadata)
+                                         unique_key, timeout, tags, metadata, sequence_key, sequence_continue)
         SELECT u.id, q.queue_id,
-               CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
+               CASE WHEN pend[u.ord] THEN 'pending' WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k, u.tmo,
-               {{schema}}._job_tags(u.tg), u.md
+               {{schema}}._job_tags(u.tg), u.md, u.sk, CASE WHEN u.sk IS NOT NULL THEN coalesce(u.sr, false) END
         FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, keys, p_timeouts,
-                    p_tags, p_metadata)
-             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, ord)
+                    p_tags, p_metadata, p_sequence_keys, p_sequence_continues)
+             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, sk, sr, ord)
         CROSS JOIN LATERAL (SELECT coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) AS at) t
         WHERE wends[u.ord] IS NULL
            OR EXISTS (SELECT 1 FROM {{schema}}.job_unique ju
@@ -641,12 +653,13 @@ BEGIN
         LOOP
             LOOP
                 INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at,
-                                                 kind, unique_key, timeout, tags, metadata)
+                                                 kind, unique_key, timeout, tags, metadata, sequence_key, sequence_continue)
                 SELECT r.id, q.queue_id,
-                       CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
+                       CASE WHEN pend[r.ord] THEN 'pending' WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                        coalesce(p_priorities[r.ord], 0), coalesce(p_max_attempts[r.ord], q.max_attempts),
                        t.at, now_ts, p_kinds[r.ord], keys[r.ord], p_timeouts[r.ord],
-                       {{schema}}._job_tags(p_tags[r.ord]), p_metadata[r.ord]
+                       {{schema}}._job_tags(p_tags[r.ord]), p_metadata[r.ord], p_sequence_keys[r.ord],
+                       CASE WHEN p_sequence_keys[r.ord] IS NOT NULL THEN coalesce(p_sequence_continues[r.ord], false) END
                 FROM (SELECT coalesce(p_run_ats[r.ord], now_ts + coalesce(p_delays[r.ord], interval '0')) AS at) t
                 ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING
                 RETURNING j.id INTO found_id;
@@ -661,6 +674,13 @@ BEGIN
         INSERT INTO {{schema}}.job_payload (id, payload)
         SELECT u.id, u.p FROM unnest(ids, p_payloads) AS u(id, p)
         WHERE EXISTS (SELECT 1 FROM {{schema}}.job x WHERE x.id = u.id);
+
+        -- A sequence whose head this call meant to insert but found a
+        -- duplicate of (a unique key) has no head: give it its next job.
+        IF pend IS NOT NULL AND has_keys THEN
+            PERFORM {{schema}}._sequence_advance(q.queue_id, s.k)
+               FROM (SELECT DISTINCT u.k FROM unnest(p_sequence_keys) AS u(k) WHERE u.k IS NOT NULL) s;
+        END IF;
 
         -- Each row's job: its own, else its window's (kept live or in the
         -- archive, 'completed' once pruned), else the live job of its key.
@@ -690,7 +710,7 @@ BEGIN
 END $function$;
 
 -- enqueue inserts one job; see enqueue_many.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval)
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval, p_sequence_key text DEFAULT NULL::text, p_sequence_continue boolean DEFAULT NULL::boolean)
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -698,7 +718,8 @@ AS $function$
     SELECT * FROM {{schema}}.enqueue_many(p_queue, ARRAY[p_payload], ARRAY[p_kind], ARRAY[p_priority],
                                           ARRAY[p_run_at], ARRAY[p_delay], ARRAY[p_max_attempts],
                                           ARRAY[p_unique_key], p_create_queue, ARRAY[p_timeout], ARRAY[p_tags],
-                                          ARRAY[p_metadata], ARRAY[p_unique_for])
+                                          ARRAY[p_metadata], ARRAY[p_unique_for], ARRAY[p_sequence_key],
+                                          ARRAY[p_sequence_continue])
 $function$;
 
 -- ---------------------------------------------------------------------------
@@ -1094,10 +1115,10 @@ AS $function$
     ), a AS (
         INSERT INTO {{schema}}.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                             attempted_at, finished_at, kind, unique_key, errors, progress, result,
-                                            tags, metadata)
+                                            tags, metadata, sequence_key)
         SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
                d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.result,
-               d.tags, d.metadata
+               d.tags, d.metadata, d.sequence_key
         FROM d
         RETURNING job_archive.id
     )
@@ -1230,16 +1251,24 @@ CREATE OR REPLACE FUNCTION {{schema}}.job_cancel(p_id bigint)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+DECLARE
+    done boolean;
 BEGIN
+    -- For the trigger job_sequence_left: a cancelled head holds its sequence.
+    PERFORM set_config('pgmsg.job_cancel', 'on', true);
     WITH d AS (
         DELETE FROM {{schema}}.job j WHERE j.id = p_id RETURNING j.*
     )
     INSERT INTO {{schema}}.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                        attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata)
+                                        attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata,
+                                        sequence_key)
     SELECT d.id, d.queue_id, 'cancelled', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.tags, d.metadata
+           d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.tags, d.metadata,
+           d.sequence_key
     FROM d;
-    IF FOUND THEN
+    done := FOUND;
+    PERFORM set_config('pgmsg.job_cancel', '', true);
+    IF done THEN
         RETURN true;
     END IF;
     IF EXISTS (SELECT 1 FROM {{schema}}.job_archive a WHERE a.id = p_id) THEN
@@ -1335,11 +1364,11 @@ AS $function$
 DECLARE
     q     {{schema}}.queue := {{schema}}._queue(p_queue);
     after bigint := coalesce(p_after_id, 0);
-    live  boolean := p_state IS NULL OR p_state IN ('available', 'scheduled', 'retrying', 'running', 'dead');
+    live  boolean := p_state IS NULL OR p_state IN ('available', 'scheduled', 'retrying', 'running', 'dead', 'pending');
     done  boolean := p_state IS NULL OR p_state IN ('completed', 'cancelled');
 BEGIN
     IF NOT (live OR done) THEN
-        PERFORM {{schema}}._raise('PM004', format('unknown job state %s (available, scheduled, retrying, running, dead, completed or cancelled)',
+        PERFORM {{schema}}._raise('PM004', format('unknown job state %s (available, scheduled, retrying, running, dead, pending, completed or cancelled)',
                                                   quote_literal(p_state)));
     END IF;
     IF p_limit IS NULL OR p_limit < 0 OR p_limit > 1000 THEN
@@ -1407,6 +1436,292 @@ BEGIN
         ORDER BY x.id DESC
         LIMIT p_limit;
     END IF;
+END $function$;
+
+-- ---------------------------------------------------------------------------
+-- Sequences (the job_sequence table): one job of a key at a time
+-- ---------------------------------------------------------------------------
+
+-- A sequence's changes are serialised by a transaction-level advisory lock
+-- on hashtextextended('<schema>.sequence.<queue id>.<key>', 0) (written out
+-- where taken: a call of a SQL function from PL/pgSQL is not inlined and
+-- cost a tenth of a completion): the enqueuers of its jobs,
+-- the trigger that moves it on when its head leaves, holds and resumes.
+-- The lock is taken by one statement and the sequence read by the next,
+-- which sees what the lock's previous holder committed. A sequence has no
+-- row of its own unless it is held (job_sequence).
+
+-- _sequence_enqueue checks a batch's sequence keys (1 to 200 bytes; a
+-- sequence_continue needs a key: PM004), locks each key's sequence (in
+-- lock key order, so concurrent batches cannot deadlock on each other),
+-- and returns which of the batch's jobs wait ('pending') behind their
+-- sequence's head: all of a key's jobs but the first when the sequence
+-- has no head, no pending job and is not held, else all of them.
+CREATE OR REPLACE FUNCTION {{schema}}._sequence_enqueue(p_queue_id integer, p_keys text[], p_continues boolean[])
+ RETURNS boolean[]
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    pend boolean[];
+BEGIN
+    IF EXISTS (SELECT 1 FROM unnest(p_keys) u(k) WHERE u.k IS NOT NULL AND (u.k = '' OR octet_length(u.k) > 200)) THEN
+        PERFORM {{schema}}._raise('PM004', 'sequence_key must be 1 to 200 bytes');
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_keys, p_continues) u(k, r) WHERE u.k IS NULL AND u.r) THEN
+        PERFORM {{schema}}._raise('PM004', 'sequence_continue needs a sequence_key');
+    END IF;
+    PERFORM pg_advisory_xact_lock(l.h)
+       FROM (SELECT DISTINCT hashtextextended({{schema_lit}} || '.sequence.' || p_queue_id || '.' || u.k, 0) AS h
+               FROM unnest(p_keys) u(k) WHERE u.k IS NOT NULL) l
+      ORDER BY l.h;
+    SELECT array_agg(CASE WHEN w.k IS NULL THEN false ELSE w.rn > 1 OR b.busy END ORDER BY w.ord) INTO pend
+      FROM (SELECT u.k, u.ord, row_number() OVER (PARTITION BY u.k ORDER BY u.ord) AS rn
+              FROM unnest(p_keys) WITH ORDINALITY AS u(k, ord)) w
+      LEFT JOIN LATERAL (
+          SELECT EXISTS (SELECT 1 FROM {{schema}}.job_sequence s
+                          WHERE s.queue_id = p_queue_id AND s.sequence_key = w.k)
+                 OR EXISTS (SELECT 1 FROM {{schema}}.job x
+                             WHERE x.queue_id = p_queue_id AND x.sequence_key = w.k
+                               AND x.state IN ('available', 'scheduled', 'retrying', 'running'))
+                 OR EXISTS (SELECT 1 FROM {{schema}}.job x
+                             WHERE x.queue_id = p_queue_id AND x.sequence_key = w.k AND x.state = 'pending') AS busy
+           WHERE w.rn = 1
+      ) b ON true;
+    RETURN pend;
+END $function$;
+
+-- _sequence_advance gives a sequence its next head, under its lock: when
+-- it is not held and no job of it is waiting to run or running, its
+-- pending job with the lowest id becomes available (scheduled if its
+-- run_at is still ahead) and the queue's idle workers are woken. p_left:
+-- the caller's job was the head and just left (a sequence has one head,
+-- so there is no other to look for). Returns the new head's id, NULL if
+-- none.
+CREATE OR REPLACE FUNCTION {{schema}}._sequence_advance(p_queue_id integer, p_key text, p_left boolean DEFAULT false)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    nxt_id bigint;
+    woke   text;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended({{schema_lit}} || '.sequence.' || p_queue_id || '.' || p_key, 0));
+    -- One statement (each costs its executor's start-up, per job): a
+    -- pending job being cancelled meanwhile is not found, and its trigger
+    -- moves the sequence on once that transaction ends.
+    WITH n AS (
+        UPDATE {{schema}}.job x
+           SET state = CASE WHEN x.run_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END
+         WHERE x.id = (SELECT y.id FROM {{schema}}.job y
+                        WHERE y.queue_id = p_queue_id AND y.sequence_key = p_key AND y.state = 'pending'
+                        ORDER BY y.id LIMIT 1)
+           AND x.state = 'pending'
+           AND NOT EXISTS (SELECT 1 FROM {{schema}}.job_sequence s WHERE s.queue_id = p_queue_id AND s.sequence_key = p_key)
+           AND (p_left OR NOT EXISTS (SELECT 1 FROM {{schema}}.job h
+                                       WHERE h.queue_id = p_queue_id AND h.sequence_key = p_key
+                                         AND h.state IN ('available', 'scheduled', 'retrying', 'running')))
+        RETURNING x.id, x.state
+    )
+    SELECT n.id, w.w INTO nxt_id, woke
+      FROM n LEFT JOIN LATERAL (
+          SELECT pg_notify({{schema_lit}} || '_log', 'queue:' || q.name)::text AS w FROM {{schema}}.queue q
+           WHERE q.queue_id = p_queue_id AND n.state = 'available') w ON true;
+    RETURN nxt_id;
+END $function$;
+
+-- _sequence_hold holds a sequence for the job p_job_id that failed
+-- (p_reason 'dead' or 'cancelled'): its pending jobs wait until
+-- sequence_resume(), or dead_requeue() of that job.
+CREATE OR REPLACE FUNCTION {{schema}}._sequence_hold(p_queue_id integer, p_key text, p_job_id bigint, p_reason text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended({{schema_lit}} || '.sequence.' || p_queue_id || '.' || p_key, 0));
+    INSERT INTO {{schema}}.job_sequence AS s (queue_id, sequence_key, held_job_id, held_at, held_reason)
+    VALUES (p_queue_id, p_key, p_job_id, clock_timestamp(), p_reason)
+    ON CONFLICT (queue_id, sequence_key) DO UPDATE
+       SET held_job_id = EXCLUDED.held_job_id, held_at = EXCLUDED.held_at, held_reason = EXCLUDED.held_reason;
+END $function$;
+
+-- _job_sequence_left (trigger job_sequence_left, once after each statement
+-- that deletes jobs: completions, cancels, purges of dead jobs, a queue's
+-- deletion) moves on the sequences of the deleted jobs that had one, all
+-- at once: a head cancelled without sequence_continue holds its sequence;
+-- every other sequence touched, not held and left without a head, gets its
+-- next pending job. A statement that deleted no job of a sequence costs a
+-- scan of its deleted rows (the transition table gone). A trigger per row
+-- cost a completion of a sequence's job several times the completion
+-- itself (a PL/pgSQL call and three statements per job).
+CREATE OR REPLACE FUNCTION {{schema}}._job_sequence_left()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    -- The sequences' locks, in lock key order (as enqueues take them);
+    -- none (FOUND false) for a statement that deleted no job of a
+    -- sequence, which ends here.
+    PERFORM pg_advisory_xact_lock(l.h)
+       FROM (SELECT DISTINCT hashtextextended({{schema_lit}} || '.sequence.' || g.queue_id || '.' || g.sequence_key, 0) AS h
+               FROM gone g WHERE g.sequence_key IS NOT NULL) l
+      ORDER BY l.h;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    -- Only job_cancel() archives jobs as cancelled, and it says so for its
+    -- transaction: completions skip reading the archive.
+    IF current_setting('pgmsg.job_cancel', true) = 'on' THEN
+        INSERT INTO {{schema}}.job_sequence AS s (queue_id, sequence_key, held_job_id, held_at, held_reason)
+        SELECT DISTINCT ON (g.queue_id, g.sequence_key) g.queue_id, g.sequence_key, g.id, clock_timestamp(), 'cancelled'
+          FROM gone g JOIN {{schema}}.job_archive a ON a.id = g.id AND a.status = 'cancelled'
+         WHERE g.sequence_key IS NOT NULL AND g.state NOT IN ('dead', 'pending') AND NOT g.sequence_continue
+         ORDER BY g.queue_id, g.sequence_key, g.id
+        ON CONFLICT (queue_id, sequence_key) DO UPDATE
+           SET held_job_id = EXCLUDED.held_job_id, held_at = EXCLUDED.held_at, held_reason = EXCLUDED.held_reason;
+    END IF;
+    -- Each touched sequence that is not held and has no head gets its next
+    -- pending job, in one statement. Lateral reads with LIMIT keep every
+    -- lookup an index probe and the ids go in as one array (the transition
+    -- table has no statistics, and a hash join would read the whole job
+    -- table). A pending job being cancelled meanwhile is not found: its
+    -- own statement's trigger moves its sequence on.
+    --
+    -- No wake-up: a NOTIFY makes its transaction's commit take a lock
+    -- that serialises every notifying commit of the database, and the
+    -- completions of a busy queue would queue on it (the Go worker that
+    -- finished a sequence's job claims again at once; docs/sql-api.md,
+    -- Sequences).
+    UPDATE {{schema}}.job x
+       SET state = CASE WHEN x.run_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END
+     -- upper(): so that the planner cannot read the state through the
+     -- partial index job_sequence_pending (all of the queue's pending
+     -- jobs, AND-ed with the ids' probes of the primary key).
+     WHERE upper(x.state) = 'PENDING' AND x.id = ANY (ARRAY(
+        SELECT p.id
+          FROM (SELECT DISTINCT g.queue_id, g.sequence_key FROM gone g WHERE g.sequence_key IS NOT NULL) t
+          LEFT JOIN LATERAL (SELECT 1 AS one FROM {{schema}}.job_sequence s
+                              WHERE s.queue_id = t.queue_id AND s.sequence_key = t.sequence_key LIMIT 1) held ON true
+          LEFT JOIN LATERAL (SELECT 1 AS one FROM {{schema}}.job h
+                              WHERE h.queue_id = t.queue_id AND h.sequence_key = t.sequence_key
+                                AND h.state IN ('available', 'scheduled', 'retrying', 'running') LIMIT 1) head ON true
+          CROSS JOIN LATERAL (SELECT y.id FROM {{schema}}.job y
+                               WHERE y.queue_id = t.queue_id AND y.sequence_key = t.sequence_key AND y.state = 'pending'
+                               ORDER BY y.id LIMIT 1) p
+         WHERE held.one IS NULL AND head.one IS NULL));
+    RETURN NULL;
+END $function$;
+
+-- _job_sequence_dead (trigger job_sequence_dead, after a job of a sequence
+-- went dead: failed for good, or its last lease expired): it holds its
+-- sequence, or with sequence_continue lets it go on (the next job runs).
+CREATE OR REPLACE FUNCTION {{schema}}._job_sequence_dead()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF NEW.sequence_continue THEN
+        PERFORM {{schema}}._sequence_advance(NEW.queue_id, NEW.sequence_key, true);
+    ELSE
+        PERFORM {{schema}}._sequence_hold(NEW.queue_id, NEW.sequence_key, NEW.id, 'dead');
+    END IF;
+    RETURN NULL;
+END $function$;
+
+-- _job_sequence_requeue (trigger job_sequence_requeue, before a dead job
+-- of a sequence is requeued): a job that holds its sequence resumes it
+-- and runs next; a job whose sequence has a head, or is held by another
+-- job, waits as pending (and, with the lowest id, runs next).
+CREATE OR REPLACE FUNCTION {{schema}}._job_sequence_requeue()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended({{schema_lit}} || '.sequence.' || NEW.queue_id || '.' || NEW.sequence_key, 0));
+    DELETE FROM {{schema}}.job_sequence s
+     WHERE s.queue_id = NEW.queue_id AND s.sequence_key = NEW.sequence_key AND s.held_job_id = NEW.id;
+    IF EXISTS (SELECT 1 FROM {{schema}}.job_sequence s
+                WHERE s.queue_id = NEW.queue_id AND s.sequence_key = NEW.sequence_key)
+       OR EXISTS (SELECT 1 FROM {{schema}}.job x
+                   WHERE x.queue_id = NEW.queue_id AND x.sequence_key = NEW.sequence_key AND x.id <> NEW.id
+                     AND x.state IN ('available', 'scheduled', 'retrying', 'running')) THEN
+        NEW.state := 'pending';
+    END IF;
+    RETURN NEW;
+END $function$;
+
+-- sequence_resume resumes a held sequence of a queue: the job that held
+-- it stays where it is (dead, or cancelled in the archive) and the
+-- sequence's next pending job runs. Returns false if the sequence was not
+-- held (nothing changes). PM101 unknown queue, PM004 a key that is not 1 to
+-- 200 bytes.
+CREATE OR REPLACE FUNCTION {{schema}}.sequence_resume(p_queue text, p_sequence_key text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_queue);
+BEGIN
+    IF p_sequence_key IS NULL OR p_sequence_key = '' OR octet_length(p_sequence_key) > 200 THEN
+        PERFORM {{schema}}._raise('PM004', 'sequence_key must be 1 to 200 bytes');
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended({{schema_lit}} || '.sequence.' || q.queue_id || '.' || p_sequence_key, 0));
+    DELETE FROM {{schema}}.job_sequence s WHERE s.queue_id = q.queue_id AND s.sequence_key = p_sequence_key;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM {{schema}}._sequence_advance(q.queue_id, p_sequence_key);
+    RETURN true;
+END $function$;
+
+-- sequence_list lists a queue's sequences that have a head or are held,
+-- by key after p_after_key (keyset paging), at most p_limit (1 to 10,000):
+-- the head (the job that runs or runs next; NULL while held), how many jobs
+-- wait behind it, and what holds the sequence. p_held_only: held ones only.
+CREATE OR REPLACE FUNCTION {{schema}}.sequence_list(p_queue text, p_held_only boolean DEFAULT false, p_limit integer DEFAULT 100, p_after_key text DEFAULT NULL::text)
+ RETURNS TABLE(sequence_key text, head_id bigint, head_state text, pending bigint, held_job_id bigint, held_at timestamp with time zone, held_reason text)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_queue);
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+        PERFORM {{schema}}._raise('PM004', format('limit must be from 1 to 10000, got %s', coalesce(p_limit::text, 'NULL')));
+    END IF;
+    RETURN QUERY
+    WITH k AS (
+        (SELECT x.sequence_key AS k FROM {{schema}}.job x
+          WHERE x.queue_id = q.queue_id AND x.sequence_key IS NOT NULL AND NOT coalesce(p_held_only, false)
+            AND x.state IN ('available', 'scheduled', 'retrying', 'running')
+            AND (p_after_key IS NULL OR x.sequence_key > p_after_key)
+          ORDER BY 1 LIMIT p_limit)
+        UNION
+        (SELECT s.sequence_key FROM {{schema}}.job_sequence s
+          WHERE s.queue_id = q.queue_id AND (p_after_key IS NULL OR s.sequence_key > p_after_key)
+          ORDER BY 1 LIMIT p_limit)
+    )
+    SELECT k.k, h.id, h.state, p.n, s.held_job_id, s.held_at, s.held_reason
+      FROM k
+      LEFT JOIN {{schema}}.job_sequence s ON s.queue_id = q.queue_id AND s.sequence_key = k.k
+      LEFT JOIN LATERAL (
+          SELECT x.id, x.state FROM {{schema}}.job x
+           WHERE x.queue_id = q.queue_id AND x.sequence_key = k.k
+             AND x.state IN ('available', 'scheduled', 'retrying', 'running')
+           ORDER BY x.id LIMIT 1) h ON true
+      CROSS JOIN LATERAL (
+          SELECT count(*) AS n FROM {{schema}}.job x
+           WHERE x.queue_id = q.queue_id AND x.sequence_key = k.k AND x.state = 'pending') p
+     ORDER BY k.k
+     LIMIT p_limit;
 END $function$;
 
 -- ---------------------------------------------------------------------------
@@ -2007,3 +2322,14 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 END $function$;
+
+-- The sequence triggers (their functions are above; the migrator drops
+-- them before the functions).
+CREATE OR REPLACE TRIGGER job_sequence_left AFTER DELETE ON {{schema}}.job
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}._job_sequence_left();
+CREATE OR REPLACE TRIGGER job_sequence_dead AFTER UPDATE OF state ON {{schema}}.job
+    FOR EACH ROW WHEN (NEW.sequence_key IS NOT NULL AND NEW.state = 'dead' AND OLD.state <> 'dead')
+    EXECUTE FUNCTION {{schema}}._job_sequence_dead();
+CREATE OR REPLACE TRIGGER job_sequence_requeue BEFORE UPDATE OF state ON {{schema}}.job
+    FOR EACH ROW WHEN (NEW.sequence_key IS NOT NULL AND OLD.state = 'dead' AND NEW.state <> 'dead')
+    EXECUTE FUNCTION {{schema}}._job_sequence_requeue();
