@@ -18,7 +18,7 @@ import (
 // iterations of the token's stored verifier; the client-final message's
 // proof must match the verifier (its password is the token's secret), and
 // gets the server-final message with the ServerSignature. A token created
-// before the verifiers existed (migration 017) is refused with a message
+// before the verifiers existed (no token_scram row) is refused with a message
 // saying to re-create it or use PLAIN; a revoked or expired token, a
 // wrong proof and any malformed message are SASL_AUTHENTICATION_FAILED,
 // which closes the connection. The connection's token then carries the

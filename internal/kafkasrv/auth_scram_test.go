@@ -34,7 +34,7 @@ func oldToken(t *testing.T, c *pgmsg.Client, ctx context.Context, name string, s
 // mechanism produces and consumes under the token's scopes exactly as
 // PLAIN does; a wrong password, an unknown name, a revoked and an expired
 // token are SASL_AUTHENTICATION_FAILED; a token created without
-// verifiers (before migration 017) is refused by SCRAM with a message
+// verifiers (no token_scram row) is refused by SCRAM with a message
 // saying to re-create it or use PLAIN, and PLAIN still accepts it.
 func TestAuthSCRAM(t *testing.T) {
 	t.Parallel()

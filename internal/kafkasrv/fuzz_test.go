@@ -16,8 +16,8 @@ import (
 
 // FuzzRequest sends one request frame (the fuzzed bytes after the size)
 // to a listener over a real schema. Whatever the bytes, the server
-// answers or closes the connection, and never crashes or hangs. The seeds
-// are a valid request of every served kind.
+// answers or closes the connection, and never crashes or hangs. The corpus
+// starts with a valid request of every served kind.
 //
 //	go test -run '^$' -fuzz FuzzRequest -fuzztime 60s ./internal/kafkasrv/
 func FuzzRequest(f *testing.F) {
