@@ -656,8 +656,10 @@ var propRoutes = map[string]propRoute{
 			return q
 		},
 	},
-	"POST /v1/queues/{queue}/pause":  {destructive: true},
-	"POST /v1/queues/{queue}/resume": {destructive: true},
+	"POST /v1/queues/{queue}/pause":                  {destructive: true},
+	"POST /v1/queues/{queue}/resume":                 {destructive: true},
+	"GET /v1/queues/{queue}/sequences":               {},
+	"POST /v1/queues/{queue}/sequences/{key}/resume": {},
 	"GET /v1/queues/{queue}/periodic": {
 		query: func(g *propGen) qparams {
 			var q qparams

@@ -521,6 +521,8 @@ func (h *propHarness) build(g *propGen, rt Route, n int) *propRequest {
 			v = g.group()
 		case "{name}":
 			v = g.name([]string{"p1", "p2"})
+		case "{key}":
+			v = g.name([]string{"k1", "k2"})
 		case "{id}":
 			v = h.jobIDForPath(g, admin)
 		}
