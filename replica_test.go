@@ -245,7 +245,10 @@ func TestReadReplicaKilledOrPromoted(t *testing.T) {
 			if how == "killed" {
 				p.standby.Kill()
 			} else {
-				_, err := p.standbyPool.Exec(ctx, `SELECT pg_promote()`)
+				// Without waiting in the statement: a pg_promote() that
+				// waits can be cancelled by a recovery conflict while the
+				// standby still replays (it was, once, under load in CI).
+				_, err := p.standbyPool.Exec(ctx, `SELECT pg_promote(wait => false)`)
 				require.NoError(t, err)
 				require.Eventually(t, func() bool {
 					var recovering bool
