@@ -1,5 +1,13 @@
 package kafkasrv
 
+import (
+	"sync"
+	"time"
+
+	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/logpublish"
+)
+
 // Kill stops the listener as a killed process would: its registration is
 // left to expire instead of being removed.
 func (s *Server) Kill() error {
@@ -14,4 +22,38 @@ func (s *Server) FetchCacheServed() int64 {
 	s.fetchCache.mu.Lock()
 	defer s.fetchCache.mu.Unlock()
 	return s.fetchCache.served
+}
+
+// StoreRound stores batches as idempotent producers' first batches
+// (producer id i+1, epoch 0, sequence 0) on a partition, queued behind a
+// round that is held until all of them wait: they make the next round
+// together. It returns each batch's base offset or error.
+func (s *Server) StoreRound(topic string, partition int32, batches [][]*pgmsg.Record) ([]int64, []error) {
+	q := s.partitionQueue(topic, partition)
+	started, hold := make(chan struct{}), make(chan struct{})
+	go q.do(&partitionWork{run: func() { close(started); <-hold }})
+	<-started
+	bases, errs := make([]int64, len(batches)), make([]error, len(batches))
+	var wg sync.WaitGroup
+	for i, recs := range batches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &partitionWork{seq: &logpublish.Sequenced{Records: recs, ProducerID: kafkaProducerID(batch{producerID: int64(i + 1)})}}
+			q.do(w)
+			bases[i], errs[i] = s.sequenced(w.seq)
+		}()
+	}
+	for {
+		q.mu.Lock()
+		n := len(q.pending)
+		q.mu.Unlock()
+		if n == len(batches) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(hold)
+	wg.Wait()
+	return bases, errs
 }

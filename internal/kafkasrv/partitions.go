@@ -48,6 +48,15 @@ type partitionsEntry struct {
 	flight *partitionsRead
 }
 
+// keep makes parts, read after the notifier counted generation gen at
+// time at, e's partitions unless e holds a later read. Call it with the
+// cache's lock held.
+func (e *partitionsEntry) keep(gen uint64, at time.Time, parts []store.KafkaPartition) {
+	if e.parts == nil || gen > e.gen || (gen == e.gen && at.After(e.at)) {
+		e.gen, e.at, e.parts = gen, at, parts
+	}
+}
+
 // partitionsRead is a read of a topic's partitions in flight: the
 // generation counted before it started, and its result once done is
 // closed.
@@ -112,8 +121,8 @@ func (s *Server) partitionsNow(ctx context.Context, topic string) ([]store.Kafka
 	}
 	c := &s.parts
 	c.mu.Lock()
-	if e := c.m[topic]; e != nil && (e.parts == nil || gen > e.gen || (gen == e.gen && at.After(e.at))) {
-		e.gen, e.at, e.parts = gen, at, parts
+	if e := c.m[topic]; e != nil {
+		e.keep(gen, at, parts)
 	}
 	c.mu.Unlock()
 	return parts, nil
@@ -128,8 +137,8 @@ func (s *Server) readPartitions(topic string, e *partitionsEntry, r *partitionsR
 	r.parts, r.err = s.store.KafkaPartitions(ctx, s.client.Pool(), topic)
 	c := &s.parts
 	c.mu.Lock()
-	if r.err == nil && (e.parts == nil || r.gen > e.gen || (r.gen == e.gen && r.at.After(e.at))) {
-		e.gen, e.at, e.parts = r.gen, r.at, r.parts
+	if r.err == nil {
+		e.keep(r.gen, r.at, r.parts)
 	}
 	if e.flight == r {
 		e.flight = nil

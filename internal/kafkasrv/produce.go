@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/logpublish"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
@@ -134,10 +135,12 @@ func (s *Server) publish(ctx context.Context, sp *kmsg.ProduceResponseTopicParti
 			return nil
 		}
 	}
-	manual := &pgmsg.PublishOpts{ManualPartition: true}
 	var err error
 	base := int64(-1)
-	if batches[0].producerID < 0 {
+	first := batches[0].records[0]
+	q := s.partitionQueue(first.Topic, first.Partition)
+	switch {
+	case batches[0].producerID < 0:
 		recs := batches[0].records
 		for _, b := range batches[1:] {
 			recs = append(recs, b.records...)
@@ -147,29 +150,34 @@ func (s *Server) publish(ctx context.Context, sp *kmsg.ProduceResponseTopicParti
 		// queued behind it would be merged by the client into statements
 		// of many large batches, which measured slower than back-to-back
 		// batches (produce_benchmark_test.go).
-		mu := s.partitionLock(recs[0].Topic, recs[0].Partition)
-		mu.Lock()
-		err = s.client.Publish(ctx, recs, manual)
-		mu.Unlock()
+		q.do(&partitionWork{run: func() {
+			err = s.client.Publish(ctx, recs, &pgmsg.PublishOpts{ManualPartition: true})
+		}})
 		if err == nil {
 			base = recs[0].Offset
 		}
-	} else {
-		// An idempotent producer's batches: each stored once, by its
-		// producer id, epoch and first sequence.
-		mu := s.partitionLock(batches[0].records[0].Topic, batches[0].records[0].Partition)
-		mu.Lock()
-		defer mu.Unlock()
-		for i, b := range batches {
-			pid := "kafka-" + strconv.FormatInt(b.producerID, 10) + "-" + strconv.Itoa(int(b.producerEpoch))
-			var off int64
-			if off, err = s.publishIdempotent(ctx, pid, int64(b.firstSequence), b.records); err != nil {
-				break
+	case len(batches) == 1:
+		// An idempotent producer's batch, stored once by its producer
+		// id, epoch and first sequence; in one commit with the other
+		// producers' batches queued behind the partition's.
+		b := batches[0]
+		w := &partitionWork{seq: &logpublish.Sequenced{Records: b.records, ProducerID: kafkaProducerID(b), Sequence: int64(b.firstSequence)}}
+		q.do(w)
+		base, err = s.sequenced(w.seq)
+	default:
+		q.do(&partitionWork{run: func() {
+			for i, b := range batches {
+				var off int64
+				w := &logpublish.Sequenced{Records: b.records, ProducerID: kafkaProducerID(b), Sequence: int64(b.firstSequence)}
+				w.Result, w.Err = s.pub.SendSequenced(ctx, first.Topic, first.Partition, w.Records, w.ProducerID, w.Sequence)
+				if off, err = s.sequenced(w); err != nil {
+					break
+				}
+				if i == 0 {
+					base = off
+				}
 			}
-			if i == 0 {
-				base = off
-			}
-		}
+		}})
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -216,26 +224,20 @@ func errorCode(err error) (int16, string) {
 	return kerr.UnknownServerError.Code, "internal error"
 }
 
-func (s *Server) partitionLock(topic string, partition int32) *sync.Mutex {
-	key := tp{topic, partition}
-	if v, ok := s.partLocks.Load(key); ok {
-		return v.(*sync.Mutex)
-	}
-	v, _ := s.partLocks.LoadOrStore(key, new(sync.Mutex))
-	return v.(*sync.Mutex)
+func kafkaProducerID(b batch) string {
+	return "kafka-" + strconv.FormatInt(b.producerID, 10) + "-" + strconv.Itoa(int(b.producerEpoch))
 }
 
-// publishIdempotent stores an idempotent producer's batch once, and
-// returns its base offset (the stored one for a retry), by Kafka's rule
-// with one batch remembered per producer and partition
-// (logpublish.SendSequenced, _kafka_publish()). Its wake-up goes out
-// after the commit.
-func (s *Server) publishIdempotent(ctx context.Context, producerID string, seq int64, recs []*pgmsg.Record) (int64, error) {
-	topic, partition := recs[0].Topic, recs[0].Partition
-	res, err := s.pub.SendSequenced(ctx, topic, partition, recs, producerID, seq)
-	if err != nil {
-		return 0, err
+// sequenced returns an idempotent producer's stored batch's base offset
+// (the stored one for a retry), or the error Kafka's rule gives it, with
+// one batch remembered per producer and partition
+// (logpublish.SendSequenced, _kafka_publish()).
+func (s *Server) sequenced(w *logpublish.Sequenced) (int64, error) {
+	if w.Err != nil {
+		return 0, w.Err
 	}
+	res, recs, producerID, seq := w.Result, w.Records, w.ProducerID, w.Sequence
+	topic, partition := recs[0].Topic, recs[0].Partition
 	last := seq + int64(len(recs)) - 1
 	switch res.Outcome {
 	case store.KafkaStored, store.KafkaDuplicate:

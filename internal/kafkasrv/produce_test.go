@@ -207,3 +207,35 @@ func TestNullValues(t *testing.T) {
 	require.NotNil(t, rs[1].Value)
 	require.Empty(t, rs[1].Value)
 }
+
+// Idempotent producers' batches that queue behind a partition's running
+// round are stored in the next round with one commit: one transaction
+// (one xmin) holds all of them, in contiguous offsets, each answered
+// with the base offset of its own first record.
+func TestProduceRoundOneCommit(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.Client.CreateTopic(tb.Ctx, "round", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	const producers, per = 4, 3
+	batches := make([][]*pgmsg.Record, producers)
+	for p := range batches {
+		for i := range per {
+			batches[p] = append(batches[p], &pgmsg.Record{Topic: "round", Partition: 0, Value: []byte(fmt.Sprintf("p%d-%d", p, i))})
+		}
+	}
+	bases, errs := tb.srv.StoreRound("round", 0, batches)
+	for p := range batches {
+		require.NoError(t, errs[p])
+		var v []byte
+		require.NoError(t, tb.Pool.QueryRow(tb.Ctx, fmt.Sprintf(`SELECT r.value FROM %q.record r WHERE r."offset" = $1`, tb.Schema), bases[p]).Scan(&v))
+		require.Equal(t, fmt.Sprintf("p%d-0", p), string(v), "batch %d's base offset %d", p, bases[p])
+	}
+	var n, xacts int
+	var lo, hi int64
+	require.NoError(t, tb.Pool.QueryRow(tb.Ctx, fmt.Sprintf(`SELECT count(*), count(DISTINCT xmin::text), min("offset"), max("offset") FROM %q.record`, tb.Schema)).Scan(&n, &xacts, &lo, &hi))
+	require.Equal(t, producers*per, n)
+	require.Equal(t, 1, xacts, "transactions that stored the round")
+	require.Equal(t, int64(0), lo)
+	require.Equal(t, int64(producers*per-1), hi)
+}

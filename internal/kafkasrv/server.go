@@ -184,10 +184,10 @@ type Server struct {
 	fetchCache fetchCache
 	// notify wakes Fetches and counts the topics' wake-ups for parts
 	// (partitions.go); nil when the client's notifications are disabled.
-	notify    *notifier.Notifier
-	parts     partitionsCache
-	partLocks sync.Map // tp -> *sync.Mutex (produce.go)
-	topics    topicCache
+	notify     *notifier.Notifier
+	parts      partitionsCache
+	partQueues sync.Map // tp -> *partitionQueue (partqueue.go)
+	topics     topicCache
 }
 
 // New returns a Server. Serve it on a listener.

@@ -305,3 +305,64 @@ func (p *Publisher) SendSequenced(ctx context.Context, topic string, partition i
 	}
 	return res, nil
 }
+
+// Sequenced is one Kafka idempotent producer's batch for
+// SendSequencedMany, and what became of it.
+type Sequenced struct {
+	Records    []*pgmsgtype.Record
+	ProducerID string
+	Sequence   int64
+	Result     store.KafkaPublishResult
+	Err        error
+}
+
+// SendSequencedMany publishes batches of one partition from different
+// Kafka idempotent producers (the listener's produce requests that queued
+// behind each other) with one commit for all of them
+// (store.KafkaPublishMany), each decided as SendSequenced decides it. When
+// the shared transaction fails (backpressure, a record the server
+// refuses, a topic deleted under it) or the topic has backpressure, each
+// goes on its own through SendSequenced, so that one batch's error is its
+// own.
+func (p *Publisher) SendSequencedMany(ctx context.Context, topic string, partition int32, items []*Sequenced) {
+	if len(items) > 1 {
+		if meta, err := p.TopicMeta(ctx, p.pool, topic, false); err == nil && !meta.Backpressure {
+			if p.sendSequencedTogether(ctx, topic, partition, items) {
+				return
+			}
+		}
+	}
+	for _, it := range items {
+		it.Result, it.Err = p.SendSequenced(ctx, topic, partition, it.Records, it.ProducerID, it.Sequence)
+	}
+}
+
+func (p *Publisher) sendSequencedTogether(ctx context.Context, topic string, partition int32, items []*Sequenced) bool {
+	batches := make([]*Batch, len(items))
+	params := make([]store.PublishBatch, len(items))
+	in := make([]store.KafkaPublishItem, len(items))
+	for i, it := range items {
+		batches[i] = &Batch{Topic: topic, Partition: partition, Records: it.Records}
+		var err error
+		if params[i], err = p.Params(batches[i]); err != nil {
+			return false
+		}
+		in[i] = store.KafkaPublishItem{Batch: &params[i], ProducerID: it.ProducerID, Sequence: it.Sequence}
+	}
+	res, err := p.store.KafkaPublishMany(ctx, p.pool, in)
+	if err != nil {
+		return false
+	}
+	for i, it := range items {
+		it.Result, it.Err = res[i], nil
+		switch res[i].Outcome {
+		case store.KafkaStored:
+			applyPublishResult(batches[i], []store.PublishResult{res[i].Result})
+			p.afterCommit(batches[i], true)
+		case store.KafkaDuplicate:
+			batches[i].Duplicate = true
+			applyPublishResult(batches[i], []store.PublishResult{res[i].Result})
+		}
+	}
+	return true
+}

@@ -32,7 +32,8 @@ type Notifier struct {
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
 	// gens counts the wake-ups of each name (a payload's part before
-	// '#'), allGen those of every name (Generation).
+	// '#'), allGen those of every name (Generation). gens holds at most
+	// maxGens names: past that its counts fold into allGen (foldGens).
 	gens   map[string]uint64
 	allGen uint64
 
@@ -137,6 +138,22 @@ func (n *Notifier) Generation(name string) uint64 {
 	return n.gens[name] + n.allGen
 }
 
+// maxGens bounds the names whose wake-ups gens counts one by one, so
+// that a listener that sees topics come and go does not keep every name.
+const maxGens = 10000
+
+// foldGens empties gens and raises allGen past every name's count, as a
+// wake-up of every name would: each Generation grows, none goes back.
+// Call it with n.mu held.
+func (n *Notifier) foldGens() {
+	var top uint64
+	for _, g := range n.gens {
+		top = max(top, g)
+	}
+	n.allGen += top + 1
+	clear(n.gens)
+}
+
 func (n *Notifier) wake(payload string, all bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -146,6 +163,9 @@ func (n *Notifier) wake(payload string, all bool) {
 	} else {
 		if n.gens == nil {
 			n.gens = map[string]uint64{}
+		}
+		if _, ok := n.gens[name]; !ok && len(n.gens) >= maxGens {
+			n.foldGens()
 		}
 		n.gens[name]++
 	}

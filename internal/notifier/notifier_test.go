@@ -1,6 +1,9 @@
 package notifier
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // Payloads and keys: "t#1" wakes "t#1" and "t", not "t#2"; a plain "t"
 // (SQL publish: some partition) wakes "t" and every "t#..."; other names
@@ -80,5 +83,28 @@ func TestGeneration(t *testing.T) {
 	n.wake("", true)
 	if g, u, v := n.Generation("t"), n.Generation("u"), n.Generation("v"); g != 3 || u != 2 || v != 1 {
 		t.Fatalf("after a reconnect: t %d, u %d, v %d; want 3, 2, 1", g, u, v)
+	}
+}
+
+// Past maxGens names the counts fold into the one of every name: no
+// name's generation goes back, and the map stays bounded.
+func TestGenerationBounded(t *testing.T) {
+	n := &Notifier{subs: map[string]map[chan struct{}]struct{}{}}
+	for range 5 {
+		n.wake("busy", false)
+	}
+	for i := 1; i < maxGens; i++ {
+		n.wake(fmt.Sprintf("t%d", i), false)
+	}
+	before := map[string]uint64{"busy": n.Generation("busy"), "t1": n.Generation("t1"), "new": n.Generation("new")}
+	n.wake("new", false)
+	if len(n.gens) > maxGens {
+		t.Fatalf("%d names counted, more than %d", len(n.gens), maxGens)
+	}
+	for name, g := range before {
+		after := n.Generation(name)
+		if after < g || (name == "new" && after == g) {
+			t.Errorf("%s: generation %d before the fold, %d after (woken: %v)", name, g, after, name == "new")
+		}
 	}
 }

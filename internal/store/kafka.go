@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
 )
@@ -189,14 +191,19 @@ const kafkaPublishSQL = `SELECT k.outcome, k.base_offset, k.published_at, k.segm
 // by Kafka's sequence rule, in one statement (_kafka_publish()). Run it
 // outside a transaction: its commit is the batch's.
 func (s *Store) KafkaPublish(ctx context.Context, exec DBTX, b *PublishBatch, producerID string, sequence int64) (KafkaPublishResult, error) {
+	out, err := scanKafkaPublish(exec.QueryRow(ctx, s.SQL(kafkaPublishSQL), b.Topic, b.Partition, producerID, sequence, b.Values, b.Keys,
+		b.Headers, b.timestamps), b)
+	return out, errs.Map(err)
+}
+
+// scanKafkaPublish reads _kafka_publish()'s answer for b.
+func scanKafkaPublish(row pgx.Row, b *PublishBatch) (KafkaPublishResult, error) {
 	var out KafkaPublishResult
 	var base, first, last *int64
 	var ts pgtype.Timestamptz
 	var outcome string
-	err := exec.QueryRow(ctx, s.SQL(kafkaPublishSQL), b.Topic, b.Partition, producerID, sequence, b.Values, b.Keys,
-		b.Headers, b.timestamps).Scan(&outcome, &base, &ts, &out.Result.SegmentsLow, &first, &last)
-	if err != nil {
-		return out, errs.Map(err)
+	if err := row.Scan(&outcome, &base, &ts, &out.Result.SegmentsLow, &first, &last); err != nil {
+		return out, err
 	}
 	out.Outcome = KafkaPublishOutcome(outcome)
 	out.Result.Partition, out.Result.RecordCount = b.Partition, int32(len(b.Values))
@@ -206,6 +213,58 @@ func (s *Store) KafkaPublish(ctx context.Context, exec DBTX, b *PublishBatch, pr
 	out.Result.Duplicate = out.Outcome == KafkaDuplicate
 	if first != nil && last != nil {
 		out.State = KafkaProducerState{Found: true, FirstSequence: *first, LastSequence: *last}
+	}
+	return out, nil
+}
+
+// KafkaPublishItem is one Kafka idempotent producer's batch for
+// KafkaPublishMany.
+type KafkaPublishItem struct {
+	Batch      *PublishBatch
+	ProducerID string
+	Sequence   int64
+}
+
+// KafkaPublishMany decides and stores items, batches of one partition
+// from different producers, each as KafkaPublish does, in one round trip
+// and one transaction: one commit (and one WAL flush) for all of them
+// instead of one each behind the partition's counter row. The producers'
+// locks (kafka_producer_lock.sql) are taken first, in producer order, so
+// that two listeners' groups of the same partition never wait on each
+// other's producers while holding the counter row. An error rolls back
+// every item: the caller then stores them one by one.
+func (s *Store) KafkaPublishMany(ctx context.Context, pool *pgxpool.Pool, items []KafkaPublishItem) ([]KafkaPublishResult, error) {
+	lockSQL, publishSQL := s.kafkaCopyTexts().lock, s.SQL(kafkaPublishSQL)
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return items[order[a]].ProducerID < items[order[b]].ProducerID })
+	var batch pgx.Batch
+	for _, i := range order {
+		it := items[i]
+		batch.Queue(lockSQL, s.schema, it.Batch.Topic, it.Batch.Partition, it.ProducerID)
+	}
+	for _, it := range items {
+		b := it.Batch
+		batch.Queue(publishSQL, b.Topic, b.Partition, it.ProducerID, it.Sequence, b.Values, b.Keys, b.Headers, b.timestamps)
+	}
+	br := pool.SendBatch(ctx, &batch)
+	out := make([]KafkaPublishResult, len(items))
+	var err error
+	for range items {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	for i := 0; err == nil && i < len(items); i++ {
+		out[i], err = scanKafkaPublish(br.QueryRow(), items[i].Batch)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, errs.Map(err)
 	}
 	return out, nil
 }

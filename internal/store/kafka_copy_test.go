@@ -281,3 +281,74 @@ func TestKafkaPublishCopyAsAdmin(t *testing.T) {
 		t.Fatalf("%d records stored (%v), want 16", n, err)
 	}
 }
+
+// KafkaPublishMany decides each producer's batch as _kafka_publish()
+// does, in one transaction: next batches stored in the order given, a
+// retry answered with its stored offset, a gap declined with nothing
+// stored; and a batch the server refuses rolls every item back.
+func TestKafkaPublishMany(t *testing.T) {
+	ctx := context.Background()
+	b := pgtest.Schema(t, nil)
+	s := New(b.Schema)
+	q := func(sql string) string {
+		return strings.ReplaceAll(sql, "pgmsg.", pgx.Identifier{b.Schema}.Sanitize()+".")
+	}
+	if _, err := b.Pool.Exec(ctx, q(`SELECT pgmsg.topic_create('m', 1, '{"max_record_bytes": 100}')`)); err != nil {
+		t.Fatal(err)
+	}
+	batch := func(n int, tag string) *PublishBatch {
+		pb := NewPublishBatch("m", 0, n)
+		for i := range pb.Values {
+			pb.Values[i] = []byte(fmt.Sprintf("%s%d", tag, i))
+		}
+		return &pb
+	}
+	count := func() (n int64) {
+		t.Helper()
+		if err := b.Pool.QueryRow(ctx, q(`SELECT count(*) FROM pgmsg.record`)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	res, err := s.KafkaPublishMany(ctx, b.Pool, []KafkaPublishItem{
+		{Batch: batch(3, "b"), ProducerID: "p-b", Sequence: 0},
+		{Batch: batch(2, "a"), ProducerID: "p-a", Sequence: 0},
+		{Batch: batch(2, "c"), ProducerID: "p-c", Sequence: 5},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Outcome != KafkaStored || res[0].Result.BaseOffset != 0 || res[1].Outcome != KafkaStored || res[1].Result.BaseOffset != 3 {
+		t.Fatalf("first two: %+v, %+v; want stored at 0 and 3", res[0], res[1])
+	}
+	if res[2].Outcome != KafkaOutOfOrder || res[2].State.Found {
+		t.Fatalf("a first batch at sequence 5: %+v, want out_of_order with no state", res[2])
+	}
+	if n := count(); n != 5 {
+		t.Fatalf("%d records stored, want 5", n)
+	}
+	// A retry of p-b's batch and p-a's next one.
+	res, err = s.KafkaPublishMany(ctx, b.Pool, []KafkaPublishItem{
+		{Batch: batch(3, "b"), ProducerID: "p-b", Sequence: 0},
+		{Batch: batch(1, "a"), ProducerID: "p-a", Sequence: 2},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Outcome != KafkaDuplicate || res[0].Result.BaseOffset != 0 || res[1].Outcome != KafkaStored || res[1].Result.BaseOffset != 5 {
+		t.Fatalf("retry and next: %+v, %+v", res[0], res[1])
+	}
+	// A record larger than the topic allows fails the statement: nothing
+	// of the round is stored.
+	big := batch(1, "x")
+	big.Values[0] = make([]byte, 1000)
+	if _, err := s.KafkaPublishMany(ctx, b.Pool, []KafkaPublishItem{
+		{Batch: batch(1, "a"), ProducerID: "p-a", Sequence: 3},
+		{Batch: big, ProducerID: "p-d", Sequence: 0},
+	}); err == nil {
+		t.Fatal("a record over max_record_bytes was accepted")
+	}
+	if n := count(); n != 6 {
+		t.Fatalf("%d records after a refused round, want 6", n)
+	}
+}
