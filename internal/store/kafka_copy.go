@@ -85,24 +85,20 @@ func (s *Store) kafkaCopyExtra(b *PublishBatch, producerID string) int {
 // the prepared lock, begin and end statements' (prepared) Binds and
 // Executes around the COPY (appendCopyRows), and Sync.
 func (s *Store) encodeKafkaCopy(buf []byte, prepared []string, topicID int32, b *PublishBatch, producerID string, sequence int64) []byte {
-	var topic, part, count [4]byte
-	var bound, seq, ts [8]byte
-	binary.BigEndian.PutUint32(topic[:], uint32(topicID))
-	binary.BigEndian.PutUint32(part[:], uint32(b.Partition))
-	binary.BigEndian.PutUint32(count[:], uint32(len(b.Values)))
-	binary.BigEndian.PutUint64(bound[:], uint64(b.MaxRecordBound()))
+	p := newCopyParams(topicID, b)
+	var seq, ts [8]byte
 	binary.BigEndian.PutUint64(seq[:], uint64(sequence))
 	first := []byte(nil) // NULL: the publish time
 	if b.timestamps != nil {
 		binary.BigEndian.PutUint64(ts[:], uint64(b.timestamps[0].Time.UnixMicro()-pgEpochMicros))
 		first = ts[:]
 	}
-	buf = appendBind(buf, prepared[0], strBytes(s.schema), strBytes(b.Topic), part[:], strBytes(producerID))
+	buf = appendBind(buf, prepared[0], strBytes(s.schema), strBytes(b.Topic), p.part[:], strBytes(producerID))
 	buf = appendExecute(buf)
-	buf = appendBind(buf, prepared[1], topic[:], part[:], count[:], bound[:], strBytes(producerID), seq[:])
+	buf = appendBind(buf, prepared[1], p.topic[:], p.part[:], p.count[:], p.bound[:], strBytes(producerID), seq[:])
 	buf = appendExecute(buf)
 	buf = s.appendCopyRows(buf, topicID, b)
-	buf = appendBind(buf, prepared[2], topic[:], part[:], count[:], strBytes(producerID), seq[:], first)
+	buf = appendBind(buf, prepared[2], p.topic[:], p.part[:], p.count[:], strBytes(producerID), seq[:], first)
 	buf = appendExecute(buf)
 	return append(buf, 'S', 0, 0, 0, 4)
 }

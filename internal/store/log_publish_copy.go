@@ -270,19 +270,29 @@ func (s *Store) copyTexts() *copyTexts {
 // statement's Bind and Execute, the COPY (appendCopyRows), the prepared
 // end statement's Bind and Execute, and Sync.
 func (s *Store) encodeCopy(buf []byte, begin, end string, topicID int32, b *PublishBatch) []byte {
-	// The parameters in binary format, from arrays on the stack.
-	var topic, part, count [4]byte
-	var bound [8]byte
-	binary.BigEndian.PutUint32(topic[:], uint32(topicID))
-	binary.BigEndian.PutUint32(part[:], uint32(b.Partition))
-	binary.BigEndian.PutUint32(count[:], uint32(len(b.Values)))
-	binary.BigEndian.PutUint64(bound[:], uint64(b.MaxRecordBound()))
-	buf = appendBind(buf, begin, topic[:], part[:], count[:], bound[:])
+	p := newCopyParams(topicID, b)
+	buf = appendBind(buf, begin, p.topic[:], p.part[:], p.count[:], p.bound[:])
 	buf = appendExecute(buf)
 	buf = s.appendCopyRows(buf, topicID, b)
-	buf = appendBind(buf, end, topic[:], part[:], count[:])
+	buf = appendBind(buf, end, p.topic[:], p.part[:], p.count[:])
 	buf = appendExecute(buf)
 	return append(buf, 'S', 0, 0, 0, 4)
+}
+
+// copyParams are the begin and end statements' parameters of b's COPY
+// publish in binary format: topic id, partition, record count and the
+// records' size bound.
+type copyParams struct {
+	topic, part, count [4]byte
+	bound              [8]byte
+}
+
+func newCopyParams(topicID int32, b *PublishBatch) (p copyParams) {
+	binary.BigEndian.PutUint32(p.topic[:], uint32(topicID))
+	binary.BigEndian.PutUint32(p.part[:], uint32(b.Partition))
+	binary.BigEndian.PutUint32(p.count[:], uint32(len(b.Values)))
+	binary.BigEndian.PutUint64(p.bound[:], uint64(b.MaxRecordBound()))
+	return p
 }
 
 // appendCopyRows appends b's COPY: its Parse, Bind and Execute, its data
