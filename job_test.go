@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -1059,4 +1062,63 @@ func TestUniqueWindowConcurrent(t *testing.T) {
 	st, err := tb.client.QueueStats(tb.ctx, "uc")
 	require.NoError(t, err)
 	require.Equal(t, int64(1), st.Available)
+}
+
+// The volume that holds the queue's jobs fills up (smallTablespace):
+// enqueues fail with ErrDiskFull (PM021) and store nothing, every
+// acknowledged job is claimed with its payload, and enqueueing resumes by
+// itself once space returns.
+func TestDiskFullJobs(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ts, dir := smallTablespace(t, tb)
+	tb.queue(t, "dq", pgmsg.QueueConfig{})
+	s := pgx.Identifier{tb.Schema}.Sanitize()
+	for _, table := range []string{"job", "job_payload"} {
+		_, err := tb.Pool.Exec(tb.ctx, fmt.Sprintf("ALTER TABLE %s.%s SET TABLESPACE %s", s, table, ts))
+		require.NoError(t, err)
+		// Back before the tablespace is dropped (clean-ups run last first).
+		t.Cleanup(func() {
+			_, _ = tb.Pool.Exec(context.Background(), fmt.Sprintf("ALTER TABLE %s.%s SET TABLESPACE pg_default", s, table))
+		})
+	}
+	filler := fillVolume(t, dir)
+
+	rnd := rand.New(rand.NewChaCha8([32]byte{2}))
+	acked := map[int64]string{}
+	var full error
+	for i := 0; i < 200 && full == nil; i++ {
+		v := incompressible(rnd)
+		res, err := tb.client.Enqueue(tb.ctx, "dq", pgmsg.EnqueueParams{Payload: v}, nil)
+		if err != nil {
+			full = err
+			break
+		}
+		acked[res.ID] = string(v)
+	}
+	require.Error(t, full, "the volume never filled")
+	require.ErrorIs(t, full, pgmsg.ErrDiskFull)
+	require.Equal(t, "PM021", pgmsg.ErrorCode(full))
+	t.Logf("disk full after %d jobs: %v", len(acked), full)
+
+	claimAll := func() map[int64]string {
+		got := map[int64]string{}
+		for {
+			jobs, err := tb.client.ClaimJobs(tb.ctx, "dq", &pgmsg.ClaimJobsOpts{Max: 50})
+			require.NoError(t, err)
+			if len(jobs) == 0 {
+				return got
+			}
+			for _, j := range jobs {
+				got[j.ID] = string(j.Payload)
+				require.NoError(t, tb.client.Complete(tb.ctx, j))
+			}
+		}
+	}
+	require.Equal(t, acked, claimAll(), "the acknowledged jobs")
+
+	require.NoError(t, os.Remove(filler))
+	res, err := tb.client.Enqueue(tb.ctx, "dq", pgmsg.EnqueueParams{Payload: []byte("after")}, nil)
+	require.NoError(t, err)
+	require.Equal(t, map[int64]string{res.ID: "after"}, claimAll())
 }

@@ -677,39 +677,11 @@ func BenchmarkProducerParallel(b *testing.B) {
 // (mount) and a server on this machine; skipped otherwise.
 func TestDiskFull(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("mounts a tmpfs: needs root")
-	}
 	tb := setup(t, nil)
-	pgUser, err := user.Lookup("postgres")
-	if err != nil {
-		t.Skip("no postgres user")
-	}
-	dir, err := os.MkdirTemp("", "pgmsg-diskfull-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
-	uid, _ := strconv.Atoi(pgUser.Uid)
-	gid, _ := strconv.Atoi(pgUser.Gid)
-	require.NoError(t, os.Chown(dir, uid, gid))
-	var local bool // the tablespace's directory must be on the server's machine
-	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT pg_catalog.inet_server_addr() IS NULL
-		OR pg_catalog.host(pg_catalog.inet_server_addr()) IN ('127.0.0.1', '::1')`).Scan(&local))
-	if !local {
-		t.Skip("the server is not on this machine")
-	}
-	ts := "pgmsg_diskfull_" + strconv.Itoa(os.Getpid())
-	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`CREATE TABLESPACE %s LOCATION '%s'`, ts, dir))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = tb.client.DeleteTopic(tb.ctx, "df")
-		_, _ = tb.Pool.Exec(tb.ctx, "DROP TABLESPACE IF EXISTS "+ts)
-	})
+	ts, dir := smallTablespace(t, tb)
+	t.Cleanup(func() { _ = tb.client.DeleteTopic(tb.ctx, "df") })
 
-	_, err = tb.client.CreateTopic(tb.ctx, "df", pgmsg.TopicConfig{Partitions: 1, SegmentRecords: 1 << 20})
+	_, err := tb.client.CreateTopic(tb.ctx, "df", pgmsg.TopicConfig{Partitions: 1, SegmentRecords: 1 << 20})
 	require.NoError(t, err)
 	s := pgx.Identifier{tb.Schema}.Sanitize()
 	rows, err := tb.Pool.Query(tb.ctx, fmt.Sprintf(`SELECT sg.relname FROM %[1]s.segment sg JOIN %[1]s.topic t USING (topic_id)
@@ -721,19 +693,13 @@ func TestDiskFull(t *testing.T) {
 		_, err := tb.Pool.Exec(tb.ctx, fmt.Sprintf("ALTER TABLE %s.%s SET TABLESPACE %s", s, pgx.Identifier{rel}.Sanitize(), ts))
 		require.NoError(t, err)
 	}
-	// Leave about 2 MiB free.
-	filler := filepath.Join(dir, "filler")
-	require.NoError(t, os.WriteFile(filler, make([]byte, 14<<20), 0o600))
+	filler := fillVolume(t, dir)
 
-	// Random values of 64 KiB, which compression cannot shrink.
 	rnd := rand.New(rand.NewChaCha8([32]byte{1}))
 	acked := map[int64]string{}
 	var full error
 	for i := 0; i < 200 && full == nil; i++ {
-		v := make([]byte, 64<<10)
-		for j := range v {
-			v[j] = byte(rnd.Uint32())
-		}
+		v := incompressible(rnd)
 		rec := &pgmsg.Record{Topic: "df", Value: v}
 		if err := tb.client.Publish(tb.ctx, []*pgmsg.Record{rec}, nil); err != nil {
 			full = err
@@ -769,6 +735,61 @@ func TestDiskFull(t *testing.T) {
 	require.NoError(t, tb.client.Publish(tb.ctx, []*pgmsg.Record{rec}, nil))
 	require.Equal(t, int64(len(acked)), rec.Offset)
 	require.Equal(t, map[int64]string{rec.Offset: "after"}, readAll("g"))
+}
+
+// smallTablespace mounts a 16 MiB tmpfs and makes it a tablespace,
+// dropped at the end of the test; it returns the tablespace and its
+// directory. Skips unless the test runs as root (mount) with the server
+// on this machine.
+func smallTablespace(t *testing.T, tb *testBundle) (ts, dir string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounts a tmpfs: needs root")
+	}
+	pgUser, err := user.Lookup("postgres")
+	if err != nil {
+		t.Skip("no postgres user")
+	}
+	dir, err = os.MkdirTemp("", "pgmsg-diskfull-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	uid, _ := strconv.Atoi(pgUser.Uid)
+	gid, _ := strconv.Atoi(pgUser.Gid)
+	require.NoError(t, os.Chown(dir, uid, gid))
+	var local bool // the tablespace's directory must be on the server's machine
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT pg_catalog.inet_server_addr() IS NULL
+		OR pg_catalog.host(pg_catalog.inet_server_addr()) IN ('127.0.0.1', '::1')`).Scan(&local))
+	if !local {
+		t.Skip("the server is not on this machine")
+	}
+	ts = "pgmsg_diskfull_" + strconv.Itoa(os.Getpid()) + "_" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_"))
+	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`CREATE TABLESPACE %s LOCATION '%s'`, ts, dir))
+	require.NoError(t, err)
+	// Registered after the test's own clean-ups run: those empty it.
+	t.Cleanup(func() { _, _ = tb.Pool.Exec(context.Background(), "DROP TABLESPACE IF EXISTS "+ts) })
+	return ts, dir
+}
+
+// fillVolume leaves about 2 MiB free in smallTablespace's volume with a
+// file, whose path it returns: remove it and space returns.
+func fillVolume(t *testing.T, dir string) string {
+	t.Helper()
+	filler := filepath.Join(dir, "filler")
+	require.NoError(t, os.WriteFile(filler, make([]byte, 14<<20), 0o600))
+	return filler
+}
+
+// incompressible is 64 KiB that compression cannot shrink.
+func incompressible(rnd *rand.Rand) []byte {
+	v := make([]byte, 64<<10)
+	for j := range v {
+		v[j] = byte(rnd.Uint32())
+	}
+	return v
 }
 
 // Eight producers publish in transactions of which about a third roll
