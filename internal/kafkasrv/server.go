@@ -188,6 +188,8 @@ type Server struct {
 	parts     partitionsCache
 	partLocks sync.Map // tp -> *sync.Mutex (produce.go)
 	topics    topicCache
+	// epochs is the partitions' log epoch histories (epochs.go).
+	epochs epochCache
 }
 
 // New returns a Server. Serve it on a listener.
