@@ -20,22 +20,36 @@ import (
 // topic's records from offset from on, as the native client's and the
 // mirror's tests do: the records deleted, the partition's next offset set
 // back, and its last publish's timeline made another than the server's,
-// as on a promoted standby. A notification of the topic wakes the
+// as on a promoted standby; then, in the same transaction, n records
+// "new0".. published on it (none when n is 0), so that no reader sees the
+// shorter log in between. A notification of the topic wakes the
 // listener's Fetches, as its notification connection's reconnection to
 // the new primary does.
-func loseRecords(t *testing.T, tb *testBundle, topic string, from int64) {
+func loseRecords(t *testing.T, tb *testBundle, topic string, from int64, n int) {
 	t.Helper()
 	s := pgx.Identifier{tb.Schema}.Sanitize()
+	tx, err := tb.Pool.Begin(tb.Ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(tb.Ctx) }()
 	for _, q := range []string{
 		`DELETE FROM %[1]s.record r USING %[1]s.topic t WHERE t.topic_id = r.topic_id AND t.name = $1 AND r.partition = 0 AND r."offset" >= $2`,
 		`UPDATE %[1]s.topic_partition c SET next_offset = $2, log_timeline = c.log_timeline + 1000
 		   FROM %[1]s.topic t WHERE t.topic_id = c.topic_id AND t.name = $1 AND c.partition = 0`,
 	} {
-		_, err := tb.Pool.Exec(tb.Ctx, fmt.Sprintf(q, s), topic, from)
+		_, err := tx.Exec(tb.Ctx, fmt.Sprintf(q, s), topic, from)
 		require.NoError(t, err)
 	}
-	_, err := tb.Pool.Exec(tb.Ctx, `SELECT pg_notify($1, $2)`, tb.Schema+"_log", topic)
+	if n > 0 {
+		values := make([][]byte, n)
+		for i := range values {
+			values[i] = fmt.Appendf(nil, "new%d", i)
+		}
+		_, err := tx.Exec(tb.Ctx, `SELECT * FROM `+s+`.publish($1, $2::bytea[], p_partition => 0)`, topic, values)
+		require.NoError(t, err)
+	}
+	_, err = tx.Exec(tb.Ctx, `SELECT pg_notify($1, $2)`, tb.Schema+"_log", topic)
 	require.NoError(t, err)
+	require.NoError(t, tx.Commit(tb.Ctx))
 }
 
 // leaderEpoch is partition 0's leader epoch as Metadata answers it.
@@ -146,7 +160,7 @@ func TestLeaderEpochs(t *testing.T) {
 
 	// Offsets 60..99 lost: the promoted standby's epoch is answered
 	// before anything is published on it.
-	loseRecords(t, tb, "le", 60)
+	loseRecords(t, tb, "le", 60, 0)
 	epoch := leaderEpoch(t, tb, cl, "le")
 	require.Greater(t, epoch, int32(0))
 
@@ -227,8 +241,7 @@ func TestKafkaConsumerDetectsTruncation(t *testing.T) {
 	require.Equal(t, int64(99), recs[99].Offset)
 	require.Equal(t, int32(0), recs[99].LeaderEpoch)
 
-	loseRecords(t, tb, "tr", 60)
-	publishValues(t, tb, "tr", "new", 60) // offsets 60..119
+	loseRecords(t, tb, "tr", 60, 60) // the new primary's offsets 60..119 are other records
 
 	var loss *kgo.ErrDataLoss
 	var after []*kgo.Record
