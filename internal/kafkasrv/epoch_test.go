@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/kafkagroup"
+	"github.com/pgmsg/pgmsg/internal/kafkasrv"
 )
 
 // loseRecords plays an asynchronous failover that lost partition 0 of
@@ -266,4 +269,80 @@ func TestKafkaConsumerDetectsTruncation(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("new%d", i), string(r.Value))
 		require.Greater(t, r.LeaderEpoch, int32(0))
 	}
+}
+
+// A franz-go group consumer through the same failover: it reports the
+// loss, goes on at the end of its epoch with the new records, and its
+// commits carry the new epoch (OffsetCommit keeps the committed leader
+// epoch and OffsetFetch returns it). The group's cursor on the new
+// primary is behind what was processed, as commits are lost with the
+// records.
+func TestKafkaGroupDetectsTruncation(t *testing.T) {
+	t.Parallel()
+	b := newEnv(t, 16, 2*time.Minute)
+	groups, err := kafkagroup.New(kafkagroup.Config{Client: b.Client})
+	require.NoError(t, err)
+	t.Cleanup(groups.Close)
+	srv, err := kafkasrv.New(kafkasrv.Config{Client: b.Client, Groups: groups})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		require.NoError(t, srv.Close())
+		require.NoError(t, <-done)
+	})
+	tb := &testBundle{env: b, srv: srv, addr: ln.Addr().String()}
+
+	_, err = tb.Client.CreateTopic(tb.Ctx, "tg", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	publishValues(t, tb, "tg", "old", 100)
+	cl := tb.kclient(t, kgo.ConsumerGroup("g"), kgo.ConsumeTopics("tg"), kgo.DisableAutoCommit(),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	ctx, cancel := context.WithTimeout(tb.Ctx, time.Minute)
+	defer cancel()
+	pollN(t, ctx, cl, 100)
+	require.NoError(t, cl.CommitUncommittedOffsets(ctx))
+
+	// The commit of offset 100 is lost with the records: the new
+	// primary has the group at 50.
+	s := pgx.Identifier{tb.Schema}.Sanitize()
+	_, err = tb.Pool.Exec(tb.Ctx, `UPDATE `+s+`.group_cursor c SET next_offset = 50
+		FROM `+s+`.topic t WHERE t.topic_id = c.topic_id AND t.name = 'tg'`)
+	require.NoError(t, err)
+	loseRecords(t, tb, "tg", 60, 60)
+
+	var loss *kgo.ErrDataLoss
+	var after []*kgo.Record
+	for len(after) < 60 {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "the consumer neither reported the loss nor read the new records")
+		fs.EachError(func(topic string, partition int32, err error) {
+			if !errors.As(err, &loss) {
+				t.Fatalf("fetch error: %v", err)
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			require.NotNil(t, loss, "record %d (%s) was handed over before the loss was reported", r.Offset, r.Value)
+			after = append(after, r)
+		})
+	}
+	require.Equal(t, [2]int64{100, 60}, [2]int64{loss.ConsumedTo, loss.ResetTo})
+	require.Equal(t, int64(60), after[0].Offset)
+	require.Equal(t, "new0", string(after[0].Value))
+	require.NoError(t, cl.CommitUncommittedOffsets(ctx))
+
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = "g"
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic, rt.Partitions = "tg", []int32{0}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	p := resp.Topics[0].Partitions[0]
+	require.Zero(t, p.ErrorCode)
+	require.Equal(t, int64(120), p.Offset)
+	require.Equal(t, leaderEpoch(t, tb, cl, "tg"), p.LeaderEpoch)
+	require.Greater(t, p.LeaderEpoch, int32(0))
 }
