@@ -29,6 +29,7 @@ var served = map[int16][2]int16{
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics
 	22: {0, 4},  // InitProducerId
+	23: {0, 4},  // OffsetForLeaderEpoch
 	32: {0, 4},  // DescribeConfigs
 	36: {0, 2},  // SaslAuthenticate
 	37: {0, 3},  // CreatePartitions
@@ -115,6 +116,8 @@ func (c *conn) handle(r *request) (kmsg.Response, error) {
 		return c.s.fetch(ctx, req, &c.pace)
 	case *kmsg.ListOffsetsRequest:
 		return c.s.listOffsets(ctx, req)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return c.s.offsetForLeaderEpoch(ctx, req)
 	case *kmsg.FindCoordinatorRequest:
 		return c.s.findCoordinator(ctx, req), nil
 	case *kmsg.InitProducerIDRequest:

@@ -158,10 +158,12 @@ func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 				return 0, 0, false, err
 			}
 			// A shared read may be older than one this client's last
-			// answer came from: a fetch offset past its high watermark
+			// answer came from, or its Metadata: a fetch offset past
+			// its high watermark, or a leader epoch after its epoch,
 			// is judged on a read of its own.
 			for _, rp := range rt.Partitions {
-				if rp.Partition >= 0 && int(rp.Partition) < len(parts) && rp.FetchOffset > parts[rp.Partition].NextOffset {
+				if rp.Partition >= 0 && int(rp.Partition) < len(parts) &&
+					(rp.FetchOffset > parts[rp.Partition].NextOffset || rp.CurrentLeaderEpoch > parts[rp.Partition].LogEpoch) {
 					if parts, err = s.partitionsNow(ctx, rt.Topic); err != nil {
 						return 0, 0, false, err
 					}
@@ -185,6 +187,13 @@ func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 				answerNow = true
 			default:
 				p := parts[rp.Partition]
+				// The leader epoch first, as a broker checks it: a
+				// client fenced by a failover is told so, not that
+				// its offset is out of range.
+				if sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.LogEpoch); sp.ErrorCode != 0 {
+					answerNow = true
+					break
+				}
 				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = p.NextOffset, p.NextOffset, p.StartOffset
 				if rp.FetchOffset < p.StartOffset || rp.FetchOffset > p.NextOffset {
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -213,9 +222,14 @@ func (s *Server) readFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 
 // readPartition returns record batches of p from offset from, of at most
 // budget bytes unless first (then at least one record), and how many
-// records they hold.
+// records they hold. A batch holds records of one log epoch, its
+// PartitionLeaderEpoch.
 func (s *Server) readPartition(ctx context.Context, topic string, p store.KafkaPartition, from int64, budget int, first bool) ([]byte, int, error) {
 	avg := s.avgRecordSize(topic, p.Partition)
+	epochs, err := s.epochHistory(ctx, topic, p)
+	if err != nil {
+		return nil, 0, err
+	}
 	var out []byte
 	count := 0
 	for from < p.NextOffset {
@@ -231,9 +245,14 @@ func (s *Server) readPartition(ctx context.Context, topic string, p store.KafkaP
 		if len(recs) == 0 {
 			break // retention dropped them meanwhile
 		}
+		epoch, next := epochs.epochOf(recs[0].Offset)
+		batch := recs
+		if next <= recs[len(recs)-1].Offset {
+			batch = recs[:searchOffset(recs, next)]
+		}
 		before := len(out)
 		var used int
-		out, used = appendBatch(out, recs, left, first && len(out) == 0)
+		out, used = appendBatch(out, batch, epoch, left, first && len(out) == 0)
 		if used == 0 {
 			break
 		}
@@ -241,7 +260,7 @@ func (s *Server) readPartition(ctx context.Context, topic string, p store.KafkaP
 		size := int64((len(out) - before) / used)
 		avg.Store((avg.Load()*3 + max(size, 16)) / 4)
 		from = recs[used-1].Offset + 1
-		if used < len(recs) || int32(len(recs)) < n {
+		if used < len(batch) || int32(len(recs)) < n && used == len(recs) {
 			break
 		}
 	}
@@ -268,10 +287,10 @@ func varintBytesLen(b []byte) int {
 	return kbin.VarintLen(int32(len(b))) + len(b)
 }
 
-// appendBatch appends one v2 record batch of recs to dst, as many records
-// as fit in budget bytes of dst (at least one when force), and returns
-// how many it took.
-func appendBatch(dst []byte, recs []store.KafkaRecord, budget int, force bool) ([]byte, int) {
+// appendBatch appends one v2 record batch of recs, published in log epoch
+// epoch, to dst, as many records as fit in budget bytes of dst (at least
+// one when force), and returns how many it took.
+func appendBatch(dst []byte, recs []store.KafkaRecord, epoch int32, budget int, force bool) ([]byte, int) {
 	start := len(dst)
 	firstTS := recs[0].Timestamp.UnixMilli()
 	maxTS := firstTS
@@ -332,16 +351,17 @@ func appendBatch(dst []byte, recs []store.KafkaRecord, budget int, force bool) (
 		return dst[:start], 0
 	}
 	rb := kmsg.RecordBatch{
-		FirstOffset:     recs[0].Offset,
-		Length:          int32(len(dst) - start - 12),
-		Magic:           2,
-		LastOffsetDelta: int32(recs[used-1].Offset - recs[0].Offset),
-		FirstTimestamp:  firstTS,
-		MaxTimestamp:    maxTS,
-		ProducerID:      -1,
-		ProducerEpoch:   -1,
-		FirstSequence:   -1,
-		NumRecords:      int32(used),
+		FirstOffset:          recs[0].Offset,
+		PartitionLeaderEpoch: epoch,
+		Length:               int32(len(dst) - start - 12),
+		Magic:                2,
+		LastOffsetDelta:      int32(recs[used-1].Offset - recs[0].Offset),
+		FirstTimestamp:       firstTS,
+		MaxTimestamp:         maxTS,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           int32(used),
 	}
 	header := rb.AppendTo(dst[start:start])
 	_ = header // written in place over the reserved header bytes

@@ -102,6 +102,15 @@ func seedRequests() []kmsg.Request {
 	lt.Partitions = append(lt.Partitions, lp)
 	lo.Topics = append(lo.Topics, lt)
 	out = append(out, lo)
+	fe := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	fe.Version, fe.ReplicaID = 4, -1
+	ft := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	ft.Topic = "fz"
+	fp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	fp.CurrentLeaderEpoch, fp.LeaderEpoch = 0, 0
+	ft.Partitions = append(ft.Partitions, fp)
+	fe.Topics = append(fe.Topics, ft)
+	out = append(out, fe)
 	ip := kmsg.NewPtrInitProducerIDRequest()
 	ip.Version = 4
 	out = append(out, ip)

@@ -142,6 +142,17 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.
 			s.topics.invalidate()
 		}
 	}
+	// Each partition's leader epoch is its log epoch (epochs.go).
+	var epochs map[string][]int32
+	if len(want) > 0 {
+		names := make([]string, len(want))
+		for i, t := range want {
+			names[i] = t.Name
+		}
+		if epochs, err = s.store.KafkaLogEpochs(ctx, s.client.Pool(), names); err != nil {
+			return nil, err
+		}
+	}
 	for _, t := range want {
 		name := t.Name
 		st := kmsg.NewMetadataResponseTopic()
@@ -152,7 +163,14 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.
 			sp.Partition = p
 			leader := cluster.leader(t.Name, p)
 			sp.Leader = leader
-			sp.LeaderEpoch = 0
+			// A partition the read did not find (the topic deleted
+			// and created again since the topic list was read): no
+			// leader epoch, which clients take for a leader being
+			// elected, and ask again.
+			sp.LeaderEpoch = -1
+			if e := epochs[t.Name]; int(p) < len(e) {
+				sp.LeaderEpoch = e[p]
+			}
 			sp.Replicas = []int32{leader}
 			sp.ISR = []int32{leader}
 			st.Partitions = append(st.Partitions, sp)

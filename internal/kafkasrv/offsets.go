@@ -22,7 +22,9 @@ const (
 // watermark), max timestamp (the last record: pgmsg's timestamps are the
 // producers' and need not grow, so this is the newest record, not the
 // largest timestamp) and a time, through the time index (OffsetForTime):
-// the first record at or after it, or offset -1 when none is.
+// the first record at or after it, or offset -1 when none is. Each comes
+// with the leader epoch of the offset answered (the current one for
+// latest), after the check of the current leader epoch the client names.
 func (s *Server) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range req.Topics {
@@ -47,8 +49,18 @@ func (s *Server) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) 
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
 				p := parts[rp.Partition]
+				if sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.LogEpoch); sp.ErrorCode != 0 {
+					break
+				}
 				if err := s.listOffset(ctx, rt.Topic, p, rp.Timestamp, &sp); err != nil {
 					return nil, err
+				}
+				if sp.ErrorCode == 0 && sp.Offset >= 0 {
+					h, err := s.epochHistory(ctx, rt.Topic, p)
+					if err != nil {
+						return nil, err
+					}
+					sp.LeaderEpoch, _ = h.epochOf(sp.Offset)
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -188,6 +188,8 @@ type Server struct {
 	parts      partitionsCache
 	partQueues sync.Map // tp -> *partitionQueue (partqueue.go)
 	topics     topicCache
+	// epochs is the partitions' log epoch histories (epochs.go).
+	epochs epochCache
 }
 
 // New returns a Server. Serve it on a listener.

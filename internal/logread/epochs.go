@@ -22,10 +22,9 @@ import (
 // the failover has no memory, and follows the group's cursor as stored on
 // the new primary.
 //
-// The Kafka listener (kafkasrv) answers fetches and offset commits of its
-// own; its hook is the same: compare the leader epoch a Kafka client sends
-// with the partition's log epoch (log_epoch_end()) and answer
-// FENCED_LEADER_EPOCH or OFFSET_OUT_OF_RANGE, as Kafka brokers do.
+// The Kafka listener (kafkasrv) answers fetches of its own: the log
+// epoch is its leader epoch, and Kafka clients make the same check with
+// it (internal/kafkasrv/epochs.go).
 
 // epochKey names what a group was given of one partition.
 type epochKey struct {

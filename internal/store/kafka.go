@@ -19,20 +19,36 @@ import (
 // KafkaPartition is one partition of a topic as the Kafka listener needs
 // it: its log start offset, its high watermark (the next offset) and its
 // log epoch (which changes when the log past some offset may hold other
-// records than before: the first publish on a promoted standby).
+// records than before: on a promoted standby).
 type KafkaPartition struct {
 	TopicID     int32
 	Partition   int32
 	StartOffset int64
 	NextOffset  int64
-	LogEpoch    int32
+	// LogEpoch is the partition's log epoch as this server now writes it
+	// (kafkaLogEpoch): on a promoted standby, the epoch its next publish
+	// starts at NextOffset, before that publish runs.
+	LogEpoch int32
 }
+
+// kafkaLogEpoch is the log epoch of topic_partition row p on this
+// server (log_epoch_next.sql): its log_epoch, or, when its last publish
+// ran on another timeline (a promoted standby), the epoch the first
+// publish here starts at its next_offset. The Kafka listener answers
+// that one at once, as a Kafka broker bumps its leader epoch when it
+// becomes the leader and not when it first appends: a client that read
+// past the new primary's end learns of the truncation before anything
+// is published there.
+var kafkaLogEpoch = stmt("log_epoch_next", "p.log_epoch", "p.log_timeline", "tl.tl")
+
+// kafkaTimeline is the FROM item tl(tl) of this server's timeline.
+var kafkaTimeline = `(SELECT ` + stmt("timeline") + `) tl(tl)`
 
 // KafkaPartitions returns every partition of topic in partition order, or
 // none when the topic does not exist.
 func (s *Store) KafkaPartitions(ctx context.Context, exec DBTX, topic string) ([]KafkaPartition, error) {
-	rows, err := exec.Query(ctx, s.SQL(`SELECT t.topic_id, p.partition, p.start_offset, p.next_offset, p.log_epoch
-FROM pgmsg.topic t JOIN pgmsg.topic_partition p ON p.topic_id = t.topic_id
+	rows, err := exec.Query(ctx, s.SQL(`SELECT t.topic_id, p.partition, p.start_offset, p.next_offset, `+kafkaLogEpoch+`
+FROM pgmsg.topic t JOIN pgmsg.topic_partition p ON p.topic_id = t.topic_id CROSS JOIN `+kafkaTimeline+`
 WHERE t.name = $1::text ORDER BY p.partition`), topic)
 	if err != nil {
 		return nil, errs.Map(err)
@@ -41,6 +57,59 @@ WHERE t.name = $1::text ORDER BY p.partition`), topic)
 		var p KafkaPartition
 		err := r.Scan(&p.TopicID, &p.Partition, &p.StartOffset, &p.NextOffset, &p.LogEpoch)
 		return p, err
+	})
+	return out, errs.Map(err)
+}
+
+// KafkaLogEpochs returns the log epoch (kafkaLogEpoch) of every
+// partition of topics, indexed by partition, for the topics that exist.
+func (s *Store) KafkaLogEpochs(ctx context.Context, exec DBTX, topics []string) (map[string][]int32, error) {
+	rows, err := exec.Query(ctx, s.SQL(`SELECT t.name, p.partition, `+kafkaLogEpoch+`
+FROM pgmsg.topic t JOIN pgmsg.topic_partition p ON p.topic_id = t.topic_id CROSS JOIN `+kafkaTimeline+`
+WHERE t.name = ANY($1::text[]) ORDER BY t.name, p.partition`), topics)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	out := map[string][]int32{}
+	var name string
+	var partition, epoch int32
+	_, err = pgx.ForEachRow(rows, []any{&name, &partition, &epoch}, func() error {
+		e := out[name]
+		for int32(len(e)) < partition {
+			e = append(e, -1) // not read: partitions are numbered from 0 without gaps
+		}
+		out[name] = append(e, epoch)
+		return nil
+	})
+	return out, errs.Map(err)
+}
+
+// KafkaEpoch is where one log epoch of a partition began.
+type KafkaEpoch struct {
+	Epoch int32
+	Start int64
+}
+
+// KafkaEpochs returns the log epochs of partition of topic id topicID
+// after its first one (epoch 0, from the log's beginning), in epoch
+// order: where each began on this server (the log_epoch rows; epochs of
+// another history that this server never had are not among them), and
+// the epoch a publish here starts at the partition's next offset when
+// the partition's last publish ran on another timeline (kafkaLogEpoch).
+func (s *Store) KafkaEpochs(ctx context.Context, exec DBTX, topicID, partition int32) ([]KafkaEpoch, error) {
+	rows, err := exec.Query(ctx, s.SQL(`SELECT e.epoch, e.start_offset FROM pgmsg.log_epoch e
+WHERE e.topic_id = $1::integer AND e.partition = $2::integer
+UNION ALL
+SELECT `+kafkaLogEpoch+`, p.next_offset FROM pgmsg.topic_partition p CROSS JOIN `+kafkaTimeline+`
+WHERE p.topic_id = $1::integer AND p.partition = $2::integer AND `+kafkaLogEpoch+` <> p.log_epoch
+ORDER BY 1`), topicID, partition)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (KafkaEpoch, error) {
+		var e KafkaEpoch
+		err := r.Scan(&e.Epoch, &e.Start)
+		return e, err
 	})
 	return out, errs.Map(err)
 }

@@ -571,7 +571,7 @@ BEGIN
         RETURN;
     END IF;
     UPDATE {{schema}}.topic_partition c
-       SET log_epoch = CASE WHEN old_tl = 0 THEN c.log_epoch ELSE greatest(c.log_epoch + 1, tl) END, log_timeline = tl
+       SET log_epoch = {{sql log_epoch_next(c.log_epoch, old_tl, tl)}}, log_timeline = tl
      WHERE c.topic_id = p_topic_id AND c.partition = p_partition
     RETURNING c.log_epoch INTO v_epoch;
     IF old_tl <> 0 THEN
