@@ -1,6 +1,7 @@
 package kafkasrv_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -108,4 +109,53 @@ func assertNoErr(t *testing.T, err error) bool {
 		return false
 	}
 	return true
+}
+
+// An idempotent producer's batches pipelined on its connection to one
+// partition wait in the partition's queue together (the next one need
+// not wait for the previous one's commit) and are stored in one round,
+// in order, with one commit.
+func TestProducePipelinedOneRound(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.Client.CreateTopic(tb.Ctx, "pipe", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	rc := dialRaw(t, tb)
+	init := rc.roundTrip(t, kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse)
+	require.Zero(t, init.ErrorCode)
+	const batches, per = 3, 2
+	release := tb.srv.HoldPartition("pipe", 0)
+	ts := time.Now().UnixMilli()
+	var frames []byte
+	for i := range batches {
+		b := rawBatch(init.ProducerID, init.ProducerEpoch, int32(i*per), ts,
+			rawRecord{value: fmt.Appendf(nil, "%d-0", i)}, rawRecord{value: fmt.Appendf(nil, "%d-1", i)})
+		frames = append(frames, rc.frame(produceReq("pipe", 0, b))...)
+	}
+	_, err = rc.Write(frames)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(tb.Ctx, 30*time.Second)
+	defer cancel()
+	err = tb.srv.AwaitQueued(ctx, "pipe", 0, batches)
+	release()
+	require.NoError(t, err, "the pipelined batches never waited in the queue together")
+	for i := range batches {
+		_, body, err := rc.read(t)
+		require.NoError(t, err)
+		resp := kmsg.NewPtrProduceResponse()
+		resp.Version = 9
+		require.NoError(t, resp.ReadFrom(body[1:]))
+		sp := resp.Topics[0].Partitions[0]
+		require.Zero(t, sp.ErrorCode, derefOr(sp.ErrorMessage))
+		require.Equal(t, int64(i*per), sp.BaseOffset, "batch %d", i)
+	}
+	var n, xacts int
+	require.NoError(t, tb.Pool.QueryRow(tb.Ctx, fmt.Sprintf(`SELECT count(*), count(DISTINCT xmin::text) FROM %q.record`, tb.Schema)).Scan(&n, &xacts))
+	require.Equal(t, batches*per, n)
+	require.Equal(t, 1, xacts, "transactions that stored the pipelined batches")
+	got, err := tb.Client.Fetch(tb.Ctx, "pipe", 0, 0, batches*per)
+	require.NoError(t, err)
+	for k, r := range got {
+		require.Equal(t, fmt.Sprintf("%d-%d", k/per, k%per), string(r.Value))
+	}
 }

@@ -1,6 +1,8 @@
 package kafkasrv
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -24,15 +26,42 @@ func (s *Server) FetchCacheServed() int64 {
 	return s.fetchCache.served
 }
 
+// HoldPartition runs a round on a partition that lasts until release is
+// called: what is produced to the partition meanwhile waits in its queue.
+func (s *Server) HoldPartition(topic string, partition int32) (release func()) {
+	q := s.partitionQueue(topic, partition)
+	started, hold := make(chan struct{}), make(chan struct{})
+	go q.do(&partitionWork{run: func() { close(started); <-hold }})
+	<-started
+	return func() { close(hold) }
+}
+
+// AwaitQueued waits until n works wait in the partition's queue, or
+// ctx ends.
+func (s *Server) AwaitQueued(ctx context.Context, topic string, partition int32, n int) error {
+	q := s.partitionQueue(topic, partition)
+	for {
+		q.mu.Lock()
+		queued := len(q.pending)
+		q.mu.Unlock()
+		if queued >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d works queued: %w", queued, n, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
 // StoreRound stores batches as idempotent producers' first batches
 // (producer id i+1, epoch 0, sequence 0) on a partition, queued behind a
 // round that is held until all of them wait: they make the next round
 // together. It returns each batch's base offset or error.
 func (s *Server) StoreRound(topic string, partition int32, batches [][]*pgmsg.Record) ([]int64, []error) {
 	q := s.partitionQueue(topic, partition)
-	started, hold := make(chan struct{}), make(chan struct{})
-	go q.do(&partitionWork{run: func() { close(started); <-hold }})
-	<-started
+	release := s.HoldPartition(topic, partition)
 	bases, errs := make([]int64, len(batches)), make([]error, len(batches))
 	var wg sync.WaitGroup
 	for i, recs := range batches {
@@ -44,16 +73,8 @@ func (s *Server) StoreRound(topic string, partition int32, batches [][]*pgmsg.Re
 			bases[i], errs[i] = s.sequenced(w.seq)
 		}()
 	}
-	for {
-		q.mu.Lock()
-		n := len(q.pending)
-		q.mu.Unlock()
-		if n == len(batches) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(hold)
+	_ = s.AwaitQueued(context.Background(), topic, partition, len(batches))
+	release()
 	wg.Wait()
 	return bases, errs
 }

@@ -18,11 +18,13 @@ import (
 
 // partitionWork is one produce request's work on a partition: an
 // idempotent producer's single batch (seq), stored with the round's
-// others, or anything else (run), run on its own.
+// others in queue order, or anything else (run), run on its own after
+// them.
 type partitionWork struct {
-	seq  *logpublish.Sequenced
-	run  func()
-	wake chan bool // false: done; true: lead the next round
+	seq    *logpublish.Sequenced
+	run    func()
+	queued func()    // if set, called once the work has its place in the queue
+	wake   chan bool // false: done; true: lead the next round
 }
 
 // partitionQueue is one partition's produce work (Server.partQueues).
@@ -53,6 +55,9 @@ func (q *partitionQueue) do(w *partitionWork) {
 	w.wake = make(chan bool, 1)
 	q.mu.Lock()
 	q.pending = append(q.pending, w)
+	if w.queued != nil {
+		w.queued()
+	}
 	if q.busy {
 		q.mu.Unlock()
 		if !<-w.wake {

@@ -93,7 +93,7 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest, tickets []
 				setProduceError(req.Version, j.sp, berr)
 				return
 			}
-			if err := c.s.publish(ctx, j.sp, batches); err != nil {
+			if err := c.s.publish(ctx, j.sp, batches, func() { c.done(j.t) }); err != nil {
 				fatalOnce.Do(func() { fatal = err })
 			}
 		}
@@ -127,8 +127,12 @@ func setProduceError(version int16, sp *kmsg.ProduceResponseTopicPartition, e *b
 
 // publish stores one partition's batches and sets sp's answer. It
 // returns an error only when the connection must close (its context
-// ended).
-func (s *Server) publish(ctx context.Context, sp *kmsg.ProduceResponseTopicPartition, batches []batch) error {
+// ended). It calls queued once the connection's next produce to the
+// partition may start: for an idempotent producer's batch, as soon as
+// the batch has its place in the partition's queue (the next one is
+// stored after it, in the same round or a later one); for anything else,
+// once it is stored.
+func (s *Server) publish(ctx context.Context, sp *kmsg.ProduceResponseTopicPartition, batches []batch, queued func()) error {
 	for _, b := range batches {
 		if b.transactional {
 			setProduceError(0, sp, &batchError{code: kerr.TransactionalIDAuthorizationFailed.Code})
@@ -159,9 +163,10 @@ func (s *Server) publish(ctx context.Context, sp *kmsg.ProduceResponseTopicParti
 	case len(batches) == 1:
 		// An idempotent producer's batch, stored once by its producer
 		// id, epoch and first sequence; in one commit with the other
-		// producers' batches queued behind the partition's.
+		// batches queued behind the partition's round, this producer's
+		// next ones (pipelined on its connection) included.
 		b := batches[0]
-		w := &partitionWork{seq: &logpublish.Sequenced{Records: b.records, ProducerID: kafkaProducerID(b), Sequence: int64(b.firstSequence)}}
+		w := &partitionWork{seq: &logpublish.Sequenced{Records: b.records, ProducerID: kafkaProducerID(b), Sequence: int64(b.firstSequence)}, queued: queued}
 		q.do(w)
 		base, err = s.sequenced(w.seq)
 	default:
