@@ -48,6 +48,7 @@ chaos:
 # and 100k jobs (about 45 minutes here with 13 kinds; with 19, an estimated 70,
 # from a shortened run, not measured).
 chaos-goal:
+	@command -v pgbouncer >/dev/null || { echo "chaos-goal: pgbouncer is not installed (apt-get install pgbouncer); without it the PgBouncer kind would not be injected and the goal would not be met"; exit 1; }
 	$(MAKE) -f $(firstword $(MAKEFILE_LIST)) chaos CHAOS_DURATION=30m CHAOS_FAULTS_PER_KIND=50 \
 		CHAOS_FAULT_MIN=1500ms CHAOS_FAULT_MAX=3s CHAOS_RATE=250 CHAOS_ENQUEUERS=2
 
