@@ -111,71 +111,58 @@ type groupFigures struct {
 	Lag        int64  `json:"lag"`
 }
 
-// logFigures answers every topic's and group's totals from TopicOffsets
-// and ListGroups, which read pgmsg's own tables (no record scan, no file
-// sizes: LogMetrics takes seconds for 1,000 topics). With ?topic=T it
+// logFigures answers every topic's and group's totals from LogTotals,
+// two aggregate queries over pgmsg's own tables (no record scan, no file
+// sizes: LogMetrics takes seconds for 1,000 topics), whose answer grows
+// with the topics and groups, not their partitions. With ?topic=T it
 // answers that topic's groups only ("topics" is empty): what the topic
 // page shows, read through the cursor table's primary key, so that its
 // cost does not grow with the number of topics.
 func (h *Handler) logFigures(w http.ResponseWriter, r *http.Request, _ *session) error {
-	var parts []pgmsg.PartitionMetrics
-	var groups []pgmsg.GroupPartition
-	var err error
+	outT := []*topicFigures{}
+	var outG []*groupFigures
 	if topic := r.URL.Query().Get("topic"); topic != "" {
 		if err := pgmsg.ValidateName("topic", topic); err != nil {
 			return err
 		}
-		groups, err = h.client.ListGroups(r.Context(), topic, "")
+		groups, err := h.client.ListGroups(r.Context(), topic, "")
+		if err != nil {
+			return err
+		}
+		gs := map[string]*groupFigures{}
+		for _, g := range groups {
+			gf := gs[g.Group]
+			if gf == nil {
+				gf = &groupFigures{Topic: g.Topic, Group: g.Group}
+				gs[g.Group] = gf
+				outG = append(outG, gf)
+			}
+			gf.Partitions++
+			gf.Lag += g.Lag
+		}
 	} else {
-		parts, err = h.client.TopicOffsets(r.Context())
-		if err == nil {
-			groups, err = h.client.ListGroups(r.Context(), "", "")
+		topics, groups, err := h.client.LogTotals(r.Context())
+		if err != nil {
+			return err
 		}
-	}
-	if err != nil {
-		return err
-	}
-	topics := map[string]*topicFigures{}
-	var order []string
-	for _, p := range parts {
-		t := topics[p.Topic]
-		if t == nil {
-			t = &topicFigures{Name: p.Topic}
-			topics[p.Topic] = t
-			order = append(order, p.Topic)
+		byName := make(map[string]*topicFigures, len(topics))
+		for _, t := range topics {
+			tf := &topicFigures{Name: t.Topic, Partitions: int(t.Partitions), EndOffset: t.EndOffset,
+				Records: t.EndOffset - t.StartOffset, Segments: t.Segments}
+			byName[t.Topic] = tf
+			outT = append(outT, tf)
 		}
-		t.Partitions++
-		t.EndOffset += p.EndOffset
-		t.Records += p.EndOffset - p.StartOffset
-		t.Segments += p.Segments
-	}
-	gs := map[[2]string]*groupFigures{}
-	var gorder [][2]string
-	for _, g := range groups {
-		k := [2]string{g.Topic, g.Group}
-		gf := gs[k]
-		if gf == nil {
-			gf = &groupFigures{Topic: g.Topic, Group: g.Group}
-			gs[k] = gf
-			gorder = append(gorder, k)
-			if t := topics[g.Topic]; t != nil {
-				t.Groups++
+		for _, g := range groups {
+			outG = append(outG, &groupFigures{Topic: g.Topic, Group: g.Group, Partitions: int(g.Partitions), Lag: g.Lag})
+			if tf := byName[g.Topic]; tf != nil {
+				tf.Groups++
+				tf.Lag += g.Lag
 			}
 		}
-		gf.Partitions++
-		gf.Lag += g.Lag
-		if t := topics[g.Topic]; t != nil {
-			t.Lag += g.Lag
-		}
 	}
-	sort.Strings(order)
-	outT := make([]*topicFigures, 0, len(order))
-	for _, n := range order {
-		outT = append(outT, topics[n])
-	}
-	outG := make([]*groupFigures, 0, len(gorder))
-	for _, k := range gorder {
-		outG = append(outG, gs[k])
+	sort.Slice(outT, func(i, j int) bool { return outT[i].Name < outT[j].Name })
+	if outG == nil {
+		outG = []*groupFigures{}
 	}
 	sort.Slice(outG, func(i, j int) bool {
 		if outG[i].Topic != outG[j].Topic {
