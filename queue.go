@@ -51,6 +51,10 @@ const (
 	// QueueMaxRunningNone in QueueConfig.MaxRunning removes a queue's cap
 	// on running jobs on UpdateQueue (0 leaves it unchanged).
 	QueueMaxRunningNone = queue.MaxRunningNone
+	// QueueKeyLimitNone in QueueConfig.KeyLimit removes a queue's per-key
+	// limit, and its KeyField, on UpdateQueue (0 leaves them unchanged):
+	// the jobs waiting for a place run.
+	QueueKeyLimitNone = queue.KeyLimitNone
 	// QueueRateLimitMax is the largest RateLimit, in jobs per second.
 	QueueRateLimitMax = queue.RateLimitMax
 )

@@ -51,6 +51,12 @@ func (q *Queues) CheckConfig(cfg pgmsgtype.QueueConfig) error {
 	if m := cfg.MaxRunning; m < MaxRunningNone || m > math.MaxInt32 {
 		return errs.New(errs.InvalidArgument, "max running must be from 1 to %d (0: none or unchanged, QueueMaxRunningNone: remove), got %d", math.MaxInt32, m)
 	}
+	if k := cfg.KeyLimit; k < KeyLimitNone || k > math.MaxInt32 {
+		return errs.New(errs.InvalidArgument, "key limit must be from 1 to %d (0: none or unchanged, QueueKeyLimitNone: remove), got %d", math.MaxInt32, k)
+	}
+	if len(cfg.KeyField) > KeyFieldMaxBytes {
+		return errs.New(errs.InvalidArgument, "key field must be at most %d bytes, got %d", KeyFieldMaxBytes, len(cfg.KeyField))
+	}
 	return nil
 }
 
