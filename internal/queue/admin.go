@@ -324,3 +324,9 @@ func (q *Queues) SequenceList(ctx context.Context, queue string, heldOnly bool, 
 func (q *Queues) SequenceResume(ctx context.Context, queue, key string) (bool, error) {
 	return q.store.SequenceResume(ctx, q.pool, queue, key)
 }
+
+// KeyLimitList lists queue's limit keys with admitted or pending jobs
+// (store.KeyLimitList).
+func (q *Queues) KeyLimitList(ctx context.Context, queue string, limit int, afterKey string) ([]store.LimitKey, error) {
+	return q.store.KeyLimitList(ctx, q.pool, queue, limit, afterKey)
+}
