@@ -55,6 +55,10 @@ const (
 	// limit, and its KeyField, on UpdateQueue (0 leaves them unchanged):
 	// the jobs waiting for a place run.
 	QueueKeyLimitNone = queue.KeyLimitNone
+	// QueueKeyFieldNone in QueueConfig.KeyField removes a queue's key
+	// field on UpdateQueue ("" leaves it unchanged): jobs then give their
+	// limit key (EnqueueParams.LimitKey) or have none.
+	QueueKeyFieldNone = queue.KeyFieldNone
 	// QueueRateLimitMax is the largest RateLimit, in jobs per second.
 	QueueRateLimitMax = queue.RateLimitMax
 )

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
@@ -53,6 +54,9 @@ func (q *Queues) CheckConfig(cfg pgmsgtype.QueueConfig) error {
 	}
 	if k := cfg.KeyLimit; k < KeyLimitNone || k > math.MaxInt32 {
 		return errs.New(errs.InvalidArgument, "key limit must be from 1 to %d (0: none or unchanged, QueueKeyLimitNone: remove), got %d", math.MaxInt32, k)
+	}
+	if cfg.KeyField != KeyFieldNone && strings.IndexByte(cfg.KeyField, 0) >= 0 {
+		return errs.New(errs.InvalidArgument, "key field must not hold a NUL byte")
 	}
 	if len(cfg.KeyField) > KeyFieldMaxBytes {
 		return errs.New(errs.InvalidArgument, "key field must be at most %d bytes, got %d", KeyFieldMaxBytes, len(cfg.KeyField))

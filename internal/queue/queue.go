@@ -68,6 +68,8 @@ const (
 	RateLimitNone                    = -1
 	MaxRunningNone                   = -1
 	KeyLimitNone                     = -1
+	// KeyFieldNone removes a queue's key field on update.
+	KeyFieldNone = store.KeyFieldNone
 	// RateLimitMax is the largest rate limit, in jobs per second.
 	RateLimitMax = 1_000_000
 	// retentionMax is the longest archive or dead-job retention the SQL

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/pgmsgtype"
@@ -63,7 +65,7 @@ func (s *Store) QueueCreate(ctx context.Context, exec DBTX, name string, cfg Que
 		IfNotExists: ifNotExists, MaxDepth: orZeroInt8(cfg.MaxDepth), BackpressureTimeout: orZeroInterval(cfg.BackpressureTimeout),
 		JobTimeout: orZeroInterval(cfg.JobTimeout), DeadRetention: orZeroInterval(cfg.DeadRetention),
 		RateLimit: orZeroFloat8(cfg.RateLimit), MaxRunning: orZeroInt4(cfg.MaxRunning),
-		KeyLimit: orZeroInt4(cfg.KeyLimit), KeyField: optText(cfg.KeyField),
+		KeyLimit: orZeroInt4(cfg.KeyLimit), KeyField: keyField(cfg.KeyField),
 	})
 	if err != nil {
 		return nil, errs.Map(err)
@@ -81,12 +83,26 @@ func (s *Store) QueueUpdate(ctx context.Context, exec DBTX, name string, cfg Que
 		MaxDepth: orZeroInt8(cfg.MaxDepth), BackpressureTimeout: orZeroInterval(cfg.BackpressureTimeout),
 		JobTimeout: orZeroInterval(cfg.JobTimeout), DeadRetention: orZeroInterval(cfg.DeadRetention),
 		RateLimit: orZeroFloat8(cfg.RateLimit), MaxRunning: orZeroInt4(cfg.MaxRunning),
-		KeyLimit: orZeroInt4(cfg.KeyLimit), KeyField: optText(cfg.KeyField),
+		KeyLimit: orZeroInt4(cfg.KeyLimit), KeyField: keyField(cfg.KeyField),
 	})
 	if err != nil {
 		return nil, errs.Map(err)
 	}
 	return queueFromRow((*dbsqlc.QueueListRow)(row)), nil
+}
+
+// KeyFieldNone in a QueueConfig.KeyField removes the key field on update
+// (pgmsg.QueueKeyFieldNone): a NUL, which no text PostgreSQL stores can
+// hold, so no field is named so.
+const KeyFieldNone = "\x00"
+
+// keyField is a QueueConfig.KeyField for queue_create() and
+// queue_update(): "" NULL (none, or unchanged), KeyFieldNone "" (removed).
+func keyField(f string) pgtype.Text {
+	if f == KeyFieldNone {
+		return pgtype.Text{String: "", Valid: true}
+	}
+	return optText(f)
 }
 
 // QueueList returns every queue, by name.
