@@ -2574,7 +2574,8 @@ END $function$;
 -- Ticks missed while nothing called it are coalesced into one job, for
 -- the first of them. Each job's unique key is periodic:<name>@<tick, UTC>,
 -- so it can be found. A tick that cannot be enqueued (the queue is full,
--- its max_payload_bytes has shrunk below the payload) stays due, with the
+-- its max_payload_bytes has shrunk below the payload, a key_field set
+-- since that the payload lacks) stays due, with the
 -- reason in last_error and the result row, and is tried again on the next
 -- call. Returns one row per periodic job handled.
 CREATE OR REPLACE FUNCTION {{schema}}.periodic_enqueue_due(p_limit integer DEFAULT 100)
@@ -2611,7 +2612,7 @@ BEGIN
                                            false, ARRAY[p.timeout],
                                            ARRAY[CASE WHEN p.tags IS NULL THEN NULL ELSE to_jsonb(p.tags) END],
                                            ARRAY[p.metadata]) e;
-        EXCEPTION WHEN SQLSTATE 'PM109' OR SQLSTATE 'PM103' OR SQLSTATE 'PM004' OR SQLSTATE 'PM105' THEN
+        EXCEPTION WHEN SQLSTATE 'PM109' OR SQLSTATE 'PM103' OR SQLSTATE 'PM004' OR SQLSTATE 'PM105' OR SQLSTATE 'PM113' THEN
             err := SQLERRM;
         END;
         IF err IS NULL THEN
