@@ -21,6 +21,11 @@ const (
 	// SequenceKeyMaxBytes is the longest sequence key
 	// (EnqueueParams.SequenceKey), in bytes.
 	SequenceKeyMaxBytes = queue.SequenceKeyMaxBytes
+	// LimitKeyMaxBytes is the longest limit key (EnqueueParams.LimitKey,
+	// or the value of a queue's QueueConfig.KeyField), in bytes.
+	LimitKeyMaxBytes = queue.LimitKeyMaxBytes
+	// QueueKeyFieldMaxBytes is the longest QueueConfig.KeyField, in bytes.
+	QueueKeyFieldMaxBytes = queue.KeyFieldMaxBytes
 )
 
 // durationMax is the longest lease, session timeout, retry backoff or wait

@@ -51,6 +51,14 @@ const (
 	// QueueMaxRunningNone in QueueConfig.MaxRunning removes a queue's cap
 	// on running jobs on UpdateQueue (0 leaves it unchanged).
 	QueueMaxRunningNone = queue.MaxRunningNone
+	// QueueKeyLimitNone in QueueConfig.KeyLimit removes a queue's per-key
+	// limit, and its KeyField, on UpdateQueue (0 leaves them unchanged):
+	// the jobs waiting for a place run.
+	QueueKeyLimitNone = queue.KeyLimitNone
+	// QueueKeyFieldNone in QueueConfig.KeyField removes a queue's key
+	// field on UpdateQueue ("" leaves it unchanged): jobs then give their
+	// limit key (EnqueueParams.LimitKey) or have none.
+	QueueKeyFieldNone = queue.KeyFieldNone
 	// QueueRateLimitMax is the largest RateLimit, in jobs per second.
 	QueueRateLimitMax = queue.RateLimitMax
 )

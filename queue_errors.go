@@ -48,6 +48,11 @@ var (
 	// ErrInvalidSchedule is returned for a periodic job's schedule or time
 	// zone that cannot be read, or a schedule that never fires (PM112).
 	ErrInvalidSchedule error = errs.InvalidSchedule
+	// ErrLimitKeyMissing is returned by an enqueue into a queue with a
+	// QueueConfig.KeyField of a job that has no limit key: no
+	// EnqueueParams.LimitKey and no such field in its payload (or a payload
+	// that is not JSON) (PM113).
+	ErrLimitKeyMissing error = errs.LimitKeyMissing
 	// ErrJobTimeout is the cause of a handler's context cancelled because
 	// the job ran longer than WorkerOpts.JobTimeout; the attempt fails with
 	// it (context.Cause(ctx) tells a handler why it was cancelled).

@@ -65,6 +65,14 @@ type EnqueueParams struct {
 	// its sequence instead of holding it: the next job runs. Needs
 	// SequenceKey.
 	SequenceContinue bool
+	// LimitKey is the job's key for its queue's per-key limit
+	// (QueueConfig.KeyLimit): at most KeyLimit jobs of one key are admitted
+	// at once; the others wait in state JobStatePending. It overrides the
+	// queue's QueueConfig.KeyField. A queue without a KeyLimit refuses it
+	// (pgmsg.ErrInvalidArgument), and so does a job with a SequenceKey.
+	// 1 to pgmsg.LimitKeyMaxBytes bytes. Default "": the payload's
+	// KeyField, or no limit.
+	LimitKey string
 }
 
 // EnqueueResult is what an enqueue did with one job.

@@ -65,6 +65,25 @@ type QueueConfig struct {
 	// claims again as soon as one of its own jobs of the queue finishes
 	// (handler returned, completion committed), else at its poll interval.
 	MaxRunning int `json:"max_running,omitempty"`
+	// KeyLimit is the most of the queue's jobs of one limit key
+	// (EnqueueParams.LimitKey, else the KeyField of the job's payload)
+	// admitted at once, across every worker process: a per-key concurrency
+	// limit, such as one customer's jobs at most 2 at a time. An admitted
+	// job is waiting to run (available, scheduled or retrying) or running;
+	// the key's other jobs wait in state pending and are admitted in enqueue
+	// order as admitted ones complete, are cancelled or go dead. Jobs
+	// without a key are not limited. It applies beside RateLimit and
+	// MaxRunning. Default 0: none. On pgmsg.Client.UpdateQueue,
+	// pgmsg.QueueKeyLimitNone removes it (and KeyField); raising it admits
+	// the pending jobs it now allows at once.
+	KeyLimit int `json:"key_limit,omitempty"`
+	// KeyField names the top-level field of the jobs' JSON payloads whose
+	// value is their limit key (a string as it is, a number as written),
+	// for jobs enqueued without a LimitKey: a job without one fails with
+	// pgmsg.ErrLimitKeyMissing. Needs KeyLimit. At most
+	// pgmsg.QueueKeyFieldMaxBytes bytes. Default "": jobs give their key
+	// (EnqueueParams.LimitKey) or have none.
+	KeyField string `json:"key_field,omitempty"`
 }
 
 // Queue is a queue and its settings (every field filled in; a

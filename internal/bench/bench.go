@@ -33,8 +33,14 @@ const (
 	// ImplPgmsgSeq is pgmsg's queue with every job in a sequence, spread
 	// round-robin over QueueOptions.SequenceKeys keys (queue only).
 	ImplPgmsgSeq = "pgmsg-seq"
-	ImplSeed     = "seed" // the seed baseline's SQL, verbatim
-	ImplCopy     = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
+	// ImplPgmsgKeyLimit is pgmsg's queue with a per-key limit
+	// (QueueOptions.KeyLimit) and every job given a limit key, spread
+	// round-robin over QueueOptions.LimitKeys keys; its handlers count the
+	// jobs of each key running at once and the run fails if one exceeds
+	// the limit (queue only).
+	ImplPgmsgKeyLimit = "pgmsg-keylimit"
+	ImplSeed          = "seed" // the seed baseline's SQL, verbatim
+	ImplCopy          = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
 	// ImplPacked is the seed baseline's SQL with up to 7 records stored per row: an
 	// experiment measuring what a batch layout would buy (docs/benchmarks.md).
 	ImplPacked = "packed"

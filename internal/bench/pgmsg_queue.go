@@ -1,12 +1,17 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/pgmsg/pgmsg"
 )
@@ -15,6 +20,9 @@ func init() {
 	RegisterQueue(ImplPgmsg, func(env *Env, o QueueOptions) QueueDriver { return &pgmsgQueue{env: env, o: o} })
 	RegisterQueue(ImplPgmsgSeq, func(env *Env, o QueueOptions) QueueDriver {
 		return &pgmsgQueue{env: env, o: o, seqKeys: seqKeys(o.SequenceKeys)}
+	})
+	RegisterQueue(ImplPgmsgKeyLimit, func(env *Env, o QueueOptions) QueueDriver {
+		return &pgmsgQueue{env: env, o: o, limitKeys: seqKeys(o.LimitKeys), running: map[string]int{}}
 	})
 }
 
@@ -40,6 +48,13 @@ type pgmsgQueue struct {
 	// (ImplPgmsgSeq); nil: none.
 	seqKeys []string
 	next    int
+	// limitKeys: each job has a limit key, the next of these in turn, in
+	// a queue with o.KeyLimit (ImplPgmsgKeyLimit); nil: none. running
+	// counts each key's jobs in handlers now, maxRunning the most seen.
+	limitKeys  []string
+	mu         sync.Mutex
+	running    map[string]int
+	maxRunning int
 }
 
 func (d *pgmsgQueue) Setup(ctx context.Context) error {
@@ -54,7 +69,11 @@ func (d *pgmsgQueue) Setup(ctx context.Context) error {
 		return err
 	}
 	name := "bench-" + randomSuffix()
-	if _, err := d.c.CreateQueue(ctx, name, pgmsg.QueueConfig{}); err != nil {
+	var cfg pgmsg.QueueConfig
+	if d.limitKeys != nil {
+		cfg.KeyLimit = d.o.KeyLimit
+	}
+	if _, err := d.c.CreateQueue(ctx, name, cfg); err != nil {
 		return err
 	}
 	d.queue = name
@@ -68,6 +87,19 @@ func (d *pgmsgQueue) params(vals [][]byte) []pgmsg.EnqueueParams {
 		if d.seqKeys != nil {
 			ps[i].SequenceKey = d.seqKeys[d.next%len(d.seqKeys)]
 			d.next++
+		}
+		if d.limitKeys != nil {
+			key := d.limitKeys[d.next%len(d.limitKeys)]
+			d.next++
+			ps[i].LimitKey = key
+			// A copy (vals are reused) with the key after the stamp, for
+			// the handler's count.
+			p := append([]byte(nil), v...)
+			if len(p) < 9+len(key) {
+				p = append(p, make([]byte, 9+len(key)-len(p))...)
+			}
+			p[copy(p[8:], key)+8] = 0
+			ps[i].Payload = p
 		}
 	}
 	return ps
@@ -83,14 +115,82 @@ func (d *pgmsgQueue) Enqueue(ctx context.Context, vals [][]byte) error {
 	return err
 }
 
-// Work runs one Worker. Jobs are counted when their completion has
-// committed (WorkerOpts.OnCompleted), as the seed baseline's SQL and River count
-// theirs: the worker archives finished jobs in batches (CompleteLinger, 2ms
-// by default).
+// Work runs one Worker per o.Processes, each on a client and pool of its
+// own (the first on Setup's), sharing workers. Jobs are counted when their
+// completion has committed (WorkerOpts.OnCompleted), as the seed baseline's
+// SQL and River count theirs: the worker archives finished jobs in batches
+// (CompleteLinger, 2ms by default).
 func (d *pgmsgQueue) Work(ctx context.Context, workers int, done func([][]byte)) error {
-	w, err := d.c.NewWorker(d.queue, func(_ context.Context, job *pgmsg.Job) error {
+	procs := max(d.o.Processes, 1)
+	g, gctx := errgroup.WithContext(ctx)
+	for p := 0; p < procs; p++ {
+		c, n := d.c, workers/procs
+		if p < workers%procs {
+			n++
+		}
+		if p > 0 {
+			pool, err := newPool(ctx, d.env.URL, min(n+4, 64), "")
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if c, err = pgmsg.NewClient(pool, &pgmsg.Config{Schema: d.env.Schema, PollInterval: 10 * time.Millisecond}); err != nil {
+				return err
+			}
+			defer c.Close()
+		}
+		g.Go(func() error { return d.work(gctx, c, max(n, 1), done) })
+	}
+	return g.Wait()
+}
+
+// handle is the jobs' handler: nothing, or for ImplPgmsgKeyLimit the
+// count of the key's jobs running in every process's handlers.
+func (d *pgmsgQueue) handle(_ context.Context, job *pgmsg.Job) error {
+	if d.limitKeys == nil {
 		return nil
-	}, &pgmsg.WorkerOpts{Concurrency: workers, ShutdownTimeout: 10 * time.Second, OnCompleted: func(jobs []*pgmsg.Job) {
+	}
+	// The key is the job's: its id's turn among the keys would not do
+	// (ids are drawn per batch), so it is kept in the payload's bytes
+	// after the enqueue stamp.
+	key := string(job.Payload[8:keyEnd(job.Payload)])
+	d.mu.Lock()
+	d.running[key]++
+	d.maxRunning = max(d.maxRunning, d.running[key])
+	d.mu.Unlock()
+	runtime.Gosched()
+	d.mu.Lock()
+	d.running[key]--
+	d.mu.Unlock()
+	return nil
+}
+
+// keyEnd is where the key written by params ends in p.
+func keyEnd(p []byte) int {
+	if i := bytes.IndexByte(p[8:], 0); i >= 0 {
+		return 8 + i
+	}
+	return len(p)
+}
+
+// Check reports the most jobs of one key seen running at once
+// (ImplPgmsgKeyLimit), and fails the run if it passed the limit.
+func (d *pgmsgQueue) Check() (string, error) {
+	if d.limitKeys == nil {
+		return "", nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := fmt.Sprintf("at most %d jobs of one key running at once (key limit %d, %d keys, %d processes)",
+		d.maxRunning, d.o.KeyLimit, len(d.limitKeys), d.o.Processes)
+	if d.maxRunning > d.o.KeyLimit {
+		return s, fmt.Errorf("bench: key limit exceeded: %s", s)
+	}
+	return s, nil
+}
+
+func (d *pgmsgQueue) work(ctx context.Context, c *pgmsg.Client, workers int, done func([][]byte)) error {
+	w, err := c.NewWorker(d.queue, d.handle, &pgmsg.WorkerOpts{Concurrency: workers, ShutdownTimeout: 10 * time.Second, OnCompleted: func(jobs []*pgmsg.Job) {
 		vals := make([][]byte, len(jobs))
 		for i, j := range jobs {
 			vals[i] = j.Payload

@@ -28,6 +28,15 @@ type QueueOptions struct {
 	// SequenceKeys the jobs of ImplPgmsgSeq are spread over, round-robin.
 	// Default 1000.
 	SequenceKeys int
+	// LimitKeys the jobs of ImplPgmsgKeyLimit are spread over,
+	// round-robin, and KeyLimit its queue's per-key limit. Defaults 100
+	// and 1.
+	LimitKeys int
+	KeyLimit  int
+	// Processes runs the pgmsg queue's Workers as this many clients, each
+	// with its own pool, as separate worker processes would (the Workers
+	// shared among them). Default 1.
+	Processes int
 }
 
 func (o *QueueOptions) defaults() {
@@ -50,6 +59,15 @@ func (o *QueueOptions) defaults() {
 	if o.SequenceKeys <= 0 {
 		o.SequenceKeys = 1000
 	}
+	if o.LimitKeys <= 0 {
+		o.LimitKeys = 100
+	}
+	if o.KeyLimit <= 0 {
+		o.KeyLimit = 1
+	}
+	if o.Processes <= 0 {
+		o.Processes = 1
+	}
 }
 
 // QueueResult is the summary of one queue run. e2e is the time from a
@@ -68,8 +86,11 @@ type QueueResult struct {
 	E2EP50MS   float64 `json:"e2e_p50_ms"`
 	E2EP99MS   float64 `json:"e2e_p99_ms"`
 	Remaining  int64   `json:"remaining"`
-	Errors     int64   `json:"errors"`
-	FirstError string  `json:"first_error,omitempty"`
+	// Checked is what the implementation verified of the run, if anything
+	// (QueueChecker).
+	Checked    string `json:"checked,omitempty"`
+	Errors     int64  `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
 }
 
 // QueueDriver is one queue implementation under test. It is exported so
@@ -90,6 +111,12 @@ type QueueDriver interface {
 	Remaining(ctx context.Context) (int64, error)
 	// Teardown drops what Setup created.
 	Teardown(ctx context.Context) error
+}
+
+// QueueChecker is a QueueDriver that verifies an invariant of its run:
+// Check, called after it, says what held, or fails the run.
+type QueueChecker interface {
+	Check() (string, error)
 }
 
 // NewQueueDriverFunc makes a QueueDriver for one run.
@@ -226,12 +253,18 @@ func RunQueue(ctx context.Context, env *Env, impl string, o QueueOptions) (*Queu
 	if err != nil {
 		st.fail(fmt.Errorf("remaining: %w", err))
 	}
+	var checked string
+	if c, ok := d.(QueueChecker); ok {
+		if checked, err = c.Check(); err != nil {
+			st.fail(err)
+		}
+	}
 	el := win.elapsed(end)
 	r := &QueueResult{
 		Mode: "queue", Impl: impl, DurationS: round(el.Seconds(), 2), Payload: o.Payload, Workers: o.Workers,
 		Jobs: o.Jobs, Rate: o.Rate, JobsDone: st.reads.n.Load(),
 		E2EP50MS: round(st.e2eTotal.quantileMS(0.5), 2), E2EP99MS: round(st.e2eTotal.quantileMS(0.99), 2),
-		Remaining: left, Errors: st.errors.Load(), FirstError: st.firstError(),
+		Remaining: left, Checked: checked, Errors: st.errors.Load(), FirstError: st.firstError(),
 	}
 	r.JobsPerSec = rate(r.JobsDone, el)
 	return r, nil

@@ -28,7 +28,8 @@ Queues are created by their first enqueue, or with queue create.`,
 	cmd.AddCommand(newQueueCreate(g), newQueueConfig(g), newQueueList(g), newQueueDelete(g),
 		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g), newQueueRetry(g), newQueueJob(g),
 		newQueueJobs(g), newQueuePeriodic(g),
-		newQueuePause(g, true), newQueuePause(g, false), newQueueSequences(g), newQueueResumeSequence(g))
+		newQueuePause(g, true), newQueuePause(g, false), newQueueSequences(g), newQueueResumeSequence(g),
+		newQueueLimitKeys(g))
 	return cmd
 }
 
@@ -88,6 +89,52 @@ dead requeue), which then runs next.`,
 	}
 	cmd.Flags().BoolVar(&o.HeldOnly, "held", false, "held sequences only")
 	cmd.Flags().IntVar(&o.Limit, "limit", 100, "most sequences listed (1 to 10000)")
+	cmd.Flags().StringVar(&o.AfterKey, "after", "", "list keys after this one (the last of the previous page)")
+	return cmd
+}
+
+// newQueueLimitKeys is "queue limit-keys": a queue's limit keys in use.
+func newQueueLimitKeys(g *globals) *cobra.Command {
+	var o pgmsg.ListLimitKeysOpts
+	cmd := &cobra.Command{
+		Use:   "limit-keys QUEUE",
+		Short: "List a queue's limit keys (--key-limit) in use: each one's running, waiting and pending jobs",
+		Long: `limit-keys lists the keys of QUEUE's per-key limit (pgmsg queue create
+--key-limit; a job's key is its --limit-key, else its payload's --key-field)
+that have admitted or pending jobs, by key: how many run, how many more are
+admitted (waiting to run), and how many wait for a place (pending).`,
+		Example: `  pgmsg queue limit-keys emails
+  pgmsg queue limit-keys emails --after customer-42 --limit 1000`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			keys, err := c.ListLimitKeys(cmd.Context(), args[0], &o)
+			if err != nil {
+				return err
+			}
+			if js {
+				if keys == nil {
+					keys = []*pgmsg.LimitKey{}
+				}
+				return g.printJSON(keys)
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "KEY	RUNNING	WAITING	PENDING")
+			for _, k := range keys {
+				fmt.Fprintf(w, "%s	%d	%d	%d\n", k.Key, k.Running, k.Waiting, k.Pending)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().IntVar(&o.Limit, "limit", 100, "most keys listed (1 to 10000)")
 	cmd.Flags().StringVar(&o.AfterKey, "after", "", "list keys after this one (the last of the previous page)")
 	return cmd
 }
@@ -402,6 +449,9 @@ queue work, a Go, Python or Node worker), no earlier than --delay, higher
 			if cmd.Flags().Changed("sequence-key") && p.SequenceKey == "" {
 				return fmt.Errorf("%w: --sequence-key must be 1 to %d bytes", pgmsg.ErrInvalidArgument, pgmsg.SequenceKeyMaxBytes)
 			}
+			if cmd.Flags().Changed("limit-key") && p.LimitKey == "" {
+				return fmt.Errorf("%w: --limit-key must be 1 to %d bytes", pgmsg.ErrInvalidArgument, pgmsg.LimitKeyMaxBytes)
+			}
 			var params []pgmsg.EnqueueParams
 			if len(args) == 2 {
 				p.Payload = []byte(args[1])
@@ -437,8 +487,10 @@ queue work, a Go, Python or Node worker), no earlier than --delay, higher
 				switch {
 				case r.Duplicate:
 					fmt.Fprintf(g.stdout, "job %d already queued with that unique key (%s); nothing added\n", r.ID, r.State)
-				case r.State == pgmsg.JobStatePending:
+				case r.State == pgmsg.JobStatePending && p.SequenceKey != "":
 					fmt.Fprintf(g.stdout, "enqueued job %d on %q; it waits behind its sequence %q\n", r.ID, args[0], p.SequenceKey)
+				case r.State == pgmsg.JobStatePending:
+					fmt.Fprintf(g.stdout, "enqueued job %d on %q; it waits for a place under its key's limit\n", r.ID, args[0])
 				case r.State == pgmsg.JobStateScheduled:
 					fmt.Fprintf(g.stdout, "enqueued job %d on %q, runs at %s\n", r.ID, args[0], r.RunAt.UTC().Format(time.RFC3339))
 				default:
@@ -460,6 +512,7 @@ queue work, a Go, Python or Node worker), no earlier than --delay, higher
 	f.StringVar(&metadata, "metadata", "", "a JSON object kept with the job")
 	f.StringVar(&p.SequenceKey, "sequence-key", "", "run the job after the queue's earlier jobs of this key, one at a time (1 to 200 bytes)")
 	f.BoolVar(&p.SequenceContinue, "sequence-continue", false, "with --sequence-key: if the job goes dead or is cancelled, the sequence goes on instead of waiting (queue resume-sequence)")
+	f.StringVar(&p.LimitKey, "limit-key", "", "the job's key for the queue's --key-limit, instead of its payload's --key-field (1 to 200 bytes)")
 	return cmd
 }
 

@@ -30,7 +30,15 @@ func queueConfigFlags(fs *pflag.FlagSet, cfg *pgmsg.QueueConfig) (apply func()) 
 	fs.DurationVar(&cfg.DeadRetention, "dead-retention", 0, "how long dead jobs are kept before maintenance deletes them (default: until acted on; 0 on config: keep again)")
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "most jobs handed out per second to all workers together, in bursts of a second's worth (default: none; 0 on config: remove)")
 	fs.IntVar(&cfg.MaxRunning, "max-running", 0, "most jobs running at once across every worker process (default: none; 0 on config: remove)")
+	fs.IntVar(&cfg.KeyLimit, "key-limit", 0, "most jobs of one limit key waiting to run or running at once, across every worker process; the others wait as pending (default: none; 0 on config: remove, with --key-field)")
+	fs.StringVar(&cfg.KeyField, "key-field", "", "top-level field of the jobs' JSON payloads whose value is their limit key, for jobs enqueued without --limit-key (needs --key-limit; \"\" on config: remove)")
 	return func() {
+		if fs.Changed("key-limit") && cfg.KeyLimit == 0 {
+			cfg.KeyLimit = pgmsg.QueueKeyLimitNone
+		}
+		if fs.Changed("key-field") && cfg.KeyField == "" {
+			cfg.KeyField = pgmsg.QueueKeyFieldNone
+		}
 		if fs.Changed("rate-limit") && cfg.RateLimit == 0 {
 			cfg.RateLimit = pgmsg.QueueRateLimitNone
 		}
@@ -59,7 +67,8 @@ func newQueueCreate(g *globals) *cobra.Command {
 		Short: "Create a queue with its settings (queues are also created by their first enqueue)",
 		Example: `  pgmsg queue create emails --max-attempts 5 --lease 1m
   pgmsg queue create reports --max-depth 10000 --backpressure-timeout 2s
-  pgmsg queue create emails --rate-limit 50 --max-running 10`,
+  pgmsg queue create emails --rate-limit 50 --max-running 10
+  pgmsg queue create emails --key-limit 2 --key-field customer_id`,
 		Args: cobra.ExactArgs(1),
 	}
 	apply := queueConfigFlags(cmd.Flags(), &cfg)
@@ -73,6 +82,12 @@ func newQueueCreate(g *globals) *cobra.Command {
 		}
 		if cfg.MaxRunning == pgmsg.QueueMaxRunningNone {
 			cfg.MaxRunning = 0
+		}
+		if cfg.KeyLimit == pgmsg.QueueKeyLimitNone {
+			cfg.KeyLimit = 0
+		}
+		if cfg.KeyField == pgmsg.QueueKeyFieldNone {
+			cfg.KeyField = ""
 		}
 		c, done, err := g.client(cmd.Context())
 		if err != nil {
@@ -212,7 +227,7 @@ func (g *globals) printQueues(err error, qs []*pgmsg.Queue, header string) error
 	// retention settings (as kubectl's -o wide does).
 	wide := g.output == "wide"
 	if wide {
-		fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tJOB TIMEOUT\tMAX DEPTH\tRATE LIMIT\tMAX RUNNING\tRETRY BACKOFF\tBACKOFF MAX\tARCHIVE KEPT\tDEAD KEPT\tMAX PAYLOAD\tBACKPRESSURE WAIT")
+		fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tJOB TIMEOUT\tMAX DEPTH\tRATE LIMIT\tMAX RUNNING\tRETRY BACKOFF\tBACKOFF MAX\tARCHIVE KEPT\tDEAD KEPT\tMAX PAYLOAD\tBACKPRESSURE WAIT\tPER KEY")
 	} else {
 		fmt.Fprintln(w, "QUEUE\tMAX ATTEMPTS\tLEASE\tJOB TIMEOUT\tMAX DEPTH\tRATE LIMIT\tMAX RUNNING")
 	}
@@ -242,8 +257,8 @@ func (g *globals) printQueues(err error, qs []*pgmsg.Queue, header string) error
 		}
 		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s", q.Name, q.MaxAttempts, shortDuration(q.Lease), timeout, depth, rate, running)
 		if wide {
-			fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\t%d\t%s", shortDuration(q.RetryBackoff), shortDuration(q.RetryBackoffMax),
-				shortDuration(q.ArchiveRetention.Round(time.Hour)), kept, q.MaxPayloadBytes, wait)
+			fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\t%d\t%s\t%s", shortDuration(q.RetryBackoff), shortDuration(q.RetryBackoffMax),
+				shortDuration(q.ArchiveRetention.Round(time.Hour)), kept, q.MaxPayloadBytes, wait, perKey(q))
 		}
 		fmt.Fprintln(w)
 	}
@@ -251,6 +266,18 @@ func (g *globals) printQueues(err error, qs []*pgmsg.Queue, header string) error
 		fmt.Fprintln(w, "(no queues)")
 	}
 	return w.Flush()
+}
+
+// perKey describes q's per-key limit: "-", "2" (keys given at enqueue)
+// or "2 by customer_id".
+func perKey(q *pgmsg.Queue) string {
+	switch {
+	case q.KeyLimit == 0:
+		return "-"
+	case q.KeyField == "":
+		return fmt.Sprint(q.KeyLimit)
+	}
+	return fmt.Sprintf("%d by %s", q.KeyLimit, q.KeyField)
 }
 
 // shortDuration prints d without its zero tails: 1h, 90s, 168h, 1h30m.

@@ -65,6 +65,7 @@ type PgmsgJob struct {
 	Metadata         []byte
 	SequenceKey      pgtype.Text
 	SequenceContinue pgtype.Bool
+	LimitKey         pgtype.Text
 }
 
 type PgmsgJobArchive struct {
@@ -221,6 +222,8 @@ type PgmsgQueue struct {
 	MaxRunning          pgtype.Int4
 	RateTokens          pgtype.Float8
 	RateAt              pgtype.Timestamptz
+	KeyLimit            pgtype.Int4
+	KeyField            pgtype.Text
 }
 
 type PgmsgRecord struct {

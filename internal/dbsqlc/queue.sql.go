@@ -296,7 +296,7 @@ WITH d AS (
     DELETE FROM pgmsg.job j
      USING (SELECT pg_catalog.unnest($1::bigint[]) AS id, pg_catalog.unnest($2::bigint[]) AS token) u
      WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata, j.sequence_key, j.sequence_continue
+    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata, j.sequence_key, j.sequence_continue, j.limit_key
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                    attempted_at, finished_at, kind, unique_key, errors, progress, sequence_key)
@@ -376,7 +376,8 @@ FROM pgmsg.enqueue_many($1::text, $2::bytea[], pg_catalog.array_replace($3::text
                         pg_catalog.array_replace($7::integer[], 0, NULL),
                         pg_catalog.array_replace($8::text[], '', NULL), $9::boolean,
                         $10::interval[], $11::jsonb[], $12::jsonb[], $13::interval[],
-                        pg_catalog.array_replace($14::text[], '', NULL), $15::boolean[])
+                        pg_catalog.array_replace($14::text[], '', NULL), $15::boolean[],
+                        pg_catalog.array_replace($16::text[], '', NULL))
 `
 
 type JobEnqueueManyParams struct {
@@ -395,6 +396,7 @@ type JobEnqueueManyParams struct {
 	UniqueFors        []pgtype.Interval
 	SequenceKeys      []string
 	SequenceContinues []bool
+	LimitKeys         []string
 }
 
 type JobEnqueueManyRow struct {
@@ -404,7 +406,7 @@ type JobEnqueueManyRow struct {
 	RunAt     pgtype.Timestamptz
 }
 
-// Go sends "" for no kind, unique key or sequence key, 0 for the queue's max attempts and
+// Go sends "" for no kind, unique key, sequence key or limit key, 0 for the queue's max attempts and
 // NULL for no timeout, tags, metadata or uniqueness window of the job's own.
 func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueManyParams) ([]*JobEnqueueManyRow, error) {
 	rows, err := db.Query(ctx, jobEnqueueMany,
@@ -423,6 +425,7 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 		arg.UniqueFors,
 		arg.SequenceKeys,
 		arg.SequenceContinues,
+		arg.LimitKeys,
 	)
 	if err != nil {
 		return nil, err
@@ -1025,14 +1028,15 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
-       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running
+       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running,
+       coalesce(key_limit, 0)::integer AS key_limit, coalesce(key_field, '')::text AS key_field
 FROM pgmsg.queue_create($1::text, $2::integer, $3::interval,
                         $4::interval, $5::interval,
                         $6::interval, $7::integer,
                         $8::boolean, $9::bigint,
                         $10::interval, $11::interval,
                         $12::interval, $13::float8,
-                        $14::integer)
+                        $14::integer, $15::integer, $16::text)
 `
 
 type QueueCreateParams struct {
@@ -1050,6 +1054,8 @@ type QueueCreateParams struct {
 	DeadRetention       pgtype.Interval
 	RateLimit           pgtype.Float8
 	MaxRunning          pgtype.Int4
+	KeyLimit            pgtype.Int4
+	KeyField            pgtype.Text
 }
 
 type QueueCreateRow struct {
@@ -1067,6 +1073,8 @@ type QueueCreateRow struct {
 	CreatedAt             pgtype.Timestamptz
 	RateLimit             float64
 	MaxRunning            int32
+	KeyLimit              int32
+	KeyField              string
 }
 
 // Queue queries: each calls one SQL function of docs/sql-api.md (Job queue).
@@ -1087,6 +1095,8 @@ func (q *Queries) QueueCreate(ctx context.Context, db DBTX, arg QueueCreateParam
 		arg.DeadRetention,
 		arg.RateLimit,
 		arg.MaxRunning,
+		arg.KeyLimit,
+		arg.KeyField,
 	)
 	var i QueueCreateRow
 	err := row.Scan(
@@ -1104,6 +1114,8 @@ func (q *Queries) QueueCreate(ctx context.Context, db DBTX, arg QueueCreateParam
 		&i.CreatedAt,
 		&i.RateLimit,
 		&i.MaxRunning,
+		&i.KeyLimit,
+		&i.KeyField,
 	)
 	return &i, err
 }
@@ -1182,7 +1194,8 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
-       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running
+       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running,
+       coalesce(key_limit, 0)::integer AS key_limit, coalesce(key_field, '')::text AS key_field
 FROM pgmsg.queue_list()
 `
 
@@ -1201,6 +1214,8 @@ type QueueListRow struct {
 	CreatedAt             pgtype.Timestamptz
 	RateLimit             float64
 	MaxRunning            int32
+	KeyLimit              int32
+	KeyField              string
 }
 
 func (q *Queries) QueueList(ctx context.Context, db DBTX) ([]*QueueListRow, error) {
@@ -1227,6 +1242,8 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX) ([]*QueueListRow, erro
 			&i.CreatedAt,
 			&i.RateLimit,
 			&i.MaxRunning,
+			&i.KeyLimit,
+			&i.KeyField,
 		); err != nil {
 			return nil, err
 		}
@@ -1325,13 +1342,15 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
-       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running
+       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running,
+       coalesce(key_limit, 0)::integer AS key_limit, coalesce(key_field, '')::text AS key_field
 FROM pgmsg.queue_update($1::text, $2::integer, $3::interval,
                         $4::interval, $5::interval,
                         $6::interval, $7::integer,
                         $8::bigint, $9::interval,
                         $10::interval, $11::interval,
-                        $12::float8, $13::integer)
+                        $12::float8, $13::integer,
+                        $14::integer, $15::text)
 `
 
 type QueueUpdateParams struct {
@@ -1348,6 +1367,8 @@ type QueueUpdateParams struct {
 	DeadRetention       pgtype.Interval
 	RateLimit           pgtype.Float8
 	MaxRunning          pgtype.Int4
+	KeyLimit            pgtype.Int4
+	KeyField            pgtype.Text
 }
 
 type QueueUpdateRow struct {
@@ -1365,6 +1386,8 @@ type QueueUpdateRow struct {
 	CreatedAt             pgtype.Timestamptz
 	RateLimit             float64
 	MaxRunning            int32
+	KeyLimit              int32
+	KeyField              string
 }
 
 func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParams) (*QueueUpdateRow, error) {
@@ -1382,6 +1405,8 @@ func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParam
 		arg.DeadRetention,
 		arg.RateLimit,
 		arg.MaxRunning,
+		arg.KeyLimit,
+		arg.KeyField,
 	)
 	var i QueueUpdateRow
 	err := row.Scan(
@@ -1399,6 +1424,8 @@ func (q *Queries) QueueUpdate(ctx context.Context, db DBTX, arg QueueUpdateParam
 		&i.CreatedAt,
 		&i.RateLimit,
 		&i.MaxRunning,
+		&i.KeyLimit,
+		&i.KeyField,
 	)
 	return &i, err
 }

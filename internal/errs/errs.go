@@ -58,6 +58,7 @@ var (
 	JobNotWaiting      = newSentinel("job not waiting", "PM110", "job_not_waiting", http.StatusConflict)
 	UnknownPeriodicJob = newSentinel("unknown periodic job", "PM111", "unknown_periodic_job", http.StatusNotFound)
 	InvalidSchedule    = newSentinel("invalid schedule", "PM112", "invalid_schedule", http.StatusBadRequest)
+	LimitKeyMissing    = newSentinel("limit key missing", "PM113", "limit_key_missing", http.StatusBadRequest)
 	JobTimeout         = newSentinel("job timed out", "", "job_timeout", http.StatusRequestTimeout)
 )
 

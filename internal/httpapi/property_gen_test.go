@@ -660,6 +660,14 @@ var propRoutes = map[string]propRoute{
 	"POST /v1/queues/{queue}/resume":                 {destructive: true},
 	"GET /v1/queues/{queue}/sequences":               {},
 	"POST /v1/queues/{queue}/sequences/{key}/resume": {},
+	"GET /v1/queues/{queue}/limit-keys": {
+		query: func(g *propGen) qparams {
+			var q qparams
+			g.opt(&q, "limit", func() string { return g.qnum(1, 10, 10000) })
+			g.opt(&q, "after", func() string { return g.qstr("a", "customer-42", "seq-9") })
+			return q
+		},
+	},
 	"GET /v1/queues/{queue}/periodic": {
 		query: func(g *propGen) qparams {
 			var q qparams

@@ -40,6 +40,7 @@ func (s *Server) queueRoutes() []Route {
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/resume", Scope: pgmsg.ScopeAdmin, handler: s.resumeQueue},
 		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/sequences", Scope: pgmsg.ScopeAdmin, handler: s.listSequences},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/sequences/{key}/resume", Scope: pgmsg.ScopeAdmin, handler: s.resumeSequence},
+		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/limit-keys", Scope: pgmsg.ScopeAdmin, handler: s.listLimitKeys},
 		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/periodic", Scope: pgmsg.ScopeAdmin, handler: s.listPeriodic},
 		{Method: http.MethodPut, Pattern: "/v1/queues/{queue}/periodic/{name}", Scope: pgmsg.ScopeAdmin, handler: s.putPeriodic},
 		{Method: http.MethodDelete, Pattern: "/v1/queues/{queue}/periodic/{name}", Scope: pgmsg.ScopeAdmin, handler: s.deletePeriodic},
@@ -80,6 +81,10 @@ type EnqueueJob struct {
 	SequenceKey *string `json:"sequence_key,omitempty"`
 	// SequenceContinue lets the job's failure move its sequence on.
 	SequenceContinue bool `json:"sequence_continue,omitempty"`
+	// LimitKey is the job's key for its queue's key_limit (1 to 200
+	// bytes; "" is refused: omit the field for the payload's key_field,
+	// or none).
+	LimitKey *string `json:"limit_key,omitempty"`
 }
 
 // jobTags are a job's tags, decoded up to the one past pgmsg.JobTagsMax,
@@ -168,6 +173,12 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 			params[i].SequenceKey = *j.SequenceKey
 		}
 		params[i].SequenceContinue = j.SequenceContinue
+		if j.LimitKey != nil {
+			if *j.LimitKey == "" {
+				return newAPIError(errInvalidParameter, "jobs[%d].limit_key must be 1 to %d bytes (omit it for none)", i, pgmsg.LimitKeyMaxBytes)
+			}
+			params[i].LimitKey = *j.LimitKey
+		}
 		if j.Timeout != nil {
 			params[i].Timeout = time.Duration(*j.Timeout)
 			if params[i].Timeout <= 0 {
@@ -739,6 +750,29 @@ func (s *Server) listSequences(w http.ResponseWriter, r *http.Request) error {
 		seqs = []*pgmsg.Sequence{}
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "sequences": seqs})
+}
+
+func (s *Server) listLimitKeys(w http.ResponseWriter, r *http.Request) error {
+	queue := r.PathValue("queue")
+	if err := validNames("queue", queue); err != nil {
+		return err
+	}
+	q := params{r.URL.Query()}
+	limit, err := q.int("limit", 100)
+	if err != nil {
+		return err
+	}
+	if limit < 1 || limit > 10000 {
+		return newAPIError(errLimitExceeded, "limit must be between 1 and 10000, got %d", limit)
+	}
+	keys, err := s.client.ListLimitKeys(r.Context(), queue, &pgmsg.ListLimitKeysOpts{Limit: limit, AfterKey: q.Get("after")})
+	if err != nil {
+		return err
+	}
+	if keys == nil {
+		keys = []*pgmsg.LimitKey{}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "limit_keys": keys})
 }
 
 func (s *Server) resumeSequence(w http.ResponseWriter, r *http.Request) error {

@@ -14,8 +14,9 @@ import (
 // request, an absent field keeps its value (or the default, on create); in
 // a PATCH, max_depth 0 removes the limit, backpressure_timeout 0 makes
 // enqueues to a full queue fail at once, job_timeout 0 removes the queue's
-// job timeout, dead_retention 0 keeps dead jobs again, and rate_limit 0
-// and max_running 0 remove those limits.
+// job timeout, dead_retention 0 keeps dead jobs again, rate_limit 0,
+// max_running 0 and key_limit 0 remove those limits (key_limit 0 removes
+// key_field too; key_field "" removes it alone).
 type QueueSettings struct {
 	Name                string    `json:"name,omitempty"`
 	MaxAttempts         *int      `json:"max_attempts,omitempty"`
@@ -31,8 +32,13 @@ type QueueSettings struct {
 	// RateLimit: most jobs handed out per second (0: none).
 	RateLimit *float64 `json:"rate_limit,omitempty"`
 	// MaxRunning: most jobs running at once across every worker (0: none).
-	MaxRunning *int      `json:"max_running,omitempty"`
-	CreatedAt  time.Time `json:"created_at,omitzero"`
+	MaxRunning *int `json:"max_running,omitempty"`
+	// KeyLimit: most jobs of one limit key admitted at once (0: none);
+	// KeyField: the JSON payload field that is a job's limit key when it
+	// gives none ("": none, keys given at enqueue only).
+	KeyLimit  *int      `json:"key_limit,omitempty"`
+	KeyField  *string   `json:"key_field,omitempty"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
 }
 
 // check refuses negative limits, which the library would read as its
@@ -46,6 +52,8 @@ func (q QueueSettings) check() error {
 		return fmt.Errorf("%w: rate_limit must not be negative (0: none), got %v", pgmsg.ErrInvalidArgument, *q.RateLimit)
 	case q.MaxRunning != nil && *q.MaxRunning < 0:
 		return fmt.Errorf("%w: max_running must not be negative (0: none), got %d", pgmsg.ErrInvalidArgument, *q.MaxRunning)
+	case q.KeyLimit != nil && *q.KeyLimit < 0:
+		return fmt.Errorf("%w: key_limit must not be negative (0: none), got %d", pgmsg.ErrInvalidArgument, *q.KeyLimit)
 	}
 	return nil
 }
@@ -104,6 +112,18 @@ func (q QueueSettings) config(update bool) pgmsg.QueueConfig {
 			c.MaxRunning = pgmsg.QueueMaxRunningNone
 		}
 	}
+	if q.KeyLimit != nil {
+		c.KeyLimit = *q.KeyLimit
+		if c.KeyLimit == 0 && update {
+			c.KeyLimit = pgmsg.QueueKeyLimitNone
+		}
+	}
+	if q.KeyField != nil {
+		c.KeyField = *q.KeyField
+		if c.KeyField == "" && update {
+			c.KeyField = pgmsg.QueueKeyFieldNone
+		}
+	}
 	return c
 }
 
@@ -113,11 +133,12 @@ func (q QueueSettings) config(update bool) pgmsg.QueueConfig {
 func queueSettings(q *pgmsg.Queue) QueueSettings {
 	d := func(v time.Duration) *Duration { x := Duration(v); return &x }
 	depth := max(q.MaxDepth, 0)
-	maxAttempts, maxPayload, rate, running := q.MaxAttempts, q.MaxPayloadBytes, q.RateLimit, q.MaxRunning
+	maxAttempts, maxPayload, rate, running, keyLimit, keyField := q.MaxAttempts, q.MaxPayloadBytes, q.RateLimit, q.MaxRunning, q.KeyLimit, q.KeyField
 	return QueueSettings{Name: q.Name, MaxAttempts: &maxAttempts, Lease: d(q.Lease), RetryBackoff: d(q.RetryBackoff),
 		RetryBackoffMax: d(q.RetryBackoffMax), ArchiveRetention: d(q.ArchiveRetention), MaxPayloadBytes: &maxPayload,
 		MaxDepth: &depth, BackpressureTimeout: d(max(q.BackpressureTimeout, 0)), JobTimeout: d(q.JobTimeout),
-		DeadRetention: d(q.DeadRetention), RateLimit: &rate, MaxRunning: &running, CreatedAt: q.CreatedAt}
+		DeadRetention: d(q.DeadRetention), RateLimit: &rate, MaxRunning: &running, KeyLimit: &keyLimit, KeyField: &keyField,
+		CreatedAt: q.CreatedAt}
 }
 
 func (s *Server) createQueue(w http.ResponseWriter, r *http.Request) error {

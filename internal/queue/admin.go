@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
@@ -50,6 +51,15 @@ func (q *Queues) CheckConfig(cfg pgmsgtype.QueueConfig) error {
 	}
 	if m := cfg.MaxRunning; m < MaxRunningNone || m > math.MaxInt32 {
 		return errs.New(errs.InvalidArgument, "max running must be from 1 to %d (0: none or unchanged, QueueMaxRunningNone: remove), got %d", math.MaxInt32, m)
+	}
+	if k := cfg.KeyLimit; k < KeyLimitNone || k > math.MaxInt32 {
+		return errs.New(errs.InvalidArgument, "key limit must be from 1 to %d (0: none or unchanged, QueueKeyLimitNone: remove), got %d", math.MaxInt32, k)
+	}
+	if cfg.KeyField != KeyFieldNone && strings.IndexByte(cfg.KeyField, 0) >= 0 {
+		return errs.New(errs.InvalidArgument, "key field must not hold a NUL byte")
+	}
+	if len(cfg.KeyField) > KeyFieldMaxBytes {
+		return errs.New(errs.InvalidArgument, "key field must be at most %d bytes, got %d", KeyFieldMaxBytes, len(cfg.KeyField))
 	}
 	return nil
 }
@@ -317,4 +327,10 @@ func (q *Queues) SequenceList(ctx context.Context, queue string, heldOnly bool, 
 // SequenceResume resumes a held sequence of queue (store.SequenceResume).
 func (q *Queues) SequenceResume(ctx context.Context, queue, key string) (bool, error) {
 	return q.store.SequenceResume(ctx, q.pool, queue, key)
+}
+
+// KeyLimitList lists queue's limit keys with admitted or pending jobs
+// (store.KeyLimitList).
+func (q *Queues) KeyLimitList(ctx context.Context, queue string, limit int, afterKey string) ([]store.LimitKey, error) {
+	return q.store.KeyLimitList(ctx, q.pool, queue, limit, afterKey)
 }

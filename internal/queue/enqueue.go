@@ -76,6 +76,10 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 			return nil, errs.New(errs.InvalidArgument, "job %d: sequence key must be at most %d bytes, got %d", i, SequenceKeyMaxBytes, len(p.SequenceKey))
 		case p.SequenceContinue && p.SequenceKey == "":
 			return nil, errs.New(errs.InvalidArgument, "job %d: sequence continue needs a sequence key", i)
+		case len(p.LimitKey) > LimitKeyMaxBytes:
+			return nil, errs.New(errs.InvalidArgument, "job %d: limit key must be at most %d bytes, got %d", i, LimitKeyMaxBytes, len(p.LimitKey))
+		case p.LimitKey != "" && p.SequenceKey != "":
+			return nil, errs.New(errs.InvalidArgument, "job %d: give a sequence key or a limit key, not both", i)
 		case p.Timeout < 0 || (p.Timeout > 0 && p.Timeout < time.Microsecond) || p.Timeout > durationMax:
 			return nil, errs.New(errs.InvalidArgument, "job %d: timeout must be from 1µs to %s (0: the queue's), got %s", i, durationMax, p.Timeout)
 		}
@@ -103,7 +107,7 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 		}
 		batch.Set(i, &store.JobParams{Payload: p.Payload, Kind: p.Kind, Priority: p.Priority, RunAt: p.RunAt, Delay: p.Delay,
 			MaxAttempts: p.MaxAttempts, UniqueKey: p.UniqueKey, UniqueFor: p.UniqueFor, Timeout: p.Timeout, Tags: tags, Metadata: md,
-			SequenceKey: p.SequenceKey, SequenceContinue: p.SequenceContinue})
+			SequenceKey: p.SequenceKey, SequenceContinue: p.SequenceContinue, LimitKey: p.LimitKey})
 	}
 	out := make([]*pgmsgtype.EnqueueResult, n)
 	if err := q.store.JobEnqueueMany(ctx, exec, &batch, func(i int, r store.JobEnqueued) {

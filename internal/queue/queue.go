@@ -46,6 +46,10 @@ const (
 	UniqueKeyMaxBytes = 1000
 	// SequenceKeyMaxBytes is the longest sequence key, in bytes.
 	SequenceKeyMaxBytes = 200
+	// LimitKeyMaxBytes is the longest limit key, and KeyFieldMaxBytes the
+	// longest key field name, in bytes.
+	LimitKeyMaxBytes = 200
+	KeyFieldMaxBytes = 200
 	// TagsMax is the most tags a job may have.
 	TagsMax = 20
 	// ClaimMaxDefault is how many jobs a claim takes when not told.
@@ -53,8 +57,8 @@ const (
 	// PruneBatchDefault is how many archived (or dead) jobs one pruning
 	// statement deletes at most.
 	PruneBatchDefault = 1000
-	// MaxDepthNone, JobTimeoutNone, DeadRetentionNone, RateLimitNone and
-	// MaxRunningNone remove a setting on update; BackpressureNoWait makes
+	// MaxDepthNone, JobTimeoutNone, DeadRetentionNone, RateLimitNone,
+	// MaxRunningNone and KeyLimitNone remove a setting on update; BackpressureNoWait makes
 	// a full queue refuse enqueues at once. The store gives them their
 	// meaning in SQL.
 	MaxDepthNone                     = -1
@@ -63,6 +67,9 @@ const (
 	BackpressureNoWait time.Duration = -1
 	RateLimitNone                    = -1
 	MaxRunningNone                   = -1
+	KeyLimitNone                     = -1
+	// KeyFieldNone removes a queue's key field on update.
+	KeyFieldNone = store.KeyFieldNone
 	// RateLimitMax is the largest rate limit, in jobs per second.
 	RateLimitMax = 1_000_000
 	// retentionMax is the longest archive or dead-job retention the SQL

@@ -32,6 +32,8 @@ type JobParams struct {
 	// past the job's failure.
 	SequenceKey      string
 	SequenceContinue bool
+	// LimitKey "" is none given (the queue's key_field may supply one).
+	LimitKey string
 }
 
 // JobBatch is a batch of jobs for JobEnqueueMany, held in the arrays the
@@ -39,8 +41,8 @@ type JobParams struct {
 // does. Make it with NewJobBatch and Set every job.
 type JobBatch struct {
 	arg dbsqlc.JobEnqueueManyParams
-	// more: a job has a unique key, tags, metadata or a sequence key,
-	// which only enqueue_many() stores.
+	// more: a job has a unique key, tags, metadata, a sequence key or a
+	// limit key, which only enqueue_many() stores.
 	more bool
 }
 
@@ -111,7 +113,13 @@ func (b *JobBatch) Set(i int, p *JobParams) {
 			a.SequenceContinues[i] = true
 		}
 	}
-	if p.UniqueKey != "" || p.Tags != nil || p.Metadata != nil || p.SequenceKey != "" || p.SequenceContinue {
+	if p.LimitKey != "" {
+		if a.LimitKeys == nil {
+			a.LimitKeys = make([]string, n)
+		}
+		a.LimitKeys[i] = p.LimitKey
+	}
+	if p.UniqueKey != "" || p.Tags != nil || p.Metadata != nil || p.SequenceKey != "" || p.SequenceContinue || p.LimitKey != "" {
 		b.more = true
 	}
 }
@@ -157,7 +165,7 @@ func (s *Store) JobEnqueueMany(ctx context.Context, exec DBTX, b *JobBatch, fn f
 // (the Go client's enqueue took twice as long as the same call
 // from psql). It inserts nothing and returns no row when enqueue_many()
 // has more to do or to say: an unknown queue (created, or PM101), a queue
-// with a max_depth, or a payload over max_payload_bytes (PM103). The Go
+// with a max_depth or a key_limit, or a payload over max_payload_bytes (PM103). The Go
 // client checks every other argument before (pgmsg.Client.EnqueueManyTx). Idle workers
 // are woken in the transaction, as by enqueue_many(). TestJobEnqueueParity
 // (job_enqueue_test.go) holds the two forms alike.
@@ -169,7 +177,7 @@ func (s *Store) JobEnqueueMany(ctx context.Context, exec DBTX, b *JobBatch, fn f
 // only if referenced).
 const enqueueDirectSQL = `WITH q AS (
     SELECT qq.queue_id, qq.max_attempts, qq.name FROM pgmsg.queue qq
-     WHERE qq.name = $1::text AND qq.max_depth IS NULL
+     WHERE qq.name = $1::text AND qq.max_depth IS NULL AND qq.key_limit IS NULL
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest($2::bytea[]) AS u(p) WHERE pg_catalog.octet_length(u.p) > qq.max_payload_bytes)
 ), n AS (SELECT pg_catalog.clock_timestamp() AS ts),
 src AS (

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/pgmsgtype"
@@ -12,7 +14,7 @@ import (
 // QueueConfig is a queue's settings, the public pgmsgtype.QueueConfig. For
 // QueueCreate and QueueUpdate a zero field is NULL: the default on create,
 // unchanged on update. A negative MaxDepth, BackpressureTimeout,
-// JobTimeout, DeadRetention, RateLimit or MaxRunning (pgmsg's ...None
+// JobTimeout, DeadRetention, RateLimit, MaxRunning or KeyLimit (pgmsg's ...None
 // constants and QueueBackpressureNoWait) is the SQL API's 0: no limit, no
 // wait or none (removing the setting on update). Read back, every field is
 // set: 0 is none, except a BackpressureTimeout of 0, which reads back as
@@ -38,6 +40,8 @@ func queueFromRow(r *dbsqlc.QueueListRow) *Queue {
 		DeadRetention:       micros(r.DeadRetentionUs),
 		RateLimit:           r.RateLimit,
 		MaxRunning:          int(r.MaxRunning),
+		KeyLimit:            int(r.KeyLimit),
+		KeyField:            r.KeyField,
 	}, CreatedAt: r.CreatedAt.Time}
 }
 
@@ -61,6 +65,7 @@ func (s *Store) QueueCreate(ctx context.Context, exec DBTX, name string, cfg Que
 		IfNotExists: ifNotExists, MaxDepth: orZeroInt8(cfg.MaxDepth), BackpressureTimeout: orZeroInterval(cfg.BackpressureTimeout),
 		JobTimeout: orZeroInterval(cfg.JobTimeout), DeadRetention: orZeroInterval(cfg.DeadRetention),
 		RateLimit: orZeroFloat8(cfg.RateLimit), MaxRunning: orZeroInt4(cfg.MaxRunning),
+		KeyLimit: orZeroInt4(cfg.KeyLimit), KeyField: keyField(cfg.KeyField),
 	})
 	if err != nil {
 		return nil, errs.Map(err)
@@ -78,11 +83,26 @@ func (s *Store) QueueUpdate(ctx context.Context, exec DBTX, name string, cfg Que
 		MaxDepth: orZeroInt8(cfg.MaxDepth), BackpressureTimeout: orZeroInterval(cfg.BackpressureTimeout),
 		JobTimeout: orZeroInterval(cfg.JobTimeout), DeadRetention: orZeroInterval(cfg.DeadRetention),
 		RateLimit: orZeroFloat8(cfg.RateLimit), MaxRunning: orZeroInt4(cfg.MaxRunning),
+		KeyLimit: orZeroInt4(cfg.KeyLimit), KeyField: keyField(cfg.KeyField),
 	})
 	if err != nil {
 		return nil, errs.Map(err)
 	}
 	return queueFromRow((*dbsqlc.QueueListRow)(row)), nil
+}
+
+// KeyFieldNone in a QueueConfig.KeyField removes the key field on update
+// (pgmsg.QueueKeyFieldNone): a NUL, which no text PostgreSQL stores can
+// hold, so no field is named so.
+const KeyFieldNone = "\x00"
+
+// keyField is a QueueConfig.KeyField for queue_create() and
+// queue_update(): "" NULL (none, or unchanged), KeyFieldNone "" (removed).
+func keyField(f string) pgtype.Text {
+	if f == KeyFieldNone {
+		return pgtype.Text{String: "", Valid: true}
+	}
+	return optText(f)
 }
 
 // QueueList returns every queue, by name.

@@ -81,6 +81,12 @@ export interface JobSpec {
    */
   sequenceKey?: string;
   sequenceContinue?: boolean;
+  /**
+   * The job's key for its queue's key_limit (at most key_limit jobs of a key
+   * waiting to run or running at once; the others are pending), instead of
+   * the queue's key_field of the payload.
+   */
+  limitKey?: string;
 }
 
 export interface EnqueueResult {
@@ -389,7 +395,7 @@ export class Pgmsg {
          p_kinds => $3::text[], p_priorities => $4::int[], p_run_ats => $5::timestamptz[],
          p_delays => $6::interval[], p_max_attempts => $7::int[], p_unique_keys => $8::text[],
          p_timeouts => $9::interval[], p_tags => $10::text[]::jsonb[], p_metadata => $11::text[]::jsonb[],
-         p_sequence_keys => $12::text[], p_sequence_continues => $13::boolean[])`,
+         p_sequence_keys => $12::text[], p_sequence_continues => $13::boolean[], p_limit_keys => $14::text[])`,
       [
         queue,
         jobs.map((j) => bytes(j.payload)),
@@ -404,6 +410,7 @@ export class Pgmsg {
         col((j) => (j.metadata ? JSON.stringify(j.metadata) : null)),
         col((j) => j.sequenceKey),
         col((j) => j.sequenceContinue),
+        col((j) => j.limitKey),
       ],
     );
     return rows.map((r) => ({ id: num(r.id), duplicate: r.duplicate, state: r.state, runAt: r.run_at }));

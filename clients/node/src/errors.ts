@@ -31,6 +31,7 @@ export const CODES: Readonly<Record<string, string>> = {
   PM110: "job_not_waiting",
   PM111: "unknown_periodic_job",
   PM112: "invalid_schedule",
+  PM113: "limit_key_missing",
   PMA01: "unknown_token",
   PMA02: "invalid_token",
   PMA03: "token_exists",

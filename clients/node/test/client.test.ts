@@ -214,6 +214,22 @@ describe("the queue", () => {
     assert.deepEqual(jobs.map((j) => j.id), [many[1].id], "the completion let the next run");
   });
 
+  test("a limit key admits key_limit jobs of the key at a time", async () => {
+    const q = env.name("q");
+    await env.sql(pool, "SELECT name FROM {s}.queue_create($1, p_key_limit => 1)", [q]);
+    const many = await c.enqueueMany(q, [
+      { payload: "1", limitKey: "cust-1" },
+      { payload: "2", limitKey: "cust-1" },
+      { payload: "3", limitKey: "cust-2" },
+    ]);
+    assert.deepEqual(many.map((m) => m.state), ["available", "pending", "available"], "one job of a key at a time");
+    let jobs = await c.claimJobs(q, { limit: 10 });
+    assert.deepEqual(jobs.map((j) => j.id).sort((a, b) => a - b), [many[0].id, many[2].id]);
+    await c.complete(jobs.find((j) => j.id === many[0].id)!);
+    jobs = await c.claimJobs(q, { limit: 10 });
+    assert.deepEqual(jobs.map((j) => j.id), [many[1].id], "the completion admitted the key's next");
+  });
+
   test("enqueue, claim, complete, fail", async () => {
     const q = env.name("q");
     const r = await c.enqueue(q, '{"to":"ada"}', { kind: "welcome", priority: 5, uniqueKey: "u1", tags: ["eu"], metadata: { by: "ann" } });

@@ -103,6 +103,10 @@ class JobSpec:
     # sequence (sequence_resume() in SQL) unless sequence_continue.
     sequence_key: Optional[str] = None
     sequence_continue: Optional[bool] = None
+    # The job's key for its queue's key_limit (at most key_limit jobs of a
+    # key waiting to run or running at once; the others are pending),
+    # instead of the queue's key_field of the payload.
+    limit_key: Optional[str] = None
 
 
 @dataclass
@@ -261,7 +265,7 @@ class Statements:
             " p_max_attempts => %(max_attempts)s::int[], p_unique_keys => %(unique_keys)s::text[],"
             " p_timeouts => %(timeouts)s::interval[], p_tags => %(tags)s::text[]::jsonb[],"
             " p_metadata => %(metadata)s::text[]::jsonb[], p_sequence_keys => %(sequence_keys)s::text[],"
-            " p_sequence_continues => %(sequence_continues)s::boolean[])"
+            " p_sequence_continues => %(sequence_continues)s::boolean[], p_limit_keys => %(limit_keys)s::text[])"
         )
         self.queue_ensure = q("SELECT name FROM {s}.queue_create(%(queue)s, p_if_not_exists => true)")
         self.job_claim = q(
@@ -338,6 +342,7 @@ class Statements:
             "metadata": _parallel([_json_or_none(j.metadata) for j in jobs]),
             "sequence_keys": _parallel([j.sequence_key for j in jobs]),
             "sequence_continues": _parallel([j.sequence_continue for j in jobs]),
+            "limit_keys": _parallel([j.limit_key for j in jobs]),
         }
 
     @staticmethod

@@ -113,7 +113,8 @@ class Client:
 
     def enqueue(self, queue: str, payload: bytes, **opts: Any) -> EnqueueResult:
         """One job; opts are JobSpec's fields (kind, priority, run_at, delay,
-        max_attempts, unique_key, timeout, tags, metadata)."""
+        max_attempts, unique_key, timeout, tags, metadata, sequence_key,
+        sequence_continue, limit_key)."""
         return self.enqueue_many(queue, [JobSpec(payload=payload, **opts)])[0]
 
     def enqueue_many(self, queue: str, jobs: Sequence[JobSpec]) -> List[EnqueueResult]:

@@ -227,6 +227,17 @@ class QueueTest(unittest.TestCase):
         jobs = self.c.claim_jobs(self.queue, 10)
         self.assertEqual([j.id for j in jobs], [many[1].id], "the completion let the next run")
 
+    def test_limit_key(self):
+        env.sql(self.conn, "SELECT name FROM {s}.queue_create(%s, p_key_limit => 1)", self.queue)
+        many = self.c.enqueue_many(self.queue, [JobSpec(b"1", limit_key="cust-1"), JobSpec(b"2", limit_key="cust-1"),
+                                                JobSpec(b"3", limit_key="cust-2")])
+        self.assertEqual([m.state for m in many], ["available", "pending", "available"], "one job of a key at a time")
+        jobs = self.c.claim_jobs(self.queue, 10)
+        self.assertEqual(sorted(j.id for j in jobs), [many[0].id, many[2].id])
+        self.c.complete(jobs[0] if jobs[0].id == many[0].id else jobs[1])
+        jobs = self.c.claim_jobs(self.queue, 10)
+        self.assertEqual([j.id for j in jobs], [many[1].id], "the completion admitted the key's next")
+
     def test_enqueue_claim_complete_fail(self):
         r = self.c.enqueue(self.queue, b'{"to":"ada"}', kind="welcome", priority=5, unique_key="u1",
                            tags=["eu"], metadata={"by": "ann"})

@@ -11,14 +11,15 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
-       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running
+       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running,
+       coalesce(key_limit, 0)::integer AS key_limit, coalesce(key_field, '')::text AS key_field
 FROM pgmsg.queue_create(@name::text, sqlc.narg(max_attempts)::integer, sqlc.narg(lease)::interval,
                         sqlc.narg(retry_backoff)::interval, sqlc.narg(retry_backoff_max)::interval,
                         sqlc.narg(archive_retention)::interval, sqlc.narg(max_payload_bytes)::integer,
                         @if_not_exists::boolean, sqlc.narg(max_depth)::bigint,
                         sqlc.narg(backpressure_timeout)::interval, sqlc.narg(job_timeout)::interval,
                         sqlc.narg(dead_retention)::interval, sqlc.narg(rate_limit)::float8,
-                        sqlc.narg(max_running)::integer);
+                        sqlc.narg(max_running)::integer, sqlc.narg(key_limit)::integer, sqlc.narg(key_field)::text);
 
 -- name: QueueUpdate :one
 SELECT name::text, max_attempts::integer,
@@ -30,13 +31,15 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
-       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running
+       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running,
+       coalesce(key_limit, 0)::integer AS key_limit, coalesce(key_field, '')::text AS key_field
 FROM pgmsg.queue_update(@name::text, sqlc.narg(max_attempts)::integer, sqlc.narg(lease)::interval,
                         sqlc.narg(retry_backoff)::interval, sqlc.narg(retry_backoff_max)::interval,
                         sqlc.narg(archive_retention)::interval, sqlc.narg(max_payload_bytes)::integer,
                         sqlc.narg(max_depth)::bigint, sqlc.narg(backpressure_timeout)::interval,
                         sqlc.narg(job_timeout)::interval, sqlc.narg(dead_retention)::interval,
-                        sqlc.narg(rate_limit)::float8, sqlc.narg(max_running)::integer);
+                        sqlc.narg(rate_limit)::float8, sqlc.narg(max_running)::integer,
+                        sqlc.narg(key_limit)::integer, sqlc.narg(key_field)::text);
 
 -- name: QueueList :many
 SELECT name::text, max_attempts::integer,
@@ -48,7 +51,8 @@ SELECT name::text, max_attempts::integer,
        (extract(epoch FROM backpressure_timeout) * 1000000)::bigint AS backpressure_timeout_us,
        coalesce((extract(epoch FROM job_timeout) * 1000000)::bigint, 0)::bigint AS job_timeout_us,
        coalesce((extract(epoch FROM dead_retention) * 1000000)::bigint, 0)::bigint AS dead_retention_us,
-       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running
+       created_at::timestamptz, coalesce(rate_limit, 0)::float8 AS rate_limit, coalesce(max_running, 0)::integer AS max_running,
+       coalesce(key_limit, 0)::integer AS key_limit, coalesce(key_field, '')::text AS key_field
 FROM pgmsg.queue_list();
 
 -- name: QueueDelete :exec
@@ -69,7 +73,7 @@ SELECT pgmsg.queue_pause(@queue::text)::boolean AS paused;
 SELECT pgmsg.queue_resume(@queue::text)::boolean AS paused;
 
 -- name: JobEnqueueMany :many
--- Go sends "" for no kind, unique key or sequence key, 0 for the queue's max attempts and
+-- Go sends "" for no kind, unique key, sequence key or limit key, 0 for the queue's max attempts and
 -- NULL for no timeout, tags, metadata or uniqueness window of the job's own.
 SELECT id::bigint, duplicate::boolean, state::text, run_at::timestamptz
 FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], pg_catalog.array_replace(@kinds::text[], '', NULL),
@@ -77,7 +81,8 @@ FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], pg_catalog.array_repla
                         pg_catalog.array_replace(@max_attempts::integer[], 0, NULL),
                         pg_catalog.array_replace(@unique_keys::text[], '', NULL), @create_queue::boolean,
                         @timeouts::interval[], @tags::jsonb[], @metadata::jsonb[], @unique_fors::interval[],
-                        pg_catalog.array_replace(@sequence_keys::text[], '', NULL), @sequence_continues::boolean[]);
+                        pg_catalog.array_replace(@sequence_keys::text[], '', NULL), @sequence_continues::boolean[],
+                        pg_catalog.array_replace(@limit_keys::text[], '', NULL));
 
 -- name: JobClaim :many
 -- One statement: UPDATE ... FROM (SELECT ... ORDER BY priority DESC, run_at,

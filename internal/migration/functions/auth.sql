@@ -251,7 +251,10 @@ AS $function$
     ('worker',   'schema',   '',                     'USAGE'),
     ('worker',   'table',    'pgmsg_migration',      'SELECT'),
     ('worker',   'table',    'pgmsg_migration_code', 'SELECT'),
-    ('worker',   'table',    'queue',                'SELECT, INSERT'),
+    -- UPDATE of the token bucket's columns: the claims of a queue with a
+    -- rate_limit or max_running lock its row (FOR UPDATE needs an UPDATE
+    -- privilege) and spend its tokens.
+    ('worker',   'table',    'queue',                'SELECT, INSERT, UPDATE (rate_tokens, rate_at)'),
     ('worker',   'sequence', 'queue_queue_id_seq',   'USAGE'),
     ('worker',   'sequence', 'job_id_seq',           'USAGE'),
     ('worker',   'table',    'job',                  'SELECT, INSERT, UPDATE, DELETE'),

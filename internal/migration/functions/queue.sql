@@ -72,6 +72,15 @@ BEGIN
     IF q.max_running < 1 THEN
         PERFORM {{schema}}._raise('PM004', format('max_running must be at least 1 (0 or NULL: no limit), got %s', q.max_running));
     END IF;
+    IF q.key_limit < 1 THEN
+        PERFORM {{schema}}._raise('PM004', format('key_limit must be at least 1 (0 or NULL: no limit), got %s', q.key_limit));
+    END IF;
+    IF q.key_field = '' OR octet_length(q.key_field) > 200 THEN
+        PERFORM {{schema}}._raise('PM004', 'key_field must be 1 to 200 bytes (the name of a top-level field of the jobs'' JSON payloads)');
+    END IF;
+    IF q.key_field IS NOT NULL AND q.key_limit IS NULL THEN
+        PERFORM {{schema}}._raise('PM004', 'key_field needs a key_limit');
+    END IF;
 END $function$;
 
 -- queue_create creates a queue. Settings left NULL take the defaults of the
@@ -79,7 +88,7 @@ END $function$;
 -- 1h, archive_retention 7 days, max_payload_bytes 1 MiB). With
 -- p_if_not_exists an existing queue is returned unchanged; otherwise an
 -- existing name fails with PM102.
-CREATE OR REPLACE FUNCTION {{schema}}.queue_create(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_if_not_exists boolean DEFAULT false, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval, p_dead_retention interval DEFAULT NULL::interval, p_rate_limit double precision DEFAULT NULL::double precision, p_max_running integer DEFAULT NULL::integer)
+CREATE OR REPLACE FUNCTION {{schema}}.queue_create(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_if_not_exists boolean DEFAULT false, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval, p_dead_retention interval DEFAULT NULL::interval, p_rate_limit double precision DEFAULT NULL::double precision, p_max_running integer DEFAULT NULL::integer, p_key_limit integer DEFAULT NULL::integer, p_key_field text DEFAULT NULL::text)
  RETURNS {{schema}}.queue
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -108,13 +117,15 @@ BEGIN
     q.dead_retention := nullif(p_dead_retention, interval '0');
     q.rate_limit := nullif(p_rate_limit, 0);
     q.max_running := nullif(p_max_running, 0);
+    q.key_limit := nullif(p_key_limit, 0);
+    q.key_field := p_key_field;
     PERFORM {{schema}}._queue_check(q);
     INSERT INTO {{schema}}.queue (name, max_attempts, lease, retry_backoff, retry_backoff_max,
                                   archive_retention, max_payload_bytes, max_depth, backpressure_timeout, job_timeout,
-                                  dead_retention, rate_limit, max_running)
+                                  dead_retention, rate_limit, max_running, key_limit, key_field)
     VALUES (q.name, q.max_attempts, q.lease, q.retry_backoff, q.retry_backoff_max,
             q.archive_retention, q.max_payload_bytes, q.max_depth, q.backpressure_timeout, q.job_timeout,
-            q.dead_retention, q.rate_limit, q.max_running)
+            q.dead_retention, q.rate_limit, q.max_running, q.key_limit, q.key_field)
     ON CONFLICT (name) DO NOTHING
     RETURNING * INTO q;
     IF NOT FOUND THEN
@@ -128,16 +139,20 @@ BEGIN
 END $function$;
 
 -- queue_update changes the settings given (non-NULL) of a queue; p_max_depth
--- 0, p_job_timeout 0, p_dead_retention 0, p_rate_limit 0 and p_max_running 0
--- remove the limit. Jobs already enqueued keep their
--- max_attempts; the other settings apply at once.
-CREATE OR REPLACE FUNCTION {{schema}}.queue_update(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval, p_dead_retention interval DEFAULT NULL::interval, p_rate_limit double precision DEFAULT NULL::double precision, p_max_running integer DEFAULT NULL::integer)
+-- 0, p_job_timeout 0, p_dead_retention 0, p_rate_limit 0, p_max_running 0
+-- and p_key_limit 0 remove the limit (p_key_limit 0 removes key_field too;
+-- p_key_field '' removes it alone). Jobs already enqueued keep their
+-- max_attempts and their limit keys (or none); the other settings apply at
+-- once: a key_limit raised or removed admits the pending jobs it now
+-- allows, one lowered lets the jobs of a key over it finish.
+CREATE OR REPLACE FUNCTION {{schema}}.queue_update(p_name text, p_max_attempts integer DEFAULT NULL::integer, p_lease interval DEFAULT NULL::interval, p_retry_backoff interval DEFAULT NULL::interval, p_retry_backoff_max interval DEFAULT NULL::interval, p_archive_retention interval DEFAULT NULL::interval, p_max_payload_bytes integer DEFAULT NULL::integer, p_max_depth bigint DEFAULT NULL::bigint, p_backpressure_timeout interval DEFAULT NULL::interval, p_job_timeout interval DEFAULT NULL::interval, p_dead_retention interval DEFAULT NULL::interval, p_rate_limit double precision DEFAULT NULL::double precision, p_max_running integer DEFAULT NULL::integer, p_key_limit integer DEFAULT NULL::integer, p_key_field text DEFAULT NULL::text)
  RETURNS {{schema}}.queue
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    q {{schema}}.queue := {{schema}}._queue(p_name);
+    q    {{schema}}.queue := {{schema}}._queue(p_name);
+    prev integer := q.key_limit;
 BEGIN
     q.max_attempts := coalesce(p_max_attempts, q.max_attempts);
     q.lease := coalesce(p_lease, q.lease);
@@ -152,6 +167,9 @@ BEGIN
                              ELSE nullif(p_dead_retention, interval '0') END;
     q.rate_limit := CASE WHEN p_rate_limit IS NULL THEN q.rate_limit ELSE nullif(p_rate_limit, 0) END;
     q.max_running := CASE WHEN p_max_running IS NULL THEN q.max_running ELSE nullif(p_max_running, 0) END;
+    q.key_limit := CASE WHEN p_key_limit IS NULL THEN q.key_limit ELSE nullif(p_key_limit, 0) END;
+    q.key_field := CASE WHEN p_key_limit = 0 THEN NULL WHEN p_key_field IS NULL THEN q.key_field
+                        ELSE nullif(p_key_field, '') END;
     PERFORM {{schema}}._queue_check(q);
     UPDATE {{schema}}.queue u
        SET max_attempts = q.max_attempts, lease = q.lease, retry_backoff = q.retry_backoff,
@@ -159,9 +177,25 @@ BEGIN
            max_payload_bytes = q.max_payload_bytes, max_depth = q.max_depth,
            backpressure_timeout = q.backpressure_timeout, job_timeout = q.job_timeout,
            dead_retention = q.dead_retention, rate_limit = q.rate_limit, max_running = q.max_running,
+           key_limit = q.key_limit, key_field = q.key_field,
            rate_tokens = CASE WHEN q.rate_limit IS DISTINCT FROM u.rate_limit THEN NULL ELSE u.rate_tokens END
      WHERE u.queue_id = q.queue_id
     RETURNING * INTO q;
+    IF prev IS NOT NULL AND (q.key_limit IS NULL OR q.key_limit > prev) THEN
+        -- The keys with pending jobs, read by skipping from key to key
+        -- through job_limit_pending.
+        PERFORM {{schema}}._key_limit_admit(q.queue_id, ARRAY(
+            WITH RECURSIVE k AS (
+                (SELECT x.limit_key FROM {{schema}}.job x
+                  WHERE x.queue_id = q.queue_id AND x.limit_key IS NOT NULL AND x.state = 'pending'
+                  ORDER BY x.limit_key LIMIT 1)
+                UNION ALL
+                SELECT (SELECT x.limit_key FROM {{schema}}.job x
+                         WHERE x.queue_id = q.queue_id AND x.limit_key > k.limit_key AND x.state = 'pending'
+                         ORDER BY x.limit_key LIMIT 1)
+                  FROM k WHERE k.limit_key IS NOT NULL)
+            SELECT k.limit_key FROM k WHERE k.limit_key IS NOT NULL), true);
+    END IF;
     RETURN q;
 END $function$;
 
@@ -445,7 +479,13 @@ END $function$;
 -- a duplicate), and a duplicate returns the window's job: its state if it is
 -- still kept, 'completed' once the archive has pruned it (or it was
 -- purged dead).
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[], p_sequence_keys text[] DEFAULT NULL::text[], p_sequence_continues boolean[] DEFAULT NULL::boolean[])
+--
+-- In a queue with a key_limit, a job's limit key (p_limit_keys, else the
+-- field key_field of its JSON payload) admits it only while fewer than
+-- key_limit jobs of the key wait to run or run; the others wait as
+-- 'pending' (_key_limit_enqueue). A job without a key in a queue with a
+-- key_field is PM113, a limit key in a queue without a key_limit PM004.
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[], p_sequence_keys text[] DEFAULT NULL::text[], p_sequence_continues boolean[] DEFAULT NULL::boolean[], p_limit_keys text[] DEFAULT NULL::text[])
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -473,6 +513,8 @@ DECLARE
     keys       text[] := p_unique_keys;
     wends      timestamptz[];
     pend       boolean[];
+    lkeys      text[];
+    lpend      boolean[];
 BEGIN
     IF p_create_queue THEN
         SELECT * INTO q FROM {{schema}}.queue WHERE name = p_queue;
@@ -490,8 +532,16 @@ BEGIN
        OR coalesce(cardinality(p_max_attempts), 0) > n OR coalesce(cardinality(p_unique_keys), 0) > n
        OR coalesce(cardinality(p_timeouts), 0) > n OR coalesce(cardinality(p_tags), 0) > n
        OR coalesce(cardinality(p_metadata), 0) > n OR coalesce(cardinality(p_unique_fors), 0) > n
-       OR coalesce(cardinality(p_sequence_keys), 0) > n OR coalesce(cardinality(p_sequence_continues), 0) > n THEN
-        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata, unique_fors, sequence_keys and sequence_continues must not be longer than payloads');
+       OR coalesce(cardinality(p_sequence_keys), 0) > n OR coalesce(cardinality(p_sequence_continues), 0) > n
+       OR coalesce(cardinality(p_limit_keys), 0) > n THEN
+        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata, unique_fors, sequence_keys, sequence_continues and limit_keys must not be longer than payloads');
+    END IF;
+    -- Per-key limits: each job's key (PM113 if the queue's key_field needs
+    -- one it lacks), locked (before the sequences) and which jobs wait.
+    IF q.key_field IS NOT NULL OR (p_limit_keys IS NOT NULL
+                                   AND EXISTS (SELECT 1 FROM unnest(p_limit_keys) u(k) WHERE u.k IS NOT NULL)) THEN
+        lkeys := {{schema}}._key_limit_keys(q, p_payloads, p_limit_keys, p_sequence_keys);
+        lpend := {{schema}}._key_limit_enqueue(q, lkeys);
     END IF;
     -- Sequences: each key's row is locked (in key order, so concurrent
     -- batches cannot deadlock on each other) and pend says which jobs wait
@@ -500,6 +550,11 @@ BEGIN
         pend := {{schema}}._sequence_enqueue(q.queue_id, p_sequence_keys, p_sequence_continues);
     ELSIF p_sequence_continues IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_sequence_continues) u(r) WHERE u.r) THEN
         PERFORM {{schema}}._raise('PM004', 'sequence_continue needs a sequence_key');
+    END IF;
+    IF lpend IS NOT NULL THEN
+        pend := CASE WHEN pend IS NULL THEN lpend
+                     ELSE ARRAY(SELECT coalesce(u.a, false) OR coalesce(u.b, false)
+                                  FROM unnest(pend, lpend) WITH ORDINALITY AS u(a, b, ord) ORDER BY u.ord) END;
     END IF;
     -- Uniqueness windows: the key becomes <key>@<window start>, and the
     -- window's end is kept for job_unique.
@@ -614,11 +669,12 @@ BEGIN
             ON CONFLICT (queue_id, unique_key) DO NOTHING;
         END IF;
         INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind,
-                                         unique_key, timeout, tags, metadata, sequence_key, sequence_continue)
+                                         unique_key, timeout, tags, metadata, sequence_key, sequence_continue, limit_key)
         SELECT u.id, q.queue_id,
                CASE WHEN pend[u.ord] THEN 'pending' WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k, u.tmo,
-               {{schema}}._job_tags(u.tg), u.md, u.sk, CASE WHEN u.sk IS NOT NULL THEN coalesce(u.sr, false) END
+               {{schema}}._job_tags(u.tg), u.md, u.sk, CASE WHEN u.sk IS NOT NULL THEN coalesce(u.sr, false) END,
+               lkeys[u.ord]
         FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, keys, p_timeouts,
                     p_tags, p_metadata, p_sequence_keys, p_sequence_continues)
              WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, sk, sr, ord)
@@ -653,13 +709,15 @@ BEGIN
         LOOP
             LOOP
                 INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at,
-                                                 kind, unique_key, timeout, tags, metadata, sequence_key, sequence_continue)
+                                                 kind, unique_key, timeout, tags, metadata, sequence_key, sequence_continue,
+                                                 limit_key)
                 SELECT r.id, q.queue_id,
                        CASE WHEN pend[r.ord] THEN 'pending' WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                        coalesce(p_priorities[r.ord], 0), coalesce(p_max_attempts[r.ord], q.max_attempts),
                        t.at, now_ts, p_kinds[r.ord], keys[r.ord], p_timeouts[r.ord],
                        {{schema}}._job_tags(p_tags[r.ord]), p_metadata[r.ord], p_sequence_keys[r.ord],
-                       CASE WHEN p_sequence_keys[r.ord] IS NOT NULL THEN coalesce(p_sequence_continues[r.ord], false) END
+                       CASE WHEN p_sequence_keys[r.ord] IS NOT NULL THEN coalesce(p_sequence_continues[r.ord], false) END,
+                       lkeys[r.ord]
                 FROM (SELECT coalesce(p_run_ats[r.ord], now_ts + coalesce(p_delays[r.ord], interval '0')) AS at) t
                 ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING
                 RETURNING j.id INTO found_id;
@@ -680,6 +738,10 @@ BEGIN
         IF pend IS NOT NULL AND has_keys THEN
             PERFORM {{schema}}._sequence_advance(q.queue_id, s.k)
                FROM (SELECT DISTINCT u.k FROM unnest(p_sequence_keys) AS u(k) WHERE u.k IS NOT NULL) s;
+            -- Likewise a key whose admitted job was a duplicate.
+            IF lkeys IS NOT NULL THEN
+                PERFORM {{schema}}._key_limit_admit(q.queue_id, lkeys, false);
+            END IF;
         END IF;
 
         -- Each row's job: its own, else its window's (kept live or in the
@@ -710,7 +772,7 @@ BEGIN
 END $function$;
 
 -- enqueue inserts one job; see enqueue_many.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval, p_sequence_key text DEFAULT NULL::text, p_sequence_continue boolean DEFAULT NULL::boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval, p_sequence_key text DEFAULT NULL::text, p_sequence_continue boolean DEFAULT NULL::boolean, p_limit_key text DEFAULT NULL::text)
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -719,7 +781,7 @@ AS $function$
                                           ARRAY[p_run_at], ARRAY[p_delay], ARRAY[p_max_attempts],
                                           ARRAY[p_unique_key], p_create_queue, ARRAY[p_timeout], ARRAY[p_tags],
                                           ARRAY[p_metadata], ARRAY[p_unique_for], ARRAY[p_sequence_key],
-                                          ARRAY[p_sequence_continue])
+                                          ARRAY[p_sequence_continue], ARRAY[p_limit_key])
 $function$;
 
 -- ---------------------------------------------------------------------------
@@ -1552,8 +1614,10 @@ END $function$;
 -- deletion) moves on the sequences of the deleted jobs that had one, all
 -- at once: a head cancelled without sequence_continue holds its sequence;
 -- every other sequence touched, not held and left without a head, gets its
--- next pending job. A statement that deleted no job of a sequence costs a
--- scan of its deleted rows (the transition table gone). A trigger per row
+-- next pending job; the keys of deleted jobs with a limit key admit their
+-- next (_key_limit_admit). A statement that deleted no job of a sequence
+-- or a limit key costs two scans of its deleted rows (the transition table
+-- gone). A job has a sequence or a limit key, not both. A trigger per row
 -- cost a completion of a sequence's job several times the completion
 -- itself (a PL/pgSQL call and three statements per job).
 CREATE OR REPLACE FUNCTION {{schema}}._job_sequence_left()
@@ -1562,6 +1626,11 @@ CREATE OR REPLACE FUNCTION {{schema}}._job_sequence_left()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
+    -- Per-key limits first (their locks before the sequences', as
+    -- enqueues take them): the keys of the deleted jobs admit their next.
+    PERFORM {{schema}}._key_limit_admit(g.queue_id, array_agg(DISTINCT g.limit_key), false)
+       FROM gone g WHERE g.limit_key IS NOT NULL
+      GROUP BY g.queue_id ORDER BY g.queue_id;
     -- The sequences' locks, in lock key order (as enqueues take them);
     -- none (FOUND false) for a statement that deleted no job of a
     -- sequence, which ends here.
@@ -1723,6 +1792,249 @@ BEGIN
      ORDER BY k.k
      LIMIT p_limit;
 END $function$;
+
+-- ---------------------------------------------------------------------------
+-- Per-key limits (queue key_limit, job limit_key): at most key_limit jobs
+-- of a key at once
+-- ---------------------------------------------------------------------------
+
+-- A key's jobs are admitted (available, scheduled, retrying, running: in
+-- the claim's index) while fewer than the queue's key_limit of them are;
+-- the others wait as 'pending', as a sequence's jobs behind its head do,
+-- and are admitted in job id order as admitted ones leave (completed,
+-- cancelled, dead). A key's changes are serialised by a transaction-level
+-- advisory lock on hashtextextended('<schema>.limit.<queue id>.<key>', 0),
+-- taken by one statement and the key read by the next (as sequences do),
+-- always before any sequence's lock.
+
+-- _key_limit_keys returns the limit key of each job of a batch (an array
+-- as long as p_payloads): the one given, else the queue's key_field of
+-- the job's JSON payload (a string as it is, another scalar as its JSON
+-- text). PM004: a queue without a key_limit, a key that is not 1 to 200
+-- bytes, a job with a sequence key too; PM113: a job of a queue with a
+-- key_field that has no key (no such field, null or "", or a payload that
+-- is not JSON).
+CREATE OR REPLACE FUNCTION {{schema}}._key_limit_keys(q {{schema}}.queue, p_payloads bytea[], p_keys text[], p_sequence_keys text[])
+ RETURNS text[]
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    out     text[];
+    missing bigint;
+BEGIN
+    IF q.key_limit IS NULL THEN
+        PERFORM {{schema}}._raise('PM004', format('queue %s has no key_limit: a limit_key needs one', quote_literal(q.name)));
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_keys) u(k) WHERE u.k = '' OR octet_length(u.k) > 200) THEN
+        PERFORM {{schema}}._raise('PM004', 'limit_key must be 1 to 200 bytes');
+    END IF;
+    IF q.key_field IS NULL THEN
+        SELECT array_agg(u.k ORDER BY u.ord) INTO out FROM unnest(p_payloads, p_keys) WITH ORDINALITY AS u(p, k, ord);
+    ELSE
+        -- One subtransaction per batch, not per job: a payload that is
+        -- not JSON fails the batch's parse.
+        BEGIN
+            SELECT array_agg(coalesce(u.k, nullif(convert_from(u.p, 'UTF8')::jsonb ->> q.key_field, '')) ORDER BY u.ord)
+              INTO out FROM unnest(p_payloads, p_keys) WITH ORDINALITY AS u(p, k, ord);
+        EXCEPTION WHEN data_exception THEN
+            PERFORM {{schema}}._raise('PM113', format(
+                'limit key missing: a job without a limit_key has a payload that is not JSON, and queue %s takes the key from its field %s',
+                quote_literal(q.name), quote_literal(q.key_field)));
+        END;
+        SELECT min(u.ord) INTO missing FROM unnest(out) WITH ORDINALITY AS u(k, ord) WHERE u.k IS NULL;
+        IF missing IS NOT NULL THEN
+            PERFORM {{schema}}._raise('PM113', format(
+                'limit key missing: job %s has no limit_key and its payload no field %s (queue %s limits by it)',
+                missing - 1, quote_literal(q.key_field), quote_literal(q.name)));
+        END IF;
+        IF EXISTS (SELECT 1 FROM unnest(out) u(k) WHERE octet_length(u.k) > 200) THEN
+            PERFORM {{schema}}._raise('PM004', format('limit key (field %s) must be at most 200 bytes', quote_literal(q.key_field)));
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(out, p_sequence_keys) u(k, s) WHERE u.k IS NOT NULL AND u.s IS NOT NULL) THEN
+        PERFORM {{schema}}._raise('PM004', format('a job has a sequence_key or a limit key, not both (queue %s has a key_limit)', quote_literal(q.name)));
+    END IF;
+    RETURN out;
+END $function$;
+
+-- _key_limit_enqueue locks the keys of a batch (in lock key order, so
+-- concurrent batches cannot deadlock on each other) and returns which of
+-- its jobs wait ('pending'): a key's jobs beyond the room its admitted
+-- jobs leave under the queue's key_limit.
+CREATE OR REPLACE FUNCTION {{schema}}._key_limit_enqueue(q {{schema}}.queue, p_keys text[])
+ RETURNS boolean[]
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    pend boolean[];
+BEGIN
+    PERFORM pg_advisory_xact_lock(l.h)
+       FROM (SELECT DISTINCT hashtextextended({{schema_lit}} || '.limit.' || q.queue_id || '.' || u.k, 0) AS h
+               FROM unnest(p_keys) u(k) WHERE u.k IS NOT NULL) l
+      ORDER BY l.h;
+    WITH w AS (
+        SELECT u.k, u.ord, row_number() OVER (PARTITION BY u.k ORDER BY u.ord) AS rn
+          FROM unnest(p_keys) WITH ORDINALITY AS u(k, ord)
+    ), r AS (
+        SELECT d.k, q.key_limit - (SELECT count(*) FROM (
+                   SELECT 1 FROM {{schema}}.job x
+                    WHERE x.queue_id = q.queue_id AND x.limit_key = d.k
+                      AND x.state IN ('available', 'scheduled', 'retrying', 'running')
+                    LIMIT q.key_limit) c) AS room
+          FROM (SELECT DISTINCT w.k FROM w WHERE w.k IS NOT NULL) d
+    )
+    SELECT array_agg(coalesce(w.rn > r.room, false) ORDER BY w.ord) INTO pend
+      FROM w LEFT JOIN r ON r.k = w.k;
+    RETURN pend;
+END $function$;
+
+-- _key_limit_admit admits, for each key of p_keys, its pending jobs with
+-- the lowest ids that fit under the queue's key_limit (all of them once
+-- the queue has none): available, or scheduled if their run_at is still
+-- ahead. p_wake: a NOTIFY wakes the queue's idle workers when a job became
+-- available (not from completions, whose commits a NOTIFY would serialise:
+-- a Go worker that finished a job claims again at once).
+CREATE OR REPLACE FUNCTION {{schema}}._key_limit_admit(p_queue_id integer, p_keys text[], p_wake boolean)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    woke boolean;
+BEGIN
+    PERFORM pg_advisory_xact_lock(l.h)
+       FROM (SELECT DISTINCT hashtextextended({{schema_lit}} || '.limit.' || p_queue_id || '.' || u.k, 0) AS h
+               FROM unnest(p_keys) u(k) WHERE u.k IS NOT NULL) l
+      ORDER BY l.h;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- upper(): so that the planner cannot read the state through a
+    -- partial index of all the queue's pending jobs (as sequences do).
+    WITH a AS (
+        UPDATE {{schema}}.job x
+           SET state = CASE WHEN x.run_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END
+         WHERE upper(x.state) = 'PENDING' AND x.id = ANY (ARRAY(
+            SELECT p.id
+              FROM (SELECT DISTINCT u.k FROM unnest(p_keys) u(k) WHERE u.k IS NOT NULL) t
+             CROSS JOIN (SELECT qq.key_limit FROM {{schema}}.queue qq WHERE qq.queue_id = p_queue_id) q
+             CROSS JOIN LATERAL (SELECT count(*) AS n FROM (
+                     SELECT 1 FROM {{schema}}.job h
+                      WHERE h.queue_id = p_queue_id AND h.limit_key = t.k
+                        AND h.state IN ('available', 'scheduled', 'retrying', 'running')
+                      LIMIT coalesce(q.key_limit, 0)) c) b
+             CROSS JOIN LATERAL (SELECT y.id FROM {{schema}}.job y
+                                  WHERE y.queue_id = p_queue_id AND y.limit_key = t.k AND y.state = 'pending'
+                                  ORDER BY y.id
+                                  LIMIT CASE WHEN q.key_limit IS NULL THEN NULL ELSE greatest(q.key_limit - b.n, 0) END) p))
+        RETURNING x.state
+    )
+    SELECT bool_or(a.state = 'available') INTO woke FROM a;
+    IF p_wake AND woke THEN
+        PERFORM pg_notify({{schema_lit}} || '_log', 'queue:' || q.name) FROM {{schema}}.queue q WHERE q.queue_id = p_queue_id;
+    END IF;
+END $function$;
+
+-- _job_limit_dead (trigger job_limit_dead, after a job with a limit key
+-- went dead): the job no longer holds one of its key's places; the next
+-- pending job of the key is admitted.
+CREATE OR REPLACE FUNCTION {{schema}}._job_limit_dead()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM {{schema}}._key_limit_admit(NEW.queue_id, ARRAY[NEW.limit_key], true);
+    RETURN NULL;
+END $function$;
+
+-- _job_limit_requeue (trigger job_limit_requeue, before a dead job with a
+-- limit key is requeued): the job waits as pending when its key is at
+-- the queue's key_limit.
+CREATE OR REPLACE FUNCTION {{schema}}._job_limit_requeue()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    lim integer;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended({{schema_lit}} || '.limit.' || NEW.queue_id || '.' || NEW.limit_key, 0));
+    SELECT q.key_limit INTO lim FROM {{schema}}.queue q WHERE q.queue_id = NEW.queue_id;
+    IF lim <= (SELECT count(*) FROM (
+                   SELECT 1 FROM {{schema}}.job x
+                    WHERE x.queue_id = NEW.queue_id AND x.limit_key = NEW.limit_key AND x.id <> NEW.id
+                      AND x.state IN ('available', 'scheduled', 'retrying', 'running')
+                    LIMIT lim) c) THEN
+        NEW.state := 'pending';
+    END IF;
+    RETURN NEW;
+END $function$;
+
+-- key_limit_list lists the keys of a queue's jobs with a limit key that
+-- are admitted or pending, by key after p_after_key (keyset paging), at
+-- most p_limit (1 to 10,000): how many of each key's jobs run, wait to
+-- run (admitted: available, scheduled or retrying) and wait for a place
+-- (pending). Each key is found by an index probe of job_limit_admitted and
+-- job_limit_pending, so a page costs its keys, not the queue's backlog
+-- (the counts read each key's jobs). PM101 unknown queue, PM004 a bad
+-- limit.
+CREATE OR REPLACE FUNCTION {{schema}}.key_limit_list(p_queue text, p_limit integer DEFAULT 100, p_after_key text DEFAULT NULL::text)
+ RETURNS TABLE(limit_key text, running bigint, waiting bigint, pending bigint)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_queue);
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+        PERFORM {{schema}}._raise('PM004', format('limit must be from 1 to 10000, got %s', coalesce(p_limit::text, 'NULL')));
+    END IF;
+    RETURN QUERY
+    WITH RECURSIVE k AS (
+        SELECT n.k, 1 AS i FROM (SELECT {{schema}}._key_limit_next(q.queue_id, coalesce(p_after_key, '')) AS k) n
+         WHERE n.k IS NOT NULL
+        UNION ALL
+        SELECT n.k, k.i + 1 FROM k CROSS JOIN LATERAL (SELECT {{schema}}._key_limit_next(q.queue_id, k.k) AS k) n
+         WHERE n.k IS NOT NULL AND k.i < p_limit
+    )
+    SELECT k.k, c.running, c.waiting, p.pending
+      FROM k
+     CROSS JOIN LATERAL (
+         SELECT count(*) FILTER (WHERE x.state = 'running') AS running,
+                count(*) FILTER (WHERE x.state <> 'running') AS waiting
+           FROM {{schema}}.job x
+          WHERE x.queue_id = q.queue_id AND x.limit_key = k.k
+            AND x.state IN ('available', 'scheduled', 'retrying', 'running')) c
+     CROSS JOIN LATERAL (
+         SELECT count(*) AS pending FROM {{schema}}.job x
+          WHERE x.queue_id = q.queue_id AND x.limit_key = k.k AND x.state = 'pending') p
+     ORDER BY k.k;
+END $function$;
+
+-- _key_limit_next returns the first limit key after p_after among a
+-- queue's admitted and pending jobs (NULL: none): one probe of each
+-- partial index.
+CREATE OR REPLACE FUNCTION {{schema}}._key_limit_next(p_queue_id integer, p_after text)
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT least(
+        (SELECT x.limit_key FROM {{schema}}.job x
+          WHERE x.queue_id = p_queue_id AND x.limit_key IS NOT NULL AND x.limit_key > p_after
+            AND x.state IN ('available', 'scheduled', 'retrying', 'running')
+          ORDER BY x.limit_key LIMIT 1),
+        (SELECT x.limit_key FROM {{schema}}.job x
+          WHERE x.queue_id = p_queue_id AND x.limit_key IS NOT NULL AND x.limit_key > p_after AND x.state = 'pending'
+          ORDER BY x.limit_key LIMIT 1))
+$function$;
 
 -- ---------------------------------------------------------------------------
 -- Dead letters and the archive
@@ -2262,7 +2574,8 @@ END $function$;
 -- Ticks missed while nothing called it are coalesced into one job, for
 -- the first of them. Each job's unique key is periodic:<name>@<tick, UTC>,
 -- so it can be found. A tick that cannot be enqueued (the queue is full,
--- its max_payload_bytes has shrunk below the payload) stays due, with the
+-- its max_payload_bytes has shrunk below the payload, a key_field set
+-- since that the payload lacks) stays due, with the
 -- reason in last_error and the result row, and is tried again on the next
 -- call. Returns one row per periodic job handled.
 CREATE OR REPLACE FUNCTION {{schema}}.periodic_enqueue_due(p_limit integer DEFAULT 100)
@@ -2299,7 +2612,7 @@ BEGIN
                                            false, ARRAY[p.timeout],
                                            ARRAY[CASE WHEN p.tags IS NULL THEN NULL ELSE to_jsonb(p.tags) END],
                                            ARRAY[p.metadata]) e;
-        EXCEPTION WHEN SQLSTATE 'PM109' OR SQLSTATE 'PM103' OR SQLSTATE 'PM004' OR SQLSTATE 'PM105' THEN
+        EXCEPTION WHEN SQLSTATE 'PM109' OR SQLSTATE 'PM103' OR SQLSTATE 'PM004' OR SQLSTATE 'PM105' OR SQLSTATE 'PM113' THEN
             err := SQLERRM;
         END;
         IF err IS NULL THEN
@@ -2323,8 +2636,9 @@ BEGIN
     END LOOP;
 END $function$;
 
--- The sequence triggers (their functions are above; the migrator drops
--- them before the functions).
+-- The sequence and per-key limit triggers (their functions are above; the
+-- migrator drops them before the functions). job_sequence_left moves both
+-- on.
 CREATE OR REPLACE TRIGGER job_sequence_left AFTER DELETE ON {{schema}}.job
     REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}._job_sequence_left();
 CREATE OR REPLACE TRIGGER job_sequence_dead AFTER UPDATE OF state ON {{schema}}.job
@@ -2333,3 +2647,9 @@ CREATE OR REPLACE TRIGGER job_sequence_dead AFTER UPDATE OF state ON {{schema}}.
 CREATE OR REPLACE TRIGGER job_sequence_requeue BEFORE UPDATE OF state ON {{schema}}.job
     FOR EACH ROW WHEN (NEW.sequence_key IS NOT NULL AND OLD.state = 'dead' AND NEW.state <> 'dead')
     EXECUTE FUNCTION {{schema}}._job_sequence_requeue();
+CREATE OR REPLACE TRIGGER job_limit_dead AFTER UPDATE OF state ON {{schema}}.job
+    FOR EACH ROW WHEN (NEW.limit_key IS NOT NULL AND NEW.state = 'dead' AND OLD.state <> 'dead')
+    EXECUTE FUNCTION {{schema}}._job_limit_dead();
+CREATE OR REPLACE TRIGGER job_limit_requeue BEFORE UPDATE OF state ON {{schema}}.job
+    FOR EACH ROW WHEN (NEW.limit_key IS NOT NULL AND OLD.state = 'dead' AND NEW.state <> 'dead')
+    EXECUTE FUNCTION {{schema}}._job_limit_requeue();
