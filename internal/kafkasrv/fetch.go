@@ -79,7 +79,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest, pace *fetchP
 		case <-wake:
 			// A publish: wait out the cooldown, if it holds, so that
 			// what is published meanwhile goes in this answer.
-			if d := pace.cooldown(s.cfg.FetchCooldown, s.cfg.FetchCooldownMinRate, time.Now(), deadline); d > 0 {
+			if d := pace.cooldown(s.cfg.FetchCooldown, s.cfg.FetchCooldownMinRate, len(keys), time.Now(), deadline); d > 0 {
 				t := time.NewTimer(d)
 				select {
 				case <-t.C:
@@ -116,16 +116,17 @@ func (p *fetchPace) answered(n int, now time.Time) {
 	p.last = now
 }
 
-// cooldown returns how long a Fetch woken at now waits before reading:
-// until cooldown has passed since the previous answer, not past
-// deadline, when the answers carry at least minRate records a second.
-func (p *fetchPace) cooldown(cooldown time.Duration, minRate int, now, deadline time.Time) time.Duration {
+// cooldown returns how long a Fetch of partitions partitions woken at
+// now waits before reading: until cooldown has passed since the previous
+// answer, not past deadline, when the answers carry at least minRate
+// records a second per partition (Config.FetchCooldownMinRate).
+func (p *fetchPace) cooldown(cooldown time.Duration, minRate, partitions int, now, deadline time.Time) time.Duration {
 	if cooldown <= 0 {
 		return 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.last.IsZero() || (minRate > 0 && p.rate < float64(minRate)) {
+	if p.last.IsZero() || (minRate > 0 && p.rate < float64(minRate)*float64(max(partitions, 1))) {
 		return 0
 	}
 	until := p.last.Add(cooldown)
