@@ -2123,17 +2123,19 @@ BEGIN
     -- assignment as of this statement's snapshot, as if the heartbeat had
     -- run just before a rebalance committing meanwhile; claims check
     -- ownership on the cursor row, so a member acting on it cannot take a
-    -- partition that is no longer its own.
+    -- partition that is no longer its own. The topic's id is an InitPlan,
+    -- so that the generic plan reads both rows by their primary keys (and
+    -- costs what a custom one does: plpgsql keeps it, planning no more).
     UPDATE {{schema}}.group_member m SET heartbeat_at = clock_timestamp()
-      FROM {{schema}}.topic tt, {{schema}}.consumer_group g
-     WHERE tt.name = p_topic AND g.topic_id = tt.topic_id AND g.group_name = p_group
-       AND m.topic_id = tt.topic_id AND m.group_name = p_group AND m.member_id = p_member
+      FROM {{schema}}.consumer_group g
+     WHERE g.topic_id = (SELECT tt.topic_id FROM {{schema}}.topic tt WHERE tt.name = p_topic) AND g.group_name = p_group
+       AND m.topic_id = g.topic_id AND m.group_name = p_group AND m.member_id = p_member
        AND g.steady_until > clock_timestamp() AND m.generation = g.generation
        AND m.session_timeout = p_session_timeout
        AND m.heartbeat_at + m.session_timeout >= clock_timestamp()
-    RETURNING m.partitions, m.owner_epochs, m.revoking INTO v_parts, v_epochs, v_revoking;
+    RETURNING false, m.partitions, m.owner_epochs, m.revoking INTO joined, partitions, owner_epochs, revoking;
     IF FOUND THEN
-        RETURN QUERY SELECT false, v_parts, v_epochs, v_revoking;
+        RETURN NEXT;  -- the output columns, as RETURNING set them
         RETURN;
     END IF;
     -- Any other case checks every argument first (PM003, PM004), whether
