@@ -815,6 +815,11 @@ ALTER TABLE "pgmsg".group_member
     ADD COLUMN owner_epochs bigint[],
     ADD COLUMN revoking     boolean[];
 
+-- Every heartbeat writes a new version of its member's row: room on the
+-- row's page keeps that a HOT update (no index entry), as group_cursor's
+-- claims are.
+ALTER TABLE "pgmsg".group_member SET (fillfactor = 50);
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -3034,36 +3039,32 @@ DECLARE
     v_epochs  bigint[];
     v_revoking boolean[];
 BEGIN
-    -- A live member of a steady group (consumer_group.steady_until not
-    -- past) that knows the group's generation is every interval of every
-    -- member: one UPDATE of its row by primary key, answering the
-    -- assignment that row keeps. Nothing else can have changed: a
-    -- rebalance moves the generation on, and no member's session ends
-    -- before steady_until. The names need no check: a topic, group or
-    -- member row holds only valid names. Its session timeout must be the
-    -- one it had, so that its session ends no earlier than steady_until
-    -- assumed. The group row is read, not locked: the answer is the
-    -- assignment as of this statement's snapshot, as if the heartbeat had
-    -- run just before a rebalance committing meanwhile; claims check
-    -- ownership on the cursor row, so a member acting on it cannot take a
-    -- partition that is no longer its own. The topic's id is an InitPlan,
-    -- so that the generic plan reads both rows by their primary keys (and
-    -- costs what a custom one does: plpgsql keeps it, planning no more).
-    UPDATE "pgmsg".group_member m SET heartbeat_at = clock_timestamp()
+    -- A live member of a steady group that knows the group's generation
+    -- is every interval of every member: heartbeat_steady, one UPDATE of
+    -- its row by primary key, answering the assignment that row keeps.
+    -- Nothing else can have changed: a rebalance moves the generation on,
+    -- and no member's session ends before steady_until. The names need no
+    -- check: a topic, group or member row holds only valid names. The
+    -- group row is read, not locked: the answer is the assignment as of
+    -- this statement's snapshot, as if the heartbeat had run just before a
+    -- rebalance committing meanwhile; claims check ownership on the cursor
+    -- row, so a member acting on it cannot take a partition that is no
+    -- longer its own.
+    UPDATE "pgmsg".group_member m SET heartbeat_at = pg_catalog.clock_timestamp()
       FROM "pgmsg".consumer_group g
      WHERE g.topic_id = (SELECT tt.topic_id FROM "pgmsg".topic tt WHERE tt.name = p_topic) AND g.group_name = p_group
        AND m.topic_id = g.topic_id AND m.group_name = p_group AND m.member_id = p_member
-       AND g.steady_until > clock_timestamp() AND m.generation = g.generation
+       AND g.steady_until > pg_catalog.clock_timestamp() AND m.generation = g.generation
        AND m.session_timeout = p_session_timeout
-       AND m.heartbeat_at + m.session_timeout >= clock_timestamp()
+       AND m.heartbeat_at + m.session_timeout >= pg_catalog.clock_timestamp()
     RETURNING false, m.partitions, m.owner_epochs, m.revoking INTO joined, partitions, owner_epochs, revoking;
     IF FOUND THEN
         RETURN NEXT;  -- the output columns, as RETURNING set them
         RETURN;
     END IF;
-    -- Any other case checks every argument first (PM003, PM004), whether
-    -- or not the topic exists, unless the member's row exists (its names
-    -- were checked when it was created).
+    -- Otherwise: a bad session timeout is PM004 after any bad name's
+    -- PM003, whether or not the topic exists; a member that (re)joins has
+    -- its names checked before anything is written.
     IF p_session_timeout IS NULL OR p_session_timeout <= interval '0' OR p_session_timeout > interval '366 days' THEN
         PERFORM "pgmsg"._check_name('topic', p_topic);
         PERFORM "pgmsg"._check_name('group', p_group);

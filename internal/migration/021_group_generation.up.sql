@@ -20,3 +20,8 @@ ALTER TABLE {{schema}}.group_member
     ADD COLUMN partitions   integer[],
     ADD COLUMN owner_epochs bigint[],
     ADD COLUMN revoking     boolean[];
+
+-- Every heartbeat writes a new version of its member's row: room on the
+-- row's page keeps that a HOT update (no index entry), as group_cursor's
+-- claims are.
+ALTER TABLE {{schema}}.group_member SET (fillfactor = 50);

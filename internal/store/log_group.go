@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
@@ -161,9 +163,21 @@ type Heartbeat struct {
 // (group_heartbeat(); the group is created at start if it does not
 // exist) and returns its assignment.
 func (s *Store) GroupHeartbeat(ctx context.Context, exec DBTX, topic, group, member string, sessionTimeout time.Duration, start string) (*Heartbeat, error) {
+	session := pgtype.Interval{Microseconds: sessionTimeout.Microseconds(), Valid: true}
+	// The heartbeat of a steady group first, as group_heartbeat() begins:
+	// one statement, without the function call. No row: the function.
+	hb := &Heartbeat{}
+	err := s.DB(exec).QueryRow(ctx, heartbeatSteadySQL, topic, group, member, session).
+		Scan(&hb.Partitions, &hb.OwnerEpochs, &hb.Revoking, &hb.Async)
+	if err == nil {
+		return hb, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.Map(err)
+	}
 	row, err := s.q.GroupHeartbeat(ctx, s.DB(exec), dbsqlc.GroupHeartbeatParams{
 		Topic: topic, GroupName: group, Member: member,
-		SessionTimeout: pgtype.Interval{Microseconds: sessionTimeout.Microseconds(), Valid: true}, Start: start,
+		SessionTimeout: session, Start: start,
 	})
 	if err != nil {
 		return nil, errs.Map(err)
@@ -171,6 +185,15 @@ func (s *Store) GroupHeartbeat(ctx context.Context, exec DBTX, topic, group, mem
 	return &Heartbeat{Joined: row.Joined, Partitions: row.Partitions, OwnerEpochs: row.OwnerEpochs,
 		Revoking: row.Revoking, Async: row.Async}, nil
 }
+
+// heartbeatSteadySQL is a steady group's heartbeat (heartbeat_steady),
+// committed asynchronously as GroupHeartbeat's query does when the group
+// exists (it does: the statement read its row).
+var heartbeatSteadySQL = `WITH h AS (
+    ` + stmt("heartbeat_steady", "$1::text", "$2::text", "$3::text", "$4::interval") + `
+    RETURNING m.partitions, m.owner_epochs, m.revoking
+)
+SELECT h.partitions, h.owner_epochs, h.revoking, pg_catalog.set_config('synchronous_commit', 'off', true) FROM h`
 
 // GroupLeave removes member from group on topic; false if it was not in
 // the group.

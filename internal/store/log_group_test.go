@@ -112,6 +112,13 @@ func TestHeartbeatSteadyGroupKeepsSemantics(t *testing.T) {
 	require.False(t, again.Joined)
 	require.Equal(t, a["m1"], again.Partitions)
 	require.Equal(t, before, group(), "a steady heartbeat wrote the group row")
+	// So does the SQL API's group_heartbeat().
+	var joined bool
+	var parts []int32
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT joined, partitions FROM `+s+`.group_heartbeat('t', 'g', 'm1')`).Scan(&joined, &parts))
+	require.False(t, joined)
+	require.Equal(t, a["m1"], parts)
+	require.Equal(t, before, group(), "a steady group_heartbeat() wrote the group row")
 
 	// A join moves the generation on; the others learn their share.
 	a = settle("m1", "m2", "m3")
