@@ -18,10 +18,12 @@ git archive "$BASE" | tar -x -C "$tmp/src"
 go build -o "$tmp/new" ./cmd/pgmsg
 run() {
   env -u DATABASE_URL -u PGHOST -u PGPORT -u PGDATABASE -u PGUSER \
-    "$1" bench scale --topics 25 --partitions 4 --members 1000 --members-per-group 4 \
-    --heartbeat-for "$FOR" --idle 0 --repeat 1 2>/dev/null | grep 'members heartbeating'
+    "$@" --topics 25 --partitions 4 --members 1000 --members-per-group 4 \
+    --heartbeat-for "$FOR" --idle 0 --repeat 1 2>/dev/null | grep -E 'members heartbeating|floor'
 }
+# This tree's run also measures the floor (SELECT 1 by as many callers)
+# after its heartbeats.
 for r in $(seq "$ROUNDS"); do
-  echo "round $r $BASE: $(run "$tmp/old")"
-  echo "round $r this:  $(run "$tmp/new")"
+  echo "round $r $BASE:"; run "$tmp/old" bench scale
+  echo "round $r this:"; run "$tmp/new" bench scale --members-floor
 done
