@@ -280,7 +280,7 @@ func (c *Client) Heartbeat(ctx context.Context, topic, group, member string, ses
 	}
 	// It also refuses a session timeout out of range (PM004), before it
 	// looks the topic up; one under 1µs is sent as 0.
-	row, err := c.store.GroupHeartbeat(ctx, c.pool, topic, group, member, sessionTimeout, PositionEarliest)
+	row, err := c.heartbeats.Heartbeat(ctx, topic, group, member, sessionTimeout, PositionEarliest)
 	if err != nil {
 		return nil, err
 	}

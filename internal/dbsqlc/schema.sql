@@ -3051,11 +3051,11 @@ BEGIN
     -- row, so a member acting on it cannot take a partition that is no
     -- longer its own.
     UPDATE "pgmsg".group_member m SET heartbeat_at = pg_catalog.clock_timestamp()
-      FROM "pgmsg".consumer_group g
-     WHERE g.topic_id = (SELECT tt.topic_id FROM "pgmsg".topic tt WHERE tt.name = p_topic) AND g.group_name = p_group
-       AND m.topic_id = g.topic_id AND m.group_name = p_group AND m.member_id = p_member
+      FROM (SELECT p_topic AS topic, p_group AS grp, p_member AS member, p_session_timeout AS session) a, "pgmsg".consumer_group g
+     WHERE g.topic_id = (SELECT tt.topic_id FROM "pgmsg".topic tt WHERE tt.name = a.topic) AND g.group_name = a.grp
+       AND m.topic_id = g.topic_id AND m.group_name = a.grp AND m.member_id = a.member
        AND g.steady_until > pg_catalog.clock_timestamp() AND m.generation = g.generation
-       AND m.session_timeout = p_session_timeout
+       AND m.session_timeout = a.session
        AND m.heartbeat_at + m.session_timeout >= pg_catalog.clock_timestamp()
     RETURNING false, m.partitions, m.owner_epochs, m.revoking INTO joined, partitions, owner_epochs, revoking;
     IF FOUND THEN

@@ -3,12 +3,14 @@ package store
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgmsg/pgmsg/internal/errs"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
 )
 
@@ -167,4 +169,97 @@ func TestHeartbeatSteadyGroupKeepsSemantics(t *testing.T) {
 	for _, m := range []string{"m1", "m2", "m3"} {
 		require.Len(t, a[m], 2, m)
 	}
+}
+
+// Steady heartbeats of many members go as one statement: it answers the
+// members of steady groups (their kept assignments, no group row written)
+// and leaves the others (a member that joins, a changed session timeout,
+// a member twice) to group_heartbeat(), which Heartbeats then runs for
+// each of them.
+func TestHeartbeatsTogether(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 8})
+	st := New(b.Schema)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := pgx.Identifier{b.Schema}.Sanitize()
+	_, err := st.TopicCreate(ctx, b.Pool, "t", 4, []byte("{}"))
+	require.NoError(t, err)
+	const session = 10 * time.Second
+	groups := []string{"g0", "g1", "g2"}
+	members := []string{"m0", "m1"}
+	want := map[string][]int32{}
+	for range 10 { // until every answer is the steady one twice in a row
+		settled := true
+		for _, g := range groups {
+			for _, m := range members {
+				hb, err := st.GroupHeartbeat(ctx, b.Pool, "t", g, m, session, "earliest")
+				require.NoError(t, err)
+				k := g + "/" + m
+				if hb.Joined || slices.Contains(hb.Revoking, true) || !slices.Equal(want[k], hb.Partitions) {
+					settled = false
+				}
+				want[k] = hb.Partitions
+			}
+		}
+		if settled {
+			break
+		}
+	}
+	xmins := func() string {
+		var x string
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT string_agg(xmin::text, ',' ORDER BY group_name) FROM `+s+`.consumer_group`).Scan(&x))
+		return x
+	}
+	before := xmins()
+
+	var calls []SteadyHeartbeat
+	for _, g := range groups {
+		for _, m := range members {
+			calls = append(calls, SteadyHeartbeat{Topic: "t", Group: g, Member: m, SessionTimeout: session})
+		}
+	}
+	calls = append(calls,
+		SteadyHeartbeat{Topic: "t", Group: "g0", Member: "new", SessionTimeout: session},
+		SteadyHeartbeat{Topic: "t", Group: "g1", Member: "m0", SessionTimeout: time.Second},
+		SteadyHeartbeat{Topic: "t", Group: "g2", Member: "m0", SessionTimeout: session},
+		SteadyHeartbeat{Topic: "nope", Group: "g0", Member: "m0", SessionTimeout: session})
+	hbs, err := st.steadyHeartbeats(ctx, b.Pool, calls)
+	require.NoError(t, err)
+	require.Len(t, hbs, len(calls))
+	for i, c := range calls[:len(groups)*len(members)] {
+		require.NotNil(t, hbs[i], c)
+		require.Equal(t, want[c.Group+"/"+c.Member], hbs[i].Partitions, c)
+		require.Equal(t, "off", hbs[i].Async)
+	}
+	for i := len(groups) * len(members); i < len(calls); i++ {
+		require.Nil(t, hbs[i], calls[i]) // m0 of g2 was already answered above
+	}
+	require.Equal(t, before, xmins(), "steady heartbeats wrote a group row")
+
+	// Through Heartbeats, all at once: the steady ones are answered as
+	// above, the joining one joins.
+	h := NewHeartbeats(st, b.Pool, HeartbeatLinger)
+	var wg sync.WaitGroup
+	got := make([]*Heartbeat, len(calls))
+	failed := make([]error, len(calls))
+	for i, c := range calls[:len(groups)*len(members)+1] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], failed[i] = h.Heartbeat(ctx, c.Topic, c.Group, c.Member, c.SessionTimeout, "earliest")
+		}()
+	}
+	wg.Wait()
+	for i, c := range calls[:len(groups)*len(members)] {
+		require.NoError(t, failed[i])
+		require.Equal(t, want[c.Group+"/"+c.Member], got[i].Partitions, c)
+		require.False(t, got[i].Joined)
+	}
+	j := len(groups) * len(members)
+	require.NoError(t, failed[j])
+	require.True(t, got[j].Joined, "the new member joins through group_heartbeat()")
+	// A bad name is group_heartbeat()'s PM003, as alone.
+	_, err = h.Heartbeat(ctx, "t", "bad!", "m0", session, "earliest")
+	require.Equal(t, "PM003", errs.Code(err))
 }

@@ -2122,7 +2122,7 @@ BEGIN
     -- rebalance committing meanwhile; claims check ownership on the cursor
     -- row, so a member acting on it cannot take a partition that is no
     -- longer its own.
-    {{sql heartbeat_steady(p_topic, p_group, p_member, p_session_timeout)}}
+    {{sql heartbeat_steady((SELECT p_topic AS topic, p_group AS grp, p_member AS member, p_session_timeout AS session) a)}}
     RETURNING false, m.partitions, m.owner_epochs, m.revoking INTO joined, partitions, owner_epochs, revoking;
     IF FOUND THEN
         RETURN NEXT;  -- the output columns, as RETURNING set them
