@@ -149,6 +149,9 @@ type Client struct {
 	config *Config
 	// store runs every statement (internal/store).
 	store *store.Store
+	// heartbeats sends the group heartbeats of this client's members
+	// (Heartbeat, consumers) together.
+	heartbeats *store.Heartbeats
 
 	// publisher is the publish path's engine (internal/logpublish): the
 	// topic metadata cache and the post-commit work.
@@ -204,11 +207,12 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	st := store.New(cfg.Schema)
 	tracer := telemetry.New(cfg.TracerProvider)
 	return &Client{
-		pool:   pool,
-		config: cfg,
-		store:  st,
-		tracer: tracer,
-		queues: newQueues(st, pool, cfg, tracer),
+		pool:       pool,
+		config:     cfg,
+		store:      st,
+		heartbeats: store.NewHeartbeats(st, pool, store.HeartbeatLinger),
+		tracer:     tracer,
+		queues:     newQueues(st, pool, cfg, tracer),
 		reader: logread.New(&logread.Config{
 			Store: st, Primary: pool, Replicas: cfg.ReadReplicas, ReplicaMaxWait: cfg.ReplicaMaxWait,
 			LeaseMax: durationMax, Logger: cfg.Logger, GatherWait: max(cfg.ClaimGatherWait, 0),

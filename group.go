@@ -268,7 +268,9 @@ type GroupAssignment struct {
 // loop (the HTTP API's members, other languages through group_heartbeat)
 // call it at least once per sessionTimeout (0: SessionTimeoutDefault) and
 // claim with ClaimOpts{Member: member, RequireOwner: true}. The group is
-// created at its earliest records if it does not exist.
+// created at its earliest records if it does not exist. Heartbeats of the
+// client's members (its consumers' too) that come within a few
+// milliseconds of each other go to the database together.
 func (c *Client) Heartbeat(ctx context.Context, topic, group, member string, sessionTimeout time.Duration) (*GroupAssignment, error) {
 	// group_heartbeat() refuses bad names (PM003) before anything else;
 	// Go only what cannot be sent.
@@ -280,7 +282,7 @@ func (c *Client) Heartbeat(ctx context.Context, topic, group, member string, ses
 	}
 	// It also refuses a session timeout out of range (PM004), before it
 	// looks the topic up; one under 1µs is sent as 0.
-	row, err := c.store.GroupHeartbeat(ctx, c.pool, topic, group, member, sessionTimeout, PositionEarliest)
+	row, err := c.heartbeats.Heartbeat(ctx, topic, group, member, sessionTimeout, PositionEarliest)
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,9 @@ type ScaleOptions struct {
 	// group, for HeartbeatFor (after joining).
 	Members, MembersPerGroup int
 	HeartbeatFor             time.Duration
+	// MembersFloor also runs as many callers of a bare SELECT 1 at the
+	// same rate: the cost of the round trips alone.
+	MembersFloor bool
 	// Idle is how long the idle CPU is measured (maintenance loop and a
 	// scrape every 15 s running).
 	Idle time.Duration
@@ -366,7 +369,28 @@ func RunScale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 			Note: note + fmt.Sprintf(", PostgreSQL %.2f %%", pctOrNA(pg0, pg1, el))})
 	}
 	if o.Members > 0 {
-		row, err := heartbeats(ctx, client, pg, o, name, logf)
+		row, err := heartbeats(ctx, pg, o, name, logf, fmt.Sprintf("%d members heartbeating", o.Members), "<= 5 % of a core",
+			func(ctx context.Context, topic, group, member string) error {
+				_, err := client.Heartbeat(ctx, topic, group, member, 0)
+				return err
+			})
+		if err != nil {
+			return nil, err
+		}
+		add(row)
+		for g := range (o.Members + o.MembersPerGroup - 1) / o.MembersPerGroup {
+			_, _ = client.DeleteGroup(ctx, name(g%o.Topics), fmt.Sprintf("hb-%d", g))
+		}
+	}
+	if o.Members > 0 && o.MembersFloor {
+		// The same callers at the same rate, each call a bare SELECT 1:
+		// what one round trip per member per interval costs whatever it
+		// runs.
+		row, err := heartbeats(ctx, pg, o, name, logf, fmt.Sprintf("%d callers of SELECT 1 (floor)", o.Members), "reported",
+			func(ctx context.Context, _, _, _ string) error {
+				_, err := pool.Exec(ctx, "SELECT 1")
+				return err
+			})
 		if err != nil {
 			return nil, err
 		}
@@ -382,9 +406,12 @@ func pctOrNA(a, b, el float64) float64 {
 	return 100 * (b - a) / el
 }
 
-// heartbeats runs o.Members members, MembersPerGroup to a group on the
-// estate's first topics, each heartbeating at HeartbeatIntervalDefault.
-func heartbeats(ctx context.Context, client *pgmsg.Client, pg serverCPU, o ScaleOptions, name func(int) string, logf func(string, ...any)) (ScaleRow, error) {
+// heartbeats runs o.Members callers of call, MembersPerGroup to a group
+// on the estate's first topics, each calling once every
+// HeartbeatIntervalDefault, and measures the CPU of the server and of this
+// process while they do.
+func heartbeats(ctx context.Context, pg serverCPU, o ScaleOptions, name func(int) string, logf func(string, ...any),
+	label, target string, call func(ctx context.Context, topic, group, member string) error) (ScaleRow, error) {
 	groups := (o.Members + o.MembersPerGroup - 1) / o.MembersPerGroup
 	interval := pgmsg.HeartbeatIntervalDefault
 	hctx, cancel := context.WithCancel(ctx)
@@ -410,7 +437,7 @@ func heartbeats(ctx context.Context, client *pgmsg.Client, pg serverCPU, o Scale
 			tk := time.NewTicker(interval)
 			defer tk.Stop()
 			for {
-				if _, err := client.Heartbeat(hctx, topic, group, member, 0); err != nil {
+				if err := call(hctx, topic, group, member); err != nil {
 					if hctx.Err() != nil {
 						return
 					}
@@ -436,7 +463,7 @@ func heartbeats(ctx context.Context, client *pgmsg.Client, pg serverCPU, o Scale
 			}
 		}()
 	}
-	logf("%d members joining %d groups ...", o.Members, groups)
+	logf("%s: starting, %d groups ...", label, groups)
 	time.Sleep(5 * interval) // joins and rebalances settle
 	pg0, s0, t0 := pg.read(), selfCPUOrNA(), time.Now()
 	close(measuring)
@@ -452,14 +479,11 @@ func heartbeats(ctx context.Context, client *pgmsg.Client, pg serverCPU, o Scale
 	cancel()
 	wg.Wait()
 	if err != nil {
-		return ScaleRow{}, fmt.Errorf("heartbeat: %w", err)
-	}
-	for g := range groups {
-		_, _ = client.DeleteGroup(ctx, name(g%o.Topics), fmt.Sprintf("hb-%d", g))
+		return ScaleRow{}, fmt.Errorf("%s: %w", label, err)
 	}
 	pct := pctOrNA(pg0, pg1, el)
-	return ScaleRow{Name: fmt.Sprintf("%d members heartbeating", o.Members), Ms: -1, PgCPUMs: perOpN(pg0, pg1, n),
-		Target: "<= 5 % of a core", Note: fmt.Sprintf("%d groups, %.0f calls/s; PostgreSQL %.1f %% of a core, pgmsg process %.1f %%",
+	return ScaleRow{Name: label, Ms: -1, PgCPUMs: perOpN(pg0, pg1, n),
+		Target: target, Note: fmt.Sprintf("%d groups, %.0f calls/s; PostgreSQL %.1f %% of a core, pgmsg process %.1f %%",
 			groups, float64(n)/el, pct, 100*(s1-s0)/el)}, nil
 }
 

@@ -9,9 +9,11 @@ import (
 )
 
 type PgmsgConsumerGroup struct {
-	TopicID   int32
-	GroupName string
-	CreatedAt pgtype.Timestamptz
+	TopicID     int32
+	GroupName   string
+	CreatedAt   pgtype.Timestamptz
+	Generation  int64
+	SteadyUntil pgtype.Timestamptz
 }
 
 type PgmsgGroupCursor struct {
@@ -40,6 +42,10 @@ type PgmsgGroupMember struct {
 	JoinedAt       pgtype.Timestamptz
 	HeartbeatAt    pgtype.Timestamptz
 	SessionTimeout pgtype.Interval
+	Generation     pgtype.Int8
+	Partitions     []int32
+	OwnerEpochs    []int64
+	Revoking       []bool
 }
 
 type PgmsgJob struct {

@@ -31,6 +31,9 @@ type Config struct {
 	// Store and Exec run the heartbeats and the leave (Exec: the pool).
 	Store *store.Store
 	Exec  store.DBTX
+	// Heartbeats, when set, sends the heartbeats instead, together with
+	// those of the other members sharing it (the client's).
+	Heartbeats *store.Heartbeats
 	// Logger receives the heartbeats' failures and recoveries and a failed
 	// leave.
 	Logger *slog.Logger
@@ -264,8 +267,13 @@ func nextDelay(delay, fast, interval time.Duration, rebalancing bool) time.Durat
 // over.
 func (m *Member) heartbeat(ctx context.Context, topic string) (rebalancing bool, err error) {
 	hbCtx, cancel := context.WithTimeout(ctx, max(m.cfg.SessionTimeout/2, time.Second))
-	hb, err := m.cfg.Store.GroupHeartbeat(hbCtx, m.cfg.Exec, topic, m.cfg.Group, m.cfg.MemberID,
-		m.cfg.SessionTimeout, m.cfg.Start)
+	var hb *store.Heartbeat
+	if m.cfg.Heartbeats != nil {
+		hb, err = m.cfg.Heartbeats.Heartbeat(hbCtx, topic, m.cfg.Group, m.cfg.MemberID, m.cfg.SessionTimeout, m.cfg.Start)
+	} else {
+		hb, err = m.cfg.Store.GroupHeartbeat(hbCtx, m.cfg.Exec, topic, m.cfg.Group, m.cfg.MemberID,
+			m.cfg.SessionTimeout, m.cfg.Start)
+	}
 	cancel()
 	m.mu.Lock()
 	prev := m.owned[topic]

@@ -161,9 +161,24 @@ type Heartbeat struct {
 // (group_heartbeat(); the group is created at start if it does not
 // exist) and returns its assignment.
 func (s *Store) GroupHeartbeat(ctx context.Context, exec DBTX, topic, group, member string, sessionTimeout time.Duration, start string) (*Heartbeat, error) {
+	// The heartbeat of a steady group first, as group_heartbeat() begins:
+	// one statement, without the function call. No row: the function.
+	call := SteadyHeartbeat{Topic: topic, Group: group, Member: member, SessionTimeout: sessionTimeout}
+	hbs, err := s.steadyHeartbeats(ctx, exec, []SteadyHeartbeat{call})
+	if err != nil {
+		return nil, err
+	}
+	if hbs[0] != nil {
+		return hbs[0], nil
+	}
+	return s.groupHeartbeat(ctx, exec, topic, group, member, sessionTimeout, start)
+}
+
+// groupHeartbeat is GroupHeartbeat through group_heartbeat() alone.
+func (s *Store) groupHeartbeat(ctx context.Context, exec DBTX, topic, group, member string, sessionTimeout time.Duration, start string) (*Heartbeat, error) {
 	row, err := s.q.GroupHeartbeat(ctx, s.DB(exec), dbsqlc.GroupHeartbeatParams{
 		Topic: topic, GroupName: group, Member: member,
-		SessionTimeout: pgtype.Interval{Microseconds: sessionTimeout.Microseconds(), Valid: true}, Start: start,
+		SessionTimeout: interval(sessionTimeout), Start: start,
 	})
 	if err != nil {
 		return nil, errs.Map(err)
@@ -171,6 +186,55 @@ func (s *Store) GroupHeartbeat(ctx context.Context, exec DBTX, topic, group, mem
 	return &Heartbeat{Joined: row.Joined, Partitions: row.Partitions, OwnerEpochs: row.OwnerEpochs,
 		Revoking: row.Revoking, Async: row.Async}, nil
 }
+
+// SteadyHeartbeat names one member's heartbeat for steadyHeartbeats.
+type SteadyHeartbeat struct {
+	Topic, Group, Member string
+	SessionTimeout       time.Duration
+}
+
+// steadyHeartbeats runs the heartbeats of members of steady groups
+// (heartbeat_steady) in one statement and answers each member's
+// assignment, or nil for a member whose heartbeat must go through
+// group_heartbeat() (GroupHeartbeat).
+func (s *Store) steadyHeartbeats(ctx context.Context, exec DBTX, calls []SteadyHeartbeat) ([]*Heartbeat, error) {
+	topics := make([]string, len(calls))
+	groups := make([]string, len(calls))
+	members := make([]string, len(calls))
+	sessions := make([]pgtype.Interval, len(calls))
+	for i, c := range calls {
+		topics[i], groups[i], members[i], sessions[i] = c.Topic, c.Group, c.Member, interval(c.SessionTimeout)
+	}
+	rows, err := s.DB(exec).Query(ctx, heartbeatSteadySQL, topics, groups, members, sessions)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	defer rows.Close()
+	out := make([]*Heartbeat, len(calls))
+	for rows.Next() {
+		var i int64
+		hb := &Heartbeat{}
+		if err := rows.Scan(&i, &hb.Partitions, &hb.OwnerEpochs, &hb.Revoking, &hb.Async); err != nil {
+			return nil, errs.Map(err)
+		}
+		out[i-1] = hb
+	}
+	if err := rows.Err(); err != nil {
+		return nil, errs.Map(err)
+	}
+	return out, nil
+}
+
+// heartbeatSteadySQL is steady groups' heartbeats (heartbeat_steady),
+// committed asynchronously as GroupHeartbeat's query does when the group
+// exists (it does: the statement read its row). i numbers the members
+// from 1 in the order of the arrays.
+var heartbeatSteadySQL = `WITH h AS (
+    ` + stmt("heartbeat_steady", `ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
+              pg_catalog.unnest($4::interval[])) WITH ORDINALITY AS a(topic, grp, member, session, i)`) + `
+    RETURNING a.i, m.partitions, m.owner_epochs, m.revoking
+)
+SELECT h.i, h.partitions, h.owner_epochs, h.revoking, pg_catalog.set_config('synchronous_commit', 'off', true) FROM h`
 
 // GroupLeave removes member from group on topic; false if it was not in
 // the group.

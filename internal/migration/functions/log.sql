@@ -265,6 +265,9 @@ BEGIN
         INSERT INTO {{schema}}.group_cursor (topic_id, group_name, partition, next_offset)
         SELECT t.topic_id, g.group_name, p, 0 FROM {{schema}}.consumer_group g WHERE g.topic_id = t.topic_id;
     END LOOP;
+    -- Their groups now have unowned partitions: the next heartbeat of each
+    -- rebalances it (group_heartbeat).
+    UPDATE {{schema}}.consumer_group g SET steady_until = NULL WHERE g.topic_id = t.topic_id;
 END $function$;
 
 -- topic_delete drops a topic, its records (whole tables, no DELETE) and its
@@ -2102,16 +2105,32 @@ DECLARE
     v_topic   integer;
     v_joined  boolean;
     v_steady  boolean;
+    v_until   timestamptz;
+    v_gen     bigint;
     v_parts   integer[];
     v_epochs  bigint[];
     v_revoking boolean[];
 BEGIN
-    -- A live member of an existing group is the common case, every
-    -- interval of every member: its names were checked when its row was
-    -- created (a topic, group or member row holds only valid names), so
-    -- it costs two primary-key lookups and the update of its row. Any
-    -- other case checks every argument first (PM003, PM004), whether or
-    -- not the topic exists, as the first heartbeat always did.
+    -- A live member of a steady group that knows the group's generation
+    -- is every interval of every member: heartbeat_steady, one UPDATE of
+    -- its row by primary key, answering the assignment that row keeps.
+    -- Nothing else can have changed: a rebalance moves the generation on,
+    -- and no member's session ends before steady_until. The names need no
+    -- check: a topic, group or member row holds only valid names. The
+    -- group row is read, not locked: the answer is the assignment as of
+    -- this statement's snapshot, as if the heartbeat had run just before a
+    -- rebalance committing meanwhile; claims check ownership on the cursor
+    -- row, so a member acting on it cannot take a partition that is no
+    -- longer its own.
+    {{sql heartbeat_steady((SELECT p_topic AS topic, p_group AS grp, p_member AS member, p_session_timeout AS session) a)}}
+    RETURNING false, m.partitions, m.owner_epochs, m.revoking INTO joined, partitions, owner_epochs, revoking;
+    IF FOUND THEN
+        RETURN NEXT;  -- the output columns, as RETURNING set them
+        RETURN;
+    END IF;
+    -- Otherwise: a bad session timeout is PM004 after any bad name's
+    -- PM003, whether or not the topic exists; a member that (re)joins has
+    -- its names checked before anything is written.
     IF p_session_timeout IS NULL OR p_session_timeout <= interval '0' OR p_session_timeout > interval '366 days' THEN
         PERFORM {{schema}}._check_name('topic', p_topic);
         PERFORM {{schema}}._check_name('group', p_group);
@@ -2158,11 +2177,12 @@ BEGIN
     -- A steady group (no member past its session, every partition owned by
     -- a live member and none being handed over, owners' counts within one
     -- of each other) is what _rebalance would leave unchanged: skip it.
-    -- The test (_group_steady's, written out) and the member's assignment
-    -- are one statement: a heartbeat of a steady group runs three.
+    -- The test (_group_steady's, written out), the first moment a member's
+    -- session can end and the member's assignment are one statement.
     IF NOT v_joined THEN
         WITH m AS (
-            SELECT m.member_id, m.heartbeat_at + m.session_timeout >= clock_timestamp() AS alive
+            SELECT m.member_id, m.heartbeat_at + m.session_timeout >= clock_timestamp() AS alive,
+                   m.heartbeat_at + m.session_timeout AS ends
               FROM {{schema}}.group_member m
              WHERE m.topic_id = v_topic AND m.group_name = p_group
         ), c AS (
@@ -2176,11 +2196,26 @@ BEGIN
                         AND coalesce((SELECT bool_and(settled) FROM c), true)
                         AND (SELECT max(n) - min(n) <= 1 FROM (SELECT (SELECT count(*) FROM c WHERE c.owner = m.member_id) AS n FROM m) k),
                         false),
+               (SELECT min(ends) FROM m),
                (SELECT coalesce(array_agg(c.partition ORDER BY c.partition), '{}') FROM c WHERE c.owner = p_member),
                (SELECT coalesce(array_agg(c.owner_epoch ORDER BY c.partition), '{}') FROM c WHERE c.owner = p_member),
                (SELECT coalesce(array_agg(c.next_owner IS NOT NULL ORDER BY c.partition), '{}') FROM c WHERE c.owner = p_member)
-          INTO v_steady, v_parts, v_epochs, v_revoking;
+          INTO v_steady, v_until, v_parts, v_epochs, v_revoking;
         IF v_steady THEN
+            -- Members' sessions only end later than v_until from now on
+            -- (a heartbeat that changes its session timeout comes here):
+            -- until then the next heartbeats need not look.
+            UPDATE {{schema}}.consumer_group g SET steady_until = v_until
+             WHERE g.topic_id = v_topic AND g.group_name = p_group
+               AND g.steady_until IS DISTINCT FROM v_until
+            RETURNING g.generation INTO v_gen;
+            IF NOT FOUND THEN
+                SELECT g.generation INTO v_gen FROM {{schema}}.consumer_group g
+                 WHERE g.topic_id = v_topic AND g.group_name = p_group;
+            END IF;
+            UPDATE {{schema}}.group_member m
+               SET generation = v_gen, partitions = v_parts, owner_epochs = v_epochs, revoking = v_revoking
+             WHERE m.topic_id = v_topic AND m.group_name = p_group AND m.member_id = p_member;
             RETURN QUERY SELECT false, v_parts, v_epochs, v_revoking;
             RETURN;
         END IF;
@@ -2259,6 +2294,11 @@ DECLARE
     k        integer;
     j        integer := 1;
 BEGIN
+    -- Whatever this changes, the members' kept assignments are of an older
+    -- generation now, and the group's steadiness is unknown until the next
+    -- heartbeat checks it (group_heartbeat).
+    UPDATE {{schema}}.consumer_group g SET generation = g.generation + 1, steady_until = NULL
+     WHERE g.topic_id = p_topic_id AND g.group_name = p_group;
     WITH dead AS (
         DELETE FROM {{schema}}.group_member m
          WHERE m.topic_id = p_topic_id AND m.group_name = p_group
