@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/pgmsg/pgmsg/internal/logconsumer"
 	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
@@ -97,22 +98,19 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest, pace *fetchP
 }
 
 // fetchPace is a connection's Fetch answers as the cooldown needs them:
-// when the last went and the records a second they have been carrying.
+// when the last went and the records a second they have been carrying
+// (measured as the native consumer measures its claims').
 type fetchPace struct {
 	mu   sync.Mutex
 	last time.Time
-	rate float64
+	rate logconsumer.RateMeter
 }
 
 // answered notes an answer of n records at now.
 func (p *fetchPace) answered(n int, now time.Time) {
+	p.rate.Add(n, now)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.last.IsZero() {
-		if dt := now.Sub(p.last).Seconds(); dt > 0 {
-			p.rate = (p.rate + float64(n)/dt) / 2
-		}
-	}
 	p.last = now
 }
 
@@ -126,7 +124,7 @@ func (p *fetchPace) cooldown(cooldown time.Duration, minRate, partitions int, no
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.last.IsZero() || (minRate > 0 && p.rate < float64(minRate)*float64(max(partitions, 1))) {
+	if p.last.IsZero() || (minRate > 0 && p.rate.Rate() < float64(minRate)*float64(max(partitions, 1))) {
 		return 0
 	}
 	until := p.last.Add(cooldown)

@@ -137,7 +137,7 @@ type Consumer struct {
 	lastClaim atomic.Int64
 	// received is the rate of the records claimed, for
 	// ClaimCooldownMinRate.
-	received rateMeter
+	received RateMeter
 }
 
 // Init makes cn, the zero Consumer, read through log (a Consumer is
@@ -261,7 +261,7 @@ func (cn *Consumer) wait(ctx context.Context) error {
 // consumer receives at least ClaimCooldownMinRate records a second;
 // below that rate, at once.
 func (cn *Consumer) claimNotBefore() time.Time {
-	if cn.cfg.ClaimCooldown <= 0 || cn.received.rate() < cn.cfg.ClaimCooldownMinRate {
+	if cn.cfg.ClaimCooldown <= 0 || cn.received.Rate() < cn.cfg.ClaimCooldownMinRate {
 		return time.Time{}
 	}
 	return time.Unix(0, cn.lastClaim.Load()).Add(cn.cfg.ClaimCooldown)
@@ -280,7 +280,7 @@ func (cn *Consumer) claimOnce(ctx context.Context, commit *pgmsgtype.Claim) (cl 
 		if cl != nil {
 			n = len(cl.Records)
 		}
-		cn.received.add(n, time.Now())
+		cn.received.Add(n, time.Now())
 	}()
 	defer func() {
 		if commit == nil {

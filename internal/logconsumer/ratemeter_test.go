@@ -10,21 +10,21 @@ import (
 // The estimate is set when a window of at least rateWindow closes, from
 // the records counted in it, and holds until the next one closes.
 func TestRateMeter(t *testing.T) {
-	var m rateMeter
+	var m RateMeter
 	t0 := time.Unix(1000, 0)
-	require.Zero(t, m.rate())
-	m.add(100, t0)
-	m.add(100, t0.Add(100*time.Millisecond))
-	require.Zero(t, m.rate(), "no window has closed yet")
-	m.add(200, t0.Add(200*time.Millisecond))
-	require.InDelta(t, 2000, m.rate(), 0.001, "400 records in 200ms")
-	m.add(0, t0.Add(300*time.Millisecond))
-	require.InDelta(t, 2000, m.rate(), 0.001, "held until the next window closes")
-	m.add(0, t0.Add(1200*time.Millisecond))
-	require.Zero(t, m.rate(), "a window of empty claims")
-	m.add(50, t0.Add(1300*time.Millisecond))
-	m.add(0, t0.Add(2200*time.Millisecond))
-	require.InDelta(t, 50, m.rate(), 0.001, "50 records in one second")
+	require.Zero(t, m.Rate())
+	m.Add(100, t0)
+	m.Add(100, t0.Add(100*time.Millisecond))
+	require.Zero(t, m.Rate(), "no window has closed yet")
+	m.Add(200, t0.Add(200*time.Millisecond))
+	require.InDelta(t, 2000, m.Rate(), 0.001, "400 records in 200ms")
+	m.Add(0, t0.Add(300*time.Millisecond))
+	require.InDelta(t, 2000, m.Rate(), 0.001, "held until the next window closes")
+	m.Add(0, t0.Add(1200*time.Millisecond))
+	require.Zero(t, m.Rate(), "a window of empty claims")
+	m.Add(50, t0.Add(1300*time.Millisecond))
+	m.Add(0, t0.Add(2200*time.Millisecond))
+	require.InDelta(t, 50, m.Rate(), 0.001, "50 records in one second")
 }
 
 // The cooldown holds a wake-up only while the consumer receives at least
@@ -34,13 +34,13 @@ func TestClaimNotBeforeMinRate(t *testing.T) {
 	last := time.Now()
 	cn.lastClaim.Store(last.UnixNano())
 	require.True(t, cn.claimNotBefore().IsZero(), "no rate yet: at once")
-	cn.received.add(100, last.Add(-time.Second))
-	cn.received.add(100, last)
+	cn.received.Add(100, last.Add(-time.Second))
+	cn.received.Add(100, last)
 	require.True(t, cn.claimNotBefore().IsZero(), "200 records/s: at once")
-	cn.received.add(400, last.Add(200*time.Millisecond))
+	cn.received.Add(400, last.Add(200*time.Millisecond))
 	require.Equal(t, last.Add(30*time.Millisecond).UnixNano(), cn.claimNotBefore().UnixNano(), "2,000 records/s: held")
 	cn.cfg.ClaimCooldownMinRate = 0
-	cn.received = rateMeter{}
+	cn.received = RateMeter{}
 	require.Equal(t, last.Add(30*time.Millisecond).UnixNano(), cn.claimNotBefore().UnixNano(), "at any rate")
 	cn.cfg.ClaimCooldown = 0
 	require.True(t, cn.claimNotBefore().IsZero(), "no cooldown")
