@@ -239,3 +239,35 @@ func TestProduceRoundOneCommit(t *testing.T) {
 	require.Equal(t, int64(0), lo)
 	require.Equal(t, int64(producers*per-1), hi)
 }
+
+// A batch large enough for COPY in a round goes alone (COPY stores its
+// rows for less than the shared transaction does); the small ones around
+// it share commits.
+func TestProduceRoundLargeBatchAlone(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.Client.CreateTopic(tb.Ctx, "mixed", pgmsg.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	sizes := []int{2, 2, 16, 2}
+	batches := make([][]*pgmsg.Record, len(sizes))
+	for p, n := range sizes {
+		for i := range n {
+			batches[p] = append(batches[p], &pgmsg.Record{Topic: "mixed", Partition: 0, Value: []byte(fmt.Sprintf("p%d-%d", p, i))})
+		}
+	}
+	bases, errs := tb.srv.StoreRound("mixed", 0, batches)
+	xmin := make([]string, len(sizes))
+	for p := range batches {
+		require.NoError(t, errs[p])
+		require.NoError(t, tb.Pool.QueryRow(tb.Ctx, fmt.Sprintf(`SELECT xmin::text FROM %q.record r WHERE r."offset" = $1`, tb.Schema), bases[p]).Scan(&xmin[p]))
+	}
+	var n, xacts int
+	require.NoError(t, tb.Pool.QueryRow(tb.Ctx, fmt.Sprintf(`SELECT count(*), count(DISTINCT xmin::text) FROM %q.record`, tb.Schema)).Scan(&n, &xacts))
+	require.Equal(t, 22, n)
+	for p, x := range xmin {
+		if p != 2 {
+			require.NotEqual(t, xmin[2], x, "the 16-record batch shared producer %d's transaction", p)
+		}
+	}
+	require.LessOrEqual(t, xacts, 3, "the small batches either side of the large one share commits")
+}

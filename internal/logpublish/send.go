@@ -316,25 +316,46 @@ type Sequenced struct {
 	Err        error
 }
 
-// SendSequencedMany publishes batches of one partition from different
-// Kafka idempotent producers (the listener's produce requests that queued
-// behind each other) with one commit for all of them
-// (store.KafkaPublishMany), each decided as SendSequenced decides it. When
-// the shared transaction fails (backpressure, a record the server
-// refuses, a topic deleted under it) or the topic has backpressure, each
-// goes on its own through SendSequenced, so that one batch's error is its
-// own.
+// SendSequencedMany publishes batches of one partition from Kafka
+// idempotent producers (the listener's produce requests that queued
+// behind each other), in their order, each decided as SendSequenced
+// decides it. Consecutive batches too small for COPY go with one commit
+// for all of them (store.KafkaPublishMany): one WAL flush instead of one
+// each, which is what their latency was made of. A batch large enough
+// for COPY goes on its own through SendSequenced: COPY stores its rows for
+// less than _kafka_publish() does (measured: a round of 100-record
+// batches through KafkaPublishMany ran at 0.65x native produce, with COPY
+// at 0.89x). When a shared transaction fails (backpressure, a record the
+// server refuses, a topic deleted under it) or the topic has
+// backpressure, its batches go one by one, so that one batch's error is
+// its own.
 func (p *Publisher) SendSequencedMany(ctx context.Context, topic string, partition int32, items []*Sequenced) {
+	together := false
 	if len(items) > 1 {
-		if meta, err := p.TopicMeta(ctx, p.pool, topic, false); err == nil && !meta.Backpressure {
-			if p.sendSequencedTogether(ctx, topic, partition, items) {
-				return
-			}
+		meta, err := p.TopicMeta(ctx, p.pool, topic, false)
+		together = err == nil && !meta.Backpressure
+	}
+	alone := func(run []*Sequenced) {
+		for _, it := range run {
+			it.Result, it.Err = p.SendSequenced(ctx, topic, partition, it.Records, it.ProducerID, it.Sequence)
 		}
 	}
-	for _, it := range items {
-		it.Result, it.Err = p.SendSequenced(ctx, topic, partition, it.Records, it.ProducerID, it.Sequence)
+	start := 0
+	flush := func(end int) {
+		run := items[start:end]
+		if len(run) > 1 && together && p.sendSequencedTogether(ctx, topic, partition, run) {
+			return
+		}
+		alone(run)
 	}
+	for i, it := range items {
+		if len(it.Records) >= store.CopyMinRecords {
+			flush(i)
+			alone(items[i : i+1])
+			start = i + 1
+		}
+	}
+	flush(len(items))
 }
 
 func (p *Publisher) sendSequencedTogether(ctx context.Context, topic string, partition int32, items []*Sequenced) bool {
