@@ -131,10 +131,8 @@ type Config struct {
 	// to hold: a Fetch of 4 partitions waits out the cooldown once its
 	// connection receives 4 × FetchCooldownMinRate records a second, as
 	// the native consumer, whose claims read one partition each, waits
-	// once its claims return ClaimCooldownMinRate. Measured per
-	// connection instead, a group member fetching 4 partitions of a topic
-	// written at 5,000 records/s waited up to 20 ms on most answers (e2e
-	// p99 2.0× native's; 1.15× per partition). Default
+	// once its claims return ClaimCooldownMinRate. The rate is measured
+	// over windows of answers (logconsumer.RateMeter). Default
 	// FetchCooldownMinRateDefault; negative: at any rate.
 	FetchCooldownMinRate int
 	// RequireAuth makes every connection authenticate with SASL/PLAIN
