@@ -29,14 +29,14 @@ type conn struct {
 
 	inflight sync.WaitGroup
 
-	// tails holds, per topic partition, a channel closed when the last
-	// produce to it that this connection read has finished: the next one
-	// waits for it, so a partition's batches are stored in the order the
-	// client sent them, and a Fetch or ListOffsets read after a produce
-	// sees it. Tickets are taken by the reader, in the order of the
-	// requests, before a request's goroutine starts.
+	// tails holds, per topic partition, the ticket of the last produce to
+	// it that this connection read: the next one waits until it is queued,
+	// so a partition's batches are stored in the order the client sent
+	// them, and a Fetch or ListOffsets read after a produce waits until
+	// it is stored, so it sees it. Tickets are taken by the reader, in the
+	// order of the requests, before a request's goroutine starts.
 	tailsMu sync.Mutex
-	tails   map[tp]chan struct{}
+	tails   map[tp]*ticket
 
 	auth authState
 	// pace is the connection's Fetch answers, for the cooldown.
@@ -60,7 +60,7 @@ type pending struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, tails: map[tp]chan struct{}{}}
+	c := &conn{s: s, nc: nc, tails: map[tp]*ticket{}}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c
 }
@@ -81,34 +81,56 @@ type request struct {
 	after []chan struct{}
 }
 
-// ticket is one partition's place in the connection's produce order: its
-// work starts when prev is closed and ends with done.
+// ticket is one partition's place in the connection's produce order.
+// Its work starts when the produce before it is queued (prev.queued: a
+// partition's queue stores its work in queue order), and it is stored
+// when it and every produce before it on the partition is (stored, for
+// the Fetches and ListOffsets read after it).
 type ticket struct {
-	key  tp
-	prev chan struct{} // nil: nothing before it
-	mine chan struct{}
-	once sync.Once
+	key    tp
+	prev   *ticket // nil: nothing before it
+	queued chan struct{}
+	stored chan struct{}
+	qOnce  sync.Once
+	sOnce  sync.Once
 }
 
-// wait waits for the produce before t on its partition.
+// wait waits until the produce before t on its partition is queued.
 func (t *ticket) wait(ctx context.Context) error {
 	if t.prev == nil {
 		return nil
 	}
 	select {
-	case <-t.prev:
+	case <-t.prev.queued:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// done lets the next produce of t's partition start.
+// queued lets the next produce of t's partition start: t has its place
+// in the partition's queue.
+func (c *conn) queued(t *ticket) {
+	t.qOnce.Do(func() { close(t.queued) })
+}
+
+// done ends t's produce: the next one of the partition may start, and
+// once the ones before it are stored, t counts as stored. It waits for
+// those (they are ahead of it in the partition's queue), unless the
+// connection is closing.
 func (c *conn) done(t *ticket) {
-	t.once.Do(func() {
-		close(t.mine)
+	c.queued(t)
+	t.sOnce.Do(func() {
+		if t.prev != nil {
+			select {
+			case <-t.prev.stored:
+			case <-c.ctx.Done():
+			}
+			t.prev = nil // let the tickets before it go
+		}
+		close(t.stored)
 		c.tailsMu.Lock()
-		if c.tails[t.key] == t.mine {
+		if c.tails[t.key] == t {
 			delete(c.tails, t.key)
 		}
 		c.tailsMu.Unlock()
@@ -125,8 +147,8 @@ func (c *conn) order(r *request) {
 		for _, rt := range req.Topics {
 			for _, rp := range rt.Partitions {
 				key := tp{rt.Topic, rp.Partition}
-				t := &ticket{key: key, prev: c.tails[key], mine: make(chan struct{})}
-				c.tails[key] = t.mine
+				t := &ticket{key: key, prev: c.tails[key], queued: make(chan struct{}), stored: make(chan struct{})}
+				c.tails[key] = t
 				r.tickets = append(r.tickets, t)
 			}
 		}
@@ -136,8 +158,8 @@ func (c *conn) order(r *request) {
 		}
 		for _, rt := range req.Topics {
 			for _, rp := range rt.Partitions {
-				if ch := c.tails[tp{rt.Topic, rp.Partition}]; ch != nil {
-					r.after = append(r.after, ch)
+				if t := c.tails[tp{rt.Topic, rp.Partition}]; t != nil {
+					r.after = append(r.after, t.stored)
 				}
 			}
 		}
@@ -147,8 +169,8 @@ func (c *conn) order(r *request) {
 		}
 		for _, rt := range req.Topics {
 			for _, rp := range rt.Partitions {
-				if ch := c.tails[tp{rt.Topic, rp.Partition}]; ch != nil {
-					r.after = append(r.after, ch)
+				if t := c.tails[tp{rt.Topic, rp.Partition}]; t != nil {
+					r.after = append(r.after, t.stored)
 				}
 			}
 		}

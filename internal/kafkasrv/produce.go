@@ -93,7 +93,7 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest, tickets []
 				setProduceError(req.Version, j.sp, berr)
 				return
 			}
-			if err := c.s.publish(ctx, j.sp, batches, func() { c.done(j.t) }); err != nil {
+			if err := c.s.publish(ctx, j.sp, batches, func() { c.queued(j.t) }); err != nil {
 				fatalOnce.Do(func() { fatal = err })
 			}
 		}
