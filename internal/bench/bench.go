@@ -210,13 +210,20 @@ func newPacer(perSec, phase float64) *pacer {
 	return &pacer{interval: iv, next: time.Now().Add(time.Duration(phase * float64(iv)))}
 }
 
-// wait sleeps until the next slot. A caller that fell behind by more than
-// a second does not burst to catch up.
-func (p *pacer) wait(ctx context.Context) error {
-	if p.interval == 0 {
-		return ctx.Err()
-	}
+// wait sleeps until the next slot and returns the slot's time: the time
+// a call was due, which latencies count from. A caller that fell behind
+// (its previous call took longer than the interval) calls at once, and
+// its call's latency includes the time it was late, as an open system's
+// would (a stalled call delays the calls queued behind it: measured from
+// when each call started instead, a stall would count once, however many
+// calls it held up). A caller that fell behind by more than a second does
+// not burst to catch up: its slots start again from now. Without a rate
+// the slot is now.
+func (p *pacer) wait(ctx context.Context) (time.Time, error) {
 	now := time.Now()
+	if p.interval == 0 {
+		return now, ctx.Err()
+	}
 	if p.next.Before(now.Add(-time.Second)) {
 		p.next = now
 	}
@@ -225,10 +232,11 @@ func (p *pacer) wait(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return p.next, ctx.Err()
 		case <-t.C:
 		}
 	}
+	slot := p.next
 	p.next = p.next.Add(p.interval)
-	return ctx.Err()
+	return slot, ctx.Err()
 }

@@ -64,6 +64,33 @@ func TestPacerPhases(t *testing.T) {
 	require.Zero(t, newPacer(0, 0.5).interval, "no rate: no pacing")
 }
 
+// A caller that fell behind gets its missed slots at once, each with its
+// own due time, so that a stalled call's delay counts in every call it
+// held up (latencies count from the slot); behind by more than a second,
+// slots start again from now.
+func TestPacerSlots(t *testing.T) {
+	t.Parallel()
+	p := newPacer(100, 0) // every 10 ms
+	first, err := p.wait(context.Background())
+	require.NoError(t, err)
+	time.Sleep(35 * time.Millisecond) // a stalled call
+	for i := 1; i <= 3; i++ {
+		slot, err := p.wait(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, first.Add(time.Duration(i)*10*time.Millisecond), slot, "slot %d", i)
+	}
+	p.next = time.Now().Add(-2 * time.Second)
+	before := time.Now()
+	slot, err := p.wait(context.Background())
+	require.NoError(t, err)
+	require.False(t, slot.Before(before), "behind by more than a second: the slot is now")
+
+	before = time.Now()
+	now, err := newPacer(0, 0).wait(context.Background())
+	require.NoError(t, err)
+	require.False(t, now.Before(before), "no rate: the slot is now")
+}
+
 // The summary's latencies are those recorded inside the measured window:
 // a sample of the warm-up never reaches them, even when the interval it
 // was recorded in ends after the warm-up (the progress ticker's first

@@ -183,17 +183,16 @@ func (d *kafkaPubSub) publish(ctx context.Context, vals [][]byte) error {
 		return d.c.Publish(ctx, recs, nil)
 	}
 	errc := make(chan error, 1)
-	d.publishAsync(ctx, vals, func(_ int, _ time.Duration, err error) { errc <- err })
+	d.publishAsync(ctx, vals, func(_ int, err error) { errc <- err })
 	return <-errc
 }
 
 // publishAsync produces vals and returns once they are buffered (waiting
 // for room when the producer's buffer is full); done is called once every
 // record is acknowledged or failed.
-func (d *kafkaPubSub) publishAsync(ctx context.Context, vals [][]byte, done func(n int, took time.Duration, err error)) {
+func (d *kafkaPubSub) publishAsync(ctx context.Context, vals [][]byte, done func(n int, err error)) {
 	cl := <-d.prods
 	defer func() { d.prods <- cl }()
-	t0 := time.Now()
 	left := atomic.Int64{}
 	left.Store(int64(len(vals)))
 	var errOnce sync.Once
@@ -206,7 +205,7 @@ func (d *kafkaPubSub) publishAsync(ctx context.Context, vals [][]byte, done func
 				errOnce.Do(func() { first = err })
 			}
 			if left.Add(-1) == 0 {
-				done(len(vals), time.Since(t0), first)
+				done(len(vals), first)
 			}
 		})
 	}

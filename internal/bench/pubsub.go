@@ -171,7 +171,7 @@ type PubSubResult struct {
 // records' acknowledgement (a Kafka producer's): publishAsync returns once
 // vals are handed over, and done reports when they are stored or failed.
 type asyncPublisher interface {
-	publishAsync(ctx context.Context, vals [][]byte, done func(n int, took time.Duration, err error))
+	publishAsync(ctx context.Context, vals [][]byte, done func(n int, err error))
 }
 
 // cpuMeter is a driver that can tell the CPU time of a server process.
@@ -344,25 +344,30 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 			// Spread over the interval: together the producers publish
 			// at evenly spaced instants, not all at once.
 			p := newPacer(perProducer, float64(i)/float64(o.Producers))
-			for p.wait(runCtx) == nil {
-				t0 := time.Now()
+			for {
+				// t0 is when the call was due: a publish held up by the
+				// one before it counts from then (pacer.wait).
+				t0, err := p.wait(runCtx)
+				if err != nil {
+					return
+				}
 				for _, v := range vals {
 					stamp(v, t0)
 				}
 				if async != nil {
-					async.publishAsync(runCtx, vals, func(n int, took time.Duration, err error) {
+					async.publishAsync(runCtx, vals, func(n int, err error) {
 						switch {
 						case err != nil:
 							if runCtx.Err() == nil {
 								st.fail(err)
 							}
 						case time.Now().Before(win.end):
-							st.wrote(n, took)
+							st.wrote(n, time.Since(t0))
 						}
 					})
 					continue
 				}
-				err := d.publish(runCtx, vals)
+				err = d.publish(runCtx, vals)
 				if err != nil {
 					if runCtx.Err() != nil {
 						return

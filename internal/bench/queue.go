@@ -204,8 +204,13 @@ func RunQueue(ctx context.Context, env *Env, impl string, o QueueOptions) (*Queu
 			per := max(1, int(o.Rate/100))
 			vals := payloads(per, o.Payload)
 			p := newPacer(o.Rate/float64(per), 0)
-			for p.wait(runCtx) == nil {
-				t0 := time.Now()
+			for {
+				// Latencies count from when the enqueue was due
+				// (pacer.wait).
+				t0, err := p.wait(runCtx)
+				if err != nil {
+					return
+				}
 				for _, v := range vals {
 					stamp(v, t0)
 				}
