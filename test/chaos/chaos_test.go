@@ -239,7 +239,6 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-
 // runChaosResult runs the harness, logs its result, fails the test on a
 // violated invariant and returns the result.
 func runChaosResult(t *testing.T, o Options) *Result {

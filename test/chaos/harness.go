@@ -169,7 +169,7 @@ type Options struct {
 	// primary.
 	MaintenanceAgents int
 	Keep              bool // keep the work directory even on success
-	Logf      func(format string, args ...any)
+	Logf              func(format string, args ...any)
 }
 
 func (o *Options) defaults() {
@@ -291,11 +291,11 @@ type Harness struct {
 	// leaderStuck: failovers after which no maintenance leader came up on
 	// the new primary (violations).
 	leaderStuck []string
-	pgMu       sync.Mutex
-	proxy      *Proxy
-	bouncer    *Bouncer
-	admin      *pgxpool.Pool
-	url        string
+	pgMu        sync.Mutex
+	proxy       *Proxy
+	bouncer     *Bouncer
+	admin       *pgxpool.Pool
+	url         string
 
 	mu        sync.Mutex
 	slots     []*slot
