@@ -5,8 +5,12 @@
 // faults at random times: kill -9 of agents, SIGSTOP past the lease then
 // SIGCONT, PostgreSQL crashes (SIGKILL of the whole server, immediate
 // shutdown) and fast restarts, connections cut or stalled by the proxy, row
-// locks held past the agents' lock and statement timeouts, and a
-// transaction pinning the xmin horizon. Then it lets the consumers and
+// locks held past the agents' lock and statement timeouts, a transaction
+// pinning the xmin horizon, and a full volume under the tables that
+// receive publishes and enqueues (Options.DiskFull). With
+// Options.Failover the database is a pg_auto_failover formation instead,
+// and the faults are primary kills and switchovers (failover.go). Then it
+// lets the consumers and
 // workers drain, stops everything and checks the invariants (checker.go)
 // over the agents' histories and the final database state.
 //
