@@ -24,12 +24,12 @@ const fullVolSize = 4 << 30
 const fullTablespace = "chaos_full"
 
 // setupDiskFull mounts a tmpfs, makes it a tablespace, and moves onto it
-// what publishes and enqueues write: the topic's segments (and, through
-// the topic's partitioned table, the segments made later) and the queue's
-// job and job_payload tables. Their indexes, the partition counters, the
-// cursors, the archive and the WAL stay on the data directory's volume:
-// a full volume then fails the statements that need a new page there,
-// with SQLSTATE 53100 (PM021), and nothing else.
+// what publishes and enqueues write: the topic's segments (and, as the
+// database's default_tablespace, the segments made later, with their
+// indexes) and the queue's job and job_payload tables. Their indexes, the
+// partition counters, the cursors, the archive and the WAL stay on the
+// data directory's volume: a full volume then fails the statements that
+// need a new page there, with SQLSTATE 53100 (PM021), and nothing else.
 func (h *Harness) setupDiskFull(ctx context.Context) error {
 	if os.Geteuid() != 0 {
 		return errors.New("chaos: DiskFull mounts a tmpfs: needs root")
@@ -67,12 +67,17 @@ func (h *Harness) setupDiskFull(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The topic's partitioned table first: SET TABLESPACE on it moves no
-	// data and makes it the tablespace of the partitions created later.
 	for _, t := range tables {
 		if _, err := h.admin.Exec(ctx, fmt.Sprintf("ALTER TABLE %s SET TABLESPACE %s", t, fullTablespace)); err != nil {
 			return fmt.Errorf("chaos: move %s: %w", t, err)
 		}
+	}
+	// pgmsg makes a segment with CREATE TABLE ... (LIKE ...) and ATTACH
+	// PARTITION, which takes default_tablespace, not the partitioned
+	// table's: the agents' sessions (they connect after this) put the
+	// segments they make on the volume too.
+	if _, err := h.admin.Exec(ctx, "ALTER DATABASE postgres SET default_tablespace = "+fullTablespace); err != nil {
+		return err
 	}
 	h.o.Logf("chaos: %d tables on the DiskFull tablespace (tmpfs %s)", len(tables), dir)
 	return nil
