@@ -70,6 +70,44 @@ func TestChaosSmoke(t *testing.T) {
 	requireDiskFullBit(t, res)
 }
 
+// TestChaosDiskFull is the bounded disk-full run of the normal test
+// command: the smoke load, only the disk-full kind, twice. The publishes
+// and enqueues the full volume refused are retried and stored once it has
+// room again; nothing acknowledged is lost, the groups and the workers
+// drain, and at least one publish must have been refused with PM021.
+func TestChaosDiskFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: skipped in -short mode")
+	}
+	requireServerBinaries(t)
+	if !wantDiskFull(t) {
+		t.Skip("chaos: the disk-full kind needs root (it mounts a tmpfs)")
+	}
+	res := runChaosResult(t, Options{
+		Duration:       5 * time.Second,
+		FaultsPerKind:  2,
+		Faults:         []string{FaultDiskFull},
+		FaultMin:       time.Second,
+		FaultMax:       2 * time.Second,
+		DiskFull:       true,
+		Producers:      1,
+		CopyProducers:  1,
+		AsyncProducers: 1,
+		Partitions:     2,
+		Consumers:      2,
+		TxConsumers:    1,
+		Enqueuers:      1,
+		Workers:        2,
+		Rate:           100,
+	})
+	if s := res.Faults[FaultDiskFull]; s == nil || s.Injected < 2 {
+		t.Errorf("the disk-full kind was injected fewer than 2 times")
+	}
+	requireDiskFullBit(t, res)
+	require.Positive(t, res.Report.Published)
+	require.Positive(t, res.Report.JobsCompleted)
+}
+
 // wantDiskFull reports whether a run can inject FaultDiskFull: it mounts
 // a tmpfs, so only as root. With PGMSG_REQUIRE_DISKFULL=1 (.ci/run) a run
 // that cannot fails; otherwise it goes on without the kind and says so.

@@ -362,6 +362,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		o.Logf("chaos: agents running against %s (proxy %s); injecting faults for %s", h.cluster.Describe(), h.proxy.Addr(), o.Duration)
 	}
 
+	h.waitLoad(ctx)
 	var bg sync.WaitGroup
 	faultsDone := make(chan struct{})
 	if o.XminHold > 0 {
@@ -811,6 +812,23 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 	}
 	h.recordFault(kind, start, time.Now(), detail)
 	return ok
+}
+
+// waitLoad waits up to two minutes until the agents have published 100
+// records (on a loaded machine they take a while to start): a fault that
+// hits before any load proves nothing.
+func (h *Harness) waitLoad(ctx context.Context) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var n int64
+		err := h.admin.QueryRow(ctx, `SELECT coalesce(sum(tp.next_offset - tp.start_offset), 0)::bigint
+			FROM pgmsg.topic_partition tp JOIN pgmsg.topic t USING (topic_id) WHERE t.name = $1`, topicName).Scan(&n)
+		if err == nil && n >= 100 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	h.o.Logf("chaos: fewer than 100 records published after 2 minutes; injecting faults anyway")
 }
 
 // harnessApp is the application_name of the harness's own sessions.
