@@ -13,7 +13,7 @@ import (
 // failoverSettle bounds one failover fault: the promotion, the old
 // primary's return as the standby (pg_rewind included) and the
 // maintenance leader's move, on a loaded machine.
-const failoverSettle = 4 * time.Minute
+const failoverSettle = 6 * time.Minute
 
 // startFormation starts a pg_auto_failover monitor, a primary and its
 // synchronous standby (pg_auto_failover's default: synchronous_commit on,
