@@ -37,13 +37,17 @@ func (h *Harness) startFormation(ctx context.Context) error {
 // next fault starts from a formation that loses nothing.
 func (h *Harness) failover(ctx context.Context, switchover bool) (string, bool) {
 	f := h.formation
-	ctx, cancel := context.WithTimeout(ctx, failoverSettle)
-	defer cancel()
-	old, err := f.Primary(ctx)
+	// Only from a settled formation: one node primary, the other its
+	// synchronous standby. A fault that ended without (a step took longer
+	// than failoverSettle), or the monitor's own failover of a primary it
+	// counted unhealthy on a loaded machine, may have left it otherwise.
+	old, err := h.settled(ctx)
 	if err != nil {
-		return err.Error(), false
+		return "not settled: " + err.Error(), false
 	}
 	nw := f.Other(old)
+	ctx, cancel := context.WithTimeout(ctx, failoverSettle)
+	defer cancel()
 	start := time.Now()
 	var detail string
 	if switchover {
@@ -53,15 +57,21 @@ func (h *Harness) failover(ctx context.Context, switchover bool) (string, bool) 
 		detail = fmt.Sprintf("switchover %s -> %s returned after %s", old.Name, nw.Name, since(start))
 	} else {
 		f.Kill(old)
-		if err := f.WaitStates(ctx, map[string]string{nw.Name: "wait_primary"}); err != nil {
-			h.addUnplanned("failover: " + err.Error())
-			return err.Error(), false
-		}
+		// The killed node comes back whatever happens next: a formation
+		// left with one node would lose everything at the next kill.
+		err := f.WaitStates(ctx, map[string]string{nw.Name: "wait_primary"})
 		detail = fmt.Sprintf("%s killed; %s promoted and writable after %s", old.Name, nw.Name, since(start))
-		time.Sleep(time.Duration(rand.Int64N(int64(time.Second))))
-		if err := f.Restart(old); err != nil {
-			h.addUnplanned("failover: restart " + old.Name + ": " + err.Error())
-			return detail + "; restart: " + err.Error(), false
+		if err != nil {
+			detail = fmt.Sprintf("%s killed; %v", old.Name, err)
+		} else {
+			time.Sleep(time.Duration(rand.Int64N(int64(time.Second))))
+		}
+		if rerr := f.Restart(old); rerr != nil {
+			h.addUnplanned("failover: restart " + old.Name + ": " + rerr.Error())
+			return detail + "; restart: " + rerr.Error(), false
+		}
+		if err != nil {
+			return detail, false
 		}
 	}
 	if err := f.WaitStates(ctx, map[string]string{nw.Name: "primary", old.Name: "secondary"}); err != nil {
@@ -80,6 +90,31 @@ func (h *Harness) failover(ctx context.Context, switchover bool) (string, bool) 
 		}
 	}
 	return detail, true
+}
+
+// settled waits up to failoverSettle until one node of the formation is
+// primary and the other secondary (reported and assigned), and returns
+// the primary.
+func (h *Harness) settled(ctx context.Context) (*pgautofailover.Node, error) {
+	f := h.formation
+	ctx, cancel := context.WithTimeout(ctx, failoverSettle)
+	defer cancel()
+	for {
+		st, err := f.States(ctx)
+		if err == nil {
+			for _, n := range f.Nodes {
+				if st[n.Name] == "primary/primary" && st[f.Other(n).Name] == "secondary/secondary" {
+					return n, nil
+				}
+			}
+			err = fmt.Errorf("states %v", st)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // waitLeader waits until a maintenance agent holds its leader lock (a
