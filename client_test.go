@@ -625,10 +625,6 @@ func TestThroughPgBouncer(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// failoverBasePort is the first of the ports the failover tests' clusters
-// listen on (a monitor and two nodes each).
-const failoverBasePort = 26100
-
 // failoverTimeout bounds one failover test: starting a formation alone
 // takes up to three minutes on a loaded 2-core machine.
 const failoverTimeout = 6 * time.Minute
@@ -875,7 +871,7 @@ func TestFailoverSynchronous(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
 	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-sync-"+strconv.Itoa(os.Getpid())),
-		BasePort: failoverBasePort, Log: t.Logf})
+		Log: t.Logf})
 	require.NoError(t, err)
 	t.Cleanup(f.Stop) // after the clients' cleanups, which run first
 	r := startFailoverRun(t, ctx, f)
@@ -975,7 +971,7 @@ func TestFailoverSwitchover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
 	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-switch-"+strconv.Itoa(os.Getpid())),
-		BasePort: failoverBasePort + 20, Log: t.Logf})
+		Log: t.Logf})
 	require.NoError(t, err)
 	t.Cleanup(f.Stop) // after the clients' cleanups, which run first
 	t.Cleanup(func() { logFormation(t, f) })
@@ -1036,7 +1032,7 @@ func TestFailoverAsynchronousLoss(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
 	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-async-"+strconv.Itoa(os.Getpid())),
-		BasePort: failoverBasePort + 10, Async: true, Log: t.Logf})
+		Async: true, Log: t.Logf})
 	require.NoError(t, err)
 	t.Cleanup(f.Stop) // after the clients' cleanups, which run first
 	r := startFailoverRun(t, ctx, f)

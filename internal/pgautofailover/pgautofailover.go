@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,7 +34,8 @@ type Options struct {
 	// server's user) if missing.
 	Dir string
 	// BasePort: the monitor listens on BasePort, the nodes on BasePort+1
-	// and BasePort+2.
+	// and BasePort+2. 0 (the default): three free ports, so that
+	// formations of tests and harnesses running at once never collide.
 	BasePort int
 	// Async makes the standby leave the replication quorum: the primary
 	// acknowledges commits without waiting for it (synchronous_standby_names
@@ -114,7 +116,13 @@ func Start(ctx context.Context, opts Options) (f *Formation, err error) {
 			started.Stop()
 		}
 	}()
-	f.monitor = &Node{Name: "monitor", Port: opts.BasePort, Dir: filepath.Join(opts.Dir, "monitor")}
+	ports := []int{opts.BasePort, opts.BasePort + 1, opts.BasePort + 2}
+	if opts.BasePort == 0 {
+		if ports, err = freePorts(3); err != nil {
+			return nil, err
+		}
+	}
+	f.monitor = &Node{Name: "monitor", Port: ports[0], Dir: filepath.Join(opts.Dir, "monitor")}
 	if err := f.start(f.monitor, "create", "monitor", "--pgdata", f.monitor.Dir, "--pgport", strconv.Itoa(f.monitor.Port),
 		"--auth", "trust", "--no-ssl", "--hostname", "127.0.0.1", "--run"); err != nil {
 		return nil, err
@@ -140,7 +148,7 @@ func Start(ctx context.Context, opts Options) (f *Formation, err error) {
 	}
 	monitorURI := fmt.Sprintf("postgres://autoctl_node@127.0.0.1:%d/pg_auto_failover?sslmode=disable", f.monitor.Port)
 	for i, name := range []string{"a", "b"} {
-		n := &Node{Name: name, Port: opts.BasePort + 1 + i, Dir: filepath.Join(opts.Dir, name)}
+		n := &Node{Name: name, Port: ports[1+i], Dir: filepath.Join(opts.Dir, name)}
 		args := []string{"create", "postgres", "--pgdata", n.Dir, "--pgport", strconv.Itoa(n.Port), "--monitor", monitorURI,
 			"--auth", "trust", "--no-ssl", "--hostname", "127.0.0.1", "--name", name, "--run"}
 		if i == 1 && opts.Async {
@@ -163,9 +171,26 @@ func Start(ctx context.Context, opts Options) (f *Formation, err error) {
 	return f, nil
 }
 
-// start runs pg_autoctl args in the background for n.
+// freePorts returns n distinct loopback ports that were free a moment ago.
+// The listeners stay open until all are chosen, so the same port is not
+// returned twice.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// start runs pg_autoctl args in the background for n (its log is
+// appended to, so that a restarted node's earlier lines stay).
 func (f *Formation) start(n *Node, args ...string) error {
-	logf, err := os.Create(filepath.Join(f.opts.Dir, n.Name+".log"))
+	logf, err := os.OpenFile(filepath.Join(f.opts.Dir, n.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -295,6 +320,37 @@ func (f *Formation) Kill(n *Node) {
 	}
 }
 
+// Restart starts the pg_autoctl keeper of n again after Kill (a machine
+// that comes back): it starts PostgreSQL and asks the monitor which role
+// to take; a former primary is told to rejoin as the standby of the new
+// one (with pg_rewind when its history diverged).
+func (f *Formation) Restart(n *Node) error {
+	return f.start(n, "run", "--pgdata", n.Dir)
+}
+
+// Primary returns the node the monitor has assigned, and which reported,
+// the state primary or wait_primary (the writable one), or nil.
+func (f *Formation) Primary(ctx context.Context) (*Node, error) {
+	st, err := f.States(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range f.Nodes {
+		if s := st[n.Name]; s == "primary/primary" || s == "wait_primary/wait_primary" {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("pgautofailover: no primary (states %v)", st)
+}
+
+// Other returns the node of the formation that is not n.
+func (f *Formation) Other(n *Node) *Node {
+	if f.Nodes[0] == n {
+		return f.Nodes[1]
+	}
+	return f.Nodes[0]
+}
+
 // Switchover asks the monitor for a clean switchover (pg_autoctl perform
 // switchover): the primary is told to stop (draining) and the standby to
 // promote, and the old primary follows the new one as its standby. It
@@ -390,14 +446,19 @@ func postmasterPID(dir string) int {
 	return pid
 }
 
-// Stop kills every process of the formation and removes its directory
-// (kept when PGMSG_FAILOVER_KEEP_DIR=1, for its logs).
-func (f *Formation) Stop() {
+// Halt kills every process of the formation and leaves its directory.
+func (f *Formation) Halt() {
 	for _, n := range append([]*Node{f.monitor}, f.Nodes...) {
 		if n != nil {
 			f.Kill(n)
 		}
 	}
+}
+
+// Stop kills every process of the formation and removes its directory
+// (kept when PGMSG_FAILOVER_KEEP_DIR=1, for its logs).
+func (f *Formation) Stop() {
+	f.Halt()
 	if os.Getenv("PGMSG_FAILOVER_KEEP_DIR") == "1" {
 		f.opts.Log("pgautofailover: kept %s", f.opts.Dir)
 		return

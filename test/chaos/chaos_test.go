@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg/internal/pgautofailover"
 	"github.com/pgmsg/pgmsg/internal/pgcluster"
 )
 
@@ -42,7 +45,7 @@ func TestChaosSmoke(t *testing.T) {
 		t.Skip("chaos: skipped in -short mode")
 	}
 	requireServerBinaries(t)
-	runChaos(t, Options{
+	res := runChaosResult(t, Options{
 		Duration:       envDuration(t, "PGMSG_CHAOS_SMOKE_DURATION", 45*time.Second),
 		FaultMin:       1500 * time.Millisecond,
 		FaultMax:       3 * time.Second,
@@ -62,18 +65,171 @@ func TestChaosSmoke(t *testing.T) {
 		HTTPProducers: 1,
 		HTTPConsumers: 1,
 		Rate:          100,
+		DiskFull:      wantDiskFull(t),
 	})
+	requireDiskFullBit(t, res)
+}
+
+// TestChaosDiskFull is the bounded disk-full run of the normal test
+// command: the smoke load, only the disk-full kind, twice. The publishes
+// and enqueues the full volume refused are retried and stored once it has
+// room again; nothing acknowledged is lost, the groups and the workers
+// drain, and at least one publish must have been refused with PM021.
+func TestChaosDiskFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: skipped in -short mode")
+	}
+	requireServerBinaries(t)
+	if !wantDiskFull(t) {
+		t.Skip("chaos: the disk-full kind needs root (it mounts a tmpfs)")
+	}
+	res := runChaosResult(t, Options{
+		Duration:       5 * time.Second,
+		FaultsPerKind:  2,
+		Faults:         []string{FaultDiskFull},
+		FaultMin:       time.Second,
+		FaultMax:       2 * time.Second,
+		DiskFull:       true,
+		Producers:      1,
+		CopyProducers:  1,
+		AsyncProducers: 1,
+		Partitions:     2,
+		Consumers:      2,
+		TxConsumers:    1,
+		Enqueuers:      1,
+		Workers:        2,
+		Rate:           100,
+	})
+	if s := res.Faults[FaultDiskFull]; s == nil || s.Injected < 2 {
+		t.Errorf("the disk-full kind was injected fewer than 2 times")
+	}
+	requireDiskFullBit(t, res)
+	require.Positive(t, res.Report.Published)
+	require.Positive(t, res.Report.JobsCompleted)
+}
+
+// wantDiskFull reports whether a run can inject FaultDiskFull: it mounts
+// a tmpfs, so only as root. With PGMSG_REQUIRE_DISKFULL=1 (.ci/run) a run
+// that cannot fails; otherwise it goes on without the kind and says so.
+func wantDiskFull(t *testing.T) bool {
+	if os.Geteuid() != 0 {
+		if os.Getenv("PGMSG_REQUIRE_DISKFULL") == "1" {
+			t.Fatalf("PGMSG_REQUIRE_DISKFULL=1: the disk-full kind mounts a tmpfs and needs root")
+		}
+		t.Logf("chaos: not root: the run goes without the disk-full kind (it mounts a tmpfs)")
+		return false
+	}
+	return true
+}
+
+// requireDiskFullBit fails the test when disk-full faults were injected
+// but no publish was refused with PM021: the volume was not the one the
+// publishes wrote to, and the kind proved nothing.
+func requireDiskFullBit(t *testing.T, res *Result) {
+	t.Helper()
+	if s := res.Faults[FaultDiskFull]; s != nil && s.Injected > 0 && res.Report.DiskFullPub == 0 {
+		t.Errorf("%d disk-full faults, but no publish was refused with PM021", s.Injected)
+	}
+}
+
+// requireFailover skips the test when pg_auto_failover is not installed,
+// and fails it instead when PGMSG_REQUIRE_FAILOVER=1 (CI).
+func requireFailover(t *testing.T) {
+	t.Helper()
+	requireServerBinaries(t)
+	if _, _, err := pgautofailover.Find(); err != nil {
+		if os.Getenv("PGMSG_REQUIRE_FAILOVER") == "1" {
+			t.Fatalf("PGMSG_REQUIRE_FAILOVER=1: %v", err)
+		}
+		t.Skipf("chaos: %v", err)
+	}
+}
+
+// failoverOptions is the load of the failover runs: every kind of agent
+// but the HTTP ones, and two maintenance agents, on a pg_auto_failover
+// formation with synchronous replication.
+func failoverOptions() Options {
+	return Options{
+		Failover:          true,
+		FaultMin:          time.Second,
+		FaultMax:          2 * time.Second,
+		Producers:         1,
+		CopyProducers:     1,
+		AsyncProducers:    1,
+		Partitions:        2,
+		Consumers:         2,
+		TxConsumers:       1,
+		DLQConsumers:      1,
+		Enqueuers:         1,
+		Workers:           2,
+		MaintenanceAgents: 2,
+		Rate:              100,
+		DrainTimeout:      2 * time.Minute,
+	}
+}
+
+// TestChaosFailover is the bounded failover run of the normal test
+// command: one kill of the primary and one switchover while every agent
+// runs, then the drain and the checker. Nothing acknowledged may be lost
+// or stored twice, the offsets stay gapless, the groups and workers go on
+// on the new primary, and a maintenance agent leads there after each.
+func TestChaosFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: skipped in -short mode")
+	}
+	requireFailover(t)
+	o := failoverOptions()
+	o.Duration, o.FaultsPerKind = time.Second, 1
+	// A lighter load than the long run's: on a loaded 2-core machine the
+	// monitor's and keepers' steps are what takes the time, and they wait
+	// for the CPU like everything else.
+	o.CopyProducers, o.DLQConsumers, o.Workers, o.Rate = 0, 0, 1, 50
+	requireFailoverRun(t, runChaosResult(t, o), o)
+}
+
+// TestChaosFailoverLong is `make chaos-failover`: at least
+// PGMSG_CHAOS_FAILOVER_FAULTS_PER_KIND of each failover kind (skipped
+// when unset).
+func TestChaosFailoverLong(t *testing.T) {
+	n := envInt(t, "PGMSG_CHAOS_FAILOVER_FAULTS_PER_KIND", 0)
+	if n == 0 {
+		t.Skip("set PGMSG_CHAOS_FAILOVER_FAULTS_PER_KIND (e.g. 20) to run the long failover test")
+	}
+	requireFailover(t)
+	o := failoverOptions()
+	o.Duration, o.FaultsPerKind = time.Second, n
+	o.Rate = envInt(t, "PGMSG_CHAOS_RATE", 200)
+	o.Producers, o.Consumers, o.Workers = 2, 3, 3
+	requireFailoverRun(t, runChaosResult(t, o), o)
+}
+
+func requireFailoverRun(t *testing.T, res *Result, o Options) {
+	t.Helper()
+	for _, k := range FailoverFaults {
+		if s := res.Faults[k]; s == nil || s.Injected < o.FaultsPerKind {
+			t.Errorf("fault %s injected fewer than %d times", k, o.FaultsPerKind)
+		}
+	}
+	require.Positive(t, res.Report.Published)
+	require.Positive(t, res.Report.JobsCompleted)
+	require.Positive(t, res.Report.MaintRuns, "the maintenance leader never ran")
 }
 
 // TestChaosLong is `make chaos`: PGMSG_CHAOS_DURATION of faults (skipped
-// when unset) against a heavier load.
+// when unset) against a heavier load; PGMSG_CHAOS_FAULTS (a comma list)
+// injects only those kinds.
 func TestChaosLong(t *testing.T) {
 	d := envDuration(t, "PGMSG_CHAOS_DURATION", 0)
 	if d == 0 {
 		t.Skip("set PGMSG_CHAOS_DURATION (e.g. 5m) to run the long chaos test")
 	}
 	requireServerBinaries(t)
-	runChaos(t, Options{
+	var faults []string
+	if v := os.Getenv("PGMSG_CHAOS_FAULTS"); v != "" {
+		faults = strings.Split(v, ",")
+	}
+	res := runChaosResult(t, Options{
+		Faults:         faults,
 		Duration:       d,
 		FaultsPerKind:  envInt(t, "PGMSG_CHAOS_FAULTS_PER_KIND", 0),
 		FaultMin:       envDuration(t, "PGMSG_CHAOS_FAULT_MIN", 2*time.Second),
@@ -93,7 +249,9 @@ func TestChaosLong(t *testing.T) {
 		SegmentRecords: 4096,
 		DrainTimeout:   3 * time.Minute,
 		PgBouncer:      wantPgBouncer(t),
+		DiskFull:       wantDiskFull(t),
 	})
+	requireDiskFullBit(t, res)
 }
 
 // wantPgBouncer reports whether the long run puts PgBouncer in front of
@@ -123,8 +281,6 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-func runChaos(t *testing.T, o Options) { runChaosResult(t, o) }
-
 // runChaosResult runs the harness, logs its result, fails the test on a
 // violated invariant and returns the result.
 func runChaosResult(t *testing.T, o Options) *Result {
@@ -132,10 +288,19 @@ func runChaosResult(t *testing.T, o Options) *Result {
 	o.Logf = t.Logf
 	o.Keep = os.Getenv("PGMSG_CHAOS_KEEP") != ""
 	limit := o.Duration + 10*time.Minute
+	if o.Failover {
+		// Starting the formation takes up to three minutes here.
+		limit += 5 * time.Minute
+	}
 	if o.FaultsPerKind > 0 {
 		// Past Duration the run goes on until every kind reached
 		// FaultsPerKind: allow for a slow machine.
-		limit += time.Duration(o.FaultsPerKind*(len(AllFaults)+2)) * (o.FaultMax + 5*time.Second)
+		per := o.FaultMax + 5*time.Second
+		kinds := len(AllFaults) + 2
+		if o.Failover {
+			per, kinds = o.FaultMax+failoverSettle, len(FailoverFaults)
+		}
+		limit += time.Duration(o.FaultsPerKind*kinds) * per
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()

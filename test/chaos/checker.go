@@ -93,6 +93,12 @@ type Report struct {
 	// DeadLetterHandled the other records its handler took.
 	DeadLettered, DeadLetterHandled int
 
+	// DiskFullPub and DiskFullEnq count the publish and enqueue attempts
+	// refused with PM021 (the volume was full; the agents retried them).
+	DiskFullPub, DiskFullEnq int
+	// MaintRuns counts the maintenance leaders' runs.
+	MaintRuns int
+
 	TornLines  int
 	Violations []string
 	counts     map[string]int
@@ -126,6 +132,16 @@ type gp struct {
 // with ProcessTx (checked through their effect rows).
 func Check(events []Event, db *DBState, txGroups []string) *Report {
 	r := &Report{Groups: map[string]*GroupStats{}}
+	for _, ev := range events {
+		switch {
+		case ev.K == "full" && ev.Kind == "pub":
+			r.DiskFullPub++
+		case ev.K == "full" && ev.Kind == "enq":
+			r.DiskFullEnq++
+		case ev.K == "maint":
+			r.MaintRuns++
+		}
+	}
 	checkLog(r, events, db)
 	checkGroups(r, events, db, txGroups)
 	checkQueue(r, events, db)
@@ -585,6 +601,12 @@ func (r *Report) Summary() string {
 	}
 	if r.CachedRecords > 0 {
 		fmt.Fprintf(&b, "record cache: %d records the consumer agents' claims took from it (checked as every delivery is)\n", r.CachedRecords)
+	}
+	if r.DiskFullPub+r.DiskFullEnq > 0 {
+		fmt.Fprintf(&b, "disk full: %d publish and %d enqueue attempts refused with PM021 (nothing stored; retried)\n", r.DiskFullPub, r.DiskFullEnq)
+	}
+	if r.MaintRuns > 0 {
+		fmt.Fprintf(&b, "maintenance: %d runs by the leader\n", r.MaintRuns)
 	}
 	fmt.Fprintf(&b, "membership: %d partition losses reported to members (session expired)\n", r.SessionsLost)
 	if r.TornLines > 0 {

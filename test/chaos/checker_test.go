@@ -150,3 +150,41 @@ func TestPoisonRecord(t *testing.T) {
 		t.Error("only multiples of 97 are poison")
 	}
 }
+
+// The disk-full attempts and the maintenance runs are counted, and are
+// no violation.
+func TestCheckerCountsDiskFullAndMaintenance(t *testing.T) {
+	ev, db := goodHistory()
+	ev = append(ev, Event{K: "full", T: 2, Kind: "pub"}, Event{K: "full", T: 2, Kind: "pub"},
+		Event{K: "full", T: 2, Kind: "enq"}, Event{K: "maint", T: 3})
+	r := Check(ev, db, nil)
+	if !r.OK() || r.DiskFullPub != 2 || r.DiskFullEnq != 1 || r.MaintRuns != 1 {
+		t.Fatalf("counts %d/%d/%d, report:\n%s", r.DiskFullPub, r.DiskFullEnq, r.MaintRuns, r.Summary())
+	}
+}
+
+// A failover run takes only the kinds a formation can have, and the
+// failover kinds need one.
+func TestOptionsCheck(t *testing.T) {
+	o := Options{Failover: true}
+	o.defaults()
+	if err := o.check(); err != nil || len(o.Faults) != len(FailoverFaults) {
+		t.Fatalf("default failover run: %v, faults %v", err, o.Faults)
+	}
+	for _, bad := range []Options{
+		{Failover: true, Faults: []string{FaultNetCutCommit}},
+		{Failover: true, Faults: []string{FaultPGKill}},
+		{Failover: true, DiskFull: true},
+		{Failover: true, HTTPConsumers: 1},
+		{Faults: []string{FaultSwitchover}},
+	} {
+		if err := bad.check(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	o = Options{DiskFull: true}
+	o.defaults()
+	if o.Faults[len(o.Faults)-1] != FaultDiskFull {
+		t.Errorf("DiskFull run without the kind: %v", o.Faults)
+	}
+}

@@ -5,8 +5,12 @@
 // faults at random times: kill -9 of agents, SIGSTOP past the lease then
 // SIGCONT, PostgreSQL crashes (SIGKILL of the whole server, immediate
 // shutdown) and fast restarts, connections cut or stalled by the proxy, row
-// locks held past the agents' lock and statement timeouts, and a
-// transaction pinning the xmin horizon. Then it lets the consumers and
+// locks held past the agents' lock and statement timeouts, a transaction
+// pinning the xmin horizon, and a full volume under the tables that
+// receive publishes and enqueues (Options.DiskFull). With
+// Options.Failover the database is a pg_auto_failover formation instead,
+// and the faults are primary kills and switchovers (failover.go). Then it
+// lets the consumers and
 // workers drain, stops everything and checks the invariants (checker.go)
 // over the agents' histories and the final database state.
 //
@@ -37,6 +41,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/pgautofailover"
 	"github.com/pgmsg/pgmsg/internal/pgcluster"
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
@@ -71,7 +76,31 @@ const (
 	// FaultPgBouncerKill kills PgBouncer (SIGKILL) and starts it again
 	// (Options.PgBouncer).
 	FaultPgBouncerKill = "pgbouncer_kill_restart"
+	// FaultDiskFull fills the volume that holds the tables receiving
+	// publishes and enqueues for a few seconds, then frees it
+	// (Options.DiskFull).
+	FaultDiskFull = "disk_full"
+	// The failover kinds (Options.Failover): the primary of a
+	// pg_auto_failover formation killed (SIGKILL of its keeper and its
+	// postmaster, as if the machine died), the standby promoted, and the
+	// old primary started again to rejoin as the standby; and a clean
+	// switchover (pg_autoctl perform switchover).
+	FaultFailoverKill = "failover_kill_primary"
+	FaultSwitchover   = "failover_switchover"
 )
+
+// FailoverFaults are the kinds injected by default in a failover run.
+// The kinds that need the single server (its restarts), the proxy in
+// front of it (the network kinds), PgBouncer or the tablespace volume do
+// not apply there.
+var FailoverFaults = []string{FaultFailoverKill, FaultSwitchover}
+
+// singleServerFaults are the kinds a failover run cannot inject.
+var singleServerFaults = map[string]bool{
+	FaultPGKill: true, FaultPGImmediate: true, FaultPGFast: true, FaultProxyCut: true, FaultProxyStall: true,
+	FaultNetLatency: true, FaultNetBlackhole: true, FaultNetCutCommit: true, FaultNetCutReply: true,
+	FaultPgBouncerKill: true, FaultDiskFull: true, FaultKillServe: true,
+}
 
 // NetworkFaults are the kinds the proxy injects.
 var NetworkFaults = []string{FaultProxyCut, FaultProxyStall, FaultNetLatency, FaultNetBlackhole, FaultNetCutCommit, FaultNetCutReply}
@@ -127,8 +156,24 @@ type Options struct {
 	// and g-run2) and a worker through it, besides the others; the
 	// default faults then include FaultPgBouncerKill.
 	PgBouncer bool
-	Keep      bool // keep the work directory even on success
-	Logf      func(format string, args ...any)
+	// DiskFull puts the topic's segments (and the segments made later) and
+	// the queue's job and job_payload tables in a tablespace on a tmpfs
+	// the harness mounts (needs root); the default faults then include
+	// FaultDiskFull.
+	DiskFull bool
+	// Failover runs the database as a pg_auto_failover formation (a
+	// monitor, a primary and a synchronous standby) instead of one server:
+	// the agents connect with its multi-host URL
+	// (target_session_attrs=read-write), without the proxy, and the default
+	// faults are FailoverFaults. HTTP agents, PgBouncer and DiskFull are
+	// not available then.
+	Failover bool
+	// MaintenanceAgents run RunMaintenance (one of them leads); after
+	// each failover kind the harness requires a leader on the new
+	// primary.
+	MaintenanceAgents int
+	Keep              bool // keep the work directory even on success
+	Logf              func(format string, args ...any)
 }
 
 func (o *Options) defaults() {
@@ -142,9 +187,15 @@ func (o *Options) defaults() {
 		o.FaultMax = 4 * time.Second
 	}
 	if len(o.Faults) == 0 {
-		o.Faults = AllFaults
+		o.Faults = append([]string(nil), AllFaults...)
 		if o.PgBouncer {
-			o.Faults = append(append([]string(nil), AllFaults...), FaultPgBouncerKill)
+			o.Faults = append(o.Faults, FaultPgBouncerKill)
+		}
+		if o.DiskFull {
+			o.Faults = append(o.Faults, FaultDiskFull)
+		}
+		if o.Failover {
+			o.Faults = FailoverFaults
 		}
 	}
 	if o.DrainTimeout == 0 {
@@ -238,11 +289,17 @@ type Harness struct {
 	serveExits int
 	hist       string
 	cluster    *pgcluster.Cluster
-	pgMu       sync.Mutex
-	proxy      *Proxy
-	bouncer    *Bouncer
-	admin      *pgxpool.Pool
-	url        string
+	formation  *pgautofailover.Formation
+	// fullVol is the tmpfs of the DiskFull tablespace (mounted while set).
+	fullVol string
+	// leaderStuck: failovers after which no maintenance leader came up on
+	// the new primary (violations).
+	leaderStuck []string
+	pgMu        sync.Mutex
+	proxy       *Proxy
+	bouncer     *Bouncer
+	admin       *pgxpool.Pool
+	url         string
 
 	mu        sync.Mutex
 	slots     []*slot
@@ -255,6 +312,9 @@ type Harness struct {
 // the harness itself; invariant violations are in Result.Report.
 func Run(ctx context.Context, o Options) (res *Result, err error) {
 	o.defaults()
+	if err := o.check(); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	h := &Harness{o: o}
 	if h.dir, err = os.MkdirTemp("", "pgmsg-chaos-"); err != nil {
@@ -287,12 +347,22 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err := h.setup(ctx); err != nil {
 		return nil, err
 	}
+	if o.DiskFull {
+		if err := h.setupDiskFull(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if h.faultLog, err = os.Create(filepath.Join(h.hist, "faults.jsonl")); err != nil {
 		return nil, err
 	}
 	h.startAgents()
-	o.Logf("chaos: agents running against %s (proxy %s); injecting faults for %s", h.cluster.Describe(), h.proxy.Addr(), o.Duration)
+	if h.formation != nil {
+		o.Logf("chaos: agents running against the formation (%s); injecting faults for %s", h.url, o.Duration)
+	} else {
+		o.Logf("chaos: agents running against %s (proxy %s); injecting faults for %s", h.cluster.Describe(), h.proxy.Addr(), o.Duration)
+	}
 
+	h.waitLoad(ctx)
 	var bg sync.WaitGroup
 	faultsDone := make(chan struct{})
 	if o.XminHold > 0 {
@@ -322,6 +392,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		checkDeadLetters(rep, events, db, groupDLQ)
 	}
 	rep.TornLines = torn
+	for _, v := range h.leaderStuck {
+		rep.violate("maintenance-leader-stuck", "%s", v)
+	}
 	if h.o.CopyProducers > 0 && db.CopyPartitions == 0 {
 		rep.violate("copy-unused", "CopyProducers ran, but no partition published with COPY")
 	}
@@ -364,7 +437,31 @@ var serverSettings = map[string]string{
 	"log_min_messages": "warning", "log_checkpoints": "off",
 }
 
+// check rejects combinations a run cannot make.
+func (o *Options) check() error {
+	if !o.Failover {
+		for _, k := range o.Faults {
+			if k == FaultFailoverKill || k == FaultSwitchover {
+				return fmt.Errorf("chaos: fault %s needs Options.Failover", k)
+			}
+		}
+		return nil
+	}
+	if o.PgBouncer || o.DiskFull || o.HTTPProducers+o.HTTPConsumers > 0 || o.XminHold > 0 {
+		return fmt.Errorf("chaos: a failover run has no PgBouncer, DiskFull, HTTP agents or xmin holds")
+	}
+	for _, k := range o.Faults {
+		if singleServerFaults[k] {
+			return fmt.Errorf("chaos: fault %s does not apply to a failover run", k)
+		}
+	}
+	return nil
+}
+
 func (h *Harness) startServer(ctx context.Context) error {
+	if h.o.Failover {
+		return h.startFormation(ctx)
+	}
 	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(h.dir, "pgdata"), Settings: serverSettings})
 	if err != nil {
 		return err
@@ -379,7 +476,12 @@ func (h *Harness) startServer(ctx context.Context) error {
 			return err
 		}
 	}
-	cfg, err := pgxpool.ParseConfig(c.URL)
+	return h.connectAdmin(ctx, c.URL)
+}
+
+// connectAdmin opens the harness's own pool.
+func (h *Harness) connectAdmin(ctx context.Context, url string) error {
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return err
 	}
@@ -405,7 +507,10 @@ func (h *Harness) setup(ctx context.Context) error {
 	if _, err := client.CreateTopic(ctx, topicName, pgmsg.TopicConfig{Partitions: h.o.Partitions, SegmentRecords: h.o.SegmentRecords}); err != nil {
 		return err
 	}
-	groups := []string{groupRun, groupRun2, groupTx, groupHTTP}
+	groups := []string{groupRun, groupRun2, groupTx}
+	if h.o.HTTPConsumers > 0 {
+		groups = append(groups, groupHTTP)
+	}
 	if h.o.DLQConsumers > 0 {
 		groups = append(groups, groupDLQ)
 	}
@@ -462,6 +567,7 @@ func (h *Harness) startAgents() {
 	add("dlqconsumer", h.o.DLQConsumers, "-group", groupDLQ, "-lease", lease, "-work", "2ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
 	add("enqueuer", h.o.Enqueuers, "-rate", strconv.Itoa(max(h.o.Rate/4, 1)), "-lock-timeout", "500ms")
 	add("worker", h.o.Workers, "-lease", lease, "-work", "100ms", "-lock-timeout", "500ms")
+	add("maint", h.o.MaintenanceAgents)
 	if h.o.HTTPProducers+h.o.HTTPConsumers > 0 {
 		port, _ := freePort()
 		h.httpAddr = fmt.Sprintf("127.0.0.1:%d", port)
@@ -690,6 +796,10 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 			break
 		}
 		detail = "PgBouncer SIGKILL, restarted"
+	case FaultDiskFull:
+		detail, ok = h.fillDisk(ctx)
+	case FaultFailoverKill, FaultSwitchover:
+		detail, ok = h.failover(ctx, kind == FaultSwitchover)
 	case FaultNetLatency:
 		detail = h.slowLink()
 	case FaultNetBlackhole:
@@ -702,6 +812,23 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 	}
 	h.recordFault(kind, start, time.Now(), detail)
 	return ok
+}
+
+// waitLoad waits up to two minutes until the agents have published 100
+// records (on a loaded machine they take a while to start): a fault that
+// hits before any load proves nothing.
+func (h *Harness) waitLoad(ctx context.Context) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var n int64
+		err := h.admin.QueryRow(ctx, `SELECT coalesce(sum(tp.next_offset - tp.start_offset), 0)::bigint
+			FROM pgmsg.topic_partition tp JOIN pgmsg.topic t USING (topic_id) WHERE t.name = $1`, topicName).Scan(&n)
+		if err == nil && n >= 100 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	h.o.Logf("chaos: fewer than 100 records published after 2 minutes; injecting faults anyway")
 }
 
 // harnessApp is the application_name of the harness's own sessions.
@@ -992,6 +1119,12 @@ func (h *Harness) shutdown() {
 	}
 	if h.cluster != nil {
 		_ = h.cluster.Stop()
+	}
+	if h.formation != nil {
+		h.formation.Halt()
+	}
+	if h.fullVol != "" {
+		_ = syscall.Unmount(h.fullVol, 0)
 	}
 	if h.faultLog != nil {
 		h.faultLog.Close()

@@ -28,6 +28,8 @@ import (
 //	jrun      jid, tok, att, m    a job claimed (an attempt started)
 //	jdone     jid, tok, m         a completion the database accepted
 //	jdoneerr / jfail / jfailerr   a completion rejected, an attempt failed ...
+//	full      kind (pub, enq)     an attempt refused with PM021 (volume full)
+//	maint                         a maintenance run by the leader
 //	fault     kind, start, end, detail   (harness) one injected fault
 type Event struct {
 	K    string   `json:"k"`

@@ -36,7 +36,7 @@ import (
 
 var (
 	flagURL      = flag.String("url", "", "PostgreSQL URL (through the harness's proxy)")
-	flagRole     = flag.String("role", "", "producer | cproducer | aproducer | consumer | txconsumer | enqueuer | worker | hproducer | hconsumer")
+	flagRole     = flag.String("role", "", "producer | cproducer | aproducer | consumer | txconsumer | enqueuer | worker | hproducer | hconsumer | maint")
 	flagName     = flag.String("name", "", "unique name of this incarnation (ids are prefixed with it)")
 	flagOut      = flag.String("out", "", "history file (appended)")
 	flagTopic    = flag.String("topic", "chaos", "topic")
@@ -150,6 +150,8 @@ func main() {
 		a.produceHTTP()
 	case "hconsumer":
 		a.consumeHTTP()
+	case "maint":
+		a.maintain()
 	default:
 		fmt.Fprintln(os.Stderr, "chaosagent: unknown role", *flagRole)
 		os.Exit(2)
@@ -213,8 +215,36 @@ func (a *agent) retryIdempotent(publish func(context.Context) error, final func(
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := publish(ctx)
 		cancel()
+		a.noteDiskFull("pub", err)
 		if err == nil || final(err) || time.Now().After(deadline) || !a.pause(pause) {
 			return retries, err
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// noteDiskFull records an attempt refused because the volume was full
+// (PM021): its statement was rolled back, nothing of it is stored.
+func (a *agent) noteDiskFull(what string, err error) {
+	if errors.Is(err, pgmsg.ErrDiskFull) {
+		a.h.write(map[string]any{"k": "full", "kind": what, "code": errCode(err)})
+	}
+}
+
+// retryDiskFull calls fn until it succeeds, fails otherwise than with a
+// full volume, the agent stops or a minute has passed: a call refused
+// with PM021 stored nothing (its transaction was rolled back), so even a
+// call that is not idempotent may be sent again.
+func (a *agent) retryDiskFull(what string, fn func(context.Context) error) error {
+	deadline := time.Now().Add(time.Minute)
+	pause := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := fn(ctx)
+		cancel()
+		a.noteDiskFull(what, err)
+		if !errors.Is(err, pgmsg.ErrDiskFull) || time.Now().After(deadline) || !a.pause(pause) {
+			return err
 		}
 		pause = min(2*pause, time.Second)
 	}
@@ -265,9 +295,7 @@ func (a *agent) produce(idempotent bool) {
 			}, func(err error) bool { return pgmsg.IsInputError(err) || errors.Is(err, pgmsg.ErrOutOfOrderSequence) })
 			seq += int64(len(recs))
 		} else {
-			ctx, cancel := context.WithTimeout(a.ctx, 10*time.Second)
-			err = a.c.Publish(ctx, recs, nil)
-			cancel()
+			err = a.retryDiskFull("pub", func(ctx context.Context) error { return a.c.Publish(ctx, recs, nil) })
 		}
 		if err != nil {
 			ids := make([]string, len(recs))
@@ -544,9 +572,12 @@ func (a *agent) enqueue() {
 			params[i] = pgmsg.EnqueueParams{Payload: b, Kind: "chaos", MaxAttempts: 3}
 		}
 		a.h.write(map[string]any{"k": "enqtry", "uids": uids})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		res, err := a.c.EnqueueMany(ctx, *flagQueue, params, nil)
-		cancel()
+		var res []*pgmsg.EnqueueResult
+		err := a.retryDiskFull("enq", func(ctx context.Context) error {
+			var err error
+			res, err = a.c.EnqueueMany(ctx, *flagQueue, params, nil)
+			return err
+		})
 		if err != nil {
 			a.h.write(map[string]any{"k": "enqerr", "uids": uids, "code": errCode(err), "err": err.Error()})
 			a.pause(100 * time.Millisecond)
@@ -606,6 +637,20 @@ func (a *agent) work() {
 				a.h.write(ev)
 			}
 			cancel()
+		}
+	}
+}
+
+// maintain takes part in the maintenance leader election
+// (Client.RunMaintenance) until the agent stops, again after each error,
+// and records each run it made as leader.
+func (a *agent) maintain() {
+	for a.ctx.Err() == nil {
+		err := a.c.RunMaintenance(a.ctx, &pgmsg.MaintenanceConfig{Interval: 500 * time.Millisecond,
+			OnRun: func(*pgmsg.MaintenanceResult) { a.h.write(map[string]any{"k": "maint"}) }})
+		if a.ctx.Err() == nil {
+			a.h.write(map[string]any{"k": "mainterr", "code": errCode(err), "err": fmt.Sprint(err)})
+			a.pause(200 * time.Millisecond)
 		}
 	}
 }
