@@ -71,7 +71,7 @@ chaos-goal:
 	$(MAKE) -f $(firstword $(MAKEFILE_LIST)) chaos-failover CHAOS_RATE=200
 
 chaos-smoke:
-	$(GO) test -count=1 -timeout 30m -run 'TestChaosSmoke|TestChaosNetwork|TestChaosDiskFull|TestChaosFailover$$|TestChecker|TestOptionsCheck' -v ./test/chaos
+	PGMSG_CHAOS_FAILOVER=1 $(GO) test -count=1 -timeout 30m -run 'TestChaosSmoke|TestChaosNetwork|TestChaosDiskFull|TestChaosFailover$$|TestChecker|TestOptionsCheck' -v ./test/chaos
 
 soak:
 	PGMSG_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -timeout 60m -run 'TestSoak' -v ./test/chaos
