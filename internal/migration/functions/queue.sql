@@ -1763,9 +1763,7 @@ AS $function$
 DECLARE
     q {{schema}}.queue := {{schema}}._queue(p_queue);
 BEGIN
-    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
-        PERFORM {{schema}}._raise('PM004', format('limit must be from 1 to 10000, got %s', coalesce(p_limit::text, 'NULL')));
-    END IF;
+    {{sql list_limit_check(p_limit)}}
     RETURN QUERY
     WITH k AS (
         (SELECT x.sequence_key AS k FROM {{schema}}.job x
@@ -1992,9 +1990,7 @@ AS $function$
 DECLARE
     q {{schema}}.queue := {{schema}}._queue(p_queue);
 BEGIN
-    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
-        PERFORM {{schema}}._raise('PM004', format('limit must be from 1 to 10000, got %s', coalesce(p_limit::text, 'NULL')));
-    END IF;
+    {{sql list_limit_check(p_limit)}}
     RETURN QUERY
     WITH RECURSIVE k AS (
         SELECT n.k, 1 AS i FROM (SELECT {{schema}}._key_limit_next(q.queue_id, coalesce(p_after_key, '')) AS k) n
