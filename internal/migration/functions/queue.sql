@@ -2570,10 +2570,14 @@ END $function$;
 -- Ticks missed while nothing called it are coalesced into one job, for
 -- the first of them. Each job's unique key is periodic:<name>@<tick, UTC>,
 -- so it can be found. A tick that cannot be enqueued (the queue is full,
--- its max_payload_bytes has shrunk below the payload, a key_field set
--- since that the payload lacks) stays due, with the
+-- its max_payload_bytes has shrunk below the payload) stays due, with the
 -- reason in last_error and the result row, and is tried again on the next
--- call. Returns one row per periodic job handled.
+-- call. A tick whose payload lacks the limit key of a queue with a
+-- key_field (PM113: every tick would be refused until the periodic job's
+-- payload or the queue's key_field changes) is skipped: last_error says
+-- so and next_run_at moves on, so that the job is not tried at every
+-- call and does not hold its place among the first p_limit due ones.
+-- Returns one row per periodic job handled.
 CREATE OR REPLACE FUNCTION {{schema}}.periodic_enqueue_due(p_limit integer DEFAULT 100)
  RETURNS TABLE(queue text, name text, tick timestamp with time zone, job_id bigint, duplicate boolean, next_run_at timestamp with time zone, error text)
  LANGUAGE plpgsql
@@ -2587,9 +2591,10 @@ DECLARE
     now_  timestamptz := clock_timestamp();
     nxt   timestamptz;
     err   text;
+    skip  boolean;
 BEGIN
     FOR p IN
-        SELECT pj.*, q.name AS queue_name FROM {{schema}}.periodic_job pj
+        SELECT pj.*, q.name AS queue_name, q.key_field AS queue_key_field FROM {{schema}}.periodic_job pj
           JOIN {{schema}}.queue q ON q.queue_id = pj.queue_id
          WHERE pj.next_run_at <= now_
          ORDER BY pj.next_run_at
@@ -2599,6 +2604,7 @@ BEGIN
         err := NULL;
         jid := NULL;
         dup := false;
+        skip := false;
         BEGIN
             SELECT e.id, e.duplicate INTO jid, dup
               FROM {{schema}}.enqueue_many(p.queue_name, ARRAY[p.payload], ARRAY[p.kind], ARRAY[p.priority::integer],
@@ -2608,13 +2614,21 @@ BEGIN
                                            false, ARRAY[p.timeout],
                                            ARRAY[CASE WHEN p.tags IS NULL THEN NULL ELSE to_jsonb(p.tags) END],
                                            ARRAY[p.metadata]) e;
-        EXCEPTION WHEN SQLSTATE 'PM109' OR SQLSTATE 'PM103' OR SQLSTATE 'PM004' OR SQLSTATE 'PM105' OR SQLSTATE 'PM113' THEN
+        EXCEPTION WHEN SQLSTATE 'PM113' THEN
+            err := format('limit key missing: the payload has no field %s (or is not JSON), which queue %s takes each job''s limit key from; tick skipped',
+                          quote_literal(p.queue_key_field), quote_literal(p.queue_name));
+            skip := true;
+        WHEN SQLSTATE 'PM109' OR SQLSTATE 'PM103' OR SQLSTATE 'PM004' OR SQLSTATE 'PM105' THEN
             err := SQLERRM;
         END;
         IF err IS NULL THEN
             nxt := {{schema}}._periodic_next(p.schedule, p.time_zone, now_, p.defined_at);
             UPDATE {{schema}}.periodic_job pj
                SET next_run_at = nxt, last_run_at = p.next_run_at, last_job_id = jid, last_error = NULL
+             WHERE pj.queue_id = p.queue_id AND pj.name = p.name;
+        ELSIF skip THEN
+            nxt := {{schema}}._periodic_next(p.schedule, p.time_zone, now_, p.defined_at);
+            UPDATE {{schema}}.periodic_job pj SET next_run_at = nxt, last_error = left(err, 1000)
              WHERE pj.queue_id = p.queue_id AND pj.name = p.name;
         ELSE
             nxt := p.next_run_at;
