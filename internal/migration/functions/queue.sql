@@ -1021,21 +1021,41 @@ END $function$;
 -- _rescue makes up to p_limit jobs of a queue whose lease expired claimable
 -- again (their attempt counted; a job out of attempts goes dead), recording
 -- the expiry in the job's errors. Rows locked by someone else are skipped.
+-- A job that goes dead moves its limit key or its sequence on (triggers
+-- job_limit_dead, job_sequence_dead), under the key's lock, which the
+-- triggers take row by row in the order the UPDATE meets the rows: so
+-- that two rescues (or a rescue and an enqueue) of jobs of several keys
+-- cannot deadlock, the locks are taken here first, in the order every
+-- other path takes them (limit keys, then sequences, each in lock key
+-- order), and the triggers find them held.
 CREATE OR REPLACE FUNCTION {{schema}}._rescue(p_queue_id integer, p_now timestamp with time zone, p_limit integer)
  RETURNS integer
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    n integer;
+    n   integer;
+    ids bigint[];
 BEGIN
-    WITH r AS (
+    SELECT array_agg(r.id) INTO ids FROM (
         SELECT j.id FROM {{schema}}.job j
         WHERE j.queue_id = p_queue_id AND j.state = 'running' AND j.lease_expires_at <= p_now
         ORDER BY j.lease_expires_at
         LIMIT p_limit
-        FOR UPDATE SKIP LOCKED
-    )
+        FOR UPDATE SKIP LOCKED) r;
+    IF ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM pg_advisory_xact_lock(l.h)
+       FROM (SELECT DISTINCT hashtextextended({{schema_lit}} || '.limit.' || p_queue_id || '.' || j.limit_key, 0) AS h
+               FROM {{schema}}.job j
+              WHERE j.id = ANY (ids) AND j.limit_key IS NOT NULL AND j.attempt >= j.max_attempts) l
+      ORDER BY l.h;
+    PERFORM pg_advisory_xact_lock(l.h)
+       FROM (SELECT DISTINCT hashtextextended({{schema_lit}} || '.sequence.' || p_queue_id || '.' || j.sequence_key, 0) AS h
+               FROM {{schema}}.job j
+              WHERE j.id = ANY (ids) AND j.sequence_key IS NOT NULL AND j.attempt >= j.max_attempts) l
+      ORDER BY l.h;
     UPDATE {{schema}}.job j
        SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'available' END,
            finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN p_now END,
@@ -1044,8 +1064,7 @@ BEGIN
                'attempt', j.attempt, 'at', p_now,
                'error', format('lease expired at %s (worker %s stopped without completing the job)',
                                j.lease_expires_at, coalesce(j.worker, 'unnamed'))))
-      FROM r
-     WHERE j.id = r.id;
+     WHERE j.id = ANY (ids);
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END $function$;
@@ -1063,7 +1082,7 @@ DECLARE
     total  integer := 0;
     qid    integer;
 BEGIN
-    FOR qid IN SELECT q.queue_id FROM {{schema}}.queue q WHERE p_queue IS NULL OR q.name = p_queue LOOP
+    FOR qid IN SELECT q.queue_id FROM {{schema}}.queue q WHERE p_queue IS NULL OR q.name = p_queue ORDER BY q.queue_id LOOP
         total := total + {{schema}}._rescue(qid, now_ts, p_limit);
     END LOOP;
     IF p_queue IS NOT NULL AND NOT FOUND THEN
