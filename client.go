@@ -236,6 +236,11 @@ func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 // Schema returns the schema the client works in.
 func (c *Client) Schema() string { return c.config.Schema }
 
+// NotifyDisabled reports whether Config.DisableNotify is set: the client
+// then opens no LISTEN connection and its RecordWakeups and JobWakeups
+// channels are nil. Asking starts nothing.
+func (c *Client) NotifyDisabled() bool { return c.config.DisableNotify }
+
 // Close stops the client's background goroutines (notification listener
 // and sender), if started. It does not close the pool.
 func (c *Client) Close() {

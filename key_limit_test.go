@@ -65,11 +65,12 @@ func (c *limitCounter) wait(t *testing.T) {
 	}
 }
 
-// limitWorkers runs n workers of queue, each with a client and pool of its
-// own as separate processes would have; the first connects as the
-// schema's worker role (the trigger that admits the next job runs as the
-// role that finishes one).
-func limitWorkers(t *testing.T, tb *testBundle, queue string, n, concurrency int, handler pgmsg.JobHandler) (stop func()) {
+// processWorkers runs n workers of queue, each of concurrency with a
+// client and pool of its own as separate processes would have; the first
+// connects as the schema's worker role (the triggers that admit a limit
+// key's next job and move a sequence on run as the role that finishes a
+// job). stop stops them and waits until they have.
+func processWorkers(t *testing.T, tb *testBundle, queue string, n, concurrency int, handler pgmsg.JobHandler) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(tb.ctx)
 	var wg sync.WaitGroup
@@ -144,7 +145,7 @@ func TestKeyLimitNeverExceededAcrossWorkers(t *testing.T) {
 		}
 	}
 	c := newLimitCounter(keys * perKey)
-	stop := limitWorkers(t, tb, "kl", 3, 4, func(_ context.Context, j *pgmsg.Job) error {
+	stop := processWorkers(t, tb, "kl", 3, 4, func(_ context.Context, j *pgmsg.Job) error {
 		key := customerOf(j)
 		if key == "ignored" {
 			key = "c0"
@@ -199,7 +200,7 @@ func TestKeyLimitOtherKeysNotBlocked(t *testing.T) {
 	var stuck []int64
 	var mu sync.Mutex
 	start := time.Now()
-	stop := limitWorkers(t, tb, "kb", 3, 4, func(ctx context.Context, j *pgmsg.Job) error {
+	stop := processWorkers(t, tb, "kb", 3, 4, func(ctx context.Context, j *pgmsg.Job) error {
 		key := string(j.Payload)
 		c.enter(key)
 		defer c.leave(key)

@@ -68,7 +68,9 @@ type PeriodicJob struct {
 	LastJobID int64 `json:"last_job_id,omitempty"`
 	// LastError says why the due tick could not be enqueued (the queue was
 	// full, or its MaxPayloadBytes now refuses the payload); the tick stays
-	// due and is tried again on the leader's next pass.
+	// due and is tried again on the leader's next pass. A tick whose payload
+	// lacks the limit key the queue's KeyField names (ErrLimitKeyMissing)
+	// is skipped instead, and the next one is due at its time.
 	LastError string `json:"last_error,omitempty"`
 }
 
@@ -145,7 +147,9 @@ type PeriodicTick struct {
 	// Duplicate: a live job had the tick's unique key already.
 	Duplicate bool      `json:"duplicate,omitempty"`
 	NextRunAt time.Time `json:"next_run_at"`
-	// Error says why the tick could not be enqueued; it stays due.
+	// Error says why the tick could not be enqueued; it stays due, unless
+	// its payload lacks the queue's limit key (skipped: NextRunAt is the
+	// next tick).
 	Error string `json:"error,omitempty"`
 }
 

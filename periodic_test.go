@@ -323,3 +323,53 @@ func TestPeriodicLeaderChange(t *testing.T) {
 	stopB()
 	<-doneB
 }
+
+// A periodic job whose payload lacks the limit key of its queue (a
+// key_field set after the job was added, PM113) is refused at every tick
+// until one of them changes: the tick is skipped with the reason in
+// last_error, the schedule goes on (not due again before its next tick,
+// so not tried at every pass), and once the payload has the key the next
+// tick is enqueued.
+func TestPeriodicLimitKeyMissing(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.queue(t, "pk", pgmsg.QueueConfig{})
+	_, err := tb.client.AddPeriodicJob(tb.ctx, pgmsg.PeriodicJob{Queue: "pk", Name: "report", Schedule: "@hourly",
+		Payload: []byte(`{"n":1}`)})
+	require.NoError(t, err)
+	_, err = tb.client.UpdateQueue(tb.ctx, "pk", pgmsg.QueueConfig{KeyLimit: 1, KeyField: "customer_id"})
+	require.NoError(t, err)
+
+	tb.makeDue(t, "report", time.Minute)
+	ticks, err := tb.client.EnqueueDuePeriodicJobs(tb.ctx)
+	require.NoError(t, err)
+	require.Len(t, ticks, 1)
+	require.Zero(t, ticks[0].JobID)
+	require.Contains(t, ticks[0].Error, "limit key missing")
+	require.Contains(t, ticks[0].Error, "customer_id")
+	require.True(t, ticks[0].NextRunAt.After(time.Now()), "the schedule goes on to its next tick")
+	list, err := tb.client.ListPeriodicJobs(tb.ctx, "pk")
+	require.NoError(t, err)
+	require.Equal(t, ticks[0].Error, list[0].LastError)
+	require.True(t, list[0].LastRunAt.IsZero(), "no tick was enqueued")
+	require.True(t, list[0].NextRunAt.Equal(ticks[0].NextRunAt))
+	ticks, err = tb.client.EnqueueDuePeriodicJobs(tb.ctx)
+	require.NoError(t, err)
+	require.Empty(t, ticks, "not tried again before its next tick")
+	st, err := tb.client.QueueStats(tb.ctx, "pk")
+	require.NoError(t, err)
+	require.Zero(t, st.Available+st.Pending)
+
+	_, err = tb.client.AddPeriodicJob(tb.ctx, pgmsg.PeriodicJob{Queue: "pk", Name: "report", Schedule: "@hourly",
+		Payload: []byte(`{"n":1,"customer_id":"c1"}`)})
+	require.NoError(t, err)
+	tb.makeDue(t, "report", time.Minute)
+	ticks, err = tb.client.EnqueueDuePeriodicJobs(tb.ctx)
+	require.NoError(t, err)
+	require.Len(t, ticks, 1)
+	require.Empty(t, ticks[0].Error)
+	require.NotZero(t, ticks[0].JobID)
+	list, err = tb.client.ListPeriodicJobs(tb.ctx, "pk")
+	require.NoError(t, err)
+	require.Empty(t, list[0].LastError)
+}

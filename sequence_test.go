@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
@@ -79,34 +78,8 @@ func TestSequenceOrderAcrossWorkers(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	ctx, cancel := context.WithCancel(tb.ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for w := 0; w < 3; w++ {
-		// Each worker has a client and pool of its own, as a process
-		// would; the first connects as the schema's worker role (the
-		// triggers that move sequences on run as the role that finishes
-		// a job).
-		cfg := tb.Pool.Config().Copy()
-		cfg.MaxConns = 4
-		if w == 0 {
-			role := pgx.Identifier{tb.Schema + "_worker"}.Sanitize()
-			cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-				_, err := conn.Exec(ctx, "SET ROLE "+role)
-				return err
-			}
-		}
-		pool, err := pgxpool.NewWithConfig(tb.ctx, cfg)
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		c, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: tb.Schema, PollInterval: 20 * time.Millisecond})
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		wk, err := c.NewWorker("seq", handler, &pgmsg.WorkerOpts{Concurrency: 4, PollInterval: 20 * time.Millisecond})
-		require.NoError(t, err)
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = wk.Run(ctx) }()
-	}
+	stop := processWorkers(t, tb, "seq", 3, 4, handler)
+	defer stop()
 	enqueueBatch(1)
 	enqueueBatch(2)
 	select {
@@ -117,8 +90,7 @@ func TestSequenceOrderAcrossWorkers(t *testing.T) {
 		mu.Unlock()
 		t.Fatalf("only %d of %d jobs ran", n, total)
 	}
-	cancel()
-	wg.Wait()
+	stop()
 	next := map[string]int{}
 	for _, r := range runs {
 		require.False(t, r.overlap, "two jobs of sequence %s ran at once", r.key)

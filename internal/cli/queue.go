@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -48,44 +49,22 @@ dead requeue), which then runs next.`,
 		Example: `  pgmsg queue sequences sync
   pgmsg queue sequences sync --held`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			js, err := g.jsonOutput()
-			if err != nil {
-				return err
+		RunE: queueListRunE(g, func(ctx context.Context, c *pgmsg.Client, queue string) ([]*pgmsg.Sequence, error) {
+			return c.ListSequences(ctx, queue, &o)
+		}, "KEY\tHEAD\tSTATE\tPENDING\tHELD BY\tREASON\tHELD SINCE", func(w io.Writer, s *pgmsg.Sequence) {
+			head, held, since := "-", "-", "-"
+			if s.HeadID != 0 {
+				head = fmt.Sprint(s.HeadID)
 			}
-			c, done, err := g.client(cmd.Context())
-			if err != nil {
-				return err
+			if s.HeldJobID != 0 {
+				held = fmt.Sprint(s.HeldJobID)
 			}
-			defer done()
-			seqs, err := c.ListSequences(cmd.Context(), args[0], &o)
-			if err != nil {
-				return err
+			if s.HeldAt != nil {
+				since = s.HeldAt.UTC().Format(time.RFC3339)
 			}
-			if js {
-				if seqs == nil {
-					seqs = []*pgmsg.Sequence{}
-				}
-				return g.printJSON(seqs)
-			}
-			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "KEY\tHEAD\tSTATE\tPENDING\tHELD BY\tREASON\tHELD SINCE")
-			for _, s := range seqs {
-				head, held, since := "-", "-", "-"
-				if s.HeadID != 0 {
-					head = fmt.Sprint(s.HeadID)
-				}
-				if s.HeldJobID != 0 {
-					held = fmt.Sprint(s.HeldJobID)
-				}
-				if s.HeldAt != nil {
-					since = s.HeldAt.UTC().Format(time.RFC3339)
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Key, head, orDash(string(s.HeadState)), s.Pending, held,
-					orDash(s.HeldReason), since)
-			}
-			return w.Flush()
-		},
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Key, head, orDash(string(s.HeadState)), s.Pending, held,
+				orDash(s.HeldReason), since)
+		}),
 	}
 	cmd.Flags().BoolVar(&o.HeldOnly, "held", false, "held sequences only")
 	cmd.Flags().IntVar(&o.Limit, "limit", 100, "most sequences listed (1 to 10000)")
@@ -106,37 +85,50 @@ admitted (waiting to run), and how many wait for a place (pending).`,
 		Example: `  pgmsg queue limit-keys emails
   pgmsg queue limit-keys emails --after customer-42 --limit 1000`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			js, err := g.jsonOutput()
-			if err != nil {
-				return err
-			}
-			c, done, err := g.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			keys, err := c.ListLimitKeys(cmd.Context(), args[0], &o)
-			if err != nil {
-				return err
-			}
-			if js {
-				if keys == nil {
-					keys = []*pgmsg.LimitKey{}
-				}
-				return g.printJSON(keys)
-			}
-			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "KEY	RUNNING	WAITING	PENDING")
-			for _, k := range keys {
-				fmt.Fprintf(w, "%s	%d	%d	%d\n", k.Key, k.Running, k.Waiting, k.Pending)
-			}
-			return w.Flush()
-		},
+		RunE: queueListRunE(g, func(ctx context.Context, c *pgmsg.Client, queue string) ([]*pgmsg.LimitKey, error) {
+			return c.ListLimitKeys(ctx, queue, &o)
+		}, "KEY\tRUNNING\tWAITING\tPENDING", func(w io.Writer, k *pgmsg.LimitKey) {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", k.Key, k.Running, k.Waiting, k.Pending)
+		}),
 	}
 	cmd.Flags().IntVar(&o.Limit, "limit", 100, "most keys listed (1 to 10000)")
 	cmd.Flags().StringVar(&o.AfterKey, "after", "", "list keys after this one (the last of the previous page)")
 	return cmd
+}
+
+// queueListRunE is the RunE of a command that lists rows of its QUEUE
+// argument (queue sequences, queue limit-keys): list reads them, and
+// they are printed as a JSON array (empty, not null, when there are none)
+// or as a table: the header line, then row's line for each.
+func queueListRunE[T any](g *globals, list func(ctx context.Context, c *pgmsg.Client, queue string) ([]T, error),
+	header string, row func(w io.Writer, r T)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		js, err := g.jsonOutput()
+		if err != nil {
+			return err
+		}
+		c, done, err := g.client(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer done()
+		rows, err := list(cmd.Context(), c, args[0])
+		if err != nil {
+			return err
+		}
+		if js {
+			if rows == nil {
+				rows = []T{}
+			}
+			return g.printJSON(rows)
+		}
+		w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, header)
+		for _, r := range rows {
+			row(w, r)
+		}
+		return w.Flush()
+	}
 }
 
 // orDash is s, or "-" when it is empty.

@@ -4767,21 +4767,41 @@ END $function$;
 -- _rescue makes up to p_limit jobs of a queue whose lease expired claimable
 -- again (their attempt counted; a job out of attempts goes dead), recording
 -- the expiry in the job's errors. Rows locked by someone else are skipped.
+-- A job that goes dead moves its limit key or its sequence on (triggers
+-- job_limit_dead, job_sequence_dead), under the key's lock, which the
+-- triggers take row by row in the order the UPDATE meets the rows: so
+-- that two rescues (or a rescue and an enqueue) of jobs of several keys
+-- cannot deadlock, the locks are taken here first, in the order every
+-- other path takes them (limit keys, then sequences, each in lock key
+-- order), and the triggers find them held.
 CREATE OR REPLACE FUNCTION "pgmsg"._rescue(p_queue_id integer, p_now timestamp with time zone, p_limit integer)
  RETURNS integer
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    n integer;
+    n   integer;
+    ids bigint[];
 BEGIN
-    WITH r AS (
+    SELECT array_agg(r.id) INTO ids FROM (
         SELECT j.id FROM "pgmsg".job j
         WHERE j.queue_id = p_queue_id AND j.state = 'running' AND j.lease_expires_at <= p_now
         ORDER BY j.lease_expires_at
         LIMIT p_limit
-        FOR UPDATE SKIP LOCKED
-    )
+        FOR UPDATE SKIP LOCKED) r;
+    IF ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM pg_advisory_xact_lock(l.h)
+       FROM (SELECT DISTINCT hashtextextended('pgmsg' || '.limit.' || p_queue_id || '.' || j.limit_key, 0) AS h
+               FROM "pgmsg".job j
+              WHERE j.id = ANY (ids) AND j.limit_key IS NOT NULL AND j.attempt >= j.max_attempts) l
+      ORDER BY l.h;
+    PERFORM pg_advisory_xact_lock(l.h)
+       FROM (SELECT DISTINCT hashtextextended('pgmsg' || '.sequence.' || p_queue_id || '.' || j.sequence_key, 0) AS h
+               FROM "pgmsg".job j
+              WHERE j.id = ANY (ids) AND j.sequence_key IS NOT NULL AND j.attempt >= j.max_attempts) l
+      ORDER BY l.h;
     UPDATE "pgmsg".job j
        SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'available' END,
            finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN p_now END,
@@ -4790,8 +4810,7 @@ BEGIN
                'attempt', j.attempt, 'at', p_now,
                'error', format('lease expired at %s (worker %s stopped without completing the job)',
                                j.lease_expires_at, coalesce(j.worker, 'unnamed'))))
-      FROM r
-     WHERE j.id = r.id;
+     WHERE j.id = ANY (ids);
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END $function$;
@@ -4809,7 +4828,7 @@ DECLARE
     total  integer := 0;
     qid    integer;
 BEGIN
-    FOR qid IN SELECT q.queue_id FROM "pgmsg".queue q WHERE p_queue IS NULL OR q.name = p_queue LOOP
+    FOR qid IN SELECT q.queue_id FROM "pgmsg".queue q WHERE p_queue IS NULL OR q.name = p_queue ORDER BY q.queue_id LOOP
         total := total + "pgmsg"._rescue(qid, now_ts, p_limit);
     END LOOP;
     IF p_queue IS NOT NULL AND NOT FOUND THEN
@@ -6320,10 +6339,14 @@ END $function$;
 -- Ticks missed while nothing called it are coalesced into one job, for
 -- the first of them. Each job's unique key is periodic:<name>@<tick, UTC>,
 -- so it can be found. A tick that cannot be enqueued (the queue is full,
--- its max_payload_bytes has shrunk below the payload, a key_field set
--- since that the payload lacks) stays due, with the
+-- its max_payload_bytes has shrunk below the payload) stays due, with the
 -- reason in last_error and the result row, and is tried again on the next
--- call. Returns one row per periodic job handled.
+-- call. A tick whose payload lacks the limit key of a queue with a
+-- key_field (PM113: every tick would be refused until the periodic job's
+-- payload or the queue's key_field changes) is skipped: last_error says
+-- so and next_run_at moves on, so that the job is not tried at every
+-- call and does not hold its place among the first p_limit due ones.
+-- Returns one row per periodic job handled.
 CREATE OR REPLACE FUNCTION "pgmsg".periodic_enqueue_due(p_limit integer DEFAULT 100)
  RETURNS TABLE(queue text, name text, tick timestamp with time zone, job_id bigint, duplicate boolean, next_run_at timestamp with time zone, error text)
  LANGUAGE plpgsql
@@ -6337,9 +6360,10 @@ DECLARE
     now_  timestamptz := clock_timestamp();
     nxt   timestamptz;
     err   text;
+    skip  boolean;
 BEGIN
     FOR p IN
-        SELECT pj.*, q.name AS queue_name FROM "pgmsg".periodic_job pj
+        SELECT pj.*, q.name AS queue_name, q.key_field AS queue_key_field FROM "pgmsg".periodic_job pj
           JOIN "pgmsg".queue q ON q.queue_id = pj.queue_id
          WHERE pj.next_run_at <= now_
          ORDER BY pj.next_run_at
@@ -6349,6 +6373,7 @@ BEGIN
         err := NULL;
         jid := NULL;
         dup := false;
+        skip := false;
         BEGIN
             SELECT e.id, e.duplicate INTO jid, dup
               FROM "pgmsg".enqueue_many(p.queue_name, ARRAY[p.payload], ARRAY[p.kind], ARRAY[p.priority::integer],
@@ -6358,13 +6383,21 @@ BEGIN
                                            false, ARRAY[p.timeout],
                                            ARRAY[CASE WHEN p.tags IS NULL THEN NULL ELSE to_jsonb(p.tags) END],
                                            ARRAY[p.metadata]) e;
-        EXCEPTION WHEN SQLSTATE 'PM109' OR SQLSTATE 'PM103' OR SQLSTATE 'PM004' OR SQLSTATE 'PM105' OR SQLSTATE 'PM113' THEN
+        EXCEPTION WHEN SQLSTATE 'PM113' THEN
+            err := format('limit key missing: the payload has no field %s (or is not JSON), which queue %s takes each job''s limit key from; tick skipped',
+                          quote_literal(p.queue_key_field), quote_literal(p.queue_name));
+            skip := true;
+        WHEN SQLSTATE 'PM109' OR SQLSTATE 'PM103' OR SQLSTATE 'PM004' OR SQLSTATE 'PM105' THEN
             err := SQLERRM;
         END;
         IF err IS NULL THEN
             nxt := "pgmsg"._periodic_next(p.schedule, p.time_zone, now_, p.defined_at);
             UPDATE "pgmsg".periodic_job pj
                SET next_run_at = nxt, last_run_at = p.next_run_at, last_job_id = jid, last_error = NULL
+             WHERE pj.queue_id = p.queue_id AND pj.name = p.name;
+        ELSIF skip THEN
+            nxt := "pgmsg"._periodic_next(p.schedule, p.time_zone, now_, p.defined_at);
+            UPDATE "pgmsg".periodic_job pj SET next_run_at = nxt, last_error = left(err, 1000)
              WHERE pj.queue_id = p.queue_id AND pj.name = p.name;
         ELSE
             nxt := p.next_run_at;

@@ -56,6 +56,18 @@ const fetchMax = 500
 // partition of dlq, at most limit; none when dlq does not exist. Whether
 // each was replayed is told by the position of group's replay group
 // (ReplayGroupSuffix) on dlq.
+//
+// Its reads (Partitions, Positions, each Fetch) are statements of their
+// own on the pool, not one snapshot: a listing writes nothing, and what
+// may change between them changes no answer into a wrong one. Offsets
+// only grow; a Fetch reads the records still there from its offset on
+// (retention removes only the oldest); a record published meanwhile is
+// listed or left for the next listing; and a replay committed after
+// Positions shows its records not yet replayed, as a listing a moment
+// earlier would. A REPEATABLE READ transaction over the listing's
+// fetches (up to limit/fetchMax per partition) would hold back vacuum's
+// horizon for as long. Replay's claim, publish and commit, which must be
+// atomic, share BeginFunc's transaction.
 func List(ctx context.Context, a Admin, dlq, topic, group string, limit int) ([]Listed, error) {
 	parts, err := a.Partitions(ctx, dlq)
 	if errors.Is(err, errs.UnknownTopic) {

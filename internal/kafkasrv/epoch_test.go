@@ -223,6 +223,36 @@ func TestLeaderEpochs(t *testing.T) {
 	require.Equal(t, [2]int64{80, int64(epoch)}, [2]int64{l.Offset, int64(l.LeaderEpoch)})
 }
 
+// pollPastLoss polls cl until it has n records after a data loss: the
+// consumer must report the loss (kgo.ErrDataLoss) before it hands over
+// any record, and pollPastLoss returns the last loss reported and the
+// records after it. A fetch error other than the loss fails the test,
+// unless tolerate is set (while the primary changes a fetch may fail),
+// when it is logged.
+func pollPastLoss(t *testing.T, ctx context.Context, cl *kgo.Client, n int, tolerate bool) (*kgo.ErrDataLoss, []*kgo.Record) {
+	t.Helper()
+	var loss *kgo.ErrDataLoss
+	var after []*kgo.Record
+	for len(after) < n {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "the consumer neither reported the loss nor read the new records")
+		fs.EachError(func(topic string, partition int32, err error) {
+			switch {
+			case errors.As(err, &loss):
+			case tolerate:
+				t.Logf("fetch error while the primary changes: %v", err)
+			default:
+				t.Fatalf("fetch error: %v", err)
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			require.NotNil(t, loss, "record %d (%s) was handed over before the loss was reported", r.Offset, r.Value)
+			after = append(after, r)
+		})
+	}
+	return loss, after
+}
+
 // A franz-go consumer that had read offsets 0..99 when a failover lost
 // 60..99, and the new primary gave offsets 60..119 to other records, is
 // fenced at its next Fetch, finds that its epoch ends at 60, and reports
@@ -246,21 +276,7 @@ func TestKafkaConsumerDetectsTruncation(t *testing.T) {
 
 	loseRecords(t, tb, "tr", 60, 60) // the new primary's offsets 60..119 are other records
 
-	var loss *kgo.ErrDataLoss
-	var after []*kgo.Record
-	for len(after) < 60 {
-		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "the consumer neither reported the loss nor read the new records")
-		fs.EachError(func(topic string, partition int32, err error) {
-			if !errors.As(err, &loss) {
-				t.Fatalf("fetch error: %v", err)
-			}
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			require.NotNil(t, loss, "record %d (%s) was handed over before the loss was reported", r.Offset, r.Value)
-			after = append(after, r)
-		})
-	}
+	loss, after := pollPastLoss(t, ctx, cl, 60, false)
 	require.Equal(t, int64(100), loss.ConsumedTo)
 	require.Equal(t, int32(0), loss.ConsumedToEpoch)
 	require.Equal(t, int64(60), loss.ResetTo)
@@ -313,21 +329,7 @@ func TestKafkaGroupDetectsTruncation(t *testing.T) {
 	require.NoError(t, err)
 	loseRecords(t, tb, "tg", 60, 60)
 
-	var loss *kgo.ErrDataLoss
-	var after []*kgo.Record
-	for len(after) < 60 {
-		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "the consumer neither reported the loss nor read the new records")
-		fs.EachError(func(topic string, partition int32, err error) {
-			if !errors.As(err, &loss) {
-				t.Fatalf("fetch error: %v", err)
-			}
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			require.NotNil(t, loss, "record %d (%s) was handed over before the loss was reported", r.Offset, r.Value)
-			after = append(after, r)
-		})
-	}
+	loss, after := pollPastLoss(t, ctx, cl, 60, false)
 	require.Equal(t, [2]int64{100, 60}, [2]int64{loss.ConsumedTo, loss.ResetTo})
 	require.Equal(t, int64(60), after[0].Offset)
 	require.Equal(t, "new0", string(after[0].Value))

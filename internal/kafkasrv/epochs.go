@@ -105,10 +105,43 @@ func (h *epochHistory) endOf(requested int32, logEnd int64) (int32, int64) {
 }
 
 // epochCache keeps each partition's epoch history, read once per epoch:
-// the epochs up to the current one never change.
+// the epochs up to the current one never change. It keeps at most max
+// histories (epochCacheMax when 0): a topic deleted, or deleted and made
+// again, by another process leaves its partitions' entries behind (an
+// entry of a topic made again is replaced at its first use, as its topic
+// id differs), so past the bound a new entry takes the place of an
+// arbitrary one, which costs at most one read of its history again.
 type epochCache struct {
-	mu sync.Mutex
-	m  map[tp]*epochHistory
+	mu  sync.Mutex
+	m   map[tp]*epochHistory
+	max int
+}
+
+// epochCacheMax is how many partitions' histories the epoch cache keeps
+// by default. Only partitions past epoch 0 (after a failover) have one.
+const epochCacheMax = 10000
+
+// put keeps h as key's history, in place of an arbitrary other entry
+// when the cache is full.
+func (c *epochCache) put(key tp, h *epochHistory) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[tp]*epochHistory{}
+	}
+	limit := c.max
+	if limit <= 0 {
+		limit = epochCacheMax
+	}
+	if _, ok := c.m[key]; !ok && len(c.m) >= limit {
+		for k := range c.m { // map order: an arbitrary entry
+			delete(c.m, k)
+			if len(c.m) < limit {
+				break
+			}
+		}
+	}
+	c.m[key] = h
 }
 
 // epochHistory returns p's epoch history, read when p is past its first
@@ -131,12 +164,7 @@ func (s *Server) epochHistory(ctx context.Context, topic string, p store.KafkaPa
 		return nil, err
 	}
 	h = newEpochHistory(p, read)
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[tp]*epochHistory{}
-	}
-	c.m[key] = h
-	c.mu.Unlock()
+	c.put(key, h)
 	return h, nil
 }
 

@@ -46,3 +46,33 @@ func TestCheckLeaderEpoch(t *testing.T) {
 	require.Equal(t, kerr.FencedLeaderEpoch.Code, checkLeaderEpoch(-2, 5))
 	require.Equal(t, kerr.UnknownLeaderEpoch.Code, checkLeaderEpoch(6, 5))
 }
+
+// The epoch cache keeps at most its bound of histories: a new partition's
+// takes an arbitrary entry's place, a partition's new history replaces
+// its own without evicting another, and the zero cache is bounded by
+// epochCacheMax.
+func TestEpochCacheBounded(t *testing.T) {
+	c := &epochCache{max: 3}
+	for i := range 10 {
+		c.put(tp{"t", int32(i)}, &epochHistory{topicID: 1, current: 1})
+		require.LessOrEqual(t, len(c.m), 3)
+		require.Contains(t, c.m, tp{"t", int32(i)}, "the entry just put")
+	}
+	kept := map[tp]bool{}
+	for k := range c.m {
+		kept[k] = true
+	}
+	for k := range kept {
+		c.put(k, &epochHistory{topicID: 2, current: 2})
+	}
+	require.Len(t, c.m, 3)
+	for k := range kept {
+		require.Equal(t, int32(2), c.m[k].topicID, "%v replaced in place", k)
+	}
+
+	var d epochCache
+	for i := range epochCacheMax + 5 {
+		d.put(tp{"t", int32(i)}, &epochHistory{})
+	}
+	require.Len(t, d.m, epochCacheMax)
+}

@@ -119,21 +119,7 @@ func TestKafkaConsumerAcrossPromotion(t *testing.T) {
 	t.Cleanup(promoted.Close)
 	publish(promoted, "new", 60) // offsets 100..159 on the new primary
 
-	var loss *kgo.ErrDataLoss
-	var after []*kgo.Record
-	for len(after) < 60 {
-		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "the consumer neither reported the loss nor read the new records")
-		fs.EachError(func(topic string, partition int32, err error) {
-			if !errors.As(err, &loss) {
-				t.Logf("fetch error while the primary changes: %v", err)
-			}
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			require.NotNil(t, loss, "record %d (%s) was handed over before the loss was reported", r.Offset, r.Value)
-			after = append(after, r)
-		})
-	}
+	loss, after := pollPastLoss(t, ctx, cl, 60, true)
 	require.Equal(t, [2]int64{140, 100}, [2]int64{loss.ConsumedTo, loss.ResetTo})
 	for i, r := range after {
 		require.Equal(t, int64(100+i), r.Offset)

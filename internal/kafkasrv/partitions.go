@@ -159,11 +159,10 @@ func (s *Server) forgetPartitions() {
 
 // newNotifier is the listener's own notification listener on the
 // client's channel, or nil when the client's notifications are disabled
-// (pgmsg.Config.DisableNotify: its RecordWakeups channel is nil).
+// (pgmsg.Config.DisableNotify). It asks the client without subscribing,
+// which would start the client's own LISTEN connection, unused here.
 func newNotifier(s *Server) *notifier.Notifier {
-	ch, stop := s.client.RecordWakeups()
-	stop()
-	if ch == nil {
+	if s.client.NotifyDisabled() {
 		return nil
 	}
 	return notifier.New(s.client.Pool().Config().ConnConfig, s.client.Schema()+"_log", s.logger)

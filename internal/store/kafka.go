@@ -41,7 +41,13 @@ type KafkaPartition struct {
 // is published there.
 var kafkaLogEpoch = stmt("log_epoch_next", "p.log_epoch", "p.log_timeline", "tl.tl")
 
-// kafkaTimeline is the FROM item tl(tl) of this server's timeline.
+// kafkaTimeline is the FROM item tl(tl) of this server's timeline. It
+// reads pg_current_wal_lsn(), which a standby refuses during recovery:
+// the listener runs these statements on its client's pool, which must be
+// the primary's (target_session_attrs=read-write on a multi-host URL),
+// as the listener writes there from its start (its kafka_broker row) and
+// with every produce and group request. It never reads a standby; its
+// client's read replicas serve consumers' claimed records only.
 var kafkaTimeline = `(SELECT ` + stmt("timeline") + `) tl(tl)`
 
 // KafkaPartitions returns every partition of topic in partition order, or
