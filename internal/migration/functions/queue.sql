@@ -2157,6 +2157,8 @@ DECLARE
     x_dord  integer[];
     x_id    bigint[];
     x_nm    text[];
+    names   jsonb;
+    d       integer;
 BEGIN
     IF EXISTS (SELECT 1 FROM unnest(p_names) u(nm) WHERE u.nm IS NOT NULL AND (u.nm = '' OR octet_length(u.nm) > 200)) THEN
         PERFORM {{schema}}._raise('PM004', 'a job''s name must be 1 to 200 bytes');
@@ -2184,16 +2186,19 @@ BEGIN
        OR EXISTS (SELECT 1 FROM unnest(p_names, p_unique_keys) u(nm, uk) WHERE u.nm IS NOT NULL AND u.uk IS NOT NULL) THEN
         PERFORM {{schema}}._raise('PM004', 'a job with dependencies or a name has no unique_key, sequence_key or limit key');
     END IF;
+    -- Names to positions: one lookup per edge, whatever the planner
+    -- would make of a join of two unnests.
+    SELECT coalesce(jsonb_object_agg(u.nm, u.ord), '{}') INTO names
+      FROM unnest(p_names) WITH ORDINALITY u(nm, ord) WHERE u.nm IS NOT NULL;
     -- The batch's edges, each dependency once per job: x_ord the
     -- dependent, x_dord the dependency's position when it is a name, x_id
     -- its id when it is an id.
     SELECT array_agg(y.ord), array_agg(y.dord), array_agg(y.id), array_agg(y.nm) INTO x_ord, x_dord, x_id, x_nm
-      FROM (SELECT DISTINCT u.ord::integer AS ord, n2.ord::integer AS dord,
+      FROM (SELECT DISTINCT u.ord::integer AS ord, CASE WHEN jsonb_typeof(e.v) = 'string' THEN (names ->> (e.v #>> '{}'))::integer END AS dord,
                    CASE WHEN jsonb_typeof(e.v) = 'number' THEN (e.v #>> '{}')::bigint END AS id,
                    CASE WHEN jsonb_typeof(e.v) = 'string' THEN e.v #>> '{}' END AS nm
               FROM unnest(p_depends_on) WITH ORDINALITY u(d, ord)
              CROSS JOIN LATERAL jsonb_array_elements(u.d) e(v)
-              LEFT JOIN unnest(p_names) WITH ORDINALITY n2(nm, ord) ON jsonb_typeof(e.v) = 'string' AND n2.nm = e.v #>> '{}'
              WHERE u.d IS NOT NULL) y;
     SELECT x.nm, x.ord - 1 INTO bad, bad_ord FROM unnest(x_ord, x_dord, x_id, x_nm) x(ord, dord, id, nm) WHERE x.nm IS NOT NULL AND x.dord IS NULL LIMIT 1;
     IF FOUND THEN
@@ -2260,8 +2265,12 @@ BEGIN
               FROM unnest(x_ord, x_dord, x_id, x_nm) e(ord, dord, id, nm)
               LEFT JOIN {{schema}}.job j ON j.id = e.id
               LEFT JOIN {{schema}}.job_archive a ON j.id IS NULL AND a.id = e.id) x;
-    SELECT array_agg(EXISTS (SELECT 1 FROM unnest(x_ord, x_dord, x_id, x_nm) x(ord, dord, id, nm) WHERE x.dord = g.i) ORDER BY g.i) INTO named
-      FROM generate_series(1, n) g(i);
+    named := array_fill(false, ARRAY[n]);
+    FOREACH d IN ARRAY x_dord LOOP
+        IF d IS NOT NULL THEN
+            named[d] := true;
+        END IF;
+    END LOOP;
 END $function$;
 
 -- _deps_settle settles the edges out of jobs that completed (p_done),
