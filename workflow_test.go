@@ -325,6 +325,10 @@ func TestWorkflowEnqueueErrors(t *testing.T) {
 		p_depends_on => ARRAY['["b"]'::jsonb, '["a"]'::jsonb])`, sch))
 	require.ErrorContains(t, err, "PM116")
 	require.Equal(t, before, wfCount(t, tb, "wf"))
+	// Names without dependencies are fine.
+	res, err := tb.client.EnqueueMany(tb.ctx, "wf", []pgmsg.EnqueueParams{{Name: "solo"}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, pgmsg.JobStateAvailable, res[0].State)
 }
 
 // A dependency completing while a job is enqueued on it: whichever commits

@@ -2266,7 +2266,7 @@ BEGIN
               LEFT JOIN {{schema}}.job j ON j.id = e.id
               LEFT JOIN {{schema}}.job_archive a ON j.id IS NULL AND a.id = e.id) x;
     named := array_fill(false, ARRAY[n]);
-    FOREACH d IN ARRAY x_dord LOOP
+    FOREACH d IN ARRAY coalesce(x_dord, '{}') LOOP
         IF d IS NOT NULL THEN
             named[d] := true;
         END IF;
