@@ -593,7 +593,7 @@ var propRoutes = map[string]propRoute{
 				if g.intN(4) == 0 {
 					deps := []any{g.jstr("a", "n0"), g.jnum(1, 2, 5)}
 					if g.hostile() {
-						deps = pick(g, []any{int64(0)}, []any{1.5}, []any{jobj{}}, make([]any, 1001))
+						deps = pick(g, []any{int64(0)}, []any{jraw("1.5")}, []any{jobj{}}, make([]any, 1001))
 					}
 					j.add("depends_on", deps)
 					if g.intN(2) == 0 {

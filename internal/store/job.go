@@ -120,7 +120,7 @@ func (s *Store) JobList(ctx context.Context, exec DBTX, p JobListParams) ([]*Job
 	}
 	out := make([]*Job, len(rows))
 	for i, r := range rows {
-		if out[i], err = jobFromGetRow((*dbsqlc.JobListRow)(r)); err != nil {
+		if out[i], err = jobFromGetRow(r); err != nil {
 			return nil, err
 		}
 	}
