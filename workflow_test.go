@@ -358,3 +358,21 @@ func TestWorkflowEnqueueRacesCompletion(t *testing.T) {
 		require.NoError(t, tb.client.Complete(tb.ctx, jd))
 	}
 }
+
+// Deleting a queue with a waiting workflow deletes it whole, its edges
+// with it.
+func TestWorkflowQueueDelete(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.queue(t, "wf", pgmsg.QueueConfig{})
+	w := pgmsg.NewWorkflow().Add("a", pgmsg.EnqueueParams{}).Add("b", pgmsg.EnqueueParams{}, "a").
+		Add("c", pgmsg.EnqueueParams{}, "b")
+	_, err := tb.client.EnqueueWorkflow(tb.ctx, "wf", w, nil)
+	require.NoError(t, err)
+	require.Equal(t, 3+2, wfCount(t, tb, "wf"), "three jobs, two edges")
+	require.NoError(t, tb.client.DeleteQueue(tb.ctx, "wf", true))
+	var edges int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf("SELECT count(*) FROM %s.job_dependency",
+		pgx.Identifier{tb.Schema}.Sanitize())).Scan(&edges))
+	require.Zero(t, edges)
+}
