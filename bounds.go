@@ -26,6 +26,11 @@ const (
 	LimitKeyMaxBytes = queue.LimitKeyMaxBytes
 	// QueueKeyFieldMaxBytes is the longest QueueConfig.KeyField, in bytes.
 	QueueKeyFieldMaxBytes = queue.KeyFieldMaxBytes
+	// JobDependsOnMax is the most dependencies a job may have
+	// (EnqueueParams.DependsOn and DependsOnNames together).
+	JobDependsOnMax = queue.DependsOnMax
+	// JobNameMaxBytes is the longest EnqueueParams.Name, in bytes.
+	JobNameMaxBytes = queue.JobNameMaxBytes
 )
 
 // durationMax is the longest lease, session timeout, retry backoff or wait

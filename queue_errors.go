@@ -53,6 +53,22 @@ var (
 	// EnqueueParams.LimitKey and no such field in its payload (or a payload
 	// that is not JSON) (PM113).
 	ErrLimitKeyMissing error = errs.LimitKeyMissing
+	// ErrUnknownDependency is returned by an enqueue of a job that depends
+	// on a job id no job has (live or archived), or on a name no job of
+	// its batch has (EnqueueParams.DependsOn, DependsOnNames) (PM114).
+	// Nothing of the batch is written.
+	ErrUnknownDependency error = errs.UnknownDependency
+	// ErrDependencyQueue is returned by an enqueue of a job that depends on
+	// a job of another queue (PM115). Nothing of the batch is written.
+	ErrDependencyQueue error = errs.DependencyQueue
+	// ErrDependencyCycle is returned by an enqueue of a batch whose jobs
+	// depend on one another in a cycle (a job on itself included) (PM116).
+	// Nothing of the batch is written.
+	ErrDependencyCycle error = errs.DependencyCycle
+	// ErrTooManyDependencies is returned by an enqueue of a job with more
+	// than JobDependsOnMax dependencies (PM117). Nothing of the batch is
+	// written.
+	ErrTooManyDependencies error = errs.TooManyDeps
 	// ErrJobTimeout is the cause of a handler's context cancelled because
 	// the job ran longer than WorkerOpts.JobTimeout; the attempt fails with
 	// it (context.Cause(ctx) tells a handler why it was cancelled).

@@ -73,6 +73,32 @@ type EnqueueParams struct {
 	// 1 to pgmsg.LimitKeyMaxBytes bytes. Default "": the payload's
 	// KeyField, or no limit.
 	LimitKey string
+	// DependsOn makes the job wait for other jobs of its queue, by id:
+	// it stays in state JobStatePending until every one of them (and of
+	// DependsOnNames) completed, and becomes claimable in the transaction
+	// that completes the last. A dependency that is cancelled, deleted or
+	// goes dead cancels the job instead (and, in turn, the jobs waiting on
+	// it), unless IgnoreCancelledDeps / IgnoreDeadDeps. At most
+	// pgmsg.JobDependsOnMax, counting DependsOnNames. An id of no job is
+	// pgmsg.ErrUnknownDependency, a job of another queue
+	// pgmsg.ErrDependencyQueue. A job with dependencies has no UniqueKey,
+	// SequenceKey or LimitKey. Default nil: no dependencies.
+	DependsOn []int64
+	// Name names the job within its batch (pgmsg.Client.EnqueueMany,
+	// pgmsg.Workflow), for other jobs of the batch to depend on it
+	// (DependsOnNames). 1 to pgmsg.JobNameMaxBytes bytes, unique within
+	// the batch; not stored.
+	Name string
+	// DependsOnNames are dependencies among the jobs of the same batch, by
+	// their Name; a name of none is pgmsg.ErrUnknownDependency, and a
+	// cycle pgmsg.ErrDependencyCycle.
+	DependsOnNames []string
+	// IgnoreCancelledDeps counts a dependency that was cancelled or
+	// deleted as done instead of cancelling the job.
+	IgnoreCancelledDeps bool
+	// IgnoreDeadDeps counts a dependency that went dead (retries
+	// exhausted, or discarded) as done instead of cancelling the job.
+	IgnoreDeadDeps bool
 }
 
 // EnqueueResult is what an enqueue did with one job.
@@ -104,7 +130,9 @@ type QueueStats struct {
 	// Dead jobs ran out of attempts (dead-letter).
 	Dead int64 `json:"dead"`
 	// Pending jobs wait behind an earlier job of their sequence
-	// (EnqueueParams.SequenceKey).
+	// (EnqueueParams.SequenceKey), for a place under their key's limit
+	// (EnqueueParams.LimitKey) or for their dependencies
+	// (EnqueueParams.DependsOn).
 	Pending int64 `json:"pending"`
 	// Archived jobs completed or were cancelled and are not yet pruned.
 	Archived int64 `json:"archived"`

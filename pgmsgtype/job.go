@@ -13,7 +13,9 @@ type JobState string
 // Job states. Available, scheduled and retrying jobs wait (and are claimable
 // once their RunAt passes); running jobs are held by a worker; dead jobs ran
 // out of attempts. Pending jobs wait behind an earlier job of their sequence
-// (EnqueueParams.SequenceKey) and are not claimable. Completed and cancelled
+// (EnqueueParams.SequenceKey), for a place under their key's limit
+// (EnqueueParams.LimitKey) or for their dependencies
+// (EnqueueParams.DependsOn), and are not claimable. Completed and cancelled
 // jobs are in the archive.
 const (
 	JobStateAvailable JobState = "available"
@@ -81,6 +83,14 @@ type Job struct {
 	// (by the pgmsg.Worker when the handler returns nil, or by pgmsg.Client.Complete); pgmsg.Client.GetJob
 	// returns a completed job's result.
 	Result json.RawMessage `json:"result,omitempty"`
+	// DependsOn are the jobs the job was enqueued to wait for
+	// (pgmsg.EnqueueParams.DependsOn and DependsOnNames), and DepsWaiting
+	// how many of them it still waits for while pending; WorkflowID is
+	// the workflow it belongs to (pgmsg.Client.GetWorkflow), 0 for none.
+	// Set by pgmsg.Client.GetJob.
+	DependsOn   []int64 `json:"depends_on,omitempty"`
+	DepsWaiting int     `json:"deps_waiting,omitempty"`
+	WorkflowID  int64   `json:"workflow_id,omitempty"`
 }
 
 // SetResult encodes v as JSON (a json.RawMessage is taken as it is) and

@@ -39,6 +39,12 @@ const (
 	// jobs of each key running at once and the run fails if one exceeds
 	// the limit (queue only).
 	ImplPgmsgKeyLimit = "pgmsg-keylimit"
+	// ImplPgmsgWorkflow is pgmsg's queue with each prefill chunk one
+	// workflow: a root fanned out to QueueOptions.WorkflowLevels levels of
+	// equal width, each job after the first level depending on two of the
+	// level before (fan-in 2); its check measures, on the database's
+	// clock, each job's claim after its last dependency's completion.
+	ImplPgmsgWorkflow = "pgmsg-workflow"
 	ImplSeed          = "seed" // the seed baseline's SQL, verbatim
 	ImplCopy          = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
 	// ImplPacked is the seed baseline's SQL with up to 7 records stored per row: an

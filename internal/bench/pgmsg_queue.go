@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
@@ -23,6 +24,9 @@ func init() {
 	})
 	RegisterQueue(ImplPgmsgKeyLimit, func(env *Env, o QueueOptions) QueueDriver {
 		return &pgmsgQueue{env: env, o: o, limitKeys: seqKeys(o.LimitKeys), running: map[string]int{}}
+	})
+	RegisterQueue(ImplPgmsgWorkflow, func(env *Env, o QueueOptions) QueueDriver {
+		return &pgmsgQueue{env: env, o: o, workflow: true}
 	})
 }
 
@@ -51,7 +55,9 @@ type pgmsgQueue struct {
 	// limitKeys: each job has a limit key, the next of these in turn, in
 	// a queue with o.KeyLimit (ImplPgmsgKeyLimit); nil: none. running
 	// counts each key's jobs in handlers now, maxRunning the most seen.
-	limitKeys  []string
+	limitKeys []string
+	// workflow: each Prefill is one workflow (ImplPgmsgWorkflow).
+	workflow   bool
 	mu         sync.Mutex
 	running    map[string]int
 	maxRunning int
@@ -106,8 +112,32 @@ func (d *pgmsgQueue) params(vals [][]byte) []pgmsg.EnqueueParams {
 }
 
 func (d *pgmsgQueue) Prefill(ctx context.Context, vals [][]byte) error {
-	_, err := d.c.EnqueueMany(ctx, d.queue, d.params(vals), &pgmsg.EnqueueOpts{DisableCreateQueue: true})
+	ps := d.params(vals)
+	if d.workflow {
+		workflowDeps(ps, d.o.WorkflowLevels)
+	}
+	_, err := d.c.EnqueueMany(ctx, d.queue, ps, &pgmsg.EnqueueOpts{DisableCreateQueue: true})
 	return err
+}
+
+// workflowDeps makes ps one workflow: ps[0] the root, the others levels
+// of equal width (the last may be narrower), the first level depending on
+// the root, each job of a later level on the jobs i and i+1 (mod width)
+// of the level before.
+func workflowDeps(ps []pgmsg.EnqueueParams, levels int) {
+	width := max((len(ps)-1+levels-1)/levels, 1)
+	name := func(i int) string { return "j" + strconv.Itoa(i) }
+	ps[0].Name = name(0)
+	for i := 1; i < len(ps); i++ {
+		ps[i].Name = name(i)
+		lvl, k := (i-1)/width, (i-1)%width
+		if lvl == 0 {
+			ps[i].DependsOnNames = []string{name(0)}
+			continue
+		}
+		prev := 1 + (lvl-1)*width
+		ps[i].DependsOnNames = []string{name(prev + k), name(prev + (k+1)%width)}
+	}
 }
 
 func (d *pgmsgQueue) Enqueue(ctx context.Context, vals [][]byte) error {
@@ -176,6 +206,9 @@ func keyEnd(p []byte) int {
 // Check reports the most jobs of one key seen running at once
 // (ImplPgmsgKeyLimit), and fails the run if it passed the limit.
 func (d *pgmsgQueue) Check() (string, error) {
+	if d.workflow {
+		return d.checkWorkflow()
+	}
 	if d.limitKeys == nil {
 		return "", nil
 	}
@@ -231,4 +264,37 @@ func (d *pgmsgQueue) Teardown(ctx context.Context) error {
 		d.pool.Close()
 	}
 	return nil
+}
+
+// checkWorkflow measures, on the database's clock, how long each job with
+// dependencies waited after its last dependency's completion committed
+// its release until a worker claimed it (attempted_at minus the latest
+// finished_at of its dependencies), and fails the run if a job was
+// claimed before a dependency completed.
+func (d *pgmsgQueue) checkWorkflow() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var n, early int64
+	var p50, p99, maxMS float64
+	err := d.pool.QueryRow(ctx, fmt.Sprintf(`
+		WITH q AS (SELECT queue_id FROM %[1]s.queue WHERE name = $1),
+		lag AS (
+			SELECT extract(epoch FROM a.attempted_at - max(b.finished_at)) * 1000 AS ms
+			  FROM %[1]s.job_archive a CROSS JOIN LATERAL unnest(a.depends_on) dep(id)
+			  JOIN %[1]s.job_archive b ON b.id = dep.id
+			 WHERE a.queue_id = (SELECT queue_id FROM q) AND a.status = 'completed'
+			 GROUP BY a.id, a.attempted_at)
+		SELECT count(*), count(*) FILTER (WHERE ms < 0),
+		       coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0),
+		       coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0), coalesce(max(ms), 0)
+		  FROM lag`, pgx.Identifier{d.env.Schema}.Sanitize()), d.queue).Scan(&n, &early, &p50, &p99, &maxMS)
+	if err != nil {
+		return "", err
+	}
+	s := fmt.Sprintf("%d jobs with dependencies started %.1f ms p50, %.1f ms p99, %.1f ms max after their last dependency completed (database clock; %d levels)",
+		n, p50, p99, maxMS, d.o.WorkflowLevels)
+	if early > 0 {
+		return s, fmt.Errorf("bench: %d jobs were claimed before a dependency completed: %s", early, s)
+	}
+	return s, nil
 }

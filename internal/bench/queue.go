@@ -33,6 +33,9 @@ type QueueOptions struct {
 	// and 1.
 	LimitKeys int
 	KeyLimit  int
+	// WorkflowLevels is the depth of ImplPgmsgWorkflow's workflows (below
+	// their root). Default 10.
+	WorkflowLevels int
 	// Processes runs the pgmsg queue's Workers as this many clients, each
 	// with its own pool, as separate worker processes would (the Workers
 	// shared among them). Default 1.
@@ -67,6 +70,9 @@ func (o *QueueOptions) defaults() {
 	}
 	if o.Processes <= 0 {
 		o.Processes = 1
+	}
+	if o.WorkflowLevels <= 0 {
+		o.WorkflowLevels = 10
 	}
 }
 

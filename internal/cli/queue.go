@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -30,7 +31,62 @@ Queues are created by their first enqueue, or with queue create.`,
 		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g), newQueueRetry(g), newQueueJob(g),
 		newQueueJobs(g), newQueuePeriodic(g),
 		newQueuePause(g, true), newQueuePause(g, false), newQueueSequences(g), newQueueResumeSequence(g),
-		newQueueLimitKeys(g))
+		newQueueLimitKeys(g), newQueueWorkflow(g))
+	return cmd
+}
+
+// newQueueWorkflow is "queue workflow": the jobs of a job's workflow.
+func newQueueWorkflow(g *globals) *cobra.Command {
+	var o pgmsg.GetWorkflowOpts
+	cmd := &cobra.Command{
+		Use:   "workflow JOB-ID",
+		Short: "Show the jobs of a job's workflow: each one's level, state and dependencies",
+		Long: `workflow shows the jobs of the workflow JOB-ID belongs to (jobs enqueued
+with --depends-on, and the jobs they depend on), live and archived, by
+level (0: no dependency) then id: each one's state, dependencies and, while
+it waits for them (pending), how many have not completed yet.`,
+		Example: `  pgmsg queue workflow 42
+  pgmsg queue workflow 42 -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: job id %q is not a number", pgmsg.ErrInvalidArgument, args[0])
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			jobs, err := c.GetWorkflow(cmd.Context(), id, &o)
+			if err != nil {
+				return err
+			}
+			if js {
+				return g.printJSON(jobs)
+			}
+			sort.SliceStable(jobs, func(i, k int) bool { return jobs[i].Level < jobs[k].Level })
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "LEVEL	ID	STATE	KIND	DEPENDS ON	WAITING FOR")
+			for _, j := range jobs {
+				deps := make([]string, len(j.DependsOn))
+				for i, d := range j.DependsOn {
+					deps[i] = strconv.FormatInt(d, 10)
+				}
+				waiting := "-"
+				if j.State == pgmsg.JobStatePending {
+					waiting = strconv.Itoa(j.DepsWaiting)
+				}
+				fmt.Fprintf(w, "%d	%d	%s	%s	%s	%s\n", j.Level, j.ID, j.State, orDash(j.Kind), orDash(strings.Join(deps, ",")), waiting)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().IntVar(&o.Limit, "limit", 10000, "most jobs shown (1 to 100000)")
 	return cmd
 }
 
@@ -233,6 +289,18 @@ func newQueueJob(g *globals) *cobra.Command {
 			row("metadata", dash(string(j.Metadata)))
 			row("progress", dash(string(j.Progress)))
 			row("result", dash(string(j.Result)))
+			if len(j.DependsOn) > 0 {
+				deps := make([]string, len(j.DependsOn))
+				for i, d := range j.DependsOn {
+					deps[i] = strconv.FormatInt(d, 10)
+				}
+				waiting := ""
+				if j.State == pgmsg.JobStatePending {
+					waiting = fmt.Sprintf(" (waiting for %d)", j.DepsWaiting)
+				}
+				row("depends on", strings.Join(deps, ", ")+waiting)
+				row("workflow", fmt.Sprintf("%d (pgmsg queue workflow %d)", j.WorkflowID, j.ID))
+			}
 			for _, e := range j.Errors {
 				row(fmt.Sprintf("error, attempt %d", e.Attempt), fmtTime(&e.At)+" "+e.Error)
 			}
@@ -409,8 +477,9 @@ stored, so it survives restarts; "pgmsg queue stats" shows it, and
 
 func newQueueEnqueue(g *globals) *cobra.Command {
 	var (
-		p        pgmsg.EnqueueParams
-		metadata string
+		p         pgmsg.EnqueueParams
+		metadata  string
+		dependsOn []int64
 	)
 	cmd := &cobra.Command{
 		Use:   "enqueue QUEUE [PAYLOAD]",
@@ -427,6 +496,7 @@ queue work, a Go, Python or Node worker), no earlier than --delay, higher
   pgmsg queue enqueue reports '{"day":"2026-01-01"}' --unique-key report-2026-01-01
   pgmsg queue enqueue sync '{"user":42}' --unique-key sync-user-42 --unique-for 1h
   pgmsg queue enqueue sync '{"account":42,"op":"debit"}' --sequence-key account-42
+  pgmsg queue enqueue reports '{"merge":true}' --depends-on 41,42
   pgmsg queue enqueue emails '{"to":"c@example.com"}' --tag eu --tag customer:42 --metadata '{"by":"ann"}'
   cat jobs.jsonl | pgmsg queue enqueue emails`,
 		Args: cobra.RangeArgs(1, 2),
@@ -441,6 +511,7 @@ queue work, a Go, Python or Node worker), no earlier than --delay, higher
 			if cmd.Flags().Changed("sequence-key") && p.SequenceKey == "" {
 				return fmt.Errorf("%w: --sequence-key must be 1 to %d bytes", pgmsg.ErrInvalidArgument, pgmsg.SequenceKeyMaxBytes)
 			}
+			p.DependsOn = dependsOn
 			if cmd.Flags().Changed("limit-key") && p.LimitKey == "" {
 				return fmt.Errorf("%w: --limit-key must be 1 to %d bytes", pgmsg.ErrInvalidArgument, pgmsg.LimitKeyMaxBytes)
 			}
@@ -479,6 +550,10 @@ queue work, a Go, Python or Node worker), no earlier than --delay, higher
 				switch {
 				case r.Duplicate:
 					fmt.Fprintf(g.stdout, "job %d already queued with that unique key (%s); nothing added\n", r.ID, r.State)
+				case r.State == pgmsg.JobStatePending && len(p.DependsOn) > 0:
+					fmt.Fprintf(g.stdout, "enqueued job %d on %q; it waits for its dependencies to complete\n", r.ID, args[0])
+				case r.State == pgmsg.JobStateCancelled:
+					fmt.Fprintf(g.stdout, "enqueued job %d on %q, cancelled at once: a dependency was cancelled or is dead\n", r.ID, args[0])
 				case r.State == pgmsg.JobStatePending && p.SequenceKey != "":
 					fmt.Fprintf(g.stdout, "enqueued job %d on %q; it waits behind its sequence %q\n", r.ID, args[0], p.SequenceKey)
 				case r.State == pgmsg.JobStatePending:
@@ -505,6 +580,9 @@ queue work, a Go, Python or Node worker), no earlier than --delay, higher
 	f.StringVar(&p.SequenceKey, "sequence-key", "", "run the job after the queue's earlier jobs of this key, one at a time (1 to 200 bytes)")
 	f.BoolVar(&p.SequenceContinue, "sequence-continue", false, "with --sequence-key: if the job goes dead or is cancelled, the sequence goes on instead of waiting (queue resume-sequence)")
 	f.StringVar(&p.LimitKey, "limit-key", "", "the job's key for the queue's --key-limit, instead of its payload's --key-field (1 to 200 bytes)")
+	f.Int64SliceVar(&dependsOn, "depends-on", nil, "run the job once these jobs of the queue completed (ids, comma-separated or repeated; see queue workflow)")
+	f.BoolVar(&p.IgnoreCancelledDeps, "ignore-cancelled-deps", false, "with --depends-on: a cancelled or deleted dependency counts as done instead of cancelling the job")
+	f.BoolVar(&p.IgnoreDeadDeps, "ignore-dead-deps", false, "with --depends-on: a dead dependency counts as done instead of cancelling the job")
 	return cmd
 }
 

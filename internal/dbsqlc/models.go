@@ -49,29 +49,35 @@ type PgmsgGroupMember struct {
 }
 
 type PgmsgJob struct {
-	ID               int64
-	QueueID          int32
-	State            string
-	Priority         int16
-	Attempt          int32
-	MaxAttempts      int32
-	LeaseToken       int64
-	RunAt            pgtype.Timestamptz
-	EnqueuedAt       pgtype.Timestamptz
-	AttemptedAt      pgtype.Timestamptz
-	LeaseExpiresAt   pgtype.Timestamptz
-	FinalizedAt      pgtype.Timestamptz
-	Worker           pgtype.Text
-	Kind             pgtype.Text
-	UniqueKey        pgtype.Text
-	Errors           []byte
-	Timeout          pgtype.Interval
-	Progress         []byte
-	Tags             []string
-	Metadata         []byte
-	SequenceKey      pgtype.Text
-	SequenceContinue pgtype.Bool
-	LimitKey         pgtype.Text
+	ID                  int64
+	QueueID             int32
+	State               string
+	Priority            int16
+	Attempt             int32
+	MaxAttempts         int32
+	LeaseToken          int64
+	RunAt               pgtype.Timestamptz
+	EnqueuedAt          pgtype.Timestamptz
+	AttemptedAt         pgtype.Timestamptz
+	LeaseExpiresAt      pgtype.Timestamptz
+	FinalizedAt         pgtype.Timestamptz
+	Worker              pgtype.Text
+	Kind                pgtype.Text
+	UniqueKey           pgtype.Text
+	Errors              []byte
+	Timeout             pgtype.Interval
+	Progress            []byte
+	Tags                []string
+	Metadata            []byte
+	SequenceKey         pgtype.Text
+	SequenceContinue    pgtype.Bool
+	LimitKey            pgtype.Text
+	DependsOn           []int64
+	DepsWaiting         pgtype.Int4
+	DepsIgnoreCancelled pgtype.Bool
+	DepsIgnoreDead      pgtype.Bool
+	HasDependents       pgtype.Bool
+	WorkflowID          pgtype.Int8
 }
 
 type PgmsgJobArchive struct {
@@ -92,6 +98,13 @@ type PgmsgJobArchive struct {
 	Tags        []string
 	Metadata    []byte
 	SequenceKey pgtype.Text
+	DependsOn   []int64
+	WorkflowID  pgtype.Int8
+}
+
+type PgmsgJobDependency struct {
+	DepID int64
+	JobID int64
 }
 
 type PgmsgJobPayload struct {

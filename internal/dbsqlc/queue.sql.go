@@ -296,12 +296,14 @@ WITH d AS (
     DELETE FROM pgmsg.job j
      USING (SELECT pg_catalog.unnest($1::bigint[]) AS id, pg_catalog.unnest($2::bigint[]) AS token) u
      WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata, j.sequence_key, j.sequence_continue, j.limit_key
+    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata, j.sequence_key, j.sequence_continue, j.limit_key, j.depends_on, j.deps_waiting, j.deps_ignore_cancelled, j.deps_ignore_dead, j.has_dependents, j.workflow_id
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                   attempted_at, finished_at, kind, unique_key, errors, progress, sequence_key)
+                                   attempted_at, finished_at, kind, unique_key, errors, progress, sequence_key,
+                                   depends_on, workflow_id)
     SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.sequence_key
+           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.sequence_key,
+           d.depends_on, d.workflow_id
       FROM d
     RETURNING job_archive.id
 )
@@ -377,26 +379,32 @@ FROM pgmsg.enqueue_many($1::text, $2::bytea[], pg_catalog.array_replace($3::text
                         pg_catalog.array_replace($8::text[], '', NULL), $9::boolean,
                         $10::interval[], $11::jsonb[], $12::jsonb[], $13::interval[],
                         pg_catalog.array_replace($14::text[], '', NULL), $15::boolean[],
-                        pg_catalog.array_replace($16::text[], '', NULL))
+                        pg_catalog.array_replace($16::text[], '', NULL),
+                        pg_catalog.array_replace($17::text[], '', NULL), $18::jsonb[],
+                        $19::boolean[], $20::boolean[])
 `
 
 type JobEnqueueManyParams struct {
-	Queue             string
-	Payloads          [][]byte
-	Kinds             []string
-	Priorities        []int32
-	RunAts            []pgtype.Timestamptz
-	Delays            []pgtype.Interval
-	MaxAttempts       []int32
-	UniqueKeys        []string
-	CreateQueue       bool
-	Timeouts          []pgtype.Interval
-	Tags              [][]byte
-	Metadata          [][]byte
-	UniqueFors        []pgtype.Interval
-	SequenceKeys      []string
-	SequenceContinues []bool
-	LimitKeys         []string
+	Queue               string
+	Payloads            [][]byte
+	Kinds               []string
+	Priorities          []int32
+	RunAts              []pgtype.Timestamptz
+	Delays              []pgtype.Interval
+	MaxAttempts         []int32
+	UniqueKeys          []string
+	CreateQueue         bool
+	Timeouts            []pgtype.Interval
+	Tags                [][]byte
+	Metadata            [][]byte
+	UniqueFors          []pgtype.Interval
+	SequenceKeys        []string
+	SequenceContinues   []bool
+	LimitKeys           []string
+	Names               []string
+	DependsOn           [][]byte
+	DepsIgnoreCancelled []bool
+	DepsIgnoreDead      []bool
 }
 
 type JobEnqueueManyRow struct {
@@ -406,8 +414,8 @@ type JobEnqueueManyRow struct {
 	RunAt     pgtype.Timestamptz
 }
 
-// Go sends "" for no kind, unique key, sequence key or limit key, 0 for the queue's max attempts and
-// NULL for no timeout, tags, metadata or uniqueness window of the job's own.
+// Go sends "" for no kind, unique key, sequence key, limit key or name, 0 for the queue's max attempts and
+// NULL for no timeout, tags, metadata, uniqueness window or dependencies of the job's own.
 func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueManyParams) ([]*JobEnqueueManyRow, error) {
 	rows, err := db.Query(ctx, jobEnqueueMany,
 		arg.Queue,
@@ -426,6 +434,10 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 		arg.SequenceKeys,
 		arg.SequenceContinues,
 		arg.LimitKeys,
+		arg.Names,
+		arg.DependsOn,
+		arg.DepsIgnoreCancelled,
+		arg.DepsIgnoreDead,
 	)
 	if err != nil {
 		return nil, err
@@ -540,7 +552,8 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
        errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
-       progress::jsonb, result::jsonb, tags::text[], metadata::jsonb
+       progress::jsonb, result::jsonb, tags::text[], metadata::jsonb, depends_on::bigint[],
+       coalesce(deps_waiting, 0)::integer AS deps_waiting, coalesce(workflow_id, 0)::bigint AS workflow_id
 FROM pgmsg.job_get($1::bigint)
 `
 
@@ -567,6 +580,9 @@ type JobGetRow struct {
 	Result         []byte
 	Tags           []string
 	Metadata       []byte
+	DependsOn      []int64
+	DepsWaiting    int32
+	WorkflowID     int64
 }
 
 func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, error) {
@@ -595,6 +611,9 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, er
 		&i.Result,
 		&i.Tags,
 		&i.Metadata,
+		&i.DependsOn,
+		&i.DepsWaiting,
+		&i.WorkflowID,
 	)
 	return &i, err
 }
@@ -1444,4 +1463,66 @@ func (q *Queries) SequenceResume(ctx context.Context, db DBTX, arg SequenceResum
 	var resumed bool
 	err := row.Scan(&resumed)
 	return resumed, err
+}
+
+const workflowGet = `-- name: WorkflowGet :many
+SELECT id::bigint, coalesce(workflow_id, 0)::bigint AS workflow_id, queue::text, state::text,
+       coalesce(kind, '')::text AS kind, depends_on::bigint[], coalesce(deps_waiting, 0)::integer AS deps_waiting,
+       coalesce(deps_ignore_cancelled, false)::boolean AS deps_ignore_cancelled,
+       coalesce(deps_ignore_dead, false)::boolean AS deps_ignore_dead, enqueued_at::timestamptz,
+       attempted_at::timestamptz, finished_at::timestamptz
+FROM pgmsg.workflow_get($1::bigint, $2::integer)
+`
+
+type WorkflowGetParams struct {
+	ID      int64
+	MaxJobs int32
+}
+
+type WorkflowGetRow struct {
+	ID                  int64
+	WorkflowID          int64
+	Queue               string
+	State               string
+	Kind                string
+	DependsOn           []int64
+	DepsWaiting         int32
+	DepsIgnoreCancelled bool
+	DepsIgnoreDead      bool
+	EnqueuedAt          pgtype.Timestamptz
+	AttemptedAt         pgtype.Timestamptz
+	FinishedAt          pgtype.Timestamptz
+}
+
+func (q *Queries) WorkflowGet(ctx context.Context, db DBTX, arg WorkflowGetParams) ([]*WorkflowGetRow, error) {
+	rows, err := db.Query(ctx, workflowGet, arg.ID, arg.MaxJobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*WorkflowGetRow
+	for rows.Next() {
+		var i WorkflowGetRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkflowID,
+			&i.Queue,
+			&i.State,
+			&i.Kind,
+			&i.DependsOn,
+			&i.DepsWaiting,
+			&i.DepsIgnoreCancelled,
+			&i.DepsIgnoreDead,
+			&i.EnqueuedAt,
+			&i.AttemptedAt,
+			&i.FinishedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -59,6 +59,10 @@ var (
 	UnknownPeriodicJob = newSentinel("unknown periodic job", "PM111", "unknown_periodic_job", http.StatusNotFound)
 	InvalidSchedule    = newSentinel("invalid schedule", "PM112", "invalid_schedule", http.StatusBadRequest)
 	LimitKeyMissing    = newSentinel("limit key missing", "PM113", "limit_key_missing", http.StatusBadRequest)
+	UnknownDependency  = newSentinel("unknown dependency", "PM114", "unknown_dependency", http.StatusBadRequest)
+	DependencyQueue    = newSentinel("dependency in another queue", "PM115", "dependency_queue", http.StatusBadRequest)
+	DependencyCycle    = newSentinel("dependency cycle", "PM116", "dependency_cycle", http.StatusBadRequest)
+	TooManyDeps        = newSentinel("too many dependencies", "PM117", "too_many_dependencies", http.StatusBadRequest)
 	JobTimeout         = newSentinel("job timed out", "", "job_timeout", http.StatusRequestTimeout)
 )
 

@@ -587,6 +587,22 @@ var propRoutes = map[string]propRoute{
 				if g.intN(4) == 0 {
 					j.add("timeout", g.jduration("1s", "1h"))
 				}
+				if g.intN(4) == 0 {
+					j.add("name", g.jstr(fmt.Sprintf("n%d", i), "a"))
+				}
+				if g.intN(4) == 0 {
+					deps := []any{g.jstr("a", "n0"), g.jnum(1, 2, 5)}
+					if g.hostile() {
+						deps = pick(g, []any{int64(0)}, []any{jraw("1.5")}, []any{jobj{}}, make([]any, 1001))
+					}
+					j.add("depends_on", deps)
+					if g.intN(2) == 0 {
+						j.add("ignore_cancelled_deps", true)
+					}
+					if g.intN(2) == 0 {
+						j.add("ignore_dead_deps", true)
+					}
+				}
 				jobs[i] = j
 			}
 			body.add("jobs", jobs)
@@ -653,6 +669,13 @@ var propRoutes = map[string]propRoute{
 		query: func(g *propGen) qparams {
 			var q qparams
 			g.opt(&q, "encoding", func() string { return g.qstr("auto", "json", "text", "base64") })
+			return q
+		},
+	},
+	"GET /v1/jobs/{id}/workflow": {
+		query: func(g *propGen) qparams {
+			var q qparams
+			g.opt(&q, "limit", func() string { return g.qnum(1, 10, 100000) })
 			return q
 		},
 	},

@@ -36,6 +36,7 @@ func (s *Server) queueRoutes() []Route {
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/dead/purge", Scope: pgmsg.ScopeAdmin, handler: s.purgeDead},
 		{Method: http.MethodPost, Pattern: "/v1/jobs/{id}/retry", Scope: pgmsg.ScopeAdmin, handler: s.retryJob},
 		{Method: http.MethodGet, Pattern: "/v1/jobs/{id}", Scope: pgmsg.ScopeAdmin, handler: s.getJob},
+		{Method: http.MethodGet, Pattern: "/v1/jobs/{id}/workflow", Scope: pgmsg.ScopeAdmin, handler: s.getWorkflow},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/pause", Scope: pgmsg.ScopeAdmin, handler: s.pauseQueue},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/resume", Scope: pgmsg.ScopeAdmin, handler: s.resumeQueue},
 		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/sequences", Scope: pgmsg.ScopeAdmin, handler: s.listSequences},
@@ -85,6 +86,16 @@ type EnqueueJob struct {
 	// bytes; "" is refused: omit the field for the payload's key_field,
 	// or none).
 	LimitKey *string `json:"limit_key,omitempty"`
+	// Name names the job within the request, for other jobs of it to
+	// depend on (1 to 200 bytes, unique within the request).
+	Name string `json:"name,omitempty"`
+	// DependsOn are the job's dependencies: ids of jobs of the queue
+	// (numbers) and names of jobs of the request (strings), at most 1000.
+	DependsOn []json.RawMessage `json:"depends_on,omitempty"`
+	// IgnoreCancelledDeps and IgnoreDeadDeps count a cancelled (or
+	// deleted) / dead dependency as done instead of cancelling the job.
+	IgnoreCancelledDeps bool `json:"ignore_cancelled_deps,omitempty"`
+	IgnoreDeadDeps      bool `json:"ignore_dead_deps,omitempty"`
 }
 
 // jobTags are a job's tags, decoded up to the one past pgmsg.JobTagsMax,
@@ -179,6 +190,21 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 			}
 			params[i].LimitKey = *j.LimitKey
 		}
+		if len(j.DependsOn) > pgmsg.JobDependsOnMax {
+			return fmt.Errorf("%w: jobs[%d] has more than %d dependencies", pgmsg.ErrTooManyDependencies, i, pgmsg.JobDependsOnMax)
+		}
+		for k, d := range j.DependsOn {
+			var id int64
+			var name string
+			if err := json.Unmarshal(d, &id); err == nil && id > 0 {
+				params[i].DependsOn = append(params[i].DependsOn, id)
+			} else if err := json.Unmarshal(d, &name); err == nil {
+				params[i].DependsOnNames = append(params[i].DependsOnNames, name)
+			} else {
+				return newAPIError(errInvalidParameter, "jobs[%d].depends_on[%d] must be a job id (a positive integer) or the name of a job of the request", i, k)
+			}
+		}
+		params[i].Name, params[i].IgnoreCancelledDeps, params[i].IgnoreDeadDeps = j.Name, j.IgnoreCancelledDeps, j.IgnoreDeadDeps
 		if j.Timeout != nil {
 			params[i].Timeout = time.Duration(*j.Timeout)
 			if params[i].Timeout <= 0 {
@@ -592,6 +618,24 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, wire.EncodeJob(j, enc))
+}
+
+// getWorkflow answers the jobs of job {id}'s workflow with their states
+// and dependencies (GET /v1/jobs/{id}/workflow?limit=).
+func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobIDParam(r)
+	if err != nil {
+		return err
+	}
+	limit, err := params{r.URL.Query()}.int("limit", 10000)
+	if err != nil {
+		return err
+	}
+	jobs, err := s.client.GetWorkflow(r.Context(), id, &pgmsg.GetWorkflowOpts{Limit: limit})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "jobs": jobs})
 }
 
 // pauseQueue stops a queue from handing out jobs (enqueues go on).

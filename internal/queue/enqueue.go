@@ -80,6 +80,10 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 			return nil, errs.New(errs.InvalidArgument, "job %d: limit key must be at most %d bytes, got %d", i, LimitKeyMaxBytes, len(p.LimitKey))
 		case p.LimitKey != "" && p.SequenceKey != "":
 			return nil, errs.New(errs.InvalidArgument, "job %d: give a sequence key or a limit key, not both", i)
+		case len(p.DependsOn)+len(p.DependsOnNames) > DependsOnMax:
+			return nil, errs.New(errs.TooManyDeps, "job %d has more than %d dependencies", i, DependsOnMax)
+		case len(p.Name) > JobNameMaxBytes:
+			return nil, errs.New(errs.InvalidArgument, "job %d: name must be at most %d bytes, got %d", i, JobNameMaxBytes, len(p.Name))
 		case p.Timeout < 0 || (p.Timeout > 0 && p.Timeout < time.Microsecond) || p.Timeout > durationMax:
 			return nil, errs.New(errs.InvalidArgument, "job %d: timeout must be from 1µs to %s (0: the queue's), got %s", i, durationMax, p.Timeout)
 		}
@@ -105,9 +109,14 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 		if md != nil && !bytes.HasPrefix(bytes.TrimSpace(md), []byte("{")) {
 			return nil, errs.New(errs.InvalidArgument, "job %d: metadata must be a JSON object", i)
 		}
+		deps, err := dependsOnJSON(&p)
+		if err != nil {
+			return nil, err
+		}
 		batch.Set(i, &store.JobParams{Payload: p.Payload, Kind: p.Kind, Priority: p.Priority, RunAt: p.RunAt, Delay: p.Delay,
 			MaxAttempts: p.MaxAttempts, UniqueKey: p.UniqueKey, UniqueFor: p.UniqueFor, Timeout: p.Timeout, Tags: tags, Metadata: md,
-			SequenceKey: p.SequenceKey, SequenceContinue: p.SequenceContinue, LimitKey: p.LimitKey})
+			SequenceKey: p.SequenceKey, SequenceContinue: p.SequenceContinue, LimitKey: p.LimitKey,
+			Name: p.Name, DependsOn: deps, DepsIgnoreCancelled: p.IgnoreCancelledDeps, DepsIgnoreDead: p.IgnoreDeadDeps})
 	}
 	out := make([]*pgmsgtype.EnqueueResult, n)
 	if err := q.store.JobEnqueueMany(ctx, exec, &batch, func(i int, r store.JobEnqueued) {
@@ -128,4 +137,20 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 func (q *Queues) RoomWait(err error) (time.Duration, bool) {
 	wait, ok := errs.BackpressureWait(err)
 	return wait, ok && errors.Is(err, errs.QueueFull)
+}
+
+// dependsOnJSON encodes a job's dependencies for enqueue_many() as its one
+// JSON array of ids and names (nil: none).
+func dependsOnJSON(p *pgmsgtype.EnqueueParams) ([]byte, error) {
+	if len(p.DependsOn) == 0 && len(p.DependsOnNames) == 0 {
+		return nil, nil
+	}
+	deps := make([]any, 0, len(p.DependsOn)+len(p.DependsOnNames))
+	for _, id := range p.DependsOn {
+		deps = append(deps, id)
+	}
+	for _, n := range p.DependsOnNames {
+		deps = append(deps, n)
+	}
+	return json.Marshal(deps)
 }

@@ -145,3 +145,8 @@ func (q *Queues) Retry(ctx context.Context, exec store.DBTX, id int64) error {
 func (q *Queues) Get(ctx context.Context, id int64) (*pgmsgtype.Job, error) {
 	return q.store.JobGet(ctx, q.pool, id)
 }
+
+// WorkflowGet returns at most limit jobs of the workflow of job id.
+func (q *Queues) WorkflowGet(ctx context.Context, id int64, limit int) ([]store.WorkflowJob, error) {
+	return q.store.WorkflowGet(ctx, q.pool, id, limit)
+}

@@ -50,6 +50,10 @@ const (
 	// longest key field name, in bytes.
 	LimitKeyMaxBytes = 200
 	KeyFieldMaxBytes = 200
+	// DependsOnMax is the most dependencies a job may have, and
+	// JobNameMaxBytes the longest name of a job of a batch, in bytes.
+	DependsOnMax    = 1000
+	JobNameMaxBytes = 200
 	// TagsMax is the most tags a job may have.
 	TagsMax = 20
 	// ClaimMaxDefault is how many jobs a claim takes when not told.

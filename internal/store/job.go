@@ -31,8 +31,9 @@ func jobErrors(raw []byte) ([]pgmsgtype.JobError, error) {
 }
 
 // jobFromGetRow is a job as JobGet, JobList and DeadList return it (one
-// shape: their rows convert to JobGetRow).
-func jobFromGetRow(r *dbsqlc.JobGetRow) (*Job, error) {
+// shape: their rows convert to JobListRow; JobGet's adds the job's
+// dependencies).
+func jobFromGetRow(r *dbsqlc.JobListRow) (*Job, error) {
 	history, err := jobErrors(r.Errors)
 	if err != nil {
 		return nil, err
@@ -50,11 +51,50 @@ func jobFromGetRow(r *dbsqlc.JobGetRow) (*Job, error) {
 // JobGet returns a job, live or archived; errs.UnknownJob when none has
 // the id.
 func (s *Store) JobGet(ctx context.Context, exec DBTX, id int64) (*Job, error) {
-	row, err := s.q.JobGet(ctx, s.DB(exec), id)
+	r, err := s.q.JobGet(ctx, s.DB(exec), id)
 	if err != nil {
 		return nil, errs.Map(err)
 	}
-	return jobFromGetRow(row)
+	j, err := jobFromGetRow(&dbsqlc.JobListRow{
+		ID: r.ID, Queue: r.Queue, State: r.State, Kind: r.Kind, Payload: r.Payload, Priority: r.Priority, Attempt: r.Attempt,
+		MaxAttempts: r.MaxAttempts, LeaseToken: r.LeaseToken, LeaseExpiresAt: r.LeaseExpiresAt, RunAt: r.RunAt,
+		EnqueuedAt: r.EnqueuedAt, AttemptedAt: r.AttemptedAt, FinishedAt: r.FinishedAt, Worker: r.Worker,
+		UniqueKey: r.UniqueKey, Errors: r.Errors, TimeoutUs: r.TimeoutUs, Progress: r.Progress, Result: r.Result,
+		Tags: r.Tags, Metadata: r.Metadata,
+	})
+	if err != nil {
+		return nil, err
+	}
+	j.DependsOn, j.DepsWaiting, j.WorkflowID = r.DependsOn, int(r.DepsWaiting), r.WorkflowID
+	return j, nil
+}
+
+// WorkflowJob is one job of a workflow, as WorkflowGet returns it.
+type WorkflowJob struct {
+	ID, WorkflowID                      int64
+	Queue, State, Kind                  string
+	DependsOn                           []int64
+	DepsWaiting                         int
+	IgnoreCancelledDeps, IgnoreDeadDeps bool
+	EnqueuedAt                          time.Time
+	AttemptedAt, FinishedAt             *time.Time
+}
+
+// WorkflowGet returns at most limit jobs of the workflow of job id, by id
+// (errs.UnknownJob).
+func (s *Store) WorkflowGet(ctx context.Context, exec DBTX, id int64, limit int) ([]WorkflowJob, error) {
+	rows, err := s.q.WorkflowGet(ctx, s.DB(exec), dbsqlc.WorkflowGetParams{ID: id, MaxJobs: limit32(limit)})
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	out := make([]WorkflowJob, len(rows))
+	for i, r := range rows {
+		out[i] = WorkflowJob{ID: r.ID, WorkflowID: r.WorkflowID, Queue: r.Queue, State: r.State, Kind: r.Kind,
+			DependsOn: r.DependsOn, DepsWaiting: int(r.DepsWaiting), IgnoreCancelledDeps: r.DepsIgnoreCancelled,
+			IgnoreDeadDeps: r.DepsIgnoreDead, EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: timePtr(r.AttemptedAt),
+			FinishedAt: timePtr(r.FinishedAt)}
+	}
+	return out, nil
 }
 
 // JobListParams filter JobList: "" State, Kind and Tag and zero Since and
@@ -80,7 +120,7 @@ func (s *Store) JobList(ctx context.Context, exec DBTX, p JobListParams) ([]*Job
 	}
 	out := make([]*Job, len(rows))
 	for i, r := range rows {
-		if out[i], err = jobFromGetRow((*dbsqlc.JobGetRow)(r)); err != nil {
+		if out[i], err = jobFromGetRow(r); err != nil {
 			return nil, err
 		}
 	}
@@ -98,7 +138,7 @@ func (s *Store) DeadList(ctx context.Context, exec DBTX, queue, kind string, lim
 	}
 	out := make([]*Job, len(rows))
 	for i, r := range rows {
-		if out[i], err = jobFromGetRow((*dbsqlc.JobGetRow)(r)); err != nil {
+		if out[i], err = jobFromGetRow((*dbsqlc.JobListRow)(r)); err != nil {
 			return nil, err
 		}
 	}

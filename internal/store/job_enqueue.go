@@ -34,6 +34,12 @@ type JobParams struct {
 	SequenceContinue bool
 	// LimitKey "" is none given (the queue's key_field may supply one).
 	LimitKey string
+	// Name "" is none; DependsOn is the JSON array of the job's
+	// dependencies (ids and names), nil for none.
+	Name                string
+	DependsOn           []byte
+	DepsIgnoreCancelled bool
+	DepsIgnoreDead      bool
 }
 
 // JobBatch is a batch of jobs for JobEnqueueMany, held in the arrays the
@@ -41,8 +47,8 @@ type JobParams struct {
 // does. Make it with NewJobBatch and Set every job.
 type JobBatch struct {
 	arg dbsqlc.JobEnqueueManyParams
-	// more: a job has a unique key, tags, metadata, a sequence key or a
-	// limit key, which only enqueue_many() stores.
+	// more: a job has a unique key, tags, metadata, a sequence key, a
+	// limit key, a name or dependencies, which only enqueue_many() stores.
 	more bool
 }
 
@@ -119,7 +125,32 @@ func (b *JobBatch) Set(i int, p *JobParams) {
 		}
 		a.LimitKeys[i] = p.LimitKey
 	}
-	if p.UniqueKey != "" || p.Tags != nil || p.Metadata != nil || p.SequenceKey != "" || p.SequenceContinue || p.LimitKey != "" {
+	if p.Name != "" {
+		if a.Names == nil {
+			a.Names = make([]string, n)
+		}
+		a.Names[i] = p.Name
+	}
+	if p.DependsOn != nil {
+		if a.DependsOn == nil {
+			a.DependsOn = make([][]byte, n)
+		}
+		a.DependsOn[i] = p.DependsOn
+	}
+	if p.DepsIgnoreCancelled {
+		if a.DepsIgnoreCancelled == nil {
+			a.DepsIgnoreCancelled = make([]bool, n)
+		}
+		a.DepsIgnoreCancelled[i] = true
+	}
+	if p.DepsIgnoreDead {
+		if a.DepsIgnoreDead == nil {
+			a.DepsIgnoreDead = make([]bool, n)
+		}
+		a.DepsIgnoreDead[i] = true
+	}
+	if p.UniqueKey != "" || p.Tags != nil || p.Metadata != nil || p.SequenceKey != "" || p.SequenceContinue || p.LimitKey != "" ||
+		p.Name != "" || p.DependsOn != nil || p.DepsIgnoreCancelled || p.DepsIgnoreDead {
 		b.more = true
 	}
 }

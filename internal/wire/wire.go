@@ -201,6 +201,13 @@ type JobJSON struct {
 	// by this call (claims).
 	Tags     []string        `json:"tags,omitempty"`
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// DependsOn are the jobs the job waits for, or waited for;
+	// DepsWaiting how many of them it still waits for (pending);
+	// WorkflowID its workflow. Absent: none, or not returned by this call
+	// (only a job's own answer has them).
+	DependsOn   []int64 `json:"depends_on,omitempty"`
+	DepsWaiting int     `json:"deps_waiting,omitempty"`
+	WorkflowID  int64   `json:"workflow_id,omitempty"`
 }
 
 // EncodeJob renders a job with its payload in enc (auto, json, text, base64).
@@ -208,7 +215,8 @@ func EncodeJob(j *pgmsg.Job, enc string) JobJSON {
 	out := JobJSON{ID: j.ID, Queue: j.Queue, State: j.State, Kind: j.Kind, Priority: j.Priority, Attempt: j.Attempt,
 		MaxAttempts: j.MaxAttempts, LeaseToken: j.LeaseToken, LeaseExpiresAt: UTCPtr(j.LeaseExpiresAt), RunAt: UTCPtr(j.RunAt),
 		EnqueuedAt: j.EnqueuedAt.UTC(), FinishedAt: UTCPtr(j.FinishedAt), UniqueKey: j.UniqueKey, Errors: j.Errors,
-		Progress: j.Progress, Result: j.Result, Tags: j.Tags, Metadata: j.Metadata}
+		Progress: j.Progress, Result: j.Result, Tags: j.Tags, Metadata: j.Metadata, DependsOn: j.DependsOn,
+		DepsWaiting: j.DepsWaiting, WorkflowID: j.WorkflowID}
 	if j.Timeout > 0 {
 		out.Timeout = j.Timeout.String()
 	}

@@ -87,6 +87,16 @@ export interface JobSpec {
    * the queue's key_field of the payload.
    */
   limitKey?: string;
+  /**
+   * Workflows: the job waits (pending) until every dependency completed: ids
+   * of jobs of the queue (numbers) and names (strings) of jobs of the same
+   * enqueueMany batch; a cancelled or dead dependency cancels it unless
+   * ignoreCancelledDeps / ignoreDeadDeps.
+   */
+  name?: string;
+  dependsOn?: Array<number | string>;
+  ignoreCancelledDeps?: boolean;
+  ignoreDeadDeps?: boolean;
 }
 
 export interface EnqueueResult {
@@ -395,7 +405,9 @@ export class Pgmsg {
          p_kinds => $3::text[], p_priorities => $4::int[], p_run_ats => $5::timestamptz[],
          p_delays => $6::interval[], p_max_attempts => $7::int[], p_unique_keys => $8::text[],
          p_timeouts => $9::interval[], p_tags => $10::text[]::jsonb[], p_metadata => $11::text[]::jsonb[],
-         p_sequence_keys => $12::text[], p_sequence_continues => $13::boolean[], p_limit_keys => $14::text[])`,
+         p_sequence_keys => $12::text[], p_sequence_continues => $13::boolean[], p_limit_keys => $14::text[],
+         p_names => $15::text[], p_depends_on => $16::text[]::jsonb[], p_deps_ignore_cancelled => $17::boolean[],
+         p_deps_ignore_dead => $18::boolean[])`,
       [
         queue,
         jobs.map((j) => bytes(j.payload)),
@@ -411,6 +423,10 @@ export class Pgmsg {
         col((j) => j.sequenceKey),
         col((j) => j.sequenceContinue),
         col((j) => j.limitKey),
+        col((j) => j.name),
+        col((j) => (j.dependsOn ? JSON.stringify(j.dependsOn) : null)),
+        col((j) => j.ignoreCancelledDeps),
+        col((j) => j.ignoreDeadDeps),
       ],
     );
     return rows.map((r) => ({ id: num(r.id), duplicate: r.duplicate, state: r.state, runAt: r.run_at }));

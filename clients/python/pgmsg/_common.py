@@ -8,7 +8,7 @@ import base64
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from psycopg import sql
 
@@ -107,6 +107,14 @@ class JobSpec:
     # key waiting to run or running at once; the others are pending),
     # instead of the queue's key_field of the payload.
     limit_key: Optional[str] = None
+    # Workflows: the job waits (pending) until every dependency completed:
+    # ids of jobs of the queue (int) and names (str) of jobs of the same
+    # enqueue_many batch; a cancelled or dead dependency cancels it unless
+    # ignore_cancelled_deps / ignore_dead_deps.
+    name: Optional[str] = None
+    depends_on: Optional[List[Union[int, str]]] = None
+    ignore_cancelled_deps: Optional[bool] = None
+    ignore_dead_deps: Optional[bool] = None
 
 
 @dataclass
@@ -265,7 +273,10 @@ class Statements:
             " p_max_attempts => %(max_attempts)s::int[], p_unique_keys => %(unique_keys)s::text[],"
             " p_timeouts => %(timeouts)s::interval[], p_tags => %(tags)s::text[]::jsonb[],"
             " p_metadata => %(metadata)s::text[]::jsonb[], p_sequence_keys => %(sequence_keys)s::text[],"
-            " p_sequence_continues => %(sequence_continues)s::boolean[], p_limit_keys => %(limit_keys)s::text[])"
+            " p_sequence_continues => %(sequence_continues)s::boolean[], p_limit_keys => %(limit_keys)s::text[],"
+            " p_names => %(names)s::text[], p_depends_on => %(depends_on)s::text[]::jsonb[],"
+            " p_deps_ignore_cancelled => %(deps_ignore_cancelled)s::boolean[],"
+            " p_deps_ignore_dead => %(deps_ignore_dead)s::boolean[])"
         )
         self.queue_ensure = q("SELECT name FROM {s}.queue_create(%(queue)s, p_if_not_exists => true)")
         self.job_claim = q(
@@ -343,6 +354,10 @@ class Statements:
             "sequence_keys": _parallel([j.sequence_key for j in jobs]),
             "sequence_continues": _parallel([j.sequence_continue for j in jobs]),
             "limit_keys": _parallel([j.limit_key for j in jobs]),
+            "names": _parallel([j.name for j in jobs]),
+            "depends_on": _parallel([_json_or_none(j.depends_on) for j in jobs]),
+            "deps_ignore_cancelled": _parallel([j.ignore_cancelled_deps for j in jobs]),
+            "deps_ignore_dead": _parallel([j.ignore_dead_deps for j in jobs]),
         }
 
     @staticmethod

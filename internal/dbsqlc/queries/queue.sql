@@ -73,8 +73,8 @@ SELECT pgmsg.queue_pause(@queue::text)::boolean AS paused;
 SELECT pgmsg.queue_resume(@queue::text)::boolean AS paused;
 
 -- name: JobEnqueueMany :many
--- Go sends "" for no kind, unique key, sequence key or limit key, 0 for the queue's max attempts and
--- NULL for no timeout, tags, metadata or uniqueness window of the job's own.
+-- Go sends "" for no kind, unique key, sequence key, limit key or name, 0 for the queue's max attempts and
+-- NULL for no timeout, tags, metadata, uniqueness window or dependencies of the job's own.
 SELECT id::bigint, duplicate::boolean, state::text, run_at::timestamptz
 FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], pg_catalog.array_replace(@kinds::text[], '', NULL),
                         @priorities::integer[], @run_ats::timestamptz[], @delays::interval[],
@@ -82,7 +82,9 @@ FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], pg_catalog.array_repla
                         pg_catalog.array_replace(@unique_keys::text[], '', NULL), @create_queue::boolean,
                         @timeouts::interval[], @tags::jsonb[], @metadata::jsonb[], @unique_fors::interval[],
                         pg_catalog.array_replace(@sequence_keys::text[], '', NULL), @sequence_continues::boolean[],
-                        pg_catalog.array_replace(@limit_keys::text[], '', NULL));
+                        pg_catalog.array_replace(@limit_keys::text[], '', NULL),
+                        pg_catalog.array_replace(@names::text[], '', NULL), @depends_on::jsonb[],
+                        @deps_ignore_cancelled::boolean[], @deps_ignore_dead::boolean[]);
 
 -- name: JobClaim :many
 -- One statement: UPDATE ... FROM (SELECT ... ORDER BY priority DESC, run_at,
@@ -107,9 +109,11 @@ WITH d AS (
     RETURNING j.*
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                   attempted_at, finished_at, kind, unique_key, errors, progress, sequence_key)
+                                   attempted_at, finished_at, kind, unique_key, errors, progress, sequence_key,
+                                   depends_on, workflow_id)
     SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.sequence_key
+           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.sequence_key,
+           d.depends_on, d.workflow_id
       FROM d
     RETURNING job_archive.id
 )
@@ -152,8 +156,17 @@ SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, p
        lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
        finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
        errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
-       progress::jsonb, result::jsonb, tags::text[], metadata::jsonb
+       progress::jsonb, result::jsonb, tags::text[], metadata::jsonb, depends_on::bigint[],
+       coalesce(deps_waiting, 0)::integer AS deps_waiting, coalesce(workflow_id, 0)::bigint AS workflow_id
 FROM pgmsg.job_get(@id::bigint);
+
+-- name: WorkflowGet :many
+SELECT id::bigint, coalesce(workflow_id, 0)::bigint AS workflow_id, queue::text, state::text,
+       coalesce(kind, '')::text AS kind, depends_on::bigint[], coalesce(deps_waiting, 0)::integer AS deps_waiting,
+       coalesce(deps_ignore_cancelled, false)::boolean AS deps_ignore_cancelled,
+       coalesce(deps_ignore_dead, false)::boolean AS deps_ignore_dead, enqueued_at::timestamptz,
+       attempted_at::timestamptz, finished_at::timestamptz
+FROM pgmsg.workflow_get(@id::bigint, @max_jobs::integer);
 
 -- name: JobList :many
 SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,

@@ -245,8 +245,9 @@ AS $function$
     ('consumer', 'table',    'consumer_group',       'SELECT, INSERT, UPDATE'),
     ('consumer', 'table',    'group_cursor',         'SELECT, INSERT, UPDATE'),
     ('consumer', 'table',    'group_member',         'SELECT, INSERT, UPDATE, DELETE'),
-    -- worker: enqueue (creating queues, uniqueness windows, sequences),
-    -- claim and finish jobs (moving sequences on); enqueue the due ticks of periodic jobs, whose
+    -- worker: enqueue (creating queues, uniqueness windows, sequences,
+    -- workflows), claim and finish jobs (moving sequences on, releasing
+    -- and cancelling dependents); enqueue the due ticks of periodic jobs, whose
     -- definitions are the admin's.
     ('worker',   'schema',   '',                     'USAGE'),
     ('worker',   'table',    'pgmsg_migration',      'SELECT'),
@@ -261,6 +262,7 @@ AS $function$
     ('worker',   'table',    'job_archive',          'SELECT, INSERT'),
     ('worker',   'table',    'job_payload',          'SELECT, INSERT, DELETE'),
     ('worker',   'table',    'job_unique',           'SELECT, INSERT, DELETE'),
+    ('worker',   'table',    'job_dependency',       'SELECT, INSERT, DELETE'),
     ('worker',   'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE'),
     ('worker',   'table',    'periodic_job',         'SELECT, UPDATE (next_run_at, last_run_at, last_job_id, last_error)'),
     -- admin: everything above, tokens, queue and periodic definitions,
@@ -287,6 +289,7 @@ AS $function$
     ('admin',    'table',    'job_payload',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_unique',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_dependency',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token_scram',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),

@@ -485,7 +485,7 @@ END $function$;
 -- key_limit jobs of the key wait to run or run; the others wait as
 -- 'pending' (_key_limit_enqueue). A job without a key in a queue with a
 -- key_field is PM113, a limit key in a queue without a key_limit PM004.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[], p_sequence_keys text[] DEFAULT NULL::text[], p_sequence_continues boolean[] DEFAULT NULL::boolean[], p_limit_keys text[] DEFAULT NULL::text[])
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[], p_sequence_keys text[] DEFAULT NULL::text[], p_sequence_continues boolean[] DEFAULT NULL::boolean[], p_limit_keys text[] DEFAULT NULL::text[], p_names text[] DEFAULT NULL::text[], p_depends_on jsonb[] DEFAULT NULL::jsonb[], p_deps_ignore_cancelled boolean[] DEFAULT NULL::boolean[], p_deps_ignore_dead boolean[] DEFAULT NULL::boolean[])
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -515,6 +515,12 @@ DECLARE
     pend       boolean[];
     lkeys      text[];
     lpend      boolean[];
+    d_ord      integer[];
+    d_dep      bigint[];
+    d_how      text[];
+    d_named    boolean[];
+    d_wf       bigint;
+    dwait      integer[];
 BEGIN
     IF p_create_queue THEN
         SELECT * INTO q FROM {{schema}}.queue WHERE name = p_queue;
@@ -533,8 +539,10 @@ BEGIN
        OR coalesce(cardinality(p_timeouts), 0) > n OR coalesce(cardinality(p_tags), 0) > n
        OR coalesce(cardinality(p_metadata), 0) > n OR coalesce(cardinality(p_unique_fors), 0) > n
        OR coalesce(cardinality(p_sequence_keys), 0) > n OR coalesce(cardinality(p_sequence_continues), 0) > n
-       OR coalesce(cardinality(p_limit_keys), 0) > n THEN
-        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata, unique_fors, sequence_keys, sequence_continues and limit_keys must not be longer than payloads');
+       OR coalesce(cardinality(p_limit_keys), 0) > n OR coalesce(cardinality(p_names), 0) > n
+       OR coalesce(cardinality(p_depends_on), 0) > n OR coalesce(cardinality(p_deps_ignore_cancelled), 0) > n
+       OR coalesce(cardinality(p_deps_ignore_dead), 0) > n THEN
+        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata, unique_fors, sequence_keys, sequence_continues, limit_keys, names, depends_on, deps_ignore_cancelled and deps_ignore_dead must not be longer than payloads');
     END IF;
     -- Per-key limits: each job's key (PM113 if the queue's key_field needs
     -- one it lacks), locked (before the sequences) and which jobs wait.
@@ -550,6 +558,26 @@ BEGIN
         pend := {{schema}}._sequence_enqueue(q.queue_id, p_sequence_keys, p_sequence_continues);
     ELSIF p_sequence_continues IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_sequence_continues) u(r) WHERE u.r) THEN
         PERFORM {{schema}}._raise('PM004', 'sequence_continue needs a sequence_key');
+    END IF;
+    -- Workflows: the batch's ids are drawn now (names refer to them), its
+    -- dependencies checked, the live ones locked (_deps_enqueue); a job
+    -- waits for those not completed yet.
+    IF (p_depends_on IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_depends_on) u(d) WHERE u.d IS NOT NULL))
+       OR (p_names IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_names) u(nm) WHERE u.nm IS NOT NULL)) THEN
+        ids := ARRAY(SELECT nextval('{{schema}}.job_id_seq') FROM generate_series(1, n));
+        SELECT * INTO d_ord, d_dep, d_how, d_named, d_wf
+          FROM {{schema}}._deps_enqueue(q, ids, p_names, p_depends_on, p_unique_keys, p_sequence_keys, lkeys);
+        SELECT array_agg(coalesce(c.w, 0) ORDER BY g.i) INTO dwait
+          FROM generate_series(1, n) g(i)
+          LEFT JOIN (SELECT u.o, count(*) FILTER (WHERE u.h <> 'completed')::integer AS w
+                       FROM unnest(d_ord, d_how) u(o, h) GROUP BY u.o) c ON c.o = g.i;
+        lpend := ARRAY(SELECT coalesce(lpend[u.ord], false) OR u.w > 0
+                         FROM unnest(dwait) WITH ORDINALITY u(w, ord) ORDER BY u.ord);
+    ELSIF p_deps_ignore_cancelled IS NOT NULL OR p_deps_ignore_dead IS NOT NULL THEN
+        IF EXISTS (SELECT 1 FROM unnest(p_deps_ignore_cancelled) u(b) WHERE u.b)
+           OR EXISTS (SELECT 1 FROM unnest(p_deps_ignore_dead) u(b) WHERE u.b) THEN
+            PERFORM {{schema}}._raise('PM004', 'deps_ignore_cancelled and deps_ignore_dead need depends_on');
+        END IF;
     END IF;
     IF lpend IS NOT NULL THEN
         pend := CASE WHEN pend IS NULL THEN lpend
@@ -657,7 +685,9 @@ BEGIN
         -- matched to its job whether it was inserted or found. ON CONFLICT DO
         -- NOTHING waits for a concurrent inserter of the same key and then
         -- skips; the lookup below is a new statement and sees its row.
-        ids := ARRAY(SELECT nextval('{{schema}}.job_id_seq') FROM generate_series(1, n));
+        IF ids IS NULL THEN
+            ids := ARRAY(SELECT nextval('{{schema}}.job_id_seq') FROM generate_series(1, n));
+        END IF;
         -- Windowed keys: the first job of a key's window takes the window
         -- (job_unique's primary key, taken in key order); the others are
         -- its duplicates, whatever became of it, and insert nothing.
@@ -669,15 +699,23 @@ BEGIN
             ON CONFLICT (queue_id, unique_key) DO NOTHING;
         END IF;
         INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind,
-                                         unique_key, timeout, tags, metadata, sequence_key, sequence_continue, limit_key)
+                                         unique_key, timeout, tags, metadata, sequence_key, sequence_continue, limit_key,
+                                         depends_on, deps_waiting, deps_ignore_cancelled, deps_ignore_dead, has_dependents,
+                                         workflow_id)
         SELECT u.id, q.queue_id,
                CASE WHEN pend[u.ord] THEN 'pending' WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k, u.tmo,
                {{schema}}._job_tags(u.tg), u.md, u.sk, CASE WHEN u.sk IS NOT NULL THEN coalesce(u.sr, false) END,
-               lkeys[u.ord]
+               lkeys[u.ord], dp.ids, CASE WHEN dp.ids IS NOT NULL THEN dwait[u.ord] END,
+               CASE WHEN dp.ids IS NOT NULL THEN coalesce(p_deps_ignore_cancelled[u.ord], false) END,
+               CASE WHEN dp.ids IS NOT NULL THEN coalesce(p_deps_ignore_dead[u.ord], false) END,
+               CASE WHEN d_named[u.ord] THEN true END,
+               CASE WHEN dp.ids IS NOT NULL OR p_names[u.ord] IS NOT NULL THEN d_wf END
         FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, keys, p_timeouts,
                     p_tags, p_metadata, p_sequence_keys, p_sequence_continues)
              WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, sk, sr, ord)
+        LEFT JOIN (SELECT e.o, array_agg(e.d ORDER BY e.d) AS ids FROM unnest(d_ord, d_dep) e(o, d)
+                    GROUP BY e.o) dp ON dp.o = u.ord
         CROSS JOIN LATERAL (SELECT coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) AS at) t
         WHERE wends[u.ord] IS NULL
            OR EXISTS (SELECT 1 FROM {{schema}}.job_unique ju
@@ -744,23 +782,42 @@ BEGIN
             END IF;
         END IF;
 
-        -- Each row's job: its own, else its window's (kept live or in the
-        -- archive, 'completed' once pruned), else the live job of its key.
+        -- Workflows: the edges to wait on, then those to dependencies that
+        -- failed already settled at once (their dependents cancelled, or
+        -- counting them off when they ignore them).
+        IF d_ord IS NOT NULL THEN
+            INSERT INTO {{schema}}.job_dependency (dep_id, job_id)
+            SELECT u.d, ids[u.o] FROM unnest(d_ord, d_dep, d_how) u(o, d, h) WHERE u.h <> 'completed'
+            ON CONFLICT DO NOTHING;
+            IF 'cancelled' = ANY (d_how) OR 'dead' = ANY (d_how) THEN
+                PERFORM {{schema}}._deps_settle(NULL,
+                    ARRAY(SELECT u.d FROM unnest(d_dep, d_how) u(d, h) WHERE u.h = 'cancelled'),
+                    ARRAY(SELECT u.d FROM unnest(d_dep, d_how) u(d, h) WHERE u.h = 'dead'));
+            END IF;
+        END IF;
+
+        -- Each row's job: its own (live, or cancelled with a dependency at
+        -- once), else its window's (kept live or in the archive,
+        -- 'completed' once pruned), else the live job of its key.
         RETURN QUERY
-        SELECT coalesce(own.id, win.id, live.id), own.id IS NULL, coalesce(own.state, win.state, live.state),
+        SELECT coalesce(own.id, gone.id, win.id, live.id), own.id IS NULL AND gone.id IS NULL,
+               coalesce(own.state, gone.status, win.state, live.state),
                coalesce(own.run_at, win.run_at, live.run_at)
         FROM unnest(ids, keys) WITH ORDINALITY AS u(id, k, ord)
         LEFT JOIN {{schema}}.job own ON own.id = u.id
+        LEFT JOIN {{schema}}.job_archive gone ON d_ord IS NOT NULL AND own.id IS NULL AND gone.id = u.id
         LEFT JOIN LATERAL (
             SELECT ju.job_id AS id, coalesce(x.state, a.status, 'completed') AS state, x.run_at
               FROM {{schema}}.job_unique ju
               LEFT JOIN {{schema}}.job x ON x.id = ju.job_id
               LEFT JOIN {{schema}}.job_archive a ON a.id = ju.job_id
-             WHERE own.id IS NULL AND wends[u.ord] IS NOT NULL AND ju.queue_id = q.queue_id AND ju.unique_key = u.k
+             WHERE own.id IS NULL AND gone.id IS NULL AND wends[u.ord] IS NOT NULL AND ju.queue_id = q.queue_id
+               AND ju.unique_key = u.k
         ) win ON true
         LEFT JOIN LATERAL (
             SELECT x.id, x.state, x.run_at FROM {{schema}}.job x
-            WHERE own.id IS NULL AND win.id IS NULL AND x.queue_id = q.queue_id AND x.unique_key = u.k AND x.state <> 'dead'
+            WHERE own.id IS NULL AND gone.id IS NULL AND win.id IS NULL AND x.queue_id = q.queue_id AND x.unique_key = u.k
+              AND x.state <> 'dead'
         ) live ON true
         ORDER BY u.ord;
     END IF;
@@ -772,7 +829,7 @@ BEGIN
 END $function$;
 
 -- enqueue inserts one job; see enqueue_many.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval, p_sequence_key text DEFAULT NULL::text, p_sequence_continue boolean DEFAULT NULL::boolean, p_limit_key text DEFAULT NULL::text)
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval, p_sequence_key text DEFAULT NULL::text, p_sequence_continue boolean DEFAULT NULL::boolean, p_limit_key text DEFAULT NULL::text, p_depends_on jsonb DEFAULT NULL::jsonb, p_deps_ignore_cancelled boolean DEFAULT NULL::boolean, p_deps_ignore_dead boolean DEFAULT NULL::boolean)
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -781,7 +838,8 @@ AS $function$
                                           ARRAY[p_run_at], ARRAY[p_delay], ARRAY[p_max_attempts],
                                           ARRAY[p_unique_key], p_create_queue, ARRAY[p_timeout], ARRAY[p_tags],
                                           ARRAY[p_metadata], ARRAY[p_unique_for], ARRAY[p_sequence_key],
-                                          ARRAY[p_sequence_continue], ARRAY[p_limit_key])
+                                          ARRAY[p_sequence_continue], ARRAY[p_limit_key], NULL,
+                                          ARRAY[p_depends_on], ARRAY[p_deps_ignore_cancelled], ARRAY[p_deps_ignore_dead])
 $function$;
 
 -- ---------------------------------------------------------------------------
@@ -1196,10 +1254,10 @@ AS $function$
     ), a AS (
         INSERT INTO {{schema}}.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                             attempted_at, finished_at, kind, unique_key, errors, progress, result,
-                                            tags, metadata, sequence_key)
+                                            tags, metadata, sequence_key, depends_on, workflow_id)
         SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
                d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.result,
-               d.tags, d.metadata, d.sequence_key
+               d.tags, d.metadata, d.sequence_key, d.depends_on, d.workflow_id
         FROM d
         RETURNING job_archive.id
     )
@@ -1342,10 +1400,10 @@ BEGIN
     )
     INSERT INTO {{schema}}.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                         attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata,
-                                        sequence_key)
+                                        sequence_key, depends_on, workflow_id)
     SELECT d.id, d.queue_id, 'cancelled', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
            d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.tags, d.metadata,
-           d.sequence_key
+           d.sequence_key, d.depends_on, d.workflow_id
     FROM d;
     done := FOUND;
     PERFORM set_config('pgmsg.job_cancel', '', true);
@@ -1398,10 +1456,12 @@ BEGIN
 END $function$;
 
 -- job_get returns one job wherever it is: live (state available, scheduled,
--- retrying, running or dead) or archived (state completed or cancelled).
--- PM107 if there is no such job.
+-- retrying, running, dead or pending) or archived (state completed or
+-- cancelled), with its dependencies (depends_on, NULL: none) and, while it
+-- waits for them (pending), how many have not completed yet
+-- (deps_waiting). PM107 if there is no such job.
 CREATE OR REPLACE FUNCTION {{schema}}.job_get(p_id bigint)
- RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval, progress jsonb, result jsonb, tags text[], metadata jsonb)
+ RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval, progress jsonb, result jsonb, tags text[], metadata jsonb, depends_on bigint[], deps_waiting integer, workflow_id bigint)
  LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1411,13 +1471,15 @@ BEGIN
     RETURN QUERY
     SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM {{schema}}.job_payload pl WHERE pl.id = j.id), j.priority::integer, j.attempt, j.max_attempts, j.lease_token,
            j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors,
-           coalesce(j.timeout, q.job_timeout), j.progress, NULL::jsonb, j.tags, j.metadata
+           coalesce(j.timeout, q.job_timeout), j.progress, NULL::jsonb, j.tags, j.metadata, j.depends_on,
+           CASE WHEN j.state = 'pending' THEN j.deps_waiting END, j.workflow_id
     FROM {{schema}}.job j JOIN {{schema}}.queue q ON q.queue_id = j.queue_id
     WHERE j.id = p_id
     UNION ALL
     SELECT a.id, q.name, a.status, a.kind, (SELECT pl.payload FROM {{schema}}.job_payload pl WHERE pl.id = a.id), a.priority::integer, a.attempt, a.max_attempts, NULL::bigint,
            NULL::timestamptz, NULL::timestamptz, a.enqueued_at, a.attempted_at, a.finished_at, NULL::text,
-           a.unique_key, a.errors, NULL::interval, a.progress, a.result, a.tags, a.metadata
+           a.unique_key, a.errors, NULL::interval, a.progress, a.result, a.tags, a.metadata, a.depends_on,
+           NULL::integer, a.workflow_id
     FROM {{schema}}.job_archive a JOIN {{schema}}.queue q ON q.queue_id = a.queue_id
     WHERE a.id = p_id;
     IF NOT FOUND THEN
@@ -1645,6 +1707,16 @@ CREATE OR REPLACE FUNCTION {{schema}}._job_sequence_left()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
+    -- Workflows: the deleted jobs that others depend on settle their
+    -- edges (_deps_settle): completed ones (archived so by this statement)
+    -- release their dependents, the others (cancelled, deleted) cancel
+    -- them. Dead ones settled theirs when they went dead.
+    PERFORM {{schema}}._deps_settle(s.done, s.failed, NULL)
+       FROM (SELECT array_agg(g.id) FILTER (WHERE g.status = 'completed') AS done,
+                    array_agg(g.id) FILTER (WHERE g.status IS DISTINCT FROM 'completed') AS failed
+               FROM (SELECT g.id, (SELECT a.status FROM {{schema}}.job_archive a WHERE a.id = g.id) AS status
+                       FROM gone g WHERE g.has_dependents AND g.state <> 'dead') g) s
+      WHERE s.done IS NOT NULL OR s.failed IS NOT NULL;
     -- Per-key limits first (their locks before the sequences', as
     -- enqueues take them): the keys of the deleted jobs admit their next.
     PERFORM {{schema}}._key_limit_admit(g.queue_id, array_agg(DISTINCT g.limit_key), false)
@@ -2050,6 +2122,311 @@ AS $function$
           WHERE x.queue_id = p_queue_id AND x.limit_key IS NOT NULL AND x.limit_key > p_after AND x.state = 'pending'
           ORDER BY x.limit_key LIMIT 1))
 $function$;
+
+-- ---------------------------------------------------------------------------
+-- Workflows (job_dependency): jobs that wait for other jobs to complete
+-- ---------------------------------------------------------------------------
+
+-- A job enqueued with dependencies waits as 'pending' (as a sequence's
+-- jobs behind their head do) until all of them completed, counted down in
+-- its deps_waiting. The edges not yet settled are job_dependency's rows;
+-- a dependency's leaving (the trigger job_sequence_left: completed,
+-- cancelled, deleted) or going dead (job_deps_dead) settles them in its
+-- own transaction (_deps_settle). An enqueue locks each existing
+-- dependency's row (marking it has_dependents), so a dependency cannot
+-- leave between the enqueue's look at it and the edge's commit: its
+-- leaving waits for the enqueue, and its trigger's next statement sees the
+-- edge. Settlements of one dependent lock its row (in id order, so
+-- concurrent ones cannot deadlock) and the count goes down once per edge,
+-- whatever order the dependencies finish in.
+
+-- _deps_enqueue checks and resolves a batch's dependencies (p_depends_on:
+-- per job a JSON array of job ids of the queue and names, p_names, of jobs
+-- of the batch; ids are the batch's ids, drawn already), locks the
+-- existing dependencies still live and returns the edges: e_ord the
+-- dependent's position (1-based), e_dep the dependency's id, e_how what
+-- the dependency is now ('new': a job of the batch, 'live', 'completed',
+-- 'cancelled', 'dead'); named whether each job of the batch is a
+-- dependency of another; wf the workflow id of the batch's jobs with
+-- names or dependencies. PM004: a name that is not 1 to 200 bytes or twice
+-- in the batch, an entry that is not a job id or a name, a job with
+-- dependencies and a unique key, sequence key or limit key; PM114 a
+-- dependency that does not exist; PM115 one in another queue; PM116 a
+-- dependency cycle among the batch's jobs; PM117 a job with more than 1000
+-- dependencies.
+CREATE OR REPLACE FUNCTION {{schema}}._deps_enqueue(q {{schema}}.queue, p_ids bigint[], p_names text[], p_depends_on jsonb[], p_unique_keys text[], p_sequence_keys text[], p_limit_keys text[], OUT e_ord integer[], OUT e_dep bigint[], OUT e_how text[], OUT named boolean[], OUT wf bigint)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    n       integer := cardinality(p_ids);
+    bad     text;
+    bad_ord bigint;
+    ext     bigint[];
+    live    bigint[];
+    ej      integer[];
+    ed      integer[];
+    left_n  integer;
+    prev_n  integer;
+    x_ord   integer[];
+    x_dord  integer[];
+    x_id    bigint[];
+    x_nm    text[];
+    names   jsonb;
+    d       integer;
+BEGIN
+    IF EXISTS (SELECT 1 FROM unnest(p_names) u(nm) WHERE u.nm IS NOT NULL AND (u.nm = '' OR octet_length(u.nm) > 200)) THEN
+        PERFORM {{schema}}._raise('PM004', 'a job''s name must be 1 to 200 bytes');
+    END IF;
+    SELECT u.nm INTO bad FROM unnest(p_names) u(nm) WHERE u.nm IS NOT NULL GROUP BY u.nm HAVING count(*) > 1 LIMIT 1;
+    IF FOUND THEN
+        PERFORM {{schema}}._raise('PM004', format('job name %s is given to more than one job of the batch', quote_literal(bad)));
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_depends_on) u(d) WHERE u.d IS NOT NULL AND jsonb_typeof(u.d) <> 'array') THEN
+        PERFORM {{schema}}._raise('PM004', 'depends_on must be a JSON array of job ids and names');
+    END IF;
+    SELECT u.ord - 1 INTO bad_ord FROM unnest(p_depends_on) WITH ORDINALITY u(d, ord)
+     WHERE u.d IS NOT NULL AND jsonb_array_length(u.d) > 1000 LIMIT 1;
+    IF FOUND THEN
+        PERFORM {{schema}}._raise('PM117', format('job %s has more than 1000 dependencies', bad_ord));
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_depends_on) u(d), jsonb_array_elements(u.d) e(v)
+                WHERE u.d IS NOT NULL
+                  AND NOT (jsonb_typeof(e.v) = 'string' OR (jsonb_typeof(e.v) = 'number' AND (e.v #>> '{}')::numeric > 0
+                           AND (e.v #>> '{}')::numeric <= 9223372036854775807 AND (e.v #>> '{}')::numeric = trunc((e.v #>> '{}')::numeric)))) THEN
+        PERFORM {{schema}}._raise('PM004', 'a dependency is a job id (a positive integer) or the name of a job of the batch (a string)');
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_depends_on, p_unique_keys, p_sequence_keys, p_limit_keys) u(d, uk, sk, lk)
+                WHERE u.d IS NOT NULL AND jsonb_array_length(u.d) > 0 AND (u.uk IS NOT NULL OR u.sk IS NOT NULL OR u.lk IS NOT NULL))
+       OR EXISTS (SELECT 1 FROM unnest(p_names, p_unique_keys) u(nm, uk) WHERE u.nm IS NOT NULL AND u.uk IS NOT NULL) THEN
+        PERFORM {{schema}}._raise('PM004', 'a job with dependencies or a name has no unique_key, sequence_key or limit key');
+    END IF;
+    -- Names to positions: one lookup per edge, whatever the planner
+    -- would make of a join of two unnests.
+    SELECT coalesce(jsonb_object_agg(u.nm, u.ord), '{}') INTO names
+      FROM unnest(p_names) WITH ORDINALITY u(nm, ord) WHERE u.nm IS NOT NULL;
+    -- The batch's edges, each dependency once per job: x_ord the
+    -- dependent, x_dord the dependency's position when it is a name, x_id
+    -- its id when it is an id.
+    SELECT array_agg(y.ord), array_agg(y.dord), array_agg(y.id), array_agg(y.nm) INTO x_ord, x_dord, x_id, x_nm
+      FROM (SELECT DISTINCT u.ord::integer AS ord, CASE WHEN jsonb_typeof(e.v) = 'string' THEN (names ->> (e.v #>> '{}'))::integer END AS dord,
+                   CASE WHEN jsonb_typeof(e.v) = 'number' THEN (e.v #>> '{}')::bigint END AS id,
+                   CASE WHEN jsonb_typeof(e.v) = 'string' THEN e.v #>> '{}' END AS nm
+              FROM unnest(p_depends_on) WITH ORDINALITY u(d, ord)
+             CROSS JOIN LATERAL jsonb_array_elements(u.d) e(v)
+             WHERE u.d IS NOT NULL) y;
+    SELECT x.nm, x.ord - 1 INTO bad, bad_ord FROM unnest(x_ord, x_dord, x_id, x_nm) x(ord, dord, id, nm) WHERE x.nm IS NOT NULL AND x.dord IS NULL LIMIT 1;
+    IF FOUND THEN
+        PERFORM {{schema}}._raise('PM114', format('unknown dependency: job %s depends on %s, the name of no job of the batch',
+                                                  bad_ord, quote_literal(bad)));
+    END IF;
+    -- Cycles: only through names, and only when one points forward (at
+    -- the job itself or a later one); then the edges whose dependency has
+    -- none left are peeled off until none is, and those left are cycles.
+    IF EXISTS (SELECT 1 FROM unnest(x_ord, x_dord, x_id, x_nm) x(ord, dord, id, nm) WHERE x.dord >= x.ord) THEN
+        SELECT array_agg(x.ord), array_agg(x.dord) INTO ej, ed FROM unnest(x_ord, x_dord, x_id, x_nm) x(ord, dord, id, nm) WHERE x.dord IS NOT NULL;
+        prev_n := -1;
+        left_n := cardinality(ej);
+        WHILE left_n > 0 AND left_n <> prev_n LOOP
+            prev_n := left_n;
+            SELECT array_agg(u.j), array_agg(u.d) INTO ej, ed
+              FROM unnest(ej, ed) u(j, d) WHERE u.d = ANY (ej);
+            left_n := coalesce(cardinality(ej), 0);
+        END LOOP;
+        IF left_n > 0 THEN
+            PERFORM {{schema}}._raise('PM116', format('dependency cycle among the jobs %s of the batch',
+                (SELECT string_agg(coalesce(quote_literal(p_names[s.j]), (s.j - 1)::text), ', ' ORDER BY s.j)
+                   FROM (SELECT DISTINCT u.j FROM unnest(ej) u(j) ORDER BY 1 LIMIT 10) s)));
+        END IF;
+    END IF;
+    -- Existing dependencies: the live ones locked in id order (their
+    -- leaving waits for this transaction) and marked, the others looked
+    -- up in the archive.
+    SELECT array_agg(DISTINCT x.id ORDER BY x.id) INTO ext FROM unnest(x_ord, x_dord, x_id, x_nm) x(ord, dord, id, nm) WHERE x.id IS NOT NULL;
+    IF ext IS NOT NULL THEN
+        SELECT array_agg(s.id) INTO live
+          FROM (SELECT j.id FROM {{schema}}.job j WHERE j.id = ANY (ext) ORDER BY j.id FOR NO KEY UPDATE) s;
+        SELECT d.id INTO bad_ord FROM unnest(ext) d(id)
+         WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.job j WHERE j.id = d.id AND j.queue_id = q.queue_id)
+           AND NOT EXISTS (SELECT 1 FROM {{schema}}.job_archive a WHERE a.id = d.id AND a.queue_id = q.queue_id)
+         LIMIT 1;
+        IF FOUND THEN
+            IF EXISTS (SELECT 1 FROM {{schema}}.job j WHERE j.id = bad_ord)
+               OR EXISTS (SELECT 1 FROM {{schema}}.job_archive a WHERE a.id = bad_ord) THEN
+                PERFORM {{schema}}._raise('PM115', format('dependency %s is a job of another queue than %s',
+                                                          bad_ord, quote_literal(q.name)));
+            END IF;
+            PERFORM {{schema}}._raise('PM114', format('unknown dependency: no job has the id %s', bad_ord));
+        END IF;
+        SELECT min(w.wf) INTO wf FROM (
+            SELECT j.workflow_id AS wf FROM {{schema}}.job j WHERE j.id = ANY (ext)
+            UNION ALL SELECT a.workflow_id FROM {{schema}}.job_archive a WHERE a.id = ANY (ext)) w;
+        wf := coalesce(wf, ext[1]);
+        UPDATE {{schema}}.job j SET has_dependents = true, workflow_id = coalesce(j.workflow_id, wf)
+         WHERE j.id = ANY (live) AND (j.has_dependents IS NOT TRUE OR j.workflow_id IS NULL);
+    END IF;
+    IF wf IS NULL THEN
+        SELECT p_ids[min(u.ord)] INTO wf FROM unnest(p_names, p_depends_on) WITH ORDINALITY u(nm, d, ord)
+         WHERE u.nm IS NOT NULL OR (u.d IS NOT NULL AND jsonb_array_length(u.d) > 0);
+    END IF;
+    SELECT array_agg(x.ord::integer ORDER BY x.ord, x.dep), array_agg(x.dep ORDER BY x.ord, x.dep),
+           array_agg(x.how ORDER BY x.ord, x.dep)
+      INTO e_ord, e_dep, e_how
+      FROM (SELECT e.ord, coalesce(e.id, p_ids[e.dord]) AS dep,
+                   CASE WHEN e.dord IS NOT NULL THEN 'new'
+                        WHEN j.state = 'dead' THEN 'dead'
+                        WHEN j.id IS NOT NULL THEN 'live'
+                        ELSE a.status END AS how
+              FROM unnest(x_ord, x_dord, x_id, x_nm) e(ord, dord, id, nm)
+              LEFT JOIN {{schema}}.job j ON j.id = e.id
+              LEFT JOIN {{schema}}.job_archive a ON j.id IS NULL AND a.id = e.id) x;
+    named := array_fill(false, ARRAY[n]);
+    FOREACH d IN ARRAY coalesce(x_dord, '{}') LOOP
+        IF d IS NOT NULL THEN
+            named[d] := true;
+        END IF;
+    END LOOP;
+END $function$;
+
+-- _deps_settle settles the edges out of jobs that completed (p_done),
+-- were cancelled or deleted (p_cancelled) or went dead (p_dead), in the
+-- transaction that finished them: each waiting dependent counts them off
+-- (deps_waiting) and becomes available (scheduled if its run_at is still
+-- ahead) when none is left to wait for; a dependent with a dependency
+-- that failed, and that it does not ignore (deps_ignore_cancelled,
+-- deps_ignore_dead), is cancelled, and so are, at once, the waiting jobs
+-- that depend on it, recursively, unless they ignore cancelled
+-- dependencies (their count goes down instead, from the trigger of the
+-- cancelling statement). No wake-up, as for sequences: a Go worker that
+-- finished a job claims again at once.
+CREATE OR REPLACE FUNCTION {{schema}}._deps_settle(p_done bigint[], p_cancelled bigint[], p_dead bigint[])
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    jids   bigint[];
+    hows   text[];
+    doomed bigint[];
+    now_ts timestamptz;
+BEGIN
+    WITH e AS (
+        DELETE FROM {{schema}}.job_dependency d
+         WHERE d.dep_id = ANY (coalesce(p_done, '{}') || coalesce(p_cancelled, '{}') || coalesce(p_dead, '{}'))
+        RETURNING d.job_id, CASE WHEN d.dep_id = ANY (p_done) THEN 'done'
+                                 WHEN d.dep_id = ANY (p_dead) THEN 'dead' ELSE 'cancelled' END AS how
+    )
+    SELECT array_agg(e.job_id ORDER BY e.job_id), array_agg(e.how ORDER BY e.job_id) INTO jids, hows FROM e;
+    IF jids IS NULL THEN
+        RETURN;
+    END IF;
+    -- The dependents, locked in id order; the next statements see their
+    -- latest state and count.
+    PERFORM 1 FROM {{schema}}.job x WHERE x.id = ANY (jids) ORDER BY x.id FOR NO KEY UPDATE;
+    now_ts := clock_timestamp();
+    -- Dependents whose every settled edge counts as done.
+    UPDATE {{schema}}.job x
+       SET deps_waiting = x.deps_waiting - c.n,
+           state = CASE WHEN x.deps_waiting - c.n > 0 THEN 'pending'
+                        WHEN x.run_at > now_ts THEN 'scheduled' ELSE 'available' END
+      FROM (SELECT u.j, count(*)::integer AS n
+              FROM unnest(jids, hows) u(j, how) JOIN {{schema}}.job y ON y.id = u.j
+             WHERE y.state = 'pending'
+             GROUP BY u.j
+            HAVING bool_and(u.how = 'done' OR (u.how = 'cancelled' AND y.deps_ignore_cancelled)
+                            OR (u.how = 'dead' AND y.deps_ignore_dead))) c
+     WHERE x.id = c.j AND x.state = 'pending';
+    -- The others, and what waits on them without ignoring cancelled jobs.
+    WITH RECURSIVE c(id) AS (
+        SELECT u.j FROM unnest(jids, hows) u(j, how) JOIN {{schema}}.job y ON y.id = u.j
+         WHERE y.state = 'pending'
+           AND NOT (u.how = 'done' OR (u.how = 'cancelled' AND y.deps_ignore_cancelled)
+                    OR (u.how = 'dead' AND y.deps_ignore_dead))
+        UNION
+        SELECT d.job_id FROM c JOIN {{schema}}.job_dependency d ON d.dep_id = c.id
+          JOIN {{schema}}.job y ON y.id = d.job_id
+         WHERE y.state = 'pending' AND NOT y.deps_ignore_cancelled
+    )
+    SELECT array_agg(c.id ORDER BY c.id) INTO doomed FROM c;
+    IF doomed IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM 1 FROM {{schema}}.job x WHERE x.id = ANY (doomed) ORDER BY x.id FOR NO KEY UPDATE;
+    -- Archived as cancelled; this statement's trigger settles their own
+    -- edges (as cancelled ones).
+    WITH d AS (
+        DELETE FROM {{schema}}.job j WHERE j.id = ANY (doomed) AND j.state = 'pending' RETURNING j.*
+    )
+    INSERT INTO {{schema}}.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
+                                        attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata,
+                                        sequence_key, depends_on, workflow_id)
+    SELECT d.id, d.queue_id, 'cancelled', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
+           d.attempted_at, clock_timestamp(), d.kind, d.unique_key,
+           coalesce(d.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+               'attempt', d.attempt, 'at', clock_timestamp(),
+               'error', 'cancelled: a dependency was cancelled, deleted or went dead')),
+           d.progress, d.tags, d.metadata, d.sequence_key, d.depends_on, d.workflow_id
+    FROM d;
+END $function$;
+
+-- _job_deps_dead (trigger job_deps_dead, after a job that others depend
+-- on went dead: failed for good, or its last lease expired): its
+-- dependents are cancelled, or count it off with deps_ignore_dead.
+CREATE OR REPLACE FUNCTION {{schema}}._job_deps_dead()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM {{schema}}._deps_settle(NULL, NULL, ARRAY[NEW.id]);
+    RETURN NULL;
+END $function$;
+
+-- workflow_get returns the jobs of p_id's workflow (the jobs enqueued
+-- with names or dependencies together, and those enqueued depending on
+-- them), live and archived, by id, at most p_limit (1 to 100,000, PM004),
+-- each with its state, dependencies and how many of them it still waits
+-- for (NULL: none, or it is not waiting). A job outside any workflow is
+-- its own. PM107 unknown job.
+CREATE OR REPLACE FUNCTION {{schema}}.workflow_get(p_id bigint, p_limit integer DEFAULT 10000)
+ RETURNS TABLE(id bigint, workflow_id bigint, queue text, state text, kind text, depends_on bigint[], deps_waiting integer, deps_ignore_cancelled boolean, deps_ignore_dead boolean, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    wf  bigint;
+    hit boolean;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 100000 THEN
+        PERFORM {{schema}}._raise('PM004', format('limit must be from 1 to 100000, got %s', coalesce(p_limit::text, 'NULL')));
+    END IF;
+    SELECT coalesce(j.workflow_id, j.id) INTO wf FROM {{schema}}.job j WHERE j.id = p_id;
+    hit := FOUND;
+    IF NOT hit THEN
+        SELECT coalesce(a.workflow_id, a.id) INTO wf FROM {{schema}}.job_archive a WHERE a.id = p_id;
+        hit := FOUND;
+    END IF;
+    IF NOT hit THEN
+        PERFORM {{schema}}._raise('PM107', format('unknown job %s', coalesce(p_id::text, 'NULL')));
+    END IF;
+    RETURN QUERY
+    SELECT x.* FROM (
+        SELECT j.id, j.workflow_id, q.name, j.state, j.kind, j.depends_on,
+               CASE WHEN j.state = 'pending' THEN j.deps_waiting END, j.deps_ignore_cancelled, j.deps_ignore_dead,
+               j.enqueued_at, j.attempted_at, j.finalized_at
+          FROM {{schema}}.job j JOIN {{schema}}.queue q ON q.queue_id = j.queue_id
+         WHERE j.workflow_id = wf OR j.id = wf
+        UNION ALL
+        SELECT a.id, a.workflow_id, q.name, a.status, a.kind, a.depends_on, NULL::integer, NULL::boolean, NULL::boolean,
+               a.enqueued_at, a.attempted_at, a.finished_at
+          FROM {{schema}}.job_archive a JOIN {{schema}}.queue q ON q.queue_id = a.queue_id
+         WHERE a.workflow_id = wf OR a.id = wf
+    ) x
+    ORDER BY x.id
+    LIMIT p_limit;
+END $function$;
 
 -- ---------------------------------------------------------------------------
 -- Dead letters and the archive
@@ -2665,9 +3042,9 @@ BEGIN
     END LOOP;
 END $function$;
 
--- The sequence and per-key limit triggers (their functions are above; the
--- migrator drops them before the functions). job_sequence_left moves both
--- on.
+-- The sequence, per-key limit and workflow triggers (their functions are
+-- above; the migrator drops them before the functions).
+-- job_sequence_left moves all three on.
 CREATE OR REPLACE TRIGGER job_sequence_left AFTER DELETE ON {{schema}}.job
     REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}._job_sequence_left();
 CREATE OR REPLACE TRIGGER job_sequence_dead AFTER UPDATE OF state ON {{schema}}.job
@@ -2679,6 +3056,9 @@ CREATE OR REPLACE TRIGGER job_sequence_requeue BEFORE UPDATE OF state ON {{schem
 CREATE OR REPLACE TRIGGER job_limit_dead AFTER UPDATE OF state ON {{schema}}.job
     FOR EACH ROW WHEN (NEW.limit_key IS NOT NULL AND NEW.state = 'dead' AND OLD.state <> 'dead')
     EXECUTE FUNCTION {{schema}}._job_limit_dead();
+CREATE OR REPLACE TRIGGER job_deps_dead AFTER UPDATE OF state ON {{schema}}.job
+    FOR EACH ROW WHEN (NEW.has_dependents AND NEW.state = 'dead' AND OLD.state <> 'dead')
+    EXECUTE FUNCTION {{schema}}._job_deps_dead();
 CREATE OR REPLACE TRIGGER job_limit_requeue BEFORE UPDATE OF state ON {{schema}}.job
     FOR EACH ROW WHEN (NEW.limit_key IS NOT NULL AND OLD.state = 'dead' AND NEW.state <> 'dead')
     EXECUTE FUNCTION {{schema}}._job_limit_requeue();
