@@ -343,7 +343,7 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 	}
 	if len(o.Partitions) == 0 {
 		cfg.Member = membership.Config{
-			Store: c.store, Exec: c.pool, Heartbeats: c.heartbeats, Logger: c.config.Logger,
+			Store: c.store, Exec: c.pool, Heartbeats: c.heartbeats, Logger: c.config.Logger, Wake: c.partitionWakeups(),
 			Topics: topics, Group: group, MemberID: o.MemberID, Start: start,
 			HeartbeatInterval: o.HeartbeatInterval, SessionTimeout: o.SessionTimeout,
 			OnAssigned: o.OnAssigned, OnRevoked: o.OnRevoked, OnLost: o.OnLost,

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
@@ -37,6 +38,12 @@ type Config struct {
 	// Logger receives the heartbeats' failures and recoveries and a failed
 	// leave.
 	Logger *slog.Logger
+	// Wake, when set, is a subscription to the group's changes on its
+	// topics (notifier.GroupKey; the Member sets its keys and Close ends
+	// it): a rebalance that moved a partition of the group wakes the
+	// member for a heartbeat at once, so that it learns of a join, a leave
+	// or a completed hand-over without waiting for its next interval.
+	Wake *notifier.Subscription
 
 	// Topics, Group and MemberID name the membership: one per topic.
 	Topics   []string
@@ -88,8 +95,16 @@ type Member struct {
 // New returns a member that has not joined yet: it owns nothing until
 // Join.
 func New(cfg *Config) *Member {
-	return &Member{cfg: *cfg, now: make(chan struct{}, 1),
+	m := &Member{cfg: *cfg, now: make(chan struct{}, 1),
 		owned: map[string]map[int32]bool{}, lastOK: map[string]time.Time{}}
+	if cfg.Wake != nil {
+		keys := make([]string, len(cfg.Topics))
+		for i, t := range cfg.Topics {
+			keys[i] = notifier.GroupKey(t, cfg.Group)
+		}
+		cfg.Wake.Set(keys...)
+	}
+	return m
 }
 
 // Join makes the member join its group on every topic with a first
@@ -128,6 +143,9 @@ func (m *Member) Join(ctx context.Context) error {
 // move after the session timeout. A member that never joined only
 // becomes closed. A second Close does nothing.
 func (m *Member) Close() {
+	if m.cfg.Wake != nil {
+		m.cfg.Wake.Close()
+	}
 	m.runMu.Lock()
 	stop, done, already := m.stop, m.done, m.closed
 	m.closed = true
@@ -216,12 +234,17 @@ func (m *Member) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 	defer t.Stop()
 	log := m.cfg.Logger
 	var failingSince time.Time // the first failure of a run of failures
+	var wake <-chan struct{}    // nil (never ready) without a subscription
+	if m.cfg.Wake != nil {
+		wake = m.cfg.Wake.C()
+	}
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		case <-m.now:
+		case <-wake:
 		}
 		rebalancing := false
 		for _, topic := range m.cfg.Topics {
