@@ -234,7 +234,7 @@ func (m *Member) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 	defer t.Stop()
 	log := m.cfg.Logger
 	var failingSince time.Time // the first failure of a run of failures
-	var wake <-chan struct{}    // nil (never ready) without a subscription
+	var wake <-chan struct{}   // nil (never ready) without a subscription
 	if m.cfg.Wake != nil {
 		wake = m.cfg.Wake.C()
 	}
