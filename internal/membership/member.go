@@ -246,12 +246,13 @@ func (m *Member) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 		case <-m.now:
 		case <-wake:
 		}
-		rebalancing := false
+		rebalancing, firstFailure := false, false
 		for _, topic := range m.cfg.Topics {
 			moving, err := m.heartbeat(ctx, topic)
 			rebalancing = rebalancing || moving
 			switch {
 			case err != nil && failingSince.IsZero():
+				firstFailure = true
 				// Once per run of failures (a database restart fails every
 				// heartbeat until it is back); the rest at debug level.
 				failingSince = time.Now()
@@ -266,7 +267,7 @@ func (m *Member) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 				failingSince = time.Time{}
 			}
 		}
-		delay = nextDelay(delay, fast, m.cfg.HeartbeatInterval, rebalancing)
+		delay = nextDelay(delay, fast, m.cfg.HeartbeatInterval, rebalancing || firstFailure)
 		t.Reset(delay)
 	}
 }
@@ -275,10 +276,14 @@ func (m *Member) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 // delay. A rebalance takes a few heartbeats: the old owner's, to learn a
 // partition is being handed over and then to complete the hand-over once
 // its claim has ended; the new owner's, to learn it owns it. So while the
-// group rebalances the member heartbeats fast; after that the delay
-// doubles back up to interval.
-func nextDelay(delay, fast, interval time.Duration, rebalancing bool) time.Duration {
-	if rebalancing {
+// group rebalances (soon: the group's notifications usually wake the
+// member first) the member heartbeats fast; after that the delay doubles
+// back up to interval. The first of a run of failed heartbeats is retried
+// fast too, backing off the same way: a heartbeat that failed or timed
+// out after half a session leaves room for more within the session
+// (three intervals of the default 3s fit in the default 10s session).
+func nextDelay(delay, fast, interval time.Duration, soon bool) time.Duration {
+	if soon {
 		return fast
 	}
 	return min(2*delay, interval)

@@ -89,8 +89,8 @@ func TestLostAfterFailure(t *testing.T) {
 	require.Equal(t, []int32{0, 3, 7}, lostAfterFailure(set(7, 0, 3), now.Add(-session-time.Millisecond), now, session))
 }
 
-// Heartbeats are fast while the group rebalances and double back up to
-// the interval after.
+// Heartbeats are fast while the group rebalances (or after a first
+// failure) and double back up to the interval after.
 func TestNextDelay(t *testing.T) {
 	t.Parallel()
 	fast, interval := 50*time.Millisecond, time.Second
