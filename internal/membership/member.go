@@ -127,7 +127,7 @@ func (m *Member) Join(ctx context.Context) error {
 		return nil
 	}
 	for _, t := range m.cfg.Topics {
-		if _, err := m.heartbeat(ctx, t); err != nil {
+		if _, err := m.heartbeat(ctx, t, 0); err != nil {
 			return err
 		}
 	}
@@ -239,16 +239,24 @@ func (m *Member) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 		wake = m.cfg.Wake.C()
 	}
 	for {
+		// linger: a periodic heartbeat of a steady member (the timer's, a
+		// whole interval after the last) may wait a twentieth of the
+		// interval for the other members' of the client, to go in one
+		// statement; one asked for or woken goes at once.
+		var linger time.Duration
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+			if delay == m.cfg.HeartbeatInterval {
+				linger = fast
+			}
 		case <-m.now:
 		case <-wake:
 		}
 		rebalancing, firstFailure := false, false
 		for _, topic := range m.cfg.Topics {
-			moving, err := m.heartbeat(ctx, topic)
+			moving, err := m.heartbeat(ctx, topic, linger)
 			rebalancing = rebalancing || moving
 			switch {
 			case err != nil && failingSince.IsZero():
@@ -290,14 +298,15 @@ func nextDelay(delay, fast, interval time.Duration, soon bool) time.Duration {
 }
 
 // heartbeat keeps the membership for one topic alive, applies the
-// assignment it returns and runs the callbacks. rebalancing: the member
-// joined, its assignment changed, or a partition of it is being handed
-// over.
-func (m *Member) heartbeat(ctx context.Context, topic string) (rebalancing bool, err error) {
+// assignment it returns and runs the callbacks; linger is how long it may
+// wait for other members' heartbeats through Config.Heartbeats (0: their
+// own linger). rebalancing: the member joined, its assignment changed, or
+// a partition of it is being handed over.
+func (m *Member) heartbeat(ctx context.Context, topic string, linger time.Duration) (rebalancing bool, err error) {
 	hbCtx, cancel := context.WithTimeout(ctx, max(m.cfg.SessionTimeout/2, time.Second))
 	var hb *store.Heartbeat
 	if m.cfg.Heartbeats != nil {
-		hb, err = m.cfg.Heartbeats.Heartbeat(hbCtx, topic, m.cfg.Group, m.cfg.MemberID, m.cfg.SessionTimeout, m.cfg.Start)
+		hb, err = m.cfg.Heartbeats.HeartbeatWithin(hbCtx, linger, topic, m.cfg.Group, m.cfg.MemberID, m.cfg.SessionTimeout, m.cfg.Start)
 	} else {
 		hb, err = m.cfg.Store.GroupHeartbeat(hbCtx, m.cfg.Exec, topic, m.cfg.Group, m.cfg.MemberID,
 			m.cfg.SessionTimeout, m.cfg.Start)

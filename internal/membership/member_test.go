@@ -292,11 +292,11 @@ func TestRejoinReportsLost(t *testing.T) {
 	b := setup(t, 3)
 	ev := newEvents()
 	m := b.member(t, "m1", ev, nil)
-	moving, err := m.heartbeat(b.ctx, b.topic)
+	moving, err := m.heartbeat(b.ctx, b.topic, 0)
 	require.NoError(t, err)
 	require.True(t, moving)
 	require.Equal(t, "m1 assigned [0 1 2]", ev.next(t))
-	moving, err = m.heartbeat(b.ctx, b.topic)
+	moving, err = m.heartbeat(b.ctx, b.topic, 0)
 	require.NoError(t, err)
 	require.False(t, moving, "a steady group")
 
@@ -304,7 +304,7 @@ func TestRejoinReportsLost(t *testing.T) {
 	_, err = b.exec.Exec(b.ctx, "UPDATE "+pgx.Identifier{b.schema, "group_member"}.Sanitize()+
 		" SET heartbeat_at = heartbeat_at - interval '1 hour' WHERE member_id = 'm1'")
 	require.NoError(t, err)
-	moving, err = m.heartbeat(b.ctx, b.topic)
+	moving, err = m.heartbeat(b.ctx, b.topic, 0)
 	require.NoError(t, err)
 	require.True(t, moving)
 	require.Equal(t, "m1 lost [0 1 2]", ev.next(t))
@@ -319,26 +319,26 @@ func TestFailedHeartbeatsLoseAfterSession(t *testing.T) {
 	b := setup(t, 2)
 	ev := newEvents()
 	m := b.member(t, "m1", ev, nil)
-	_, err := m.heartbeat(b.ctx, b.topic)
+	_, err := m.heartbeat(b.ctx, b.topic, 0)
 	require.NoError(t, err)
 	require.Equal(t, "m1 assigned [0 1]", ev.next(t))
 
 	// Every heartbeat fails from now on.
 	require.NoError(t, b.store.TopicDelete(b.ctx, b.exec, b.topic, true))
-	_, err = m.heartbeat(b.ctx, b.topic)
+	_, err = m.heartbeat(b.ctx, b.topic, 0)
 	require.ErrorIs(t, err, errs.UnknownTopic)
 	require.True(t, m.Owns(b.topic, 1), "within the session")
 
 	m.mu.Lock()
 	m.lastOK[b.topic] = time.Now().Add(-m.cfg.SessionTimeout - time.Millisecond)
 	m.mu.Unlock()
-	_, err = m.heartbeat(b.ctx, b.topic)
+	_, err = m.heartbeat(b.ctx, b.topic, 0)
 	require.ErrorIs(t, err, errs.UnknownTopic)
 	require.Equal(t, "m1 lost [0 1]", ev.next(t))
 	require.False(t, m.Owns(b.topic, 0))
 	require.Empty(t, m.Assignment())
 
-	_, err = m.heartbeat(b.ctx, b.topic)
+	_, err = m.heartbeat(b.ctx, b.topic, 0)
 	require.Error(t, err)
 	select {
 	case s := <-ev.ch:
