@@ -17,6 +17,13 @@ import (
 	"github.com/pgmsg/pgmsg/pgmsgmigrate"
 )
 
+// fanoutJoinWave is how many of a run's groups join at a time.
+const fanoutJoinWave = 50
+
+// fanoutPublishers publish at evenly spaced instants, so that a slow call
+// does not hold the rate back.
+const fanoutPublishers = 4
+
 // FanoutOptions configure RunFanout.
 type FanoutOptions struct {
 	// URL of the database; empty starts a throwaway PostgreSQL.
@@ -38,7 +45,8 @@ type FanoutOptions struct {
 	// Warmup runs the load before measuring; Duration is the measured
 	// window. Defaults 10s and 30s.
 	Warmup, Duration time.Duration
-	// PoolSize is the client's pool. Default 32.
+	// PoolSize is the consumers' client's pool (the publishers have one of
+	// their own). Default 32.
 	PoolSize int
 	Progress io.Writer
 }
@@ -161,13 +169,22 @@ func RunFanout(ctx context.Context, o FanoutOptions) (*FanoutResult, error) {
 			_, _ = pool.Exec(context.Background(), fmt.Sprintf("DROP SCHEMA %s CASCADE", o.Schema))
 		}()
 	}
+	// The publishers have a pool of their own, as publishing processes
+	// would: in the consumers' they would queue behind a thousand claims.
+	pcfg := cfg.Copy()
+	pcfg.MaxConns = fanoutPublishers
+	pubPool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, err
+	}
+	defer pubPool.Close()
 	pg := findServerCPU(ctx, pool)
 	if pg.postmaster == 0 {
 		logf("the server is not on this machine: no PostgreSQL CPU figures")
 	}
 	res := &FanoutResult{Partitions: o.Partitions, Rate: o.Rate, Server: *info}
 	for _, g := range o.Groups {
-		row, err := fanoutRun(ctx, pool, pg, o, g, logf)
+		row, err := fanoutRun(ctx, pool, pubPool, pg, o, g, logf)
 		if err != nil {
 			return nil, err
 		}
@@ -178,13 +195,18 @@ func RunFanout(ctx context.Context, o FanoutOptions) (*FanoutResult, error) {
 
 // fanoutRun is one run of RunFanout: groups groups on a topic of their
 // own, through a client of their own on pool.
-func fanoutRun(ctx context.Context, pool *pgxpool.Pool, pg serverCPU, o FanoutOptions, groups int,
+func fanoutRun(ctx context.Context, pool, pubPool *pgxpool.Pool, pg serverCPU, o FanoutOptions, groups int,
 	logf func(string, ...any)) (FanoutRow, error) {
 	client, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: o.Schema})
 	if err != nil {
 		return FanoutRow{}, err
 	}
 	defer client.Close()
+	pub, err := pgmsg.NewClient(pubPool, &pgmsg.Config{Schema: o.Schema})
+	if err != nil {
+		return FanoutRow{}, err
+	}
+	defer pub.Close()
 	topic := fmt.Sprintf("fanout-%d-%s", groups, randomSuffix())
 	if _, err := client.CreateTopic(ctx, topic, pgmsg.TopicConfig{Partitions: o.Partitions}); err != nil {
 		return FanoutRow{}, err
@@ -213,38 +235,7 @@ func fanoutRun(ctx context.Context, pool *pgxpool.Pool, pg serverCPU, o FanoutOp
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	consumers := make([]*pgmsg.Consumer, groups)
-	for g := range groups {
-		cn, err := client.NewConsumer(topic, fmt.Sprintf("g%d", g), nil)
-		if err != nil {
-			return FanoutRow{}, err
-		}
-		consumers[g] = cn
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var lat []time.Duration
-			err := cn.Run(runCtx, func(_ context.Context, cl *pgmsg.Claim) error {
-				handled[g].Add(int64(len(cl.Records)))
-				if !inWindow.Load() {
-					return nil
-				}
-				delivered.Add(int64(len(cl.Records)))
-				now := time.Now()
-				lat = lat[:0]
-				for _, r := range cl.Records {
-					lat = append(lat, now.Sub(sentAt(r.Value)))
-				}
-				e2eMu.Lock()
-				e2e.addMany(lat)
-				e2eMu.Unlock()
-				return nil
-			})
-			if err != nil && runCtx.Err() == nil {
-				fail(err)
-			}
-		}()
-	}
+	consumers := make([]*pgmsg.Consumer, 0, groups)
 	defer func() {
 		cancel()
 		wg.Wait()
@@ -253,20 +244,56 @@ func fanoutRun(ctx context.Context, pool *pgxpool.Pool, pg serverCPU, o FanoutOp
 		}
 	}()
 	logf("%d groups: joining ...", groups)
-	// Every group has joined (its member owns the topic's partitions)
-	// before anything is published.
-	for deadline := time.Now().Add(2 * time.Minute); ; {
-		all := true
-		for _, cn := range consumers {
-			all = all && len(cn.Assignment()[topic]) == o.Partitions
+	// The groups join in waves, each joined (its member owns the topic's
+	// partitions) before the next starts and all before anything is
+	// published: a thousand first heartbeats at once queue for the pool
+	// past their timeout.
+	for first := 0; first < groups; first += fanoutJoinWave {
+		wave := min(groups-first, fanoutJoinWave)
+		for g := first; g < first+wave; g++ {
+			cn, err := client.NewConsumer(topic, fmt.Sprintf("g%d", g), nil)
+			if err != nil {
+				return FanoutRow{}, err
+			}
+			consumers = append(consumers, cn)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var lat []time.Duration
+				err := cn.Run(runCtx, func(_ context.Context, cl *pgmsg.Claim) error {
+					handled[g].Add(int64(len(cl.Records)))
+					if !inWindow.Load() {
+						return nil
+					}
+					delivered.Add(int64(len(cl.Records)))
+					now := time.Now()
+					lat = lat[:0]
+					for _, r := range cl.Records {
+						lat = append(lat, now.Sub(sentAt(r.Value)))
+					}
+					e2eMu.Lock()
+					e2e.addMany(lat)
+					e2eMu.Unlock()
+					return nil
+				})
+				if err != nil && runCtx.Err() == nil {
+					fail(err)
+				}
+			}()
 		}
-		if all {
-			break
+		for deadline := time.Now().Add(2 * time.Minute); ; {
+			all := true
+			for _, cn := range consumers[first:] {
+				all = all && len(cn.Assignment()[topic]) == o.Partitions
+			}
+			if all {
+				break
+			}
+			if time.Now().After(deadline) {
+				return FanoutRow{}, fmt.Errorf("fanout: groups %d to %d did not join within 2 minutes", first, first+wave-1)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			return FanoutRow{}, fmt.Errorf("fanout: %d groups did not join within 2 minutes", groups)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 
 	// publish publishes Batch stamped records at each of p's slots.
@@ -279,7 +306,7 @@ func fanoutRun(ctx context.Context, pool *pgxpool.Pool, pg serverCPU, o FanoutOp
 				stamp(v, now)
 				recs[i] = &pgmsg.Record{Topic: topic, Value: v}
 			}
-			if err := client.Publish(ctx, recs, nil); err != nil {
+			if err := pub.Publish(ctx, recs, nil); err != nil {
 				if ctx.Err() == nil {
 					fail(err)
 				}
@@ -288,9 +315,6 @@ func fanoutRun(ctx context.Context, pool *pgxpool.Pool, pg serverCPU, o FanoutOp
 			published.Add(int64(len(recs)))
 		}
 	}
-	// fanoutPublishers publish at evenly spaced instants, so that a slow
-	// call does not hold the rate back.
-	const fanoutPublishers = 4
 	for i := range fanoutPublishers {
 		wg.Add(1)
 		go func() {

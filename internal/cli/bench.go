@@ -275,7 +275,7 @@ created it.`,
 	fl.IntVar(&o.Payload, "payload", 100, "bytes per record")
 	fl.DurationVar(&o.Warmup, "warmup", 10*time.Second, "load before each measured window")
 	fl.DurationVar(&o.Duration, "duration", 30*time.Second, "each measured window")
-	fl.IntVar(&o.PoolSize, "pool", 32, "connections of the client's pool")
+	fl.IntVar(&o.PoolSize, "pool", 32, "connections of the consumers' pool (the publishers have their own)")
 	fl.BoolVar(&jsonOut, "json", false, "print the figures as JSON on stdout")
 	return cmd
 }
