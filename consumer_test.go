@@ -901,8 +901,13 @@ func TestMembershipPausedMemberFenced(t *testing.T) {
 	require.NoError(t, tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "pause", Value: []byte("a")}, {Topic: "pause", Value: []byte("b")}}, nil))
 
 	var lost atomic.Int32
-	// "Paused": after joining it never heartbeats again (interval of an hour).
-	paused, err := tb.client.NewConsumer("pause", "g", &pgmsg.ConsumerOpts{MemberID: "paused",
+	// "Paused": after joining it never heartbeats again (interval of an
+	// hour, and no notifications to wake it, as none reach a paused
+	// process).
+	quiet, err := pgmsg.NewClient(tb.Pool, &pgmsg.Config{Schema: tb.Schema, DisableNotify: true})
+	require.NoError(t, err)
+	defer quiet.Close()
+	paused, err := quiet.NewConsumer("pause", "g", &pgmsg.ConsumerOpts{MemberID: "paused",
 		HeartbeatInterval: time.Hour, SessionTimeout: 500 * time.Millisecond,
 		OnLost: func(string, []int32) { lost.Add(1) }})
 	require.NoError(t, err)
