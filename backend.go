@@ -105,8 +105,7 @@ type LogConsumerOpts struct {
 	// MemberID names the member. Default: generated. (On Kafka the broker
 	// assigns member ids; this becomes the client id.)
 	MemberID string
-	// HeartbeatInterval is how often the member heartbeats. Default 1s on
-	// PostgreSQL, 3s on Kafka.
+	// HeartbeatInterval is how often the member heartbeats. Default 3s.
 	HeartbeatInterval time.Duration
 	// SessionTimeout is how long the group waits for a heartbeat before it
 	// moves the member's partitions. Default 10s on PostgreSQL, 45s on

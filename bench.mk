@@ -15,7 +15,7 @@ BENCH_PGMSG = $(GO) run ./cmd/pgmsg $(if $(BENCH_DATABASE_URL),--database-url '$
 BENCH_PEERS = cd bench/peers && $(GO) run . $(if $(BENCH_DATABASE_URL),--database-url '$(BENCH_DATABASE_URL)') --schema pgmsg_bench
 BENCH_COMMON = --duration $(BENCH_DURATION) --rounds $(BENCH_ROUNDS) --json
 
-.PHONY: bench-scale bench-smoke bench-go bench-docs bench-chart bench-pubsub bench-queue bench-kafka bench-peers-tidy
+.PHONY: bench-scale bench-fanout bench-smoke bench-go bench-docs bench-chart bench-pubsub bench-queue bench-kafka bench-peers-tidy
 
 # A few seconds of each mode, with the seed baseline and River, failing on
 # any error or on a run that measured nothing. CI runs it.
@@ -38,6 +38,12 @@ bench-smoke:
 bench-scale:
 	$(GO) run ./cmd/pgmsg $(if $(BENCH_DATABASE_URL),--database-url '$(BENCH_DATABASE_URL)') --schema pgmsg_scale bench scale \
 		--topics 500 --partitions 4 --members 1000 --idle 30s
+
+# Many groups: one topic at 1,000 records/s read by 5, then 1,000 groups
+# (a few minutes; not in bench-smoke). docs/benchmarks.md, "Many groups".
+bench-fanout:
+	$(GO) run ./cmd/pgmsg $(if $(BENCH_DATABASE_URL),--database-url '$(BENCH_DATABASE_URL)') bench fanout \
+		--groups 5,1000 --rate 1000
 
 # The Go benchmarks of the hot paths (publish, producer, claim+commit).
 bench-go:

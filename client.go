@@ -282,9 +282,9 @@ func (c *Client) listener() *notifier.Notifier {
 	return c.notifier
 }
 
-// partitionWakeups returns a subscription whose keys the caller sets to
-// "topic#partition" for the partitions it reads, or nil when notifications
-// are disabled.
+// partitionWakeups returns a subscription whose keys the caller sets (to
+// "topic#partition" for the partitions it reads, or to its group's
+// notifier.GroupKey), or nil when notifications are disabled.
 func (c *Client) partitionWakeups() *notifier.Subscription {
 	if c.config.DisableNotify {
 		return nil

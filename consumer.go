@@ -146,7 +146,11 @@ func (c *Client) Extend(ctx context.Context, cl *Claim, lease time.Duration) err
 
 // Consumer defaults.
 const (
-	HeartbeatIntervalDefault = time.Second
+	// HeartbeatIntervalDefault is Kafka's heartbeat.interval.ms: members
+	// learn of rebalances from the group's notifications, not from their
+	// next heartbeat, so the interval only bounds how soon a dead member is
+	// noticed after its session (docs/architecture.md).
+	HeartbeatIntervalDefault = 3 * time.Second
 	SessionTimeoutDefault    = 10 * time.Second
 	// ClaimCooldownDefault is ConsumerOpts.ClaimCooldown's default.
 	ClaimCooldownDefault = 20 * time.Millisecond
@@ -193,15 +197,22 @@ type ConsumerOpts struct {
 	// (of every topic) and takes no part in group balancing. Default: none,
 	// partitions are assigned automatically.
 	Partitions []int32
-	// HeartbeatInterval is how often the member heartbeats. Default 1s.
-	// While the group rebalances (this member joined, its assignment
-	// changed, or one of its partitions is being handed over) it heartbeats
-	// sooner, from a twentieth of the interval doubling back up to it, so
-	// that hand-overs complete in tens of milliseconds, not seconds.
+	// HeartbeatInterval is how often the member heartbeats. Default 3s.
+	// A rebalance that moves a partition of the group (a member joined or
+	// left, a hand-over completed) notifies the members, which heartbeat at
+	// once and learn their new assignment from that heartbeat, so that
+	// hand-overs complete in tens of milliseconds, not seconds. While the
+	// group rebalances (this member joined, its assignment changed, or one
+	// of its partitions is being handed over) it also heartbeats sooner,
+	// from a twentieth of the interval doubling back up to it: what
+	// completes a rebalance without notifications (Config.DisableNotify, or
+	// a listener that lost its connection).
 	HeartbeatInterval time.Duration
 	// SessionTimeout is how long the group waits for a heartbeat before it
-	// declares the member dead and moves its partitions (database clock).
-	// Default 10s.
+	// declares the member dead and moves its partitions (database clock):
+	// a killed member's partitions move at the first heartbeat of another
+	// member after its session ended, within SessionTimeout plus that
+	// member's HeartbeatInterval (13s at the defaults). Default 10s.
 	SessionTimeout time.Duration
 	// OnAssigned is called with partitions newly assigned to this member.
 	OnAssigned func(topic string, partitions []int32)
@@ -343,7 +354,7 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 	}
 	if len(o.Partitions) == 0 {
 		cfg.Member = membership.Config{
-			Store: c.store, Exec: c.pool, Heartbeats: c.heartbeats, Logger: c.config.Logger,
+			Store: c.store, Exec: c.pool, Heartbeats: c.heartbeats, Logger: c.config.Logger, Wake: c.partitionWakeups(),
 			Topics: topics, Group: group, MemberID: o.MemberID, Start: start,
 			HeartbeatInterval: o.HeartbeatInterval, SessionTimeout: o.SessionTimeout,
 			OnAssigned: o.OnAssigned, OnRevoked: o.OnRevoked, OnLost: o.OnLost,

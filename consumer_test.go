@@ -840,6 +840,57 @@ func TestMembershipKilledMemberPartitionsMove(t *testing.T) {
 	victimClient.Close()
 }
 
+// Members learn of a join and of a completed hand-over from the group's
+// notifications, not their heartbeat interval (an hour here: neither
+// member's loop ticks during the test). A holds a claim on partition 1
+// when B joins: A is told to give it up (OnRevoked, woken by B's join),
+// finishes and commits the claim, and B is told it owns it (OnAssigned,
+// woken by the hand-over A's heartbeat completed). Without the
+// notifications neither would learn for minutes.
+func TestMembershipChangesWakeMembers(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.topic(t, "wake", 2)
+	require.NoError(t, tb.client.Publish(tb.ctx, []*pgmsg.Record{
+		{Topic: "wake", Partition: 0, Value: []byte("0")}, {Topic: "wake", Partition: 1, Value: []byte("1")},
+	}, &pgmsg.PublishOpts{ManualPartition: true}))
+	events := make(chan string, 10)
+	opts := func(id string) pgmsg.ConsumerOpts {
+		return pgmsg.ConsumerOpts{MemberID: id, HeartbeatInterval: time.Hour, SessionTimeout: 2 * time.Hour,
+			OnRevoked:  func(_ string, ps []int32) { events <- fmt.Sprintf("%s revoked %v", id, ps) },
+			OnAssigned: func(_ string, ps []int32) { events <- fmt.Sprintf("%s assigned %v", id, ps) }}
+	}
+	next := func() string {
+		t.Helper()
+		select {
+		case e := <-events:
+			return e
+		case <-time.After(30 * time.Second):
+			t.Fatal("no callback within 30s")
+			return ""
+		}
+	}
+	holding, gate := make(chan struct{}), make(chan struct{})
+	a := startMember(t, tb.client, "wake", "g", opts("a"), func(ctx context.Context, cl *pgmsg.Claim) error {
+		if cl.Partition == 1 {
+			close(holding)
+			<-gate
+		}
+		return nil
+	})
+	require.Equal(t, "a assigned [0 1]", next())
+	<-holding
+	b := startMember(t, tb.client, "wake", "g", opts("b"), func(context.Context, *pgmsg.Claim) error { return nil })
+	require.Equal(t, "a revoked [1]", next(), "a learns of b's join while it holds its claim")
+	close(gate)
+	require.Equal(t, "b assigned [1]", next(), "b learns of the completed hand-over")
+	require.Equal(t, map[string][]int32{"wake": {0}}, a.c.Assignment())
+	require.Equal(t, map[string][]int32{"wake": {1}}, b.c.Assignment())
+	b.stop(t)
+	require.Equal(t, "a assigned [1]", next(), "a learns of b's leave")
+	a.stop(t)
+}
+
 // A member paused past its session timeout is fenced: the group moves its
 // partition, the new owner claims it, and the paused member's late commit
 // is rejected, writing nothing.
@@ -850,8 +901,13 @@ func TestMembershipPausedMemberFenced(t *testing.T) {
 	require.NoError(t, tb.client.Publish(tb.ctx, []*pgmsg.Record{{Topic: "pause", Value: []byte("a")}, {Topic: "pause", Value: []byte("b")}}, nil))
 
 	var lost atomic.Int32
-	// "Paused": after joining it never heartbeats again (interval of an hour).
-	paused, err := tb.client.NewConsumer("pause", "g", &pgmsg.ConsumerOpts{MemberID: "paused",
+	// "Paused": after joining it never heartbeats again (interval of an
+	// hour, and no notifications to wake it, as none reach a paused
+	// process).
+	quiet, err := pgmsg.NewClient(tb.Pool, &pgmsg.Config{Schema: tb.Schema, DisableNotify: true})
+	require.NoError(t, err)
+	defer quiet.Close()
+	paused, err := quiet.NewConsumer("pause", "g", &pgmsg.ConsumerOpts{MemberID: "paused",
 		HeartbeatInterval: time.Hour, SessionTimeout: 500 * time.Millisecond,
 		OnLost: func(string, []int32) { lost.Add(1) }})
 	require.NoError(t, err)

@@ -231,3 +231,33 @@ func (h *hist) count() uint64 {
 	defer h.mu.Unlock()
 	return h.n
 }
+
+// Two short fanout runs on the test database: every group reads what was
+// published, and the schema the runs created is dropped.
+func TestRunFanoutSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the database")
+	}
+	b := pgtest.Schema(t, nil)
+	ctx := context.Background()
+	schema := b.Schema + "_fanout"
+	t.Cleanup(func() { dropRoles(t, b, schema) })
+	r, err := RunFanout(ctx, FanoutOptions{URL: b.URL, Schema: schema, Groups: []int{1, 3}, Partitions: 2,
+		Rate: 200, Warmup: time.Second, Duration: 2 * time.Second, PoolSize: 8})
+	require.NoError(t, err)
+	require.Len(t, r.Rows, 2)
+	for _, row := range r.Rows {
+		require.Zero(t, row.Errors, row.FirstError)
+		require.Positive(t, row.WritesPerSec, "%d groups", row.Groups)
+		require.Positive(t, row.DeliveredPerSec, "%d groups", row.Groups)
+	}
+	var out strings.Builder
+	PrintFanout(&out, r)
+	require.Contains(t, out.String(), "groups  writes/s")
+	if r.Rows[0].PgUSPerRecord > 0 && r.Rows[0].ProcessUSPerRecord > 0 { // the server runs on this machine
+		require.Contains(t, out.String(), "CPU per delivered record, 3 groups / 1 groups")
+	}
+	var left int
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, schema).Scan(&left))
+	require.Zero(t, left, "the schema the runs created was left behind")
+}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // cpuSample is the CPU time (user and system, seconds) spent so far by
@@ -119,6 +121,21 @@ func cpuSeconds(pid int, children bool) (float64, int, error) {
 // the pubsub runs' narrower measure: this database's backends and the
 // background processes, alive at both ends of the window.
 type serverCPU struct{ postmaster int }
+
+// findServerCPU finds the postmaster of pool's server when it runs on
+// this machine (postmaster 0 when not).
+func findServerCPU(ctx context.Context, pool *pgxpool.Pool) serverCPU {
+	var pg serverCPU
+	var backend int
+	if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err == nil {
+		if _, ppid, err := cpuSeconds(backend, false); err == nil {
+			if c, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", ppid)); err == nil && strings.TrimSpace(string(c)) == "postgres" {
+				pg.postmaster = ppid
+			}
+		}
+	}
+	return pg
+}
 
 func (p serverCPU) read() float64 {
 	if p.postmaster == 0 {

@@ -136,16 +136,7 @@ func RunScale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 	}
 	defer client.Close()
 
-	// The server's postmaster, when it runs on this machine.
-	var pg serverCPU
-	var backend int
-	if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err == nil {
-		if _, ppid, err := cpuSeconds(backend, false); err == nil {
-			if c, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", ppid)); err == nil && strings.TrimSpace(string(c)) == "postgres" {
-				pg.postmaster = ppid
-			}
-		}
-	}
+	pg := findServerCPU(ctx, pool)
 	if pg.postmaster == 0 {
 		logf("the server is not on this machine: no CPU figures")
 	}

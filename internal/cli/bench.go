@@ -60,7 +60,7 @@ data unless --force.
 Without --database-url or DATABASE_URL it starts a throwaway PostgreSQL from
 the machine's binaries (default settings; --pg-setting to change them).`,
 	}
-	cmd.AddCommand(newBenchPubSub(g), newBenchQueue(g), newBenchScale(g))
+	cmd.AddCommand(newBenchPubSub(g), newBenchQueue(g), newBenchScale(g), newBenchFanout(g))
 	return cmd
 }
 
@@ -227,6 +227,57 @@ is and reused (topics already there are not created again).`,
 	fl.DurationVar(&o.Idle, "idle", 30*time.Second, "how long the idle CPU is measured (0: skip)")
 	fl.IntVar(&o.Repeat, "repeat", 5, "times each operation is timed (the median is printed)")
 	fl.BoolVar(&o.Keep, "keep", false, "keep the estate's schema (and reuse it next time)")
+	fl.BoolVar(&jsonOut, "json", false, "print the figures as JSON on stdout")
+	return cmd
+}
+
+func newBenchFanout(g *globals) *cobra.Command {
+	var o bench.FanoutOptions
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "fanout",
+		Short: "Many groups reading one topic: whether each keeps up, and the CPU per delivered record",
+		Long: `fanout runs, one after the other on one server, a topic of --partitions
+partitions published at --rate records a second and read by each count of
+--groups groups (one consumer each, pgmsg's defaults, all in this
+process). After --warmup it measures for --duration: each group's lag in
+records (sampled every second: max and p99 over groups and samples), the
+publish-to-handler latency of every record, and the CPU of PostgreSQL (all
+its processes, from /proc: the server must run on this machine) and of
+this process, as % of a core and per delivered record. It prints one row
+per count and the last count's CPU per record relative to the first's.
+
+Without a database URL it starts a throwaway PostgreSQL. It works in
+schema pgmsg_fanout unless --schema is given, dropped at the end if it
+created it.`,
+		Example: `  pgmsg bench fanout --groups 5,1000 --rate 1000`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.URL, o.Progress = g.resolveURL(), g.stderr
+			o.Schema = "pgmsg_fanout" // not pgmsg's default schema unless asked
+			if f := cmd.Flag("schema"); f != nil && f.Changed {
+				o.Schema = g.schema
+			}
+			res, err := bench.RunFanout(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if jsonOut || g.output == "json" {
+				return g.printJSON(res)
+			}
+			bench.PrintFanout(g.stdout, res)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntSliceVar(&o.Groups, "groups", []int{5, 1000}, "the runs' counts of groups, in order")
+	fl.IntVar(&o.Partitions, "partitions", 4, "partitions of each run's topic")
+	fl.Float64Var(&o.Rate, "rate", 1000, "records published per second")
+	fl.IntVar(&o.Batch, "batch", 10, "records per publish call")
+	fl.IntVar(&o.Payload, "payload", 100, "bytes per record")
+	fl.DurationVar(&o.Warmup, "warmup", 10*time.Second, "load before each measured window")
+	fl.DurationVar(&o.Duration, "duration", 30*time.Second, "each measured window")
+	fl.IntVar(&o.PoolSize, "pool", 32, "connections of the consumers' pool (the publishers have their own)")
 	fl.BoolVar(&jsonOut, "json", false, "print the figures as JSON on stdout")
 	return cmd
 }

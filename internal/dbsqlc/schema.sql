@@ -3287,7 +3287,11 @@ END $function$;
 -- lowest partitions up to its share; hand the rest out. An unowned
 -- partition moves at once; a partition taken from a live member is marked
 -- next_owner and moves when that member's live claim ends (it may commit
--- it), so two members never process a partition at the same time.
+-- it), so two members never process a partition at the same time. When a
+-- partition's owner or next owner changed it notifies
+-- 'group:<topic>:<group>' (notifier.GroupKey): the members heartbeat at
+-- once and learn the change from that heartbeat, not at their next
+-- interval.
 CREATE OR REPLACE FUNCTION "pgmsg"._rebalance(p_topic_id integer, p_group text)
  RETURNS void
  LANGUAGE plpgsql
@@ -3308,6 +3312,8 @@ DECLARE
     i        integer;
     k        integer;
     j        integer := 1;
+    n        bigint;
+    moved    bigint := 0;  -- cursor rows whose owner or next owner changed
 BEGIN
     -- Whatever this changes, the members' kept assignments are of an older
     -- generation now, and the group's steadiness is unknown until the next
@@ -3331,6 +3337,7 @@ BEGIN
      WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.owner IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM "pgmsg".group_member m WHERE m.topic_id = p_topic_id
                        AND m.group_name = p_group AND m.member_id = c.owner);
+    GET DIAGNOSTICS moved = ROW_COUNT;
 
     SELECT array_agg(s.member_id ORDER BY s.cnt DESC, s.member_id) INTO members FROM (
         SELECT m.member_id, (SELECT count(*) FROM "pgmsg".group_cursor c WHERE c.topic_id = p_topic_id
@@ -3362,6 +3369,8 @@ BEGIN
     UPDATE "pgmsg".group_cursor c SET next_owner = NULL
      WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.next_owner IS NOT NULL
        AND c.partition <> ALL (free);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    moved := moved + n;
     FOR i IN 1 .. coalesce(cardinality(takers), 0) LOOP
         FOR k IN 1 .. needs[i] LOOP
             UPDATE "pgmsg".group_cursor c
@@ -3371,6 +3380,8 @@ BEGIN
                    next_owner  = CASE WHEN c.owner IS NULL THEN NULL ELSE takers[i] END
              WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.partition = free[j]
                AND (c.owner IS NULL OR c.next_owner IS DISTINCT FROM takers[i]);
+            GET DIAGNOSTICS n = ROW_COUNT;
+            moved := moved + n;
             j := j + 1;
         END LOOP;
     END LOOP;
@@ -3380,6 +3391,12 @@ BEGIN
        SET owner = c.next_owner, next_owner = NULL, owner_epoch = c.owner_epoch + 1, owned_at = now_ts
      WHERE c.topic_id = p_topic_id AND c.group_name = p_group AND c.next_owner IS NOT NULL
        AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now_ts);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    moved := moved + n;
+    IF moved > 0 THEN
+        PERFORM pg_notify('pgmsg' || '_log', 'group:' || tt.name || ':' || p_group)
+           FROM "pgmsg".topic tt WHERE tt.topic_id = p_topic_id;
+    END IF;
 END $function$;
 
 -- _group_steady: no member of the group is past its session timeout, every

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
 
@@ -37,6 +38,12 @@ type Config struct {
 	// Logger receives the heartbeats' failures and recoveries and a failed
 	// leave.
 	Logger *slog.Logger
+	// Wake, when set, is a subscription to the group's changes on its
+	// topics (notifier.GroupKey; the Member sets its keys and Close ends
+	// it): a rebalance that moved a partition of the group wakes the
+	// member for a heartbeat at once, so that it learns of a join, a leave
+	// or a completed hand-over without waiting for its next interval.
+	Wake *notifier.Subscription
 
 	// Topics, Group and MemberID name the membership: one per topic.
 	Topics   []string
@@ -88,8 +95,16 @@ type Member struct {
 // New returns a member that has not joined yet: it owns nothing until
 // Join.
 func New(cfg *Config) *Member {
-	return &Member{cfg: *cfg, now: make(chan struct{}, 1),
+	m := &Member{cfg: *cfg, now: make(chan struct{}, 1),
 		owned: map[string]map[int32]bool{}, lastOK: map[string]time.Time{}}
+	if cfg.Wake != nil {
+		keys := make([]string, len(cfg.Topics))
+		for i, t := range cfg.Topics {
+			keys[i] = notifier.GroupKey(t, cfg.Group)
+		}
+		cfg.Wake.Set(keys...)
+	}
+	return m
 }
 
 // Join makes the member join its group on every topic with a first
@@ -112,7 +127,7 @@ func (m *Member) Join(ctx context.Context) error {
 		return nil
 	}
 	for _, t := range m.cfg.Topics {
-		if _, err := m.heartbeat(ctx, t); err != nil {
+		if _, err := m.heartbeat(ctx, t, 0); err != nil {
 			return err
 		}
 	}
@@ -128,6 +143,9 @@ func (m *Member) Join(ctx context.Context) error {
 // move after the session timeout. A member that never joined only
 // becomes closed. A second Close does nothing.
 func (m *Member) Close() {
+	if m.cfg.Wake != nil {
+		m.cfg.Wake.Close()
+	}
 	m.runMu.Lock()
 	stop, done, already := m.stop, m.done, m.closed
 	m.closed = true
@@ -216,19 +234,33 @@ func (m *Member) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 	defer t.Stop()
 	log := m.cfg.Logger
 	var failingSince time.Time // the first failure of a run of failures
+	var wake <-chan struct{}   // nil (never ready) without a subscription
+	if m.cfg.Wake != nil {
+		wake = m.cfg.Wake.C()
+	}
 	for {
+		// linger: a periodic heartbeat of a steady member (the timer's, a
+		// whole interval after the last) may wait a twentieth of the
+		// interval for the other members' of the client, to go in one
+		// statement; one asked for or woken goes at once.
+		var linger time.Duration
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+			if delay == m.cfg.HeartbeatInterval {
+				linger = fast
+			}
 		case <-m.now:
+		case <-wake:
 		}
-		rebalancing := false
+		rebalancing, firstFailure := false, false
 		for _, topic := range m.cfg.Topics {
-			moving, err := m.heartbeat(ctx, topic)
+			moving, err := m.heartbeat(ctx, topic, linger)
 			rebalancing = rebalancing || moving
 			switch {
 			case err != nil && failingSince.IsZero():
+				firstFailure = true
 				// Once per run of failures (a database restart fails every
 				// heartbeat until it is back); the rest at debug level.
 				failingSince = time.Now()
@@ -243,7 +275,7 @@ func (m *Member) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 				failingSince = time.Time{}
 			}
 		}
-		delay = nextDelay(delay, fast, m.cfg.HeartbeatInterval, rebalancing)
+		delay = nextDelay(delay, fast, m.cfg.HeartbeatInterval, rebalancing || firstFailure)
 		t.Reset(delay)
 	}
 }
@@ -252,24 +284,29 @@ func (m *Member) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 // delay. A rebalance takes a few heartbeats: the old owner's, to learn a
 // partition is being handed over and then to complete the hand-over once
 // its claim has ended; the new owner's, to learn it owns it. So while the
-// group rebalances the member heartbeats fast; after that the delay
-// doubles back up to interval.
-func nextDelay(delay, fast, interval time.Duration, rebalancing bool) time.Duration {
-	if rebalancing {
+// group rebalances (soon: the group's notifications usually wake the
+// member first) the member heartbeats fast; after that the delay doubles
+// back up to interval. The first of a run of failed heartbeats is retried
+// fast too, backing off the same way: a heartbeat that failed or timed
+// out after half a session leaves room for more within the session
+// (three intervals of the default 3s fit in the default 10s session).
+func nextDelay(delay, fast, interval time.Duration, soon bool) time.Duration {
+	if soon {
 		return fast
 	}
 	return min(2*delay, interval)
 }
 
 // heartbeat keeps the membership for one topic alive, applies the
-// assignment it returns and runs the callbacks. rebalancing: the member
-// joined, its assignment changed, or a partition of it is being handed
-// over.
-func (m *Member) heartbeat(ctx context.Context, topic string) (rebalancing bool, err error) {
+// assignment it returns and runs the callbacks; linger is how long it may
+// wait for other members' heartbeats through Config.Heartbeats (0: their
+// own linger). rebalancing: the member joined, its assignment changed, or
+// a partition of it is being handed over.
+func (m *Member) heartbeat(ctx context.Context, topic string, linger time.Duration) (rebalancing bool, err error) {
 	hbCtx, cancel := context.WithTimeout(ctx, max(m.cfg.SessionTimeout/2, time.Second))
 	var hb *store.Heartbeat
 	if m.cfg.Heartbeats != nil {
-		hb, err = m.cfg.Heartbeats.Heartbeat(hbCtx, topic, m.cfg.Group, m.cfg.MemberID, m.cfg.SessionTimeout, m.cfg.Start)
+		hb, err = m.cfg.Heartbeats.HeartbeatWithin(hbCtx, linger, topic, m.cfg.Group, m.cfg.MemberID, m.cfg.SessionTimeout, m.cfg.Start)
 	} else {
 		hb, err = m.cfg.Store.GroupHeartbeat(hbCtx, m.cfg.Exec, topic, m.cfg.Group, m.cfg.MemberID,
 			m.cfg.SessionTimeout, m.cfg.Start)

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/notifier"
 	"github.com/pgmsg/pgmsg/internal/pgtest"
 	"github.com/pgmsg/pgmsg/internal/store"
 )
@@ -87,8 +89,8 @@ func TestLostAfterFailure(t *testing.T) {
 	require.Equal(t, []int32{0, 3, 7}, lostAfterFailure(set(7, 0, 3), now.Add(-session-time.Millisecond), now, session))
 }
 
-// Heartbeats are fast while the group rebalances and double back up to
-// the interval after.
+// Heartbeats are fast while the group rebalances (or after a first
+// failure) and double back up to the interval after.
 func TestNextDelay(t *testing.T) {
 	t.Parallel()
 	fast, interval := 50*time.Millisecond, time.Second
@@ -290,11 +292,11 @@ func TestRejoinReportsLost(t *testing.T) {
 	b := setup(t, 3)
 	ev := newEvents()
 	m := b.member(t, "m1", ev, nil)
-	moving, err := m.heartbeat(b.ctx, b.topic)
+	moving, err := m.heartbeat(b.ctx, b.topic, 0)
 	require.NoError(t, err)
 	require.True(t, moving)
 	require.Equal(t, "m1 assigned [0 1 2]", ev.next(t))
-	moving, err = m.heartbeat(b.ctx, b.topic)
+	moving, err = m.heartbeat(b.ctx, b.topic, 0)
 	require.NoError(t, err)
 	require.False(t, moving, "a steady group")
 
@@ -302,7 +304,7 @@ func TestRejoinReportsLost(t *testing.T) {
 	_, err = b.exec.Exec(b.ctx, "UPDATE "+pgx.Identifier{b.schema, "group_member"}.Sanitize()+
 		" SET heartbeat_at = heartbeat_at - interval '1 hour' WHERE member_id = 'm1'")
 	require.NoError(t, err)
-	moving, err = m.heartbeat(b.ctx, b.topic)
+	moving, err = m.heartbeat(b.ctx, b.topic, 0)
 	require.NoError(t, err)
 	require.True(t, moving)
 	require.Equal(t, "m1 lost [0 1 2]", ev.next(t))
@@ -317,26 +319,26 @@ func TestFailedHeartbeatsLoseAfterSession(t *testing.T) {
 	b := setup(t, 2)
 	ev := newEvents()
 	m := b.member(t, "m1", ev, nil)
-	_, err := m.heartbeat(b.ctx, b.topic)
+	_, err := m.heartbeat(b.ctx, b.topic, 0)
 	require.NoError(t, err)
 	require.Equal(t, "m1 assigned [0 1]", ev.next(t))
 
 	// Every heartbeat fails from now on.
 	require.NoError(t, b.store.TopicDelete(b.ctx, b.exec, b.topic, true))
-	_, err = m.heartbeat(b.ctx, b.topic)
+	_, err = m.heartbeat(b.ctx, b.topic, 0)
 	require.ErrorIs(t, err, errs.UnknownTopic)
 	require.True(t, m.Owns(b.topic, 1), "within the session")
 
 	m.mu.Lock()
 	m.lastOK[b.topic] = time.Now().Add(-m.cfg.SessionTimeout - time.Millisecond)
 	m.mu.Unlock()
-	_, err = m.heartbeat(b.ctx, b.topic)
+	_, err = m.heartbeat(b.ctx, b.topic, 0)
 	require.ErrorIs(t, err, errs.UnknownTopic)
 	require.Equal(t, "m1 lost [0 1]", ev.next(t))
 	require.False(t, m.Owns(b.topic, 0))
 	require.Empty(t, m.Assignment())
 
-	_, err = m.heartbeat(b.ctx, b.topic)
+	_, err = m.heartbeat(b.ctx, b.topic, 0)
 	require.Error(t, err)
 	select {
 	case s := <-ev.ch:
@@ -388,4 +390,44 @@ func heartbeatAt(t *testing.T, b *bundle, member string) time.Time {
 	}
 	t.Fatalf("member %s not in the group", member)
 	return time.Time{}
+}
+
+// With the group's wake-ups a member learns of a change at once, not at
+// its next interval (an hour here: the loop's first tick, a twentieth of
+// it, is minutes away): m2's join hands m1's partition 1 over (m1 holds no
+// claim on it) and notifies, so m1 heartbeats and reports it revoked; m2's
+// leave gives it back, and m1 reports it assigned. Without the
+// notification m1 would learn neither within the test.
+func TestGroupChangeWakesMembers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	n := notifier.New(b.exec.(*pgxpool.Pool).Config().ConnConfig, b.schema+"_log", slog.Default())
+	t.Cleanup(n.Close)
+	// The listener wakes every subscriber once it listens: past that, a
+	// wake-up is a notification's.
+	listening, stop := n.Subscribe("listening")
+	select {
+	case <-listening:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not listen within 10s")
+	}
+	stop()
+	ev := newEvents()
+	slow := func(cfg *Config) {
+		cfg.HeartbeatInterval = time.Hour
+		cfg.Wake = n.NewSubscription()
+	}
+	m1 := b.member(t, "m1", ev, slow)
+	m2 := b.member(t, "m2", nil, slow)
+	require.NoError(t, m1.Join(b.ctx))
+	require.Equal(t, "m1 assigned [0 1]", ev.next(t))
+
+	require.NoError(t, m2.Join(b.ctx))
+	require.Equal(t, map[string][]int32{"m1": {0}, "m2": {1}}, b.members(t))
+	require.Equal(t, "m1 revoked [1]", ev.next(t))
+	require.Equal(t, map[string][]int32{b.topic: {0}}, m1.Assignment())
+
+	m2.Close()
+	require.Equal(t, "m1 assigned [1]", ev.next(t))
+	require.Equal(t, map[string][]int32{b.topic: {0, 1}}, m1.Assignment())
 }

@@ -1,5 +1,6 @@
 // Package notifier keeps one LISTEN connection per client and fans
-// notifications out to subscribers by payload (a topic or queue name).
+// notifications out to subscribers by payload (a topic or queue name, or a
+// consumer group's changes: GroupKey).
 //
 // A payload "name#part" (a topic's partition) wakes the subscribers of
 // "name#part" and of "name"; a plain "name" wakes the subscribers of "name"
@@ -45,6 +46,14 @@ type Notifier struct {
 // the payload a publish to it sends and what its consumers subscribe to.
 func PartitionKey(topic string, partition int32) string {
 	return topic + "#" + strconv.Itoa(int(partition))
+}
+
+// GroupKey is the key of a consumer group's changes on a topic:
+// "group:topic:group", the payload a rebalance that moved a partition of
+// the group sends (_rebalance), so that its members heartbeat at once.
+// ':' cannot occur in a name, so it is no topic's or partition's key.
+func GroupKey(topic, group string) string {
+	return "group:" + topic + ":" + group
 }
 
 // New starts a Notifier listening on channel.

@@ -9,9 +9,11 @@ import (
 )
 
 // HeartbeatLinger is how long a heartbeat through Heartbeats waits for
-// others to go with it. A heartbeat is due once an interval (a second by
+// others to go with it. A heartbeat is due once an interval (3 seconds by
 // default) within a session of ten: a few milliseconds more change
 // nothing, and a process's members then cost one round trip together.
+// A member's periodic heartbeat of a steady group may wait longer
+// (HeartbeatWithin): its interval's twentieth.
 const HeartbeatLinger = 5 * time.Millisecond
 
 // steadyBatchTimeout bounds one statement of steady heartbeats; each
@@ -35,6 +37,10 @@ type Heartbeats struct {
 
 	mu      sync.Mutex
 	pending []*steadyCall // waiting for the next statement
+	// flushAt is when the pending heartbeats' statement is sent: the
+	// earliest a pending heartbeat may wait until; timer sends it.
+	flushAt time.Time
+	timer   *time.Timer
 }
 
 type steadyCall struct {
@@ -53,15 +59,29 @@ func NewHeartbeats(s *Store, exec DBTX, linger time.Duration) *Heartbeats {
 // Heartbeat is Store.GroupHeartbeat, sent together with the heartbeats of
 // other members that come within the linger.
 func (h *Heartbeats) Heartbeat(ctx context.Context, topic, group, member string, sessionTimeout time.Duration, start string) (*Heartbeat, error) {
+	return h.HeartbeatWithin(ctx, h.linger, topic, group, member, sessionTimeout, start)
+}
+
+// HeartbeatWithin is Heartbeat lingering for linger instead of the
+// Heartbeats' own (but never less, nor at all when that is 0): a
+// periodic heartbeat that is not urgent waits longer for others, and
+// goes sooner with any that must.
+func (h *Heartbeats) HeartbeatWithin(ctx context.Context, linger time.Duration, topic, group, member string, sessionTimeout time.Duration, start string) (*Heartbeat, error) {
 	if h.linger <= 0 {
 		return h.store.GroupHeartbeat(ctx, h.exec, topic, group, member, sessionTimeout, start)
 	}
+	linger = max(linger, h.linger)
 	c := &steadyCall{SteadyHeartbeat: SteadyHeartbeat{Topic: topic, Group: group, Member: member, SessionTimeout: sessionTimeout},
 		done: make(chan *Heartbeat, 1)}
 	h.mu.Lock()
 	h.pending = append(h.pending, c)
-	if len(h.pending) == 1 {
-		time.AfterFunc(h.linger, h.flush)
+	if at := time.Now().Add(linger); len(h.pending) == 1 || at.Before(h.flushAt) {
+		// The first pending heartbeat, or one that may not wait as long
+		// as those before it: the statement goes at its time.
+		if h.timer != nil {
+			h.timer.Stop()
+		}
+		h.flushAt, h.timer = at, time.AfterFunc(linger, h.flush)
 	}
 	h.mu.Unlock()
 	select {
@@ -83,8 +103,11 @@ func (h *Heartbeats) Heartbeat(ctx context.Context, topic, group, member string,
 func (h *Heartbeats) flush() {
 	h.mu.Lock()
 	batch := h.pending
-	h.pending = nil
+	h.pending, h.timer = nil, nil
 	h.mu.Unlock()
+	if len(batch) == 0 {
+		return // a timer stopped too late: an earlier one sent its heartbeats
+	}
 	calls := make([]SteadyHeartbeat, len(batch))
 	for i, c := range batch {
 		calls[i] = c.SteadyHeartbeat

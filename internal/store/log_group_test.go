@@ -263,3 +263,39 @@ func TestHeartbeatsTogether(t *testing.T) {
 	_, err = h.Heartbeat(ctx, "t", "bad!", "m0", session, "earliest")
 	require.Equal(t, "PM003", errs.Code(err))
 }
+
+// A heartbeat that may linger long waits for the next one that may not,
+// and the two go together: the later one's shorter linger sends both.
+func TestHeartbeatWithinGoesWithUrgent(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	st := New(b.Schema)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := st.TopicCreate(ctx, b.Pool, "t", 2, []byte("{}"))
+	require.NoError(t, err)
+	const session = 10 * time.Second
+	for _, m := range []string{"m0", "m1"} {
+		_, err := st.GroupHeartbeat(ctx, b.Pool, "t", "g", m, session, "earliest")
+		require.NoError(t, err)
+	}
+	h := NewHeartbeats(st, b.Pool, HeartbeatLinger)
+	slow := make(chan error, 1)
+	go func() {
+		_, err := h.HeartbeatWithin(ctx, time.Hour, "t", "g", "m0", session, "earliest")
+		slow <- err
+	}()
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.pending) == 1
+	}, 10*time.Second, time.Millisecond)
+	_, err = h.Heartbeat(ctx, "t", "g", "m1", session, "earliest")
+	require.NoError(t, err)
+	select {
+	case err := <-slow:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the lingering heartbeat did not go with the urgent one")
+	}
+}
