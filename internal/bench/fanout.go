@@ -300,10 +300,13 @@ func fanoutRun(ctx context.Context, pool, pubPool *pgxpool.Pool, pg serverCPU, o
 	publish := func(ctx context.Context, p *pacer) {
 		vals := payloads(o.Batch, o.Payload)
 		recs := make([]*pgmsg.Record, o.Batch)
-		for p.wait(ctx) == nil {
-			now := time.Now()
+		for {
+			due, err := p.wait(ctx) // latencies count from the due time
+			if err != nil {
+				return
+			}
 			for i, v := range vals {
-				stamp(v, now)
+				stamp(v, due)
 				recs[i] = &pgmsg.Record{Topic: topic, Value: v}
 			}
 			if err := pub.Publish(ctx, recs, nil); err != nil {
