@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
@@ -87,37 +86,14 @@ func TestWorkflowDependentsWaitAcrossWorkers(t *testing.T) {
 		}
 		return nil
 	}
-	ctx, cancel := context.WithCancel(tb.ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for w := 0; w < 3; w++ {
-		cfg := tb.Pool.Config().Copy()
-		cfg.MaxConns = 4
-		if w == 0 {
-			role := pgx.Identifier{tb.Schema + "_worker"}.Sanitize()
-			cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-				_, err := conn.Exec(ctx, "SET ROLE "+role)
-				return err
-			}
-		}
-		pool, err := pgxpool.NewWithConfig(tb.ctx, cfg)
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		c, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: tb.Schema, PollInterval: 20 * time.Millisecond})
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		wk, err := c.NewWorker("wf", handler, &pgmsg.WorkerOpts{Concurrency: 4, PollInterval: 20 * time.Millisecond})
-		require.NoError(t, err)
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = wk.Run(ctx) }()
-	}
+	stop := processWorkers(t, tb, "wf", 3, 4, handler)
+	defer stop()
 	select {
 	case <-done:
 	case <-time.After(90 * time.Second):
 		t.Fatalf("only %d of %d jobs ran", ran, total)
 	}
-	cancel()
-	wg.Wait()
+	stop()
 	// Every job completed once, claimed after each dependency's completion.
 	var completed, early, edges int
 	err := tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`
