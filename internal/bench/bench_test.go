@@ -204,6 +204,20 @@ func TestRunSmoke(t *testing.T) {
 	// (5 jobs in 30 s; the run ends as soon as they are done.)
 	_, err := RunQueue(ctx, env, ImplPgmsg, QueueOptions{Duration: time.Second, Warmup: 30 * time.Second, Workers: 2, Jobs: 5})
 	require.ErrorContains(t, err, "nothing was measured")
+	// Fewer members than partitions: the membership spreads 8 partitions
+	// over 3 members (2 or 3 each) before the run, and the run says how
+	// long that took; --members is refused where it means nothing.
+	m, err := RunPubSub(ctx, env, ImplPgmsg, PubSubOptions{Duration: time.Second, Warmup: 500 * time.Millisecond,
+		Producers: 2, Batch: 10, Groups: 1, Members: 3, ClaimBatch: 50, Partitions: 8})
+	require.NoError(t, err)
+	require.Zero(t, m.Errors, m.FirstError)
+	require.Equal(t, 3, m.Members)
+	require.Positive(t, m.SettleS)
+	require.Positive(t, m.ReadsPerSec)
+	_, err = RunPubSub(ctx, env, ImplSeed, PubSubOptions{Groups: 1, Members: 2, Partitions: 4})
+	require.ErrorContains(t, err, "--members is for the pgmsg implementations")
+	_, err = RunPubSub(ctx, env, ImplPgmsg, PubSubOptions{Groups: 1, Members: 5, Partitions: 4})
+	require.ErrorContains(t, err, "--members must be 1 to --partitions")
 	r, err := RunPubSub(ctx, env, ImplPacked, PubSubOptions{Duration: 2 * time.Second, Warmup: 500 * time.Millisecond,
 		Producers: 2, Batch: 10, Groups: 1, ClaimBatch: 50, Partitions: 2})
 	require.NoError(t, err)

@@ -25,6 +25,8 @@ type pgmsgPubSub struct {
 	topic string
 	// members[g][i] is consumer i of group g, joined in setup.
 	members [][]*pgmsg.Consumer
+	// settle is how long the groups took to settle after the joins.
+	settle time.Duration
 	// replicas are pools on PubSubOptions.ReadReplicas.
 	replicas []*pgxpool.Pool
 	// idempotent publishes with producer ids (ImplPgmsgIdempotent):
@@ -109,14 +111,18 @@ func (d *pgmsgPubSub) publish(ctx context.Context, vals [][]byte) error {
 	return d.c.Publish(ctx, recs, nil)
 }
 
-// joinGroups creates the consumers (one per partition in each group) and
-// waits until the membership has given each its partition, so that a
-// group's join and first rebalance (a few heartbeats) happen before the
-// run, as the seed baseline's statically assigned readers need none.
+func (d *pgmsgPubSub) settleSeconds() float64 { return d.settle.Seconds() }
+
+// joinGroups creates the consumers (one per partition in each group, or
+// Members) and waits until the membership has given each its share of the
+// partitions, so that a group's join and first rebalance (a few
+// heartbeats) happen before the run, as the seed baseline's statically
+// assigned readers need none.
 func (d *pgmsgPubSub) joinGroups(ctx context.Context) error {
 	d.members = make([][]*pgmsg.Consumer, d.o.Groups)
+	per := d.o.consumersPerGroup()
 	for g := range d.members {
-		for i := 0; i < d.o.Partitions; i++ {
+		for i := 0; i < per; i++ {
 			cn, err := d.c.NewConsumer(d.topic, groupName(g), &pgmsg.ConsumerOpts{
 				Claim:        pgmsg.ClaimOpts{MaxRecords: d.o.ClaimBatch, Member: fmt.Sprintf("bench-%d", i)},
 				PollInterval: d.o.PgmsgPoll, ClaimCooldown: d.o.PgmsgClaimCooldown,
@@ -128,11 +134,12 @@ func (d *pgmsgPubSub) joinGroups(ctx context.Context) error {
 			d.members[g] = append(d.members[g], cn)
 		}
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	start := time.Now()
+	deadline := start.Add(60 * time.Second)
 	for {
 		// Nothing is published yet: Poll only joins (its first call) and
 		// waits; the heartbeats rebalance in the background.
-		errs := make(chan error, d.o.Groups*d.o.Partitions)
+		errs := make(chan error, d.o.Groups*per)
 		var wg sync.WaitGroup
 		for _, ms := range d.members {
 			for _, cn := range ms {
@@ -152,24 +159,43 @@ func (d *pgmsgPubSub) joinGroups(ctx context.Context) error {
 		if err := <-errs; err != nil {
 			return err
 		}
-		settled := true
-		for _, ms := range d.members {
-			for _, cn := range ms {
-				if len(cn.Assignment()[d.topic]) != 1 {
-					settled = false
-				}
-			}
-		}
-		if settled {
+		if settled(d.members, d.topic, d.o.Partitions) {
+			d.settle = time.Since(start)
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: consumer groups did not settle (one partition per member) within 60s")
+			return fmt.Errorf("bench: consumer groups did not settle (every partition owned, %d to %d a member) within 60s",
+				d.o.Partitions/per, (d.o.Partitions+per-1)/per)
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
+}
+
+// settled: in every group each partition is owned by one member and
+// each member owns its even share (partitions/members, rounded down or up).
+func settled(groups [][]*pgmsg.Consumer, topic string, partitions int) bool {
+	for _, ms := range groups {
+		lo, hi := partitions/len(ms), (partitions+len(ms)-1)/len(ms)
+		owned := make(map[int32]bool, partitions)
+		for _, cn := range ms {
+			ps := cn.Assignment()[topic]
+			if len(ps) < lo || len(ps) > hi {
+				return false
+			}
+			for _, p := range ps {
+				if owned[p] {
+					return false
+				}
+				owned[p] = true
+			}
+		}
+		if len(owned) != partitions {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *pgmsgPubSub) consumers(g int, got func(vals [][]byte)) []func(ctx context.Context) error {

@@ -30,6 +30,11 @@ type PubSubOptions struct {
 	// Groups consuming concurrently; each group runs one consumer per
 	// partition. Default 0 (publish only).
 	Groups int
+	// Members is the consumers of each group when not one per partition
+	// (pgmsg only): the group's membership spreads the partitions over
+	// them, and the run reports how long that first rebalance took to
+	// settle (PubSubResult.SettleS). Default 0: one per partition.
+	Members int
 	// ClaimBatch is the most records one claim returns. Default 1000.
 	ClaimBatch int
 	// Rate caps writes per second across all producers; 0 means as fast as
@@ -117,14 +122,19 @@ func (o *PubSubOptions) defaults() {
 
 // PubSubResult is the summary of one pubsub run.
 type PubSubResult struct {
-	Mode         string  `json:"mode"`
-	Impl         string  `json:"impl"`
-	DurationS    float64 `json:"duration_s"`
-	Payload      int     `json:"payload"`
-	Partitions   int     `json:"partitions"`
-	Producers    int     `json:"producers"`
-	Batch        int     `json:"batch"`
-	Groups       int     `json:"groups"`
+	Mode       string  `json:"mode"`
+	Impl       string  `json:"impl"`
+	DurationS  float64 `json:"duration_s"`
+	Payload    int     `json:"payload"`
+	Partitions int     `json:"partitions"`
+	Producers  int     `json:"producers"`
+	Batch      int     `json:"batch"`
+	Groups     int     `json:"groups"`
+	Members    int     `json:"members,omitempty"`
+	// SettleS is the time from the members' first Poll (their join) until
+	// every partition was owned by one of them and each owned its share
+	// (--members only).
+	SettleS      float64 `json:"settle_s,omitempty"`
 	ClaimBatch   int     `json:"claim_batch"`
 	Rate         float64 `json:"rate"`
 	Prefill      int     `json:"prefill,omitempty"`
@@ -198,11 +208,25 @@ type pubsubDriver interface {
 // poolSize is the connections a pubsub run opens: one per producer and
 // per consumer, plus a few for setup and notifications. Every
 // implementation gets the same.
-func (o *PubSubOptions) poolSize() int { return o.Producers + o.Groups*o.Partitions + 4 }
+func (o *PubSubOptions) poolSize() int { return o.Producers + o.Groups*o.consumersPerGroup() + 4 }
+
+// consumersPerGroup is Members, or one per partition.
+func (o *PubSubOptions) consumersPerGroup() int {
+	if o.Members > 0 {
+		return o.Members
+	}
+	return o.Partitions
+}
 
 // RunPubSub runs one pubsub benchmark of impl.
 func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*PubSubResult, error) {
 	o.defaults()
+	if o.Members < 0 || o.Members > o.Partitions {
+		return nil, fmt.Errorf("bench: --members must be 1 to --partitions (%d), or 0 for one per partition", o.Partitions)
+	}
+	if o.Members > 0 && impl != ImplPgmsg && impl != ImplPgmsgIdempotent {
+		return nil, fmt.Errorf("bench: --members is for the pgmsg implementations (%s reads with one reader per partition)", impl)
+	}
 	var d pubsubDriver
 	switch impl {
 	case ImplPgmsg:
@@ -406,6 +430,10 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 	if !drained.IsZero() {
 		end = drained
 	}
+	var settle float64
+	if s, ok := d.(interface{ settleSeconds() float64 }); ok && o.Members > 0 {
+		settle = round(s.settleSeconds(), 2)
+	}
 	var replicaRecords, primaryRecords, gathered, cached int64
 	if rr, ok := d.(interface{ readSplit() (int64, int64) }); ok {
 		replicaRecords, primaryRecords = rr.readSplit()
@@ -423,13 +451,13 @@ func RunPubSub(ctx context.Context, env *Env, impl string, o PubSubOptions) (*Pu
 	el := win.elapsed(end)
 	r := &PubSubResult{
 		Mode: "pubsub", Impl: impl, DurationS: round(el.Seconds(), 2), Payload: o.Payload,
-		Partitions: o.Partitions, Producers: o.Producers, Batch: o.Batch, Groups: o.Groups,
+		Partitions: o.Partitions, Producers: o.Producers, Batch: o.Batch, Groups: o.Groups, Members: o.Members,
 		ClaimBatch: o.ClaimBatch, Rate: o.Rate, Prefill: o.Prefill,
 		Writes: st.writes.n.Load(), Reads: st.reads.n.Load(),
 		PublishP50MS: round(st.pubTotal.quantileMS(0.5), 2), PublishP99MS: round(st.pubTotal.quantileMS(0.99), 2),
 		E2EP50MS: round(st.e2eTotal.quantileMS(0.5), 2), E2EP99MS: round(st.e2eTotal.quantileMS(0.99), 2),
 		FinalLag: lag, Errors: st.errors.Load(), FirstError: st.firstError(),
-		ReplicaRecords: replicaRecords, PrimaryRecords: primaryRecords, GatheredClaims: gathered, CachedRecords: cached,
+		SettleS: settle, ReplicaRecords: replicaRecords, PrimaryRecords: primaryRecords, GatheredClaims: gathered, CachedRecords: cached,
 	}
 	r.WritesPerSec = rate(r.Writes, el)
 	r.ReadsPerSec = rate(r.Reads, el)

@@ -107,7 +107,7 @@ func PrintSummary(w io.Writer, s map[string]any) {
 		cols = append(cols, bs...)
 	}
 	keys := []string{"writes_per_sec", "reads_per_sec", "jobs_per_sec", "publish_p50_ms", "publish_p99_ms",
-		"e2e_p50_ms", "e2e_p99_ms", "process_cpu_per_record_us", "pg_cpu_per_record_us", "listener_cpu_per_record_us", "final_lag", "writes", "reads", "replica_records", "primary_records", "gathered_claims", "cached_records", "jobs_done", "errors", "duration_s"}
+		"e2e_p50_ms", "e2e_p99_ms", "process_cpu_per_record_us", "pg_cpu_per_record_us", "listener_cpu_per_record_us", "settle_s", "final_lag", "writes", "reads", "replica_records", "primary_records", "gathered_claims", "cached_records", "jobs_done", "errors", "duration_s"}
 	fmt.Fprintf(w, "%-16s", "")
 	for _, c := range cols {
 		fmt.Fprintf(w, "%14v", c["impl"])

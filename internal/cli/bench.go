@@ -88,6 +88,7 @@ func newBenchPubSub(g *globals) *cobra.Command {
 	fl.IntVar(&o.Producers, "producers", 8, "concurrent publishers")
 	fl.IntVar(&o.Batch, "batch", 100, "records per publish call (1: single-record calls through the batching Producer)")
 	fl.IntVar(&o.Groups, "groups", 0, "consumer groups reading concurrently (one consumer per partition each)")
+	fl.IntVar(&o.Members, "members", 0, "consumers in each group, sharing the partitions through the group's membership (pgmsg only; 0: one per partition); the summary gives how long their join took to settle")
 	fl.IntVar(&o.ClaimBatch, "claim-batch", 1000, "most records per claim")
 	fl.Float64Var(&o.Rate, "rate", 0, "cap on writes per second across producers, their calls spread evenly (0: unthrottled)")
 	fl.IntVar(&o.Prefill, "prefill", 0, "records published before the run (untimed); with --producers 0 the run measures consumption alone")
