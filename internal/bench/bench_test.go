@@ -200,9 +200,15 @@ func TestRunSmoke(t *testing.T) {
 		require.Zero(t, q.Errors, q.FirstError)
 		require.Positive(t, q.JobsPerSec, impl)
 	}
+	// A handler that takes JobTime: jobs are still done, none fails.
+	q, err := RunQueue(ctx, env, ImplPgmsg, QueueOptions{Duration: time.Second, Warmup: 0, Workers: 4, Jobs: 20,
+		JobTime: 20 * time.Millisecond})
+	require.NoError(t, err)
+	require.Zero(t, q.Errors, q.FirstError)
+	require.Positive(t, q.JobsDone)
 	// Prefilled jobs all done inside the warm-up: an error, not 0 jobs/s.
 	// (5 jobs in 30 s; the run ends as soon as they are done.)
-	_, err := RunQueue(ctx, env, ImplPgmsg, QueueOptions{Duration: time.Second, Warmup: 30 * time.Second, Workers: 2, Jobs: 5})
+	_, err = RunQueue(ctx, env, ImplPgmsg, QueueOptions{Duration: time.Second, Warmup: 30 * time.Second, Workers: 2, Jobs: 5})
 	require.ErrorContains(t, err, "nothing was measured")
 	// Fewer members than partitions: the membership spreads 8 partitions
 	// over 3 members (2 or 3 each) before the run, and the run says how

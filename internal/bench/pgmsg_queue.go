@@ -174,9 +174,19 @@ func (d *pgmsgQueue) Work(ctx context.Context, workers int, done func([][]byte))
 	return g.Wait()
 }
 
-// handle is the jobs' handler: nothing, or for ImplPgmsgKeyLimit the
-// count of the key's jobs running in every process's handlers.
-func (d *pgmsgQueue) handle(_ context.Context, job *pgmsg.Job) error {
+// handle is the jobs' handler: a wait of JobTime, if set, and for
+// ImplPgmsgKeyLimit the count of the key's jobs running in every
+// process's handlers.
+func (d *pgmsgQueue) handle(ctx context.Context, job *pgmsg.Job) error {
+	if d.o.JobTime > 0 {
+		t := time.NewTimer(d.o.JobTime)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
 	if d.limitKeys == nil {
 		return nil
 	}

@@ -40,6 +40,11 @@ type QueueOptions struct {
 	// with its own pool, as separate worker processes would (the Workers
 	// shared among them). Default 1.
 	Processes int
+	// JobTime is how long the pgmsg queue's handler takes per job (a
+	// sleep: the work of a handler that waits on something else), so that
+	// Workers/JobTime paces the queue below what it could do. Default 0:
+	// the handler returns at once.
+	JobTime time.Duration
 }
 
 func (o *QueueOptions) defaults() {

@@ -142,6 +142,9 @@ func PrintSummary(w io.Writer, s map[string]any) {
 		fmt.Fprintf(w, "%v %s: %s\n", cols[0]["impl"], strings.ReplaceAll(k, "_", " "), strings.Join(parts, ", "))
 	}
 	for _, c := range cols {
+		if e, ok := c["checked"]; ok && e != "" {
+			fmt.Fprintf(w, "%v: checked: %v\n", c["impl"], e)
+		}
 		if e, ok := c["first_error"]; ok && e != "" {
 			fmt.Fprintf(w, "%v: first error: %v\n", c["impl"], e)
 		}
