@@ -281,3 +281,26 @@ func TestRunFanoutSmoke(t *testing.T) {
 	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, schema).Scan(&left))
 	require.Zero(t, left, "the schema the runs created was left behind")
 }
+
+// A small estate with heartbeating members, then the same members as
+// consumers in two clients: both rows are measured, the schema dropped.
+func TestRunScaleMembersSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the database; waits out 5 heartbeat intervals twice")
+	}
+	b := pgtest.Schema(t, nil)
+	schema := b.Schema + "_scale"
+	t.Cleanup(func() { dropRoles(t, b, schema) })
+	r, err := RunScale(context.Background(), ScaleOptions{URL: b.URL, Schema: schema, Topics: 2, Partitions: 2, Groups: 1,
+		Members: 8, MembersPerGroup: 4, MemberProcesses: 2, HeartbeatFor: time.Second, Repeat: 1})
+	require.NoError(t, err)
+	var names []string
+	for _, row := range r.Rows {
+		names = append(names, row.Name)
+	}
+	require.Contains(t, names, "8 members heartbeating")
+	require.Contains(t, names, "8 consumers' memberships in 2 processes")
+	var left int
+	require.NoError(t, b.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, schema).Scan(&left))
+	require.Zero(t, left, "the estate's schema was left behind")
+}

@@ -43,6 +43,14 @@ type ScaleOptions struct {
 	// MembersFloor also runs as many callers of a bare SELECT 1 at the
 	// same rate: the cost of the round trips alone.
 	MembersFloor bool
+	// MemberProcesses, when set, also runs the Members as real consumers
+	// (Consumer, joined and then idle: their membership heartbeats at the
+	// default interval) spread over this many clients, each with a pool of
+	// its own, as that many worker processes would run them. A client's
+	// members' periodic heartbeats go together (a consumer's may wait a
+	// twentieth of the interval for the others'), where the Members row
+	// above has each member call Client.Heartbeat on its own schedule.
+	MemberProcesses int
 	// Idle is how long the idle CPU is measured (maintenance loop and a
 	// scrape every 15 s running).
 	Idle time.Duration
@@ -373,6 +381,13 @@ func RunScale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 			_, _ = client.DeleteGroup(ctx, name(g%o.Topics), fmt.Sprintf("hb-%d", g))
 		}
 	}
+	if o.Members > 0 && o.MemberProcesses > 0 {
+		row, err := consumerHeartbeats(ctx, pg, url, o, name, logf)
+		if err != nil {
+			return nil, err
+		}
+		add(row)
+	}
 	if o.Members > 0 && o.MembersFloor {
 		// The same callers at the same rate, each call a bare SELECT 1:
 		// what one round trip per member per interval costs whatever it
@@ -476,6 +491,75 @@ func heartbeats(ctx context.Context, pg serverCPU, o ScaleOptions, name func(int
 	return ScaleRow{Name: label, Ms: -1, PgCPUMs: perOpN(pg0, pg1, n),
 		Target: target, Note: fmt.Sprintf("%d groups, %.0f calls/s; PostgreSQL %.1f %% of a core, pgmsg process %.1f %%",
 			groups, float64(n)/el, pct, 100*(s1-s0)/el)}, nil
+}
+
+// consumerHeartbeats runs o.Members consumers, MembersPerGroup to a group
+// on the estate's first topics, over o.MemberProcesses clients (pools of
+// 2), joins them and lets them idle: what the server spends on their
+// memberships (heartbeats at the default interval) is measured over
+// HeartbeatFor, after 5 intervals for the joins to settle.
+func consumerHeartbeats(ctx context.Context, pg serverCPU, url string, o ScaleOptions, name func(int) string,
+	logf func(string, ...any)) (ScaleRow, error) {
+	label := fmt.Sprintf("%d consumers' memberships in %d processes", o.Members, o.MemberProcesses)
+	groups := (o.Members + o.MembersPerGroup - 1) / o.MembersPerGroup
+	clients := make([]*pgmsg.Client, o.MemberProcesses)
+	for i := range clients {
+		p, err := newPool(ctx, url, 2, "")
+		if err != nil {
+			return ScaleRow{}, err
+		}
+		defer p.Close()
+		if clients[i], err = pgmsg.NewClient(p, &pgmsg.Config{Schema: o.Schema}); err != nil {
+			return ScaleRow{}, err
+		}
+		defer clients[i].Close()
+	}
+	for g := range groups {
+		if _, err := clients[0].CreateGroup(ctx, name(g%o.Topics), fmt.Sprintf("hbc-%d", g), pgmsg.PositionLatest); err != nil {
+			return ScaleRow{}, fmt.Errorf("%s: %w", label, err)
+		}
+		defer func() { _, _ = clients[0].DeleteGroup(context.WithoutCancel(ctx), name(g%o.Topics), fmt.Sprintf("hbc-%d", g)) }()
+	}
+	logf("%s: joining ...", label)
+	var wg sync.WaitGroup
+	errc := make(chan error, o.Members)
+	for i := range o.Members {
+		g := i / o.MembersPerGroup
+		c := clients[i%len(clients)]
+		cn, err := c.NewConsumer(name(g%o.Topics), fmt.Sprintf("hbc-%d", g), &pgmsg.ConsumerOpts{
+			Claim: pgmsg.ClaimOpts{Member: fmt.Sprintf("m-%d", i)}})
+		if err != nil {
+			return ScaleRow{}, fmt.Errorf("%s: %w", label, err)
+		}
+		defer cn.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The first Poll joins; nothing is published, so it waits out
+			// its context and the membership goes on heartbeating.
+			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			if _, err := cn.Poll(pctx); err != nil && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				errc <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return ScaleRow{}, fmt.Errorf("%s: %w", label, err)
+	}
+	time.Sleep(5 * pgmsg.HeartbeatIntervalDefault) // joins and rebalances settle
+	pg0, s0, t0 := pg.read(), selfCPUOrNA(), time.Now()
+	select {
+	case <-time.After(o.HeartbeatFor):
+	case <-ctx.Done():
+		return ScaleRow{}, ctx.Err()
+	}
+	pg1, s1, el := pg.read(), selfCPUOrNA(), time.Since(t0).Seconds()
+	return ScaleRow{Name: label, Ms: -1, PgCPUMs: -1, Target: "<= 5 % of a core",
+		Note: fmt.Sprintf("%d groups; PostgreSQL %.1f %% of a core, pgmsg process %.1f %%",
+			groups, pctOrNA(pg0, pg1, el), 100*(s1-s0)/el)}, nil
 }
 
 func perOpN(a, b float64, n int) float64 {

@@ -225,6 +225,7 @@ is and reused (topics already there are not created again).`,
 	fl.IntVar(&o.Members, "members", 1000, "group members heartbeating at the default interval (0: skip)")
 	fl.IntVar(&o.MembersPerGroup, "members-per-group", 4, "members of each heartbeating group")
 	fl.DurationVar(&o.HeartbeatFor, "heartbeat-for", 20*time.Second, "how long the heartbeats are measured")
+	fl.IntVar(&o.MemberProcesses, "member-processes", 0, "then the members as real consumers, idle after joining, spread over this many clients with pools of their own (as worker processes): their memberships' cost")
 	fl.BoolVar(&o.MembersFloor, "members-floor", false, "then as many callers of SELECT 1 at the same rate: what the round trips alone cost")
 	fl.DurationVar(&o.Idle, "idle", 30*time.Second, "how long the idle CPU is measured (0: skip)")
 	fl.IntVar(&o.Repeat, "repeat", 5, "times each operation is timed (the median is printed)")
