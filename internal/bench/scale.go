@@ -518,7 +518,9 @@ func consumerHeartbeats(ctx context.Context, pg serverCPU, url string, o ScaleOp
 		if _, err := clients[0].CreateGroup(ctx, name(g%o.Topics), fmt.Sprintf("hbc-%d", g), pgmsg.PositionLatest); err != nil {
 			return ScaleRow{}, fmt.Errorf("%s: %w", label, err)
 		}
-		defer func() { _, _ = clients[0].DeleteGroup(context.WithoutCancel(ctx), name(g%o.Topics), fmt.Sprintf("hbc-%d", g)) }()
+		defer func() {
+			_, _ = clients[0].DeleteGroup(context.WithoutCancel(ctx), name(g%o.Topics), fmt.Sprintf("hbc-%d", g))
+		}()
 	}
 	logf("%s: joining ...", label)
 	var wg sync.WaitGroup
