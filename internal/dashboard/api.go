@@ -27,7 +27,7 @@ const (
 	sequencePending = 20
 	limitKeysRead   = 1000
 	limitKeysTop    = 10
-	bodyMaxBytes        = 64 << 10
+	bodyMaxBytes    = 64 << 10
 )
 
 // routes registers the dashboard's own endpoints: what the pages need and
