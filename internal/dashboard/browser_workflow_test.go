@@ -2,6 +2,8 @@ package dashboard
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -79,13 +81,22 @@ func TestBrowserWorkflow(t *testing.T) {
 		require.NotEqual(t, fill(res["a"].ID), fill(res["b"].ID), "completed and running differ")
 		require.NotEqual(t, fill(res["b"].ID), fill(res["c"].ID), "running and available differ")
 		b.noConsoleErrors(t, "workflow")
-		b.screenshot(t, "workflow")
+		b.screenshotOf(t, "workflow", `section[aria-labelledby="h-wf"]`)
 		// A click on a node opens its job.
 		b.run(t, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#workflow-graph g.wf-node[data-job="%d"]`, res["b"].ID))),
 			waitVisible(fmt.Sprintf(`body[data-ready="#/jobs/%d"]`, res["b"].ID)))
 		require.Equal(t, "running", b.text(t, `[data-stat="state"]`))
 		require.Contains(t, eval[string](t, b, `document.getElementById("workflow-graph").textContent`), "transform")
 		b.noConsoleErrors(t, "workflow after click")
+		// The root job (no dependencies of its own) shows the same graph.
+		b.open(t, base, fmt.Sprintf("#/jobs/%d", res["a"].ID))
+		require.Equal(t, 4, b.count(t, `#workflow-graph g.wf-node[data-job]`))
+		require.Equal(t, 1, b.count(t, fmt.Sprintf(`#workflow-graph g.wf-node.current[data-job="%d"]`, res["a"].ID)))
+		// A job outside any workflow has no graph.
+		plain, err := tb.client.Enqueue(tb.ctx, "flow", pgmsg.EnqueueParams{}, nil)
+		require.NoError(t, err)
+		b.open(t, base, fmt.Sprintf("#/jobs/%d", plain.ID))
+		require.Zero(t, b.count(t, `#workflow-graph`))
 	})
 
 	t.Run("sequence", func(t *testing.T) {
@@ -130,6 +141,21 @@ func TestBrowserWorkflow(t *testing.T) {
 		order := eval[[]string](t, b, `[...document.querySelectorAll("#limit-keys tbody tr")].map((r) => r.dataset.key)`)
 		require.Equal(t, []string{"k1", "k2"}, order, "most running first")
 		b.noConsoleErrors(t, "queue limits")
-		b.screenshot(t, "queue-limits")
+		b.screenshotOf(t, "queue-limits", `section[aria-labelledby="h-limits"]`)
 	})
+}
+
+// screenshotOf captures one element of the page (as screenshot does the
+// viewport, written only under PGMSG_SCREENSHOTS): the sections this test
+// draws are below the fold of their pages.
+func (b *browser) screenshotOf(t *testing.T, name, sel string) {
+	t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.Screenshot(chromedp.CSS(sel)))
+	require.NoError(t, err)
+	require.NotEmpty(t, png)
+	if os.Getenv("PGMSG_SCREENSHOTS") == "" {
+		return
+	}
+	require.NoError(t, os.MkdirAll(screenshotDir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(screenshotDir, name+".png"), png, 0o644))
 }
