@@ -406,3 +406,81 @@ func TestKeyLimitBadInput(t *testing.T) {
 		require.Zero(t, st.Available+st.Pending, "a refused batch writes nothing")
 	}
 }
+
+// TestJobKeysReported: GetJob, ListJobs (either order) and ListDeadJobs
+// return a job's sequence and limit keys, the limit key taken from the
+// payload's field too; the archive keeps the sequence key only.
+func TestJobKeysReported(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.queue(t, "jk", pgmsg.QueueConfig{KeyLimit: 1, KeyField: "tenant", MaxAttempts: 1})
+	tb.queue(t, "js", pgmsg.QueueConfig{MaxAttempts: 1})
+	given, err := tb.client.Enqueue(tb.ctx, "jk", pgmsg.EnqueueParams{LimitKey: "acme"}, nil)
+	require.NoError(t, err)
+	field, err := tb.client.Enqueue(tb.ctx, "jk", pgmsg.EnqueueParams{Payload: []byte(`{"tenant":"globex"}`)}, nil)
+	require.NoError(t, err)
+	seq := tb.enqueueN(t, "js", 2, func(int) pgmsg.EnqueueParams { return pgmsg.EnqueueParams{SequenceKey: "s1"} })
+	plain, err := tb.client.Enqueue(tb.ctx, "js", pgmsg.EnqueueParams{}, nil)
+	require.NoError(t, err)
+
+	keys := func(j *pgmsg.Job) [2]string { return [2]string{j.SequenceKey, j.LimitKey} }
+	get := func(id int64) *pgmsg.Job {
+		t.Helper()
+		j, err := tb.client.GetJob(tb.ctx, id)
+		require.NoError(t, err)
+		return j
+	}
+	require.Equal(t, [2]string{"", "acme"}, keys(get(given.ID)))
+	require.Equal(t, [2]string{"", "globex"}, keys(get(field.ID)))
+	require.Equal(t, [2]string{"s1", ""}, keys(get(seq[0])))
+	require.Equal(t, pgmsg.JobStatePending, get(seq[1]).State)
+	require.Equal(t, [2]string{"s1", ""}, keys(get(seq[1])))
+	require.Equal(t, [2]string{"", ""}, keys(get(plain.ID)))
+
+	for _, order := range []pgmsg.JobOrder{pgmsg.JobOrderAsc, pgmsg.JobOrderDesc} {
+		list, err := tb.client.ListJobs(tb.ctx, "js", &pgmsg.ListJobsOpts{Order: order})
+		require.NoError(t, err)
+		var ids []int64
+		got := map[int64][2]string{}
+		for _, j := range list {
+			ids = append(ids, j.ID)
+			got[j.ID] = keys(j)
+		}
+		want := []int64{seq[0], seq[1], plain.ID}
+		if order == pgmsg.JobOrderDesc {
+			want = []int64{plain.ID, seq[1], seq[0]}
+		}
+		require.Equal(t, want, ids, "the listing keeps its order")
+		require.Equal(t, map[int64][2]string{seq[0]: {"s1", ""}, seq[1]: {"s1", ""}, plain.ID: {"", ""}}, got)
+	}
+	list, err := tb.client.ListJobs(tb.ctx, "jk", nil)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	require.Equal(t, [2]string{"", "acme"}, keys(list[0]))
+	require.Equal(t, [2]string{"", "globex"}, keys(list[1]))
+
+	// Archived: the sequence key stays, the limit key does not.
+	claimed, err := tb.client.ClaimJobs(tb.ctx, "js", &pgmsg.ClaimJobsOpts{Max: 3})
+	require.NoError(t, err)
+	require.Len(t, claimed, 2, "the sequence's head and the plain job")
+	for _, j := range claimed {
+		require.NoError(t, tb.client.Complete(tb.ctx, j))
+	}
+	require.Equal(t, pgmsg.JobStateCompleted, get(seq[0]).State)
+	require.Equal(t, [2]string{"s1", ""}, keys(get(seq[0])))
+	claimed, err = tb.client.ClaimJobs(tb.ctx, "jk", &pgmsg.ClaimJobsOpts{Max: 2})
+	require.NoError(t, err)
+	require.Len(t, claimed, 2)
+	byID := map[int64]*pgmsg.Job{claimed[0].ID: claimed[0], claimed[1].ID: claimed[1]}
+	require.Equal(t, [2]string{"", "acme"}, keys(get(given.ID)), "running")
+	require.NoError(t, tb.client.Complete(tb.ctx, byID[given.ID]))
+	require.Equal(t, [2]string{"", ""}, keys(get(given.ID)))
+
+	// Dead: still live, both kept.
+	_, err = tb.client.Fail(tb.ctx, byID[field.ID], errors.New("boom"), &pgmsg.FailOpts{Dead: true})
+	require.NoError(t, err)
+	dead, err := tb.client.ListDeadJobs(tb.ctx, "jk", nil)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	require.Equal(t, [2]string{"", "globex"}, keys(dead[0]))
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/store"
 )
 
 // Sequence is a sequence of a queue (EnqueueParams.SequenceKey) that has
@@ -79,4 +80,79 @@ func (c *Client) ResumeSequence(ctx context.Context, queue, key string) (bool, e
 		return false, errs.New(errs.InvalidArgument, "sequence key must be 1 to %d bytes, got %d", SequenceKeyMaxBytes, len(key))
 	}
 	return c.queues.SequenceResume(ctx, queue, key)
+}
+
+// SequenceJob is one job of a sequence, as GetSequence reports it.
+type SequenceJob struct {
+	ID          int64      `json:"id"`
+	State       JobState   `json:"state"`
+	AttemptedAt *time.Time `json:"attempted_at,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+}
+
+// SequenceJobs is one sequence's progress, as GetSequence reports it.
+type SequenceJobs struct {
+	Queue string `json:"queue"`
+	Key   string `json:"key"`
+	// Head is the job that runs or runs next (nil: none, the sequence is
+	// held or has no live job).
+	Head *SequenceJob `json:"head,omitempty"`
+	// Pending are the first jobs waiting behind the head, in the order
+	// they will run (at most GetSequenceOpts.Limit), of PendingTotal.
+	Pending      []*SequenceJob `json:"pending"`
+	PendingTotal int64          `json:"pending_total"`
+	// Held is the dead or cancelled job that holds the sequence (nil: not
+	// held), HeldReason why ("dead" or "cancelled").
+	Held       *SequenceJob `json:"held,omitempty"`
+	HeldReason string       `json:"held_reason,omitempty"`
+	// Last is the sequence's most recently archived job (completed or
+	// cancelled) among the queue's SequenceRecentArchived newest archived
+	// jobs (nil: none there).
+	Last *SequenceJob `json:"last,omitempty"`
+}
+
+// SequenceRecentArchived is how many of a queue's newest archived jobs
+// GetSequence reads to find a sequence's last one: the archive has no
+// index by sequence.
+const SequenceRecentArchived = store.SequenceRecentArchived
+
+// GetSequenceOpts are options of GetSequence; nil means defaults.
+type GetSequenceOpts struct {
+	// Limit is the most pending jobs returned, 1 to 1,000; 0 means 20.
+	Limit int
+}
+
+// GetSequence returns the progress of queue's sequence key: the job that
+// runs or runs next, the first jobs waiting behind it in order, the job
+// holding it if it is held, and its last archived job. It fails with
+// ErrUnknownQueue, and ErrInvalidArgument for a key that is not 1 to
+// SequenceKeyMaxBytes bytes or a Limit out of range. A key with no job is
+// an empty answer, not an error.
+func (c *Client) GetSequence(ctx context.Context, queue, key string, opts *GetSequenceOpts) (*SequenceJobs, error) {
+	if key == "" || len(key) > SequenceKeyMaxBytes {
+		return nil, errs.New(errs.InvalidArgument, "sequence key must be 1 to %d bytes, got %d", SequenceKeyMaxBytes, len(key))
+	}
+	limit := 20
+	if opts != nil && opts.Limit != 0 {
+		limit = opts.Limit
+	}
+	if limit < 1 || limit > 1000 {
+		return nil, errs.New(errs.InvalidArgument, "limit must be from 1 to 1000, got %d", limit)
+	}
+	r, err := c.queues.SequenceJobs(ctx, queue, key, limit)
+	if err != nil {
+		return nil, err
+	}
+	conv := func(j *store.SequenceJob) *SequenceJob {
+		if j == nil {
+			return nil
+		}
+		return &SequenceJob{ID: j.ID, State: JobState(j.State), AttemptedAt: j.AttemptedAt, FinishedAt: j.FinishedAt}
+	}
+	out := &SequenceJobs{Queue: queue, Key: key, Head: conv(r.Head), Held: conv(r.Held), HeldReason: r.HeldReason,
+		Last: conv(r.Last), PendingTotal: r.PendingTotal, Pending: make([]*SequenceJob, len(r.Pending))}
+	for i := range r.Pending {
+		out.Pending[i] = conv(&r.Pending[i])
+	}
+	return out, nil
 }

@@ -300,3 +300,48 @@ func TestSequenceWorkerClaimsNextAfterCompletion(t *testing.T) {
 	}
 	require.Equal(t, "01234", got)
 }
+
+// TestGetSequence: a sequence's head, pending jobs in order, last
+// archived job and hold.
+func TestGetSequence(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.queue(t, "gs", pgmsg.QueueConfig{MaxAttempts: 1})
+	ids := tb.enqueueN(t, "gs", 4, func(int) pgmsg.EnqueueParams { return pgmsg.EnqueueParams{SequenceKey: "a"} })
+	require.NoError(t, tb.client.Complete(tb.ctx, tb.claimOne(t, "gs", ids[0])))
+	running := tb.claimOne(t, "gs", ids[1])
+
+	s, err := tb.client.GetSequence(tb.ctx, "gs", "a", &pgmsg.GetSequenceOpts{Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, ids[1], s.Head.ID)
+	require.Equal(t, pgmsg.JobStateRunning, s.Head.State)
+	require.NotNil(t, s.Head.AttemptedAt)
+	require.Len(t, s.Pending, 1, "the limit")
+	require.Equal(t, ids[2], s.Pending[0].ID)
+	require.Equal(t, int64(2), s.PendingTotal)
+	require.Equal(t, ids[0], s.Last.ID)
+	require.Equal(t, pgmsg.JobStateCompleted, s.Last.State)
+	require.Nil(t, s.Held)
+
+	_, err = tb.client.Fail(tb.ctx, running, errors.New("boom"), &pgmsg.FailOpts{Dead: true})
+	require.NoError(t, err)
+	s, err = tb.client.GetSequence(tb.ctx, "gs", "a", nil)
+	require.NoError(t, err)
+	require.Nil(t, s.Head, "held")
+	require.Equal(t, ids[1], s.Held.ID)
+	require.Equal(t, "dead", s.HeldReason)
+	require.Equal(t, []int64{ids[2], ids[3]}, []int64{s.Pending[0].ID, s.Pending[1].ID})
+
+	s, err = tb.client.GetSequence(tb.ctx, "gs", "none", nil)
+	require.NoError(t, err)
+	require.Nil(t, s.Head)
+	require.Empty(t, s.Pending)
+	require.Nil(t, s.Last)
+
+	_, err = tb.client.GetSequence(tb.ctx, "nope", "a", nil)
+	require.ErrorIs(t, err, pgmsg.ErrUnknownQueue)
+	_, err = tb.client.GetSequence(tb.ctx, "gs", "", nil)
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+	_, err = tb.client.GetSequence(tb.ctx, "gs", "a", &pgmsg.GetSequenceOpts{Limit: 1001})
+	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
+}

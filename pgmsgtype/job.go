@@ -91,6 +91,14 @@ type Job struct {
 	DependsOn   []int64 `json:"depends_on,omitempty"`
 	DepsWaiting int     `json:"deps_waiting,omitempty"`
 	WorkflowID  int64   `json:"workflow_id,omitempty"`
+	// SequenceKey and LimitKey are the job's sequence key
+	// (pgmsg.EnqueueParams.SequenceKey) and per-key limit key
+	// (pgmsg.EnqueueParams.LimitKey, or the one taken from its payload's
+	// field), "" for none, as pgmsg.Client.GetJob and pgmsg.Client.ListJobs see them;
+	// claims do not carry them. The archive keeps the sequence key but not
+	// the limit key: a completed or cancelled job has none.
+	SequenceKey string `json:"sequence_key,omitempty"`
+	LimitKey    string `json:"limit_key,omitempty"`
 }
 
 // SetResult encodes v as JSON (a json.RawMessage is taken as it is) and

@@ -284,6 +284,8 @@ func newQueueJob(g *globals) *cobra.Command {
 			row("timeout", timeout)
 			row("worker", dash(j.Worker))
 			row("unique key", dash(j.UniqueKey))
+			row("sequence key", dash(j.SequenceKey))
+			row("limit key", dash(j.LimitKey))
 			row("payload", string(jj.Payload)+" ("+jj.PayloadEncoding+")")
 			row("tags", dash(strings.Join(j.Tags, ", ")))
 			row("metadata", dash(string(j.Metadata)))

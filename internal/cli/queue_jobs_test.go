@@ -102,6 +102,20 @@ func TestQueueJobCLI(t *testing.T) {
 	require.JSONEq(t, `"done"`, string(done.Result))
 	require.Contains(t, s.fail("", "queue", "job", "999999"), "unknown job")
 	require.Contains(t, s.fail("", "queue", "job", "x"), "positive integer")
+
+	// A job's sequence key, and a limit key taken from the payload.
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "enqueue", "jq", `{}`, "--sequence-key", "acct-7", "-o", "json")), &res))
+	require.Regexp(t, `sequence key\s+acct-7\n`, s.ok("", "queue", "job", strconv.FormatInt(res[0].ID, 10)))
+	s.ok("", "queue", "create", "jl", "--key-limit", "1", "--key-field", "tenant")
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "enqueue", "jl", `{"tenant":"acme"}`, "-o", "json")), &res))
+	text = s.ok("", "queue", "job", strconv.FormatInt(res[0].ID, 10))
+	require.Regexp(t, `limit key\s+acme\n`, text)
+	require.Regexp(t, `sequence key\s+-\n`, text)
+	var keyed struct {
+		LimitKey string `json:"limit_key"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "job", strconv.FormatInt(res[0].ID, 10), "-o", "json")), &keyed))
+	require.Equal(t, "acme", keyed.LimitKey)
 }
 
 // queue jobs QUEUE lists jobs by id with filters and pages.

@@ -21,7 +21,13 @@ const (
 	recordsLimitDefault = 50
 	recordsLimitMax     = 500
 	eventsLimit         = 20
-	bodyMaxBytes        = 64 << 10
+	// sequencePending is how many of a sequence's waiting jobs the job
+	// page lists; limitKeysRead how many limit keys the queue page reads
+	// (by key) to rank by running jobs, limitKeysTop how many it shows.
+	sequencePending = 20
+	limitKeysRead   = 1000
+	limitKeysTop    = 10
+	bodyMaxBytes    = 64 << 10
 )
 
 // routes registers the dashboard's own endpoints: what the pages need and
@@ -36,6 +42,8 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("POST "+Prefix+"api/tokens", h.admin(h.createToken))
 	h.mux.HandleFunc("POST "+Prefix+"api/tokens/{id}/revoke", h.admin(h.revokeToken))
 	h.mux.HandleFunc("POST "+Prefix+"api/jobs/{id}/cancel", h.admin(h.cancelJob))
+	h.mux.HandleFunc("GET "+Prefix+"api/sequence", h.read(h.sequence))
+	h.mux.HandleFunc("GET "+Prefix+"api/queue-limits", h.read(h.queueLimits))
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, s *session) error
@@ -315,6 +323,76 @@ func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request, _ *session) 
 		return err
 	}
 	return writeJSON(w, map[string]any{"id": id, "cancelled": ok})
+}
+
+// sequence answers the progress of one sequence of a queue
+// (?queue=&key=): the job that runs or runs next, the first waiting ones
+// in order, the job holding it, and its last archived job.
+func (h *Handler) sequence(w http.ResponseWriter, r *http.Request, _ *session) error {
+	q := r.URL.Query()
+	if err := pgmsg.ValidateName("queue", q.Get("queue")); err != nil {
+		return err
+	}
+	s, err := h.client.GetSequence(r.Context(), q.Get("queue"), q.Get("key"), &pgmsg.GetSequenceOpts{Limit: sequencePending})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, s)
+}
+
+// queueLimits answers a queue's concurrency settings (max_running, the
+// per-key limit and its key field), its limit keys with the most running
+// jobs (the top limitKeysTop of the first limitKeysRead keys, by key; the
+// answer says when there were more), and how many sequences have live
+// jobs or are held (of the first limitKeysRead).
+func (h *Handler) queueLimits(w http.ResponseWriter, r *http.Request, _ *session) error {
+	name := r.URL.Query().Get("queue")
+	if err := pgmsg.ValidateName("queue", name); err != nil {
+		return err
+	}
+	queues, err := h.client.ListQueues(r.Context())
+	if err != nil {
+		return err
+	}
+	var cfg *pgmsg.Queue
+	for _, q := range queues {
+		if q.Name == name {
+			cfg = q
+		}
+	}
+	if cfg == nil {
+		return fmt.Errorf("%w: unknown queue %q", pgmsg.ErrUnknownQueue, name)
+	}
+	keys := []*pgmsg.LimitKey{}
+	if cfg.KeyLimit > 0 {
+		if keys, err = h.client.ListLimitKeys(r.Context(), name, &pgmsg.ListLimitKeysOpts{Limit: limitKeysRead}); err != nil {
+			return err
+		}
+	}
+	seqs, err := h.client.ListSequences(r.Context(), name, &pgmsg.ListSequencesOpts{Limit: limitKeysRead})
+	if err != nil {
+		return err
+	}
+	held := 0
+	for _, s := range seqs {
+		if s.HeldJobID != 0 {
+			held++
+		}
+	}
+	top := append([]*pgmsg.LimitKey(nil), keys...)
+	sort.SliceStable(top, func(i, j int) bool { return top[i].Running > top[j].Running })
+	if len(top) > limitKeysTop {
+		top = top[:limitKeysTop]
+	}
+	if top == nil {
+		top = []*pgmsg.LimitKey{}
+	}
+	return writeJSON(w, map[string]any{
+		"queue": name, "max_running": cfg.MaxRunning, "rate_limit": cfg.RateLimit,
+		"key_limit": cfg.KeyLimit, "key_field": cfg.KeyField,
+		"limit_keys": len(keys), "limit_keys_more": len(keys) == limitKeysRead, "top_keys": top,
+		"sequences": len(seqs), "sequences_more": len(seqs) == limitKeysRead, "sequences_held": held,
+	})
 }
 
 // invalid is a client's mistake in a parameter: 400 invalid_argument.

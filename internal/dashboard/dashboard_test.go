@@ -485,3 +485,59 @@ func TestForwardedNotCached(t *testing.T) {
 		require.Equal(t, "no-store", res.header.Get("Cache-Control"), "%s: %d", p, res.status)
 	}
 }
+
+// TestSequenceAndLimitsAPI: the job page's sequence progress and the queue
+// page's limits, to a read-only session, and their refusals.
+func TestSequenceAndLimitsAPI(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateQueue(tb.ctx, "lim", pgmsg.QueueConfig{KeyLimit: 1, MaxRunning: 7})
+	require.NoError(t, err)
+	for _, p := range []pgmsg.EnqueueParams{{LimitKey: "a"}, {LimitKey: "a"}, {LimitKey: "b"}} {
+		_, err := tb.client.Enqueue(tb.ctx, "lim", p, nil)
+		require.NoError(t, err)
+	}
+	seq := make([]int64, 2)
+	for i := range seq {
+		r, err := tb.client.Enqueue(tb.ctx, "lim", pgmsg.EnqueueParams{SequenceKey: "s"}, nil)
+		require.NoError(t, err)
+		seq[i] = r.ID
+	}
+	var lim struct {
+		MaxRunning int               `json:"max_running"`
+		KeyLimit   int               `json:"key_limit"`
+		LimitKeys  int               `json:"limit_keys"`
+		TopKeys    []*pgmsg.LimitKey `json:"top_keys"`
+		Sequences  int               `json:"sequences"`
+	}
+	res := tb.do(t, request{method: http.MethodGet, path: Prefix + "api/queue-limits?queue=lim", cookie: tb.reader})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	res.json(t, &lim)
+	require.Equal(t, 7, lim.MaxRunning)
+	require.Equal(t, 1, lim.KeyLimit)
+	require.Equal(t, 2, lim.LimitKeys)
+	require.Len(t, lim.TopKeys, 2)
+	require.Equal(t, int64(1), lim.TopKeys[0].Pending+lim.TopKeys[1].Pending, "a's second job waits")
+	require.Equal(t, 1, lim.Sequences)
+
+	var sq pgmsg.SequenceJobs
+	res = tb.do(t, request{method: http.MethodGet, path: Prefix + "api/sequence?queue=lim&key=s", cookie: tb.reader})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	res.json(t, &sq)
+	require.Equal(t, seq[0], sq.Head.ID)
+	require.Len(t, sq.Pending, 1)
+	require.Equal(t, seq[1], sq.Pending[0].ID)
+
+	for path, code := range map[string]int{
+		"api/queue-limits":                  http.StatusBadRequest,
+		"api/queue-limits?queue=nope":       http.StatusNotFound,
+		"api/sequence?queue=lim":            http.StatusBadRequest,
+		"api/sequence?queue=nope&key=s":     http.StatusNotFound,
+		"api/sequence?queue=bad%20name&key": http.StatusBadRequest,
+	} {
+		res := tb.do(t, request{method: http.MethodGet, path: Prefix + path, cookie: tb.reader})
+		require.Equal(t, code, res.status, "%s: %s", path, res.body)
+	}
+	res = tb.do(t, request{method: http.MethodGet, path: Prefix + "api/sequence?queue=lim&key=s"})
+	require.Equal(t, http.StatusUnauthorized, res.status)
+}

@@ -29,13 +29,16 @@ func (q *Queries) ArchivePrune(ctx context.Context, db DBTX, arg ArchivePrunePar
 }
 
 const deadList = `-- name: DeadList :many
-SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
-       attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
-       lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
-       finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result, tags::text[],
-       metadata::jsonb -- the shape of JobGet
-FROM pgmsg.dead_list($1::text, $2::text, $3::integer, $4::bigint)
+SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coalesce(g.kind, '')::text AS kind, g.payload::bytea AS payload, g.priority::integer AS priority,
+       g.attempt::integer AS attempt, g.max_attempts::integer AS max_attempts, coalesce(g.lease_token, 0)::bigint AS lease_token,
+       g.lease_expires_at::timestamptz AS lease_expires_at, g.run_at::timestamptz AS run_at, g.enqueued_at::timestamptz AS enqueued_at, g.attempted_at::timestamptz AS attempted_at,
+       g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
+       g.errors::jsonb AS errors, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result, g.tags::text[] AS tags,
+       g.metadata::jsonb AS metadata, coalesce(j.sequence_key, '')::text AS sequence_key,
+       coalesce(j.limit_key, '')::text AS limit_key -- the shape of JobGet
+FROM pgmsg.dead_list($1::text, $2::text, $3::integer, $4::bigint) g
+LEFT JOIN pgmsg.job j ON j.id = g.id
+ORDER BY 1
 `
 
 type DeadListParams struct {
@@ -68,6 +71,8 @@ type DeadListRow struct {
 	Result         []byte
 	Tags           []string
 	Metadata       []byte
+	SequenceKey    string
+	LimitKey       string
 }
 
 func (q *Queries) DeadList(ctx context.Context, db DBTX, arg DeadListParams) ([]*DeadListRow, error) {
@@ -107,6 +112,8 @@ func (q *Queries) DeadList(ctx context.Context, db DBTX, arg DeadListParams) ([]
 			&i.Result,
 			&i.Tags,
 			&i.Metadata,
+			&i.SequenceKey,
+			&i.LimitKey,
 		); err != nil {
 			return nil, err
 		}
@@ -547,14 +554,18 @@ func (q *Queries) JobFail(ctx context.Context, db DBTX, arg JobFailParams) (*Job
 }
 
 const jobGet = `-- name: JobGet :one
-SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
-       attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
-       lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
-       finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
-       progress::jsonb, result::jsonb, tags::text[], metadata::jsonb, depends_on::bigint[],
-       coalesce(deps_waiting, 0)::integer AS deps_waiting, coalesce(workflow_id, 0)::bigint AS workflow_id
-FROM pgmsg.job_get($1::bigint)
+SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coalesce(g.kind, '')::text AS kind, g.payload::bytea AS payload, g.priority::integer AS priority,
+       g.attempt::integer AS attempt, g.max_attempts::integer AS max_attempts, coalesce(g.lease_token, 0)::bigint AS lease_token,
+       g.lease_expires_at::timestamptz AS lease_expires_at, g.run_at::timestamptz AS run_at, g.enqueued_at::timestamptz AS enqueued_at, g.attempted_at::timestamptz AS attempted_at,
+       g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
+       g.errors::jsonb AS errors, coalesce((extract(epoch FROM g.timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
+       g.progress::jsonb AS progress, g.result::jsonb AS result, g.tags::text[] AS tags, g.metadata::jsonb AS metadata,
+       coalesce(j.sequence_key, a.sequence_key, '')::text AS sequence_key, coalesce(j.limit_key, '')::text AS limit_key,
+       g.depends_on::bigint[] AS depends_on, coalesce(g.deps_waiting, 0)::integer AS deps_waiting,
+       coalesce(g.workflow_id, 0)::bigint AS workflow_id
+FROM pgmsg.job_get($1::bigint) g
+LEFT JOIN pgmsg.job j ON j.id = g.id
+LEFT JOIN pgmsg.job_archive a ON a.id = g.id
 `
 
 type JobGetRow struct {
@@ -580,11 +591,15 @@ type JobGetRow struct {
 	Result         []byte
 	Tags           []string
 	Metadata       []byte
+	SequenceKey    string
+	LimitKey       string
 	DependsOn      []int64
 	DepsWaiting    int32
 	WorkflowID     int64
 }
 
+// The job's sequence and limit keys are read from its row (job_get does
+// not return them); the archive keeps no limit key.
 func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, error) {
 	row := db.QueryRow(ctx, jobGet, id)
 	var i JobGetRow
@@ -611,6 +626,8 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, er
 		&i.Result,
 		&i.Tags,
 		&i.Metadata,
+		&i.SequenceKey,
+		&i.LimitKey,
 		&i.DependsOn,
 		&i.DepsWaiting,
 		&i.WorkflowID,
@@ -619,15 +636,20 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, er
 }
 
 const jobList = `-- name: JobList :many
-SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
-       attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
-       lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
-       finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
-       progress::jsonb, result::jsonb, tags::text[], metadata::jsonb -- the shape of JobGet
+SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coalesce(g.kind, '')::text AS kind, g.payload::bytea AS payload, g.priority::integer AS priority,
+       g.attempt::integer AS attempt, g.max_attempts::integer AS max_attempts, coalesce(g.lease_token, 0)::bigint AS lease_token,
+       g.lease_expires_at::timestamptz AS lease_expires_at, g.run_at::timestamptz AS run_at, g.enqueued_at::timestamptz AS enqueued_at, g.attempted_at::timestamptz AS attempted_at,
+       g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
+       g.errors::jsonb AS errors, coalesce((extract(epoch FROM g.timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
+       g.progress::jsonb AS progress, g.result::jsonb AS result, g.tags::text[] AS tags, g.metadata::jsonb AS metadata,
+       coalesce(j.sequence_key, a.sequence_key, '')::text AS sequence_key,
+       coalesce(j.limit_key, '')::text AS limit_key -- the shape of JobGet
 FROM pgmsg.job_list($1::text, $2::text, $3::text, $4::timestamptz,
                     $5::timestamptz, $6::integer, $7::bigint, $8::text,
-                    $9::text)
+                    $9::text) g
+LEFT JOIN pgmsg.job j ON j.id = g.id
+LEFT JOIN pgmsg.job_archive a ON a.id = g.id
+ORDER BY CASE WHEN $9::text = 'desc' THEN -g.id ELSE g.id END
 `
 
 type JobListParams struct {
@@ -665,6 +687,8 @@ type JobListRow struct {
 	Result         []byte
 	Tags           []string
 	Metadata       []byte
+	SequenceKey    string
+	LimitKey       string
 }
 
 func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*JobListRow, error) {
@@ -709,6 +733,8 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*J
 			&i.Result,
 			&i.Tags,
 			&i.Metadata,
+			&i.SequenceKey,
+			&i.LimitKey,
 		); err != nil {
 			return nil, err
 		}

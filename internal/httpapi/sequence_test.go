@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -51,6 +52,26 @@ func TestSequencesHTTP(t *testing.T) {
 	require.Equal(t, pgmsg.JobStateAvailable, j.State)
 	tb.do(t, http.MethodPost, "/v1/queues/sq/sequences/acct-1/resume", tb.admin, nil).json(t, &resumed)
 	require.False(t, resumed.Resumed)
+
+	// A job's sequence key, alone and in the list.
+	var one struct {
+		SequenceKey string  `json:"sequence_key"`
+		LimitKey    *string `json:"limit_key"`
+	}
+	tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", res.Jobs[1].ID), tb.admin, nil).json(t, &one)
+	require.Equal(t, "acct-1", one.SequenceKey)
+	require.Nil(t, one.LimitKey, "absent: none")
+	var listed struct {
+		Jobs []struct {
+			ID          int64  `json:"id"`
+			SequenceKey string `json:"sequence_key"`
+		} `json:"jobs"`
+	}
+	tb.do(t, http.MethodGet, "/v1/queues/sq/jobs", tb.admin, nil).json(t, &listed)
+	require.Len(t, listed.Jobs, 2)
+	for _, j := range listed.Jobs {
+		require.Equal(t, "acct-1", j.SequenceKey, "job %d", j.ID)
+	}
 
 	// Bad input: 400, nothing written.
 	for _, j := range []map[string]any{

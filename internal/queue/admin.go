@@ -334,3 +334,8 @@ func (q *Queues) SequenceResume(ctx context.Context, queue, key string) (bool, e
 func (q *Queues) KeyLimitList(ctx context.Context, queue string, limit int, afterKey string) ([]store.LimitKey, error) {
 	return q.store.KeyLimitList(ctx, q.pool, queue, limit, afterKey)
 }
+
+// SequenceJobs returns a sequence's jobs (store.SequenceJobs).
+func (q *Queues) SequenceJobs(ctx context.Context, queue, key string, limit int) (*store.SequenceJobsResult, error) {
+	return q.store.SequenceJobs(ctx, q.pool, queue, key, limit)
+}

@@ -208,6 +208,11 @@ type JobJSON struct {
 	DependsOn   []int64 `json:"depends_on,omitempty"`
 	DepsWaiting int     `json:"deps_waiting,omitempty"`
 	WorkflowID  int64   `json:"workflow_id,omitempty"`
+	// SequenceKey and LimitKey are the job's sequence and per-key limit
+	// keys; absent: none, or not returned by this call (claims). An
+	// archived job keeps no limit key.
+	SequenceKey string `json:"sequence_key,omitempty"`
+	LimitKey    string `json:"limit_key,omitempty"`
 }
 
 // EncodeJob renders a job with its payload in enc (auto, json, text, base64).
@@ -216,7 +221,7 @@ func EncodeJob(j *pgmsg.Job, enc string) JobJSON {
 		MaxAttempts: j.MaxAttempts, LeaseToken: j.LeaseToken, LeaseExpiresAt: UTCPtr(j.LeaseExpiresAt), RunAt: UTCPtr(j.RunAt),
 		EnqueuedAt: j.EnqueuedAt.UTC(), FinishedAt: UTCPtr(j.FinishedAt), UniqueKey: j.UniqueKey, Errors: j.Errors,
 		Progress: j.Progress, Result: j.Result, Tags: j.Tags, Metadata: j.Metadata, DependsOn: j.DependsOn,
-		DepsWaiting: j.DepsWaiting, WorkflowID: j.WorkflowID}
+		DepsWaiting: j.DepsWaiting, WorkflowID: j.WorkflowID, SequenceKey: j.SequenceKey, LimitKey: j.LimitKey}
 	if j.Timeout > 0 {
 		out.Timeout = j.Timeout.String()
 	}

@@ -62,6 +62,7 @@ func TestChaosSmoke(t *testing.T) {
 		DLQConsumers:  2,
 		Enqueuers:     1,
 		Workers:       2,
+		KindWorkers:   2,
 		HTTPProducers: 1,
 		HTTPConsumers: 1,
 		Rate:          100,
@@ -252,6 +253,7 @@ func TestChaosLong(t *testing.T) {
 		DLQConsumers:   2,
 		Enqueuers:      envInt(t, "PGMSG_CHAOS_ENQUEUERS", 1),
 		Workers:        3,
+		KindWorkers:    2,
 		HTTPProducers:  1,
 		HTTPConsumers:  2,
 		Rate:           envInt(t, "PGMSG_CHAOS_RATE", 300),
@@ -326,6 +328,9 @@ func runChaosResult(t *testing.T, o Options) *Result {
 	}
 	if o.DLQConsumers > 0 && res.Report.DeadLettered == 0 {
 		t.Errorf("the dead-letter group set no poison record aside: the check of MaxDeliveries proved nothing")
+	}
+	if k := res.Report.Kinds; o.KindWorkers > 0 && (k.DepsChecked == 0 || k.SeqPairs == 0 || k.Limited == 0 || k.Starts == 0) {
+		t.Errorf("the workflow, sequence and key-limit checks had nothing to check: %+v", k)
 	}
 	if !res.Report.OK() {
 		t.Errorf("invariants violated (work directory %s):\n%s", res.Dir, strings.Join(res.Report.Violations, "\n"))

@@ -29,6 +29,10 @@ type DBState struct {
 	// DeadLetters holds the records of the dead-letter topic: the ids they
 	// hold by source partition and offset.
 	DeadLetters map[int32]map[int64][]string
+	// KindJobs are the kinds queue's jobs, live and archived, and
+	// KindsKeyLimit its per-key limit.
+	KindJobs      map[int64]KindJob
+	KindsKeyLimit int
 }
 
 // JobRow is a live job at the end of a run.
@@ -98,6 +102,9 @@ type Report struct {
 	DiskFullPub, DiskFullEnq int
 	// MaintRuns counts the maintenance leaders' runs.
 	MaintRuns int
+	// Kinds are the figures of the workflow, sequence and per-key limit
+	// jobs (checkKinds).
+	Kinds KindStats
 
 	TornLines  int
 	Violations []string
@@ -145,6 +152,7 @@ func Check(events []Event, db *DBState, txGroups []string) *Report {
 	checkLog(r, events, db)
 	checkGroups(r, events, db, txGroups)
 	checkQueue(r, events, db)
+	checkKinds(r, events, db)
 	return r
 }
 
@@ -593,6 +601,9 @@ func (r *Report) Summary() string {
 	}
 	fmt.Fprintf(&b, "queue: %d enqueues acknowledged (%d unknown), %d completed, %d dead (%d poison), lost %d, unfinished %d, completed twice %d, extra attempts %d, stale completions refused %d\n",
 		r.Enqueued, r.EnqUnknown, r.JobsCompleted, r.JobsDead, r.JobsPoisonDead, r.JobsLost, r.JobsUnfinished, r.JobsDoubleDone, r.JobRunsDup, r.JobDoneRejected)
+	if r.Kinds.Enqueued > 0 {
+		b.WriteString(r.kindsSummary())
+	}
 	if r.SoakCommits > 0 {
 		fmt.Fprintf(&b, "group g-run: %d records delivered in %d accepted commits; every cursor at the end\n", r.SoakDelivered, r.SoakCommits)
 	}

@@ -188,3 +188,111 @@ func TestOptionsCheck(t *testing.T) {
 		t.Errorf("DiskFull run without the kind: %v", o.Faults)
 	}
 }
+
+// goodKinds is a consistent kinds history: a diamond workflow (10, then
+// 11 and 12, then 13), a sequence (20..23, 22 dead and passed over) and
+// four jobs of limit key k (limit 2), times on the database's clock.
+func goodKinds() ([]Event, *DBState) {
+	ev, db := goodHistory()
+	db.KindsKeyLimit = 2
+	db.KindJobs = map[int64]KindJob{
+		10: {State: "completed", AttemptedAt: 100, FinishedAt: 200},
+		11: {State: "completed", DependsOn: []int64{10}, AttemptedAt: 210, FinishedAt: 300},
+		12: {State: "completed", DependsOn: []int64{10}, AttemptedAt: 220, FinishedAt: 310},
+		13: {State: "completed", DependsOn: []int64{11, 12}, AttemptedAt: 320, FinishedAt: 400},
+		20: {State: "completed", SequenceKey: "s", AttemptedAt: 100, FinishedAt: 150},
+		21: {State: "completed", SequenceKey: "s", AttemptedAt: 170, FinishedAt: 180},
+		22: {State: "dead", SequenceKey: "s", AttemptedAt: 190, FinishedAt: 195},
+		23: {State: "completed", SequenceKey: "s", AttemptedAt: 200, FinishedAt: 210},
+		30: {State: "completed", LimitKey: "k", AttemptedAt: 100, FinishedAt: 200},
+		31: {State: "completed", LimitKey: "k", AttemptedAt: 150, FinishedAt: 250},
+		32: {State: "completed", LimitKey: "k", AttemptedAt: 201, FinishedAt: 300},
+		33: {State: "completed", LimitKey: "k", AttemptedAt: 260, FinishedAt: 300},
+		// Its dependency went dead: cancelled, never run.
+		40: {State: "dead", AttemptedAt: 100, FinishedAt: 110},
+		41: {State: "cancelled", DependsOn: []int64{40}, FinishedAt: 110},
+	}
+	for id := range db.KindJobs {
+		ev = append(ev, Event{K: "kenq", T: 1, JID: id, Kind: "x"})
+	}
+	// The kworkers' starts: 21's first attempt failed at 160, 31 was
+	// claimed twice.
+	ev = append(ev, Event{K: "krun", T: 2, JID: 21, At: 160}, Event{K: "krun", T: 2, JID: 21, At: 170},
+		Event{K: "krun", T: 2, JID: 31, At: 150}, Event{K: "krun", T: 2, JID: 31, At: 180})
+	return ev, db
+}
+
+func TestCheckerKindsAcceptsConsistentHistory(t *testing.T) {
+	ev, db := goodKinds()
+	r := Check(ev, db, nil)
+	if !r.OK() {
+		t.Fatalf("violations on a consistent history:\n%s", r.Summary())
+	}
+	k := r.Kinds
+	if k.Workflow != 4 || k.Cancelled != 1 || k.Sequence != 4 || k.SeqPairs != 3 || k.Limited != 4 || k.MaxPerKey != 2 || k.DepsChecked != 4 {
+		t.Fatalf("figures: %+v", k)
+	}
+}
+
+// Each case breaks one invariant of the kinds queue; the checker must
+// name it.
+func TestCheckerKindsCatchesViolations(t *testing.T) {
+	set := func(db *DBState, id int64, f func(j *KindJob)) {
+		j := db.KindJobs[id]
+		f(&j)
+		db.KindJobs[id] = j
+	}
+	cases := []struct {
+		name   string
+		want   string
+		break_ func(ev []Event, db *DBState) []Event
+	}{
+		{"dependent started before a dependency completed (recorded start)", "dep-early", func(ev []Event, db *DBState) []Event {
+			return append(ev, Event{K: "krun", JID: 13, At: 305})
+		}},
+		{"dependent started before a dependency completed (database's start)", "dep-early", func(ev []Event, db *DBState) []Event {
+			set(db, 11, func(j *KindJob) { j.AttemptedAt = 150 })
+			return ev
+		}},
+		{"dependent ran though a dependency went dead", "dep-not-completed", func(ev []Event, db *DBState) []Event {
+			return append(ev, Event{K: "krun", JID: 41, At: 120})
+		}},
+		{"two jobs of a sequence at once", "sequence-overlap", func(ev []Event, db *DBState) []Event {
+			return append(ev, Event{K: "krun", JID: 21, At: 140})
+		}},
+		{"a sequence out of enqueue order", "sequence-overlap", func(ev []Event, db *DBState) []Event {
+			// 23 ran first and finished before 21 and 22 started.
+			set(db, 23, func(j *KindJob) { j.AttemptedAt, j.FinishedAt = 152, 155 })
+			return ev
+		}},
+		{"a later job ran while the earlier never finished", "sequence-overlap", func(ev []Event, db *DBState) []Event {
+			set(db, 22, func(j *KindJob) { j.State, j.FinishedAt = "running", 0 })
+			return ev
+		}},
+		{"three jobs of a key at once, limit 2", "key-limit-exceeded", func(ev []Event, db *DBState) []Event {
+			db.KindJobs[34] = KindJob{State: "completed", LimitKey: "k", AttemptedAt: 160, FinishedAt: 190}
+			return ev
+		}},
+		{"key limit exceeded by a recorded earlier attempt", "key-limit-exceeded", func(ev []Event, db *DBState) []Event {
+			// 32's first attempt (recorded) ran before 30 finished.
+			return append(ev, Event{K: "krun", JID: 32, At: 190})
+		}},
+		{"kinds job lost", "kind-job-lost", func(ev []Event, db *DBState) []Event {
+			return append(ev, Event{K: "kenq", JID: 99, Kind: "seq"})
+		}},
+		{"kinds job unfinished", "kind-job-unfinished", func(ev []Event, db *DBState) []Event {
+			set(db, 33, func(j *KindJob) { j.State = "pending" })
+			return ev
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ev, db := goodKinds()
+			ev = c.break_(ev, db)
+			r := Check(ev, db, nil)
+			if r.ViolationCounts()[c.want] == 0 {
+				t.Fatalf("want a %s violation, got %v:\n%s", c.want, r.ViolationCounts(), r.Summary())
+			}
+		})
+	}
+}

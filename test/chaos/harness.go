@@ -143,6 +143,11 @@ type Options struct {
 	DLQConsumers int
 	Enqueuers    int
 	Workers      int
+	// KindWorkers work the kinds queue (chaos-kinds); when set, every
+	// enqueuer also enqueues a workflow, sequence jobs and per-key limit
+	// jobs there each tick, and the checker checks their invariants
+	// (checkKinds).
+	KindWorkers int
 	// HTTPProducers and HTTPConsumers (group g-http) go through one
 	// `pgmsg serve` process, started when either is non-zero.
 	HTTPProducers  int
@@ -524,6 +529,11 @@ func (h *Harness) setup(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if _, err := client.CreateQueue(ctx, kindsQueue, pgmsg.QueueConfig{
+		MaxAttempts: 3, Lease: h.o.Lease, RetryBackoff: 50 * time.Millisecond, RetryBackoffMax: time.Second, KeyLimit: kindsKeyLimit,
+	}); err != nil {
+		return err
+	}
 	_, err = h.admin.Exec(ctx, `CREATE TABLE public.chaos_effect (grp text NOT NULL, partition int NOT NULL, "offset" bigint NOT NULL, id text NOT NULL)`)
 	return err
 }
@@ -565,8 +575,13 @@ func (h *Harness) startAgents() {
 	// A failed claim is retried record by record: keep the work per
 	// handler call short, or a poison record costs a claim's worth of it.
 	add("dlqconsumer", h.o.DLQConsumers, "-group", groupDLQ, "-lease", lease, "-work", "2ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
-	add("enqueuer", h.o.Enqueuers, "-rate", strconv.Itoa(max(h.o.Rate/4, 1)), "-lock-timeout", "500ms")
+	enqArgs := []string{"-rate", strconv.Itoa(max(h.o.Rate/4, 1)), "-lock-timeout", "500ms"}
+	if h.o.KindWorkers > 0 {
+		enqArgs = append(enqArgs, "-kinds", kindsQueue)
+	}
+	add("enqueuer", h.o.Enqueuers, enqArgs...)
 	add("worker", h.o.Workers, "-lease", lease, "-work", "100ms", "-lock-timeout", "500ms")
+	add("kworker", h.o.KindWorkers, "-queue", kindsQueue, "-lease", lease, "-work", "100ms", "-lock-timeout", "500ms")
 	add("maint", h.o.MaintenanceAgents)
 	if h.o.HTTPProducers+h.o.HTTPConsumers > 0 {
 		port, _ := freePort()
@@ -758,13 +773,13 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 	case FaultKillConsumer:
 		kill("consumer", "txconsumer", "dlqconsumer", "bconsumer")
 	case FaultKillWorker:
-		kill("worker", "bworker")
+		kill("worker", "bworker", "kworker")
 	case FaultKillServe:
 		kill("serve")
 	case FaultPauseMember:
 		pause("consumer", "txconsumer", "dlqconsumer", "bconsumer")
 	case FaultPauseWorker:
-		pause("worker", "bworker")
+		pause("worker", "bworker", "kworker")
 	case FaultPGKill:
 		detail, ok = h.restartServer(ctx, syscall.SIGKILL)
 	case FaultPGImmediate:
@@ -1247,7 +1262,8 @@ func (h *Harness) readState(ctx context.Context) (*DBState, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	rows, err = h.admin.Query(ctx, `SELECT id, state, attempt, coalesce(jsonb_array_length(errors), 0) FROM pgmsg.job`)
+	rows, err = h.admin.Query(ctx, `SELECT id, state, attempt, coalesce(jsonb_array_length(errors), 0) FROM pgmsg.job
+		WHERE queue_id = (SELECT queue_id FROM pgmsg.queue WHERE name = $1)`, queueName)
 	if err != nil {
 		return nil, err
 	}
@@ -1262,7 +1278,8 @@ func (h *Harness) readState(ctx context.Context) (*DBState, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	rows, err = h.admin.Query(ctx, `SELECT id, status FROM pgmsg.job_archive`)
+	rows, err = h.admin.Query(ctx, `SELECT id, status FROM pgmsg.job_archive
+		WHERE queue_id = (SELECT queue_id FROM pgmsg.queue WHERE name = $1)`, queueName)
 	if err != nil {
 		return nil, err
 	}
@@ -1277,7 +1294,51 @@ func (h *Harness) readState(ctx context.Context) (*DBState, error) {
 		}
 		db.Archive[id] = st
 	}
-	return db, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return db, h.readKinds(ctx, db)
+}
+
+// readKinds reads the kinds queue's jobs, live and archived, with their
+// keys, dependencies and times (the database's clock), and its key limit.
+func (h *Harness) readKinds(ctx context.Context, db *DBState) error {
+	db.KindJobs = map[int64]KindJob{}
+	if err := h.admin.QueryRow(ctx, `SELECT coalesce(key_limit, 0) FROM pgmsg.queue WHERE name = $1`, kindsQueue).Scan(&db.KindsKeyLimit); err != nil {
+		return err
+	}
+	rows, err := h.admin.Query(ctx, `
+		SELECT j.id, j.state, coalesce(j.sequence_key, ''), coalesce(j.limit_key, ''), coalesce(j.depends_on, '{}'),
+		       j.attempted_at, j.finalized_at
+		  FROM pgmsg.job j JOIN pgmsg.queue q USING (queue_id) WHERE q.name = $1
+		UNION ALL
+		SELECT a.id, a.status, coalesce(a.sequence_key, ''),
+		       coalesce(convert_from((SELECT p.payload FROM pgmsg.job_payload p WHERE p.id = a.id), 'UTF8')::jsonb->>'lk', ''),
+		       coalesce(a.depends_on, '{}'), a.attempted_at, a.finished_at
+		  FROM pgmsg.job_archive a JOIN pgmsg.queue q USING (queue_id) WHERE q.name = $1`, kindsQueue)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var j KindJob
+		var attempted, finished *time.Time
+		if err := rows.Scan(&id, &j.State, &j.SequenceKey, &j.LimitKey, &j.DependsOn, &attempted, &finished); err != nil {
+			return err
+		}
+		if attempted != nil {
+			j.AttemptedAt = attempted.UnixNano()
+		}
+		if finished != nil {
+			j.FinishedAt = finished.UnixNano()
+		}
+		if _, dup := db.KindJobs[id]; dup {
+			return fmt.Errorf("kinds job %d both live and archived", id)
+		}
+		db.KindJobs[id] = j
+	}
+	return rows.Err()
 }
 
 // faultStats computes, per fault kind, how many were injected and how long

@@ -28,6 +28,11 @@ import (
 //	jrun      jid, tok, att, m    a job claimed (an attempt started)
 //	jdone     jid, tok, m         a completion the database accepted
 //	jdoneerr / jfail / jfailerr   a completion rejected, an attempt failed ...
+//	kenq      jid, uid, kind      a kinds job acknowledged (kind wf, seq or lim)
+//	krun      jid, tok, att, m, at  a kinds job claimed; at: its attempted_at
+//	                              (the database's clock, Unix ns)
+//	kdone / kdoneerr / kfail      a kinds job completed, its completion
+//	                              refused or unknown, an attempt failed
 //	full      kind (pub, enq)     an attempt refused with PM021 (volume full)
 //	maint                         a maintenance run by the leader
 //	fault     kind, start, end, detail   (harness) one injected fault
@@ -57,6 +62,7 @@ type Event struct {
 	Tok    int64    `json:"tok,omitempty"`
 	Att    int      `json:"att,omitempty"`
 	State  string   `json:"state,omitempty"`
+	At     int64    `json:"at,omitempty"`
 
 	Kind   string `json:"kind,omitempty"`
 	Start  int64  `json:"start,omitempty"`

@@ -400,7 +400,7 @@ const STATES = ["available", "scheduled", "running", "retrying", "pending", "dea
 
 async function queuePage(main, queue) {
   const summary = h("div", {}), actionsEl = h("div", { class: "actions" }), jobsEl = h("div", { id: "jobs-box" });
-  const heldEl = h("div", { id: "held-sequences" });
+  const heldEl = h("div", { id: "held-sequences" }), limitsEl = h("div", { id: "queue-limits" });
   const tputEl = h("div", { class: "chart" }), latEl = h("div", { class: "chart" });
   const filter = h("form", { class: "inline", id: "job-filter" },
     h("label", {}, "State", h("select", { name: "state" }, h("option", { value: "" }, "any"), STATES.map((s) => h("option", { value: s }, s)))),
@@ -433,14 +433,16 @@ async function queuePage(main, queue) {
   filter.addEventListener("submit", (ev) => { ev.preventDefault(); cursors = [0]; loadJobs(); });
   main.replaceChildren(h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / queue"), h("h1", {}, queue), summary, actionsEl,
     h("div", { class: "grid" }, h("section", { class: "card", "aria-label": "Throughput" }, tputEl), h("section", { class: "card", "aria-label": "Latency" }, latEl)),
+    h("section", { class: "card", "aria-labelledby": "h-limits" }, h("h2", { id: "h-limits" }, "Limits and sequences"), limitsEl),
     h("section", { class: "card", "aria-labelledby": "h-held" }, h("h2", { id: "h-held" }, "Held sequences"), heldEl),
     h("section", { class: "card", "aria-labelledby": "h-jobs" }, h("h2", { id: "h-jobs" }, "Jobs"), filter, jobsEl));
   const tput = new Chart(tputEl, "Throughput (jobs/s, last minute)", ["jobs/s"]);
   const lat = new Chart(latEl, "Latency enqueue→done (s, last minute)", ["p50", "p99"]);
   let paused = null;
   await poll(async () => {
-    const [st, latency, held] = await Promise.all([api("v1/queues/" + enc(queue)), api("latency"),
-      api(`v1/queues/${enc(queue)}/sequences?held=true&limit=100`)]);
+    const [st, latency, held, limits] = await Promise.all([api("v1/queues/" + enc(queue)), api("latency"),
+      api(`v1/queues/${enc(queue)}/sequences?held=true&limit=100`), api("queue-limits?queue=" + enc(queue))]);
+    replace(limitsEl, ...queueLimitsView(limits).filter(Boolean));
     // A sequence is held when a job of it went dead or was cancelled: its
     // other jobs wait until it is resumed (or the dead job requeued).
     replace(heldEl, table([{ label: "Sequence" }, { label: "Held by", num: true }, { label: "Reason" }, { label: "Since", cls: "hide-narrow" },
@@ -474,7 +476,11 @@ async function jobPage(main, id) {
   const q = enc(j.queue);
   const fields = [["Queue", h("a", { href: "#/queues/" + q }, j.queue)], ["Kind", j.kind || "—"], ["State", h("span", { class: "badge " + j.state, dataset: { stat: "state" } }, j.state)],
     ["Attempt", `${j.attempt} of ${j.max_attempts}`], ["Priority", j.priority], ["Enqueued", when(j.enqueued_at)], ["Run at", when(j.run_at)],
-    ["Attempted", when(j.attempted_at)], ["Finished", when(j.finished_at)], ["Worker", j.worker || "—"], ["Unique key", j.unique_key || "—"], ["Tags", (j.tags || []).join(", ") || "—"]];
+    ["Attempted", when(j.attempted_at)], ["Finished", when(j.finished_at)], ["Worker", j.worker || "—"], ["Unique key", j.unique_key || "—"], ["Tags", (j.tags || []).join(", ") || "—"],
+    ["Sequence key", j.sequence_key || "—"], ["Limit key", j.limit_key || "—"],
+    ["Workflow", j.workflow_id ? h("a", { href: "#/jobs/" + j.workflow_id }, j.workflow_id) : "—"]];
+  const wfEl = h("div", { id: "workflow-box" }), seqEl = h("div", { id: "sequence-box" });
+  const inWorkflow = Boolean(j.workflow_id || (j.depends_on && j.depends_on.length));
   const live = ["available", "scheduled", "running", "retrying"].includes(j.state);
   main.replaceChildren(h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / ", h("a", { href: "#/queues/" + q }, j.queue), " / job"),
     h("h1", {}, "Job " + j.id),
@@ -488,14 +494,165 @@ async function jobPage(main, id) {
     h("section", { class: "card" }, table([{ label: "Field" }, { label: "Value" }], fields.map(([k, v]) => ({ cells: [k, v] })), { id: "job" })),
     h("section", { class: "card", "aria-labelledby": "h-att" }, h("h2", { id: "h-att" }, "Attempts and errors"),
       table([{ label: "Attempt", num: true }, { label: "At" }, { label: "Error", cls: "wrap" }], (j.errors || []).map((e) => ({ cells: [e.attempt, when(e.at), e.error] })), { id: "attempts", empty: "No failed attempts." })),
+    inWorkflow ? h("section", { class: "card", "aria-labelledby": "h-wf" }, h("h2", { id: "h-wf" }, "Workflow"), wfEl) : null,
+    j.sequence_key ? h("section", { class: "card", "aria-labelledby": "h-seq" }, h("h2", { id: "h-seq" }, "Sequence"), seqEl) : null,
     h("section", { class: "card", "aria-labelledby": "h-pl" }, h("h2", { id: "h-pl" }, "Payload"),
       h("pre", { class: "wrap" }, showValue(j.payload, j.payload_encoding, "auto"))));
+  const show = (p, el) => p.catch((e) => el.replaceChildren(h("p", { class: "error", role: "alert" }, e.message)));
+  await Promise.all([inWorkflow ? show(workflowGraph(j.id, wfEl), wfEl) : null, j.sequence_key ? show(sequenceProgress(j, seqEl), seqEl) : null]);
   // A reload after an action redraws this page only while it is the one
   // shown: pushed by a superseded route (its data arrived after the user
   // moved on), it would redraw the page shown now, and wipe what that
   // page shows once (a new token's secret).
   const reload = () => { if (main.gen === routeGen) route(); };
   timers.push({ run: reload, id: null });
+}
+
+// ---- Workflows, sequences and per-key limits ----
+
+const WF_MAX_JOBS = 2000; // jobs of a workflow the graph reads
+const WF_LEVEL_MAX = 12; // a level with more jobs is drawn as one node per state
+const WF_LEVELS_MAX = 40; // levels drawn; deeper ones are counted, not drawn
+const WF_COL = 170, WF_ROW = 40, WF_NODE_W = 140, WF_NODE_H = 26;
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+// svgEl builds an SVG element, as h() builds HTML ones (text by textContent).
+function svgEl(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "dataset") for (const [dk, dv] of Object.entries(v)) el.setAttribute("data-" + dk, dv);
+    else el.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+// workflowLayout turns GetWorkflow's jobs into the graph's nodes (one per
+// job, or per state of a level with more than WF_LEVEL_MAX jobs) and
+// edges (deduplicated between nodes), levels left to right.
+function workflowLayout(jobs) {
+  const levels = [];
+  for (const j of jobs) (levels[j.level] = levels[j.level] || []).push(j);
+  const drawn = levels.slice(0, WF_LEVELS_MAX);
+  const nodes = [], nodeOf = new Map(), collapsed = [];
+  drawn.forEach((js, level) => {
+    js = js || [];
+    if (js.length > WF_LEVEL_MAX) {
+      collapsed.push({ level, jobs: js.length });
+      const byState = new Map();
+      for (const j of js) {
+        let n = byState.get(j.state);
+        if (!n) {
+          n = { key: `L${level}:${j.state}`, level, state: j.state, count: 0, ids: [] };
+          byState.set(j.state, n);
+        }
+        n.count++;
+        n.ids.push(j.id);
+        nodeOf.set(j.id, n);
+      }
+      [...byState.values()].forEach((n, row) => nodes.push(Object.assign(n, { row })));
+    } else {
+      js.forEach((j, row) => {
+        const n = { key: "J" + j.id, level, state: j.state, job: j, row };
+        nodes.push(n);
+        nodeOf.set(j.id, n);
+      });
+    }
+  });
+  const edges = new Map();
+  for (const j of jobs) {
+    const to = nodeOf.get(j.id);
+    if (!to) continue;
+    for (const d of j.depends_on || []) {
+      const from = nodeOf.get(d);
+      if (from && from !== to) edges.set(from.key + ">" + to.key, { from, to });
+    }
+  }
+  const hidden = levels.slice(WF_LEVELS_MAX).reduce((a, js) => a + (js ? js.length : 0), 0);
+  return { nodes, edges: [...edges.values()], levels: drawn.length, collapsed, hidden };
+}
+
+// workflowGraph draws the workflow of job id as an SVG graph: one column
+// per level, an edge from each dependency to its dependent, the state as
+// the node's colour; a click on a job's node opens it.
+async function workflowGraph(id, el) {
+  const res = await api(`v1/jobs/${enc(id)}/workflow?limit=${WF_MAX_JOBS}`);
+  const jobs = res.jobs;
+  const g = workflowLayout(jobs);
+  const rows = Math.max(1, ...g.nodes.map((n) => n.row + 1));
+  const width = g.levels * WF_COL, height = rows * WF_ROW + 10;
+  const pos = (n) => ({ x: n.level * WF_COL + 10, y: n.row * WF_ROW + 10 });
+  const svg = svgEl("svg", { id: "workflow-graph", class: "wf", width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
+    "aria-label": `Workflow of ${jobs.length} jobs in ${g.levels} levels` });
+  for (const e of g.edges) {
+    const a = pos(e.from), b = pos(e.to);
+    const x1 = a.x + WF_NODE_W, y1 = a.y + WF_NODE_H / 2, x2 = b.x, y2 = b.y + WF_NODE_H / 2, mx = (x1 + x2) / 2;
+    svg.append(svgEl("path", { class: "wf-edge", d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, dataset: { from: e.from.key, to: e.to.key } }));
+  }
+  for (const n of g.nodes) {
+    const p = pos(n);
+    const label = n.job ? `${n.job.id}${n.job.kind ? " " + n.job.kind : ""}` : `${n.state} ×${n.count}`;
+    const node = svgEl("g", { class: "wf-node " + n.state + (n.job && String(n.job.id) === String(id) ? " current" : ""),
+      transform: `translate(${p.x},${p.y})`, dataset: n.job ? { job: n.job.id, state: n.state, level: n.level } : { collapsed: n.count, state: n.state, level: n.level } },
+    svgEl("title", {}, n.job ? `Job ${n.job.id}: ${n.state}` : `${n.count} ${n.state} jobs of level ${n.level}`),
+    svgEl("rect", { width: WF_NODE_W, height: WF_NODE_H, rx: 5 }),
+    svgEl("text", { x: 8, y: 17 }, label.length > 20 ? label.slice(0, 19) + "…" : label));
+    if (n.job) {
+      node.setAttribute("tabindex", "0");
+      node.setAttribute("role", "link");
+      const open = () => { location.hash = "#/jobs/" + n.job.id; };
+      node.addEventListener("click", open);
+      node.addEventListener("keydown", (ev) => { if (ev.key === "Enter") open(); });
+    }
+    svg.append(node);
+  }
+  const counts = {};
+  for (const j of jobs) counts[j.state] = (counts[j.state] || 0) + 1;
+  const notes = [];
+  if (jobs.length >= WF_MAX_JOBS) notes.push(`Only the first ${fmt(WF_MAX_JOBS)} jobs are read.`);
+  for (const c of g.collapsed) notes.push(`Level ${c.level}: ${fmt(c.jobs)} jobs, drawn as one node per state.`);
+  if (g.hidden) notes.push(`${fmt(g.hidden)} jobs deeper than level ${WF_LEVELS_MAX - 1} are not drawn.`);
+  el.replaceChildren(
+    h("p", { class: "wf-legend", id: "workflow-states" }, `Workflow ${res.jobs.length ? (jobs[0].workflow_id || jobs[0].id) : id}: ${fmt(jobs.length)} jobs · `,
+      Object.entries(counts).map(([st, n]) => h("span", { class: "badge " + st, dataset: { state: st } }, `${st} ${fmt(n)}`))),
+    notes.length ? h("p", { class: "muted", id: "workflow-notes" }, notes.join(" ")) : null,
+    h("div", { class: "wf-wrap" }, svg));
+}
+
+// sequenceProgress shows the sequence of job j: the job that runs or runs
+// next, the ones waiting behind it in order, the one holding it, the last
+// one archived.
+async function sequenceProgress(j, el) {
+  const sq = await api(`sequence?queue=${enc(j.queue)}&key=${enc(j.sequence_key)}`);
+  const link = (x) => (String(x.id) === String(j.id) ? h("strong", {}, x.id + " (this job)") : h("a", { href: "#/jobs/" + x.id }, x.id));
+  const rows = [];
+  if (sq.last) rows.push({ dataset: { seq: "last" }, cells: ["last archived", link(sq.last), h("span", { class: "badge " + sq.last.state }, sq.last.state), when(sq.last.finished_at)] });
+  if (sq.held) rows.push({ dataset: { seq: "held" }, cells: ["holds the sequence", link(sq.held), h("span", { class: "badge " + sq.held.state }, sq.held_reason), when(sq.held.finished_at)] });
+  if (sq.head) rows.push({ dataset: { seq: "head" }, cells: [sq.head.state === "running" ? "running" : "next", link(sq.head), h("span", { class: "badge " + sq.head.state }, sq.head.state), when(sq.head.attempted_at)] });
+  sq.pending.forEach((p, i) => rows.push({ dataset: { seq: "pending" }, cells: [`waiting #${i + 1}`, link(p), h("span", { class: "badge pending" }, "pending"), "—"] }));
+  el.replaceChildren(h("p", { class: "muted" }, `Sequence ${sq.key}: ${fmt(sq.pending_total)} waiting` +
+      (sq.pending_total > sq.pending.length ? ` (the first ${sq.pending.length} shown)` : "") + (sq.held ? ", held" : "") + "."),
+    table([{ label: "Place" }, { label: "Job", num: true }, { label: "State" }, { label: "At" }], rows, { id: "sequence", empty: "No job of this sequence is live." }));
+}
+
+// queueLimitsView shows a queue's concurrency settings, its limit keys
+// with the most running jobs, and its sequences.
+function queueLimitsView(d) {
+  const settings = [["Max running", d.max_running ? fmt(d.max_running) : "none", "max_running"],
+    ["Rate limit", d.rate_limit ? d.rate_limit + "/s" : "none", "rate_limit"],
+    ["Per-key limit", d.key_limit ? fmt(d.key_limit) : "none", "key_limit"],
+    ["Key field", d.key_field || "—", "key_field"],
+    ["Sequences", fmt(d.sequences) + (d.sequences_more ? "+" : ""), "sequences"], ["Held sequences", fmt(d.sequences_held), "sequences_held"]];
+  return [stats(settings), d.key_limit ? table([{ label: "Limit key" }, { label: "Running", num: true, key: "running" }, { label: "Waiting", num: true },
+    { label: "Pending", num: true }, { label: "Of limit", num: true }],
+  d.top_keys.map((k) => ({ dataset: { key: k.key }, cells: [k.key, fmt(k.running), fmt(k.waiting), fmt(k.pending), `${k.running}/${d.key_limit}`] })),
+  { id: "limit-keys", empty: "No key has admitted or pending jobs.",
+    caption: `The ${d.top_keys.length} keys with the most running jobs, of ${fmt(d.limit_keys)}${d.limit_keys_more ? " (the first by key)" : ""}.` }) : null];
 }
 
 // ---- Tokens ----

@@ -151,14 +151,20 @@ SELECT pgmsg.job_cancel(@id::bigint)::boolean AS cancelled;
 SELECT pgmsg.job_rescue(sqlc.narg(queue)::text, @max_jobs::integer)::integer AS rescued;
 
 -- name: JobGet :one
-SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
-       attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
-       lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
-       finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
-       progress::jsonb, result::jsonb, tags::text[], metadata::jsonb, depends_on::bigint[],
-       coalesce(deps_waiting, 0)::integer AS deps_waiting, coalesce(workflow_id, 0)::bigint AS workflow_id
-FROM pgmsg.job_get(@id::bigint);
+-- The job's sequence and limit keys are read from its row (job_get does
+-- not return them); the archive keeps no limit key.
+SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coalesce(g.kind, '')::text AS kind, g.payload::bytea AS payload, g.priority::integer AS priority,
+       g.attempt::integer AS attempt, g.max_attempts::integer AS max_attempts, coalesce(g.lease_token, 0)::bigint AS lease_token,
+       g.lease_expires_at::timestamptz AS lease_expires_at, g.run_at::timestamptz AS run_at, g.enqueued_at::timestamptz AS enqueued_at, g.attempted_at::timestamptz AS attempted_at,
+       g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
+       g.errors::jsonb AS errors, coalesce((extract(epoch FROM g.timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
+       g.progress::jsonb AS progress, g.result::jsonb AS result, g.tags::text[] AS tags, g.metadata::jsonb AS metadata,
+       coalesce(j.sequence_key, a.sequence_key, '')::text AS sequence_key, coalesce(j.limit_key, '')::text AS limit_key,
+       g.depends_on::bigint[] AS depends_on, coalesce(g.deps_waiting, 0)::integer AS deps_waiting,
+       coalesce(g.workflow_id, 0)::bigint AS workflow_id
+FROM pgmsg.job_get(@id::bigint) g
+LEFT JOIN pgmsg.job j ON j.id = g.id
+LEFT JOIN pgmsg.job_archive a ON a.id = g.id;
 
 -- name: WorkflowGet :many
 SELECT id::bigint, coalesce(workflow_id, 0)::bigint AS workflow_id, queue::text, state::text,
@@ -169,24 +175,32 @@ SELECT id::bigint, coalesce(workflow_id, 0)::bigint AS workflow_id, queue::text,
 FROM pgmsg.workflow_get(@id::bigint, @max_jobs::integer);
 
 -- name: JobList :many
-SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
-       attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
-       lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
-       finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb, coalesce((extract(epoch FROM timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
-       progress::jsonb, result::jsonb, tags::text[], metadata::jsonb -- the shape of JobGet
+SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coalesce(g.kind, '')::text AS kind, g.payload::bytea AS payload, g.priority::integer AS priority,
+       g.attempt::integer AS attempt, g.max_attempts::integer AS max_attempts, coalesce(g.lease_token, 0)::bigint AS lease_token,
+       g.lease_expires_at::timestamptz AS lease_expires_at, g.run_at::timestamptz AS run_at, g.enqueued_at::timestamptz AS enqueued_at, g.attempted_at::timestamptz AS attempted_at,
+       g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
+       g.errors::jsonb AS errors, coalesce((extract(epoch FROM g.timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
+       g.progress::jsonb AS progress, g.result::jsonb AS result, g.tags::text[] AS tags, g.metadata::jsonb AS metadata,
+       coalesce(j.sequence_key, a.sequence_key, '')::text AS sequence_key,
+       coalesce(j.limit_key, '')::text AS limit_key -- the shape of JobGet
 FROM pgmsg.job_list(@queue::text, sqlc.narg(state)::text, sqlc.narg(kind)::text, sqlc.narg(since)::timestamptz,
                     sqlc.narg(until)::timestamptz, @max_jobs::integer, @after_id::bigint, sqlc.narg(tag)::text,
-                    @sort_order::text);
+                    @sort_order::text) g
+LEFT JOIN pgmsg.job j ON j.id = g.id
+LEFT JOIN pgmsg.job_archive a ON a.id = g.id
+ORDER BY CASE WHEN @sort_order::text = 'desc' THEN -g.id ELSE g.id END;
 
 -- name: DeadList :many
-SELECT id::bigint, queue::text, state::text, coalesce(kind, '')::text AS kind, payload::bytea, priority::integer,
-       attempt::integer, max_attempts::integer, coalesce(lease_token, 0)::bigint AS lease_token,
-       lease_expires_at::timestamptz, run_at::timestamptz, enqueued_at::timestamptz, attempted_at::timestamptz,
-       finished_at::timestamptz, coalesce(worker, '')::text AS worker, coalesce(unique_key, '')::text AS unique_key,
-       errors::jsonb, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result, tags::text[],
-       metadata::jsonb -- the shape of JobGet
-FROM pgmsg.dead_list(@queue::text, sqlc.narg(kind)::text, @max_jobs::integer, @after_id::bigint);
+SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coalesce(g.kind, '')::text AS kind, g.payload::bytea AS payload, g.priority::integer AS priority,
+       g.attempt::integer AS attempt, g.max_attempts::integer AS max_attempts, coalesce(g.lease_token, 0)::bigint AS lease_token,
+       g.lease_expires_at::timestamptz AS lease_expires_at, g.run_at::timestamptz AS run_at, g.enqueued_at::timestamptz AS enqueued_at, g.attempted_at::timestamptz AS attempted_at,
+       g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
+       g.errors::jsonb AS errors, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result, g.tags::text[] AS tags,
+       g.metadata::jsonb AS metadata, coalesce(j.sequence_key, '')::text AS sequence_key,
+       coalesce(j.limit_key, '')::text AS limit_key -- the shape of JobGet
+FROM pgmsg.dead_list(@queue::text, sqlc.narg(kind)::text, @max_jobs::integer, @after_id::bigint) g
+LEFT JOIN pgmsg.job j ON j.id = g.id
+ORDER BY 1;
 
 -- name: DeadRequeue :one
 SELECT pgmsg.dead_requeue(@queue::text, sqlc.narg(ids)::bigint[], sqlc.narg(kind)::text, @max_jobs::integer)::integer AS requeued;

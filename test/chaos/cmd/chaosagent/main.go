@@ -36,7 +36,7 @@ import (
 
 var (
 	flagURL      = flag.String("url", "", "PostgreSQL URL (through the harness's proxy)")
-	flagRole     = flag.String("role", "", "producer | cproducer | aproducer | consumer | txconsumer | enqueuer | worker | hproducer | hconsumer | maint")
+	flagRole     = flag.String("role", "", "producer | cproducer | aproducer | consumer | txconsumer | enqueuer | worker | kworker | hproducer | hconsumer | maint")
 	flagName     = flag.String("name", "", "unique name of this incarnation (ids are prefixed with it)")
 	flagOut      = flag.String("out", "", "history file (appended)")
 	flagTopic    = flag.String("topic", "chaos", "topic")
@@ -56,6 +56,7 @@ var (
 	flagNoNotify = flag.Bool("no-notify", false, "disable LISTEN/NOTIFY wake-ups")
 	flagSession  = flag.Duration("session", 3*time.Second, "consumer group session timeout (member mode)")
 	flagHTTP     = flag.String("http", "", "base URL of `pgmsg serve` (hproducer, hconsumer)")
+	flagKinds    = flag.String("kinds", "", "enqueuer: also enqueue workflow, sequence and per-key limit jobs into this queue, one batch per tick")
 )
 
 // history appends events to the history file, one line per write(2).
@@ -146,6 +147,8 @@ func main() {
 		a.enqueue()
 	case "worker":
 		a.work()
+	case "kworker":
+		a.workKinds()
 	case "hproducer":
 		a.produceHTTP()
 	case "hconsumer":
@@ -588,6 +591,111 @@ func (a *agent) enqueue() {
 			evs[i] = map[string]any{"k": "enq", "jid": r.ID, "uid": uids[i], "poison": poison[i]}
 		}
 		a.h.write(evs...)
+		if *flagKinds != "" {
+			a.enqueueKinds()
+		}
+	}
+}
+
+// kindsTick numbers the enqueuer's kinds batches.
+var kindsTick int
+
+// enqueueKinds enqueues one batch into the kinds queue, in one statement:
+// a workflow (a diamond: a, then b and c, then d), three jobs of one of
+// the enqueuer's three sequences (they continue past a dead job, so that
+// the run drains), and four jobs of one of three limit keys shared by
+// every enqueuer (the key in the payload's "lk" too: the archive keeps no
+// limit key). No poison: only flaky attempts fail.
+func (a *agent) enqueueKinds() {
+	kindsTick++
+	var params []pgmsg.EnqueueParams
+	var kinds, uids []string
+	add := func(kind string, p pgmsg.EnqueueParams, lk string) {
+		uid := a.nextID()
+		b, _ := json.Marshal(map[string]string{"id": uid, "lk": lk})
+		p.Payload, p.Kind, p.MaxAttempts = b, kind, 3
+		params = append(params, p)
+		kinds, uids = append(kinds, kind), append(uids, uid)
+	}
+	w := pgmsg.NewWorkflow().
+		Add("a", pgmsg.EnqueueParams{}).
+		Add("b", pgmsg.EnqueueParams{}, "a").
+		Add("c", pgmsg.EnqueueParams{}, "a").
+		Add("d", pgmsg.EnqueueParams{}, "b", "c")
+	for _, p := range w.Params() {
+		add("wf", p, "")
+	}
+	seq := fmt.Sprintf("s-%s-%d", *flagName, kindsTick%3)
+	for range 3 {
+		add("seq", pgmsg.EnqueueParams{SequenceKey: seq, SequenceContinue: true}, "")
+	}
+	lk := fmt.Sprintf("k%d", kindsTick%3)
+	for range 4 {
+		add("lim", pgmsg.EnqueueParams{LimitKey: lk}, lk)
+	}
+	a.h.write(map[string]any{"k": "kenqtry", "uids": uids})
+	var res []*pgmsg.EnqueueResult
+	err := a.retryDiskFull("enq", func(ctx context.Context) error {
+		var err error
+		res, err = a.c.EnqueueMany(ctx, *flagKinds, params, nil)
+		return err
+	})
+	if err != nil {
+		a.h.write(map[string]any{"k": "kenqerr", "uids": uids, "code": errCode(err), "err": err.Error()})
+		return
+	}
+	evs := make([]map[string]any, len(res))
+	for i, r := range res {
+		evs[i] = map[string]any{"k": "kenq", "jid": r.ID, "uid": uids[i], "kind": kinds[i]}
+	}
+	a.h.write(evs...)
+}
+
+// workKinds works the kinds queue as work does the plain one, recording
+// each claim's attempted_at (the database's clock) with its start: the
+// checker compares it with the finishes of the jobs it had to wait for.
+func (a *agent) workKinds() {
+	for a.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		jobs, err := a.c.ClaimJobs(ctx, *flagQueue, &pgmsg.ClaimJobsOpts{Max: 10, Lease: *flagLease, Worker: *flagName})
+		cancel()
+		if err != nil {
+			a.h.write(map[string]any{"k": "kclaimerr", "code": errCode(err), "err": err.Error()})
+			a.pause(100 * time.Millisecond)
+			continue
+		}
+		if len(jobs) == 0 {
+			a.pause(*flagPoll)
+			continue
+		}
+		evs := make([]map[string]any, len(jobs))
+		for i, j := range jobs {
+			evs[i] = map[string]any{"k": "krun", "jid": j.ID, "tok": j.LeaseToken, "att": j.Attempt, "m": *flagName}
+			if j.AttemptedAt != nil {
+				evs[i]["at"] = j.AttemptedAt.UnixNano()
+			}
+		}
+		a.h.write(evs...)
+		a.pause(time.Duration(rand.Int64N(int64(*flagWork) + 1)))
+		for _, j := range jobs {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if rand.Float64() < *flagFlaky {
+				_, err := a.c.Fail(ctx, j, fmt.Errorf("chaos: attempt %d failed", j.Attempt), &pgmsg.FailOpts{RetryIn: 50 * time.Millisecond})
+				ev := map[string]any{"k": "kfail", "jid": j.ID, "tok": j.LeaseToken, "m": *flagName}
+				if err != nil {
+					ev["code"], ev["err"] = errCode(err), err.Error()
+				}
+				a.h.write(ev)
+			} else {
+				err := a.c.Complete(ctx, j)
+				ev := map[string]any{"k": "kdone", "jid": j.ID, "tok": j.LeaseToken, "m": *flagName}
+				if err != nil {
+					ev["k"], ev["code"], ev["err"] = "kdoneerr", errCode(err), err.Error()
+				}
+				a.h.write(ev)
+			}
+			cancel()
+		}
 	}
 }
 
