@@ -5560,7 +5560,10 @@ BEGIN
     -- lookup an index probe and the ids go in as one array (the transition
     -- table has no statistics, and a hash join would read the whole job
     -- table). A pending job being cancelled meanwhile is not found: its
-    -- own statement's trigger moves its sequence on.
+    -- own statement's trigger moves its sequence on. A sequence whose
+    -- deleted job was its head (every completion) has no other head: the
+    -- probe for one, which walks the key's pending jobs in the index, is
+    -- skipped (as _sequence_advance's p_left).
     --
     -- No wake-up: a NOTIFY makes its transaction's commit take a lock
     -- that serialises every notifying commit of the database, and the
@@ -5574,11 +5577,14 @@ BEGIN
      -- jobs, AND-ed with the ids' probes of the primary key).
      WHERE upper(x.state) = 'PENDING' AND x.id = ANY (ARRAY(
         SELECT p.id
-          FROM (SELECT DISTINCT g.queue_id, g.sequence_key FROM gone g WHERE g.sequence_key IS NOT NULL) t
+          FROM (SELECT g.queue_id, g.sequence_key,
+                       bool_or(g.state IN ('available', 'scheduled', 'retrying', 'running')) AS head_left
+                  FROM gone g WHERE g.sequence_key IS NOT NULL
+                 GROUP BY g.queue_id, g.sequence_key) t
           LEFT JOIN LATERAL (SELECT 1 AS one FROM "pgmsg".job_sequence s
                               WHERE s.queue_id = t.queue_id AND s.sequence_key = t.sequence_key LIMIT 1) held ON true
           LEFT JOIN LATERAL (SELECT 1 AS one FROM "pgmsg".job h
-                              WHERE h.queue_id = t.queue_id AND h.sequence_key = t.sequence_key
+                              WHERE NOT t.head_left AND h.queue_id = t.queue_id AND h.sequence_key = t.sequence_key
                                 AND h.state IN ('available', 'scheduled', 'retrying', 'running') LIMIT 1) head ON true
           CROSS JOIN LATERAL (SELECT y.id FROM "pgmsg".job y
                                WHERE y.queue_id = t.queue_id AND y.sequence_key = t.sequence_key AND y.state = 'pending'
