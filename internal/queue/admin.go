@@ -334,3 +334,13 @@ func (q *Queues) SequenceResume(ctx context.Context, queue, key string) (bool, e
 func (q *Queues) KeyLimitList(ctx context.Context, queue string, limit int, afterKey string) ([]store.LimitKey, error) {
 	return q.store.KeyLimitList(ctx, q.pool, queue, limit, afterKey)
 }
+
+// TenantWeightSet sets a tenant's weight in queue (store.TenantWeightSet).
+func (q *Queues) TenantWeightSet(ctx context.Context, queue, tenant string, weight float64) error {
+	return q.store.TenantWeightSet(ctx, q.pool, queue, tenant, weight)
+}
+
+// TenantList lists queue's tenants (store.TenantList).
+func (q *Queues) TenantList(ctx context.Context, queue string, limit int, afterTenant string) ([]store.Tenant, error) {
+	return q.store.TenantList(ctx, q.pool, queue, limit, afterTenant)
+}

@@ -102,6 +102,11 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 // queue with a rate limit or a running cap (rate_limit, max_running): the statement
 // answers 'limited', and job_claim(), which applies the limits, claims.
 //
+// A fair queue (fair share across tenants) is read as job_claim() reads
+// it: its tagged jobs by priority, then virtual start tag (fr, over
+// job_fair), then untagged ones (fu); the positioned and whole reads get
+// no queue id and read nothing. Another queue's fr and fu get none.
+//
 // Reads, as job_claim() does: first any claimable job of a higher
 // priority than the position, then the same priority after it, then lower
 // priorities, each an ordered read of job_claim that stops at $2 rows, and
@@ -110,25 +115,37 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 // transaction's, so SKIP LOCKED does not skip them).
 var jobClaimDirectSQL = `WITH q AS (
     SELECT qq.queue_id, qq.name, qq.lease, qq.paused OR qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS held,
-           qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS limited, qq.job_timeout
+           qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS limited, qq.job_timeout, qq.fair
       FROM pgmsg.queue qq WHERE qq.name = $1::text
 ), n AS (SELECT pg_catalog.clock_timestamp() AS ts),
-hi AS (
+fr AS (
+    SELECT j.id, j.priority, j.run_at, j.fair_tag FROM pgmsg.job j
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE q.fair AND NOT q.held) AND j.fair_tag IS NOT NULL
+       AND j.state IN ('available', 'scheduled', 'retrying') AND j.run_at <= (SELECT n.ts FROM n)
+     ORDER BY j.priority DESC, j.fair_tag, j.id
+     LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
+), fu AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE q.fair AND NOT q.held) AND j.fair_tag IS NULL
+       AND j.state IN ('available', 'scheduled', 'retrying') AND j.run_at <= (SELECT n.ts FROM n)
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
+), hi AS (
+    SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held AND NOT q.fair) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.priority > $5::smallint AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
 ), eq AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held AND NOT q.fair) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.priority = $5::smallint AND (j.run_at, j.id) > ($6::timestamptz, $7::bigint)
        AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
 ), lo AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held AND NOT q.fair) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.priority < $5::smallint AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
@@ -136,17 +153,21 @@ hi AS (
     SELECT hi.*, 1 AS b FROM hi UNION ALL SELECT eq.*, 2 FROM eq UNION ALL SELECT lo.*, 3 FROM lo
 ), whole AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held AND NOT q.fair) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
 ), x AS (
-    SELECT pos.id, pos.priority, pos.run_at, pos.b FROM pos
+    SELECT fr.id, fr.priority, fr.run_at, 0 AS b, fr.fair_tag AS t FROM fr
     UNION ALL
-    SELECT w.id, w.priority, w.run_at, 4 FROM whole w WHERE w.id NOT IN (SELECT pos.id FROM pos)
+    SELECT fu.id, fu.priority, fu.run_at, 5, NULL FROM fu
+    UNION ALL
+    SELECT pos.id, pos.priority, pos.run_at, pos.b, NULL FROM pos
+    UNION ALL
+    SELECT w.id, w.priority, w.run_at, 4, NULL FROM whole w WHERE w.id NOT IN (SELECT pos.id FROM pos)
     LIMIT $2::integer
 ), k AS (
-    SELECT x.id, pg_catalog.row_number() OVER (ORDER BY x.b, x.priority DESC, x.run_at, x.id) AS ord FROM x
+    SELECT x.id, pg_catalog.row_number() OVER (ORDER BY x.b, x.priority DESC, x.t, x.run_at, x.id) AS ord FROM x
 ), u AS (
     UPDATE pgmsg.job j
        SET ` + stmt("job_claim_set", "$9::bigint", "n.ts + coalesce($3::interval, q.lease)", "n.ts", "$4::text") + `

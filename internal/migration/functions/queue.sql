@@ -485,7 +485,7 @@ END $function$;
 -- key_limit jobs of the key wait to run or run; the others wait as
 -- 'pending' (_key_limit_enqueue). A job without a key in a queue with a
 -- key_field is PM113, a limit key in a queue without a key_limit PM004.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[], p_sequence_keys text[] DEFAULT NULL::text[], p_sequence_continues boolean[] DEFAULT NULL::boolean[], p_limit_keys text[] DEFAULT NULL::text[], p_names text[] DEFAULT NULL::text[], p_depends_on jsonb[] DEFAULT NULL::jsonb[], p_deps_ignore_cancelled boolean[] DEFAULT NULL::boolean[], p_deps_ignore_dead boolean[] DEFAULT NULL::boolean[])
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[], p_sequence_keys text[] DEFAULT NULL::text[], p_sequence_continues boolean[] DEFAULT NULL::boolean[], p_limit_keys text[] DEFAULT NULL::text[], p_names text[] DEFAULT NULL::text[], p_depends_on jsonb[] DEFAULT NULL::jsonb[], p_deps_ignore_cancelled boolean[] DEFAULT NULL::boolean[], p_deps_ignore_dead boolean[] DEFAULT NULL::boolean[], p_tenants text[] DEFAULT NULL::text[])
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -521,6 +521,8 @@ DECLARE
     d_named    boolean[];
     d_wf       bigint;
     dwait      integer[];
+    tnames     text[];
+    ftags      double precision[];
 BEGIN
     IF p_create_queue THEN
         SELECT * INTO q FROM {{schema}}.queue WHERE name = p_queue;
@@ -541,8 +543,14 @@ BEGIN
        OR coalesce(cardinality(p_sequence_keys), 0) > n OR coalesce(cardinality(p_sequence_continues), 0) > n
        OR coalesce(cardinality(p_limit_keys), 0) > n OR coalesce(cardinality(p_names), 0) > n
        OR coalesce(cardinality(p_depends_on), 0) > n OR coalesce(cardinality(p_deps_ignore_cancelled), 0) > n
-       OR coalesce(cardinality(p_deps_ignore_dead), 0) > n THEN
-        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata, unique_fors, sequence_keys, sequence_continues, limit_keys, names, depends_on, deps_ignore_cancelled and deps_ignore_dead must not be longer than payloads');
+       OR coalesce(cardinality(p_deps_ignore_dead), 0) > n OR coalesce(cardinality(p_tenants), 0) > n THEN
+        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata, unique_fors, sequence_keys, sequence_continues, limit_keys, names, depends_on, deps_ignore_cancelled, deps_ignore_dead and tenants must not be longer than payloads');
+    END IF;
+    -- Fair share: a job naming a tenant makes the queue fair; each job of
+    -- a fair queue gets its tenant ('' for none) and its virtual start tag
+    -- (_fair_enqueue, PM118 a bad tenant name).
+    IF q.fair OR (p_tenants IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_tenants) u(t) WHERE u.t IS NOT NULL)) THEN
+        SELECT * INTO tnames, ftags FROM {{schema}}._fair_enqueue(q, p_tenants, n);
     END IF;
     -- Per-key limits: each job's key (PM113 if the queue's key_field needs
     -- one it lacks), locked (before the sequences) and which jobs wait.
@@ -669,11 +677,11 @@ BEGIN
             INSERT INTO {{schema}}.job_payload (id, payload) SELECT src.id, src.p FROM src
         ), ins AS (
             INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind, timeout,
-                                             tags, metadata)
+                                             tags, metadata, tenant, fair_tag)
             SELECT src.id, q.queue_id,
                    CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                    coalesce(src.pr, 0), coalesce(src.m, q.max_attempts), t.at, now_ts, src.kd, src.tmo,
-                   {{schema}}._job_tags(src.tg), src.md
+                   {{schema}}._job_tags(src.tg), src.md, tnames[src.ord], ftags[src.ord]
             FROM src
             CROSS JOIN LATERAL (SELECT coalesce(src.ra, now_ts + coalesce(src.d, interval '0')) AS at) t
             ORDER BY src.ord
@@ -701,7 +709,7 @@ BEGIN
         INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind,
                                          unique_key, timeout, tags, metadata, sequence_key, sequence_continue, limit_key,
                                          depends_on, deps_waiting, deps_ignore_cancelled, deps_ignore_dead, has_dependents,
-                                         workflow_id)
+                                         workflow_id, tenant, fair_tag)
         SELECT u.id, q.queue_id,
                CASE WHEN pend[u.ord] THEN 'pending' WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k, u.tmo,
@@ -710,7 +718,8 @@ BEGIN
                CASE WHEN dp.ids IS NOT NULL THEN coalesce(p_deps_ignore_cancelled[u.ord], false) END,
                CASE WHEN dp.ids IS NOT NULL THEN coalesce(p_deps_ignore_dead[u.ord], false) END,
                CASE WHEN d_named[u.ord] THEN true END,
-               CASE WHEN dp.ids IS NOT NULL OR p_names[u.ord] IS NOT NULL THEN d_wf END
+               CASE WHEN dp.ids IS NOT NULL OR p_names[u.ord] IS NOT NULL THEN d_wf END,
+               tnames[u.ord], ftags[u.ord]
         FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, keys, p_timeouts,
                     p_tags, p_metadata, p_sequence_keys, p_sequence_continues)
              WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, sk, sr, ord)
@@ -748,14 +757,14 @@ BEGIN
             LOOP
                 INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at,
                                                  kind, unique_key, timeout, tags, metadata, sequence_key, sequence_continue,
-                                                 limit_key)
+                                                 limit_key, tenant, fair_tag)
                 SELECT r.id, q.queue_id,
                        CASE WHEN pend[r.ord] THEN 'pending' WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                        coalesce(p_priorities[r.ord], 0), coalesce(p_max_attempts[r.ord], q.max_attempts),
                        t.at, now_ts, p_kinds[r.ord], keys[r.ord], p_timeouts[r.ord],
                        {{schema}}._job_tags(p_tags[r.ord]), p_metadata[r.ord], p_sequence_keys[r.ord],
                        CASE WHEN p_sequence_keys[r.ord] IS NOT NULL THEN coalesce(p_sequence_continues[r.ord], false) END,
-                       lkeys[r.ord]
+                       lkeys[r.ord], tnames[r.ord], ftags[r.ord]
                 FROM (SELECT coalesce(p_run_ats[r.ord], now_ts + coalesce(p_delays[r.ord], interval '0')) AS at) t
                 ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING
                 RETURNING j.id INTO found_id;
@@ -829,7 +838,7 @@ BEGIN
 END $function$;
 
 -- enqueue inserts one job; see enqueue_many.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval, p_sequence_key text DEFAULT NULL::text, p_sequence_continue boolean DEFAULT NULL::boolean, p_limit_key text DEFAULT NULL::text, p_depends_on jsonb DEFAULT NULL::jsonb, p_deps_ignore_cancelled boolean DEFAULT NULL::boolean, p_deps_ignore_dead boolean DEFAULT NULL::boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval, p_sequence_key text DEFAULT NULL::text, p_sequence_continue boolean DEFAULT NULL::boolean, p_limit_key text DEFAULT NULL::text, p_depends_on jsonb DEFAULT NULL::jsonb, p_deps_ignore_cancelled boolean DEFAULT NULL::boolean, p_deps_ignore_dead boolean DEFAULT NULL::boolean, p_tenant text DEFAULT NULL::text)
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -839,7 +848,8 @@ AS $function$
                                           ARRAY[p_unique_key], p_create_queue, ARRAY[p_timeout], ARRAY[p_tags],
                                           ARRAY[p_metadata], ARRAY[p_unique_for], ARRAY[p_sequence_key],
                                           ARRAY[p_sequence_continue], ARRAY[p_limit_key], NULL,
-                                          ARRAY[p_depends_on], ARRAY[p_deps_ignore_cancelled], ARRAY[p_deps_ignore_dead])
+                                          ARRAY[p_depends_on], ARRAY[p_deps_ignore_cancelled], ARRAY[p_deps_ignore_dead],
+                                          ARRAY[p_tenant])
 $function$;
 
 -- ---------------------------------------------------------------------------
@@ -931,8 +941,9 @@ BEGIN
 END $function$;
 
 -- job_claim leases up to p_limit claimable jobs of a queue to the caller, in
--- one statement: highest priority first, then oldest run_at, then oldest id.
--- Each claimed job is 'running', its attempt counted and its lease_token
+-- one statement: highest priority first, then oldest run_at, then oldest id
+-- (in a fair queue: highest priority first, then the lowest virtual start
+-- tag, 024_fair_share.up.sql). Each claimed job is 'running', its attempt counted and its lease_token
 -- incremented; the lease lasts p_lease (default the queue's) on the
 -- database clock. Rows other claimers hold are skipped (SKIP LOCKED), so
 -- claimers never wait on each other. Expired leases of the queue are rescued
@@ -983,7 +994,36 @@ BEGIN
         END IF;
     END IF;
 
-    IF cardinality(pos) = 3 AND coalesce(nullif(current_setting(full_name, true), '')::bigint, 0) = now_s THEN
+    IF q.fair THEN
+        -- A fair queue (fair share across tenants): its tagged jobs by
+        -- priority, then virtual start tag (job_fair), then any job left
+        -- untagged (enqueued while the queue became fair) in the usual
+        -- order. The second read runs only when the first finds too few.
+        WITH fr AS (
+            SELECT j.id, j.priority, j.run_at, j.fair_tag AS t, 1 AS b, CASE WHEN p_max_bytes IS NOT NULL THEN
+                   (SELECT octet_length(pl.payload)::bigint FROM {{schema}}.job_payload pl WHERE pl.id = j.id) END AS n FROM {{schema}}.job j
+             WHERE j.queue_id = q.queue_id AND j.fair_tag IS NOT NULL AND j.state IN ('available', 'scheduled', 'retrying')
+               AND j.run_at <= now_ts
+             ORDER BY j.priority DESC, j.fair_tag, j.id
+             LIMIT p_limit FOR UPDATE SKIP LOCKED
+        ), fu AS (
+            SELECT j.id, j.priority, j.run_at, NULL::double precision AS t, 2 AS b, CASE WHEN p_max_bytes IS NOT NULL THEN
+                   (SELECT octet_length(pl.payload)::bigint FROM {{schema}}.job_payload pl WHERE pl.id = j.id) END AS n FROM {{schema}}.job j
+             WHERE j.queue_id = q.queue_id AND j.fair_tag IS NULL AND j.state IN ('available', 'scheduled', 'retrying')
+               AND j.run_at <= now_ts
+             ORDER BY j.priority DESC, j.run_at, j.id
+             LIMIT p_limit FOR UPDATE SKIP LOCKED
+        ), x AS (
+            SELECT fr.* FROM fr UNION ALL SELECT fu.* FROM fu
+            LIMIT p_limit
+        )
+        SELECT array_agg(x.id ORDER BY x.b, x.priority DESC, x.t, x.run_at, x.id),
+               array_agg(x.priority ORDER BY x.b, x.priority DESC, x.t, x.run_at, x.id),
+               array_agg(x.run_at ORDER BY x.b, x.priority DESC, x.t, x.run_at, x.id),
+               array_agg(x.n ORDER BY x.b, x.priority DESC, x.t, x.run_at, x.id)
+          INTO ids, pris, runs, sizes
+          FROM x;
+    ELSIF cardinality(pos) = 3 AND coalesce(nullif(current_setting(full_name, true), '')::bigint, 0) = now_s THEN
         h_pri := pos[1]::smallint;
         h_run := to_timestamp(pos[2]::bigint / 1000000) + (pos[2]::bigint % 1000000) * interval '1 microsecond';
         h_id := pos[3]::bigint;
@@ -1021,7 +1061,7 @@ BEGIN
           INTO ids, pris, runs, sizes
           FROM x;
     END IF;
-    IF coalesce(cardinality(ids), 0) < p_limit THEN
+    IF NOT q.fair AND coalesce(cardinality(ids), 0) < p_limit THEN
         -- The whole index in claim order. Rows the positioned read locked
         -- are ours, so they are found again where they belong.
         PERFORM set_config(full_name, now_s::text, false);
@@ -2122,6 +2162,149 @@ AS $function$
           WHERE x.queue_id = p_queue_id AND x.limit_key IS NOT NULL AND x.limit_key > p_after AND x.state = 'pending'
           ORDER BY x.limit_key LIMIT 1))
 $function$;
+
+-- ---------------------------------------------------------------------------
+-- Fair share across tenants (024_fair_share.up.sql)
+-- ---------------------------------------------------------------------------
+
+-- _tenant_check refuses a tenant name that is not 1 to 200 of
+-- A-Z a-z 0-9 . _ : / = @ + - (PM118). NULL passes (no tenant).
+CREATE OR REPLACE FUNCTION {{schema}}._tenant_check(p_tenant text)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_tenant IS NOT NULL AND p_tenant !~ '^[A-Za-z0-9._:/=@+-]{1,200}$' THEN
+        PERFORM {{schema}}._raise('PM118', format('tenant %s: a tenant is 1 to 200 of A-Z a-z 0-9 . _ : / = @ + -',
+                                                  left(quote_literal(p_tenant), 210)));
+    END IF;
+END $function$;
+
+-- _fair_virtual_time is a fair queue's virtual time: the tag of the job at
+-- the head of its claim order (job_fair, due jobs), else, when none waits,
+-- the largest start tag its tenants were handed (the last finish tag less
+-- one job, of tenants that enqueued), else 0.
+CREATE OR REPLACE FUNCTION {{schema}}._fair_virtual_time(p_queue_id integer)
+ RETURNS double precision
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT coalesce(
+        (SELECT j.fair_tag FROM {{schema}}.job j
+          WHERE j.queue_id = p_queue_id AND j.fair_tag IS NOT NULL AND j.state IN ('available', 'scheduled', 'retrying')
+            AND j.run_at <= clock_timestamp()
+          ORDER BY j.priority DESC, j.fair_tag, j.id LIMIT 1),
+        (SELECT max(t.finish - 1 / t.weight) FROM {{schema}}.job_tenant t WHERE t.queue_id = p_queue_id AND t.enqueued > 0),
+        0)
+$function$;
+
+-- _fair_enqueue tags a batch of p_n jobs of the queue q whose tenants are
+-- p_tenants (NULL entries, or a NULL array: the default tenant ''):
+-- tenants is each job's tenant, tags its virtual start tag. A tenant's
+-- jobs in the batch start at max(the queue's virtual time, the tenant's
+-- finish tag) and follow each other 1/weight apart; the tenant's row
+-- (job_tenant, created with weight 1) keeps the new finish tag. The rows
+-- are locked in tenant order, so batches cannot deadlock on each other,
+-- and only the batch's tenants are locked. The first job naming a tenant
+-- makes the queue fair (queue.fair): the jobs waiting in it already
+-- become the default tenant's, tagged 0 (the head).
+CREATE OR REPLACE FUNCTION {{schema}}._fair_enqueue(q {{schema}}.queue, p_tenants text[], p_n integer, OUT tenants text[], OUT tags double precision[])
+ RETURNS record
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v double precision;
+BEGIN
+    PERFORM {{schema}}._tenant_check(u.t) FROM unnest(p_tenants) u(t) WHERE u.t IS NOT NULL;
+    tenants := ARRAY(SELECT coalesce(p_tenants[g.i], '') FROM generate_series(1, p_n) g(i) ORDER BY g.i);
+    IF NOT q.fair THEN
+        UPDATE {{schema}}.queue qq SET fair = true WHERE qq.queue_id = q.queue_id AND NOT qq.fair;
+        IF FOUND THEN
+            UPDATE {{schema}}.job j SET tenant = '', fair_tag = 0
+             WHERE j.queue_id = q.queue_id AND j.fair_tag IS NULL
+               AND j.state IN ('available', 'scheduled', 'retrying', 'pending');
+        END IF;
+    END IF;
+    v := {{schema}}._fair_virtual_time(q.queue_id);
+    WITH c AS (
+        SELECT u.t, count(*) AS cnt FROM unnest(tenants) u(t) GROUP BY u.t
+    ), up AS (
+        INSERT INTO {{schema}}.job_tenant AS jt (queue_id, tenant, finish, enqueued)
+        SELECT q.queue_id, c.t, v + c.cnt, c.cnt FROM c ORDER BY c.t
+        ON CONFLICT (queue_id, tenant) DO UPDATE
+           SET finish = greatest(jt.finish, v) + excluded.enqueued / jt.weight, enqueued = jt.enqueued + excluded.enqueued
+        RETURNING jt.tenant, jt.finish, jt.weight
+    )
+    SELECT array_agg(up.finish - (c.cnt - r.k) / up.weight ORDER BY r.ord) INTO tags
+      FROM (SELECT u.t, u.ord, row_number() OVER (PARTITION BY u.t ORDER BY u.ord) - 1 AS k
+              FROM unnest(tenants) WITH ORDINALITY u(t, ord)) r
+      JOIN c ON c.t = r.t
+      JOIN up ON up.tenant = r.t;
+END $function$;
+
+-- tenant_weight_set sets a tenant's weight in a queue (1 until set): its
+-- share of the queue's claims among the tenants with jobs waiting is
+-- weight / the sum of their weights. It applies to the tenant's jobs
+-- enqueued afterwards. PM101 unknown queue, PM118 a bad tenant name,
+-- PM119 a weight that is not from 0.001 to 1,000,000.
+CREATE OR REPLACE FUNCTION {{schema}}.tenant_weight_set(p_queue text, p_tenant text, p_weight double precision)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_queue);
+BEGIN
+    IF p_tenant IS NULL THEN
+        PERFORM {{schema}}._raise('PM118', 'tenant must not be NULL');
+    END IF;
+    PERFORM {{schema}}._tenant_check(p_tenant);
+    IF p_weight IS NULL OR p_weight = 'NaN'::double precision OR p_weight < 0.001 OR p_weight > 1000000 THEN
+        PERFORM {{schema}}._raise('PM119', format('weight must be from 0.001 to 1000000, got %s', coalesce(p_weight::text, 'NULL')));
+    END IF;
+    INSERT INTO {{schema}}.job_tenant AS jt (queue_id, tenant, weight, finish)
+    VALUES (q.queue_id, p_tenant, p_weight, {{schema}}._fair_virtual_time(q.queue_id))
+    ON CONFLICT (queue_id, tenant) DO UPDATE SET weight = excluded.weight;
+END $function$;
+
+-- tenant_list lists a queue's tenants by name after p_after_tenant
+-- (keyset paging), at most p_limit (1 to 10,000): each one's weight, jobs
+-- enqueued in all, jobs waiting (available, scheduled, retrying, pending:
+-- a count of the tenant's jobs, so a page costs the queue's backlog, as
+-- queue_stats() does), its finish tag and the queue's virtual time (the
+-- tenant's lead over the queue, in jobs at weight 1, is their difference).
+-- PM101 unknown queue, PM004 a bad limit.
+CREATE OR REPLACE FUNCTION {{schema}}.tenant_list(p_queue text, p_limit integer DEFAULT 100, p_after_tenant text DEFAULT NULL::text)
+ RETURNS TABLE(tenant text, weight double precision, enqueued bigint, waiting bigint, finish_tag double precision, virtual_time double precision)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_queue);
+    v double precision;
+BEGIN
+    {{sql list_limit_check(p_limit)}}
+    v := {{schema}}._fair_virtual_time(q.queue_id);
+    RETURN QUERY
+    WITH t AS (
+        SELECT t.tenant, t.weight, t.enqueued, t.finish FROM {{schema}}.job_tenant t
+         WHERE t.queue_id = q.queue_id AND (p_after_tenant IS NULL OR t.tenant > p_after_tenant)
+         ORDER BY t.tenant LIMIT p_limit
+    )
+    SELECT t.tenant, t.weight, t.enqueued, coalesce(w.n, 0), t.finish, v
+      FROM t
+      LEFT JOIN (SELECT j.tenant, count(*) AS n FROM {{schema}}.job j
+                  WHERE j.queue_id = q.queue_id AND j.tenant IN (SELECT t.tenant FROM t)
+                    AND j.state IN ('available', 'scheduled', 'retrying', 'pending')
+                  GROUP BY j.tenant) w ON w.tenant = t.tenant
+     ORDER BY t.tenant;
+END $function$;
 
 -- ---------------------------------------------------------------------------
 -- Workflows (job_dependency): jobs that wait for other jobs to complete
