@@ -907,13 +907,14 @@ DROP FUNCTION IF EXISTS "pgmsg".job_get(bigint);
 -- (start-time fair queuing): each job gets a virtual start tag at
 -- enqueue, tag = max(the queue's virtual time, the tenant's finish tag),
 -- and the tenant's finish tag moves on by 1/weight per job. The queue's
--- virtual time is the tag at the head of its waiting jobs (else the
--- largest start tag its tenants handed out), so a tenant that bulk
--- enqueues gets tags far ahead, and one that enqueues later gets tags
--- near the head and is claimed next. Claims of a fair queue read
--- job_fair (priority first, then tag) instead of job_claim; queues whose
--- jobs never named a tenant are claimed as before. Per-tenant state is one
--- row per (queue, tenant), locked only by that tenant's enqueuers.
+-- virtual time is the largest tag of its running jobs (job_fair_running;
+-- else the head of its waiting jobs, else the largest start tag its
+-- tenants handed out), so a tenant that bulk enqueues gets tags far
+-- ahead, and one that enqueues later gets tags right after the jobs
+-- running now and is claimed next. Claims of a fair queue read job_fair
+-- (tag order) instead of job_claim; queues whose jobs never named a tenant
+-- are claimed as before. Per-tenant state is one row per (queue, tenant),
+-- locked only by that tenant's enqueuers.
 
 ALTER TABLE "pgmsg".queue ADD COLUMN fair boolean NOT NULL DEFAULT false;
 
@@ -921,8 +922,10 @@ ALTER TABLE "pgmsg".job
     ADD COLUMN tenant   text,
     ADD COLUMN fair_tag double precision;
 
-CREATE INDEX job_fair ON "pgmsg".job (queue_id, priority DESC, fair_tag, id)
+CREATE INDEX job_fair ON "pgmsg".job (queue_id, fair_tag, id)
     WHERE fair_tag IS NOT NULL AND state IN ('available', 'scheduled', 'retrying');
+CREATE INDEX job_fair_running ON "pgmsg".job (queue_id, fair_tag)
+    WHERE fair_tag IS NOT NULL AND state = 'running';
 
 CREATE TABLE "pgmsg".job_tenant (
     queue_id integer          NOT NULL REFERENCES "pgmsg".queue ON DELETE CASCADE,
@@ -4518,8 +4521,9 @@ BEGIN
         RETURN QUERY
         WITH src AS (
             SELECT nextval('"pgmsg".job_id_seq') AS id, u.*
-            FROM unnest(p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_timeouts, p_tags, p_metadata)
-                 WITH ORDINALITY AS u(p, kd, pr, ra, d, m, tmo, tg, md, ord)
+            FROM unnest(p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_timeouts, p_tags, p_metadata,
+                        tnames, ftags)
+                 WITH ORDINALITY AS u(p, kd, pr, ra, d, m, tmo, tg, md, tn, ft, ord)
             ORDER BY u.ord
         ), pl AS (
             INSERT INTO "pgmsg".job_payload (id, payload) SELECT src.id, src.p FROM src
@@ -4529,7 +4533,7 @@ BEGIN
             SELECT src.id, q.queue_id,
                    CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                    coalesce(src.pr, 0), coalesce(src.m, q.max_attempts), t.at, now_ts, src.kd, src.tmo,
-                   "pgmsg"._job_tags(src.tg), src.md, tnames[src.ord], ftags[src.ord]
+                   "pgmsg"._job_tags(src.tg), src.md, src.tn, src.ft
             FROM src
             CROSS JOIN LATERAL (SELECT coalesce(src.ra, now_ts + coalesce(src.d, interval '0')) AS at) t
             ORDER BY src.ord
@@ -4567,10 +4571,10 @@ BEGIN
                CASE WHEN dp.ids IS NOT NULL THEN coalesce(p_deps_ignore_dead[u.ord], false) END,
                CASE WHEN d_named[u.ord] THEN true END,
                CASE WHEN dp.ids IS NOT NULL OR p_names[u.ord] IS NOT NULL THEN d_wf END,
-               tnames[u.ord], ftags[u.ord]
+               u.tn, u.ft
         FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, keys, p_timeouts,
-                    p_tags, p_metadata, p_sequence_keys, p_sequence_continues)
-             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, sk, sr, ord)
+                    p_tags, p_metadata, p_sequence_keys, p_sequence_continues, tnames, ftags)
+             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, sk, sr, tn, ft, ord)
         LEFT JOIN (SELECT e.o, array_agg(e.d ORDER BY e.d) AS ids FROM unnest(d_ord, d_dep) e(o, d)
                     GROUP BY e.o) dp ON dp.o = u.ord
         CROSS JOIN LATERAL (SELECT coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) AS at) t
@@ -4791,8 +4795,8 @@ END $function$;
 
 -- job_claim leases up to p_limit claimable jobs of a queue to the caller, in
 -- one statement: highest priority first, then oldest run_at, then oldest id
--- (in a fair queue: highest priority first, then the lowest virtual start
--- tag, 024_fair_share.up.sql). Each claimed job is 'running', its attempt counted and its lease_token
+-- (in a fair queue: the lowest virtual start tag, then oldest id,
+-- 024_fair_share.up.sql; priority does not order a fair queue's jobs). Each claimed job is 'running', its attempt counted and its lease_token
 -- incremented; the lease lasts p_lease (default the queue's) on the
 -- database clock. Rows other claimers hold are skipped (SKIP LOCKED), so
 -- claimers never wait on each other. Expired leases of the queue are rescued
@@ -4828,6 +4832,7 @@ DECLARE
     n        integer;
     cum      bigint := 0;
     token0   bigint;
+    ftags    double precision[];
 BEGIN
     IF p_async THEN
         PERFORM set_config('synchronous_commit', 'off', true);
@@ -4844,16 +4849,29 @@ BEGIN
     END IF;
 
     IF q.fair THEN
-        -- A fair queue (fair share across tenants): its tagged jobs by
-        -- priority, then virtual start tag (job_fair), then any job left
-        -- untagged (enqueued while the queue became fair) in the usual
-        -- order. The second read runs only when the first finds too few.
-        WITH fr AS (
+        -- A fair queue (fair share across tenants): its tagged jobs in tag
+        -- order (job_fair), from the session's last claimed tag when it
+        -- read the whole index this second (as below), then from the
+        -- start, then any job left untagged (enqueued while the queue
+        -- became fair) in the usual order. Each read runs only when those
+        -- before it found too few.
+        IF coalesce(nullif(current_setting(full_name, true), '')::bigint, 0) <> now_s THEN
+            PERFORM set_config(full_name, now_s::text, false);
+            pos := NULL;
+        END IF;
+        WITH fp AS (
+            SELECT j.id, j.priority, j.run_at, j.fair_tag AS t, 0 AS b, CASE WHEN p_max_bytes IS NOT NULL THEN
+                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n FROM "pgmsg".job j
+             WHERE j.queue_id = q.queue_id AND j.fair_tag IS NOT NULL AND j.state IN ('available', 'scheduled', 'retrying')
+               AND cardinality(pos) = 1 AND j.fair_tag >= pos[1]::double precision AND j.run_at <= now_ts
+             ORDER BY j.fair_tag, j.id
+             LIMIT p_limit FOR UPDATE SKIP LOCKED
+        ), fr AS (
             SELECT j.id, j.priority, j.run_at, j.fair_tag AS t, 1 AS b, CASE WHEN p_max_bytes IS NOT NULL THEN
                    (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n FROM "pgmsg".job j
              WHERE j.queue_id = q.queue_id AND j.fair_tag IS NOT NULL AND j.state IN ('available', 'scheduled', 'retrying')
                AND j.run_at <= now_ts
-             ORDER BY j.priority DESC, j.fair_tag, j.id
+             ORDER BY j.fair_tag, j.id
              LIMIT p_limit FOR UPDATE SKIP LOCKED
         ), fu AS (
             SELECT j.id, j.priority, j.run_at, NULL::double precision AS t, 2 AS b, CASE WHEN p_max_bytes IS NOT NULL THEN
@@ -4863,14 +4881,17 @@ BEGIN
              ORDER BY j.priority DESC, j.run_at, j.id
              LIMIT p_limit FOR UPDATE SKIP LOCKED
         ), x AS (
-            SELECT fr.* FROM fr UNION ALL SELECT fu.* FROM fu
+            SELECT fp.* FROM fp
+            UNION ALL SELECT fr.* FROM fr WHERE fr.id NOT IN (SELECT fp.id FROM fp)
+            UNION ALL SELECT fu.* FROM fu
             LIMIT p_limit
         )
-        SELECT array_agg(x.id ORDER BY x.b, x.priority DESC, x.t, x.run_at, x.id),
-               array_agg(x.priority ORDER BY x.b, x.priority DESC, x.t, x.run_at, x.id),
-               array_agg(x.run_at ORDER BY x.b, x.priority DESC, x.t, x.run_at, x.id),
-               array_agg(x.n ORDER BY x.b, x.priority DESC, x.t, x.run_at, x.id)
-          INTO ids, pris, runs, sizes
+        SELECT array_agg(x.id ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id),
+               array_agg(x.priority ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id),
+               array_agg(x.run_at ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id),
+               array_agg(x.n ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id),
+               (array_agg(x.t ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id) FILTER (WHERE x.t IS NOT NULL))
+          INTO ids, pris, runs, sizes, ftags
           FROM x;
     ELSIF cardinality(pos) = 3 AND coalesce(nullif(current_setting(full_name, true), '')::bigint, 0) = now_s THEN
         h_pri := pos[1]::smallint;
@@ -4947,7 +4968,15 @@ BEGIN
     -- Every job of a claim goes to the same claimer, so knowing one of its
     -- tokens tells nothing about another claim's.
     token0 := "pgmsg"._lease_token();
-    PERFORM set_config(pos_name, pris[n] || '|' || (extract(epoch FROM runs[n]) * 1000000)::bigint || '|' || ids[n], false);
+    IF q.fair THEN
+        -- The fair position: the largest tag claimed (a byte cap's cut
+        -- rows are at most a claim's, found again by the next full read).
+        IF cardinality(ftags) > 0 THEN
+            PERFORM set_config(pos_name, (SELECT max(u.t) FROM unnest(ftags[1:n]) u(t))::text, false);
+        END IF;
+    ELSE
+        PERFORM set_config(pos_name, pris[n] || '|' || (extract(epoch FROM runs[n]) * 1000000)::bigint || '|' || ids[n], false);
+    END IF;
     RETURN QUERY
     WITH u AS (
         UPDATE "pgmsg".job j
@@ -6036,10 +6065,13 @@ BEGIN
     END IF;
 END $function$;
 
--- _fair_virtual_time is a fair queue's virtual time: the tag of the job at
--- the head of its claim order (job_fair, due jobs), else, when none waits,
--- the largest start tag its tenants were handed (the last finish tag less
--- one job, of tenants that enqueued), else 0.
+-- _fair_virtual_time is a fair queue's virtual time: the largest tag of
+-- its running jobs (job_fair_running), which is at or after every claim's
+-- position (its last claimed tag), so a job tagged there is found by the
+-- next claim; else, when none runs, the tag at the head of its claim
+-- order (job_fair, due jobs); else, when none waits, the largest start tag
+-- its tenants were handed (the last finish tag less one job, of tenants
+-- that enqueued); else 0.
 CREATE OR REPLACE FUNCTION "pgmsg"._fair_virtual_time(p_queue_id integer)
  RETURNS double precision
  LANGUAGE sql
@@ -6048,9 +6080,12 @@ CREATE OR REPLACE FUNCTION "pgmsg"._fair_virtual_time(p_queue_id integer)
 AS $function$
     SELECT coalesce(
         (SELECT j.fair_tag FROM "pgmsg".job j
+          WHERE j.queue_id = p_queue_id AND j.fair_tag IS NOT NULL AND j.state = 'running'
+          ORDER BY j.fair_tag DESC LIMIT 1),
+        (SELECT j.fair_tag FROM "pgmsg".job j
           WHERE j.queue_id = p_queue_id AND j.fair_tag IS NOT NULL AND j.state IN ('available', 'scheduled', 'retrying')
             AND j.run_at <= clock_timestamp()
-          ORDER BY j.priority DESC, j.fair_tag, j.id LIMIT 1),
+          ORDER BY j.fair_tag, j.id LIMIT 1),
         (SELECT max(t.finish - 1 / t.weight) FROM "pgmsg".job_tenant t WHERE t.queue_id = p_queue_id AND t.enqueued > 0),
         0)
 $function$;
@@ -6074,7 +6109,9 @@ DECLARE
     v double precision;
 BEGIN
     PERFORM "pgmsg"._tenant_check(u.t) FROM unnest(p_tenants) u(t) WHERE u.t IS NOT NULL;
-    tenants := ARRAY(SELECT coalesce(p_tenants[g.i], '') FROM generate_series(1, p_n) g(i) ORDER BY g.i);
+    -- (unnest, not p_tenants[i]: a subscript of a text array walks it)
+    tenants := ARRAY(SELECT coalesce(u.t, '') FROM generate_series(1, p_n) g(i)
+                       LEFT JOIN unnest(p_tenants) WITH ORDINALITY u(t, o) ON u.o = g.i ORDER BY g.i);
     IF NOT q.fair THEN
         UPDATE "pgmsg".queue qq SET fair = true WHERE qq.queue_id = q.queue_id AND NOT qq.fair;
         IF FOUND THEN
@@ -6160,6 +6197,23 @@ BEGIN
                     AND j.state IN ('available', 'scheduled', 'retrying', 'pending')
                   GROUP BY j.tenant) w ON w.tenant = t.tenant
      ORDER BY t.tenant;
+END $function$;
+
+-- _job_fair_retag (trigger job_fair_retag) tags a job of a fair queue
+-- that becomes claimable again (retried, snoozed, rescued, requeued from
+-- dead, or admitted from pending behind its sequence, key limit or
+-- dependencies) at the queue's virtual time: it is claimed next, as a
+-- job its tenant enqueued now would be at the least, and the claims'
+-- positioned reads (which start at the last tag they claimed) find it.
+-- Its tenant is not charged again.
+CREATE OR REPLACE FUNCTION "pgmsg"._job_fair_retag()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    NEW.fair_tag := "pgmsg"._fair_virtual_time(NEW.queue_id);
+    RETURN NEW;
 END $function$;
 
 -- ---------------------------------------------------------------------------
@@ -7101,6 +7155,11 @@ CREATE OR REPLACE TRIGGER job_deps_dead AFTER UPDATE OF state ON "pgmsg".job
 CREATE OR REPLACE TRIGGER job_limit_requeue BEFORE UPDATE OF state ON "pgmsg".job
     FOR EACH ROW WHEN (NEW.limit_key IS NOT NULL AND OLD.state = 'dead' AND NEW.state <> 'dead')
     EXECUTE FUNCTION "pgmsg"._job_limit_requeue();
+
+CREATE OR REPLACE TRIGGER job_fair_retag BEFORE UPDATE OF state ON "pgmsg".job
+    FOR EACH ROW WHEN (NEW.fair_tag IS NOT NULL AND OLD.state NOT IN ('available', 'scheduled', 'retrying')
+                       AND NEW.state IN ('available', 'scheduled', 'retrying'))
+    EXECUTE FUNCTION "pgmsg"._job_fair_retag();
 
 -- pgmsg functions: bearer tokens for the HTTP server and the grants of
 -- the schema's roles. Applied last, as described in common.sql: the

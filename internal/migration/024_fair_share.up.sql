@@ -4,13 +4,14 @@
 -- (start-time fair queuing): each job gets a virtual start tag at
 -- enqueue, tag = max(the queue's virtual time, the tenant's finish tag),
 -- and the tenant's finish tag moves on by 1/weight per job. The queue's
--- virtual time is the tag at the head of its waiting jobs (else the
--- largest start tag its tenants handed out), so a tenant that bulk
--- enqueues gets tags far ahead, and one that enqueues later gets tags
--- near the head and is claimed next. Claims of a fair queue read
--- job_fair (priority first, then tag) instead of job_claim; queues whose
--- jobs never named a tenant are claimed as before. Per-tenant state is one
--- row per (queue, tenant), locked only by that tenant's enqueuers.
+-- virtual time is the largest tag of its running jobs (job_fair_running;
+-- else the head of its waiting jobs, else the largest start tag its
+-- tenants handed out), so a tenant that bulk enqueues gets tags far
+-- ahead, and one that enqueues later gets tags right after the jobs
+-- running now and is claimed next. Claims of a fair queue read job_fair
+-- (tag order) instead of job_claim; queues whose jobs never named a tenant
+-- are claimed as before. Per-tenant state is one row per (queue, tenant),
+-- locked only by that tenant's enqueuers.
 
 ALTER TABLE {{schema}}.queue ADD COLUMN fair boolean NOT NULL DEFAULT false;
 
@@ -18,8 +19,10 @@ ALTER TABLE {{schema}}.job
     ADD COLUMN tenant   text,
     ADD COLUMN fair_tag double precision;
 
-CREATE INDEX job_fair ON {{schema}}.job (queue_id, priority DESC, fair_tag, id)
+CREATE INDEX job_fair ON {{schema}}.job (queue_id, fair_tag, id)
     WHERE fair_tag IS NOT NULL AND state IN ('available', 'scheduled', 'retrying');
+CREATE INDEX job_fair_running ON {{schema}}.job (queue_id, fair_tag)
+    WHERE fair_tag IS NOT NULL AND state = 'running';
 
 CREATE TABLE {{schema}}.job_tenant (
     queue_id integer          NOT NULL REFERENCES {{schema}}.queue ON DELETE CASCADE,

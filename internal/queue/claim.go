@@ -55,10 +55,14 @@ type claimState struct {
 	priority int16
 	runAt    time.Time
 	id       int64
-	full     time.Time // last claim without a position
-	probed   time.Time // last probe for expired leases
-	rescue   bool      // the last probe found an expired lease
-	limited  time.Time // when the queue was last found limited
+	// fairValid and fairTag: the largest virtual start tag of the last
+	// direct claim of a fair queue, where its next reads start.
+	fairValid bool
+	fairTag   float64
+	full      time.Time // last claim without a position
+	probed    time.Time // last probe for expired leases
+	rescue    bool      // the last probe found an expired lease
+	limited   time.Time // when the queue was last found limited
 	// limitChecked is when checkLimited last read the queue's limits.
 	limitChecked time.Time
 }
@@ -174,8 +178,11 @@ func (s *claimState) next(now time.Time) (pos store.JobClaimPosition, probe, res
 	rescue = s.rescue
 	if now.Sub(s.full) >= claimFullEvery {
 		s.full = now
-	} else if s.valid {
-		pos = store.JobClaimPosition{Valid: true, Priority: s.priority, RunAt: s.runAt, ID: s.id}
+	} else {
+		if s.valid {
+			pos = store.JobClaimPosition{Valid: true, Priority: s.priority, RunAt: s.runAt, ID: s.id}
+		}
+		pos.FairValid, pos.FairTag = s.fairValid, s.fairTag
 	}
 	if now.Sub(s.probed) >= claimFullEvery {
 		s.probed, probe = now, true
@@ -254,5 +261,10 @@ func (q *Queues) claimDirect(ctx context.Context, queue string, o *ClaimOpts, as
 		return nil, false, nil
 	}
 	st.claimed(jobs, false, time.Time{})
+	if res.FairValid {
+		st.mu.Lock()
+		st.fairValid, st.fairTag = true, res.FairTag
+		st.mu.Unlock()
+	}
 	return jobs, true, nil
 }
