@@ -72,7 +72,7 @@ func TestFairShareBacklogDoesNotStarve(t *testing.T) {
 	require.Equal(t, 100.0, ts[0].FinishTag)
 	require.Equal(t, "small", ts[1].Tenant)
 	require.Equal(t, int64(0), ts[1].Waiting)
-	require.Equal(t, 4.0, ts[1].VirtualTime, "the largest running tag: big's fifth job")
+	require.Equal(t, 5.0, ts[1].VirtualTime, "the first waiting tag after the running ones: big's sixth job")
 	page, err := tb.client.ListTenants(tb.ctx, "fair-direct", &pgmsg.ListTenantsOpts{Limit: 1, AfterTenant: "big"})
 	require.NoError(t, err)
 	require.Len(t, page, 1)

@@ -52,8 +52,8 @@ const (
 	// jobs' enqueue-to-start latency and the backlog's drain rate, as
 	// ImplPgmsg's does for the same jobs without tenants (queue only).
 	ImplPgmsgFair = "pgmsg-fair"
-	ImplSeed          = "seed" // the seed baseline's SQL, verbatim
-	ImplCopy          = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
+	ImplSeed      = "seed" // the seed baseline's SQL, verbatim
+	ImplCopy      = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
 	// ImplPacked is the seed baseline's SQL with up to 7 records stored per row: an
 	// experiment measuring what a batch layout would buy (docs/benchmarks.md).
 	ImplPacked = "packed"

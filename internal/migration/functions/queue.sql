@@ -2209,29 +2209,38 @@ BEGIN
 END $function$;
 
 -- _fair_virtual_time is a fair queue's virtual time: the largest tag of
--- its running jobs (job_fair_running), which is at or after every claim's
--- position (its last claimed tag), so a job tagged there is found by the
--- next claim; else, when none runs, the tag at the head of its claim
--- order (job_fair, due jobs); else, when none waits, the largest start tag
--- its tenants were handed (the last finish tag less one job, of tenants
--- that enqueued); else 0.
+-- its running jobs (job_fair_running), or the tag of the first job
+-- waiting after it if that is larger. Claims start their reads at the
+-- largest tag they claimed, which is running, or was and is now at most
+-- the first waiting one: so a job tagged here is found by the next claim
+-- (and the read from the running tag crosses only the entries claimed
+-- since). When none runs: the head of its waiting jobs (job_fair, due
+-- jobs); else, when none waits, the largest start tag its tenants were
+-- handed (the last finish tag less one job, of tenants that enqueued);
+-- else 0.
 CREATE OR REPLACE FUNCTION {{schema}}._fair_virtual_time(p_queue_id integer)
  RETURNS double precision
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-    SELECT coalesce(
-        (SELECT j.fair_tag FROM {{schema}}.job j
-          WHERE j.queue_id = p_queue_id AND j.fair_tag IS NOT NULL AND j.state = 'running'
-          ORDER BY j.fair_tag DESC LIMIT 1),
-        (SELECT j.fair_tag FROM {{schema}}.job j
-          WHERE j.queue_id = p_queue_id AND j.fair_tag IS NOT NULL AND j.state IN ('available', 'scheduled', 'retrying')
-            AND j.run_at <= clock_timestamp()
-          ORDER BY j.fair_tag, j.id LIMIT 1),
-        (SELECT max(t.finish - 1 / t.weight) FROM {{schema}}.job_tenant t WHERE t.queue_id = p_queue_id AND t.enqueued > 0),
-        0)
-$function$;
+DECLARE
+    r double precision;
+    h double precision;
+BEGIN
+    SELECT j.fair_tag INTO r FROM {{schema}}.job j
+     WHERE j.queue_id = p_queue_id AND j.fair_tag IS NOT NULL AND j.state = 'running'
+     ORDER BY j.fair_tag DESC LIMIT 1;
+    SELECT j.fair_tag INTO h FROM {{schema}}.job j
+     WHERE j.queue_id = p_queue_id AND j.fair_tag IS NOT NULL AND j.state IN ('available', 'scheduled', 'retrying')
+       AND j.fair_tag >= coalesce(r, '-Infinity') AND j.run_at <= clock_timestamp()
+     ORDER BY j.fair_tag, j.id LIMIT 1;
+    IF r IS NOT NULL OR h IS NOT NULL THEN
+        RETURN greatest(r, h);
+    END IF;
+    RETURN coalesce((SELECT max(t.finish - 1 / t.weight) FROM {{schema}}.job_tenant t
+                      WHERE t.queue_id = p_queue_id AND t.enqueued > 0), 0);
+END $function$;
 
 -- _fair_enqueue tags a batch of p_n jobs of the queue q whose tenants are
 -- p_tenants (NULL entries, or a NULL array: the default tenant ''):
