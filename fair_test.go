@@ -163,16 +163,16 @@ func TestFairShareBadInput(t *testing.T) {
 	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
 	s := pgx.Identifier{tb.Schema}.Sanitize()
 	for q, code := range map[string]string{
-		`SELECT * FROM ` + s + `.enqueue('fb', 'x', p_tenant => '')`:                                         "PM118",
-		`SELECT * FROM ` + s + `.enqueue('fb', 'x', p_tenant => repeat('t', 201))`:                           "PM118",
+		`SELECT * FROM ` + s + `.enqueue('fb', 'x', p_tenant => '')`:                                           "PM118",
+		`SELECT * FROM ` + s + `.enqueue('fb', 'x', p_tenant => repeat('t', 201))`:                             "PM118",
 		`SELECT * FROM ` + s + `.enqueue_many('fb', ARRAY['x','y']::bytea[], p_tenants => ARRAY['ok', 'a b'])`: "PM118",
-		`SELECT * FROM ` + s + `.enqueue_many('fb', ARRAY['x']::bytea[], p_tenants => ARRAY['a', 'b'])`:       "PM004",
-		`SELECT ` + s + `.tenant_weight_set('fb', 'a', 0)`:                                                    "PM119",
-		`SELECT ` + s + `.tenant_weight_set('fb', 'a', 'NaN')`:                                                "PM119",
-		`SELECT ` + s + `.tenant_weight_set('fb', 'a', 'Infinity')`:                                           "PM119",
-		`SELECT ` + s + `.tenant_weight_set('fb', NULL, 1)`:                                                   "PM118",
-		`SELECT ` + s + `.tenant_weight_set('nope', 'a', 1)`:                                                  "PM101",
-		`SELECT * FROM ` + s + `.tenant_list('fb', p_limit => 0)`:                                             "PM004",
+		`SELECT * FROM ` + s + `.enqueue_many('fb', ARRAY['x']::bytea[], p_tenants => ARRAY['a', 'b'])`:        "PM004",
+		`SELECT ` + s + `.tenant_weight_set('fb', 'a', 0)`:                                                     "PM119",
+		`SELECT ` + s + `.tenant_weight_set('fb', 'a', 'NaN')`:                                                 "PM119",
+		`SELECT ` + s + `.tenant_weight_set('fb', 'a', 'Infinity')`:                                            "PM119",
+		`SELECT ` + s + `.tenant_weight_set('fb', NULL, 1)`:                                                    "PM118",
+		`SELECT ` + s + `.tenant_weight_set('nope', 'a', 1)`:                                                   "PM101",
+		`SELECT * FROM ` + s + `.tenant_list('fb', p_limit => 0)`:                                              "PM004",
 	} {
 		_, err := tb.Pool.Exec(tb.ctx, q)
 		require.Equal(t, code, sqlState(err), q)

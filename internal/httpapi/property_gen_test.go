@@ -587,11 +587,10 @@ var propRoutes = map[string]propRoute{
 				if g.intN(4) == 0 {
 					j.add("timeout", g.jduration("1s", "1h"))
 				}
-				if g.intN(8) == 0 {
-					j.add("tenant", g.jstr("acme", "t-2"))
-				}
 				if g.intN(4) == 0 {
 					j.add("name", g.jstr(fmt.Sprintf("n%d", i), "a"))
+				} else if i == 1 {
+					j.add("tenant", g.jstr("acme", "t-2"))
 				}
 				if g.intN(4) == 0 {
 					deps := []any{g.jstr("a", "n0"), g.jnum(1, 2, 5)}
