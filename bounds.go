@@ -31,6 +31,12 @@ const (
 	JobDependsOnMax = queue.DependsOnMax
 	// JobNameMaxBytes is the longest EnqueueParams.Name, in bytes.
 	JobNameMaxBytes = queue.JobNameMaxBytes
+	// TenantMaxBytes is the longest EnqueueParams.Tenant, in bytes.
+	TenantMaxBytes = queue.TenantMaxBytes
+	// TenantWeightMin and TenantWeightMax bound a tenant's weight
+	// (SetTenantWeight).
+	TenantWeightMin = queue.TenantWeightMin
+	TenantWeightMax = queue.TenantWeightMax
 )
 
 // durationMax is the longest lease, session timeout, retry backoff or wait

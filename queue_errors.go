@@ -69,6 +69,13 @@ var (
 	// than JobDependsOnMax dependencies (PM117). Nothing of the batch is
 	// written.
 	ErrTooManyDependencies error = errs.TooManyDeps
+	// ErrInvalidTenant is returned for a tenant name that is not 1 to
+	// TenantMaxBytes of A-Z a-z 0-9 . _ : / = @ + - (PM118). Nothing of
+	// the batch is written.
+	ErrInvalidTenant error = errs.InvalidTenant
+	// ErrInvalidTenantWeight is returned by SetTenantWeight for a weight
+	// that is not from TenantWeightMin to TenantWeightMax (PM119).
+	ErrInvalidTenantWeight error = errs.InvalidWeight
 	// ErrJobTimeout is the cause of a handler's context cancelled because
 	// the job ran longer than WorkerOpts.JobTimeout; the attempt fails with
 	// it (context.Cause(ctx) tells a handler why it was cancelled).

@@ -99,6 +99,18 @@ type EnqueueParams struct {
 	// IgnoreDeadDeps counts a dependency that went dead (retries
 	// exhausted, or discarded) as done instead of cancelling the job.
 	IgnoreDeadDeps bool
+	// Tenant names the job's tenant for fair share: the first job naming
+	// a tenant makes its queue fair, and a fair queue serves its tenants
+	// by weight (pgmsg.Client.SetTenantWeight, default 1) instead of in
+	// enqueue order, so a tenant with a large backlog does not starve
+	// one that enqueues a few jobs later. Within a priority a job's turn
+	// is its virtual start tag: max(the queue's virtual time, the
+	// tenant's previous finish tag), each job moving its tenant's tag on
+	// by 1/weight; a higher priority still goes first. In a fair queue a
+	// job without a Tenant is the default tenant "". 1 to
+	// pgmsg.TenantMaxBytes of A-Z a-z 0-9 . _ : / = @ + -, else
+	// pgmsg.ErrInvalidTenant. Default "": none.
+	Tenant string
 }
 
 // EnqueueResult is what an enqueue did with one job.

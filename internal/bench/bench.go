@@ -45,8 +45,15 @@ const (
 	// level before (fan-in 2); its check measures, on the database's
 	// clock, each job's claim after its last dependency's completion.
 	ImplPgmsgWorkflow = "pgmsg-workflow"
-	ImplSeed          = "seed" // the seed baseline's SQL, verbatim
-	ImplCopy          = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
+	// ImplPgmsgFair is pgmsg's queue shared by tenants (fair share): the
+	// prefilled jobs are one tenant's backlog, the jobs enqueued during
+	// the run (QueueOptions.Rate) are spread round-robin over
+	// QueueOptions.Tenants small tenants. Its check reports the paced
+	// jobs' enqueue-to-start latency and the backlog's drain rate, as
+	// ImplPgmsg's does for the same jobs without tenants (queue only).
+	ImplPgmsgFair = "pgmsg-fair"
+	ImplSeed      = "seed" // the seed baseline's SQL, verbatim
+	ImplCopy      = "copy" // COPY into a bare (bigint primary key, bytea) table: the ingest ceiling
 	// ImplPacked is the seed baseline's SQL with up to 7 records stored per row: an
 	// experiment measuring what a batch layout would buy (docs/benchmarks.md).
 	ImplPacked = "packed"

@@ -28,6 +28,9 @@ func init() {
 	RegisterQueue(ImplPgmsgWorkflow, func(env *Env, o QueueOptions) QueueDriver {
 		return &pgmsgQueue{env: env, o: o, workflow: true}
 	})
+	RegisterQueue(ImplPgmsgFair, func(env *Env, o QueueOptions) QueueDriver {
+		return &pgmsgQueue{env: env, o: o, tenants: seqKeys(o.Tenants)}
+	})
 }
 
 // seqKeys returns n sequence keys.
@@ -61,6 +64,20 @@ type pgmsgQueue struct {
 	mu         sync.Mutex
 	running    map[string]int
 	maxRunning int
+	// tenants: the prefilled jobs are the tenant "big"'s, the paced ones
+	// (Enqueue) the next of these tenants' in turn (ImplPgmsgFair); nil:
+	// no tenants. Either way the paced jobs are marked (payload byte 8)
+	// and their enqueue-to-start latency (from their due time) is kept in
+	// started, and the prefilled jobs' starts counted in backlog, the last
+	// at backlogLast, from workStart on.
+	tenants     []string
+	sem         chan struct{}
+	enqueued    *hist // the paced enqueues' durations
+	pacedErr    error
+	started     *hist
+	backlog     int64
+	backlogLast time.Time
+	workStart   time.Time
 }
 
 func (d *pgmsgQueue) Setup(ctx context.Context) error {
@@ -86,10 +103,27 @@ func (d *pgmsgQueue) Setup(ctx context.Context) error {
 	return nil
 }
 
-func (d *pgmsgQueue) params(vals [][]byte) []pgmsg.EnqueueParams {
+// marks reports whether the paced jobs are marked for their start
+// latency: not when a limit key is kept in the payload.
+func (d *pgmsgQueue) marks() bool { return d.limitKeys == nil && d.o.Payload > 8 }
+
+func (d *pgmsgQueue) params(vals [][]byte, paced bool) []pgmsg.EnqueueParams {
 	ps := make([]pgmsg.EnqueueParams, len(vals))
 	for i, v := range vals {
 		ps[i] = pgmsg.EnqueueParams{Payload: v}
+		if d.marks() {
+			v[8] = 0
+			if paced {
+				v[8] = 1
+			}
+		}
+		if d.tenants != nil {
+			ps[i].Tenant = "big"
+			if paced {
+				ps[i].Tenant = d.tenants[d.next%len(d.tenants)]
+				d.next++
+			}
+		}
 		if d.seqKeys != nil {
 			ps[i].SequenceKey = d.seqKeys[d.next%len(d.seqKeys)]
 			d.next++
@@ -112,7 +146,7 @@ func (d *pgmsgQueue) params(vals [][]byte) []pgmsg.EnqueueParams {
 }
 
 func (d *pgmsgQueue) Prefill(ctx context.Context, vals [][]byte) error {
-	ps := d.params(vals)
+	ps := d.params(vals, false)
 	if d.workflow {
 		workflowDeps(ps, d.o.WorkflowLevels)
 	}
@@ -141,8 +175,54 @@ func workflowDeps(ps []pgmsg.EnqueueParams, levels int) {
 }
 
 func (d *pgmsgQueue) Enqueue(ctx context.Context, vals [][]byte) error {
-	_, err := d.c.EnqueueMany(ctx, d.queue, d.params(vals), &pgmsg.EnqueueOpts{DisableCreateQueue: true})
+	if d.marks() {
+		return d.enqueuePaced(ctx, vals)
+	}
+	_, err := d.c.EnqueueMany(ctx, d.queue, d.params(vals, true), &pgmsg.EnqueueOpts{DisableCreateQueue: true})
 	return err
+}
+
+// enqueuePaced enqueues the paced jobs vals as independent producers
+// would (one per small tenant, o.Tenants at most at once): the pacer goes
+// on to the next due time while this enqueue runs, so a slow enqueue
+// shows in the jobs' latency from their due time, not in later jobs'. An
+// error is returned by a later call.
+func (d *pgmsgQueue) enqueuePaced(ctx context.Context, vals [][]byte) error {
+	d.mu.Lock()
+	if d.sem == nil {
+		d.sem = make(chan struct{}, max(d.o.Tenants, 1))
+	}
+	if d.enqueued == nil {
+		d.enqueued = newHist()
+	}
+	err := d.pacedErr
+	d.pacedErr = nil
+	d.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	own := make([][]byte, len(vals))
+	for i, v := range vals {
+		own[i] = append([]byte(nil), v...)
+	}
+	ps := d.params(own, true)
+	select {
+	case d.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	go func() {
+		defer func() { <-d.sem }()
+		t0 := time.Now()
+		_, err := d.c.EnqueueMany(ctx, d.queue, ps, &pgmsg.EnqueueOpts{DisableCreateQueue: true})
+		d.enqueued.add(time.Since(t0))
+		if err != nil && ctx.Err() == nil {
+			d.mu.Lock()
+			d.pacedErr = err
+			d.mu.Unlock()
+		}
+	}()
+	return nil
 }
 
 // Work runs one Worker per o.Processes, each on a client and pool of its
@@ -151,6 +231,12 @@ func (d *pgmsgQueue) Enqueue(ctx context.Context, vals [][]byte) error {
 // SQL and River count theirs: the worker archives finished jobs in batches
 // (CompleteLinger, 2ms by default).
 func (d *pgmsgQueue) Work(ctx context.Context, workers int, done func([][]byte)) error {
+	d.mu.Lock()
+	d.workStart, d.started = time.Now(), newHist()
+	if d.enqueued == nil {
+		d.enqueued = newHist()
+	}
+	d.mu.Unlock()
 	procs := max(d.o.Processes, 1)
 	g, gctx := errgroup.WithContext(ctx)
 	for p := 0; p < procs; p++ {
@@ -174,10 +260,21 @@ func (d *pgmsgQueue) Work(ctx context.Context, workers int, done func([][]byte))
 	return g.Wait()
 }
 
-// handle is the jobs' handler: a wait of JobTime, if set, and for
-// ImplPgmsgKeyLimit the count of the key's jobs running in every
+// handle is the jobs' handler: for ImplPgmsgFair's paced jobs the time
+// from their due time to the start; a wait of JobTime, if set; and for ImplPgmsgKeyLimit the count of the key's jobs running in every
 // process's handlers.
 func (d *pgmsgQueue) handle(ctx context.Context, job *pgmsg.Job) error {
+	if d.marks() && d.o.Rate > 0 && len(job.Payload) > 8 {
+		now := time.Now()
+		if job.Payload[8] == 1 {
+			d.started.add(now.Sub(sentAt(job.Payload)))
+		} else {
+			d.mu.Lock()
+			d.backlog++
+			d.backlogLast = now
+			d.mu.Unlock()
+		}
+	}
 	if d.o.JobTime > 0 {
 		t := time.NewTimer(d.o.JobTime)
 		select {
@@ -219,6 +316,9 @@ func (d *pgmsgQueue) Check() (string, error) {
 	if d.workflow {
 		return d.checkWorkflow()
 	}
+	if d.marks() && d.o.Rate > 0 {
+		return d.checkPaced(), nil
+	}
 	if d.limitKeys == nil {
 		return "", nil
 	}
@@ -230,6 +330,26 @@ func (d *pgmsgQueue) Check() (string, error) {
 		return s, fmt.Errorf("bench: key limit exceeded: %s", s)
 	}
 	return s, nil
+}
+
+// checkPaced reports the paced jobs' enqueue-to-start latency, from their
+// due time, and the rate at which the prefilled backlog started: its jobs
+// over the time from the workers' start to the last one's start, or to
+// now if some were left.
+func (d *pgmsgQueue) checkPaced() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	end := time.Now()
+	if d.backlog >= int64(d.o.Jobs) {
+		end = d.backlogLast
+	}
+	who := "without tenants"
+	if d.tenants != nil {
+		who = fmt.Sprintf("%d small tenants, backlog one tenant's", len(d.tenants))
+	}
+	return fmt.Sprintf("paced jobs (%s) started %.1f ms p50, %.1f ms p99 after their due time (%d jobs; their enqueues took %.1f ms p50, %.1f ms p99); backlog started %d of %d jobs at %.0f jobs/s",
+		who, d.started.quantileMS(0.5), d.started.quantileMS(0.99), d.started.n, d.enqueued.quantileMS(0.5), d.enqueued.quantileMS(0.99),
+		d.backlog, d.o.Jobs, float64(d.backlog)/end.Sub(d.workStart).Seconds())
 }
 
 func (d *pgmsgQueue) work(ctx context.Context, c *pgmsg.Client, workers int, done func([][]byte)) error {

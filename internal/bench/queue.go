@@ -36,6 +36,9 @@ type QueueOptions struct {
 	// WorkflowLevels is the depth of ImplPgmsgWorkflow's workflows (below
 	// their root). Default 10.
 	WorkflowLevels int
+	// Tenants is how many small tenants ImplPgmsgFair's paced jobs are
+	// spread over, round-robin. Default 10.
+	Tenants int
 	// Processes runs the pgmsg queue's Workers as this many clients, each
 	// with its own pool, as separate worker processes would (the Workers
 	// shared among them). Default 1.
@@ -75,6 +78,9 @@ func (o *QueueOptions) defaults() {
 	}
 	if o.Processes <= 0 {
 		o.Processes = 1
+	}
+	if o.Tenants <= 0 {
+		o.Tenants = 10
 	}
 	if o.WorkflowLevels <= 0 {
 		o.WorkflowLevels = 10

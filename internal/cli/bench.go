@@ -117,7 +117,8 @@ func newBenchQueue(g *globals) *cobra.Command {
 		Example: `  pgmsg bench queue --workers 16 --jobs 200000 --baseline seed --json
   pgmsg bench queue --impl pgmsg-seq --baseline pgmsg --sequence-keys 1000 --rounds 3
   pgmsg bench queue --impl pgmsg-keylimit --baseline pgmsg --limit-keys 100 --key-limit 1 --processes 3 --rounds 3
-  pgmsg bench queue --impl pgmsg-workflow --jobs 10001 --workflow-levels 10 --workers 16 --warmup 0`,
+  pgmsg bench queue --impl pgmsg-workflow --jobs 10001 --workflow-levels 10 --workers 16 --warmup 0
+  pgmsg bench queue --impl pgmsg-fair --baseline pgmsg --jobs 100000 --rate 100 --tenants 10 --workers 16 --duration 10s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Duration, o.Warmup, o.Payload = f.duration, f.warmup, f.payload
@@ -136,6 +137,7 @@ func newBenchQueue(g *globals) *cobra.Command {
 	fl.DurationVar(&o.JobTime, "job-time", 0, "pgmsg queue impls: how long the handler takes per job (a sleep), so that --workers/--job-time paces the queue (0: it returns at once)")
 	fl.IntVar(&o.WorkflowLevels, "workflow-levels", 10, "--impl or --baseline pgmsg-workflow: the levels below each workflow's root (each prefill chunk of up to 10,000 jobs is one workflow; checked: the run fails if a job starts before a dependency completed)")
 	fl.IntVar(&o.KeyLimit, "key-limit", 1, "--impl or --baseline pgmsg-keylimit: its queue's per-key limit (checked: the run fails if a key's running jobs exceed it)")
+	fl.IntVar(&o.Tenants, "tenants", 10, "--impl or --baseline pgmsg-fair: the small tenants the paced jobs (--rate) are spread over, round-robin; the prefilled jobs are one tenant's backlog")
 	fl.IntVar(&o.Processes, "processes", 1, "pgmsg queue impls: run the workers as this many clients, each with its own pool, as worker processes would")
 	return cmd
 }

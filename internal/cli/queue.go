@@ -31,7 +31,7 @@ Queues are created by their first enqueue, or with queue create.`,
 		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g), newQueueRetry(g), newQueueJob(g),
 		newQueueJobs(g), newQueuePeriodic(g),
 		newQueuePause(g, true), newQueuePause(g, false), newQueueSequences(g), newQueueResumeSequence(g),
-		newQueueLimitKeys(g), newQueueWorkflow(g))
+		newQueueLimitKeys(g), newQueueWorkflow(g), newQueueTenants(g), newQueueTenantWeight(g))
 	return cmd
 }
 
@@ -150,6 +150,68 @@ admitted (waiting to run), and how many wait for a place (pending).`,
 	cmd.Flags().IntVar(&o.Limit, "limit", 100, "most keys listed (1 to 10000)")
 	cmd.Flags().StringVar(&o.AfterKey, "after", "", "list keys after this one (the last of the previous page)")
 	return cmd
+}
+
+// newQueueTenants is "queue tenants": a fair queue's tenants.
+func newQueueTenants(g *globals) *cobra.Command {
+	var o pgmsg.ListTenantsOpts
+	cmd := &cobra.Command{
+		Use:   "tenants QUEUE",
+		Short: "List a fair queue's tenants: each one's weight, jobs and virtual tags",
+		Long: `tenants lists the tenants of QUEUE (jobs enqueued with --tenant make a queue
+fair: it serves its tenants by weight, so one tenant's backlog does not
+starve another's jobs), by name: each one's weight, jobs enqueued in all
+and not claimed yet, and how far its finish tag is ahead of the queue's
+virtual time (AHEAD, in jobs at weight 1).`,
+		Example: `  pgmsg queue tenants reports
+  pgmsg queue tenants reports --after acme --limit 1000`,
+		Args: cobra.ExactArgs(1),
+		RunE: queueListRunE(g, func(ctx context.Context, c *pgmsg.Client, queue string) ([]*pgmsg.Tenant, error) {
+			return c.ListTenants(ctx, queue, &o)
+		}, "TENANT\tWEIGHT\tENQUEUED\tWAITING\tAHEAD", func(w io.Writer, t *pgmsg.Tenant) {
+			fmt.Fprintf(w, "%s\t%g\t%d\t%d\t%.1f\n", t.Tenant, t.Weight, t.Enqueued, t.Waiting, max(t.FinishTag-t.VirtualTime, 0))
+		}),
+	}
+	cmd.Flags().IntVar(&o.Limit, "limit", 100, "most tenants listed (1 to 10000)")
+	cmd.Flags().StringVar(&o.AfterTenant, "after", "", "list tenants after this one (the last of the previous page)")
+	return cmd
+}
+
+// newQueueTenantWeight is "queue tenant-weight": set a tenant's weight.
+func newQueueTenantWeight(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tenant-weight QUEUE TENANT WEIGHT",
+		Short: "Set a tenant's weight in a fair queue (default 1)",
+		Long: `tenant-weight sets TENANT's weight in QUEUE: among the tenants with jobs
+waiting, each gets weight / the sum of their weights of the claims. It
+applies to the tenant's jobs enqueued afterwards. WEIGHT is from 0.001 to
+1000000.`,
+		Example: `  pgmsg queue tenant-weight reports acme 2`,
+		Args:    cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			w, err := strconv.ParseFloat(args[2], 64)
+			if err != nil {
+				return fmt.Errorf("%w: weight %q is not a number", pgmsg.ErrInvalidTenantWeight, args[2])
+			}
+			c, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := c.SetTenantWeight(cmd.Context(), args[0], args[1], w); err != nil {
+				return err
+			}
+			if js {
+				return g.printJSON(map[string]any{"queue": args[0], "tenant": args[1], "weight": w})
+			}
+			fmt.Fprintf(g.stdout, "tenant %q of queue %q: weight %g\n", args[1], args[0], w)
+			return nil
+		},
+	}
 }
 
 // queueListRunE is the RunE of a command that lists rows of its QUEUE
@@ -517,6 +579,9 @@ queue work, a Go, Python or Node worker), no earlier than --delay, higher
 			if cmd.Flags().Changed("limit-key") && p.LimitKey == "" {
 				return fmt.Errorf("%w: --limit-key must be 1 to %d bytes", pgmsg.ErrInvalidArgument, pgmsg.LimitKeyMaxBytes)
 			}
+			if cmd.Flags().Changed("tenant") && p.Tenant == "" {
+				return fmt.Errorf("%w: --tenant must be 1 to %d bytes", pgmsg.ErrInvalidTenant, pgmsg.TenantMaxBytes)
+			}
 			var params []pgmsg.EnqueueParams
 			if len(args) == 2 {
 				p.Payload = []byte(args[1])
@@ -582,6 +647,7 @@ queue work, a Go, Python or Node worker), no earlier than --delay, higher
 	f.StringVar(&p.SequenceKey, "sequence-key", "", "run the job after the queue's earlier jobs of this key, one at a time (1 to 200 bytes)")
 	f.BoolVar(&p.SequenceContinue, "sequence-continue", false, "with --sequence-key: if the job goes dead or is cancelled, the sequence goes on instead of waiting (queue resume-sequence)")
 	f.StringVar(&p.LimitKey, "limit-key", "", "the job's key for the queue's --key-limit, instead of its payload's --key-field (1 to 200 bytes)")
+	f.StringVar(&p.Tenant, "tenant", "", "the job's tenant: its queue serves tenants by weight (fair share; see queue tenants)")
 	f.Int64SliceVar(&dependsOn, "depends-on", nil, "run the job once these jobs of the queue completed (ids, comma-separated or repeated; see queue workflow)")
 	f.BoolVar(&p.IgnoreCancelledDeps, "ignore-cancelled-deps", false, "with --depends-on: a cancelled or deleted dependency counts as done instead of cancelling the job")
 	f.BoolVar(&p.IgnoreDeadDeps, "ignore-dead-deps", false, "with --depends-on: a dead dependency counts as done instead of cancelling the job")

@@ -78,6 +78,8 @@ type PgmsgJob struct {
 	DepsIgnoreDead      pgtype.Bool
 	HasDependents       pgtype.Bool
 	WorkflowID          pgtype.Int8
+	Tenant              pgtype.Text
+	FairTag             pgtype.Float8
 }
 
 type PgmsgJobArchive struct {
@@ -118,6 +120,14 @@ type PgmsgJobSequence struct {
 	HeldJobID   int64
 	HeldAt      pgtype.Timestamptz
 	HeldReason  string
+}
+
+type PgmsgJobTenant struct {
+	QueueID  int32
+	Tenant   string
+	Weight   float64
+	Finish   float64
+	Enqueued int64
 }
 
 type PgmsgJobUnique struct {
@@ -243,6 +253,7 @@ type PgmsgQueue struct {
 	RateAt              pgtype.Timestamptz
 	KeyLimit            pgtype.Int4
 	KeyField            pgtype.Text
+	Fair                bool
 }
 
 type PgmsgRecord struct {

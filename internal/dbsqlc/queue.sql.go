@@ -303,7 +303,7 @@ WITH d AS (
     DELETE FROM pgmsg.job j
      USING (SELECT pg_catalog.unnest($1::bigint[]) AS id, pg_catalog.unnest($2::bigint[]) AS token) u
      WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata, j.sequence_key, j.sequence_continue, j.limit_key, j.depends_on, j.deps_waiting, j.deps_ignore_cancelled, j.deps_ignore_dead, j.has_dependents, j.workflow_id
+    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata, j.sequence_key, j.sequence_continue, j.limit_key, j.depends_on, j.deps_waiting, j.deps_ignore_cancelled, j.deps_ignore_dead, j.has_dependents, j.workflow_id, j.tenant, j.fair_tag
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                    attempted_at, finished_at, kind, unique_key, errors, progress, sequence_key,
@@ -388,7 +388,8 @@ FROM pgmsg.enqueue_many($1::text, $2::bytea[], pg_catalog.array_replace($3::text
                         pg_catalog.array_replace($14::text[], '', NULL), $15::boolean[],
                         pg_catalog.array_replace($16::text[], '', NULL),
                         pg_catalog.array_replace($17::text[], '', NULL), $18::jsonb[],
-                        $19::boolean[], $20::boolean[])
+                        $19::boolean[], $20::boolean[],
+                        pg_catalog.array_replace($21::text[], '', NULL))
 `
 
 type JobEnqueueManyParams struct {
@@ -412,6 +413,7 @@ type JobEnqueueManyParams struct {
 	DependsOn           [][]byte
 	DepsIgnoreCancelled []bool
 	DepsIgnoreDead      []bool
+	Tenants             []string
 }
 
 type JobEnqueueManyRow struct {
@@ -421,7 +423,7 @@ type JobEnqueueManyRow struct {
 	RunAt     pgtype.Timestamptz
 }
 
-// Go sends "" for no kind, unique key, sequence key, limit key or name, 0 for the queue's max attempts and
+// Go sends "" for no kind, unique key, sequence key, limit key, name or tenant, 0 for the queue's max attempts and
 // NULL for no timeout, tags, metadata, uniqueness window or dependencies of the job's own.
 func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueManyParams) ([]*JobEnqueueManyRow, error) {
 	rows, err := db.Query(ctx, jobEnqueueMany,
@@ -445,6 +447,7 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 		arg.DependsOn,
 		arg.DepsIgnoreCancelled,
 		arg.DepsIgnoreDead,
+		arg.Tenants,
 	)
 	if err != nil {
 		return nil, err

@@ -63,6 +63,8 @@ var (
 	DependencyQueue    = newSentinel("dependency in another queue", "PM115", "dependency_queue", http.StatusBadRequest)
 	DependencyCycle    = newSentinel("dependency cycle", "PM116", "dependency_cycle", http.StatusBadRequest)
 	TooManyDeps        = newSentinel("too many dependencies", "PM117", "too_many_dependencies", http.StatusBadRequest)
+	InvalidTenant      = newSentinel("invalid tenant", "PM118", "invalid_tenant", http.StatusBadRequest)
+	InvalidWeight      = newSentinel("invalid tenant weight", "PM119", "invalid_tenant_weight", http.StatusBadRequest)
 	JobTimeout         = newSentinel("job timed out", "", "job_timeout", http.StatusRequestTimeout)
 )
 

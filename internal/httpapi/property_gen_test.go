@@ -589,6 +589,8 @@ var propRoutes = map[string]propRoute{
 				}
 				if g.intN(4) == 0 {
 					j.add("name", g.jstr(fmt.Sprintf("n%d", i), "a"))
+				} else if i == 1 {
+					j.add("tenant", g.jstr("acme", "t-2"))
 				}
 				if g.intN(4) == 0 {
 					deps := []any{g.jstr("a", "n0"), g.jnum(1, 2, 5)}
@@ -689,6 +691,23 @@ var propRoutes = map[string]propRoute{
 			g.opt(&q, "limit", func() string { return g.qnum(1, 10, 10000) })
 			g.opt(&q, "after", func() string { return g.qstr("a", "customer-42", "seq-9") })
 			return q
+		},
+	},
+	"GET /v1/queues/{queue}/tenants": {
+		query: func(g *propGen) qparams {
+			var q qparams
+			g.opt(&q, "limit", func() string { return g.qnum(1, 10, 10000) })
+			g.opt(&q, "after", func() string { return g.qstr("a", "acme", "tenant-9") })
+			return q
+		},
+	},
+	"PUT /v1/queues/{queue}/tenants/{tenant}": {
+		body: func(g *propGen) any {
+			body := jobj{}
+			if !g.drop() {
+				body.add("weight", pick[any](g, jraw("1"), jraw("2.5"), jraw("0.001"), jraw("1000000"), jraw("0"), jraw("-1"), jraw("1e7"), "x"))
+			}
+			return body
 		},
 	},
 	"GET /v1/queues/{queue}/periodic": {

@@ -523,6 +523,8 @@ func (h *propHarness) build(g *propGen, rt Route, n int) *propRequest {
 			v = g.name([]string{"p1", "p2"})
 		case "{key}":
 			v = g.name([]string{"k1", "k2"})
+		case "{tenant}":
+			v = g.name([]string{"acme", "t-2"})
 		case "{id}":
 			v = h.jobIDForPath(g, admin)
 		}

@@ -42,6 +42,8 @@ func (s *Server) queueRoutes() []Route {
 		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/sequences", Scope: pgmsg.ScopeAdmin, handler: s.listSequences},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/sequences/{key}/resume", Scope: pgmsg.ScopeAdmin, handler: s.resumeSequence},
 		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/limit-keys", Scope: pgmsg.ScopeAdmin, handler: s.listLimitKeys},
+		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/tenants", Scope: pgmsg.ScopeAdmin, handler: s.listTenants},
+		{Method: http.MethodPut, Pattern: "/v1/queues/{queue}/tenants/{tenant}", Scope: pgmsg.ScopeAdmin, handler: s.setTenantWeight},
 		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/periodic", Scope: pgmsg.ScopeAdmin, handler: s.listPeriodic},
 		{Method: http.MethodPut, Pattern: "/v1/queues/{queue}/periodic/{name}", Scope: pgmsg.ScopeAdmin, handler: s.putPeriodic},
 		{Method: http.MethodDelete, Pattern: "/v1/queues/{queue}/periodic/{name}", Scope: pgmsg.ScopeAdmin, handler: s.deletePeriodic},
@@ -96,6 +98,9 @@ type EnqueueJob struct {
 	// deleted) / dead dependency as done instead of cancelling the job.
 	IgnoreCancelledDeps bool `json:"ignore_cancelled_deps,omitempty"`
 	IgnoreDeadDeps      bool `json:"ignore_dead_deps,omitempty"`
+	// Tenant names the job's tenant for fair share (1 to 200 of
+	// A-Z a-z 0-9 . _ : / = @ + -; "" is refused: omit the field for none).
+	Tenant *string `json:"tenant,omitempty"`
 }
 
 // jobTags are a job's tags, decoded up to the one past pgmsg.JobTagsMax,
@@ -189,6 +194,12 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 				return newAPIError(errInvalidParameter, "jobs[%d].limit_key must be 1 to %d bytes (omit it for none)", i, pgmsg.LimitKeyMaxBytes)
 			}
 			params[i].LimitKey = *j.LimitKey
+		}
+		if j.Tenant != nil {
+			if *j.Tenant == "" {
+				return fmt.Errorf("%w: jobs[%d].tenant must be 1 to %d bytes (omit it for none)", pgmsg.ErrInvalidTenant, i, pgmsg.TenantMaxBytes)
+			}
+			params[i].Tenant = *j.Tenant
 		}
 		if len(j.DependsOn) > pgmsg.JobDependsOnMax {
 			return fmt.Errorf("%w: jobs[%d] has more than %d dependencies", pgmsg.ErrTooManyDependencies, i, pgmsg.JobDependsOnMax)
@@ -829,4 +840,50 @@ func (s *Server) resumeSequence(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "sequence_key": key, "resumed": resumed})
+}
+
+func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) error {
+	queue := r.PathValue("queue")
+	if err := validNames("queue", queue); err != nil {
+		return err
+	}
+	q := params{r.URL.Query()}
+	limit, err := q.int("limit", 100)
+	if err != nil {
+		return err
+	}
+	if limit < 1 || limit > 10000 {
+		return newAPIError(errLimitExceeded, "limit must be between 1 and 10000, got %d", limit)
+	}
+	ts, err := s.client.ListTenants(r.Context(), queue, &pgmsg.ListTenantsOpts{Limit: limit, AfterTenant: q.Get("after")})
+	if err != nil {
+		return err
+	}
+	if ts == nil {
+		ts = []*pgmsg.Tenant{}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "tenants": ts})
+}
+
+// TenantWeightRequest is the body of PUT /v1/queues/{queue}/tenants/{tenant}.
+type TenantWeightRequest struct {
+	Weight *float64 `json:"weight"`
+}
+
+func (s *Server) setTenantWeight(w http.ResponseWriter, r *http.Request) error {
+	queue, tenant := r.PathValue("queue"), r.PathValue("tenant")
+	if err := validNames("queue", queue); err != nil {
+		return err
+	}
+	var req TenantWeightRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Weight == nil {
+		return newAPIError(errInvalidParameter, "field \"weight\" is required")
+	}
+	if err := s.client.SetTenantWeight(r.Context(), queue, tenant, *req.Weight); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "tenant": tenant, "weight": *req.Weight})
 }

@@ -339,3 +339,13 @@ func (q *Queues) KeyLimitList(ctx context.Context, queue string, limit int, afte
 func (q *Queues) SequenceJobs(ctx context.Context, queue, key string, limit int) (*store.SequenceJobsResult, error) {
 	return q.store.SequenceJobs(ctx, q.pool, queue, key, limit)
 }
+
+// TenantWeightSet sets a tenant's weight in queue (store.TenantWeightSet).
+func (q *Queues) TenantWeightSet(ctx context.Context, queue, tenant string, weight float64) error {
+	return q.store.TenantWeightSet(ctx, q.pool, queue, tenant, weight)
+}
+
+// TenantList lists queue's tenants (store.TenantList).
+func (q *Queues) TenantList(ctx context.Context, queue string, limit int, afterTenant string) ([]store.Tenant, error) {
+	return q.store.TenantList(ctx, q.pool, queue, limit, afterTenant)
+}

@@ -40,6 +40,15 @@ type ClaimOpts struct {
 // 1,000 jobs/s.
 const claimFullEvery = time.Second
 
+// claimFairLag is how far behind a fair queue's reads start: at the
+// largest tag claimed claimFairLag to twice that ago. A job is tagged at
+// the queue's virtual time when its enqueue starts, and the claims go on
+// while it runs: a read from the latest tag would miss the jobs of
+// enqueues that took longer than the claims since (until the whole read
+// of the second). The cost is the claimed entries crossed: the queue's
+// claims over the lag.
+const claimFairLag = 250 * time.Millisecond
+
 // claimLimitedFor is how long a client sends the claims of a queue found
 // to have a rate limit or running cap straight to job_claim(), before
 // trying the direct statement again (the limits may have been removed).
@@ -55,10 +64,19 @@ type claimState struct {
 	priority int16
 	runAt    time.Time
 	id       int64
-	full     time.Time // last claim without a position
-	probed   time.Time // last probe for expired leases
-	rescue   bool      // the last probe found an expired lease
-	limited  time.Time // when the queue was last found limited
+	// fairValid and fairTag: the largest virtual start tag of the last
+	// direct claim of a fair queue; fairOld and fairOldValid the same as
+	// of fairAt, at least claimFairLag ago, where its reads start (see
+	// claimFairLag).
+	fairValid    bool
+	fairTag      float64
+	fairOldValid bool
+	fairOld      float64
+	fairAt       time.Time
+	full         time.Time // last claim without a position
+	probed       time.Time // last probe for expired leases
+	rescue       bool      // the last probe found an expired lease
+	limited      time.Time // when the queue was last found limited
 	// limitChecked is when checkLimited last read the queue's limits.
 	limitChecked time.Time
 }
@@ -174,8 +192,14 @@ func (s *claimState) next(now time.Time) (pos store.JobClaimPosition, probe, res
 	rescue = s.rescue
 	if now.Sub(s.full) >= claimFullEvery {
 		s.full = now
-	} else if s.valid {
-		pos = store.JobClaimPosition{Valid: true, Priority: s.priority, RunAt: s.runAt, ID: s.id}
+	} else {
+		if s.valid {
+			pos = store.JobClaimPosition{Valid: true, Priority: s.priority, RunAt: s.runAt, ID: s.id}
+		}
+		if now.Sub(s.fairAt) >= claimFairLag {
+			s.fairOldValid, s.fairOld, s.fairAt = s.fairValid, s.fairTag, now
+		}
+		pos.FairValid, pos.FairTag = s.fairOldValid, s.fairOld
 	}
 	if now.Sub(s.probed) >= claimFullEvery {
 		s.probed, probe = now, true
@@ -254,5 +278,10 @@ func (q *Queues) claimDirect(ctx context.Context, queue string, o *ClaimOpts, as
 		return nil, false, nil
 	}
 	st.claimed(jobs, false, time.Time{})
+	if res.FairValid {
+		st.mu.Lock()
+		st.fairValid, st.fairTag = true, res.FairTag
+		st.mu.Unlock()
+	}
 	return jobs, true, nil
 }

@@ -17,6 +17,18 @@ import (
 
 var tagRE = regexp.MustCompile(`^[A-Za-z0-9._:/=@+-]{1,100}$`)
 
+// tenantRE is _tenant_check()'s rule for a tenant name.
+var tenantRE = regexp.MustCompile(`^[A-Za-z0-9._:/=@+-]{1,200}$`)
+
+// CheckTenant refuses a tenant name that _tenant_check() refuses
+// (errs.InvalidTenant, PM118); "" is none and passes.
+func CheckTenant(what, tenant string) error {
+	if tenant != "" && !tenantRE.MatchString(tenant) {
+		return errs.New(errs.InvalidTenant, "%s: tenant %q: a tenant is 1 to %d of A-Z a-z 0-9 . _ : / = @ + -", what, tenant, TenantMaxBytes)
+	}
+	return nil
+}
+
 // TagsJSON checks job i's tags as _job_tags() does and encodes them for
 // enqueue_many() (nil: none).
 func TagsJSON(i int, tags []string) ([]byte, error) {
@@ -87,6 +99,11 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 		case p.Timeout < 0 || (p.Timeout > 0 && p.Timeout < time.Microsecond) || p.Timeout > durationMax:
 			return nil, errs.New(errs.InvalidArgument, "job %d: timeout must be from 1µs to %s (0: the queue's), got %s", i, durationMax, p.Timeout)
 		}
+		if p.Tenant != "" {
+			if err := CheckTenant(fmt.Sprintf("job %d", i), p.Tenant); err != nil {
+				return nil, err
+			}
+		}
 		if !p.RunAt.IsZero() {
 			// A time pgx can send and PostgreSQL hold (enqueue_many()
 			// refuses the other years outside 0001..9999, PM004, too).
@@ -116,7 +133,8 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 		batch.Set(i, &store.JobParams{Payload: p.Payload, Kind: p.Kind, Priority: p.Priority, RunAt: p.RunAt, Delay: p.Delay,
 			MaxAttempts: p.MaxAttempts, UniqueKey: p.UniqueKey, UniqueFor: p.UniqueFor, Timeout: p.Timeout, Tags: tags, Metadata: md,
 			SequenceKey: p.SequenceKey, SequenceContinue: p.SequenceContinue, LimitKey: p.LimitKey,
-			Name: p.Name, DependsOn: deps, DepsIgnoreCancelled: p.IgnoreCancelledDeps, DepsIgnoreDead: p.IgnoreDeadDeps})
+			Name: p.Name, DependsOn: deps, DepsIgnoreCancelled: p.IgnoreCancelledDeps, DepsIgnoreDead: p.IgnoreDeadDeps,
+			Tenant: p.Tenant})
 	}
 	out := make([]*pgmsgtype.EnqueueResult, n)
 	if err := q.store.JobEnqueueMany(ctx, exec, &batch, func(i int, r store.JobEnqueued) {

@@ -54,6 +54,11 @@ const (
 	// JobNameMaxBytes the longest name of a job of a batch, in bytes.
 	DependsOnMax    = 1000
 	JobNameMaxBytes = 200
+	// TenantMaxBytes is the longest tenant name, in bytes, and
+	// TenantWeightMin and TenantWeightMax bound a tenant's weight.
+	TenantMaxBytes  = 200
+	TenantWeightMin = 0.001
+	TenantWeightMax = 1000000
 	// TagsMax is the most tags a job may have.
 	TagsMax = 20
 	// ClaimMaxDefault is how many jobs a claim takes when not told.

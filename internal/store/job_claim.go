@@ -102,6 +102,14 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 // queue with a rate limit or a running cap (rate_limit, max_running): the statement
 // answers 'limited', and job_claim(), which applies the limits, claims.
 //
+// A fair queue (fair share across tenants) is read as job_claim() reads
+// it: its tagged jobs in virtual start tag order (job_fair) from the fair
+// position $11 (the largest tag the client claimed; NULL: none, fp reads
+// nothing), then from the start (fr) when fp found too few, then
+// untagged ones (fu); the positioned and whole reads get no queue id and
+// read nothing. Another queue's fp, fr and fu get none. Each claimed
+// job's tag is returned last (NULL outside fair queues).
+//
 // Reads, as job_claim() does: first any claimable job of a higher
 // priority than the position, then the same priority after it, then lower
 // priorities, each an ordered read of job_claim that stops at $2 rows, and
@@ -110,25 +118,44 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 // transaction's, so SKIP LOCKED does not skip them).
 var jobClaimDirectSQL = `WITH q AS (
     SELECT qq.queue_id, qq.name, qq.lease, qq.paused OR qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS held,
-           qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS limited, qq.job_timeout
+           qq.rate_limit IS NOT NULL OR qq.max_running IS NOT NULL AS limited, qq.job_timeout, qq.fair
       FROM pgmsg.queue qq WHERE qq.name = $1::text
 ), n AS (SELECT pg_catalog.clock_timestamp() AS ts),
-hi AS (
+fp AS (
+    SELECT j.id, j.priority, j.run_at, j.fair_tag FROM pgmsg.job j
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE q.fair AND NOT q.held) AND j.fair_tag IS NOT NULL
+       AND j.state IN ('available', 'scheduled', 'retrying') AND j.fair_tag >= $11::double precision
+       AND j.run_at <= (SELECT n.ts FROM n)
+     ORDER BY j.fair_tag, j.id
+     LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
+), fr AS (
+    SELECT j.id, j.priority, j.run_at, j.fair_tag FROM pgmsg.job j
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE q.fair AND NOT q.held) AND j.fair_tag IS NOT NULL
+       AND j.state IN ('available', 'scheduled', 'retrying') AND j.run_at <= (SELECT n.ts FROM n)
+     ORDER BY j.fair_tag, j.id
+     LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
+), fu AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE q.fair AND NOT q.held) AND j.fair_tag IS NULL
+       AND j.state IN ('available', 'scheduled', 'retrying') AND j.run_at <= (SELECT n.ts FROM n)
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
+), hi AS (
+    SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held AND NOT q.fair) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.priority > $5::smallint AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
 ), eq AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held AND NOT q.fair) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.priority = $5::smallint AND (j.run_at, j.id) > ($6::timestamptz, $7::bigint)
        AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
 ), lo AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held AND NOT q.fair) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.priority < $5::smallint AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
@@ -136,39 +163,45 @@ hi AS (
     SELECT hi.*, 1 AS b FROM hi UNION ALL SELECT eq.*, 2 FROM eq UNION ALL SELECT lo.*, 3 FROM lo
 ), whole AS (
     SELECT j.id, j.priority, j.run_at FROM pgmsg.job j
-     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held) AND j.state IN ('available', 'scheduled', 'retrying')
+     WHERE j.queue_id = (SELECT q.queue_id FROM q WHERE NOT q.held AND NOT q.fair) AND j.state IN ('available', 'scheduled', 'retrying')
        AND j.run_at <= (SELECT n.ts FROM n)
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT $2::integer FOR UPDATE OF j SKIP LOCKED
 ), x AS (
-    SELECT pos.id, pos.priority, pos.run_at, pos.b FROM pos
+    SELECT fp.id, fp.priority, fp.run_at, 0 AS b, fp.fair_tag AS t FROM fp
     UNION ALL
-    SELECT w.id, w.priority, w.run_at, 4 FROM whole w WHERE w.id NOT IN (SELECT pos.id FROM pos)
+    SELECT fr.id, fr.priority, fr.run_at, 0, fr.fair_tag FROM fr WHERE fr.id NOT IN (SELECT fp.id FROM fp)
+    UNION ALL
+    SELECT fu.id, fu.priority, fu.run_at, 5, NULL FROM fu
+    UNION ALL
+    SELECT pos.id, pos.priority, pos.run_at, pos.b, NULL FROM pos
+    UNION ALL
+    SELECT w.id, w.priority, w.run_at, 4, NULL FROM whole w WHERE w.id NOT IN (SELECT pos.id FROM pos)
     LIMIT $2::integer
 ), k AS (
-    SELECT x.id, pg_catalog.row_number() OVER (ORDER BY x.b, x.priority DESC, x.run_at, x.id) AS ord FROM x
+    SELECT x.id, pg_catalog.row_number() OVER (ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id) AS ord FROM x
 ), u AS (
     UPDATE pgmsg.job j
        SET ` + stmt("job_claim_set", "$9::bigint", "n.ts + coalesce($3::interval, q.lease)", "n.ts", "$4::text") + `
       FROM k, n, q
      WHERE j.id = k.id
     RETURNING k.ord, j.id, j.kind, j.priority, j.attempt, j.max_attempts, j.lease_token,
-              j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.unique_key, j.errors, j.timeout
+              j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.unique_key, j.errors, j.timeout, j.fair_tag
 ), a AS (
     SELECT CASE WHEN $8::boolean AND EXISTS (SELECT 1 FROM u) THEN pg_catalog.set_config('synchronous_commit', 'off', true) END AS s
 )
 SELECT u.ord, u.id, q.name, coalesce(u.kind, ''), pl.payload, u.priority::integer, u.attempt, u.max_attempts, u.lease_token,
        u.lease_expires_at, u.run_at, u.enqueued_at, u.attempted_at, coalesce(u.unique_key, ''), u.errors,
-       coalesce((extract(epoch FROM coalesce(u.timeout, q.job_timeout)) * 1000000)::bigint, 0), a.s
+       coalesce((extract(epoch FROM coalesce(u.timeout, q.job_timeout)) * 1000000)::bigint, 0), a.s, u.fair_tag
   FROM u CROSS JOIN q CROSS JOIN a LEFT JOIN pgmsg.job_payload pl ON pl.id = u.id
 UNION ALL
-SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'unknown'
+SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'unknown', NULL
  WHERE NOT EXISTS (SELECT 1 FROM q)
 UNION ALL
-SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'limited'
+SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'limited', NULL
  WHERE EXISTS (SELECT 1 FROM q WHERE q.limited)
 UNION ALL
-SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'expired'
+SELECT NULL, NULL, '', '', NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, '', NULL, 0, 'expired', NULL
  WHERE $10::boolean AND EXISTS (
        SELECT 1 FROM pgmsg.job j
         WHERE j.queue_id = (SELECT q.queue_id FROM q) AND j.state = 'running'
@@ -199,6 +232,10 @@ type JobClaimPosition struct {
 	Priority int16
 	RunAt    time.Time
 	ID       int64
+	// FairValid and FairTag: the largest virtual start tag the client
+	// claimed of a fair queue (its reads start there).
+	FairValid bool
+	FairTag   float64
 }
 
 // JobClaimDirectParams are the arguments of JobClaimDirect: Lease 0 is
@@ -228,6 +265,10 @@ type JobClaimDirectResult struct {
 	// Expired: the probe found an expired lease, for job_rescue()
 	// (JobRescue) to make claimable.
 	Expired bool
+	// FairTag is the largest virtual start tag claimed (FairValid: the
+	// queue is fair and a job was claimed).
+	FairValid bool
+	FairTag   float64
 }
 
 // JobClaimDirect claims through jobClaimDirectSQL on pool (a pool, or a
@@ -240,6 +281,10 @@ func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaim
 	var pri pgtype.Int2
 	var runAt pgtype.Timestamptz
 	var posID pgtype.Int8
+	var fairTag pgtype.Float8
+	if p.Position.FairValid {
+		fairTag = pgtype.Float8{Float64: p.Position.FairTag, Valid: true}
+	}
 	if p.Position.Valid {
 		pri, runAt, posID = pgtype.Int2{Int16: p.Position.Priority, Valid: true},
 			pgtype.Timestamptz{Time: p.Position.RunAt, Valid: true}, pgtype.Int8{Int64: p.Position.ID, Valid: true}
@@ -247,7 +292,7 @@ func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaim
 	var b pgx.Batch
 	b.Queue(JobClaimSettingsSQL, p.Async)
 	b.Queue(s.SQL(jobClaimDirectSQL), p.Queue, limit32(p.Max), optInterval(p.Lease),
-		optText(p.Worker), pri, runAt, posID, p.Async, leaseToken(), p.Probe)
+		optText(p.Worker), pri, runAt, posID, p.Async, leaseToken(), p.Probe, fairTag)
 	br := pool.SendBatch(ctx, &b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
@@ -265,12 +310,13 @@ func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaim
 		timeoutUs                                  int64
 		history                                    []byte
 		reason                                     pgtype.Text
+		tag                                        pgtype.Float8
 	}
 	for rows.Next() {
 		j := new(Job) // the caller's to keep
 		if err := rows.Scan(&sc.ord, &sc.id, &j.Queue, &j.Kind, &j.Payload, &j.Priority, &j.Attempt, &j.MaxAttempts,
 			&j.LeaseToken, &sc.leaseExpiresAt, &sc.runAt, &sc.enqueued, &sc.attempted, &j.UniqueKey, &sc.history, &sc.timeoutUs,
-			&sc.reason); err != nil {
+			&sc.reason, &sc.tag); err != nil {
 			return res, errs.Map(err)
 		}
 		if !sc.id.Valid {
@@ -294,6 +340,9 @@ func (s *Store) JobClaimDirect(ctx context.Context, pool BatchSender, p JobClaim
 		j.ID, j.State, j.Worker = sc.id.Int64, pgmsgtype.JobStateRunning, p.Worker
 		j.LeaseExpiresAt, j.RunAt, j.AttemptedAt = timePtr(sc.leaseExpiresAt), timePtr(sc.runAt), timePtr(sc.attempted)
 		j.EnqueuedAt, j.Timeout = sc.enqueued.Time, micros(sc.timeoutUs)
+		if sc.tag.Valid && (!res.FairValid || sc.tag.Float64 > res.FairTag) {
+			res.FairValid, res.FairTag = true, sc.tag.Float64
+		}
 		if err := fn(j); err != nil {
 			return res, err
 		}

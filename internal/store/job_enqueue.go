@@ -40,6 +40,8 @@ type JobParams struct {
 	DependsOn           []byte
 	DepsIgnoreCancelled bool
 	DepsIgnoreDead      bool
+	// Tenant "" is none (the default tenant in a fair queue).
+	Tenant string
 }
 
 // JobBatch is a batch of jobs for JobEnqueueMany, held in the arrays the
@@ -48,7 +50,8 @@ type JobParams struct {
 type JobBatch struct {
 	arg dbsqlc.JobEnqueueManyParams
 	// more: a job has a unique key, tags, metadata, a sequence key, a
-	// limit key, a name or dependencies, which only enqueue_many() stores.
+	// limit key, a name, dependencies or a tenant, which only
+	// enqueue_many() stores.
 	more bool
 }
 
@@ -149,8 +152,14 @@ func (b *JobBatch) Set(i int, p *JobParams) {
 		}
 		a.DepsIgnoreDead[i] = true
 	}
+	if p.Tenant != "" {
+		if a.Tenants == nil {
+			a.Tenants = make([]string, n)
+		}
+		a.Tenants[i] = p.Tenant
+	}
 	if p.UniqueKey != "" || p.Tags != nil || p.Metadata != nil || p.SequenceKey != "" || p.SequenceContinue || p.LimitKey != "" ||
-		p.Name != "" || p.DependsOn != nil || p.DepsIgnoreCancelled || p.DepsIgnoreDead {
+		p.Name != "" || p.DependsOn != nil || p.DepsIgnoreCancelled || p.DepsIgnoreDead || p.Tenant != "" {
 		b.more = true
 	}
 }
@@ -196,7 +205,7 @@ func (s *Store) JobEnqueueMany(ctx context.Context, exec DBTX, b *JobBatch, fn f
 // (the Go client's enqueue took twice as long as the same call
 // from psql). It inserts nothing and returns no row when enqueue_many()
 // has more to do or to say: an unknown queue (created, or PM101), a queue
-// with a max_depth or a key_limit, or a payload over max_payload_bytes (PM103). The Go
+// with a max_depth or a key_limit, a fair queue (its jobs are tagged), or a payload over max_payload_bytes (PM103). The Go
 // client checks every other argument before (pgmsg.Client.EnqueueManyTx). Idle workers
 // are woken in the transaction, as by enqueue_many(). TestJobEnqueueParity
 // (job_enqueue_test.go) holds the two forms alike.
@@ -208,7 +217,7 @@ func (s *Store) JobEnqueueMany(ctx context.Context, exec DBTX, b *JobBatch, fn f
 // only if referenced).
 const enqueueDirectSQL = `WITH q AS (
     SELECT qq.queue_id, qq.max_attempts, qq.name FROM pgmsg.queue qq
-     WHERE qq.name = $1::text AND qq.max_depth IS NULL AND qq.key_limit IS NULL
+     WHERE qq.name = $1::text AND qq.max_depth IS NULL AND qq.key_limit IS NULL AND NOT qq.fair
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest($2::bytea[]) AS u(p) WHERE pg_catalog.octet_length(u.p) > qq.max_payload_bytes)
 ), n AS (SELECT pg_catalog.clock_timestamp() AS ts),
 src AS (

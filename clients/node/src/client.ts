@@ -97,6 +97,12 @@ export interface JobSpec {
   dependsOn?: Array<number | string>;
   ignoreCancelledDeps?: boolean;
   ignoreDeadDeps?: boolean;
+  /**
+   * Fair share: the job's tenant (1 to 200 of A-Z a-z 0-9 . _ : / = @ + -).
+   * A queue whose jobs name tenants serves them by weight, so one tenant's
+   * backlog does not starve another's jobs (tenant_weight_set() in SQL).
+   */
+  tenant?: string;
 }
 
 export interface EnqueueResult {
@@ -407,7 +413,7 @@ export class Pgmsg {
          p_timeouts => $9::interval[], p_tags => $10::text[]::jsonb[], p_metadata => $11::text[]::jsonb[],
          p_sequence_keys => $12::text[], p_sequence_continues => $13::boolean[], p_limit_keys => $14::text[],
          p_names => $15::text[], p_depends_on => $16::text[]::jsonb[], p_deps_ignore_cancelled => $17::boolean[],
-         p_deps_ignore_dead => $18::boolean[])`,
+         p_deps_ignore_dead => $18::boolean[], p_tenants => $19::text[])`,
       [
         queue,
         jobs.map((j) => bytes(j.payload)),
@@ -427,6 +433,7 @@ export class Pgmsg {
         col((j) => (j.dependsOn ? JSON.stringify(j.dependsOn) : null)),
         col((j) => j.ignoreCancelledDeps),
         col((j) => j.ignoreDeadDeps),
+        col((j) => j.tenant),
       ],
     );
     return rows.map((r) => ({ id: num(r.id), duplicate: r.duplicate, state: r.state, runAt: r.run_at }));

@@ -230,6 +230,15 @@ describe("the queue", () => {
     assert.deepEqual(jobs.map((j) => j.id), [many[1].id], "the completion admitted the key's next");
   });
 
+  test("a tenant enqueueing after another's backlog is served in turn", async () => {
+    const q = env.name("q");
+    const many = await c.enqueueMany(q, Array.from({ length: 5 }, () => ({ payload: "big", tenant: "big" })));
+    const small = await c.enqueue(q, "small", { tenant: "small" });
+    const jobs = await c.claimJobs(q, { limit: 2 });
+    assert.deepEqual(jobs.map((j) => j.id), [many[0].id, small.id]);
+    await rejects(c.enqueue(q, "x", { tenant: "has space" }), "PM118");
+  });
+
   test("enqueue, claim, complete, fail", async () => {
     const q = env.name("q");
     const r = await c.enqueue(q, '{"to":"ada"}', { kind: "welcome", priority: 5, uniqueKey: "u1", tags: ["eu"], metadata: { by: "ann" } });

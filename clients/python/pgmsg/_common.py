@@ -115,6 +115,10 @@ class JobSpec:
     depends_on: Optional[List[Union[int, str]]] = None
     ignore_cancelled_deps: Optional[bool] = None
     ignore_dead_deps: Optional[bool] = None
+    # Fair share: the job's tenant (1 to 200 of A-Z a-z 0-9 . _ : / = @ + -).
+    # A queue whose jobs name tenants serves them by weight, so one tenant's
+    # backlog does not starve another's jobs (tenant_weight_set() in SQL).
+    tenant: Optional[str] = None
 
 
 @dataclass
@@ -276,7 +280,7 @@ class Statements:
             " p_sequence_continues => %(sequence_continues)s::boolean[], p_limit_keys => %(limit_keys)s::text[],"
             " p_names => %(names)s::text[], p_depends_on => %(depends_on)s::text[]::jsonb[],"
             " p_deps_ignore_cancelled => %(deps_ignore_cancelled)s::boolean[],"
-            " p_deps_ignore_dead => %(deps_ignore_dead)s::boolean[])"
+            " p_deps_ignore_dead => %(deps_ignore_dead)s::boolean[], p_tenants => %(tenants)s::text[])"
         )
         self.queue_ensure = q("SELECT name FROM {s}.queue_create(%(queue)s, p_if_not_exists => true)")
         self.job_claim = q(
@@ -358,6 +362,7 @@ class Statements:
             "depends_on": _parallel([_json_or_none(j.depends_on) for j in jobs]),
             "deps_ignore_cancelled": _parallel([j.ignore_cancelled_deps for j in jobs]),
             "deps_ignore_dead": _parallel([j.ignore_dead_deps for j in jobs]),
+            "tenants": _parallel([j.tenant for j in jobs]),
         }
 
     @staticmethod

@@ -238,6 +238,15 @@ class QueueTest(unittest.TestCase):
         jobs = self.c.claim_jobs(self.queue, 10)
         self.assertEqual([j.id for j in jobs], [many[1].id], "the completion admitted the key's next")
 
+    def test_tenant(self):
+        many = self.c.enqueue_many(self.queue, [JobSpec(b"big", tenant="big") for _ in range(5)])
+        small = self.c.enqueue(self.queue, b"small", tenant="small")
+        jobs = self.c.claim_jobs(self.queue, 2)
+        self.assertEqual([j.id for j in jobs], [many[0].id, small.id], "the later tenant is served in turn, not after the backlog")
+        with self.assertRaises(PgmsgError) as cm:
+            self.c.enqueue(self.queue, b"x", tenant="has space")
+        self.assertEqual((cm.exception.code, cm.exception.name), ("PM118", "invalid_tenant"))
+
     def test_enqueue_claim_complete_fail(self):
         r = self.c.enqueue(self.queue, b'{"to":"ada"}', kind="welcome", priority=5, unique_key="u1",
                            tags=["eu"], metadata={"by": "ann"})

@@ -73,7 +73,7 @@ SELECT pgmsg.queue_pause(@queue::text)::boolean AS paused;
 SELECT pgmsg.queue_resume(@queue::text)::boolean AS paused;
 
 -- name: JobEnqueueMany :many
--- Go sends "" for no kind, unique key, sequence key, limit key or name, 0 for the queue's max attempts and
+-- Go sends "" for no kind, unique key, sequence key, limit key, name or tenant, 0 for the queue's max attempts and
 -- NULL for no timeout, tags, metadata, uniqueness window or dependencies of the job's own.
 SELECT id::bigint, duplicate::boolean, state::text, run_at::timestamptz
 FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], pg_catalog.array_replace(@kinds::text[], '', NULL),
@@ -84,7 +84,8 @@ FROM pgmsg.enqueue_many(@queue::text, @payloads::bytea[], pg_catalog.array_repla
                         pg_catalog.array_replace(@sequence_keys::text[], '', NULL), @sequence_continues::boolean[],
                         pg_catalog.array_replace(@limit_keys::text[], '', NULL),
                         pg_catalog.array_replace(@names::text[], '', NULL), @depends_on::jsonb[],
-                        @deps_ignore_cancelled::boolean[], @deps_ignore_dead::boolean[]);
+                        @deps_ignore_cancelled::boolean[], @deps_ignore_dead::boolean[],
+                        pg_catalog.array_replace(@tenants::text[], '', NULL));
 
 -- name: JobClaim :many
 -- One statement: UPDATE ... FROM (SELECT ... ORDER BY priority DESC, run_at,

@@ -255,7 +255,8 @@ AS $function$
     -- UPDATE of the token bucket's columns: the claims of a queue with a
     -- rate_limit or max_running lock its row (FOR UPDATE needs an UPDATE
     -- privilege) and spend its tokens.
-    ('worker',   'table',    'queue',                'SELECT, INSERT, UPDATE (rate_tokens, rate_at)'),
+    -- UPDATE of fair: the first job naming a tenant makes its queue fair.
+    ('worker',   'table',    'queue',                'SELECT, INSERT, UPDATE (rate_tokens, rate_at, fair)'),
     ('worker',   'sequence', 'queue_queue_id_seq',   'USAGE'),
     ('worker',   'sequence', 'job_id_seq',           'USAGE'),
     ('worker',   'table',    'job',                  'SELECT, INSERT, UPDATE, DELETE'),
@@ -264,6 +265,8 @@ AS $function$
     ('worker',   'table',    'job_unique',           'SELECT, INSERT, DELETE'),
     ('worker',   'table',    'job_dependency',       'SELECT, INSERT, DELETE'),
     ('worker',   'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE'),
+    -- Tenants' finish tags (enqueues); their weights are the admin's.
+    ('worker',   'table',    'job_tenant',           'SELECT, INSERT (queue_id, tenant, finish, enqueued), UPDATE (finish, enqueued)'),
     ('worker',   'table',    'periodic_job',         'SELECT, UPDATE (next_run_at, last_run_at, last_job_id, last_error)'),
     -- admin: everything above, tokens, queue and periodic definitions,
     -- topic DDL and maintenance (SECURITY DEFINER); reads the log's
@@ -290,6 +293,7 @@ AS $function$
     ('admin',    'table',    'job_unique',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_dependency',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_tenant',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token_scram',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),

@@ -485,7 +485,7 @@ END $function$;
 -- key_limit jobs of the key wait to run or run; the others wait as
 -- 'pending' (_key_limit_enqueue). A job without a key in a queue with a
 -- key_field is PM113, a limit key in a queue without a key_limit PM004.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[], p_sequence_keys text[] DEFAULT NULL::text[], p_sequence_continues boolean[] DEFAULT NULL::boolean[], p_limit_keys text[] DEFAULT NULL::text[], p_names text[] DEFAULT NULL::text[], p_depends_on jsonb[] DEFAULT NULL::jsonb[], p_deps_ignore_cancelled boolean[] DEFAULT NULL::boolean[], p_deps_ignore_dead boolean[] DEFAULT NULL::boolean[])
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[], p_sequence_keys text[] DEFAULT NULL::text[], p_sequence_continues boolean[] DEFAULT NULL::boolean[], p_limit_keys text[] DEFAULT NULL::text[], p_names text[] DEFAULT NULL::text[], p_depends_on jsonb[] DEFAULT NULL::jsonb[], p_deps_ignore_cancelled boolean[] DEFAULT NULL::boolean[], p_deps_ignore_dead boolean[] DEFAULT NULL::boolean[], p_tenants text[] DEFAULT NULL::text[])
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -521,6 +521,8 @@ DECLARE
     d_named    boolean[];
     d_wf       bigint;
     dwait      integer[];
+    tnames     text[];
+    ftags      double precision[];
 BEGIN
     IF p_create_queue THEN
         SELECT * INTO q FROM {{schema}}.queue WHERE name = p_queue;
@@ -541,8 +543,14 @@ BEGIN
        OR coalesce(cardinality(p_sequence_keys), 0) > n OR coalesce(cardinality(p_sequence_continues), 0) > n
        OR coalesce(cardinality(p_limit_keys), 0) > n OR coalesce(cardinality(p_names), 0) > n
        OR coalesce(cardinality(p_depends_on), 0) > n OR coalesce(cardinality(p_deps_ignore_cancelled), 0) > n
-       OR coalesce(cardinality(p_deps_ignore_dead), 0) > n THEN
-        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata, unique_fors, sequence_keys, sequence_continues, limit_keys, names, depends_on, deps_ignore_cancelled and deps_ignore_dead must not be longer than payloads');
+       OR coalesce(cardinality(p_deps_ignore_dead), 0) > n OR coalesce(cardinality(p_tenants), 0) > n THEN
+        PERFORM {{schema}}._raise('PM004', 'kinds, priorities, run_ats, delays, max_attempts, unique_keys, timeouts, tags, metadata, unique_fors, sequence_keys, sequence_continues, limit_keys, names, depends_on, deps_ignore_cancelled, deps_ignore_dead and tenants must not be longer than payloads');
+    END IF;
+    -- Fair share: a job naming a tenant makes the queue fair; each job of
+    -- a fair queue gets its tenant ('' for none) and its virtual start tag
+    -- (_fair_enqueue, PM118 a bad tenant name).
+    IF q.fair OR (p_tenants IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_tenants) u(t) WHERE u.t IS NOT NULL)) THEN
+        SELECT * INTO tnames, ftags FROM {{schema}}._fair_enqueue(q, p_tenants, n);
     END IF;
     -- Per-key limits: each job's key (PM113 if the queue's key_field needs
     -- one it lacks), locked (before the sequences) and which jobs wait.
@@ -662,18 +670,19 @@ BEGIN
         RETURN QUERY
         WITH src AS (
             SELECT nextval('{{schema}}.job_id_seq') AS id, u.*
-            FROM unnest(p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_timeouts, p_tags, p_metadata)
-                 WITH ORDINALITY AS u(p, kd, pr, ra, d, m, tmo, tg, md, ord)
+            FROM unnest(p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, p_timeouts, p_tags, p_metadata,
+                        tnames, ftags)
+                 WITH ORDINALITY AS u(p, kd, pr, ra, d, m, tmo, tg, md, tn, ft, ord)
             ORDER BY u.ord
         ), pl AS (
             INSERT INTO {{schema}}.job_payload (id, payload) SELECT src.id, src.p FROM src
         ), ins AS (
             INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind, timeout,
-                                             tags, metadata)
+                                             tags, metadata, tenant, fair_tag)
             SELECT src.id, q.queue_id,
                    CASE WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                    coalesce(src.pr, 0), coalesce(src.m, q.max_attempts), t.at, now_ts, src.kd, src.tmo,
-                   {{schema}}._job_tags(src.tg), src.md
+                   {{schema}}._job_tags(src.tg), src.md, src.tn, src.ft
             FROM src
             CROSS JOIN LATERAL (SELECT coalesce(src.ra, now_ts + coalesce(src.d, interval '0')) AS at) t
             ORDER BY src.ord
@@ -701,7 +710,7 @@ BEGIN
         INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at, kind,
                                          unique_key, timeout, tags, metadata, sequence_key, sequence_continue, limit_key,
                                          depends_on, deps_waiting, deps_ignore_cancelled, deps_ignore_dead, has_dependents,
-                                         workflow_id)
+                                         workflow_id, tenant, fair_tag)
         SELECT u.id, q.queue_id,
                CASE WHEN pend[u.ord] THEN 'pending' WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                coalesce(u.pr, 0), coalesce(u.m, q.max_attempts), t.at, now_ts, u.kd, u.k, u.tmo,
@@ -710,10 +719,11 @@ BEGIN
                CASE WHEN dp.ids IS NOT NULL THEN coalesce(p_deps_ignore_cancelled[u.ord], false) END,
                CASE WHEN dp.ids IS NOT NULL THEN coalesce(p_deps_ignore_dead[u.ord], false) END,
                CASE WHEN d_named[u.ord] THEN true END,
-               CASE WHEN dp.ids IS NOT NULL OR p_names[u.ord] IS NOT NULL THEN d_wf END
+               CASE WHEN dp.ids IS NOT NULL OR p_names[u.ord] IS NOT NULL THEN d_wf END,
+               u.tn, u.ft
         FROM unnest(ids, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts, keys, p_timeouts,
-                    p_tags, p_metadata, p_sequence_keys, p_sequence_continues)
-             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, sk, sr, ord)
+                    p_tags, p_metadata, p_sequence_keys, p_sequence_continues, tnames, ftags)
+             WITH ORDINALITY AS u(id, p, kd, pr, ra, d, m, k, tmo, tg, md, sk, sr, tn, ft, ord)
         LEFT JOIN (SELECT e.o, array_agg(e.d ORDER BY e.d) AS ids FROM unnest(d_ord, d_dep) e(o, d)
                     GROUP BY e.o) dp ON dp.o = u.ord
         CROSS JOIN LATERAL (SELECT coalesce(u.ra, now_ts + coalesce(u.d, interval '0')) AS at) t
@@ -748,14 +758,14 @@ BEGIN
             LOOP
                 INSERT INTO {{schema}}.job AS j (id, queue_id, state, priority, max_attempts, run_at, enqueued_at,
                                                  kind, unique_key, timeout, tags, metadata, sequence_key, sequence_continue,
-                                                 limit_key)
+                                                 limit_key, tenant, fair_tag)
                 SELECT r.id, q.queue_id,
                        CASE WHEN pend[r.ord] THEN 'pending' WHEN t.at > now_ts THEN 'scheduled' ELSE 'available' END,
                        coalesce(p_priorities[r.ord], 0), coalesce(p_max_attempts[r.ord], q.max_attempts),
                        t.at, now_ts, p_kinds[r.ord], keys[r.ord], p_timeouts[r.ord],
                        {{schema}}._job_tags(p_tags[r.ord]), p_metadata[r.ord], p_sequence_keys[r.ord],
                        CASE WHEN p_sequence_keys[r.ord] IS NOT NULL THEN coalesce(p_sequence_continues[r.ord], false) END,
-                       lkeys[r.ord]
+                       lkeys[r.ord], tnames[r.ord], ftags[r.ord]
                 FROM (SELECT coalesce(p_run_ats[r.ord], now_ts + coalesce(p_delays[r.ord], interval '0')) AS at) t
                 ON CONFLICT (queue_id, unique_key) WHERE unique_key IS NOT NULL AND state <> 'dead' DO NOTHING
                 RETURNING j.id INTO found_id;
@@ -829,7 +839,7 @@ BEGIN
 END $function$;
 
 -- enqueue inserts one job; see enqueue_many.
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval, p_sequence_key text DEFAULT NULL::text, p_sequence_continue boolean DEFAULT NULL::boolean, p_limit_key text DEFAULT NULL::text, p_depends_on jsonb DEFAULT NULL::jsonb, p_deps_ignore_cancelled boolean DEFAULT NULL::boolean, p_deps_ignore_dead boolean DEFAULT NULL::boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_payload bytea, p_kind text DEFAULT NULL::text, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_max_attempts integer DEFAULT NULL::integer, p_unique_key text DEFAULT NULL::text, p_create_queue boolean DEFAULT true, p_timeout interval DEFAULT NULL::interval, p_tags jsonb DEFAULT NULL::jsonb, p_metadata jsonb DEFAULT NULL::jsonb, p_unique_for interval DEFAULT NULL::interval, p_sequence_key text DEFAULT NULL::text, p_sequence_continue boolean DEFAULT NULL::boolean, p_limit_key text DEFAULT NULL::text, p_depends_on jsonb DEFAULT NULL::jsonb, p_deps_ignore_cancelled boolean DEFAULT NULL::boolean, p_deps_ignore_dead boolean DEFAULT NULL::boolean, p_tenant text DEFAULT NULL::text)
  RETURNS TABLE(id bigint, duplicate boolean, state text, run_at timestamp with time zone)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -839,7 +849,8 @@ AS $function$
                                           ARRAY[p_unique_key], p_create_queue, ARRAY[p_timeout], ARRAY[p_tags],
                                           ARRAY[p_metadata], ARRAY[p_unique_for], ARRAY[p_sequence_key],
                                           ARRAY[p_sequence_continue], ARRAY[p_limit_key], NULL,
-                                          ARRAY[p_depends_on], ARRAY[p_deps_ignore_cancelled], ARRAY[p_deps_ignore_dead])
+                                          ARRAY[p_depends_on], ARRAY[p_deps_ignore_cancelled], ARRAY[p_deps_ignore_dead],
+                                          ARRAY[p_tenant])
 $function$;
 
 -- ---------------------------------------------------------------------------
@@ -931,8 +942,9 @@ BEGIN
 END $function$;
 
 -- job_claim leases up to p_limit claimable jobs of a queue to the caller, in
--- one statement: highest priority first, then oldest run_at, then oldest id.
--- Each claimed job is 'running', its attempt counted and its lease_token
+-- one statement: highest priority first, then oldest run_at, then oldest id
+-- (in a fair queue: the lowest virtual start tag, then oldest id,
+-- 024_fair_share.up.sql; priority does not order a fair queue's jobs). Each claimed job is 'running', its attempt counted and its lease_token
 -- incremented; the lease lasts p_lease (default the queue's) on the
 -- database clock. Rows other claimers hold are skipped (SKIP LOCKED), so
 -- claimers never wait on each other. Expired leases of the queue are rescued
@@ -968,6 +980,7 @@ DECLARE
     n        integer;
     cum      bigint := 0;
     token0   bigint;
+    ftags    double precision[];
 BEGIN
     IF p_async THEN
         PERFORM set_config('synchronous_commit', 'off', true);
@@ -983,7 +996,52 @@ BEGIN
         END IF;
     END IF;
 
-    IF cardinality(pos) = 3 AND coalesce(nullif(current_setting(full_name, true), '')::bigint, 0) = now_s THEN
+    IF q.fair THEN
+        -- A fair queue (fair share across tenants): its tagged jobs in tag
+        -- order (job_fair), from the session's last claimed tag when it
+        -- read the whole index this second (as below), then from the
+        -- start, then any job left untagged (enqueued while the queue
+        -- became fair) in the usual order. Each read runs only when those
+        -- before it found too few.
+        IF coalesce(nullif(current_setting(full_name, true), '')::bigint, 0) <> now_s THEN
+            PERFORM set_config(full_name, now_s::text, false);
+            pos := NULL;
+        END IF;
+        WITH fp AS (
+            SELECT j.id, j.priority, j.run_at, j.fair_tag AS t, 0 AS b, CASE WHEN p_max_bytes IS NOT NULL THEN
+                   (SELECT octet_length(pl.payload)::bigint FROM {{schema}}.job_payload pl WHERE pl.id = j.id) END AS n FROM {{schema}}.job j
+             WHERE j.queue_id = q.queue_id AND j.fair_tag IS NOT NULL AND j.state IN ('available', 'scheduled', 'retrying')
+               AND cardinality(pos) = 1 AND j.fair_tag >= pos[1]::double precision AND j.run_at <= now_ts
+             ORDER BY j.fair_tag, j.id
+             LIMIT p_limit FOR UPDATE SKIP LOCKED
+        ), fr AS (
+            SELECT j.id, j.priority, j.run_at, j.fair_tag AS t, 1 AS b, CASE WHEN p_max_bytes IS NOT NULL THEN
+                   (SELECT octet_length(pl.payload)::bigint FROM {{schema}}.job_payload pl WHERE pl.id = j.id) END AS n FROM {{schema}}.job j
+             WHERE j.queue_id = q.queue_id AND j.fair_tag IS NOT NULL AND j.state IN ('available', 'scheduled', 'retrying')
+               AND j.run_at <= now_ts
+             ORDER BY j.fair_tag, j.id
+             LIMIT p_limit FOR UPDATE SKIP LOCKED
+        ), fu AS (
+            SELECT j.id, j.priority, j.run_at, NULL::double precision AS t, 2 AS b, CASE WHEN p_max_bytes IS NOT NULL THEN
+                   (SELECT octet_length(pl.payload)::bigint FROM {{schema}}.job_payload pl WHERE pl.id = j.id) END AS n FROM {{schema}}.job j
+             WHERE j.queue_id = q.queue_id AND j.fair_tag IS NULL AND j.state IN ('available', 'scheduled', 'retrying')
+               AND j.run_at <= now_ts
+             ORDER BY j.priority DESC, j.run_at, j.id
+             LIMIT p_limit FOR UPDATE SKIP LOCKED
+        ), x AS (
+            SELECT fp.* FROM fp
+            UNION ALL SELECT fr.* FROM fr WHERE fr.id NOT IN (SELECT fp.id FROM fp)
+            UNION ALL SELECT fu.* FROM fu
+            LIMIT p_limit
+        )
+        SELECT array_agg(x.id ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id),
+               array_agg(x.priority ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id),
+               array_agg(x.run_at ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id),
+               array_agg(x.n ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id),
+               (array_agg(x.t ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id) FILTER (WHERE x.t IS NOT NULL))
+          INTO ids, pris, runs, sizes, ftags
+          FROM x;
+    ELSIF cardinality(pos) = 3 AND coalesce(nullif(current_setting(full_name, true), '')::bigint, 0) = now_s THEN
         h_pri := pos[1]::smallint;
         h_run := to_timestamp(pos[2]::bigint / 1000000) + (pos[2]::bigint % 1000000) * interval '1 microsecond';
         h_id := pos[3]::bigint;
@@ -1021,7 +1079,7 @@ BEGIN
           INTO ids, pris, runs, sizes
           FROM x;
     END IF;
-    IF coalesce(cardinality(ids), 0) < p_limit THEN
+    IF NOT q.fair AND coalesce(cardinality(ids), 0) < p_limit THEN
         -- The whole index in claim order. Rows the positioned read locked
         -- are ours, so they are found again where they belong.
         PERFORM set_config(full_name, now_s::text, false);
@@ -1058,7 +1116,15 @@ BEGIN
     -- Every job of a claim goes to the same claimer, so knowing one of its
     -- tokens tells nothing about another claim's.
     token0 := {{schema}}._lease_token();
-    PERFORM set_config(pos_name, pris[n] || '|' || (extract(epoch FROM runs[n]) * 1000000)::bigint || '|' || ids[n], false);
+    IF q.fair THEN
+        -- The fair position: the largest tag claimed (a byte cap's cut
+        -- rows are at most a claim's, found again by the next full read).
+        IF cardinality(ftags) > 0 THEN
+            PERFORM set_config(pos_name, (SELECT max(u.t) FROM unnest(ftags[1:n]) u(t))::text, false);
+        END IF;
+    ELSE
+        PERFORM set_config(pos_name, pris[n] || '|' || (extract(epoch FROM runs[n]) * 1000000)::bigint || '|' || ids[n], false);
+    END IF;
     RETURN QUERY
     WITH u AS (
         UPDATE {{schema}}.job j
@@ -2130,6 +2196,183 @@ AS $function$
 $function$;
 
 -- ---------------------------------------------------------------------------
+-- Fair share across tenants (024_fair_share.up.sql)
+-- ---------------------------------------------------------------------------
+
+-- _tenant_check refuses a tenant name that is not 1 to 200 of
+-- A-Z a-z 0-9 . _ : / = @ + - (PM118). NULL passes (no tenant).
+CREATE OR REPLACE FUNCTION {{schema}}._tenant_check(p_tenant text)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_tenant IS NOT NULL AND p_tenant !~ '^[A-Za-z0-9._:/=@+-]{1,200}$' THEN
+        PERFORM {{schema}}._raise('PM118', format('tenant %s: a tenant is 1 to 200 of A-Z a-z 0-9 . _ : / = @ + -',
+                                                  left(quote_literal(p_tenant), 210)));
+    END IF;
+END $function$;
+
+-- _fair_virtual_time is a fair queue's virtual time: the largest tag of
+-- its running jobs (job_fair_running), or the tag of the first job
+-- waiting after it if that is larger. Claims start their reads at the
+-- largest tag they claimed, which is running, or was and is now at most
+-- the first waiting one: so a job tagged here is found by the next claim
+-- (and the read from the running tag crosses only the entries claimed
+-- since). When none runs: the head of its waiting jobs (job_fair, due
+-- jobs); else, when none waits, the largest start tag its tenants were
+-- handed (the last finish tag less one job, of tenants that enqueued);
+-- else 0.
+CREATE OR REPLACE FUNCTION {{schema}}._fair_virtual_time(p_queue_id integer)
+ RETURNS double precision
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    r double precision;
+    h double precision;
+BEGIN
+    SELECT j.fair_tag INTO r FROM {{schema}}.job j
+     WHERE j.queue_id = p_queue_id AND j.fair_tag IS NOT NULL AND j.state = 'running'
+     ORDER BY j.fair_tag DESC LIMIT 1;
+    SELECT j.fair_tag INTO h FROM {{schema}}.job j
+     WHERE j.queue_id = p_queue_id AND j.fair_tag IS NOT NULL AND j.state IN ('available', 'scheduled', 'retrying')
+       AND j.fair_tag >= coalesce(r, '-Infinity') AND j.run_at <= clock_timestamp()
+     ORDER BY j.fair_tag, j.id LIMIT 1;
+    IF r IS NOT NULL OR h IS NOT NULL THEN
+        RETURN greatest(r, h);
+    END IF;
+    RETURN coalesce((SELECT max(t.finish - 1 / t.weight) FROM {{schema}}.job_tenant t
+                      WHERE t.queue_id = p_queue_id AND t.enqueued > 0), 0);
+END $function$;
+
+-- _fair_enqueue tags a batch of p_n jobs of the queue q whose tenants are
+-- p_tenants (NULL entries, or a NULL array: the default tenant ''):
+-- tenants is each job's tenant, tags its virtual start tag. A tenant's
+-- jobs in the batch start at max(the queue's virtual time, the tenant's
+-- finish tag) and follow each other 1/weight apart; the tenant's row
+-- (job_tenant, created with weight 1) keeps the new finish tag. The rows
+-- are locked in tenant order, so batches cannot deadlock on each other,
+-- and only the batch's tenants are locked. The first job naming a tenant
+-- makes the queue fair (queue.fair): the jobs waiting in it already
+-- become the default tenant's, tagged 0 (the head).
+CREATE OR REPLACE FUNCTION {{schema}}._fair_enqueue(q {{schema}}.queue, p_tenants text[], p_n integer, OUT tenants text[], OUT tags double precision[])
+ RETURNS record
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v double precision;
+BEGIN
+    PERFORM {{schema}}._tenant_check(u.t) FROM unnest(p_tenants) u(t) WHERE u.t IS NOT NULL;
+    -- (unnest, not p_tenants[i]: a subscript of a text array walks it)
+    tenants := ARRAY(SELECT coalesce(u.t, '') FROM generate_series(1, p_n) g(i)
+                       LEFT JOIN unnest(p_tenants) WITH ORDINALITY u(t, o) ON u.o = g.i ORDER BY g.i);
+    IF NOT q.fair THEN
+        UPDATE {{schema}}.queue qq SET fair = true WHERE qq.queue_id = q.queue_id AND NOT qq.fair;
+        IF FOUND THEN
+            UPDATE {{schema}}.job j SET tenant = '', fair_tag = 0
+             WHERE j.queue_id = q.queue_id AND j.fair_tag IS NULL
+               AND j.state IN ('available', 'scheduled', 'retrying', 'pending');
+        END IF;
+    END IF;
+    v := {{schema}}._fair_virtual_time(q.queue_id);
+    WITH c AS (
+        SELECT u.t, count(*) AS cnt FROM unnest(tenants) u(t) GROUP BY u.t
+    ), up AS (
+        INSERT INTO {{schema}}.job_tenant AS jt (queue_id, tenant, finish, enqueued)
+        SELECT q.queue_id, c.t, v + c.cnt, c.cnt FROM c ORDER BY c.t
+        ON CONFLICT (queue_id, tenant) DO UPDATE
+           SET finish = greatest(jt.finish, v) + excluded.enqueued / jt.weight, enqueued = jt.enqueued + excluded.enqueued
+        RETURNING jt.tenant, jt.finish, jt.weight
+    )
+    SELECT array_agg(up.finish - (c.cnt - r.k) / up.weight ORDER BY r.ord) INTO tags
+      FROM (SELECT u.t, u.ord, row_number() OVER (PARTITION BY u.t ORDER BY u.ord) - 1 AS k
+              FROM unnest(tenants) WITH ORDINALITY u(t, ord)) r
+      JOIN c ON c.t = r.t
+      JOIN up ON up.tenant = r.t;
+END $function$;
+
+-- tenant_weight_set sets a tenant's weight in a queue (1 until set): its
+-- share of the queue's claims among the tenants with jobs waiting is
+-- weight / the sum of their weights. It applies to the tenant's jobs
+-- enqueued afterwards. PM101 unknown queue, PM118 a bad tenant name,
+-- PM119 a weight that is not from 0.001 to 1,000,000.
+CREATE OR REPLACE FUNCTION {{schema}}.tenant_weight_set(p_queue text, p_tenant text, p_weight double precision)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_queue);
+BEGIN
+    IF p_tenant IS NULL THEN
+        PERFORM {{schema}}._raise('PM118', 'tenant must not be NULL');
+    END IF;
+    PERFORM {{schema}}._tenant_check(p_tenant);
+    IF p_weight IS NULL OR p_weight = 'NaN'::double precision OR p_weight < 0.001 OR p_weight > 1000000 THEN
+        PERFORM {{schema}}._raise('PM119', format('weight must be from 0.001 to 1000000, got %s', coalesce(p_weight::text, 'NULL')));
+    END IF;
+    INSERT INTO {{schema}}.job_tenant AS jt (queue_id, tenant, weight, finish)
+    VALUES (q.queue_id, p_tenant, p_weight, {{schema}}._fair_virtual_time(q.queue_id))
+    ON CONFLICT (queue_id, tenant) DO UPDATE SET weight = excluded.weight;
+END $function$;
+
+-- tenant_list lists a queue's tenants by name after p_after_tenant
+-- (keyset paging), at most p_limit (1 to 10,000): each one's weight, jobs
+-- enqueued in all, jobs waiting (available, scheduled, retrying, pending:
+-- a count of the tenant's jobs, so a page costs the queue's backlog, as
+-- queue_stats() does), its finish tag and the queue's virtual time (the
+-- tenant's lead over the queue, in jobs at weight 1, is their difference).
+-- PM101 unknown queue, PM004 a bad limit.
+CREATE OR REPLACE FUNCTION {{schema}}.tenant_list(p_queue text, p_limit integer DEFAULT 100, p_after_tenant text DEFAULT NULL::text)
+ RETURNS TABLE(tenant text, weight double precision, enqueued bigint, waiting bigint, finish_tag double precision, virtual_time double precision)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    q {{schema}}.queue := {{schema}}._queue(p_queue);
+    v double precision;
+BEGIN
+    {{sql list_limit_check(p_limit)}}
+    v := {{schema}}._fair_virtual_time(q.queue_id);
+    RETURN QUERY
+    WITH t AS (
+        SELECT t.tenant, t.weight, t.enqueued, t.finish FROM {{schema}}.job_tenant t
+         WHERE t.queue_id = q.queue_id AND (p_after_tenant IS NULL OR t.tenant > p_after_tenant)
+         ORDER BY t.tenant LIMIT p_limit
+    )
+    SELECT t.tenant, t.weight, t.enqueued, coalesce(w.n, 0), t.finish, v
+      FROM t
+      LEFT JOIN (SELECT j.tenant, count(*) AS n FROM {{schema}}.job j
+                  WHERE j.queue_id = q.queue_id AND j.tenant IN (SELECT t.tenant FROM t)
+                    AND j.state IN ('available', 'scheduled', 'retrying', 'pending')
+                  GROUP BY j.tenant) w ON w.tenant = t.tenant
+     ORDER BY t.tenant;
+END $function$;
+
+-- _job_fair_retag (trigger job_fair_retag) tags a job of a fair queue
+-- that becomes claimable again (retried, snoozed, rescued, requeued from
+-- dead, or admitted from pending behind its sequence, key limit or
+-- dependencies) at the queue's virtual time: it is claimed next, as a
+-- job its tenant enqueued now would be at the least, and the claims'
+-- positioned reads (which start at the last tag they claimed) find it.
+-- Its tenant is not charged again.
+CREATE OR REPLACE FUNCTION {{schema}}._job_fair_retag()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    NEW.fair_tag := {{schema}}._fair_virtual_time(NEW.queue_id);
+    RETURN NEW;
+END $function$;
+
+-- ---------------------------------------------------------------------------
 -- Workflows (job_dependency): jobs that wait for other jobs to complete
 -- ---------------------------------------------------------------------------
 
@@ -3068,3 +3311,8 @@ CREATE OR REPLACE TRIGGER job_deps_dead AFTER UPDATE OF state ON {{schema}}.job
 CREATE OR REPLACE TRIGGER job_limit_requeue BEFORE UPDATE OF state ON {{schema}}.job
     FOR EACH ROW WHEN (NEW.limit_key IS NOT NULL AND OLD.state = 'dead' AND NEW.state <> 'dead')
     EXECUTE FUNCTION {{schema}}._job_limit_requeue();
+
+CREATE OR REPLACE TRIGGER job_fair_retag BEFORE UPDATE OF state ON {{schema}}.job
+    FOR EACH ROW WHEN (NEW.fair_tag IS NOT NULL AND OLD.state NOT IN ('available', 'scheduled', 'retrying')
+                       AND NEW.state IN ('available', 'scheduled', 'retrying'))
+    EXECUTE FUNCTION {{schema}}._job_fair_retag();
