@@ -63,6 +63,8 @@ var (
 	DependencyQueue    = newSentinel("dependency in another queue", "PM115", "dependency_queue", http.StatusBadRequest)
 	DependencyCycle    = newSentinel("dependency cycle", "PM116", "dependency_cycle", http.StatusBadRequest)
 	TooManyDeps        = newSentinel("too many dependencies", "PM117", "too_many_dependencies", http.StatusBadRequest)
+	InvalidStepName    = newSentinel("invalid step name", "PM118", "invalid_step_name", http.StatusBadRequest)
+	StepTooLarge       = newSentinel("step output too large", "PM119", "step_too_large", http.StatusBadRequest)
 	JobTimeout         = newSentinel("job timed out", "", "job_timeout", http.StatusRequestTimeout)
 )
 

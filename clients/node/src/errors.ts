@@ -36,6 +36,8 @@ export const CODES: Readonly<Record<string, string>> = {
   PM115: "dependency_queue",
   PM116: "dependency_cycle",
   PM117: "too_many_dependencies",
+  PM118: "invalid_step_name",
+  PM119: "step_too_large",
   PMA01: "unknown_token",
   PMA02: "invalid_token",
   PMA03: "token_exists",
