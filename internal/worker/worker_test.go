@@ -95,7 +95,9 @@ func (q *testQueue) ExtendLeases(_ context.Context, ids, _ []int64) ([]int64, er
 	return q.extend(ids), nil
 }
 
-func (q *testQueue) Steps(context.Context, *pgmsgtype.Job) ([]pgmsgtype.JobStep, error) { return nil, nil }
+func (q *testQueue) Steps(context.Context, *pgmsgtype.Job) ([]pgmsgtype.JobStep, error) {
+	return nil, nil
+}
 
 func (q *testQueue) SaveStep(context.Context, *pgmsgtype.Job, string, []byte) error { return nil }
 
