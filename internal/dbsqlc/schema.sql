@@ -938,6 +938,7 @@ CREATE TABLE "pgmsg".job_step (
 
 -- These change shape: the function file creates them again.
 DROP FUNCTION IF EXISTS "pgmsg".job_complete_many(bigint[], bigint[], jsonb[]);
+DROP FUNCTION IF EXISTS "pgmsg".job_complete(bigint, bigint, jsonb);
 DROP FUNCTION IF EXISTS "pgmsg".job_fail(bigint, bigint, text, interval, boolean);
 DROP FUNCTION IF EXISTS "pgmsg".job_snooze(bigint, bigint, interval);
 
@@ -5152,14 +5153,15 @@ AS $function$
 $function$;
 
 -- job_complete archives one held job, with its handler's result (a JSON
--- document of at most 64 KiB, or NULL); PM106/PM107 if not held.
-CREATE OR REPLACE FUNCTION "pgmsg".job_complete(p_id bigint, p_lease_token bigint, p_result jsonb DEFAULT NULL::jsonb)
+-- document of at most 64 KiB, or NULL) and what the attempt logged (p_log,
+-- NULL: nothing); PM106/PM107 if not held.
+CREATE OR REPLACE FUNCTION "pgmsg".job_complete(p_id bigint, p_lease_token bigint, p_result jsonb DEFAULT NULL::jsonb, p_log text DEFAULT NULL::text)
  RETURNS void
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    PERFORM 1 FROM "pgmsg".job_complete_many(ARRAY[p_id], ARRAY[p_lease_token], ARRAY[p_result]);
+    PERFORM 1 FROM "pgmsg".job_complete_many(ARRAY[p_id], ARRAY[p_lease_token], ARRAY[p_result], ARRAY[p_log]);
     IF NOT FOUND THEN
         PERFORM "pgmsg"._not_held(p_id, p_lease_token);
     END IF;

@@ -35,5 +35,6 @@ CREATE TABLE {{schema}}.job_step (
 
 -- These change shape: the function file creates them again.
 DROP FUNCTION IF EXISTS {{schema}}.job_complete_many(bigint[], bigint[], jsonb[]);
+DROP FUNCTION IF EXISTS {{schema}}.job_complete(bigint, bigint, jsonb);
 DROP FUNCTION IF EXISTS {{schema}}.job_fail(bigint, bigint, text, interval, boolean);
 DROP FUNCTION IF EXISTS {{schema}}.job_snooze(bigint, bigint, interval);

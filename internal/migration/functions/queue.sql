@@ -1300,14 +1300,15 @@ AS $function$
 $function$;
 
 -- job_complete archives one held job, with its handler's result (a JSON
--- document of at most 64 KiB, or NULL); PM106/PM107 if not held.
-CREATE OR REPLACE FUNCTION {{schema}}.job_complete(p_id bigint, p_lease_token bigint, p_result jsonb DEFAULT NULL::jsonb)
+-- document of at most 64 KiB, or NULL) and what the attempt logged (p_log,
+-- NULL: nothing); PM106/PM107 if not held.
+CREATE OR REPLACE FUNCTION {{schema}}.job_complete(p_id bigint, p_lease_token bigint, p_result jsonb DEFAULT NULL::jsonb, p_log text DEFAULT NULL::text)
  RETURNS void
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    PERFORM 1 FROM {{schema}}.job_complete_many(ARRAY[p_id], ARRAY[p_lease_token], ARRAY[p_result]);
+    PERFORM 1 FROM {{schema}}.job_complete_many(ARRAY[p_id], ARRAY[p_lease_token], ARRAY[p_result], ARRAY[p_log]);
     IF NOT FOUND THEN
         PERFORM {{schema}}._not_held(p_id, p_lease_token);
     END IF;
