@@ -50,7 +50,10 @@ func ExampleStep() {
 	go func() { ran <- w.Run(wctx) }()
 	<-done
 	stop()
-	<-ran // the completion is recorded when Run returns
+	// The completion is recorded when Run returns.
+	if err := <-ran; !errors.Is(err, context.Canceled) {
+		log.Fatal(err)
+	}
 
 	logs, err := client.JobLogs(ctx, res.ID)
 	if err != nil {
