@@ -221,7 +221,7 @@ func (c *Client) CompleteMany(ctx context.Context, jobs []*Job) (*CompleteManyRe
 
 // CompleteManyTx is CompleteMany on exec.
 func (c *Client) CompleteManyTx(ctx context.Context, exec DBTX, jobs []*Job) (*CompleteManyResult, error) {
-	done, notHeld, err := c.queues.CompleteMany(ctx, exec, jobs)
+	done, notHeld, err := c.queues.CompleteMany(ctx, exec, jobs, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ func (c *Client) FailTx(ctx context.Context, exec DBTX, job *Job, jobErr error, 
 	if opts != nil {
 		o = *opts
 	}
-	state, runAt, err := c.queues.Fail(ctx, exec, job, jobErr, o.RetryIn, o.Dead)
+	state, runAt, err := c.queues.Fail(ctx, exec, job, jobErr, o.RetryIn, o.Dead, "")
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +276,7 @@ func (c *Client) Snooze(ctx context.Context, job *Job, delay time.Duration) (tim
 
 // SnoozeTx is Snooze on exec.
 func (c *Client) SnoozeTx(ctx context.Context, exec DBTX, job *Job, delay time.Duration) (time.Time, error) {
-	return c.queues.Snooze(ctx, exec, job, delay)
+	return c.queues.Snooze(ctx, exec, job, delay, "")
 }
 
 // ExtendJob pushes a held job's lease to lease from now (database clock;

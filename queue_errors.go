@@ -76,6 +76,15 @@ var (
 	// ErrInvalidTenantWeight is returned by SetTenantWeight for a weight
 	// that is not from TenantWeightMin to TenantWeightMax (PM119).
 	ErrInvalidTenantWeight error = errs.InvalidWeight
+	// ErrInvalidStepName is returned by Step and StepJSON for a step name
+	// that is not 1 to 200 of A-Z a-z 0-9 . _ - : / (PM122). Nothing is
+	// written and the step does not run.
+	ErrInvalidStepName error = errs.InvalidStepName
+	// ErrStepTooLarge is returned by Step and StepJSON when a step's output
+	// is more than StepOutputMaxBytes as JSON, or a job would record more
+	// than JobStepsMax steps (PM123). The step ran; its checkpoint is not
+	// written.
+	ErrStepTooLarge error = errs.StepTooLarge
 	// ErrJobTimeout is the cause of a handler's context cancelled because
 	// the job ran longer than WorkerOpts.JobTimeout; the attempt fails with
 	// it (context.Cause(ctx) tells a handler why it was cancelled).

@@ -99,6 +99,11 @@ type WorkerOpts struct {
 	// worker's completer goroutine: keep it short. Jobs that had lost
 	// their lease are not in it. For metrics and end-to-end latency.
 	OnCompleted func(jobs []*Job)
+	// MaxLogBytes bounds what one attempt's log keeps (Logger, JobLogs),
+	// in bytes: the first record past it is cut and a last line says so.
+	// Default WorkerLogBytesDefault (64 KiB); at most WorkerLogBytesMax
+	// (1 MiB).
+	MaxLogBytes int
 }
 
 // Worker runs a JobHandler over one queue with a pool of goroutines. Create
@@ -139,8 +144,14 @@ func (c *Client) NewWorker(queue string, handler JobHandler, opts *WorkerOpts) (
 		o = *opts
 	}
 	if o.Concurrency < 0 || o.Lease < 0 || o.ClaimBatch < 0 || o.ClaimConcurrency < 0 || o.ClaimMaxBytes < 0 || o.PollInterval < 0 ||
-		o.CompleteLinger < 0 || o.CompleteBatch < 0 || o.ShutdownTimeout < 0 || o.JobTimeout < 0 {
+		o.CompleteLinger < 0 || o.CompleteBatch < 0 || o.ShutdownTimeout < 0 || o.JobTimeout < 0 || o.MaxLogBytes < 0 {
 		return nil, newError(ErrInvalidArgument, "worker options must not be negative")
+	}
+	if o.MaxLogBytes > WorkerLogBytesMax {
+		return nil, newError(ErrInvalidArgument, "worker MaxLogBytes %d is more than %d", o.MaxLogBytes, WorkerLogBytesMax)
+	}
+	if o.MaxLogBytes == 0 {
+		o.MaxLogBytes = WorkerLogBytesDefault
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = WorkerConcurrencyDefault
@@ -183,6 +194,7 @@ func (c *Client) NewWorker(queue string, handler JobHandler, opts *WorkerOpts) (
 		ShutdownTimeout:  o.ShutdownTimeout,
 		OnCompleted:      o.OnCompleted,
 		Logger:           c.config.Logger,
+		MaxLogBytes:      o.MaxLogBytes,
 	})
 	return &Worker{client: c, queue: queue, lease: o.Lease, engine: engine}, nil
 }

@@ -126,3 +126,28 @@ type JobError struct {
 	At      time.Time `json:"at"`
 	Error   string    `json:"error"`
 }
+
+// JobLog is what a job's handler logged during one attempt (Client.JobLogs).
+type JobLog struct {
+	// Attempt is the attempt's number. A snoozed attempt is not counted:
+	// the run after it has the same number.
+	Attempt int `json:"attempt"`
+	// At is when the attempt's outcome was recorded.
+	At time.Time `json:"at"`
+	// Outcome is what became of the attempt: completed, retrying, dead or
+	// snoozed.
+	Outcome string `json:"outcome"`
+	// Log is the text logged, a line per record, cut at the worker's
+	// WorkerOpts.MaxLogBytes with a last line that says so.
+	Log string `json:"log"`
+}
+
+// JobStep is a step checkpoint a job's handler recorded (pgmsg.Step).
+type JobStep struct {
+	Name string `json:"name"`
+	// Attempt is the attempt that completed the step, At when.
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	// Output is the step's output as JSON (null: none).
+	Output json.RawMessage `json:"output,omitempty"`
+}

@@ -296,11 +296,18 @@ it (pgmsg queue dead requeue QUEUE --id ID): that resumes the sequence too.`,
 }
 
 func newQueueJob(g *globals) *cobra.Command {
-	var encoding string
+	var (
+		encoding string
+		logs     bool
+	)
 	cmd := &cobra.Command{
 		Use:   "job JOB_ID",
 		Short: "Show one job, live or archived: state, attempts, errors, timeout, payload, progress, result",
+		Long: `job shows one job, live or archived. With --logs it also shows what its
+handlers logged, per attempt, and the step checkpoints it recorded (in
+JSON: the job's fields plus "logs" and "steps").`,
 		Example: `  pgmsg queue job 42
+  pgmsg queue job 42 --logs
   pgmsg queue job 42 -o json --encoding base64`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -325,6 +332,25 @@ func newQueueJob(g *globals) *cobra.Command {
 				return err
 			}
 			jj := wire.EncodeJob(j, encoding)
+			var (
+				jobLogs  []pgmsg.JobLog
+				jobSteps []pgmsg.JobStep
+			)
+			if logs {
+				if jobLogs, err = c.JobLogs(cmd.Context(), id); err != nil {
+					return err
+				}
+				if jobSteps, err = c.JobSteps(cmd.Context(), id); err != nil {
+					return err
+				}
+			}
+			if js && logs {
+				return g.printJSON(struct {
+					wire.JobJSON
+					Logs  []pgmsg.JobLog  `json:"logs"`
+					Steps []pgmsg.JobStep `json:"steps"`
+				}{jj, append([]pgmsg.JobLog{}, jobLogs...), append([]pgmsg.JobStep{}, jobSteps...)})
+			}
 			if js {
 				return g.printJSON(jj)
 			}
@@ -368,10 +394,26 @@ func newQueueJob(g *globals) *cobra.Command {
 			for _, e := range j.Errors {
 				row(fmt.Sprintf("error, attempt %d", e.Attempt), fmtTime(&e.At)+" "+e.Error)
 			}
-			return w.Flush()
+			for _, s := range jobSteps {
+				row(fmt.Sprintf("step %s, attempt %d", s.Name, s.Attempt), fmtTime(&s.At)+" "+dash(string(s.Output)))
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if logs && len(jobLogs) == 0 {
+				fmt.Fprintln(g.stdout, "no logs")
+			}
+			for _, l := range jobLogs {
+				fmt.Fprintf(g.stdout, "--- log, attempt %d (%s) %s\n%s", l.Attempt, l.Outcome, fmtTime(&l.At), l.Log)
+				if !strings.HasSuffix(l.Log, "\n") {
+					fmt.Fprintln(g.stdout)
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&encoding, "encoding", wire.EncodingAuto, "payload format: auto, json, text or base64")
+	cmd.Flags().BoolVar(&logs, "logs", false, "also show what the job's handlers logged, per attempt, and its step checkpoints")
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
@@ -179,4 +180,43 @@ func TestQueueJobsCLI(t *testing.T) {
 	require.Equal(t, tagged[0].ID, found[0].ID)
 	require.Contains(t, s.fail("", "queue", "enqueue", "jl", "x", "--tag", "has space"), "a tag is")
 	require.Contains(t, s.fail("", "queue", "enqueue", "jl", "x", "--metadata", "[1]"), "JSON object")
+}
+
+// queue job ID --logs shows the job's steps and its attempts' logs.
+func TestQueueJobLogsCLI(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	c, err := pgmsg.NewClient(s.b.Pool, &pgmsg.Config{Schema: s.b.Schema})
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := context.Background()
+	res, err := c.Enqueue(ctx, "lq", pgmsg.EnqueueParams{Payload: []byte(`{}`)}, nil)
+	require.NoError(t, err)
+	id := strconv.FormatInt(res.ID, 10)
+	require.Contains(t, s.ok("", "queue", "job", id, "--logs"), "no logs")
+	jobs, err := c.ClaimJobs(ctx, "lq", nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	sch := pgx.Identifier{s.b.Schema}.Sanitize()
+	_, err = s.b.Pool.Exec(ctx, fmt.Sprintf("SELECT %s.job_step_save($1, $2, 'charge', '{\"id\": 7}')", sch), res.ID, jobs[0].LeaseToken)
+	require.NoError(t, err)
+	_, err = s.b.Pool.Exec(ctx, fmt.Sprintf("SELECT * FROM %s.job_fail($1, $2, 'boom', p_log => 'first line\nsecond line')", sch),
+		res.ID, jobs[0].LeaseToken)
+	require.NoError(t, err)
+	text := s.ok("", "queue", "job", id, "--logs")
+	require.Regexp(t, `step charge, attempt 1\s+\S+ \{"id": 7\}`, text)
+	require.Contains(t, text, "--- log, attempt 1 (retrying)")
+	require.Contains(t, text, "first line\nsecond line\n")
+	require.NotContains(t, s.ok("", "queue", "job", id), "first line", "logs only with --logs")
+	var j struct {
+		State string          `json:"state"`
+		Logs  []pgmsg.JobLog  `json:"logs"`
+		Steps []pgmsg.JobStep `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "job", id, "--logs", "-o", "json")), &j))
+	require.Equal(t, "retrying", j.State)
+	require.Len(t, j.Logs, 1)
+	require.Equal(t, "retrying", j.Logs[0].Outcome)
+	require.Len(t, j.Steps, 1)
+	require.JSONEq(t, `{"id": 7}`, string(j.Steps[0].Output))
 }

@@ -471,6 +471,7 @@ func TestBrowser(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, string(j.State), b.text(t, `[data-stat="state"]`))
 		require.Contains(t, b.text(t, "#attempts"), errSMTP.Error())
+		require.Contains(t, b.text(t, "#logs"), "Nothing logged.")
 		// Requeued above, the job is available: it can be cancelled, not
 		// retried (409 job_not_waiting) or requeued.
 		require.Equal(t, string(pgmsg.JobStateAvailable), string(j.State))

@@ -109,6 +109,14 @@ type PgmsgJobDependency struct {
 	JobID int64
 }
 
+type PgmsgJobLog struct {
+	JobID   int64
+	Attempt int32
+	At      pgtype.Timestamptz
+	Outcome string
+	Log     string
+}
+
 type PgmsgJobPayload struct {
 	ID      int64
 	Payload []byte
@@ -120,6 +128,14 @@ type PgmsgJobSequence struct {
 	HeldJobID   int64
 	HeldAt      pgtype.Timestamptz
 	HeldReason  string
+}
+
+type PgmsgJobStep struct {
+	JobID   int64
+	Name    string
+	Attempt int32
+	At      pgtype.Timestamptz
+	Output  []byte
 }
 
 type PgmsgJobTenant struct {

@@ -347,19 +347,26 @@ func (q *Queries) JobCompleteMany(ctx context.Context, db DBTX, arg JobCompleteM
 }
 
 const jobCompleteManyResults = `-- name: JobCompleteManyResults :many
-SELECT id::bigint FROM pgmsg.job_complete_many($1::bigint[], $2::bigint[], $3::jsonb[])
+SELECT id::bigint FROM pgmsg.job_complete_many($1::bigint[], $2::bigint[], $3::jsonb[],
+                                               $4::text[])
 `
 
 type JobCompleteManyResultsParams struct {
 	Ids         []int64
 	LeaseTokens []int64
 	Results     [][]byte
+	Logs        []string
 }
 
 // job_complete_many() itself, for completions that carry results (it
-// checks their size).
+// checks their size) or logs.
 func (q *Queries) JobCompleteManyResults(ctx context.Context, db DBTX, arg JobCompleteManyResultsParams) ([]int64, error) {
-	rows, err := db.Query(ctx, jobCompleteManyResults, arg.Ids, arg.LeaseTokens, arg.Results)
+	rows, err := db.Query(ctx, jobCompleteManyResults,
+		arg.Ids,
+		arg.LeaseTokens,
+		arg.Results,
+		arg.Logs,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -527,7 +534,8 @@ func (q *Queries) JobExtendMany(ctx context.Context, db DBTX, arg JobExtendManyP
 
 const jobFail = `-- name: JobFail :one
 SELECT state::text, run_at::timestamptz
-FROM pgmsg.job_fail($1::bigint, $2::bigint, $3::text, $4::interval, $5::boolean)
+FROM pgmsg.job_fail($1::bigint, $2::bigint, $3::text, $4::interval, $5::boolean,
+                    $6::text)
 `
 
 type JobFailParams struct {
@@ -536,6 +544,7 @@ type JobFailParams struct {
 	Error      string
 	RetryIn    pgtype.Interval
 	Dead       bool
+	Log        pgtype.Text
 }
 
 type JobFailRow struct {
@@ -550,6 +559,7 @@ func (q *Queries) JobFail(ctx context.Context, db DBTX, arg JobFailParams) (*Job
 		arg.Error,
 		arg.RetryIn,
 		arg.Dead,
+		arg.Log,
 	)
 	var i JobFailRow
 	err := row.Scan(&i.State, &i.RunAt)
@@ -749,6 +759,42 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*J
 	return items, nil
 }
 
+const jobLogs = `-- name: JobLogs :many
+SELECT attempt::integer, at::timestamptz, outcome::text, log::text FROM pgmsg.job_logs($1::bigint)
+`
+
+type JobLogsRow struct {
+	Attempt int32
+	At      pgtype.Timestamptz
+	Outcome string
+	Log     string
+}
+
+func (q *Queries) JobLogs(ctx context.Context, db DBTX, id int64) ([]*JobLogsRow, error) {
+	rows, err := db.Query(ctx, jobLogs, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JobLogsRow
+	for rows.Next() {
+		var i JobLogsRow
+		if err := rows.Scan(
+			&i.Attempt,
+			&i.At,
+			&i.Outcome,
+			&i.Log,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobProgress = `-- name: JobProgress :exec
 SELECT pgmsg.job_progress($1::bigint, $2::bigint, $3::jsonb)
 `
@@ -792,20 +838,83 @@ func (q *Queries) JobRetry(ctx context.Context, db DBTX, id int64) (string, erro
 }
 
 const jobSnooze = `-- name: JobSnooze :one
-SELECT pgmsg.job_snooze($1::bigint, $2::bigint, $3::interval)::timestamptz AS run_at
+SELECT pgmsg.job_snooze($1::bigint, $2::bigint, $3::interval, $4::text)::timestamptz AS run_at
 `
 
 type JobSnoozeParams struct {
 	ID         int64
 	LeaseToken int64
 	Delay      pgtype.Interval
+	Log        pgtype.Text
 }
 
 func (q *Queries) JobSnooze(ctx context.Context, db DBTX, arg JobSnoozeParams) (pgtype.Timestamptz, error) {
-	row := db.QueryRow(ctx, jobSnooze, arg.ID, arg.LeaseToken, arg.Delay)
+	row := db.QueryRow(ctx, jobSnooze,
+		arg.ID,
+		arg.LeaseToken,
+		arg.Delay,
+		arg.Log,
+	)
 	var run_at pgtype.Timestamptz
 	err := row.Scan(&run_at)
 	return run_at, err
+}
+
+const jobStepSave = `-- name: JobStepSave :exec
+SELECT pgmsg.job_step_save($1::bigint, $2::bigint, $3::text, $4::jsonb)
+`
+
+type JobStepSaveParams struct {
+	ID         int64
+	LeaseToken int64
+	Name       string
+	Output     []byte
+}
+
+func (q *Queries) JobStepSave(ctx context.Context, db DBTX, arg JobStepSaveParams) error {
+	_, err := db.Exec(ctx, jobStepSave,
+		arg.ID,
+		arg.LeaseToken,
+		arg.Name,
+		arg.Output,
+	)
+	return err
+}
+
+const jobSteps = `-- name: JobSteps :many
+SELECT name::text, attempt::integer, at::timestamptz, output::jsonb FROM pgmsg.job_steps($1::bigint)
+`
+
+type JobStepsRow struct {
+	Name    string
+	Attempt int32
+	At      pgtype.Timestamptz
+	Output  []byte
+}
+
+func (q *Queries) JobSteps(ctx context.Context, db DBTX, id int64) ([]*JobStepsRow, error) {
+	rows, err := db.Query(ctx, jobSteps, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JobStepsRow
+	for rows.Next() {
+		var i JobStepsRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.Attempt,
+			&i.At,
+			&i.Output,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const jobUniquePrune = `-- name: JobUniquePrune :one

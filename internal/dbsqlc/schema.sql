@@ -942,6 +942,47 @@ CREATE TABLE "pgmsg".job_tenant (
 DROP FUNCTION IF EXISTS "pgmsg".enqueue_many(text, bytea[], text[], integer[], timestamp with time zone[], interval[], integer[], text[], boolean, interval[], jsonb[], jsonb[], interval[], text[], boolean[], text[], text[], jsonb[], boolean[], boolean[]);
 DROP FUNCTION IF EXISTS "pgmsg".enqueue(text, bytea, text, integer, timestamp with time zone, interval, integer, text, boolean, interval, jsonb, jsonb, interval, text, boolean, text, jsonb, boolean, boolean);
 
+-- pgmsg 025: job logs and resumable steps.
+--
+-- job_log keeps what a handler logged during an attempt: one row per
+-- finished attempt that logged something (a snoozed attempt, which is
+-- not counted, has its own row under the same attempt number), written by
+-- the statement that records the attempt's outcome (job_complete_many,
+-- job_fail, job_snooze) in its transaction. Each is at most 1 MiB (the
+-- functions cut a longer one, marking the cut); the Go worker keeps 64
+-- KiB by default (WorkerOpts.MaxLogBytes).
+--
+-- job_step keeps the checkpoints of a handler's steps: the output of each
+-- step that completed, by name, written at once (job_step_save) under the
+-- job's lease, so that the next attempt skips it and gets its output.
+--
+-- Neither has a foreign key (as job_payload): rows go with the job's last
+-- row (archive_prune, dead_purge, dead_prune, queue_delete).
+CREATE TABLE "pgmsg".job_log (
+    job_id  bigint      NOT NULL,
+    attempt integer     NOT NULL,
+    at      timestamptz NOT NULL,
+    -- completed, retrying, dead or snoozed
+    outcome text        NOT NULL,
+    log     text        NOT NULL
+);
+CREATE INDEX job_log_job ON "pgmsg".job_log (job_id, at);
+
+CREATE TABLE "pgmsg".job_step (
+    job_id  bigint      NOT NULL,
+    name    text        NOT NULL,
+    attempt integer     NOT NULL,
+    at      timestamptz NOT NULL,
+    output  jsonb,
+    PRIMARY KEY (job_id, name)
+);
+
+-- These change shape: the function file creates them again.
+DROP FUNCTION IF EXISTS "pgmsg".job_complete_many(bigint[], bigint[], jsonb[]);
+DROP FUNCTION IF EXISTS "pgmsg".job_complete(bigint, bigint, jsonb);
+DROP FUNCTION IF EXISTS "pgmsg".job_fail(bigint, bigint, text, interval, boolean);
+DROP FUNCTION IF EXISTS "pgmsg".job_snooze(bigint, bigint, interval);
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -4068,6 +4109,10 @@ BEGIN
         DELETE FROM "pgmsg".job j WHERE j.queue_id = q.queue_id RETURNING j.id
     ), a AS (
         DELETE FROM "pgmsg".job_archive a WHERE a.queue_id = q.queue_id RETURNING a.id
+    ), l AS (
+        DELETE FROM "pgmsg".job_log l WHERE l.job_id IN (SELECT d.id FROM d UNION ALL SELECT a.id FROM a)
+    ), st AS (
+        DELETE FROM "pgmsg".job_step st WHERE st.job_id IN (SELECT d.id FROM d UNION ALL SELECT a.id FROM a)
     )
     DELETE FROM "pgmsg".job_payload pl
      WHERE pl.id IN (SELECT d.id FROM d UNION ALL SELECT a.id FROM a);
@@ -5152,24 +5197,51 @@ BEGIN
     RETURN true;
 END $function$;
 
+-- _job_log_clip bounds one attempt's log to 1 MiB (1048576 bytes of UTF-8):
+-- a longer one keeps its first characters up to the bound, followed by a
+-- line that says it was cut. Clients cut at their own, smaller bound first
+-- (the Go worker at WorkerOpts.MaxLogBytes, 64 KiB by default).
+CREATE OR REPLACE FUNCTION "pgmsg"._job_log_clip(p_log text)
+ RETURNS text
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    s text := p_log;
+BEGIN
+    IF octet_length(s) <= 1048576 THEN
+        RETURN s;
+    END IF;
+    s := left(s, 1048576);
+    -- Each character is at least a byte: cutting the excess in characters
+    -- removes at least the excess in bytes, so this ends in a few turns.
+    WHILE octet_length(s) > 1048576 LOOP
+        s := left(s, length(s) - (octet_length(s) - 1048576));
+    END LOOP;
+    RETURN s || E'\n[pgmsg: log truncated at 1048576 bytes]';
+END $function$;
+
 -- job_complete_many archives (status completed) every job of the arrays
 -- still held under its token, in one statement, with its result (p_results,
--- by position; NULL or shorter: none; at most 64 KiB each, PM004), and
--- returns their ids. Jobs not held are left as they are and simply not
--- returned.
-CREATE OR REPLACE FUNCTION "pgmsg".job_complete_many(p_ids bigint[], p_tokens bigint[], p_results jsonb[] DEFAULT NULL::jsonb[])
+-- by position; NULL or shorter: none; at most 64 KiB each, PM004) and what
+-- its handler logged during the attempt (p_logs, by position; NULL or
+-- shorter: nothing; see _job_log_clip), and returns their ids. Jobs not
+-- held are left as they are and simply not returned (their logs are not
+-- kept).
+CREATE OR REPLACE FUNCTION "pgmsg".job_complete_many(p_ids bigint[], p_tokens bigint[], p_results jsonb[] DEFAULT NULL::jsonb[], p_logs text[] DEFAULT NULL::text[])
  RETURNS TABLE(id bigint)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
     WITH u AS (
-        SELECT u.id, u.token, u.result FROM unnest(p_ids, p_tokens, p_results) AS u(id, token, result)
+        SELECT u.id, u.token, u.result, u.log FROM unnest(p_ids, p_tokens, p_results, p_logs) AS u(id, token, result, log)
          WHERE "pgmsg"._job_document_check('result', u.result)
     ), d AS (
         DELETE FROM "pgmsg".job j
         USING u
         WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-        RETURNING j.*, u.result
+        RETURNING j.*, u.result, u.log
     ), a AS (
         INSERT INTO "pgmsg".job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                             attempted_at, finished_at, kind, unique_key, errors, progress, result,
@@ -5179,19 +5251,24 @@ AS $function$
                d.tags, d.metadata, d.sequence_key, d.depends_on, d.workflow_id
         FROM d
         RETURNING job_archive.id
+    ), l AS (
+        INSERT INTO "pgmsg".job_log (job_id, attempt, at, outcome, log)
+        SELECT d.id, d.attempt, clock_timestamp(), 'completed', "pgmsg"._job_log_clip(d.log)
+        FROM d WHERE d.log IS NOT NULL AND d.log <> ''
     )
     SELECT a.id FROM a
 $function$;
 
 -- job_complete archives one held job, with its handler's result (a JSON
--- document of at most 64 KiB, or NULL); PM106/PM107 if not held.
-CREATE OR REPLACE FUNCTION "pgmsg".job_complete(p_id bigint, p_lease_token bigint, p_result jsonb DEFAULT NULL::jsonb)
+-- document of at most 64 KiB, or NULL) and what the attempt logged (p_log,
+-- NULL: nothing); PM106/PM107 if not held.
+CREATE OR REPLACE FUNCTION "pgmsg".job_complete(p_id bigint, p_lease_token bigint, p_result jsonb DEFAULT NULL::jsonb, p_log text DEFAULT NULL::text)
  RETURNS void
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    PERFORM 1 FROM "pgmsg".job_complete_many(ARRAY[p_id], ARRAY[p_lease_token], ARRAY[p_result]);
+    PERFORM 1 FROM "pgmsg".job_complete_many(ARRAY[p_id], ARRAY[p_lease_token], ARRAY[p_result], ARRAY[p_log]);
     IF NOT FOUND THEN
         PERFORM "pgmsg"._not_held(p_id, p_lease_token);
     END IF;
@@ -5230,8 +5307,9 @@ $function$;
 -- job_fail records p_error for the held attempt and either schedules a
 -- retry ('retrying', after p_retry_in or else the queue's backoff) or, when
 -- the job is out of attempts or p_dead is set, moves it to the dead-letter
--- state ('dead'). Returns the job's new state and run_at.
-CREATE OR REPLACE FUNCTION "pgmsg".job_fail(p_id bigint, p_lease_token bigint, p_error text, p_retry_in interval DEFAULT NULL::interval, p_dead boolean DEFAULT false)
+-- state ('dead'). p_log (NULL: none) is what the handler logged during the
+-- attempt, kept with it (job_logs). Returns the job's new state and run_at.
+CREATE OR REPLACE FUNCTION "pgmsg".job_fail(p_id bigint, p_lease_token bigint, p_error text, p_retry_in interval DEFAULT NULL::interval, p_dead boolean DEFAULT false, p_log text DEFAULT NULL::text)
  RETURNS TABLE(state text, run_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5256,6 +5334,10 @@ BEGIN
     END IF;
     SELECT * INTO q FROM "pgmsg".queue x WHERE x.queue_id = j.queue_id;
     dead := coalesce(p_dead, false) OR j.attempt >= j.max_attempts;
+    IF p_log IS NOT NULL AND p_log <> '' THEN
+        INSERT INTO "pgmsg".job_log (job_id, attempt, at, outcome, log)
+        VALUES (p_id, j.attempt, now_ts, CASE WHEN dead THEN 'dead' ELSE 'retrying' END, "pgmsg"._job_log_clip(p_log));
+    END IF;
     RETURN QUERY
     UPDATE "pgmsg".job x
        SET state = CASE WHEN dead THEN 'dead' ELSE 'retrying' END,
@@ -5270,8 +5352,10 @@ BEGIN
 END $function$;
 
 -- job_snooze puts a held job back to wait p_delay (0: claimable at once, a
--- release) without counting the attempt. Returns the new run_at.
-CREATE OR REPLACE FUNCTION "pgmsg".job_snooze(p_id bigint, p_lease_token bigint, p_delay interval DEFAULT '00:00:00'::interval)
+-- release) without counting the attempt, keeping what its handler logged
+-- (p_log, NULL: none) as a 'snoozed' entry of the attempt. Returns the new
+-- run_at.
+CREATE OR REPLACE FUNCTION "pgmsg".job_snooze(p_id bigint, p_lease_token bigint, p_delay interval DEFAULT '00:00:00'::interval, p_log text DEFAULT NULL::text)
  RETURNS timestamp with time zone
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5294,6 +5378,11 @@ BEGIN
     RETURNING j.run_at, j.queue_id INTO v_run, v_q;
     IF NOT FOUND THEN
         PERFORM "pgmsg"._not_held(p_id, p_lease_token);
+    END IF;
+    IF p_log IS NOT NULL AND p_log <> '' THEN
+        INSERT INTO "pgmsg".job_log (job_id, attempt, at, outcome, log)
+        SELECT p_id, j.attempt + 1, now_ts, 'snoozed', "pgmsg"._job_log_clip(p_log)
+          FROM "pgmsg".job j WHERE j.id = p_id;
     END IF;
     IF p_delay = interval '0' THEN
         PERFORM pg_notify('pgmsg' || '_log', 'queue:' || (SELECT q.name FROM "pgmsg".queue q WHERE q.queue_id = v_q));
@@ -6641,6 +6730,10 @@ BEGIN
     RETURNING j.id
     ), p AS (
         DELETE FROM "pgmsg".job_payload pl USING d WHERE pl.id = d.id
+    ), l AS (
+        DELETE FROM "pgmsg".job_log l USING d WHERE l.job_id = d.id
+    ), st AS (
+        DELETE FROM "pgmsg".job_step st USING d WHERE st.job_id = d.id
     )
     SELECT count(*) INTO n FROM d;
     RETURN n;
@@ -6682,6 +6775,10 @@ BEGIN
             RETURNING j.id
         ), p AS (
             DELETE FROM "pgmsg".job_payload pl USING d WHERE pl.id = d.id
+        ), l AS (
+            DELETE FROM "pgmsg".job_log l USING d WHERE l.job_id = d.id
+        ), st AS (
+            DELETE FROM "pgmsg".job_step st USING d WHERE st.job_id = d.id
         )
         SELECT count(*) INTO n FROM d;
         total := total + n;
@@ -6749,12 +6846,103 @@ BEGIN
             RETURNING a.id
         ), p AS (
             DELETE FROM "pgmsg".job_payload pl USING d WHERE pl.id = d.id
+        ), l AS (
+            DELETE FROM "pgmsg".job_log l USING d WHERE l.job_id = d.id
+        ), st AS (
+            DELETE FROM "pgmsg".job_step st USING d WHERE st.job_id = d.id
         )
         SELECT count(*) INTO n FROM d;
         total := total + n;
         left_n := left_n - n;
     END LOOP;
     RETURN total;
+END $function$;
+
+-- ---------------------------------------------------------------------------
+-- Job logs and resumable steps (job_log, job_step; job_steps.go)
+-- ---------------------------------------------------------------------------
+
+-- job_logs returns what a job's handlers logged, one row per attempt that
+-- logged something, oldest first: the attempt, when it finished, its
+-- outcome (completed, retrying, dead or snoozed; a snoozed attempt is not
+-- counted, so the next run has the same attempt number) and the log text.
+-- Logs are kept as long as the job (archive_prune, dead_purge,
+-- dead_prune, queue_delete). PM107 if there is no such job.
+CREATE OR REPLACE FUNCTION "pgmsg".job_logs(p_id bigint)
+ RETURNS TABLE(attempt integer, at timestamp with time zone, outcome text, log text)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM "pgmsg".job j WHERE j.id = p_id)
+       AND NOT EXISTS (SELECT 1 FROM "pgmsg".job_archive a WHERE a.id = p_id) THEN
+        PERFORM "pgmsg"._raise('PM107', format('unknown job %s', coalesce(p_id::text, 'NULL')));
+    END IF;
+    RETURN QUERY
+    SELECT l.attempt, l.at, l.outcome, l.log FROM "pgmsg".job_log l
+     WHERE l.job_id = p_id ORDER BY l.at, l.attempt;
+END $function$;
+
+-- job_step_save records that the step p_name of a held job completed, with
+-- its output (a JSON document of at most 64 KiB as JSON text, or NULL), at
+-- once and whatever becomes of the attempt: the next attempt skips the step
+-- and gets p_output back (job_steps). The lease check is the completion's
+-- (lease token and state running; PM106/PM107 otherwise), under a share
+-- lock of the job's row, so a worker that lost its lease cannot record a
+-- step. A step name is 1 to 200 characters of A-Z a-z 0-9 . _ - : / (PM122);
+-- an output over 64 KiB, or a 1001st step of a job, is PM123. Saving a
+-- name again replaces its output.
+CREATE OR REPLACE FUNCTION "pgmsg".job_step_save(p_id bigint, p_lease_token bigint, p_name text, p_output jsonb DEFAULT NULL::jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_attempt integer;
+BEGIN
+    IF p_name IS NULL OR p_name !~ '^[A-Za-z0-9._:/-]{1,200}$' THEN
+        PERFORM "pgmsg"._raise('PM122', format('invalid step name %s: 1 to 200 of A-Z a-z 0-9 . _ - : /',
+                                                  coalesce(quote_literal(left(p_name, 210)), 'NULL')));
+    END IF;
+    IF p_output IS NOT NULL AND octet_length(p_output::text) > 65536 THEN
+        PERFORM "pgmsg"._raise('PM123', format('output of step %s is %s bytes as JSON, more than 65536', p_name,
+                                                  octet_length(p_output::text)));
+    END IF;
+    SELECT j.attempt INTO v_attempt FROM "pgmsg".job j
+     WHERE j.id = p_id AND j.lease_token = p_lease_token AND j.state = 'running'
+       FOR SHARE;
+    IF NOT FOUND THEN
+        PERFORM "pgmsg"._not_held(p_id, p_lease_token);
+    END IF;
+    IF (SELECT count(*) FROM (SELECT 1 FROM "pgmsg".job_step st WHERE st.job_id = p_id AND st.name <> p_name
+                               LIMIT 1000) x) >= 1000 THEN
+        PERFORM "pgmsg"._raise('PM123', format('job %s has 1000 steps already, the most a job may record', p_id));
+    END IF;
+    INSERT INTO "pgmsg".job_step (job_id, name, attempt, at, output)
+    VALUES (p_id, p_name, v_attempt, clock_timestamp(), p_output)
+    ON CONFLICT (job_id, name) DO UPDATE SET attempt = excluded.attempt, at = excluded.at, output = excluded.output;
+END $function$;
+
+-- job_steps returns the steps a job recorded (job_step_save), in the order
+-- they completed: name, the attempt that completed it, when, and its
+-- output. PM107 if there is no such job.
+CREATE OR REPLACE FUNCTION "pgmsg".job_steps(p_id bigint)
+ RETURNS TABLE(name text, attempt integer, at timestamp with time zone, output jsonb)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM "pgmsg".job j WHERE j.id = p_id)
+       AND NOT EXISTS (SELECT 1 FROM "pgmsg".job_archive a WHERE a.id = p_id) THEN
+        PERFORM "pgmsg"._raise('PM107', format('unknown job %s', coalesce(p_id::text, 'NULL')));
+    END IF;
+    RETURN QUERY
+    SELECT st.name, st.attempt, st.at, st.output FROM "pgmsg".job_step st
+     WHERE st.job_id = p_id ORDER BY st.at, st.name;
 END $function$;
 
 -- ---------------------------------------------------------------------------
@@ -7442,6 +7630,8 @@ AS $function$
     ('worker',   'table',    'job_payload',          'SELECT, INSERT, DELETE'),
     ('worker',   'table',    'job_unique',           'SELECT, INSERT, DELETE'),
     ('worker',   'table',    'job_dependency',       'SELECT, INSERT, DELETE'),
+    ('worker',   'table',    'job_log',              'SELECT, INSERT, DELETE'),
+    ('worker',   'table',    'job_step',             'SELECT, INSERT, UPDATE, DELETE'),
     ('worker',   'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE'),
     -- Tenants' finish tags (enqueues); their weights are the admin's.
     ('worker',   'table',    'job_tenant',           'SELECT, INSERT (queue_id, tenant, finish, enqueued), UPDATE (finish, enqueued)'),
@@ -7472,6 +7662,8 @@ AS $function$
     ('admin',    'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_dependency',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_tenant',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_log',              'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_step',             'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token_scram',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),

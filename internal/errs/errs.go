@@ -65,6 +65,8 @@ var (
 	TooManyDeps        = newSentinel("too many dependencies", "PM117", "too_many_dependencies", http.StatusBadRequest)
 	InvalidTenant      = newSentinel("invalid tenant", "PM118", "invalid_tenant", http.StatusBadRequest)
 	InvalidWeight      = newSentinel("invalid tenant weight", "PM119", "invalid_tenant_weight", http.StatusBadRequest)
+	InvalidStepName    = newSentinel("invalid step name", "PM122", "invalid_step_name", http.StatusBadRequest)
+	StepTooLarge       = newSentinel("step output too large", "PM123", "step_too_large", http.StatusBadRequest)
 	JobTimeout         = newSentinel("job timed out", "", "job_timeout", http.StatusRequestTimeout)
 )
 

@@ -681,6 +681,7 @@ var propRoutes = map[string]propRoute{
 			return q
 		},
 	},
+	"GET /v1/jobs/{id}/logs":                         {},
 	"POST /v1/queues/{queue}/pause":                  {destructive: true},
 	"POST /v1/queues/{queue}/resume":                 {destructive: true},
 	"GET /v1/queues/{queue}/sequences":               {},

@@ -37,6 +37,7 @@ func (s *Server) queueRoutes() []Route {
 		{Method: http.MethodPost, Pattern: "/v1/jobs/{id}/retry", Scope: pgmsg.ScopeAdmin, handler: s.retryJob},
 		{Method: http.MethodGet, Pattern: "/v1/jobs/{id}", Scope: pgmsg.ScopeAdmin, handler: s.getJob},
 		{Method: http.MethodGet, Pattern: "/v1/jobs/{id}/workflow", Scope: pgmsg.ScopeAdmin, handler: s.getWorkflow},
+		{Method: http.MethodGet, Pattern: "/v1/jobs/{id}/logs", Scope: pgmsg.ScopeAdmin, handler: s.getJobLogs},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/pause", Scope: pgmsg.ScopeAdmin, handler: s.pauseQueue},
 		{Method: http.MethodPost, Pattern: "/v1/queues/{queue}/resume", Scope: pgmsg.ScopeAdmin, handler: s.resumeQueue},
 		{Method: http.MethodGet, Pattern: "/v1/queues/{queue}/sequences", Scope: pgmsg.ScopeAdmin, handler: s.listSequences},
@@ -647,6 +648,30 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "jobs": jobs})
+}
+
+// getJobLogs answers what job {id}'s handlers logged, per attempt, and
+// the steps it recorded (GET /v1/jobs/{id}/logs).
+func (s *Server) getJobLogs(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobIDParam(r)
+	if err != nil {
+		return err
+	}
+	logs, err := s.client.JobLogs(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	steps, err := s.client.JobSteps(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if logs == nil {
+		logs = []pgmsg.JobLog{}
+	}
+	if steps == nil {
+		steps = []pgmsg.JobStep{}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"id": id, "logs": logs, "steps": steps})
 }
 
 // pauseQueue stops a queue from handing out jobs (enqueues go on).

@@ -113,11 +113,11 @@ func TestJobClaimDirect(t *testing.T) {
 	require.Equal(t, pgmsgtype.JobStateScheduled, got.State)
 
 	// Claimed jobs complete with their tokens (the direct completion).
-	completed, notHeld, err := c.CompleteMany(ctx, b.Pool, jobs)
+	completed, notHeld, err := c.CompleteMany(ctx, b.Pool, jobs, nil)
 	require.NoError(t, err)
 	require.ElementsMatch(t, ids(jobs), completed)
 	require.Empty(t, notHeld)
-	completed, notHeld, err = c.CompleteMany(ctx, b.Pool, jobs)
+	completed, notHeld, err = c.CompleteMany(ctx, b.Pool, jobs, nil)
 	require.NoError(t, err)
 	require.Empty(t, completed)
 	require.ElementsMatch(t, ids(jobs), notHeld)

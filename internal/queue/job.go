@@ -34,11 +34,12 @@ func (q *Queues) Complete(ctx context.Context, exec store.DBTX, job *pgmsgtype.J
 	return q.store.JobComplete(ctx, exec, job.ID, job.LeaseToken, job.Result)
 }
 
-// CompleteMany archives jobs with their results on exec: with the direct
-// statement when none has one, else with job_complete_many(), which
-// checks them. It returns the ids archived and those no longer held (left
-// as they are).
-func (q *Queues) CompleteMany(ctx context.Context, exec store.DBTX, jobs []*pgmsgtype.Job) (completed, notHeld []int64, err error) {
+// CompleteMany archives jobs with their results on exec, and with what
+// their attempts logged (logs, by position; nil: none logged): with the
+// direct statement when none has a result or a log, else with
+// job_complete_many(), which checks them. It returns the ids archived and
+// those no longer held (left as they are).
+func (q *Queues) CompleteMany(ctx context.Context, exec store.DBTX, jobs []*pgmsgtype.Job, logs []string) (completed, notHeld []int64, err error) {
 	if len(jobs) == 0 {
 		return nil, nil, nil
 	}
@@ -56,7 +57,7 @@ func (q *Queues) CompleteMany(ctx context.Context, exec store.DBTX, jobs []*pgms
 			results[i] = j.Result
 		}
 	}
-	done, err := q.store.JobCompleteMany(ctx, exec, ids, tokens, results)
+	done, err := q.store.JobCompleteMany(ctx, exec, ids, tokens, results, logs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -74,8 +75,9 @@ func (q *Queues) CompleteMany(ctx context.Context, exec store.DBTX, jobs []*pgms
 // Fail records msg as the error of the held attempt of job on exec and
 // schedules a retry after retryIn (0: the queue's backoff), or sends the
 // job to the dead-letter state (dead, or out of attempts). It returns the
-// job's new state and, for a retry, its run time.
-func (q *Queues) Fail(ctx context.Context, exec store.DBTX, job *pgmsgtype.Job, jobErr error, retryIn time.Duration, dead bool) (pgmsgtype.JobState, time.Time, error) {
+// job's new state and, for a retry, its run time. log ("": none) is kept
+// as what the attempt logged.
+func (q *Queues) Fail(ctx context.Context, exec store.DBTX, job *pgmsgtype.Job, jobErr error, retryIn time.Duration, dead bool, log string) (pgmsgtype.JobState, time.Time, error) {
 	// job_fail() refuses a negative delay too (PM104); Go keeps the check
 	// because one under 1µs would be sent as 0, a valid delay.
 	if retryIn < 0 {
@@ -85,7 +87,7 @@ func (q *Queues) Fail(ctx context.Context, exec store.DBTX, job *pgmsgtype.Job, 
 	if jobErr != nil {
 		msg = jobErr.Error()
 	}
-	state, runAt, err := q.store.JobFail(ctx, exec, job.ID, job.LeaseToken, msg, retryIn, dead)
+	state, runAt, err := q.store.JobFail(ctx, exec, job.ID, job.LeaseToken, msg, retryIn, dead, log)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -93,13 +95,14 @@ func (q *Queues) Fail(ctx context.Context, exec store.DBTX, job *pgmsgtype.Job, 
 }
 
 // Snooze puts a held job back to wait delay, on exec, without counting
-// the attempt, and returns its new run time.
-func (q *Queues) Snooze(ctx context.Context, exec store.DBTX, job *pgmsgtype.Job, delay time.Duration) (time.Time, error) {
+// the attempt, keeping log ("": none) as what the attempt logged, and
+// returns its new run time.
+func (q *Queues) Snooze(ctx context.Context, exec store.DBTX, job *pgmsgtype.Job, delay time.Duration, log string) (time.Time, error) {
 	// As in Fail: a negative delay under 1µs would be sent as 0.
 	if delay < 0 {
 		return time.Time{}, errs.New(errs.InvalidDelay, "snooze delay must not be negative, got %s", delay)
 	}
-	return q.store.JobSnooze(ctx, exec, job.ID, job.LeaseToken, delay)
+	return q.store.JobSnooze(ctx, exec, job.ID, job.LeaseToken, delay, log)
 }
 
 // Extend pushes a held job's lease to lease from now (0: the queue's) on
@@ -149,4 +152,20 @@ func (q *Queues) Get(ctx context.Context, id int64) (*pgmsgtype.Job, error) {
 // WorkflowGet returns at most limit jobs of the workflow of job id.
 func (q *Queues) WorkflowGet(ctx context.Context, id int64, limit int) ([]store.WorkflowJob, error) {
 	return q.store.WorkflowGet(ctx, q.pool, id, limit)
+}
+
+// Logs returns what job id's handlers logged, per attempt.
+func (q *Queues) Logs(ctx context.Context, id int64) ([]pgmsgtype.JobLog, error) {
+	return q.store.JobLogs(ctx, q.pool, id)
+}
+
+// Steps returns the steps job id recorded.
+func (q *Queues) Steps(ctx context.Context, id int64) ([]pgmsgtype.JobStep, error) {
+	return q.store.JobSteps(ctx, q.pool, id)
+}
+
+// SaveStep records step name of a held job as completed with output
+// (JSON; nil: none), on the pool.
+func (q *Queues) SaveStep(ctx context.Context, job *pgmsgtype.Job, name string, output []byte) error {
+	return q.store.JobStepSave(ctx, q.pool, job.ID, job.LeaseToken, name, output)
 }

@@ -179,19 +179,21 @@ func (s *Store) JobComplete(ctx context.Context, exec DBTX, id, token int64, res
 }
 
 // JobCompleteMany archives the jobs ids[i] still held under tokens[i], with
-// results[i] (JSON; results nil: none has one) and returns the ids of
-// those archived. Without results it runs the direct statement against the
-// tables, with them job_complete_many(), which checks them.
-func (s *Store) JobCompleteMany(ctx context.Context, exec DBTX, ids, tokens []int64, results [][]byte) ([]int64, error) {
+// results[i] (JSON; results nil: none has one) and logs[i] (what the
+// attempt logged; logs nil: none logged) and returns the ids of those
+// archived. Without results or logs it runs the direct statement against
+// the tables, with them job_complete_many(), which checks the results and
+// keeps the logs.
+func (s *Store) JobCompleteMany(ctx context.Context, exec DBTX, ids, tokens []int64, results [][]byte, logs []string) ([]int64, error) {
 	var (
 		done []int64
 		err  error
 	)
-	if results == nil {
+	if results == nil && logs == nil {
 		done, err = s.q.JobCompleteMany(ctx, s.DB(exec), dbsqlc.JobCompleteManyParams{Ids: ids, LeaseTokens: tokens})
 	} else {
 		done, err = s.q.JobCompleteManyResults(ctx, s.DB(exec), dbsqlc.JobCompleteManyResultsParams{Ids: ids,
-			LeaseTokens: tokens, Results: results})
+			LeaseTokens: tokens, Results: results, Logs: logs})
 	}
 	return done, errs.Map(err)
 }
@@ -199,11 +201,12 @@ func (s *Store) JobCompleteMany(ctx context.Context, exec DBTX, ids, tokens []in
 // JobFail records msg as the error of the attempt held under token and
 // schedules a retry after retryIn (0: the queue's backoff), or moves the
 // job to dead when dead is set or it is out of attempts. It returns the
-// job's new state and, for a retry, when it runs. It fails with
-// errs.JobNotHeld or errs.InvalidDelay.
-func (s *Store) JobFail(ctx context.Context, exec DBTX, id, token int64, msg string, retryIn time.Duration, dead bool) (string, time.Time, error) {
+// job's new state and, for a retry, when it runs; log ("": none) is kept
+// as what the attempt logged. It fails with errs.JobNotHeld or
+// errs.InvalidDelay.
+func (s *Store) JobFail(ctx context.Context, exec DBTX, id, token int64, msg string, retryIn time.Duration, dead bool, log string) (string, time.Time, error) {
 	row, err := s.q.JobFail(ctx, s.DB(exec), dbsqlc.JobFailParams{ID: id, LeaseToken: token, Error: msg,
-		RetryIn: optInterval(retryIn), Dead: dead})
+		RetryIn: optInterval(retryIn), Dead: dead, Log: optText(log)})
 	if err != nil {
 		return "", time.Time{}, errs.Map(err)
 	}
@@ -211,9 +214,11 @@ func (s *Store) JobFail(ctx context.Context, exec DBTX, id, token int64, msg str
 }
 
 // JobSnooze puts a job held under token back to wait delay without
-// counting the attempt and returns its new run time (errs.JobNotHeld).
-func (s *Store) JobSnooze(ctx context.Context, exec DBTX, id, token int64, delay time.Duration) (time.Time, error) {
-	at, err := s.q.JobSnooze(ctx, s.DB(exec), dbsqlc.JobSnoozeParams{ID: id, LeaseToken: token, Delay: interval(delay)})
+// counting the attempt, keeping log ("": none) as what the attempt logged,
+// and returns its new run time (errs.JobNotHeld).
+func (s *Store) JobSnooze(ctx context.Context, exec DBTX, id, token int64, delay time.Duration, log string) (time.Time, error) {
+	at, err := s.q.JobSnooze(ctx, s.DB(exec), dbsqlc.JobSnoozeParams{ID: id, LeaseToken: token, Delay: interval(delay),
+		Log: optText(log)})
 	if err != nil {
 		return time.Time{}, errs.Map(err)
 	}

@@ -60,9 +60,9 @@ func (q *Jobs) traces(ctx context.Context, jobs []*pgmsgtype.Job) map[int64]prop
 }
 
 // CompleteMany archives jobs in one statement, in a "complete" span.
-func (q *Jobs) CompleteMany(ctx context.Context, jobs []*pgmsgtype.Job) ([]int64, error) {
+func (q *Jobs) CompleteMany(ctx context.Context, jobs []*pgmsgtype.Job, logs []string) ([]int64, error) {
 	endSpan := q.Tracer.StartJobSettle(ctx, q.Queue, len(jobs))
-	_, notHeld, err := q.Queues.CompleteMany(ctx, q.Pool, jobs)
+	_, notHeld, err := q.Queues.CompleteMany(ctx, q.Pool, jobs, logs)
 	endSpan(err)
 	if err != nil {
 		return nil, err
@@ -70,14 +70,22 @@ func (q *Jobs) CompleteMany(ctx context.Context, jobs []*pgmsgtype.Job) ([]int64
 	return notHeld, nil
 }
 
-func (q *Jobs) Fail(ctx context.Context, job *pgmsgtype.Job, jobErr error, dead bool) error {
-	_, _, err := q.Queues.Fail(ctx, q.Pool, job, jobErr, 0, dead)
+func (q *Jobs) Fail(ctx context.Context, job *pgmsgtype.Job, jobErr error, dead bool, log string) error {
+	_, _, err := q.Queues.Fail(ctx, q.Pool, job, jobErr, 0, dead, log)
 	return err
 }
 
-func (q *Jobs) Snooze(ctx context.Context, job *pgmsgtype.Job, delay time.Duration) error {
-	_, err := q.Queues.Snooze(ctx, q.Pool, job, delay)
+func (q *Jobs) Snooze(ctx context.Context, job *pgmsgtype.Job, delay time.Duration, log string) error {
+	_, err := q.Queues.Snooze(ctx, q.Pool, job, delay, log)
 	return err
+}
+
+func (q *Jobs) Steps(ctx context.Context, job *pgmsgtype.Job) ([]pgmsgtype.JobStep, error) {
+	return q.Queues.Steps(ctx, job.ID)
+}
+
+func (q *Jobs) SaveStep(ctx context.Context, job *pgmsgtype.Job, name string, output []byte) error {
+	return q.Queues.SaveStep(ctx, job, name, output)
 }
 
 func (q *Jobs) ExtendLeases(ctx context.Context, ids, tokens []int64) ([]int64, error) {

@@ -36,14 +36,20 @@ type Queue interface {
 	// span.
 	Claim(ctx context.Context, max int) ([]*pgmsgtype.Job, map[int64]propagation.MapCarrier, error)
 	// CompleteMany archives jobs with their results in one statement,
-	// recording the settle span, and returns the ids of those no longer
-	// held (left as they are).
-	CompleteMany(ctx context.Context, jobs []*pgmsgtype.Job) (notHeld []int64, err error)
-	// Fail fails the attempt of job with jobErr; dead sends it to the
-	// dead-letter state at once.
-	Fail(ctx context.Context, job *pgmsgtype.Job, jobErr error, dead bool) error
-	// Snooze puts job back to wait delay without counting the attempt.
-	Snooze(ctx context.Context, job *pgmsgtype.Job, delay time.Duration) error
+	// with what their attempts logged (logs, by position; nil: none
+	// logged), recording the settle span, and returns the ids of those no
+	// longer held (left as they are).
+	CompleteMany(ctx context.Context, jobs []*pgmsgtype.Job, logs []string) (notHeld []int64, err error)
+	// Fail fails the attempt of job with jobErr, keeping log ("": none);
+	// dead sends it to the dead-letter state at once.
+	Fail(ctx context.Context, job *pgmsgtype.Job, jobErr error, dead bool, log string) error
+	// Snooze puts job back to wait delay without counting the attempt,
+	// keeping log ("": none).
+	Snooze(ctx context.Context, job *pgmsgtype.Job, delay time.Duration, log string) error
+	// Steps reads the step checkpoints of job; SaveStep records one under
+	// the job's lease.
+	Steps(ctx context.Context, job *pgmsgtype.Job) ([]pgmsgtype.JobStep, error)
+	SaveStep(ctx context.Context, job *pgmsgtype.Job, name string, output []byte) error
 	// ExtendLeases extends the leases of the jobs held under tokens (ids
 	// and tokens pairwise) and returns the ids it extended.
 	ExtendLeases(ctx context.Context, ids, tokens []int64) (kept []int64, err error)
@@ -74,6 +80,15 @@ type Config struct {
 	ShutdownTimeout  time.Duration
 	OnCompleted      func(jobs []*pgmsgtype.Job)
 	Logger           *slog.Logger
+	// MaxLogBytes bounds what an attempt's log keeps (Logger).
+	MaxLogBytes int
+}
+
+// finished is a job whose handler returned nil, on its way to the
+// completer, with what its attempt logged.
+type finished struct {
+	job *pgmsgtype.Job
+	log string
 }
 
 // claimTimeout bounds one claim statement of a worker.
@@ -133,6 +148,8 @@ type inflightJob struct {
 	// not extended past it. stopTimer stops the timeout's timer.
 	deadline  time.Time
 	stopTimer func() bool
+	// run is what the handler's context carries for Logger and Step.
+	run run
 }
 
 // New returns a Worker that runs handler over q's jobs.
@@ -155,7 +172,7 @@ func (w *Worker) Run(ctx context.Context, lease time.Duration, wake <-chan struc
 	defer cancelHandlers(nil)
 	bg := context.WithoutCancel(ctx)
 
-	completions := make(chan *pgmsgtype.Job, w.cfg.CompleteBatch)
+	completions := make(chan finished, w.cfg.CompleteBatch)
 	completerDone := make(chan struct{})
 	go func() {
 		defer close(completerDone)
@@ -220,7 +237,7 @@ type claimResult struct {
 // fetch claims jobs while there are free handler slots, with up to
 // ClaimConcurrency claims in flight, and waits for a notification or the
 // poll interval when the queue is drained.
-func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, completions chan<- *pgmsgtype.Job) error {
+func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, completions chan<- finished) error {
 	// Claim in batches: with only a few slots free, wait (briefly) for more
 	// to free up rather than claiming a job or two per statement. Measured
 	// in the benchmark work: at 16 workers claims averaged 8 jobs and
@@ -358,9 +375,9 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 	return fatal
 }
 
-func (w *Worker) start(handlerCtx context.Context, job *pgmsgtype.Job, carrier propagation.MapCarrier, completions chan<- *pgmsgtype.Job) {
+func (w *Worker) start(handlerCtx context.Context, job *pgmsgtype.Job, carrier propagation.MapCarrier, completions chan<- finished) {
 	jctx, cancel := context.WithCancelCause(handlerCtx)
-	f := &inflightJob{job: job, cancel: cancel}
+	f := &inflightJob{job: job, cancel: cancel, run: run{w: w, job: job}}
 	timeout := w.cfg.JobTimeout
 	if job.Timeout > 0 {
 		timeout = job.Timeout
@@ -380,7 +397,7 @@ func (w *Worker) start(handlerCtx context.Context, job *pgmsgtype.Job, carrier p
 	go func() {
 		defer w.wg.Done()
 		defer w.settle()
-		pctx, endSpan := w.q.StartProcessSpan(jctx, job, carrier)
+		pctx, endSpan := w.q.StartProcessSpan(context.WithValue(jctx, runKey{}, &f.run), job, carrier)
 		err := w.call(pctx, job)
 		endSpan(err)
 		if f.stopTimer != nil {
@@ -395,7 +412,7 @@ func (w *Worker) start(handlerCtx context.Context, job *pgmsgtype.Job, carrier p
 		case w.freed <- struct{}{}:
 		default:
 		}
-		w.finish(context.WithoutCancel(handlerCtx), job, err, cause, completions)
+		w.finish(context.WithoutCancel(handlerCtx), job, f.run.text(), err, cause, completions)
 	}()
 }
 
@@ -431,9 +448,10 @@ func (w *Worker) call(ctx context.Context, job *pgmsgtype.Job) (err error) {
 	return w.handler(ctx, job)
 }
 
-// finish applies a handler's outcome. Completions are batched; the rare
-// outcomes (fail, snooze, release) are one statement each.
-func (w *Worker) finish(ctx context.Context, job *pgmsgtype.Job, err error, cause error, completions chan<- *pgmsgtype.Job) {
+// finish applies a handler's outcome, with what the attempt logged (log).
+// Completions are batched; the rare outcomes (fail, snooze, release) are
+// one statement each.
+func (w *Worker) finish(ctx context.Context, job *pgmsgtype.Job, log string, err error, cause error, completions chan<- finished) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var snooze *snoozeError
@@ -441,20 +459,22 @@ func (w *Worker) finish(ctx context.Context, job *pgmsgtype.Job, err error, caus
 	var opErr error
 	switch {
 	case err == nil:
-		completions <- job
+		completions <- finished{job: job, log: log}
 		return
-	case errors.Is(cause, errs.JobNotHeld):
-		return // lost to a rescue or cancel: nothing of ours to write
+	case errors.Is(cause, errs.JobNotHeld), errors.Is(err, errs.JobNotHeld):
+		// lost to a rescue or cancel (found by the heartbeat, or by a
+		// step's checkpoint): nothing of ours to write
+		return
 	case errors.Is(cause, errShutdown):
-		opErr = w.q.Snooze(ctx, job, 0)
+		opErr = w.q.Snooze(ctx, job, 0, log)
 	case errors.Is(cause, errs.JobTimeout):
-		opErr = w.q.Fail(ctx, job, fmt.Errorf("%w (the handler returned: %v)", cause, err), false)
+		opErr = w.q.Fail(ctx, job, fmt.Errorf("%w (the handler returned: %v)", cause, err), false, log)
 	case errors.As(err, &snooze):
-		opErr = w.q.Snooze(ctx, job, snooze.delay)
+		opErr = w.q.Snooze(ctx, job, snooze.delay, log)
 	case errors.As(err, &discard):
-		opErr = w.q.Fail(ctx, job, discard.err, true)
+		opErr = w.q.Fail(ctx, job, discard.err, true, log)
 	default:
-		opErr = w.q.Fail(ctx, job, err, false)
+		opErr = w.q.Fail(ctx, job, err, false, log)
 	}
 	if opErr != nil {
 		w.cfg.Logger.Warn("pgmsg: worker could not record a job's outcome; it will be rescued when its lease expires",
@@ -466,10 +486,10 @@ func (w *Worker) finish(ctx context.Context, job *pgmsgtype.Job, err error, caus
 // CompleteLinger (or until CompleteBatch, or until no started job is left
 // running), then completes them in one statement. It returns when
 // completions is closed and drained.
-func (w *Worker) completer(ctx context.Context, completions <-chan *pgmsgtype.Job) {
+func (w *Worker) completer(ctx context.Context, completions <-chan finished) {
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
-	batch := make([]*pgmsgtype.Job, 0, w.cfg.CompleteBatch)
+	batch := make([]finished, 0, w.cfg.CompleteBatch)
 	for {
 		j, ok := <-completions
 		if !ok {
@@ -520,21 +540,32 @@ func (w *Worker) completer(ctx context.Context, completions <-chan *pgmsgtype.Jo
 	}
 }
 
-// flush completes batch in one statement, retrying what may succeed on a
+// flush completes fin in one statement, retrying what may succeed on a
 // second try; a result the server refuses is completed job by job, and the
 // job whose result it refuses is sent to the dead-letter state.
-func (w *Worker) flush(ctx context.Context, batch []*pgmsgtype.Job) {
-	slices.SortFunc(batch, func(a, b *pgmsgtype.Job) int { return cmp.Compare(a.ID, b.ID) })
+func (w *Worker) flush(ctx context.Context, fin []finished) {
+	slices.SortFunc(fin, func(a, b finished) int { return cmp.Compare(a.job.ID, b.job.ID) })
+	batch := make([]*pgmsgtype.Job, len(fin))
+	var logs []string // nil unless a job logged something
+	for i, f := range fin {
+		batch[i] = f.job
+		if f.log != "" {
+			if logs == nil {
+				logs = make([]string, len(fin))
+			}
+			logs[i] = f.log
+		}
+	}
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		notHeld, err := w.q.CompleteMany(fctx, batch)
+		notHeld, err := w.q.CompleteMany(fctx, batch, logs)
 		cancel()
 		if errors.Is(err, errs.InvalidArgument) && len(batch) > 1 {
 			// A result the server refused (larger than it looked to the
 			// client: see internal/jobdoc): complete the others without it.
-			for _, j := range batch {
-				w.flush(ctx, []*pgmsgtype.Job{j})
+			for _, f := range fin {
+				w.flush(ctx, []finished{f})
 			}
 			return
 		}
@@ -543,7 +574,7 @@ func (w *Worker) flush(ctx context.Context, batch []*pgmsgtype.Job) {
 			// job, where it will be seen, rather than lose it quietly.
 			j := batch[0]
 			fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			ferr := w.q.Fail(fctx, j, fmt.Errorf("result not stored: %w", err), true)
+			ferr := w.q.Fail(fctx, j, fmt.Errorf("result not stored: %w", err), true, fin[0].log)
 			cancel()
 			w.cfg.Logger.Warn("pgmsg: a job's result was refused; the job is dead", "queue", w.cfg.Queue, "job", j.ID,
 				"error", err, "fail_error", ferr)

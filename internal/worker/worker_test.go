@@ -70,7 +70,7 @@ func (q *testQueue) Claim(context.Context, int) ([]*pgmsgtype.Job, map[int64]pro
 	return nil, nil, nil
 }
 
-func (q *testQueue) CompleteMany(_ context.Context, jobs []*pgmsgtype.Job) ([]int64, error) {
+func (q *testQueue) CompleteMany(_ context.Context, jobs []*pgmsgtype.Job, _ []string) ([]int64, error) {
 	ids := jobIDs(jobs)
 	var notHeld []int64
 	var err error
@@ -81,12 +81,12 @@ func (q *testQueue) CompleteMany(_ context.Context, jobs []*pgmsgtype.Job) ([]in
 	return notHeld, err
 }
 
-func (q *testQueue) Fail(_ context.Context, job *pgmsgtype.Job, jobErr error, dead bool) error {
+func (q *testQueue) Fail(_ context.Context, job *pgmsgtype.Job, jobErr error, dead bool, _ string) error {
 	q.record(call{op: "fail", ids: []int64{job.ID}, err: jobErr, dead: dead})
 	return nil
 }
 
-func (q *testQueue) Snooze(_ context.Context, job *pgmsgtype.Job, delay time.Duration) error {
+func (q *testQueue) Snooze(_ context.Context, job *pgmsgtype.Job, delay time.Duration, _ string) error {
 	q.record(call{op: "snooze", ids: []int64{job.ID}, delay: delay})
 	return nil
 }
@@ -94,6 +94,12 @@ func (q *testQueue) Snooze(_ context.Context, job *pgmsgtype.Job, delay time.Dur
 func (q *testQueue) ExtendLeases(_ context.Context, ids, _ []int64) ([]int64, error) {
 	return q.extend(ids), nil
 }
+
+func (q *testQueue) Steps(context.Context, *pgmsgtype.Job) ([]pgmsgtype.JobStep, error) {
+	return nil, nil
+}
+
+func (q *testQueue) SaveStep(context.Context, *pgmsgtype.Job, string, []byte) error { return nil }
 
 func (q *testQueue) Limited() bool { return false }
 
@@ -122,8 +128,8 @@ func newTestWorker(q *testQueue, cfg Config) (*Worker, func() [][]int64) {
 
 // runCompleter starts w's completer on a new channel; close the channel
 // and wait on the returned one to stop it.
-func runCompleter(w *Worker) (chan *pgmsgtype.Job, <-chan struct{}) {
-	completions := make(chan *pgmsgtype.Job, 500)
+func runCompleter(w *Worker) (chan finished, <-chan struct{}) {
+	completions := make(chan finished, 500)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -140,7 +146,7 @@ func TestCompleterFlushesWhenAllSettled(t *testing.T) {
 	w.unfinished = 3
 	completions, done := runCompleter(w)
 	for _, id := range []int64{3, 1, 2} {
-		completions <- &pgmsgtype.Job{ID: id}
+		completions <- finished{job: &pgmsgtype.Job{ID: id}}
 		w.settle()
 	}
 	<-q.called
@@ -157,7 +163,7 @@ func TestCompleterCapsBatch(t *testing.T) {
 	w.unfinished = 1 // a job still runs: nothing settles the batches
 	completions, done := runCompleter(w)
 	for id := int64(1); id <= 5; id++ {
-		completions <- &pgmsgtype.Job{ID: id}
+		completions <- finished{job: &pgmsgtype.Job{ID: id}}
 	}
 	<-q.called
 	<-q.called
@@ -177,7 +183,7 @@ func TestCompleterLingers(t *testing.T) {
 	w.unfinished = 1 // a job still runs: only the linger ends the batch
 	completions, done := runCompleter(w)
 	start := time.Now()
-	completions <- &pgmsgtype.Job{ID: 1}
+	completions <- finished{job: &pgmsgtype.Job{ID: 1}}
 	<-q.called
 	require.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
 	close(completions)
@@ -196,7 +202,7 @@ func TestFlushRefusedResult(t *testing.T) {
 		return nil, nil
 	}
 	w, completed := newTestWorker(q, Config{CompleteBatch: 500})
-	w.flush(context.Background(), []*pgmsgtype.Job{{ID: 3}, {ID: 2}, {ID: 1}})
+	w.flush(context.Background(), []finished{{job: &pgmsgtype.Job{ID: 3}}, {job: &pgmsgtype.Job{ID: 2}}, {job: &pgmsgtype.Job{ID: 1}}})
 	calls := q.Calls()
 	require.Len(t, calls, 5)
 	require.Equal(t, []call{
@@ -218,7 +224,7 @@ func TestFlushNotHeld(t *testing.T) {
 	q := newTestQueue()
 	q.complete = func([]int64) ([]int64, error) { return []int64{2}, nil }
 	w, completed := newTestWorker(q, Config{CompleteBatch: 500})
-	w.flush(context.Background(), []*pgmsgtype.Job{{ID: 1}, {ID: 2}, {ID: 3}})
+	w.flush(context.Background(), []finished{{job: &pgmsgtype.Job{ID: 1}}, {job: &pgmsgtype.Job{ID: 2}}, {job: &pgmsgtype.Job{ID: 3}}})
 	require.Equal(t, [][]int64{{1, 3}}, completed(), "a job that lost its lease is not reported completed")
 	select {
 	case <-w.freed:
@@ -251,7 +257,7 @@ func TestFlushRetries(t *testing.T) {
 				return nil, nil
 			}
 			w, completed := newTestWorker(q, Config{CompleteBatch: 500})
-			w.flush(context.Background(), []*pgmsgtype.Job{{ID: 1}})
+			w.flush(context.Background(), []finished{{job: &pgmsgtype.Job{ID: 1}}})
 			require.Len(t, q.Calls(), tc.calls)
 			if tc.completed {
 				require.Equal(t, [][]int64{{1}}, completed())
@@ -287,8 +293,8 @@ func TestFinishOutcomes(t *testing.T) {
 			t.Parallel()
 			q := newTestQueue()
 			w, _ := newTestWorker(q, Config{})
-			completions := make(chan *pgmsgtype.Job, 1)
-			w.finish(context.Background(), &pgmsgtype.Job{ID: 7}, tc.err, tc.cause, completions)
+			completions := make(chan finished, 1)
+			w.finish(context.Background(), &pgmsgtype.Job{ID: 7}, "", tc.err, tc.cause, completions)
 			require.Equal(t, tc.done, len(completions) == 1)
 			if tc.want == nil {
 				require.Empty(t, q.Calls())
@@ -306,7 +312,7 @@ func TestFinishTimeout(t *testing.T) {
 	q := newTestQueue()
 	w, _ := newTestWorker(q, Config{})
 	cause := errs.New(errs.JobTimeout, "job 7 ran longer than its timeout of 1s")
-	w.finish(context.Background(), &pgmsgtype.Job{ID: 7}, context.Canceled, cause, nil)
+	w.finish(context.Background(), &pgmsgtype.Job{ID: 7}, "", context.Canceled, cause, nil)
 	calls := q.Calls()
 	require.Len(t, calls, 1)
 	require.Equal(t, "fail", calls[0].op)

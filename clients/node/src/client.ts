@@ -132,6 +132,43 @@ export interface Job {
   timeoutMs: number | null;
   /** The lease the claim gave, in milliseconds (database clock). */
   leaseMs: number;
+  /** Lines the handler logs for this attempt (job.log.push(line)): a
+   * Worker keeps them with the attempt's outcome (jobLogs). */
+  log: string[];
+}
+
+/** What one attempt's log keeps by default, in bytes, as the Go worker's
+ * (the SQL API cuts any log at 1 MiB). */
+export const LOG_MAX_BYTES = 64 << 10;
+
+/** The attempt's log as stored: job.log's lines, cut at maxBytes with a
+ * last line that says so; null when nothing was logged. */
+export function jobLogText(job: Job, maxBytes = LOG_MAX_BYTES): string | null {
+  if (!job.log || job.log.length === 0) return null;
+  const text = Buffer.from(job.log.map((l) => l + "\n").join(""));
+  if (text.length <= maxBytes) return text.toString();
+  const marker = `[pgmsg: log truncated at ${maxBytes} bytes]\n`;
+  let cut = Math.max(maxBytes - Buffer.byteLength(marker), 0);
+  // Back to a character boundary: never a UTF-8 continuation byte first.
+  while (cut > 0 && (text[cut] & 0xc0) === 0x80) cut--;
+  return text.subarray(0, cut).toString() + marker;
+}
+
+/** What a job's handler logged during one attempt (jobLogs). */
+export interface JobLog {
+  attempt: number;
+  at: Date;
+  /** completed, retrying, dead or snoozed */
+  outcome: string;
+  log: string;
+}
+
+/** A step checkpoint a job recorded (jobSteps, saveStep). */
+export interface JobStep {
+  name: string;
+  attempt: number;
+  at: Date;
+  output: unknown;
 }
 
 export interface ClaimJobsOptions {
@@ -471,28 +508,58 @@ export class Pgmsg {
       errors: r.errors,
       timeoutMs: r.timeout_ms === null ? null : Number(r.timeout_ms),
       leaseMs: Number(r.lease_ms),
+      log: [],
     }));
   }
 
-  /** Archives the job with an optional JSON result. PM106 if its lease was lost. */
-  async complete(job: Job, result?: unknown): Promise<void> {
-    await this.rows(`SELECT {s}.job_complete($1, $2, $3::jsonb)`, [
+  /** Archives the job with an optional JSON result and what the attempt
+   * logged (opts.log, e.g. jobLogText(job)). PM106 if its lease was lost. */
+  async complete(job: Job, result?: unknown, opts: { log?: string | null } = {}): Promise<void> {
+    await this.rows(`SELECT {s}.job_complete($1, $2, $3::jsonb, $4::text)`, [
       job.id,
       job.leaseToken,
       result === undefined || result === null ? null : JSON.stringify(result),
+      opts.log ?? null,
     ]);
   }
 
-  /** Records the error and schedules a retry (or dead); returns the new state. */
-  async fail(job: Job, error: string, opts: { retryInMs?: number; dead?: boolean } = {}): Promise<string> {
-    const rows = await this.rows(`SELECT state FROM {s}.job_fail($1, $2, $3, $4::interval, $5)`, [
+  /** Records the error (and the attempt's log) and schedules a retry (or
+   * dead); returns the new state. */
+  async fail(job: Job, error: string, opts: { retryInMs?: number; dead?: boolean; log?: string | null } = {}): Promise<string> {
+    const rows = await this.rows(`SELECT state FROM {s}.job_fail($1, $2, $3, $4::interval, $5, $6::text)`, [
       job.id,
       job.leaseToken,
       error,
       interval(opts.retryInMs),
       opts.dead ?? false,
+      opts.log ?? null,
     ]);
     return rows[0].state;
+  }
+
+  /** What the job's handlers logged, one entry per attempt that logged
+   * something, oldest first. PM107 for an unknown job. */
+  async jobLogs(id: number): Promise<JobLog[]> {
+    const rows = await this.rows(`SELECT attempt, at, outcome, log FROM {s}.job_logs($1)`, [id]);
+    return rows.map((r) => ({ attempt: r.attempt, at: r.at, outcome: r.outcome, log: r.log }));
+  }
+
+  /** The step checkpoints the job recorded, in the order they completed. */
+  async jobSteps(id: number): Promise<JobStep[]> {
+    const rows = await this.rows(`SELECT name, attempt, at, output FROM {s}.job_steps($1)`, [id]);
+    return rows.map((r) => ({ name: r.name, attempt: r.attempt, at: r.at, output: r.output }));
+  }
+
+  /** Records step name of the held job as completed with output (JSON), at
+   * once, under its lease: PM106 if the lease was lost, PM122 for a bad
+   * name, PM123 for an output over 64 KiB. */
+  async saveStep(job: Job, name: string, output?: unknown): Promise<void> {
+    await this.rows(`SELECT {s}.job_step_save($1, $2, $3, $4::jsonb)`, [
+      job.id,
+      job.leaseToken,
+      name,
+      output === undefined || output === null ? null : JSON.stringify(output),
+    ]);
   }
 
   /** Heartbeat: the job's lease ends leaseMs (default the queue's) from now. */
@@ -649,7 +716,7 @@ export class Pgmsg {
   }
 
   /** Puts the job back without counting the attempt (0: a release). */
-  async snooze(job: Job, delayMs = 0): Promise<void> {
-    await this.rows(`SELECT {s}.job_snooze($1, $2, $3::interval)`, [job.id, job.leaseToken, interval(delayMs)]);
+  async snooze(job: Job, delayMs = 0, opts: { log?: string | null } = {}): Promise<void> {
+    await this.rows(`SELECT {s}.job_snooze($1, $2, $3::interval, $4::text)`, [job.id, job.leaseToken, interval(delayMs), opts.log ?? null]);
   }
 }

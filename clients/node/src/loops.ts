@@ -3,7 +3,7 @@
 // wake-ups with polling as the fallback.
 
 import type { Pool, PoolClient } from "pg";
-import { Claim, Job, Pgmsg } from "./client";
+import { Claim, Job, jobLogText, Pgmsg } from "./client";
 import { PgmsgError } from "./errors";
 
 /** Where the loops report what they survive (a failed handler, a lost claim). */
@@ -269,8 +269,8 @@ export class Worker extends Loop {
       });
       pending.splice(pending.indexOf(job), 1);
       try {
-        if (err === null) await c.complete(job, result);
-        else await c.fail(job, err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+        if (err === null) await c.complete(job, result, { log: jobLogText(job) });
+        else await c.fail(job, err instanceof Error ? `${err.name}: ${err.message}` : String(err), { log: jobLogText(job) });
       } catch (e) {
         // A lost lease: the job runs again elsewhere.
         this.log(`finishing job ${job.id} failed: ${(e as Error).message}`);

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Pool } from "pg";
 
-import { Consumer, Pgmsg, PgmsgError, Worker } from "../src";
+import { Consumer, jobLogText, Pgmsg, PgmsgError, Worker } from "../src";
 import * as env from "./env";
 
 let pool: Pool;
@@ -280,6 +280,40 @@ describe("the queue", () => {
     const dead = await job(bad.id);
     assert.equal(dead.state, "dead", "its only attempt failed");
     assert.equal(dead.errors.at(-1).error, "TypeError: no");
+  });
+
+  test("Worker keeps logs and steps", async () => {
+    const q = env.name("q");
+    const ok = await c.enqueue(q, "1", { kind: "ok" });
+    const bad = await c.enqueue(q, "2", { kind: "boom", maxAttempts: 1 });
+    const quiet = await c.enqueue(q, "3", { kind: "quiet" });
+    const w = new Worker(pool, q, { schema: env.SCHEMA, batch: 3, listen: false });
+    assert.equal(
+      await w.runOnce(async (j) => {
+        if (j.kind === "quiet") return null;
+        j.log.push(`handling ${j.payload.toString()}`);
+        if (j.kind === "boom") throw new TypeError("no");
+        await c.saveStep(j, "charge", { id: 7 });
+        return "done";
+      }),
+      3,
+    );
+    assert.deepEqual((await c.jobLogs(ok.id)).map((l) => [l.attempt, l.outcome, l.log]), [[1, "completed", "handling 1\n"]]);
+    assert.deepEqual((await c.jobLogs(bad.id)).map((l) => [l.outcome, l.log]), [["dead", "handling 2\n"]]);
+    assert.deepEqual(await c.jobLogs(quiet.id), []);
+    assert.deepEqual((await c.jobSteps(ok.id)).map((s) => [s.name, s.attempt, s.output]), [["charge", 1, { id: 7 }]]);
+    await rejects(c.jobLogs(1e12), "PM107");
+
+    await c.enqueue(q, "held");
+    const [held] = await c.claimJobs(q);
+    assert.equal((await rejects(c.saveStep(held, "bad name", 1), "PM122")).codeName, "invalid_step_name");
+    assert.equal((await rejects(c.saveStep(held, "big", "x".repeat(70000)), "PM123")).codeName, "step_too_large");
+    await rejects(c.saveStep({ ...held, leaseToken: held.leaseToken - 1 }, "late", 1), "PM106");
+
+    held.log = Array(10).fill("é".repeat(100));
+    const text = jobLogText(held, 300)!;
+    assert.ok(Buffer.byteLength(text) <= 300);
+    assert.ok(text.endsWith("[pgmsg: log truncated at 300 bytes]\n"), text);
   });
 
   test("the heartbeat extends a slow job's lease", async () => {

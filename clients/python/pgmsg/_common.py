@@ -82,6 +82,52 @@ class Job:
     unique_key: Optional[str]
     errors: Any
     timeout: Optional[timedelta]
+    # Lines the handler logged with log(): a Worker keeps them with the
+    # attempt's outcome (job_logs).
+    log_lines: List[str] = field(default_factory=list, repr=False, compare=False)
+
+    def log(self, msg: str, *args: Any) -> None:
+        """Logs a line (msg % args) of this attempt: the Worker stores the
+        attempt's lines with its outcome, in the same statement, cut at
+        LOG_MAX_BYTES (client.job_logs reads them)."""
+        self.log_lines.append(msg % args if args else msg)
+
+    def log_text(self, max_bytes: int = 0) -> Optional[str]:
+        """The attempt's log as stored: its lines, cut at max_bytes (0:
+        LOG_MAX_BYTES) with a last line that says so; None if none."""
+        if not self.log_lines:
+            return None
+        limit = max_bytes or LOG_MAX_BYTES
+        text = "".join(line + "\n" for line in self.log_lines).encode()
+        if len(text) <= limit:
+            return text.decode()
+        marker = f"[pgmsg: log truncated at {limit} bytes]\n"
+        return text[: max(limit - len(marker), 0)].decode(errors="ignore") + marker
+
+
+# LOG_MAX_BYTES is what one attempt's log keeps by default, as the Go
+# worker's (the SQL API cuts any log at 1 MiB).
+LOG_MAX_BYTES = 64 << 10
+
+
+@dataclass
+class JobLog:
+    """What a job's handler logged during one attempt (job_logs)."""
+
+    attempt: int
+    at: datetime
+    outcome: str  # completed, retrying, dead or snoozed
+    log: str
+
+
+@dataclass
+class JobStep:
+    """A step checkpoint a job recorded (job_steps, save_step)."""
+
+    name: str
+    attempt: int
+    at: datetime
+    output: Any
 
 
 @dataclass
@@ -288,15 +334,19 @@ class Statements:
             " run_at, enqueued_at, attempted_at, unique_key, errors, timeout"
             " FROM {s}.job_claim(%(queue)s, %(limit)s, %(lease)s::interval, %(worker)s)"
         )
-        self.job_complete = q("SELECT {s}.job_complete(%(id)s, %(token)s, %(result)s::jsonb)")
+        self.job_complete = q("SELECT {s}.job_complete(%(id)s, %(token)s, %(result)s::jsonb, %(log)s::text)")
         self.job_fail = q(
-            "SELECT state, run_at FROM {s}.job_fail(%(id)s, %(token)s, %(error)s, %(retry_in)s::interval, %(dead)s)"
+            "SELECT state, run_at FROM {s}.job_fail(%(id)s, %(token)s, %(error)s, %(retry_in)s::interval, %(dead)s,"
+            " %(log)s::text)"
         )
+        self.job_logs = q("SELECT attempt, at, outcome, log FROM {s}.job_logs(%(id)s)")
+        self.job_steps = q("SELECT name, attempt, at, output FROM {s}.job_steps(%(id)s)")
+        self.job_step_save = q("SELECT {s}.job_step_save(%(id)s, %(token)s, %(name)s, %(output)s::jsonb)")
         self.job_extend = q("SELECT {s}.job_extend(%(id)s, %(token)s, %(lease)s::interval)")
         self.job_extend_many = q(
             "SELECT id, lease_expires_at FROM {s}.job_extend_many(%(ids)s::bigint[], %(tokens)s::bigint[], %(lease)s::interval)"
         )
-        self.job_snooze = q("SELECT {s}.job_snooze(%(id)s, %(token)s, %(delay)s::interval)")
+        self.job_snooze = q("SELECT {s}.job_snooze(%(id)s, %(token)s, %(delay)s::interval, %(log)s::text)")
 
         # Administration: topics, groups, queues.
         self.topic_create = q(

@@ -17,7 +17,9 @@ from ._common import (
     EnqueueResult,
     GroupPartition,
     Job,
+    JobLog,
     JobSpec,
+    JobStep,
     PublishResult,
     Queue,
     QueueStats,
@@ -104,16 +106,28 @@ class AsyncClient:
         rows = await self._rows(self.sql.job_claim, {"queue": queue, "limit": limit, "lease": lease, "worker": worker})
         return [Statements.to_job(r) for r in rows]
 
-    async def complete(self, job: Job, result: Any = None) -> None:
+    async def complete(self, job: Job, result: Any = None, log: Optional[str] = None) -> None:
         res = None if result is None else json.dumps(result)
-        await self._rows(self.sql.job_complete, {"id": job.id, "token": job.lease_token, "result": res})
+        await self._rows(self.sql.job_complete, {"id": job.id, "token": job.lease_token, "result": res, "log": log})
 
-    async def fail(self, job: Job, error: str, retry_in: Optional[timedelta] = None, dead: bool = False) -> str:
+    async def fail(
+        self, job: Job, error: str, retry_in: Optional[timedelta] = None, dead: bool = False, log: Optional[str] = None
+    ) -> str:
         rows = await self._rows(
             self.sql.job_fail,
-            {"id": job.id, "token": job.lease_token, "error": error, "retry_in": retry_in, "dead": dead},
+            {"id": job.id, "token": job.lease_token, "error": error, "retry_in": retry_in, "dead": dead, "log": log},
         )
         return rows[0][0]
+
+    async def job_logs(self, job_id: int) -> List[JobLog]:
+        return [JobLog(*r) for r in await self._rows(self.sql.job_logs, {"id": job_id})]
+
+    async def job_steps(self, job_id: int) -> List[JobStep]:
+        return [JobStep(*r) for r in await self._rows(self.sql.job_steps, {"id": job_id})]
+
+    async def save_step(self, job: Job, name: str, output: Any = None) -> None:
+        out = None if output is None else json.dumps(output)
+        await self._rows(self.sql.job_step_save, {"id": job.id, "token": job.lease_token, "name": name, "output": out})
 
     async def extend_job(self, job: Job, lease: Optional[timedelta] = None) -> None:
         rows = await self._rows(self.sql.job_extend, {"id": job.id, "token": job.lease_token, "lease": lease})
@@ -128,8 +142,8 @@ class AsyncClient:
         )
         return [r[0] for r in rows]
 
-    async def snooze(self, job: Job, delay: timedelta = timedelta(0)) -> None:
-        await self._rows(self.sql.job_snooze, {"id": job.id, "token": job.lease_token, "delay": delay})
+    async def snooze(self, job: Job, delay: timedelta = timedelta(0), log: Optional[str] = None) -> None:
+        await self._rows(self.sql.job_snooze, {"id": job.id, "token": job.lease_token, "delay": delay, "log": log})
 
     # Administration: Client's methods of the same names.
 
@@ -386,9 +400,9 @@ class AsyncWorker(_AsyncLoop):
             pending.remove(job)
             try:
                 if err is None:
-                    await c.complete(job, result)
+                    await c.complete(job, result, log=job.log_text())
                 else:
-                    await c.fail(job, f"{type(err).__name__}: {err}")
+                    await c.fail(job, f"{type(err).__name__}: {err}", log=job.log_text())
             except Exception as e:  # noqa: BLE001 - a lost lease: the job runs again elsewhere
                 log.warning("pgmsg: finishing job %d failed: %s", job.id, e)
         return len(jobs)

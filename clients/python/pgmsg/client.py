@@ -21,7 +21,9 @@ from ._common import (
     EnqueueResult,
     GroupPartition,
     Job,
+    JobLog,
     JobSpec,
+    JobStep,
     PublishResult,
     Queue,
     QueueStats,
@@ -133,19 +135,39 @@ class Client:
         rows = self._rows(self.sql.job_claim, {"queue": queue, "limit": limit, "lease": lease, "worker": worker})
         return [Statements.to_job(r) for r in rows]
 
-    def complete(self, job: Job, result: Any = None) -> None:
-        """Archives the job with an optional JSON result. PM106 if the
-        lease was lost (the job ran again elsewhere or was cancelled)."""
+    def complete(self, job: Job, result: Any = None, log: Optional[str] = None) -> None:
+        """Archives the job with an optional JSON result and what the
+        attempt logged (log, e.g. job.log_text()). PM106 if the lease was
+        lost (the job ran again elsewhere or was cancelled)."""
         res = None if result is None else json.dumps(result)
-        self._rows(self.sql.job_complete, {"id": job.id, "token": job.lease_token, "result": res})
+        self._rows(self.sql.job_complete, {"id": job.id, "token": job.lease_token, "result": res, "log": log})
 
-    def fail(self, job: Job, error: str, retry_in: Optional[timedelta] = None, dead: bool = False) -> str:
-        """Records the error and schedules a retry (or dead); returns the state."""
+    def fail(
+        self, job: Job, error: str, retry_in: Optional[timedelta] = None, dead: bool = False, log: Optional[str] = None
+    ) -> str:
+        """Records the error (and the attempt's log) and schedules a retry
+        (or dead); returns the state."""
         rows = self._rows(
             self.sql.job_fail,
-            {"id": job.id, "token": job.lease_token, "error": error, "retry_in": retry_in, "dead": dead},
+            {"id": job.id, "token": job.lease_token, "error": error, "retry_in": retry_in, "dead": dead, "log": log},
         )
         return rows[0][0]
+
+    def job_logs(self, job_id: int) -> List[JobLog]:
+        """What the job's handlers logged, one entry per attempt that logged
+        something, oldest first. PM107 for an unknown job."""
+        return [JobLog(*r) for r in self._rows(self.sql.job_logs, {"id": job_id})]
+
+    def job_steps(self, job_id: int) -> List[JobStep]:
+        """The step checkpoints the job recorded, in the order they completed."""
+        return [JobStep(*r) for r in self._rows(self.sql.job_steps, {"id": job_id})]
+
+    def save_step(self, job: Job, name: str, output: Any = None) -> None:
+        """Records step `name` of the held job as completed with `output`
+        (JSON), at once, under its lease: PM106 if the lease was lost, PM122
+        for a bad name, PM123 for an output over 64 KiB."""
+        out = None if output is None else json.dumps(output)
+        self._rows(self.sql.job_step_save, {"id": job.id, "token": job.lease_token, "name": name, "output": out})
 
     def extend_job(self, job: Job, lease: Optional[timedelta] = None) -> None:
         """Heartbeat: the job's lease ends `lease` (None: the queue's) from now."""
@@ -163,9 +185,9 @@ class Client:
         )
         return [r[0] for r in rows]
 
-    def snooze(self, job: Job, delay: timedelta = timedelta(0)) -> None:
+    def snooze(self, job: Job, delay: timedelta = timedelta(0), log: Optional[str] = None) -> None:
         """Puts the job back without counting the attempt (0: a release)."""
-        self._rows(self.sql.job_snooze, {"id": job.id, "token": job.lease_token, "delay": delay})
+        self._rows(self.sql.job_snooze, {"id": job.id, "token": job.lease_token, "delay": delay, "log": log})
 
     # Administration ----------------------------------------------------------
 
@@ -511,9 +533,9 @@ class Worker(_Loop):
             pending.remove(job)
             try:
                 if err is None:
-                    c.complete(job, result)
+                    c.complete(job, result, log=job.log_text())
                 else:
-                    c.fail(job, f"{type(err).__name__}: {err}")
+                    c.fail(job, f"{type(err).__name__}: {err}", log=job.log_text())
             except Exception as e:  # noqa: BLE001 - a lost lease: the job runs again elsewhere
                 log.warning("pgmsg: finishing job %d failed: %s", job.id, e)
         return len(jobs)

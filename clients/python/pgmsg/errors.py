@@ -47,6 +47,8 @@ CODES = {
     "PM117": "too_many_dependencies",
     "PM118": "invalid_tenant",
     "PM119": "invalid_tenant_weight",
+    "PM122": "invalid_step_name",
+    "PM123": "step_too_large",
     "PMA01": "unknown_token",
     "PMA02": "invalid_token",
     "PMA03": "token_exists",

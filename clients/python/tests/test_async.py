@@ -98,8 +98,10 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         w = AsyncWorker(env.tagged_url(tag), q, schema=env.SCHEMA, lease=timedelta(seconds=3), poll_interval=3600)
 
         async def handle(job):
+            job.log("attempt %d", job.attempt)
             if job.kind == "boom":
                 raise ValueError("boom")
+            await self.c.save_step(job, "slow", [1])
             # Slow: wait until the heartbeat moved the lease.
             await wait_until(lambda: self._extended(job), "the heartbeat to extend the lease")
             done.append(job.id)
@@ -116,6 +118,9 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(await self.sql("SELECT state, result FROM {s}.job_get(%s)", ok.id), [("completed", {"ok": True})])
         rows = await self.sql("SELECT state, errors -> -1 ->> 'error' FROM {s}.job_get(%s)", bad.id)
         self.assertEqual(rows, [("dead", "ValueError: boom")])
+        self.assertEqual([(l.outcome, l.log) for l in await self.c.job_logs(ok.id)], [("completed", "attempt 1\n")])
+        self.assertEqual([(l.outcome, l.log) for l in await self.c.job_logs(bad.id)], [("dead", "attempt 1\n")])
+        self.assertEqual([(s.name, s.output) for s in await self.c.job_steps(ok.id)], [("slow", [1])])
 
     async def test_polling_when_the_listener_is_lost(self):
         t = await self.topic()

@@ -12,6 +12,14 @@ from pgmsg import JobSpec, PgmsgError, Record
 from . import env
 
 
+def _held(c, queue):
+    """Enqueues a job into queue and claims it."""
+    c.enqueue(queue, b"held")
+    jobs = c.claim_jobs(queue)
+    assert len(jobs) == 1
+    return jobs[0]
+
+
 class LogTest(unittest.TestCase):
     def setUp(self):
         self.conn = env.connect()
@@ -288,6 +296,52 @@ class QueueTest(unittest.TestCase):
         state, _, errors, _, _, _ = self.job(bad.id)
         self.assertEqual(state, "dead", "its only attempt failed")
         self.assertEqual(errors[-1]["error"], "ValueError: no")
+
+    def test_worker_keeps_logs_and_steps(self):
+        ok = self.c.enqueue(self.queue, b"1", kind="ok")
+        bad = self.c.enqueue(self.queue, b"2", kind="boom", max_attempts=1)
+        quiet = self.c.enqueue(self.queue, b"3", kind="quiet")
+
+        def handle(job):
+            if job.kind == "quiet":
+                return None
+            job.log("handling %s", job.payload.decode())
+            if job.kind == "boom":
+                raise ValueError("no")
+            self.c.save_step(job, "charge", {"id": 7})
+            return "done"
+
+        with pgmsg.Worker(env.URL, self.queue, schema=env.SCHEMA, batch=3, listen=False) as w:
+            self.assertEqual(w.run_once(handle), 3)
+        logs = self.c.job_logs(ok.id)
+        self.assertEqual([(l.attempt, l.outcome, l.log) for l in logs], [(1, "completed", "handling 1\n")])
+        steps = self.c.job_steps(ok.id)
+        self.assertEqual([(s.name, s.attempt, s.output) for s in steps], [("charge", 1, {"id": 7})])
+        self.assertEqual([(l.outcome, l.log) for l in self.c.job_logs(bad.id)], [("dead", "handling 2\n")])
+        self.assertEqual(self.c.job_logs(quiet.id), [])
+        with self.assertRaises(PgmsgError) as cm:
+            self.c.job_logs(10 ** 12)
+        self.assertEqual(cm.exception.code, "PM107")
+
+        # A step of a job not held (completed above) is refused; bad names
+        # and large outputs have their own codes.
+        with self.assertRaises(PgmsgError) as cm:
+            self.c.save_step(_held(self.c, self.queue), "bad name")
+        self.assertEqual(cm.exception.code, "PM122")
+        j = _held(self.c, self.queue)
+        with self.assertRaises(PgmsgError) as cm:
+            self.c.save_step(j, "big", "x" * 70000)
+        self.assertEqual((cm.exception.code, cm.exception.name), ("PM123", "step_too_large"))
+        j.lease_token -= 1
+        with self.assertRaises(PgmsgError) as cm:
+            self.c.save_step(j, "late", 1)
+        self.assertEqual(cm.exception.code, "PM106")
+
+        # Cut at the bound with a last line that says so.
+        j.log_lines = ["é" * 100] * 10
+        text = j.log_text(300)
+        self.assertLessEqual(len(text.encode()), 300)
+        self.assertTrue(text.endswith("[pgmsg: log truncated at 300 bytes]\n"))
 
     def test_heartbeat_extends_a_slow_jobs_lease(self):
         j = self.c.enqueue(self.queue, b"slow")

@@ -500,6 +500,20 @@ async function jobPage(main, id) {
       h("pre", { class: "wrap" }, showValue(j.payload, j.payload_encoding, "auto"))));
   const show = (p, el) => p.catch((e) => el.replaceChildren(h("p", { class: "error", role: "alert" }, e.message)));
   await Promise.all([inWorkflow ? show(workflowGraph(j.id, wfEl), wfEl) : null, j.sequence_key ? show(sequenceProgress(j, seqEl), seqEl) : null]);
+  // Steps and logs (GET /v1/jobs/{id}/logs): the step checkpoints the job
+  // recorded, then what its handlers logged, one block per attempt.
+  const jl = await api(`v1/jobs/${enc(id)}/logs`);
+  if (main.gen === routeGen) {
+    document.getElementById("main").append(
+      h("section", { class: "card", "aria-labelledby": "h-steps" }, h("h2", { id: "h-steps" }, "Steps"),
+        table([{ label: "Step" }, { label: "Attempt", num: true }, { label: "At" }, { label: "Output", cls: "wrap" }],
+          jl.steps.map((s) => ({ dataset: { step: s.name }, cells: [s.name, s.attempt, when(s.at), s.output === undefined ? "—" : JSON.stringify(s.output)] })),
+          { id: "steps", empty: "No step recorded." })),
+      h("section", { class: "card", "aria-labelledby": "h-logs", id: "logs" }, h("h2", { id: "h-logs" }, "Logs"),
+        ...(jl.logs.length ? jl.logs.map((l) => h("div", { class: "log", dataset: { attempt: l.attempt } },
+          h("h3", {}, `Attempt ${l.attempt} `, h("span", { class: "badge " + l.outcome }, l.outcome), " ", when(l.at)),
+          h("pre", { class: "wrap" }, l.log))) : [h("p", {}, "Nothing logged.")])));
+  }
   // A reload after an action redraws this page only while it is the one
   // shown: pushed by a superseded route (its data arrived after the user
   // moved on), it would redraw the page shown now, and wipe what that

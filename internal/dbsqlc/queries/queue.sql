@@ -122,8 +122,9 @@ SELECT a.id::bigint FROM a;
 
 -- name: JobCompleteManyResults :many
 -- job_complete_many() itself, for completions that carry results (it
--- checks their size).
-SELECT id::bigint FROM pgmsg.job_complete_many(@ids::bigint[], @lease_tokens::bigint[], @results::jsonb[]);
+-- checks their size) or logs.
+SELECT id::bigint FROM pgmsg.job_complete_many(@ids::bigint[], @lease_tokens::bigint[], sqlc.narg(results)::jsonb[],
+                                               sqlc.narg(logs)::text[]);
 
 -- name: JobComplete :exec
 SELECT pgmsg.job_complete(@id::bigint, @lease_token::bigint, sqlc.narg(result)::jsonb);
@@ -133,10 +134,11 @@ SELECT pgmsg.job_progress(@id::bigint, @lease_token::bigint, sqlc.narg(progress)
 
 -- name: JobFail :one
 SELECT state::text, run_at::timestamptz
-FROM pgmsg.job_fail(@id::bigint, @lease_token::bigint, @error::text, sqlc.narg(retry_in)::interval, @dead::boolean);
+FROM pgmsg.job_fail(@id::bigint, @lease_token::bigint, @error::text, sqlc.narg(retry_in)::interval, @dead::boolean,
+                    sqlc.narg(log)::text);
 
 -- name: JobSnooze :one
-SELECT pgmsg.job_snooze(@id::bigint, @lease_token::bigint, @delay::interval)::timestamptz AS run_at;
+SELECT pgmsg.job_snooze(@id::bigint, @lease_token::bigint, @delay::interval, sqlc.narg(log)::text)::timestamptz AS run_at;
 
 -- name: JobExtendMany :many
 SELECT id::bigint, lease_expires_at::timestamptz
@@ -166,6 +168,15 @@ SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coale
 FROM pgmsg.job_get(@id::bigint) g
 LEFT JOIN pgmsg.job j ON j.id = g.id
 LEFT JOIN pgmsg.job_archive a ON a.id = g.id;
+
+-- name: JobLogs :many
+SELECT attempt::integer, at::timestamptz, outcome::text, log::text FROM pgmsg.job_logs(@id::bigint);
+
+-- name: JobSteps :many
+SELECT name::text, attempt::integer, at::timestamptz, output::jsonb FROM pgmsg.job_steps(@id::bigint);
+
+-- name: JobStepSave :exec
+SELECT pgmsg.job_step_save(@id::bigint, @lease_token::bigint, @name::text, sqlc.narg(output)::jsonb);
 
 -- name: WorkflowGet :many
 SELECT id::bigint, coalesce(workflow_id, 0)::bigint AS workflow_id, queue::text, state::text,

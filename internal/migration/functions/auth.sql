@@ -264,6 +264,8 @@ AS $function$
     ('worker',   'table',    'job_payload',          'SELECT, INSERT, DELETE'),
     ('worker',   'table',    'job_unique',           'SELECT, INSERT, DELETE'),
     ('worker',   'table',    'job_dependency',       'SELECT, INSERT, DELETE'),
+    ('worker',   'table',    'job_log',              'SELECT, INSERT, DELETE'),
+    ('worker',   'table',    'job_step',             'SELECT, INSERT, UPDATE, DELETE'),
     ('worker',   'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE'),
     -- Tenants' finish tags (enqueues); their weights are the admin's.
     ('worker',   'table',    'job_tenant',           'SELECT, INSERT (queue_id, tenant, finish, enqueued), UPDATE (finish, enqueued)'),
@@ -294,6 +296,8 @@ AS $function$
     ('admin',    'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_dependency',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_tenant',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_log',              'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_step',             'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token_scram',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
