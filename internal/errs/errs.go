@@ -63,6 +63,8 @@ var (
 	DependencyQueue    = newSentinel("dependency in another queue", "PM115", "dependency_queue", http.StatusBadRequest)
 	DependencyCycle    = newSentinel("dependency cycle", "PM116", "dependency_cycle", http.StatusBadRequest)
 	TooManyDeps        = newSentinel("too many dependencies", "PM117", "too_many_dependencies", http.StatusBadRequest)
+	InvalidCallback    = newSentinel("invalid batch callback", "PM118", "invalid_batch_callback", http.StatusBadRequest)
+	UnknownBatch       = newSentinel("unknown batch", "PM119", "unknown_batch", http.StatusNotFound)
 	JobTimeout         = newSentinel("job timed out", "", "job_timeout", http.StatusRequestTimeout)
 )
 
