@@ -45,6 +45,8 @@ CODES = {
     "PM115": "dependency_queue",
     "PM116": "dependency_cycle",
     "PM117": "too_many_dependencies",
+    "PM118": "invalid_batch_callback",
+    "PM119": "unknown_batch",
     "PMA01": "unknown_token",
     "PMA02": "invalid_token",
     "PMA03": "token_exists",
