@@ -36,6 +36,8 @@ export const CODES: Readonly<Record<string, string>> = {
   PM115: "dependency_queue",
   PM116: "dependency_cycle",
   PM117: "too_many_dependencies",
+  PM118: "invalid_batch_callback",
+  PM119: "unknown_batch",
   PMA01: "unknown_token",
   PMA02: "invalid_token",
   PMA03: "token_exists",
