@@ -224,8 +224,8 @@ func countCallbacks(t *testing.T, tb *testBundle, id int64) int {
 	return n
 }
 
-// A batch of one job; a job deleted with its queue counts as cancelled;
-// callbacks default to the batch's queue.
+// A batch of one job; callbacks default to the batch's queue; the
+// archive's pruning removes finished batches.
 func TestBatchOfOne(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
@@ -240,6 +240,12 @@ func TestBatchOfOne(t *testing.T) {
 	cj := claimOne(t, tb, "b")
 	require.Equal(t, b.CompleteJobID, cj.ID)
 	require.Equal(t, "one.done", cj.Kind)
+
+	// Pruning the archive prunes the batches finished as long ago.
+	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`SELECT %s.archive_prune('b', interval '0')`, pgx.Identifier{tb.Schema}.Sanitize()))
+	require.NoError(t, err)
+	_, err = tb.client.GetBatch(tb.ctx, res.ID)
+	require.ErrorIs(t, err, pgmsg.ErrUnknownBatch)
 }
 
 // Refused batches store nothing: an empty one (PM010) and bad callbacks

@@ -44,3 +44,5 @@ CREATE TABLE {{schema}}.job_batch_slot (
 );
 
 CREATE INDEX job_batch_member ON {{schema}}.job (batch_id) WHERE batch_id IS NOT NULL;
+-- archive_prune: the finished batches of a queue, oldest first.
+CREATE INDEX job_batch_finished ON {{schema}}.job_batch (queue_id, finished_at) WHERE finished_at IS NOT NULL;

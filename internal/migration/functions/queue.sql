@@ -2920,7 +2920,7 @@ END $function$;
 
 -- archive_prune deletes at most p_limit archived jobs finished longer ago
 -- than p_older_than (default: each queue's archive_retention), of one queue
--- or of all, and returns how many. Call it until it returns less than
+-- or of all, and returns how many; batches finished as long ago go too. Call it until it returns less than
 -- p_limit: each call is one short transaction, so pruning never holds long
 -- locks or a long snapshot.
 --   Index Scan using job_archive_finished (queue_id = $1 AND finished_at < $2)
@@ -2958,6 +2958,14 @@ BEGIN
         SELECT count(*) INTO n FROM d;
         total := total + n;
         left_n := left_n - n;
+        -- Batches finished as long ago go too (their slots with them), at
+        -- most p_limit per queue; they are not counted.
+        DELETE FROM {{schema}}.job_batch b
+         WHERE b.batch_id = ANY (ARRAY(
+            SELECT x.batch_id FROM {{schema}}.job_batch x
+             WHERE x.queue_id = q.queue_id AND x.finished_at < now_ts - coalesce(p_older_than, q.archive_retention)
+             ORDER BY x.finished_at
+             LIMIT greatest(coalesce(p_limit, 1000), 0)));
     END LOOP;
     RETURN total;
 END $function$;
