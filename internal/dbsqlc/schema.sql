@@ -6535,8 +6535,12 @@ BEGIN
     IF db IS NULL THEN
         RETURN;
     END IF;
-    PERFORM 1 FROM "pgmsg".job_batch_slot s JOIN unnest(db, ds) u(b, sl) ON s.batch_id = u.b AND s.slot = u.sl
-     ORDER BY s.batch_id, s.slot FOR NO KEY UPDATE OF s;
+    -- Several slots are locked in order first (the UPDATE's order is the
+    -- plan's); one (a completion's) needs no statement of its own.
+    IF cardinality(db) > 1 THEN
+        PERFORM 1 FROM "pgmsg".job_batch_slot s JOIN unnest(db, ds) u(b, sl) ON s.batch_id = u.b AND s.slot = u.sl
+         ORDER BY s.batch_id, s.slot FOR NO KEY UPDATE OF s;
+    END IF;
     WITH upd AS (
         UPDATE "pgmsg".job_batch_slot s
            SET remaining = s.remaining - u.fin, completed = s.completed + u.c,
