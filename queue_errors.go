@@ -85,6 +85,14 @@ var (
 	// than JobStepsMax steps (PM123). The step ran; its checkpoint is not
 	// written.
 	ErrStepTooLarge error = errs.StepTooLarge
+	// ErrInvalidBatchCallback is returned by EnqueueBatch for a callback
+	// that is not a valid job spec: no kind, a bad queue name, a priority
+	// out of range, metadata that is not an object (PM120). Nothing of the
+	// batch is written.
+	ErrInvalidBatchCallback error = errs.InvalidCallback
+	// ErrUnknownBatch is returned by GetBatch when no batch has the id
+	// (PM121).
+	ErrUnknownBatch error = errs.UnknownBatch
 	// ErrJobTimeout is the cause of a handler's context cancelled because
 	// the job ran longer than WorkerOpts.JobTimeout; the attempt fails with
 	// it (context.Cause(ctx) tells a handler why it was cancelled).

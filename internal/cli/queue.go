@@ -31,7 +31,7 @@ Queues are created by their first enqueue, or with queue create.`,
 		newQueueEnqueue(g), newQueueWork(g), newQueueStats(g), newQueueDead(g), newQueueRetry(g), newQueueJob(g),
 		newQueueJobs(g), newQueuePeriodic(g),
 		newQueuePause(g, true), newQueuePause(g, false), newQueueSequences(g), newQueueResumeSequence(g),
-		newQueueLimitKeys(g), newQueueWorkflow(g), newQueueTenants(g), newQueueTenantWeight(g))
+		newQueueLimitKeys(g), newQueueWorkflow(g), newQueueTenants(g), newQueueTenantWeight(g), newQueueBatch(g))
 	return cmd
 }
 

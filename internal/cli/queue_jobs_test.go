@@ -220,3 +220,42 @@ func TestQueueJobLogsCLI(t *testing.T) {
 	require.Len(t, j.Steps, 1)
 	require.JSONEq(t, `{"id": 7}`, string(j.Steps[0].Output))
 }
+
+// queue batch enqueue reads a batch from stdin; queue batch show shows its
+// progress and, once its job completed, the callback enqueued.
+func TestQueueBatchCLI(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	out := s.ok(`{"jobs": [{"payload": {"n": 1}, "kind": "img"}], "on_complete": {"kind": "report", "args": {"album": 7}}}`,
+		"queue", "batch", "enqueue", "bq", "-o", "json")
+	var res struct {
+		ID   int64 `json:"batch_id"`
+		Jobs []struct {
+			ID int64 `json:"id"`
+		} `json:"jobs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Len(t, res.Jobs, 1)
+	id := strconv.FormatInt(res.ID, 10)
+	text := s.ok("", "queue", "batch", "show", id)
+	require.Regexp(t, `available 1`, text)
+	require.Contains(t, text, "not enqueued")
+
+	c, err := pgmsg.NewClient(s.b.Pool, &pgmsg.Config{Schema: s.b.Schema})
+	require.NoError(t, err)
+	defer c.Close()
+	jobs, err := c.ClaimJobs(context.Background(), "bq", nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.NoError(t, c.Complete(context.Background(), jobs[0]))
+	var b pgmsg.Batch
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "batch", "show", id, "-o", "json")), &b))
+	require.EqualValues(t, 1, b.Completed)
+	require.NotZero(t, b.CompleteJobID)
+	require.Contains(t, s.ok("", "queue", "batch", "show", id), "job "+strconv.FormatInt(b.CompleteJobID, 10))
+
+	require.Contains(t, s.fail(`{"jobs": [{}], "on_discard": {"queue": "x"}}`, "queue", "batch", "enqueue", "bq"), "invalid batch callback")
+	require.Contains(t, s.fail(`{"jobs": []}`, "queue", "batch", "enqueue", "bq"), "empty batch")
+	require.Contains(t, s.fail(`{"jobs": [], "x": 1}`, "queue", "batch", "enqueue", "bq"), "not a batch")
+	require.Contains(t, s.fail("", "queue", "batch", "show", "999999"), "unknown batch")
+}

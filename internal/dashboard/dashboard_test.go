@@ -541,3 +541,19 @@ func TestSequenceAndLimitsAPI(t *testing.T) {
 	res = tb.do(t, request{method: http.MethodGet, path: Prefix + "api/sequence?queue=lim&key=s"})
 	require.Equal(t, http.StatusUnauthorized, res.status)
 }
+
+// TestBatchViaUI: the batch page's data, GET /v1/batches/{id}, is
+// forwarded with the session's token.
+func TestBatchViaUI(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	res, err := tb.client.EnqueueBatch(tb.ctx, "bq", []pgmsg.EnqueueParams{{Payload: []byte("1")}},
+		&pgmsg.BatchOpts{OnComplete: &pgmsg.BatchCallback{Kind: "done"}})
+	require.NoError(t, err)
+	viaUI := tb.do(t, request{method: http.MethodGet, path: Prefix + "api/v1/batches/" + strconv.FormatInt(res.ID, 10), cookie: tb.admin})
+	require.Equal(t, http.StatusOK, viaUI.status, "%s", viaUI.body)
+	var b pgmsg.Batch
+	require.NoError(t, json.Unmarshal(viaUI.body, &b))
+	require.Equal(t, 1, b.Total)
+	require.EqualValues(t, 1, b.Available)
+}

@@ -78,6 +78,7 @@ type PgmsgJob struct {
 	DepsIgnoreDead      pgtype.Bool
 	HasDependents       pgtype.Bool
 	WorkflowID          pgtype.Int8
+	BatchID             pgtype.Int8
 	Tenant              pgtype.Text
 	FairTag             pgtype.Float8
 }
@@ -102,6 +103,31 @@ type PgmsgJobArchive struct {
 	SequenceKey pgtype.Text
 	DependsOn   []int64
 	WorkflowID  pgtype.Int8
+}
+
+type PgmsgJobBatch struct {
+	BatchID       int64
+	QueueID       int32
+	Total         int32
+	Slots         int32
+	CreatedAt     pgtype.Timestamptz
+	OnComplete    []byte
+	OnDiscard     []byte
+	OnFinished    []byte
+	FinishedAt    pgtype.Timestamptz
+	FinalCounts   []byte
+	CompleteJobID pgtype.Int8
+	DiscardJobID  pgtype.Int8
+	FinishedJobID pgtype.Int8
+}
+
+type PgmsgJobBatchSlot struct {
+	BatchID   int64
+	Slot      int32
+	Remaining int32
+	Completed int32
+	Cancelled int32
+	Dead      int32
 }
 
 type PgmsgJobDependency struct {

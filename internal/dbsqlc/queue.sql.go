@@ -28,6 +28,64 @@ func (q *Queries) ArchivePrune(ctx context.Context, db DBTX, arg ArchivePrunePar
 	return pruned, err
 }
 
+const batchGet = `-- name: BatchGet :one
+SELECT batch_id::bigint, queue::text, total::integer, created_at::timestamptz, pending::bigint, available::bigint,
+       scheduled::bigint, retrying::bigint, running::bigint, completed::bigint, cancelled::bigint, dead::bigint,
+       finished_at::timestamptz, on_complete::jsonb, on_discard::jsonb, on_finished::jsonb,
+       coalesce(complete_job_id, 0)::bigint AS complete_job_id, coalesce(discard_job_id, 0)::bigint AS discard_job_id,
+       coalesce(finished_job_id, 0)::bigint AS finished_job_id
+FROM pgmsg.batch_get($1::bigint)
+`
+
+type BatchGetRow struct {
+	BatchID       int64
+	Queue         string
+	Total         int32
+	CreatedAt     pgtype.Timestamptz
+	Pending       int64
+	Available     int64
+	Scheduled     int64
+	Retrying      int64
+	Running       int64
+	Completed     int64
+	Cancelled     int64
+	Dead          int64
+	FinishedAt    pgtype.Timestamptz
+	OnComplete    []byte
+	OnDiscard     []byte
+	OnFinished    []byte
+	CompleteJobID int64
+	DiscardJobID  int64
+	FinishedJobID int64
+}
+
+func (q *Queries) BatchGet(ctx context.Context, db DBTX, id int64) (*BatchGetRow, error) {
+	row := db.QueryRow(ctx, batchGet, id)
+	var i BatchGetRow
+	err := row.Scan(
+		&i.BatchID,
+		&i.Queue,
+		&i.Total,
+		&i.CreatedAt,
+		&i.Pending,
+		&i.Available,
+		&i.Scheduled,
+		&i.Retrying,
+		&i.Running,
+		&i.Completed,
+		&i.Cancelled,
+		&i.Dead,
+		&i.FinishedAt,
+		&i.OnComplete,
+		&i.OnDiscard,
+		&i.OnFinished,
+		&i.CompleteJobID,
+		&i.DiscardJobID,
+		&i.FinishedJobID,
+	)
+	return &i, err
+}
+
 const deadList = `-- name: DeadList :many
 SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coalesce(g.kind, '')::text AS kind, g.payload::bytea AS payload, g.priority::integer AS priority,
        g.attempt::integer AS attempt, g.max_attempts::integer AS max_attempts, coalesce(g.lease_token, 0)::bigint AS lease_token,
@@ -303,7 +361,7 @@ WITH d AS (
     DELETE FROM pgmsg.job j
      USING (SELECT pg_catalog.unnest($1::bigint[]) AS id, pg_catalog.unnest($2::bigint[]) AS token) u
      WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata, j.sequence_key, j.sequence_continue, j.limit_key, j.depends_on, j.deps_waiting, j.deps_ignore_cancelled, j.deps_ignore_dead, j.has_dependents, j.workflow_id, j.tenant, j.fair_tag
+    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata, j.sequence_key, j.sequence_continue, j.limit_key, j.depends_on, j.deps_waiting, j.deps_ignore_cancelled, j.deps_ignore_dead, j.has_dependents, j.workflow_id, j.batch_id, j.tenant, j.fair_tag
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                    attempted_at, finished_at, kind, unique_key, errors, progress, sequence_key,
@@ -378,6 +436,108 @@ func (q *Queries) JobCompleteManyResults(ctx context.Context, db DBTX, arg JobCo
 			return nil, err
 		}
 		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobEnqueueBatch = `-- name: JobEnqueueBatch :many
+SELECT batch_id::bigint, id::bigint, duplicate::boolean, state::text, run_at::timestamptz
+FROM pgmsg.job_enqueue_batch($1::text, $2::bytea[], pg_catalog.array_replace($3::text[], '', NULL),
+                        $4::integer[], $5::timestamptz[], $6::interval[],
+                        pg_catalog.array_replace($7::integer[], 0, NULL),
+                        pg_catalog.array_replace($8::text[], '', NULL), $9::boolean,
+                        $10::interval[], $11::jsonb[], $12::jsonb[], $13::interval[],
+                        pg_catalog.array_replace($14::text[], '', NULL), $15::boolean[],
+                        pg_catalog.array_replace($16::text[], '', NULL),
+                        pg_catalog.array_replace($17::text[], '', NULL), $18::jsonb[],
+                        $19::boolean[], $20::boolean[],
+                        pg_catalog.array_replace($21::text[], '', NULL),
+                        $22::jsonb, $23::jsonb, $24::jsonb)
+`
+
+type JobEnqueueBatchParams struct {
+	Queue               string
+	Payloads            [][]byte
+	Kinds               []string
+	Priorities          []int32
+	RunAts              []pgtype.Timestamptz
+	Delays              []pgtype.Interval
+	MaxAttempts         []int32
+	UniqueKeys          []string
+	CreateQueue         bool
+	Timeouts            []pgtype.Interval
+	Tags                [][]byte
+	Metadata            [][]byte
+	UniqueFors          []pgtype.Interval
+	SequenceKeys        []string
+	SequenceContinues   []bool
+	LimitKeys           []string
+	Names               []string
+	DependsOn           [][]byte
+	DepsIgnoreCancelled []bool
+	DepsIgnoreDead      []bool
+	Tenants             []string
+	OnComplete          []byte
+	OnDiscard           []byte
+	OnFinished          []byte
+}
+
+type JobEnqueueBatchRow struct {
+	BatchID   int64
+	ID        int64
+	Duplicate bool
+	State     string
+	RunAt     pgtype.Timestamptz
+}
+
+// JobEnqueueMany's arguments, and the callbacks (JSON, NULL for none).
+func (q *Queries) JobEnqueueBatch(ctx context.Context, db DBTX, arg JobEnqueueBatchParams) ([]*JobEnqueueBatchRow, error) {
+	rows, err := db.Query(ctx, jobEnqueueBatch,
+		arg.Queue,
+		arg.Payloads,
+		arg.Kinds,
+		arg.Priorities,
+		arg.RunAts,
+		arg.Delays,
+		arg.MaxAttempts,
+		arg.UniqueKeys,
+		arg.CreateQueue,
+		arg.Timeouts,
+		arg.Tags,
+		arg.Metadata,
+		arg.UniqueFors,
+		arg.SequenceKeys,
+		arg.SequenceContinues,
+		arg.LimitKeys,
+		arg.Names,
+		arg.DependsOn,
+		arg.DepsIgnoreCancelled,
+		arg.DepsIgnoreDead,
+		arg.Tenants,
+		arg.OnComplete,
+		arg.OnDiscard,
+		arg.OnFinished,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JobEnqueueBatchRow
+	for rows.Next() {
+		var i JobEnqueueBatchRow
+		if err := rows.Scan(
+			&i.BatchID,
+			&i.ID,
+			&i.Duplicate,
+			&i.State,
+			&i.RunAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -901,6 +901,55 @@ DROP FUNCTION IF EXISTS "pgmsg".enqueue_many(text, bytea[], text[], integer[], t
 DROP FUNCTION IF EXISTS "pgmsg".enqueue(text, bytea, text, integer, timestamp with time zone, interval, integer, text, boolean, interval, jsonb, jsonb, interval, text, boolean, text);
 DROP FUNCTION IF EXISTS "pgmsg".job_get(bigint);
 
+-- pgmsg 023: batches (jobs enqueued together, with callbacks).
+--
+-- A batch's jobs carry its id (job.batch_id). The batch's row (job_batch)
+-- holds its callbacks (job specs to enqueue once every job of it is final)
+-- and, once they were enqueued, their job ids; its counters are spread
+-- over up to 16 slot rows (job_batch_slot, a job's slot is its id modulo
+-- the batch's slots), so that the workers completing jobs of one batch
+-- update different rows and seldom wait on each other. The transaction
+-- that makes a job final (completed, cancelled, deleted, dead) counts it
+-- off its slot; the one that brings a slot to zero locks the batch's row
+-- and, if every slot is at zero, enqueues the callbacks (see _batch_settle).
+
+ALTER TABLE "pgmsg".job ADD COLUMN batch_id bigint;
+
+CREATE TABLE "pgmsg".job_batch (
+    batch_id          bigint      PRIMARY KEY,
+    queue_id          integer     NOT NULL REFERENCES "pgmsg".queue ON DELETE CASCADE,
+    total             integer     NOT NULL,
+    slots             integer     NOT NULL,
+    created_at        timestamptz NOT NULL,
+    -- The callbacks as given ({"kind", "args", "queue", "priority",
+    -- "metadata"}), NULL for none.
+    on_complete       jsonb,
+    on_discard        jsonb,
+    on_finished       jsonb,
+    -- Set when every job was final: when, the counts then, and the jobs
+    -- enqueued for the callbacks (NULL: none was due or given).
+    finished_at       timestamptz,
+    final_counts      jsonb,
+    complete_job_id   bigint,
+    discard_job_id    bigint,
+    finished_job_id   bigint
+);
+
+CREATE TABLE "pgmsg".job_batch_slot (
+    batch_id  bigint  NOT NULL REFERENCES "pgmsg".job_batch ON DELETE CASCADE,
+    slot      integer NOT NULL,
+    -- Jobs of the slot not final yet, and the final ones by how they ended.
+    remaining integer NOT NULL,
+    completed integer NOT NULL DEFAULT 0,
+    cancelled integer NOT NULL DEFAULT 0,
+    dead      integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (batch_id, slot)
+);
+
+CREATE INDEX job_batch_member ON "pgmsg".job (batch_id) WHERE batch_id IS NOT NULL;
+-- archive_prune: the finished batches of a queue, oldest first.
+CREATE INDEX job_batch_finished ON "pgmsg".job_batch (queue_id, finished_at) WHERE finished_at IS NOT NULL;
+
 -- pgmsg 024: fair share across tenants.
 --
 -- A queue whose jobs name a tenant serves its tenants by weight
@@ -5715,6 +5764,15 @@ CREATE OR REPLACE FUNCTION "pgmsg"._job_sequence_left()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
+    -- Batches: the deleted jobs of batches that were not final yet (dead
+    -- ones were counted off when they went dead) are counted off, as
+    -- completed or (cancelled, deleted) not (_batch_settle).
+    PERFORM "pgmsg"._batch_settle(s.b, s.j, s.h)
+       FROM (SELECT array_agg(g.batch_id ORDER BY g.id) AS b, array_agg(g.id ORDER BY g.id) AS j,
+                    array_agg(CASE WHEN (SELECT a.status FROM "pgmsg".job_archive a WHERE a.id = g.id) = 'completed'
+                                   THEN 'completed' ELSE 'cancelled' END ORDER BY g.id) AS h
+               FROM gone g WHERE g.batch_id IS NOT NULL AND g.state <> 'dead') s
+      WHERE s.j IS NOT NULL;
     -- Workflows: the deleted jobs that others depend on settle their
     -- edges (_deps_settle): completed ones (archived so by this statement)
     -- release their dependents, the others (cancelled, deleted) cancel
@@ -6626,6 +6684,314 @@ BEGIN
 END $function$;
 
 -- ---------------------------------------------------------------------------
+-- Batches (jobs enqueued together, with callbacks)
+-- ---------------------------------------------------------------------------
+
+-- _batch_callback_check checks a batch's callback p_spec (p_what names it
+-- in the message): NULL (none) or a JSON object with a "kind" (1 to 200
+-- bytes) and optionally "args" (any JSON value, the callback job's payload
+-- as JSON text, at most 1 MiB), "queue" (a queue name; default the batch's
+-- queue), "priority" (-32768..32767) and "metadata" (an object of at most
+-- 64 KiB), nothing else. PM120 otherwise. Returns p_spec.
+CREATE OR REPLACE FUNCTION "pgmsg"._batch_callback_check(p_what text, p_spec jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    bad text;
+BEGIN
+    IF p_spec IS NULL OR jsonb_typeof(p_spec) = 'null' THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(p_spec) <> 'object' THEN
+        bad := 'must be a JSON object';
+    ELSIF EXISTS (SELECT 1 FROM jsonb_object_keys(p_spec) k
+                   WHERE k NOT IN ('kind', 'args', 'queue', 'priority', 'metadata')) THEN
+        bad := 'has a key other than kind, args, queue, priority and metadata';
+    ELSIF jsonb_typeof(p_spec->'kind') IS DISTINCT FROM 'string' OR p_spec->>'kind' = ''
+          OR octet_length(p_spec->>'kind') > 200 THEN
+        bad := 'needs a kind of 1 to 200 bytes';
+    ELSIF p_spec ? 'queue' AND (jsonb_typeof(p_spec->'queue') <> 'string'
+                                OR (p_spec->>'queue') !~ '^[A-Za-z0-9._-]{1,200}$') THEN
+        bad := format('has an invalid queue name %s: use 1-200 letters, digits, ".", "_" or "-"',
+                      left((p_spec->'queue')::text, 60));
+    ELSIF p_spec ? 'priority' AND (jsonb_typeof(p_spec->'priority') <> 'number'
+                                   OR (p_spec->>'priority')::numeric NOT BETWEEN -32768 AND 32767
+                                   OR (p_spec->>'priority')::numeric <> trunc((p_spec->>'priority')::numeric)) THEN
+        bad := 'has a priority that is not an integer from -32768 to 32767';
+    ELSIF p_spec ? 'metadata' AND (jsonb_typeof(p_spec->'metadata') <> 'object'
+                                   OR octet_length((p_spec->'metadata')::text) > 65536) THEN
+        bad := 'has metadata that is not a JSON object of at most 64 KiB';
+    ELSIF octet_length(coalesce(p_spec->'args', 'null')::text) > 1048576 THEN
+        bad := 'has args larger than 1 MiB as JSON';
+    END IF;
+    IF bad IS NOT NULL THEN
+        PERFORM "pgmsg"._raise('PM120', format('invalid batch callback %s: %s', p_what, bad));
+    END IF;
+    RETURN p_spec;
+END $function$;
+
+-- job_enqueue_batch enqueues a batch of jobs into p_queue, as enqueue_many
+-- does (same arguments, same checks, all or nothing), and makes them one
+-- batch: once every job of it is final, the callbacks given are enqueued,
+-- each exactly once (see _batch_finish): p_on_complete when all completed,
+-- p_on_discard when at least one was cancelled (or deleted) or went dead,
+-- p_on_finished in either case. Each is checked first
+-- (_batch_callback_check, PM120). An empty batch is PM010. A duplicate (an
+-- existing job returned for a unique key) is not a member; a batch without
+-- a new job, or whose jobs were all cancelled at once (a dependency that
+-- failed already), is finished at once. Returns the batch's id with each
+-- job's row of enqueue_many, in input order.
+CREATE OR REPLACE FUNCTION "pgmsg".job_enqueue_batch(p_queue text, p_payloads bytea[], p_kinds text[] DEFAULT NULL::text[], p_priorities integer[] DEFAULT NULL::integer[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays interval[] DEFAULT NULL::interval[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_create_queue boolean DEFAULT true, p_timeouts interval[] DEFAULT NULL::interval[], p_tags jsonb[] DEFAULT NULL::jsonb[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_unique_fors interval[] DEFAULT NULL::interval[], p_sequence_keys text[] DEFAULT NULL::text[], p_sequence_continues boolean[] DEFAULT NULL::boolean[], p_limit_keys text[] DEFAULT NULL::text[], p_names text[] DEFAULT NULL::text[], p_depends_on jsonb[] DEFAULT NULL::jsonb[], p_deps_ignore_cancelled boolean[] DEFAULT NULL::boolean[], p_deps_ignore_dead boolean[] DEFAULT NULL::boolean[], p_tenants text[] DEFAULT NULL::text[], p_on_complete jsonb DEFAULT NULL::jsonb, p_on_discard jsonb DEFAULT NULL::jsonb, p_on_finished jsonb DEFAULT NULL::jsonb)
+ RETURNS TABLE(batch_id bigint, id bigint, duplicate boolean, state text, run_at timestamp with time zone)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    oc     jsonb := "pgmsg"._batch_callback_check('on_complete', p_on_complete);
+    od     jsonb := "pgmsg"._batch_callback_check('on_discard', p_on_discard);
+    ofn    jsonb := "pgmsg"._batch_callback_check('on_finished', p_on_finished);
+    b      bigint;
+    ids    bigint[];
+    dups   boolean[];
+    states text[];
+    runs   timestamptz[];
+    qid    integer;
+    live   bigint[];
+    gone   bigint[];
+    nslots integer;
+BEGIN
+    IF coalesce(cardinality(p_payloads), 0) = 0 THEN
+        PERFORM "pgmsg"._raise('PM010', 'empty batch: a batch needs at least one job');
+    END IF;
+    SELECT array_agg(e.id ORDER BY e.ord), array_agg(e.duplicate ORDER BY e.ord),
+           array_agg(e.state ORDER BY e.ord), array_agg(e.run_at ORDER BY e.ord)
+      INTO ids, dups, states, runs
+      FROM "pgmsg".enqueue_many(p_queue, p_payloads, p_kinds, p_priorities, p_run_ats, p_delays, p_max_attempts,
+                                   p_unique_keys, p_create_queue, p_timeouts, p_tags, p_metadata, p_unique_fors,
+                                   p_sequence_keys, p_sequence_continues, p_limit_keys, p_names, p_depends_on,
+                                   p_deps_ignore_cancelled, p_deps_ignore_dead, p_tenants)
+           WITH ORDINALITY AS e(id, duplicate, state, run_at, ord);
+    SELECT q.queue_id INTO qid FROM "pgmsg".queue q WHERE q.name = p_queue;
+    -- The members: the new jobs, live, or archived at once (cancelled).
+    live := ARRAY(SELECT DISTINCT u.i FROM unnest(ids, dups, states) u(i, d, s)
+                   WHERE NOT u.d AND u.s NOT IN ('completed', 'cancelled'));
+    gone := ARRAY(SELECT DISTINCT u.i FROM unnest(ids, dups, states) u(i, d, s)
+                   WHERE NOT u.d AND u.s IN ('completed', 'cancelled'));
+    nslots := least(greatest(cardinality(live) + cardinality(gone), 1), 16);
+    b := nextval('"pgmsg".job_id_seq');
+    INSERT INTO "pgmsg".job_batch (batch_id, queue_id, total, slots, created_at, on_complete, on_discard, on_finished)
+    VALUES (b, qid, cardinality(live) + cardinality(gone), nslots, clock_timestamp(), oc, od, ofn);
+    INSERT INTO "pgmsg".job_batch_slot (batch_id, slot, remaining, cancelled)
+    SELECT b, s.slot, count(l.i)::integer, 0
+      FROM generate_series(0, nslots - 1) s(slot)
+      LEFT JOIN unnest(live) l(i) ON l.i % nslots = s.slot
+     GROUP BY s.slot;
+    IF cardinality(gone) > 0 THEN
+        UPDATE "pgmsg".job_batch_slot s SET cancelled = c.n
+          FROM (SELECT g.i % nslots AS slot, count(*)::integer AS n FROM unnest(gone) g(i) GROUP BY 1) c
+         WHERE s.batch_id = b AND s.slot = c.slot;
+    END IF;
+    UPDATE "pgmsg".job j SET batch_id = b WHERE j.id = ANY (live);
+    IF cardinality(live) = 0 THEN
+        PERFORM "pgmsg"._batch_finish(b);
+    END IF;
+    RETURN QUERY SELECT b, u.i, u.d, u.s, u.r FROM unnest(ids, dups, states, runs) WITH ORDINALITY u(i, d, s, r, ord)
+                  ORDER BY u.ord;
+END $function$;
+
+-- _batch_callback enqueues batch p_b's callback p_which ('complete',
+-- 'discard' or 'finished') as p_spec says, if given, into its queue
+-- (created if need be; the batch's by default), with the batch in its
+-- metadata under "batch": {"id", "callback", "total", "completed",
+-- "cancelled", "dead"}. Returns the job's id, NULL without a spec.
+CREATE OR REPLACE FUNCTION "pgmsg"._batch_callback(p_b "pgmsg".job_batch, p_which text, p_spec jsonb, p_counts jsonb)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    jid bigint;
+BEGIN
+    IF p_spec IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT e.id INTO jid
+      FROM "pgmsg".enqueue_many(
+               coalesce(p_spec->>'queue', (SELECT q.name FROM "pgmsg".queue q WHERE q.queue_id = p_b.queue_id)),
+               ARRAY[CASE WHEN p_spec ? 'args' THEN convert_to((p_spec->'args')::text, 'UTF8') ELSE '\x'::bytea END],
+               p_kinds => ARRAY[p_spec->>'kind'],
+               p_priorities => ARRAY[coalesce((p_spec->>'priority')::integer, 0)],
+               p_metadata => ARRAY[coalesce(p_spec->'metadata', '{}'::jsonb) || jsonb_build_object('batch',
+                   jsonb_build_object('id', p_b.batch_id, 'callback', p_which) || p_counts)]) e;
+    RETURN jid;
+END $function$;
+
+-- _batch_finish finishes batch p_batch if it is not finished yet and
+-- every job of it is final (each slot's remaining is 0): it enqueues its
+-- callbacks (on_complete when every job completed, else on_discard; then
+-- on_finished) and records when, the counts, and their job ids. The caller
+-- holds the batch's row (locked in this transaction, so this statement's
+-- snapshot sees every transaction that locked it before).
+CREATE OR REPLACE FUNCTION "pgmsg"._batch_finish(p_batch bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    bt     "pgmsg".job_batch;
+    open_n bigint;
+    c      jsonb;
+    cj     bigint;
+    dj     bigint;
+    fj     bigint;
+BEGIN
+    SELECT * INTO bt FROM "pgmsg".job_batch x WHERE x.batch_id = p_batch;
+    IF NOT FOUND OR bt.finished_at IS NOT NULL THEN
+        RETURN;
+    END IF;
+    SELECT sum(s.remaining), jsonb_build_object('total', bt.total, 'completed', sum(s.completed),
+                                                'cancelled', sum(s.cancelled), 'dead', sum(s.dead))
+      INTO open_n, c
+      FROM "pgmsg".job_batch_slot s WHERE s.batch_id = p_batch;
+    IF open_n > 0 THEN
+        RETURN;
+    END IF;
+    IF (c->>'cancelled')::bigint = 0 AND (c->>'dead')::bigint = 0 THEN
+        cj := "pgmsg"._batch_callback(bt, 'complete', bt.on_complete, c);
+    ELSE
+        dj := "pgmsg"._batch_callback(bt, 'discard', bt.on_discard, c);
+    END IF;
+    fj := "pgmsg"._batch_callback(bt, 'finished', bt.on_finished, c);
+    UPDATE "pgmsg".job_batch x
+       SET finished_at = clock_timestamp(), final_counts = c,
+           complete_job_id = cj, discard_job_id = dj, finished_job_id = fj
+     WHERE x.batch_id = p_batch;
+END $function$;
+
+-- _batch_settle counts off the jobs p_jobs of the batches p_batches (by
+-- position) that became final (p_hows 'completed', 'cancelled', 'dead') or
+-- live again ('requeued': a dead job requeued), in the transaction that
+-- changed them: each job's slot (its id modulo the batch's slots) is
+-- updated, the slots locked in (batch, slot) order. A transaction that
+-- brings a slot to 0 then locks the batch's row (batches in id order) and
+-- finishes the batch if every slot is at 0 (_batch_finish). Exactly once:
+-- the row lock orders the transactions that zeroed a slot, and the last
+-- to commit reads every other slot after they committed (a new snapshot
+-- per statement, READ COMMITTED), so it sees them all at 0; finished_at,
+-- set under the lock, keeps the others from finishing it again. Under
+-- REPEATABLE READ the row's update makes a later locker fail (40001) and
+-- retry instead of reading old slots. Workers completing jobs of other
+-- slots of a batch do not wait on each other.
+CREATE OR REPLACE FUNCTION "pgmsg"._batch_settle(p_batches bigint[], p_jobs bigint[], p_hows text[])
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    db     bigint[];
+    ds     integer[];
+    dfin   integer[];
+    dc     integer[];
+    dx     integer[];
+    dd     integer[];
+    zeroed bigint[];
+    bid    bigint;
+BEGIN
+    SELECT array_agg(d.b ORDER BY d.b, d.slot), array_agg(d.slot ORDER BY d.b, d.slot),
+           array_agg(d.fin ORDER BY d.b, d.slot), array_agg(d.c ORDER BY d.b, d.slot),
+           array_agg(d.x ORDER BY d.b, d.slot), array_agg(d.dd ORDER BY d.b, d.slot)
+      INTO db, ds, dfin, dc, dx, dd
+      FROM (SELECT u.b, (u.j % s.slots)::integer AS slot,
+                   (count(*) FILTER (WHERE u.h <> 'requeued') - count(*) FILTER (WHERE u.h = 'requeued'))::integer AS fin,
+                   count(*) FILTER (WHERE u.h = 'completed')::integer AS c,
+                   count(*) FILTER (WHERE u.h = 'cancelled')::integer AS x,
+                   (count(*) FILTER (WHERE u.h = 'dead') - count(*) FILTER (WHERE u.h = 'requeued'))::integer AS dd
+              FROM unnest(p_batches, p_jobs, p_hows) u(b, j, h)
+              JOIN "pgmsg".job_batch s ON s.batch_id = u.b
+             GROUP BY u.b, (u.j % s.slots)) d;
+    IF db IS NULL THEN
+        RETURN;
+    END IF;
+    -- Several slots are locked in order first (the UPDATE's order is the
+    -- plan's); one (a completion's) needs no statement of its own.
+    IF cardinality(db) > 1 THEN
+        PERFORM 1 FROM "pgmsg".job_batch_slot s JOIN unnest(db, ds) u(b, sl) ON s.batch_id = u.b AND s.slot = u.sl
+         ORDER BY s.batch_id, s.slot FOR NO KEY UPDATE OF s;
+    END IF;
+    WITH upd AS (
+        UPDATE "pgmsg".job_batch_slot s
+           SET remaining = s.remaining - u.fin, completed = s.completed + u.c,
+               cancelled = s.cancelled + u.x, dead = s.dead + u.dd
+          FROM unnest(db, ds, dfin, dc, dx, dd) u(b, sl, fin, c, x, dd)
+         WHERE s.batch_id = u.b AND s.slot = u.sl
+        RETURNING s.batch_id, s.remaining, u.fin
+    )
+    SELECT array_agg(DISTINCT upd.batch_id ORDER BY upd.batch_id) INTO zeroed
+      FROM upd WHERE upd.remaining = 0 AND upd.fin > 0;
+    IF zeroed IS NULL THEN
+        RETURN;
+    END IF;
+    FOREACH bid IN ARRAY zeroed LOOP
+        UPDATE "pgmsg".job_batch x SET finished_at = x.finished_at WHERE x.batch_id = bid;
+        PERFORM "pgmsg"._batch_finish(bid);
+    END LOOP;
+END $function$;
+
+-- _job_batch_dead (trigger job_batch_dead, after a job of a batch went
+-- dead, or a dead one was requeued): counts it off its batch, or on again.
+CREATE OR REPLACE FUNCTION "pgmsg"._job_batch_dead()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM "pgmsg"._batch_settle(ARRAY[NEW.batch_id], ARRAY[NEW.id],
+                                     ARRAY[CASE WHEN NEW.state = 'dead' THEN 'dead' ELSE 'requeued' END]);
+    RETURN NULL;
+END $function$;
+
+-- batch_get returns batch p_id: its queue and size, its live jobs by
+-- state, its final ones by how they ended (completed, cancelled or
+-- deleted, dead: counted when they became final, so pruning the archive
+-- or purging dead jobs changes nothing), its callbacks as given, and once
+-- every job was final when, and the ids of the callback jobs enqueued.
+-- PM121 unknown batch.
+CREATE OR REPLACE FUNCTION "pgmsg".batch_get(p_id bigint)
+ RETURNS TABLE(batch_id bigint, queue text, total integer, created_at timestamp with time zone, pending bigint, available bigint, scheduled bigint, retrying bigint, running bigint, completed bigint, cancelled bigint, dead bigint, finished_at timestamp with time zone, on_complete jsonb, on_discard jsonb, on_finished jsonb, complete_job_id bigint, discard_job_id bigint, finished_job_id bigint)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT b.batch_id, q.name, b.total, b.created_at, l.pending, l.available, l.scheduled, l.retrying, l.running,
+           s.completed, s.cancelled, s.dead, b.finished_at, b.on_complete, b.on_discard, b.on_finished,
+           b.complete_job_id, b.discard_job_id, b.finished_job_id
+      FROM "pgmsg".job_batch b
+      JOIN "pgmsg".queue q ON q.queue_id = b.queue_id
+     CROSS JOIN LATERAL (
+         SELECT count(*) FILTER (WHERE j.state = 'pending') AS pending,
+                count(*) FILTER (WHERE j.state = 'available') AS available,
+                count(*) FILTER (WHERE j.state = 'scheduled') AS scheduled,
+                count(*) FILTER (WHERE j.state = 'retrying') AS retrying,
+                count(*) FILTER (WHERE j.state = 'running') AS running
+           FROM "pgmsg".job j WHERE j.batch_id = b.batch_id) l
+     CROSS JOIN LATERAL (
+         SELECT sum(x.completed)::bigint AS completed, sum(x.cancelled)::bigint AS cancelled,
+                sum(x.dead)::bigint AS dead
+           FROM "pgmsg".job_batch_slot x WHERE x.batch_id = b.batch_id) s
+     WHERE b.batch_id = p_id;
+    IF NOT FOUND THEN
+        PERFORM "pgmsg"._raise('PM121', format('unknown batch %s', coalesce(p_id::text, 'NULL')));
+    END IF;
+END $function$;
+
+-- ---------------------------------------------------------------------------
 -- Dead letters and the archive
 -- ---------------------------------------------------------------------------
 
@@ -6812,7 +7178,7 @@ END $function$;
 
 -- archive_prune deletes at most p_limit archived jobs finished longer ago
 -- than p_older_than (default: each queue's archive_retention), of one queue
--- or of all, and returns how many. Call it until it returns less than
+-- or of all, and returns how many; batches finished as long ago go too. Call it until it returns less than
 -- p_limit: each call is one short transaction, so pruning never holds long
 -- locks or a long snapshot.
 --   Index Scan using job_archive_finished (queue_id = $1 AND finished_at < $2)
@@ -6854,6 +7220,14 @@ BEGIN
         SELECT count(*) INTO n FROM d;
         total := total + n;
         left_n := left_n - n;
+        -- Batches finished as long ago go too (their slots with them), at
+        -- most p_limit per queue; they are not counted.
+        DELETE FROM "pgmsg".job_batch b
+         WHERE b.batch_id = ANY (ARRAY(
+            SELECT x.batch_id FROM "pgmsg".job_batch x
+             WHERE x.queue_id = q.queue_id AND x.finished_at < now_ts - coalesce(p_older_than, q.archive_retention)
+             ORDER BY x.finished_at
+             LIMIT greatest(coalesce(p_limit, 1000), 0)));
     END LOOP;
     RETURN total;
 END $function$;
@@ -7363,6 +7737,9 @@ CREATE OR REPLACE TRIGGER job_fair_retag BEFORE UPDATE OF state ON "pgmsg".job
     FOR EACH ROW WHEN (NEW.fair_tag IS NOT NULL AND OLD.state NOT IN ('available', 'scheduled', 'retrying')
                        AND NEW.state IN ('available', 'scheduled', 'retrying'))
     EXECUTE FUNCTION "pgmsg"._job_fair_retag();
+CREATE OR REPLACE TRIGGER job_batch_dead AFTER UPDATE OF state ON "pgmsg".job
+    FOR EACH ROW WHEN (NEW.batch_id IS NOT NULL AND (NEW.state = 'dead') <> (OLD.state = 'dead'))
+    EXECUTE FUNCTION "pgmsg"._job_batch_dead();
 
 -- pgmsg functions: bearer tokens for the HTTP server and the grants of
 -- the schema's roles. Applied last, as described in common.sql: the
@@ -7612,8 +7989,9 @@ AS $function$
     ('consumer', 'table',    'group_cursor',         'SELECT, INSERT, UPDATE'),
     ('consumer', 'table',    'group_member',         'SELECT, INSERT, UPDATE, DELETE'),
     -- worker: enqueue (creating queues, uniqueness windows, sequences,
-    -- workflows), claim and finish jobs (moving sequences on, releasing
-    -- and cancelling dependents); enqueue the due ticks of periodic jobs, whose
+    -- workflows, batches), claim and finish jobs (moving sequences on,
+    -- releasing and cancelling dependents, counting batches off and
+    -- enqueueing their callbacks); enqueue the due ticks of periodic jobs, whose
     -- definitions are the admin's.
     ('worker',   'schema',   '',                     'USAGE'),
     ('worker',   'table',    'pgmsg_migration',      'SELECT'),
@@ -7635,6 +8013,8 @@ AS $function$
     ('worker',   'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE'),
     -- Tenants' finish tags (enqueues); their weights are the admin's.
     ('worker',   'table',    'job_tenant',           'SELECT, INSERT (queue_id, tenant, finish, enqueued), UPDATE (finish, enqueued)'),
+    ('worker',   'table',    'job_batch',            'SELECT, INSERT, UPDATE'),
+    ('worker',   'table',    'job_batch_slot',       'SELECT, INSERT, UPDATE'),
     ('worker',   'table',    'periodic_job',         'SELECT, UPDATE (next_run_at, last_run_at, last_job_id, last_error)'),
     -- admin: everything above, tokens, queue and periodic definitions,
     -- topic DDL and maintenance (SECURITY DEFINER); reads the log's
@@ -7664,6 +8044,8 @@ AS $function$
     ('admin',    'table',    'job_tenant',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_log',              'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_step',             'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_batch',            'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_batch_slot',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token_scram',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),

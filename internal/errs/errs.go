@@ -67,6 +67,8 @@ var (
 	InvalidWeight      = newSentinel("invalid tenant weight", "PM119", "invalid_tenant_weight", http.StatusBadRequest)
 	InvalidStepName    = newSentinel("invalid step name", "PM122", "invalid_step_name", http.StatusBadRequest)
 	StepTooLarge       = newSentinel("step output too large", "PM123", "step_too_large", http.StatusBadRequest)
+	InvalidCallback    = newSentinel("invalid batch callback", "PM120", "invalid_batch_callback", http.StatusBadRequest)
+	UnknownBatch       = newSentinel("unknown batch", "PM121", "unknown_batch", http.StatusNotFound)
 	JobTimeout         = newSentinel("job timed out", "", "job_timeout", http.StatusRequestTimeout)
 )
 

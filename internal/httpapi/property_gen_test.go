@@ -612,6 +612,46 @@ var propRoutes = map[string]propRoute{
 		},
 		scopeName: bodyName(func(b *EnqueueRequest) string { return b.Queue }),
 	},
+	"POST /v1/queues/{queue}/batches": {
+		body: func(g *propGen) any {
+			body := jobj{}
+			n := pick(g, 1, 1, 2, 4)
+			if g.hostile() && g.intN(3) == 0 {
+				n = pick(g, 0, propMaxRecords+1)
+			}
+			jobs := make([]any, n)
+			for i := range jobs {
+				j := jobj{}
+				if !g.omit() {
+					j.add("payload", g.jvalue(""))
+				}
+				if !g.omit() {
+					j.add("kind", g.jstr("email", "report"))
+				}
+				jobs[i] = j
+			}
+			body.add("jobs", jobs)
+			// Callbacks go to a queue the test never claims from (a
+			// callback's job is no enqueue's answer).
+			for _, f := range []string{"on_complete", "on_discard", "on_finished"} {
+				if g.omit() {
+					continue
+				}
+				var cb any = jobj{{"kind", g.jstr("done", "report")}, {"queue", "cbq"}, {"args", jobj{{"n", g.jnum(1, 2)}}}}
+				if g.hostile() {
+					cb = pick[any](g, jobj{{"queue", "cbq"}}, jobj{{"kind", "k"}, {"queue", "has space"}},
+						jobj{{"kind", "k"}, {"queue", "cbq"}, {"priority", int64(99999)}}, jobj{{"kind", "k"}, {"other", int64(1)}}, "text")
+				}
+				body.add(f, cb)
+			}
+			return body
+		},
+		scopeName: func(r *propRequest) (string, bool) {
+			q := strings.TrimSuffix(strings.TrimPrefix(r.url.Path, "/v1/queues/"), "/batches")
+			return q, validNames("queue", q) == nil // a bad name is refused first
+		},
+	},
+	"GET /v1/batches/{id}": {},
 	"GET /v1/queue/claim": {
 		query: func(g *propGen) qparams {
 			var q qparams

@@ -259,6 +259,8 @@ type propHarness struct {
 	// jobs are every job an enqueue reported, by id; jobOrder in order.
 	jobs     map[int64]*jobModel
 	jobOrder []int64
+	// batchIDs are the batches enqueued (for GET /v1/batches/{id}).
+	batchIDs []int64
 	// known are the records and jobs published and enqueued by the test
 	// itself, whose contents it checks at the end.
 	knownRecords []knownRecord
@@ -527,6 +529,9 @@ func (h *propHarness) build(g *propGen, rt Route, n int) *propRequest {
 			v = g.name([]string{"acme", "t-2"})
 		case "{id}":
 			v = h.jobIDForPath(g, admin)
+			if strings.HasPrefix(rt.Pattern, "/v1/batches/") && len(h.batchIDs) > 0 && g.intN(5) > 0 {
+				v = strconv.FormatInt(h.batchIDs[g.intN(len(h.batchIDs))], 10)
+			}
 		}
 		path.WriteString("/" + v)
 		if req.rawPath {
@@ -641,7 +646,8 @@ func (h *propHarness) do(req *propRequest) {
 		served, matched = Route{}, false
 	}
 	var before *writeSnapshot
-	if matched && (specKey(served) == "POST /v1/pubsub/publish" || specKey(served) == "POST /v1/queue/enqueue") {
+	if matched && (specKey(served) == "POST /v1/pubsub/publish" || specKey(served) == "POST /v1/queue/enqueue" ||
+		specKey(served) == "POST /v1/queues/{queue}/batches") {
 		before = h.snapshotWrites()
 	}
 	w := httptest.NewRecorder()
@@ -859,10 +865,11 @@ func (h *propHarness) checkWrites(rt Route, req *propRequest, w *httptest.Respon
 					offs[r.Partition]++
 				}
 			}
-		case "POST /v1/queue/enqueue":
+		case "POST /v1/queue/enqueue", "POST /v1/queues/{queue}/batches":
 			var resp struct {
-				Queue string                 `json:"queue"`
-				Jobs  []*pgmsg.EnqueueResult `json:"jobs"`
+				Queue   string                 `json:"queue"`
+				BatchID int64                  `json:"batch_id"`
+				Jobs    []*pgmsg.EnqueueResult `json:"jobs"`
 			}
 			if err := decodeStrict(w.Body.Bytes(), &resp); err != nil {
 				return []string{fmt.Sprintf("enqueue answer: %v", err)}
@@ -958,6 +965,24 @@ func (h *propHarness) learn(rt Route, req *propRequest, hr *http.Request, w *htt
 			fail("enqueue answer for queue %q with %d jobs does not match the request (%v)", resp.Queue, len(resp.Jobs), err)
 			break
 		}
+		for _, j := range resp.Jobs {
+			errs = append(errs, h.enqueued(resp.Queue, j, nil, false)...)
+		}
+	case "POST /v1/queues/{queue}/batches":
+		var resp struct {
+			Queue   string                 `json:"queue"`
+			BatchID int64                  `json:"batch_id"`
+			Jobs    []*pgmsg.EnqueueResult `json:"jobs"`
+		}
+		if !decode(&resp) {
+			break
+		}
+		var br BatchRequest
+		if err := decodeStrict(req.body, &br); err != nil || resp.Queue != hr.PathValue("queue") || len(br.Jobs) != len(resp.Jobs) || resp.BatchID < 1 {
+			fail("batch answer for queue %q with %d jobs does not match the request (%v)", resp.Queue, len(resp.Jobs), err)
+			break
+		}
+		h.batchIDs = append(h.batchIDs, resp.BatchID)
 		for _, j := range resp.Jobs {
 			errs = append(errs, h.enqueued(resp.Queue, j, nil, false)...)
 		}

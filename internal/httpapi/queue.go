@@ -162,12 +162,26 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	}
 	// An empty batch is the library's to refuse (ErrEmptyBatch); one over
 	// MaxRecords was refused while it was read.
+	params, err := enqueueParams(&req)
+	if err != nil {
+		return err
+	}
+	res, err := s.client.EnqueueMany(r.Context(), req.Queue, params, nil)
+	if err != nil {
+		return err
+	}
+	s.metrics.enqueued.WithLabelValues(req.Queue).Add(float64(len(res)))
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": req.Queue, "jobs": res})
+}
+
+// enqueueParams converts req's jobs into the library's params.
+func enqueueParams(req *EnqueueRequest) ([]pgmsg.EnqueueParams, error) {
 	params := make([]pgmsg.EnqueueParams, len(req.Jobs))
 	for i, j := range req.Jobs {
 		req.Jobs[i] = EnqueueJob{} // the decoded copy is garbage once converted
 		p, err := decodeValue(j.Payload, req.Encoding, fmt.Sprintf("jobs[%d].payload", i))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		params[i] = pgmsg.EnqueueParams{Payload: p, Kind: j.Kind, Priority: j.Priority, MaxAttempts: j.MaxAttempts, UniqueKey: j.UniqueKey,
 			Tags: []string(j.Tags), Metadata: j.Metadata}
@@ -180,30 +194,30 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		if j.UniqueFor != nil {
 			params[i].UniqueFor = time.Duration(*j.UniqueFor)
 			if params[i].UniqueFor <= 0 {
-				return newAPIError(errInvalidParameter, "jobs[%d].unique_for must be positive", i)
+				return nil, newAPIError(errInvalidParameter, "jobs[%d].unique_for must be positive", i)
 			}
 		}
 		if j.SequenceKey != nil {
 			if *j.SequenceKey == "" {
-				return newAPIError(errInvalidParameter, "jobs[%d].sequence_key must be 1 to %d bytes (omit it for none)", i, pgmsg.SequenceKeyMaxBytes)
+				return nil, newAPIError(errInvalidParameter, "jobs[%d].sequence_key must be 1 to %d bytes (omit it for none)", i, pgmsg.SequenceKeyMaxBytes)
 			}
 			params[i].SequenceKey = *j.SequenceKey
 		}
 		params[i].SequenceContinue = j.SequenceContinue
 		if j.LimitKey != nil {
 			if *j.LimitKey == "" {
-				return newAPIError(errInvalidParameter, "jobs[%d].limit_key must be 1 to %d bytes (omit it for none)", i, pgmsg.LimitKeyMaxBytes)
+				return nil, newAPIError(errInvalidParameter, "jobs[%d].limit_key must be 1 to %d bytes (omit it for none)", i, pgmsg.LimitKeyMaxBytes)
 			}
 			params[i].LimitKey = *j.LimitKey
 		}
 		if j.Tenant != nil {
 			if *j.Tenant == "" {
-				return fmt.Errorf("%w: jobs[%d].tenant must be 1 to %d bytes (omit it for none)", pgmsg.ErrInvalidTenant, i, pgmsg.TenantMaxBytes)
+				return nil, fmt.Errorf("%w: jobs[%d].tenant must be 1 to %d bytes (omit it for none)", pgmsg.ErrInvalidTenant, i, pgmsg.TenantMaxBytes)
 			}
 			params[i].Tenant = *j.Tenant
 		}
 		if len(j.DependsOn) > pgmsg.JobDependsOnMax {
-			return fmt.Errorf("%w: jobs[%d] has more than %d dependencies", pgmsg.ErrTooManyDependencies, i, pgmsg.JobDependsOnMax)
+			return nil, fmt.Errorf("%w: jobs[%d] has more than %d dependencies", pgmsg.ErrTooManyDependencies, i, pgmsg.JobDependsOnMax)
 		}
 		for k, d := range j.DependsOn {
 			var id int64
@@ -213,23 +227,18 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 			} else if err := json.Unmarshal(d, &name); err == nil {
 				params[i].DependsOnNames = append(params[i].DependsOnNames, name)
 			} else {
-				return newAPIError(errInvalidParameter, "jobs[%d].depends_on[%d] must be a job id (a positive integer) or the name of a job of the request", i, k)
+				return nil, newAPIError(errInvalidParameter, "jobs[%d].depends_on[%d] must be a job id (a positive integer) or the name of a job of the request", i, k)
 			}
 		}
 		params[i].Name, params[i].IgnoreCancelledDeps, params[i].IgnoreDeadDeps = j.Name, j.IgnoreCancelledDeps, j.IgnoreDeadDeps
 		if j.Timeout != nil {
 			params[i].Timeout = time.Duration(*j.Timeout)
 			if params[i].Timeout <= 0 {
-				return newAPIError(errInvalidParameter, "jobs[%d].timeout must be positive", i)
+				return nil, newAPIError(errInvalidParameter, "jobs[%d].timeout must be positive", i)
 			}
 		}
 	}
-	res, err := s.client.EnqueueMany(r.Context(), req.Queue, params, nil)
-	if err != nil {
-		return err
-	}
-	s.metrics.enqueued.WithLabelValues(req.Queue).Add(float64(len(res)))
-	return writeJSON(w, http.StatusOK, map[string]any{"queue": req.Queue, "jobs": res})
+	return params, nil
 }
 
 func (s *Server) claimJobs(w http.ResponseWriter, r *http.Request) error {

@@ -280,6 +280,7 @@ func (s *Server) routeTable() []Route {
 	rs = append(rs, s.topicRoutes()...)
 	rs = append(rs, s.groupRoutes()...)
 	rs = append(rs, s.queueRoutes()...)
+	rs = append(rs, s.batchRoutes()...)
 	return rs
 }
 

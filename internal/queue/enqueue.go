@@ -58,6 +58,46 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 	// context (a copy of params; the caller's slice is not changed).
 	params, endSpan := q.cfg.Tracer.StartEnqueue(ctx, queue, params)
 	defer func() { endSpan(err) }()
+	batch, err := q.jobBatch(queue, params, createQueue)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*pgmsgtype.EnqueueResult, len(params))
+	if err := q.store.JobEnqueueMany(ctx, exec, &batch, func(i int, r store.JobEnqueued) {
+		out[i] = &pgmsgtype.EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, State: pgmsgtype.JobState(r.State), RunAt: r.RunAt}
+	}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// EnqueueBatch enqueues params into queue as Enqueue does, as one batch
+// with the callbacks cb (job_enqueue_batch()), and returns the batch's id
+// with the jobs' results.
+func (q *Queues) EnqueueBatch(ctx context.Context, exec store.DBTX, queue string, params []pgmsgtype.EnqueueParams, createQueue bool, cb store.BatchCallbacks) (id int64, res []*pgmsgtype.EnqueueResult, err error) {
+	params, endSpan := q.cfg.Tracer.StartEnqueue(ctx, queue, params)
+	defer func() { endSpan(err) }()
+	batch, err := q.jobBatch(queue, params, createQueue)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := make([]*pgmsgtype.EnqueueResult, len(params))
+	id, err = q.store.JobEnqueueBatch(ctx, exec, &batch, cb, func(i int, r store.JobEnqueued) {
+		out[i] = &pgmsgtype.EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, State: pgmsgtype.JobState(r.State), RunAt: r.RunAt}
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return id, out, nil
+}
+
+// BatchGet returns batch id (errs.UnknownBatch).
+func (q *Queues) BatchGet(ctx context.Context, id int64) (*store.Batch, error) {
+	return q.store.BatchGet(ctx, q.pool, id)
+}
+
+// jobBatch checks params and returns them as the arrays an enqueue sends.
+func (q *Queues) jobBatch(queue string, params []pgmsgtype.EnqueueParams, createQueue bool) (store.JobBatch, error) {
 	n := len(params)
 	batch := store.NewJobBatch(queue, n, createQueue)
 	durationMax := q.cfg.DurationMax
@@ -71,64 +111,64 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 	for i, p := range params {
 		switch {
 		case p.Delay < 0:
-			return nil, errs.New(errs.InvalidDelay, "job %d: delay must not be negative, got %s", i, p.Delay)
+			return store.JobBatch{}, errs.New(errs.InvalidDelay, "job %d: delay must not be negative, got %s", i, p.Delay)
 		case p.MaxAttempts < 0:
-			return nil, errs.New(errs.InvalidMaxAttempts, "job %d: max attempts must be at least 1, got %d", i, p.MaxAttempts)
+			return store.JobBatch{}, errs.New(errs.InvalidMaxAttempts, "job %d: max attempts must be at least 1, got %d", i, p.MaxAttempts)
 		case p.Priority < PriorityMin || p.Priority > PriorityMax:
-			return nil, errs.New(errs.InvalidArgument, "job %d: priority must be between %d and %d, got %d", i, PriorityMin, PriorityMax, p.Priority)
+			return store.JobBatch{}, errs.New(errs.InvalidArgument, "job %d: priority must be between %d and %d, got %d", i, PriorityMin, PriorityMax, p.Priority)
 		case !p.RunAt.IsZero() && p.Delay != 0:
-			return nil, errs.New(errs.InvalidArgument, "job %d: give RunAt or Delay, not both", i)
+			return store.JobBatch{}, errs.New(errs.InvalidArgument, "job %d: give RunAt or Delay, not both", i)
 		case len(p.Kind) > KindMaxBytes:
-			return nil, errs.New(errs.InvalidArgument, "job %d: kind must be at most %d bytes, got %d", i, KindMaxBytes, len(p.Kind))
+			return store.JobBatch{}, errs.New(errs.InvalidArgument, "job %d: kind must be at most %d bytes, got %d", i, KindMaxBytes, len(p.Kind))
 		case len(p.UniqueKey) > UniqueKeyMaxBytes:
-			return nil, errs.New(errs.InvalidArgument, "job %d: unique key must be at most %d bytes, got %d", i, UniqueKeyMaxBytes, len(p.UniqueKey))
+			return store.JobBatch{}, errs.New(errs.InvalidArgument, "job %d: unique key must be at most %d bytes, got %d", i, UniqueKeyMaxBytes, len(p.UniqueKey))
 		case p.UniqueFor != 0 && (p.UniqueKey == "" || p.UniqueFor < time.Second || p.UniqueFor > durationMax):
-			return nil, errs.New(errs.InvalidArgument, "job %d: a uniqueness window needs a unique key and lasts from 1s to %s, got %s", i, durationMax, p.UniqueFor)
+			return store.JobBatch{}, errs.New(errs.InvalidArgument, "job %d: a uniqueness window needs a unique key and lasts from 1s to %s, got %s", i, durationMax, p.UniqueFor)
 		case len(p.SequenceKey) > SequenceKeyMaxBytes:
-			return nil, errs.New(errs.InvalidArgument, "job %d: sequence key must be at most %d bytes, got %d", i, SequenceKeyMaxBytes, len(p.SequenceKey))
+			return store.JobBatch{}, errs.New(errs.InvalidArgument, "job %d: sequence key must be at most %d bytes, got %d", i, SequenceKeyMaxBytes, len(p.SequenceKey))
 		case p.SequenceContinue && p.SequenceKey == "":
-			return nil, errs.New(errs.InvalidArgument, "job %d: sequence continue needs a sequence key", i)
+			return store.JobBatch{}, errs.New(errs.InvalidArgument, "job %d: sequence continue needs a sequence key", i)
 		case len(p.LimitKey) > LimitKeyMaxBytes:
-			return nil, errs.New(errs.InvalidArgument, "job %d: limit key must be at most %d bytes, got %d", i, LimitKeyMaxBytes, len(p.LimitKey))
+			return store.JobBatch{}, errs.New(errs.InvalidArgument, "job %d: limit key must be at most %d bytes, got %d", i, LimitKeyMaxBytes, len(p.LimitKey))
 		case p.LimitKey != "" && p.SequenceKey != "":
-			return nil, errs.New(errs.InvalidArgument, "job %d: give a sequence key or a limit key, not both", i)
+			return store.JobBatch{}, errs.New(errs.InvalidArgument, "job %d: give a sequence key or a limit key, not both", i)
 		case len(p.DependsOn)+len(p.DependsOnNames) > DependsOnMax:
-			return nil, errs.New(errs.TooManyDeps, "job %d has more than %d dependencies", i, DependsOnMax)
+			return store.JobBatch{}, errs.New(errs.TooManyDeps, "job %d has more than %d dependencies", i, DependsOnMax)
 		case len(p.Name) > JobNameMaxBytes:
-			return nil, errs.New(errs.InvalidArgument, "job %d: name must be at most %d bytes, got %d", i, JobNameMaxBytes, len(p.Name))
+			return store.JobBatch{}, errs.New(errs.InvalidArgument, "job %d: name must be at most %d bytes, got %d", i, JobNameMaxBytes, len(p.Name))
 		case p.Timeout < 0 || (p.Timeout > 0 && p.Timeout < time.Microsecond) || p.Timeout > durationMax:
-			return nil, errs.New(errs.InvalidArgument, "job %d: timeout must be from 1µs to %s (0: the queue's), got %s", i, durationMax, p.Timeout)
+			return store.JobBatch{}, errs.New(errs.InvalidArgument, "job %d: timeout must be from 1µs to %s (0: the queue's), got %s", i, durationMax, p.Timeout)
 		}
 		if p.Tenant != "" {
 			if err := CheckTenant(fmt.Sprintf("job %d", i), p.Tenant); err != nil {
-				return nil, err
+				return store.JobBatch{}, err
 			}
 		}
 		if !p.RunAt.IsZero() {
 			// A time pgx can send and PostgreSQL hold (enqueue_many()
 			// refuses the other years outside 0001..9999, PM004, too).
 			if err := q.cfg.CheckTime(fmt.Sprintf("job %d: run at", i), p.RunAt); err != nil {
-				return nil, err
+				return store.JobBatch{}, err
 			}
 		}
 		tags, err := TagsJSON(i, p.Tags)
 		if err != nil {
-			return nil, err
+			return store.JobBatch{}, err
 		}
 		var md json.RawMessage
 		if p.Metadata != nil {
 			// The document's name is formatted only for a job that has
 			// one: a string per job was a tenth of a batch's allocations.
 			if md, err = jobdoc.Encode(fmt.Sprintf("%d metadata", i), p.Metadata); err != nil {
-				return nil, err
+				return store.JobBatch{}, err
 			}
 		}
 		if md != nil && !bytes.HasPrefix(bytes.TrimSpace(md), []byte("{")) {
-			return nil, errs.New(errs.InvalidArgument, "job %d: metadata must be a JSON object", i)
+			return store.JobBatch{}, errs.New(errs.InvalidArgument, "job %d: metadata must be a JSON object", i)
 		}
 		deps, err := dependsOnJSON(&p)
 		if err != nil {
-			return nil, err
+			return store.JobBatch{}, err
 		}
 		batch.Set(i, &store.JobParams{Payload: p.Payload, Kind: p.Kind, Priority: p.Priority, RunAt: p.RunAt, Delay: p.Delay,
 			MaxAttempts: p.MaxAttempts, UniqueKey: p.UniqueKey, UniqueFor: p.UniqueFor, Timeout: p.Timeout, Tags: tags, Metadata: md,
@@ -136,13 +176,7 @@ func (q *Queues) Enqueue(ctx context.Context, exec store.DBTX, queue string, par
 			Name: p.Name, DependsOn: deps, DepsIgnoreCancelled: p.IgnoreCancelledDeps, DepsIgnoreDead: p.IgnoreDeadDeps,
 			Tenant: p.Tenant})
 	}
-	out := make([]*pgmsgtype.EnqueueResult, n)
-	if err := q.store.JobEnqueueMany(ctx, exec, &batch, func(i int, r store.JobEnqueued) {
-		out[i] = &pgmsgtype.EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, State: pgmsgtype.JobState(r.State), RunAt: r.RunAt}
-	}); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return batch, nil
 }
 
 // RoomWait reports whether err, an enqueue's outcome, is a full queue

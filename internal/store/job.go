@@ -303,3 +303,29 @@ func sortOrder(desc bool) string {
 	}
 	return "asc"
 }
+
+// Batch is a batch of jobs, as BatchGet returns it.
+type Batch struct {
+	ID                                         int64
+	Queue                                      string
+	Total                                      int
+	CreatedAt                                  time.Time
+	Pending, Available, Scheduled, Retrying    int64
+	Running, Completed, Cancelled, Dead        int64
+	FinishedAt                                 *time.Time
+	OnComplete, OnDiscard, OnFinished          []byte
+	CompleteJobID, DiscardJobID, FinishedJobID int64
+}
+
+// BatchGet returns batch id (errs.UnknownBatch).
+func (s *Store) BatchGet(ctx context.Context, exec DBTX, id int64) (*Batch, error) {
+	r, err := s.q.BatchGet(ctx, s.DB(exec), id)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	return &Batch{ID: r.BatchID, Queue: r.Queue, Total: int(r.Total), CreatedAt: r.CreatedAt.Time, Pending: r.Pending,
+		Available: r.Available, Scheduled: r.Scheduled, Retrying: r.Retrying, Running: r.Running, Completed: r.Completed,
+		Cancelled: r.Cancelled, Dead: r.Dead, FinishedAt: timePtr(r.FinishedAt), OnComplete: r.OnComplete,
+		OnDiscard: r.OnDiscard, OnFinished: r.OnFinished, CompleteJobID: r.CompleteJobID, DiscardJobID: r.DiscardJobID,
+		FinishedJobID: r.FinishedJobID}, nil
+}

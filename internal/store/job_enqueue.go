@@ -287,3 +287,35 @@ func (s *Store) JobEnqueueDirect(ctx context.Context, exec DBTX, b *JobBatch, fn
 	}
 	return true, nil
 }
+
+// BatchCallbacks are a batch's callbacks for JobEnqueueBatch, each the JSON
+// job spec job_enqueue_batch() takes, nil for none.
+type BatchCallbacks struct {
+	OnComplete, OnDiscard, OnFinished []byte
+}
+
+// JobEnqueueBatch enqueues b's jobs as one batch with callbacks cb through
+// job_enqueue_batch(), calls fn with each job's result in b's order and
+// returns the batch's id. Bad input fails the whole batch, writing nothing
+// (errs.InvalidCallback, errs.EmptyBatch and JobEnqueueMany's).
+func (s *Store) JobEnqueueBatch(ctx context.Context, exec DBTX, b *JobBatch, cb BatchCallbacks, fn func(i int, r JobEnqueued)) (int64, error) {
+	a := &b.arg
+	rows, err := s.q.JobEnqueueBatch(ctx, s.DB(exec), dbsqlc.JobEnqueueBatchParams{
+		Queue: a.Queue, Payloads: a.Payloads, Kinds: a.Kinds, Priorities: a.Priorities, RunAts: a.RunAts,
+		Delays: a.Delays, MaxAttempts: a.MaxAttempts, UniqueKeys: a.UniqueKeys, CreateQueue: a.CreateQueue,
+		Timeouts: a.Timeouts, Tags: a.Tags, Metadata: a.Metadata, UniqueFors: a.UniqueFors,
+		SequenceKeys: a.SequenceKeys, SequenceContinues: a.SequenceContinues, LimitKeys: a.LimitKeys,
+		Names: a.Names, DependsOn: a.DependsOn, DepsIgnoreCancelled: a.DepsIgnoreCancelled,
+		DepsIgnoreDead: a.DepsIgnoreDead, Tenants: a.Tenants, OnComplete: cb.OnComplete, OnDiscard: cb.OnDiscard, OnFinished: cb.OnFinished,
+	})
+	if err != nil {
+		return 0, errs.Map(err)
+	}
+	if n := b.Len(); len(rows) != n {
+		return 0, fmt.Errorf("pgmsg: enqueue returned %d results for %d jobs", len(rows), n)
+	}
+	for i, r := range rows {
+		fn(i, JobEnqueued{ID: r.ID, Duplicate: r.Duplicate, State: r.State, RunAt: r.RunAt.Time})
+	}
+	return rows[0].BatchID, nil
+}

@@ -112,6 +112,85 @@ export interface EnqueueResult {
   runAt: Date | null;
 }
 
+/** enqueue_many()'s arguments, $1 to $18, as enqueueArgs() gives them. */
+const ENQUEUE_ARGS = `$1, $2::bytea[],
+         p_kinds => $3::text[], p_priorities => $4::int[], p_run_ats => $5::timestamptz[],
+         p_delays => $6::interval[], p_max_attempts => $7::int[], p_unique_keys => $8::text[],
+         p_timeouts => $9::interval[], p_tags => $10::text[]::jsonb[], p_metadata => $11::text[]::jsonb[],
+         p_sequence_keys => $12::text[], p_sequence_continues => $13::boolean[], p_limit_keys => $14::text[],
+         p_names => $15::text[], p_depends_on => $16::text[]::jsonb[], p_deps_ignore_cancelled => $17::boolean[],
+         p_deps_ignore_dead => $18::boolean[], p_tenants => $19::text[]`;
+
+function enqueueArgs(queue: string, jobs: JobSpec[]): unknown[] {
+  const col = <T>(f: (j: JobSpec) => T | undefined) => parallel(jobs.map((j) => f(j) ?? null));
+  return [
+    queue,
+    jobs.map((j) => bytes(j.payload)),
+    col((j) => j.kind),
+    col((j) => j.priority),
+    col((j) => j.runAt),
+    col((j) => interval(j.delayMs)),
+    col((j) => j.maxAttempts),
+    col((j) => j.uniqueKey),
+    col((j) => interval(j.timeoutMs)),
+    col((j) => (j.tags ? JSON.stringify(j.tags) : null)),
+    col((j) => (j.metadata ? JSON.stringify(j.metadata) : null)),
+    col((j) => j.sequenceKey),
+    col((j) => j.sequenceContinue),
+    col((j) => j.limitKey),
+    col((j) => j.name),
+    col((j) => (j.dependsOn ? JSON.stringify(j.dependsOn) : null)),
+    col((j) => j.ignoreCancelledDeps),
+    col((j) => j.ignoreDeadDeps),
+    col((j) => j.tenant),
+  ];
+}
+
+/** A batch's callback: a job enqueued once every job of the batch is final. */
+export interface BatchCallback {
+  kind: string;
+  /** Any JSON value: the job's payload, as its JSON text (none: empty). */
+  args?: unknown;
+  /** The job's queue (created if need be); default the batch's. */
+  queue?: string;
+  priority?: number;
+  metadata?: { [k: string]: unknown };
+}
+
+export interface BatchOptions {
+  onComplete?: BatchCallback;
+  onDiscard?: BatchCallback;
+  onFinished?: BatchCallback;
+}
+
+export interface BatchResult {
+  id: number;
+  jobs: EnqueueResult[];
+}
+
+/** batch_get(): live jobs by state, final ones by how they ended, callbacks. */
+export interface Batch {
+  id: number;
+  queue: string;
+  total: number;
+  createdAt: Date;
+  pending: number;
+  available: number;
+  scheduled: number;
+  retrying: number;
+  running: number;
+  completed: number;
+  cancelled: number;
+  dead: number;
+  finishedAt: Date | null;
+  onComplete: BatchCallback | null;
+  onDiscard: BatchCallback | null;
+  onFinished: BatchCallback | null;
+  completeJobId: number | null;
+  discardJobId: number | null;
+  finishedJobId: number | null;
+}
+
 /** A job held by the caller: finish it with (id, leaseToken). */
 export interface Job {
   id: number;
@@ -442,44 +521,55 @@ export class Pgmsg {
 
   /** A batch in one call of enqueue_many(); one result per job, in order. */
   async enqueueMany(queue: string, jobs: JobSpec[]): Promise<EnqueueResult[]> {
-    const col = <T>(f: (j: JobSpec) => T | undefined) => parallel(jobs.map((j) => f(j) ?? null));
-    const rows = await this.rows(
-      `SELECT id, duplicate, state, run_at FROM {s}.enqueue_many($1, $2::bytea[],
-         p_kinds => $3::text[], p_priorities => $4::int[], p_run_ats => $5::timestamptz[],
-         p_delays => $6::interval[], p_max_attempts => $7::int[], p_unique_keys => $8::text[],
-         p_timeouts => $9::interval[], p_tags => $10::text[]::jsonb[], p_metadata => $11::text[]::jsonb[],
-         p_sequence_keys => $12::text[], p_sequence_continues => $13::boolean[], p_limit_keys => $14::text[],
-         p_names => $15::text[], p_depends_on => $16::text[]::jsonb[], p_deps_ignore_cancelled => $17::boolean[],
-         p_deps_ignore_dead => $18::boolean[], p_tenants => $19::text[])`,
-      [
-        queue,
-        jobs.map((j) => bytes(j.payload)),
-        col((j) => j.kind),
-        col((j) => j.priority),
-        col((j) => j.runAt),
-        col((j) => interval(j.delayMs)),
-        col((j) => j.maxAttempts),
-        col((j) => j.uniqueKey),
-        col((j) => interval(j.timeoutMs)),
-        col((j) => (j.tags ? JSON.stringify(j.tags) : null)),
-        col((j) => (j.metadata ? JSON.stringify(j.metadata) : null)),
-        col((j) => j.sequenceKey),
-        col((j) => j.sequenceContinue),
-        col((j) => j.limitKey),
-        col((j) => j.name),
-        col((j) => (j.dependsOn ? JSON.stringify(j.dependsOn) : null)),
-        col((j) => j.ignoreCancelledDeps),
-        col((j) => j.ignoreDeadDeps),
-        col((j) => j.tenant),
-      ],
-    );
+    const rows = await this.rows(`SELECT id, duplicate, state, run_at FROM {s}.enqueue_many(${ENQUEUE_ARGS})`, enqueueArgs(queue, jobs));
     return rows.map((r) => ({ id: num(r.id), duplicate: r.duplicate, state: r.state, runAt: r.run_at }));
+  }
+
+  /**
+   * The jobs as one batch, all or nothing (job_enqueue_batch()): once every
+   * job is final, onComplete (all completed) or onDiscard (one dead,
+   * cancelled or deleted), then onFinished, are enqueued exactly once. The
+   * callback job's metadata gets "batch": {id, callback, total, completed,
+   * cancelled, dead}. PM010 empty, PM120 a bad callback.
+   */
+  async enqueueBatch(queue: string, jobs: JobSpec[], opts: BatchOptions = {}): Promise<BatchResult> {
+    const cb = (c?: BatchCallback) => (c ? JSON.stringify(c) : null);
+    const rows = await this.rows(
+      `SELECT batch_id, id, duplicate, state, run_at FROM {s}.job_enqueue_batch(${ENQUEUE_ARGS},
+         p_on_complete => $20::jsonb, p_on_discard => $21::jsonb, p_on_finished => $22::jsonb)`,
+      [...enqueueArgs(queue, jobs), cb(opts.onComplete), cb(opts.onDiscard), cb(opts.onFinished)],
+    );
+    return {
+      id: num(rows[0].batch_id),
+      jobs: rows.map((r) => ({ id: num(r.id), duplicate: r.duplicate, state: r.state, runAt: r.run_at })),
+    };
+  }
+
+  /** The batch's counts by state and callbacks (batch_get()); PM121 unknown. */
+  async getBatch(id: number): Promise<Batch> {
+    const r = (
+      await this.rows(
+        `SELECT batch_id, queue, total, created_at, pending, available, scheduled, retrying, running, completed,
+                cancelled, dead, finished_at, on_complete, on_discard, on_finished, complete_job_id, discard_job_id,
+                finished_job_id FROM {s}.batch_get($1)`,
+        [id],
+      )
+    )[0];
+    const opt = (v: unknown) => (v === null ? null : num(v as string));
+    return {
+      id: num(r.batch_id), queue: r.queue, total: r.total, createdAt: r.created_at, pending: num(r.pending),
+      available: num(r.available), scheduled: num(r.scheduled), retrying: num(r.retrying), running: num(r.running),
+      completed: num(r.completed), cancelled: num(r.cancelled), dead: num(r.dead), finishedAt: r.finished_at,
+      onComplete: r.on_complete, onDiscard: r.on_discard, onFinished: r.on_finished,
+      completeJobId: opt(r.complete_job_id), discardJobId: opt(r.discard_job_id), finishedJobId: opt(r.finished_job_id),
+    };
   }
 
   /** Creates the queue with default settings unless it exists. */
   async ensureQueue(queue: string): Promise<void> {
     await this.rows(`SELECT name FROM {s}.queue_create($1, p_if_not_exists => true)`, [queue]);
   }
+
 
   /** Leases up to limit claimable jobs. */
   async claimJobs(queue: string, opts: ClaimJobsOptions = {}): Promise<Job[]> {

@@ -40,6 +40,8 @@ export const CODES: Readonly<Record<string, string>> = {
   PM119: "invalid_tenant_weight",
   PM122: "invalid_step_name",
   PM123: "step_too_large",
+  PM120: "invalid_batch_callback",
+  PM121: "unknown_batch",
   PMA01: "unknown_token",
   PMA02: "invalid_token",
   PMA03: "token_exists",

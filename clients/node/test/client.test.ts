@@ -214,6 +214,36 @@ describe("the queue", () => {
     assert.deepEqual(jobs.map((j) => j.id), [many[1].id], "the completion let the next run");
   });
 
+  test("a batch enqueues its callback once every job completed", async () => {
+    const q = env.name("q");
+    const cbq = env.name("cb");
+    const res = await c.enqueueBatch(q, [{ payload: "1" }, { payload: "2" }], {
+      onComplete: { kind: "done", queue: cbq, args: { n: 7 } },
+      onDiscard: { kind: "failed", queue: cbq },
+    });
+    assert.equal(res.jobs.length, 2);
+    let b = await c.getBatch(res.id);
+    assert.deepEqual([b.total, b.available, b.completed, b.finishedAt], [2, 2, 0, null]);
+    const jobs = await c.claimJobs(q, { limit: 10 });
+    await c.complete(jobs[0]);
+    assert.equal((await c.getBatch(res.id)).completeJobId, null, "one job is left");
+    await c.complete(jobs[1]);
+    b = await c.getBatch(res.id);
+    assert.equal(b.completed, 2);
+    assert.notEqual(b.finishedAt, null);
+    assert.equal(b.discardJobId, null);
+    assert.deepEqual(b.onComplete?.args, { n: 7 });
+    const cb = await job(b.completeJobId!);
+    assert.deepEqual([cb.state, cb.kind], ["available", "done"]);
+    assert.deepEqual(cb.metadata.batch, { id: res.id, callback: "complete", total: 2, completed: 2, cancelled: 0, dead: 0 });
+
+    for (const spec of [{ queue: "x" }, { kind: "k", queue: "bad name" }]) {
+      await rejects(c.enqueueBatch(q, [{ payload: "1" }], { onDiscard: spec as { kind: string } }), "PM120");
+    }
+    await rejects(c.enqueueBatch(q, []), "PM010");
+    await rejects(c.getBatch(987654321), "PM121");
+  });
+
   test("a limit key admits key_limit jobs of the key at a time", async () => {
     const q = env.name("q");
     await env.sql(pool, "SELECT name FROM {s}.queue_create($1, p_key_limit => 1)", [q]);

@@ -6,6 +6,8 @@ pgmsg.aio has the same for asyncio.
 """
 
 from ._common import (
+    Batch,
+    BatchResult,
     Claim,
     EnqueueResult,
     GroupPartition,
@@ -25,6 +27,8 @@ from .client import Client, Consumer, Listener, Worker
 from .errors import CODES, PgmsgError
 
 __all__ = [
+    "Batch",
+    "BatchResult",
     "CODES",
     "Claim",
     "Client",

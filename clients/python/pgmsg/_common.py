@@ -64,6 +64,41 @@ class EnqueueResult:
 
 
 @dataclass
+class BatchResult:
+    """enqueue_batch()'s answer: the batch's id and each job's result."""
+
+    id: int
+    jobs: List[EnqueueResult]
+
+
+@dataclass
+class Batch:
+    """batch_get()'s row: the batch's live jobs by state, its final ones by
+    how they ended, its callbacks (dicts, None: none) and, once every job was
+    final, when and the callback jobs' ids (None: none enqueued)."""
+
+    id: int
+    queue: str
+    total: int
+    created_at: datetime
+    pending: int
+    available: int
+    scheduled: int
+    retrying: int
+    running: int
+    completed: int
+    cancelled: int
+    dead: int
+    finished_at: Optional[datetime]
+    on_complete: Optional[Dict[str, Any]]
+    on_discard: Optional[Dict[str, Any]]
+    on_finished: Optional[Dict[str, Any]]
+    complete_job_id: Optional[int]
+    discard_job_id: Optional[int]
+    finished_job_id: Optional[int]
+
+
+@dataclass
 class Job:
     """A job held by the caller: finish it with (id, lease_token)."""
 
@@ -328,6 +363,26 @@ class Statements:
             " p_deps_ignore_cancelled => %(deps_ignore_cancelled)s::boolean[],"
             " p_deps_ignore_dead => %(deps_ignore_dead)s::boolean[], p_tenants => %(tenants)s::text[])"
         )
+        # job_enqueue_batch: enqueue_many's arguments and the callbacks.
+        self.job_enqueue_batch = q(
+            "SELECT batch_id, id, duplicate, state, run_at FROM {s}.job_enqueue_batch(%(queue)s, %(payloads)s::bytea[],"
+            " p_kinds => %(kinds)s::text[], p_priorities => %(priorities)s::int[],"
+            " p_run_ats => %(run_ats)s::timestamptz[], p_delays => %(delays)s::interval[],"
+            " p_max_attempts => %(max_attempts)s::int[], p_unique_keys => %(unique_keys)s::text[],"
+            " p_timeouts => %(timeouts)s::interval[], p_tags => %(tags)s::text[]::jsonb[],"
+            " p_metadata => %(metadata)s::text[]::jsonb[], p_sequence_keys => %(sequence_keys)s::text[],"
+            " p_sequence_continues => %(sequence_continues)s::boolean[], p_limit_keys => %(limit_keys)s::text[],"
+            " p_names => %(names)s::text[], p_depends_on => %(depends_on)s::text[]::jsonb[],"
+            " p_deps_ignore_cancelled => %(deps_ignore_cancelled)s::boolean[],"
+            " p_deps_ignore_dead => %(deps_ignore_dead)s::boolean[], p_tenants => %(tenants)s::text[],"
+            " p_on_complete => %(on_complete)s::jsonb, p_on_discard => %(on_discard)s::jsonb,"
+            " p_on_finished => %(on_finished)s::jsonb)"
+        )
+        self.batch_get = q(
+            "SELECT batch_id, queue, total, created_at, pending, available, scheduled, retrying, running,"
+            " completed, cancelled, dead, finished_at, on_complete, on_discard, on_finished,"
+            " complete_job_id, discard_job_id, finished_job_id FROM {s}.batch_get(%(id)s)"
+        )
         self.queue_ensure = q("SELECT name FROM {s}.queue_create(%(queue)s, p_if_not_exists => true)")
         self.job_claim = q(
             "SELECT id, queue, kind, payload, priority, attempt, max_attempts, lease_token, lease_expires_at,"
@@ -414,6 +469,25 @@ class Statements:
             "deps_ignore_dead": _parallel([j.ignore_dead_deps for j in jobs]),
             "tenants": _parallel([j.tenant for j in jobs]),
         }
+
+    @staticmethod
+    def enqueue_batch_args(
+        queue: str,
+        jobs: Sequence[JobSpec],
+        on_complete: Optional[Dict[str, Any]],
+        on_discard: Optional[Dict[str, Any]],
+        on_finished: Optional[Dict[str, Any]],
+    ) -> Dict[str, Any]:
+        """A callback is a dict {"kind", "args", "queue", "priority", "metadata"}
+        (docs/sql-api.md, Batches); None: none."""
+        args = Statements.enqueue_args(queue, jobs)
+        args.update(on_complete=_json_or_none(on_complete), on_discard=_json_or_none(on_discard),
+                    on_finished=_json_or_none(on_finished))
+        return args
+
+    @staticmethod
+    def to_batch_result(rows: List[tuple]) -> BatchResult:
+        return BatchResult(rows[0][0], [EnqueueResult(*r[1:]) for r in rows])
 
     @staticmethod
     def topic_create_args(name: str, partitions: int, config: Optional[Dict[str, Any]]) -> Dict[str, Any]:

@@ -17,6 +17,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 import psycopg
 
 from ._common import (
+    Batch,
+    BatchResult,
     Claim,
     EnqueueResult,
     GroupPartition,
@@ -123,6 +125,30 @@ class Client:
         """A batch in one call of enqueue_many(); one result per job, in order."""
         rows = self._rows(self.sql.enqueue_many, Statements.enqueue_args(queue, jobs))
         return [EnqueueResult(*r) for r in rows]
+
+    def enqueue_batch(
+        self,
+        queue: str,
+        jobs: Sequence[JobSpec],
+        on_complete: Optional[Dict[str, Any]] = None,
+        on_discard: Optional[Dict[str, Any]] = None,
+        on_finished: Optional[Dict[str, Any]] = None,
+    ) -> BatchResult:
+        """The jobs as one batch, all or nothing (job_enqueue_batch()): once
+        every job is final, on_complete (all completed) or on_discard (one
+        dead, cancelled or deleted), then on_finished, are enqueued exactly
+        once. A callback is a dict {"kind", "args", "queue", "priority",
+        "metadata"}; the callback job's metadata gets "batch": {"id",
+        "callback", "total", "completed", "cancelled", "dead"}. PM010 empty,
+        PM120 a bad callback."""
+        rows = self._rows(
+            self.sql.job_enqueue_batch, Statements.enqueue_batch_args(queue, jobs, on_complete, on_discard, on_finished)
+        )
+        return Statements.to_batch_result(rows)
+
+    def get_batch(self, batch_id: int) -> Batch:
+        """The batch's counts by state and callbacks (batch_get()); PM121 unknown."""
+        return Batch(*(self._rows(self.sql.batch_get, {"id": batch_id}))[0])
 
     def ensure_queue(self, queue: str) -> None:
         """Creates the queue with default settings unless it exists."""

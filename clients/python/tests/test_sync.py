@@ -235,6 +235,40 @@ class QueueTest(unittest.TestCase):
         jobs = self.c.claim_jobs(self.queue, 10)
         self.assertEqual([j.id for j in jobs], [many[1].id], "the completion let the next run")
 
+    def test_batch(self):
+        cb = env.name("cb")
+        res = self.c.enqueue_batch(self.queue, [JobSpec(b"1"), JobSpec(b"2")],
+                                   on_complete={"kind": "done", "queue": cb, "args": {"n": 7}},
+                                   on_discard={"kind": "failed", "queue": cb})
+        self.assertEqual(len(res.jobs), 2)
+        b = self.c.get_batch(res.id)
+        self.assertEqual((b.total, b.available, b.completed, b.finished_at), (2, 2, 0, None))
+        jobs = self.c.claim_jobs(self.queue, 10)
+        self.c.complete(jobs[0])
+        self.assertIsNone(self.c.get_batch(res.id).complete_job_id, "one job is left")
+        self.c.complete(jobs[1])
+        b = self.c.get_batch(res.id)
+        self.assertEqual(b.completed, 2)
+        self.assertIsNotNone(b.finished_at)
+        self.assertIsNone(b.discard_job_id)
+        self.assertEqual(b.on_complete["args"], {"n": 7})
+        state, _, _, kind, _, metadata = self.job(b.complete_job_id)
+        self.assertEqual((state, kind), ("available", "done"))
+        self.assertEqual(metadata["batch"], {"id": res.id, "callback": "complete", "total": 2, "completed": 2,
+                                             "cancelled": 0, "dead": 0})
+
+    def test_batch_refused(self):
+        for spec in ({"queue": "x"}, {"kind": "k", "queue": "bad name"}, {"kind": "k", "other": 1}):
+            with self.assertRaises(PgmsgError) as cm:
+                self.c.enqueue_batch(self.queue, [JobSpec(b"1")], on_discard=spec)
+            self.assertEqual(cm.exception.code, "PM120")
+        with self.assertRaises(PgmsgError) as cm:
+            self.c.enqueue_batch(self.queue, [])
+        self.assertEqual(cm.exception.code, "PM010")
+        with self.assertRaises(PgmsgError) as cm:
+            self.c.get_batch(987654321)
+        self.assertEqual(cm.exception.code, "PM121")
+
     def test_limit_key(self):
         env.sql(self.conn, "SELECT name FROM {s}.queue_create(%s, p_key_limit => 1)", self.queue)
         many = self.c.enqueue_many(self.queue, [JobSpec(b"1", limit_key="cust-1"), JobSpec(b"2", limit_key="cust-1"),

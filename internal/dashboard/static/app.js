@@ -1,5 +1,5 @@
 // The pgmsg dashboard: one page per hash route (#/, #/topics/T,
-// #/topics/T/groups/G, #/queues/Q, #/jobs/ID, #/tokens). Every figure comes
+// #/topics/T/groups/G, #/queues/Q, #/jobs/ID, #/batches/ID, #/tokens). Every figure comes
 // from the API through /ui/api/ (dashboard.go forwards /ui/api/v1 to /v1
 // with the session's token); nothing is loaded from elsewhere.
 //
@@ -481,6 +481,7 @@ async function jobPage(main, id) {
     ["Workflow", j.workflow_id ? h("a", { href: "#/jobs/" + j.workflow_id }, j.workflow_id) : "—"]];
   const wfEl = h("div", { id: "workflow-box" }), seqEl = h("div", { id: "sequence-box" });
   const inWorkflow = Boolean(j.workflow_id || (j.depends_on && j.depends_on.length));
+  if (j.metadata && j.metadata.batch && j.metadata.batch.id) fields.push(["Batch callback of", h("a", { href: "#/batches/" + j.metadata.batch.id }, "batch " + j.metadata.batch.id)]);
   const live = ["available", "scheduled", "running", "retrying"].includes(j.state);
   main.replaceChildren(h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / ", h("a", { href: "#/queues/" + q }, j.queue), " / job"),
     h("h1", {}, "Job " + j.id),
@@ -716,6 +717,24 @@ async function tokensPage(main) {
 // navigates away) must not draw over the page shown now.
 let routeGen = 0;
 
+// batchPage (#/batches/ID) shows a batch's progress: its jobs by state and
+// its callbacks, with the jobs they enqueued once every job was final. A
+// callback job's page links here (its metadata's "batch").
+async function batchPage(main, id) {
+  const b = await api("v1/batches/" + enc(id));
+  const q = enc(b.queue);
+  const cbs = [["On complete", b.on_complete, b.complete_job_id], ["On discard", b.on_discard, b.discard_job_id], ["On finished", b.on_finished, b.finished_job_id]]
+    .filter(([, spec]) => spec).map(([name, spec, jid]) => ({ cells: [name, spec.kind, jid ? h("a", { href: "#/jobs/" + jid }, jid) : "not yet"] }));
+  const states = ["pending", "available", "scheduled", "retrying", "running", "completed", "cancelled", "dead"];
+  main.replaceChildren(h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / ", h("a", { href: "#/queues/" + q }, b.queue), " / batch"),
+    h("h1", {}, "Batch " + b.id),
+    h("p", {}, `${fmt(b.completed + b.cancelled + b.dead)} of ${fmt(b.total)} jobs final`, b.finished_at ? ` (finished ${when(b.finished_at)})` : ""),
+    h("section", { class: "card" }, table([{ label: "State" }, { label: "Jobs", num: true }], states.map((st) => ({ cells: [st, fmt(b[st])] })), { id: "batch" })),
+    h("section", { class: "card", "aria-labelledby": "h-cb" }, h("h2", { id: "h-cb" }, "Callbacks"),
+      table([{ label: "Callback" }, { label: "Kind" }, { label: "Job" }], cbs, { id: "callbacks", empty: "No callbacks." })));
+  timers.push({ run: () => { if (main.gen === routeGen) route(); }, id: null });
+}
+
 async function route() {
   const gen = ++routeGen;
   for (const t of timers) if (t.id !== null) clearInterval(t.id);
@@ -729,6 +748,7 @@ async function route() {
     else if (parts[0] === "topics" && parts.length === 4 && parts[2] === "groups") await groupPage(main, parts[1], parts[3]);
     else if (parts[0] === "queues" && parts.length === 2) await queuePage(main, parts[1]);
     else if (parts[0] === "jobs" && parts.length === 2) await jobPage(main, parts[1]);
+    else if (parts[0] === "batches" && parts.length === 2) await batchPage(main, parts[1]);
     else if (parts[0] === "tokens") await tokensPage(main);
     else main.replaceChildren(h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/" }, "Back to the overview")));
   } catch (e) {

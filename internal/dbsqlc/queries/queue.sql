@@ -186,6 +186,29 @@ SELECT id::bigint, coalesce(workflow_id, 0)::bigint AS workflow_id, queue::text,
        attempted_at::timestamptz, finished_at::timestamptz
 FROM pgmsg.workflow_get(@id::bigint, @max_jobs::integer);
 
+-- name: JobEnqueueBatch :many
+-- JobEnqueueMany's arguments, and the callbacks (JSON, NULL for none).
+SELECT batch_id::bigint, id::bigint, duplicate::boolean, state::text, run_at::timestamptz
+FROM pgmsg.job_enqueue_batch(@queue::text, @payloads::bytea[], pg_catalog.array_replace(@kinds::text[], '', NULL),
+                        @priorities::integer[], @run_ats::timestamptz[], @delays::interval[],
+                        pg_catalog.array_replace(@max_attempts::integer[], 0, NULL),
+                        pg_catalog.array_replace(@unique_keys::text[], '', NULL), @create_queue::boolean,
+                        @timeouts::interval[], @tags::jsonb[], @metadata::jsonb[], @unique_fors::interval[],
+                        pg_catalog.array_replace(@sequence_keys::text[], '', NULL), @sequence_continues::boolean[],
+                        pg_catalog.array_replace(@limit_keys::text[], '', NULL),
+                        pg_catalog.array_replace(@names::text[], '', NULL), @depends_on::jsonb[],
+                        @deps_ignore_cancelled::boolean[], @deps_ignore_dead::boolean[],
+                        pg_catalog.array_replace(@tenants::text[], '', NULL),
+                        @on_complete::jsonb, @on_discard::jsonb, @on_finished::jsonb);
+
+-- name: BatchGet :one
+SELECT batch_id::bigint, queue::text, total::integer, created_at::timestamptz, pending::bigint, available::bigint,
+       scheduled::bigint, retrying::bigint, running::bigint, completed::bigint, cancelled::bigint, dead::bigint,
+       finished_at::timestamptz, on_complete::jsonb, on_discard::jsonb, on_finished::jsonb,
+       coalesce(complete_job_id, 0)::bigint AS complete_job_id, coalesce(discard_job_id, 0)::bigint AS discard_job_id,
+       coalesce(finished_job_id, 0)::bigint AS finished_job_id
+FROM pgmsg.batch_get(@id::bigint);
+
 -- name: JobList :many
 SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coalesce(g.kind, '')::text AS kind, g.payload::bytea AS payload, g.priority::integer AS priority,
        g.attempt::integer AS attempt, g.max_attempts::integer AS max_attempts, coalesce(g.lease_token, 0)::bigint AS lease_token,

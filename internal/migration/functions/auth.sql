@@ -246,8 +246,9 @@ AS $function$
     ('consumer', 'table',    'group_cursor',         'SELECT, INSERT, UPDATE'),
     ('consumer', 'table',    'group_member',         'SELECT, INSERT, UPDATE, DELETE'),
     -- worker: enqueue (creating queues, uniqueness windows, sequences,
-    -- workflows), claim and finish jobs (moving sequences on, releasing
-    -- and cancelling dependents); enqueue the due ticks of periodic jobs, whose
+    -- workflows, batches), claim and finish jobs (moving sequences on,
+    -- releasing and cancelling dependents, counting batches off and
+    -- enqueueing their callbacks); enqueue the due ticks of periodic jobs, whose
     -- definitions are the admin's.
     ('worker',   'schema',   '',                     'USAGE'),
     ('worker',   'table',    'pgmsg_migration',      'SELECT'),
@@ -269,6 +270,8 @@ AS $function$
     ('worker',   'table',    'job_sequence',         'SELECT, INSERT, UPDATE, DELETE'),
     -- Tenants' finish tags (enqueues); their weights are the admin's.
     ('worker',   'table',    'job_tenant',           'SELECT, INSERT (queue_id, tenant, finish, enqueued), UPDATE (finish, enqueued)'),
+    ('worker',   'table',    'job_batch',            'SELECT, INSERT, UPDATE'),
+    ('worker',   'table',    'job_batch_slot',       'SELECT, INSERT, UPDATE'),
     ('worker',   'table',    'periodic_job',         'SELECT, UPDATE (next_run_at, last_run_at, last_job_id, last_error)'),
     -- admin: everything above, tokens, queue and periodic definitions,
     -- topic DDL and maintenance (SECURITY DEFINER); reads the log's
@@ -298,6 +301,8 @@ AS $function$
     ('admin',    'table',    'job_tenant',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_log',              'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'job_step',             'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_batch',            'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+    ('admin',    'table',    'job_batch_slot',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'periodic_job',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token',                'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'token_scram',          'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
