@@ -69,7 +69,7 @@ const (
 	propSeedEnv         = "PGMSG_HTTP_PROPERTY_SEED"
 	propRequestsEnv     = "PGMSG_HTTP_PROPERTY_REQUESTS"
 	propSeedDefault     = 15
-	propRequestsDefault = 2000
+	propRequestsDefault = 3000
 	propMaxRecords      = 50
 )
 
@@ -835,7 +835,7 @@ func (h *propHarness) snapshotWrites() *writeSnapshot {
 	stats, err := h.client.AllQueueStats(h.ctx)
 	require.NoError(h.t, err)
 	for _, st := range stats {
-		s.jobs[st.Queue] = st.Available + st.Scheduled + st.Running + st.Retrying + st.Dead + st.Archived
+		s.jobs[st.Queue] = st.Pending + st.Available + st.Scheduled + st.Running + st.Retrying + st.Dead + st.Archived
 	}
 	return s
 }
