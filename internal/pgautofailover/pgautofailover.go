@@ -42,6 +42,13 @@ type Options struct {
 	// empty). Otherwise commits wait for the standby (pg_auto_failover's
 	// default, synchronous_commit on with 'ANY 1 (...)').
 	Async bool
+	// Patient loosens the monitor's health checks for long runs on a
+	// loaded machine: a check times out after 5 s (1 s otherwise) and a
+	// node that stopped reporting counts as unhealthy after 12 s (3 s).
+	// With the tight values a 2-core host at load 40 fails a healthy
+	// primary over by itself; a node that is really gone refuses the
+	// check's connection at once, so a kill still fails over in seconds.
+	Patient bool
 	// Log receives the harness's progress lines (nil: none).
 	Log func(format string, args ...any)
 }
@@ -131,14 +138,18 @@ func Start(ctx context.Context, opts Options) (f *Formation, err error) {
 		return nil, fmt.Errorf("pgautofailover: monitor: %w", err)
 	}
 	// Seconds, not the defaults' half a minute: a health check every
-	// second, a node unhealthy after 3 s, a primary that does not report
-	// counted as demoted after 5 s.
+	// second, a node unhealthy after 3 s (Patient: 12 s), a primary that
+	// does not report counted as demoted after 5 s.
+	checkTimeout, unhealthy, retries := 1000, 3000, 1
+	if opts.Patient {
+		checkTimeout, unhealthy, retries = 5000, 12000, 2
+	}
 	for _, s := range []string{
 		"ALTER SYSTEM SET pgautofailover.health_check_period = 1000",
-		"ALTER SYSTEM SET pgautofailover.health_check_timeout = 1000",
-		"ALTER SYSTEM SET pgautofailover.health_check_max_retries = 1",
+		fmt.Sprintf("ALTER SYSTEM SET pgautofailover.health_check_timeout = %d", checkTimeout),
+		fmt.Sprintf("ALTER SYSTEM SET pgautofailover.health_check_max_retries = %d", retries),
 		"ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 500",
-		"ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 3000",
+		fmt.Sprintf("ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = %d", unhealthy),
 		"ALTER SYSTEM SET pgautofailover.primary_demote_timeout = 5000",
 		"SELECT pg_catalog.pg_reload_conf()",
 	} {

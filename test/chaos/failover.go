@@ -20,7 +20,7 @@ const failoverSettle = 6 * time.Minute
 // synchronous_standby_names 'ANY 1 (...)'), on free ports, and opens the
 // harness's pool on the formation's multi-host URL.
 func (h *Harness) startFormation(ctx context.Context) error {
-	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(h.dir, "formation"), Log: h.o.Logf})
+	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(h.dir, "formation"), Patient: true, Log: h.o.Logf})
 	if err != nil {
 		return err
 	}
