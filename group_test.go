@@ -407,3 +407,102 @@ func FuzzPosition(f *testing.F) {
 		}
 	})
 }
+
+// TestClaimReadMissesSegment: a claim's records are read through the
+// record table when its range spans two segments, and that read once
+// returned the records of the first segment only, in two processes at
+// once (the chaos failover run, 1.6 s after the second segment was
+// attached); the commit then moved the group's cursor past records it was
+// never given. Detaching the second segment from the record table plays
+// that read (the segment's table and its catalog row stay): every kind of
+// claim must still hand over the whole range, or nothing, and a read that
+// misses records that are not there at all (deleted, not compacted) must
+// fail the claim without moving the cursor.
+func TestClaimReadMissesSegment(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateTopic(tb.ctx, "ms", pgmsg.TopicConfig{Partitions: 1, SegmentRecords: 16})
+	require.NoError(t, err)
+	var recs []*pgmsg.Record
+	for i := range 40 {
+		recs = append(recs, &pgmsg.Record{Topic: "ms", Value: fmt.Appendf(nil, "v-%d", i)})
+	}
+	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
+	s := pgx.Identifier{tb.Schema}.Sanitize()
+	var topicID int32
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT topic_id FROM %s.topic WHERE name = 'ms'`, s)).Scan(&topicID))
+	p0 := int32(0)
+	offsets := func(cl *pgmsg.Claim) []int64 {
+		var out []int64
+		for _, r := range cl.Records {
+			out = append(out, r.Offset)
+		}
+		return out
+	}
+	span := func(first, last int64) []int64 {
+		var out []int64
+		for o := first; o <= last; o++ {
+			out = append(out, o)
+		}
+		return out
+	}
+	cursor := func(group string) int64 {
+		var next int64
+		require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT next_offset FROM %s.group_cursor WHERE topic_id = $1 AND group_name = $2`, s),
+			topicID, group).Scan(&next))
+		return next
+	}
+	// Each group is at offset 10 before the segment [16, 32) goes missing.
+	for _, g := range []string{"range", "poll", "tx", "gone"} {
+		cl, err := tb.client.Claim(tb.ctx, "ms", g, &pgmsg.ClaimOpts{Partition: &p0, MaxRecords: 10})
+		require.NoError(t, err)
+		require.Equal(t, span(0, 9), offsets(cl))
+		require.NoError(t, tb.client.Commit(tb.ctx, cl))
+	}
+	seg := pgx.Identifier{tb.Schema, fmt.Sprintf("record_%d_p0_16", topicID)}.Sanitize()
+	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`ALTER TABLE %s.%s DETACH PARTITION %s`, s, pgx.Identifier{fmt.Sprintf("record_%d", topicID)}.Sanitize(), seg))
+	require.NoError(t, err)
+	var viaRecord int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT count(*) FROM %s.record WHERE topic_id = $1 AND "offset" BETWEEN 10 AND 29`, s),
+		topicID).Scan(&viaRecord))
+	require.Equal(t, 6, viaRecord, "the record table's read misses the segment")
+
+	// claim_range() (Client.Claim), 10..29 across the two segments.
+	cl, err := tb.client.Claim(tb.ctx, "ms", "range", &pgmsg.ClaimOpts{Partition: &p0, MaxRecords: 20})
+	require.NoError(t, err)
+	require.Equal(t, span(10, 29), offsets(cl))
+	require.NoError(t, tb.client.Commit(tb.ctx, cl))
+	require.Equal(t, int64(30), cursor("range"))
+
+	// The Consumer's direct statements.
+	cons, err := tb.client.NewConsumer("ms", "poll", &pgmsg.ConsumerOpts{Claim: pgmsg.ClaimOpts{MaxRecords: 20}})
+	require.NoError(t, err)
+	t.Cleanup(cons.Close)
+	cl, err = cons.Poll(tb.ctx)
+	require.NoError(t, err)
+	require.Equal(t, span(10, 29), offsets(cl))
+	require.NoError(t, tb.client.Commit(tb.ctx, cl))
+	require.Equal(t, int64(30), cursor("poll"))
+
+	// ProcessTx: the claim and its read in the handler's transaction.
+	txc, err := tb.client.NewConsumer("ms", "tx", &pgmsg.ConsumerOpts{Claim: pgmsg.ClaimOpts{MaxRecords: 20}})
+	require.NoError(t, err)
+	t.Cleanup(txc.Close)
+	var got []int64
+	ok, err := txc.ProcessTx(tb.ctx, func(_ context.Context, _ pgx.Tx, cl *pgmsg.Claim) error {
+		got = offsets(cl)
+		return nil
+	})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, span(10, 29), got)
+	require.Equal(t, int64(30), cursor("tx"))
+
+	// Records that are not stored anywhere (not compacted, not dropped by
+	// retention): the claim fails, and the cursor stays.
+	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`DELETE FROM %s WHERE "offset" BETWEEN 20 AND 22`, seg))
+	require.NoError(t, err)
+	_, err = tb.client.Claim(tb.ctx, "ms", "gone", &pgmsg.ClaimOpts{Partition: &p0, MaxRecords: 20})
+	require.ErrorContains(t, err, "offsets from 10 on are all stored")
+	require.Equal(t, int64(10), cursor("gone"))
+}

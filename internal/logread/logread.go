@@ -18,6 +18,7 @@ package logread
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -167,6 +168,14 @@ func (r *Reader) claim(ctx context.Context, exec store.DBTX, params *store.Claim
 			ExpiresAt: row.ClaimExpiresAt, Records: recs, LogEpoch: row.LogEpoch}
 		if recs == nil {
 			if cl.Records, err = r.readClaimed(ctx, exec, params.Topic, row, lsn); err != nil {
+				return nil, err
+			}
+		}
+		if int64(len(cl.Records)) < row.LastOffset-row.FirstOffset+1 {
+			if cl.Records, err = r.completeRecords(ctx, exec, params.Topic, row, cl.Records); err != nil {
+				// Nothing is handed over: the cursor must not move past
+				// records the group was not given.
+				_ = r.store.Release(ctx, exec, params.Topic, params.Group, row.Partition, row.ClaimEpoch)
 				return nil, err
 			}
 		}
@@ -355,4 +364,61 @@ func (r *Reader) Extend(ctx context.Context, exec store.DBTX, cl *pgmsgtype.Clai
 	}
 	cl.ExpiresAt = exp
 	return nil
+}
+
+// completeRecords checks a read that returned fewer records than its
+// claim's range (recs, in offset order): a claim's range holds every
+// offset from first to last but those compaction deleted and those
+// retention dropped, both below the partition's holesBelow
+// (store.RangeSegments). Fewer records from there on means the read
+// missed stored records, and the commit of the claim, which moves the
+// cursor past its whole range, would skip them for the group: a read
+// through the record table once returned only the records of the first
+// of the two segments a claim spanned, 1.6 s after the second was
+// attached, in two processes at once (the chaos failover run). The
+// records are then read again from the segment tables the catalog names,
+// one by one, which does not depend on the record table's view of its
+// partitions; a read that still misses stored records fails the claim
+// (the caller releases it), and the next claim reads the range again.
+func (r *Reader) completeRecords(ctx context.Context, exec store.DBTX, topic string, row *store.ClaimRow,
+	recs []*pgmsgtype.Record) ([]*pgmsgtype.Record, error) {
+	segs, holesBelow, err := r.store.RangeSegments(ctx, exec, row.TopicID, row.Partition, row.FirstOffset, row.LastOffset)
+	if err != nil {
+		return nil, err
+	}
+	if !missesStored(recs, row.FirstOffset, row.LastOffset, holesBelow) {
+		return recs, nil // compaction or retention left holes
+	}
+	// The window of the record cache may hold the same holes.
+	r.cache.forget(partitionKey{topic, row.Partition})
+	sink := recordSink{topic: topic, partition: row.Partition,
+		n: min(int(row.LastOffset-row.FirstOffset+1), recordBlockMax)}
+	for _, sg := range segs {
+		if err := r.store.ReadRange(ctx, exec, sg.Relname, false, row.TopicID, row.Partition, sg.First, sg.Last, sink.add); err != nil {
+			return nil, err
+		}
+	}
+	again := sink.recs
+	if missesStored(again, row.FirstOffset, row.LastOffset, holesBelow) {
+		return nil, fmt.Errorf("pgmsg: claim of topic %q partition %d offsets %d to %d: read %d records, %d from its segments, "+
+			"but the offsets from %d on are all stored: the claim was released and nothing was handed over",
+			topic, row.Partition, row.FirstOffset, row.LastOffset, len(recs), len(again), max(row.FirstOffset, holesBelow))
+	}
+	if r.logger != nil {
+		r.logger.Warn("pgmsg: a claim's read missed stored records; read them again from their segments",
+			"topic", topic, "partition", row.Partition, "first", row.FirstOffset, "last", row.LastOffset,
+			"read", len(recs), "segments_read", len(again))
+	}
+	return again, nil
+}
+
+// missesStored reports whether recs (in offset order, within first..last)
+// lack an offset of first..last at or past holesBelow, below which
+// compaction and retention may have removed records.
+func missesStored(recs []*pgmsgtype.Record, first, last, holesBelow int64) bool {
+	lo := max(first, holesBelow)
+	if lo > last {
+		return false
+	}
+	return int64(len(recs)-searchOffset(recs, lo)) < last-lo+1
 }

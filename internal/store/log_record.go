@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgmsg/pgmsg/internal/dbsqlc"
 	"github.com/pgmsg/pgmsg/internal/errs"
@@ -252,4 +253,59 @@ func (s *Store) NotifyTopics(ctx context.Context, exec DBTX, channel string, top
 	_, err := exec.Exec(ctx, "SELECT pg_catalog.set_config('synchronous_commit', 'off', true), pg_catalog.pg_notify($1, t) FROM pg_catalog.unnest($2::text[]) AS t",
 		channel, topics)
 	return errs.Map(err)
+}
+
+// rangeSegmentsSQL returns the segment tables that hold offsets $3 to $4
+// of partition $2 of topic id $1 (in offset order, each with the part of
+// the range it holds, none when no segment does), and the offset below
+// which the partition may lack records: retention dropped the segments
+// below its start_offset, compaction deleted records only below its
+// compacted_to (_compact_run).
+const rangeSegmentsSQL = `SELECT s.relname, greatest(s.start_offset, $3::bigint), least(s.end_offset - 1, $4::bigint),
+       greatest(tp.start_offset, tp.compacted_to)
+  FROM pgmsg.topic_partition tp
+  LEFT JOIN pgmsg.segment s ON s.topic_id = tp.topic_id AND s.partition = tp.partition
+                           AND s.start_offset <= $4::bigint AND s.end_offset > $3::bigint
+ WHERE tp.topic_id = $1::integer AND tp.partition = $2::integer
+ ORDER BY s.start_offset`
+
+// SegmentRange is the part First..Last of a read range that the segment
+// table Relname holds.
+type SegmentRange struct {
+	Relname     string
+	First, Last int64
+}
+
+// RangeSegments returns the segment tables that hold offsets first..last
+// of a topic's partition (by the topic's id), in offset order, and the
+// offset below which the partition may lack records (holesBelow: what
+// retention dropped and compaction deleted lies below it; from it on,
+// every offset below the partition's next offset is stored).
+func (s *Store) RangeSegments(ctx context.Context, exec DBTX, topicID, partition int32, first, last int64) (segs []SegmentRange, holesBelow int64, err error) {
+	rows, err := s.DB(exec).Query(ctx, rangeSegmentsSQL, topicID, partition, first, last)
+	if err != nil {
+		return nil, 0, errs.Map(err)
+	}
+	defer rows.Close()
+	found := false
+	for rows.Next() {
+		var (
+			rel    pgtype.Text
+			lo, hi pgtype.Int8
+		)
+		if err := rows.Scan(&rel, &lo, &hi, &holesBelow); err != nil {
+			return nil, 0, errs.Map(err)
+		}
+		found = true
+		if rel.Valid {
+			segs = append(segs, SegmentRange{Relname: rel.String, First: lo.Int64, Last: hi.Int64})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, errs.Map(err)
+	}
+	if !found {
+		return nil, 0, errs.New(errs.PartitionOutOfRange, "partition %d of topic id %d does not exist", partition, topicID)
+	}
+	return segs, holesBelow, nil
 }
