@@ -97,9 +97,14 @@ func (s *seen) count() (distinct, total int) {
 
 // consumer polls as a member of group, commits what it processed before
 // it lets a rebalance happen, and stops (committing, leaving) when stop
-// closes.
-func (l *listener) consumer(t *testing.T, group string, balancer kgo.GroupBalancer, s *seen, mine *atomic.Int64, stop <-chan struct{}) <-chan struct{} {
+// closes. assigned is set once the group has given it a partition.
+func (l *listener) consumer(t *testing.T, group string, balancer kgo.GroupBalancer, s *seen, mine *atomic.Int64, assigned *atomic.Bool, stop <-chan struct{}) <-chan struct{} {
 	cl := l.kclient(t, kgo.ConsumerGroup(group), kgo.ConsumeTopics("t"), kgo.Balancers(balancer),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			if len(m["t"]) > 0 {
+				assigned.Store(true)
+			}
+		}),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.SessionTimeout(3*time.Second),
 		kgo.HeartbeatInterval(100*time.Millisecond), kgo.RebalanceTimeout(10*time.Second),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -148,15 +153,29 @@ func TestKgoGroupConsumersRebalancing(t *testing.T) {
 			}
 			stops := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
 			mine := make([]atomic.Int64, 3)
+			assigned := make([]atomic.Bool, 3)
 			var dones []<-chan struct{}
-			dones = append(dones, l.consumer(t, "g-"+bal.name, bal.b, s, &mine[0], stops[0]))
+			// join starts consumer i and waits until the group has given it
+			// partitions, so the records published next reach it (on a
+			// loaded machine the others could otherwise drain them all
+			// before the rebalance ends).
+			join := func(i int) {
+				dones = append(dones, l.consumer(t, "g-"+bal.name, bal.b, s, &mine[i], &assigned[i], stops[i]))
+				require.Eventually(t, assigned[i].Load, time.Minute, 10*time.Millisecond, "consumer %d assigned", i)
+			}
+			processed := func(i int) {
+				require.Eventually(t, func() bool { return mine[i].Load() > 0 }, time.Minute, 10*time.Millisecond, "consumer %d processed", i)
+			}
+			join(0)
 			waitFor(50)
-			dones = append(dones, l.consumer(t, "g-"+bal.name, bal.b, s, &mine[1], stops[1]))
+			join(1)
 			l.publish(t, "t", 300, 300)
 			waitFor(350)
-			dones = append(dones, l.consumer(t, "g-"+bal.name, bal.b, s, &mine[2], stops[2]))
+			processed(1)
+			join(2)
 			l.publish(t, "t", 600, 300)
 			waitFor(650)
+			processed(2)
 			close(stops[0]) // the first leaves
 			<-dones[0]
 			l.publish(t, "t", 900, 300)
