@@ -2,6 +2,7 @@ package kafkasrv
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -112,7 +113,11 @@ func (c *fetchCache) window(key tp) *fetchWindow {
 func (s *Server) records(ctx context.Context, topic string, p store.KafkaPartition, from int64, n int32) ([]store.KafkaRecord, error) {
 	c := &s.fetchCache
 	read := func(from int64, n int32) ([]store.KafkaRecord, error) {
-		return s.store.KafkaRecords(ctx, s.client.Pool(), p.TopicID, p.Partition, from, p.NextOffset, n)
+		recs, err := s.store.KafkaRecords(ctx, s.client.Pool(), p.TopicID, p.Partition, from, p.NextOffset, n)
+		if err != nil {
+			return nil, err
+		}
+		return s.completeRecords(ctx, topic, p, from, n, recs)
 	}
 	if c.max <= 0 {
 		return read(from, n)
@@ -238,4 +243,64 @@ func searchOffset(recs []store.KafkaRecord, offset int64) int {
 		}
 	}
 	return lo
+}
+
+func kafkaOffset(r store.KafkaRecord) int64 { return r.Offset }
+
+// completeRecords checks recs, a read of up to n records of p from
+// offset from on (below p's high watermark): every offset from
+// p.HolesBelow on is stored (store.MissesStored), so the read must hold
+// every offset from there up to its last record, or up to the high
+// watermark when it returned fewer than n. A read that missed stored
+// records would hand the client a batch with a gap, or one that starts
+// past its fetch offset, and a Kafka consumer fetches on from the last
+// offset it was given + 1: it would skip the missing records for good
+// (the record cache would also keep the gap for the other groups). The
+// records from p.HolesBelow on are then read again from the segment
+// tables the catalog names (store.ReadSegments); a read that still
+// misses stored records fails the Fetch, and nothing is handed over.
+func (s *Server) completeRecords(ctx context.Context, topic string, p store.KafkaPartition, from int64, n int32,
+	recs []store.KafkaRecord) ([]store.KafkaRecord, error) {
+	last := p.NextOffset - 1
+	if int32(len(recs)) >= n && len(recs) > 0 {
+		last = recs[len(recs)-1].Offset
+	}
+	if !store.MissesStored(recs, kafkaOffset, from, last, p.HolesBelow) {
+		return recs, nil
+	}
+	// p may be an older read: compaction or retention may have moved
+	// the partition's holesBelow on since.
+	pool := s.client.Pool()
+	_, holesBelow, err := s.store.RangeSegments(ctx, pool, p.TopicID, p.Partition, from, last)
+	if err != nil {
+		return nil, err
+	}
+	if !store.MissesStored(recs, kafkaOffset, from, last, holesBelow) {
+		return recs, nil // compaction or retention left holes
+	}
+	// The records below holesBelow stay as read; the rest, up to n in
+	// all, come from the segments.
+	lo := max(from, holesBelow)
+	keep := recs[:searchOffset(recs, lo)]
+	hi := min(p.NextOffset-1, lo+int64(n)-int64(len(keep))-1)
+	again := append(make([]store.KafkaRecord, 0, len(keep)+int(hi-lo+1)), keep...)
+	if holesBelow, err = s.store.ReadSegments(ctx, pool, p.TopicID, p.Partition, lo, hi, func(r *store.RecordRow) error {
+		again = append(again, store.KafkaRecord{Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value,
+			Headers: append([]byte(nil), r.Headers...)})
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if store.MissesStored(again, kafkaOffset, from, hi, holesBelow) {
+		// The connection closes on the error (its log line is a debug
+		// one): this says why.
+		err := fmt.Errorf("pgmsg: Kafka fetch of topic %q partition %d from offset %d: read %d records, %d from its segments, "+
+			"but the offsets from %d to %d are all stored: nothing was handed over",
+			topic, p.Partition, from, len(recs), len(again), max(lo, holesBelow), hi)
+		s.logger.Error(err.Error())
+		return nil, err
+	}
+	s.logger.Warn("pgmsg: a Kafka fetch's read missed stored records; read them again from their segments",
+		"topic", topic, "partition", p.Partition, "from", from, "last", hi, "read", len(recs), "segments_read", len(again))
+	return again, nil
 }

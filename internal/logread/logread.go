@@ -370,36 +370,31 @@ func (r *Reader) Extend(ctx context.Context, exec store.DBTX, cl *pgmsgtype.Clai
 // claim's range (recs, in offset order): a claim's range holds every
 // offset from first to last but those compaction deleted and those
 // retention dropped, both below the partition's holesBelow
-// (store.RangeSegments). Fewer records from there on means the read
+// (store.MissesStored). Fewer records from there on means the read
 // missed stored records, and the commit of the claim, which moves the
-// cursor past its whole range, would skip them for the group: a read
-// through the record table once returned only the records of the first
-// of the two segments a claim spanned, 1.6 s after the second was
-// attached, in two processes at once (the chaos failover run). The
-// records are then read again from the segment tables the catalog names,
-// one by one, which does not depend on the record table's view of its
-// partitions; a read that still misses stored records fails the claim
-// (the caller releases it), and the next claim reads the range again.
+// cursor past its whole range, would skip them for the group. The
+// records are then read again from the segment tables the catalog names
+// (store.ReadSegments); a read that still misses stored records fails
+// the claim (the caller releases it), and the next claim reads the range
+// again.
 func (r *Reader) completeRecords(ctx context.Context, exec store.DBTX, topic string, row *store.ClaimRow,
 	recs []*pgmsgtype.Record) ([]*pgmsgtype.Record, error) {
-	segs, holesBelow, err := r.store.RangeSegments(ctx, exec, row.TopicID, row.Partition, row.FirstOffset, row.LastOffset)
+	_, holesBelow, err := r.store.RangeSegments(ctx, exec, row.TopicID, row.Partition, row.FirstOffset, row.LastOffset)
 	if err != nil {
 		return nil, err
 	}
-	if !missesStored(recs, row.FirstOffset, row.LastOffset, holesBelow) {
+	if !store.MissesStored(recs, recordOffset, row.FirstOffset, row.LastOffset, holesBelow) {
 		return recs, nil // compaction or retention left holes
 	}
 	// The window of the record cache may hold the same holes.
 	r.cache.forget(partitionKey{topic, row.Partition})
 	sink := recordSink{topic: topic, partition: row.Partition,
 		n: min(int(row.LastOffset-row.FirstOffset+1), recordBlockMax)}
-	for _, sg := range segs {
-		if err := r.store.ReadRange(ctx, exec, sg.Relname, false, row.TopicID, row.Partition, sg.First, sg.Last, sink.add); err != nil {
-			return nil, err
-		}
+	if holesBelow, err = r.store.ReadSegments(ctx, exec, row.TopicID, row.Partition, row.FirstOffset, row.LastOffset, sink.add); err != nil {
+		return nil, err
 	}
 	again := sink.recs
-	if missesStored(again, row.FirstOffset, row.LastOffset, holesBelow) {
+	if store.MissesStored(again, recordOffset, row.FirstOffset, row.LastOffset, holesBelow) {
 		return nil, fmt.Errorf("pgmsg: claim of topic %q partition %d offsets %d to %d: read %d records, %d from its segments, "+
 			"but the offsets from %d on are all stored: the claim was released and nothing was handed over",
 			topic, row.Partition, row.FirstOffset, row.LastOffset, len(recs), len(again), max(row.FirstOffset, holesBelow))
@@ -412,13 +407,4 @@ func (r *Reader) completeRecords(ctx context.Context, exec store.DBTX, topic str
 	return again, nil
 }
 
-// missesStored reports whether recs (in offset order, within first..last)
-// lack an offset of first..last at or past holesBelow, below which
-// compaction and retention may have removed records.
-func missesStored(recs []*pgmsgtype.Record, first, last, holesBelow int64) bool {
-	lo := max(first, holesBelow)
-	if lo > last {
-		return false
-	}
-	return int64(len(recs)-searchOffset(recs, lo)) < last-lo+1
-}
+func recordOffset(r *pgmsgtype.Record) int64 { return r.Offset }

@@ -29,6 +29,10 @@ type KafkaPartition struct {
 	// (kafkaLogEpoch): on a promoted standby, the epoch its next publish
 	// starts at NextOffset, before that publish runs.
 	LogEpoch int32
+	// HolesBelow is the offset below which the partition may lack
+	// records (RangeSegments, MissesStored): from it on, every offset
+	// below NextOffset is stored.
+	HolesBelow int64
 }
 
 // kafkaLogEpoch is the log epoch of topic_partition row p on this
@@ -53,7 +57,8 @@ var kafkaTimeline = `(SELECT ` + stmt("timeline") + `) tl(tl)`
 // KafkaPartitions returns every partition of topic in partition order, or
 // none when the topic does not exist.
 func (s *Store) KafkaPartitions(ctx context.Context, exec DBTX, topic string) ([]KafkaPartition, error) {
-	rows, err := exec.Query(ctx, s.SQL(`SELECT t.topic_id, p.partition, p.start_offset, p.next_offset, `+kafkaLogEpoch+`
+	rows, err := exec.Query(ctx, s.SQL(`SELECT t.topic_id, p.partition, p.start_offset, p.next_offset, `+kafkaLogEpoch+`,
+       greatest(p.start_offset, p.compacted_to)
 FROM pgmsg.topic t JOIN pgmsg.topic_partition p ON p.topic_id = t.topic_id CROSS JOIN `+kafkaTimeline+`
 WHERE t.name = $1::text ORDER BY p.partition`), topic)
 	if err != nil {
@@ -61,7 +66,7 @@ WHERE t.name = $1::text ORDER BY p.partition`), topic)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (KafkaPartition, error) {
 		var p KafkaPartition
-		err := r.Scan(&p.TopicID, &p.Partition, &p.StartOffset, &p.NextOffset, &p.LogEpoch)
+		err := r.Scan(&p.TopicID, &p.Partition, &p.StartOffset, &p.NextOffset, &p.LogEpoch, &p.HolesBelow)
 		return p, err
 	})
 	return out, errs.Map(err)
