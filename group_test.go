@@ -506,3 +506,98 @@ func TestClaimReadMissesSegment(t *testing.T) {
 	require.ErrorContains(t, err, "offsets from 10 on are all stored")
 	require.Equal(t, int64(10), cursor("gone"))
 }
+
+// TestFetchReadMissesSegment: the reads that hand records over without a
+// claim of the Go client's, Client.Fetch and the SQL functions fetch()
+// and claim() (the SQL API's, which the Python and Node clients call),
+// must not miss a segment that a read through the record table misses
+// (TestClaimReadMissesSegment): each is read from the segments the
+// catalog names (_read_range()), whole and in order, or fails when stored
+// records are missing (deleted, not compacted).
+func TestFetchReadMissesSegment(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	_, err := tb.client.CreateTopic(tb.ctx, "ms", pgmsg.TopicConfig{Partitions: 1, SegmentRecords: 16})
+	require.NoError(t, err)
+	var recs []*pgmsg.Record
+	for i := range 40 {
+		recs = append(recs, &pgmsg.Record{Topic: "ms", Value: fmt.Appendf(nil, "v-%d", i)})
+	}
+	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
+	s := pgx.Identifier{tb.Schema}.Sanitize()
+	var topicID int32
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT topic_id FROM %s.topic WHERE name = 'ms'`, s)).Scan(&topicID))
+	span := func(first, last int64) []int64 {
+		var out []int64
+		for o := first; o <= last; o++ {
+			out = append(out, o)
+		}
+		return out
+	}
+	_, err = tb.client.CreateGroup(tb.ctx, "ms", "sql", "earliest")
+	require.NoError(t, err)
+	sqlClaim := func(max int) ([]int64, int64, error) {
+		rows, err := tb.Pool.Query(tb.ctx, fmt.Sprintf(`SELECT claim_epoch, "offset" FROM %s.claim('ms', 'sql', $1)`, s), max)
+		require.NoError(t, err)
+		var offs []int64
+		var epoch int64
+		for rows.Next() {
+			var o int64
+			require.NoError(t, rows.Scan(&epoch, &o))
+			offs = append(offs, o)
+		}
+		return offs, epoch, rows.Err()
+	}
+	offs, epoch, err := sqlClaim(10)
+	require.NoError(t, err)
+	require.Equal(t, span(0, 9), offs)
+	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`SELECT %s.commit('ms', 'sql', 0, $1)`, s), epoch)
+	require.NoError(t, err)
+
+	seg := pgx.Identifier{tb.Schema, fmt.Sprintf("record_%d_p0_16", topicID)}.Sanitize()
+	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`ALTER TABLE %s.%s DETACH PARTITION %s`, s, pgx.Identifier{fmt.Sprintf("record_%d", topicID)}.Sanitize(), seg))
+	require.NoError(t, err)
+	var viaRecord int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT count(*) FROM %s.record WHERE topic_id = $1 AND "offset" BETWEEN 10 AND 29`, s),
+		topicID).Scan(&viaRecord))
+	require.Equal(t, 6, viaRecord, "the record table's read misses the segment")
+
+	// Client.Fetch (SQL fetch()): across the segment, into it, from it.
+	for _, from := range []int64{10, 16, 20} {
+		got, err := tb.client.Fetch(tb.ctx, "ms", 0, from, 20)
+		require.NoError(t, err)
+		var offs []int64
+		for _, r := range got {
+			offs = append(offs, r.Offset)
+			require.Equal(t, fmt.Sprintf("v-%d", r.Offset), string(r.Value))
+		}
+		require.Equal(t, span(from, min(from+19, 39)), offs, "from %d", from)
+	}
+	// claim() of the SQL API, 10..29 across the two segments.
+	offs, epoch, err = sqlClaim(20)
+	require.NoError(t, err)
+	require.Equal(t, span(10, 29), offs)
+	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`SELECT %s.commit('ms', 'sql', 0, $1)`, s), epoch)
+	require.NoError(t, err)
+
+	// Records stored nowhere: fetch() and claim() fail, and the group's
+	// cursor stays.
+	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`DELETE FROM %s WHERE "offset" BETWEEN 20 AND 22`, seg))
+	require.NoError(t, err)
+	_, err = tb.client.Fetch(tb.ctx, "ms", 0, 10, 20)
+	require.ErrorContains(t, err, "which are all stored")
+	_, err = tb.client.CreateGroup(tb.ctx, "ms", "gone", "earliest")
+	require.NoError(t, err)
+	_, _, err = func() ([]int64, int64, error) {
+		rows, err := tb.Pool.Query(tb.ctx, fmt.Sprintf(`SELECT claim_epoch, "offset" FROM %s.claim('ms', 'gone', 40)`, s))
+		require.NoError(t, err)
+		for rows.Next() {
+		}
+		return nil, 0, rows.Err()
+	}()
+	require.ErrorContains(t, err, "which are all stored")
+	var next int64
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT next_offset FROM %s.group_cursor WHERE topic_id = $1 AND group_name = 'gone'`, s),
+		topicID).Scan(&next))
+	require.Equal(t, int64(0), next)
+}

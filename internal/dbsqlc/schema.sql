@@ -2899,7 +2899,6 @@ END $function$;
 CREATE OR REPLACE FUNCTION "pgmsg".claim(p_topic text, p_group text, p_max_records integer DEFAULT 100, p_lease interval DEFAULT '00:00:30'::interval, p_partition integer DEFAULT NULL::integer, p_max_bytes bigint DEFAULT NULL::bigint, p_start text DEFAULT 'earliest'::text, p_member text DEFAULT NULL::text, p_require_owner boolean DEFAULT false, p_async boolean DEFAULT false)
  RETURNS TABLE(partition integer, claim_epoch bigint, claim_expires_at timestamp with time zone, "offset" bigint, "timestamp" timestamp with time zone, key bytea, value bytea, headers jsonb)
  LANGUAGE plpgsql
- SET plan_cache_mode TO 'force_custom_plan'
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -2916,16 +2915,82 @@ BEGIN
             RETURN;
         END IF;
         RETURN QUERY
-        SELECT r.partition, cr.claim_epoch, cr.claim_expires_at, r."offset", r."timestamp", r.key, r.value, r.headers
-        FROM "pgmsg".record r
-        WHERE r.topic_id = cr.topic_id AND r.partition = cr.partition
-          AND r."offset" BETWEEN cr.first_offset AND cr.last_offset
-        ORDER BY r."offset";
+        SELECT cr.partition, cr.claim_epoch, cr.claim_expires_at, x."offset", x."timestamp", x.key, x.value, x.headers
+        FROM "pgmsg"._read_range(cr.topic_id, cr.partition, cr.first_offset, cr.last_offset) x;
         GET DIAGNOSTICS n = ROW_COUNT;
         EXIT WHEN n > 0;
         d_par := cr.partition;
         d_epo := cr.claim_epoch;
     END LOOP;
+END $function$;
+
+-- _read_range returns the records p_first..p_last of a partition of topic
+-- id p_topic_id, in offset order, as claim() and fetch() hand them over. It
+-- reads them from the segment tables the catalog (segment) names, one
+-- statement each, not through the record table: a read through the record
+-- table once returned only the records of the first of the two segments
+-- its range spanned, 1.6 s after the second was attached, and a consumer
+-- moves on past the last offset it was given, skipping the rest for good
+-- (docs/reliability.md). A segment the caller may not read is read
+-- through the record table. Every offset from the partition's start_offset
+-- and compacted_to on (below those, retention dropped records and
+-- compaction deleted some) up to its next offset is stored: a read that
+-- misses one of them raises data_corrupted (XX001) and hands nothing
+-- over (the Go readers' store.MissesStored). A segment retention drops
+-- during the read fails it (42P01); the next read starts past it.
+CREATE OR REPLACE FUNCTION "pgmsg"._read_range(p_topic_id integer, p_partition integer, p_first bigint, p_last bigint)
+ RETURNS TABLE("offset" bigint, "timestamp" timestamp with time zone, key bytea, value bytea, headers jsonb)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v_holes bigint;  -- below it the partition may lack records
+    v_last  bigint;
+    sg      record;
+    rel     text;
+    n       bigint;
+    got     bigint := 0;  -- records read from v_holes on
+BEGIN
+    SELECT greatest(tp.start_offset, tp.compacted_to), least(p_last, tp.next_offset - 1) INTO v_holes, v_last
+      FROM "pgmsg".topic_partition tp WHERE tp.topic_id = p_topic_id AND tp.partition = p_partition;
+    IF NOT FOUND OR p_first > v_last THEN
+        RETURN;
+    END IF;
+    -- Each segment's part of the range, split at v_holes: the records
+    -- from there on are counted.
+    FOR sg IN
+        SELECT s.relname, x.lo, x.hi, x.counted
+          FROM "pgmsg".segment s
+         CROSS JOIN LATERAL (VALUES
+               (greatest(s.start_offset, p_first), least(s.end_offset - 1, v_last, v_holes - 1), false),
+               (greatest(s.start_offset, p_first, v_holes), least(s.end_offset - 1, v_last), true)) x(lo, hi, counted)
+         WHERE s.topic_id = p_topic_id AND s.partition = p_partition
+           AND s.start_offset <= v_last AND s.end_offset > p_first AND x.lo <= x.hi
+         ORDER BY x.lo
+    LOOP
+        rel := format('%I.%I', 'pgmsg', sg.relname);
+        IF NOT has_table_privilege(rel, 'SELECT') THEN
+            rel := format('%I.record', 'pgmsg');
+        END IF;
+        -- EXECUTE: planned for its values each time, as the record
+        -- table's read needs (pruned to the segment), and a plain
+        -- table's read costs little to plan.
+        RETURN QUERY EXECUTE format('SELECT r."offset", r."timestamp", r.key, r.value, r.headers FROM %s r'
+                                    ' WHERE r.topic_id = $1 AND r.partition = $2 AND r."offset" BETWEEN $3 AND $4'
+                                    ' ORDER BY r."offset"', rel)
+            USING p_topic_id, p_partition, sg.lo, sg.hi;
+        IF sg.counted THEN
+            GET DIAGNOSTICS n = ROW_COUNT;
+            got := got + n;
+        END IF;
+    END LOOP;
+    IF got < v_last - greatest(p_first, v_holes) + 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'data_corrupted', MESSAGE = format(
+            'topic id %s partition %s: read %s records of offsets %s to %s, which are all stored; nothing was handed over',
+            p_topic_id, p_partition, got, greatest(p_first, v_holes), v_last);
+    END IF;
 END $function$;
 
 -- _claim_token returns a random epoch in [1, 2^53-1] other than p_prev:
@@ -3072,7 +3137,6 @@ CREATE OR REPLACE FUNCTION "pgmsg"."fetch"(p_topic text, p_partition integer, p_
  RETURNS TABLE(partition integer, "offset" bigint, "timestamp" timestamp with time zone, key bytea, value bytea, headers jsonb)
  LANGUAGE plpgsql
  STABLE
- SET plan_cache_mode TO 'force_custom_plan'
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -3084,11 +3148,8 @@ BEGIN
         PERFORM "pgmsg"._raise('PM011', 'offset must not be negative');
     END IF;
     RETURN QUERY
-    SELECT r.partition, r."offset", r."timestamp", r.key, r.value, r.headers
-    FROM "pgmsg".record r
-    WHERE r.topic_id = t.topic_id AND r.partition = p_partition
-      AND r."offset" >= p_from AND r."offset" < p_from + greatest(p_max_records, 0)
-    ORDER BY r."offset";
+    SELECT p_partition, x."offset", x."timestamp", x.key, x.value, x.headers
+    FROM "pgmsg"._read_range(t.topic_id, p_partition, p_from, p_from + greatest(p_max_records, 0) - 1) x;
 END $function$;
 
 -- ---------------------------------------------------------------------------
