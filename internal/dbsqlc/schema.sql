@@ -2555,6 +2555,7 @@ CREATE OR REPLACE FUNCTION "pgmsg"._offset_for_time(tp "pgmsg".topic_partition, 
  RETURNS bigint
  LANGUAGE plpgsql
  STABLE
+ SET plan_cache_mode TO 'force_custom_plan'
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
@@ -2630,6 +2631,7 @@ END $function$;
 CREATE OR REPLACE FUNCTION "pgmsg".time_index_run(p_stride integer DEFAULT 10000, p_max_records bigint DEFAULT 1000000)
  RETURNS integer
  LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_custom_plan'
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
@@ -3644,6 +3646,7 @@ CREATE OR REPLACE FUNCTION "pgmsg".retention_run(p_max_segments integer DEFAULT 
  RETURNS TABLE(topic text, partition integer, start_offset bigint, end_offset bigint, reason text, skipped bigint)
  LANGUAGE plpgsql
  SECURITY DEFINER
+ SET plan_cache_mode TO 'force_custom_plan'
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -3776,6 +3779,7 @@ END $function$;
 CREATE OR REPLACE FUNCTION "pgmsg"._compact_run(p_max_partitions integer DEFAULT 4)
  RETURNS TABLE(topic text, partition integer, closed_end bigint, removed bigint)
  LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_custom_plan'
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column

@@ -188,15 +188,44 @@ func Map(err error) error {
 			return &Error{Code: InvalidArgument.code, Message: "invalid argument: " + pgErr.Message,
 				kind: InvalidArgument, cause: err}
 		}
+		if IsLockTableFull(err) {
+			return &lockTableFullError{err}
+		}
 	}
 	return err
 }
+
+// IsLockTableFull reports whether err is PostgreSQL's "out of shared
+// memory" of a full lock table (53200, with the hint to raise
+// max_locks_per_transaction): a transaction locked more tables and
+// indexes than the lock table holds, which every session shares
+// (max_locks_per_transaction × (max_connections +
+// max_prepared_transactions)). Each segment of a topic is a table and an
+// index, and a statement locks each one it reads or drops until its
+// transaction ends.
+func IsLockTableFull(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == sqlstateOutOfMemory && strings.Contains(pgErr.Hint, "max_locks_per_transaction")
+}
+
+// lockTableFullError says what a full lock table means for pgmsg: the
+// driver's error text leaves PostgreSQL's hint out.
+type lockTableFullError struct{ cause error }
+
+func (e *lockTableFullError) Error() string {
+	return e.cause.Error() + ": PostgreSQL's lock table is full (a statement locked more segment tables and indexes than " +
+		"max_locks_per_transaction allows): raise max_locks_per_transaction, or use larger segment_records " +
+		"(docs/operations.md, \"Many segments and the lock table\")"
+}
+
+func (e *lockTableFullError) Unwrap() error { return e.cause }
 
 // SQLSTATEs (PostgreSQL, Appendix A) named by the mapping.
 const (
 	sqlstateClassDataException   = "22"
 	sqlstateProgramLimitExceeded = "54000"
 	sqlstateDiskFull             = "53100" // disk_full
+	sqlstateOutOfMemory          = "53200" // out_of_memory (a full lock table among others)
 	sqlstateClassConnection      = "08"    // connection exception
 	sqlstateCheckViolation       = "23514"
 	sqlstateUndefinedTable       = "42P01"

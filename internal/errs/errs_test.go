@@ -3,6 +3,7 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,5 +47,24 @@ func TestSentinelsUnique(t *testing.T) {
 		if s.HTTPStatus() < 400 || s.HTTPStatus() > 599 {
 			t.Errorf("%s: status %d", s.Name(), s.HTTPStatus())
 		}
+	}
+}
+
+// A full lock table's "out of shared memory" says what to do (the
+// driver's text leaves PostgreSQL's hint out) and still unwraps to the
+// PostgreSQL error; another 53200 is left as it is.
+func TestMapLockTableFull(t *testing.T) {
+	full := &pgconn.PgError{Code: "53200", Message: "out of shared memory", Hint: "You might need to increase max_locks_per_transaction."}
+	err := Map(full)
+	if !IsLockTableFull(err) || !strings.Contains(err.Error(), "raise max_locks_per_transaction") || !strings.Contains(err.Error(), "out of shared memory") {
+		t.Fatalf("Map(%v) = %v", full, err)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr != full {
+		t.Fatalf("Map(%v) does not unwrap to it: %v", full, err)
+	}
+	other := &pgconn.PgError{Code: "53200", Message: "out of shared memory"}
+	if err := Map(other); err != other || IsLockTableFull(err) {
+		t.Fatalf("Map(%v) = %v", other, err)
 	}
 }

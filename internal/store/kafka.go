@@ -144,7 +144,7 @@ func (s *Store) KafkaRecords(ctx context.Context, exec DBTX, topicID, partition 
 FROM pgmsg.record r
 WHERE r.topic_id = $1::integer AND r.partition = $2::integer
   AND r."offset" >= $3::bigint AND r."offset" < $4::bigint
-ORDER BY r."offset" LIMIT $5::integer`), topicID, partition, from, end, max)
+ORDER BY r."offset" LIMIT $5::integer`), RecordTableMode, topicID, partition, from, end, max)
 	if err != nil {
 		return nil, errs.Map(err)
 	}

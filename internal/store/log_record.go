@@ -183,6 +183,17 @@ func readRangeSQL(schema, table string, standby bool) string {
 		` WHERE ` + cond + `topic_id = $1 AND partition = $2 AND "offset" BETWEEN $3 AND $4 ORDER BY "offset"`
 }
 
+// RecordTableMode is how the statements that read through the record
+// table run: as an unnamed statement, planned for its values each time
+// (pruned to the segments it reads), never from a cached plan. A prepared
+// statement's sixth execution plans it generically once to compare costs,
+// and that plan locks every segment table of every topic and its index
+// (8,011 locks with 4,000 segments, measured): past what the lock table
+// holds (max_locks_per_transaction, docs/operations.md) that execution
+// fails with "out of shared memory", and so does every one after it on the
+// connection, since the generic plan is never made.
+const RecordTableMode = pgx.QueryExecModeCacheDescribe
+
 // ReadRange reads the records first..last of a topic's partition (by the
 // topic's id) from table, a segment table or "record" (ReadTable), in
 // offset order, handing each to add. The statement names a plain table,
@@ -193,7 +204,11 @@ func readRangeSQL(schema, table string, standby bool) string {
 // replayed yet on a replica) fails with an error errs.IsUndefinedTable
 // reports.
 func (s *Store) ReadRange(ctx context.Context, exec DBTX, table string, standby bool, topicID, partition int32, first, last int64, add RecordFunc) error {
-	rows, err := exec.Query(ctx, readRangeSQL(s.schema, table, standby), topicID, partition, first, last)
+	args := []any{topicID, partition, first, last}
+	if table == "record" {
+		args = append([]any{RecordTableMode}, args...)
+	}
+	rows, err := exec.Query(ctx, readRangeSQL(s.schema, table, standby), args...)
 	if err != nil {
 		return errs.Map(err)
 	}

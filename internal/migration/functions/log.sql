@@ -1416,6 +1416,7 @@ CREATE OR REPLACE FUNCTION {{schema}}._offset_for_time(tp {{schema}}.topic_parti
  RETURNS bigint
  LANGUAGE plpgsql
  STABLE
+ SET plan_cache_mode TO 'force_custom_plan'
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
@@ -1491,6 +1492,7 @@ END $function$;
 CREATE OR REPLACE FUNCTION {{schema}}.time_index_run(p_stride integer DEFAULT 10000, p_max_records bigint DEFAULT 1000000)
  RETURNS integer
  LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_custom_plan'
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
@@ -2498,6 +2500,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.retention_run(p_max_segments integer DEFAU
  RETURNS TABLE(topic text, partition integer, start_offset bigint, end_offset bigint, reason text, skipped bigint)
  LANGUAGE plpgsql
  SECURITY DEFINER
+ SET plan_cache_mode TO 'force_custom_plan'
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -2630,6 +2633,7 @@ END $function$;
 CREATE OR REPLACE FUNCTION {{schema}}._compact_run(p_max_partitions integer DEFAULT 4)
  RETURNS TABLE(topic text, partition integer, closed_end bigint, removed bigint)
  LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_custom_plan'
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
