@@ -95,9 +95,8 @@ type WorkerOpts struct {
 	// host-pid-random.
 	Name string
 	// OnCompleted, if set, is called with the jobs of each completion
-	// statement once it has committed (the jobs are archived), one call
-	// at a time (two statements may run at once, and a slow callback
-	// holds the other's jobs back): keep it short. Jobs that had lost
+	// statement once it has committed (the jobs are archived), from the
+	// worker's completer goroutine: keep it short. Jobs that had lost
 	// their lease are not in it. For metrics and end-to-end latency.
 	OnCompleted func(jobs []*Job)
 	// MaxLogBytes bounds what one attempt's log keeps (Logger, JobLogs),

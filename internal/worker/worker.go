@@ -139,8 +139,6 @@ type Worker struct {
 	// no one through NOTIFY).
 	completed chan struct{}
 	wg        sync.WaitGroup
-	// onCompletedMu makes the calls of OnCompleted one at a time.
-	onCompletedMu sync.Mutex
 }
 
 type inflightJob struct {
@@ -492,22 +490,14 @@ func (w *Worker) finish(ctx context.Context, job *pgmsgtype.Job, log string, err
 	}
 }
 
-// completeConcurrency is how many completion statements of one worker
-// run at once.
-const completeConcurrency = 2
-
 // completer archives finished jobs in batches: it collects them for
 // CompleteLinger (or until CompleteBatch, or until no started job is left
-// running), then completes them in one statement, up to
-// completeConcurrency statements at once. It returns when completions is
-// closed and drained and every statement has returned.
+// running), then completes them in one statement. It returns when
+// completions is closed and drained.
 func (w *Worker) completer(ctx context.Context, completions <-chan finished) {
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	batch := make([]finished, 0, w.cfg.CompleteBatch)
-	sem := make(chan struct{}, completeConcurrency)
-	var flushes sync.WaitGroup
-	defer flushes.Wait()
 	for {
 		j, ok := <-completions
 		if !ok {
@@ -551,22 +541,10 @@ func (w *Worker) completer(ctx context.Context, completions <-chan finished) {
 			default:
 			}
 		}
-		// Up to completeConcurrency statements run at once: a released
-		// workflow's dependents, or a sequence's next job, wait for their
-		// dependency's statement to commit, and a burst of completions
-		// would otherwise queue behind one long statement. A full set of
-		// flushes holds the collection here, which batches the rest.
-		sem <- struct{}{}
-		flushes.Add(1)
-		go func(batch []finished) {
-			defer flushes.Done()
-			w.flush(ctx, batch)
-			<-sem
-		}(batch)
+		w.flush(ctx, batch)
 		if !open {
 			return
 		}
-		batch = make([]finished, 0, w.cfg.CompleteBatch)
 	}
 }
 
@@ -617,10 +595,7 @@ func (w *Worker) flush(ctx context.Context, fin []finished) {
 				batch = slices.DeleteFunc(batch, func(j *pgmsgtype.Job) bool { return slices.Contains(notHeld, j.ID) })
 			}
 			if w.cfg.OnCompleted != nil && len(batch) > 0 {
-				// One call at a time, although statements overlap.
-				w.onCompletedMu.Lock()
 				w.cfg.OnCompleted(batch)
-				w.onCompletedMu.Unlock()
 			}
 			select {
 			case w.freed <- struct{}{}: // running slots of a capped queue are free now (see fetch)

@@ -174,8 +174,7 @@ func TestCompleterCapsBatch(t *testing.T) {
 	<-q.called
 	close(completions) // the last job goes when the channel closes
 	<-done
-	// Two statements may run at once: their order is not fixed.
-	require.ElementsMatch(t, []call{
+	require.Equal(t, []call{
 		{op: "complete", ids: []int64{1, 2}},
 		{op: "complete", ids: []int64{3, 4}},
 		{op: "complete", ids: []int64{5}},
@@ -401,36 +400,4 @@ func TestCompletionDuringClaimClaimsAgain(t *testing.T) {
 	}()
 	require.NoError(t, <-done)
 	close(claims)
-}
-
-// A long completion statement does not hold the next batch back: up to
-// completeConcurrency run at once (a workflow's dependents wait for their
-// dependency's commit), and OnCompleted is still called one at a time.
-func TestCompleterOverlapsStatements(t *testing.T) {
-	t.Parallel()
-	q := newTestQueue()
-	release := make(chan struct{})
-	q.complete = func(ids []int64) ([]int64, error) {
-		if ids[0] == 1 {
-			<-release // the first statement is slow
-		}
-		return nil, nil
-	}
-	w, completed := newTestWorker(q, Config{CompleteLinger: time.Hour, CompleteBatch: 2})
-	w.unfinished = 1 // a job still runs: only full batches go
-	completions, done := runCompleter(w)
-	for id := int64(1); id <= 4; id++ {
-		completions <- finished{job: &pgmsgtype.Job{ID: id}}
-	}
-	select {
-	case <-q.called: // the second statement, while the first is held
-	case <-time.After(time.Minute):
-		t.Fatal("the second batch waited for the first statement")
-	}
-	require.Equal(t, []call{{op: "complete", ids: []int64{3, 4}}}, q.Calls())
-	close(release)
-	<-q.called
-	close(completions)
-	<-done
-	require.ElementsMatch(t, [][]int64{{1, 2}, {3, 4}}, completed())
 }
