@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/pgmsg/pgmsg/internal/queue"
 	"github.com/pgmsg/pgmsg/internal/worker"
 	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
@@ -23,14 +24,14 @@ const (
 	// WorkerLogBytesMax is the largest WorkerOpts.MaxLogBytes, the bound
 	// the SQL API holds every client to (job_complete_many, job_fail and
 	// job_snooze cut a longer log there).
-	WorkerLogBytesMax = 1 << 20
+	WorkerLogBytesMax = queue.LogBytesMax
 	// StepNameMaxBytes is the longest step name (Step): 1 to 200 of A-Z
 	// a-z 0-9 . _ - : /.
-	StepNameMaxBytes = 200
+	StepNameMaxBytes = queue.StepNameMaxBytes
 	// StepOutputMaxBytes is the largest step output, as JSON (Step).
-	StepOutputMaxBytes = 64 << 10
+	StepOutputMaxBytes = queue.StepOutputMaxBytes
 	// JobStepsMax is the most steps one job may record.
-	JobStepsMax = 1000
+	JobStepsMax = queue.StepsMax
 )
 
 // Logger returns the logger of the job whose handler ctx is (a Worker's

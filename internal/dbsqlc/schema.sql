@@ -7301,6 +7301,22 @@ END $function$;
 -- Job logs and resumable steps (job_log, job_step; job_steps.go)
 -- ---------------------------------------------------------------------------
 
+-- _job_known raises PM107 unless p_id is a job, live (job) or finished
+-- (job_archive): job_logs' and job_steps' check, as _topic is the
+-- topics' one.
+CREATE OR REPLACE FUNCTION "pgmsg"._job_known(p_id bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM "pgmsg".job j WHERE j.id = p_id)
+       AND NOT EXISTS (SELECT 1 FROM "pgmsg".job_archive a WHERE a.id = p_id) THEN
+        PERFORM "pgmsg"._raise('PM107', format('unknown job %s', coalesce(p_id::text, 'NULL')));
+    END IF;
+END $function$;
+
 -- job_logs returns what a job's handlers logged, one row per attempt that
 -- logged something, oldest first: the attempt, when it finished, its
 -- outcome (completed, retrying, dead or snoozed; a snoozed attempt is not
@@ -7315,10 +7331,7 @@ CREATE OR REPLACE FUNCTION "pgmsg".job_logs(p_id bigint)
 AS $function$
 #variable_conflict use_column
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM "pgmsg".job j WHERE j.id = p_id)
-       AND NOT EXISTS (SELECT 1 FROM "pgmsg".job_archive a WHERE a.id = p_id) THEN
-        PERFORM "pgmsg"._raise('PM107', format('unknown job %s', coalesce(p_id::text, 'NULL')));
-    END IF;
+    PERFORM "pgmsg"._job_known(p_id);
     RETURN QUERY
     SELECT l.attempt, l.at, l.outcome, l.log FROM "pgmsg".job_log l
      WHERE l.job_id = p_id ORDER BY l.at, l.attempt;
@@ -7375,10 +7388,7 @@ CREATE OR REPLACE FUNCTION "pgmsg".job_steps(p_id bigint)
 AS $function$
 #variable_conflict use_column
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM "pgmsg".job j WHERE j.id = p_id)
-       AND NOT EXISTS (SELECT 1 FROM "pgmsg".job_archive a WHERE a.id = p_id) THEN
-        PERFORM "pgmsg"._raise('PM107', format('unknown job %s', coalesce(p_id::text, 'NULL')));
-    END IF;
+    PERFORM "pgmsg"._job_known(p_id);
     RETURN QUERY
     SELECT st.name, st.attempt, st.at, st.output FROM "pgmsg".job_step st
      WHERE st.job_id = p_id ORDER BY st.at, st.name;

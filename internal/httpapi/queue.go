@@ -814,7 +814,13 @@ func (s *Server) deletePeriodic(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) listSequences(w http.ResponseWriter, r *http.Request) error {
+// queueList serves a queue's paged list (GET /v1/queues/{queue}/sequences,
+// limit-keys, tenants): the queue from the path, limit (1 to 10000, 100 by
+// default) and after (the last key of the previous page) from the query,
+// then list's rows as {"queue": ..., field: [...]}, an empty array when
+// there are none. list may read further parameters from q.
+func queueList[T any](w http.ResponseWriter, r *http.Request, field string,
+	list func(ctx context.Context, q params, queue string, limit int, after string) ([]T, error)) error {
 	queue := r.PathValue("queue")
 	if err := validNames("queue", queue); err != nil {
 		return err
@@ -827,41 +833,30 @@ func (s *Server) listSequences(w http.ResponseWriter, r *http.Request) error {
 	if limit < 1 || limit > 10000 {
 		return newAPIError(errLimitExceeded, "limit must be between 1 and 10000, got %d", limit)
 	}
-	held, err := q.bool("held")
+	rows, err := list(r.Context(), q, queue, limit, q.Get("after"))
 	if err != nil {
 		return err
 	}
-	seqs, err := s.client.ListSequences(r.Context(), queue, &pgmsg.ListSequencesOpts{HeldOnly: held, Limit: limit, AfterKey: q.Get("after")})
-	if err != nil {
-		return err
+	if rows == nil {
+		rows = []T{}
 	}
-	if seqs == nil {
-		seqs = []*pgmsg.Sequence{}
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "sequences": seqs})
+	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, field: rows})
+}
+
+func (s *Server) listSequences(w http.ResponseWriter, r *http.Request) error {
+	return queueList(w, r, "sequences", func(ctx context.Context, q params, queue string, limit int, after string) ([]*pgmsg.Sequence, error) {
+		held, err := q.bool("held")
+		if err != nil {
+			return nil, err
+		}
+		return s.client.ListSequences(ctx, queue, &pgmsg.ListSequencesOpts{HeldOnly: held, Limit: limit, AfterKey: after})
+	})
 }
 
 func (s *Server) listLimitKeys(w http.ResponseWriter, r *http.Request) error {
-	queue := r.PathValue("queue")
-	if err := validNames("queue", queue); err != nil {
-		return err
-	}
-	q := params{r.URL.Query()}
-	limit, err := q.int("limit", 100)
-	if err != nil {
-		return err
-	}
-	if limit < 1 || limit > 10000 {
-		return newAPIError(errLimitExceeded, "limit must be between 1 and 10000, got %d", limit)
-	}
-	keys, err := s.client.ListLimitKeys(r.Context(), queue, &pgmsg.ListLimitKeysOpts{Limit: limit, AfterKey: q.Get("after")})
-	if err != nil {
-		return err
-	}
-	if keys == nil {
-		keys = []*pgmsg.LimitKey{}
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "limit_keys": keys})
+	return queueList(w, r, "limit_keys", func(ctx context.Context, _ params, queue string, limit int, after string) ([]*pgmsg.LimitKey, error) {
+		return s.client.ListLimitKeys(ctx, queue, &pgmsg.ListLimitKeysOpts{Limit: limit, AfterKey: after})
+	})
 }
 
 func (s *Server) resumeSequence(w http.ResponseWriter, r *http.Request) error {
@@ -877,26 +872,9 @@ func (s *Server) resumeSequence(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) error {
-	queue := r.PathValue("queue")
-	if err := validNames("queue", queue); err != nil {
-		return err
-	}
-	q := params{r.URL.Query()}
-	limit, err := q.int("limit", 100)
-	if err != nil {
-		return err
-	}
-	if limit < 1 || limit > 10000 {
-		return newAPIError(errLimitExceeded, "limit must be between 1 and 10000, got %d", limit)
-	}
-	ts, err := s.client.ListTenants(r.Context(), queue, &pgmsg.ListTenantsOpts{Limit: limit, AfterTenant: q.Get("after")})
-	if err != nil {
-		return err
-	}
-	if ts == nil {
-		ts = []*pgmsg.Tenant{}
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "tenants": ts})
+	return queueList(w, r, "tenants", func(ctx context.Context, _ params, queue string, limit int, after string) ([]*pgmsg.Tenant, error) {
+		return s.client.ListTenants(ctx, queue, &pgmsg.ListTenantsOpts{Limit: limit, AfterTenant: after})
+	})
 }
 
 // TenantWeightRequest is the body of PUT /v1/queues/{queue}/tenants/{tenant}.

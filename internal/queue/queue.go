@@ -61,6 +61,14 @@ const (
 	TenantWeightMax = 1000000
 	// TagsMax is the most tags a job may have.
 	TagsMax = 20
+	// LogBytesMax is the most one attempt's log keeps, in bytes (the SQL
+	// API cuts a longer one); StepNameMaxBytes the longest step name, in
+	// bytes; StepOutputMaxBytes the largest step output, as JSON; and
+	// StepsMax the most steps one job may record.
+	LogBytesMax        = 1 << 20
+	StepNameMaxBytes   = 200
+	StepOutputMaxBytes = 64 << 10
+	StepsMax           = 1000
 	// ClaimMaxDefault is how many jobs a claim takes when not told.
 	ClaimMaxDefault = 1
 	// PruneBatchDefault is how many archived (or dead) jobs one pruning

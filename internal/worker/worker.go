@@ -248,8 +248,9 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 	// idle: the last claim found fewer jobs than it asked for (or failed);
 	// the next one waits for a notification or the poll interval.
 	idle := false
-	// freedInFlight: a limited queue's slot freed while a claim was in
-	// flight; a short answer to that claim does not make the worker idle.
+	// freedInFlight: a limited queue's slot freed, or a completion
+	// committed, while a claim was in flight; a short answer to that claim
+	// does not make the worker idle.
 	freedInFlight := false
 	poll := time.NewTimer(time.Hour)
 	poll.Stop()
@@ -356,9 +357,16 @@ func (w *Worker) fetch(ctx, handlerCtx context.Context, wake <-chan struct{}, co
 				}
 			}
 		case <-w.completed:
-			// The completion may have moved a sequence on: its next job
-			// is claimable now, and nothing else wakes a worker for it.
-			idle = false
+			// The completion may have moved a sequence on or released a
+			// workflow's dependents: they are claimable now, and nothing
+			// else wakes a worker for them. A claim in flight may have
+			// read before the commit: its short answer does not make the
+			// worker idle either (it would wait for the poll interval).
+			if idle {
+				idle = false
+			} else if inFlight > 0 {
+				freedInFlight = true
+			}
 		case <-wakeC:
 			idle = false
 		case <-pollC:

@@ -40,7 +40,9 @@ type testQueue struct {
 	calls    []call
 	complete func(ids []int64) (notHeld []int64, err error)
 	extend   func(ids []int64) []int64
-	called   chan struct{}
+	// claim, when set, answers Claim.
+	claim  func(n int) []*pgmsgtype.Job
+	called chan struct{}
 }
 
 func newTestQueue() *testQueue { return &testQueue{called: make(chan struct{}, 100)} }
@@ -66,7 +68,10 @@ func (q *testQueue) Calls() []call {
 	return slices.Clone(q.calls)
 }
 
-func (q *testQueue) Claim(context.Context, int) ([]*pgmsgtype.Job, map[int64]propagation.MapCarrier, error) {
+func (q *testQueue) Claim(_ context.Context, n int) ([]*pgmsgtype.Job, map[int64]propagation.MapCarrier, error) {
+	if q.claim != nil {
+		return q.claim(n), nil, nil
+	}
 	return nil, nil, nil
 }
 
@@ -358,4 +363,41 @@ func TestHeartbeatCancelsLostJobs(t *testing.T) {
 	require.ErrorIs(t, context.Cause(ctxs[2]), errs.JobNotHeld)
 	require.NoError(t, ctxs[1].Err())
 	require.NoError(t, ctxs[3].Err())
+}
+
+// A completion that commits while a claim is in flight may have made jobs
+// claimable that the claim read too early (a workflow's dependents, a
+// sequence's next job: nothing notifies for them): the claim's short
+// answer must not leave the worker idle until the poll interval.
+func TestCompletionDuringClaimClaimsAgain(t *testing.T) {
+	q := newTestQueue()
+	claims := make(chan chan []*pgmsgtype.Job, 10)
+	q.claim = func(int) []*pgmsgtype.Job {
+		answer := make(chan []*pgmsgtype.Job)
+		claims <- answer
+		return <-answer
+	}
+	w, _ := newTestWorker(q, Config{Concurrency: 4, ClaimBatch: 4, ClaimConcurrency: 1, PollInterval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.fetch(ctx, context.Background(), nil, make(chan finished, 4)) }()
+
+	first := <-claims
+	w.completed <- struct{}{} // committed while the first claim is in flight
+	first <- nil              // which found nothing
+	select {
+	case second := <-claims:
+		second <- nil
+	case <-time.After(time.Minute):
+		t.Fatal("no claim after a completion committed during a short claim: the worker waits for the poll interval (an hour)")
+	}
+	cancel()
+	// A third claim may be in flight as ctx ends; answer it.
+	go func() {
+		for a := range claims {
+			a <- nil
+		}
+	}()
+	require.NoError(t, <-done)
+	close(claims)
 }

@@ -214,7 +214,15 @@ export interface Job {
   /** Lines the handler logs for this attempt (job.log.push(line)): a
    * Worker keeps them with the attempt's outcome (jobLogs). */
   log: string[];
+  /** The outputs of the steps the job completed, by name: read once per
+   * attempt by the first step() call, then kept up to date by it. */
+  stepsDone?: Map<string, unknown>;
 }
+
+/** The longest step name, in bytes: 1 to STEP_NAME_MAX_BYTES of A-Z a-z
+ * 0-9 . _ - : / (job_step_save's check, PM122). */
+export const STEP_NAME_MAX_BYTES = 200;
+const STEP_NAME = new RegExp(`^[A-Za-z0-9._:/-]{1,${STEP_NAME_MAX_BYTES}}$`);
 
 /** What one attempt's log keeps by default, in bytes, as the Go worker's
  * (the SQL API cuts any log at 1 MiB). */
@@ -650,6 +658,33 @@ export class Pgmsg {
       name,
       output === undefined || output === null ? null : JSON.stringify(output),
     ]);
+  }
+
+  /** Runs fn once per job, across attempts (the Go API's pgmsg.Step): when
+   * step name of the held job completed in an earlier attempt (or earlier
+   * in this one) it returns the stored output without calling fn;
+   * otherwise it awaits fn() and records its result (JSON; undefined is
+   * stored as null) at once with saveStep, under the job's lease, so that
+   * an attempt that fails later resumes after it. The job's steps are read
+   * once per attempt (jobSteps). A bad name is PM122 before fn runs; a
+   * lost lease PM106 and an output over 64 KiB PM123, after fn ran (its
+   * result is then not recorded). A step is at least once: make fn's side
+   * effects idempotent. */
+  async step<T>(job: Job, name: string, fn: () => Promise<T> | T): Promise<T> {
+    if (typeof name !== "string" || !STEP_NAME.test(name)) {
+      throw new PgmsgError(
+        "PM122",
+        `invalid step name ${JSON.stringify(name)}: 1 to ${STEP_NAME_MAX_BYTES} of A-Z a-z 0-9 . _ - : /`,
+      );
+    }
+    if (!job.stepsDone) {
+      job.stepsDone = new Map((await this.jobSteps(job.id)).map((s) => [s.name, s.output]));
+    }
+    if (job.stepsDone.has(name)) return job.stepsDone.get(name) as T;
+    const out = await fn();
+    await this.saveStep(job, name, out);
+    job.stepsDone.set(name, out);
+    return out;
   }
 
   /** Heartbeat: the job's lease ends leaseMs (default the queue's) from now. */

@@ -346,6 +346,54 @@ describe("the queue", () => {
     assert.ok(text.endsWith("[pgmsg: log truncated at 300 bytes]\n"), text);
   });
 
+  test("a step runs once per job, across attempts", async () => {
+    const q = env.name("q");
+    const r = await c.enqueue(q, "s");
+    const ran: string[] = [];
+    const attempt = async (crash: boolean) => {
+      const jobs = await c.claimJobs(q);
+      assert.deepEqual(jobs.map((j) => j.id), [r.id]);
+      const j = jobs[0];
+      const charged = await c.step(j, "charge", async () => {
+        ran.push("charge");
+        return { id: 7 };
+      });
+      // Again in the same attempt: the stored output, fn not called.
+      assert.deepEqual(await c.step(j, "charge", () => ran.push("charge again")), { id: 7 });
+      assert.equal(await c.step(j, "noop", () => void ran.push("noop")), crash ? undefined : null);
+      if (crash) {
+        await c.fail(j, "crash after charge", { retryInMs: 0 });
+        return [charged, null];
+      }
+      const shipped = await c.step(j, "ship/1", () => (ran.push("ship"), charged.id + 1));
+      await c.complete(j);
+      return [charged, shipped];
+    };
+    assert.deepEqual(await attempt(true), [{ id: 7 }, null]);
+    assert.deepEqual(ran, ["charge", "noop"]);
+    // The retry gets the first attempt's outputs and runs only the rest.
+    assert.deepEqual(await attempt(false), [{ id: 7 }, 8]);
+    assert.deepEqual(ran, ["charge", "noop", "ship"]);
+    assert.deepEqual(
+      (await c.jobSteps(r.id)).map((s) => [s.name, s.attempt, s.output]),
+      [
+        ["charge", 1, { id: 7 }],
+        ["noop", 1, null],
+        ["ship/1", 2, 8],
+      ],
+    );
+
+    // A bad name is refused before fn runs; a lost lease after it, and the
+    // step is not taken as done.
+    await c.enqueue(q, "held");
+    const [held] = await c.claimJobs(q);
+    await rejects(c.step(held, "bad name", () => ran.push("bad")), "PM122");
+    assert.deepEqual(ran, ["charge", "noop", "ship"]);
+    held.leaseToken -= 1;
+    await rejects(c.step(held, "late", () => 1), "PM106");
+    assert.ok(!held.stepsDone!.has("late"));
+  });
+
   test("the heartbeat extends a slow job's lease", async () => {
     const q = env.name("q");
     const j = await c.enqueue(q, "slow");

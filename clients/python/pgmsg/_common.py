@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from psycopg import sql
+
+from .errors import PgmsgError
 
 
 @dataclass
@@ -120,6 +123,9 @@ class Job:
     # Lines the handler logged with log(): a Worker keeps them with the
     # attempt's outcome (job_logs).
     log_lines: List[str] = field(default_factory=list, repr=False, compare=False)
+    # The outputs of the steps the job completed, by name: read once per
+    # attempt by the first step() call, then kept up to date by it.
+    steps_done: Optional[Dict[str, Any]] = field(default=None, repr=False, compare=False)
 
     def log(self, msg: str, *args: Any) -> None:
         """Logs a line (msg % args) of this attempt: the Worker stores the
@@ -138,6 +144,19 @@ class Job:
             return text.decode()
         marker = f"[pgmsg: log truncated at {limit} bytes]\n"
         return text[: max(limit - len(marker), 0)].decode(errors="ignore") + marker
+
+
+# A step name: 1 to STEP_NAME_MAX_BYTES of A-Z a-z 0-9 . _ - : / (as
+# job_step_save checks it, PM122).
+STEP_NAME_MAX_BYTES = 200
+_STEP_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,%d}" % STEP_NAME_MAX_BYTES)
+
+
+def check_step_name(name: Any) -> None:
+    """Refuses (PgmsgError PM122) a step name job_step_save would refuse,
+    before the step's function runs."""
+    if not isinstance(name, str) or _STEP_NAME.fullmatch(name) is None:
+        raise PgmsgError("PM122", f"invalid step name {name!r}: 1 to {STEP_NAME_MAX_BYTES} of A-Z a-z 0-9 . _ - : /")
 
 
 # LOG_MAX_BYTES is what one attempt's log keeps by default, as the Go

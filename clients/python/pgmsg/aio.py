@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 from datetime import timedelta
@@ -29,6 +30,7 @@ from ._common import (
     Statements,
     Topic,
     TopicPartition,
+    check_step_name,
     heartbeat_interval,
     job_lease,
 )
@@ -154,6 +156,21 @@ class AsyncClient:
     async def save_step(self, job: Job, name: str, output: Any = None) -> None:
         out = None if output is None else json.dumps(output)
         await self._rows(self.sql.job_step_save, {"id": job.id, "token": job.lease_token, "name": name, "output": out})
+
+    async def step(self, job: Job, name: str, fn: Callable[[], Any]) -> Any:
+        """Client.step: fn may be a coroutine function (its result is
+        awaited) or a plain one."""
+        check_step_name(name)
+        if job.steps_done is None:
+            job.steps_done = {s.name: s.output for s in await self.job_steps(job.id)}
+        if name in job.steps_done:
+            return job.steps_done[name]
+        out = fn()
+        if inspect.isawaitable(out):
+            out = await out
+        await self.save_step(job, name, out)
+        job.steps_done[name] = out
+        return out
 
     async def extend_job(self, job: Job, lease: Optional[timedelta] = None) -> None:
         rows = await self._rows(self.sql.job_extend, {"id": job.id, "token": job.lease_token, "lease": lease})

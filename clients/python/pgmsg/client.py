@@ -33,6 +33,7 @@ from ._common import (
     Statements,
     Topic,
     TopicPartition,
+    check_step_name,
     heartbeat_interval,
     job_lease,
 )
@@ -194,6 +195,27 @@ class Client:
         for a bad name, PM123 for an output over 64 KiB."""
         out = None if output is None else json.dumps(output)
         self._rows(self.sql.job_step_save, {"id": job.id, "token": job.lease_token, "name": name, "output": out})
+
+    def step(self, job: Job, name: str, fn: Callable[[], Any]) -> Any:
+        """Runs fn() once per job, across attempts (the Go API's pgmsg.Step):
+        when step `name` of the held job completed in an earlier attempt
+        (or earlier in this one) it returns the stored output without
+        calling fn; otherwise it calls fn and records its result (JSON) at
+        once with save_step, under the job's lease, so that an attempt that
+        fails later resumes after it. The job's steps are read once per
+        attempt (job_steps). A bad name is PM122 before fn runs; a lost
+        lease PM106 and an output over 64 KiB PM123, after fn ran (its
+        result is then not recorded). A step is at least once: make fn's
+        side effects idempotent."""
+        check_step_name(name)
+        if job.steps_done is None:
+            job.steps_done = {s.name: s.output for s in self.job_steps(job.id)}
+        if name in job.steps_done:
+            return job.steps_done[name]
+        out = fn()
+        self.save_step(job, name, out)
+        job.steps_done[name] = out
+        return out
 
     def extend_job(self, job: Job, lease: Optional[timedelta] = None) -> None:
         """Heartbeat: the job's lease ends `lease` (None: the queue's) from now."""

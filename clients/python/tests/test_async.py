@@ -122,6 +122,29 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual([(l.outcome, l.log) for l in await self.c.job_logs(bad.id)], [("dead", "attempt 1\n")])
         self.assertEqual([(s.name, s.output) for s in await self.c.job_steps(ok.id)], [("slow", [1])])
 
+    async def test_step_runs_once_across_attempts(self):
+        q = env.name("q")
+        r = await self.c.enqueue(q, b"s")
+        ran = []
+
+        async def charge():
+            ran.append("charge")
+            return {"id": 7}
+
+        jobs = await self.c.claim_jobs(q)
+        self.assertEqual(await self.c.step(jobs[0], "charge", charge), {"id": 7})
+        self.assertEqual(await self.c.step(jobs[0], "sync", lambda: ran.append("sync") or 1), 1)
+        await self.c.fail(jobs[0], "crash", retry_in=timedelta(0))
+        jobs = await self.c.claim_jobs(q)
+        self.assertEqual([j.id for j in jobs], [r.id])
+        self.assertEqual(await self.c.step(jobs[0], "charge", charge), {"id": 7})
+        self.assertEqual(await self.c.step(jobs[0], "sync", lambda: ran.append("sync") or 1), 1)
+        self.assertEqual(ran, ["charge", "sync"], "the retry ran neither step again")
+        with self.assertRaises(PgmsgError) as cm:
+            await self.c.step(jobs[0], "", charge)
+        self.assertEqual(cm.exception.code, "PM122")
+        self.assertEqual([(s.name, s.attempt) for s in await self.c.job_steps(r.id)], [("charge", 1), ("sync", 1)])
+
     async def test_polling_when_the_listener_is_lost(self):
         t = await self.topic()
         tag = env.name("py-async-lost")

@@ -377,6 +377,48 @@ class QueueTest(unittest.TestCase):
         self.assertLessEqual(len(text.encode()), 300)
         self.assertTrue(text.endswith("[pgmsg: log truncated at 300 bytes]\n"))
 
+    def test_step_runs_once_across_attempts(self):
+        done = self.c.enqueue(self.queue, b"s")
+        ran = []
+
+        def attempt(crash):
+            jobs = self.c.claim_jobs(self.queue)
+            self.assertEqual([j.id for j in jobs], [done.id])
+            job = jobs[0]
+            charged = self.c.step(job, "charge", lambda: ran.append("charge") or {"id": 7})
+            # Again in the same attempt: the stored output, fn not called.
+            self.assertEqual(self.c.step(job, "charge", lambda: ran.append("charge again")), {"id": 7})
+            self.assertIsNone(self.c.step(job, "noop", lambda: ran.append("noop")))
+            if crash:
+                self.c.fail(job, "crash after charge", retry_in=timedelta(0))
+                return charged, None
+            shipped = self.c.step(job, "ship/1", lambda: ran.append("ship") or charged["id"] + 1)
+            self.c.complete(job)
+            return charged, shipped
+
+        self.assertEqual(attempt(True), ({"id": 7}, None))
+        self.assertEqual(ran, ["charge", "noop"])
+        # The retry gets the first attempt's outputs and runs only the rest.
+        self.assertEqual(attempt(False), ({"id": 7}, 8))
+        self.assertEqual(ran, ["charge", "noop", "ship"])
+        steps = self.c.job_steps(done.id)
+        self.assertEqual([(s.name, s.attempt, s.output) for s in steps],
+                         [("charge", 1, {"id": 7}), ("noop", 1, None), ("ship/1", 2, 8)])
+        self.assertEqual(self.job(done.id)[0], "completed")
+
+        # A bad name is refused before fn runs; a lost lease after it, and
+        # the step is not taken as done.
+        j = _held(self.c, self.queue)
+        with self.assertRaises(PgmsgError) as cm:
+            self.c.step(j, "bad name", lambda: ran.append("bad"))
+        self.assertEqual(cm.exception.code, "PM122")
+        self.assertEqual(ran, ["charge", "noop", "ship"])
+        j.lease_token -= 1
+        with self.assertRaises(PgmsgError) as cm:
+            self.c.step(j, "late", lambda: 1)
+        self.assertEqual(cm.exception.code, "PM106")
+        self.assertNotIn("late", j.steps_done)
+
     def test_heartbeat_extends_a_slow_jobs_lease(self):
         j = self.c.enqueue(self.queue, b"slow")
         with pgmsg.Worker(env.URL, self.queue, schema=env.SCHEMA, lease=timedelta(seconds=3), listen=False) as w:

@@ -651,33 +651,42 @@ func (a *agent) enqueueKinds() {
 	a.h.write(evs...)
 }
 
+// claimRound is one round of a worker loop (work, workKinds) up to the
+// handling: it claims up to 10 jobs of the queue, records their starts
+// (prefix+"run"; with the claim's attempted_at when withAt) and waits the
+// work time, then returns them. After a failed claim (recorded as
+// prefix+"claimerr") or an empty one it pauses and returns none.
+func (a *agent) claimRound(prefix string, withAt bool) []*pgmsg.Job {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	jobs, err := a.c.ClaimJobs(ctx, *flagQueue, &pgmsg.ClaimJobsOpts{Max: 10, Lease: *flagLease, Worker: *flagName})
+	cancel()
+	if err != nil {
+		a.h.write(map[string]any{"k": prefix + "claimerr", "code": errCode(err), "err": err.Error()})
+		a.pause(100 * time.Millisecond)
+		return nil
+	}
+	if len(jobs) == 0 {
+		a.pause(*flagPoll)
+		return nil
+	}
+	evs := make([]map[string]any, len(jobs))
+	for i, j := range jobs {
+		evs[i] = map[string]any{"k": prefix + "run", "jid": j.ID, "tok": j.LeaseToken, "att": j.Attempt, "m": *flagName}
+		if withAt && j.AttemptedAt != nil {
+			evs[i]["at"] = j.AttemptedAt.UnixNano()
+		}
+	}
+	a.h.write(evs...)
+	a.pause(time.Duration(rand.Int64N(int64(*flagWork) + 1)))
+	return jobs
+}
+
 // workKinds works the kinds queue as work does the plain one, recording
 // each claim's attempted_at (the database's clock) with its start: the
 // checker compares it with the finishes of the jobs it had to wait for.
 func (a *agent) workKinds() {
 	for a.ctx.Err() == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		jobs, err := a.c.ClaimJobs(ctx, *flagQueue, &pgmsg.ClaimJobsOpts{Max: 10, Lease: *flagLease, Worker: *flagName})
-		cancel()
-		if err != nil {
-			a.h.write(map[string]any{"k": "kclaimerr", "code": errCode(err), "err": err.Error()})
-			a.pause(100 * time.Millisecond)
-			continue
-		}
-		if len(jobs) == 0 {
-			a.pause(*flagPoll)
-			continue
-		}
-		evs := make([]map[string]any, len(jobs))
-		for i, j := range jobs {
-			evs[i] = map[string]any{"k": "krun", "jid": j.ID, "tok": j.LeaseToken, "att": j.Attempt, "m": *flagName}
-			if j.AttemptedAt != nil {
-				evs[i]["at"] = j.AttemptedAt.UnixNano()
-			}
-		}
-		a.h.write(evs...)
-		a.pause(time.Duration(rand.Int64N(int64(*flagWork) + 1)))
-		for _, j := range jobs {
+		for _, j := range a.claimRound("k", true) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if rand.Float64() < *flagFlaky {
 				_, err := a.c.Fail(ctx, j, fmt.Errorf("chaos: attempt %d failed", j.Attempt), &pgmsg.FailOpts{RetryIn: 50 * time.Millisecond})
@@ -703,25 +712,7 @@ func (a *agent) workKinds() {
 // jobs fail (poison ones until they are dead).
 func (a *agent) work() {
 	for a.ctx.Err() == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		jobs, err := a.c.ClaimJobs(ctx, *flagQueue, &pgmsg.ClaimJobsOpts{Max: 10, Lease: *flagLease, Worker: *flagName})
-		cancel()
-		if err != nil {
-			a.h.write(map[string]any{"k": "jclaimerr", "code": errCode(err), "err": err.Error()})
-			a.pause(100 * time.Millisecond)
-			continue
-		}
-		if len(jobs) == 0 {
-			a.pause(*flagPoll)
-			continue
-		}
-		evs := make([]map[string]any, len(jobs))
-		for i, j := range jobs {
-			evs[i] = map[string]any{"k": "jrun", "jid": j.ID, "tok": j.LeaseToken, "att": j.Attempt, "m": *flagName}
-		}
-		a.h.write(evs...)
-		a.pause(time.Duration(rand.Int64N(int64(*flagWork) + 1)))
-		for _, j := range jobs {
+		for _, j := range a.claimRound("j", false) {
 			var p payload
 			_ = json.Unmarshal(j.Payload, &p)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
