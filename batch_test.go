@@ -3,6 +3,7 @@ package pgmsg_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -435,5 +436,81 @@ func TestBatchManyWorkersExactlyOnce(t *testing.T) {
 		require.NoError(t, err)
 		require.NotZero(t, b.CompleteJobID)
 		require.EqualValues(t, b.Total, b.Completed)
+	}
+}
+
+// TestJobBatchIDReported: GetJob, ListJobs (either order) and
+// ListDeadJobs return the batch a job was enqueued in (0: none), live and
+// archived by each way out: CompleteMany, Complete, CancelJob, dead, and
+// cancelled because a dependency went dead.
+func TestJobBatchIDReported(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.queue(t, "bi", pgmsg.QueueConfig{MaxAttempts: 1})
+	plain, err := tb.client.Enqueue(tb.ctx, "bi", pgmsg.EnqueueParams{}, nil)
+	require.NoError(t, err)
+	params := batchPayloads(6)
+	params[4].Name = "root"
+	params[5].DependsOnNames = []string{"root"}
+	res, err := tb.client.EnqueueBatch(tb.ctx, "bi", params, nil)
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 6)
+	ids := make([]int64, 6)
+	want := map[int64]int64{plain.ID: 0}
+	for i, r := range res.Jobs {
+		ids[i] = r.ID
+		want[r.ID] = res.ID
+	}
+
+	check := func(what string, states map[int64]pgmsg.JobState) {
+		t.Helper()
+		for id, batch := range want {
+			j, err := tb.client.GetJob(tb.ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, batch, j.BatchID, "%s: GetJob(%d)", what, id)
+			if states != nil {
+				require.Equal(t, states[id], j.State, "%s: job %d", what, id)
+			}
+		}
+		for _, order := range []pgmsg.JobOrder{pgmsg.JobOrderAsc, pgmsg.JobOrderDesc} {
+			list, err := tb.client.ListJobs(tb.ctx, "bi", &pgmsg.ListJobsOpts{Order: order})
+			require.NoError(t, err)
+			got := map[int64]int64{}
+			for _, j := range list {
+				got[j.ID] = j.BatchID
+			}
+			require.Equal(t, want, got, "%s: ListJobs %s", what, order)
+		}
+	}
+	check("live", nil)
+
+	claimed, err := tb.client.ClaimJobs(tb.ctx, "bi", &pgmsg.ClaimJobsOpts{Max: 10})
+	require.NoError(t, err)
+	require.Len(t, claimed, 6, "all but the one waiting for root")
+	byID := map[int64]*pgmsg.Job{}
+	for _, j := range claimed {
+		byID[j.ID] = j
+	}
+	done, err := tb.client.CompleteMany(tb.ctx, []*pgmsg.Job{byID[plain.ID], byID[ids[0]]})
+	require.NoError(t, err)
+	require.Len(t, done.Completed, 2)
+	require.NoError(t, tb.client.Complete(tb.ctx, byID[ids[1]]))
+	_, err = tb.client.Fail(tb.ctx, byID[ids[2]], errors.New("boom"), &pgmsg.FailOpts{Dead: true})
+	require.NoError(t, err)
+	ok, err := tb.client.CancelJob(tb.ctx, ids[3])
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = tb.client.Fail(tb.ctx, byID[ids[4]], errors.New("root failed"), &pgmsg.FailOpts{Dead: true})
+	require.NoError(t, err)
+	check("finished", map[int64]pgmsg.JobState{
+		plain.ID: pgmsg.JobStateCompleted, ids[0]: pgmsg.JobStateCompleted, ids[1]: pgmsg.JobStateCompleted,
+		ids[2]: pgmsg.JobStateDead, ids[3]: pgmsg.JobStateCancelled, ids[4]: pgmsg.JobStateDead,
+		ids[5]: pgmsg.JobStateCancelled,
+	})
+	dead, err := tb.client.ListDeadJobs(tb.ctx, "bi", nil)
+	require.NoError(t, err)
+	require.Len(t, dead, 2)
+	for _, j := range dead {
+		require.Equal(t, res.ID, j.BatchID, "ListDeadJobs: job %d", j.ID)
 	}
 }

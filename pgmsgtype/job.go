@@ -99,6 +99,12 @@ type Job struct {
 	// the limit key: a completed or cancelled job has none.
 	SequenceKey string `json:"sequence_key,omitempty"`
 	LimitKey    string `json:"limit_key,omitempty"`
+	// BatchID is the batch the job was enqueued in
+	// (pgmsg.Client.EnqueueBatch; pgmsg.Client.GetBatch), 0 for none, as
+	// pgmsg.Client.GetJob and pgmsg.Client.ListJobs see it; claims do not
+	// carry it. The archive keeps it (jobs archived before migration 028
+	// have none).
+	BatchID int64 `json:"batch_id,omitempty"`
 }
 
 // SetResult encodes v as JSON (a json.RawMessage is taken as it is) and

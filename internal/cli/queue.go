@@ -391,6 +391,9 @@ JSON: the job's fields plus "logs" and "steps").`,
 				row("depends on", strings.Join(deps, ", ")+waiting)
 				row("workflow", fmt.Sprintf("%d (pgmsg queue workflow %d)", j.WorkflowID, j.ID))
 			}
+			if j.BatchID != 0 {
+				row("batch", fmt.Sprintf("%d (pgmsg queue batch show %d)", j.BatchID, j.BatchID))
+			}
 			for _, e := range j.Errors {
 				row(fmt.Sprintf("error, attempt %d", e.Attempt), fmtTime(&e.At)+" "+e.Error)
 			}

@@ -72,6 +72,7 @@ func TestQueueJobCLI(t *testing.T) {
 	for _, want := range []string{"available", "report", "0/25", "1m30s", `{"n":1} (json)`} {
 		require.Contains(t, text, want)
 	}
+	require.NotRegexp(t, `(?m)^batch`, text, "a job of no batch has no batch row")
 	var j struct {
 		State   string          `json:"state"`
 		Payload json.RawMessage `json:"payload"`
@@ -237,6 +238,15 @@ func TestQueueBatchCLI(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
 	require.Len(t, res.Jobs, 1)
 	id := strconv.FormatInt(res.ID, 10)
+	// queue job shows the job's batch, live and (below) archived.
+	jobID := strconv.FormatInt(res.Jobs[0].ID, 10)
+	batchRow := `(?m)^batch\s+` + id + ` \(pgmsg queue batch show ` + id + `\)$`
+	require.Regexp(t, batchRow, s.ok("", "queue", "job", jobID))
+	var one struct {
+		BatchID int64 `json:"batch_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "job", jobID, "-o", "json")), &one))
+	require.Equal(t, res.ID, one.BatchID)
 	text := s.ok("", "queue", "batch", "show", id)
 	require.Regexp(t, `available 1`, text)
 	require.Contains(t, text, "not enqueued")
@@ -248,6 +258,7 @@ func TestQueueBatchCLI(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.NoError(t, c.Complete(context.Background(), jobs[0]))
+	require.Regexp(t, batchRow, s.ok("", "queue", "job", jobID), "the archive keeps the batch")
 	var b pgmsg.Batch
 	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "batch", "show", id, "-o", "json")), &b))
 	require.EqualValues(t, 1, b.Completed)

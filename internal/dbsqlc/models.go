@@ -103,6 +103,7 @@ type PgmsgJobArchive struct {
 	SequenceKey pgtype.Text
 	DependsOn   []int64
 	WorkflowID  pgtype.Int8
+	BatchID     pgtype.Int8
 }
 
 type PgmsgJobBatch struct {

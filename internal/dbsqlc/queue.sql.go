@@ -93,7 +93,7 @@ SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coale
        g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
        g.errors::jsonb AS errors, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result, g.tags::text[] AS tags,
        g.metadata::jsonb AS metadata, coalesce(j.sequence_key, '')::text AS sequence_key,
-       coalesce(j.limit_key, '')::text AS limit_key -- the shape of JobGet
+       coalesce(j.limit_key, '')::text AS limit_key, coalesce(j.batch_id, 0)::bigint AS batch_id -- the shape of JobGet
 FROM pgmsg.dead_list($1::text, $2::text, $3::integer, $4::bigint) g
 LEFT JOIN pgmsg.job j ON j.id = g.id
 ORDER BY 1
@@ -131,6 +131,7 @@ type DeadListRow struct {
 	Metadata       []byte
 	SequenceKey    string
 	LimitKey       string
+	BatchID        int64
 }
 
 func (q *Queries) DeadList(ctx context.Context, db DBTX, arg DeadListParams) ([]*DeadListRow, error) {
@@ -172,6 +173,7 @@ func (q *Queries) DeadList(ctx context.Context, db DBTX, arg DeadListParams) ([]
 			&i.Metadata,
 			&i.SequenceKey,
 			&i.LimitKey,
+			&i.BatchID,
 		); err != nil {
 			return nil, err
 		}
@@ -365,10 +367,10 @@ WITH d AS (
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                    attempted_at, finished_at, kind, unique_key, errors, progress, sequence_key,
-                                   depends_on, workflow_id)
+                                   depends_on, workflow_id, batch_id)
     SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
            d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.sequence_key,
-           d.depends_on, d.workflow_id
+           d.depends_on, d.workflow_id, d.batch_id
       FROM d
     RETURNING job_archive.id
 )
@@ -733,12 +735,11 @@ SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coale
        g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
        g.errors::jsonb AS errors, coalesce((extract(epoch FROM g.timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
        g.progress::jsonb AS progress, g.result::jsonb AS result, g.tags::text[] AS tags, g.metadata::jsonb AS metadata,
-       coalesce(j.sequence_key, a.sequence_key, '')::text AS sequence_key, coalesce(j.limit_key, '')::text AS limit_key,
+       coalesce(g.sequence_key, '')::text AS sequence_key, coalesce(g.limit_key, '')::text AS limit_key,
+       coalesce(g.batch_id, 0)::bigint AS batch_id,
        g.depends_on::bigint[] AS depends_on, coalesce(g.deps_waiting, 0)::integer AS deps_waiting,
        coalesce(g.workflow_id, 0)::bigint AS workflow_id
 FROM pgmsg.job_get($1::bigint) g
-LEFT JOIN pgmsg.job j ON j.id = g.id
-LEFT JOIN pgmsg.job_archive a ON a.id = g.id
 `
 
 type JobGetRow struct {
@@ -766,13 +767,12 @@ type JobGetRow struct {
 	Metadata       []byte
 	SequenceKey    string
 	LimitKey       string
+	BatchID        int64
 	DependsOn      []int64
 	DepsWaiting    int32
 	WorkflowID     int64
 }
 
-// The job's sequence and limit keys are read from its row (job_get does
-// not return them); the archive keeps no limit key.
 func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, error) {
 	row := db.QueryRow(ctx, jobGet, id)
 	var i JobGetRow
@@ -801,6 +801,7 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*JobGetRow, er
 		&i.Metadata,
 		&i.SequenceKey,
 		&i.LimitKey,
+		&i.BatchID,
 		&i.DependsOn,
 		&i.DepsWaiting,
 		&i.WorkflowID,
@@ -815,13 +816,11 @@ SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coale
        g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
        g.errors::jsonb AS errors, coalesce((extract(epoch FROM g.timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
        g.progress::jsonb AS progress, g.result::jsonb AS result, g.tags::text[] AS tags, g.metadata::jsonb AS metadata,
-       coalesce(j.sequence_key, a.sequence_key, '')::text AS sequence_key,
-       coalesce(j.limit_key, '')::text AS limit_key -- the shape of JobGet
+       coalesce(g.sequence_key, '')::text AS sequence_key, coalesce(g.limit_key, '')::text AS limit_key,
+       coalesce(g.batch_id, 0)::bigint AS batch_id -- the shape of JobGet
 FROM pgmsg.job_list($1::text, $2::text, $3::text, $4::timestamptz,
                     $5::timestamptz, $6::integer, $7::bigint, $8::text,
                     $9::text) g
-LEFT JOIN pgmsg.job j ON j.id = g.id
-LEFT JOIN pgmsg.job_archive a ON a.id = g.id
 ORDER BY CASE WHEN $9::text = 'desc' THEN -g.id ELSE g.id END
 `
 
@@ -862,6 +861,7 @@ type JobListRow struct {
 	Metadata       []byte
 	SequenceKey    string
 	LimitKey       string
+	BatchID        int64
 }
 
 func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*JobListRow, error) {
@@ -908,6 +908,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*J
 			&i.Metadata,
 			&i.SequenceKey,
 			&i.LimitKey,
+			&i.BatchID,
 		); err != nil {
 			return nil, err
 		}

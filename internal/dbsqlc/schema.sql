@@ -1032,6 +1032,21 @@ DROP FUNCTION IF EXISTS "pgmsg".job_complete(bigint, bigint, jsonb);
 DROP FUNCTION IF EXISTS "pgmsg".job_fail(bigint, bigint, text, interval, boolean);
 DROP FUNCTION IF EXISTS "pgmsg".job_snooze(bigint, bigint, interval);
 
+-- pgmsg 028: job_get and job_list show a job's sequence key, limit key and
+-- batch.
+--
+-- job_get and job_list return the job's sequence_key, limit_key and
+-- batch_id, and job_list every column of job_get (it lacked depends_on,
+-- deps_waiting and workflow_id). The archive keeps a completed or
+-- cancelled job's batch id, as it keeps its sequence key and workflow (it
+-- keeps no limit key); jobs archived before this migration have none.
+
+ALTER TABLE "pgmsg".job_archive ADD COLUMN batch_id bigint;
+
+-- These change shape: the function file creates them again.
+DROP FUNCTION IF EXISTS "pgmsg".job_get(bigint);
+DROP FUNCTION IF EXISTS "pgmsg".job_list(text, text, text, timestamp with time zone, timestamp with time zone, integer, bigint, text, text);
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -5359,10 +5374,10 @@ AS $function$
     ), a AS (
         INSERT INTO "pgmsg".job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                             attempted_at, finished_at, kind, unique_key, errors, progress, result,
-                                            tags, metadata, sequence_key, depends_on, workflow_id)
+                                            tags, metadata, sequence_key, depends_on, workflow_id, batch_id)
         SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
                d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.result,
-               d.tags, d.metadata, d.sequence_key, d.depends_on, d.workflow_id
+               d.tags, d.metadata, d.sequence_key, d.depends_on, d.workflow_id, d.batch_id
         FROM d
         RETURNING job_archive.id
     ), l AS (
@@ -5522,10 +5537,10 @@ BEGIN
     )
     INSERT INTO "pgmsg".job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                         attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata,
-                                        sequence_key, depends_on, workflow_id)
+                                        sequence_key, depends_on, workflow_id, batch_id)
     SELECT d.id, d.queue_id, 'cancelled', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
            d.attempted_at, clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.tags, d.metadata,
-           d.sequence_key, d.depends_on, d.workflow_id
+           d.sequence_key, d.depends_on, d.workflow_id, d.batch_id
     FROM d;
     done := FOUND;
     PERFORM set_config('pgmsg.job_cancel', '', true);
@@ -5581,9 +5596,11 @@ END $function$;
 -- retrying, running, dead or pending) or archived (state completed or
 -- cancelled), with its dependencies (depends_on, NULL: none) and, while it
 -- waits for them (pending), how many have not completed yet
--- (deps_waiting). PM107 if there is no such job.
+-- (deps_waiting), its workflow, sequence key, limit key (NULL once
+-- archived: the archive keeps none) and batch (each NULL: none). PM107 if
+-- there is no such job.
 CREATE OR REPLACE FUNCTION "pgmsg".job_get(p_id bigint)
- RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval, progress jsonb, result jsonb, tags text[], metadata jsonb, depends_on bigint[], deps_waiting integer, workflow_id bigint)
+ RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval, progress jsonb, result jsonb, tags text[], metadata jsonb, depends_on bigint[], deps_waiting integer, workflow_id bigint, sequence_key text, limit_key text, batch_id bigint)
  LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5594,14 +5611,14 @@ BEGIN
     SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = j.id), j.priority::integer, j.attempt, j.max_attempts, j.lease_token,
            j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors,
            coalesce(j.timeout, q.job_timeout), j.progress, NULL::jsonb, j.tags, j.metadata, j.depends_on,
-           CASE WHEN j.state = 'pending' THEN j.deps_waiting END, j.workflow_id
+           CASE WHEN j.state = 'pending' THEN j.deps_waiting END, j.workflow_id, j.sequence_key, j.limit_key, j.batch_id
     FROM "pgmsg".job j JOIN "pgmsg".queue q ON q.queue_id = j.queue_id
     WHERE j.id = p_id
     UNION ALL
     SELECT a.id, q.name, a.status, a.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = a.id), a.priority::integer, a.attempt, a.max_attempts, NULL::bigint,
            NULL::timestamptz, NULL::timestamptz, a.enqueued_at, a.attempted_at, a.finished_at, NULL::text,
            a.unique_key, a.errors, NULL::interval, a.progress, a.result, a.tags, a.metadata, a.depends_on,
-           NULL::integer, a.workflow_id
+           NULL::integer, a.workflow_id, a.sequence_key, NULL::text, a.batch_id
     FROM "pgmsg".job_archive a JOIN "pgmsg".queue q ON q.queue_id = a.queue_id
     WHERE a.id = p_id;
     IF NOT FOUND THEN
@@ -5620,7 +5637,7 @@ END $function$;
 -- from the cursor on, in either direction, stopping at the limit; the
 -- filters are checked on the rows read.
 CREATE OR REPLACE FUNCTION "pgmsg".job_list(p_queue text, p_state text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_since timestamp with time zone DEFAULT NULL::timestamp with time zone, p_until timestamp with time zone DEFAULT NULL::timestamp with time zone, p_limit integer DEFAULT 100, p_after_id bigint DEFAULT 0, p_tag text DEFAULT NULL::text, p_order text DEFAULT 'asc'::text)
- RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval, progress jsonb, result jsonb, tags text[], metadata jsonb)
+ RETURNS TABLE(id bigint, queue text, state text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, worker text, unique_key text, errors jsonb, timeout interval, progress jsonb, result jsonb, tags text[], metadata jsonb, depends_on bigint[], deps_waiting integer, workflow_id bigint, sequence_key text, limit_key text, batch_id bigint)
  LANGUAGE plpgsql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5648,7 +5665,8 @@ BEGIN
             (SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = j.id),
                     j.priority::integer, j.attempt, j.max_attempts, j.lease_token, j.lease_expires_at, j.run_at, j.enqueued_at,
                     j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors, coalesce(j.timeout, q.job_timeout),
-                    j.progress, NULL::jsonb, j.tags, j.metadata
+                    j.progress, NULL::jsonb, j.tags, j.metadata, j.depends_on,
+                    CASE WHEN j.state = 'pending' THEN j.deps_waiting END, j.workflow_id, j.sequence_key, j.limit_key, j.batch_id
                FROM "pgmsg".job j
               WHERE live AND j.queue_id = q.queue_id AND j.id > after AND (p_state IS NULL OR j.state = p_state)
                 AND (p_kind IS NULL OR j.kind = p_kind) AND (p_tag IS NULL OR j.tags @> ARRAY[p_tag])
@@ -5659,7 +5677,8 @@ BEGIN
             (SELECT a.id, q.name, a.status, a.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = a.id),
                     a.priority::integer, a.attempt, a.max_attempts, NULL::bigint, NULL::timestamptz, NULL::timestamptz,
                     a.enqueued_at, a.attempted_at, a.finished_at, NULL::text, a.unique_key, a.errors, NULL::interval,
-                    a.progress, a.result, a.tags, a.metadata
+                    a.progress, a.result, a.tags, a.metadata, a.depends_on,
+                    NULL::integer, a.workflow_id, a.sequence_key, NULL::text, a.batch_id
                FROM "pgmsg".job_archive a
               WHERE done AND a.queue_id = q.queue_id AND a.id > after AND (p_state IS NULL OR a.status = p_state)
                 AND (p_kind IS NULL OR a.kind = p_kind) AND (p_tag IS NULL OR a.tags @> ARRAY[p_tag])
@@ -5679,7 +5698,8 @@ BEGIN
             (SELECT j.id, q.name, j.state, j.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = j.id),
                     j.priority::integer, j.attempt, j.max_attempts, j.lease_token, j.lease_expires_at, j.run_at, j.enqueued_at,
                     j.attempted_at, j.finalized_at, j.worker, j.unique_key, j.errors, coalesce(j.timeout, q.job_timeout),
-                    j.progress, NULL::jsonb, j.tags, j.metadata
+                    j.progress, NULL::jsonb, j.tags, j.metadata, j.depends_on,
+                    CASE WHEN j.state = 'pending' THEN j.deps_waiting END, j.workflow_id, j.sequence_key, j.limit_key, j.batch_id
                FROM "pgmsg".job j
               WHERE live AND j.queue_id = q.queue_id AND j.id < after AND (p_state IS NULL OR j.state = p_state)
                 AND (p_kind IS NULL OR j.kind = p_kind) AND (p_tag IS NULL OR j.tags @> ARRAY[p_tag])
@@ -5690,7 +5710,8 @@ BEGIN
             (SELECT a.id, q.name, a.status, a.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = a.id),
                     a.priority::integer, a.attempt, a.max_attempts, NULL::bigint, NULL::timestamptz, NULL::timestamptz,
                     a.enqueued_at, a.attempted_at, a.finished_at, NULL::text, a.unique_key, a.errors, NULL::interval,
-                    a.progress, a.result, a.tags, a.metadata
+                    a.progress, a.result, a.tags, a.metadata, a.depends_on,
+                    NULL::integer, a.workflow_id, a.sequence_key, NULL::text, a.batch_id
                FROM "pgmsg".job_archive a
               WHERE done AND a.queue_id = q.queue_id AND a.id < after AND (p_state IS NULL OR a.status = p_state)
                 AND (p_kind IS NULL OR a.kind = p_kind) AND (p_tag IS NULL OR a.tags @> ARRAY[p_tag])
@@ -6679,13 +6700,13 @@ BEGIN
     )
     INSERT INTO "pgmsg".job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                         attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata,
-                                        sequence_key, depends_on, workflow_id)
+                                        sequence_key, depends_on, workflow_id, batch_id)
     SELECT d.id, d.queue_id, 'cancelled', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
            d.attempted_at, clock_timestamp(), d.kind, d.unique_key,
            coalesce(d.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
                'attempt', d.attempt, 'at', clock_timestamp(),
                'error', 'cancelled: a dependency was cancelled, deleted or went dead')),
-           d.progress, d.tags, d.metadata, d.sequence_key, d.depends_on, d.workflow_id
+           d.progress, d.tags, d.metadata, d.sequence_key, d.depends_on, d.workflow_id, d.batch_id
     FROM d;
 END $function$;
 

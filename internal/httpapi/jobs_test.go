@@ -109,3 +109,64 @@ func TestGetJobHTTP(t *testing.T) {
 	claimer := tb.token(t, "claimer", "claim:gq")
 	require.Equal(t, http.StatusForbidden, tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", res.ID), claimer, nil).status)
 }
+
+// A job's batch_id over HTTP: in GET /v1/jobs/{id} and the job list, live
+// and archived; absent for a job of no batch.
+func TestJobBatchIDHTTP(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	r := tb.do(t, http.MethodPost, "/v1/queue/enqueue", tb.admin, map[string]any{"queue": "bh", "jobs": []map[string]any{{"payload": 0}}})
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	var plain struct {
+		Jobs []struct {
+			ID int64 `json:"id"`
+		} `json:"jobs"`
+	}
+	r.json(t, &plain)
+	require.Len(t, plain.Jobs, 1)
+	r = tb.do(t, http.MethodPost, "/v1/queues/bh/batches", tb.admin, map[string]any{"jobs": []map[string]any{{"payload": 1}, {"payload": 2}}})
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	var batch struct {
+		BatchID int64 `json:"batch_id"`
+		Jobs    []struct {
+			ID int64 `json:"id"`
+		} `json:"jobs"`
+	}
+	r.json(t, &batch)
+	require.NotZero(t, batch.BatchID)
+	require.Len(t, batch.Jobs, 2)
+	want := map[int64]int64{plain.Jobs[0].ID: 0, batch.Jobs[0].ID: batch.BatchID, batch.Jobs[1].ID: batch.BatchID}
+
+	check := func(what string) {
+		t.Helper()
+		for id, b := range want {
+			var one map[string]json.RawMessage
+			tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", id), tb.admin, nil).json(t, &one)
+			if b == 0 {
+				require.NotContains(t, one, "batch_id", "%s: job %d of no batch", what, id)
+				continue
+			}
+			require.JSONEq(t, fmt.Sprint(b), string(one["batch_id"]), "%s: job %d", what, id)
+		}
+		var list struct {
+			Jobs []struct {
+				ID      int64 `json:"id"`
+				BatchID int64 `json:"batch_id"`
+			} `json:"jobs"`
+		}
+		tb.do(t, http.MethodGet, "/v1/queues/bh/jobs", tb.admin, nil).json(t, &list)
+		got := map[int64]int64{}
+		for _, j := range list.Jobs {
+			got[j.ID] = j.BatchID
+		}
+		require.Equal(t, want, got, "%s: the job list", what)
+	}
+	check("live")
+	jobs, err := tb.client.ClaimJobs(tb.ctx, "bh", &pgmsg.ClaimJobsOpts{Max: 3})
+	require.NoError(t, err)
+	require.Len(t, jobs, 3)
+	for _, j := range jobs {
+		require.NoError(t, tb.client.Complete(tb.ctx, j))
+	}
+	check("archived")
+}

@@ -300,3 +300,113 @@ func TestJobClaimMaxBytesSQL(t *testing.T) {
 	_, err = b.Pool.Exec(b.ctx, b.sqlAPI(`SELECT * FROM {s}.job_claim('q', 1, NULL, NULL, 0)`))
 	require.ErrorContains(t, err, "max_bytes must be at least 1")
 }
+
+// jobKeyCols are the columns of job_get and job_list that say what a job
+// belongs to, as plain SQL reads them (NULL: none).
+type jobKeyCols struct {
+	SequenceKey, LimitKey *string
+	BatchID, WorkflowID   *int64
+	DependsOn             []int64
+	DepsWaiting           *int32
+}
+
+// job_get and job_list return a job's sequence key, limit key and batch
+// (migration 028), job_list with exactly job_get's columns, live and
+// archived: the archive keeps the sequence key and the batch, not the
+// limit key.
+func TestJobColumnsSQL(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := b.ctx
+	_, err := b.Pool.Exec(ctx, b.sqlAPI(`SELECT * FROM {s}.queue_create('kq', p_key_limit => 1)`))
+	require.NoError(t, err)
+	var plain int64
+	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT id FROM {s}.enqueue('kq', 'x')`)).Scan(&plain))
+	// j0 in sequence s1, j1 of limit key acme, j2 named root, j3 waiting for it.
+	var batch int64
+	var ids []int64
+	rows, err := b.Pool.Query(ctx, b.sqlAPI(`SELECT batch_id, id FROM {s}.job_enqueue_batch('kq', ARRAY['a', 'b', 'c', 'd']::bytea[],
+		p_sequence_keys => ARRAY['s1', NULL, NULL, NULL], p_limit_keys => ARRAY[NULL, 'acme', NULL, NULL],
+		p_names => ARRAY[NULL, NULL, 'root', NULL], p_depends_on => ARRAY[NULL, NULL, NULL, '["root"]']::jsonb[])`))
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		require.NoError(t, rows.Scan(&batch, &id))
+		ids = append(ids, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, ids, 4)
+
+	cols := `sequence_key, limit_key, batch_id, workflow_id, depends_on, deps_waiting`
+	get := func(id int64) jobKeyCols {
+		t.Helper()
+		var c jobKeyCols
+		require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT `+cols+` FROM {s}.job_get($1)`), id).Scan(
+			&c.SequenceKey, &c.LimitKey, &c.BatchID, &c.WorkflowID, &c.DependsOn, &c.DepsWaiting))
+		return c
+	}
+	list := func(order string) map[int64]jobKeyCols {
+		t.Helper()
+		rows, err := b.Pool.Query(ctx, b.sqlAPI(`SELECT id, `+cols+` FROM {s}.job_list('kq', p_order => $1)`), order)
+		require.NoError(t, err)
+		defer rows.Close()
+		out := map[int64]jobKeyCols{}
+		for rows.Next() {
+			var id int64
+			var c jobKeyCols
+			require.NoError(t, rows.Scan(&id, &c.SequenceKey, &c.LimitKey, &c.BatchID, &c.WorkflowID, &c.DependsOn, &c.DepsWaiting))
+			out[id] = c
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	want := map[int64]jobKeyCols{
+		plain:  {},
+		ids[0]: {SequenceKey: ptr("s1"), BatchID: &batch},
+		ids[1]: {LimitKey: ptr("acme"), BatchID: &batch},
+		ids[2]: {BatchID: &batch, WorkflowID: &ids[2]},
+		ids[3]: {BatchID: &batch, WorkflowID: &ids[2], DependsOn: []int64{ids[2]}, DepsWaiting: ptr(int32(1))},
+	}
+	check := func(what string) {
+		t.Helper()
+		for id, w := range want {
+			require.Equal(t, w, get(id), "%s: job_get(%d)", what, id)
+		}
+		require.Equal(t, want, list("asc"), "%s: job_list asc", what)
+		require.Equal(t, want, list("desc"), "%s: job_list desc", what)
+	}
+	check("live")
+
+	// job_list has job_get's columns, in its order.
+	names := func(sql string, args ...any) []string {
+		t.Helper()
+		rows, err := b.Pool.Query(ctx, b.sqlAPI(sql), args...)
+		require.NoError(t, err)
+		defer rows.Close()
+		var out []string
+		for _, f := range rows.FieldDescriptions() {
+			out = append(out, f.Name)
+		}
+		return out
+	}
+	getCols := names(`SELECT * FROM {s}.job_get($1)`, plain)
+	require.Equal(t, []string{"sequence_key", "limit_key", "batch_id"}, getCols[len(getCols)-3:])
+	require.Equal(t, getCols, names(`SELECT * FROM {s}.job_list('kq')`))
+
+	// Archived: cancelled (j3, pending) then completed (the rest).
+	var cancelled bool
+	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT {s}.job_cancel($1)`), ids[3]).Scan(&cancelled))
+	require.True(t, cancelled)
+	for range 4 {
+		var id, token int64
+		require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT id, lease_token FROM {s}.job_claim('kq', 1)`)).Scan(&id, &token))
+		_, err := b.Pool.Exec(ctx, b.sqlAPI(`SELECT {s}.job_complete($1, $2)`), id, token)
+		require.NoError(t, err)
+	}
+	var done int
+	require.NoError(t, b.Pool.QueryRow(ctx, b.sqlAPI(`SELECT count(*) FROM {s}.job_list('kq', p_state => 'completed')`)).Scan(&done))
+	require.Equal(t, 4, done)
+	want[ids[1]] = jobKeyCols{BatchID: &batch}                                                  // no limit key in the archive
+	want[ids[3]] = jobKeyCols{BatchID: &batch, WorkflowID: &ids[2], DependsOn: []int64{ids[2]}} // not pending
+	check("archived")
+}

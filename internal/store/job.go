@@ -45,7 +45,7 @@ func jobFromGetRow(r *dbsqlc.JobListRow) (*Job, error) {
 		EnqueuedAt: r.EnqueuedAt.Time, AttemptedAt: timePtr(r.AttemptedAt), FinishedAt: timePtr(r.FinishedAt),
 		Worker: r.Worker, UniqueKey: r.UniqueKey, Errors: history, Timeout: micros(r.TimeoutUs),
 		Progress: r.Progress, Result: r.Result, Tags: r.Tags, Metadata: r.Metadata,
-		SequenceKey: r.SequenceKey, LimitKey: r.LimitKey,
+		SequenceKey: r.SequenceKey, LimitKey: r.LimitKey, BatchID: r.BatchID,
 	}, nil
 }
 
@@ -61,7 +61,7 @@ func (s *Store) JobGet(ctx context.Context, exec DBTX, id int64) (*Job, error) {
 		MaxAttempts: r.MaxAttempts, LeaseToken: r.LeaseToken, LeaseExpiresAt: r.LeaseExpiresAt, RunAt: r.RunAt,
 		EnqueuedAt: r.EnqueuedAt, AttemptedAt: r.AttemptedAt, FinishedAt: r.FinishedAt, Worker: r.Worker,
 		UniqueKey: r.UniqueKey, Errors: r.Errors, TimeoutUs: r.TimeoutUs, Progress: r.Progress, Result: r.Result,
-		Tags: r.Tags, Metadata: r.Metadata, SequenceKey: r.SequenceKey, LimitKey: r.LimitKey,
+		Tags: r.Tags, Metadata: r.Metadata, SequenceKey: r.SequenceKey, LimitKey: r.LimitKey, BatchID: r.BatchID,
 	})
 	if err != nil {
 		return nil, err

@@ -213,6 +213,9 @@ type JobJSON struct {
 	// archived job keeps no limit key.
 	SequenceKey string `json:"sequence_key,omitempty"`
 	LimitKey    string `json:"limit_key,omitempty"`
+	// BatchID is the batch the job was enqueued in; absent: none, or not
+	// returned by this call (claims).
+	BatchID int64 `json:"batch_id,omitempty"`
 }
 
 // EncodeJob renders a job with its payload in enc (auto, json, text, base64).
@@ -221,7 +224,8 @@ func EncodeJob(j *pgmsg.Job, enc string) JobJSON {
 		MaxAttempts: j.MaxAttempts, LeaseToken: j.LeaseToken, LeaseExpiresAt: UTCPtr(j.LeaseExpiresAt), RunAt: UTCPtr(j.RunAt),
 		EnqueuedAt: j.EnqueuedAt.UTC(), FinishedAt: UTCPtr(j.FinishedAt), UniqueKey: j.UniqueKey, Errors: j.Errors,
 		Progress: j.Progress, Result: j.Result, Tags: j.Tags, Metadata: j.Metadata, DependsOn: j.DependsOn,
-		DepsWaiting: j.DepsWaiting, WorkflowID: j.WorkflowID, SequenceKey: j.SequenceKey, LimitKey: j.LimitKey}
+		DepsWaiting: j.DepsWaiting, WorkflowID: j.WorkflowID, SequenceKey: j.SequenceKey, LimitKey: j.LimitKey,
+		BatchID: j.BatchID}
 	if j.Timeout > 0 {
 		out.Timeout = j.Timeout.String()
 	}

@@ -111,10 +111,10 @@ WITH d AS (
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                    attempted_at, finished_at, kind, unique_key, errors, progress, sequence_key,
-                                   depends_on, workflow_id)
+                                   depends_on, workflow_id, batch_id)
     SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
            d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.sequence_key,
-           d.depends_on, d.workflow_id
+           d.depends_on, d.workflow_id, d.batch_id
       FROM d
     RETURNING job_archive.id
 )
@@ -154,20 +154,17 @@ SELECT pgmsg.job_cancel(@id::bigint)::boolean AS cancelled;
 SELECT pgmsg.job_rescue(sqlc.narg(queue)::text, @max_jobs::integer)::integer AS rescued;
 
 -- name: JobGet :one
--- The job's sequence and limit keys are read from its row (job_get does
--- not return them); the archive keeps no limit key.
 SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coalesce(g.kind, '')::text AS kind, g.payload::bytea AS payload, g.priority::integer AS priority,
        g.attempt::integer AS attempt, g.max_attempts::integer AS max_attempts, coalesce(g.lease_token, 0)::bigint AS lease_token,
        g.lease_expires_at::timestamptz AS lease_expires_at, g.run_at::timestamptz AS run_at, g.enqueued_at::timestamptz AS enqueued_at, g.attempted_at::timestamptz AS attempted_at,
        g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
        g.errors::jsonb AS errors, coalesce((extract(epoch FROM g.timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
        g.progress::jsonb AS progress, g.result::jsonb AS result, g.tags::text[] AS tags, g.metadata::jsonb AS metadata,
-       coalesce(j.sequence_key, a.sequence_key, '')::text AS sequence_key, coalesce(j.limit_key, '')::text AS limit_key,
+       coalesce(g.sequence_key, '')::text AS sequence_key, coalesce(g.limit_key, '')::text AS limit_key,
+       coalesce(g.batch_id, 0)::bigint AS batch_id,
        g.depends_on::bigint[] AS depends_on, coalesce(g.deps_waiting, 0)::integer AS deps_waiting,
        coalesce(g.workflow_id, 0)::bigint AS workflow_id
-FROM pgmsg.job_get(@id::bigint) g
-LEFT JOIN pgmsg.job j ON j.id = g.id
-LEFT JOIN pgmsg.job_archive a ON a.id = g.id;
+FROM pgmsg.job_get(@id::bigint) g;
 
 -- name: JobLogs :many
 SELECT attempt::integer, at::timestamptz, outcome::text, log::text FROM pgmsg.job_logs(@id::bigint);
@@ -216,13 +213,11 @@ SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coale
        g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
        g.errors::jsonb AS errors, coalesce((extract(epoch FROM g.timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
        g.progress::jsonb AS progress, g.result::jsonb AS result, g.tags::text[] AS tags, g.metadata::jsonb AS metadata,
-       coalesce(j.sequence_key, a.sequence_key, '')::text AS sequence_key,
-       coalesce(j.limit_key, '')::text AS limit_key -- the shape of JobGet
+       coalesce(g.sequence_key, '')::text AS sequence_key, coalesce(g.limit_key, '')::text AS limit_key,
+       coalesce(g.batch_id, 0)::bigint AS batch_id -- the shape of JobGet
 FROM pgmsg.job_list(@queue::text, sqlc.narg(state)::text, sqlc.narg(kind)::text, sqlc.narg(since)::timestamptz,
                     sqlc.narg(until)::timestamptz, @max_jobs::integer, @after_id::bigint, sqlc.narg(tag)::text,
                     @sort_order::text) g
-LEFT JOIN pgmsg.job j ON j.id = g.id
-LEFT JOIN pgmsg.job_archive a ON a.id = g.id
 ORDER BY CASE WHEN @sort_order::text = 'desc' THEN -g.id ELSE g.id END;
 
 -- name: DeadList :many
@@ -232,7 +227,7 @@ SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coale
        g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
        g.errors::jsonb AS errors, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result, g.tags::text[] AS tags,
        g.metadata::jsonb AS metadata, coalesce(j.sequence_key, '')::text AS sequence_key,
-       coalesce(j.limit_key, '')::text AS limit_key -- the shape of JobGet
+       coalesce(j.limit_key, '')::text AS limit_key, coalesce(j.batch_id, 0)::bigint AS batch_id -- the shape of JobGet
 FROM pgmsg.dead_list(@queue::text, sqlc.narg(kind)::text, @max_jobs::integer, @after_id::bigint) g
 LEFT JOIN pgmsg.job j ON j.id = g.id
 ORDER BY 1;
