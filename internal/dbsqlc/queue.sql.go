@@ -366,11 +366,11 @@ WITH d AS (
     RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata, j.sequence_key, j.sequence_continue, j.limit_key, j.depends_on, j.deps_waiting, j.deps_ignore_cancelled, j.deps_ignore_dead, j.has_dependents, j.workflow_id, j.batch_id, j.tenant, j.fair_tag
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                   attempted_at, finished_at, kind, unique_key, errors, progress, sequence_key,
-                                   depends_on, workflow_id, batch_id)
+                                   attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata,
+                                   sequence_key, depends_on, workflow_id, batch_id)
     SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.sequence_key,
-           d.depends_on, d.workflow_id, d.batch_id
+           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.tags, d.metadata,
+           d.sequence_key, d.depends_on, d.workflow_id, d.batch_id
       FROM d
     RETURNING job_archive.id
 )

@@ -110,11 +110,11 @@ WITH d AS (
     RETURNING j.*
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
-                                   attempted_at, finished_at, kind, unique_key, errors, progress, sequence_key,
-                                   depends_on, workflow_id, batch_id)
+                                   attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata,
+                                   sequence_key, depends_on, workflow_id, batch_id)
     SELECT d.id, d.queue_id, 'completed', d.priority, d.attempt, d.max_attempts, d.enqueued_at,
-           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.sequence_key,
-           d.depends_on, d.workflow_id, d.batch_id
+           d.attempted_at, pg_catalog.clock_timestamp(), d.kind, d.unique_key, d.errors, d.progress, d.tags, d.metadata,
+           d.sequence_key, d.depends_on, d.workflow_id, d.batch_id
       FROM d
     RETURNING job_archive.id
 )
