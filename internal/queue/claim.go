@@ -214,7 +214,13 @@ func (s *claimState) next(now time.Time) (pos store.JobClaimPosition, probe, res
 		pos.FairValid, pos.FairTag = s.fair.oldValid, s.fair.old
 		if now.Sub(s.deepRead) >= claimFairDeepEvery {
 			s.deepRead = now
-			if pos.FairValid && s.deep.oldValid && s.deep.old < pos.FairTag {
+			switch {
+			case !s.deep.oldValid:
+				// No position a deep step old yet (the client's first
+				// seconds of this queue): the deep read reads the whole
+				// index, which has crossed little since.
+				pos.FairValid = false
+			case pos.FairValid && s.deep.old < pos.FairTag:
 				pos.FairTag = s.deep.old
 			}
 		}

@@ -260,12 +260,13 @@ func TestJobClaimDirectSettings(t *testing.T) {
 // job is tagged with when its enqueue starts is at most the latest tag,
 // and the claims made while the enqueue runs move on past it. The deep
 // read (one in claimFairDeepEvery) starts one to two claimFairDeepLag
-// steps back.
+// steps back, or reads the whole index while there is no such position.
 func TestClaimFairPositionLags(t *testing.T) {
 	t.Parallel()
 	var st claimState
 	t0 := time.Now()
 	st.full = t0.Add(time.Hour) // no read of the whole index in this test
+	st.deepRead = st.full       // nor a deep read in this part
 	claim := func(tag float64) { st.fairValid, st.fairTag = true, tag }
 	pos := func(at time.Duration) store.JobClaimPosition {
 		p, _, _ := st.next(t0.Add(at))
@@ -293,12 +294,14 @@ func TestClaimFairPositionLags(t *testing.T) {
 	dt.fairValid, dt.fairTag = true, 5
 	_, _, _ = dt.next(t0) // steps both at t0 (deep: mid 5)
 	dt.fairTag = 50
-	_, _, _ = dt.next(t0.Add(claimFairLag)) // fair step: old 5
+	p, _, _ = dt.next(t0.Add(claimFairLag)) // fair step: old 5
+	require.False(t, p.FairValid, "no position a deep step old yet: a deep read reads the whole index")
 	dt.fairTag = 500
 	p, _, _ = dt.next(t0.Add(claimFairDeepLag)) // deep step: old 5, and a deep read is due
 	require.Equal(t, 5.0, p.FairTag)
 	dt.fairTag = 600
 	p, _, _ = dt.next(t0.Add(claimFairDeepLag + claimFairDeepEvery/2))
+	require.True(t, p.FairValid)
 	require.NotEqual(t, 5.0, p.FairTag, "not a deep read: the next is due claimFairDeepEvery after the last")
 	p, _, _ = dt.next(t0.Add(claimFairDeepLag + claimFairDeepEvery))
 	require.Equal(t, 5.0, p.FairTag, "a deep read")
