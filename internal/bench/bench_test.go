@@ -200,8 +200,17 @@ func TestRunSmoke(t *testing.T) {
 		require.Zero(t, q.Errors, q.FirstError)
 		require.Positive(t, q.JobsPerSec, impl)
 	}
+	// Fair share: the paced jobs are small tenants' beside one tenant's
+	// backlog; the check reports their starts from the due time and from
+	// the enqueue's return, and the backlog's rate.
+	q, err := RunQueue(ctx, env, ImplPgmsgFair, QueueOptions{Duration: time.Second, Warmup: 0, Workers: 2, Jobs: 300,
+		Rate: 20, Tenants: 2})
+	require.NoError(t, err)
+	require.Zero(t, q.Errors, q.FirstError)
+	require.Contains(t, q.Checked, "paced jobs (2 small tenants, backlog one tenant's)")
+	require.Contains(t, q.Checked, "from their enqueue's return")
 	// A handler that takes JobTime: jobs are still done, none fails.
-	q, err := RunQueue(ctx, env, ImplPgmsg, QueueOptions{Duration: time.Second, Warmup: 0, Workers: 4, Jobs: 20,
+	q, err = RunQueue(ctx, env, ImplPgmsg, QueueOptions{Duration: time.Second, Warmup: 0, Workers: 4, Jobs: 20,
 		JobTime: 20 * time.Millisecond})
 	require.NoError(t, err)
 	require.Zero(t, q.Errors, q.FirstError)

@@ -44,10 +44,22 @@ const claimFullEvery = time.Second
 // largest tag claimed claimFairLag to twice that ago. A job is tagged at
 // the queue's virtual time when its enqueue starts, and the claims go on
 // while it runs: a read from the latest tag would miss the jobs of
-// enqueues that took longer than the claims since (until the whole read
-// of the second). The cost is the claimed entries crossed: the queue's
-// claims over the lag.
-const claimFairLag = 250 * time.Millisecond
+// enqueues that took longer than the claims since (a straggler, below
+// every read's start). The cost is the claimed entries crossed: the
+// queue's claims over the lag.
+const claimFairLag = 100 * time.Millisecond
+
+// claimFairDeepLag and claimFairDeepEvery: a straggler of an enqueue that
+// took longer than claimFairLag (its commit held up on a loaded server)
+// is found by a deep read, from the largest tag claimed claimFairDeepLag
+// to twice that ago, which one direct claim in claimFairDeepEvery makes,
+// instead of waiting for the read of the whole index each claimFullEvery
+// (which crosses every entry claimed since the last vacuum). A deep read
+// crosses the queue's claims over its lag.
+const (
+	claimFairDeepLag   = time.Second
+	claimFairDeepEvery = 100 * time.Millisecond
+)
 
 // claimLimitedFor is how long a client sends the claims of a queue found
 // to have a rate limit or running cap straight to job_claim(), before
@@ -65,18 +77,19 @@ type claimState struct {
 	runAt    time.Time
 	id       int64
 	// fairValid and fairTag: the largest virtual start tag of the last
-	// direct claim of a fair queue; fairOld and fairOldValid the same as
-	// of fairAt, at least claimFairLag ago, where its reads start (see
-	// claimFairLag).
-	fairValid    bool
-	fairTag      float64
-	fairOldValid bool
-	fairOld      float64
-	fairAt       time.Time
-	full         time.Time // last claim without a position
-	probed       time.Time // last probe for expired leases
-	rescue       bool      // the last probe found an expired lease
-	limited      time.Time // when the queue was last found limited
+	// direct claim of a fair queue. fair is what it was at the last step
+	// of claimFairLag (fair.at) and the step before, where the reads
+	// start; deep the same in steps of claimFairDeepLag, where a read
+	// starts once per claimFairDeepEvery (deepRead). See claimFairLag.
+	fairValid bool
+	fairTag   float64
+	fair      lagged
+	deep      lagged
+	deepRead  time.Time
+	full      time.Time // last claim without a position
+	probed    time.Time // last probe for expired leases
+	rescue    bool      // the last probe found an expired lease
+	limited   time.Time // when the queue was last found limited
 	// limitChecked is when checkLimited last read the queue's limits.
 	limitChecked time.Time
 }
@@ -196,15 +209,47 @@ func (s *claimState) next(now time.Time) (pos store.JobClaimPosition, probe, res
 		if s.valid {
 			pos = store.JobClaimPosition{Valid: true, Priority: s.priority, RunAt: s.runAt, ID: s.id}
 		}
-		if now.Sub(s.fairAt) >= claimFairLag {
-			s.fairOldValid, s.fairOld, s.fairAt = s.fairValid, s.fairTag, now
+		s.fair.step(now, claimFairLag, s.fairValid, s.fairTag)
+		s.deep.step(now, claimFairDeepLag, s.fairValid, s.fairTag)
+		pos.FairValid, pos.FairTag = s.fair.oldValid, s.fair.old
+		if now.Sub(s.deepRead) >= claimFairDeepEvery {
+			s.deepRead = now
+			switch {
+			case !s.deep.oldValid:
+				// No position a deep step old yet (the client's first
+				// seconds of this queue): the deep read reads the whole
+				// index, which has crossed little since.
+				pos.FairValid = false
+			case pos.FairValid && s.deep.old < pos.FairTag:
+				pos.FairTag = s.deep.old
+			}
 		}
-		pos.FairValid, pos.FairTag = s.fairOldValid, s.fairOld
 	}
 	if now.Sub(s.probed) >= claimFullEvery {
 		s.probed, probe = now, true
 	}
 	return pos, probe, rescue
+}
+
+// lagged is a claim position (the largest fair tag claimed) as it was at
+// least one step ago: at each step the position of the step before
+// becomes old, and the current one mid. Between steps, old is the
+// position of one to two steps ago. A queue's tags only grow as it is
+// claimed, so an older position is a lower (never a later) start.
+type lagged struct {
+	at                 time.Time
+	midValid, oldValid bool
+	mid, old           float64
+}
+
+// step moves l on at now when a step (every) has passed since the last,
+// with the current position (valid, tag).
+func (l *lagged) step(now time.Time, every time.Duration, valid bool, tag float64) {
+	if now.Sub(l.at) < every {
+		return
+	}
+	l.oldValid, l.old = l.midValid, l.mid
+	l.midValid, l.mid, l.at = valid, tag, now
 }
 
 // claimed records a claim: its last job is the new position; fn says it

@@ -254,3 +254,117 @@ func TestJobClaimDirectSettings(t *testing.T) {
 	require.Equal(t, "offoffoff", inBatch)
 	require.Equal(t, before, settings())
 }
+
+// A fair queue's positioned reads start at the tag the client claimed one
+// to two claimFairLag steps ago, never at its latest: the virtual time a
+// job is tagged with when its enqueue starts is at most the latest tag,
+// and the claims made while the enqueue runs move on past it. The deep
+// read (one in claimFairDeepEvery) starts one to two claimFairDeepLag
+// steps back, or reads the whole index while there is no such position.
+func TestClaimFairPositionLags(t *testing.T) {
+	t.Parallel()
+	var st claimState
+	t0 := time.Now()
+	st.full = t0.Add(time.Hour) // no read of the whole index in this test
+	st.deepRead = st.full       // nor a deep read in this part
+	claim := func(tag float64) { st.fairValid, st.fairTag = true, tag }
+	pos := func(at time.Duration) store.JobClaimPosition {
+		p, _, _ := st.next(t0.Add(at))
+		return p
+	}
+	claim(10)
+	p := pos(0)
+	require.False(t, p.FairValid, "no position a step old yet: the whole read (fr)")
+	claim(20)
+	require.False(t, pos(claimFairLag/2).FairValid)
+	claim(30)
+	p = pos(claimFairLag) // a step: the position of the step before (10), not 30
+	require.True(t, p.FairValid)
+	require.Equal(t, 10.0, p.FairTag)
+	claim(40)
+	p = pos(claimFairLag + claimFairLag/2)
+	require.Equal(t, 10.0, p.FairTag, "between steps the old position holds")
+	p = pos(2 * claimFairLag)
+	require.Equal(t, 30.0, p.FairTag, "the position one step ago")
+
+	// The deep read: its position is a claimFairDeepLag step behind, and
+	// one claim per claimFairDeepEvery reads from it.
+	var dt claimState
+	dt.full = t0.Add(time.Hour)
+	dt.fairValid, dt.fairTag = true, 5
+	_, _, _ = dt.next(t0) // steps both at t0 (deep: mid 5)
+	dt.fairTag = 50
+	p, _, _ = dt.next(t0.Add(claimFairLag)) // fair step: old 5
+	require.False(t, p.FairValid, "no position a deep step old yet: a deep read reads the whole index")
+	dt.fairTag = 500
+	p, _, _ = dt.next(t0.Add(claimFairDeepLag)) // deep step: old 5, and a deep read is due
+	require.Equal(t, 5.0, p.FairTag)
+	dt.fairTag = 600
+	p, _, _ = dt.next(t0.Add(claimFairDeepLag + claimFairDeepEvery/2))
+	require.True(t, p.FairValid)
+	require.NotEqual(t, 5.0, p.FairTag, "not a deep read: the next is due claimFairDeepEvery after the last")
+	p, _, _ = dt.next(t0.Add(claimFairDeepLag + claimFairDeepEvery))
+	require.Equal(t, 5.0, p.FairTag, "a deep read")
+}
+
+// A straggler, a job of a fair queue whose enqueue committed after the
+// claims moved past its tag, is not found by the positioned reads but by
+// the next deep read, before the next read of the whole index.
+func TestClaimFairStragglerFoundByDeepRead(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	c := newTestQueues(b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.Create(ctx, b.Pool, "q", pgmsgtype.QueueConfig{}, false)
+	require.NoError(t, err)
+	big := make([]pgmsgtype.EnqueueParams, 20)
+	for i := range big {
+		big[i] = pgmsgtype.EnqueueParams{Payload: []byte("big"), Tenant: "big"}
+	}
+	_, err = c.Enqueue(ctx, b.Pool, "q", big, true)
+	require.NoError(t, err)
+	jobs, err := c.Claim(ctx, b.Pool, "q", ClaimOpts{Max: 1}, true) // job_claim(): the client's state
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+
+	// The small tenant's enqueue tags its job at the virtual time and
+	// stays open while the claims go on past that tag.
+	tx, err := b.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	res, err := c.Enqueue(ctx, tx, "q", []pgmsgtype.EnqueueParams{{Payload: []byte("small"), Tenant: "small"}}, true)
+	require.NoError(t, err)
+	straggler := res[0].ID
+	st := c.claimState("q", false)
+	require.NotNil(t, st)
+	future := time.Now().Add(time.Hour) // no step, no whole read, no deep read in this test unless set
+	st.mu.Lock()
+	st.full, st.deepRead = future, future
+	st.fair, st.deep = lagged{at: future}, lagged{at: future}
+	st.mu.Unlock()
+	direct := func() []*pgmsgtype.Job {
+		t.Helper()
+		jobs, ok, err := c.claimDirect(ctx, "q", &ClaimOpts{Max: 5}, true)
+		require.NoError(t, err)
+		require.True(t, ok)
+		return jobs
+	}
+	require.Len(t, direct(), 5, "the whole read (no position yet)")
+	st.mu.Lock()
+	passed := st.fairTag
+	st.fair = lagged{at: future, oldValid: true, old: passed, midValid: true, mid: passed}
+	st.deep = lagged{at: future, oldValid: true, old: 0, midValid: true, mid: 0}
+	st.mu.Unlock()
+	require.NoError(t, tx.Commit(ctx))
+
+	for _, j := range direct() {
+		require.NotEqual(t, straggler, j.ID, "behind the positioned read's start")
+	}
+	st.mu.Lock()
+	st.deepRead = time.Time{} // a deep read is due
+	st.mu.Unlock()
+	jobs = direct()
+	require.NotEmpty(t, jobs)
+	require.Equal(t, straggler, jobs[0].ID, "the deep read claims the straggler first (the lowest tag)")
+}

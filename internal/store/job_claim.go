@@ -104,7 +104,7 @@ func (s *Store) JobClaim(ctx context.Context, exec DBTX, p JobClaimParams, fn fu
 //
 // A fair queue (fair share across tenants) is read as job_claim() reads
 // it: its tagged jobs in virtual start tag order (job_fair) from the fair
-// position $11 (the largest tag the client claimed; NULL: none, fp reads
+// position $11 (a tag the client claimed a while ago; NULL: none, fp reads
 // nothing), then from the start (fr) when fp found too few, then
 // untagged ones (fu); the positioned and whole reads get no queue id and
 // read nothing. Another queue's fp, fr and fu get none. Each claimed
@@ -232,8 +232,10 @@ type JobClaimPosition struct {
 	Priority int16
 	RunAt    time.Time
 	ID       int64
-	// FairValid and FairTag: the largest virtual start tag the client
-	// claimed of a fair queue (its reads start there).
+	// FairValid and FairTag: where the reads of a fair queue start, a
+	// virtual start tag the client claimed a while ago (internal/queue's
+	// claimFairLag: jobs tagged while the claims went on are behind the
+	// latest one).
 	FairValid bool
 	FairTag   float64
 }
