@@ -389,7 +389,7 @@ func (d *pgmsgQueue) checkPaced() string {
 }
 
 func (d *pgmsgQueue) work(ctx context.Context, c *pgmsg.Client, workers int, done func([][]byte)) error {
-	w, err := c.NewWorker(d.queue, d.handle, &pgmsg.WorkerOpts{Concurrency: workers, ShutdownTimeout: 10 * time.Second, OnCompleted: func(jobs []*pgmsg.Job) {
+	w, err := c.NewWorker(d.queue, d.handle, &pgmsg.WorkerOpts{Concurrency: workers, ShutdownTimeout: 10 * time.Second, CompleteBatch: d.o.CompleteBatch, OnCompleted: func(jobs []*pgmsg.Job) {
 		vals := make([][]byte, len(jobs))
 		for i, j := range jobs {
 			vals[i] = j.Payload

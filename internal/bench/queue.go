@@ -48,6 +48,9 @@ type QueueOptions struct {
 	// Workers/JobTime paces the queue below what it could do. Default 0:
 	// the handler returns at once.
 	JobTime time.Duration
+	// CompleteBatch is the pgmsg queue workers' WorkerOpts.CompleteBatch
+	// (0: the default).
+	CompleteBatch int
 }
 
 func (o *QueueOptions) defaults() {

@@ -134,6 +134,7 @@ func newBenchQueue(g *globals) *cobra.Command {
 	fl.Float64Var(&o.Rate, "rate", 0, "jobs per second enqueued during the run (0: none)")
 	fl.IntVar(&o.SequenceKeys, "sequence-keys", 1000, "--impl or --baseline pgmsg-seq: the sequence keys its jobs are spread over, round-robin")
 	fl.IntVar(&o.LimitKeys, "limit-keys", 100, "--impl or --baseline pgmsg-keylimit: the limit keys its jobs are spread over, round-robin")
+	fl.IntVar(&o.CompleteBatch, "complete-batch", 0, "pgmsg queue impls: the workers' completion batch cap (WorkerOpts.CompleteBatch; 0: the default)")
 	fl.DurationVar(&o.JobTime, "job-time", 0, "pgmsg queue impls: how long the handler takes per job (a sleep), so that --workers/--job-time paces the queue (0: it returns at once)")
 	fl.IntVar(&o.WorkflowLevels, "workflow-levels", 10, "--impl or --baseline pgmsg-workflow: the levels below each workflow's root (each prefill chunk of up to 10,000 jobs is one workflow; checked: the run fails if a job starts before a dependency completed)")
 	fl.IntVar(&o.KeyLimit, "key-limit", 1, "--impl or --baseline pgmsg-keylimit: its queue's per-key limit (checked: the run fails if a key's running jobs exceed it)")
