@@ -870,7 +870,7 @@ func TestFailoverSynchronous(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
-	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-sync-"+strconv.Itoa(os.Getpid())),
+	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-sync-"+strconv.Itoa(os.Getpid())), Patient: true,
 		Log: t.Logf})
 	require.NoError(t, err)
 	t.Cleanup(f.Stop) // after the clients' cleanups, which run first
@@ -970,7 +970,7 @@ func TestFailoverSwitchover(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
-	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-switch-"+strconv.Itoa(os.Getpid())),
+	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-switch-"+strconv.Itoa(os.Getpid())), Patient: true,
 		Log: t.Logf})
 	require.NoError(t, err)
 	t.Cleanup(f.Stop) // after the clients' cleanups, which run first
@@ -1031,7 +1031,7 @@ func TestFailoverAsynchronousLoss(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
-	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-async-"+strconv.Itoa(os.Getpid())),
+	f, err := pgautofailover.Start(ctx, pgautofailover.Options{Dir: filepath.Join(os.TempDir(), "pgmsg-failover-async-"+strconv.Itoa(os.Getpid())), Patient: true,
 		Async: true, Log: t.Logf})
 	require.NoError(t, err)
 	t.Cleanup(f.Stop) // after the clients' cleanups, which run first
