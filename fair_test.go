@@ -184,3 +184,40 @@ func TestFairShareBadInput(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, st.Available, "a refused batch writes nothing")
 }
+
+// job_claim() starts a session's positioned reads of a fair queue where
+// the Go client's direct claims do (internal/queue, claimFairLag and
+// claimFairDeepLag): at the largest tag claimed one to two 100 ms steps
+// ago, and once per 100 ms at the one of one to two 1 s steps ago (a deep
+// read), so that a job whose enqueue committed after the claims moved
+// past its tag (a straggler) is found before the next read of the whole
+// index. _fair_claim_from is that rule, on explicit times.
+func TestFairClaimFromLags(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	fn := pgx.Identifier{tb.Schema}.Sanitize() + `._fair_claim_from($1, $2, $3)`
+	var state *string
+	from := func(nowMS int64, cur float64) *float64 {
+		t.Helper()
+		var pos *float64
+		require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT state, pos FROM `+fn, state, nowMS, cur).Scan(&state, &pos))
+		return pos
+	}
+	// The 100 ms steps alone: no deep read due (its last far ahead).
+	far := "||||||9999999999999"
+	state = &far
+	require.Nil(t, from(0, 10), "no position a step old yet: the whole index")
+	require.Nil(t, from(50, 20))
+	require.Equal(t, 10.0, *from(100, 30), "a step: the position of the step before, not 30")
+	require.Equal(t, 10.0, *from(150, 40), "between steps the old position holds")
+	require.Equal(t, 30.0, *from(200, 40), "the position one step ago")
+
+	// The deep read: a 1 s step behind, one claim per 100 ms.
+	state = nil
+	require.Nil(t, from(0, 5))
+	require.Nil(t, from(100, 50), "no position a deep step old yet: a deep read reads the whole index")
+	require.Equal(t, 5.0, *from(1000, 500), "a deep step (old 5) and a deep read due")
+	require.Equal(t, 50.0, *from(1050, 600), "not a deep read: the next is due 100 ms after the last")
+	require.Equal(t, 5.0, *from(1100, 600), "a deep read")
+	require.Equal(t, 500.0, *from(1150, 700), "the lagged position between deep reads")
+}

@@ -973,6 +973,9 @@ DECLARE
     pos_name text := 'pgmsg_claim.p' || tag;
     full_name text := 'pgmsg_claim.f' || tag;
     probe_name text := 'pgmsg_claim.r' || tag;
+    lag_name text := 'pgmsg_claim.l' || tag;
+    lag_st   text;
+    fpos     double precision;
     pos      text[] := string_to_array(nullif(current_setting(pos_name, true), ''), '|');
     h_pri    smallint;
     h_run    timestamptz;
@@ -1002,14 +1005,21 @@ BEGIN
 
     IF q.fair THEN
         -- A fair queue (fair share across tenants): its tagged jobs in tag
-        -- order (job_fair), from the session's last claimed tag when it
-        -- read the whole index this second (as below), then from the
-        -- start, then any job left untagged (enqueued while the queue
+        -- order (job_fair), from the session's lagged position when it
+        -- read the whole index this second (_fair_claim_from), then from
+        -- the start, then any job left untagged (enqueued while the queue
         -- became fair) in the usual order. Each read runs only when those
         -- before it found too few.
         IF coalesce(nullif(current_setting(full_name, true), '')::bigint, 0) <> now_s THEN
             PERFORM set_config(full_name, now_s::text, false);
             pos := NULL;
+        ELSE
+            SELECT fc.state, fc.pos INTO lag_st, fpos
+              FROM {{schema}}._fair_claim_from(current_setting(lag_name, true),
+                                               floor(extract(epoch FROM now_ts) * 1000)::bigint,
+                                               CASE WHEN cardinality(pos) = 1 THEN pos[1]::double precision END) fc;
+            PERFORM set_config(lag_name, lag_st, false);
+            pos := CASE WHEN fpos IS NOT NULL THEN ARRAY[fpos::text] END;
         END IF;
         WITH fp AS (
             SELECT j.id, j.priority, j.run_at, j.fair_tag AS t, 0 AS b, CASE WHEN p_max_bytes IS NOT NULL THEN
@@ -2275,6 +2285,63 @@ BEGIN
         PERFORM {{schema}}._raise('PM118', format('tenant %s: a tenant is 1 to 200 of A-Z a-z 0-9 . _ : / = @ + -',
                                                   left(quote_literal(p_tenant), 210)));
     END IF;
+END $function$;
+
+-- _fair_claim_from is where a session's next positioned read of a fair
+-- queue starts, and the session's new lagged state (kept by _job_claim in
+-- a session setting), from its state p_state, the time p_now_ms (epoch
+-- milliseconds) and p_cur, the largest tag its last claim took (NULL:
+-- none yet). A job is tagged at the queue's virtual time when its enqueue
+-- starts, and claims go on while it runs: a read from the latest tag
+-- claimed would miss the job of an enqueue that took longer than the
+-- claims since (a straggler) until the read of the whole index each
+-- second. So the read starts at the largest tag claimed one to two steps
+-- of 100 ms ago, and one claim per 100 ms reads from the one of one to
+-- two steps of a second ago (a deep read; the whole index while there is
+-- none that old). NULL: read the whole index. The same rule as the Go
+-- client's direct claims (internal/queue/claim.go, claimFairLag and
+-- claimFairDeepLag). The state is "f_at|f_mid|f_old|d_at|d_mid|d_old|
+-- d_read", '' for none: at each step (f every 100 ms, d every second) the
+-- tag of the step before becomes old and the current one mid.
+CREATE OR REPLACE FUNCTION {{schema}}._fair_claim_from(p_state text, p_now_ms bigint, p_cur double precision,
+                                                      OUT state text, OUT pos double precision)
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    s      text[] := string_to_array(coalesce(p_state, ''), '|');
+    f_at   bigint;
+    f_mid  double precision;
+    f_old  double precision;
+    d_at   bigint;
+    d_mid  double precision;
+    d_old  double precision;
+    d_read bigint;
+BEGIN
+    IF cardinality(s) = 7 THEN
+        f_at := nullif(s[1], '')::bigint; f_mid := nullif(s[2], '')::double precision;
+        f_old := nullif(s[3], '')::double precision; d_at := nullif(s[4], '')::bigint;
+        d_mid := nullif(s[5], '')::double precision; d_old := nullif(s[6], '')::double precision;
+        d_read := nullif(s[7], '')::bigint;
+    END IF;
+    IF f_at IS NULL OR p_now_ms - f_at >= 100 THEN
+        f_old := f_mid; f_mid := p_cur; f_at := p_now_ms;
+    END IF;
+    IF d_at IS NULL OR p_now_ms - d_at >= 1000 THEN
+        d_old := d_mid; d_mid := p_cur; d_at := p_now_ms;
+    END IF;
+    pos := f_old;
+    IF d_read IS NULL OR p_now_ms - d_read >= 100 THEN
+        d_read := p_now_ms;
+        IF d_old IS NULL THEN
+            pos := NULL;
+        ELSIF pos IS NOT NULL AND d_old < pos THEN
+            pos := d_old;
+        END IF;
+    END IF;
+    state := array_to_string(ARRAY[f_at::text, coalesce(f_mid::text, ''), coalesce(f_old::text, ''), d_at::text,
+                                   coalesce(d_mid::text, ''), coalesce(d_old::text, ''), d_read::text], '|');
 END $function$;
 
 -- _fair_virtual_time is a fair queue's virtual time: the largest tag of
