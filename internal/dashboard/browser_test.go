@@ -479,6 +479,7 @@ func TestBrowser(t *testing.T) {
 		require.Equal(t, 0, b.count(t, `button[data-action="requeue"]`))
 		require.Zero(t, j.BatchID)
 		require.Equal(t, "—", b.text(t, `#job tr[data-field="Batch"] td:nth-child(2)`), "a job of no batch")
+		require.NotContains(t, b.text(t, "#main"), "null", "the sections a job of no workflow or sequence lacks are not drawn as null")
 		b.noConsoleErrors(t, "job")
 		b.screenshot(t, "job")
 		b.run(t, chromedp.Click(chromedp.CSS(`button[data-action="cancel"]`)))

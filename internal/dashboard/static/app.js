@@ -636,7 +636,7 @@ async function workflowGraph(id, el) {
   el.replaceChildren(
     h("p", { class: "wf-legend", id: "workflow-states" }, `Workflow ${res.jobs.length ? (jobs[0].workflow_id || jobs[0].id) : id}: ${fmt(jobs.length)} jobs · `,
       Object.entries(counts).map(([st, n]) => h("span", { class: "badge " + st, dataset: { state: st } }, `${st} ${fmt(n)}`))),
-    notes.length ? h("p", { class: "muted", id: "workflow-notes" }, notes.join(" ")) : null,
+    ...(notes.length ? [h("p", { class: "muted", id: "workflow-notes" }, notes.join(" "))] : []),
     h("div", { class: "wf-wrap" }, svg));
 }
 
@@ -741,7 +741,9 @@ async function route() {
   for (const t of timers) if (t.id !== null) clearInterval(t.id);
   timers = [];
   const view = document.getElementById("main");
-  const main = { gen, replaceChildren: (...c) => { if (gen === routeGen) view.replaceChildren(...c); } };
+  // A page passes null for a section it does not show (DOM replaceChildren
+  // would draw it as the text "null").
+  const main = { gen, replaceChildren: (...c) => { if (gen === routeGen) view.replaceChildren(...c.filter((x) => x !== null && x !== undefined)); } };
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   try {
     if (parts.length === 0) await overview(main);
