@@ -408,6 +408,55 @@ func FuzzPosition(f *testing.F) {
 	})
 }
 
+// missingSegmentTopic is the setup TestClaimReadMissesSegment and
+// TestFetchReadMissesSegment share: topic "ms" of one partition in
+// segments of 16 records, with offsets 0 to 39 published (values
+// "v-<offset>"). detach takes the segment [16, 32) out of the record
+// table (its table and its catalog row stay), so that a read through the
+// record table misses it.
+type missingSegmentTopic struct {
+	schema  string // the test's schema, quoted
+	topicID int32
+	seg     string // the segment [16, 32)'s table, quoted
+}
+
+func newMissingSegmentTopic(t *testing.T, tb *testBundle) *missingSegmentTopic {
+	t.Helper()
+	_, err := tb.client.CreateTopic(tb.ctx, "ms", pgmsg.TopicConfig{Partitions: 1, SegmentRecords: 16})
+	require.NoError(t, err)
+	var recs []*pgmsg.Record
+	for i := range 40 {
+		recs = append(recs, &pgmsg.Record{Topic: "ms", Value: fmt.Appendf(nil, "v-%d", i)})
+	}
+	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
+	m := &missingSegmentTopic{schema: pgx.Identifier{tb.Schema}.Sanitize()}
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT topic_id FROM %s.topic WHERE name = 'ms'`, m.schema)).Scan(&m.topicID))
+	m.seg = pgx.Identifier{tb.Schema, fmt.Sprintf("record_%d_p0_16", m.topicID)}.Sanitize()
+	return m
+}
+
+// detach detaches the segment [16, 32) from the record table and checks
+// that a read through the record table of offsets 10 to 29 now misses it.
+func (m *missingSegmentTopic) detach(t *testing.T, tb *testBundle) {
+	t.Helper()
+	_, err := tb.Pool.Exec(tb.ctx, fmt.Sprintf(`ALTER TABLE %s.%s DETACH PARTITION %s`, m.schema,
+		pgx.Identifier{fmt.Sprintf("record_%d", m.topicID)}.Sanitize(), m.seg))
+	require.NoError(t, err)
+	var viaRecord int
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT count(*) FROM %s.record WHERE topic_id = $1 AND "offset" BETWEEN 10 AND 29`, m.schema),
+		m.topicID).Scan(&viaRecord))
+	require.Equal(t, 6, viaRecord, "the record table's read misses the segment")
+}
+
+// offsetSpan is the offsets from first to last, both included.
+func offsetSpan(first, last int64) []int64 {
+	var out []int64
+	for o := first; o <= last; o++ {
+		out = append(out, o)
+	}
+	return out
+}
+
 // TestClaimReadMissesSegment: a claim's records are read through the
 // record table when its range spans two segments, and that read once
 // returned the records of the first segment only, in two processes at
@@ -421,28 +470,13 @@ func FuzzPosition(f *testing.F) {
 func TestClaimReadMissesSegment(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
-	_, err := tb.client.CreateTopic(tb.ctx, "ms", pgmsg.TopicConfig{Partitions: 1, SegmentRecords: 16})
-	require.NoError(t, err)
-	var recs []*pgmsg.Record
-	for i := range 40 {
-		recs = append(recs, &pgmsg.Record{Topic: "ms", Value: fmt.Appendf(nil, "v-%d", i)})
-	}
-	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
-	s := pgx.Identifier{tb.Schema}.Sanitize()
-	var topicID int32
-	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT topic_id FROM %s.topic WHERE name = 'ms'`, s)).Scan(&topicID))
+	ms := newMissingSegmentTopic(t, tb)
+	s, topicID := ms.schema, ms.topicID
 	p0 := int32(0)
 	offsets := func(cl *pgmsg.Claim) []int64 {
 		var out []int64
 		for _, r := range cl.Records {
 			out = append(out, r.Offset)
-		}
-		return out
-	}
-	span := func(first, last int64) []int64 {
-		var out []int64
-		for o := first; o <= last; o++ {
-			out = append(out, o)
 		}
 		return out
 	}
@@ -456,21 +490,16 @@ func TestClaimReadMissesSegment(t *testing.T) {
 	for _, g := range []string{"range", "poll", "tx", "gone"} {
 		cl, err := tb.client.Claim(tb.ctx, "ms", g, &pgmsg.ClaimOpts{Partition: &p0, MaxRecords: 10})
 		require.NoError(t, err)
-		require.Equal(t, span(0, 9), offsets(cl))
+		require.Equal(t, offsetSpan(0, 9), offsets(cl))
 		require.NoError(t, tb.client.Commit(tb.ctx, cl))
 	}
-	seg := pgx.Identifier{tb.Schema, fmt.Sprintf("record_%d_p0_16", topicID)}.Sanitize()
-	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`ALTER TABLE %s.%s DETACH PARTITION %s`, s, pgx.Identifier{fmt.Sprintf("record_%d", topicID)}.Sanitize(), seg))
-	require.NoError(t, err)
-	var viaRecord int
-	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT count(*) FROM %s.record WHERE topic_id = $1 AND "offset" BETWEEN 10 AND 29`, s),
-		topicID).Scan(&viaRecord))
-	require.Equal(t, 6, viaRecord, "the record table's read misses the segment")
+	ms.detach(t, tb)
+	seg := ms.seg
 
 	// claim_range() (Client.Claim), 10..29 across the two segments.
 	cl, err := tb.client.Claim(tb.ctx, "ms", "range", &pgmsg.ClaimOpts{Partition: &p0, MaxRecords: 20})
 	require.NoError(t, err)
-	require.Equal(t, span(10, 29), offsets(cl))
+	require.Equal(t, offsetSpan(10, 29), offsets(cl))
 	require.NoError(t, tb.client.Commit(tb.ctx, cl))
 	require.Equal(t, int64(30), cursor("range"))
 
@@ -480,7 +509,7 @@ func TestClaimReadMissesSegment(t *testing.T) {
 	t.Cleanup(cons.Close)
 	cl, err = cons.Poll(tb.ctx)
 	require.NoError(t, err)
-	require.Equal(t, span(10, 29), offsets(cl))
+	require.Equal(t, offsetSpan(10, 29), offsets(cl))
 	require.NoError(t, tb.client.Commit(tb.ctx, cl))
 	require.Equal(t, int64(30), cursor("poll"))
 
@@ -495,7 +524,7 @@ func TestClaimReadMissesSegment(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Equal(t, span(10, 29), got)
+	require.Equal(t, offsetSpan(10, 29), got)
 	require.Equal(t, int64(30), cursor("tx"))
 
 	// Records that are not stored anywhere (not compacted, not dropped by
@@ -517,24 +546,9 @@ func TestClaimReadMissesSegment(t *testing.T) {
 func TestFetchReadMissesSegment(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, nil)
-	_, err := tb.client.CreateTopic(tb.ctx, "ms", pgmsg.TopicConfig{Partitions: 1, SegmentRecords: 16})
-	require.NoError(t, err)
-	var recs []*pgmsg.Record
-	for i := range 40 {
-		recs = append(recs, &pgmsg.Record{Topic: "ms", Value: fmt.Appendf(nil, "v-%d", i)})
-	}
-	require.NoError(t, tb.client.Publish(tb.ctx, recs, nil))
-	s := pgx.Identifier{tb.Schema}.Sanitize()
-	var topicID int32
-	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT topic_id FROM %s.topic WHERE name = 'ms'`, s)).Scan(&topicID))
-	span := func(first, last int64) []int64 {
-		var out []int64
-		for o := first; o <= last; o++ {
-			out = append(out, o)
-		}
-		return out
-	}
-	_, err = tb.client.CreateGroup(tb.ctx, "ms", "sql", "earliest")
+	ms := newMissingSegmentTopic(t, tb)
+	s, topicID := ms.schema, ms.topicID
+	_, err := tb.client.CreateGroup(tb.ctx, "ms", "sql", "earliest")
 	require.NoError(t, err)
 	sqlClaim := func(max int) ([]int64, int64, error) {
 		rows, err := tb.Pool.Query(tb.ctx, fmt.Sprintf(`SELECT claim_epoch, "offset" FROM %s.claim('ms', 'sql', $1)`, s), max)
@@ -550,17 +564,12 @@ func TestFetchReadMissesSegment(t *testing.T) {
 	}
 	offs, epoch, err := sqlClaim(10)
 	require.NoError(t, err)
-	require.Equal(t, span(0, 9), offs)
+	require.Equal(t, offsetSpan(0, 9), offs)
 	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`SELECT %s.commit('ms', 'sql', 0, $1)`, s), epoch)
 	require.NoError(t, err)
 
-	seg := pgx.Identifier{tb.Schema, fmt.Sprintf("record_%d_p0_16", topicID)}.Sanitize()
-	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`ALTER TABLE %s.%s DETACH PARTITION %s`, s, pgx.Identifier{fmt.Sprintf("record_%d", topicID)}.Sanitize(), seg))
-	require.NoError(t, err)
-	var viaRecord int
-	require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT count(*) FROM %s.record WHERE topic_id = $1 AND "offset" BETWEEN 10 AND 29`, s),
-		topicID).Scan(&viaRecord))
-	require.Equal(t, 6, viaRecord, "the record table's read misses the segment")
+	ms.detach(t, tb)
+	seg := ms.seg
 
 	// Client.Fetch (SQL fetch()): across the segment, into it, from it.
 	for _, from := range []int64{10, 16, 20} {
@@ -571,12 +580,12 @@ func TestFetchReadMissesSegment(t *testing.T) {
 			offs = append(offs, r.Offset)
 			require.Equal(t, fmt.Sprintf("v-%d", r.Offset), string(r.Value))
 		}
-		require.Equal(t, span(from, min(from+19, 39)), offs, "from %d", from)
+		require.Equal(t, offsetSpan(from, min(from+19, 39)), offs, "from %d", from)
 	}
 	// claim() of the SQL API, 10..29 across the two segments.
 	offs, epoch, err = sqlClaim(20)
 	require.NoError(t, err)
-	require.Equal(t, span(10, 29), offs)
+	require.Equal(t, offsetSpan(10, 29), offs)
 	_, err = tb.Pool.Exec(tb.ctx, fmt.Sprintf(`SELECT %s.commit('ms', 'sql', 0, $1)`, s), epoch)
 	require.NoError(t, err)
 

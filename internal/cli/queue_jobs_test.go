@@ -118,6 +118,19 @@ func TestQueueJobCLI(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "job", strconv.FormatInt(res[0].ID, 10), "-o", "json")), &keyed))
 	require.Equal(t, "acme", keyed.LimitKey)
+	// queue jobs -o json lists both keys (job_list's sequence_key and
+	// limit_key).
+	var listed []struct {
+		SequenceKey string `json:"sequence_key"`
+		LimitKey    string `json:"limit_key"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "jobs", "jq", "--order", "desc", "--limit", "1", "-o", "json")), &listed))
+	require.Len(t, listed, 1)
+	require.Equal(t, "acct-7", listed[0].SequenceKey)
+	listed = nil
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "jobs", "jl", "-o", "json")), &listed))
+	require.Len(t, listed, 1)
+	require.Equal(t, "acme", listed[0].LimitKey)
 }
 
 // queue jobs QUEUE lists jobs by id with filters and pages.
@@ -247,6 +260,22 @@ func TestQueueBatchCLI(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "job", jobID, "-o", "json")), &one))
 	require.Equal(t, res.ID, one.BatchID)
+	// queue jobs -o json lists the job with its batch (job_list's
+	// batch_id), live and (below) archived.
+	listed := func() map[int64]int64 {
+		t.Helper()
+		var jobs []struct {
+			ID      int64 `json:"id"`
+			BatchID int64 `json:"batch_id"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "jobs", "bq", "-o", "json")), &jobs))
+		out := map[int64]int64{}
+		for _, j := range jobs {
+			out[j.ID] = j.BatchID
+		}
+		return out
+	}
+	require.Equal(t, map[int64]int64{res.Jobs[0].ID: res.ID}, listed())
 	text := s.ok("", "queue", "batch", "show", id)
 	require.Regexp(t, `available 1`, text)
 	require.Contains(t, text, "not enqueued")
@@ -263,6 +292,8 @@ func TestQueueBatchCLI(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(s.ok("", "queue", "batch", "show", id, "-o", "json")), &b))
 	require.EqualValues(t, 1, b.Completed)
 	require.NotZero(t, b.CompleteJobID)
+	require.Equal(t, map[int64]int64{res.Jobs[0].ID: res.ID, b.CompleteJobID: 0}, listed(),
+		"the archived job keeps its batch in the list; the callback job (enqueued in bq) is of none")
 	require.Contains(t, s.ok("", "queue", "batch", "show", id), "job "+strconv.FormatInt(b.CompleteJobID, 10))
 
 	require.Contains(t, s.fail(`{"jobs": [{}], "on_discard": {"queue": "x"}}`, "queue", "batch", "enqueue", "bq"), "invalid batch callback")

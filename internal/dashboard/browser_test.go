@@ -477,6 +477,9 @@ func TestBrowser(t *testing.T) {
 		require.Equal(t, string(pgmsg.JobStateAvailable), string(j.State))
 		require.Equal(t, 0, b.count(t, `button[data-action="retry"]`))
 		require.Equal(t, 0, b.count(t, `button[data-action="requeue"]`))
+		require.Zero(t, j.BatchID)
+		require.Equal(t, "—", b.text(t, `#job tr[data-field="Batch"] td:nth-child(2)`), "a job of no batch")
+		require.NotContains(t, b.text(t, "#main"), "null", "the sections a job of no workflow or sequence lacks are not drawn as null")
 		b.noConsoleErrors(t, "job")
 		b.screenshot(t, "job")
 		b.run(t, chromedp.Click(chromedp.CSS(`button[data-action="cancel"]`)))
@@ -495,6 +498,22 @@ func TestBrowser(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, pgmsg.JobStateAvailable, j.State)
 		b.noConsoleErrors(t, "dead job after requeue")
+		// A job of a batch shows the batch's id (GET /v1/jobs/{id}
+		// batch_id), a link to the batch's page.
+		batch, err := tb.client.EnqueueBatch(tb.ctx, "reports", []pgmsg.EnqueueParams{{Kind: "render"}, {Kind: "render"}}, nil)
+		require.NoError(t, err)
+		member := batch.Jobs[1].ID
+		j, err = tb.client.GetJob(tb.ctx, member)
+		require.NoError(t, err)
+		require.Equal(t, batch.ID, j.BatchID)
+		b.open(t, base, fmt.Sprintf("#/jobs/%d", member))
+		link := `#job tr[data-field="Batch"] a`
+		require.Equal(t, strconv.FormatInt(batch.ID, 10), b.text(t, link))
+		require.Equal(t, fmt.Sprintf("#/batches/%d", batch.ID), eval[string](t, b, `document.querySelector('`+link+`').getAttribute("href")`))
+		b.run(t, chromedp.Click(chromedp.CSS(link)), waitVisible(fmt.Sprintf(`body[data-ready="#/batches/%d"]`, batch.ID)))
+		require.Equal(t, fmt.Sprintf("Batch %d", batch.ID), b.text(t, "#main h1"))
+		require.Equal(t, "0 of 2 jobs final", b.text(t, "#main > p"))
+		b.noConsoleErrors(t, "batch job")
 	})
 
 	t.Run("tokens", func(t *testing.T) {

@@ -97,6 +97,16 @@ func TestBrowserWorkflow(t *testing.T) {
 		require.NoError(t, err)
 		b.open(t, base, fmt.Sprintf("#/jobs/%d", plain.ID))
 		require.Zero(t, b.count(t, `#workflow-graph`))
+		require.NotContains(t, b.text(t, "#main"), "null", "no section drawn as null")
+		// A small workflow's graph has no notes, and no null in their place.
+		small, err := tb.client.EnqueueWorkflow(tb.ctx, "flow", pgmsg.NewWorkflow().
+			Add("x", pgmsg.EnqueueParams{Kind: "x"}).Add("y", pgmsg.EnqueueParams{Kind: "y"}, "x"), nil)
+		require.NoError(t, err)
+		b.open(t, base, fmt.Sprintf("#/jobs/%d", small["y"].ID))
+		require.Equal(t, 2, b.count(t, `#workflow-graph g.wf-node[data-job]`))
+		require.Zero(t, b.count(t, `#workflow-notes`))
+		require.NotContains(t, b.text(t, "#workflow-box"), "null")
+		b.noConsoleErrors(t, "small workflow")
 	})
 
 	t.Run("sequence", func(t *testing.T) {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/pgmsg/pgmsg"
+	"github.com/pgmsg/pgmsg/internal/wire"
 )
 
 // TestOpenAPIMatchesRoutes checks that docs/openapi.yaml documents exactly
@@ -124,4 +126,39 @@ func TestOpenAPIDocuments2xxBodies(t *testing.T) {
 		}
 	}
 	require.Greater(t, n, 30)
+}
+
+// TestOpenAPIJobSchemaHasEveryField checks that the document's Job schema
+// names exactly the fields of a job's JSON (wire.JobJSON, as GET
+// /v1/jobs/{id}, the job lists and the claims answer): the schema allows
+// other properties, so the property test does not see a field the
+// server sends that the document lacks (a job field a migration adds,
+// as 028 added sequence_key, limit_key and batch_id to job_get).
+func TestOpenAPIJobSchemaHasEveryField(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../docs/openapi.yaml")
+	require.NoError(t, err)
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				Job struct {
+					Properties map[string]any `yaml:"properties"`
+				} `yaml:"Job"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	documented := map[string]bool{}
+	for name := range doc.Components.Schemas.Job.Properties {
+		documented[name] = true
+	}
+	sent := map[string]bool{}
+	typ := reflect.TypeFor[wire.JobJSON]()
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		require.NotEmpty(t, name, "wire.JobJSON.%s has no JSON name", typ.Field(i).Name)
+		sent[name] = true
+	}
+	require.Contains(t, sent, "batch_id")
+	require.Equal(t, sortedKeys(sent), sortedKeys(documented), "wire.JobJSON's fields, then the Job schema's properties")
 }

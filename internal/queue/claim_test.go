@@ -36,6 +36,20 @@ func enqueueOne(ctx context.Context, q *Queues, p pgmsgtype.EnqueueParams) (*pgm
 	return res[0], nil
 }
 
+// newClaimQueue is the claim tests' setup: a schema of the test's own
+// with a pool of maxConns connections, an engine on it, queue "q"
+// created with cfg, and a context that ends after a minute (or with the
+// test).
+func newClaimQueue(t *testing.T, maxConns int32, cfg pgmsgtype.QueueConfig) (*pgtest.Bundle, *Queues, context.Context) {
+	t.Helper()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: maxConns})
+	c := newTestQueues(b)
+	ctx := pgtest.Context(t, time.Minute)
+	_, err := c.Create(ctx, b.Pool, "q", cfg, false)
+	require.NoError(t, err)
+	return b, c, ctx
+}
+
 // The worker's direct claim statement (internal/store/job_claim.go) claims as
 // job_claim() does: claim order across priorities from the client's
 // position, jobs behind the position once the positioned reads run short,
@@ -43,12 +57,7 @@ func enqueueOne(ctx context.Context, q *Queues, p pgmsgtype.EnqueueParams) (*pgm
 // job; an unknown queue and the periodic lease probe go to job_claim().
 func TestJobClaimDirect(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	c := newTestQueues(b)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err := c.Create(ctx, b.Pool, "q", pgmsgtype.QueueConfig{Lease: 40 * time.Second}, false)
-	require.NoError(t, err)
+	b, c, ctx := newClaimQueue(t, 4, pgmsgtype.QueueConfig{Lease: 40 * time.Second})
 	enqueue := func(priority int, runAt time.Time) int64 {
 		t.Helper()
 		res, err := enqueueOne(ctx, c, pgmsgtype.EnqueueParams{Payload: []byte("p"), Priority: priority, RunAt: runAt})
@@ -157,12 +166,7 @@ func TestJobClaimDirect(t *testing.T) {
 // claim rescues the job before it claims.
 func TestJobClaimDirectProbesExpiredLeases(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	c := newTestQueues(b)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err := c.Create(ctx, b.Pool, "q", pgmsgtype.QueueConfig{}, false)
-	require.NoError(t, err)
+	b, c, ctx := newClaimQueue(t, 4, pgmsgtype.QueueConfig{})
 	var ids []int64
 	for i := 0; i < 3; i++ {
 		res, err := enqueueOne(ctx, c, pgmsgtype.EnqueueParams{Payload: []byte{byte(i)}})
@@ -212,14 +216,9 @@ func TestJobClaimDirectProbesExpiredLeases(t *testing.T) {
 // keeps the caller's.
 func TestJobClaimDirectSettings(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 1})
-	c := newTestQueues(b)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err := c.Create(ctx, b.Pool, "q", pgmsgtype.QueueConfig{}, false)
-	require.NoError(t, err)
+	b, c, ctx := newClaimQueue(t, 1, pgmsgtype.QueueConfig{})
 	for i := 0; i < 3; i++ {
-		_, err = enqueueOne(ctx, c, pgmsgtype.EnqueueParams{Payload: []byte("p")})
+		_, err := enqueueOne(ctx, c, pgmsgtype.EnqueueParams{Payload: []byte("p")})
 		require.NoError(t, err)
 	}
 	settings := func() string {
@@ -228,7 +227,7 @@ func TestJobClaimDirectSettings(t *testing.T) {
 			current_setting('synchronous_commit')`).Scan(&s))
 		return s
 	}
-	_, err = b.Pool.Exec(ctx, "SET synchronous_commit = on")
+	_, err := b.Pool.Exec(ctx, "SET synchronous_commit = on")
 	require.NoError(t, err)
 	before := settings()
 	require.Equal(t, "ononon", before)
@@ -312,17 +311,12 @@ func TestClaimFairPositionLags(t *testing.T) {
 // the next deep read, before the next read of the whole index.
 func TestClaimFairStragglerFoundByDeepRead(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	c := newTestQueues(b)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err := c.Create(ctx, b.Pool, "q", pgmsgtype.QueueConfig{}, false)
-	require.NoError(t, err)
+	b, c, ctx := newClaimQueue(t, 4, pgmsgtype.QueueConfig{})
 	big := make([]pgmsgtype.EnqueueParams, 20)
 	for i := range big {
 		big[i] = pgmsgtype.EnqueueParams{Payload: []byte("big"), Tenant: "big"}
 	}
-	_, err = c.Enqueue(ctx, b.Pool, "q", big, true)
+	_, err := c.Enqueue(ctx, b.Pool, "q", big, true)
 	require.NoError(t, err)
 	jobs, err := c.Claim(ctx, b.Pool, "q", ClaimOpts{Max: 1}, true) // job_claim(): the client's state
 	require.NoError(t, err)

@@ -478,6 +478,7 @@ async function jobPage(main, id) {
     ["Attempt", `${j.attempt} of ${j.max_attempts}`], ["Priority", j.priority], ["Enqueued", when(j.enqueued_at)], ["Run at", when(j.run_at)],
     ["Attempted", when(j.attempted_at)], ["Finished", when(j.finished_at)], ["Worker", j.worker || "—"], ["Unique key", j.unique_key || "—"], ["Tags", (j.tags || []).join(", ") || "—"],
     ["Sequence key", j.sequence_key || "—"], ["Limit key", j.limit_key || "—"],
+    ["Batch", j.batch_id ? h("a", { href: "#/batches/" + j.batch_id }, j.batch_id) : "—"],
     ["Workflow", j.workflow_id ? h("a", { href: "#/jobs/" + j.workflow_id }, j.workflow_id) : "—"]];
   const wfEl = h("div", { id: "workflow-box" }), seqEl = h("div", { id: "sequence-box" });
   const inWorkflow = Boolean(j.workflow_id || (j.depends_on && j.depends_on.length));
@@ -492,7 +493,7 @@ async function jobPage(main, id) {
       j.state === "dead" ? action("Requeue", `Requeue dead job ${j.id}?`, () => api(`v1/queues/${q}/dead/requeue`, { method: "POST", body: { ids: [j.id] } }).then(() => "Job requeued"), { id: "requeue", primary: true }) : null,
       live ? action("Cancel", `Cancel job ${j.id}?`, () => api(`jobs/${j.id}/cancel`, { method: "POST" }).then((r) => (r.cancelled ? "Job cancelled" : "Job had finished already")), { id: "cancel" }) : null,
       j.state === "dead" ? action("Delete", `Delete dead job ${j.id}? This cannot be undone.`, () => api(`v1/queues/${q}/dead/purge`, { method: "POST", body: { ids: [j.id] } }).then(() => { location.hash = "#/queues/" + q; return "Job deleted"; }), { id: "delete" }) : null),
-    h("section", { class: "card" }, table([{ label: "Field" }, { label: "Value" }], fields.map(([k, v]) => ({ cells: [k, v] })), { id: "job" })),
+    h("section", { class: "card" }, table([{ label: "Field" }, { label: "Value" }], fields.map(([k, v]) => ({ dataset: { field: k }, cells: [k, v] })), { id: "job" })),
     h("section", { class: "card", "aria-labelledby": "h-att" }, h("h2", { id: "h-att" }, "Attempts and errors"),
       table([{ label: "Attempt", num: true }, { label: "At" }, { label: "Error", cls: "wrap" }], (j.errors || []).map((e) => ({ cells: [e.attempt, when(e.at), e.error] })), { id: "attempts", empty: "No failed attempts." })),
     inWorkflow ? h("section", { class: "card", "aria-labelledby": "h-wf" }, h("h2", { id: "h-wf" }, "Workflow"), wfEl) : null,
@@ -635,7 +636,7 @@ async function workflowGraph(id, el) {
   el.replaceChildren(
     h("p", { class: "wf-legend", id: "workflow-states" }, `Workflow ${res.jobs.length ? (jobs[0].workflow_id || jobs[0].id) : id}: ${fmt(jobs.length)} jobs · `,
       Object.entries(counts).map(([st, n]) => h("span", { class: "badge " + st, dataset: { state: st } }, `${st} ${fmt(n)}`))),
-    notes.length ? h("p", { class: "muted", id: "workflow-notes" }, notes.join(" ")) : null,
+    ...(notes.length ? [h("p", { class: "muted", id: "workflow-notes" }, notes.join(" "))] : []),
     h("div", { class: "wf-wrap" }, svg));
 }
 
@@ -740,7 +741,9 @@ async function route() {
   for (const t of timers) if (t.id !== null) clearInterval(t.id);
   timers = [];
   const view = document.getElementById("main");
-  const main = { gen, replaceChildren: (...c) => { if (gen === routeGen) view.replaceChildren(...c); } };
+  // A page passes null for a section it does not show (DOM replaceChildren
+  // would draw it as the text "null").
+  const main = { gen, replaceChildren: (...c) => { if (gen === routeGen) view.replaceChildren(...c.filter((x) => x !== null && x !== undefined)); } };
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   try {
     if (parts.length === 0) await overview(main);
