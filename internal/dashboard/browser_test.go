@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -136,7 +137,28 @@ func (b *browser) text(t *testing.T, sel string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	// One evaluation finds the element and reads it: chromedp.Text finds
+	// the node, then reads it in a second call, and a page that redraws
+	// in between (the overview's refresh) fails it with "No node with
+	// given id found" (seen under load).
+	js, _ := json.Marshal(sel)
+	var s string
+	var err error
+	for {
+		var got *string
+		got, err = chromedp.Run(ctx, chromedp.Evaluate[*string](`(() => { const e = document.querySelector(`+string(js)+`); return e ? e.innerText : null })()`))
+		if err == nil && got != nil {
+			s = *got
+			break
+		}
+		if err == nil {
+			err = fmt.Errorf("no element %s", sel)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err != nil {
 		// Say what the page shows instead (an error panel, a toast), so
 		// that a failure here is diagnosable from the log.
