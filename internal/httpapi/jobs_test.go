@@ -85,6 +85,8 @@ func TestGetJobHTTP(t *testing.T) {
 		Payload         json.RawMessage `json:"payload"`
 		PayloadEncoding string          `json:"payload_encoding"`
 		Timeout         string          `json:"timeout"`
+		AttemptedAt     *time.Time      `json:"attempted_at"`
+		Worker          string          `json:"worker"`
 	}
 	r := tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", res.ID), tb.admin, nil)
 	require.Equal(t, http.StatusOK, r.status, string(r.body))
@@ -94,14 +96,23 @@ func TestGetJobHTTP(t *testing.T) {
 	require.Equal(t, "k", j.Kind)
 	require.JSONEq(t, `{"n":1}`, string(j.Payload))
 	require.Equal(t, "1m0s", j.Timeout)
+	require.Nil(t, j.AttemptedAt, "never attempted")
+	require.Empty(t, j.Worker)
 	tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d?encoding=base64", res.ID), tb.admin, nil).json(t, &j)
 	require.Equal(t, "base64", j.PayloadEncoding)
 
-	jobs, err := tb.client.ClaimJobs(tb.ctx, "gq", nil)
+	jobs, err := tb.client.ClaimJobs(tb.ctx, "gq", &pgmsg.ClaimJobsOpts{Worker: "w-7"})
 	require.NoError(t, err)
+	tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", res.ID), tb.admin, nil).json(t, &j)
+	require.Equal(t, "running", j.State)
+	require.NotNil(t, j.AttemptedAt, "the attempt's start")
+	require.Equal(t, "w-7", j.Worker)
 	require.NoError(t, tb.client.Complete(tb.ctx, jobs[0]))
+	j.AttemptedAt, j.Worker = nil, ""
 	tb.do(t, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", res.ID), tb.admin, nil).json(t, &j)
 	require.Equal(t, "completed", j.State)
+	require.NotNil(t, j.AttemptedAt, "an archived job keeps its last attempt's start")
+	require.Empty(t, j.Worker, "the archive keeps no worker")
 
 	require.Equal(t, "unknown_job", tb.do(t, http.MethodGet, "/v1/jobs/999999", tb.admin, nil).errorCode(t))
 	require.Equal(t, http.StatusBadRequest, tb.do(t, http.MethodGet, "/v1/jobs/abc", tb.admin, nil).status)

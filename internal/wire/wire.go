@@ -173,22 +173,28 @@ func hasLoneSurrogate(v []byte) bool {
 // PayloadEncoding says (like record values): null without PayloadEncoding
 // for none.
 type JobJSON struct {
-	ID              int64            `json:"id"`
-	Queue           string           `json:"queue"`
-	State           pgmsg.JobState   `json:"state"`
-	Kind            string           `json:"kind,omitempty"`
-	Payload         json.RawMessage  `json:"payload"`
-	PayloadEncoding string           `json:"payload_encoding,omitempty"`
-	Priority        int              `json:"priority"`
-	Attempt         int              `json:"attempt"`
-	MaxAttempts     int              `json:"max_attempts"`
-	LeaseToken      int64            `json:"lease_token,omitempty"`
-	LeaseExpiresAt  *time.Time       `json:"lease_expires_at,omitempty"`
-	RunAt           *time.Time       `json:"run_at,omitempty"`
-	EnqueuedAt      time.Time        `json:"enqueued_at"`
-	FinishedAt      *time.Time       `json:"finished_at,omitempty"`
-	UniqueKey       string           `json:"unique_key,omitempty"`
-	Errors          []pgmsg.JobError `json:"errors,omitempty"`
+	ID              int64           `json:"id"`
+	Queue           string          `json:"queue"`
+	State           pgmsg.JobState  `json:"state"`
+	Kind            string          `json:"kind,omitempty"`
+	Payload         json.RawMessage `json:"payload"`
+	PayloadEncoding string          `json:"payload_encoding,omitempty"`
+	Priority        int             `json:"priority"`
+	Attempt         int             `json:"attempt"`
+	MaxAttempts     int             `json:"max_attempts"`
+	LeaseToken      int64           `json:"lease_token,omitempty"`
+	LeaseExpiresAt  *time.Time      `json:"lease_expires_at,omitempty"`
+	RunAt           *time.Time      `json:"run_at,omitempty"`
+	EnqueuedAt      time.Time       `json:"enqueued_at"`
+	// AttemptedAt is when the job's latest attempt started; Worker who
+	// ran it (ClaimJobsOpts.Worker, the HTTP claim's worker). Absent:
+	// never attempted; no worker named, or archived (the archive keeps
+	// no worker).
+	AttemptedAt *time.Time       `json:"attempted_at,omitempty"`
+	Worker      string           `json:"worker,omitempty"`
+	FinishedAt  *time.Time       `json:"finished_at,omitempty"`
+	UniqueKey   string           `json:"unique_key,omitempty"`
+	Errors      []pgmsg.JobError `json:"errors,omitempty"`
 	// Timeout is the job's maximum run time ("1m30s"), its own or its
 	// queue's; absent: none.
 	Timeout string `json:"timeout,omitempty"`
@@ -222,7 +228,7 @@ type JobJSON struct {
 func EncodeJob(j *pgmsg.Job, enc string) JobJSON {
 	out := JobJSON{ID: j.ID, Queue: j.Queue, State: j.State, Kind: j.Kind, Priority: j.Priority, Attempt: j.Attempt,
 		MaxAttempts: j.MaxAttempts, LeaseToken: j.LeaseToken, LeaseExpiresAt: UTCPtr(j.LeaseExpiresAt), RunAt: UTCPtr(j.RunAt),
-		EnqueuedAt: j.EnqueuedAt.UTC(), FinishedAt: UTCPtr(j.FinishedAt), UniqueKey: j.UniqueKey, Errors: j.Errors,
+		EnqueuedAt: j.EnqueuedAt.UTC(), AttemptedAt: UTCPtr(j.AttemptedAt), Worker: j.Worker, FinishedAt: UTCPtr(j.FinishedAt), UniqueKey: j.UniqueKey, Errors: j.Errors,
 		Progress: j.Progress, Result: j.Result, Tags: j.Tags, Metadata: j.Metadata, DependsOn: j.DependsOn,
 		DepsWaiting: j.DepsWaiting, WorkflowID: j.WorkflowID, SequenceKey: j.SequenceKey, LimitKey: j.LimitKey,
 		BatchID: j.BatchID}
