@@ -938,6 +938,72 @@ func TestPublishIntoFreshSegmentsConcurrently(t *testing.T) {
 	requireGapless(t, readAll(t, tb, "fresh", 4))
 }
 
+// A transaction that already published to a topic publishes to another
+// of its partitions into a segment another session attached after the
+// transaction's first publish: the rows must find it. Regression test:
+// the later insert routed with the topic table's partition list as of the
+// first (its lock was held already, so no invalidation was processed) and
+// failed with "no partition of relation record_N found for row". Two
+// ways in: the publish waits on the counter row of the session creating
+// the segment, or the segment is committed before it starts.
+func TestPublishTxIntoSegmentAttachedMeanwhile(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	manual := &pgmsg.PublishOpts{ManualPartition: true}
+	recs := func(topic string, p int32, n int, tag string) []*pgmsg.Record {
+		var out []*pgmsg.Record
+		for i := range n {
+			out = append(out, &pgmsg.Record{Topic: topic, Partition: p, Value: []byte(fmt.Sprintf("%s-%d", tag, i))})
+		}
+		return out
+	}
+	for _, waits := range []bool{true, false} {
+		topic := fmt.Sprintf("meanwhile_%v", waits)
+		// A partition starts with one segment of 16 offsets: a batch of 20
+		// creates the next ones.
+		_, err := tb.client.CreateTopic(tb.ctx, topic, pgmsg.TopicConfig{Partitions: 2, SegmentRecords: 16})
+		require.NoError(t, err)
+
+		b, err := tb.Pool.Begin(tb.ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Rollback(context.Background()) })
+		require.NoError(t, tb.client.PublishTx(tb.ctx, b, recs(topic, 0, 1, "b0"), manual))
+
+		a, err := tb.Pool.Begin(tb.ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = a.Rollback(context.Background()) })
+		require.NoError(t, tb.client.PublishTx(tb.ctx, a, recs(topic, 1, 20, "a"), manual))
+		var aPID int
+		require.NoError(t, a.QueryRow(tb.ctx, "SELECT pg_backend_pid()").Scan(&aPID))
+
+		later := recs(topic, 1, 5, "b1")
+		if !waits {
+			require.NoError(t, a.Commit(tb.ctx))
+			require.NoError(t, tb.client.PublishTx(tb.ctx, b, later, manual))
+		} else {
+			done := make(chan error, 1)
+			go func() { done <- tb.client.PublishTx(tb.ctx, b, later, manual) }()
+			// b's publish waits on partition 1's counter row, which a holds.
+			require.Eventually(t, func() bool {
+				var n int
+				err := tb.Pool.QueryRow(tb.ctx,
+					"SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", aPID).Scan(&n)
+				return err == nil && n > 0
+			}, 10*time.Second, 10*time.Millisecond, "the later publish never waited on the counter row")
+			require.NoError(t, a.Commit(tb.ctx))
+			require.NoError(t, <-done)
+		}
+		require.NoError(t, b.Commit(tb.ctx))
+		require.Equal(t, int64(20), later[0].Offset)
+
+		all := readAll(t, tb, topic, 2)
+		requireGapless(t, all)
+		require.Len(t, all[0], 1)
+		require.Len(t, all[1], 25)
+		require.Equal(t, "b1-0", string(all[1][20].Value))
+	}
+}
+
 // Every kind of bad input returns its typed error and writes nothing.
 func TestBadInput(t *testing.T) {
 	t.Parallel()

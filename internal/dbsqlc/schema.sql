@@ -2323,6 +2323,9 @@ DECLARE
     n_bytes  bigint;
     byte_end bigint;
     tl       integer;
+    appended text;
+    mark     text := format('/%s.%s/', 'pgmsg', t.topic_id);
+    seg_start bigint;
 BEGIN
     IF t.config ? 'max_lag_records' THEN
         PERFORM "pgmsg"._backpressure(t, p_partition, n);
@@ -2352,6 +2355,29 @@ BEGIN
         PERFORM "pgmsg"._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
     END IF;
     segments_low := (base + n > seg_end - 2 * t.segment_records);
+    -- A transaction's later append to a topic routes its rows with the
+    -- topic table's partition list as of its first: the lock on that
+    -- table is held already, so taking it again processes no
+    -- invalidation, and a segment another session attached in between
+    -- (while this append waited on the counter row, say) is missing from
+    -- the list: "no partition of relation record_N found for row". Taking
+    -- a lock this transaction does not hold yet, on the segments the
+    -- batch goes to, processes the pending invalidations first. The first
+    -- append of a topic in a transaction needs none of it: its insert
+    -- locks the topic table afresh.
+    appended := current_setting('pgmsg.appended', true);
+    IF position(mark IN coalesce(appended, '')) > 0 THEN
+        FOR seg_start IN
+            SELECT s.start_offset FROM "pgmsg".segment s
+             WHERE s.topic_id = t.topic_id AND s.partition = p_partition
+               AND s.start_offset < base + n AND s.end_offset > base
+        LOOP
+            EXECUTE format('LOCK TABLE %I.%I IN ROW EXCLUSIVE MODE', 'pgmsg',
+                           format('record_%s_p%s_%s', t.topic_id, p_partition, seg_start));
+        END LOOP;
+    ELSE
+        PERFORM set_config('pgmsg.appended', coalesce(appended, '') || mark, true);
+    END IF;
     IF n_bytes IS NULL THEN
         INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers)
         SELECT t.topic_id, p_partition, base + u.ord - 1, coalesce(u.ts, p_now), u.k, u.v, u.h

@@ -1171,6 +1171,9 @@ DECLARE
     n_bytes  bigint;
     byte_end bigint;
     tl       integer;
+    appended text;
+    mark     text := format('/%s.%s/', {{schema_lit}}, t.topic_id);
+    seg_start bigint;
 BEGIN
     IF t.config ? 'max_lag_records' THEN
         PERFORM {{schema}}._backpressure(t, p_partition, n);
@@ -1200,6 +1203,29 @@ BEGIN
         PERFORM {{schema}}._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
     END IF;
     segments_low := {{sql segments_low(base + n, seg_end, t.segment_records)}};
+    -- A transaction's later append to a topic routes its rows with the
+    -- topic table's partition list as of its first: the lock on that
+    -- table is held already, so taking it again processes no
+    -- invalidation, and a segment another session attached in between
+    -- (while this append waited on the counter row, say) is missing from
+    -- the list: "no partition of relation record_N found for row". Taking
+    -- a lock this transaction does not hold yet, on the segments the
+    -- batch goes to, processes the pending invalidations first. The first
+    -- append of a topic in a transaction needs none of it: its insert
+    -- locks the topic table afresh.
+    appended := current_setting('pgmsg.appended', true);
+    IF position(mark IN coalesce(appended, '')) > 0 THEN
+        FOR seg_start IN
+            SELECT s.start_offset FROM {{schema}}.segment s
+             WHERE s.topic_id = t.topic_id AND s.partition = p_partition
+               AND s.start_offset < base + n AND s.end_offset > base
+        LOOP
+            EXECUTE format('LOCK TABLE %I.%I IN ROW EXCLUSIVE MODE', {{schema_lit}},
+                           format('record_%s_p%s_%s', t.topic_id, p_partition, seg_start));
+        END LOOP;
+    ELSE
+        PERFORM set_config('pgmsg.appended', coalesce(appended, '') || mark, true);
+    END IF;
     IF n_bytes IS NULL THEN
         {{sql publish_records(t.topic_id, p_partition, base, p_now, p_values, p_keys, p_headers, p_timestamps)}};
     ELSE
