@@ -29,7 +29,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -388,22 +387,21 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	events, torn, err := ReadHistory(h.hist)
+	co := CheckOptions{TxGroups: []string{groupTx}, Work: filepath.Join(h.dir, "check")}
+	if h.o.DLQConsumers > 0 {
+		co.DLQGroup = groupDLQ
+	}
+	rep, faults, err := CheckHistory(h.hist, db, co)
 	if err != nil {
 		return nil, err
 	}
-	rep := Check(events, db, []string{groupTx})
-	if h.o.DLQConsumers > 0 {
-		checkDeadLetters(rep, events, db, groupDLQ)
-	}
-	rep.TornLines = torn
 	for _, v := range h.leaderStuck {
 		rep.violate("maintenance-leader-stuck", "%s", v)
 	}
 	if h.o.CopyProducers > 0 && db.CopyPartitions == 0 {
 		rep.violate("copy-unused", "CopyProducers ran, but no partition published with COPY")
 	}
-	res = &Result{Dir: h.dir, Report: rep, Faults: faultStats(events, db), Elapsed: time.Since(start)}
+	res = &Result{Dir: h.dir, Report: rep, Faults: faults, Elapsed: time.Since(start)}
 	h.mu.Lock()
 	res.Unplanned = append(res.Unplanned, h.unplanned...)
 	res.ServeRestarts = h.serveExits
@@ -1339,84 +1337,6 @@ func (h *Harness) readKinds(ctx context.Context, db *DBState) error {
 		db.KindJobs[id] = j
 	}
 	return rows.Err()
-}
-
-// faultStats computes, per fault kind, how many were injected and how long
-// the system took to make progress on every path again.
-func faultStats(events []Event, db *DBState) map[string]*FaultStats {
-	stored := map[string]bool{}
-	for _, offs := range db.Log {
-		for _, id := range offs {
-			stored[id] = true
-		}
-	}
-	var faults []Event
-	// Progress paths: publishes, job completions, and the commits of each
-	// (group, partition): a partition stuck behind a dead member counts.
-	paths := map[string][]int64{}
-	failed := map[string]int64{} // id -> time the publish failed
-	for _, ev := range events {
-		switch ev.K {
-		case "fault":
-			faults = append(faults, ev)
-		case "pub":
-			paths["pub"] = append(paths["pub"], ev.T)
-		case "commit":
-			k := fmt.Sprintf("commit %s/%d", ev.G, ev.P)
-			paths[k] = append(paths[k], ev.T)
-		case "jdone":
-			paths["jdone"] = append(paths["jdone"], ev.T)
-		case "puberr":
-			for _, id := range ev.IDs {
-				failed[id] = ev.T
-			}
-		}
-	}
-	next := func(ts []int64, after int64) (int64, bool) {
-		i := sort.Search(len(ts), func(i int) bool { return ts[i] > after })
-		if i == len(ts) {
-			return 0, false
-		}
-		return ts[i], true
-	}
-	out := map[string]*FaultStats{}
-	for _, f := range faults {
-		s := out[f.Kind]
-		if s == nil {
-			s = &FaultStats{}
-			out[f.Kind] = s
-		}
-		s.Injected++
-		rec := time.Duration(0)
-		ok := true
-		for _, ts := range paths {
-			t, found := next(ts, f.End)
-			if !found {
-				ok = false
-				break
-			}
-			rec = max(rec, time.Duration(t-f.End))
-		}
-		if ok {
-			s.recoveries = append(s.recoveries, rec)
-		}
-		for id, t := range failed {
-			if t >= f.Start && t <= f.End+int64(rec)+int64(time.Second) {
-				s.InFlightFailed++
-				if stored[id] {
-					s.InFlightStored++
-				}
-			}
-		}
-	}
-	for _, s := range out {
-		sort.Slice(s.recoveries, func(i, j int) bool { return s.recoveries[i] < s.recoveries[j] })
-		if n := len(s.recoveries); n > 0 {
-			s.RecoveryMedian = s.recoveries[n/2]
-			s.RecoveryMax = s.recoveries[n-1]
-		}
-	}
-	return out
 }
 
 // agentRole is the chaosagent -role of s: the roles through PgBouncer

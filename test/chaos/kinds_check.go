@@ -43,55 +43,6 @@ type KindStats struct {
 	LimitKeysSeen int
 }
 
-// kindStarts gathers each kinds job's attempt starts on the database's
-// clock: those the kworkers recorded (krun "at", the claim's
-// attempted_at) and the database's last one.
-func kindStarts(events []Event, jobs map[int64]KindJob) map[int64][]int64 {
-	starts := map[int64][]int64{}
-	for _, ev := range events {
-		if ev.K == "krun" && ev.At != 0 {
-			starts[ev.JID] = append(starts[ev.JID], ev.At)
-		}
-	}
-	for id, j := range jobs {
-		if j.AttemptedAt != 0 {
-			starts[id] = append(starts[id], j.AttemptedAt)
-		}
-	}
-	for _, s := range starts {
-		sort.Slice(s, func(i, k int) bool { return s[i] < s[k] })
-	}
-	return starts
-}
-
-// checkKinds checks the kinds queue: every acknowledged job is in the
-// database and finished, and the three invariants below hold.
-func checkKinds(r *Report, events []Event, db *DBState) {
-	st := &r.Kinds
-	for _, ev := range events {
-		if ev.K != "kenq" {
-			continue
-		}
-		st.Enqueued++
-		j, ok := db.KindJobs[ev.JID]
-		switch {
-		case !ok:
-			r.violate("kind-job-lost", "%s job %d acknowledged but neither archived nor live", ev.Kind, ev.JID)
-		case j.State != "completed" && j.State != "cancelled" && j.State != "dead":
-			r.violate("kind-job-unfinished", "%s job %d still %s after the drain", ev.Kind, ev.JID, j.State)
-		}
-	}
-	for _, ev := range events {
-		if ev.K == "krun" && ev.At != 0 {
-			st.Starts++
-		}
-	}
-	starts := kindStarts(events, db.KindJobs)
-	checkDependencies(r, db.KindJobs, starts)
-	checkSequences(r, db.KindJobs, starts)
-	checkKeyLimits(r, db.KindJobs, starts, db.KindsKeyLimit)
-}
-
 // checkDependencies: a dependent never starts before all its
 // dependencies completed. Every recorded start of a job with
 // dependencies must come after each dependency's finish (the database's
