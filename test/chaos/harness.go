@@ -575,7 +575,7 @@ func (h *Harness) startAgents() {
 	add("dlqconsumer", h.o.DLQConsumers, "-group", groupDLQ, "-lease", lease, "-work", "2ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
 	enqArgs := []string{"-rate", strconv.Itoa(max(h.o.Rate/4, 1)), "-lock-timeout", "500ms"}
 	if h.o.KindWorkers > 0 {
-		enqArgs = append(enqArgs, "-kinds", kindsQueue)
+		enqArgs = append(enqArgs, "-kinds", kindsQueue, "-kinds-backlog", strconv.Itoa(kindsBacklog))
 	}
 	add("enqueuer", h.o.Enqueuers, enqArgs...)
 	add("worker", h.o.Workers, "-lease", lease, "-work", "100ms", "-lock-timeout", "500ms")

@@ -23,6 +23,9 @@ package chaos
 //	                              (the database's clock, Unix ns)
 //	kdone / kdoneerr / kfail      a kinds job completed, its completion
 //	                              refused or unknown, an attempt failed
+//	kskip     n                   kinds batches the enqueuer skipped since
+//	                              its last kskip (the backlog was above
+//	                              kindsBacklog)
 //	full      kind (pub, enq)     an attempt refused with PM021 (volume full)
 //	maint                         a maintenance run by the leader
 //	fault     kind, start, end, detail   (harness) one injected fault

@@ -267,6 +267,8 @@ func (s *split) route(ev *Event, line []byte, r *Report) error {
 		}
 	case "lost":
 		r.SessionsLost++
+	case "kskip":
+		r.Kinds.Skipped += ev.N
 	case "fault":
 		s.faults = append(s.faults, *ev)
 	case "pub":
