@@ -361,6 +361,10 @@ func FormatResult(res *Result) string {
 			s.RecoveryMax.Round(time.Millisecond), s.InFlightFailed, s.InFlightStored)
 	}
 	fmt.Fprintf(&b, "%-22s %8d\n", "total", total)
+	if res.Skipped > 0 {
+		fmt.Fprintf(&b, "%d failover faults skipped, not injected: the formation did not settle (primary and healthy synchronous standby for %s) within %s (rows *%s above)\n",
+			res.Skipped, settleHold, failoverSettle, SkippedUnsettled)
+	}
 	b.WriteString(res.Report.Summary())
 	return b.String()
 }

@@ -353,7 +353,7 @@ func writeHistory(t *testing.T, dir, name string, evs []Event) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.Write(append(b, '\n'))
+		_, _ = w.Write(append(b, '\n')) // Flush reports the error
 	}
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)

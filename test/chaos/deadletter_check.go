@@ -13,4 +13,3 @@ func PoisonRecord(id string) bool {
 	n, err := strconv.Atoi(id[i+1:])
 	return err == nil && n%97 == 0
 }
-

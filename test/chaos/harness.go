@@ -246,7 +246,11 @@ type Result struct {
 	// ServeRestarts counts `pgmsg serve` exits the harness did not cause
 	// (it refuses to start while PostgreSQL is down); each was restarted.
 	ServeRestarts int
-	Elapsed       time.Duration
+	// Skipped counts the failover faults not injected because the
+	// formation did not settle within failoverSettle (each also in
+	// Faults as kind+SkippedUnsettled).
+	Skipped int
+	Elapsed time.Duration
 }
 
 // FaultStats are the figures of one fault kind.
@@ -291,9 +295,11 @@ type Harness struct {
 	// serveExits counts `pgmsg serve` exits the harness did not cause
 	// (it refuses to start while PostgreSQL is down); it is restarted.
 	serveExits int
-	hist       string
-	cluster    *pgcluster.Cluster
-	formation  *pgautofailover.Formation
+	// skipped counts the failover faults skipped (formation unsettled).
+	skipped   int
+	hist      string
+	cluster   *pgcluster.Cluster
+	formation *pgautofailover.Formation
 	// fullVol is the tmpfs of the DiskFull tablespace (mounted while set).
 	fullVol string
 	// leaderStuck: failovers after which no maintenance leader came up on
@@ -405,6 +411,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	h.mu.Lock()
 	res.Unplanned = append(res.Unplanned, h.unplanned...)
 	res.ServeRestarts = h.serveExits
+	res.Skipped = h.skipped
 	h.mu.Unlock()
 	b, _ := json.MarshalIndent(res, "", "  ")
 	_ = os.WriteFile(filepath.Join(h.dir, "result.json"), b, 0o644)
@@ -727,6 +734,10 @@ func (h *Harness) injectFaults(ctx context.Context) {
 	}
 }
 
+// SkippedUnsettled suffixes the kind of a failover fault that was not
+// injected because the formation did not settle in time (settled).
+const SkippedUnsettled = "_skipped_unsettled"
+
 // inject injects one fault of kind and reports whether it took effect. One
 // that did not (no process to pick, the lock holder lost a deadlock, the
 // server could not be stopped) is recorded as kind+"_failed" and does not
@@ -812,7 +823,18 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 	case FaultDiskFull:
 		detail, ok = h.fillDisk(ctx)
 	case FaultFailoverKill, FaultSwitchover:
-		detail, ok = h.failover(ctx, kind == FaultSwitchover)
+		var skipped bool
+		detail, ok, skipped = h.failover(ctx, kind == FaultSwitchover)
+		if skipped {
+			// Not injected: the formation never settled. Recorded
+			// apart (the fault table and Result.Skipped), not as a
+			// failed fault, and not counted towards FaultsPerKind.
+			h.recordFault(kind+SkippedUnsettled, start, time.Now(), detail)
+			h.mu.Lock()
+			h.skipped++
+			h.mu.Unlock()
+			return false
+		}
 	case FaultNetLatency:
 		detail = h.slowLink()
 	case FaultNetBlackhole:

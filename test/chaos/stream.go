@@ -74,7 +74,7 @@ func Check(events []Event, db *DBState, txGroups []string) *Report {
 	w := bufio.NewWriter(f)
 	for _, ev := range events {
 		b, _ := json.Marshal(ev)
-		w.Write(append(b, '\n'))
+		_, _ = w.Write(append(b, '\n')) // Flush reports the error
 	}
 	if err := w.Flush(); err != nil {
 		panic(err)
@@ -373,7 +373,6 @@ func checkLogBucket(r *Report, s *split, db *DBState, b int) error {
 			}
 		}
 	}
-	events = nil
 	// Attempted (pubtry) or failed (puberr) and never acknowledged: the
 	// outcome is unknown to the client; stored or not, both are allowed.
 	for id := range acked {
