@@ -147,6 +147,9 @@ type Options struct {
 	// jobs there each tick, and the checker checks their invariants
 	// (checkKinds).
 	KindWorkers int
+	// KindsBacklog bounds the kinds queue's waiting jobs: above it the
+	// enqueuers skip their kinds batches (default kindsBacklog).
+	KindsBacklog int
 	// HTTPProducers and HTTPConsumers (group g-http) go through one
 	// `pgmsg serve` process, started when either is non-zero.
 	HTTPProducers  int
@@ -201,6 +204,9 @@ func (o *Options) defaults() {
 		if o.Failover {
 			o.Faults = FailoverFaults
 		}
+	}
+	if o.KindsBacklog == 0 {
+		o.KindsBacklog = kindsBacklog
 	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = 90 * time.Second
@@ -582,7 +588,7 @@ func (h *Harness) startAgents() {
 	add("dlqconsumer", h.o.DLQConsumers, "-group", groupDLQ, "-lease", lease, "-work", "2ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
 	enqArgs := []string{"-rate", strconv.Itoa(max(h.o.Rate/4, 1)), "-lock-timeout", "500ms"}
 	if h.o.KindWorkers > 0 {
-		enqArgs = append(enqArgs, "-kinds", kindsQueue, "-kinds-backlog", strconv.Itoa(kindsBacklog))
+		enqArgs = append(enqArgs, "-kinds", kindsQueue, "-kinds-backlog", strconv.Itoa(h.o.KindsBacklog))
 	}
 	add("enqueuer", h.o.Enqueuers, enqArgs...)
 	add("worker", h.o.Workers, "-lease", lease, "-work", "100ms", "-lock-timeout", "500ms")
