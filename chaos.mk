@@ -9,8 +9,8 @@
 #   chaos-failover  >= CHAOS_FAILOVER_FAULTS_PER_KIND (20) primary kills and
 #                switchovers of a pg_auto_failover formation under the same agents
 #   chaos-smoke  the bounded runs (~1 min of every kind, ~15 s of each network
-#                kind, two disk-full faults, one failover and one switchover)
-#                that `go test ./...` also runs
+#                kind, two disk-full faults, one failover and one switchover,
+#                the kinds enqueuer's backlog bound) that `go test ./...` also runs
 #   soak         SOAK_DURATION (default 10m) at 70% of the measured max rate
 #   soak-smoke   the 1-minute soak
 #   fuzz-smoke   every fuzz target for FUZZTIME (default 10s) each
@@ -71,7 +71,7 @@ chaos-goal:
 	$(MAKE) -f $(firstword $(MAKEFILE_LIST)) chaos-failover CHAOS_RATE=200
 
 chaos-smoke:
-	PGMSG_CHAOS_FAILOVER=1 $(GO) test -count=1 -timeout 30m -run 'TestChaosSmoke|TestChaosNetwork|TestChaosDiskFull|TestChaosFailover$$|TestChecker|TestOptionsCheck' -v ./test/chaos
+	PGMSG_CHAOS_FAILOVER=1 $(GO) test -count=1 -timeout 30m -run 'TestChaosSmoke|TestChaosNetwork|TestChaosDiskFull|TestChaosFailover$$|TestChaosKindsBacklog|TestChecker|TestOptionsCheck' -v ./test/chaos
 
 soak:
 	PGMSG_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -timeout 60m -run 'TestSoak' -v ./test/chaos

@@ -2,9 +2,12 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -361,6 +364,92 @@ func FormatResult(res *Result) string {
 			s.RecoveryMax.Round(time.Millisecond), s.InFlightFailed, s.InFlightStored)
 	}
 	fmt.Fprintf(&b, "%-22s %8d\n", "total", total)
+	if res.Skipped > 0 {
+		fmt.Fprintf(&b, "%d failover faults skipped, not injected: the formation did not settle (primary and healthy synchronous standby for %s) within %s (rows *%s above)\n",
+			res.Skipped, settleHold, failoverSettle, SkippedUnsettled)
+	}
 	b.WriteString(res.Report.Summary())
 	return b.String()
+}
+
+// TestChaosKindsBacklog runs an enqueuer with a kinds backlog bound of 20
+// and no kworker: once the kinds queue holds more than 20 waiting jobs
+// it skips its kinds batches (and records so), while its plain enqueues
+// go on; the backlog stays within the bound plus the batches of the
+// second between two counts.
+func TestChaosKindsBacklog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: skipped in -short mode")
+	}
+	requireServerBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const bound, rate, batch = 20, 40, 10
+	h := &Harness{o: Options{KindsBacklog: bound, Rate: rate * 4, Logf: t.Logf}}
+	h.o.defaults()
+	var err error
+	if h.dir, err = os.MkdirTemp("", "pgmsg-chaos-backlog-"); err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(h.dir)
+	if err := os.Chmod(h.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.hist = filepath.Join(h.dir, "history")
+	for _, d := range []string{h.hist, filepath.Join(h.dir, "logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer h.shutdown()
+	if err := h.build(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.startServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := &slot{role: "enqueuer", args: []string{"-rate", strconv.Itoa(rate), "-batch", strconv.Itoa(batch),
+		"-kinds", kindsQueue, "-kinds-backlog", strconv.Itoa(bound)}}
+	h.slots = append(h.slots, s)
+	h.start(s)
+	// Until the enqueuer reports skipped batches.
+	skipped := func() int {
+		n := 0
+		files, _ := filepath.Glob(filepath.Join(h.hist, "*.jsonl"))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			for _, line := range strings.Split(string(b), "\n") {
+				var ev Event
+				if json.Unmarshal([]byte(line), &ev) == nil && ev.K == "kskip" {
+					n += ev.N
+				}
+			}
+		}
+		return n
+	}
+	for skipped() < 3 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the enqueuer skipped no kinds batch above a backlog of %d", bound)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	h.stopAll(nil)
+	var waiting, plain int
+	if err := h.admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE q.name = $1 AND j.state IN ('available', 'scheduled', 'retrying', 'pending')),
+		count(*) FILTER (WHERE q.name = $2) FROM pgmsg.job j JOIN pgmsg.queue q USING (queue_id)`, kindsQueue, queueName).Scan(&waiting, &plain); err != nil {
+		t.Fatal(err)
+	}
+	// Counted once a second: at most a second of batches (rate/batch
+	// ticks of 11 jobs) past the bound, and the batch in flight.
+	if limit := bound + (rate/batch+1)*11; waiting > limit {
+		t.Fatalf("%d kinds jobs waiting, bound %d (at most %d with a second of batches)", waiting, bound, limit)
+	}
+	if plain == 0 {
+		t.Fatal("no plain job enqueued")
+	}
+	t.Logf("%d kinds jobs waiting (bound %d), %d batches skipped, %d plain jobs", waiting, bound, skipped(), plain)
 }

@@ -1,6 +1,12 @@
 package chaos
 
 import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -294,5 +300,170 @@ func TestCheckerKindsCatchesViolations(t *testing.T) {
 				t.Fatalf("want a %s violation, got %v:\n%s", c.want, r.ViolationCounts(), r.Summary())
 			}
 		})
+	}
+}
+
+// The dead-letter group (Consumer.Run, MaxDeliveries) is checked
+// partition by partition with the offsets its handler took.
+func TestCheckerDeadLetters(t *testing.T) {
+	ev, db := goodHistory()
+	// b-97 is poison; a is not.
+	db.Log[0][1] = "b-97"
+	ev[1].ID, ev[3].ID = "b-97", "b-97"
+	db.Cursors[groupDLQ] = map[int32]int64{0: 2}
+	db.DeadLetters = map[int32]map[int64][]string{0: {1: {"b-97"}}}
+	ev = append(ev, Event{K: "dlqh", T: 3, G: groupDLQ, P: 0, O: 0, ID: "a"})
+	check := func() *Report {
+		dir := t.TempDir()
+		writeHistory(t, dir, "h", ev)
+		r, _, err := CheckHistory(dir, db, CheckOptions{DLQGroup: groupDLQ})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := check(); !r.OK() || r.DeadLettered != 1 || r.DeadLetterHandled != 1 {
+		t.Fatalf("consistent dead letters: %v\n%s", r.ViolationCounts(), r.Summary())
+	}
+	ev = ev[:len(ev)-1]
+	if r := check(); r.ViolationCounts()["dlq-unhandled"] != 1 {
+		t.Fatalf("want dlq-unhandled: %v", r.ViolationCounts())
+	}
+	ev = append(ev, Event{K: "dlqh", T: 3, G: groupDLQ, P: 0, O: 0, ID: "a"})
+	db.DeadLetters[0][1] = append(db.DeadLetters[0][1], "b-97")
+	if r := check(); r.ViolationCounts()["dlq-twice"] != 1 {
+		t.Fatalf("want dlq-twice: %v", r.ViolationCounts())
+	}
+	delete(db.DeadLetters[0], 1)
+	db.Cursors[groupDLQ][0] = 1
+	if r := check(); r.ViolationCounts()["dlq-missing"] != 1 || r.ViolationCounts()["dlq-cursor"] != 1 {
+		t.Fatalf("want dlq-missing and dlq-cursor: %v", r.ViolationCounts())
+	}
+}
+
+func writeHistory(t *testing.T, dir, name string, evs []Event) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, name+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	for _, ev := range evs {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = w.Write(append(b, '\n')) // Flush reports the error
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A larger synthetic history, written by several agents, is checked unit
+// by unit: each group's events on one partition are loaded alone, the
+// publishes in logBuckets parts by id and the jobs in queueBuckets parts,
+// so no unit holds more than a fraction of the history. The structure is
+// asserted, not the time or the memory.
+func TestCheckerStreamsByUnit(t *testing.T) {
+	const parts, perPart, batch, jobs = 8, 500, 50, 400
+	groups := []string{"g1", "g2"}
+	db := &DBState{
+		Partitions: map[int32][2]int64{}, Log: map[int32]map[int64]string{},
+		Cursors: map[string]map[int32]int64{}, Effects: map[string]map[int32]map[int64][]string{},
+		Jobs: map[int64]JobRow{}, Archive: map[int64]string{},
+	}
+	dir := t.TempDir()
+	var producer []Event
+	perGroup := map[string][]Event{}
+	commits := 0
+	for p := range int32(parts) {
+		db.Partitions[p] = [2]int64{0, perPart}
+		db.Log[p] = map[int64]string{}
+		for o := range int64(perPart) {
+			id := fmt.Sprintf("producer-%d-%d", p, o)
+			db.Log[p][o] = id
+			producer = append(producer, Event{K: "pub", T: int64(p)*perPart + o, ID: id, P: p, O: o})
+		}
+		for gi, g := range groups {
+			if db.Cursors[g] == nil {
+				db.Cursors[g] = map[int32]int64{}
+			}
+			db.Cursors[g][p] = perPart
+			for from := int64(0); from < perPart; from += batch {
+				e := int64(p)*1000 + from + int64(gi)
+				for o := from; o < from+batch; o++ {
+					perGroup[g] = append(perGroup[g], Event{K: "recv", T: 1e6 + o, G: g, M: g + "-m", P: p, O: o, E: e, ID: db.Log[p][o]})
+				}
+				perGroup[g] = append(perGroup[g], Event{K: "commit", T: 1e6 + from + batch, G: g, M: g + "-m", P: p, E: e,
+					From: from, To: from + batch - 1, Sent: 1e6 + from + batch})
+				commits++
+			}
+		}
+	}
+	var queue []Event
+	for j := int64(1); j <= jobs; j++ {
+		db.Archive[j] = "completed"
+		queue = append(queue, Event{K: "enq", T: j, JID: j, UID: fmt.Sprint(j)},
+			Event{K: "jrun", T: j + 1, JID: j, Tok: j, Att: 1, M: "w"},
+			Event{K: "jdone", T: j + 3, JID: j, Tok: j, M: "w", Sent: j + 2})
+	}
+	writeHistory(t, dir, "producer0.1", producer)
+	for _, g := range groups {
+		writeHistory(t, dir, "consumer-"+g, perGroup[g])
+	}
+	writeHistory(t, dir, "enqueuer0.1", queue)
+	work := filepath.Join(t.TempDir(), "work")
+	r, _, err := CheckHistory(dir, db, CheckOptions{Work: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() || r.Published != parts*perPart || r.JobsCompleted != jobs {
+		t.Fatalf("consistent synthetic history:\n%s", r.Summary())
+	}
+	total := len(producer) + len(queue)
+	for _, g := range groups {
+		total += len(perGroup[g])
+	}
+	// Every event the checks use was loaded exactly once, in its unit.
+	sum, logs, queues := 0, 0, 0
+	var groupOrder []string
+	for _, u := range r.Units {
+		sum += u.Events
+		switch {
+		case strings.HasPrefix(u.Name, "log."):
+			logs++
+		case strings.HasPrefix(u.Name, "queue."):
+			queues++
+		case strings.HasPrefix(u.Name, "group."):
+			groupOrder = append(groupOrder, u.Name)
+			// One group on one partition: its deliveries and commits.
+			if want := perPart + perPart/batch; u.Events != want {
+				t.Errorf("unit %s holds %d events, want %d (one group, one partition)", u.Name, u.Events, want)
+			}
+		}
+		if u.Events > total/8 {
+			t.Errorf("unit %s holds %d of %d events", u.Name, u.Events, total)
+		}
+	}
+	if sum != total || logs != logBuckets || queues != queueBuckets || len(groupOrder) != parts*len(groups) {
+		t.Fatalf("units %v: %d events of %d, %d log, %d queue, %d group units", r.Units, sum, total, logs, queues, len(groupOrder))
+	}
+	// Partition by partition: both groups of partition 0, then of 1 ...
+	for i, name := range groupOrder {
+		want := groupUnit(gp{groups[i%len(groups)], int32(i / len(groups))})
+		if name != want {
+			t.Fatalf("group unit %d is %s, want %s (order %v)", i, name, want, groupOrder)
+		}
+	}
+	// The unit files are gone once checked.
+	if _, err := os.Stat(work); !os.IsNotExist(err) {
+		t.Errorf("work directory %s left: %v", work, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(work, "*")); len(left) != 0 {
+		t.Errorf("unit files left: %v", left)
 	}
 }

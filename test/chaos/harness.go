@@ -29,7 +29,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,6 +147,9 @@ type Options struct {
 	// jobs there each tick, and the checker checks their invariants
 	// (checkKinds).
 	KindWorkers int
+	// KindsBacklog bounds the kinds queue's waiting jobs: above it the
+	// enqueuers skip their kinds batches (default kindsBacklog).
+	KindsBacklog int
 	// HTTPProducers and HTTPConsumers (group g-http) go through one
 	// `pgmsg serve` process, started when either is non-zero.
 	HTTPProducers  int
@@ -203,6 +205,9 @@ func (o *Options) defaults() {
 			o.Faults = FailoverFaults
 		}
 	}
+	if o.KindsBacklog == 0 {
+		o.KindsBacklog = kindsBacklog
+	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = 90 * time.Second
 	}
@@ -247,7 +252,11 @@ type Result struct {
 	// ServeRestarts counts `pgmsg serve` exits the harness did not cause
 	// (it refuses to start while PostgreSQL is down); each was restarted.
 	ServeRestarts int
-	Elapsed       time.Duration
+	// Skipped counts the failover faults not injected because the
+	// formation did not settle within failoverSettle (each also in
+	// Faults as kind+SkippedUnsettled).
+	Skipped int
+	Elapsed time.Duration
 }
 
 // FaultStats are the figures of one fault kind.
@@ -292,9 +301,11 @@ type Harness struct {
 	// serveExits counts `pgmsg serve` exits the harness did not cause
 	// (it refuses to start while PostgreSQL is down); it is restarted.
 	serveExits int
-	hist       string
-	cluster    *pgcluster.Cluster
-	formation  *pgautofailover.Formation
+	// skipped counts the failover faults skipped (formation unsettled).
+	skipped   int
+	hist      string
+	cluster   *pgcluster.Cluster
+	formation *pgautofailover.Formation
 	// fullVol is the tmpfs of the DiskFull tablespace (mounted while set).
 	fullVol string
 	// leaderStuck: failovers after which no maintenance leader came up on
@@ -388,25 +399,25 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	events, torn, err := ReadHistory(h.hist)
+	co := CheckOptions{TxGroups: []string{groupTx}, Work: filepath.Join(h.dir, "check")}
+	if h.o.DLQConsumers > 0 {
+		co.DLQGroup = groupDLQ
+	}
+	rep, faults, err := CheckHistory(h.hist, db, co)
 	if err != nil {
 		return nil, err
 	}
-	rep := Check(events, db, []string{groupTx})
-	if h.o.DLQConsumers > 0 {
-		checkDeadLetters(rep, events, db, groupDLQ)
-	}
-	rep.TornLines = torn
 	for _, v := range h.leaderStuck {
 		rep.violate("maintenance-leader-stuck", "%s", v)
 	}
 	if h.o.CopyProducers > 0 && db.CopyPartitions == 0 {
 		rep.violate("copy-unused", "CopyProducers ran, but no partition published with COPY")
 	}
-	res = &Result{Dir: h.dir, Report: rep, Faults: faultStats(events, db), Elapsed: time.Since(start)}
+	res = &Result{Dir: h.dir, Report: rep, Faults: faults, Elapsed: time.Since(start)}
 	h.mu.Lock()
 	res.Unplanned = append(res.Unplanned, h.unplanned...)
 	res.ServeRestarts = h.serveExits
+	res.Skipped = h.skipped
 	h.mu.Unlock()
 	b, _ := json.MarshalIndent(res, "", "  ")
 	_ = os.WriteFile(filepath.Join(h.dir, "result.json"), b, 0o644)
@@ -577,7 +588,7 @@ func (h *Harness) startAgents() {
 	add("dlqconsumer", h.o.DLQConsumers, "-group", groupDLQ, "-lease", lease, "-work", "2ms", "-lock-timeout", "0", "-statement-timeout", "1500ms")
 	enqArgs := []string{"-rate", strconv.Itoa(max(h.o.Rate/4, 1)), "-lock-timeout", "500ms"}
 	if h.o.KindWorkers > 0 {
-		enqArgs = append(enqArgs, "-kinds", kindsQueue)
+		enqArgs = append(enqArgs, "-kinds", kindsQueue, "-kinds-backlog", strconv.Itoa(h.o.KindsBacklog))
 	}
 	add("enqueuer", h.o.Enqueuers, enqArgs...)
 	add("worker", h.o.Workers, "-lease", lease, "-work", "100ms", "-lock-timeout", "500ms")
@@ -729,6 +740,10 @@ func (h *Harness) injectFaults(ctx context.Context) {
 	}
 }
 
+// SkippedUnsettled suffixes the kind of a failover fault that was not
+// injected because the formation did not settle in time (settled).
+const SkippedUnsettled = "_skipped_unsettled"
+
 // inject injects one fault of kind and reports whether it took effect. One
 // that did not (no process to pick, the lock holder lost a deadlock, the
 // server could not be stopped) is recorded as kind+"_failed" and does not
@@ -814,7 +829,18 @@ func (h *Harness) inject(ctx context.Context, kind string) bool {
 	case FaultDiskFull:
 		detail, ok = h.fillDisk(ctx)
 	case FaultFailoverKill, FaultSwitchover:
-		detail, ok = h.failover(ctx, kind == FaultSwitchover)
+		var skipped bool
+		detail, ok, skipped = h.failover(ctx, kind == FaultSwitchover)
+		if skipped {
+			// Not injected: the formation never settled. Recorded
+			// apart (the fault table and Result.Skipped), not as a
+			// failed fault, and not counted towards FaultsPerKind.
+			h.recordFault(kind+SkippedUnsettled, start, time.Now(), detail)
+			h.mu.Lock()
+			h.skipped++
+			h.mu.Unlock()
+			return false
+		}
 	case FaultNetLatency:
 		detail = h.slowLink()
 	case FaultNetBlackhole:
@@ -1339,84 +1365,6 @@ func (h *Harness) readKinds(ctx context.Context, db *DBState) error {
 		db.KindJobs[id] = j
 	}
 	return rows.Err()
-}
-
-// faultStats computes, per fault kind, how many were injected and how long
-// the system took to make progress on every path again.
-func faultStats(events []Event, db *DBState) map[string]*FaultStats {
-	stored := map[string]bool{}
-	for _, offs := range db.Log {
-		for _, id := range offs {
-			stored[id] = true
-		}
-	}
-	var faults []Event
-	// Progress paths: publishes, job completions, and the commits of each
-	// (group, partition): a partition stuck behind a dead member counts.
-	paths := map[string][]int64{}
-	failed := map[string]int64{} // id -> time the publish failed
-	for _, ev := range events {
-		switch ev.K {
-		case "fault":
-			faults = append(faults, ev)
-		case "pub":
-			paths["pub"] = append(paths["pub"], ev.T)
-		case "commit":
-			k := fmt.Sprintf("commit %s/%d", ev.G, ev.P)
-			paths[k] = append(paths[k], ev.T)
-		case "jdone":
-			paths["jdone"] = append(paths["jdone"], ev.T)
-		case "puberr":
-			for _, id := range ev.IDs {
-				failed[id] = ev.T
-			}
-		}
-	}
-	next := func(ts []int64, after int64) (int64, bool) {
-		i := sort.Search(len(ts), func(i int) bool { return ts[i] > after })
-		if i == len(ts) {
-			return 0, false
-		}
-		return ts[i], true
-	}
-	out := map[string]*FaultStats{}
-	for _, f := range faults {
-		s := out[f.Kind]
-		if s == nil {
-			s = &FaultStats{}
-			out[f.Kind] = s
-		}
-		s.Injected++
-		rec := time.Duration(0)
-		ok := true
-		for _, ts := range paths {
-			t, found := next(ts, f.End)
-			if !found {
-				ok = false
-				break
-			}
-			rec = max(rec, time.Duration(t-f.End))
-		}
-		if ok {
-			s.recoveries = append(s.recoveries, rec)
-		}
-		for id, t := range failed {
-			if t >= f.Start && t <= f.End+int64(rec)+int64(time.Second) {
-				s.InFlightFailed++
-				if stored[id] {
-					s.InFlightStored++
-				}
-			}
-		}
-	}
-	for _, s := range out {
-		sort.Slice(s.recoveries, func(i, j int) bool { return s.recoveries[i] < s.recoveries[j] })
-		if n := len(s.recoveries); n > 0 {
-			s.RecoveryMedian = s.recoveries[n/2]
-			s.RecoveryMax = s.recoveries[n-1]
-		}
-	}
-	return out
 }
 
 // agentRole is the chaosagent -role of s: the roles through PgBouncer

@@ -1,15 +1,5 @@
 package chaos
 
-import (
-	"bufio"
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
-)
-
 // Event is one line of an agent's (or the harness's) history file. Which
 // fields are set depends on K:
 //
@@ -33,6 +23,9 @@ import (
 //	                              (the database's clock, Unix ns)
 //	kdone / kdoneerr / kfail      a kinds job completed, its completion
 //	                              refused or unknown, an attempt failed
+//	kskip     n                   kinds batches the enqueuer skipped since
+//	                              its last kskip (the backlog was above
+//	                              kindsBacklog)
 //	full      kind (pub, enq)     an attempt refused with PM021 (volume full)
 //	maint                         a maintenance run by the leader
 //	fault     kind, start, end, detail   (harness) one injected fault
@@ -68,34 +61,4 @@ type Event struct {
 	Start  int64  `json:"start,omitempty"`
 	End    int64  `json:"end,omitempty"`
 	Detail string `json:"detail,omitempty"`
-}
-
-// ReadHistory reads every *.jsonl file of dir, in time order. A torn last
-// line (a process killed mid-write) is skipped and counted.
-func ReadHistory(dir string) (events []Event, torn int, err error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
-	if err != nil {
-		return nil, 0, err
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, 0, err
-		}
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			var ev Event
-			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-				torn++
-				continue
-			}
-			events = append(events, ev)
-		}
-		if err := sc.Err(); err != nil {
-			return nil, 0, fmt.Errorf("%s: %w", f, err)
-		}
-	}
-	sort.SliceStable(events, func(i, j int) bool { return events[i].T < events[j].T })
-	return events, torn, nil
 }

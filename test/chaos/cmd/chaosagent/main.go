@@ -57,6 +57,7 @@ var (
 	flagSession  = flag.Duration("session", 3*time.Second, "consumer group session timeout (member mode)")
 	flagHTTP     = flag.String("http", "", "base URL of `pgmsg serve` (hproducer, hconsumer)")
 	flagKinds    = flag.String("kinds", "", "enqueuer: also enqueue workflow, sequence and per-key limit jobs into this queue, one batch per tick")
+	flagKindsMax = flag.Int("kinds-backlog", 0, "enqueuer: skip the kinds batches while the kinds queue holds more waiting jobs (available, scheduled, retrying, pending) than this (0: no bound)")
 )
 
 // history appends events to the history file, one line per write(2).
@@ -607,6 +608,9 @@ var kindsTick int
 // every enqueuer (the key in the payload's "lk" too: the archive keeps no
 // limit key). No poison: only flaky attempts fail.
 func (a *agent) enqueueKinds() {
+	if a.kindsBacklogged() {
+		return
+	}
 	kindsTick++
 	var params []pgmsg.EnqueueParams
 	var kinds, uids []string
@@ -649,6 +653,51 @@ func (a *agent) enqueueKinds() {
 		evs[i] = map[string]any{"k": "kenq", "jid": r.ID, "uid": uids[i], "kind": kinds[i]}
 	}
 	a.h.write(evs...)
+}
+
+// kindsBackoff is the enqueuer's view of the kinds queue's backlog:
+// when it was last counted, whether it was above -kinds-backlog then,
+// and the batches skipped since the last kskip event.
+var kindsBackoff struct {
+	checked time.Time
+	over    bool
+	skipped int
+}
+
+// kindsBacklogged reports whether the kinds queue's waiting jobs
+// (available, scheduled, retrying, pending) were above -kinds-backlog at
+// the last count, counting again at most once a second; a batch it stops
+// is counted as skipped. The kworkers run fewer jobs a second under
+// faults than the enqueuers add: without the bound the backlog grows
+// through the whole fault phase and the drain cannot finish it. Once a
+// second it records the batches skipped since the last time (kskip), so
+// the run reports them. A count that fails (the server down) keeps the
+// last answer.
+func (a *agent) kindsBacklogged() bool {
+	bound := *flagKindsMax
+	if bound <= 0 {
+		return false
+	}
+	if time.Since(kindsBackoff.checked) >= time.Second {
+		kindsBackoff.checked = time.Now()
+		ctx, cancel := context.WithTimeout(a.ctx, 2*time.Second)
+		var n int
+		err := a.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM pgmsg.job
+			WHERE queue_id = (SELECT queue_id FROM pgmsg.queue WHERE name = $1)
+			  AND state IN ('available', 'scheduled', 'retrying', 'pending') LIMIT $2) b`, *flagKinds, bound+1).Scan(&n)
+		cancel()
+		if err == nil {
+			kindsBackoff.over = n > bound
+		}
+		if kindsBackoff.skipped > 0 {
+			a.h.write(map[string]any{"k": "kskip", "n": kindsBackoff.skipped})
+			kindsBackoff.skipped = 0
+		}
+	}
+	if kindsBackoff.over {
+		kindsBackoff.skipped++
+	}
+	return kindsBackoff.over
 }
 
 // claimRound is one round of a worker loop (work, workKinds) up to the
