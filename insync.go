@@ -9,7 +9,7 @@ import (
 // MinInsyncReplicas returns the schema's min_insync_replicas: 1 (the
 // default) when writes are not checked, 2 when a write PostgreSQL would
 // commit without waiting for a synchronous standby is refused with
-// ErrNotEnoughReplicas. Only the schema's owner may read it.
+// ErrNotEnoughReplicas. The schema's owner and admin role may read it.
 func (c *Client) MinInsyncReplicas(ctx context.Context) (int, error) {
 	return c.store.MinInsyncReplicas(ctx, c.pool)
 }

@@ -145,7 +145,7 @@ func TestMinInsyncReplicasRefusesWritesWithoutStandby(t *testing.T) {
 // With a real synchronous standby the guarded writes pass; a session
 // asking for a local commit is still refused, and once the primary stops
 // naming a synchronous standby (what pg_auto_failover's wait_primary
-// does: synchronous_standby_names = '' and a reload), writes are refused.
+// does: synchronous_standby_names = ” and a reload), writes are refused.
 func TestMinInsyncReplicasWithSynchronousStandby(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a primary and a standby")

@@ -1277,7 +1277,8 @@ BEGIN
     RETURN p_n;
 END $function$;
 
--- The schema's owner sets and reads the guard; the roles neither. The
+-- The schema's owner sets the guard; the admin role may read it
+-- (role_privileges, auth.sql). The
 -- checks (_insync_ok, _insync_refuse, _insync_assert) run as whoever
 -- writes.
 REVOKE EXECUTE ON FUNCTION "pgmsg"._insync_check(),
@@ -8363,6 +8364,8 @@ AS $function$
     ('admin',    'segments', '',                     'SELECT'),
     ('admin',    'table',    'time_index',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'log_epoch',            'SELECT'),
+    -- min_insync_replicas (common.sql): the admin reads it, the owner sets it.
+    ('admin',    'table',    'db_setting',           'SELECT'),
     ('admin',    'table',    'producer_state',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'consumer_group',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'group_cursor',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
@@ -8404,7 +8407,8 @@ AS $function$
     ('admin',    'function', 'topic_configure(text, jsonb)', 'EXECUTE'),
     ('admin',    'function', 'retention_run(integer)', 'EXECUTE'),
     ('admin',    'function', 'compact_run(integer)', 'EXECUTE'),
-    ('admin',    'function', '_group_expire(interval, integer)', 'EXECUTE')
+    ('admin',    'function', '_group_expire(interval, integer)', 'EXECUTE'),
+    ('admin',    'function', 'min_insync_replicas()', 'EXECUTE')
 $function$;
 
 -- _roles_grant (re)applies the grants of the schema's roles (003_auth.up.sql):

@@ -214,7 +214,8 @@ BEGIN
     RETURN p_n;
 END $function$;
 
--- The schema's owner sets and reads the guard; the roles neither. The
+-- The schema's owner sets the guard; the admin role may read it
+-- (role_privileges, auth.sql). The
 -- checks (_insync_ok, _insync_refuse, _insync_assert) run as whoever
 -- writes.
 REVOKE EXECUTE ON FUNCTION {{schema}}._insync_check(),
