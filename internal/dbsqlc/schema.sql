@@ -1162,9 +1162,13 @@ $function$;
 -- ---------------------------------------------------------------------------
 
 -- _insync_ok: would this session's commit wait for a synchronous standby?
--- A backend applies a configuration reload only between commands, so a
--- single statement's check and the commit of its implicit transaction see
--- the same settings.
+-- (SyncRepRequested: max_wal_senders > 0 and synchronous_commit above
+-- local.) The window: a backend applies a configuration reload before
+-- each protocol message, so a reload between a statement's Execute and
+-- its Sync (the commit) is not seen here; a commit waits only while the
+-- checkpointer's shared flag says standbys are named, and clearing
+-- synchronous_standby_names releases the commits already waiting
+-- (syncrep.c). docs/operations.md says what that leaves.
 CREATE OR REPLACE FUNCTION "pgmsg"._insync_ok()
  RETURNS boolean
  LANGUAGE sql
@@ -1173,6 +1177,7 @@ CREATE OR REPLACE FUNCTION "pgmsg"._insync_ok()
 AS $function$
     SELECT current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')
        AND current_setting('synchronous_standby_names') <> ''
+       AND current_setting('max_wal_senders')::integer > 0
 $function$;
 
 -- _insync_refuse raises PM124 for a write to p_what.
