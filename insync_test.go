@@ -82,6 +82,13 @@ func TestMinInsyncReplicasRefusesWritesWithoutStandby(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx))
 	_, err = tb.client.PublishIdempotent(ctx, "p1", 0, insyncRecords(1), &pgmsg.PublishOpts{ManualPartition: true})
 	requireNotEnoughReplicas(t, err, "PublishIdempotent")
+	// COPY into the record table itself, as the COPY path runs it: the
+	// partitioned table's statement trigger fires for COPY too.
+	var topicID int32
+	require.NoError(t, tb.Pool.QueryRow(ctx, "SELECT topic_id FROM "+sch+".topic WHERE name = 't'").Scan(&topicID))
+	_, err = tb.Pool.CopyFrom(ctx, pgx.Identifier{tb.Schema, "record"}, []string{"topic_id", "partition", "offset", "timestamp", "value"},
+		pgx.CopyFromRows([][]any{{topicID, int32(0), int64(10), time.Now(), []byte("x")}}))
+	requireNotEnoughReplicas(t, pgmsg.MapError(err), "COPY into record")
 	// A session that asks for a local commit is refused too.
 	conn, err := tb.Pool.Acquire(ctx)
 	require.NoError(t, err)
@@ -130,6 +137,9 @@ func TestMinInsyncReplicasRefusesWritesWithoutStandby(t *testing.T) {
 	require.NoError(t, tb.client.Commit(ctx, cl))
 	require.NoError(t, tb.client.Publish(ctx, insyncRecords(1), &pgmsg.PublishOpts{ManualPartition: true}))
 	require.NoError(t, tb.client.Publish(ctx, insyncRecords(40), &pgmsg.PublishOpts{ManualPartition: true}))
+	var copied bool
+	require.NoError(t, tb.Pool.QueryRow(ctx, "SELECT offset_seq IS NOT NULL FROM "+sch+".topic_partition WHERE partition = 0").Scan(&copied))
+	require.True(t, copied, "the 40-record batch took the COPY path (its first COPY publish made the partition's offset sequence)")
 	_, err = tb.client.PublishIdempotent(ctx, "p1", 0, insyncRecords(1), &pgmsg.PublishOpts{ManualPartition: true})
 	require.NoError(t, err)
 	_, err = tb.client.Enqueue(ctx, "q", pgmsg.EnqueueParams{Payload: []byte("c")}, nil)
