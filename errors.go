@@ -84,6 +84,17 @@ var (
 	// succeed again once space is freed; it is retryable (IsRetryable), so
 	// Producers, Consumers and Workers retry on their own.
 	ErrDiskFull error = errs.DiskFull
+	// ErrNotEnoughReplicas is returned for a write (publish, enqueue,
+	// job completion or cancel, offset commit, idempotent producer state)
+	// refused because the schema's min_insync_replicas is 2 and
+	// PostgreSQL would commit it without waiting for a synchronous standby
+	// (PM124), as Kafka's NOT_ENOUGH_REPLICAS with min.insync.replicas:
+	// synchronous_standby_names is empty (an old primary that
+	// pg_auto_failover put in wait_primary, say) or the session's
+	// synchronous_commit is local or off. Nothing was written. It is
+	// retryable (IsRetryable): it passes once a synchronous standby is
+	// back. See SetMinInsyncReplicas and docs/operations.md.
+	ErrNotEnoughReplicas error = errs.NotEnoughReplicas
 	// ErrClosed is returned by a Producer or a Consumer used after Close.
 	ErrClosed error = errs.Closed
 	// ErrBufferFull is returned by a Producer with FailWhenFull whose

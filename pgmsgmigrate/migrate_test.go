@@ -272,3 +272,55 @@ func TestIncompatibleHistoryRefused(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.pgmsg_migration`).Scan(&n))
 	require.Equal(t, len(migration.All()), n, "nothing reverted")
 }
+
+// min_insync_replicas survives the function files being applied again (the
+// setting is a row; the files put back the triggers it asks for), and
+// reverting its migration turns the guard off with the triggers gone.
+func TestMinInsyncReplicasKeptAcrossMigrations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	schema := fmt.Sprintf("pgmsg_insync_%d", time.Now().UnixNano()%1e9)
+	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, m.Drop(context.Background())) })
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	triggers := func() int {
+		t.Helper()
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+			WHERE c.relnamespace = $1::regnamespace AND t.tgname LIKE 'insync\_%'`, schema).Scan(&n))
+		return n
+	}
+	_, err = pool.Exec(ctx, "SELECT "+schema+".min_insync_replicas_set(2)")
+	require.NoError(t, err)
+	require.Equal(t, 4, triggers())
+
+	// Triggers lost (as a down migration's dropFunctions drops them), and
+	// the function files applied again: the setting brings them back.
+	for _, tr := range []string{"insync_record ON %[1]s.record", "insync_producer_state ON %[1]s.producer_state",
+		"insync_job ON %[1]s.job", "insync_kafka_offset ON %[1]s.kafka_offset"} {
+		_, err = pool.Exec(ctx, "DROP TRIGGER "+fmt.Sprintf(tr, schema))
+		require.NoError(t, err)
+	}
+	_, err = pool.Exec(ctx, "DELETE FROM "+schema+".pgmsg_migration_code")
+	require.NoError(t, err)
+	res, err := m.Up(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Functions)
+	require.Equal(t, 4, triggers())
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT "+schema+".min_insync_replicas()").Scan(&n))
+	require.Equal(t, 2, n)
+
+	// Reverting the migration that holds the setting turns the guard off.
+	_, err = m.Down(ctx, 1)
+	require.NoError(t, err)
+	require.Zero(t, triggers())
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	require.Zero(t, triggers())
+	require.NoError(t, pool.QueryRow(ctx, "SELECT "+schema+".min_insync_replicas()").Scan(&n))
+	require.Equal(t, 1, n)
+}

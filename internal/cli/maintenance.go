@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -114,5 +115,55 @@ this command runs it by hand or as a dedicated leader process.`,
 	events.Flags().IntVar(&limit, "limit", 50, "number of events")
 	events.Flags().StringVar(&kind, "kind", "", "only events of this kind (retention_drop, retention_skip, group_expired, compacted, log_epoch)")
 	cmd.AddCommand(events)
+	cmd.AddCommand(newMinInsyncReplicas(g))
 	return cmd
+}
+
+// newMinInsyncReplicas shows or sets the schema's min_insync_replicas
+// (Client.SetMinInsyncReplicas; docs/operations.md, "Refusing writes
+// without a synchronous standby").
+func newMinInsyncReplicas(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "min-insync-replicas [1|2]",
+		Short: "Show or set the guard that refuses writes PostgreSQL would commit without a synchronous standby",
+		Long: `Without an argument, prints the schema's min_insync_replicas. With 2,
+publishes, enqueues, job completions and cancels and offset commits are
+refused (PM124 not_enough_replicas, nothing written) unless the session's
+synchronous_commit is on, remote_write or remote_apply and
+synchronous_standby_names is not empty; 1 (the default) turns the guard off.
+Setting it needs the schema's owner.`,
+		Example: "  pgmsg maintenance min-insync-replicas 2",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := g.jsonOutput()
+			if err != nil {
+				return err
+			}
+			set := 0
+			if len(args) == 1 {
+				if set, err = strconv.Atoi(args[0]); err != nil || (set != 1 && set != 2) {
+					return fmt.Errorf("min-insync-replicas: want 1 (no guard) or 2 (writes need a synchronous standby), got %q", args[0])
+				}
+			}
+			client, done, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			if set != 0 {
+				if err := client.SetMinInsyncReplicas(cmd.Context(), set); err != nil {
+					return err
+				}
+			}
+			n, err := client.MinInsyncReplicas(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if js {
+				return g.printJSON(map[string]int{"min_insync_replicas": n})
+			}
+			fmt.Fprintln(g.stdout, n)
+			return nil
+		},
+	}
 }

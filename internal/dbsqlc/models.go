@@ -16,6 +16,11 @@ type PgmsgConsumerGroup struct {
 	SteadyUntil pgtype.Timestamptz
 }
 
+type PgmsgDbSetting struct {
+	One               bool
+	MinInsyncReplicas int32
+}
+
 type PgmsgGroupCursor struct {
 	TopicID        int32
 	GroupName      string

@@ -1047,6 +1047,20 @@ ALTER TABLE "pgmsg".job_archive ADD COLUMN batch_id bigint;
 DROP FUNCTION IF EXISTS "pgmsg".job_get(bigint);
 DROP FUNCTION IF EXISTS "pgmsg".job_list(text, text, text, timestamp with time zone, timestamp with time zone, integer, bigint, text, text);
 
+-- pgmsg 029: the min_insync_replicas setting (functions/common.sql,
+-- min_insync_replicas_set). 1, the default, is no guard; 2 refuses the
+-- writes clients are told are stored (publishes, enqueues, completions,
+-- offset commits, idempotent producer state) when PostgreSQL would commit
+-- them without waiting for a synchronous standby. The setting is kept here,
+-- one row, so that the function files, applied again after a migration,
+-- put back the triggers it asks for (the migrator drops every trigger of
+-- the schema's functions before a down migration).
+CREATE TABLE "pgmsg".db_setting (
+    one                 boolean PRIMARY KEY DEFAULT true CHECK (one),
+    min_insync_replicas integer NOT NULL DEFAULT 1 CHECK (min_insync_replicas IN (1, 2))
+);
+INSERT INTO "pgmsg".db_setting DEFAULT VALUES;
+
 -- pgmsg functions: helpers the log, the queue and the tokens share.
 --
 -- Every file in this directory holds functions only (and their grants), each
@@ -1115,6 +1129,167 @@ AS $function$
     SELECT p_ts IS NULL OR (p_ts >= '0001-01-01 00:00:00+00'::timestamptz
                             AND p_ts < '10000-01-01 00:00:00+00'::timestamptz)
 $function$;
+
+-- ---------------------------------------------------------------------------
+-- min_insync_replicas: Kafka's min.insync.replicas with acks=all, for the
+-- whole schema. At 2, a write a client is told is stored is refused (PM124
+-- not_enough_replicas, nothing written) when PostgreSQL would commit it
+-- without waiting for a synchronous standby: synchronous_commit is not on,
+-- remote_write or remote_apply, or synchronous_standby_names is empty (what
+-- pg_auto_failover's wait_primary and Patroni's synchronous_mode set when
+-- the standby is gone). At 1 (the default) nothing is checked.
+--
+-- The check is a statement trigger (FOR EACH STATEMENT: one call per
+-- statement, not per row), created only at 2, on the writes whose loss a
+-- client would see:
+--   record          INSERT: publishes (INSERT and COPY into the record
+--                   table; a statement trigger of a partitioned table
+--                   fires for both when they name it).
+--   producer_state  INSERT, UPDATE: an idempotent producer's last batch
+--                   (lost, a retried batch is stored twice).
+--   job             INSERT: enqueues (lost, the job never runs); DELETE:
+--                   completion, cancel, discard (lost, a completed job
+--                   runs again, a cancelled one runs). Not UPDATE: claims
+--                   commit without waiting for the WAL on purpose
+--                   (p_async), and a lost claim, retry or snooze leaves a
+--                   job that runs again, which at-least-once allows.
+--   kafka_offset    INSERT, UPDATE: the Kafka listener's offset commits.
+-- A group's offset commit through commit() calls _insync_assert itself:
+-- claims write the same cursor rows, on purpose asynchronously (a lost
+-- claim is a redelivery), so a trigger on group_cursor would refuse them.
+-- docs/operations.md ("Refusing writes without a synchronous standby")
+-- and docs/reliability.md say what the guard gives and its window.
+-- ---------------------------------------------------------------------------
+
+-- _insync_ok: would this session's commit wait for a synchronous standby?
+-- (SyncRepRequested: max_wal_senders > 0 and synchronous_commit above
+-- local.) The window: a backend applies a configuration reload before
+-- each protocol message, so a reload between a statement's Execute and
+-- its Sync (the commit) is not seen here; a commit waits only while the
+-- checkpointer's shared flag says standbys are named, and clearing
+-- synchronous_standby_names releases the commits already waiting
+-- (syncrep.c). docs/operations.md says what that leaves.
+CREATE OR REPLACE FUNCTION "pgmsg"._insync_ok()
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')
+       AND current_setting('synchronous_standby_names') <> ''
+       AND current_setting('max_wal_senders')::integer > 0
+$function$;
+
+-- _insync_refuse raises PM124 for a write to p_what.
+CREATE OR REPLACE FUNCTION "pgmsg"._insync_refuse(p_what text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'PM124',
+        MESSAGE = format('not enough replicas: min_insync_replicas is 2 and this %s would commit without a synchronous standby '
+                         '(synchronous_commit = %s, synchronous_standby_names = %s); nothing was written',
+                         p_what, current_setting('synchronous_commit'),
+                         quote_literal(current_setting('synchronous_standby_names'))),
+        HINT = 'Retry once a synchronous standby is configured (synchronous_standby_names naming it, synchronous_commit '
+               'on, remote_write or remote_apply), or turn the guard off with min_insync_replicas_set(1).';
+END $function$;
+
+-- _insync_check is the guard's trigger function (statement level).
+CREATE OR REPLACE FUNCTION "pgmsg"._insync_check()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF NOT "pgmsg"._insync_ok() THEN
+        PERFORM "pgmsg"._insync_refuse(lower(TG_OP) || ' on ' || TG_TABLE_NAME);
+    END IF;
+    RETURN NULL;
+END $function$;
+
+-- _insync_assert is the guard of writes no trigger covers (commit()): it
+-- looks for the guard (its record trigger, in the catalog every role
+-- reads) only when the session's commit would not wait for a standby, so
+-- a commit with a standby pays two current_setting calls.
+CREATE OR REPLACE FUNCTION "pgmsg"._insync_assert(p_what text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF NOT "pgmsg"._insync_ok()
+       AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = format('%I.record', 'pgmsg')::regclass
+                   AND t.tgname = 'insync_record') THEN
+        PERFORM "pgmsg"._insync_refuse(p_what);
+    END IF;
+END $function$;
+
+-- _insync_apply creates the guard's triggers if the setting is 2 and drops
+-- them otherwise. Run by min_insync_replicas_set and when the function
+-- files are applied.
+CREATE OR REPLACE FUNCTION "pgmsg"._insync_apply()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF (SELECT s.min_insync_replicas FROM "pgmsg".db_setting s) = 2 THEN
+        CREATE OR REPLACE TRIGGER insync_record AFTER INSERT ON "pgmsg".record
+            FOR EACH STATEMENT EXECUTE FUNCTION "pgmsg"._insync_check();
+        CREATE OR REPLACE TRIGGER insync_producer_state AFTER INSERT OR UPDATE ON "pgmsg".producer_state
+            FOR EACH STATEMENT EXECUTE FUNCTION "pgmsg"._insync_check();
+        CREATE OR REPLACE TRIGGER insync_job AFTER INSERT OR DELETE ON "pgmsg".job
+            FOR EACH STATEMENT EXECUTE FUNCTION "pgmsg"._insync_check();
+        CREATE OR REPLACE TRIGGER insync_kafka_offset AFTER INSERT OR UPDATE ON "pgmsg".kafka_offset
+            FOR EACH STATEMENT EXECUTE FUNCTION "pgmsg"._insync_check();
+    ELSE
+        DROP TRIGGER IF EXISTS insync_record ON "pgmsg".record;
+        DROP TRIGGER IF EXISTS insync_producer_state ON "pgmsg".producer_state;
+        DROP TRIGGER IF EXISTS insync_job ON "pgmsg".job;
+        DROP TRIGGER IF EXISTS insync_kafka_offset ON "pgmsg".kafka_offset;
+    END IF;
+END $function$;
+
+-- min_insync_replicas returns the guard's setting: 1 (no guard) or 2.
+CREATE OR REPLACE FUNCTION "pgmsg".min_insync_replicas()
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT s.min_insync_replicas FROM "pgmsg".db_setting s
+$function$;
+
+-- min_insync_replicas_set sets the guard: 1 no guard, 2 writes need a
+-- synchronous standby (PM004 otherwise). Creating or dropping the triggers
+-- takes a SHARE ROW EXCLUSIVE lock on the guarded tables until the
+-- transaction ends: it waits for the writes in flight. Returns p_n.
+CREATE OR REPLACE FUNCTION "pgmsg".min_insync_replicas_set(p_n integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_n IS NULL OR p_n NOT IN (1, 2) THEN
+        PERFORM "pgmsg"._raise('PM004', format(
+            'min_insync_replicas must be 1 (no guard) or 2 (writes need a synchronous standby), got %s',
+            coalesce(p_n::text, 'NULL')));
+    END IF;
+    UPDATE "pgmsg".db_setting SET min_insync_replicas = p_n;
+    PERFORM "pgmsg"._insync_apply();
+    RETURN p_n;
+END $function$;
+
+-- The schema's owner sets the guard; the admin role may read it
+-- (role_privileges, auth.sql). The
+-- checks (_insync_ok, _insync_refuse, _insync_assert) run as whoever
+-- writes.
+REVOKE EXECUTE ON FUNCTION "pgmsg"._insync_check(),
+    "pgmsg"._insync_apply(), "pgmsg".min_insync_replicas(),
+    "pgmsg".min_insync_replicas_set(integer) FROM PUBLIC;
+DO $insync$ BEGIN PERFORM "pgmsg"._insync_apply(); END $insync$;
 
 -- pgmsg functions: the log (topics, segments, publish, claims, consumer
 -- groups, retention, compaction, maintenance events). Applied as described
@@ -3118,7 +3293,7 @@ END $function$;
 -- commit advances the group's cursor past a claim (or to p_next_offset
 -- inside it, for a partial commit) and ends the claim. Returns the new
 -- cursor. Fails with PM008 if the claim expired and PM009 if it is no longer
--- held, writing nothing.
+-- held, and with PM124 when min_insync_replicas refuses it, writing nothing.
 CREATE OR REPLACE FUNCTION "pgmsg".commit(p_topic text, p_group text, p_partition integer, p_claim_epoch bigint, p_next_offset bigint DEFAULT NULL::bigint)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -3132,6 +3307,8 @@ BEGIN
         PERFORM "pgmsg"._raise('PM011', format('commit offset %s outside the claim [%s, %s]',
                                                   v_next, cur.claim_start, cur.claim_end + 1));
     END IF;
+    -- min_insync_replicas (common.sql): no trigger guards the cursor rows.
+    PERFORM "pgmsg"._insync_assert('offset commit');
     UPDATE "pgmsg".group_cursor c
        SET next_offset = v_next, claim_start = NULL, claim_end = NULL, claim_expires_at = NULL,
            claim_owner = NULL, committed_at = clock_timestamp()
@@ -8218,6 +8395,8 @@ AS $function$
     ('admin',    'segments', '',                     'SELECT'),
     ('admin',    'table',    'time_index',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'log_epoch',            'SELECT'),
+    -- min_insync_replicas (common.sql): the admin reads it, the owner sets it.
+    ('admin',    'table',    'db_setting',           'SELECT'),
     ('admin',    'table',    'producer_state',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'consumer_group',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'group_cursor',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
@@ -8259,7 +8438,8 @@ AS $function$
     ('admin',    'function', 'topic_configure(text, jsonb)', 'EXECUTE'),
     ('admin',    'function', 'retention_run(integer)', 'EXECUTE'),
     ('admin',    'function', 'compact_run(integer)', 'EXECUTE'),
-    ('admin',    'function', '_group_expire(interval, integer)', 'EXECUTE')
+    ('admin',    'function', '_group_expire(interval, integer)', 'EXECUTE'),
+    ('admin',    'function', 'min_insync_replicas()', 'EXECUTE')
 $function$;
 
 -- _roles_grant (re)applies the grants of the schema's roles (003_auth.up.sql):

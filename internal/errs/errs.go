@@ -69,6 +69,7 @@ var (
 	StepTooLarge       = newSentinel("step output too large", "PM123", "step_too_large", http.StatusBadRequest)
 	InvalidCallback    = newSentinel("invalid batch callback", "PM120", "invalid_batch_callback", http.StatusBadRequest)
 	UnknownBatch       = newSentinel("unknown batch", "PM121", "unknown_batch", http.StatusNotFound)
+	NotEnoughReplicas  = newSentinel("not enough replicas", "PM124", "not_enough_replicas", http.StatusServiceUnavailable)
 	JobTimeout         = newSentinel("job timed out", "", "job_timeout", http.StatusRequestTimeout)
 )
 
@@ -263,14 +264,15 @@ var retryableSQLState = map[string]bool{
 // IsRetryable reports whether an operation that failed with err may succeed
 // if tried again unchanged: connection loss, serialization failures,
 // deadlocks and lock or statement timeouts, and the sentinels that say
-// "not now" (those answered with 429). Every other sentinel is the
+// "not now" (those answered with 429, and NotEnoughReplicas, 503: the
+// write was refused before it was stored). Every other sentinel is the
 // caller's to fix.
 func IsRetryable(err error) bool {
 	if err == nil {
 		return false
 	}
 	if s, ok := errors.AsType[*Sentinel](err); ok {
-		return s.status == http.StatusTooManyRequests
+		return s.status == http.StatusTooManyRequests || s == NotEnoughReplicas
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {

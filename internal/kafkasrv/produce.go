@@ -223,6 +223,11 @@ func errorCode(err error) (int16, string) {
 		return kerr.InvalidTopicException.Code, err.Error()
 	case errors.Is(err, pgmsg.ErrInvalidArgument), errors.Is(err, pgmsg.ErrEmptyBatch):
 		return kerr.InvalidRecord.Code, err.Error()
+	case errors.Is(err, pgmsg.ErrNotEnoughReplicas):
+		// min_insync_replicas refused the write: Kafka's answer when the
+		// in-sync set is smaller than min.insync.replicas (retriable;
+		// nothing was stored).
+		return kerr.NotEnoughReplicas.Code, err.Error()
 	case pgmsg.IsRetryable(err):
 		return kerr.KafkaStorageError.Code, err.Error()
 	}

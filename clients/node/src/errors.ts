@@ -42,6 +42,7 @@ export const CODES: Readonly<Record<string, string>> = {
   PM123: "step_too_large",
   PM120: "invalid_batch_callback",
   PM121: "unknown_batch",
+  PM124: "not_enough_replicas",
   PMA01: "unknown_token",
   PMA02: "invalid_token",
   PMA03: "token_exists",

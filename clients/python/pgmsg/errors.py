@@ -51,6 +51,7 @@ CODES = {
     "PM123": "step_too_large",
     "PM120": "invalid_batch_callback",
     "PM121": "unknown_batch",
+    "PM124": "not_enough_replicas",
     "PMA01": "unknown_token",
     "PMA02": "invalid_token",
     "PMA03": "token_exists",

@@ -286,6 +286,8 @@ AS $function$
     ('admin',    'segments', '',                     'SELECT'),
     ('admin',    'table',    'time_index',           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'log_epoch',            'SELECT'),
+    -- min_insync_replicas (common.sql): the admin reads it, the owner sets it.
+    ('admin',    'table',    'db_setting',           'SELECT'),
     ('admin',    'table',    'producer_state',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'consumer_group',       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
     ('admin',    'table',    'group_cursor',         'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
@@ -327,7 +329,8 @@ AS $function$
     ('admin',    'function', 'topic_configure(text, jsonb)', 'EXECUTE'),
     ('admin',    'function', 'retention_run(integer)', 'EXECUTE'),
     ('admin',    'function', 'compact_run(integer)', 'EXECUTE'),
-    ('admin',    'function', '_group_expire(interval, integer)', 'EXECUTE')
+    ('admin',    'function', '_group_expire(interval, integer)', 'EXECUTE'),
+    ('admin',    'function', 'min_insync_replicas()', 'EXECUTE')
 $function$;
 
 -- _roles_grant (re)applies the grants of the schema's roles (003_auth.up.sql):

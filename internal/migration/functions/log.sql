@@ -1963,7 +1963,7 @@ END $function$;
 -- commit advances the group's cursor past a claim (or to p_next_offset
 -- inside it, for a partial commit) and ends the claim. Returns the new
 -- cursor. Fails with PM008 if the claim expired and PM009 if it is no longer
--- held, writing nothing.
+-- held, and with PM124 when min_insync_replicas refuses it, writing nothing.
 CREATE OR REPLACE FUNCTION {{schema}}.commit(p_topic text, p_group text, p_partition integer, p_claim_epoch bigint, p_next_offset bigint DEFAULT NULL::bigint)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -1977,6 +1977,8 @@ BEGIN
         PERFORM {{schema}}._raise('PM011', format('commit offset %s outside the claim [%s, %s]',
                                                   v_next, cur.claim_start, cur.claim_end + 1));
     END IF;
+    -- min_insync_replicas (common.sql): no trigger guards the cursor rows.
+    PERFORM {{schema}}._insync_assert('offset commit');
     UPDATE {{schema}}.group_cursor c
        SET next_offset = v_next, claim_start = NULL, claim_end = NULL, claim_expires_at = NULL,
            claim_owner = NULL, committed_at = clock_timestamp()
