@@ -98,6 +98,10 @@ type Report struct {
 	// DiskFullPub and DiskFullEnq count the publish and enqueue attempts
 	// refused with PM021 (the volume was full; the agents retried them).
 	DiskFullPub, DiskFullEnq int
+	// NotEnoughReplicas counts, per event kind (puberr, enqerr,
+	// commiterr, ...), the calls refused with PM124: min_insync_replicas 2
+	// (the failover runs) while the primary had no synchronous standby.
+	NotEnoughReplicas map[string]int
 	// MaintRuns counts the maintenance leaders' runs.
 	MaintRuns int
 	// Kinds are the figures of the workflow, sequence and per-key limit
@@ -170,6 +174,18 @@ func (r *Report) Summary() string {
 	}
 	if r.CachedRecords > 0 {
 		fmt.Fprintf(&b, "record cache: %d records the consumer agents' claims took from it (checked as every delivery is)\n", r.CachedRecords)
+	}
+	if len(r.NotEnoughReplicas) > 0 {
+		kinds := make([]string, 0, len(r.NotEnoughReplicas))
+		for k := range r.NotEnoughReplicas {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		var parts []string
+		for _, k := range kinds {
+			parts = append(parts, fmt.Sprintf("%s %d", k, r.NotEnoughReplicas[k]))
+		}
+		fmt.Fprintf(&b, "not enough replicas (PM124, min_insync_replicas 2 without a synchronous standby; nothing stored): %s\n", strings.Join(parts, ", "))
 	}
 	if r.DiskFullPub+r.DiskFullEnq > 0 {
 		fmt.Fprintf(&b, "disk full: %d publish and %d enqueue attempts refused with PM021 (nothing stored; retried)\n", r.DiskFullPub, r.DiskFullEnq)

@@ -169,6 +169,19 @@ func TestCheckerCountsDiskFullAndMaintenance(t *testing.T) {
 	}
 }
 
+// Calls refused with PM124 (min_insync_replicas) are counted per kind
+// and are no violation: nothing was acknowledged.
+func TestCheckerCountsNotEnoughReplicas(t *testing.T) {
+	ev, db := goodHistory()
+	ev = append(ev, Event{K: "puberr", T: 2, IDs: []string{"x-1", "x-2"}, Code: "PM124"},
+		Event{K: "puberr", T: 2, IDs: []string{"x-3"}, Code: "PM124"}, Event{K: "puberr", T: 2, IDs: []string{"x-4"}, Code: "PM021"})
+	r := Check(ev, db, nil)
+	if !r.OK() || r.NotEnoughReplicas["puberr"] != 2 || len(r.NotEnoughReplicas) != 1 ||
+		!strings.Contains(r.Summary(), "not enough replicas (PM124") {
+		t.Fatalf("counts %v, report:\n%s", r.NotEnoughReplicas, r.Summary())
+	}
+}
+
 // A failover run takes only the kinds a formation can have, and the
 // failover kinds need one.
 func TestOptionsCheck(t *testing.T) {

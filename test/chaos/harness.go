@@ -520,6 +520,16 @@ func (h *Harness) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if h.formation != nil {
+		// What docs/operations.md recommends beside pg_auto_failover: a
+		// primary without a synchronous standby (wait_primary, as after
+		// a kill until the old primary is back, or the old primary of
+		// a switchover that the monitor put there) refuses writes with
+		// PM124 instead of acknowledging what a promotion can lose.
+		if err := client.SetMinInsyncReplicas(ctx, 2); err != nil {
+			return err
+		}
+	}
 	if _, err := client.CreateTopic(ctx, topicName, pgmsg.TopicConfig{Partitions: h.o.Partitions, SegmentRecords: h.o.SegmentRecords}); err != nil {
 		return err
 	}

@@ -246,6 +246,12 @@ func (s *split) splitFile(name string, r *Report) error {
 }
 
 func (s *split) route(ev *Event, line []byte, r *Report) error {
+	if ev.Code == "PM124" {
+		if r.NotEnoughReplicas == nil {
+			r.NotEnoughReplicas = map[string]int{}
+		}
+		r.NotEnoughReplicas[ev.K]++
+	}
 	switch ev.K {
 	case "full":
 		switch ev.Kind {
