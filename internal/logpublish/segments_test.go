@@ -1,0 +1,198 @@
+package logpublish
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg/internal/errs"
+)
+
+// sqlPublish appends n records to partition part of topic with publish()
+// (no Publisher: nothing creates segments after the commit).
+func (p *testPublisher) sqlPublish(topic string, part int32, n int) {
+	p.t.Helper()
+	vals := make([][]byte, n)
+	for i := range vals {
+		vals[i] = []byte("v")
+	}
+	_, err := p.b.Pool.Exec(p.ctx, `SELECT `+pgx.Identifier{p.b.Schema}.Sanitize()+
+		`.publish($1, $2, NULL, NULL, NULL, $3, false)`, topic, vals, part)
+	require.NoError(p.t, err)
+}
+
+// segmentEnds returns each partition's segment_end and the segments
+// listed for it.
+func (p *testPublisher) segmentEnds(topic string) (ends map[int32]int64, segs map[int32]int) {
+	p.t.Helper()
+	s := pgx.Identifier{p.b.Schema}.Sanitize()
+	rows, err := p.b.Pool.Query(p.ctx, `SELECT tp.partition, tp.segment_end,
+	       (SELECT count(*) FROM `+s+`.segment g WHERE g.topic_id = tp.topic_id AND g.partition = tp.partition)
+	  FROM `+s+`.topic_partition tp JOIN `+s+`.topic t ON t.topic_id = tp.topic_id
+	 WHERE t.name = $1`, topic)
+	require.NoError(p.t, err)
+	ends, segs = map[int32]int64{}, map[int32]int{}
+	for rows.Next() {
+		var (
+			part int32
+			end  int64
+			n    int
+		)
+		require.NoError(p.t, rows.Scan(&part, &end, &n))
+		ends[part], segs[part] = end, n
+	}
+	require.NoError(p.t, rows.Err())
+	return ends, segs
+}
+
+// ensureMany is SegmentEnsureMany's answer by partition.
+func (p *testPublisher) ensureMany(topic string, parts ...int32) map[int32]int32 {
+	p.t.Helper()
+	rows, err := p.store.SegmentEnsureMany(p.ctx, p.b.Pool, topic, parts)
+	require.NoError(p.t, err)
+	out := map[int32]int32{}
+	for _, r := range rows {
+		_, dup := out[r.Partition]
+		require.False(p.t, dup, "partition %d answered twice", r.Partition)
+		out[r.Partition] = r.Created
+	}
+	return out
+}
+
+// _segments_ahead (SegmentEnsureMany) creates the segments ahead of several
+// partitions in one call, as segment_ensure does for one: two segments of
+// headroom past each partition's next offset, none for a partition that
+// has them, nothing at all (-1 for every partition) while a publisher
+// holds one of the counter rows it has to move; records then go into the
+// new segments.
+func TestSegmentEnsureMany(t *testing.T) {
+	t.Parallel()
+	c := newTestPublisher(t, 4, time.Minute)
+	ctx := c.ctx
+	c.createTopic("t", 6, map[string]any{"segment_records": 16})
+	for _, part := range []int32{0, 2, 5} {
+		c.sqlPublish("t", part, 1)
+	}
+	// publish() itself created none: each partition has its first segment.
+	ends, segs := c.segmentEnds("t")
+	for part := int32(0); part < 6; part++ {
+		require.Equal(t, int64(16), ends[part])
+		require.Equal(t, 1, segs[part])
+	}
+
+	// Unsorted, with a duplicate: one row per partition.
+	got := c.ensureMany("t", 5, 0, 2, 0)
+	require.Equal(t, map[int32]int32{0: 2, 2: 2, 5: 2}, got)
+	ends, segs = c.segmentEnds("t")
+	for part := int32(0); part < 6; part++ {
+		want, wantSegs := int64(16), 1
+		if part == 0 || part == 2 || part == 5 {
+			want, wantSegs = 48, 3 // next offset 1 plus two segments of 16
+		}
+		require.Equal(t, want, ends[part], "partition %d", part)
+		require.Equal(t, wantSegs, segs[part], "partition %d", part)
+	}
+	require.Equal(t, map[int32]int32{0: 0, 2: 0, 5: 0}, c.ensureMany("t", 0, 2, 5), "headroom is there")
+	require.Empty(t, c.ensureMany("t"), "no partitions")
+
+	// Partitions 0 and 2 need one more segment each (next offset 21);
+	// a publisher holds partition 0's counter row: nothing is created.
+	c.sqlPublish("t", 0, 20)
+	c.sqlPublish("t", 2, 20)
+	tx, err := c.b.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	s := pgx.Identifier{c.b.Schema}.Sanitize()
+	_, err = tx.Exec(ctx, `SELECT 1 FROM `+s+`.topic_partition tp JOIN `+s+`.topic t ON t.topic_id = tp.topic_id
+	 WHERE t.name = 't' AND tp.partition = 0 FOR UPDATE OF tp`)
+	require.NoError(t, err)
+	require.Equal(t, map[int32]int32{0: -1, 2: -1}, c.ensureMany("t", 0, 2))
+	ends, segs = c.segmentEnds("t")
+	require.Equal(t, int64(48), ends[0])
+	require.Equal(t, int64(48), ends[2])
+	require.Equal(t, 3, segs[0])
+	require.Equal(t, 3, segs[2])
+	var tables int
+	require.NoError(t, c.b.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace
+	   AND relname LIKE 'record\_%\_p%\_%' AND relkind = 'r'`, c.b.Schema).Scan(&tables))
+	require.Equal(t, 3+3+3+1+1+1, tables, "no segment table left behind")
+	require.NoError(t, tx.Rollback(ctx))
+
+	require.Equal(t, map[int32]int32{0: 1, 2: 1}, c.ensureMany("t", 2, 0))
+	ends, _ = c.segmentEnds("t")
+	require.Equal(t, int64(64), ends[0])
+	require.Equal(t, int64(64), ends[2])
+
+	// Records go into the new segments, in order.
+	recs := make([]*Record, 40)
+	for i := range recs {
+		recs[i] = &Record{Topic: "t", Partition: 2, Value: []byte(fmt.Sprint(i))}
+	}
+	require.NoError(t, c.publishManual(ctx, recs))
+	got2 := c.fetch("t", 2, 21, 100)
+	require.Len(t, got2, 40)
+	for i, r := range got2 {
+		require.Equal(t, int64(21+i), r.Offset)
+		require.Equal(t, []byte(fmt.Sprint(i)), r.Value)
+	}
+
+	// Out of range, unknown topic: the SQL's errors, nothing created.
+	_, err = c.store.SegmentEnsureMany(ctx, c.b.Pool, "t", []int32{1, 6})
+	require.ErrorIs(t, err, errs.PartitionOutOfRange)
+	_, err = c.store.SegmentEnsureMany(ctx, c.b.Pool, "nope", []int32{0})
+	require.ErrorIs(t, err, errs.UnknownTopic)
+	_, segs = c.segmentEnds("t")
+	require.Equal(t, 1, segs[1])
+}
+
+// The publisher creates the segments ahead of every partition it published
+// to, after its commits (several partitions of a topic in one transaction).
+func TestPublisherCreatesSegmentsAhead(t *testing.T) {
+	t.Parallel()
+	c := newTestPublisher(t, 4, time.Minute)
+	c.createTopic("t", 40, map[string]any{"segment_records": 16})
+	var recs []*Record
+	for part := int32(0); part < 40; part += 2 {
+		recs = append(recs, &Record{Topic: "t", Partition: part, Value: []byte("v")})
+	}
+	require.NoError(t, c.publishManual(c.ctx, recs))
+	require.Eventually(t, func() bool {
+		ends, _ := c.segmentEnds("t")
+		for part := int32(0); part < 40; part += 2 {
+			if ends[part] != 48 {
+				return false
+			}
+		}
+		return true
+	}, 50*time.Second, 20*time.Millisecond, "segments ahead of the published partitions")
+	ends, segs := c.segmentEnds("t")
+	for part := int32(1); part < 40; part += 2 {
+		require.Equal(t, int64(16), ends[part], "partition %d was not published to", part)
+		require.Equal(t, 1, segs[part])
+	}
+}
+
+// segmentRuns groups pending partitions by topic, in lock order, in runs
+// of at most segmentRunMax.
+func TestSegmentRuns(t *testing.T) {
+	t.Parallel()
+	var segs []topicPartition
+	for p := int32(segmentRunMax + 3); p >= 0; p-- {
+		segs = append(segs, topicPartition{"b", p})
+	}
+	segs = append(segs, topicPartition{"a", 7}, topicPartition{"a", 1})
+	runs := segmentRuns(segs)
+	require.Len(t, runs, 3)
+	require.Equal(t, segmentRun{topic: "a", partitions: []int32{1, 7}}, runs[0])
+	require.Equal(t, "b", runs[1].topic)
+	require.Len(t, runs[1].partitions, segmentRunMax)
+	for i, p := range runs[1].partitions {
+		require.Equal(t, int32(i), p)
+	}
+	require.Equal(t, segmentRun{topic: "b", partitions: []int32{segmentRunMax, segmentRunMax + 1, segmentRunMax + 2, segmentRunMax + 3}}, runs[2])
+	require.Empty(t, segmentRuns(nil))
+}
