@@ -196,3 +196,42 @@ func TestSegmentRuns(t *testing.T) {
 	require.Equal(t, segmentRun{topic: "b", partitions: []int32{segmentRunMax, segmentRunMax + 1, segmentRunMax + 2, segmentRunMax + 3}}, runs[2])
 	require.Empty(t, segmentRuns(nil))
 }
+
+// Unkeyed calls spread over idle partitions until maxSendingPartitions of
+// the topic have a send in flight; then they go to one of those, to merge
+// with the calls queued there.
+func TestIdlePartitionJoinsSendingOnes(t *testing.T) {
+	t.Parallel()
+	p := &Publisher{}
+	const partitions = 256
+	sending := map[int32]bool{}
+	for i := int32(0); i < maxSendingPartitions-1; i++ {
+		part := i * 31 % partitions
+		p.laneBusy("t", part)
+		sending[part] = true
+	}
+	outside := false
+	for i := 0; i < 200 && !outside; i++ {
+		part := p.idlePartition("t", partitions)
+		require.True(t, part >= 0 && part < partitions)
+		outside = !sending[part]
+	}
+	require.True(t, outside, "below the bound, calls go to other partitions too")
+
+	p.laneBusy("t", 255)
+	sending[255] = true
+	for i := 0; i < 200; i++ {
+		part := p.idlePartition("t", partitions)
+		require.True(t, sending[part], "partition %d has no send in flight", part)
+	}
+	// Another topic's calls are not bound to "t"'s partitions.
+	otherSeen := map[int32]bool{}
+	for i := 0; i < 200; i++ {
+		otherSeen[p.idlePartition("other", 6)] = true
+	}
+	require.Greater(t, len(otherSeen), 1)
+	p.laneIdle("t", 255)
+	p.laneIdle("t", 0)
+	require.Len(t, p.sendingTo("t").parts, maxSendingPartitions-2)
+	require.Empty(t, p.sendingTo("other").parts)
+}
