@@ -66,8 +66,8 @@ func (p *testPublisher) ensureMany(topic string, parts ...int32) map[int32]int32
 // _segments_ahead (SegmentEnsureMany) creates the segments ahead of several
 // partitions in one call, as segment_ensure does for one: two segments of
 // headroom past each partition's next offset, none for a partition that
-// has them, nothing at all (-1 for every partition) while a publisher
-// holds one of the counter rows it has to move; records then go into the
+// has them, nothing for a partition whose counter row a publisher holds
+// (-1) while the others of the run get theirs; records then go into the
 // new segments.
 func TestSegmentEnsureMany(t *testing.T) {
 	t.Parallel()
@@ -100,29 +100,24 @@ func TestSegmentEnsureMany(t *testing.T) {
 	require.Empty(t, c.ensureMany("t"), "no partitions")
 
 	// Partitions 0 and 2 need one more segment each (next offset 21);
-	// a publisher holds partition 0's counter row: nothing is created.
+	// a publisher holds partition 0's counter row past the lock timeout:
+	// partition 2 gets its segment, partition 0 none (-1: try again).
 	c.sqlPublish("t", 0, 20)
 	c.sqlPublish("t", 2, 20)
 	tx, err := c.b.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	s := pgx.Identifier{c.b.Schema}.Sanitize()
-	_, err = tx.Exec(ctx, `SELECT 1 FROM `+s+`.topic_partition tp JOIN `+s+`.topic t ON t.topic_id = tp.topic_id
-	 WHERE t.name = 't' AND tp.partition = 0 FOR UPDATE OF tp`)
-	require.NoError(t, err)
-	require.Equal(t, map[int32]int32{0: -1, 2: -1}, c.ensureMany("t", 0, 2))
+	c.holdCounterRow(tx, "t", 0)
+	require.Equal(t, map[int32]int32{0: -1, 2: 1}, c.ensureMany("t", 0, 2))
 	ends, segs = c.segmentEnds("t")
 	require.Equal(t, int64(48), ends[0])
-	require.Equal(t, int64(48), ends[2])
+	require.Equal(t, int64(64), ends[2])
 	require.Equal(t, 3, segs[0])
-	require.Equal(t, 3, segs[2])
-	var tables int
-	require.NoError(t, c.b.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace
-	   AND relname LIKE 'record\_%\_p%\_%' AND relkind = 'r'`, c.b.Schema).Scan(&tables))
-	require.Equal(t, 3+3+3+1+1+1, tables, "no segment table left behind")
+	require.Equal(t, 4, segs[2])
+	require.Equal(t, 3+3+4+1+1+1, c.segmentTables(), "no segment table left behind")
 	require.NoError(t, tx.Rollback(ctx))
 
-	require.Equal(t, map[int32]int32{0: 1, 2: 1}, c.ensureMany("t", 2, 0))
+	require.Equal(t, map[int32]int32{0: 1, 2: 0}, c.ensureMany("t", 2, 0))
 	ends, _ = c.segmentEnds("t")
 	require.Equal(t, int64(64), ends[0])
 	require.Equal(t, int64(64), ends[2])
@@ -234,4 +229,86 @@ func TestIdlePartitionJoinsSendingOnes(t *testing.T) {
 	p.laneIdle("t", 0)
 	require.Len(t, p.sendingTo("t").parts, maxSendingPartitions-2)
 	require.Empty(t, p.sendingTo("other").parts)
+}
+
+// holdCounterRow takes the counter row lock of partition part of topic in
+// tx, as a publishing transaction holds it until it ends.
+func (p *testPublisher) holdCounterRow(tx pgx.Tx, topic string, part int32) {
+	p.t.Helper()
+	s := pgx.Identifier{p.b.Schema}.Sanitize()
+	_, err := tx.Exec(p.ctx, `UPDATE `+s+`.topic_partition tp SET next_offset = tp.next_offset
+	  FROM `+s+`.topic t WHERE t.topic_id = tp.topic_id AND t.name = $1 AND tp.partition = $2`, topic, part)
+	require.NoError(p.t, err)
+}
+
+// segmentTables counts the segment tables of the test's schema.
+func (p *testPublisher) segmentTables() int {
+	p.t.Helper()
+	var n int
+	require.NoError(p.t, p.b.Pool.QueryRow(p.ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace
+	   AND relname LIKE 'record\_%\_p%\_%' AND relkind = 'r'`, p.b.Schema).Scan(&n))
+	return n
+}
+
+// A run of _segments_ahead gives up only the partitions whose counter rows
+// a publisher holds past the lock timeout: with 3 of 5 rows held by one
+// transaction, the 2 free partitions still get their headroom, the held
+// ones nothing (and no table left behind), and once the rows are released
+// the next call creates theirs. A lock that does not conflict with the
+// counter row's update (the KEY SHARE a foreign key check takes) does not
+// make a partition busy.
+func TestSegmentsAheadSkipsHeldRows(t *testing.T) {
+	t.Parallel()
+	c := newTestPublisher(t, 4, time.Minute)
+	ctx := c.ctx
+	c.createTopic("h", 5, map[string]any{"segment_records": 16})
+	for part := int32(0); part < 5; part++ {
+		c.sqlPublish("h", part, 1)
+	}
+	before := c.segmentTables()
+
+	tx, err := c.b.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	for _, part := range []int32{0, 1, 3} {
+		c.holdCounterRow(tx, "h", part)
+	}
+	s := pgx.Identifier{c.b.Schema}.Sanitize()
+	_, err = tx.Exec(ctx, `SELECT 1 FROM `+s+`.topic_partition tp JOIN `+s+`.topic t ON t.topic_id = tp.topic_id
+	 WHERE t.name = 'h' AND tp.partition = 4 FOR KEY SHARE OF tp`)
+	require.NoError(t, err)
+
+	require.Equal(t, map[int32]int32{0: -1, 1: -1, 2: 2, 3: -1, 4: 2}, c.ensureMany("h", 0, 1, 2, 3, 4))
+	ends, segs := c.segmentEnds("h")
+	for part := int32(0); part < 5; part++ {
+		want, wantSegs := int64(16), 1
+		if part == 2 || part == 4 {
+			want, wantSegs = 48, 3
+		}
+		require.Equal(t, want, ends[part], "partition %d", part)
+		require.Equal(t, wantSegs, segs[part], "partition %d", part)
+	}
+	require.Equal(t, before+4, c.segmentTables(), "tables of the held partitions' segments")
+	// The call left the rows it skipped as they were: the holder goes on
+	// and commits.
+	c.holdCounterRow(tx, "h", 0)
+	require.NoError(t, tx.Commit(ctx))
+
+	require.Equal(t, map[int32]int32{0: 2, 1: 2, 2: 0, 3: 2, 4: 0}, c.ensureMany("h", 4, 3, 2, 1, 0))
+	ends, segs = c.segmentEnds("h")
+	for part := int32(0); part < 5; part++ {
+		require.Equal(t, int64(48), ends[part], "partition %d", part)
+		require.Equal(t, 3, segs[part], "partition %d", part)
+	}
+	require.Equal(t, before+10, c.segmentTables())
+
+	// Records go into the segments created while others were held.
+	recs := make([]*Record, 40)
+	for i := range recs {
+		recs[i] = &Record{Topic: "h", Partition: 2, Value: []byte(fmt.Sprint(i))}
+	}
+	require.NoError(t, c.publishManual(ctx, recs))
+	got := c.fetch("h", 2, 1, 100)
+	require.Len(t, got, 40)
+	require.Equal(t, int64(40), got[39].Offset)
 }
