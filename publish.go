@@ -23,8 +23,9 @@ type PublishOpts struct {
 // Record.Partition under ManualPartition, else the Kafka-compatible hash of
 // its key, else one partition of its topic shared by all unkeyed records
 // of the call, chosen at random among those this client is not publishing
-// to at the moment. Calls to one partition that wait for another call of
-// the client to it are sent together, in one statement, when it ends
+// to at the moment, or, while it is publishing to 4 partitions of the
+// topic, among those 4. Calls to one partition that wait for another call
+// of the client to it are sent together, in one statement, when it ends
 // (each call still all or none, its records contiguous).
 func (c *Client) Publish(ctx context.Context, records []*Record, opts *PublishOpts) (err error) {
 	_, err = c.publisher.Publish(ctx, records, opts != nil && opts.ManualPartition, logpublish.Idempotence{})

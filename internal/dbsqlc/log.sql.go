@@ -675,6 +675,41 @@ func (q *Queries) SegmentEnsure(ctx context.Context, db DBTX, arg SegmentEnsureP
 	return segment_ensure, err
 }
 
+const segmentEnsureMany = `-- name: SegmentEnsureMany :many
+SELECT partition::integer, created::integer
+FROM pgmsg._segments_ahead($1::text, $2::integer[])
+`
+
+type SegmentEnsureManyParams struct {
+	Topic      string
+	Partitions []int32
+}
+
+type SegmentEnsureManyRow struct {
+	Partition int32
+	Created   int32
+}
+
+func (q *Queries) SegmentEnsureMany(ctx context.Context, db DBTX, arg SegmentEnsureManyParams) ([]*SegmentEnsureManyRow, error) {
+	rows, err := db.Query(ctx, segmentEnsureMany, arg.Topic, arg.Partitions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*SegmentEnsureManyRow
+	for rows.Next() {
+		var i SegmentEnsureManyRow
+		if err := rows.Scan(&i.Partition, &i.Created); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const timeIndexRun = `-- name: TimeIndexRun :one
 SELECT pgmsg.time_index_run($1::integer, $2::bigint)::integer
 `

@@ -3,6 +3,8 @@ package logpublish
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/pgmsg/pgmsg/internal/errs"
@@ -18,9 +20,11 @@ import (
 //     commits of all publishers. Pending topics go out in one statement,
 //     at most one in flight; a notification lost because the process dies
 //     is only a later wake-up (consumers poll).
-//   - segment_ensure for a partition whose segments ahead run low, in its
-//     own transaction (creating segments inside publishing transactions
-//     can deadlock multi-partition publishes).
+//   - segment_ensure for a partition whose segments ahead run low, outside
+//     the publishing transaction (creating segments inside publishing
+//     transactions can deadlock multi-partition publishes); the pending
+//     partitions of a topic go together, up to segmentRunMax in one
+//     transaction (segmentRuns).
 func (p *Publisher) afterCommit(b *Batch, notify bool) {
 	notify = notify && !p.cfg.DisableNotify
 	if !notify && !b.SegmentsLow {
@@ -79,22 +83,27 @@ func (p *Publisher) sendNotifications(stop, done chan struct{}) {
 			}
 		}
 		busy := false
-		for _, tp := range segs {
+		for _, run := range segmentRuns(segs) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			n, err := p.store.SegmentEnsure(ctx, p.pool, tp.topic, tp.partition)
+			rows, err := p.store.SegmentEnsureMany(ctx, p.pool, run.topic, run.partitions)
 			cancel()
 			switch {
 			case errors.Is(err, errs.UnknownTopic), errors.Is(err, errs.PartitionOutOfRange):
 				// The topic was deleted meanwhile: nothing to do.
 			case err != nil:
 				p.cfg.Logger.Warn("pgmsg: creating segments ahead failed; publishers create them when needed",
-					"topic", tp.topic, "partition", tp.partition, "error", err)
-			case n < 0:
-				// A publisher holds the partition's counter row: try again.
-				busy = true
-				p.sendMu.Lock()
-				p.segPending[tp] = struct{}{}
-				p.sendMu.Unlock()
+					"topic", run.topic, "partitions", run.partitions, "error", err)
+			default:
+				for _, r := range rows {
+					if r.Created < 0 {
+						// A publisher held the partition's counter row (or
+						// the topic's table was busy): try again.
+						busy = true
+						p.sendMu.Lock()
+						p.segPending[topicPartition{run.topic, r.Partition}] = struct{}{}
+						p.sendMu.Unlock()
+					}
+				}
 			}
 		}
 		if busy {
@@ -109,4 +118,42 @@ func (p *Publisher) sendNotifications(stop, done chan struct{}) {
 			}
 		}
 	}
+}
+
+// segmentRunMax is the most partitions whose segments ahead one
+// transaction creates (segmentRuns). Each attach invalidates the topic
+// table's cached partition descriptor in every session, which then
+// rebuilds it on its next publish (parsing every segment's bounds): a new
+// topic of 256 partitions attached its 512 segments ahead one partition
+// per transaction, and those rebuilds were 17 % of the server's samples
+// of the 256-partition benchmark (docs/benchmarks.md, "Scale"). Bounded
+// because the transaction holds the topic table's segment lock and the
+// counter rows of the partitions done so far until it commits.
+const segmentRunMax = 16
+
+// segmentRun is partitions of one topic whose segments ahead are created
+// in one transaction, in partition order (the counter rows' lock order).
+type segmentRun struct {
+	topic      string
+	partitions []int32
+}
+
+// segmentRuns groups segs by topic, sorted by topic then partition, in
+// runs of at most segmentRunMax partitions.
+func segmentRuns(segs []topicPartition) []segmentRun {
+	slices.SortFunc(segs, func(a, b topicPartition) int {
+		if c := strings.Compare(a.topic, b.topic); c != 0 {
+			return c
+		}
+		return int(a.partition) - int(b.partition)
+	})
+	var runs []segmentRun
+	for _, tp := range segs {
+		if n := len(runs); n == 0 || runs[n-1].topic != tp.topic || len(runs[n-1].partitions) == segmentRunMax {
+			runs = append(runs, segmentRun{topic: tp.topic})
+		}
+		r := &runs[len(runs)-1]
+		r.partitions = append(r.partitions, tp.partition)
+	}
+	return runs
 }

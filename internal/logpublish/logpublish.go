@@ -78,6 +78,9 @@ type Publisher struct {
 	// lanes: each partition's publishes in flight and waiting
 	// (topicPartition -> *publishLane; merge.go).
 	lanes sync.Map
+	// sending: each topic's partitions with a send in flight (topic ->
+	// *sendingPartitions; merge.go's idlePartition).
+	sending sync.Map
 }
 
 // topicPartition names one partition of a topic.

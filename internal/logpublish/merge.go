@@ -69,8 +69,29 @@ func (p *Publisher) lane(topic string, partition int32) *publishLane {
 // random one among those with no publish of this client in flight, so
 // that concurrent calls spread over the partitions instead of queueing
 // on one (Kafka's adaptive partitioning, KIP-794, does the same with
-// its brokers' queues); a random one when all are busy.
+// its brokers' queues); a random one when all are busy. Once
+// maxSendingPartitions partitions of the topic have a send in flight, it
+// chooses one of those instead, where the call merges with the calls
+// queued there (Kafka's sticky partitioner likewise fills a batch of one
+// partition before it moves on): with many partitions, every call of 64
+// concurrent ones found an idle partition and went alone, one transaction
+// and one WAL flush per call of 100 records, where 4 partitions merged
+// them into a few transactions of hundreds of records each; the
+// 256-partition benchmark's server time per record was twice the
+// 4-partition one's (docs/benchmarks.md, "Scale").
 func (p *Publisher) idlePartition(topic string, partitions int) int32 {
+	if s := p.sendingTo(topic); s != nil {
+		s.mu.Lock()
+		if len(s.parts) >= maxSendingPartitions {
+			part := s.parts[rand.IntN(len(s.parts))]
+			s.mu.Unlock()
+			if int(part) < partitions {
+				return part
+			}
+		} else {
+			s.mu.Unlock()
+		}
+	}
 	start := rand.Int32N(int32(partitions))
 	// A few probes: enough to find an idle partition when calls are a
 	// handful per partition, bounded for topics with many partitions.
@@ -91,6 +112,47 @@ func (p *Publisher) idlePartition(topic string, partitions int) int32 {
 	return start
 }
 
+// maxSendingPartitions is how many partitions of a topic the unkeyed
+// records of one client's calls are spread over at a time (idlePartition):
+// as many sends in flight as a 4-partition topic allows. With 8, the
+// 256-partition benchmark's server time per record was 6.3-9.2 us against
+// 4.8-5.6 with 4 (and 4.1-6.1 for 4 partitions), alternating rounds.
+const maxSendingPartitions = 4
+
+// sendingPartitions is the partitions of one topic with a send of this
+// client in flight (their lanes are busy). Never locked while holding a
+// lane's lock or the other way round.
+type sendingPartitions struct {
+	mu    sync.Mutex
+	parts []int32
+}
+
+func (p *Publisher) sendingTo(topic string) *sendingPartitions {
+	if s, ok := p.sending.Load(topic); ok {
+		return s.(*sendingPartitions)
+	}
+	s, _ := p.sending.LoadOrStore(topic, &sendingPartitions{})
+	return s.(*sendingPartitions)
+}
+
+// laneBusy and laneIdle record that partition's lane of topic started or
+// ended sending.
+func (p *Publisher) laneBusy(topic string, partition int32) {
+	s := p.sendingTo(topic)
+	s.mu.Lock()
+	s.parts = append(s.parts, partition)
+	s.mu.Unlock()
+}
+
+func (p *Publisher) laneIdle(topic string, partition int32) {
+	s := p.sendingTo(topic)
+	s.mu.Lock()
+	if i := slices.Index(s.parts, partition); i >= 0 {
+		s.parts = slices.Delete(s.parts, i, i+1)
+	}
+	s.mu.Unlock()
+}
+
 // sendMerged publishes b (one call's records for one partition, not
 // idempotent) on the pool, merged with the calls to the same partition
 // that queue while a send is in flight.
@@ -105,6 +167,7 @@ func (p *Publisher) sendMerged(ctx context.Context, b *Batch) error {
 	if !l.busy {
 		l.busy = true
 		l.mu.Unlock()
+		p.laneBusy(b.Topic, b.Partition)
 		return p.leadLane(ctx, l, []*laneCall{{b: b}})
 	}
 	call := &laneCall{b: b, turn: make(chan laneTurn, 1)}
@@ -172,6 +235,9 @@ func (p *Publisher) leadLane(ctx context.Context, l *publishLane, calls []*laneC
 		l.busy = false
 	}
 	l.mu.Unlock()
+	if next == nil {
+		p.laneIdle(calls[0].b.Topic, calls[0].b.Partition)
+	}
 	if next != nil {
 		next[0].turn <- laneTurn{lead: next}
 	}

@@ -32,6 +32,17 @@ func (s *Store) SegmentEnsure(ctx context.Context, exec DBTX, topic string, part
 	return n, errs.Map(err)
 }
 
+// SegmentEnsureMany is SegmentEnsure for several partitions of one topic
+// in one transaction (_segments_ahead() says why). It returns, per
+// partition, the segments created, or -1 for a partition whose counter
+// row a publisher held past the lock timeout and for every partition left
+// when the topic's table stayed busy (nothing was created for those: try
+// again later).
+func (s *Store) SegmentEnsureMany(ctx context.Context, exec DBTX, topic string, partitions []int32) ([]*dbsqlc.SegmentEnsureManyRow, error) {
+	rows, err := s.q.SegmentEnsureMany(ctx, s.DB(exec), dbsqlc.SegmentEnsureManyParams{Topic: topic, Partitions: partitions})
+	return rows, errs.Map(err)
+}
+
 // SegmentsEnsure is SegmentEnsure for every partition of every topic.
 func (s *Store) SegmentsEnsure(ctx context.Context, exec DBTX) (int32, error) {
 	n, err := s.q.SegmentsEnsure(ctx, s.DB(exec))

@@ -95,6 +95,10 @@ FROM pgmsg.group_members(@topic::text, @group_name::text);
 -- name: SegmentEnsure :one
 SELECT pgmsg.segment_ensure(@topic::text, @partition::integer);
 
+-- name: SegmentEnsureMany :many
+SELECT partition::integer, created::integer
+FROM pgmsg._segments_ahead(@topic::text, @partitions::integer[]);
+
 -- name: GroupClaimRange :many
 SELECT partition::integer, claim_epoch::bigint, claim_expires_at::timestamptz, first_offset::bigint,
        last_offset::bigint, topic_id::integer, coalesce(relname, '')::text AS relname, log_epoch::integer

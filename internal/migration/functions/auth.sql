@@ -230,6 +230,7 @@ AS $function$
     ('producer', 'function', 'publish_idempotent(text, text, bigint, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
     ('producer', 'function', '_publish_direct(text, integer, bytea[], bytea[], jsonb[], timestamp with time zone[])', 'EXECUTE'),
     ('producer', 'function', 'segment_ensure(text, integer)', 'EXECUTE'),
+    ('producer', 'function', '_segments_ahead(text, integer[])', 'EXECUTE'),
     -- consumer: read topics and every segment; run groups (claim,
     -- commit, membership, resets).
     ('consumer', 'schema',   '',                     'USAGE'),
@@ -321,6 +322,7 @@ AS $function$
     ('admin',    'function', 'publish_idempotent(text, text, bigint, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean)', 'EXECUTE'),
     ('admin',    'function', '_publish_direct(text, integer, bytea[], bytea[], jsonb[], timestamp with time zone[])', 'EXECUTE'),
     ('admin',    'function', 'segment_ensure(text, integer)', 'EXECUTE'),
+    ('admin',    'function', '_segments_ahead(text, integer[])', 'EXECUTE'),
     ('admin',    'function', 'segments_ensure()',    'EXECUTE'),
     ('admin',    'function', 'topic_create(text, integer, jsonb)', 'EXECUTE'),
     ('admin',    'function', 'topic_delete(text)',   'EXECUTE'),
