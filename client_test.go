@@ -659,6 +659,10 @@ type failoverRun struct {
 	seen       map[int64]string
 	violations []string
 	truncated  int
+	// truncatedAcked counts, over the epoch errors, the records given
+	// from the new epoch's start on that the publisher was told were
+	// stored: an acknowledged record lost.
+	truncatedAcked int
 	// jobs: payloads of acknowledged enqueues; done: handled.
 	jobs map[string]bool
 	done map[string]bool
@@ -786,6 +790,7 @@ func startFailoverRun(t *testing.T, ctx context.Context, f *pgautofailover.Forma
 			}
 			t.Logf("consumer: given %d records at offsets from %d (the new epoch's start) on before the failover, %d of them acknowledged",
 				given, start, ackedGiven)
+			r.truncatedAcked += ackedGiven
 			for off := range r.seen {
 				if off >= start {
 					delete(r.seen, off)
@@ -862,7 +867,8 @@ func (r *failoverRun) stored(ctx context.Context) map[int64]string {
 // With synchronous replication (pg_auto_failover's default), killing the
 // primary loses nothing acknowledged: every acknowledged record is stored
 // at the offset it was given, the offsets have no gap, the group reads
-// every record once per offset and no epoch error fires, every
+// every record once per offset (an epoch error only for records never
+// acknowledged: see the end), every
 // acknowledged job is worked, and the maintenance leader runs again on the
 // new primary.
 func TestFailoverSynchronous(t *testing.T) {
@@ -889,7 +895,16 @@ func TestFailoverSynchronous(t *testing.T) {
 		a, _, _, _ := r.counts()
 		return a >= ackedAtKill+200 && r.maintRuns.Load() > before+2 && r.client.IsMaintenanceLeader()
 	})
-	r.requireNothingLost(ctx, "synchronous", before, false)
+	// SIGKILL of a's postmaster ends its publishers' waits for the
+	// standby as well: a backend waiting for it notices the postmaster's
+	// death and exits unacknowledged, and its commit, local on a, becomes
+	// visible to a's other backends still running for those moments (as
+	// pg_terminate_backend makes it, TestSyncRepWaitEnds). A consumer that
+	// claimed it there gets ErrLogTruncated on b, which never had it (one
+	// CI run, 2026-12-07 at load 22: offset 205, never acknowledged).
+	// Allowed here; an epoch error over an acknowledged record, or an
+	// acknowledged record lost, is not.
+	r.requireNothingLost(ctx, "synchronous", before, true)
 }
 
 // requireNothingLost stops the publishers, waits for the group and the
@@ -939,6 +954,7 @@ func (r *failoverRun) requireNothingLost(ctx context.Context, what string, maint
 		what, len(r.acked), len(r.jobs), len(stored), lost, maintBefore, r.maintRuns.Load())
 	require.Zero(t, lost, "acknowledged records lost")
 	require.Empty(t, r.violations)
+	require.Zero(t, r.truncatedAcked, "an epoch error over acknowledged records")
 	if !allowTruncated {
 		require.Zero(t, r.truncated, "no epoch error when nothing was lost")
 	} else if r.truncated > 0 {
