@@ -1139,6 +1139,16 @@ BEGIN
     ELSE
         PERFORM set_config(pos_name, pris[n] || '|' || (extract(epoch FROM runs[n]) * 1000000)::bigint || '|' || ids[n], false);
     END IF;
+    -- The claim's time is read again here, after the statements that
+    -- chose the jobs took their snapshots, not kept from the call's
+    -- start: a job that became claimable while the call waited (a
+    -- sequence's next job once its head's completion committed, a
+    -- workflow's dependent) must not be stamped as started before that
+    -- (the chaos checker's sequence and dependency invariants compare
+    -- attempted_at with the predecessor's finished_at). The Go claim
+    -- statement reads it in-statement likewise.
+    now_ts := clock_timestamp();
+    expires := now_ts + coalesce(p_lease, q.lease);
     RETURN QUERY
     WITH u AS (
         UPDATE {{schema}}.job j
