@@ -316,6 +316,20 @@ func TestCheckerKindsCatchesViolations(t *testing.T) {
 	}
 }
 
+// A start both recorded (krun) and the database's last attempt is one
+// start: one violation, not two.
+func TestCheckerKindsCountsAStartOnce(t *testing.T) {
+	ev, db := goodKinds()
+	j := db.KindJobs[21]
+	j.AttemptedAt = 140
+	db.KindJobs[21] = j
+	ev = append(ev, Event{K: "krun", JID: 21, At: 140})
+	r := Check(ev, db, nil)
+	if n := r.ViolationCounts()["sequence-overlap"]; n != 1 {
+		t.Fatalf("want one sequence-overlap, got %d:\n%s", n, r.Summary())
+	}
+}
+
 // The dead-letter group (Consumer.Run, MaxDeliveries) is checked
 // partition by partition with the offsets its handler took.
 func TestCheckerDeadLetters(t *testing.T) {
