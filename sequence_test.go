@@ -345,3 +345,94 @@ func TestGetSequence(t *testing.T) {
 	_, err = tb.client.GetSequence(tb.ctx, "gs", "a", &pgmsg.GetSequenceOpts{Limit: 1001})
 	require.ErrorIs(t, err, pgmsg.ErrInvalidArgument)
 }
+
+// job_claim() stamps a job's start after the statements that chose it,
+// not at the call's start: a call that waited (here in its rescue of an
+// expired lease, on a sequence lock another session holds) while a
+// sequence's head completed hands out the next job stamped after that
+// completion. Stamped at the call's start, the next job started "before"
+// its head finished (the chaos checker's sequence-overlap, seen at load 22).
+func TestSequenceClaimStampedAfterWait(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	tb.queue(t, "stamp", pgmsg.QueueConfig{})
+	// C: one attempt, claimed with a lease that expires, so that the
+	// claim below rescues it (it goes dead) under sequence r's lock.
+	c, err := tb.client.Enqueue(tb.ctx, "stamp", pgmsg.EnqueueParams{SequenceKey: "r", MaxAttempts: 1}, nil)
+	require.NoError(t, err)
+	cj, err := tb.client.ClaimJobs(tb.ctx, "stamp", &pgmsg.ClaimJobsOpts{Lease: time.Millisecond})
+	require.NoError(t, err)
+	require.Len(t, cj, 1)
+	require.Equal(t, c.ID, cj[0].ID)
+	// A heads sequence s, B waits for it.
+	a, err := tb.client.Enqueue(tb.ctx, "stamp", pgmsg.EnqueueParams{SequenceKey: "s"}, nil)
+	require.NoError(t, err)
+	b, err := tb.client.Enqueue(tb.ctx, "stamp", pgmsg.EnqueueParams{SequenceKey: "s"}, nil)
+	require.NoError(t, err)
+	aj := tb.claimOne(t, "stamp", a.ID)
+	require.Equal(t, pgmsg.JobStatePending, tb.jobState(t, b.ID))
+	time.Sleep(20 * time.Millisecond) // C's lease has expired
+
+	locker, err := tb.Pool.Begin(tb.ctx)
+	require.NoError(t, err)
+	defer func() { _ = locker.Rollback(tb.ctx) }()
+	_, err = locker.Exec(tb.ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1 || '.sequence.' || q.queue_id || '.r', 0))
+		FROM `+pgx.Identifier{tb.Schema, "queue"}.Sanitize()+` q WHERE q.name = 'stamp'`, tb.Schema)
+	require.NoError(t, err)
+
+	claimer, err := tb.Pool.Acquire(tb.ctx)
+	require.NoError(t, err)
+	defer claimer.Release()
+	var pid int
+	require.NoError(t, claimer.QueryRow(tb.ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	type claimed struct {
+		id int64
+		at time.Time
+	}
+	got := make(chan []claimed, 1)
+	errc := make(chan error, 1)
+	go func() {
+		rows, err := claimer.Query(tb.ctx, `SELECT id, attempted_at FROM `+pgx.Identifier{tb.Schema, "job_claim"}.Sanitize()+`('stamp', 10)`)
+		if err != nil {
+			errc <- err
+			return
+		}
+		var cs []claimed
+		for rows.Next() {
+			var c claimed
+			if err := rows.Scan(&c.id, &c.at); err != nil {
+				errc <- err
+				return
+			}
+			cs = append(cs, c)
+		}
+		if err := rows.Err(); err != nil {
+			errc <- err
+			return
+		}
+		got <- cs
+	}()
+	// The claim waits for sequence r's lock in its rescue of C.
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := tb.Pool.QueryRow(tb.ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' AND NOT granted)`, pid).Scan(&waiting)
+		return err == nil && waiting
+	}, 30*time.Second, 5*time.Millisecond, "the claim did not wait for the sequence lock")
+	require.NoError(t, tb.client.Complete(tb.ctx, aj))
+	var completedBy time.Time
+	require.NoError(t, tb.Pool.QueryRow(tb.ctx, `SELECT clock_timestamp()`).Scan(&completedBy))
+	require.NoError(t, locker.Commit(tb.ctx))
+
+	select {
+	case err := <-errc:
+		t.Fatal(err)
+	case cs := <-got:
+		require.Len(t, cs, 1, "B, made claimable while the claim waited; C went dead")
+		require.Equal(t, b.ID, cs[0].id)
+		require.False(t, cs[0].at.Before(completedBy),
+			"B stamped as started at %s, before its head's completion had returned (%s)", cs[0].at, completedBy)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the claim did not return after the lock was released")
+	}
+	require.Equal(t, pgmsg.JobStateDead, tb.jobState(t, c.ID))
+}
