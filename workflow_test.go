@@ -129,6 +129,19 @@ func TestWorkflowReleaseInCompletingTransaction(t *testing.T) {
 	require.Equal(t, []int64{a.ID, b.ID}, j.DependsOn)
 	require.Equal(t, 2, j.DepsWaiting)
 	require.Equal(t, a.ID, j.WorkflowID)
+	listed := func() *pgmsg.Job {
+		t.Helper()
+		jobs, err := tb.client.ListJobs(tb.ctx, "wf", nil)
+		require.NoError(t, err)
+		require.Len(t, jobs, 3)
+		require.Equal(t, a.ID, jobs[0].WorkflowID, "the root names its workflow")
+		require.Empty(t, jobs[0].DependsOn)
+		return jobs[2]
+	}
+	lc := listed()
+	require.Equal(t, []int64{a.ID, b.ID}, lc.DependsOn, "ListJobs shows what GetJob shows")
+	require.Equal(t, 2, lc.DepsWaiting)
+	require.Equal(t, a.ID, lc.WorkflowID)
 
 	ja, jb := claimOne(t, tb, "wf"), claimOne(t, tb, "wf")
 	require.NoError(t, tb.client.Complete(tb.ctx, ja))
@@ -150,6 +163,11 @@ func TestWorkflowReleaseInCompletingTransaction(t *testing.T) {
 	jc := claimOne(t, tb, "wf")
 	require.Equal(t, c.ID, jc.ID)
 	require.NoError(t, tb.client.Complete(tb.ctx, jc))
+	lc = listed() // archived now
+	require.Equal(t, pgmsg.JobStateCompleted, lc.State)
+	require.Equal(t, []int64{a.ID, b.ID}, lc.DependsOn)
+	require.Zero(t, lc.DepsWaiting)
+	require.Equal(t, a.ID, lc.WorkflowID)
 
 	wf, err := tb.client.GetWorkflow(tb.ctx, c.ID, nil)
 	require.NoError(t, err)

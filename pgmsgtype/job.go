@@ -87,7 +87,9 @@ type Job struct {
 	// (pgmsg.EnqueueParams.DependsOn and DependsOnNames), and DepsWaiting
 	// how many of them it still waits for while pending; WorkflowID is
 	// the workflow it belongs to (pgmsg.Client.GetWorkflow), 0 for none.
-	// Set by pgmsg.Client.GetJob.
+	// Set by pgmsg.Client.GetJob and pgmsg.Client.ListJobs (DependsOn and
+	// WorkflowID by pgmsg.Client.ListDeadJobs too); claims do not carry
+	// them.
 	DependsOn   []int64 `json:"depends_on,omitempty"`
 	DepsWaiting int     `json:"deps_waiting,omitempty"`
 	WorkflowID  int64   `json:"workflow_id,omitempty"`

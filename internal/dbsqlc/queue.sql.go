@@ -93,7 +93,9 @@ SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coale
        g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
        g.errors::jsonb AS errors, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result, g.tags::text[] AS tags,
        g.metadata::jsonb AS metadata, coalesce(j.sequence_key, '')::text AS sequence_key,
-       coalesce(j.limit_key, '')::text AS limit_key, coalesce(j.batch_id, 0)::bigint AS batch_id -- the shape of JobGet
+       coalesce(j.limit_key, '')::text AS limit_key, coalesce(j.batch_id, 0)::bigint AS batch_id,
+       j.depends_on::bigint[] AS depends_on, 0::integer AS deps_waiting,
+       coalesce(j.workflow_id, 0)::bigint AS workflow_id -- the shape of JobGet (a dead job waits for nothing)
 FROM pgmsg.dead_list($1::text, $2::text, $3::integer, $4::bigint) g
 LEFT JOIN pgmsg.job j ON j.id = g.id
 ORDER BY 1
@@ -132,6 +134,9 @@ type DeadListRow struct {
 	SequenceKey    string
 	LimitKey       string
 	BatchID        int64
+	DependsOn      []int64
+	DepsWaiting    int32
+	WorkflowID     int64
 }
 
 func (q *Queries) DeadList(ctx context.Context, db DBTX, arg DeadListParams) ([]*DeadListRow, error) {
@@ -174,6 +179,9 @@ func (q *Queries) DeadList(ctx context.Context, db DBTX, arg DeadListParams) ([]
 			&i.SequenceKey,
 			&i.LimitKey,
 			&i.BatchID,
+			&i.DependsOn,
+			&i.DepsWaiting,
+			&i.WorkflowID,
 		); err != nil {
 			return nil, err
 		}
@@ -817,7 +825,9 @@ SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coale
        g.errors::jsonb AS errors, coalesce((extract(epoch FROM g.timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
        g.progress::jsonb AS progress, g.result::jsonb AS result, g.tags::text[] AS tags, g.metadata::jsonb AS metadata,
        coalesce(g.sequence_key, '')::text AS sequence_key, coalesce(g.limit_key, '')::text AS limit_key,
-       coalesce(g.batch_id, 0)::bigint AS batch_id -- the shape of JobGet
+       coalesce(g.batch_id, 0)::bigint AS batch_id,
+       g.depends_on::bigint[] AS depends_on, coalesce(g.deps_waiting, 0)::integer AS deps_waiting,
+       coalesce(g.workflow_id, 0)::bigint AS workflow_id -- the shape of JobGet
 FROM pgmsg.job_list($1::text, $2::text, $3::text, $4::timestamptz,
                     $5::timestamptz, $6::integer, $7::bigint, $8::text,
                     $9::text) g
@@ -862,6 +872,9 @@ type JobListRow struct {
 	SequenceKey    string
 	LimitKey       string
 	BatchID        int64
+	DependsOn      []int64
+	DepsWaiting    int32
+	WorkflowID     int64
 }
 
 func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*JobListRow, error) {
@@ -909,6 +922,9 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*J
 			&i.SequenceKey,
 			&i.LimitKey,
 			&i.BatchID,
+			&i.DependsOn,
+			&i.DepsWaiting,
+			&i.WorkflowID,
 		); err != nil {
 			return nil, err
 		}

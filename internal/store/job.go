@@ -31,8 +31,7 @@ func jobErrors(raw []byte) ([]pgmsgtype.JobError, error) {
 }
 
 // jobFromGetRow is a job as JobGet, JobList and DeadList return it (one
-// shape: their rows convert to JobListRow; JobGet's adds the job's
-// dependencies).
+// shape: their rows convert to JobListRow).
 func jobFromGetRow(r *dbsqlc.JobListRow) (*Job, error) {
 	history, err := jobErrors(r.Errors)
 	if err != nil {
@@ -46,6 +45,7 @@ func jobFromGetRow(r *dbsqlc.JobListRow) (*Job, error) {
 		Worker: r.Worker, UniqueKey: r.UniqueKey, Errors: history, Timeout: micros(r.TimeoutUs),
 		Progress: r.Progress, Result: r.Result, Tags: r.Tags, Metadata: r.Metadata,
 		SequenceKey: r.SequenceKey, LimitKey: r.LimitKey, BatchID: r.BatchID,
+		DependsOn: r.DependsOn, DepsWaiting: int(r.DepsWaiting), WorkflowID: r.WorkflowID,
 	}, nil
 }
 
@@ -56,18 +56,7 @@ func (s *Store) JobGet(ctx context.Context, exec DBTX, id int64) (*Job, error) {
 	if err != nil {
 		return nil, errs.Map(err)
 	}
-	j, err := jobFromGetRow(&dbsqlc.JobListRow{
-		ID: r.ID, Queue: r.Queue, State: r.State, Kind: r.Kind, Payload: r.Payload, Priority: r.Priority, Attempt: r.Attempt,
-		MaxAttempts: r.MaxAttempts, LeaseToken: r.LeaseToken, LeaseExpiresAt: r.LeaseExpiresAt, RunAt: r.RunAt,
-		EnqueuedAt: r.EnqueuedAt, AttemptedAt: r.AttemptedAt, FinishedAt: r.FinishedAt, Worker: r.Worker,
-		UniqueKey: r.UniqueKey, Errors: r.Errors, TimeoutUs: r.TimeoutUs, Progress: r.Progress, Result: r.Result,
-		Tags: r.Tags, Metadata: r.Metadata, SequenceKey: r.SequenceKey, LimitKey: r.LimitKey, BatchID: r.BatchID,
-	})
-	if err != nil {
-		return nil, err
-	}
-	j.DependsOn, j.DepsWaiting, j.WorkflowID = r.DependsOn, int(r.DepsWaiting), r.WorkflowID
-	return j, nil
+	return jobFromGetRow((*dbsqlc.JobListRow)(r))
 }
 
 // WorkflowJob is one job of a workflow, as WorkflowGet returns it.

@@ -214,7 +214,9 @@ SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coale
        g.errors::jsonb AS errors, coalesce((extract(epoch FROM g.timeout) * 1000000)::bigint, 0)::bigint AS timeout_us,
        g.progress::jsonb AS progress, g.result::jsonb AS result, g.tags::text[] AS tags, g.metadata::jsonb AS metadata,
        coalesce(g.sequence_key, '')::text AS sequence_key, coalesce(g.limit_key, '')::text AS limit_key,
-       coalesce(g.batch_id, 0)::bigint AS batch_id -- the shape of JobGet
+       coalesce(g.batch_id, 0)::bigint AS batch_id,
+       g.depends_on::bigint[] AS depends_on, coalesce(g.deps_waiting, 0)::integer AS deps_waiting,
+       coalesce(g.workflow_id, 0)::bigint AS workflow_id -- the shape of JobGet
 FROM pgmsg.job_list(@queue::text, sqlc.narg(state)::text, sqlc.narg(kind)::text, sqlc.narg(since)::timestamptz,
                     sqlc.narg(until)::timestamptz, @max_jobs::integer, @after_id::bigint, sqlc.narg(tag)::text,
                     @sort_order::text) g
@@ -227,7 +229,9 @@ SELECT g.id::bigint AS id, g.queue::text AS queue, g.state::text AS state, coale
        g.finished_at::timestamptz AS finished_at, coalesce(g.worker, '')::text AS worker, coalesce(g.unique_key, '')::text AS unique_key,
        g.errors::jsonb AS errors, 0::bigint AS timeout_us, NULL::jsonb AS progress, NULL::jsonb AS result, g.tags::text[] AS tags,
        g.metadata::jsonb AS metadata, coalesce(j.sequence_key, '')::text AS sequence_key,
-       coalesce(j.limit_key, '')::text AS limit_key, coalesce(j.batch_id, 0)::bigint AS batch_id -- the shape of JobGet
+       coalesce(j.limit_key, '')::text AS limit_key, coalesce(j.batch_id, 0)::bigint AS batch_id,
+       j.depends_on::bigint[] AS depends_on, 0::integer AS deps_waiting,
+       coalesce(j.workflow_id, 0)::bigint AS workflow_id -- the shape of JobGet (a dead job waits for nothing)
 FROM pgmsg.dead_list(@queue::text, sqlc.narg(kind)::text, @max_jobs::integer, @after_id::bigint) g
 LEFT JOIN pgmsg.job j ON j.id = g.id
 ORDER BY 1;
