@@ -316,19 +316,63 @@ func (f *Formation) URL(db string) string {
 		strings.Join(hosts, ","), db)
 }
 
-// Kill ends n at once (SIGKILL): its pg_autoctl processes and its
-// postmaster, whose other processes then exit by themselves.
+// Kill ends n at once (SIGKILL), as a machine that fails: its
+// pg_autoctl processes, its postmaster and the postmaster's children.
+// Backends exit by themselves when their postmaster dies, but the
+// monitor's health-check worker does not (nor, holding its pipe, the
+// logger): left alone they outlived every test's formation.
 func (f *Formation) Kill(n *Node) {
-	if pid := postmasterPID(n.Dir); pid > 0 {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
+	killPostmaster(n.Dir)
 	if n.cmd != nil && n.cmd.Process != nil {
 		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
 		<-n.done
 	}
-	if pid := postmasterPID(n.Dir); pid > 0 {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+	killPostmaster(n.Dir)
+}
+
+// killPostmaster kills the postmaster of dir, if one runs, and every
+// process it had started.
+func killPostmaster(dir string) {
+	pid := postmasterPID(dir)
+	if pid <= 0 {
+		return
 	}
+	kids := childPIDs(pid)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for _, k := range kids {
+		_ = syscall.Kill(k, syscall.SIGKILL)
+	}
+}
+
+// childPIDs are the processes whose parent is pid (from /proc).
+func childPIDs(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		k, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 {
+			if pp, err := strconv.Atoi(f[1]); err == nil && pp == pid {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
 }
 
 // Restart starts the pg_autoctl keeper of n again after Kill (a machine
