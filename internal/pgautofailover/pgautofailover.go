@@ -331,10 +331,15 @@ func (f *Formation) Kill(n *Node) {
 }
 
 // killPostmaster kills the postmaster of dir, if one runs, and every
-// process it had started.
+// process it had started. A postmaster.pid left by a killed server may
+// name a process that reused its PID: only a postgres process is killed.
 func killPostmaster(dir string) {
 	pid := postmasterPID(dir)
 	if pid <= 0 {
+		return
+	}
+	if comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm")); err != nil ||
+		strings.TrimSpace(string(comm)) != "postgres" {
 		return
 	}
 	kids := childPIDs(pid)
