@@ -3,15 +3,13 @@ package bench
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgmsg/pgmsg/internal/procfs"
 )
 
 // cpuSample is the CPU time (user and system, seconds) spent so far by
@@ -89,16 +87,10 @@ func pgDelta(a, b cpuSample) (float64, bool) {
 // 100 on Linux), and its parent's pid. The command name (field 2) is in
 // parentheses and may hold spaces.
 func cpuSeconds(pid int, children bool) (float64, int, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	f, err := procfs.Stat(pid) // f[0] is state: field 3
 	if err != nil {
 		return 0, 0, err
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, 0, errors.New("bad stat")
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is state: field 3
 	if len(f) < 15 {
 		return 0, 0, errors.New("bad stat")
 	}
@@ -129,7 +121,7 @@ func findServerCPU(ctx context.Context, pool *pgxpool.Pool) serverCPU {
 	var backend int
 	if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err == nil {
 		if _, ppid, err := cpuSeconds(backend, false); err == nil {
-			if c, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", ppid)); err == nil && strings.TrimSpace(string(c)) == "postgres" {
+			if procfs.Comm(ppid) == "postgres" {
 				pg.postmaster = ppid
 			}
 		}
@@ -145,14 +137,8 @@ func (p serverCPU) read() float64 {
 	if err != nil {
 		return -1
 	}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		t, ppid, err := cpuSeconds(pid, false)
-		if err == nil && ppid == p.postmaster {
+	for _, pid := range procfs.Children(p.postmaster) {
+		if t, _, err := cpuSeconds(pid, false); err == nil {
 			total += t
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmsg/pgmsg/internal/pgcluster"
+	"github.com/pgmsg/pgmsg/internal/procfs"
 )
 
 // ErrNoBinaries is returned when pg_autoctl or the PostgreSQL server
@@ -338,46 +339,14 @@ func killPostmaster(dir string) {
 	if pid <= 0 {
 		return
 	}
-	if comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm")); err != nil ||
-		strings.TrimSpace(string(comm)) != "postgres" {
+	if procfs.Comm(pid) != "postgres" {
 		return
 	}
-	kids := childPIDs(pid)
+	kids := procfs.Children(pid)
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	for _, k := range kids {
 		_ = syscall.Kill(k, syscall.SIGKILL)
 	}
-}
-
-// childPIDs are the processes whose parent is pid (from /proc).
-func childPIDs(pid int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, e := range ents {
-		k, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 {
-			if pp, err := strconv.Atoi(f[1]); err == nil && pp == pid {
-				out = append(out, k)
-			}
-		}
-	}
-	return out
 }
 
 // Restart starts the pg_autoctl keeper of n again after Kill (a machine
