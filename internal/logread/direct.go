@@ -12,7 +12,9 @@ import (
 // for the case Consumer.Run meets on every cycle (a member that owns one
 // partition claims it, committing its previous claim of the same
 // partition): internal/store's ClaimDirect (its statements and their
-// reasons are documented there). Every other case, and every
+// reasons are documented there); and for a member that owns several
+// partitions and names none, ClaimAnyDirect, when a partition other than
+// the one it commits has records. Every other case, and every
 // answer that needs an error explained, goes to claim_range()
 // (store.ClaimRange), which stays the reference for the semantics
 // (docs/sql-api.md).
@@ -38,6 +40,15 @@ type claimDirectResult struct {
 func (r *Reader) canClaimDirect(params *store.ClaimParams) bool {
 	return params.Partition != nil && params.RequireOwner && params.Member != "" && params.MaxBytes == 0 && params.MaxRecords >= 1 &&
 		(!params.Commit || params.CommitPartition == *params.Partition) &&
+		params.Lease.Microseconds() > 0 && params.Lease.Microseconds() <= r.leaseMax.Microseconds()
+}
+
+// canClaimAnyDirect reports whether params are the case
+// store.ClaimAnyDirect covers: a member that names no partition (it owns
+// several) claims one of its own, with no byte cap and a lease
+// claim_range() accepts; a commit, if any, of any partition.
+func (r *Reader) canClaimAnyDirect(params *store.ClaimParams) bool {
+	return params.Partition == nil && params.RequireOwner && params.Member != "" && params.MaxBytes == 0 && params.MaxRecords >= 1 &&
 		params.Lease.Microseconds() > 0 && params.Lease.Microseconds() <= r.leaseMax.Microseconds()
 }
 

@@ -244,6 +244,19 @@ func (r *Reader) claimRow(ctx context.Context, exec store.DBTX, params *store.Cl
 			return res.row, res.records, res.lsn, nil
 		}
 	}
+	if r.canClaimAnyDirect(params) {
+		res, err := r.store.ClaimAnyDirect(ctx, exec, params)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if !res.Fallback {
+			params.Commit = false
+			if res.Row == nil {
+				return nil, nil, 0, nil
+			}
+			return res.Row, nil, res.LSN, nil
+		}
+	}
 	for {
 		row, err := r.store.ClaimRange(ctx, exec, params)
 		if err != nil {

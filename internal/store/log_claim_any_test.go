@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmsg/pgmsg/internal/errs"
+	"github.com/pgmsg/pgmsg/internal/pgtest"
+)
+
+// A member that owns several partitions claims with ClaimAnyDirect, and
+// with claim_range() when that falls back (as internal/logread does): on
+// two schemas with the same topic, member and records, the claims must
+// pick the same partitions and ranges as claim_range() alone, commit the
+// same claims, fail alike, and leave every cursor row alike.
+func TestClaimAnyParity(t *testing.T) {
+	ctx := context.Background()
+	type side struct {
+		b     *pgtest.Bundle
+		s     *Store
+		epoch int64 // the claim held, to commit
+		part  int32
+		prev  map[int32]int64
+	}
+	open := func() *side {
+		b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 1})
+		sd := &side{b: b, s: New(b.Schema), prev: map[int32]int64{}}
+		if _, err := sd.s.TopicCreate(ctx, b.Pool, "t", 4, []byte(`{"segment_records": 16}`)); err != nil {
+			t.Fatal(err)
+		}
+		// One member: it owns the four partitions.
+		if _, err := b.Pool.Exec(ctx, `SELECT * FROM `+pgx.Identifier{b.Schema}.Sanitize()+`.group_heartbeat('t', 'g', 'm')`); err != nil {
+			t.Fatal(err)
+		}
+		return sd
+	}
+	publish := func(sd *side, partition int32, n int) {
+		t.Helper()
+		b := NewPublishBatch("t", partition, n)
+		for i := range b.Values {
+			b.Values[i] = []byte(fmt.Sprint(i))
+		}
+		if _, err := sd.s.Publish(ctx, sd.b.Pool, &b, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// cursors are the group's cursor rows without what differs by draw or
+	// clock: whether each claim epoch changed since the last look.
+	cursors := func(sd *side) string {
+		t.Helper()
+		rows, err := sd.b.Pool.Query(ctx, `SELECT partition, pg_catalog.concat_ws(' ', next_offset, coalesce(claim_start::text, '-'),
+		        coalesce(claim_end::text, '-'), coalesce(owner, '-'), coalesce(claim_owner, '-'),
+		        coalesce((claim_expires_at - claimed_at)::text, '-'), claimed_at IS NOT NULL, committed_at IS NOT NULL, committed_at = claimed_at),
+		        coalesce(claim_epoch, 0)
+		   FROM `+pgx.Identifier{sd.b.Schema, "group_cursor"}.Sanitize()+` WHERE group_name = 'g' ORDER BY partition`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out string
+		for rows.Next() {
+			var p int32
+			var row string
+			var epoch int64
+			if err := rows.Scan(&p, &row, &epoch); err != nil {
+				t.Fatal(err)
+			}
+			out += fmt.Sprintf("\n  p%d %s epoch new %v", p, row, epoch != sd.prev[p])
+			sd.prev[p] = epoch
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	type claim struct {
+		Partition, TopicID, LogEpoch int32
+		First, Last                  int64
+		Relname                      string
+	}
+	norm := func(r *ClaimRow) *claim {
+		if r == nil {
+			return nil
+		}
+		return &claim{r.Partition, r.TopicID, r.LogEpoch, r.FirstOffset, r.LastOffset, r.Relname}
+	}
+	// relname blanks the segment's table name but for whether there is one
+	// (the schemas' topic ids are the same, their names too).
+	show := func(c *claim) string {
+		if c == nil {
+			return "none"
+		}
+		return fmt.Sprintf("p%d [%d, %d] segment %q", c.Partition, c.First, c.Last, c.Relname)
+	}
+
+	any, fn := open(), open()
+	for i, step := range []struct {
+		publish    map[int32]int
+		max        int32
+		commit     bool
+		staleEpoch bool   // commit an epoch that is not the claim's
+		leave      bool   // the member leaves first
+		fallback   bool   // ClaimAnyDirect must leave it to claim_range()
+		want       string // the claim made, or the error
+	}{
+		{publish: map[int32]int{0: 5, 2: 3}, max: 2, want: "p0 [0, 1]"},
+		{max: 2, commit: true, want: "p2 [0, 1]"},  // never claimed first
+		{max: 2, commit: true, want: "p0 [2, 3]"},  // claimed least recently
+		{max: 10, commit: true, want: "p2 [2, 2]"}, // p0 is the committed one
+		{max: 10, commit: true, want: "p0 [4, 4]"}, // p2 is empty
+		{max: 10, commit: true, want: "none"},      // commits p0 only
+		{max: 10, fallback: true, want: "none"},    // nothing, no commit: claim_range() looks
+		{publish: map[int32]int{1: 20}, max: 10, want: "p1 [0, 9]"},
+		{publish: map[int32]int{3: 3}, max: 10, commit: true, want: "p3 [0, 2]"},
+		{max: 10, commit: true, want: "p1 [10, 19]"}, // across the segment boundary
+		{publish: map[int32]int{0: 2, 3: 2}, max: 10, commit: true, want: "p0 [5, 6]"},
+		{publish: map[int32]int{1: 1}, max: 10, commit: true, want: "p3 [3, 4]"},                   // claimed before p1
+		{max: 10, commit: true, staleEpoch: true, fallback: true, want: errs.ClaimNotHeld.Error()}, // not held: claim_range() says why
+		{publish: map[int32]int{2: 4}, max: 3, commit: true, want: "p2 [3, 5]"},
+		{max: 3, commit: true, want: "p1 [20, 20]"},
+		{max: 3, commit: true, want: "p2 [6, 6]"},
+		{publish: map[int32]int{2: 2}, max: 3, commit: true, want: "p2 [7, 8]"},              // only the committed one has more
+		{max: 3, commit: true, leave: true, fallback: true, want: errs.ClaimNotHeld.Error()}, // its claims ended with it
+		{max: 3, fallback: true, want: errs.NotMember.Error()},
+	} {
+		var got [2]string
+		var rows [2]*claim
+		for j, sd := range []*side{any, fn} {
+			for p, n := range step.publish {
+				publish(sd, p, n)
+			}
+			if step.leave {
+				if _, err := sd.s.GroupLeave(ctx, sd.b.Pool, "t", "g", "m"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := ClaimParams{Topic: "t", Group: "g", Member: "m", MaxRecords: step.max, Lease: 30 * time.Second, RequireOwner: true,
+				Commit: step.commit, CommitPartition: sd.part, CommitEpoch: sd.epoch}
+			if step.staleEpoch {
+				p.CommitEpoch++
+			}
+			var (
+				row *ClaimRow
+				err error
+			)
+			if sd == any {
+				var res ClaimDirectResult
+				res, err = sd.s.ClaimAnyDirect(ctx, sd.b.Pool, &p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Fallback != step.fallback {
+					t.Fatalf("step %d: ClaimAnyDirect answered %+v, want fallback %v", i, res, step.fallback)
+				}
+				if !res.Fallback && res.Committed != step.commit {
+					t.Fatalf("step %d: ClaimAnyDirect answered %+v", i, res)
+				}
+				row = res.Row
+				if res.Fallback {
+					row, err = sd.s.ClaimRange(ctx, sd.b.Pool, &p)
+				}
+			} else {
+				row, err = sd.s.ClaimRange(ctx, sd.b.Pool, &p)
+			}
+			rows[j] = norm(row)
+			switch {
+			case err != nil:
+				if !errors.Is(err, errs.ClaimNotHeld) && !errors.Is(err, errs.ClaimExpired) && !errors.Is(err, errs.NotMember) {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				got[j] = errs.Map(err).Error()
+				for _, e := range []error{errs.ClaimNotHeld, errs.ClaimExpired, errs.NotMember} {
+					if errors.Is(err, e) {
+						got[j] = e.Error()
+					}
+				}
+			case row == nil:
+				got[j] = "none"
+			default:
+				got[j] = fmt.Sprintf("p%d [%d, %d]", row.Partition, row.FirstOffset, row.LastOffset)
+				sd.part, sd.epoch = row.Partition, row.ClaimEpoch
+				if d := time.Until(row.ClaimExpiresAt); d > 30*time.Second || d < 20*time.Second {
+					t.Fatalf("step %d: expiry %v from now, lease 30s", i, d)
+				}
+			}
+		}
+		if got[0] != step.want || got[1] != step.want {
+			t.Fatalf("step %d: ClaimAnyDirect+claim_range() %s, claim_range() %s, want %s", i, got[0], got[1], step.want)
+		}
+		if !reflect.DeepEqual(rows[0], rows[1]) {
+			t.Fatalf("step %d claims:\nClaimAnyDirect %s\nclaim_range()  %s", i, show(rows[0]), show(rows[1]))
+		}
+		if ca, cf := cursors(any), cursors(fn); ca != cf {
+			t.Fatalf("step %d cursors:\nClaimAnyDirect %s\nclaim_range()  %s", i, ca, cf)
+		}
+	}
+}
