@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // QueueOptions are the settings of a queue run.
@@ -106,6 +108,11 @@ type QueueResult struct {
 	E2EP50MS   float64 `json:"e2e_p50_ms"`
 	E2EP99MS   float64 `json:"e2e_p99_ms"`
 	Remaining  int64   `json:"remaining"`
+	// ProcessCPUPerJobUS and PGCPUPerJobUS are the CPU time of this
+	// process and of the PostgreSQL processes serving the database over
+	// the measured window, per job done (0: not measured).
+	ProcessCPUPerJobUS float64 `json:"process_cpu_per_job_us,omitempty"`
+	PGCPUPerJobUS      float64 `json:"pg_cpu_per_job_us,omitempty"`
 	// Checked is what the implementation verified of the run, if anything
 	// (QueueChecker).
 	Checked    string `json:"checked,omitempty"`
@@ -185,10 +192,36 @@ func RunQueue(ctx context.Context, env *Env, impl string, o QueueOptions) (*Queu
 		}
 	}
 
+	// The connection that reads the PostgreSQL processes' ids, opened
+	// before the window starts (best effort: no figure without it).
+	cpuConn, err := pgx.Connect(ctx, env.URL)
+	if err != nil {
+		cpuConn = nil
+	} else {
+		defer func() { _ = cpuConn.Close(context.WithoutCancel(ctx)) }()
+	}
 	win := newWindow(o.Warmup, o.Duration)
 	st := newStats(win)
 	runCtx, cancel := context.WithDeadline(ctx, win.end)
 	defer cancel()
+	// CPU time over the measured window (as pubsub's): this process (the
+	// driver's workers, River's included) and the PostgreSQL processes
+	// serving the database, per job done in the window.
+	var cpuA, cpuB cpuSample
+	cpuOK := false
+	cpuDone := make(chan struct{})
+	go func() {
+		defer close(cpuDone)
+		select {
+		case <-runCtx.Done():
+			return
+		case <-time.After(time.Until(win.measured)):
+		}
+		cpuA = takeCPUSample(ctx, cpuConn)
+		<-runCtx.Done()
+		cpuB = takeCPUSample(context.WithoutCancel(ctx), cpuConn)
+		cpuOK = true
+	}()
 	var finished time.Time
 	var finishOnce sync.Once
 	done := func(vals [][]byte) {
@@ -292,5 +325,12 @@ func RunQueue(ctx context.Context, env *Env, impl string, o QueueOptions) (*Queu
 		Remaining: left, Checked: checked, Errors: st.errors.Load(), FirstError: st.firstError(),
 	}
 	r.JobsPerSec = rate(r.JobsDone, el)
+	<-cpuDone
+	if n := r.JobsDone; n > 0 && cpuOK {
+		r.ProcessCPUPerJobUS = round((cpuB.self-cpuA.self)/float64(n)*1e6, 2)
+		if pg, ok := pgDelta(cpuA, cpuB); ok {
+			r.PGCPUPerJobUS = round(pg/float64(n)*1e6, 2)
+		}
+	}
 	return r, nil
 }

@@ -12,7 +12,7 @@ import (
 // ratio = pgmsg / baseline (above 1 is better for rates, below 1 for
 // latencies).
 var ratioKeys = []string{"writes_per_sec", "reads_per_sec", "jobs_per_sec", "publish_p50_ms", "publish_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
-	"process_cpu_per_record_us", "pg_cpu_per_record_us"}
+	"process_cpu_per_record_us", "pg_cpu_per_record_us", "process_cpu_per_job_us", "pg_cpu_per_job_us"}
 
 // Summarize builds the JSON summary from runs[i], the rounds of the i-th
 // implementation: the first implementation's figures at the top level, the
@@ -107,7 +107,7 @@ func PrintSummary(w io.Writer, s map[string]any) {
 		cols = append(cols, bs...)
 	}
 	keys := []string{"writes_per_sec", "reads_per_sec", "jobs_per_sec", "publish_p50_ms", "publish_p99_ms",
-		"e2e_p50_ms", "e2e_p99_ms", "process_cpu_per_record_us", "pg_cpu_per_record_us", "listener_cpu_per_record_us", "settle_s", "final_lag", "writes", "reads", "replica_records", "primary_records", "gathered_claims", "cached_records", "jobs_done", "errors", "duration_s"}
+		"e2e_p50_ms", "e2e_p99_ms", "process_cpu_per_record_us", "pg_cpu_per_record_us", "listener_cpu_per_record_us", "settle_s", "final_lag", "writes", "reads", "replica_records", "primary_records", "gathered_claims", "cached_records", "jobs_done", "process_cpu_per_job_us", "pg_cpu_per_job_us", "errors", "duration_s"}
 	fmt.Fprintf(w, "%-16s", "")
 	for _, c := range cols {
 		fmt.Fprintf(w, "%14v", c["impl"])
