@@ -182,3 +182,40 @@ func TestRecordBlocksUpgrade(t *testing.T) {
 	require.Equal(t, "record_b2", tree["record_201"])
 	require.NotContains(t, tree, "record_1")
 }
+
+// Topics created at once, across the first topic of a new block: the
+// creators that find the block missing create it once between them, and
+// every topic lands in its block.
+func TestRecordBlocksConcurrentCreate(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool := newPool(t)
+	schema := fmt.Sprintf("pgmsg_blc_%d", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { dropAll(t, pool, schema) })
+	m, err := pgmsgmigrate.New(pool, &pgmsgmigrate.Opts{Schema: schema})
+	require.NoError(t, err)
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "ALTER TABLE "+pgx.Identifier{schema}.Sanitize()+".topic ALTER COLUMN topic_id RESTART WITH 95")
+	require.NoError(t, err)
+	client, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: schema})
+	require.NoError(t, err)
+	defer client.Close()
+	errs := make(chan error, 12)
+	for i := range 12 {
+		go func() {
+			_, err := client.CreateTopic(ctx, fmt.Sprintf("t%d", i), pgmsg.TopicConfig{Partitions: 2})
+			errs <- err
+		}()
+	}
+	for range 12 {
+		require.NoError(t, <-errs)
+	}
+	tree := recordTree(t, pool, schema)
+	for id := 95; id < 107; id++ {
+		require.Equal(t, fmt.Sprintf("record_b%d", id/100), tree[fmt.Sprintf("record_%d", id)], "topic %d", id)
+	}
+	require.Equal(t, "record", tree["record_b0"])
+	require.Equal(t, "record", tree["record_b1"])
+}
