@@ -33,6 +33,16 @@ func recordTree(t *testing.T, pool *pgxpool.Pool, schema string) map[string]stri
 	return out
 }
 
+// recordConstraints counts the constraints of the record table and the
+// tables under it, and says whether its primary key is there.
+func recordConstraints(t *testing.T, pool *pgxpool.Pool, schema string) (n int, pkey bool) {
+	t.Helper()
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE k.conname = 'record_pkey' AND k.conrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)) > 0
+		FROM pg_catalog.pg_partition_tree(pg_catalog.to_regclass($1)) pt
+		JOIN pg_catalog.pg_constraint k ON k.conrelid OPERATOR(pg_catalog.=) pt.relid`, pgx.Identifier{schema, "record"}.Sanitize()).Scan(&n, &pkey))
+	return n, pkey
+}
+
 // recordState is what must survive migration 030 either way: every
 // record through the record table, the owner and grants of every table
 // under it that is not a block, and the record table's defaults and
@@ -130,6 +140,8 @@ func TestRecordBlocksUpgrade(t *testing.T) {
 		require.Equal(t, block, tree[fmt.Sprintf("record_%d", topic)], "topic %d", topic)
 		require.Equal(t, "record", tree[block])
 	}
+	n, _ := recordConstraints(t, pool, schema)
+	require.Zero(t, n, "a unique index, no constraint row per segment")
 	// The guard's trigger on the record table, put back by the function
 	// files after each step.
 	_, err = pool.Exec(ctx, "SELECT "+s+".min_insync_replicas_set(2)")
@@ -148,12 +160,17 @@ func TestRecordBlocksUpgrade(t *testing.T) {
 		}
 	}
 	require.Equal(t, "record", tree["record_199"])
+	n, pkey := recordConstraints(t, pool, schema)
+	require.True(t, pkey, "029's primary key is back")
+	require.Greater(t, n, 30, "one for each segment and topic table")
 	down := recordState(t, pool, schema)
 	require.Equal(t, before, append(down, "trigger insync_record"), "029's layout holds the same records, grants and defaults")
 
 	_, err = m.Up(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "record_b1", recordTree(t, pool, schema)["record_199"])
+	n, _ = recordConstraints(t, pool, schema)
+	require.Zero(t, n, "a unique index, no constraint row per segment")
 	require.Equal(t, before, recordState(t, pool, schema))
 	_, err = pool.Exec(ctx, "SELECT "+s+".min_insync_replicas_set(1)")
 	require.NoError(t, err)

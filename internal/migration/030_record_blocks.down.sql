@@ -1,6 +1,8 @@
 -- pgmsg 030 down: each topic's table is a partition of the record table
 -- again and the blocks are dropped. Nothing is copied; the attach reads
 -- the stored records once, as the up step's did.
+DROP INDEX {{schema}}.record_key;
+
 DO $migrate$
 DECLARE
     tid    integer;
@@ -32,3 +34,5 @@ BEGIN
                        {{schema_lit}}, {{schema_lit}}, 'record_' || tid, tid);
     END LOOP;
 END $migrate$;
+
+ALTER TABLE {{schema}}.record ADD CONSTRAINT record_pkey PRIMARY KEY (topic_id, partition, "offset");

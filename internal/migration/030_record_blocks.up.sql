@@ -13,6 +13,15 @@
 -- The attach checks that the topic's rows belong to it, so it reads the
 -- stored records once (under the migration's locks). The record table
 -- itself is kept (its grants, defaults, triggers and owner).
+-- The record table's primary key becomes a unique index on the same
+-- columns (record_key): every segment's primary key was a pg_constraint
+-- row, and PostgreSQL scans all of pg_constraint (by confrelid, which no
+-- index covers) for each partition created or attached, so each segment
+-- made every later topic_create and segment slower. A unique index has no
+-- constraint row. Dropped first, built last: the build reads every
+-- segment once (the attaches below read them too).
+ALTER TABLE {{schema}}.record DROP CONSTRAINT record_pkey;
+
 DO $migrate$
 DECLARE
     size  constant integer := 100;
@@ -40,3 +49,5 @@ BEGIN
                        {{schema_lit}}, 'record_b' || (tid / size), {{schema_lit}}, 'record_' || tid, tid);
     END LOOP;
 END $migrate$;
+
+CREATE UNIQUE INDEX record_key ON {{schema}}.record (topic_id, partition, "offset");
