@@ -57,6 +57,9 @@ type ScaleOptions struct {
 	// Repeat is how many times each listing is timed (the median is
 	// reported).
 	Repeat int
+	// CreateOnly times topic_create only (building the estate and at
+	// full size) and skips the other operations.
+	CreateOnly bool
 	// Keep leaves a schema RunScale created; one that existed is always
 	// left (and reused: topics that exist are not created again).
 	Keep     bool
@@ -243,6 +246,9 @@ func RunScale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 	}
 	for i := 1; i <= extra; i++ {
 		_ = client.DeleteTopic(ctx, fmt.Sprintf("scale-extra-%d", i))
+	}
+	if o.CreateOnly {
+		return res, nil
 	}
 	steps := []struct {
 		label, target string

@@ -232,6 +232,7 @@ is and reused (topics already there are not created again).`,
 	fl.BoolVar(&o.MembersFloor, "members-floor", false, "then as many callers of SELECT 1 at the same rate: what the round trips alone cost")
 	fl.DurationVar(&o.Idle, "idle", 30*time.Second, "how long the idle CPU is measured (0: skip)")
 	fl.IntVar(&o.Repeat, "repeat", 5, "times each operation is timed (the median is printed)")
+	fl.BoolVar(&o.CreateOnly, "create-only", false, "time topic_create only (building the estate and at full size), skip the other operations")
 	fl.BoolVar(&o.Keep, "keep", false, "keep the estate's schema (and reuse it next time)")
 	fl.BoolVar(&jsonOut, "json", false, "print the figures as JSON on stdout")
 	return cmd

@@ -1061,6 +1061,60 @@ CREATE TABLE "pgmsg".db_setting (
 );
 INSERT INTO "pgmsg".db_setting DEFAULT VALUES;
 
+-- pgmsg 030: the record table is LIST-partitioned into blocks of 100 topic
+-- ids (record_b<k>: topics 100k to 100k + 99), each LIST-partitioned by
+-- topic_id into the topics' tables, where each topic's table was a
+-- partition of the record table itself. Attaching a topic's table
+-- changed the record table's partition descriptor, which lists every
+-- topic, and the creating session and every session using the record
+-- table afterwards rebuilt it: topic_create cost more with each topic.
+-- Now it changes its block's (functions/log.sql, _record_block).
+--
+-- Each topic's table is detached from the record table and attached to
+-- its block, whose block is attached to the record table first. Nothing
+-- is copied: the records stay in their segment tables, with their grants.
+-- The attach checks that the topic's rows belong to it, so it reads the
+-- stored records once (under the migration's locks). The record table
+-- itself is kept (its grants, defaults, triggers and owner).
+-- The record table's primary key becomes a unique index on the same
+-- columns (record_key): every segment's primary key was a pg_constraint
+-- row, and PostgreSQL scans all of pg_constraint (by confrelid, which no
+-- index covers) for each partition created or attached, so each segment
+-- made every later topic_create and segment slower. A unique index has no
+-- constraint row. Dropped first, built last: the build reads every
+-- segment once (the attaches below read them too).
+ALTER TABLE "pgmsg".record DROP CONSTRAINT record_pkey;
+
+DO $migrate$
+DECLARE
+    size  constant integer := 100;
+    k     integer;
+    tid   integer;
+    tids  integer[];
+BEGIN
+    SELECT coalesce(array_agg(substr(c.relname, 8)::integer ORDER BY 1), '{}') INTO tids
+      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = format('%I.record', 'pgmsg')::regclass
+       AND c.relname ~ '^record_[0-9]+$';
+    FOREACH tid IN ARRAY tids LOOP
+        EXECUTE format('ALTER TABLE %I.record DETACH PARTITION %I.%I',
+                       'pgmsg', 'pgmsg', 'record_' || tid);
+    END LOOP;
+    FOR k IN SELECT DISTINCT t / size FROM unnest(tids) t ORDER BY 1 LOOP
+        EXECUTE format('CREATE TABLE %I.%I (LIKE %I.record INCLUDING DEFAULTS) PARTITION BY LIST (topic_id)',
+                       'pgmsg', 'record_b' || k, 'pgmsg');
+        EXECUTE format('ALTER TABLE %I.record ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
+                       'pgmsg', 'pgmsg', 'record_b' || k,
+                       (SELECT string_agg(i::text, ', ') FROM generate_series(k * size, k * size + size - 1) i));
+    END LOOP;
+    FOREACH tid IN ARRAY tids LOOP
+        EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
+                       'pgmsg', 'record_b' || (tid / size), 'pgmsg', 'record_' || tid, tid);
+    END LOOP;
+END $migrate$;
+
+CREATE UNIQUE INDEX record_key ON "pgmsg".record (topic_id, partition, "offset");
+
 -- pgmsg 032: the seven row triggers on the job's state (one per feature:
 -- sequences, per-key limits, workflows, batches, fair queues) become two,
 -- one before and one after (functions/queue.sql, _job_state_before and
@@ -1414,6 +1468,48 @@ END $function$;
 -- segments. Segment DDL runs as the schema's owner (SECURITY DEFINER).
 -- ---------------------------------------------------------------------------
 
+-- The record table is LIST-partitioned into blocks of topic ids:
+-- record_b<k> holds the tables of topics k * size to k * size + size - 1
+-- (LIST-partitioned by topic_id itself), so that a topic's attach changes
+-- a block's partition descriptor, not one listing every topic. Migration
+-- 030 built the blocks of the topics it found; the size is fixed there.
+CREATE OR REPLACE FUNCTION "pgmsg"._record_block_size()
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT 100
+$function$;
+
+-- _record_block returns the name of the block of topic p_topic_id,
+-- creating it (and attaching it to the record table) if it does not exist.
+-- A concurrent creator of the same block makes this one's CREATE wait for
+-- its commit and then fail as a duplicate: the block is there.
+CREATE OR REPLACE FUNCTION "pgmsg"._record_block(p_topic_id integer)
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    size  integer := "pgmsg"._record_block_size();
+    k     integer := p_topic_id / size;
+    block text := 'record_b' || k;
+BEGIN
+    IF to_regclass(format('%I.%I', 'pgmsg', block)) IS NULL THEN
+        BEGIN
+            EXECUTE format('CREATE TABLE %I.%I (LIKE %I.record INCLUDING DEFAULTS) PARTITION BY LIST (topic_id)',
+                           'pgmsg', block, 'pgmsg');
+            EXECUTE format('ALTER TABLE %I.record ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
+                           'pgmsg', 'pgmsg', block,
+                           (SELECT string_agg(i::text, ', ') FROM generate_series(k * size, k * size + size - 1) i));
+        EXCEPTION WHEN duplicate_table OR unique_violation THEN
+            NULL;
+        END;
+    END IF;
+    RETURN block;
+END $function$;
+
 -- topic_create creates a topic with p_partitions partitions. p_config may
 -- hold segment_records and max_record_bytes (numbers) and any other settings,
 -- which are stored for later features.
@@ -1427,8 +1523,8 @@ DECLARE
     t        "pgmsg".topic;
     seg      bigint;
     maxb     integer;
-    g        oid;
-    grantees text[] := '{}';
+    grantees text;
+    rels     text[] := '{}';
     p        integer;
     rel      text;
 BEGIN
@@ -1459,21 +1555,17 @@ BEGIN
     VALUES (p_name, p_partitions, seg, maxb, p_config - 'segment_records' - 'max_record_bytes')
     RETURNING * INTO t;
     -- The topic's table is built apart, where no other session sees it,
-    -- and attached to the record table last: its segments are created
-    -- as partitions of it at once (no CREATE + ATTACH each, no lock to
-    -- wait for), and the record table is locked for the attach only
-    -- (SHARE UPDATE EXCLUSIVE: publishes and claims of other topics go
-    -- on), where CREATE TABLE ... PARTITION OF took ACCESS EXCLUSIVE on it.
-    -- The attach creates the primary key's indexes, as PARTITION OF did.
+    -- and attached last to its block of the record table (_record_block):
+    -- its segments are created as partitions of it at once (no CREATE +
+    -- ATTACH each, no lock to wait for), and the block is locked for the
+    -- attach only (SHARE UPDATE EXCLUSIVE: publishes and claims go on).
+    -- The attach changes the block's partition descriptor (at most
+    -- _record_block_size topics), not the record table's, so what it
+    -- costs this session and the sessions that route through the block
+    -- next does not grow with the number of topics. The attach creates
+    -- the primary key's indexes.
     EXECUTE format('CREATE TABLE %I.%I (LIKE %I.record INCLUDING DEFAULTS) PARTITION BY RANGE (partition, "offset")',
                    'pgmsg', 'record_' || t.topic_id, 'pgmsg');
-    FOR g IN
-        SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
-         WHERE c.oid = format('%I.record', 'pgmsg')::regclass
-           AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
-    LOOP
-        grantees := grantees || CASE WHEN g = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g)) END;
-    END LOOP;
     -- Each partition gets its first segment only (four relations: heap,
     -- primary key, TOAST table and index). The two segments of headroom
     -- that publishers keep (_segment_ensure) come after the partition's
@@ -1482,19 +1574,27 @@ BEGIN
     -- never written costs a third of the relations and of the DDL.
     FOR p IN 0 .. p_partitions - 1 LOOP
         rel := format('record_%s_p%s_0', t.topic_id, p);
+        rels := rels || format('%I.%I', 'pgmsg', rel);
         EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.%I FOR VALUES FROM (%s, 0) TO (%s, %s)',
                        'pgmsg', rel, 'pgmsg', 'record_' || t.topic_id, p, p, seg);
-        IF cardinality(grantees) > 0 THEN
-            EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel, array_to_string(grantees, ', '));
-        END IF;
     END LOOP;
+    -- The roles that read the record table read its segments (the
+    -- claim's direct reads): one GRANT for all of them.
+    SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END, ', ')
+      INTO grantees
+      FROM pg_class c, aclexplode(c.relacl) a
+     WHERE c.oid = format('%I.record', 'pgmsg')::regclass
+       AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner;
+    IF grantees IS NOT NULL THEN
+        EXECUTE format('GRANT SELECT ON %s TO %s', array_to_string(rels, ', '), grantees);
+    END IF;
     INSERT INTO "pgmsg".topic_partition (topic_id, partition, log_timeline, segment_end)
     SELECT t.topic_id, gs.part, "pgmsg"._timeline(), seg FROM generate_series(0, p_partitions - 1) AS gs(part);
     INSERT INTO "pgmsg".segment (topic_id, partition, start_offset, end_offset, relname)
     SELECT t.topic_id, gs.part, 0, seg, format('record_%s_p%s_0', t.topic_id, gs.part)
       FROM generate_series(0, p_partitions - 1) AS gs(part);
-    EXECUTE format('ALTER TABLE %I.record ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
-                   'pgmsg', 'pgmsg', 'record_' || t.topic_id, t.topic_id);
+    EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
+                   'pgmsg', "pgmsg"._record_block(t.topic_id), 'pgmsg', 'record_' || t.topic_id, t.topic_id);
     RETURN t;
 END $function$;
 
@@ -4379,7 +4479,7 @@ REVOKE EXECUTE ON FUNCTION "pgmsg".topic_create(text, integer, jsonb), "pgmsg".t
     "pgmsg".retention_run(integer), "pgmsg".compact_run(integer), "pgmsg".segments_ensure(),
     "pgmsg"._segment_lock(integer), "pgmsg"._segment_create(integer, integer, bigint, bigint),
     "pgmsg"._segment_ensure(integer, integer, bigint, bigint, bigint),
-    "pgmsg"._offset_seq_create(integer, integer),
+    "pgmsg"._offset_seq_create(integer, integer), "pgmsg"._record_block(integer),
     "pgmsg".publish(text, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean),
     "pgmsg".publish_idempotent(text, text, bigint, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean),
     "pgmsg"._publish_direct(text, integer, bytea[], bytea[], jsonb[], timestamp with time zone[]),
@@ -5559,9 +5659,9 @@ END $function$;
 -- _rescue makes up to p_limit jobs of a queue whose lease expired claimable
 -- again (their attempt counted; a job out of attempts goes dead), recording
 -- the expiry in the job's errors. Rows locked by someone else are skipped.
--- A job that goes dead moves its limit key or its sequence on (triggers
--- job_limit_dead, job_sequence_dead), under the key's lock, which the
--- triggers take row by row in the order the UPDATE meets the rows: so
+-- A job that goes dead moves its limit key or its sequence on (trigger
+-- job_state_after), under the key's lock, which the trigger takes row by
+-- row in the order the UPDATE meets the rows: so
 -- that two rescues (or a rescue and an enqueue) of jobs of several keys
 -- cannot deadlock, the locks are taken here first, in the order every
 -- other path takes them (limit keys, then sequences, each in lock key
@@ -6823,7 +6923,7 @@ END $function$;
 -- jobs behind their head do) until all of them completed, counted down in
 -- its deps_waiting. The edges not yet settled are job_dependency's rows;
 -- a dependency's leaving (the trigger job_sequence_left: completed,
--- cancelled, deleted) or going dead (job_deps_dead) settles them in its
+-- cancelled, deleted) or going dead (job_state_after) settles them in its
 -- own transaction (_deps_settle). An enqueue locks each existing
 -- dependency's row (marking it has_dependents), so a dependency cannot
 -- leave between the enqueue's look at it and the edge's commit: its
@@ -8630,11 +8730,11 @@ BEGIN
             WHEN 'function' THEN
                 EXECUTE format('GRANT %s ON FUNCTION %I.%s TO %I', g.privilege, s, g.object, s || '_' || r);
             WHEN 'segments' THEN
-                -- Named from the catalog: the partitions of the topics' tables.
-                FOR rel IN SELECT c.relname FROM pg_inherits i
-                             JOIN pg_class c ON c.oid = i.inhrelid
-                             JOIN pg_inherits ti ON ti.inhrelid = i.inhparent
-                            WHERE ti.inhparent = format('%I.record', s)::regclass LOOP
+                -- Named from the catalog: the leaves of the record table
+                -- (under its blocks and the topics' tables).
+                FOR rel IN SELECT c.relname FROM pg_partition_tree(format('%I.record', s)::regclass) pt
+                             JOIN pg_class c ON c.oid = pt.relid
+                            WHERE pt.isleaf LOOP
                     EXECUTE format('GRANT %s ON TABLE %I.%I TO %I', g.privilege, s, rel, s || '_' || r);
                 END LOOP;
             END CASE;

@@ -84,10 +84,9 @@ func TestRolesGrantsMatchTable(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, table)
 	var segments []string
-	rows, err = tb.Pool.Query(ctx, `SELECT c.relname::text FROM pg_catalog.pg_inherits i
-		JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
-		JOIN pg_catalog.pg_inherits ti ON ti.inhrelid = i.inhparent
-		WHERE ti.inhparent OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)`, pgx.Identifier{tb.Schema, "record"}.Sanitize())
+	rows, err = tb.Pool.Query(ctx, `SELECT c.relname::text FROM pg_catalog.pg_partition_tree(pg_catalog.to_regclass($1)) pt
+		JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) pt.relid
+		WHERE pt.isleaf`, pgx.Identifier{tb.Schema, "record"}.Sanitize())
 	require.NoError(t, err)
 	segments, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)

@@ -371,11 +371,11 @@ BEGIN
             WHEN 'function' THEN
                 EXECUTE format('GRANT %s ON FUNCTION %I.%s TO %I', g.privilege, s, g.object, s || '_' || r);
             WHEN 'segments' THEN
-                -- Named from the catalog: the partitions of the topics' tables.
-                FOR rel IN SELECT c.relname FROM pg_inherits i
-                             JOIN pg_class c ON c.oid = i.inhrelid
-                             JOIN pg_inherits ti ON ti.inhrelid = i.inhparent
-                            WHERE ti.inhparent = format('%I.record', s)::regclass LOOP
+                -- Named from the catalog: the leaves of the record table
+                -- (under its blocks and the topics' tables).
+                FOR rel IN SELECT c.relname FROM pg_partition_tree(format('%I.record', s)::regclass) pt
+                             JOIN pg_class c ON c.oid = pt.relid
+                            WHERE pt.isleaf LOOP
                     EXECUTE format('GRANT %s ON TABLE %I.%I TO %I', g.privilege, s, rel, s || '_' || r);
                 END LOOP;
             END CASE;

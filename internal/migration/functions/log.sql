@@ -100,6 +100,48 @@ END $function$;
 -- segments. Segment DDL runs as the schema's owner (SECURITY DEFINER).
 -- ---------------------------------------------------------------------------
 
+-- The record table is LIST-partitioned into blocks of topic ids:
+-- record_b<k> holds the tables of topics k * size to k * size + size - 1
+-- (LIST-partitioned by topic_id itself), so that a topic's attach changes
+-- a block's partition descriptor, not one listing every topic. Migration
+-- 030 built the blocks of the topics it found; the size is fixed there.
+CREATE OR REPLACE FUNCTION {{schema}}._record_block_size()
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT 100
+$function$;
+
+-- _record_block returns the name of the block of topic p_topic_id,
+-- creating it (and attaching it to the record table) if it does not exist.
+-- A concurrent creator of the same block makes this one's CREATE wait for
+-- its commit and then fail as a duplicate: the block is there.
+CREATE OR REPLACE FUNCTION {{schema}}._record_block(p_topic_id integer)
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    size  integer := {{schema}}._record_block_size();
+    k     integer := p_topic_id / size;
+    block text := 'record_b' || k;
+BEGIN
+    IF to_regclass(format('%I.%I', {{schema_lit}}, block)) IS NULL THEN
+        BEGIN
+            EXECUTE format('CREATE TABLE %I.%I (LIKE %I.record INCLUDING DEFAULTS) PARTITION BY LIST (topic_id)',
+                           {{schema_lit}}, block, {{schema_lit}});
+            EXECUTE format('ALTER TABLE %I.record ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
+                           {{schema_lit}}, {{schema_lit}}, block,
+                           (SELECT string_agg(i::text, ', ') FROM generate_series(k * size, k * size + size - 1) i));
+        EXCEPTION WHEN duplicate_table OR unique_violation THEN
+            NULL;
+        END;
+    END IF;
+    RETURN block;
+END $function$;
+
 -- topic_create creates a topic with p_partitions partitions. p_config may
 -- hold segment_records and max_record_bytes (numbers) and any other settings,
 -- which are stored for later features.
@@ -113,8 +155,8 @@ DECLARE
     t        {{schema}}.topic;
     seg      bigint;
     maxb     integer;
-    g        oid;
-    grantees text[] := '{}';
+    grantees text;
+    rels     text[] := '{}';
     p        integer;
     rel      text;
 BEGIN
@@ -145,21 +187,17 @@ BEGIN
     VALUES (p_name, p_partitions, seg, maxb, p_config - 'segment_records' - 'max_record_bytes')
     RETURNING * INTO t;
     -- The topic's table is built apart, where no other session sees it,
-    -- and attached to the record table last: its segments are created
-    -- as partitions of it at once (no CREATE + ATTACH each, no lock to
-    -- wait for), and the record table is locked for the attach only
-    -- (SHARE UPDATE EXCLUSIVE: publishes and claims of other topics go
-    -- on), where CREATE TABLE ... PARTITION OF took ACCESS EXCLUSIVE on it.
-    -- The attach creates the primary key's indexes, as PARTITION OF did.
+    -- and attached last to its block of the record table (_record_block):
+    -- its segments are created as partitions of it at once (no CREATE +
+    -- ATTACH each, no lock to wait for), and the block is locked for the
+    -- attach only (SHARE UPDATE EXCLUSIVE: publishes and claims go on).
+    -- The attach changes the block's partition descriptor (at most
+    -- _record_block_size topics), not the record table's, so what it
+    -- costs this session and the sessions that route through the block
+    -- next does not grow with the number of topics. The attach creates
+    -- the primary key's indexes.
     EXECUTE format('CREATE TABLE %I.%I (LIKE %I.record INCLUDING DEFAULTS) PARTITION BY RANGE (partition, "offset")',
                    {{schema_lit}}, 'record_' || t.topic_id, {{schema_lit}});
-    FOR g IN
-        SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
-         WHERE c.oid = format('%I.record', {{schema_lit}})::regclass
-           AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
-    LOOP
-        grantees := grantees || CASE WHEN g = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g)) END;
-    END LOOP;
     -- Each partition gets its first segment only (four relations: heap,
     -- primary key, TOAST table and index). The two segments of headroom
     -- that publishers keep (_segment_ensure) come after the partition's
@@ -168,19 +206,27 @@ BEGIN
     -- never written costs a third of the relations and of the DDL.
     FOR p IN 0 .. p_partitions - 1 LOOP
         rel := format('record_%s_p%s_0', t.topic_id, p);
+        rels := rels || format('%I.%I', {{schema_lit}}, rel);
         EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.%I FOR VALUES FROM (%s, 0) TO (%s, %s)',
                        {{schema_lit}}, rel, {{schema_lit}}, 'record_' || t.topic_id, p, p, seg);
-        IF cardinality(grantees) > 0 THEN
-            EXECUTE format('GRANT SELECT ON %I.%I TO %s', {{schema_lit}}, rel, array_to_string(grantees, ', '));
-        END IF;
     END LOOP;
+    -- The roles that read the record table read its segments (the
+    -- claim's direct reads): one GRANT for all of them.
+    SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END, ', ')
+      INTO grantees
+      FROM pg_class c, aclexplode(c.relacl) a
+     WHERE c.oid = format('%I.record', {{schema_lit}})::regclass
+       AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner;
+    IF grantees IS NOT NULL THEN
+        EXECUTE format('GRANT SELECT ON %s TO %s', array_to_string(rels, ', '), grantees);
+    END IF;
     INSERT INTO {{schema}}.topic_partition (topic_id, partition, log_timeline, segment_end)
     SELECT t.topic_id, gs.part, {{schema}}._timeline(), seg FROM generate_series(0, p_partitions - 1) AS gs(part);
     INSERT INTO {{schema}}.segment (topic_id, partition, start_offset, end_offset, relname)
     SELECT t.topic_id, gs.part, 0, seg, format('record_%s_p%s_0', t.topic_id, gs.part)
       FROM generate_series(0, p_partitions - 1) AS gs(part);
-    EXECUTE format('ALTER TABLE %I.record ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
-                   {{schema_lit}}, {{schema_lit}}, 'record_' || t.topic_id, t.topic_id);
+    EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
+                   {{schema_lit}}, {{schema}}._record_block(t.topic_id), {{schema_lit}}, 'record_' || t.topic_id, t.topic_id);
     RETURN t;
 END $function$;
 
@@ -3022,7 +3068,7 @@ REVOKE EXECUTE ON FUNCTION {{schema}}.topic_create(text, integer, jsonb), {{sche
     {{schema}}.retention_run(integer), {{schema}}.compact_run(integer), {{schema}}.segments_ensure(),
     {{schema}}._segment_lock(integer), {{schema}}._segment_create(integer, integer, bigint, bigint),
     {{schema}}._segment_ensure(integer, integer, bigint, bigint, bigint),
-    {{schema}}._offset_seq_create(integer, integer),
+    {{schema}}._offset_seq_create(integer, integer), {{schema}}._record_block(integer),
     {{schema}}.publish(text, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean),
     {{schema}}.publish_idempotent(text, text, bigint, bytea[], bytea[], jsonb[], timestamp with time zone[], integer, boolean),
     {{schema}}._publish_direct(text, integer, bytea[], bytea[], jsonb[], timestamp with time zone[]),
