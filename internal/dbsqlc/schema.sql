@@ -3630,6 +3630,55 @@ BEGIN
     ORDER BY t.name, c.group_name, c.partition;
 END $function$;
 
+-- group_summary: one row per group (of p_topic and/or named p_group when
+-- given) with its partitions' cursors, ends, lag and skipped records
+-- summed, its partitions with a live claim and its latest commit: what
+-- `pgmsg group list` shows, as kafka-consumer-groups --list does, so that
+-- its answer grows with the groups, not their partitions (group_list has
+-- each partition). The same primary-key rows as group_list, no record scan.
+CREATE OR REPLACE FUNCTION "pgmsg".group_summary(p_topic text DEFAULT NULL::text, p_group text DEFAULT NULL::text)
+ RETURNS TABLE(topic text, group_name text, partitions integer, next_offset bigint, end_offset bigint, lag bigint, claimed integer, committed_at timestamp with time zone, skipped bigint)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v_topic integer;
+BEGIN
+    IF p_topic IS NOT NULL THEN
+        -- One topic's groups through the cursor table's primary key.
+        SELECT t.topic_id INTO v_topic FROM "pgmsg".topic t WHERE t.name = p_topic;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+        RETURN QUERY
+        SELECT p_topic, c.group_name, count(*)::integer, sum(c.next_offset)::bigint, sum(tp.next_offset)::bigint,
+               sum(greatest(tp.next_offset - c.next_offset, 0))::bigint,
+               (count(*) FILTER (WHERE c.claim_expires_at > clock_timestamp()))::integer,
+               max(c.committed_at), sum(c.skipped)::bigint
+        FROM "pgmsg".group_cursor c
+        JOIN "pgmsg".topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+        WHERE c.topic_id = v_topic AND (p_group IS NULL OR c.group_name = p_group)
+        GROUP BY c.group_name
+        ORDER BY c.group_name;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT t.name, g.group_name, g.partitions, g.next_offset, g.end_offset, g.lag, g.claimed, g.committed_at, g.skipped
+    FROM (SELECT c.topic_id, c.group_name, count(*)::integer AS partitions,
+                 sum(c.next_offset)::bigint AS next_offset, sum(tp.next_offset)::bigint AS end_offset,
+                 sum(greatest(tp.next_offset - c.next_offset, 0))::bigint AS lag,
+                 (count(*) FILTER (WHERE c.claim_expires_at > clock_timestamp()))::integer AS claimed,
+                 max(c.committed_at) AS committed_at, sum(c.skipped)::bigint AS skipped
+          FROM "pgmsg".group_cursor c
+          JOIN "pgmsg".topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
+          WHERE (p_group IS NULL OR c.group_name = p_group)
+          GROUP BY c.topic_id, c.group_name) g
+    JOIN "pgmsg".topic t ON t.topic_id = g.topic_id
+    ORDER BY t.name, g.group_name;
+END $function$;
+
 -- group_members lists a group's members with their partitions and whether
 -- their session is still alive (database clock).
 CREATE OR REPLACE FUNCTION "pgmsg".group_members(p_topic text, p_group text)
