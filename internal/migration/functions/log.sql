@@ -2922,20 +2922,29 @@ CREATE OR REPLACE FUNCTION {{schema}}._group_expire(p_default_ttl interval DEFAU
 AS $function$
 #variable_conflict use_column
 BEGIN
+    -- Each topic's cutoff once (its group_ttl_ms read only where it is
+    -- set: _setting's exception block is a subtransaction a call), and a
+    -- group's cursors and members read only when it was created before
+    -- its cutoff: the pass ran every 10 s over every group of every topic.
     RETURN QUERY
-    WITH idle AS (
-        SELECT g.topic_id, g.group_name, t.name,
+    WITH cut AS (
+        SELECT t.topic_id, t.name,
+               clock_timestamp() - coalesce(make_interval(secs => CASE WHEN t.config ? 'group_ttl_ms'
+                   THEN {{schema}}._setting(t.config, 'group_ttl_ms') / 1000.0 END), p_default_ttl) AS cutoff
+        FROM {{schema}}.topic t
+    ), idle AS (
+        SELECT g.topic_id, g.group_name, k.name, k.cutoff,
                greatest(g.created_at,
                         (SELECT max(c.committed_at) FROM {{schema}}.group_cursor c
                           WHERE c.topic_id = g.topic_id AND c.group_name = g.group_name),
                         (SELECT max(m.heartbeat_at) FROM {{schema}}.group_member m
-                          WHERE m.topic_id = g.topic_id AND m.group_name = g.group_name)) AS last_active,
-               coalesce(make_interval(secs => {{schema}}._setting(t.config, 'group_ttl_ms') / 1000.0), p_default_ttl) AS ttl
-        FROM {{schema}}.consumer_group g JOIN {{schema}}.topic t ON t.topic_id = g.topic_id
+                          WHERE m.topic_id = g.topic_id AND m.group_name = g.group_name)) AS last_active
+        FROM {{schema}}.consumer_group g JOIN cut k ON k.topic_id = g.topic_id
+        WHERE g.created_at < k.cutoff
     ), gone AS (
         DELETE FROM {{schema}}.consumer_group g USING (
             SELECT i.topic_id, i.group_name, i.name, i.last_active FROM idle i
-            WHERE i.last_active < clock_timestamp() - i.ttl
+            WHERE i.last_active < i.cutoff
             ORDER BY i.last_active LIMIT p_max
         ) x
         WHERE g.topic_id = x.topic_id AND g.group_name = x.group_name
