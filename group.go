@@ -164,6 +164,42 @@ func (c *Client) listGroups(ctx context.Context, exec DBTX, topic, group string)
 	return out, nil
 }
 
+// GroupSummary is one consumer group's partitions summed: what
+// `pgmsg group list` shows for each group.
+type GroupSummary struct {
+	Topic string `json:"topic"`
+	Group string `json:"group"`
+	// Partitions is how many partitions the group has a cursor on.
+	Partitions int32 `json:"partitions"`
+	// NextOffset and EndOffset are the sums of the partitions' cursors and
+	// ends; Lag is the sum of their lags (each end - cursor, at least 0).
+	NextOffset int64 `json:"next_offset"`
+	EndOffset  int64 `json:"end_offset"`
+	Lag        int64 `json:"lag"`
+	// Claimed counts the partitions with a live claim.
+	Claimed int32 `json:"claimed"`
+	// CommittedAt is the group's latest commit on any partition.
+	CommittedAt *time.Time `json:"committed_at,omitempty"`
+	// Skipped sums the records retention's hard limit dropped unread.
+	Skipped int64 `json:"skipped"`
+}
+
+// ListGroupSummaries returns one row per group with its partitions'
+// cursors and lag summed, optionally only for one topic and/or group (""
+// for all). Its answer grows with the number of groups, not of their
+// partitions; ListGroups has each partition.
+func (c *Client) ListGroupSummaries(ctx context.Context, topic, group string) ([]GroupSummary, error) {
+	rows, err := c.store.GroupSummary(ctx, c.pool, topic, group)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]GroupSummary, len(rows))
+	for i, r := range rows {
+		out[i] = GroupSummary(r)
+	}
+	return out, nil
+}
+
 // LogEpochEnd returns partition's current log epoch and where its log
 // epoch epoch ends (exclusive) on the server (SQL log_epoch_end()): a
 // reader that was given offsets of epoch at or past end was given records

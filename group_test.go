@@ -610,3 +610,91 @@ func TestFetchReadMissesSegment(t *testing.T) {
 		topicID).Scan(&next))
 	require.Equal(t, int64(0), next)
 }
+
+// ListGroupSummaries (SQL group_summary) is ListGroups summed per group:
+// the same groups in the same order, partitions counted, cursors, ends,
+// lag and skipped summed, live claims counted and the latest commit; and
+// the same filters by topic and group (an unknown topic or group: none).
+func TestListGroupSummariesSumListGroups(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ctx, c := tb.ctx, tb.client
+	tb.topic(t, "sa", 3)
+	tb.topic(t, "sb", 2)
+	var recs []*pgmsg.Record
+	for i := range 40 {
+		recs = append(recs, &pgmsg.Record{Topic: "sa", Partition: int32(i % 3), Value: []byte{byte(i)}},
+			&pgmsg.Record{Topic: "sb", Partition: int32(i % 2), Value: []byte{byte(i)}})
+	}
+	require.NoError(t, c.Publish(ctx, recs, &pgmsg.PublishOpts{ManualPartition: true}))
+	// g1 on sa: partition 0 read and committed, partition 1 claimed (a
+	// live claim), partition 2 untouched. g2 on sa and on sb: nothing read.
+	p0, p1 := int32(0), int32(1)
+	cl, err := c.Claim(ctx, "sa", "g1", &pgmsg.ClaimOpts{Partition: &p0, MaxRecords: 5})
+	require.NoError(t, err)
+	require.NotNil(t, cl)
+	require.NoError(t, c.Commit(ctx, cl))
+	_, err = c.Claim(ctx, "sa", "g1", &pgmsg.ClaimOpts{Partition: &p1, MaxRecords: 3, Lease: time.Hour})
+	require.NoError(t, err)
+	for _, tg := range [][2]string{{"sa", "g2"}, {"sb", "g2"}, {"sb", "g3"}} {
+		_, err := c.CreateGroup(ctx, tg[0], tg[1], pgmsg.PositionEarliest)
+		require.NoError(t, err)
+	}
+	_, err = c.ResetGroup(ctx, "sb", "g3", pgmsg.PositionLatest, nil)
+	require.NoError(t, err)
+
+	check := func(topic, group string, want int) {
+		t.Helper()
+		parts, err := c.ListGroups(ctx, topic, group)
+		require.NoError(t, err)
+		sums, err := c.ListGroupSummaries(ctx, topic, group)
+		require.NoError(t, err)
+		require.Len(t, sums, want)
+		var exp []pgmsg.GroupSummary
+		for _, p := range parts {
+			if len(exp) == 0 || exp[len(exp)-1].Topic != p.Topic || exp[len(exp)-1].Group != p.Group {
+				exp = append(exp, pgmsg.GroupSummary{Topic: p.Topic, Group: p.Group})
+			}
+			s := &exp[len(exp)-1]
+			s.Partitions++
+			s.NextOffset += p.NextOffset
+			s.EndOffset += p.EndOffset
+			s.Lag += p.Lag
+			s.Skipped += p.Skipped
+			if p.ClaimExpiresAt != nil {
+				s.Claimed++
+			}
+			if p.CommittedAt != nil && (s.CommittedAt == nil || p.CommittedAt.After(*s.CommittedAt)) {
+				s.CommittedAt = p.CommittedAt
+			}
+		}
+		if len(exp) == 0 {
+			require.Empty(t, sums)
+			return
+		}
+		require.Equal(t, exp, sums, "topic %q group %q", topic, group)
+	}
+	check("", "", 4)
+	check("sa", "", 2)
+	check("sb", "", 2)
+	check("", "g2", 2)
+	check("sa", "g1", 1)
+	check("nope", "", 0)
+	check("", "nope", 0)
+
+	all, err := c.ListGroupSummaries(ctx, "", "")
+	require.NoError(t, err)
+	g1 := all[0]
+	require.Equal(t, "sa", g1.Topic)
+	require.Equal(t, "g1", g1.Group)
+	require.Equal(t, int32(3), g1.Partitions)
+	require.Equal(t, int64(40), g1.EndOffset)
+	require.Equal(t, int64(5), g1.NextOffset) // the claim on partition 1 is not committed
+	require.Equal(t, int64(35), g1.Lag)
+	require.Equal(t, int32(1), g1.Claimed)
+	require.NotNil(t, g1.CommittedAt)
+	g3 := all[3]
+	require.Equal(t, "g3", g3.Group)
+	require.Equal(t, int64(0), g3.Lag)
+	require.Nil(t, g3.CommittedAt)
+}

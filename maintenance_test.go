@@ -339,3 +339,60 @@ func TestNewPartitionsStartWithOneSegment(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{32}, left, "the entry at the partition's start went")
 }
+
+// Group expiry reads each topic's group_ttl_ms (else the default TTL) and
+// a group's last activity: its creation, latest commit and latest member
+// heartbeat. Only groups idle past their TTL go.
+func TestGroupExpiryPerTopicTTL(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ctx := tb.ctx
+	_, err := tb.client.CreateTopic(ctx, "short", pgmsg.TopicConfig{Partitions: 2, Settings: map[string]any{"group_ttl_ms": 3600000}})
+	require.NoError(t, err)
+	_, err = tb.client.CreateTopic(ctx, "long", pgmsg.TopicConfig{Partitions: 2})
+	require.NoError(t, err)
+	for _, tg := range [][2]string{{"short", "idle"}, {"short", "committed"}, {"short", "member"}, {"short", "young"}, {"long", "idle"}} {
+		_, err := tb.client.CreateGroup(ctx, tg[0], tg[1], pgmsg.PositionEarliest)
+		require.NoError(t, err)
+	}
+	_, err = tb.client.Heartbeat(ctx, "short", "member", "m1", 0)
+	require.NoError(t, err)
+	age := func(sql string) {
+		t.Helper()
+		_, err := tb.Pool.Exec(ctx, fmt.Sprintf(sql, tb.Schema))
+		require.NoError(t, err)
+	}
+	// Three hours idle, except: "committed" committed 10 minutes ago on
+	// one partition, "member" has a member that heartbeated just now,
+	// "young" was created 10 minutes ago.
+	age(`UPDATE %q.consumer_group SET created_at = now() - interval '3 hours' WHERE group_name <> 'young'`)
+	age(`UPDATE %q.consumer_group SET created_at = now() - interval '10 minutes' WHERE group_name = 'young'`)
+	age(`UPDATE %q.group_cursor SET committed_at = now() - interval '3 hours'`)
+	age(`UPDATE %q.group_cursor SET committed_at = now() - interval '10 minutes' WHERE group_name = 'committed' AND partition = 1`)
+	// The default TTL (2 hours) would expire every idle group; "short"'s
+	// own TTL is an hour and "long" has none: both idle groups go.
+	res, err := tb.client.MaintainOnce(ctx, &pgmsg.MaintenanceConfig{GroupTTL: 2 * time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, 2, res.GroupsExpired)
+	left, err := tb.client.ListGroupSummaries(ctx, "", "")
+	require.NoError(t, err)
+	var names []string
+	for _, g := range left {
+		names = append(names, g.Topic+"/"+g.Group)
+	}
+	require.Equal(t, []string{"short/committed", "short/member", "short/young"}, names)
+	// A default TTL longer than the idle time keeps "long"'s groups; the
+	// topic's own TTL still applies to "short"'s.
+	_, err = tb.client.CreateGroup(ctx, "long", "idle", pgmsg.PositionEarliest)
+	require.NoError(t, err)
+	age(`UPDATE %q.consumer_group SET created_at = now() - interval '3 hours' WHERE group_name = 'idle'`)
+	age(`UPDATE %q.group_cursor SET committed_at = now() - interval '3 hours' WHERE group_name = 'committed'`)
+	res, err = tb.client.MaintainOnce(ctx, &pgmsg.MaintenanceConfig{GroupTTL: 24 * time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.GroupsExpired)
+	ev, err := tb.client.MaintenanceEvents(ctx, "group_expired", 10)
+	require.NoError(t, err)
+	require.Len(t, ev, 3)
+	require.Equal(t, "committed", ev[0].Group)
+	require.Equal(t, "short", ev[0].Topic)
+}

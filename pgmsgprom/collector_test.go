@@ -2,6 +2,7 @@ package pgmsgprom_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -238,4 +239,68 @@ func onlyMetric(c *pgmsgprom.Collector, name string) prometheus.Collector {
 			}
 		}
 	})
+}
+
+// A series whose value is unchanged is sent again as the metric built for
+// it before; one whose value changed is rebuilt, and the series of a
+// deleted topic are gone from the next scrape.
+func TestCollectorSeriesFollowValues(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := pgtest.Schema(t, nil)
+	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema})
+	require.NoError(t, err)
+	defer client.Close()
+	for _, tn := range []string{"a", "b"} {
+		_, err = client.CreateTopic(ctx, tn, pgmsg.TopicConfig{Partitions: 2})
+		require.NoError(t, err)
+		_, err = client.CreateGroup(ctx, tn, "g", pgmsg.PositionEarliest)
+		require.NoError(t, err)
+	}
+	col := pgmsgprom.NewCollector(client, nil)
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(col))
+	want := func(aEnd, aLag int, withB bool) string {
+		s := `
+# HELP pgmsg_group_lag_records_sum Records published but not yet committed by the group, over all partitions.
+# TYPE pgmsg_group_lag_records_sum gauge
+pgmsg_group_lag_records_sum{group="g",topic="a"} ` + strconv.Itoa(aLag) + "\n"
+		if withB {
+			s += `pgmsg_group_lag_records_sum{group="g",topic="b"} 0` + "\n"
+		}
+		s += `# HELP pgmsg_topic_end_offset Sum of the topic's partitions' next offsets: records ever published to it (use rate()).
+# TYPE pgmsg_topic_end_offset gauge
+pgmsg_topic_end_offset{topic="a"} ` + strconv.Itoa(aEnd) + "\n"
+		if withB {
+			s += `pgmsg_topic_end_offset{topic="b"} 0` + "\n"
+		}
+		return s
+	}
+	names := []string{"pgmsg_group_lag_records_sum", "pgmsg_topic_end_offset"}
+	for range 2 {
+		require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want(0, 0, true)), names...))
+	}
+	require.NoError(t, client.Publish(ctx, []*pgmsg.Record{{Topic: "a", Value: []byte("x")}, {Topic: "a", Value: []byte("y")}}, nil))
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want(2, 2, true)), names...))
+	p := int32(0)
+	for {
+		cl, err := client.Claim(ctx, "a", "g", &pgmsg.ClaimOpts{Partition: &p})
+		require.NoError(t, err)
+		if cl == nil {
+			p++
+			if p == 2 {
+				break
+			}
+			continue
+		}
+		require.NoError(t, client.Commit(ctx, cl))
+	}
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want(2, 0, true)), names...))
+	_, err = client.DeleteGroup(ctx, "b", "g")
+	require.NoError(t, err)
+	require.NoError(t, client.DeleteTopic(ctx, "b"))
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want(2, 0, false)), names...))
+	n, err := testutil.GatherAndCount(reg, "pgmsg_topic_partitions", "pgmsg_group_next_offset_sum")
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "topic b's series are gone")
 }

@@ -75,8 +75,17 @@ func TestGoldenPublishConsume(t *testing.T) {
 	s.ok("", "consume", "orders", "--group", "billing")
 	s.ok("", "consume", "orders", "--group", "audit", "--max", "2")
 	s.ok("", "group", "list")
+	s.ok("", "group", "list", "--partitions")
 	// JSON output is checked by shape, not golden: the library's structs
 	// grow fields.
+	var sums []pgmsg.GroupSummary
+	require.NoError(t, json.Unmarshal([]byte(s.ok("", "group", "list", "-o", "json")), &sums))
+	require.Len(t, sums, 2) // one row per group, not per partition
+	require.Equal(t, "audit", sums[0].Group)
+	require.Equal(t, int32(3), sums[0].Partitions)
+	require.Equal(t, int64(5), sums[0].Lag) // 7 records, 2 read
+	require.Equal(t, "billing", sums[1].Group)
+	require.Equal(t, int64(0), sums[1].Lag)
 	var gps []pgmsg.GroupPartition
 	require.NoError(t, json.Unmarshal([]byte(s.ok("", "group", "list", "orders", "-o", "json")), &gps))
 	require.Len(t, gps, 6)

@@ -21,11 +21,19 @@ func newGroup(g *globals) *cobra.Command {
 reads. Lag is how many records are past the cursor. Groups are created by their
 first consume.`,
 	}
-	cmd.AddCommand(&cobra.Command{
+	var perPartition bool
+	list := &cobra.Command{
 		Use:     "list [TOPIC]",
 		Aliases: []string{"ls"},
-		Short:   "List groups with their cursor and lag per partition",
+		Short:   "List groups with their lag: one row per group, or per partition of a TOPIC",
+		Long: `Without TOPIC, one row per group (as kafka-consumer-groups --list): its
+partitions, their lag summed, how many have a live claim and its latest commit;
+the answer grows with the groups, not their partitions. With TOPIC, or with
+--partitions, one row per group and partition with its cursor, end and lag,
+then each group's total lag. pgmsg group describe GROUP shows one group's
+partitions on every topic it reads.`,
 		Example: `  pgmsg group list
+  pgmsg group list --partitions
   pgmsg group list orders -o json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -33,9 +41,14 @@ first consume.`,
 			if len(args) == 1 {
 				topic = args[0]
 			}
+			if topic == "" && !perPartition {
+				return g.listGroupSummaries(cmd)
+			}
 			return g.listGroups(cmd, topic)
 		},
-	})
+	}
+	list.Flags().BoolVar(&perPartition, "partitions", false, "one row per group and partition (the default with TOPIC)")
+	cmd.AddCommand(list)
 	var describeTopic string
 	describe := &cobra.Command{
 		Use:   "describe GROUP",
@@ -282,6 +295,38 @@ func (g *globals) listGroups(cmd *cobra.Command, topic string) error {
 		return w.Flush()
 	}
 	return nil
+}
+
+// listGroupSummaries prints one row per group of every topic.
+func (g *globals) listGroupSummaries(cmd *cobra.Command) error {
+	js, err := g.jsonOutput()
+	if err != nil {
+		return err
+	}
+	c, done, err := g.client(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer done()
+	gs, err := c.ListGroupSummaries(cmd.Context(), "", "")
+	if err != nil {
+		return err
+	}
+	if js {
+		if gs == nil {
+			gs = []pgmsg.GroupSummary{}
+		}
+		return g.printJSON(gs)
+	}
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tGROUP\tPARTITIONS\tLAG\tCLAIMED\tLAST COMMIT")
+	for _, s := range gs {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\n", s.Topic, s.Group, s.Partitions, s.Lag, s.Claimed, fmtTime(s.CommittedAt))
+	}
+	if len(gs) == 0 {
+		fmt.Fprintln(w, "(no groups)")
+	}
+	return w.Flush()
 }
 
 func (g *globals) describeGroup(cmd *cobra.Command, topic, group string) error {

@@ -416,6 +416,58 @@ func (q *Queries) GroupReset(ctx context.Context, db DBTX, arg GroupResetParams)
 	return items, nil
 }
 
+const groupSummary = `-- name: GroupSummary :many
+SELECT topic::text, group_name::text, partitions::integer, next_offset::bigint, end_offset::bigint, lag::bigint, claimed::integer, committed_at::timestamptz, skipped::bigint
+FROM pgmsg.group_summary($1::text, $2::text)
+`
+
+type GroupSummaryParams struct {
+	Topic     pgtype.Text
+	GroupName pgtype.Text
+}
+
+type GroupSummaryRow struct {
+	Topic       string
+	GroupName   string
+	Partitions  int32
+	NextOffset  int64
+	EndOffset   int64
+	Lag         int64
+	Claimed     int32
+	CommittedAt pgtype.Timestamptz
+	Skipped     int64
+}
+
+func (q *Queries) GroupSummary(ctx context.Context, db DBTX, arg GroupSummaryParams) ([]*GroupSummaryRow, error) {
+	rows, err := db.Query(ctx, groupSummary, arg.Topic, arg.GroupName)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*GroupSummaryRow
+	for rows.Next() {
+		var i GroupSummaryRow
+		if err := rows.Scan(
+			&i.Topic,
+			&i.GroupName,
+			&i.Partitions,
+			&i.NextOffset,
+			&i.EndOffset,
+			&i.Lag,
+			&i.Claimed,
+			&i.CommittedAt,
+			&i.Skipped,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const offsetForTime = `-- name: OffsetForTime :one
 SELECT pgmsg.offset_for_time($1::text, $2::integer, $3::timestamptz)::bigint
 `

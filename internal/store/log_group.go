@@ -114,6 +114,39 @@ func (s *Store) GroupList(ctx context.Context, exec DBTX, topic, group string) (
 	return out, nil
 }
 
+// GroupSummary is one group's partitions summed (group_summary()).
+type GroupSummary struct {
+	Topic, Group          string
+	Partitions            int32
+	NextOffset, EndOffset int64
+	Lag                   int64
+	Claimed               int32
+	CommittedAt           *time.Time // nil when never committed
+	Skipped               int64
+}
+
+// GroupSummary returns one row per group, only topic's and/or group's
+// when not "".
+func (s *Store) GroupSummary(ctx context.Context, exec DBTX, topic, group string) ([]GroupSummary, error) {
+	arg := dbsqlc.GroupSummaryParams{}
+	if topic != "" {
+		arg.Topic = pgtype.Text{String: topic, Valid: true}
+	}
+	if group != "" {
+		arg.GroupName = pgtype.Text{String: group, Valid: true}
+	}
+	rows, err := s.q.GroupSummary(ctx, s.DB(exec), arg)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
+	out := make([]GroupSummary, len(rows))
+	for i, r := range rows {
+		out[i] = GroupSummary{Topic: r.Topic, Group: r.GroupName, Partitions: r.Partitions, NextOffset: r.NextOffset,
+			EndOffset: r.EndOffset, Lag: r.Lag, Claimed: r.Claimed, CommittedAt: timePtr(r.CommittedAt), Skipped: r.Skipped}
+	}
+	return out, nil
+}
+
 // OffsetForTime returns the first offset of a partition whose record's
 // timestamp is at or after t, or the partition's end offset.
 func (s *Store) OffsetForTime(ctx context.Context, exec DBTX, topic string, partition int32, t time.Time) (int64, error) {

@@ -64,6 +64,10 @@ SELECT pgmsg.group_delete(@topic::text, @group_name::text);
 SELECT topic::text, group_name::text, partition::integer, next_offset::bigint, end_offset::bigint, lag::bigint, claim_epoch::bigint, coalesce(claim_owner, '')::text AS claim_owner, claim_expires_at::timestamptz, committed_at::timestamptz, coalesce(owner, '')::text AS owner, owner_epoch::bigint, skipped::bigint
 FROM pgmsg.group_list(sqlc.narg(topic)::text, sqlc.narg(group_name)::text);
 
+-- name: GroupSummary :many
+SELECT topic::text, group_name::text, partitions::integer, next_offset::bigint, end_offset::bigint, lag::bigint, claimed::integer, committed_at::timestamptz, skipped::bigint
+FROM pgmsg.group_summary(sqlc.narg(topic)::text, sqlc.narg(group_name)::text);
+
 -- name: GroupHeartbeat :one
 -- The heartbeat commits asynchronously, as claims do, unless it creates
 -- the group (its start position must be durable): membership is soft state
