@@ -79,20 +79,8 @@ func TestClaimAnyParity(t *testing.T) {
 		}
 		return out
 	}
-	type claim struct {
-		Partition, TopicID, LogEpoch int32
-		First, Last                  int64
-		Relname                      string
-	}
-	norm := func(r *ClaimRow) *claim {
-		if r == nil {
-			return nil
-		}
-		return &claim{r.Partition, r.TopicID, r.LogEpoch, r.FirstOffset, r.LastOffset, r.Relname}
-	}
-	// relname blanks the segment's table name but for whether there is one
-	// (the schemas' topic ids are the same, their names too).
-	show := func(c *claim) string {
+	norm := claimOf
+	show := func(c *claimShape) string {
 		if c == nil {
 			return "none"
 		}
@@ -130,7 +118,7 @@ func TestClaimAnyParity(t *testing.T) {
 		{max: 3, fallback: true, want: errs.NotMember.Error()},
 	} {
 		var got [2]string
-		var rows [2]*claim
+		var rows [2]*claimShape
 		for j, sd := range []*side{any, fn} {
 			for p, n := range step.publish {
 				publish(sd, p, n)

@@ -68,19 +68,8 @@ func TestClaimParity(t *testing.T) {
 		prev[b] = epoch
 		return row
 	}
-	// claim is a claim made, without its epoch and expiry.
-	type claim struct {
-		Partition, TopicID, LogEpoch int32
-		First, Last                  int64
-		Relname                      string
-	}
-	norm := func(r *ClaimRow) *claim {
-		if r == nil {
-			return nil
-		}
-		return &claim{r.Partition, r.TopicID, r.LogEpoch, r.FirstOffset, r.LastOffset, r.Relname}
-	}
-	show := func(c *claim) string {
+	norm := claimOf
+	show := func(c *claimShape) string {
 		if c == nil {
 			return "none"
 		}
@@ -161,6 +150,22 @@ func TestClaimParity(t *testing.T) {
 			t.Fatalf("step %d cursors:\ndirect statement %s\ngathered claim   %s\nclaim_range()    %s", i, cd, cg, cf)
 		}
 	}
+}
+
+// claimShape is a claim made, without its epoch and expiry: what two
+// forms of the claim must agree on.
+type claimShape struct {
+	Partition, TopicID, LogEpoch int32
+	First, Last                  int64
+	Relname                      string
+}
+
+// claimOf is r's claimShape, nil for no claim.
+func claimOf(r *ClaimRow) *claimShape {
+	if r == nil {
+		return nil
+	}
+	return &claimShape{r.Partition, r.TopicID, r.LogEpoch, r.FirstOffset, r.LastOffset, r.Relname}
 }
 
 // rangeOf is the claim's range, "none" for no claim.
