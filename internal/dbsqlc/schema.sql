@@ -5509,7 +5509,9 @@ CREATE OR REPLACE FUNCTION "pgmsg"._job_claim(p_queue text, p_limit integer DEFA
  RETURNS TABLE(id bigint, queue text, kind text, payload bytea, priority integer, attempt integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone, attempted_at timestamp with time zone, unique_key text, errors jsonb, timeout interval)
  LANGUAGE plpgsql
  SET enable_bitmapscan TO 'off'
+ SET enable_indexscan TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -5532,6 +5534,7 @@ DECLARE
     h_run    timestamptz;
     h_id     bigint;
     ids      bigint[];
+    tids     tid[];
     pris     smallint[];
     runs     timestamptz[];
     sizes    bigint[];
@@ -5574,21 +5577,21 @@ BEGIN
         END IF;
         WITH fp AS (
             SELECT j.id, j.priority, j.run_at, j.fair_tag AS t, 0 AS b, CASE WHEN p_max_bytes IS NOT NULL THEN
-                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n FROM "pgmsg".job j
+                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n, j.ctid AS c FROM "pgmsg".job j
              WHERE j.queue_id = q.queue_id AND j.fair_tag IS NOT NULL AND j.state IN ('available', 'scheduled', 'retrying')
                AND cardinality(pos) = 1 AND j.fair_tag >= pos[1]::double precision AND j.run_at <= now_ts
              ORDER BY j.fair_tag, j.id
              LIMIT p_limit FOR UPDATE SKIP LOCKED
         ), fr AS (
             SELECT j.id, j.priority, j.run_at, j.fair_tag AS t, 1 AS b, CASE WHEN p_max_bytes IS NOT NULL THEN
-                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n FROM "pgmsg".job j
+                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n, j.ctid AS c FROM "pgmsg".job j
              WHERE j.queue_id = q.queue_id AND j.fair_tag IS NOT NULL AND j.state IN ('available', 'scheduled', 'retrying')
                AND j.run_at <= now_ts
              ORDER BY j.fair_tag, j.id
              LIMIT p_limit FOR UPDATE SKIP LOCKED
         ), fu AS (
             SELECT j.id, j.priority, j.run_at, NULL::double precision AS t, 2 AS b, CASE WHEN p_max_bytes IS NOT NULL THEN
-                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n FROM "pgmsg".job j
+                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n, j.ctid AS c FROM "pgmsg".job j
              WHERE j.queue_id = q.queue_id AND j.fair_tag IS NULL AND j.state IN ('available', 'scheduled', 'retrying')
                AND j.run_at <= now_ts
              ORDER BY j.priority DESC, j.run_at, j.id
@@ -5603,8 +5606,9 @@ BEGIN
                array_agg(x.priority ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id),
                array_agg(x.run_at ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id),
                array_agg(x.n ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id),
-               (array_agg(x.t ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id) FILTER (WHERE x.t IS NOT NULL))
-          INTO ids, pris, runs, sizes, ftags
+               (array_agg(x.t ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id) FILTER (WHERE x.t IS NOT NULL)),
+               array_agg(x.c ORDER BY x.b, x.t, x.priority DESC, x.run_at, x.id)
+          INTO ids, pris, runs, sizes, ftags, tids
           FROM x;
     ELSIF cardinality(pos) = 3 AND coalesce(nullif(current_setting(full_name, true), '')::bigint, 0) = now_s THEN
         h_pri := pos[1]::smallint;
@@ -5614,21 +5618,21 @@ BEGIN
         -- as far as needed (a CTE is read as the statement asks for rows).
         WITH hi AS (
             SELECT j.id, j.priority, j.run_at, CASE WHEN p_max_bytes IS NOT NULL THEN
-                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n FROM "pgmsg".job j
+                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n, j.ctid AS c FROM "pgmsg".job j
              WHERE j.queue_id = q.queue_id AND j.state IN ('available', 'scheduled', 'retrying')
                AND j.priority > h_pri AND j.run_at <= now_ts
              ORDER BY j.priority DESC, j.run_at, j.id
              LIMIT p_limit FOR UPDATE SKIP LOCKED
         ), eq AS (
             SELECT j.id, j.priority, j.run_at, CASE WHEN p_max_bytes IS NOT NULL THEN
-                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n FROM "pgmsg".job j
+                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n, j.ctid AS c FROM "pgmsg".job j
              WHERE j.queue_id = q.queue_id AND j.state IN ('available', 'scheduled', 'retrying')
                AND j.priority = h_pri AND (j.run_at, j.id) > (h_run, h_id) AND j.run_at <= now_ts
              ORDER BY j.run_at, j.id
              LIMIT p_limit FOR UPDATE SKIP LOCKED
         ), lo AS (
             SELECT j.id, j.priority, j.run_at, CASE WHEN p_max_bytes IS NOT NULL THEN
-                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n FROM "pgmsg".job j
+                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n, j.ctid AS c FROM "pgmsg".job j
              WHERE j.queue_id = q.queue_id AND j.state IN ('available', 'scheduled', 'retrying')
                AND j.priority < h_pri AND j.run_at <= now_ts
              ORDER BY j.priority DESC, j.run_at, j.id
@@ -5640,8 +5644,9 @@ BEGIN
         SELECT array_agg(x.id ORDER BY x.b, x.priority DESC, x.run_at, x.id),
                array_agg(x.priority ORDER BY x.b, x.priority DESC, x.run_at, x.id),
                array_agg(x.run_at ORDER BY x.b, x.priority DESC, x.run_at, x.id),
-               array_agg(x.n ORDER BY x.b, x.priority DESC, x.run_at, x.id)
-          INTO ids, pris, runs, sizes
+               array_agg(x.n ORDER BY x.b, x.priority DESC, x.run_at, x.id),
+               array_agg(x.c ORDER BY x.b, x.priority DESC, x.run_at, x.id)
+          INTO ids, pris, runs, sizes, tids
           FROM x;
     END IF;
     IF NOT q.fair AND coalesce(cardinality(ids), 0) < p_limit THEN
@@ -5651,10 +5656,11 @@ BEGIN
         SELECT array_agg(c.id ORDER BY c.priority DESC, c.run_at, c.id),
                array_agg(c.priority ORDER BY c.priority DESC, c.run_at, c.id),
                array_agg(c.run_at ORDER BY c.priority DESC, c.run_at, c.id),
-               array_agg(c.n ORDER BY c.priority DESC, c.run_at, c.id)
-          INTO ids, pris, runs, sizes
+               array_agg(c.n ORDER BY c.priority DESC, c.run_at, c.id),
+               array_agg(c.c ORDER BY c.priority DESC, c.run_at, c.id)
+          INTO ids, pris, runs, sizes, tids
           FROM (SELECT j.id, j.priority, j.run_at, CASE WHEN p_max_bytes IS NOT NULL THEN
-                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n FROM "pgmsg".job j
+                   (SELECT octet_length(pl.payload)::bigint FROM "pgmsg".job_payload pl WHERE pl.id = j.id) END AS n, j.ctid AS c FROM "pgmsg".job j
                  WHERE j.queue_id = q.queue_id AND j.state IN ('available', 'scheduled', 'retrying')
                    AND j.run_at <= now_ts
                  ORDER BY j.priority DESC, j.run_at, j.id
@@ -5700,21 +5706,29 @@ BEGIN
     -- statement reads it in-statement likewise.
     now_ts := clock_timestamp();
     expires := now_ts + coalesce(p_lease, q.lease);
+    -- The claimed rows by the ctids the reads locked them at (a locked row
+    -- keeps its ctid until this update), and their payloads one by one: with
+    -- index scans disabled (SET above), a TID scan is the one access to job
+    -- not disabled. A queue vacuumed or analyzed while empty has statistics
+    -- of 0 rows in thousands of pages, and the planner joined the claimed
+    -- ids to full scans of job_pkey and job_payload_pkey instead
+    -- (internal/store TestJobHotPathsWithEmptyStatistics).
     RETURN QUERY
     WITH u AS (
         UPDATE "pgmsg".job j
            SET
                state = 'running', attempt = j.attempt + 1, lease_token = ((token0 + k.ord - 1) % 9007199254740991 + 1),
                lease_expires_at = expires, attempted_at = now_ts, worker = p_worker
-          FROM unnest(ids[1:n]) WITH ORDINALITY AS k(id, ord)
-         WHERE j.id = k.id
+          FROM unnest(ids[1:n], tids[1:n]) WITH ORDINALITY AS k(id, tid, ord)
+         WHERE j.ctid = k.tid AND j.id = k.id
         RETURNING k.ord, j.id, j.kind, j.priority, j.attempt, j.max_attempts, j.lease_token,
                   j.lease_expires_at, j.run_at, j.enqueued_at, j.attempted_at, j.unique_key, j.errors, j.timeout
     )
-    SELECT u.id, q.name, u.kind, pl.payload, u.priority::integer, u.attempt, u.max_attempts, u.lease_token,
+    SELECT u.id, q.name, u.kind, (SELECT pl.payload FROM "pgmsg".job_payload pl WHERE pl.id = u.id),
+           u.priority::integer, u.attempt, u.max_attempts, u.lease_token,
            u.lease_expires_at, u.run_at, u.enqueued_at, u.attempted_at, u.unique_key, u.errors,
            coalesce(u.timeout, q.job_timeout)
-    FROM u LEFT JOIN "pgmsg".job_payload pl ON pl.id = u.id
+    FROM u
     ORDER BY u.ord;
 END $function$;
 
