@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -122,6 +123,15 @@ func TestJobHotPathsWithEmptyStatistics(t *testing.T) {
 		}
 		if n != 57 {
 			t.Fatalf("job_claim() handed out %d jobs, want 57", n)
+		}
+	})
+	check("the lease extension", len(ids), func() {
+		leases, err := s.JobExtendMany(ctx, conn, ids, tokens, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(leases) != len(ids) {
+			t.Fatalf("extended %d of %d leases", len(leases), len(ids))
 		}
 	})
 	check("the completion", len(ids), func() {
