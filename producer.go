@@ -30,7 +30,12 @@ type ProducerConfig struct {
 	// when no batch to its partition is in flight. Zero (the default) sends
 	// at once; records that arrive while a batch is in flight still share
 	// the next transaction, which is the group commit that makes many
-	// concurrent single-record callers cheap.
+	// concurrent single-record callers cheap. With zero, a partition whose
+	// batch carried several unkeyed records waits up to 250µs for those
+	// records' callers to produce again (they go to it, as the sticky
+	// partition), and sends as soon as they have: concurrent ProduceSync
+	// callers stay in one transaction instead of splitting into a record
+	// sent alone and the rest waiting behind it.
 	Linger time.Duration
 	// MaxBatchRecords caps the records of one transaction. Default 1000.
 	MaxBatchRecords int

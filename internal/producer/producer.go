@@ -96,7 +96,22 @@ type Producer struct {
 	held      int
 	heldBytes int64
 	room      chan struct{}
+	// lingering: topics with a partition lingering for its callers
+	// (partBatcher.lingering); at most one per topic.
+	lingering map[string]bool
+	// callersLinger is adaptiveLinger (tests lengthen it).
+	callersLinger time.Duration
 }
+
+// adaptiveLinger is how long a partition whose batch carried several
+// unkeyed records waits, with Linger 0, for their callers to produce
+// again before it sends what is pending (the sticky partition stays on it
+// meanwhile). The wait ends as soon as as many records are pending as the
+// batch carried plus those that were already waiting. Without it, 64
+// closed-loop ProduceSync callers on 4 partitions split: the callers a
+// batch answered produced into whichever partition was sticky then, and
+// waited there for the batch in flight to end, two batches per record.
+const adaptiveLinger = 250 * time.Microsecond
 
 type topicPartition struct {
 	topic     string
@@ -106,6 +121,9 @@ type topicPartition struct {
 type pendingRecord struct {
 	rec     *pgmsgtype.Record
 	promise func(*pgmsgtype.Record, error)
+	// spread: the record's partition is the sticky one (Spread), not its
+	// key's or its own.
+	spread bool
 }
 
 type partBatcher struct {
@@ -116,11 +134,19 @@ type partBatcher struct {
 	timer   *time.Timer
 	// nextSeq numbers the next batch's first record (idempotent).
 	nextSeq int64
+	// lingering: the sender waits (until lingerDone is closed) for the
+	// callers of its last batch to produce again, until expect records
+	// are pending or the timer fires (adaptiveLinger).
+	lingering  bool
+	expect     int
+	lingerStop *time.Timer
+	lingerDone chan struct{}
 }
 
 // New returns a Producer that publishes through sink.
 func New(sink Sink, cfg Config) *Producer {
-	p := &Producer{sink: sink, cfg: cfg, parts: map[topicPartition]*partBatcher{}, sticky: map[string]int32{}}
+	p := &Producer{sink: sink, cfg: cfg, parts: map[topicPartition]*partBatcher{}, sticky: map[string]int32{},
+		lingering: map[string]bool{}, callersLinger: adaptiveLinger}
 	p.idle = sync.NewCond(&p.mu)
 	return p
 }
@@ -160,7 +186,8 @@ func (p *Producer) Produce(ctx context.Context, rec *pgmsgtype.Record, partition
 			return
 		}
 	}
-	part, err := p.sink.Partition(rec, partitions, p.cfg.ManualPartition, p)
+	sp := spreadProbe{p: p}
+	part, err := p.sink.Partition(rec, partitions, p.cfg.ManualPartition, &sp)
 	if err != nil {
 		promise(rec, err)
 		return
@@ -171,11 +198,67 @@ func (p *Producer) Produce(ctx context.Context, rec *pgmsgtype.Record, partition
 		b = &partBatcher{tp: tp}
 		p.parts[tp] = b
 	}
-	b.pending = append(b.pending, pendingRecord{rec: rec, promise: promise})
+	b.pending = append(b.pending, pendingRecord{rec: rec, promise: promise, spread: sp.used})
 	b.bytes += len(rec.Key) + len(rec.Value)
 	p.held++
 	p.heldBytes += size
+	if b.lingering && (len(b.pending) >= b.expect || p.full(b)) {
+		p.endLingerLocked(b)
+	}
 	p.maybeSendLocked(b)
+}
+
+// spreadProbe is the Producer's Spreader for one record, noting whether
+// the record's partition was the sticky one.
+type spreadProbe struct {
+	p    *Producer
+	used bool
+}
+
+func (s *spreadProbe) Spread(topic string, partitions int) int32 {
+	s.used = true
+	return s.p.Spread(topic, partitions)
+}
+
+// lingerLocked makes b's sender wait for the callers of the batch of n
+// records it has just answered (adaptiveLinger) and returns the channel
+// closed when the wait ends; nil when it does not wait: Linger set (the
+// caller's choice), the producer closing, a batch that failed or was not
+// all sticky records, another partition of the topic lingering, or as
+// many records pending as it would wait for.
+func (p *Producer) lingerLocked(b *partBatcher, batch []pendingRecord, err error) chan struct{} {
+	if err != nil || len(batch) < 2 || p.cfg.Linger > 0 || p.closed || p.lingering[b.tp.topic] {
+		return nil
+	}
+	for _, pr := range batch {
+		if !pr.spread {
+			return nil
+		}
+	}
+	want := min(len(b.pending)+len(batch), p.cfg.MaxBatchRecords)
+	if len(b.pending) >= want || p.full(b) {
+		return nil
+	}
+	b.lingering, b.expect, b.lingerDone = true, want, make(chan struct{})
+	p.lingering[b.tp.topic] = true
+	p.sticky[b.tp.topic] = b.tp.partition
+	b.lingerStop = time.AfterFunc(p.callersLinger, func() {
+		p.mu.Lock()
+		p.endLingerLocked(b)
+		p.mu.Unlock()
+	})
+	return b.lingerDone
+}
+
+// endLingerLocked ends b's linger, if it lingers: its sender goes on.
+func (p *Producer) endLingerLocked(b *partBatcher) {
+	if !b.lingering {
+		return
+	}
+	b.lingering = false
+	b.lingerStop.Stop()
+	delete(p.lingering, b.tp.topic)
+	close(b.lingerDone)
 }
 
 // Spread returns topic's sticky partition, choosing one at random when
@@ -297,12 +380,20 @@ func (p *Producer) sender(b *partBatcher) {
 			p.mu.Unlock()
 		}
 		err := p.send(pb)
+		// The linger starts before the callers hear back, so that what
+		// they produce next finds the sticky partition on b.
+		p.mu.Lock()
+		wait := p.lingerLocked(b, batch, err)
+		p.mu.Unlock()
 		for _, pr := range batch {
 			pr.promise(pr.rec, err)
 		}
 		p.mu.Lock()
 		p.releaseLocked(n, int64(bytes))
 		p.mu.Unlock()
+		if wait != nil {
+			<-wait
+		}
 	}
 }
 
@@ -358,6 +449,7 @@ func nothingWritten(err error) bool {
 func (p *Producer) Flush(ctx context.Context) error {
 	p.mu.Lock()
 	for _, b := range p.parts {
+		p.endLingerLocked(b)
 		p.startLocked(b)
 	}
 	p.mu.Unlock()

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +38,9 @@ type testSink struct {
 func (s *testSink) Partition(rec *pgmsgtype.Record, partitions int, manual bool, spread Spreader) (int32, error) {
 	if manual {
 		return rec.Partition, nil
+	}
+	if rec.Key != nil {
+		return 0, nil // its key's partition (one in these tests' keyed records)
 	}
 	return spread.Spread(rec.Topic, partitions), nil
 }
@@ -316,4 +320,98 @@ func TestProduceAfterClose(t *testing.T) {
 	promise, wait := promises(t)
 	p.Produce(context.Background(), record("t", "a"), 1, promise)
 	require.ErrorIs(t, wait(1)[0], errs.Closed)
+}
+
+// With Linger 0, a partition whose batch carried several sticky records
+// waits for their callers to produce again (adaptiveLinger, a minute
+// here) and sends when as many records are pending as the batch carried
+// plus those already waiting, not when the timer fires: eight closed-loop
+// callers, the first alone in a batch held in flight while the other
+// seven queue, then its next record pending while the seven's batch is
+// held. The eight next records go in one batch. A batch of keyed records
+// (or with Linger set) does not wait.
+func TestLingerForCallers(t *testing.T) {
+	gates := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	sink := &testSink{publish: func(n int, _ Batch) error {
+		if n <= len(gates) {
+			<-gates[n-1]
+		}
+		return nil
+	}}
+	p := New(sink, testConfig())
+	p.callersLinger = time.Minute
+	ctx := context.Background()
+	pending := func(n int) func() bool {
+		return func() bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			b := p.parts[topicPartition{"t", 0}]
+			return b != nil && len(b.pending) == n
+		}
+	}
+	errc := make(chan error, 16)
+	caller := func(i int) {
+		for _, round := range []string{"a", "b"} {
+			done := make(chan error, 1)
+			p.Produce(ctx, record("t", fmt.Sprintf("%s%d", round, i)), 1, func(_ *pgmsgtype.Record, err error) { done <- err })
+			if err := <-done; err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}
+	go caller(0)
+	require.Eventually(t, func() bool { sink.mu.Lock(); defer sink.mu.Unlock(); return sink.attempts == 1 }, 5*time.Second, time.Millisecond)
+	for i := 1; i < 8; i++ {
+		go caller(i)
+	}
+	require.Eventually(t, pending(7), 5*time.Second, time.Millisecond)
+	close(gates[0]) // the first batch ends: its caller's next record waits behind the seven
+	require.Eventually(t, pending(1), 5*time.Second, time.Millisecond)
+	close(gates[1])
+	for range 8 {
+		select {
+		case err := <-errc:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the callers' second records were not sent before the linger's timer")
+		}
+	}
+	sink.mu.Lock()
+	sizes := make([]int, len(sink.batches))
+	for i, b := range sink.batches {
+		sizes[i] = len(b.Records)
+	}
+	sink.mu.Unlock()
+	require.Equal(t, []int{1, 7, 8}, sizes)
+	require.NoError(t, p.Close(ctx))
+
+	// Keyed records: the sender does not wait after their batch.
+	held := make(chan struct{})
+	sink = &testSink{publish: func(n int, _ Batch) error {
+		if n == 1 {
+			<-held
+		}
+		return nil
+	}}
+	p = New(sink, testConfig())
+	p.callersLinger = time.Minute
+	promise, wait := promises(t)
+	for i := range 3 {
+		r := record("t", fmt.Sprint(i))
+		r.Key = []byte("k")
+		p.Produce(ctx, r, 1, promise)
+	}
+	p.mu.Lock()
+	b := p.parts[topicPartition{"t", 0}]
+	p.mu.Unlock()
+	close(held)
+	for _, err := range wait(3) {
+		require.NoError(t, err)
+	}
+	p.mu.Lock()
+	require.False(t, b.lingering)
+	p.mu.Unlock()
+	require.NoError(t, p.Close(ctx))
 }
