@@ -173,6 +173,9 @@ type Client struct {
 	// tracer is handed to every engine, which opens its own spans
 	// (internal/telemetry; nil when Config.TracerProvider is not set).
 	tracer *telemetry.Tracer
+
+	// totals is LogTotals's last answer, brought up to date on each call.
+	totals totalsCache
 }
 
 // topicMeta is what the root's callers of Client.topicMeta read of a

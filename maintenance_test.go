@@ -396,3 +396,63 @@ func TestGroupExpiryPerTopicTTL(t *testing.T) {
 	require.Equal(t, "committed", ev[0].Group)
 	require.Equal(t, "short", ev[0].Topic)
 }
+
+// RunMaintenance's passes skip the gated tasks while the database's
+// snapshot is the one read before their last run, at most
+// maintenanceGateRuns intervals: with the snapshot held still (a gate
+// whose snapshot is a constant), records published after a pass are not
+// compacted by the next passes until six intervals have gone by; with the
+// database's own snapshot, the publish moves it and the next pass compacts.
+func TestMaintenanceGate(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	publish := func(topic string) {
+		t.Helper()
+		var recs []*pgmsg.Record
+		for i := range 120 {
+			recs = append(recs, &pgmsg.Record{Topic: topic, Key: []byte(fmt.Sprintf("k%d", i%3)), Value: []byte("v")})
+		}
+		require.NoError(t, tb.client.Publish(tb.ctx, recs, &pgmsg.PublishOpts{ManualPartition: true}))
+	}
+	for _, topic := range []string{"still", "moving"} {
+		_, err := tb.client.CreateTopic(tb.ctx, topic, pgmsg.TopicConfig{Partitions: 1, SegmentRecords: 50,
+			Settings: map[string]any{"cleanup_policy": "compact"}})
+		require.NoError(t, err)
+	}
+	compactedTo := func(topic string) int64 {
+		t.Helper()
+		var n int64
+		require.NoError(t, tb.Pool.QueryRow(tb.ctx, fmt.Sprintf(`SELECT p.compacted_to FROM %[1]s.topic_partition p
+			JOIN %[1]s.topic t USING (topic_id) WHERE t.name = $1`, tb.Schema), topic).Scan(&n))
+		return n
+	}
+	interval := 200 * time.Millisecond
+	cfg := &pgmsg.MaintenanceConfig{Interval: interval}
+
+	still := pgmsg.NewMaintenanceGate(tb.client, func() string { return "1:1:" })
+	before := time.Now()
+	_, err := pgmsg.MaintainGated(tb.ctx, tb.client, cfg, still)
+	require.NoError(t, err)
+	after := time.Now() // the run's mark is between before and after
+	publish("still")
+	res, err := pgmsg.MaintainGated(tb.ctx, tb.client, cfg, still)
+	require.NoError(t, err)
+	if time.Since(before) < 6*interval {
+		require.Zero(t, res.RecordsCompacted, "skipped: the same snapshot")
+		require.Zero(t, compactedTo("still"))
+	}
+	time.Sleep(time.Until(after.Add(6 * interval)))
+	res, err = pgmsg.MaintainGated(tb.ctx, tb.client, cfg, still)
+	require.NoError(t, err)
+	require.Positive(t, res.RecordsCompacted, "six intervals after the last run")
+	require.EqualValues(t, 120, compactedTo("still"))
+
+	moving := pgmsg.NewMaintenanceGate(tb.client, nil)
+	_, err = pgmsg.MaintainGated(tb.ctx, tb.client, cfg, moving)
+	require.NoError(t, err)
+	publish("moving")
+	res, err = pgmsg.MaintainGated(tb.ctx, tb.client, cfg, moving)
+	require.NoError(t, err)
+	require.Positive(t, res.RecordsCompacted, "the publish moved the snapshot")
+	require.EqualValues(t, 120, compactedTo("moving"))
+}

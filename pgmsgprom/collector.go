@@ -15,6 +15,7 @@ package pgmsgprom
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -84,6 +85,17 @@ type Collector struct {
 	seriesMu sync.Mutex
 	series   map[seriesKey]*seriesMetric
 	gen      uint64
+	// totals are the topic and group totals' metrics of the last Collect
+	// and the figures they were built from: while LogTotals answers the
+	// same (it keeps its answer while nothing is written), they are sent
+	// again as they are, without a lookup per series (at 10,000 topics
+	// and groups, 80,000 map lookups were a third of a scrape's CPU); only
+	// the ages of lagging groups, which grow with the clock, are built
+	// anew (agedAt: the index in gtotal of each).
+	totals       []prometheus.Metric
+	totalsTopics []pgmsg.TopicTotals
+	totalsGroups []pgmsg.GroupTotals
+	agedAt       []int
 }
 
 // seriesKey names one series: its Desc and up to three label values.
@@ -322,22 +334,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		snap = &snapshot{} // the collection panicked
 	}
 	now := time.Now()
-	for _, t := range snap.topics {
-		gauge(c.topicEnd, float64(t.EndOffset), t.Topic)
-		gauge(c.topicStart, float64(t.StartOffset), t.Topic)
-		gauge(c.topicParts, float64(t.Partitions), t.Topic)
-		gauge(c.topicSegments, float64(t.Segments), t.Topic)
-	}
-	for _, g := range snap.gtotal {
-		gauge(c.groupNextSum, float64(g.NextOffset), g.Topic, g.Group)
-		gauge(c.groupLagSum, float64(g.Lag), g.Topic, g.Group)
-		gauge(c.groupSkippedSum, float64(g.Skipped), g.Topic, g.Group)
-		age := 0.0
-		if !g.OldestUnconsumed.IsZero() {
-			age = max(now.Sub(g.OldestUnconsumed).Seconds(), 0)
-		}
-		gauge(c.groupAgeMax, age, g.Topic, g.Group)
-	}
+	c.collectTotals(ch, snap, now)
 	for _, p := range snap.parts {
 		ps := strconv.Itoa(int(p.Partition))
 		gauge(c.partEnd, float64(p.EndOffset), p.Topic, ps)
@@ -381,4 +378,47 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.taskSeconds.Collect(ch)
 	c.taskItems.Collect(ch)
 	c.taskErrors.Collect(ch)
+}
+
+// collectTotals sends the topic and group totals' series: the metrics of
+// the last call again when the figures are the same, else new ones (kept
+// for the next call). Called with seriesMu held.
+func (c *Collector) collectTotals(ch chan<- prometheus.Metric, snap *snapshot, now time.Time) {
+	age := func(g pgmsg.GroupTotals) prometheus.Metric {
+		a := 0.0
+		if !g.OldestUnconsumed.IsZero() {
+			a = max(now.Sub(g.OldestUnconsumed).Seconds(), 0)
+		}
+		return prometheus.MustNewConstMetric(c.groupAgeMax, prometheus.GaugeValue, a, g.Topic, g.Group)
+	}
+	if c.totals == nil || !slices.Equal(c.totalsTopics, snap.topics) || !slices.Equal(c.totalsGroups, snap.gtotal) {
+		ms := make([]prometheus.Metric, 0, 4*(len(snap.topics)+len(snap.gtotal)))
+		gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+			ms = append(ms, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...))
+		}
+		c.agedAt = c.agedAt[:0]
+		for _, t := range snap.topics {
+			gauge(c.topicEnd, float64(t.EndOffset), t.Topic)
+			gauge(c.topicStart, float64(t.StartOffset), t.Topic)
+			gauge(c.topicParts, float64(t.Partitions), t.Topic)
+			gauge(c.topicSegments, float64(t.Segments), t.Topic)
+		}
+		for i, g := range snap.gtotal {
+			gauge(c.groupNextSum, float64(g.NextOffset), g.Topic, g.Group)
+			gauge(c.groupLagSum, float64(g.Lag), g.Topic, g.Group)
+			gauge(c.groupSkippedSum, float64(g.Skipped), g.Topic, g.Group)
+			if !g.OldestUnconsumed.IsZero() {
+				c.agedAt = append(c.agedAt, i)
+				continue // built on each call
+			}
+			ms = append(ms, age(g))
+		}
+		c.totals, c.totalsTopics, c.totalsGroups = ms, snap.topics, snap.gtotal
+	}
+	for _, m := range c.totals {
+		ch <- m
+	}
+	for _, i := range c.agedAt {
+		ch <- age(c.totalsGroups[i])
+	}
 }

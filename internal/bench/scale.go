@@ -267,7 +267,21 @@ func RunScale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 			return fmt.Sprintf("%d rows", len(gs)), err
 		}},
 		{"dashboard overview", "<= 200", func() (string, error) {
-			ts, gs, err := client.LogTotals(ctx) // what the dashboard's api/log reads
+			// What the dashboard's api/log reads: the client's totals
+			// brought up to date (nothing changed since the last call here).
+			ts, gs, err := client.LogTotals(ctx)
+			return fmt.Sprintf("LogTotals %d topics + %d groups", len(ts), len(gs)), err
+		}},
+		{"dashboard overview (full read)", "<= 200", func() (string, error) {
+			// A new client has no totals to bring up to date: what the
+			// first refresh after a start, or one after most topics
+			// changed, costs.
+			fresh, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: o.Schema})
+			if err != nil {
+				return "", err
+			}
+			defer fresh.Close()
+			ts, gs, err := fresh.LogTotals(ctx)
 			return fmt.Sprintf("LogTotals %d topics + %d groups", len(ts), len(gs)), err
 		}},
 		{"topic page", "<= 200", func() (string, error) {

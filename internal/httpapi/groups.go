@@ -95,12 +95,25 @@ func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request) error
 	return writeJSON(w, http.StatusOK, map[string]any{"topic": topic, "group": group, "replayed": n})
 }
 
-// listGroups lists group cursors with lag per partition, filtered by the
-// path's topic or the topic and group query parameters.
+// listGroups lists groups filtered by the path's topic or the topic and
+// group query parameters. GET /v1/groups answers one row per group, its
+// partitions summed (pgmsg.GroupSummary, as `pgmsg group list`): its size
+// grows with the groups, not their partitions (10,000 groups of 4
+// partitions were 40,000 rows). ?partitions=true answers each partition's
+// cursor (pgmsg.GroupPartition), as GET /v1/topics/{topic}/groups does
+// unless given ?partitions=false.
 func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) error {
 	topic := r.PathValue("topic")
+	perPartition := topic != ""
 	if topic == "" {
 		topic = r.URL.Query().Get("topic")
+	}
+	if r.URL.Query().Has("partitions") {
+		p, err := params{r.URL.Query()}.bool("partitions")
+		if err != nil {
+			return err
+		}
+		perPartition = p
 	}
 	if g := r.URL.Query().Get("group"); g != "" {
 		if err := validNames("group", g); err != nil {
@@ -114,6 +127,16 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) error {
 		if _, err := s.partitions(r.Context(), topic); err != nil {
 			return err
 		}
+	}
+	if !perPartition {
+		gs, err := s.client.ListGroupSummaries(r.Context(), topic, r.URL.Query().Get("group"))
+		if err != nil {
+			return err
+		}
+		if gs == nil {
+			gs = []pgmsg.GroupSummary{}
+		}
+		return writeJSON(w, http.StatusOK, map[string]any{"groups": gs})
 	}
 	gs, err := s.client.ListGroups(r.Context(), topic, r.URL.Query().Get("group"))
 	if err != nil {

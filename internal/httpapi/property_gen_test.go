@@ -855,6 +855,7 @@ var propRoutes = map[string]propRoute{
 			var q qparams
 			g.opt(&q, "topic", g.topic)
 			g.opt(&q, "group", g.group)
+			g.opt(&q, "partitions", func() string { return g.qstr("true", "false") })
 			return q
 		},
 	},
@@ -862,6 +863,7 @@ var propRoutes = map[string]propRoute{
 		query: func(g *propGen) qparams {
 			var q qparams
 			g.opt(&q, "group", g.group)
+			g.opt(&q, "partitions", func() string { return g.qstr("true", "false") })
 			return q
 		},
 	},

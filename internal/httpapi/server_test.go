@@ -60,9 +60,29 @@ func TestAdminEndpoints(t *testing.T) {
 		lag[g.Group] += g.Lag
 	}
 	require.Equal(t, map[string]int64{"fast": 0, "slow": 5}, lag)
+	// GET /v1/groups: one row per group, its partitions summed; each
+	// partition with ?partitions=true, as the topic's route answers
+	// unless ?partitions=false.
 	res = tb.do(t, http.MethodGet, "/v1/groups?group=slow", tb.admin, nil)
+	var gsum struct{ Groups []pgmsg.GroupSummary }
+	res.json(t, &gsum)
+	require.Equal(t, []pgmsg.GroupSummary{{Topic: "orders", Group: "slow", Partitions: 2, NextOffset: 0, EndOffset: 5, Lag: 5}},
+		gsum.Groups)
+	res = tb.do(t, http.MethodGet, "/v1/groups", tb.admin, nil)
+	res.json(t, &gsum)
+	require.Len(t, gsum.Groups, 2)
+	require.Equal(t, "fast", gsum.Groups[0].Group)
+	require.EqualValues(t, 5, gsum.Groups[0].NextOffset)
+	require.NotNil(t, gsum.Groups[0].CommittedAt)
+	res = tb.do(t, http.MethodGet, "/v1/groups?group=slow&partitions=true", tb.admin, nil)
 	res.json(t, &gl)
 	require.Len(t, gl.Groups, 2)
+	require.ElementsMatch(t, []int32{0, 1}, []int32{gl.Groups[0].Partition, gl.Groups[1].Partition})
+	res = tb.do(t, http.MethodGet, "/v1/topics/orders/groups?partitions=false", tb.admin, nil)
+	res.json(t, &gsum)
+	require.Len(t, gsum.Groups, 2)
+	require.Equal(t, int32(2), gsum.Groups[1].Partitions)
+	require.Equal(t, "invalid_parameter", tb.do(t, http.MethodGet, "/v1/groups?partitions=some", tb.admin, nil).errorCode(t))
 
 	res = tb.do(t, http.MethodGet, "/v1/topics/orders/groups/slow", tb.admin, nil)
 	var gd pgmsg.GroupDescription
