@@ -10,7 +10,7 @@ DECLARE
     tids   integer[];
     blocks text[];
 BEGIN
-    SELECT coalesce(array_agg(substr(c.relname, 8)::integer ORDER BY 1), '{}'),
+    SELECT coalesce(array_agg(substr(c.relname, 8)::integer ORDER BY substr(c.relname, 8)::integer), '{}'),
            coalesce(array_agg(b.relname::text ORDER BY substr(c.relname, 8)::integer), '{}')
       INTO tids, blocks
       FROM pg_inherits bi JOIN pg_class b ON b.oid = bi.inhrelid
