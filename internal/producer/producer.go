@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -96,21 +97,22 @@ type Producer struct {
 	held      int
 	heldBytes int64
 	room      chan struct{}
-	// lingering: topics with a partition lingering for its callers
-	// (partBatcher.lingering); at most one per topic.
-	lingering map[string]bool
+	// lingering: each topic's partitions lingering for their callers
+	// (partBatcher.lingering), where Spread sends unkeyed records first.
+	lingering map[string][]*partBatcher
 	// callersLinger is adaptiveLinger (tests lengthen it).
 	callersLinger time.Duration
 }
 
 // adaptiveLinger is how long a partition whose batch carried several
 // unkeyed records waits, with Linger 0, for their callers to produce
-// again before it sends what is pending (the sticky partition stays on it
-// meanwhile). The wait ends as soon as as many records are pending as the
-// batch carried plus those that were already waiting. Without it, 64
-// closed-loop ProduceSync callers on 4 partitions split: the callers a
-// batch answered produced into whichever partition was sticky then, and
-// waited there for the batch in flight to end, two batches per record.
+// again before it sends what is pending (Spread sends unkeyed records to
+// the lingering partitions first, the one missing the most). The wait
+// ends as soon as as many records are pending as the batch carried plus
+// those that were already waiting. Without it, 64 closed-loop
+// ProduceSync callers on 4 partitions split: the callers a batch answered
+// produced into whichever partition was sticky then, and waited there
+// for the batch in flight to end, two batches per record.
 const adaptiveLinger = 250 * time.Microsecond
 
 type topicPartition struct {
@@ -146,7 +148,7 @@ type partBatcher struct {
 // New returns a Producer that publishes through sink.
 func New(sink Sink, cfg Config) *Producer {
 	p := &Producer{sink: sink, cfg: cfg, parts: map[topicPartition]*partBatcher{}, sticky: map[string]int32{},
-		lingering: map[string]bool{}, callersLinger: adaptiveLinger}
+		lingering: map[string][]*partBatcher{}, callersLinger: adaptiveLinger}
 	p.idle = sync.NewCond(&p.mu)
 	return p
 }
@@ -224,10 +226,10 @@ func (s *spreadProbe) Spread(topic string, partitions int) int32 {
 // records it has just answered (adaptiveLinger) and returns the channel
 // closed when the wait ends; nil when it does not wait: Linger set (the
 // caller's choice), the producer closing, a batch that failed or was not
-// all sticky records, another partition of the topic lingering, or as
+// all sticky records, or as
 // many records pending as it would wait for.
 func (p *Producer) lingerLocked(b *partBatcher, batch []pendingRecord, err error) chan struct{} {
-	if err != nil || len(batch) < 2 || p.cfg.Linger > 0 || p.closed || p.lingering[b.tp.topic] {
+	if err != nil || len(batch) < 2 || p.cfg.Linger > 0 || p.closed {
 		return nil
 	}
 	for _, pr := range batch {
@@ -240,8 +242,7 @@ func (p *Producer) lingerLocked(b *partBatcher, batch []pendingRecord, err error
 		return nil
 	}
 	b.lingering, b.expect, b.lingerDone = true, want, make(chan struct{})
-	p.lingering[b.tp.topic] = true
-	p.sticky[b.tp.topic] = b.tp.partition
+	p.lingering[b.tp.topic] = append(p.lingering[b.tp.topic], b)
 	b.lingerStop = time.AfterFunc(p.callersLinger, func() {
 		p.mu.Lock()
 		p.endLingerLocked(b)
@@ -257,14 +258,32 @@ func (p *Producer) endLingerLocked(b *partBatcher) {
 	}
 	b.lingering = false
 	b.lingerStop.Stop()
-	delete(p.lingering, b.tp.topic)
+	l := slices.DeleteFunc(p.lingering[b.tp.topic], func(x *partBatcher) bool { return x == b })
+	if len(l) == 0 {
+		delete(p.lingering, b.tp.topic)
+	} else {
+		p.lingering[b.tp.topic] = l
+	}
 	close(b.lingerDone)
 }
 
-// Spread returns topic's sticky partition, choosing one at random when
-// there is none (or it is out of range). Only Sink.Partition calls it,
+// Spread returns a partition of topic lingering for its callers, else
+// topic's sticky partition, choosing one at random when there is none (or
+// it is out of range). Only Sink.Partition calls it,
 // with p's lock held.
 func (p *Producer) Spread(topic string, partitions int) int32 {
+	// A lingering partition short of the records it waits for first, the
+	// one missing the most: its callers are coming back.
+	var best *partBatcher
+	for _, b := range p.lingering[topic] {
+		if int(b.tp.partition) < partitions && len(b.pending) < b.expect &&
+			(best == nil || b.expect-len(b.pending) > best.expect-len(best.pending)) {
+			best = b
+		}
+	}
+	if best != nil {
+		return best.tp.partition
+	}
 	s, ok := p.sticky[topic]
 	if !ok || int(s) >= partitions {
 		s = rand.Int32N(int32(partitions))
