@@ -288,7 +288,7 @@ var heartbeatSteadySQL = `WITH h AS (
               m.partitions, m.owner_epochs, m.revoking
 )
 SELECT h.i, h.partitions, h.owner_epochs, h.revoking, pg_catalog.set_config('synchronous_commit', 'off', true) FROM h
- WHERE (SELECT count(*) FILTER (WHERE pgmsg._group_steady_extend(n.topic_id, n.group_name))
+ WHERE (SELECT pg_catalog.count(*) FILTER (WHERE pgmsg._group_steady_extend(n.topic_id, n.group_name))
           FROM (SELECT DISTINCT h.topic_id, h.group_name FROM h WHERE h.near) n) >= 0`
 
 // GroupLeave removes member from group on topic; false if it was not in
