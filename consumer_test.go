@@ -1347,7 +1347,64 @@ func TestRecordCacheServesOtherGroups(t *testing.T) {
 	publish("new", 25, 5)
 	poll("a", "new", 25, 29)
 	poll("b", "new", 25, 29)
-	require.Equal(t, int64(20), c.CachedRecordsServed(), "only the new topic's 25..29 came from the cache")
+	// b's claims of the new topic came from the cache (its first claim,
+	// which names no segment yet, reads through it too), with the new
+	// topic's values (poll checks them): none of the old topic's.
+	require.Equal(t, int64(45), c.CachedRecordsServed(), "the new topic's 0..24 and 25..29 came from the cache")
+}
+
+// A member that owns several partitions claims without naming one
+// (ClaimAnyDirect): its claims' records come from the record cache too,
+// with no statement at all when the cache holds the whole claim, so a
+// process's groups read each record once whatever they own.
+func TestClaimAnyUsesRecordCache(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, &pgmsg.Config{ClaimGatherWait: -1})
+	c, ctx := tb.client, tb.ctx
+	_, err := c.CreateTopic(ctx, "t2", pgmsg.TopicConfig{Partitions: 2})
+	require.NoError(t, err)
+	key := []byte("k")
+	part := pgmsg.PartitionForKey(key, 2)
+	publish := func(from, n int) {
+		recs := make([]*pgmsg.Record, n)
+		for i := range recs {
+			recs[i] = &pgmsg.Record{Topic: "t2", Key: key, Value: []byte(fmt.Sprint("v", from+i))}
+		}
+		require.NoError(t, c.Publish(ctx, recs, nil))
+	}
+	consumers := map[string]*pgmsg.Consumer{}
+	for _, g := range []string{"a", "b"} {
+		cn, err := c.NewConsumer("t2", g, nil)
+		require.NoError(t, err)
+		t.Cleanup(cn.Close)
+		consumers[g] = cn
+	}
+	poll := func(g string, first, last int64) {
+		t.Helper()
+		cl, err := consumers[g].Poll(ctx)
+		require.NoError(t, err)
+		require.Equal(t, part, cl.Partition, g)
+		require.Len(t, cl.Records, int(last-first+1), g)
+		for i, r := range cl.Records {
+			require.Equal(t, first+int64(i), r.Offset, g)
+			require.Equal(t, fmt.Sprint("v", r.Offset), string(r.Value), "group %s offset %d", g, r.Offset)
+			r.Value[0] = 'x' // the next group's copy is its own
+		}
+		require.NoError(t, c.Commit(ctx, cl))
+	}
+	publish(0, 10)
+	poll("a", 0, 9)
+	require.Equal(t, map[string][]int32{"t2": {0, 1}}, consumers["a"].Assignment(), "one member owns both partitions")
+	poll("b", 0, 9)
+	require.Zero(t, c.CachedRecordsServed())
+	publish(10, 10)
+	poll("a", 10, 19) // both groups claim the partition now: a's records are kept
+	poll("b", 10, 19) // all taken from the cache
+	require.Equal(t, int64(10), c.CachedRecordsServed())
+	publish(20, 5)
+	poll("b", 20, 24)
+	poll("a", 20, 24)
+	require.Equal(t, int64(15), c.CachedRecordsServed())
 }
 
 // RecordCacheBytes negative: no cache, every claim reads its records;

@@ -48,7 +48,12 @@ type FanoutOptions struct {
 	// PoolSize is the consumers' client's pool (the publishers have one of
 	// their own). Default 32.
 	PoolSize int
-	Progress io.Writer
+	// MaxRecords, ClaimCooldown and ClaimCooldownMinRate are the
+	// consumers' (pgmsg.ConsumerOpts; 0: pgmsg's defaults).
+	MaxRecords           int
+	ClaimCooldown        time.Duration
+	ClaimCooldownMinRate int
+	Progress             io.Writer
 }
 
 func (o FanoutOptions) withDefaults() FanoutOptions {
@@ -251,7 +256,9 @@ func fanoutRun(ctx context.Context, pool, pubPool *pgxpool.Pool, pg serverCPU, o
 	for first := 0; first < groups; first += fanoutJoinWave {
 		wave := min(groups-first, fanoutJoinWave)
 		for g := first; g < first+wave; g++ {
-			cn, err := client.NewConsumer(topic, fmt.Sprintf("g%d", g), nil)
+			cn, err := client.NewConsumer(topic, fmt.Sprintf("g%d", g), &pgmsg.ConsumerOpts{
+				Claim: pgmsg.ClaimOpts{MaxRecords: o.MaxRecords}, ClaimCooldown: o.ClaimCooldown,
+				ClaimCooldownMinRate: o.ClaimCooldownMinRate})
 			if err != nil {
 				return FanoutRow{}, err
 			}

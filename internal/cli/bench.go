@@ -285,6 +285,9 @@ created it.`,
 	fl.DurationVar(&o.Warmup, "warmup", 10*time.Second, "load before each measured window")
 	fl.DurationVar(&o.Duration, "duration", 30*time.Second, "each measured window")
 	fl.IntVar(&o.PoolSize, "pool", 32, "connections of the consumers' pool (the publishers have their own)")
+	fl.IntVar(&o.MaxRecords, "max-records", 0, "the consumers' claim cap (ClaimOpts.MaxRecords; 0: pgmsg's default)")
+	fl.DurationVar(&o.ClaimCooldown, "claim-cooldown", 0, "the consumers' ConsumerOpts.ClaimCooldown (0: pgmsg's default)")
+	fl.IntVar(&o.ClaimCooldownMinRate, "claim-cooldown-min-rate", 0, "the consumers' ConsumerOpts.ClaimCooldownMinRate (0: pgmsg's default; negative: the cooldown holds at any rate)")
 	fl.BoolVar(&jsonOut, "json", false, "print the figures as JSON on stdout")
 	return cmd
 }

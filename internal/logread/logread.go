@@ -167,7 +167,7 @@ func (r *Reader) claim(ctx context.Context, exec store.DBTX, params *store.Claim
 		cl := &pgmsgtype.Claim{Topic: params.Topic, Group: params.Group, Partition: row.Partition, Epoch: row.ClaimEpoch,
 			ExpiresAt: row.ClaimExpiresAt, Records: recs, LogEpoch: row.LogEpoch}
 		if recs == nil {
-			if cl.Records, err = r.readClaimed(ctx, exec, params.Topic, row, lsn); err != nil {
+			if cl.Records, err = r.readClaimedCached(ctx, exec, params.Topic, params.Group, row, lsn); err != nil {
 				return nil, err
 			}
 		}
@@ -186,6 +186,43 @@ func (r *Reader) claim(ctx context.Context, exec store.DBTX, params *store.Claim
 		// claim (the cursor moves past it) and claim again.
 		params.Commit, params.CommitPartition, params.CommitEpoch = true, cl.Partition, cl.Epoch
 	}
+}
+
+// readClaimedCached is readClaimed through the record cache, for the
+// claims whose statement did not read their records (a member owning
+// several partitions claims through ClaimAnyDirect, which names the
+// partition only in its answer; claim_range()): the part of the claim the
+// partition's window holds is taken from it, the rest read (nothing at
+// all when the window holds the whole claim: a thousand groups of one
+// process reading one topic read each record once, not once a group), and
+// what was read offered to the window. Not inside a caller's transaction,
+// nor with read replicas (their reads have their own checks): there it is
+// readClaimed.
+func (r *Reader) readClaimedCached(ctx context.Context, exec store.DBTX, topic, group string, row *store.ClaimRow, lsn int64) ([]*pgmsgtype.Record, error) {
+	if _, inTx := exec.(pgx.Tx); inTx || r.replicas != nil || r.cache.max <= 0 {
+		return r.readClaimed(ctx, exec, topic, row, lsn)
+	}
+	pk := partitionKey{topic, row.Partition}
+	r.cache.note(pk, group)
+	held, snap := r.cache.held(pk)
+	lo, hi, ok := held.Skipped(row.TopicID, row.FirstOffset, row.LastOffset)
+	var recs []*pgmsgtype.Record
+	if !ok || lo != row.FirstOffset || hi != row.LastOffset {
+		// Read what the window does not hold: a claim that starts in it is
+		// read from past its end, one that ends in it up to its start.
+		part := *row
+		switch {
+		case ok && lo == row.FirstOffset:
+			part.FirstOffset = hi + 1
+		case ok:
+			part.LastOffset = lo - 1
+		}
+		var err error
+		if recs, err = r.readClaimed(ctx, exec, topic, &part, lsn); err != nil {
+			return nil, err
+		}
+	}
+	return r.cache.take(pk, held, snap, row, recs), nil
 }
 
 // claimRow makes the claim params describe (committing the claim they

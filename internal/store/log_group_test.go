@@ -264,6 +264,137 @@ func TestHeartbeatsTogether(t *testing.T) {
 	require.Equal(t, "PM003", errs.Code(err))
 }
 
+// The steady heartbeats' statement keeps a group steady: when the
+// group's steady_until is near (within a third of the member's session
+// timeout) it moves it on to the earliest end of its members' sessions,
+// so that the group's heartbeats never need group_heartbeat() while they
+// keep coming; it does not when a member's session has ended, nor when
+// another transaction holds the group row (without waiting for it), nor
+// when it is not near.
+func TestSteadyHeartbeatsKeepGroupSteady(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	st := New(b.Schema)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := pgx.Identifier{b.Schema}.Sanitize()
+	_, err := st.TopicCreate(ctx, b.Pool, "t", 4, []byte("{}"))
+	require.NoError(t, err)
+	const session = 30 * time.Second
+	for range 10 {
+		for _, m := range []string{"m0", "m1", "m2"} {
+			_, err := st.GroupHeartbeat(ctx, b.Pool, "t", "g", m, session, "earliest")
+			require.NoError(t, err)
+		}
+	}
+	type state struct {
+		until, minEnd time.Time
+		xmin          string
+	}
+	read := func() state {
+		t.Helper()
+		var x state
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT g.steady_until, (SELECT min(m.heartbeat_at + m.session_timeout) FROM `+s+
+			`.group_member m WHERE m.topic_id = g.topic_id AND m.group_name = g.group_name), g.xmin::text FROM `+s+
+			`.consumer_group g WHERE g.group_name = 'g'`).Scan(&x.until, &x.minEnd, &x.xmin))
+		return x
+	}
+	steady := func(members ...string) {
+		t.Helper()
+		var calls []SteadyHeartbeat
+		for _, m := range members {
+			calls = append(calls, SteadyHeartbeat{Topic: "t", Group: "g", Member: m, SessionTimeout: session})
+		}
+		hbs, err := st.steadyHeartbeats(ctx, b.Pool, calls)
+		require.NoError(t, err)
+		for i, hb := range hbs {
+			require.NotNil(t, hb, "%s was not answered as steady", members[i])
+		}
+	}
+	setUntil := func(sql string) {
+		t.Helper()
+		_, err := b.Pool.Exec(ctx, `UPDATE `+s+`.consumer_group SET steady_until = `+sql+` WHERE group_name = 'g'`)
+		require.NoError(t, err)
+	}
+
+	// Not near: nothing written.
+	before := read()
+	require.True(t, before.until.After(time.Now().Add(session/2)), "settled: %v", before.until)
+	steady("m0")
+	require.Equal(t, before.xmin, read().xmin, "a heartbeat far from steady_until wrote the group row")
+
+	// Near: moved on to the earliest session end, the one just refreshed
+	// counted as refreshed.
+	setUntil(`clock_timestamp() + interval '2 seconds'`)
+	steady("m1", "m2")
+	after := read()
+	require.NotEqual(t, before.xmin, after.xmin)
+	require.True(t, after.until.Equal(after.minEnd), "steady_until %v, earliest end %v", after.until, after.minEnd)
+	require.True(t, after.until.After(time.Now().Add(session/2)))
+
+	// The members' own heartbeats count as refreshed: a group of one
+	// stays steady on its member's heartbeats alone. Its session ends in
+	// 5 s and so does steady_until; the heartbeat moves both on by 25 s.
+	// Through the SQL API's group_heartbeat() too.
+	for _, api := range []bool{false, true} {
+		for range 5 {
+			_, err := st.GroupHeartbeat(ctx, b.Pool, "t", "solo", "s0", session, "earliest")
+			require.NoError(t, err)
+		}
+		_, err = b.Pool.Exec(ctx, `UPDATE `+s+`.group_member SET heartbeat_at = clock_timestamp() - interval '25 seconds' WHERE group_name = 'solo'`)
+		require.NoError(t, err)
+		_, err = b.Pool.Exec(ctx, `UPDATE `+s+`.consumer_group g SET steady_until = m.heartbeat_at + m.session_timeout FROM `+s+
+			`.group_member m WHERE m.topic_id = g.topic_id AND m.group_name = g.group_name AND g.group_name = 'solo'`)
+		require.NoError(t, err)
+		var old time.Time
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT steady_until FROM `+s+`.consumer_group WHERE group_name = 'solo'`).Scan(&old))
+		if api {
+			var joined bool
+			require.NoError(t, b.Pool.QueryRow(ctx, `SELECT joined FROM `+s+`.group_heartbeat('t', 'solo', 's0', '30 seconds')`).Scan(&joined))
+			require.False(t, joined)
+		} else {
+			hbs, err := st.steadyHeartbeats(ctx, b.Pool, []SteadyHeartbeat{{Topic: "t", Group: "solo", Member: "s0", SessionTimeout: session}})
+			require.NoError(t, err)
+			require.NotNil(t, hbs[0])
+		}
+		var moved time.Time
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT steady_until FROM `+s+`.consumer_group WHERE group_name = 'solo'`).Scan(&moved))
+		require.Greater(t, moved.Sub(old), 20*time.Second, "api %v", api)
+	}
+
+	// Another transaction holds the group row: the heartbeat neither waits
+	// nor moves steady_until.
+	setUntil(`clock_timestamp() + interval '2 seconds'`)
+	held := read()
+	tx, err := b.Pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM `+s+`.consumer_group WHERE group_name = 'g' FOR UPDATE`)
+	require.NoError(t, err)
+	steady("m0")
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, held.until, read().until)
+
+	// A member's session has ended (steady_until not yet past): the
+	// earliest end is past, steady_until stays, and the next heartbeat
+	// after it goes through group_heartbeat(), which removes the member.
+	_, err = b.Pool.Exec(ctx, `UPDATE `+s+`.group_member SET heartbeat_at = heartbeat_at - interval '1 hour' WHERE member_id = 'm2'`)
+	require.NoError(t, err)
+	setUntil(`clock_timestamp() + interval '2 seconds'`)
+	dead := read()
+	steady("m0")
+	require.Equal(t, dead.until, read().until)
+	setUntil(`clock_timestamp() - interval '1 second'`)
+	hbs, err := st.steadyHeartbeats(ctx, b.Pool, []SteadyHeartbeat{{Topic: "t", Group: "g", Member: "m0", SessionTimeout: session}})
+	require.NoError(t, err)
+	require.Nil(t, hbs[0], "a group past steady_until answered as steady")
+	_, err = st.GroupHeartbeat(ctx, b.Pool, "t", "g", "m0", session, "earliest")
+	require.NoError(t, err)
+	var members []string
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT array_agg(member_id ORDER BY member_id) FROM `+s+
+		`.group_members('t', 'g')`).Scan(&members))
+	require.Equal(t, []string{"m0", "m1"}, members)
+}
+
 // A heartbeat that may linger long waits for the next one that may not,
 // and the two go together: the later one's shorter linger sends both.
 func TestHeartbeatWithinGoesWithUrgent(t *testing.T) {

@@ -8,13 +8,23 @@
 -- Then its heartbeat is this UPDATE of its row alone; a member whose row
 -- is not updated must take group_heartbeat()'s other path. The caller adds
 -- RETURNING (the kept assignment: m.partitions, m.owner_epochs,
--- m.revoking). The group row is read, not locked. For one member the
--- topic's id is an InitPlan, so that the generic plan reads the rows by
--- their keys and costs what a custom one does (a cached plan is kept).
+-- m.revoking; k.steady_until is the group's as read).
+-- The group row is read, not locked. Each member's rows are found by
+-- their keys, one member at a time (k: a lateral subquery the planner
+-- cannot flatten), and its row is updated by its ctid: whatever the
+-- planner estimates of the tables or of a's rows, a heartbeat reads the
+-- few rows it needs (a join planned for ten members of a small estate
+-- scanned every group and every member). A row updated meanwhile is not
+-- updated again (its ctid is no longer the live one): that member takes
+-- the other path.
 UPDATE {{schema}}.group_member m SET heartbeat_at = pg_catalog.clock_timestamp()
-  FROM {{1}}, {{schema}}.consumer_group g
- WHERE g.topic_id = (SELECT tt.topic_id FROM {{schema}}.topic tt WHERE tt.name = a.topic) AND g.group_name = a.grp
-   AND m.topic_id = g.topic_id AND m.group_name = a.grp AND m.member_id = a.member
-   AND g.steady_until > pg_catalog.clock_timestamp() AND m.generation = g.generation
-   AND m.session_timeout = a.session
-   AND m.heartbeat_at + m.session_timeout >= pg_catalog.clock_timestamp()
+  FROM {{1}} CROSS JOIN LATERAL (
+        SELECT mk.ctid AS mtid, g.steady_until
+          FROM {{schema}}.topic tt
+          JOIN {{schema}}.consumer_group g ON g.topic_id = tt.topic_id AND g.group_name = a.grp
+          JOIN {{schema}}.group_member mk ON mk.topic_id = g.topic_id AND mk.group_name = a.grp AND mk.member_id = a.member
+         WHERE tt.name = a.topic AND g.steady_until > pg_catalog.clock_timestamp() AND mk.generation = g.generation
+           AND mk.session_timeout = a.session
+           AND mk.heartbeat_at + mk.session_timeout >= pg_catalog.clock_timestamp()
+        OFFSET 0) k
+ WHERE m.ctid = k.mtid
