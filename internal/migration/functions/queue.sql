@@ -961,6 +961,7 @@ CREATE OR REPLACE FUNCTION {{schema}}._job_claim(p_queue text, p_limit integer D
  SET enable_indexscan TO 'off'
  SET enable_seqscan TO 'off'
  SET jit TO 'off'
+ SET plan_cache_mode TO 'force_generic_plan'
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -1158,7 +1159,8 @@ BEGIN
     -- The claimed rows by the ctids the reads locked them at (a locked row
     -- keeps its ctid until this update), and their payloads one by one: with
     -- index scans disabled (SET above), a TID scan is the one access to job
-    -- not disabled. A queue vacuumed or analyzed while empty has statistics
+    -- not disabled (and the generic plans pinned: the disabled paths' costs
+    -- would have every call planned again). A queue vacuumed or analyzed while empty has statistics
     -- of 0 rows in thousands of pages, and the planner joined the claimed
     -- ids to full scans of job_pkey and job_payload_pkey instead
     -- (internal/store TestJobHotPathsWithEmptyStatistics).
