@@ -187,37 +187,14 @@ func (s *Store) GroupMetrics(ctx context.Context, exec DBTX) ([]GroupPartitionMe
 	return out, nil
 }
 
-// TopicTotals is one topic's offsets summed over its partitions.
-type TopicTotals = dbsqlc.TopicTotalsRow
-
-// TopicTotals returns every topic's totals from pgmsg's own tables.
-func (s *Store) TopicTotals(ctx context.Context, exec DBTX) ([]*TopicTotals, error) {
-	rows, err := s.q.TopicTotals(ctx, s.DB(exec))
-	return rows, errs.Map(err)
-}
-
 // GroupTotals is one group's lag summed over its partitions;
-// OldestUnconsumed is zero when the group is caught up.
+// OldestUnconsumed is zero when the group is caught up (LogTotalsByID).
 type GroupTotals struct {
 	Topic, Group     string
 	Partitions       int32
 	NextOffset, Lag  int64
 	Skipped          int64
 	OldestUnconsumed time.Time
-}
-
-// GroupTotals returns every group's totals.
-func (s *Store) GroupTotals(ctx context.Context, exec DBTX) ([]GroupTotals, error) {
-	rows, err := s.q.GroupTotals(ctx, s.DB(exec))
-	if err != nil {
-		return nil, errs.Map(err)
-	}
-	out := make([]GroupTotals, len(rows))
-	for i, r := range rows {
-		out[i] = GroupTotals{Topic: r.Topic, Group: r.GroupName, Partitions: r.Partitions, NextOffset: r.NextOffset,
-			Lag: r.Lag, Skipped: r.Skipped, OldestUnconsumed: r.OldestUnconsumedAt.Time}
-	}
-	return out, nil
 }
 
 // QueueLatency is one queue's completions and latency quantiles (in
