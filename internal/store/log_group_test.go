@@ -19,12 +19,7 @@ import (
 // position) commits synchronously, as a claim that creates one does.
 func TestHeartbeatAsyncUnlessCreating(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	st := New(b.Schema)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err := st.TopicCreate(ctx, b.Pool, "t", 2, []byte("{}"))
-	require.NoError(t, err)
+	b, st, ctx := groupTestTopic(t, 2)
 	hb := func(member string) *Heartbeat {
 		t.Helper()
 		row, err := st.GroupHeartbeat(ctx, b.Pool, "t", "g", member, 10*time.Second, "latest")
@@ -49,13 +44,9 @@ func TestHeartbeatAsyncUnlessCreating(t *testing.T) {
 // as the passing of time moves them relative to now.
 func TestHeartbeatSteadyGroupKeepsSemantics(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	st := New(b.Schema)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	b, st, ctx := groupTestTopic(t, 4)
 	s := pgx.Identifier{b.Schema}.Sanitize()
-	_, err := st.TopicCreate(ctx, b.Pool, "t", 4, []byte("{}"))
-	require.NoError(t, err)
+	var err error
 	const session = 10 * time.Second
 	hb := func(member string, session time.Duration) *Heartbeat {
 		t.Helper()
@@ -273,13 +264,9 @@ func TestHeartbeatsTogether(t *testing.T) {
 // when it is not near.
 func TestSteadyHeartbeatsKeepGroupSteady(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	st := New(b.Schema)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	b, st, ctx := groupTestTopic(t, 4)
 	s := pgx.Identifier{b.Schema}.Sanitize()
-	_, err := st.TopicCreate(ctx, b.Pool, "t", 4, []byte("{}"))
-	require.NoError(t, err)
+	var err error
 	const session = 30 * time.Second
 	for range 10 {
 		for _, m := range []string{"m0", "m1", "m2"} {
@@ -399,12 +386,8 @@ func TestSteadyHeartbeatsKeepGroupSteady(t *testing.T) {
 // and the two go together: the later one's shorter linger sends both.
 func TestHeartbeatWithinGoesWithUrgent(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	st := New(b.Schema)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err := st.TopicCreate(ctx, b.Pool, "t", 2, []byte("{}"))
-	require.NoError(t, err)
+	b, st, ctx := groupTestTopic(t, 2)
+	var err error
 	const session = 10 * time.Second
 	for _, m := range []string{"m0", "m1"} {
 		_, err := st.GroupHeartbeat(ctx, b.Pool, "t", "g", m, session, "earliest")
@@ -429,4 +412,17 @@ func TestHeartbeatWithinGoesWithUrgent(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the lingering heartbeat did not go with the urgent one")
 	}
+}
+
+// groupTestTopic is a schema of its own (4 connections) with topic "t" of
+// partitions partitions, its store, and a context of a minute.
+func groupTestTopic(t *testing.T, partitions int32) (*pgtest.Bundle, *Store, context.Context) {
+	t.Helper()
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	st := New(b.Schema)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	_, err := st.TopicCreate(ctx, b.Pool, "t", partitions, []byte("{}"))
+	require.NoError(t, err)
+	return b, st, ctx
 }
