@@ -93,37 +93,33 @@ func TestJobHotPathsWithEmptyStatistics(t *testing.T) {
 				what, n, p1-p0, j1-j0, gone, 2*n)
 		}
 	}
-	check("the direct claim", 57, func() {
-		n := 0
-		if _, err := s.JobClaimDirect(ctx, conn, JobClaimDirectParams{Queue: "q", Max: 57}, func(j *Job) error {
-			if string(j.Payload) == "" {
-				t.Errorf("job %d claimed without its payload", j.ID)
+	// claimed keeps a claimed job (its payload checked) and counts it.
+	n := 0
+	claimed := func(j *Job) {
+		if string(j.Payload) == "" {
+			t.Errorf("job %d claimed without its payload", j.ID)
+		}
+		ids, tokens = append(ids, j.ID), append(tokens, j.LeaseToken)
+		n++
+	}
+	claim := func(what string, do func() error) {
+		t.Helper()
+		n = 0
+		check(what, 57, func() {
+			if err := do(); err != nil {
+				t.Fatal(err)
 			}
-			ids, tokens = append(ids, j.ID), append(tokens, j.LeaseToken)
-			n++
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		})
 		if n != 57 {
-			t.Fatalf("direct claim handed out %d jobs, want 57", n)
+			t.Fatalf("%s handed out %d jobs, want 57", what, n)
 		}
+	}
+	claim("the direct claim", func() error {
+		_, err := s.JobClaimDirect(ctx, conn, JobClaimDirectParams{Queue: "q", Max: 57}, func(j *Job) error { claimed(j); return nil })
+		return err
 	})
-	check("job_claim()", 57, func() {
-		n := 0
-		if err := s.JobClaim(ctx, conn, JobClaimParams{Queue: "q", Max: 57}, func(_, _ int, j *Job) error {
-			if string(j.Payload) == "" {
-				t.Errorf("job %d claimed without its payload", j.ID)
-			}
-			ids, tokens = append(ids, j.ID), append(tokens, j.LeaseToken)
-			n++
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if n != 57 {
-			t.Fatalf("job_claim() handed out %d jobs, want 57", n)
-		}
+	claim("job_claim()", func() error {
+		return s.JobClaim(ctx, conn, JobClaimParams{Queue: "q", Max: 57}, func(_, _ int, j *Job) error { claimed(j); return nil })
 	})
 	check("the lease extension", len(ids), func() {
 		leases, err := s.JobExtendMany(ctx, conn, ids, tokens, time.Minute)
