@@ -100,6 +100,9 @@ type Producer struct {
 	// lingering: each topic's partitions lingering for their callers
 	// (partBatcher.lingering), where Spread sends unkeyed records first.
 	lingering map[string][]*partBatcher
+	// spreadUsed: Spread was called since Produce reset it (the record's
+	// partition is the sticky one, not its key's or its own).
+	spreadUsed bool
 	// callersLinger is adaptiveLinger (tests lengthen it).
 	callersLinger time.Duration
 }
@@ -188,8 +191,8 @@ func (p *Producer) Produce(ctx context.Context, rec *pgmsgtype.Record, partition
 			return
 		}
 	}
-	sp := spreadProbe{p: p}
-	part, err := p.sink.Partition(rec, partitions, p.cfg.ManualPartition, &sp)
+	p.spreadUsed = false
+	part, err := p.sink.Partition(rec, partitions, p.cfg.ManualPartition, p)
 	if err != nil {
 		promise(rec, err)
 		return
@@ -200,7 +203,7 @@ func (p *Producer) Produce(ctx context.Context, rec *pgmsgtype.Record, partition
 		b = &partBatcher{tp: tp}
 		p.parts[tp] = b
 	}
-	b.pending = append(b.pending, pendingRecord{rec: rec, promise: promise, spread: sp.used})
+	b.pending = append(b.pending, pendingRecord{rec: rec, promise: promise, spread: p.spreadUsed})
 	b.bytes += len(rec.Key) + len(rec.Value)
 	p.held++
 	p.heldBytes += size
@@ -208,18 +211,6 @@ func (p *Producer) Produce(ctx context.Context, rec *pgmsgtype.Record, partition
 		p.endLingerLocked(b)
 	}
 	p.maybeSendLocked(b)
-}
-
-// spreadProbe is the Producer's Spreader for one record, noting whether
-// the record's partition was the sticky one.
-type spreadProbe struct {
-	p    *Producer
-	used bool
-}
-
-func (s *spreadProbe) Spread(topic string, partitions int) int32 {
-	s.used = true
-	return s.p.Spread(topic, partitions)
 }
 
 // lingerLocked makes b's sender wait for the callers of the batch of n
@@ -272,6 +263,7 @@ func (p *Producer) endLingerLocked(b *partBatcher) {
 // it is out of range). Only Sink.Partition calls it,
 // with p's lock held.
 func (p *Producer) Spread(topic string, partitions int) int32 {
+	p.spreadUsed = true
 	// A lingering partition short of the records it waits for first, the
 	// one missing the most: its callers are coming back.
 	var best *partBatcher
