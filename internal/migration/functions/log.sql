@@ -116,28 +116,45 @@ $function$;
 
 -- _record_block returns the name of the block of topic p_topic_id,
 -- creating it (and attaching it to the record table) if it does not exist.
--- A concurrent creator of the same block makes this one's CREATE wait for
--- its commit and then fail as a duplicate: the block is there.
+-- Creators of the same block take turns (a transaction-scoped advisory
+-- lock on the block) and look again, by a query under a snapshot taken
+-- after the turn, for the block a former holder committed. Only the
+-- CREATE is guarded: under REPEATABLE READ the snapshot can predate that
+-- commit, and the CREATE then fails as a duplicate of a committed block.
+-- The attach is not: if it fails, the topic's creation fails with its
+-- error, instead of the block being rolled back unseen and the topic's
+-- attach reporting it missing.
 CREATE OR REPLACE FUNCTION {{schema}}._record_block(p_topic_id integer)
  RETURNS text
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    size  integer := {{schema}}._record_block_size();
-    k     integer := p_topic_id / size;
-    block text := 'record_b' || k;
+    size    integer := {{schema}}._record_block_size();
+    k       integer := p_topic_id / size;
+    block   text := 'record_b' || k;
+    created boolean := false;
 BEGIN
-    IF to_regclass(format('%I.%I', {{schema_lit}}, block)) IS NULL THEN
-        BEGIN
-            EXECUTE format('CREATE TABLE %I.%I (LIKE %I.record INCLUDING DEFAULTS) PARTITION BY LIST (topic_id)',
-                           {{schema_lit}}, block, {{schema_lit}});
-            EXECUTE format('ALTER TABLE %I.record ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
-                           {{schema_lit}}, {{schema_lit}}, block,
-                           (SELECT string_agg(i::text, ', ') FROM generate_series(k * size, k * size + size - 1) i));
-        EXCEPTION WHEN duplicate_table OR unique_violation THEN
-            NULL;
-        END;
+    IF to_regclass(format('%I.%I', {{schema_lit}}, block)) IS NOT NULL THEN
+        RETURN block;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtext({{schema_lit}} || '.record_block'), k);
+    IF EXISTS (SELECT 1 FROM pg_class
+                WHERE relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = {{schema_lit}})
+                  AND relname = block) THEN
+        RETURN block;
+    END IF;
+    BEGIN
+        EXECUTE format('CREATE TABLE %I.%I (LIKE %I.record INCLUDING DEFAULTS) PARTITION BY LIST (topic_id)',
+                       {{schema_lit}}, block, {{schema_lit}});
+        created := true;
+    EXCEPTION WHEN duplicate_table OR unique_violation THEN
+        NULL;
+    END;
+    IF created THEN
+        EXECUTE format('ALTER TABLE %I.record ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
+                       {{schema_lit}}, {{schema_lit}}, block,
+                       (SELECT string_agg(i::text, ', ') FROM generate_series(k * size, k * size + size - 1) i));
     END IF;
     RETURN block;
 END $function$;
