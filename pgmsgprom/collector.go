@@ -96,6 +96,14 @@ type Collector struct {
 	totalsTopics []pgmsg.TopicTotals
 	totalsGroups []pgmsg.GroupTotals
 	agedAt       []int
+
+	// help is each Desc's name and help text, for the totals that Handler
+	// writes itself. rendered: a Handler writes the totals, and Collect
+	// leaves them out and keeps the figures it read (last, lastAt) for it.
+	help     map[*prometheus.Desc][2]string
+	rendered bool
+	last     *snapshot
+	lastAt   time.Time
 }
 
 // seriesKey names one series: its Desc and up to three label values.
@@ -125,10 +133,14 @@ func NewCollector(client *pgmsg.Client, opts *Opts) *Collector {
 		o.Namespace = "pgmsg"
 	}
 	ns := o.Namespace
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(ns+"_"+name, help, labels, nil)
+	help := map[*prometheus.Desc][2]string{}
+	d := func(name, h string, labels ...string) *prometheus.Desc {
+		desc := prometheus.NewDesc(ns+"_"+name, h, labels, nil)
+		help[desc] = [2]string{ns + "_" + name, h}
+		return desc
 	}
 	return &Collector{
+		help:            help,
 		client:          client,
 		timeout:         o.Timeout,
 		cacheTTL:        o.CacheTTL,
@@ -334,7 +346,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		snap = &snapshot{} // the collection panicked
 	}
 	now := time.Now()
-	c.collectTotals(ch, snap, now)
+	if c.rendered {
+		c.last, c.lastAt = snap, now
+	} else {
+		c.collectTotals(ch, snap, now)
+	}
 	for _, p := range snap.parts {
 		ps := strconv.Itoa(int(p.Partition))
 		gauge(c.partEnd, float64(p.EndOffset), p.Topic, ps)

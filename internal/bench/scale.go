@@ -19,7 +19,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/internal/pgcluster"
@@ -323,7 +322,7 @@ func RunScale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 		col := pgmsgprom.NewCollector(client, &pgmsgprom.Opts{PerPartition: per, Timeout: time.Minute})
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(col)
-		h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+		h := col.Handler(reg) // as pgmsg serve's /metrics
 		if err := timed(label, target, o.Repeat, func() (string, error) {
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
@@ -366,10 +365,11 @@ func RunScale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 			col := pgmsgprom.NewCollector(client, nil)
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(col)
+			h := col.Handler(reg) // as pgmsg serve's /metrics, the text written
 			tk := time.NewTicker(15 * time.Second)
 			defer tk.Stop()
 			for {
-				_, _ = reg.Gather()
+				h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
 				select {
 				case <-ictx.Done():
 					return

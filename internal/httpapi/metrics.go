@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pgmsg/pgmsg"
 	"github.com/pgmsg/pgmsg/pgmsgprom"
@@ -58,7 +57,7 @@ func newMetrics(client *pgmsg.Client, cacheTTL time.Duration, perPartition bool)
 	m.registry.MustRegister(m.requests, m.latency, m.published, m.consumed, m.enqueued, m.claimed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.state)
-	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+	m.handler = m.state.Handler(m.registry)
 	return m
 }
 
