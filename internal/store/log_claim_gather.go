@@ -131,8 +131,14 @@ func claimGatherRecordsSQL(relname string) string {
 // plans, and keeps those plans off sequential scans: the plan is made
 // once, while group_cursor may be one page, and a sequential scan (with a
 // hash join for the UPDATE's ctid) would then read every version of
-// every cursor row on each call once a held snapshot keeps them.
-const gatherGenericPlanSQL = `SELECT pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true), pg_catalog.set_config('enable_seqscan', 'off', true)`
+// every cursor row on each call once a held snapshot keeps them. Bitmap
+// scans are off too: row_tid.sql's lookups must walk the key's index
+// entries newest first and stop at the first visible version, and a
+// plan made once the table has grown under a held snapshot (the
+// estimate stays one row of a few) may read every entry of the key with
+// a bitmap scan and sort them instead (seen: 326 heap pages a lookup).
+const gatherGenericPlanSQL = `SELECT pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true), ` +
+	`pg_catalog.set_config('enable_seqscan', 'off', true), pg_catalog.set_config('enable_bitmapscan', 'off', true)`
 
 // ClaimGatherReq is one group's request in a gathered claim: a claim of
 // the partition by its owner Member, committing CommitEpoch first when
