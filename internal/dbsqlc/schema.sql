@@ -1484,28 +1484,45 @@ $function$;
 
 -- _record_block returns the name of the block of topic p_topic_id,
 -- creating it (and attaching it to the record table) if it does not exist.
--- A concurrent creator of the same block makes this one's CREATE wait for
--- its commit and then fail as a duplicate: the block is there.
+-- Creators of the same block take turns (a transaction-scoped advisory
+-- lock on the block) and look again, by a query under a snapshot taken
+-- after the turn, for the block a former holder committed. Only the
+-- CREATE is guarded: under REPEATABLE READ the snapshot can predate that
+-- commit, and the CREATE then fails as a duplicate of a committed block.
+-- The attach is not: if it fails, the topic's creation fails with its
+-- error, instead of the block being rolled back unseen and the topic's
+-- attach reporting it missing.
 CREATE OR REPLACE FUNCTION "pgmsg"._record_block(p_topic_id integer)
  RETURNS text
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    size  integer := "pgmsg"._record_block_size();
-    k     integer := p_topic_id / size;
-    block text := 'record_b' || k;
+    size    integer := "pgmsg"._record_block_size();
+    k       integer := p_topic_id / size;
+    block   text := 'record_b' || k;
+    created boolean := false;
 BEGIN
-    IF to_regclass(format('%I.%I', 'pgmsg', block)) IS NULL THEN
-        BEGIN
-            EXECUTE format('CREATE TABLE %I.%I (LIKE %I.record INCLUDING DEFAULTS) PARTITION BY LIST (topic_id)',
-                           'pgmsg', block, 'pgmsg');
-            EXECUTE format('ALTER TABLE %I.record ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
-                           'pgmsg', 'pgmsg', block,
-                           (SELECT string_agg(i::text, ', ') FROM generate_series(k * size, k * size + size - 1) i));
-        EXCEPTION WHEN duplicate_table OR unique_violation THEN
-            NULL;
-        END;
+    IF to_regclass(format('%I.%I', 'pgmsg', block)) IS NOT NULL THEN
+        RETURN block;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtext('pgmsg' || '.record_block'), k);
+    IF EXISTS (SELECT 1 FROM pg_class
+                WHERE relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'pgmsg')
+                  AND relname = block) THEN
+        RETURN block;
+    END IF;
+    BEGIN
+        EXECUTE format('CREATE TABLE %I.%I (LIKE %I.record INCLUDING DEFAULTS) PARTITION BY LIST (topic_id)',
+                       'pgmsg', block, 'pgmsg');
+        created := true;
+    EXCEPTION WHEN duplicate_table OR unique_violation THEN
+        NULL;
+    END;
+    IF created THEN
+        EXECUTE format('ALTER TABLE %I.record ATTACH PARTITION %I.%I FOR VALUES IN (%s)',
+                       'pgmsg', 'pgmsg', block,
+                       (SELECT string_agg(i::text, ', ') FROM generate_series(k * size, k * size + size - 1) i));
     END IF;
     RETURN block;
 END $function$;
@@ -1900,13 +1917,13 @@ END $function$;
 -- and calls _publish_copy_begin() only when its reservation finds nothing:
 -- a partition's first COPY, or a batch begin declines),
 -- COPY record (...) FROM STDIN, and end (_publish_copy_end(), or the Go
--- client's copyEndSQL). begin reserves the batch's offsets on the
--- partition's counter row (publish_copy_reserve.sql), as the direct
--- publish statement does, and points the record table's offset default at
--- the partition's sequence, set to the first reserved offset
+-- client's copyEndSQL). begin locks the partition's counter row and
+-- reads its next offset (publish_copy_reserve.sql), and points the record
+-- table's offset default at the partition's sequence, set to that offset
 -- (publish_copy_point.sql): COPY's rows take the offsets in order, under
--- the row's lock. end checks that the COPY stored exactly the records
--- reserved and answers what publish() answers (publish_copy_end.sql). begin raises PM016 (nothing stored) when publish()
+-- the row's lock. end moves the counter past them, checks that the COPY
+-- stored exactly the records reserved and answers what publish() answers
+-- (publish_copy_end.sql). begin raises PM016 (nothing stored) when publish()
 -- has more to do: an unknown topic or partition, backpressure settings, a
 -- batch reaching past the segments created so far, or a record that may
 -- exceed max_record_bytes (p_max_record: the client's upper bound of the
@@ -2051,14 +2068,16 @@ DECLARE
     seq  oid;
 BEGIN
     -- The Go client's reservation (statements/publish_copy_reserve.sql).
-    UPDATE "pgmsg".topic_partition c SET next_offset = c.next_offset + $3::integer
-      FROM "pgmsg".topic t
-     WHERE t.topic_id = $1::integer AND c.topic_id = t.topic_id AND c.partition = $2::integer
+    SELECT c.next_offset AS base, c.offset_seq AS seq
+      FROM "pgmsg".topic_partition c JOIN "pgmsg".topic t ON t.topic_id = c.topic_id
+     WHERE t.topic_id = $1::integer AND c.topic_id = $1::integer
+       AND c.partition BETWEEN $2::integer AND $2::integer
        AND $3::integer > 0 AND c.next_offset + $3::integer <= c.segment_end
        AND $4::bigint <= t.max_record_bytes
        AND NOT t.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
        AND c.offset_seq IS NOT NULL AND c.log_timeline = ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer
-    RETURNING c.next_offset - $3::integer AS base, c.offset_seq AS seq INTO base, seq;
+     ORDER BY c.partition DESC LIMIT 1
+       FOR NO KEY UPDATE OF c INTO base, seq;
     IF base IS NULL THEN
         -- The partition's first COPY publish creates its offset sequence
         -- (under the counter row's lock) and reserves again.
@@ -2066,14 +2085,16 @@ BEGIN
          WHERE c.topic_id = p_topic_id AND c.partition = p_partition FOR NO KEY UPDATE;
         IF FOUND AND seq IS NULL THEN
             PERFORM "pgmsg"._offset_seq_create(p_topic_id, p_partition);
-            UPDATE "pgmsg".topic_partition c SET next_offset = c.next_offset + $3::integer
-              FROM "pgmsg".topic t
-             WHERE t.topic_id = $1::integer AND c.topic_id = t.topic_id AND c.partition = $2::integer
+            SELECT c.next_offset AS base, c.offset_seq AS seq
+              FROM "pgmsg".topic_partition c JOIN "pgmsg".topic t ON t.topic_id = c.topic_id
+             WHERE t.topic_id = $1::integer AND c.topic_id = $1::integer
+               AND c.partition BETWEEN $2::integer AND $2::integer
                AND $3::integer > 0 AND c.next_offset + $3::integer <= c.segment_end
                AND $4::bigint <= t.max_record_bytes
                AND NOT t.config ?| ARRAY['max_lag_records', 'max_lag_bytes']
                AND c.offset_seq IS NOT NULL AND c.log_timeline = ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer
-            RETURNING c.next_offset - $3::integer AS base, c.offset_seq AS seq INTO base, seq;
+             ORDER BY c.partition DESC LIMIT 1
+               FOR NO KEY UPDATE OF c INTO base, seq;
         END IF;
     END IF;
     IF base IS NULL THEN
@@ -2091,13 +2112,22 @@ AS $function$
 BEGIN
     -- The Go client's answer (statements/publish_copy_end.sql), raising
     -- the error when the COPY did not store exactly p_count records.
-    RETURN QUERY SELECT CASE WHEN pg_catalog.currval(pg_catalog.current_setting('pgmsg.copy_offset_seq')::oid::regclass) = c.next_offset - 1
-            THEN c.next_offset - $3::integer
-            ELSE (SELECT NULL::bigint FROM "pgmsg"._raise('PM004', format('the COPY stored %s records, not the %s reserved', currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (c.next_offset - p_count) + 1, p_count))) END AS base_offset,
-       (extract(epoch FROM pg_catalog.transaction_timestamp()) * 1000000)::bigint AS published_at_us,
-       (c.next_offset > c.segment_end - 2 * t.segment_records) AS segments_low
-  FROM "pgmsg".topic_partition c JOIN "pgmsg".topic t ON t.topic_id = c.topic_id
- WHERE c.topic_id = $1::integer AND c.partition = $2::integer;
+    RETURN QUERY UPDATE "pgmsg".topic_partition c SET next_offset = c.next_offset + $3::integer
+  FROM "pgmsg".topic t
+ WHERE c.ctid = (SELECT x.ctid FROM "pgmsg".topic_partition x
+  WHERE x.topic_id = $1::integer AND x.partition BETWEEN $2::integer AND $2::integer
+  ORDER BY x.partition DESC LIMIT 1)
+   AND c.topic_id = $1::integer AND c.partition = $2::integer AND t.topic_id = c.topic_id
+RETURNING CASE WHEN pg_catalog.currval(pg_catalog.current_setting('pgmsg.copy_offset_seq')::oid::regclass) = c.next_offset - 1
+               THEN c.next_offset - $3::integer
+               ELSE (SELECT NULL::bigint FROM "pgmsg"._raise('PM004', format('the COPY stored %s records, not the %s reserved', currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (c.next_offset - p_count) + 1, p_count))) END AS base_offset,
+          (extract(epoch FROM pg_catalog.transaction_timestamp()) * 1000000)::bigint AS published_at_us,
+          (c.next_offset > c.segment_end - 2 * t.segment_records) AS segments_low;
+    IF NOT FOUND THEN
+        -- No counter row this transaction's begin locked: nothing was
+        -- reserved (a call without _publish_copy_begin()).
+        PERFORM "pgmsg"._raise('PM004', format('no COPY publish of partition %s of topic id %s began', p_partition, p_topic_id));
+    END IF;
     PERFORM set_config('pgmsg.copy_offset_seq', '', true);
 END $function$;
 

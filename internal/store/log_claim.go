@@ -40,21 +40,27 @@ import (
 // asynchronously, as claim_range's p_async). It returns one row: the
 // claim's columns, or NULLs when nothing was claimed, and then whether the
 // partition is the member's (NULL: no cursor row). The cursor row is read
-// once when it claims (the UPDATE finds the locked row by its ctid): with
-// a long snapshot held, each read walks every version the row has had
-// since, which made the claim 10 times slower when it read it three times.
+// once when it claims (the UPDATE finds the locked row by its ctid), and
+// it and the counter row are found by their ctids (cursorTID,
+// partitionRow): with a long snapshot held, a read by the key walks every
+// version the row has had since, which made the claim 10 times slower
+// when it read it three times.
 var claimDirectCTE = `WITH n AS (SELECT pg_catalog.clock_timestamp() AS ts, pg_catalog.pg_current_wal_insert_lsn() AS lsn),
 cur AS (
-    SELECT c.ctid AS tid, c.topic_id, c.next_offset, c.claim_epoch, tp.next_offset AS tip, tp.log_epoch
+    SELECT c.tid, c.topic_id, c.next_offset, c.claim_epoch, tp.next_offset AS tip, tp.log_epoch
       FROM pgmsg.topic tt
-      JOIN pgmsg.group_cursor c ON c.topic_id = tt.topic_id
-      JOIN pgmsg.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
       CROSS JOIN n
-     WHERE tt.name = $1::text AND c.group_name = $2::text AND c.partition = $3::integer
-       AND c.owner = $4::text AND c.next_owner IS NULL
-       AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= n.ts)
-       AND tp.next_offset > c.next_offset
-       FOR UPDATE OF c SKIP LOCKED
+      CROSS JOIN LATERAL (` + partitionRow("tt.topic_id", "$3::integer") + `) tp
+      CROSS JOIN LATERAL (
+        SELECT c.ctid AS tid, c.topic_id, c.next_offset, c.claim_epoch
+          FROM pgmsg.group_cursor c
+         WHERE c.ctid = ` + cursorTID("tt.topic_id", "$2::text", "$3::integer") + `
+           AND c.topic_id = tt.topic_id AND c.group_name = $2::text AND c.partition = $3::integer
+           AND c.owner = $4::text AND c.next_owner IS NULL
+           AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= n.ts)
+           AND tp.next_offset > c.next_offset
+           FOR UPDATE OF c SKIP LOCKED) c
+     WHERE tt.name = $1::text
 ), upd AS (
     UPDATE pgmsg.group_cursor c
        SET claim_epoch = ` + stmt("claim_epoch", "$8::bigint", "cur.claim_epoch") + `,
@@ -65,11 +71,13 @@ cur AS (
     RETURNING c.topic_id, c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end, cur.log_epoch
 )`
 
-const claimDirectHead = `
+var claimDirectHead = `
 SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
             ELSE (SELECT c.owner = $4::text AND c.next_owner IS NULL
-                    FROM pgmsg.topic tt JOIN pgmsg.group_cursor c ON c.topic_id = tt.topic_id
-                   WHERE tt.name = $1::text AND c.group_name = $2::text AND c.partition = $3::integer) END,
+                    FROM pgmsg.topic tt
+                    CROSS JOIN LATERAL (` + cursorRow("c.owner, c.next_owner", "tt.topic_id", "$2::text", "$3::integer") + `
+                    OFFSET 0) c
+                   WHERE tt.name = $1::text) END,
        upd.claim_epoch, upd.claim_expires_at, upd.claim_start, upd.claim_end, upd.topic_id,
        (SELECT s.relname FROM pgmsg.segment s
          WHERE s.topic_id = upd.topic_id AND s.partition = $3::integer AND s.start_offset <= upd.claim_start
@@ -89,15 +97,19 @@ SELECT CASE WHEN upd.claim_epoch IS NOT NULL THEN true
 // records again).
 var claimCommitDirectCTE = `WITH n AS (SELECT pg_catalog.clock_timestamp() AS ts, pg_catalog.pg_current_wal_insert_lsn() AS lsn),
 cur AS (
-    SELECT c.ctid AS tid, c.topic_id, c.claim_end + 1 AS done_to, c.claim_epoch, tp.next_offset AS tip, tp.log_epoch,
+    SELECT c.tid, c.topic_id, c.claim_end + 1 AS done_to, c.claim_epoch, tp.next_offset AS tip, tp.log_epoch,
            (c.owner = $4::text AND c.next_owner IS NULL) AS owned
       FROM pgmsg.topic tt
-      JOIN pgmsg.group_cursor c ON c.topic_id = tt.topic_id
-      JOIN pgmsg.topic_partition tp ON tp.topic_id = c.topic_id AND tp.partition = c.partition
       CROSS JOIN n
-     WHERE tt.name = $1::text AND c.group_name = $2::text AND c.partition = $3::integer
-       AND c.claim_epoch = $7::bigint AND c.claim_end IS NOT NULL AND c.claim_expires_at > n.ts
-       FOR UPDATE OF c
+      CROSS JOIN LATERAL (` + partitionRow("tt.topic_id", "$3::integer") + `) tp
+      CROSS JOIN LATERAL (
+        SELECT c.ctid AS tid, c.topic_id, c.claim_end, c.claim_epoch, c.owner, c.next_owner
+          FROM pgmsg.group_cursor c
+         WHERE c.ctid = ` + cursorTID("tt.topic_id", "$2::text", "$3::integer") + `
+           AND c.topic_id = tt.topic_id AND c.group_name = $2::text AND c.partition = $3::integer
+           AND c.claim_epoch = $7::bigint AND c.claim_end IS NOT NULL AND c.claim_expires_at > n.ts
+           FOR UPDATE OF c) c
+     WHERE tt.name = $1::text
 ), p AS (
     SELECT cur.*, (cur.owned AND cur.tip > cur.done_to) AS claiming FROM cur
 ), upd AS (
@@ -115,7 +127,7 @@ cur AS (
     RETURNING p.owned, p.claiming, c.topic_id, c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end, p.log_epoch
 )`
 
-const claimCommitDirectHead = `
+var claimCommitDirectHead = `
 SELECT upd.owned, CASE WHEN upd.claiming THEN upd.claim_epoch END, upd.claim_expires_at, upd.claim_start,
        upd.claim_end, upd.topic_id,
        (SELECT s.relname FROM pgmsg.segment s
@@ -155,15 +167,16 @@ func claimRecordsSQL(relname string) string {
 	// the segment's rows and look the cursor up for each.
 	return `SELECT r."offset", r."timestamp", r.key, r.value, r.headers
   FROM pgmsg.topic tt
-  JOIN pgmsg.group_cursor c ON c.topic_id = tt.topic_id
+  CROSS JOIN LATERAL (` + cursorRow("c.topic_id, c.claim_start, c.claim_end", "tt.topic_id", "$2::text", "$3::integer") + `
+       AND c.claim_epoch IN ($4::bigint, ` + stmt("token_next", "$4::bigint") + `)
+    OFFSET 0) c
   CROSS JOIN LATERAL (
     SELECT r."offset", r."timestamp", r.key, r.value, r.headers
       FROM pgmsg.` + pgx.Identifier{relname}.Sanitize() + ` r
      WHERE r.topic_id = c.topic_id AND r.partition = $3::integer
        AND r."offset" BETWEEN ` + heldLow("c", "$5", "$6", "$7") + ` AND ` + heldHigh("c", "$5", "$6", "$7") + `
     OFFSET 0) r
- WHERE tt.name = $1::text AND c.group_name = $2::text AND c.partition = $3::integer
-   AND c.claim_epoch IN ($4::bigint, ` + stmt("token_next", "$4::bigint") + `)`
+ WHERE tt.name = $1::text`
 }
 
 // Held is a range of one partition's records that the caller holds in
@@ -230,6 +243,36 @@ type batcher interface {
 // claim can see was committed before it, so a read replica that has
 // replayed this far holds them all (the root package's replica.go).
 const claimLSNColumn = `(SELECT (n.lsn - '0/0'::pg_lsn)::bigint FROM n)`
+
+// cursorTID is the ctid of the version the statement sees of the cursor
+// row of group grp's partition of topic id topicID (SQL expressions),
+// found from its newest index entry down (statements/row_tid.sql): the
+// claim and record statements read the row by it, so that a held
+// snapshot, which keeps every version a cursor row leaves (one per
+// claim), does not make each read walk all of them.
+func cursorTID(topicID, grp, partition string) string {
+	return stmt("row_tid", "group_cursor", "x.topic_id = "+topicID+" AND x.group_name = "+grp, partition)
+}
+
+// cursorRow is a subquery for columns cols of the version the statement
+// sees of that cursor row, read by its ctid (cursorTID; a LATERAL
+// subquery kept from being flattened, so that topicID and grp are
+// parameters of it and the ctid a TID scan's).
+func cursorRow(cols, topicID, grp, partition string) string {
+	return `SELECT ` + cols + ` FROM pgmsg.group_cursor c
+         WHERE c.ctid = ` + cursorTID(topicID, grp, partition) + `
+           AND c.topic_id = ` + topicID + ` AND c.group_name = ` + grp + ` AND c.partition = ` + partition
+}
+
+// partitionRow is a subquery for the next_offset and log_epoch of the
+// version the statement sees of the counter row of partition of topic id
+// topicID, read by its ctid as cursorTID's (the counter row has a version
+// per publish).
+func partitionRow(topicID, partition string) string {
+	return `SELECT tp.next_offset, tp.log_epoch FROM pgmsg.topic_partition tp
+         WHERE tp.ctid = ` + stmt("row_tid", "topic_partition", "x.topic_id = "+topicID, partition) + `
+           AND tp.topic_id = ` + topicID + ` AND tp.partition = ` + partition
+}
 
 // ClaimParams describe a claim (claim_range()'s parameters as Go values).
 type ClaimParams struct {

@@ -29,7 +29,8 @@ import (
 // claims through all three.
 
 // claimGatherSQL claims for each request (one element of the arrays $2
-// to $7) as claimDirectCTE does, or, with a commit epoch, commits that
+// to $7) as claimDirectCTE does (the rows found by their ctids,
+// cursorTID and partitionRow), or, with a commit epoch, commits that
 // claim and claims on as claimCommitDirectCTE does. A request's row is
 // skipped while another transaction holds it (SKIP LOCKED, the commit's
 // included: the caller then commits it on its own). It returns one row
@@ -52,13 +53,14 @@ cur AS (
            CASE WHEN q.commit_epoch IS NULL THEN c.next_offset ELSE c.claim_end + 1 END AS done_to,
            tp.next_offset AS tip, tp.log_epoch, (c.owner = q.member AND c.next_owner IS NULL) AS owned
       FROM pgmsg.topic tt
-      JOIN pgmsg.topic_partition tp ON tp.topic_id = tt.topic_id AND tp.partition = $8::integer
+      CROSS JOIN LATERAL (` + partitionRow("tt.topic_id", "$8::integer") + `) tp
       CROSS JOIN q
       CROSS JOIN n
       CROSS JOIN LATERAL (
         SELECT c.ctid AS tid, c.claim_epoch, c.claim_end, c.next_offset, c.owner, c.next_owner
           FROM pgmsg.group_cursor c
-         WHERE c.topic_id = tt.topic_id AND c.group_name = q.grp AND c.partition = $8::integer
+         WHERE c.ctid = ` + cursorTID("tt.topic_id", "q.grp", "$8::integer") + `
+           AND c.topic_id = tt.topic_id AND c.group_name = q.grp AND c.partition = $8::integer
            AND CASE WHEN q.commit_epoch IS NULL
                     THEN c.owner = q.member AND c.next_owner IS NULL
                          AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= n.ts) AND tp.next_offset > c.next_offset
@@ -86,8 +88,10 @@ cur AS (
 SELECT u.ord IS NOT NULL,
        CASE WHEN u.ord IS NOT NULL THEN u.owned
             ELSE (SELECT c.owner = q.member AND c.next_owner IS NULL
-                    FROM pgmsg.topic tt JOIN pgmsg.group_cursor c ON c.topic_id = tt.topic_id
-                   WHERE tt.name = $1::text AND c.group_name = q.grp AND c.partition = $8::integer) END,
+                    FROM pgmsg.topic tt
+                    CROSS JOIN LATERAL (` + cursorRow("c.owner, c.next_owner", "tt.topic_id", "q.grp", "$8::integer") + `
+                    OFFSET 0) c
+                   WHERE tt.name = $1::text) END,
        CASE WHEN u.claiming THEN u.claim_epoch END, u.claim_expires_at, u.claim_start, u.claim_end, u.topic_id,
        (SELECT s.relname FROM pgmsg.segment s
          WHERE u.claiming AND s.topic_id = u.topic_id AND s.partition = $8::integer AND s.start_offset <= u.claim_start
@@ -110,10 +114,7 @@ func claimGatherRecordsSQL(relname string) string {
   FROM (SELECT DISTINCT c.topic_id, c.claim_start, c.claim_end
           FROM pgmsg.topic tt
           CROSS JOIN ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::bigint[])) AS q(grp, token)
-          CROSS JOIN LATERAL (
-            SELECT c.topic_id, c.claim_start, c.claim_end
-              FROM pgmsg.group_cursor c
-             WHERE c.topic_id = tt.topic_id AND c.group_name = q.grp AND c.partition = $4::integer
+          CROSS JOIN LATERAL (` + cursorRow("c.topic_id, c.claim_start, c.claim_end", "tt.topic_id", "q.grp", "$4::integer") + `
                AND c.claim_epoch IN (q.token, ` + stmt("token_next", "q.token") + `) AND c.claim_start IS NOT NULL
             OFFSET 0) c
          WHERE tt.name = $1::text) g
@@ -130,8 +131,14 @@ func claimGatherRecordsSQL(relname string) string {
 // plans, and keeps those plans off sequential scans: the plan is made
 // once, while group_cursor may be one page, and a sequential scan (with a
 // hash join for the UPDATE's ctid) would then read every version of
-// every cursor row on each call once a held snapshot keeps them.
-const gatherGenericPlanSQL = `SELECT pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true), pg_catalog.set_config('enable_seqscan', 'off', true)`
+// every cursor row on each call once a held snapshot keeps them. Bitmap
+// scans are off too: row_tid.sql's lookups must walk the key's index
+// entries newest first and stop at the first visible version, and a
+// plan made once the table has grown under a held snapshot (the
+// estimate stays one row of a few) may read every entry of the key with
+// a bitmap scan and sort them instead (seen: 326 heap pages a lookup).
+const gatherGenericPlanSQL = `SELECT pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true), ` +
+	`pg_catalog.set_config('enable_seqscan', 'off', true), pg_catalog.set_config('enable_bitmapscan', 'off', true)`
 
 // ClaimGatherReq is one group's request in a gathered claim: a claim of
 // the partition by its owner Member, committing CommitEpoch first when

@@ -21,9 +21,9 @@ import (
 // page of records per WAL record where the direct statement's INSERT
 // writes one per record (docs/benchmarks.md has the measurements). The
 // whole publish is one pipeline of extended-protocol messages and its
-// data, written at once: copyBeginSQL reserves the
-// offsets, COPY stores the records, copyEndSQL checks the count and
-// answers, in one implicit transaction (committed by the Sync at the end)
+// data, written at once: copyBeginSQL locks the counter row and
+// reads the next offset, COPY stores the records, copyEndSQL moves the
+// counter, checks the count and answers, in one implicit transaction (committed by the Sync at the end)
 // and one round trip.
 //
 // copyBeginSQL and copyEndSQL are what _publish_copy_begin() and
@@ -43,10 +43,11 @@ import (
 // the COPY (the server reads them in order; after an error it discards
 // every message up to the Sync).
 
-// copyBeginSQL reserves $3 offsets of partition $2 of topic $1 for a batch
-// whose largest record is at most $4 bytes, and points the record table's
-// offset default at the partition's offset sequence, set to the first of
-// them (_publish_copy_begin()).
+// copyBeginSQL locks the counter row of partition $2 of topic $1 for a
+// batch of $3 records whose largest record is at most $4 bytes, and
+// points the record table's offset default at the partition's offset
+// sequence, set to the partition's next offset (_publish_copy_begin()):
+// copyEndSQL moves the counter past the batch.
 var copyBeginSQL = copyBegin("")
 
 // copyBegin is copyBeginSQL with guard's WHEN clauses first: a guard
@@ -61,12 +62,16 @@ SELECT CASE ` + guard + `WHEN u.seq IS NULL THEN pgmsg._publish_copy_begin($1::i
   FROM (SELECT 1) one LEFT JOIN u ON true`
 }
 
-// copyEndSQL answers the COPY publish of $3 records to partition $2 of
-// topic $1: base offset, publish time in Unix microseconds, segments_low.
-// When COPY did not store exactly the records reserved,
-// _publish_copy_end() raises the error (PM004).
+// copyEndSQL moves the counter of partition $2 of topic $1 past the $3
+// records of the COPY publish (the row copyBeginSQL locked) and answers
+// it: base offset, publish time in Unix microseconds, segments_low. When
+// COPY did not store exactly the records reserved, it raises the error
+// _publish_copy_end() raises (PM004). It always finds the row: the COPY
+// before it fails unless the begin statement locked it (the record
+// table's offset default reads the setting the begin statement sets).
 var copyEndSQL = stmt("publish_copy_end", "{{copy_offset_seq}}",
-	"(SELECT e.base_offset FROM pgmsg._publish_copy_end($1::integer, $2::integer, $3::integer) e)")
+	"(SELECT NULL::bigint FROM pgmsg._raise('PM004', pg_catalog.format('the COPY stored %s records, not the %s reserved', "+
+		"pg_catalog.currval(pg_catalog.current_setting({{copy_offset_seq}})::oid::regclass) - (c.next_offset - $3::integer) + 1, $3::integer)))")
 
 // CopyMinRecords is the smallest batch published with COPY: below it the
 // COPY statement's set-up costs more than the WAL records it saves.

@@ -549,13 +549,13 @@ END $function$;
 -- and calls _publish_copy_begin() only when its reservation finds nothing:
 -- a partition's first COPY, or a batch begin declines),
 -- COPY record (...) FROM STDIN, and end (_publish_copy_end(), or the Go
--- client's copyEndSQL). begin reserves the batch's offsets on the
--- partition's counter row (publish_copy_reserve.sql), as the direct
--- publish statement does, and points the record table's offset default at
--- the partition's sequence, set to the first reserved offset
+-- client's copyEndSQL). begin locks the partition's counter row and
+-- reads its next offset (publish_copy_reserve.sql), and points the record
+-- table's offset default at the partition's sequence, set to that offset
 -- (publish_copy_point.sql): COPY's rows take the offsets in order, under
--- the row's lock. end checks that the COPY stored exactly the records
--- reserved and answers what publish() answers (publish_copy_end.sql). begin raises PM016 (nothing stored) when publish()
+-- the row's lock. end moves the counter past them, checks that the COPY
+-- stored exactly the records reserved and answers what publish() answers
+-- (publish_copy_end.sql). begin raises PM016 (nothing stored) when publish()
 -- has more to do: an unknown topic or partition, backpressure settings, a
 -- batch reaching past the segments created so far, or a record that may
 -- exceed max_record_bytes (p_max_record: the client's upper bound of the
@@ -727,6 +727,11 @@ BEGIN
     -- The Go client's answer (statements/publish_copy_end.sql), raising
     -- the error when the COPY did not store exactly p_count records.
     RETURN QUERY {{sql publish_copy_end('pgmsg.copy_offset_seq', (SELECT NULL::bigint FROM {{schema}}._raise('PM004', format('the COPY stored %s records, not the %s reserved', currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (c.next_offset - p_count) + 1, p_count))))}};
+    IF NOT FOUND THEN
+        -- No counter row this transaction's begin locked: nothing was
+        -- reserved (a call without _publish_copy_begin()).
+        PERFORM {{schema}}._raise('PM004', format('no COPY publish of partition %s of topic id %s began', p_partition, p_topic_id));
+    END IF;
     PERFORM set_config('pgmsg.copy_offset_seq', '', true);
 END $function$;
 
