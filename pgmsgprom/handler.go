@@ -51,14 +51,13 @@ type handler struct {
 // from: static, every series but the ages of lagging groups, ending with
 // the ages' family header and its series for groups that do not lag (so
 // that the lagging ones, written after it, stay in the family); z is
-// static as raw deflate blocks ending on a sync flush, and crc its CRC-32.
+// static as raw deflate blocks ending on a sync flush.
 type totalsRender struct {
 	topics []pgmsg.TopicTotals
 	groups []pgmsg.GroupTotals
 	valid  bool
 	static []byte
 	z      []byte
-	crc    uint32
 	aged   []int
 }
 
