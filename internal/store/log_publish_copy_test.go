@@ -59,7 +59,21 @@ func TestEncodeCopyAllocatesNothing(t *testing.T) {
 	s.copyTexts()
 	buf := make([]byte, 0, b.copySize()+copyMessagesBytes)
 	stmt := "stmt_" + strings.Repeat("f", 48)
-	if n := testing.AllocsPerRun(20, func() { buf = s.encodeCopy(buf[:0], stmt, stmt, 7, &b) }); n != 0 {
-		t.Errorf("encodeCopy allocated %v times per publish, want 0", n)
+	// AllocsPerRun counts the whole process's allocations, other tests'
+	// goroutines included (the package's parallel tests, pools): the
+	// fewest of a few measurements. An allocation of encodeCopy's own
+	// shows in every one of them.
+	least := -1.0
+	for range 5 {
+		n := testing.AllocsPerRun(20, func() { buf = s.encodeCopy(buf[:0], stmt, stmt, 7, &b) })
+		if least < 0 || n < least {
+			least = n
+		}
+		if least == 0 {
+			break
+		}
+	}
+	if least != 0 {
+		t.Errorf("encodeCopy allocated %v times per publish, want 0", least)
 	}
 }
