@@ -126,19 +126,6 @@ func claimGatherRecordsSQL(relname string) string {
     OFFSET 0) r`
 }
 
-// gatherGenericPlanSQL makes the gathered claim's statements, which
-// follow it in the pipeline's transaction, run from their cached generic
-// plans, and keeps those plans off sequential scans: the plan is made
-// once, while group_cursor may be one page, and a sequential scan (with a
-// hash join for the UPDATE's ctid) would then read every version of
-// every cursor row on each call once a held snapshot keeps them. Bitmap
-// scans are off too: row_tid.sql's lookups must walk the key's index
-// entries newest first and stop at the first visible version, and a
-// plan made once the table has grown under a held snapshot (the
-// estimate stays one row of a few) may read every entry of the key with
-// a bitmap scan and sort them instead (seen: 326 heap pages a lookup).
-const gatherGenericPlanSQL = `SELECT pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true), ` +
-	`pg_catalog.set_config('enable_seqscan', 'off', true), pg_catalog.set_config('enable_bitmapscan', 'off', true)`
 
 // ClaimGatherReq is one group's request in a gathered claim: a claim of
 // the partition by its owner Member, committing CommitEpoch first when
@@ -198,7 +185,7 @@ func (s *Store) ClaimGather(ctx context.Context, pool BatchSender, topic string,
 	// so the plan cache would find every generic plan dearer and plan
 	// each call again (the planner was the server's top symbols): the
 	// pipeline's transaction asks for the generic plan.
-	b.Queue(gatherGenericPlanSQL)
+	b.Queue(rowTIDPlanSQL)
 	b.Queue(s.SQL(claimGatherSQL), topic, groups, members, maxRecords, leases, commits, tokens, partition, async)
 	b.Queue(s.SQL(claimGatherRecordsSQL(fetch)), append([]any{topic, groups, tokens, partition}, held.args()...)...)
 	br := pool.SendBatch(ctx, b)

@@ -21,10 +21,12 @@ import (
 // page of records per WAL record where the direct statement's INSERT
 // writes one per record (docs/benchmarks.md has the measurements). The
 // whole publish is one pipeline of extended-protocol messages and its
-// data, written at once: copyBeginSQL locks the counter row and
-// reads the next offset, COPY stores the records, copyEndSQL moves the
-// counter, checks the count and answers, in one implicit transaction (committed by the Sync at the end)
-// and one round trip.
+// data, written at once: rowTIDPlanSQL pins the plans of the statements
+// after it (they find the counter row by its ctid), copyBeginSQL locks
+// the counter row and reads the next offset, COPY stores the records,
+// copyEndSQL moves the counter, checks the count and answers, in one
+// implicit transaction (committed by the Sync at the end) and one round
+// trip.
 //
 // copyBeginSQL and copyEndSQL are what _publish_copy_begin() and
 // _publish_copy_end() do, as plain statements prepared once per
@@ -183,6 +185,10 @@ func (s *Store) publishCopy(ctx context.Context, pool *pgxpool.Pool, b *PublishB
 		return nil, err
 	}
 	defer c.Release()
+	plan, err := c.Conn().Prepare(ctx, rowTIDPlanSQL, rowTIDPlanSQL)
+	if err != nil {
+		return nil, errs.Map(err)
+	}
 	names := make([]string, len(texts))
 	for i, q := range texts {
 		sd, err := c.Conn().Prepare(ctx, q, q)
@@ -204,10 +210,13 @@ func (s *Store) publishCopy(ctx context.Context, pool *pgxpool.Pool, b *PublishB
 	if need := b.copySize() + copyMessagesBytes + extra; cap(*bp) < need {
 		*bp = make([]byte, 0, need)
 	}
-	buf := encode((*bp)[:0], names)
+	// rowTIDPlanSQL first: the begin and end statements find the counter
+	// row by its ctid.
+	buf := appendExecute(appendBind((*bp)[:0], plan.Name))
+	buf = encode(buf, names)
 	*bp = buf
 
-	res, err := roundTrip(ctx, c.Conn(), buf, answer)
+	res, err := roundTrip(ctx, c.Conn(), buf, answer+1)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == copyDeclinedCode {
