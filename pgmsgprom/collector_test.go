@@ -22,21 +22,32 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func TestCollector(t *testing.T) {
+// testClient is a client of a schema of its own holding topics of two
+// partitions, each with a group named group read from the earliest
+// offset; the context ends with the test (a minute at most).
+func testClient(t *testing.T, group string, topics ...string) (context.Context, *pgmsg.Client) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	b := pgtest.Schema(t, nil)
 	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema})
 	require.NoError(t, err)
-	defer client.Close()
-	_, err = client.CreateTopic(ctx, "orders", pgmsg.TopicConfig{Partitions: 2})
-	require.NoError(t, err)
-	_, err = client.CreateGroup(ctx, "orders", "billing", pgmsg.PositionEarliest)
-	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	for _, name := range topics {
+		_, err = client.CreateTopic(ctx, name, pgmsg.TopicConfig{Partitions: 2})
+		require.NoError(t, err)
+		_, err = client.CreateGroup(ctx, name, group, pgmsg.PositionEarliest)
+		require.NoError(t, err)
+	}
+	return ctx, client
+}
+
+func TestCollector(t *testing.T) {
+	ctx, client := testClient(t, "billing", "orders")
 	recs := []*pgmsg.Record{{Topic: "orders", Partition: 1, Value: []byte("a")}, {Topic: "orders", Partition: 1, Value: []byte("b")}}
 	require.NoError(t, client.Publish(ctx, recs, &pgmsg.PublishOpts{ManualPartition: true}))
 
-	_, err = client.CreateQueue(ctx, "mail", pgmsg.QueueConfig{})
+	_, err := client.CreateQueue(ctx, "mail", pgmsg.QueueConfig{})
 	require.NoError(t, err)
 	_, err = client.EnqueueMany(ctx, "mail", []pgmsg.EnqueueParams{{Payload: []byte("1")}, {Payload: []byte("2")}}, nil)
 	require.NoError(t, err)
@@ -254,18 +265,7 @@ func onlyMetric(c *pgmsgprom.Collector, name string) prometheus.Collector {
 // it before; one whose value changed is rebuilt, and the series of a
 // deleted topic are gone from the next scrape.
 func TestCollectorSeriesFollowValues(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	b := pgtest.Schema(t, nil)
-	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema})
-	require.NoError(t, err)
-	defer client.Close()
-	for _, tn := range []string{"a", "b"} {
-		_, err = client.CreateTopic(ctx, tn, pgmsg.TopicConfig{Partitions: 2})
-		require.NoError(t, err)
-		_, err = client.CreateGroup(ctx, tn, "g", pgmsg.PositionEarliest)
-		require.NoError(t, err)
-	}
+	ctx, client := testClient(t, "g", "a", "b")
 	col := pgmsgprom.NewCollector(client, nil)
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(col))
@@ -329,7 +329,7 @@ pgmsg_topic_end_offset{topic="a"} ` + strconv.Itoa(aEnd) + "\n"
 		require.NoError(t, client.Commit(ctx, cl))
 	}
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want(2, 0, true)), names...))
-	_, err = client.DeleteGroup(ctx, "b", "g")
+	_, err := client.DeleteGroup(ctx, "b", "g")
 	require.NoError(t, err)
 	require.NoError(t, client.DeleteTopic(ctx, "b"))
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want(2, 0, false)), names...))

@@ -152,7 +152,7 @@ func (c *Collector) renderTotals(tr *totalsRender, snap *snapshot) {
 		b = append(b, "# HELP "...)
 		b = append(b, h[0]...)
 		b = append(b, ' ')
-		b = append(b, strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(h[1])...)
+		b = append(b, helpEscaper.Replace(h[1])...)
 		b = append(b, "\n# TYPE "...)
 		b = append(b, h[0]...)
 		b = append(b, " gauge\n"...)
@@ -210,6 +210,9 @@ func (c *Collector) renderAged(tr *totalsRender, now time.Time) []byte {
 	}
 	return b
 }
+
+// helpEscaper escapes a HELP text as the text format asks.
+var helpEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
 
 // labelEscaper escapes a label value as the text format asks.
 var labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)

@@ -3,14 +3,12 @@ package pgmsgprom_test
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -20,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgmsg/pgmsg"
-	"github.com/pgmsg/pgmsg/internal/pgtest"
 	"github.com/pgmsg/pgmsg/pgmsgprom"
 )
 
@@ -79,18 +76,7 @@ func labels(m *dto.Metric) string {
 // groups that do not (kept) in one age family; and a scrape after a
 // publish shows the new figures.
 func TestHandlerMatchesPromhttp(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	b := pgtest.Schema(t, nil)
-	client, err := pgmsg.NewClient(b.Pool, &pgmsg.Config{Schema: b.Schema})
-	require.NoError(t, err)
-	defer client.Close()
-	for _, name := range []string{"orders", "pay.ments", "z_last"} {
-		_, err = client.CreateTopic(ctx, name, pgmsg.TopicConfig{Partitions: 2})
-		require.NoError(t, err)
-		_, err = client.CreateGroup(ctx, name, "billing", pgmsg.PositionEarliest)
-		require.NoError(t, err)
-	}
+	ctx, client := testClient(t, "billing", "orders", "pay.ments", "z_last")
 	publish := func(n int) {
 		recs := make([]*pgmsg.Record, n)
 		for i := range recs {
