@@ -267,7 +267,7 @@ func TestHotRowsUnderHeldSnapshot(t *testing.T) {
 		{"group_cursor", "x.topic_id = $1::integer AND x.group_name = 'g'", []any{topicID}},
 	} {
 		byKey := buffers(false, q(`SELECT * FROM {{schema}}.`+c.table+` x WHERE `+c.key+` AND x.partition = 0`), c.args...)
-		lookup := q(`SELECT * FROM {{schema}}.`+c.table+` c WHERE c.ctid = `+
+		lookup := q(`SELECT * FROM {{schema}}.` + c.table + ` c WHERE c.ctid = ` +
 			migration.Statement("row_tid", c.table, c.key, "0"))
 		byTID := buffers(true, lookup, c.args...)
 		t.Logf("%s: %d buffers by the key, %d by the ctid (%d without rowTIDPlanSQL)", c.table, byKey, byTID,

@@ -23,10 +23,13 @@ import (
 // one, and the committed one when that is another or nothing is claimed.
 //
 // It returns one row: whether it claimed, and the claim's columns (NULL
-// when it only committed). No row means it wrote nothing and
-// claim_range() must answer: the claim to commit is no longer held,
-// nothing is to be claimed without a commit, or the member is not in the
-// group (claim_range() creates the group, or explains the error).
+// when it only committed, or when it found nothing to claim without a
+// commit for a member of the group: claim_range() would return nothing
+// then, after the same check of the member's row, and the poll of an idle
+// member is one statement, not two). No row means it wrote nothing and
+// claim_range() must answer: the claim to commit is no longer held, or
+// the member is not in the group (claim_range() creates the group, or
+// explains the error).
 //
 // Parameters: $1 topic, $2 group, $3 the partition to commit (NULL:
 // none), $4 member, $5 max records, $6 lease, $7 the epoch to commit, $8
@@ -88,7 +91,14 @@ SELECT u.claiming, u.partition, u.claim_epoch, u.claim_expires_at, u.claim_start
          ORDER BY s.start_offset DESC LIMIT 1) END,
        CASE WHEN $9::boolean THEN pg_catalog.set_config('synchronous_commit', 'off', true) END, ` + claimLSNColumn + `,
        u.log_epoch
-  FROM u`
+  FROM u
+UNION ALL
+SELECT false, NULL::integer, NULL::bigint, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::integer, NULL::text,
+       NULL::text, NULL::bigint, NULL::integer
+ WHERE $7::bigint IS NULL AND NOT EXISTS (SELECT 1 FROM u)
+   AND EXISTS (SELECT 1 FROM pgmsg.group_member m
+                WHERE m.topic_id = (SELECT tt.topic_id FROM pgmsg.topic tt WHERE tt.name = $1::text)
+                  AND m.group_name = $2::text AND m.member_id = $4::text)`
 
 // ClaimAnyDirect runs claimAnyDirectSQL for p, which must be the case it
 // covers (the caller checks): no partition named, claimed by the owner

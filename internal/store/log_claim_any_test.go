@@ -103,7 +103,7 @@ func TestClaimAnyParity(t *testing.T) {
 		{max: 10, commit: true, want: "p2 [2, 2]"}, // p0 is the committed one
 		{max: 10, commit: true, want: "p0 [4, 4]"}, // p2 is empty
 		{max: 10, commit: true, want: "none"},      // commits p0 only
-		{max: 10, fallback: true, want: "none"},    // nothing, no commit: claim_range() looks
+		{max: 10, want: "none"},                    // nothing, no commit, a member: nothing
 		{publish: map[int32]int{1: 20}, max: 10, want: "p1 [0, 9]"},
 		{publish: map[int32]int{3: 3}, max: 10, commit: true, want: "p3 [0, 2]"},
 		{max: 10, commit: true, want: "p1 [10, 19]"}, // across the segment boundary

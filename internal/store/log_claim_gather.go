@@ -126,7 +126,6 @@ func claimGatherRecordsSQL(relname string) string {
     OFFSET 0) r`
 }
 
-
 // ClaimGatherReq is one group's request in a gathered claim: a claim of
 // the partition by its owner Member, committing CommitEpoch first when
 // Commit (a claim of the same partition).
