@@ -287,6 +287,21 @@ func (r *Reader) claimRow(ctx context.Context, exec store.DBTX, params *store.Cl
 			return nil, nil, 0, err
 		}
 		if !res.Fallback {
+			if params.Commit && !res.Committed {
+				// The statement claimed but could not write the commit:
+				// another transaction changed that cursor row after the
+				// statement's snapshot (a rebalance marked it for
+				// hand-over; store.ClaimAnyDirect). The claim it commits
+				// is still held: commit it on its own, or the hand-over
+				// would wait for its lease and the new owner get its
+				// records again. Rare: a second round trip then only.
+				if err := r.store.Commit(ctx, exec, params.Topic, params.Group, params.CommitPartition, params.CommitEpoch, nil); err != nil && !errs.IsLostClaim(err) {
+					if res.Row != nil {
+						_ = r.store.Release(ctx, exec, params.Topic, params.Group, res.Row.Partition, res.Row.ClaimEpoch)
+					}
+					return nil, nil, 0, err
+				}
+			}
 			params.Commit = false
 			if res.Row == nil {
 				return nil, nil, 0, nil

@@ -461,3 +461,88 @@ func TestClaimLearnsSegment(t *testing.T) {
 	_, ok = c.cachedSegment("one", 0)
 	require.True(t, ok, "the claims learnt the partition's segment")
 }
+
+// A member that owns several partitions commits its handled claim with
+// its next claim (store.ClaimAnyDirect). When a rebalance marked the
+// committed claim's partition for hand-over after that statement took its
+// snapshot, the statement claims another partition without writing the
+// commit: the Reader commits it on its own, so that the hand-over
+// completes at once and the next owner starts after the handled records.
+// Before, the claim stayed live until its lease ran out, and the next
+// owner was then given the handled records again
+// (TestGroupsReadEverythingInOrder in the root failed so, 1 run in 7).
+// The interleaving is forced: the join's transaction stays open until the
+// claim waits for its row lock.
+func TestClaimRidingCommitRebalanced(t *testing.T) {
+	t.Parallel()
+	c := newTestReader(t)
+	b, ctx := c.b, c.ctx
+	schema := pgx.Identifier{b.Schema}.Sanitize()
+	c.createTopic("t", 4, 0)
+	c.join("t", "g", "m") // m owns the four partitions
+	c.publish("t", 3, []*pgmsgtype.Record{{Value: []byte("a")}, {Value: []byte("b")}})
+	params := func() *store.ClaimParams {
+		return &store.ClaimParams{Topic: "t", Group: "g", Member: "m", MaxRecords: 10, Lease: 30 * time.Second,
+			RequireOwner: true, Async: true}
+	}
+	held, err := c.Claim(ctx, b.Pool, params())
+	require.NoError(t, err)
+	require.NotNil(t, held)
+	require.Equal(t, int32(3), held.Partition)
+	c.publish("t", 0, []*pgmsgtype.Record{{Value: []byte("c")}, {Value: []byte("d")}})
+
+	// m2 joins in a transaction left open: its rebalance locks p3's
+	// cursor row (next owner m2, once m's claim ends).
+	tx, err := b.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var joiner int32
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_catalog.pg_backend_pid()`).Scan(&joiner))
+	_, err = tx.Exec(ctx, `SELECT * FROM `+schema+`.group_heartbeat('t', 'g', 'm2')`)
+	require.NoError(t, err)
+
+	type answer struct {
+		cl  *pgmsgtype.Claim
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		p := params()
+		p.Commit, p.CommitPartition, p.CommitEpoch = true, held.Partition, held.Epoch
+		cl, err := c.Claim(ctx, b.Pool, p)
+		done <- answer{cl, err}
+	}()
+	for {
+		select {
+		case a := <-done:
+			t.Fatalf("the claim did not wait for the join's row lock: %+v %v", a.cl, a.err)
+		default:
+		}
+		var waiting bool
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a
+		                                          WHERE $1::integer = ANY (pg_catalog.pg_blocking_pids(a.pid)))`, joiner).Scan(&waiting))
+		if waiting {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	require.NoError(t, tx.Commit(ctx))
+	a := <-done
+	require.NoError(t, a.err)
+	require.NotNil(t, a.cl)
+	require.Equal(t, int32(0), a.cl.Partition, "the next claim")
+
+	// p3's claim was committed: the cursor is past it, and m2's next
+	// heartbeat completes the hand-over.
+	var next int64
+	var live bool
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT next_offset, claim_end IS NOT NULL FROM `+schema+
+		`.group_cursor WHERE group_name = 'g' AND partition = 3`).Scan(&next, &live))
+	require.Equal(t, int64(2), next, "p3's cursor moved past the committed claim")
+	require.False(t, live, "p3's claim ended")
+	c.join("t", "g", "m2")
+	var owner string
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT owner FROM `+schema+
+		`.group_cursor WHERE group_name = 'g' AND partition = 3`).Scan(&owner))
+	require.Equal(t, "m2", owner, "the hand-over completed")
+}

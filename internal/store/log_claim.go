@@ -383,7 +383,9 @@ type ClaimDirectResult struct {
 	// Fallback: claim_range() must answer (ClaimRange), to create the
 	// group or to raise the error that explains why nothing was claimed.
 	Fallback bool
-	// Committed: the claim to commit was committed.
+	// Committed: the claim to commit was committed. ClaimAnyDirect may
+	// make a claim (Row) without writing the commit asked for (see
+	// claimAnyDirectSQL): the caller must then commit it on its own.
 	Committed bool
 	// Fetched: the RecordFunc received the claim's records (the statement
 	// read them from the claim's segment; none when compaction removed

@@ -22,14 +22,27 @@ import (
 // "Scale"). It writes the cursor rows as claim_range() does: the claimed
 // one, and the committed one when that is another or nothing is claimed.
 //
-// It returns one row: whether it claimed, and the claim's columns (NULL
-// when it only committed, or when it found nothing to claim without a
-// commit for a member of the group: claim_range() would return nothing
-// then, after the same check of the member's row, and the poll of an idle
-// member is one statement, not two). No row means it wrote nothing and
-// claim_range() must answer: the claim to commit is no longer held, or
-// the member is not in the group (claim_range() creates the group, or
-// explains the error).
+// It returns one row: whether it claimed, whether it wrote the commit,
+// and the claim's columns (NULL when it only committed, or when it found
+// nothing to claim without a commit for a member of the group:
+// claim_range() would return nothing then, after the same check of the
+// member's row, and the poll of an idle member is one statement, not
+// two). No row means it wrote nothing and claim_range() must answer: the
+// claim to commit is no longer held, or the member is not in the group
+// (claim_range() creates the group, or explains the error).
+//
+// A claim may be made while the commit is not written. d locks the
+// committed claim's cursor row; when a transaction that committed after
+// this statement took its snapshot changed that row (a rebalance marking
+// the partition for hand-over: next_owner), the lock moves on to the
+// row's newest version (READ COMMITTED) and d returns that version's
+// ctid, but the UPDATE reads the table through the statement's snapshot,
+// which cannot see that version: it writes nothing for it, and still
+// claims another partition. The commit's column says so, and the caller
+// commits on its own (internal/logread). Taking such a commit as made
+// left the claim live until its lease ran out, the hand-over waiting for
+// it, and then gave the handled records to the partition's new owner
+// again (TestClaimAnyDirectCommitRace).
 //
 // Parameters: $1 topic, $2 group, $3 the partition to commit (NULL:
 // none), $4 member, $5 max records, $6 lease, $7 the epoch to commit, $8
@@ -79,11 +92,12 @@ d AS (
            claimed_at = CASE WHEN x.claiming THEN n.ts ELSE c.claimed_at END
       FROM x, n
      WHERE c.ctid = x.tid
-    RETURNING x.claiming, c.partition, c.topic_id, c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end, x.log_epoch
+    RETURNING x.claiming, x.commits, c.partition, c.topic_id, c.claim_epoch, c.claim_expires_at, c.claim_start, c.claim_end, x.log_epoch
 ), u AS (
     SELECT * FROM upd ORDER BY upd.claiming DESC LIMIT 1
 )
-SELECT u.claiming, u.partition, u.claim_epoch, u.claim_expires_at, u.claim_start, u.claim_end, u.topic_id,
+SELECT u.claiming, EXISTS (SELECT 1 FROM upd WHERE upd.commits), u.partition, u.claim_epoch, u.claim_expires_at, u.claim_start,
+       u.claim_end, u.topic_id,
        CASE WHEN u.claiming THEN
        (SELECT s.relname FROM pgmsg.segment s
          WHERE s.topic_id = u.topic_id AND s.partition = u.partition AND s.start_offset <= u.claim_start
@@ -93,7 +107,7 @@ SELECT u.claiming, u.partition, u.claim_epoch, u.claim_expires_at, u.claim_start
        u.log_epoch
   FROM u
 UNION ALL
-SELECT false, NULL::integer, NULL::bigint, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::integer, NULL::text,
+SELECT false, false, NULL::integer, NULL::bigint, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::integer, NULL::text,
        NULL::text, NULL::bigint, NULL::integer
  WHERE $7::bigint IS NULL AND NOT EXISTS (SELECT 1 FROM u)
    AND EXISTS (SELECT 1 FROM pgmsg.group_member m
@@ -112,6 +126,7 @@ func (s *Store) ClaimAnyDirect(ctx context.Context, exec DBTX, p *ClaimParams) (
 		commitPart pgtype.Int4
 		commitEp   pgtype.Int8
 		claiming   bool
+		committed  bool
 		partition  pgtype.Int4
 		h          claimHead
 	)
@@ -120,8 +135,8 @@ func (s *Store) ClaimAnyDirect(ctx context.Context, exec DBTX, p *ClaimParams) (
 		commitEp = pgtype.Int8{Int64: p.CommitEpoch, Valid: true}
 	}
 	err := s.DB(exec).QueryRow(ctx, claimAnyDirectSQL, p.Topic, p.Group, commitPart, p.Member, p.MaxRecords, lease(p.Lease),
-		commitEp, leaseToken(), p.Async).Scan(&claiming, &partition, &h.epoch, &h.expires, &h.first, &h.last, &h.topicID,
-		&h.relname, &h.ignored, &h.lsn, &h.logEpoch)
+		commitEp, leaseToken(), p.Async).Scan(&claiming, &committed, &partition, &h.epoch, &h.expires, &h.first, &h.last,
+		&h.topicID, &h.relname, &h.ignored, &h.lsn, &h.logEpoch)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ClaimDirectResult{Fallback: true}, nil
 	}
@@ -129,7 +144,9 @@ func (s *Store) ClaimAnyDirect(ctx context.Context, exec DBTX, p *ClaimParams) (
 		return ClaimDirectResult{}, errs.Map(err)
 	}
 	if !claiming {
+		// The row is the committed claim's (written), or says there was
+		// nothing to claim and no commit.
 		return ClaimDirectResult{Committed: p.Commit}, nil
 	}
-	return ClaimDirectResult{Committed: p.Commit, LSN: h.lsn.Int64, Row: h.row(partition.Int32)}, nil
+	return ClaimDirectResult{Committed: p.Commit && committed, LSN: h.lsn.Int64, Row: h.row(partition.Int32)}, nil
 }

@@ -189,3 +189,132 @@ func TestClaimAnyParity(t *testing.T) {
 		}
 	}
 }
+
+// A commit riding on ClaimAnyDirect whose cursor row another transaction
+// changed after the statement took its snapshot (here a member joining,
+// whose rebalance marks the partition for hand-over while its claim is
+// live) is not written by the statement, which then still claims another
+// partition: the answer must say the commit was not made (the caller
+// commits it on its own, internal/logread), never take it as made. The
+// interleaving is forced: the join's transaction stays open until the
+// claim waits for its row lock.
+func TestClaimAnyDirectCommitRace(t *testing.T) {
+	ctx := pgtest.Context(t, time.Minute)
+	b := pgtest.Schema(t, &pgtest.Opts{MaxConns: 3})
+	s := New(b.Schema)
+	schema := pgx.Identifier{b.Schema}.Sanitize()
+	if _, err := s.TopicCreate(ctx, b.Pool, "t", 4, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	heartbeat := func(exec DBTX, member string) {
+		t.Helper()
+		if _, err := exec.Exec(ctx, `SELECT * FROM `+schema+`.group_heartbeat('t', 'g', $1)`, member); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish := func(partition int32, n int) {
+		t.Helper()
+		pb := NewPublishBatch("t", partition, n)
+		for i := range pb.Values {
+			pb.Values[i] = []byte(fmt.Sprint(i))
+		}
+		if _, err := s.Publish(ctx, b.Pool, &pb, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cursor := func(partition int32) string {
+		t.Helper()
+		var out string
+		if err := b.Pool.QueryRow(ctx, `SELECT pg_catalog.concat_ws(' ', next_offset, coalesce(claim_end::text, '-'),
+		        coalesce(owner, '-'), coalesce(next_owner, '-'))
+		   FROM `+schema+`.group_cursor WHERE group_name = 'g' AND partition = $1`, partition).Scan(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	params := func() *ClaimParams {
+		return &ClaimParams{Topic: "t", Group: "g", Member: "m", MaxRecords: 10, Lease: 30 * time.Second, RequireOwner: true, Async: true}
+	}
+
+	// m owns the four partitions and holds a claim of p3's records.
+	heartbeat(b.Pool, "m")
+	publish(3, 2)
+	res, err := s.ClaimAnyDirect(ctx, b.Pool, params())
+	if err != nil || res.Row == nil || res.Row.Partition != 3 {
+		t.Fatalf("first claim: %+v %v", res, err)
+	}
+	held := res.Row
+	publish(0, 2)
+
+	// m2 joins in a transaction left open: the rebalance locks p2's and
+	// p3's cursor rows (p3: next owner m2, once m's claim ends).
+	tx, err := b.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var joiner int32
+	if err := tx.QueryRow(ctx, `SELECT pg_catalog.pg_backend_pid()`).Scan(&joiner); err != nil {
+		t.Fatal(err)
+	}
+	heartbeat(tx, "m2")
+
+	// m commits its claim of p3 with its next claim, which finds p0.
+	type answer struct {
+		res ClaimDirectResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		p := params()
+		p.Commit, p.CommitPartition, p.CommitEpoch = true, held.Partition, held.ClaimEpoch
+		res, err := s.ClaimAnyDirect(ctx, b.Pool, p)
+		done <- answer{res, err}
+	}()
+	waitBlocked(ctx, t, b.Pool, joiner, func() {
+		select {
+		case a := <-done:
+			t.Fatalf("the claim did not wait for the join's row lock: %+v %v", a.res, a.err)
+		default:
+		}
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := <-done
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if a.res.Fallback || a.res.Row == nil || a.res.Row.Partition != 0 || a.res.Row.FirstOffset != 0 || a.res.Row.LastOffset != 1 {
+		t.Fatalf("claim with the commit: %+v, want p0 [0, 1]", a.res)
+	}
+	if a.res.Committed {
+		t.Fatalf("the answer says the commit was made; p3's cursor: %s", cursor(3))
+	}
+	// Nothing was written for p3: the claim is still m's, and held.
+	if got := cursor(3); got != "0 1 m m2" {
+		t.Fatalf("p3's cursor %q, want the claim still held (0 1 m m2)", got)
+	}
+	if err := s.Commit(ctx, b.Pool, "t", "g", held.Partition, held.ClaimEpoch, nil); err != nil {
+		t.Fatalf("the claim is still held, its commit must succeed: %v", err)
+	}
+}
+
+// waitBlocked returns once a backend waits for a lock that the backend
+// blocker holds, calling check (which fails the test when what should
+// wait has returned instead) before each look.
+func waitBlocked(ctx context.Context, t *testing.T, exec DBTX, blocker int32, check func()) {
+	t.Helper()
+	for {
+		check()
+		var waiting bool
+		if err := exec.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a
+		                               WHERE $1::integer = ANY (pg_catalog.pg_blocking_pids(a.pid)))`, blocker).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
