@@ -100,7 +100,9 @@ type LogConsumerOpts struct {
 	// PositionEarliest (default), PositionLatest, an offset or an RFC 3339
 	// timestamp.
 	Start string
-	// MaxRecords caps the records of a claim. Default 100.
+	// MaxRecords caps the records of a claim. Default 100 (on PostgreSQL
+	// a consumer left at the default grows it up to 1,000 while its
+	// claims come back full: ClaimOpts.MaxRecords).
 	MaxRecords int
 	// MemberID names the member. Default: generated. (On Kafka the broker
 	// assigns member ids; this becomes the client id.)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pgmsg/pgmsg/internal/logconsumer"
 	"github.com/pgmsg/pgmsg/internal/logpublish"
 	"github.com/pgmsg/pgmsg/internal/logread"
 	"github.com/pgmsg/pgmsg/internal/maintenance"
@@ -27,6 +28,10 @@ const (
 	PollIntervalDefault    = time.Second
 	MetadataMaxAgeDefault  = 5 * time.Second
 	ClaimMaxRecordsDefault = 100
+	// ClaimMaxRecordsGrowMax is how far a Consumer left at the default
+	// claim cap grows it while its claims come back full
+	// (ClaimOpts.MaxRecords).
+	ClaimMaxRecordsGrowMax = 1000
 )
 
 // Config configures a Client. The zero value is valid: every field
@@ -81,6 +86,25 @@ type Config struct {
 	// Each claim still gets its own copies. Default 64 MiB; negative: no
 	// cache.
 	RecordCacheBytes int64
+	// ConsumerClaimRate is a budget of claims a second that the client's
+	// consumers share (the claims of Run and Poll: each is a transaction
+	// whose cost to the server hardly depends on how many records it
+	// returns). It holds only while more than 20 of them are busy (have
+	// received records within the last one to two seconds) and their
+	// claims together have reached it (a second of at least
+	// ConsumerClaimRate claims; it lets go after a second of fewer than
+	// half as many): each consumer then waits busy/ConsumerClaimRate
+	// after its previous claim before it claims for a wake-up (or its
+	// ClaimCooldown, if longer; at any rate of records), so that together
+	// they make about ConsumerClaimRate claims a second and each claim
+	// takes what arrived meanwhile, for up to that wait's latency. 1,000
+	// groups each reading 1,000 records a second then keep up on two
+	// cores, where claiming at every wake-up does not (docs/benchmarks.md,
+	// "Many groups"). A claim that may have left records behind is still
+	// followed by the next at once; a change of a consumer's partitions
+	// ends its wait. Default ConsumerClaimRateDefault (1,000 claims a
+	// second); negative: no budget; at most ConsumerClaimRateMax.
+	ConsumerClaimRate int
 }
 
 func (c *Config) withDefaults() *Config {
@@ -112,6 +136,9 @@ func (c *Config) withDefaults() *Config {
 	if out.RecordCacheBytes == 0 {
 		out.RecordCacheBytes = RecordCacheBytesDefault
 	}
+	if out.ConsumerClaimRate == 0 {
+		out.ConsumerClaimRate = ConsumerClaimRateDefault
+	}
 	return &out
 }
 
@@ -133,6 +160,10 @@ func (c *Config) validate() error {
 	}
 	if c.ClaimGatherWait > time.Minute {
 		return fmt.Errorf("pgmsg: Config.ClaimGatherWait must be at most 1m, got %s", c.ClaimGatherWait)
+	}
+	if c.ConsumerClaimRate > ConsumerClaimRateMax {
+		return newError(ErrInvalidArgument, "Config.ConsumerClaimRate must be at most %d claims a second (negative: no budget), got %d",
+			ConsumerClaimRateMax, c.ConsumerClaimRate)
 	}
 	for i, p := range c.ReadReplicas {
 		if p == nil {
@@ -176,6 +207,10 @@ type Client struct {
 
 	// totals is LogTotals's last answer, brought up to date on each call.
 	totals totalsCache
+
+	// claimPacer is the claim budget of the client's consumers
+	// (Config.ConsumerClaimRate; nil: none).
+	claimPacer *logconsumer.ClaimPacer
 }
 
 // topicMeta is what the root's callers of Client.topicMeta read of a
@@ -197,6 +232,14 @@ const ClaimGatherWaitDefault = time.Millisecond
 // RecordCacheBytesDefault is Config.RecordCacheBytes's default.
 const RecordCacheBytesDefault = 64 << 20
 
+// ConsumerClaimRateDefault is Config.ConsumerClaimRate's default, in
+// claims a second; ConsumerClaimRateMax its largest value (the budget
+// would space 20 consumers' claims by 20µs, below what timers keep).
+const (
+	ConsumerClaimRateDefault = 1000
+	ConsumerClaimRateMax     = 1_000_000
+)
+
 // NewClient returns a Client using pool. config may be nil for defaults.
 // The schema must have been migrated (pgmsgmigrate or `pgmsg migrate up`).
 func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
@@ -215,6 +258,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		store:      st,
 		heartbeats: store.NewHeartbeats(st, pool, store.HeartbeatLinger),
 		tracer:     tracer,
+		claimPacer: logconsumer.NewClaimPacer(float64(cfg.ConsumerClaimRate)),
 		queues:     newQueues(st, pool, cfg, tracer),
 		reader: logread.New(&logread.Config{
 			Store: st, Primary: pool, Replicas: cfg.ReadReplicas, ReplicaMaxWait: cfg.ReplicaMaxWait,

@@ -29,7 +29,13 @@ type ClaimOpts struct {
 	// partition with unread records and no live claim, least recently
 	// claimed first.
 	Partition *int32
-	// MaxRecords caps the records of the claim. Default 100.
+	// MaxRecords caps the records of the claim. Default 100
+	// (ClaimMaxRecordsDefault). A Consumer left at the default grows the
+	// cap of its claims while they come back full, doubling it up to
+	// ClaimMaxRecordsGrowMax (1,000), and halves it back toward 100 when
+	// one comes back a quarter full or less (a backlog, or claims that
+	// Config.ConsumerClaimRate spaces, go in fewer, larger claims); one
+	// given a MaxRecords keeps exactly that.
 	MaxRecords int
 	// MaxBytes caps the key+value bytes of the claim (at least one record is
 	// always returned). Default: no cap.
@@ -179,7 +185,9 @@ type ConsumerOpts struct {
 	// what bounds throughput where many groups read a busy topic. A claim
 	// that may have left records behind is followed by the next at once.
 	// The cooldown holds only a consumer whose claims return at least
-	// ClaimCooldownMinRate records a second. Default ClaimCooldownDefault
+	// ClaimCooldownMinRate records a second. When many of the client's
+	// consumers are busy, its claim budget (Config.ConsumerClaimRate) may
+	// space their claims further. Default ClaimCooldownDefault
 	// (20ms); negative: none, claim as soon as notified; at most one
 	// minute (docs/benchmarks.md, "Where the time goes").
 	ClaimCooldown time.Duration
@@ -348,7 +356,8 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 	cfg := logconsumer.Config{
 		Topics: topics, Group: group, MemberID: o.MemberID, Partitions: o.Partitions, Start: start,
 		Lease: params.Lease, MaxRecords: int(params.MaxRecords), MaxBytes: params.MaxBytes, PollInterval: o.PollInterval,
-		ClaimCooldown: o.ClaimCooldown, ClaimCooldownMinRate: float64(o.ClaimCooldownMinRate), MaxDeliveries: o.MaxDeliveries, RedeliveryBackoff: o.RedeliveryBackoff,
+		ClaimCooldown: o.ClaimCooldown, ClaimCooldownMinRate: float64(o.ClaimCooldownMinRate), Pacer: c.claimPacer,
+		MaxDeliveries: o.MaxDeliveries, RedeliveryBackoff: o.RedeliveryBackoff,
 		RedeliveryBackoffMax: o.RedeliveryBackoffMax, DeadLetterTopic: o.DeadLetterTopic, LeaseMax: durationMax,
 		Wake: c.partitionWakeups(), Logger: c.config.Logger,
 	}
@@ -359,6 +368,9 @@ func (c *Client) NewGroupConsumer(group string, topics []string, opts *ConsumerO
 			HeartbeatInterval: o.HeartbeatInterval, SessionTimeout: o.SessionTimeout,
 			OnAssigned: o.OnAssigned, OnRevoked: o.OnRevoked, OnLost: o.OnLost,
 		}
+	}
+	if o.Claim.MaxRecords == 0 {
+		cfg.MaxRecordsGrow = ClaimMaxRecordsGrowMax
 	}
 	cn := &Consumer{memberID: o.MemberID, log: logconsumer.DB{
 		Reader: c.reader, Publisher: c.publisher, Store: c.store, Pool: c.pool, Tracer: c.tracer, Params: params,

@@ -1,6 +1,9 @@
 package pgmsg
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // TotalsReads returns how many full and partial reads LogTotals has made
 // on c, and how many calls found the snapshot of the last read (for tests
@@ -28,3 +31,11 @@ func NewMaintenanceGate(c *Client, snapshot func() string) *MaintenanceGate {
 func MaintainGated(ctx context.Context, c *Client, cfg *MaintenanceConfig, g *MaintenanceGate) (*MaintenanceResult, error) {
 	return c.maintain(ctx, cfg.withDefaults(), g)
 }
+
+// ClaimCap returns the records cap of cn's next claim.
+func ClaimCap(cn *Consumer) int { return cn.e.ClaimCap() }
+
+// ClaimPacerState returns how many of c's consumers its claim budget
+// counts busy now, whether it is engaged, and the interval it gives
+// (0, false, 0: no budget).
+func ClaimPacerState(c *Client) (int, bool, time.Duration) { return c.claimPacer.State(time.Now()) }

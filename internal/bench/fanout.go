@@ -53,7 +53,10 @@ type FanoutOptions struct {
 	MaxRecords           int
 	ClaimCooldown        time.Duration
 	ClaimCooldownMinRate int
-	Progress             io.Writer
+	// ConsumerClaimRate is the consumers' client's claim budget
+	// (pgmsg.Config; 0: pgmsg's default, negative: none).
+	ConsumerClaimRate int
+	Progress          io.Writer
 }
 
 func (o FanoutOptions) withDefaults() FanoutOptions {
@@ -202,7 +205,7 @@ func RunFanout(ctx context.Context, o FanoutOptions) (*FanoutResult, error) {
 // own, through a client of their own on pool.
 func fanoutRun(ctx context.Context, pool, pubPool *pgxpool.Pool, pg serverCPU, o FanoutOptions, groups int,
 	logf func(string, ...any)) (FanoutRow, error) {
-	client, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: o.Schema})
+	client, err := pgmsg.NewClient(pool, &pgmsg.Config{Schema: o.Schema, ConsumerClaimRate: o.ConsumerClaimRate})
 	if err != nil {
 		return FanoutRow{}, err
 	}

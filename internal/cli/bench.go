@@ -288,6 +288,7 @@ created it.`,
 	fl.IntVar(&o.MaxRecords, "max-records", 0, "the consumers' claim cap (ClaimOpts.MaxRecords; 0: pgmsg's default)")
 	fl.DurationVar(&o.ClaimCooldown, "claim-cooldown", 0, "the consumers' ConsumerOpts.ClaimCooldown (0: pgmsg's default)")
 	fl.IntVar(&o.ClaimCooldownMinRate, "claim-cooldown-min-rate", 0, "the consumers' ConsumerOpts.ClaimCooldownMinRate (0: pgmsg's default; negative: the cooldown holds at any rate)")
+	fl.IntVar(&o.ConsumerClaimRate, "consumer-claim-rate", 0, "the consumers' client's Config.ConsumerClaimRate, claims a second (0: pgmsg's default; negative: no budget)")
 	fl.BoolVar(&jsonOut, "json", false, "print the figures as JSON on stdout")
 	return cmd
 }

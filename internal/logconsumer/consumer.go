@@ -33,12 +33,12 @@ const ProcessTxLease = 24 * time.Hour
 // bytes, lease, start); DB implements it. Errors are the
 // library's (internal/errs sentinels, mapped database errors).
 type Log interface {
-	// Claim claims the next records of topic, of partition only unless it
-	// is AnyPartition, of partitions the membership assigned to the
-	// member only when requireOwner; commit, when not nil, is a claim of
-	// the same topic to commit in the same statement. nil, nil: nothing
-	// to read.
-	Claim(ctx context.Context, topic string, partition int32, requireOwner bool, commit *pgmsgtype.Claim) (*pgmsgtype.Claim, error)
+	// Claim claims the next records of topic, at most maxRecords of them,
+	// of partition only unless it is AnyPartition, of partitions the
+	// membership assigned to the member only when requireOwner; commit,
+	// when not nil, is a claim of the same topic to commit in the same
+	// statement. nil, nil: nothing to read.
+	Claim(ctx context.Context, topic string, partition int32, requireOwner bool, maxRecords int, commit *pgmsgtype.Claim) (*pgmsgtype.Claim, error)
 	// ClaimTx is Claim on tx, with lease, and without a commit.
 	ClaimTx(ctx context.Context, tx pgx.Tx, topic string, partition int32, requireOwner bool, lease time.Duration) (*pgmsgtype.Claim, error)
 	// Commit, CommitTx, Release and Extend settle cl as the Client's
@@ -85,11 +85,17 @@ type Config struct {
 	// Start is the position a manual consumer's group starts at.
 	Start string
 	// Lease is a claim's lease; MaxRecords and MaxBytes (0: no cap) the
-	// claim options' caps, for MayHaveMore.
-	Lease        time.Duration
-	MaxRecords   int
-	MaxBytes     int64
-	PollInterval time.Duration
+	// claim options' caps, for MayHaveMore. MaxRecordsGrow, when above
+	// MaxRecords, lets the cap of Run's and Poll's claims grow: it doubles
+	// up to MaxRecordsGrow while claims come back full and halves back
+	// toward MaxRecords when one comes back a quarter full or less (the
+	// default cap; pgmsg.ClaimMaxRecordsGrowMax). Otherwise the cap is
+	// MaxRecords.
+	Lease          time.Duration
+	MaxRecords     int
+	MaxRecordsGrow int
+	MaxBytes       int64
+	PollInterval   time.Duration
 	// ClaimCooldown is the least time between the starts of two claims
 	// when the second follows a wake-up (pgmsg.ConsumerOpts.ClaimCooldown;
 	// 0: none).
@@ -98,6 +104,10 @@ type Config struct {
 	// must be returning for ClaimCooldown to hold a wake-up
 	// (pgmsg.ConsumerOpts.ClaimCooldownMinRate; 0: at any rate).
 	ClaimCooldownMinRate float64
+	// Pacer is the claim budget the client's consumers share
+	// (pgmsg.Config.ConsumerClaimRate; nil: none): it can hold a wake-up
+	// longer than ClaimCooldown, at any rate.
+	Pacer *ClaimPacer
 	// MaxDeliveries, RedeliveryBackoff, RedeliveryBackoffMax and
 	// DeadLetterTopic are pgmsg.ConsumerOpts's; LeaseMax bounds a lease
 	// extended over a redelivery backoff.
@@ -138,6 +148,21 @@ type Consumer struct {
 	// received is the rate of the records claimed, for
 	// ClaimCooldownMinRate.
 	received RateMeter
+	// mark is the consumer's state in cfg.Pacer (guarded by the pacer).
+	mark PacerMark
+	// claimCap is the records cap of the next claim (MaxRecords, grown up
+	// to MaxRecordsGrow); lastFull, whether the latest claim came back
+	// full; latest and lastCap, the latest claim and the cap it was made
+	// with, for mayHaveMore. Guarded by mu.
+	claimCap int
+	lastFull bool
+	latest   *pgmsgtype.Claim
+	lastCap  int
+	// changed is signalled when the partitions the member may claim
+	// change (one of them revoked, or assigned): it ends a commit's
+	// linger and a wait's cooldown at once, so that a partition being
+	// handed over is not held by a claim waiting for its commit.
+	changed chan struct{}
 }
 
 // Init makes cn, the zero Consumer, read through log (a Consumer is
@@ -146,6 +171,8 @@ type Consumer struct {
 // trip. cn must not be copied afterwards.
 func (cn *Consumer) Init(log Log, cfg Config) {
 	cn.log, cn.cfg = log, cfg
+	cn.claimCap = cfg.MaxRecords
+	cn.changed = make(chan struct{}, 1)
 	cn.sup = Supervisor[*pgmsgtype.Claim]{Extend: log.Extend, IsLost: errs.IsLostClaim}
 	if !cn.manual() {
 		mc := cfg.Member
@@ -170,6 +197,10 @@ func (cn *Consumer) Init(log Log, cfg Config) {
 // gave this consumer, owned (the member's OnChange: called with the
 // member's lock held, after its partitions changed).
 func (cn *Consumer) setWakeKeys(owned iter.Seq2[string, int32]) {
+	select {
+	case cn.changed <- struct{}{}:
+	default:
+	}
 	if cn.cfg.Wake == nil {
 		return
 	}
@@ -251,20 +282,81 @@ func (cn *Consumer) Close() {
 }
 
 // wait blocks until a notification for a topic (held until the claim
-// cooldown has passed), the poll interval, or ctx.
+// cooldown has passed), a change of the member's partitions, the poll
+// interval, or ctx.
 func (cn *Consumer) wait(ctx context.Context) error {
-	return Wait(ctx, cn.wake, cn.cfg.PollInterval, cn.claimNotBefore())
+	return Wait(ctx, cn.wake, cn.changed, cn.cfg.PollInterval, cn.claimNotBefore())
 }
 
-// claimNotBefore is when ClaimCooldown lets a claim that follows a
-// wake-up start: ClaimCooldown after the latest claim started, once the
-// consumer receives at least ClaimCooldownMinRate records a second;
-// below that rate, at once.
+// claimNotBefore is when a claim that follows a wake-up may start: the
+// longer of ClaimCooldown, once the consumer receives at least
+// ClaimCooldownMinRate records a second, and the client's claim budget's
+// interval (Pacer), after the latest claim started; with neither, at
+// once.
 func (cn *Consumer) claimNotBefore() time.Time {
-	if cn.cfg.ClaimCooldown <= 0 || cn.received.Rate() < cn.cfg.ClaimCooldownMinRate {
+	cd := time.Duration(0)
+	if cn.cfg.ClaimCooldown > 0 && cn.received.Rate() >= cn.cfg.ClaimCooldownMinRate {
+		cd = cn.cfg.ClaimCooldown
+	}
+	if cn.cfg.Pacer != nil {
+		cd = max(cd, cn.cfg.Pacer.Interval(time.Now()))
+	}
+	if cd <= 0 {
 		return time.Time{}
 	}
-	return time.Unix(0, cn.lastClaim.Load()).Add(cn.cfg.ClaimCooldown)
+	return time.Unix(0, cn.lastClaim.Load()).Add(cd)
+}
+
+// claimed records a claim of n records (cl, nil when none) made with a cap
+// of limit: the pacer's counts, and the cap of the next claim, which
+// grows while claims come back full and shrinks when one comes back a
+// quarter full or less (not the claim right after a full one, which only
+// takes what the full one left).
+func (cn *Consumer) claimed(cl *pgmsgtype.Claim, limit int, now time.Time) {
+	n := 0
+	if cl != nil {
+		n = len(cl.Records)
+	}
+	cn.received.Add(n, now)
+	cn.cfg.Pacer.Claimed(&cn.mark, n, now)
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	full := n >= limit
+	if cn.cfg.MaxRecordsGrow > cn.cfg.MaxRecords {
+		switch {
+		case full:
+			cn.claimCap = min(2*limit, cn.cfg.MaxRecordsGrow)
+		case !cn.lastFull && n <= limit/4:
+			cn.claimCap = max(limit/2, cn.cfg.MaxRecords)
+		}
+	}
+	cn.lastFull = full
+	cn.latest, cn.lastCap = cl, limit
+}
+
+// mayHaveMore reports whether cl, a claim this consumer made, may have
+// left records behind (MayHaveMore with the cap it was made with).
+func (cn *Consumer) mayHaveMore(cl *pgmsgtype.Claim) bool {
+	cn.mu.Lock()
+	limit := cn.cfg.MaxRecords
+	if cl == cn.latest {
+		limit = cn.lastCap
+	}
+	cn.mu.Unlock()
+	return MayHaveMore(len(cl.Records), limit, cn.cfg.MaxBytes)
+}
+
+// ClaimCap returns the records cap of the consumer's next claim.
+func (cn *Consumer) ClaimCap() int {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.claimCap
+}
+
+// owns reports whether the consumer may still claim cl's partition (a
+// manual consumer always may).
+func (cn *Consumer) owns(cl *pgmsgtype.Claim) bool {
+	return cn.member == nil || cn.member.Owns(cl.Topic, cl.Partition)
 }
 
 // claimOnce tries each topic (and, manually, each partition) once, in
@@ -275,13 +367,12 @@ func (cn *Consumer) claimOnce(ctx context.Context, commit *pgmsgtype.Claim) (cl 
 	if commit != nil {
 		defer cn.claimEnded(commit)
 	}
-	defer func() {
-		n := 0
-		if cl != nil {
-			n = len(cl.Records)
-		}
-		cn.received.Add(n, time.Now())
-	}()
+	cn.mu.Lock()
+	start := cn.next
+	cn.next++
+	limit := cn.claimCap
+	cn.mu.Unlock()
+	defer func() { cn.claimed(cl, limit, time.Now()) }()
 	defer func() {
 		if commit == nil {
 			return
@@ -295,18 +386,14 @@ func (cn *Consumer) claimOnce(ctx context.Context, commit *pgmsgtype.Claim) (cl 
 	}()
 	claim := func(topic string, partition int32, requireOwner bool) (*pgmsgtype.Claim, error) {
 		if commit == nil || commit.Topic != topic {
-			return cn.log.Claim(ctx, topic, partition, requireOwner, nil)
+			return cn.log.Claim(ctx, topic, partition, requireOwner, limit, nil)
 		}
-		cl, err := cn.log.Claim(ctx, topic, partition, requireOwner, commit)
+		cl, err := cn.log.Claim(ctx, topic, partition, requireOwner, limit, commit)
 		if err == nil {
 			commit = nil
 		}
 		return cl, err
 	}
-	cn.mu.Lock()
-	start := cn.next
-	cn.next++
-	cn.mu.Unlock()
 	cn.lastClaim.Store(time.Now().UnixNano())
 	topics := cn.cfg.Topics
 	for i := range topics {
@@ -357,7 +444,15 @@ func (cn *Consumer) Poll(ctx context.Context, commit *pgmsgtype.Claim) (*pgmsgty
 		}
 		return nil, err
 	}
-	if commit != nil && !MayHaveMore(len(commit.Records), cn.cfg.MaxRecords, cn.cfg.MaxBytes) {
+	if commit != nil {
+		// A change of the member's partitions signalled before now is
+		// seen by owns below; one after it ends the wait.
+		select {
+		case <-cn.changed:
+		default:
+		}
+	}
+	if commit != nil && !cn.mayHaveMore(commit) && cn.owns(commit) {
 		// The handled claim took everything its partition had: a claim sent
 		// now would most likely find nothing and only carry the commit.
 		// Wait for a wake-up first (at most CommitLingerMax) and send the
@@ -365,13 +460,15 @@ func (cn *Consumer) Poll(ctx context.Context, commit *pgmsgtype.Claim) (*pgmsgty
 		// instead of two. The handled claim stays uncommitted a little
 		// longer; its lease is far longer, and a crash meanwhile only
 		// delivers its records again (at-least-once).
-		// ClaimCooldown holds the commit too: at most until half the
-		// claim's remaining lease.
+		// ClaimCooldown (and the claim budget) holds the commit too: at
+		// most until half the claim's remaining lease. A claim whose
+		// partition is being handed over does not linger (nor wait for
+		// the cooldown): the hand-over waits for its commit.
 		notBefore := cn.claimNotBefore()
 		if limit := time.Now().Add(time.Until(commit.ExpiresAt) / 2); limit.Before(notBefore) {
 			notBefore = limit
 		}
-		if err := Wait(ctx, cn.wake, CommitLinger(cn.cfg.PollInterval, commit.ExpiresAt), notBefore); err != nil {
+		if err := Wait(ctx, cn.wake, cn.changed, CommitLinger(cn.cfg.PollInterval, commit.ExpiresAt), notBefore); err != nil {
 			if cerr := cn.log.Commit(context.WithoutCancel(ctx), commit); cerr != nil && !errs.IsLostClaim(cerr) {
 				return nil, cerr
 			}

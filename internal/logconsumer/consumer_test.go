@@ -51,7 +51,7 @@ func epoch(cl *pgmsgtype.Claim) int64 {
 	return cl.Epoch
 }
 
-func (f *fakeLog) Claim(_ context.Context, topic string, partition int32, requireOwner bool, commit *pgmsgtype.Claim) (*pgmsgtype.Claim, error) {
+func (f *fakeLog) Claim(_ context.Context, topic string, partition int32, requireOwner bool, _ int, commit *pgmsgtype.Claim) (*pgmsgtype.Claim, error) {
 	f.call("claim %s/%d owner=%v commit=%d", topic, partition, requireOwner, epoch(commit))
 	return f.next(), nil
 }

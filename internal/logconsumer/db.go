@@ -50,10 +50,12 @@ func (d *DB) params(topic string, partition int32, requireOwner bool) store.Clai
 	return p
 }
 
-// Claim claims on the pool, committing commit in the same statement
-// (logread.Reader.Claim), without waiting for the WAL flush.
-func (d *DB) Claim(ctx context.Context, topic string, partition int32, requireOwner bool, commit *pgmsgtype.Claim) (*pgmsgtype.Claim, error) {
+// Claim claims at most maxRecords records on the pool, committing commit
+// in the same statement (logread.Reader.Claim), without waiting for the
+// WAL flush.
+func (d *DB) Claim(ctx context.Context, topic string, partition int32, requireOwner bool, maxRecords int, commit *pgmsgtype.Claim) (*pgmsgtype.Claim, error) {
 	p := d.params(topic, partition, requireOwner)
+	p.MaxRecords = int32(min(maxRecords, math.MaxInt32))
 	p.Async = true
 	if commit != nil {
 		p.Commit, p.CommitPartition, p.CommitEpoch = true, commit.Partition, commit.Epoch

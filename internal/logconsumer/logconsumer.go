@@ -96,23 +96,28 @@ func MayHaveMore(n, maxRecords int, maxBytes int64) bool {
 	return maxBytes > 0 || n >= maxRecords
 }
 
-// Wait blocks until a wake-up on wake (nil: never), d, or the end of ctx,
-// whose error it then returns. A wake-up that comes before notBefore (the
-// consumer's ClaimCooldown after its previous claim, capped by the
+// Wait blocks until a wake-up on wake (nil: never), a signal on changed
+// (nil: never), d, or the end of ctx, whose error it then returns. A
+// wake-up that comes before notBefore (the consumer's ClaimCooldown, or
+// its client's claim budget, after its previous claim, capped by the
 // caller) is held until then, so that the records published meanwhile
-// are claimed together; a wait that d ended returns at once.
-func Wait(ctx context.Context, wake <-chan struct{}, d time.Duration, notBefore time.Time) error {
+// are claimed together; a wait that d ended returns at once, and so does
+// one that changed ends, hold or not (the member's partitions changed:
+// one being handed over must not wait).
+func Wait(ctx context.Context, wake, changed <-chan struct{}, d time.Duration, notBefore time.Time) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-changed:
 	case <-wake:
 		if hold := time.Until(notBefore); hold > 0 {
 			t.Reset(hold)
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
+			case <-changed:
 			case <-t.C:
 			}
 		}

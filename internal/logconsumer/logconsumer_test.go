@@ -95,11 +95,11 @@ func TestWait(t *testing.T) {
 	t.Parallel()
 	wake := make(chan struct{}, 1)
 	wake <- struct{}{}
-	require.NoError(t, Wait(context.Background(), wake, time.Hour, time.Time{}))
-	require.NoError(t, Wait(context.Background(), nil, time.Millisecond, time.Time{}))
+	require.NoError(t, Wait(context.Background(), wake, nil, time.Hour, time.Time{}))
+	require.NoError(t, Wait(context.Background(), nil, nil, time.Millisecond, time.Time{}))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.ErrorIs(t, Wait(ctx, nil, time.Hour, time.Time{}), context.Canceled)
+	require.ErrorIs(t, Wait(ctx, nil, nil, time.Hour, time.Time{}), context.Canceled)
 }
 
 // A wake-up before notBefore is held until then; one after it is not; a
@@ -109,23 +109,39 @@ func TestWaitCooldown(t *testing.T) {
 	wake := make(chan struct{}, 1)
 	wake <- struct{}{}
 	start := time.Now()
-	require.NoError(t, Wait(context.Background(), wake, time.Hour, start.Add(50*time.Millisecond)))
+	require.NoError(t, Wait(context.Background(), wake, nil, time.Hour, start.Add(50*time.Millisecond)))
 	require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "the wake-up was not held until notBefore")
 
 	// notBefore has passed: the wake-up returns at once (an hour's timer
 	// would hang the test otherwise).
 	wake <- struct{}{}
-	require.NoError(t, Wait(context.Background(), wake, time.Hour, time.Now().Add(-time.Second)))
+	require.NoError(t, Wait(context.Background(), wake, nil, time.Hour, time.Now().Add(-time.Second)))
 
 	// The timer ends the wait: no hold (an hour's would hang the test).
-	require.NoError(t, Wait(context.Background(), make(chan struct{}), time.Millisecond, time.Now().Add(time.Hour)))
+	require.NoError(t, Wait(context.Background(), make(chan struct{}), nil, time.Millisecond, time.Now().Add(time.Hour)))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	wake <- struct{}{}
 	done := make(chan error, 1)
-	go func() { done <- Wait(ctx, wake, time.Hour, time.Now().Add(time.Hour)) }()
+	go func() { done <- Wait(ctx, wake, nil, time.Hour, time.Now().Add(time.Hour)) }()
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+// A change of the member's partitions ends a wait at once, held or not
+// (an hour's timer or hold would hang the test otherwise).
+func TestWaitChanged(t *testing.T) {
+	t.Parallel()
+	changed := make(chan struct{}, 1)
+	changed <- struct{}{}
+	require.NoError(t, Wait(context.Background(), make(chan struct{}), changed, time.Hour, time.Time{}))
+
+	wake := make(chan struct{}, 1)
+	wake <- struct{}{}
+	done := make(chan error, 1)
+	go func() { done <- Wait(context.Background(), wake, changed, time.Hour, time.Now().Add(time.Hour)) }()
+	changed <- struct{}{}
+	require.NoError(t, <-done)
 }
 
 func TestRetryBackoff(t *testing.T) {

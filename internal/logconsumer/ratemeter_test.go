@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgmsg/pgmsg/pgmsgtype"
 )
 
 // The estimate is set when a window of at least rateWindow closes, from
@@ -44,4 +46,56 @@ func TestClaimNotBeforeMinRate(t *testing.T) {
 	require.Equal(t, last.Add(30*time.Millisecond).UnixNano(), cn.claimNotBefore().UnixNano(), "at any rate")
 	cn.cfg.ClaimCooldown = 0
 	require.True(t, cn.claimNotBefore().IsZero(), "no cooldown")
+}
+
+// The budget's interval holds a wake-up at any rate of records, and the
+// longer of it and ClaimCooldown counts.
+func TestClaimNotBeforePacer(t *testing.T) {
+	p := NewClaimPacer(10)
+	marks := make([]PacerMark, PacedMinBusy+1)
+	now := time.Now()
+	claimAll(p, marks, now.Add(-time.Second))
+	claimAll(p, marks, now) // engaged: 21 claims in the previous window
+	cn := &Consumer{cfg: Config{ClaimCooldown: 30 * time.Millisecond, ClaimCooldownMinRate: 1000, Pacer: p}}
+	last := time.Now()
+	cn.lastClaim.Store(last.UnixNano())
+	got := cn.claimNotBefore()
+	if got.IsZero() {
+		// The test crossed into a window after the one the claims were
+		// counted in: nothing to check.
+		t.Skip("the pacer's window moved on")
+	}
+	require.Equal(t, last.Add(2100*time.Millisecond).UnixNano(), got.UnixNano(), "21 busy at 10 claims a second")
+}
+
+// The cap of a consumer left at the default grows while its claims come
+// back full and halves back when one comes back a quarter full or less,
+// except right after a full one; a fixed cap never moves.
+func TestClaimCapAdapts(t *testing.T) {
+	cn := &Consumer{cfg: Config{MaxRecords: 100, MaxRecordsGrow: 1000}}
+	cn.claimCap = 100
+	claimOfN := func(n int) *pgmsgtype.Claim {
+		cl := &pgmsgtype.Claim{}
+		for range n {
+			cl.Records = append(cl.Records, &pgmsgtype.Record{})
+		}
+		return cl
+	}
+	now := time.Unix(1000, 0)
+	var caps []int
+	for _, n := range []int{100, 200, 400, 800, 1000, 3, 10, 250, 251, 10, 10, 0, 10} {
+		cl := claimOfN(n)
+		limit := cn.ClaimCap()
+		cn.claimed(cl, limit, now)
+		require.Equal(t, MayHaveMore(n, limit, 0), cn.mayHaveMore(cl), "claim of %d", n)
+		caps = append(caps, cn.ClaimCap())
+	}
+	require.Equal(t, []int{200, 400, 800, 1000, 1000, 1000, 500, 500, 500, 250, 125, 100, 100}, caps)
+
+	fixed := &Consumer{cfg: Config{MaxRecords: 100}}
+	fixed.claimCap = 100
+	for _, n := range []int{100, 100, 0, 5} {
+		fixed.claimed(claimOfN(n), 100, now)
+		require.Equal(t, 100, fixed.ClaimCap())
+	}
 }
