@@ -371,7 +371,9 @@ WITH d AS (
     DELETE FROM pgmsg.job j
      USING (SELECT pg_catalog.unnest($1::bigint[]) AS id, pg_catalog.unnest($2::bigint[]) AS token) u
      WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-    RETURNING j.id, j.queue_id, j.state, j.priority, j.attempt, j.max_attempts, j.lease_token, j.run_at, j.enqueued_at, j.attempted_at, j.lease_expires_at, j.finalized_at, j.worker, j.kind, j.unique_key, j.errors, j.timeout, j.progress, j.tags, j.metadata, j.sequence_key, j.sequence_continue, j.limit_key, j.depends_on, j.deps_waiting, j.deps_ignore_cancelled, j.deps_ignore_dead, j.has_dependents, j.workflow_id, j.batch_id, j.tenant, j.fair_tag
+    RETURNING j.id, j.queue_id, j.priority, j.attempt, j.max_attempts, j.enqueued_at, j.attempted_at, j.kind,
+              j.unique_key, j.errors, j.progress, j.tags, j.metadata, j.sequence_key, j.depends_on, j.workflow_id,
+              j.batch_id
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                    attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata,
@@ -394,6 +396,8 @@ type JobCompleteManyParams struct {
 // is planned on every call; this runs from the connection's cached plan):
 // moves the jobs still held under their lease tokens to job_archive and
 // returns their ids. job_complete_many() stays the SQL API's reference.
+// The DELETE returns only what the archive keeps (not j.*: the CTE holds
+// each row it returns).
 func (q *Queries) JobCompleteMany(ctx context.Context, db DBTX, arg JobCompleteManyParams) ([]int64, error) {
 	rows, err := db.Query(ctx, jobCompleteMany, arg.Ids, arg.LeaseTokens)
 	if err != nil {

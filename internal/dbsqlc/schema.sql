@@ -6483,17 +6483,26 @@ END $function$;
 -- at once: a head cancelled without sequence_continue holds its sequence;
 -- every other sequence touched, not held and left without a head, gets its
 -- next pending job; the keys of deleted jobs with a limit key admit their
--- next (_key_limit_admit). A statement that deleted no job of a sequence
--- or a limit key costs two scans of its deleted rows (the transition table
--- gone). A job has a sequence or a limit key, not both. A trigger per row
--- cost a completion of a sequence's job several times the completion
--- itself (a PL/pgSQL call and three statements per job).
+-- next (_key_limit_admit); batches and workflows settle theirs. A
+-- statement that deleted only plain jobs (no batch, dependents, limit key
+-- or sequence: every completion of a plain queue) costs one scan of its
+-- deleted rows (the transition table gone) and returns: the four scans and
+-- aggregates below cost a completion of 120 plain jobs 0.23 ms of its
+-- 2.2 ms, the one scan 0.08 ms. A job has a sequence or a limit key, not
+-- both. A trigger per row cost a completion of a sequence's job several
+-- times the completion itself (a PL/pgSQL call and three statements per
+-- job).
 CREATE OR REPLACE FUNCTION "pgmsg"._job_sequence_left()
  RETURNS trigger
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM gone g
+                    WHERE g.batch_id IS NOT NULL OR g.has_dependents OR g.limit_key IS NOT NULL
+                       OR g.sequence_key IS NOT NULL) THEN
+        RETURN NULL;
+    END IF;
     -- Batches: the deleted jobs of batches that were not final yet (dead
     -- ones were counted off when they went dead) are counted off, as
     -- completed or (cancelled, deleted) not (_batch_settle).

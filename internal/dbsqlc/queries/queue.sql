@@ -103,11 +103,15 @@ FROM pgmsg.job_claim(@queue::text, @max_jobs::integer, sqlc.narg(lease)::interva
 -- is planned on every call; this runs from the connection's cached plan):
 -- moves the jobs still held under their lease tokens to job_archive and
 -- returns their ids. job_complete_many() stays the SQL API's reference.
+-- The DELETE returns only what the archive keeps (not j.*: the CTE holds
+-- each row it returns).
 WITH d AS (
     DELETE FROM pgmsg.job j
      USING (SELECT pg_catalog.unnest(@ids::bigint[]) AS id, pg_catalog.unnest(@lease_tokens::bigint[]) AS token) u
      WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-    RETURNING j.*
+    RETURNING j.id, j.queue_id, j.priority, j.attempt, j.max_attempts, j.enqueued_at, j.attempted_at, j.kind,
+              j.unique_key, j.errors, j.progress, j.tags, j.metadata, j.sequence_key, j.depends_on, j.workflow_id,
+              j.batch_id
 ), a AS (
     INSERT INTO pgmsg.job_archive (id, queue_id, status, priority, attempt, max_attempts, enqueued_at,
                                    attempted_at, finished_at, kind, unique_key, errors, progress, tags, metadata,
