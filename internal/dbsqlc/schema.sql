@@ -1585,10 +1585,10 @@ BEGIN
                    'pgmsg', 'record_' || t.topic_id, 'pgmsg');
     -- Each partition gets its first segment only (four relations: heap,
     -- primary key, TOAST table and index). The two segments of headroom
-    -- that publishers keep (_segment_ensure) come after the partition's
-    -- first publish (segments_low: the publisher's segment_ensure after
-    -- its commit, or maintenance's segments_ensure), so a topic that is
-    -- never written costs a third of the relations and of the DDL.
+    -- that publishers keep come once the partition has filled half of it
+    -- (segments_low: the publisher's _segments_ahead after its commit, or
+    -- maintenance's segments_ensure), so a topic that is never written,
+    -- or written little, costs a third of the relations and of the DDL.
     FOR p IN 0 .. p_partitions - 1 LOOP
         rel := format('record_%s_p%s_0', t.topic_id, p);
         rels := rels || format('%I.%I', 'pgmsg', rel);
@@ -1798,8 +1798,8 @@ END $function$;
 -- table (CREATE ... PARTITION OF would take ACCESS EXCLUSIVE and block every
 -- reader and writer of the topic). Identifiers are built from integers only
 -- and still go through %I. A new partition gets one (the one it writes
--- to); the two of headroom that publishers keep come after its first
--- publish (_segments_ahead). [p_lo, p_hi) must be the next segment after
+-- to); the two of headroom that publishers keep come once it has filled
+-- half of it (_segments_ahead). [p_lo, p_hi) must be the next segment after
 -- those attached (segments_attached_end.sql), of the topic's size, while
 -- they do not reach three segments past the next offset. It takes the
 -- counter row, then the topic table's lock (the order of a publish's
@@ -1905,12 +1905,14 @@ END $function$;
 -- row's new end later reads it after this transaction's commit, when
 -- every segment below it was attached, committed and announced: a
 -- publisher never learns of a segment in the moments after its attach.
--- Why two segments of headroom: with a quarter segment, inserts by other
--- sessions that started right after the creating transaction committed
--- were intermittently not routed to the just-attached segment ("no
--- partition of relation found for row", ~10 in 3,200 concurrent
--- publishes, reproduced by TestPublishIntoFreshSegmentsConcurrently),
--- when creators moved the counter rows themselves.
+-- When creators moved the counter rows themselves, a quarter segment of
+-- headroom was not enough: inserts by other sessions that started right
+-- after the creating transaction committed were intermittently not
+-- routed to the just-attached segment ("no partition of relation found
+-- for row", ~10 in 3,200 concurrent publishes, reproduced by
+-- TestPublishIntoFreshSegmentsConcurrently). Segments are still topped up
+-- to two ahead, but only once less than half a segment is left
+-- (segments_low.sql).
 CREATE OR REPLACE FUNCTION "pgmsg"._segment_ensure(p_topic_id integer, p_partition integer, p_segment_end bigint, p_segment_records bigint, p_needed bigint)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -2203,10 +2205,10 @@ RETURNING CASE WHEN pg_catalog.currval(pg_catalog.current_setting('pgmsg.copy_of
                THEN c.next_offset - $3::integer
                ELSE (SELECT NULL::bigint FROM "pgmsg"._raise('PM004', format('the COPY stored %s records, not the %s reserved', currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (c.next_offset - p_count) + 1, p_count))) END AS base_offset,
           (extract(epoch FROM pg_catalog.transaction_timestamp()) * 1000000)::bigint AS published_at_us,
-          (c.next_offset > c.segment_end - 2 * t.segment_records
+          (c.next_offset > c.segment_end - t.segment_records / 2
            AND c.next_offset > coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
             WHERE ls.topic_id = c.topic_id AND ls.partition = c.partition
-            ORDER BY ls.start_offset DESC LIMIT 1), c.segment_end) - 2 * t.segment_records) AS segments_low;
+            ORDER BY ls.start_offset DESC LIMIT 1), c.segment_end) - t.segment_records / 2) AS segments_low;
     IF NOT FOUND THEN
         -- No counter row this transaction's begin locked: nothing was
         -- reserved (a call without _publish_copy_begin()).
@@ -2338,11 +2340,12 @@ BEGIN
 END $function$;
 
 -- segments_ensure creates missing segments ahead of need for every
--- partition that has been published to (publishers also do it on the way),
--- one topic at a time (_segments_ahead()); a topic whose table stays busy
--- is left for the next run. A partition never published to keeps the one
--- segment it was created with: topics that are never written cost no more
--- segments. Returns the partitions that got segments.
+-- partition whose segments run low (segments_low.sql: publishers also do
+-- it on the way), one topic at a time (_segments_ahead()); a topic whose
+-- table stays busy is left for the next run. A partition never published
+-- to, or to less than half of its first segment, keeps the one segment it
+-- was created with: topics that are never written cost no more segments.
+-- Returns the partitions that got segments.
 CREATE OR REPLACE FUNCTION "pgmsg".segments_ensure()
  RETURNS integer
  LANGUAGE plpgsql
@@ -2359,10 +2362,10 @@ BEGIN
         FROM "pgmsg".topic_partition tp
         JOIN "pgmsg".topic t ON t.topic_id = tp.topic_id
         WHERE tp.next_offset > 0
-          AND greatest(tp.segment_end, coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
+          AND (tp.next_offset > tp.segment_end - t.segment_records / 2
+ AND tp.next_offset > coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
   WHERE ls.topic_id = tp.topic_id AND ls.partition = tp.partition
-  ORDER BY ls.start_offset DESC LIMIT 1), 0))
-              < tp.next_offset + 2 * t.segment_records
+  ORDER BY ls.start_offset DESC LIMIT 1), tp.segment_end) - t.segment_records / 2)
         GROUP BY t.topic_id, t.name
         ORDER BY t.topic_id
     LOOP
@@ -2604,10 +2607,10 @@ BEGIN
                             WHERE coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)
                                   + coalesce(octet_length(u.h::text), 0) > t.max_record_bytes)
         RETURNING c.topic_id, c.next_offset - cardinality(p_values) AS base,
-                  (c.next_offset > c.segment_end - 2 * t.segment_records
+                  (c.next_offset > c.segment_end - t.segment_records / 2
                    AND c.next_offset > coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
                     WHERE ls.topic_id = c.topic_id AND ls.partition = c.partition
-                    ORDER BY ls.start_offset DESC LIMIT 1), c.segment_end) - 2 * t.segment_records) AS low
+                    ORDER BY ls.start_offset DESC LIMIT 1), c.segment_end) - t.segment_records / 2) AS low
     ), ins AS (
         INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers)
         SELECT r.topic_id, p_partition, r.base + u.ord - 1, coalesce(u.ts, statement_timestamp()), u.k, u.v, u.h
@@ -2843,10 +2846,10 @@ BEGIN
         -- segments first when they do not reach far enough.
         seg_end := "pgmsg"._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
     END IF;
-    segments_low := (base + n > seg_end - 2 * t.segment_records
+    segments_low := (base + n > seg_end - t.segment_records / 2
  AND base + n > coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
   WHERE ls.topic_id = t.topic_id AND ls.partition = p_partition
-  ORDER BY ls.start_offset DESC LIMIT 1), seg_end) - 2 * t.segment_records);
+  ORDER BY ls.start_offset DESC LIMIT 1), seg_end) - t.segment_records / 2);
     -- A transaction's later append to a topic routes its rows with the
     -- topic table's partition list as of its first: the lock on that
     -- table is held already, so taking it again processes no

@@ -150,6 +150,7 @@ func TestSegmentEnsureMany(t *testing.T) {
 	ends, segs = c.segmentEnds("t")
 	require.Equal(t, int64(48), ends[0])
 	require.Equal(t, int64(48), ends[2])
+	require.Equal(t, 3, segs[2])
 	require.Equal(t, 3+1+3+1+1+3, c.segmentTables(), "no segment table left behind")
 	require.NoError(t, tx.Rollback(ctx))
 
@@ -185,14 +186,22 @@ func TestSegmentEnsureMany(t *testing.T) {
 }
 
 // The publisher creates the segments ahead of every partition it published
-// to, after its commits (several partitions of a topic in one transaction).
+// to past half of its segment, after its commits (several partitions of a
+// topic in one transaction); a partition published to less keeps its one
+// segment.
 func TestPublisherCreatesSegmentsAhead(t *testing.T) {
 	t.Parallel()
 	c := newTestPublisher(t, 4, time.Minute)
 	c.createTopic("t", 40, map[string]any{"segment_records": 16})
 	var recs []*Record
-	for part := int32(0); part < 40; part += 2 {
-		recs = append(recs, &Record{Topic: "t", Partition: part, Value: []byte("v")})
+	for part := int32(0); part < 40; part++ {
+		n := 7 // 9 left of the first segment: not low
+		if part%2 == 0 {
+			n = 9 // 7 left, less than half: low
+		}
+		for range n {
+			recs = append(recs, &Record{Topic: "t", Partition: part, Value: []byte("v")})
+		}
 	}
 	require.NoError(t, c.publishManual(c.ctx, recs))
 	require.Eventually(t, func() bool {
@@ -203,10 +212,10 @@ func TestPublisherCreatesSegmentsAhead(t *testing.T) {
 			}
 		}
 		return true
-	}, 50*time.Second, 20*time.Millisecond, "segments ahead of the published partitions")
+	}, 50*time.Second, 20*time.Millisecond, "segments ahead of the partitions past half their segment")
 	ends, segs := c.segmentEnds("t")
 	for part := int32(1); part < 40; part += 2 {
-		require.Equal(t, int64(16), ends[part], "partition %d was not published to", part)
+		require.Equal(t, int64(16), ends[part], "partition %d is at half its segment", part)
 		require.Equal(t, 1, segs[part])
 	}
 }
@@ -369,8 +378,11 @@ func TestSegmentsLowReadsTheSegmentsEnd(t *testing.T) {
 	}
 	viaPublish := `SELECT segments_low FROM ` + s + `.publish('low', ARRAY['x'::bytea], p_partition => 0, p_notify => false)`
 	viaDirect := `SELECT segments_low FROM ` + s + `._publish_direct('low', 0, ARRAY['x'::bytea], NULL, NULL, NULL)`
-	require.True(t, low(viaPublish), "one segment, no headroom")
-	require.True(t, low(viaDirect), "one segment, no headroom")
+	for i := 1; i <= 8; i++ {
+		require.False(t, low(viaPublish), "next offset %d: half of the first segment left", i)
+	}
+	require.True(t, low(viaPublish), "next offset 9: less than half of the first segment left")
+	require.True(t, low(viaDirect), "next offset 10")
 	require.Equal(t, map[int32]int32{0: 2}, c.ensureMany("low", 0))
 	require.False(t, low(viaPublish), "two segments of headroom")
 	require.False(t, low(viaDirect), "two segments of headroom")

@@ -217,10 +217,10 @@ BEGIN
                    {{schema_lit}}, 'record_' || t.topic_id, {{schema_lit}});
     -- Each partition gets its first segment only (four relations: heap,
     -- primary key, TOAST table and index). The two segments of headroom
-    -- that publishers keep (_segment_ensure) come after the partition's
-    -- first publish (segments_low: the publisher's segment_ensure after
-    -- its commit, or maintenance's segments_ensure), so a topic that is
-    -- never written costs a third of the relations and of the DDL.
+    -- that publishers keep come once the partition has filled half of it
+    -- (segments_low: the publisher's _segments_ahead after its commit, or
+    -- maintenance's segments_ensure), so a topic that is never written,
+    -- or written little, costs a third of the relations and of the DDL.
     FOR p IN 0 .. p_partitions - 1 LOOP
         rel := format('record_%s_p%s_0', t.topic_id, p);
         rels := rels || format('%I.%I', {{schema_lit}}, rel);
@@ -430,8 +430,8 @@ END $function$;
 -- table (CREATE ... PARTITION OF would take ACCESS EXCLUSIVE and block every
 -- reader and writer of the topic). Identifiers are built from integers only
 -- and still go through %I. A new partition gets one (the one it writes
--- to); the two of headroom that publishers keep come after its first
--- publish (_segments_ahead). [p_lo, p_hi) must be the next segment after
+-- to); the two of headroom that publishers keep come once it has filled
+-- half of it (_segments_ahead). [p_lo, p_hi) must be the next segment after
 -- those attached (segments_attached_end.sql), of the topic's size, while
 -- they do not reach three segments past the next offset. It takes the
 -- counter row, then the topic table's lock (the order of a publish's
@@ -535,12 +535,14 @@ END $function$;
 -- row's new end later reads it after this transaction's commit, when
 -- every segment below it was attached, committed and announced: a
 -- publisher never learns of a segment in the moments after its attach.
--- Why two segments of headroom: with a quarter segment, inserts by other
--- sessions that started right after the creating transaction committed
--- were intermittently not routed to the just-attached segment ("no
--- partition of relation found for row", ~10 in 3,200 concurrent
--- publishes, reproduced by TestPublishIntoFreshSegmentsConcurrently),
--- when creators moved the counter rows themselves.
+-- When creators moved the counter rows themselves, a quarter segment of
+-- headroom was not enough: inserts by other sessions that started right
+-- after the creating transaction committed were intermittently not
+-- routed to the just-attached segment ("no partition of relation found
+-- for row", ~10 in 3,200 concurrent publishes, reproduced by
+-- TestPublishIntoFreshSegmentsConcurrently). Segments are still topped up
+-- to two ahead, but only once less than half a segment is left
+-- (segments_low.sql).
 CREATE OR REPLACE FUNCTION {{schema}}._segment_ensure(p_topic_id integer, p_partition integer, p_segment_end bigint, p_segment_records bigint, p_needed bigint)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -931,11 +933,12 @@ BEGIN
 END $function$;
 
 -- segments_ensure creates missing segments ahead of need for every
--- partition that has been published to (publishers also do it on the way),
--- one topic at a time (_segments_ahead()); a topic whose table stays busy
--- is left for the next run. A partition never published to keeps the one
--- segment it was created with: topics that are never written cost no more
--- segments. Returns the partitions that got segments.
+-- partition whose segments run low (segments_low.sql: publishers also do
+-- it on the way), one topic at a time (_segments_ahead()); a topic whose
+-- table stays busy is left for the next run. A partition never published
+-- to, or to less than half of its first segment, keeps the one segment it
+-- was created with: topics that are never written cost no more segments.
+-- Returns the partitions that got segments.
 CREATE OR REPLACE FUNCTION {{schema}}.segments_ensure()
  RETURNS integer
  LANGUAGE plpgsql
@@ -952,8 +955,7 @@ BEGIN
         FROM {{schema}}.topic_partition tp
         JOIN {{schema}}.topic t ON t.topic_id = tp.topic_id
         WHERE tp.next_offset > 0
-          AND greatest(tp.segment_end, coalesce({{sql segments_attached_end(tp.topic_id, tp.partition)}}, 0))
-              < tp.next_offset + 2 * t.segment_records
+          AND {{sql segments_low(tp.next_offset, tp.segment_end, t.segment_records, tp.topic_id, tp.partition)}}
         GROUP BY t.topic_id, t.name
         ORDER BY t.topic_id
     LOOP
