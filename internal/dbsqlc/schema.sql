@@ -1585,10 +1585,10 @@ BEGIN
                    'pgmsg', 'record_' || t.topic_id, 'pgmsg');
     -- Each partition gets its first segment only (four relations: heap,
     -- primary key, TOAST table and index). The two segments of headroom
-    -- that publishers keep (_segment_ensure) come after the partition's
-    -- first publish (segments_low: the publisher's segment_ensure after
-    -- its commit, or maintenance's segments_ensure), so a topic that is
-    -- never written costs a third of the relations and of the DDL.
+    -- that publishers keep come once the partition has filled half of it
+    -- (segments_low: the publisher's _segments_ahead after its commit, or
+    -- maintenance's segments_ensure), so a topic that is never written,
+    -- or written little, costs a third of the relations and of the DDL.
     FOR p IN 0 .. p_partitions - 1 LOOP
         rel := format('record_%s_p%s_0', t.topic_id, p);
         rels := rels || format('%I.%I', 'pgmsg', rel);
@@ -1774,7 +1774,11 @@ BEGIN
 END $function$;
 
 -- _segment_lock takes the lock segment creation needs on the topic's
--- table, so that callers can take it before any counter row.
+-- table (SHARE UPDATE EXCLUSIVE, which the attach takes too), held to
+-- the commit: creators take it before reading where the segments end, so
+-- that they read the end the creator before them committed.
+-- _segments_ahead() takes no counter row; a publish's fallback takes it
+-- after its counter row.
 CREATE OR REPLACE FUNCTION "pgmsg"._segment_lock(p_topic_id integer)
  RETURNS void
  LANGUAGE plpgsql
@@ -1794,8 +1798,12 @@ END $function$;
 -- table (CREATE ... PARTITION OF would take ACCESS EXCLUSIVE and block every
 -- reader and writer of the topic). Identifiers are built from integers only
 -- and still go through %I. A new partition gets one (the one it writes
--- to); the two of headroom that publishers keep come after its first
--- publish (_segment_ensure).
+-- to); the two of headroom that publishers keep come once it has filled
+-- half of it (_segments_ahead). [p_lo, p_hi) must be the next segment after
+-- those attached (segments_attached_end.sql), of the topic's size, while
+-- they do not reach three segments past the next offset. It takes the
+-- counter row, then the topic table's lock (the order of a publish's
+-- fallback), and moves the counter row's segment_end to p_hi.
 CREATE OR REPLACE FUNCTION "pgmsg"._segment_create(p_topic_id integer, p_partition integer, p_lo bigint, p_hi bigint)
  RETURNS void
  LANGUAGE plpgsql
@@ -1807,6 +1815,7 @@ DECLARE
     grantee oid;
     seg     bigint;
     tp      record;
+    att_end bigint;
 BEGIN
     SELECT t.segment_records INTO seg FROM "pgmsg".topic t WHERE t.topic_id = p_topic_id;
     IF NOT FOUND THEN
@@ -1818,15 +1827,22 @@ BEGIN
         PERFORM "pgmsg"._raise('PM005', format('partition %s out of range for topic id %s',
                                                   coalesce(p_partition::text, 'NULL'), p_topic_id));
     END IF;
-    IF p_lo IS DISTINCT FROM tp.segment_end OR p_hi IS DISTINCT FROM tp.segment_end + seg THEN
+    -- Creators hold the topic table's lock from here to their commit: the
+    -- attached end read after it is the latest.
+    PERFORM "pgmsg"._segment_lock(p_topic_id);
+    att_end := greatest(tp.segment_end, coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
+  WHERE ls.topic_id = p_topic_id AND ls.partition = p_partition
+  ORDER BY ls.start_offset DESC LIMIT 1), 0));
+    IF p_lo IS DISTINCT FROM att_end OR p_hi IS DISTINCT FROM att_end + seg THEN
         PERFORM "pgmsg"._raise('PM004', format('segment [%s, %s) is not the partition''s next segment [%s, %s)',
                                                   coalesce(p_lo::text, 'NULL'), coalesce(p_hi::text, 'NULL'),
-                                                  tp.segment_end, tp.segment_end + seg));
+                                                  att_end, att_end + seg));
     END IF;
-    IF tp.segment_end >= tp.next_offset + 3 * seg THEN
+    IF att_end >= tp.next_offset + 3 * seg THEN
         PERFORM "pgmsg"._raise('PM004', format('partition %s already has segments up to %s (next offset %s)',
-                                                  p_partition, tp.segment_end, tp.next_offset));
+                                                  p_partition, att_end, tp.next_offset));
     END IF;
+    PERFORM "pgmsg"._segment_unseen(p_topic_id, p_partition, p_lo);
     EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I)', 'pgmsg', rel, 'pgmsg', 'record_' || p_topic_id);
     EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
                    'pgmsg', 'record_' || p_topic_id, 'pgmsg', rel,
@@ -1845,15 +1861,58 @@ BEGIN
      WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
 END $function$;
 
--- _segment_ensure creates segments until the partition's segments reach
--- p_needed plus two segments of headroom. The caller holds the partition's
--- counter row lock, so two publishers never create the same segment.
--- Why two: with a quarter segment of headroom, inserts by other sessions
--- that started right after the creating transaction committed were
--- intermittently not routed to the just-attached segment ("no partition of
--- relation found for row", ~10 in 3,200 concurrent publishes, reproduced by
--- TestPublishIntoFreshSegmentsConcurrently); with two segments ahead no
--- other session inserts into a segment in the moments after its attach.
+-- _segment_unseen raises serialization_failure (40001) when the segment
+-- of partition p_partition of topic id p_topic_id that starts at p_start
+-- exists already: a creator that holds the topic table's lock
+-- (_segment_lock) and still finds the partition's segments ending at
+-- p_start reads with a snapshot older than the segment's commit, which
+-- only a REPEATABLE READ or SERIALIZABLE transaction does (a READ
+-- COMMITTED statement after the lock sees every creator that held it).
+-- The catalog lookup is current: taking the lock processed the creators'
+-- invalidations. Without it, that creator's CREATE TABLE failed with
+-- 42P07; with the end on the counter row, such a transaction failed with
+-- 40001 on the row instead.
+CREATE OR REPLACE FUNCTION "pgmsg"._segment_unseen(p_topic_id integer, p_partition integer, p_start bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF to_regclass(format('%I.%I', 'pgmsg', format('record_%s_p%s_%s', p_topic_id, p_partition, p_start))) IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'serialization_failure',
+            MESSAGE = format('could not serialize access: segment %s of partition %s of topic id %s was created after this transaction''s snapshot',
+                             p_start, p_partition, p_topic_id);
+    END IF;
+END $function$;
+
+-- _segment_ensure is a publish's fallback, for a batch that reaches past
+-- p_segment_end, the end its partition's counter row knows, to p_needed:
+-- the caller holds the counter row. Segments are normally attached ahead
+-- of the counter row's end by _segments_ahead() (which never takes
+-- counter rows); this moves the row's segment_end to the end of the
+-- segments attached (segments_attached_end.sql) and returns it, creating
+-- segments first, up to p_needed plus two segments of headroom, only
+-- when those do not reach p_needed: headroom short of two segments is
+-- left to _segments_ahead() after the commit (segments_low), so that a
+-- publish creates no segment that another session has time to create.
+--
+-- A publish routes its rows with the topic table's partition list as of
+-- the last invalidations its session processed. A creator's commit is
+-- visible to new snapshots a moment before its invalidations are sent,
+-- so a segment read from the segment table may be one the session's list
+-- still lacks: taking a lock on the newest segment (ACCESS SHARE) waits
+-- for its creator to end, and processes them. Whoever reads the counter
+-- row's new end later reads it after this transaction's commit, when
+-- every segment below it was attached, committed and announced: a
+-- publisher never learns of a segment in the moments after its attach.
+-- When creators moved the counter rows themselves, a quarter segment of
+-- headroom was not enough: inserts by other sessions that started right
+-- after the creating transaction committed were intermittently not
+-- routed to the just-attached segment ("no partition of relation found
+-- for row", ~10 in 3,200 concurrent publishes, reproduced by
+-- TestPublishIntoFreshSegmentsConcurrently). Segments are still topped up
+-- to two ahead, but only once less than half a segment is left
+-- (segments_low.sql).
 CREATE OR REPLACE FUNCTION "pgmsg"._segment_ensure(p_topic_id integer, p_partition integer, p_segment_end bigint, p_segment_records bigint, p_needed bigint)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -1861,11 +1920,12 @@ CREATE OR REPLACE FUNCTION "pgmsg"._segment_ensure(p_topic_id integer, p_partiti
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    seg     bigint;
-    tp      record;
-    seg_end bigint;
-    rel     text;
-    grantee oid;
+    seg      bigint;
+    tp       record;
+    seg_end  bigint;
+    rel      text;
+    g        oid;
+    grantees text[] := '{}';
 BEGIN
     SELECT t.segment_records INTO seg FROM "pgmsg".topic t WHERE t.topic_id = p_topic_id;
     IF NOT FOUND THEN
@@ -1885,25 +1945,48 @@ BEGIN
         PERFORM "pgmsg"._raise('PM004', format('needed offset %s is past the partition''s next offset %s',
                                                   coalesce(p_needed::text, 'NULL'), tp.next_offset));
     END IF;
-    seg_end := tp.segment_end;
-    WHILE seg_end < p_needed + 2 * seg LOOP
-        rel := format('record_%s_p%s_%s', p_topic_id, p_partition, seg_end);
-        EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I)', 'pgmsg', rel, 'pgmsg', 'record_' || p_topic_id);
-        EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
-                       'pgmsg', 'record_' || p_topic_id, 'pgmsg', rel,
-                       p_partition, seg_end, p_partition, seg_end + seg);
-        FOR grantee IN
+    seg_end := greatest(tp.segment_end, coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
+  WHERE ls.topic_id = p_topic_id AND ls.partition = p_partition
+  ORDER BY ls.start_offset DESC LIMIT 1), 0));
+    IF seg_end < p_needed THEN
+        -- Create: under the topic table's lock (after the counter row, the
+        -- order every publisher takes them in; _segments_ahead() takes no
+        -- counter row), whose wait ends once the creator before has
+        -- committed, so the end read again is the latest.
+        PERFORM "pgmsg"._segment_lock(p_topic_id);
+        seg_end := greatest(tp.segment_end, coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
+  WHERE ls.topic_id = p_topic_id AND ls.partition = p_partition
+  ORDER BY ls.start_offset DESC LIMIT 1), 0));
+        FOR g IN
             SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
              WHERE c.oid = format('%I.record', 'pgmsg')::regclass
                AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
         LOOP
-            EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel,
-                           CASE WHEN grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(grantee)) END);
+            grantees := grantees || CASE WHEN g = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g)) END;
         END LOOP;
-        INSERT INTO "pgmsg".segment (topic_id, partition, start_offset, end_offset, relname)
-        VALUES (p_topic_id, p_partition, seg_end, seg_end + seg, rel);
-        seg_end := seg_end + seg;
-    END LOOP;
+        WHILE seg_end < p_needed + 2 * seg LOOP
+            rel := format('record_%s_p%s_%s', p_topic_id, p_partition, seg_end);
+            PERFORM "pgmsg"._segment_unseen(p_topic_id, p_partition, seg_end);
+            EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I)', 'pgmsg', rel, 'pgmsg', 'record_' || p_topic_id);
+            EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
+                           'pgmsg', 'record_' || p_topic_id, 'pgmsg', rel,
+                           p_partition, seg_end, p_partition, seg_end + seg);
+            IF cardinality(grantees) > 0 THEN
+                EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel, array_to_string(grantees, ', '));
+            END IF;
+            INSERT INTO "pgmsg".segment (topic_id, partition, start_offset, end_offset, relname)
+            VALUES (p_topic_id, p_partition, seg_end, seg_end + seg, rel);
+            seg_end := seg_end + seg;
+        END LOOP;
+    ELSIF seg_end > tp.segment_end THEN
+        -- Segments another session attached: wait for the newest one's
+        -- creator to end (its invalidations sent), named from numbers.
+        EXECUTE format('LOCK TABLE %I.%I IN ACCESS SHARE MODE', 'pgmsg',
+                       format('record_%s_p%s_%s', p_topic_id, p_partition,
+                              (SELECT s.start_offset FROM "pgmsg".segment s
+                                WHERE s.topic_id = p_topic_id AND s.partition = p_partition
+                                ORDER BY s.start_offset DESC LIMIT 1)));
+    END IF;
     IF seg_end <> tp.segment_end THEN
         UPDATE "pgmsg".topic_partition c SET segment_end = seg_end
          WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
@@ -2122,7 +2205,10 @@ RETURNING CASE WHEN pg_catalog.currval(pg_catalog.current_setting('pgmsg.copy_of
                THEN c.next_offset - $3::integer
                ELSE (SELECT NULL::bigint FROM "pgmsg"._raise('PM004', format('the COPY stored %s records, not the %s reserved', currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (c.next_offset - p_count) + 1, p_count))) END AS base_offset,
           (extract(epoch FROM pg_catalog.transaction_timestamp()) * 1000000)::bigint AS published_at_us,
-          (c.next_offset > c.segment_end - 2 * t.segment_records) AS segments_low;
+          (c.next_offset > c.segment_end - t.segment_records / 2
+           AND c.next_offset > coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
+            WHERE ls.topic_id = c.topic_id AND ls.partition = c.partition
+            ORDER BY ls.start_offset DESC LIMIT 1), c.segment_end) - t.segment_records / 2) AS segments_low;
     IF NOT FOUND THEN
         -- No counter row this transaction's begin locked: nothing was
         -- reserved (a call without _publish_copy_begin()).
@@ -2132,12 +2218,10 @@ RETURNING CASE WHEN pg_catalog.currval(pg_catalog.current_setting('pgmsg.copy_of
 END $function$;
 
 -- segment_ensure creates the segments of one partition ahead of need (two
--- segments of headroom), in its own transaction: lock order is the topic
--- table's SHARE UPDATE EXCLUSIVE lock first, then the counter row, so it
--- cannot deadlock with publishers. Returns the segments created, or -1
--- when a publisher holds the counter row (try again later). The Go
--- client calls it after a publish reports segments_low; maintenance calls
--- segments_ensure() for all partitions.
+-- segments of headroom past its next offset), in its own transaction:
+-- _segments_ahead() for one partition. Returns the segments created, or
+-- -1 when the topic's table stayed busy past the lock timeout (try again
+-- later). Maintenance calls segments_ensure() for all partitions.
 CREATE OR REPLACE FUNCTION "pgmsg".segment_ensure(p_topic text, p_partition integer)
  RETURNS integer
  LANGUAGE plpgsql
@@ -2145,68 +2229,36 @@ CREATE OR REPLACE FUNCTION "pgmsg".segment_ensure(p_topic text, p_partition inte
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    t       "pgmsg".topic := "pgmsg"._topic(p_topic);
-    tp      "pgmsg".topic_partition;
-    seg_end bigint;
+    n integer;
 BEGIN
-    PERFORM "pgmsg"._partition_check(t, p_partition);
-    -- This is background work: give way rather than wait. A short
-    -- lock_timeout makes it the one that yields when DDL on the topic
-    -- (topic_delete) queues behind its lock; busy means try again later.
-    PERFORM set_config('lock_timeout', '200ms', true);
-    BEGIN
-        PERFORM "pgmsg"._segment_lock(t.topic_id);
-        -- Wait for the publisher holding the counter row, but no longer
-        -- than lock_timeout: it may be a long transaction, or one that
-        -- itself waits for this call's topic lock (a publish creating a
-        -- segment in its fallback); the timeout ends that wait long before
-        -- deadlock detection would.
-        SELECT * INTO tp FROM "pgmsg".topic_partition c
-         WHERE c.topic_id = t.topic_id AND c.partition = p_partition FOR UPDATE;
-        IF NOT FOUND THEN
-            -- Deleted while this call waited for the locks.
-            PERFORM "pgmsg"._raise('PM001', format('unknown topic %s', quote_literal(t.name)));
-        END IF;
-        seg_end := "pgmsg"._segment_ensure(t.topic_id, p_partition, tp.segment_end, t.segment_records, tp.next_offset);
-    EXCEPTION
-        WHEN lock_not_available THEN
-            RETURN -1;
-        WHEN undefined_table THEN
-            -- The topic's table was dropped between the lookup and the lock.
-            PERFORM "pgmsg"._raise('PM001', format('unknown topic %s', quote_literal(t.name)));
-    END;
-    RETURN ((seg_end - tp.segment_end) / t.segment_records)::integer;
+    SELECT a.created INTO n FROM "pgmsg"._segments_ahead(p_topic, ARRAY[p_partition]) a;
+    RETURN n;
 END $function$;
 
--- _segments_ahead is segment_ensure for several partitions of one topic in
--- one transaction (the Go client's publisher, after commits that report
--- segments_low). Each committed attach invalidates the topic table's
--- partition descriptor in every session, which rebuilds it on its next
--- publish, parsing every segment's bounds: one partition per transaction,
--- a new topic of 256 partitions cost its sessions 512 rebuilds of up to
--- 768 segments while its first records went in. It returns one row per
--- partition (sorted, each once): the segments created, or -1 for a
--- partition whose counter row a publisher held past the lock timeout
--- (nothing is created for it; try again later), and for every partition
--- left when the topic's table stayed busy past it. The counter rows are updated last, in
--- partition order, so a publisher waits for one only while this call ends,
--- not while it creates other partitions' segments; segment_end cannot move
--- meanwhile, as every creator of a partition's segments holds the topic
--- table's SHARE UPDATE EXCLUSIVE lock to attach them.
+-- _segments_ahead creates the segments ahead of several partitions of one
+-- topic in one transaction (the Go client's publisher, after commits that
+-- report segments_low): up to each partition's next offset plus two
+-- segments of headroom, after the segments attached
+-- (segments_attached_end.sql). Each committed attach invalidates the
+-- topic table's partition descriptor in every session, which rebuilds it
+-- on its next publish, parsing every segment's bounds: one partition per
+-- transaction, a new topic of 256 partitions cost its sessions 512
+-- rebuilds of up to 768 segments while its first records went in. It
+-- returns one row per partition (sorted, each once): the segments
+-- created, or -1 for every partition when the topic's table stayed busy
+-- past the lock timeout (another creator, a publish creating segments in
+-- its fallback, DDL on the topic; nothing is created: try again later).
 --
--- A counter row held past the lock timeout costs only its own partition
--- (a long transaction, or a publish's fallback that waits for this call's
--- topic lock): the attempt is rolled back and made again without that
--- partition, at most four attempts. A version that gave up the whole run
--- on any such row left the partitions of
--- TestPublishConcurrentWithRollbacksIsGapless without headroom in 153 of
--- 534 samples, their publishes creating segments in their fallback.
--- Rows held briefly, as publishers' rows are all the time, are waited
--- for: skipping them (SKIP LOCKED) left more partitions short of
--- headroom in that test than waiting did, each skipped partition waiting
--- for the publisher's next try.
--- Bounded as segment_ensure is: up to each partition's next offset plus
--- two segments of headroom.
+-- It takes no counter row: creators serialise on the topic table's lock,
+-- and the counter row's segment_end, the end publishers write below,
+-- stays where it is; a publish whose batch reaches past it moves it to
+-- the segments' end (_segment_ensure(), which also says why a publisher
+-- so never writes to a segment in the moments after its attach). It used
+-- to move the counter rows itself, after all of its DDL: the 64
+-- publishers of a new topic of 256 partitions held those rows one after
+-- another, a row still held after the lock timeout rolled back the whole
+-- attempt, and most of the DDL was done and undone (52 calls, 6.3 s, 86
+-- segments kept; docs/benchmarks.md, "Scale").
 CREATE OR REPLACE FUNCTION "pgmsg"._segments_ahead(p_topic text, p_partitions integer[])
  RETURNS TABLE(partition integer, created integer)
  LANGUAGE plpgsql
@@ -2216,17 +2268,11 @@ AS $function$
 DECLARE
     t        "pgmsg".topic := "pgmsg"._topic(p_topic);
     parts    integer[];
-    todo     integer[];
-    busy     integer[] := '{}';
-    done     integer[];
-    starts   bigint[];
-    ends     bigint[];
-    waiting  integer;
-    attempt  integer := 0;
+    counts   integer[] := '{}';
     p        integer;
-    i        integer;
-    tp       record;
+    nxt      bigint;
     seg_end  bigint;
+    from_end bigint;
     rel      text;
     g        oid;
     grantees text[] := '{}';
@@ -2238,93 +2284,68 @@ BEGIN
     FOREACH p IN ARRAY parts LOOP
         PERFORM "pgmsg"._partition_check(t, p);
     END LOOP;
-    -- Background work, as segment_ensure: give way rather than wait.
+    -- Background work: give way rather than wait. A short lock_timeout
+    -- makes it the one that yields when DDL on the topic (topic_delete)
+    -- queues behind its lock; busy means try again later.
     PERFORM set_config('lock_timeout', '200ms', true);
-    todo := parts;
-    -- Each retry drops the partition that made the last attempt wait; at
-    -- most four attempts, then the rest is left for a later call.
-    WHILE cardinality(todo) > 0 AND attempt < 4 LOOP
-        attempt := attempt + 1;
-        done := '{}';
-        starts := '{}';
-        ends := '{}';
-        waiting := NULL;
-        BEGIN
-            PERFORM "pgmsg"._segment_lock(t.topic_id);
-            IF attempt = 1 THEN
-                FOR g IN
-                    SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
-                     WHERE c.oid = format('%I.record', 'pgmsg')::regclass
-                       AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
-                LOOP
-                    grantees := grantees || CASE WHEN g = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g)) END;
-                END LOOP;
-            END IF;
-            FOREACH p IN ARRAY todo LOOP
-                SELECT c.segment_end, c.next_offset INTO tp FROM "pgmsg".topic_partition c
-                 WHERE c.topic_id = t.topic_id AND c.partition = p;
-                IF NOT FOUND THEN
-                    -- Deleted while this call waited for the lock.
-                    PERFORM "pgmsg"._raise('PM001', format('unknown topic %s', quote_literal(t.name)));
-                END IF;
-                seg_end := tp.segment_end;
-                WHILE seg_end < tp.next_offset + 2 * t.segment_records LOOP
-                    rel := format('record_%s_p%s_%s', t.topic_id, p, seg_end);
-                    EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I)', 'pgmsg', rel, 'pgmsg', 'record_' || t.topic_id);
-                    EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
-                                   'pgmsg', 'record_' || t.topic_id, 'pgmsg', rel,
-                                   p, seg_end, p, seg_end + t.segment_records);
-                    IF cardinality(grantees) > 0 THEN
-                        EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel, array_to_string(grantees, ', '));
-                    END IF;
-                    INSERT INTO "pgmsg".segment (topic_id, partition, start_offset, end_offset, relname)
-                    VALUES (t.topic_id, p, seg_end, seg_end + t.segment_records, rel);
-                    seg_end := seg_end + t.segment_records;
-                END LOOP;
-                starts := starts || tp.segment_end;
-                ends := ends || seg_end;
-            END LOOP;
-            FOR i IN 1 .. cardinality(todo) LOOP
-                IF ends[i] > starts[i] THEN
-                    waiting := todo[i];
-                    UPDATE "pgmsg".topic_partition c SET segment_end = ends[i]
-                     WHERE c.topic_id = t.topic_id AND c.partition = todo[i];
-                END IF;
-            END LOOP;
-            done := todo;
-            todo := '{}';
-        EXCEPTION
-            WHEN lock_not_available THEN
-                -- Everything of this attempt is rolled back. A counter row
-                -- held: again without it; the topic's table (or a
-                -- segment's DDL) busy: give up for now.
-                IF waiting IS NULL THEN
-                    busy := busy || todo;
-                    todo := '{}';
-                ELSE
-                    busy := busy || waiting;
-                    todo := array_remove(todo, waiting);
-                END IF;
-                done := '{}';
-            WHEN undefined_table THEN
-                -- The topic's table was dropped between the lookup and the lock.
+    BEGIN
+        PERFORM "pgmsg"._segment_lock(t.topic_id);
+        FOR g IN
+            SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
+             WHERE c.oid = format('%I.record', 'pgmsg')::regclass
+               AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
+        LOOP
+            grantees := grantees || CASE WHEN g = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g)) END;
+        END LOOP;
+        FOREACH p IN ARRAY parts LOOP
+            -- The next offset as last committed: publishes move it on,
+            -- which only makes this create less.
+            SELECT c.next_offset, greatest(c.segment_end, coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
+  WHERE ls.topic_id = c.topic_id AND ls.partition = c.partition
+  ORDER BY ls.start_offset DESC LIMIT 1), 0))
+              INTO nxt, seg_end
+              FROM "pgmsg".topic_partition c
+             WHERE c.topic_id = t.topic_id AND c.partition = p;
+            IF NOT FOUND THEN
+                -- Deleted while this call waited for the lock.
                 PERFORM "pgmsg"._raise('PM001', format('unknown topic %s', quote_literal(t.name)));
-        END;
-    END LOOP;
-    busy := busy || todo;
-    RETURN QUERY
-        SELECT u.p, CASE WHEN u.p = ANY (busy) THEN -1
-                         ELSE coalesce(((ends[array_position(done, u.p)] - starts[array_position(done, u.p)])
-                                        / t.segment_records)::integer, 0) END
-          FROM unnest(parts) AS u(p)
-         ORDER BY u.p;
+            END IF;
+            from_end := seg_end;
+            WHILE seg_end < nxt + 2 * t.segment_records LOOP
+                rel := format('record_%s_p%s_%s', t.topic_id, p, seg_end);
+                PERFORM "pgmsg"._segment_unseen(t.topic_id, p, seg_end);
+                EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I)', 'pgmsg', rel, 'pgmsg', 'record_' || t.topic_id);
+                EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
+                               'pgmsg', 'record_' || t.topic_id, 'pgmsg', rel,
+                               p, seg_end, p, seg_end + t.segment_records);
+                IF cardinality(grantees) > 0 THEN
+                    EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel, array_to_string(grantees, ', '));
+                END IF;
+                INSERT INTO "pgmsg".segment (topic_id, partition, start_offset, end_offset, relname)
+                VALUES (t.topic_id, p, seg_end, seg_end + t.segment_records, rel);
+                seg_end := seg_end + t.segment_records;
+            END LOOP;
+            counts := counts || ((seg_end - from_end) / t.segment_records)::integer;
+        END LOOP;
+    EXCEPTION
+        WHEN lock_not_available THEN
+            -- The topic's table (or a segment's DDL) busy: everything of
+            -- this call is rolled back; give up for now.
+            counts := array_fill(-1, ARRAY[cardinality(parts)]);
+        WHEN undefined_table THEN
+            -- The topic's table was dropped between the lookup and the lock.
+            PERFORM "pgmsg"._raise('PM001', format('unknown topic %s', quote_literal(t.name)));
+    END;
+    RETURN QUERY SELECT u.p, u.n FROM unnest(parts, counts) AS u(p, n) ORDER BY u.p;
 END $function$;
 
 -- segments_ensure creates missing segments ahead of need for every
--- partition that has been published to (publishers also do it on the way);
--- partitions whose counter row is busy are skipped. A partition never
--- published to keeps the one segment it was created with: topics that are
--- never written cost no more segments.
+-- partition whose segments run low (segments_low.sql: publishers also do
+-- it on the way), one topic at a time (_segments_ahead()); a topic whose
+-- table stays busy is left for the next run. A partition never published
+-- to, or to less than half of its first segment, keeps the one segment it
+-- was created with: topics that are never written cost no more segments.
+-- Returns the partitions that got segments.
 CREATE OR REPLACE FUNCTION "pgmsg".segments_ensure()
  RETURNS integer
  LANGUAGE plpgsql
@@ -2332,29 +2353,27 @@ CREATE OR REPLACE FUNCTION "pgmsg".segments_ensure()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    p record;
+    r record;
+    k integer;
     n integer := 0;
 BEGIN
-    -- Same lock order as segment_ensure: the topic table, then the counter
-    -- row (skipped when a publisher holds it); a busy topic table is left
-    -- for the next run.
-    PERFORM set_config('lock_timeout', '200ms', true);
-    FOR p IN
-        SELECT tp.topic_id, tp.partition FROM "pgmsg".topic_partition tp
+    FOR r IN
+        SELECT t.name, array_agg(tp.partition ORDER BY tp.partition) AS parts
+        FROM "pgmsg".topic_partition tp
         JOIN "pgmsg".topic t ON t.topic_id = tp.topic_id
-        WHERE tp.next_offset > 0 AND tp.segment_end < tp.next_offset + 2 * t.segment_records
-        ORDER BY tp.topic_id, tp.partition
+        WHERE tp.next_offset > 0
+          AND (tp.next_offset > tp.segment_end - t.segment_records / 2
+ AND tp.next_offset > coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
+  WHERE ls.topic_id = tp.topic_id AND ls.partition = tp.partition
+  ORDER BY ls.start_offset DESC LIMIT 1), tp.segment_end) - t.segment_records / 2)
+        GROUP BY t.topic_id, t.name
+        ORDER BY t.topic_id
     LOOP
         BEGIN
-            PERFORM "pgmsg"._segment_lock(p.topic_id);
-            PERFORM "pgmsg"._segment_ensure(tp.topic_id, tp.partition, tp.segment_end, t.segment_records, tp.next_offset)
-            FROM "pgmsg".topic_partition tp JOIN "pgmsg".topic t ON t.topic_id = tp.topic_id
-            WHERE tp.topic_id = p.topic_id AND tp.partition = p.partition
-            FOR UPDATE OF tp SKIP LOCKED;
-            IF FOUND THEN
-                n := n + 1;
-            END IF;
-        EXCEPTION WHEN lock_not_available THEN
+            SELECT count(*) INTO k FROM "pgmsg"._segments_ahead(r.name, r.parts) a WHERE a.created > 0;
+            n := n + k;
+        EXCEPTION WHEN SQLSTATE 'PM001' THEN
+            -- The topic was deleted meanwhile.
             NULL;
         END;
     END LOOP;
@@ -2588,7 +2607,10 @@ BEGIN
                             WHERE coalesce(octet_length(u.v), 0) + coalesce(octet_length(u.k), 0)
                                   + coalesce(octet_length(u.h::text), 0) > t.max_record_bytes)
         RETURNING c.topic_id, c.next_offset - cardinality(p_values) AS base,
-                  (c.next_offset > c.segment_end - 2 * t.segment_records) AS low
+                  (c.next_offset > c.segment_end - t.segment_records / 2
+                   AND c.next_offset > coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
+                    WHERE ls.topic_id = c.topic_id AND ls.partition = c.partition
+                    ORDER BY ls.start_offset DESC LIMIT 1), c.segment_end) - t.segment_records / 2) AS low
     ), ins AS (
         INSERT INTO "pgmsg".record (topic_id, partition, "offset", "timestamp", key, value, headers)
         SELECT r.topic_id, p_partition, r.base + u.ord - 1, coalesce(u.ts, statement_timestamp()), u.k, u.v, u.h
@@ -2818,11 +2840,16 @@ BEGIN
         PERFORM "pgmsg"._log_epoch_bump(t.topic_id, p_partition, base);
     END IF;
     IF base + n > seg_end THEN
-        -- Fallback: segments are normally created ahead (segment_ensure,
-        -- maintenance's log.segments); a publish past them creates them.
-        PERFORM "pgmsg"._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
+        -- Fallback: segments are normally created ahead (_segments_ahead,
+        -- maintenance's log.segments) without moving the counter row's
+        -- end; a publish past that end moves it to theirs, creating
+        -- segments first when they do not reach far enough.
+        seg_end := "pgmsg"._segment_ensure(t.topic_id, p_partition, seg_end, t.segment_records, base + n);
     END IF;
-    segments_low := (base + n > seg_end - 2 * t.segment_records);
+    segments_low := (base + n > seg_end - t.segment_records / 2
+ AND base + n > coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
+  WHERE ls.topic_id = t.topic_id AND ls.partition = p_partition
+  ORDER BY ls.start_offset DESC LIMIT 1), seg_end) - t.segment_records / 2);
     -- A transaction's later append to a topic routes its rows with the
     -- topic table's partition list as of its first: the lock on that
     -- table is held already, so taking it again processes no

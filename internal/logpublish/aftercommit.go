@@ -96,8 +96,8 @@ func (p *Publisher) sendNotifications(stop, done chan struct{}) {
 			default:
 				for _, r := range rows {
 					if r.Created < 0 {
-						// A publisher held the partition's counter row (or
-						// the topic's table was busy): try again.
+						// The topic's table was busy (another creator, a
+						// publish creating segments, DDL): try again.
 						busy = true
 						p.sendMu.Lock()
 						p.segPending[topicPartition{run.topic, r.Partition}] = struct{}{}
@@ -127,12 +127,12 @@ func (p *Publisher) sendNotifications(stop, done chan struct{}) {
 // topic of 256 partitions attached its 512 segments ahead one partition
 // per transaction, and those rebuilds were 17 % of the server's samples
 // of the 256-partition benchmark (docs/benchmarks.md, "Scale"). Bounded
-// because the transaction holds the topic table's segment lock and the
-// counter rows of the partitions done so far until it commits.
+// because the transaction holds the topic table's segment lock until it
+// commits (it takes no counter row: _segments_ahead()).
 const segmentRunMax = 16
 
 // segmentRun is partitions of one topic whose segments ahead are created
-// in one transaction, in partition order (the counter rows' lock order).
+// in one transaction, in partition order.
 type segmentRun struct {
 	topic      string
 	partitions []int32

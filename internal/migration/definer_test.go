@@ -200,10 +200,12 @@ func TestSegmentFunctionsCheckArguments(t *testing.T) {
 	_, err = pool.Exec(ctx, fmt.Sprintf(`SELECT %s.segment_ensure('t', 0), %s.segment_ensure('t', 1), %s.segments_ensure()`, s, s, s))
 	require.NoError(t, err)
 
-	// Every partition's segments are contiguous from 0 to segment_end and
-	// cover its offsets with two segments to spare.
+	// Every partition's segments are contiguous from 0 and cover its
+	// offsets with two segments to spare; the counter row's segment_end
+	// (the end publishers write below) is within them.
 	rows, err := b.Pool.Query(ctx, fmt.Sprintf(`
 SELECT tp.partition, tp.next_offset, tp.segment_end,
+       (SELECT max(s.end_offset) FROM %[1]s.segment s WHERE s.topic_id = tp.topic_id AND s.partition = tp.partition),
        (SELECT array_agg(s.start_offset || '-' || s.end_offset ORDER BY s.start_offset)::text[]
           FROM %[1]s.segment s WHERE s.topic_id = tp.topic_id AND s.partition = tp.partition)
   FROM %[1]s.topic_partition tp WHERE tp.topic_id = $1 ORDER BY tp.partition`, s), id)
@@ -211,15 +213,17 @@ SELECT tp.partition, tp.next_offset, tp.segment_end,
 	total := 0
 	for rows.Next() {
 		var part int
-		var next, segEnd int64
+		var next, counterEnd, segEnd int64
 		var segs []string
-		require.NoError(t, rows.Scan(&part, &next, &segEnd, &segs))
+		require.NoError(t, rows.Scan(&part, &next, &counterEnd, &segEnd, &segs))
 		var want []string
 		for lo := int64(0); lo < segEnd; lo += 16 {
 			want = append(want, fmt.Sprintf("%d-%d", lo, lo+16))
 		}
 		require.Equal(t, want, segs, "partition %d segments", part)
 		require.GreaterOrEqual(t, segEnd, next+32, "partition %d headroom", part)
+		require.LessOrEqual(t, counterEnd, segEnd, "partition %d counter row's end", part)
+		require.GreaterOrEqual(t, counterEnd, next, "partition %d counter row's end", part)
 		total += int(next)
 	}
 	require.NoError(t, rows.Err())

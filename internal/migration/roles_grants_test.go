@@ -71,7 +71,7 @@ func TestRolesGrantsMatchTable(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var end int64
 		_, _ = tb.Pool.Exec(ctx, "SELECT "+sch+".segment_ensure('t', 0)")
-		err := tb.Pool.QueryRow(ctx, "SELECT segment_end FROM "+sch+".topic_partition WHERE partition = 0").Scan(&end)
+		err := tb.Pool.QueryRow(ctx, "SELECT max(end_offset) FROM "+sch+".segment WHERE partition = 0").Scan(&end)
 		return err == nil && end == 3*64
 	}, 30*time.Second, 50*time.Millisecond)
 

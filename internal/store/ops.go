@@ -34,10 +34,9 @@ func (s *Store) SegmentEnsure(ctx context.Context, exec DBTX, topic string, part
 
 // SegmentEnsureMany is SegmentEnsure for several partitions of one topic
 // in one transaction (_segments_ahead() says why). It returns, per
-// partition, the segments created, or -1 for a partition whose counter
-// row a publisher held past the lock timeout and for every partition left
-// when the topic's table stayed busy (nothing was created for those: try
-// again later).
+// partition, the segments created, or -1 for every partition when the
+// topic's table stayed busy past the lock timeout (nothing was created:
+// try again later). It takes no counter row: publishers never hold it up.
 func (s *Store) SegmentEnsureMany(ctx context.Context, exec DBTX, topic string, partitions []int32) ([]*dbsqlc.SegmentEnsureManyRow, error) {
 	rows, err := s.q.SegmentEnsureMany(ctx, s.DB(exec), dbsqlc.SegmentEnsureManyParams{Topic: topic, Partitions: partitions})
 	return rows, errs.Map(err)

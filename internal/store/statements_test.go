@@ -102,12 +102,12 @@ func TestFunctionsRunTheStatementFiles(t *testing.T) {
 		{"_append", "publish_records", records("t.topic_id", "base", "p_now")},
 		{"_job_claim", "token_next", []string{"token0 + k.ord - 1"}},
 		{"_job_claim", "job_claim_set", []string{"token0", "expires", "now_ts", "p_worker"}},
-		{"_publish_direct", "segments_low", []string{"c.next_offset", "c.segment_end", "t.segment_records"}},
-		{"_publish_copy_end", "segments_low", []string{"c.next_offset", "c.segment_end", "t.segment_records"}},
+		{"_publish_direct", "segments_low", []string{"c.next_offset", "c.segment_end", "t.segment_records", "c.topic_id", "c.partition"}},
+		{"_publish_copy_end", "segments_low", []string{"c.next_offset", "c.segment_end", "t.segment_records", "c.topic_id", "c.partition"}},
 		{"_publish_copy_end", "publish_copy_end", []string{"'pgmsg.copy_offset_seq'", "(SELECT NULL::bigint FROM " +
 			pgx.Identifier{b.Schema}.Sanitize() + "._raise('PM004', format('the COPY stored %s records, not the %s reserved', " +
 			"currval(current_setting('pgmsg.copy_offset_seq')::oid::regclass) - (c.next_offset - p_count) + 1, p_count)))"}},
-		{"_append", "segments_low", []string{"base + n", "seg_end", "t.segment_records"}},
+		{"_append", "segments_low", []string{"base + n", "seg_end", "t.segment_records", "t.topic_id", "p_partition"}},
 	} {
 		var src string
 		if err := b.Pool.QueryRow(context.Background(),

@@ -20,4 +20,4 @@ RETURNING CASE WHEN pg_catalog.currval(pg_catalog.current_setting({{1}})::oid::r
                THEN c.next_offset - $3::integer
                ELSE {{2}} END AS base_offset,
           (extract(epoch FROM pg_catalog.transaction_timestamp()) * 1000000)::bigint AS published_at_us,
-          {{sql segments_low(c.next_offset, c.segment_end, t.segment_records)}} AS segments_low
+          {{sql segments_low(c.next_offset, c.segment_end, t.segment_records, c.topic_id, c.partition)}} AS segments_low
