@@ -14,7 +14,7 @@ import (
 // Defaults of WorkerOpts fields left zero.
 const (
 	WorkerConcurrencyDefault    = 10
-	WorkerClaimBatchMax         = 100
+	WorkerClaimBatchMax         = 250
 	WorkerClaimConcurrency      = 2
 	WorkerCompleteLingerDefault = 2 * time.Millisecond
 	WorkerCompleteBatchDefault  = 500
@@ -58,7 +58,11 @@ type WorkerOpts struct {
 	// bound (the lease is extended for as long as it runs).
 	JobTimeout time.Duration
 	// ClaimBatch caps the jobs of one claim; the worker never claims more
-	// than it has free handler slots. Default min(Concurrency, 100).
+	// than it has free handler slots. Default min(Concurrency,
+	// WorkerClaimBatchMax): 250, so that a worker with many fast handlers
+	// pays a claim statement's fixed cost (about 0.2 ms of server CPU)
+	// once per ~140 jobs rather than per ~85 (docs/benchmarks.md, the
+	// queue throughput row).
 	ClaimBatch int
 	// ClaimConcurrency is how many claims may be in flight at once. Each
 	// takes at most ClaimBatch jobs and never more than the handler slots

@@ -11,7 +11,7 @@ PEERS=${PEERS:-/tmp/peers}
 Q="$PGMSG --database-url $URL --schema pgmsg_bench bench queue"
 P="$PEERS --database-url $URL --schema pgmsg_bench_p"
 for r in 1 2 3; do
-  echo "round $r pgmsg128 $($Q --workers 128 --jobs 400000 --duration 15s 2>&1 | grep jobs_per_sec)"
+  echo "round $r pgmsg256 $($Q --workers 256 --jobs 400000 --duration 15s 2>&1 | grep jobs_per_sec)"
   echo "round $r river2000 $($P --impl river --workers 2000 --jobs 200000 --duration 15s 2>&1 | grep jobs_per_sec)"
   echo "round $r seed16 $($P --impl seed --workers 16 --jobs 100000 --duration 15s 2>&1 | grep jobs_per_sec)"
 done
