@@ -1527,6 +1527,25 @@ BEGIN
     RETURN block;
 END $function$;
 
+-- _record_grantees: the roles (other than its owner) granted p_privilege
+-- on the record table, as a GRANT's list of grantees (PUBLIC for the
+-- public grant), or NULL for none. A topic's tables and a partition's
+-- segments and offset sequence get the same grants as the record table,
+-- so that the roles that read or write it read or write them: topic
+-- creation, the segment creators and the offset sequence's creation grant
+-- this list.
+CREATE OR REPLACE FUNCTION "pgmsg"._record_grantees(p_privilege text)
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END, ', ')
+      FROM pg_class c, aclexplode(c.relacl) a
+     WHERE c.oid = format('%I.record', 'pgmsg')::regclass
+       AND a.privilege_type = p_privilege AND a.grantee <> c.relowner
+$function$;
+
 -- topic_create creates a topic with p_partitions partitions. p_config may
 -- hold segment_records and max_record_bytes (numbers) and any other settings,
 -- which are stored for later features.
@@ -1597,11 +1616,7 @@ BEGIN
     END LOOP;
     -- The roles that read the record table read its segments (the
     -- claim's direct reads): one GRANT for all of them.
-    SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END, ', ')
-      INTO grantees
-      FROM pg_class c, aclexplode(c.relacl) a
-     WHERE c.oid = format('%I.record', 'pgmsg')::regclass
-       AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner;
+    grantees := "pgmsg"._record_grantees('SELECT');
     IF grantees IS NOT NULL THEN
         EXECUTE format('GRANT SELECT ON %s TO %s', array_to_string(rels, ', '), grantees);
     END IF;
@@ -1811,11 +1826,11 @@ CREATE OR REPLACE FUNCTION "pgmsg"._segment_create(p_topic_id integer, p_partiti
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    rel     text := format('record_%s_p%s_%s', p_topic_id, p_partition, p_lo);
-    grantee oid;
-    seg     bigint;
-    tp      record;
-    att_end bigint;
+    rel      text := format('record_%s_p%s_%s', p_topic_id, p_partition, p_lo);
+    grantees text;
+    seg      bigint;
+    tp       record;
+    att_end  bigint;
 BEGIN
     SELECT t.segment_records INTO seg FROM "pgmsg".topic t WHERE t.topic_id = p_topic_id;
     IF NOT FOUND THEN
@@ -1847,14 +1862,10 @@ BEGIN
     EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
                    'pgmsg', 'record_' || p_topic_id, 'pgmsg', rel,
                    p_partition, p_lo, p_partition, p_hi);
-    FOR grantee IN
-        SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
-         WHERE c.oid = format('%I.record', 'pgmsg')::regclass
-           AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
-    LOOP
-        EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel,
-                       CASE WHEN grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(grantee)) END);
-    END LOOP;
+    grantees := "pgmsg"._record_grantees('SELECT');
+    IF grantees IS NOT NULL THEN
+        EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel, grantees);
+    END IF;
     INSERT INTO "pgmsg".segment (topic_id, partition, start_offset, end_offset, relname)
     VALUES (p_topic_id, p_partition, p_lo, p_hi, rel);
     UPDATE "pgmsg".topic_partition c SET segment_end = p_hi
@@ -1924,8 +1935,7 @@ DECLARE
     tp       record;
     seg_end  bigint;
     rel      text;
-    g        oid;
-    grantees text[] := '{}';
+    grantees text;
 BEGIN
     SELECT t.segment_records INTO seg FROM "pgmsg".topic t WHERE t.topic_id = p_topic_id;
     IF NOT FOUND THEN
@@ -1957,13 +1967,7 @@ BEGIN
         seg_end := greatest(tp.segment_end, coalesce((SELECT ls.end_offset FROM "pgmsg".segment ls
   WHERE ls.topic_id = p_topic_id AND ls.partition = p_partition
   ORDER BY ls.start_offset DESC LIMIT 1), 0));
-        FOR g IN
-            SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
-             WHERE c.oid = format('%I.record', 'pgmsg')::regclass
-               AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
-        LOOP
-            grantees := grantees || CASE WHEN g = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g)) END;
-        END LOOP;
+        grantees := "pgmsg"._record_grantees('SELECT');
         WHILE seg_end < p_needed + 2 * seg LOOP
             rel := format('record_%s_p%s_%s', p_topic_id, p_partition, seg_end);
             PERFORM "pgmsg"._segment_unseen(p_topic_id, p_partition, seg_end);
@@ -1971,8 +1975,8 @@ BEGIN
             EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
                            'pgmsg', 'record_' || p_topic_id, 'pgmsg', rel,
                            p_partition, seg_end, p_partition, seg_end + seg);
-            IF cardinality(grantees) > 0 THEN
-                EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel, array_to_string(grantees, ', '));
+            IF grantees IS NOT NULL THEN
+                EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel, grantees);
             END IF;
             INSERT INTO "pgmsg".segment (topic_id, partition, start_offset, end_offset, relname)
             VALUES (p_topic_id, p_partition, seg_end, seg_end + seg, rel);
@@ -2024,9 +2028,9 @@ CREATE OR REPLACE FUNCTION "pgmsg"._offset_seq_create(p_topic_id integer, p_part
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    rel     text := format('record_%s_p%s_offset', p_topic_id, p_partition);
-    seq     oid;
-    grantee oid;
+    rel      text := format('record_%s_p%s_offset', p_topic_id, p_partition);
+    seq      oid;
+    grantees text;
 BEGIN
     SELECT c.offset_seq INTO seq FROM "pgmsg".topic_partition c
      WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
@@ -2039,14 +2043,10 @@ BEGIN
     EXECUTE format('CREATE SEQUENCE %I.%I AS bigint MINVALUE 0 OWNED BY %I.%I."offset"',
                    'pgmsg', rel, 'pgmsg', 'record_' || p_topic_id);
     seq := format('%I.%I', 'pgmsg', rel)::regclass::oid;
-    FOR grantee IN
-        SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
-         WHERE c.oid = format('%I.record', 'pgmsg')::regclass
-           AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner
-    LOOP
-        EXECUTE format('GRANT USAGE, UPDATE ON SEQUENCE %I.%I TO %s', 'pgmsg', rel,
-                       CASE WHEN grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(grantee)) END);
-    END LOOP;
+    grantees := "pgmsg"._record_grantees('INSERT');
+    IF grantees IS NOT NULL THEN
+        EXECUTE format('GRANT USAGE, UPDATE ON SEQUENCE %I.%I TO %s', 'pgmsg', rel, grantees);
+    END IF;
     UPDATE "pgmsg".topic_partition c SET offset_seq = seq
      WHERE c.topic_id = p_topic_id AND c.partition = p_partition;
     RETURN seq;
@@ -2274,8 +2274,7 @@ DECLARE
     seg_end  bigint;
     from_end bigint;
     rel      text;
-    g        oid;
-    grantees text[] := '{}';
+    grantees text;
 BEGIN
     SELECT array_agg(DISTINCT u.p ORDER BY u.p) INTO parts FROM unnest(p_partitions) AS u(p);
     IF parts IS NULL THEN
@@ -2290,13 +2289,7 @@ BEGIN
     PERFORM set_config('lock_timeout', '200ms', true);
     BEGIN
         PERFORM "pgmsg"._segment_lock(t.topic_id);
-        FOR g IN
-            SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
-             WHERE c.oid = format('%I.record', 'pgmsg')::regclass
-               AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
-        LOOP
-            grantees := grantees || CASE WHEN g = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g)) END;
-        END LOOP;
+        grantees := "pgmsg"._record_grantees('SELECT');
         FOREACH p IN ARRAY parts LOOP
             -- The next offset as last committed: publishes move it on,
             -- which only makes this create less.
@@ -2318,8 +2311,8 @@ BEGIN
                 EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES FROM (%s, %s) TO (%s, %s)',
                                'pgmsg', 'record_' || t.topic_id, 'pgmsg', rel,
                                p, seg_end, p, seg_end + t.segment_records);
-                IF cardinality(grantees) > 0 THEN
-                    EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel, array_to_string(grantees, ', '));
+                IF grantees IS NOT NULL THEN
+                    EXECUTE format('GRANT SELECT ON %I.%I TO %s', 'pgmsg', rel, grantees);
                 END IF;
                 INSERT INTO "pgmsg".segment (topic_id, partition, start_offset, end_offset, relname)
                 VALUES (t.topic_id, p, seg_end, seg_end + t.segment_records, rel);
